@@ -1,0 +1,53 @@
+"""qsim's command line (the only module that reads argv).
+
+Each subcommand is declared in `build_parser()` and handled by a `cmd_<name>`
+function here that calls into the stage that does the work. A QsimError is
+printed as a message (exit 2); any other exception is an internal error (exit 1).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .errors import QsimError
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    from .selftest import run_selftest
+    return 0 if run_selftest(seed=args.seed, out=sys.stdout) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qsim",
+        description="Bit-exact integer quantization of NNEF models (TOSA 0.30, CVM), "
+                    "with Cython kernels and a cycle-simulated systolic-array NPU.")
+    parser.add_argument("--version", action="version", version=f"qsim {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("selftest", help="check the compiled kernels against the numpy reference "
+                                        "on seeded random cases")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.set_defaults(handler=cmd_selftest)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except QsimError as err:
+        print(f"qsim: {err.format()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("qsim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
