@@ -1,0 +1,1 @@
+"""Amaranth HDL of qsim's systolic-array NPU (installed as `qsim.hw`)."""
