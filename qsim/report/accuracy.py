@@ -1,0 +1,147 @@
+"""The accuracy report of `qsim quantize`: report.json, PNG plots and an HTML page.
+
+The quantizer computes an `AccuracyReport` (float vs integer execution on the
+same inputs); this module only writes it out, atomically, into one folder.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..atomic import atomic_write_text
+from .html import Page
+
+
+@dataclass(frozen=True)
+class TensorAccuracy:
+    """Float vs dequantized integer values of one tensor over the evaluation set.
+
+    `error_counts`/`error_edges`: histogram of (dequantized - float) in units of
+    the tensor's quantization step (LSB), so 0.5 means half a step.
+    """
+    name: str
+    op: str
+    sqnr_db: float
+    error_counts: tuple[int, ...] = ()
+    error_edges: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class AccuracyReport:
+    model: str
+    eval_samples: int
+    top1_agreement: float                 # fraction of samples where float and int argmax agree
+    float_top1: float | None = None       # accuracy against labels, when labels are known
+    int8_top1: float | None = None
+    tensors: tuple[TensorAccuracy, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)   # observer, rounding, mode, ...
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "model": self.model,
+            "eval_samples": self.eval_samples,
+            "float_top1": self.float_top1,
+            "int8_top1": self.int8_top1,
+            "top1_agreement": self.top1_agreement,
+            "sqnr_db": {t.name: _finite_or_none(t.sqnr_db) for t in self.tensors},
+            "tensors": [dict(asdict(t), sqnr_db=_finite_or_none(t.sqnr_db)) for t in self.tensors],
+            "settings": self.settings,
+            "notes": list(self.notes),
+        }
+        return data
+
+
+def _finite_or_none(x: float) -> float | None:
+    # JSON has no infinity: an exact tensor (no error at all) is reported as null.
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _plot_sqnr(report: AccuracyReport, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [t.name for t in report.tensors]
+    finite = [t.sqnr_db for t in report.tensors if math.isfinite(t.sqnr_db)]
+    cap = (max(finite) + 10.0) if finite else 100.0
+    values = [t.sqnr_db if math.isfinite(t.sqnr_db) else cap for t in report.tensors]
+    height = max(3.0, 0.28 * len(names) + 1.2)
+    fig, ax = plt.subplots(figsize=(8, height))
+    colors = ["#c44" if v < 20 else "#e9a23b" if v < 30 else "#3b7dd8" for v in values]
+    bars = ax.barh(range(len(names)), values, color=colors)
+    for bar, t in zip(bars, report.tensors):
+        if not math.isfinite(t.sqnr_db):      # no error at all: drawn at the cap, labelled
+            bar.set_hatch("//")
+            ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, " exact",
+                    va="center", fontsize=8)
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("SQNR (dB), float vs dequantized integer; higher is better")
+    ax.set_title(f"{report.model}: per-tensor SQNR")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_histograms(report: AccuracyReport, path: Path, most: int = 12) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with_hist = [t for t in report.tensors if t.error_counts]
+    worst = sorted(with_hist, key=lambda t: t.sqnr_db)[:most]
+    cols = 3
+    rows = max(1, math.ceil(len(worst) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 2.6 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for ax, t in zip(axes.flat, worst):
+        ax.set_visible(True)
+        edges = np.asarray(t.error_edges)
+        ax.stairs(np.asarray(t.error_counts), edges, fill=True, color="#3b7dd8")
+        ax.set_title(f"{t.name} ({t.sqnr_db:.1f} dB)", fontsize=8)
+        ax.set_xlabel("error (LSB)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.suptitle(f"{report.model}: error histograms of the {len(worst)} lowest-SQNR tensors")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100.0 * x:.2f} %"
+
+
+def write_accuracy_report(report: AccuracyReport, out_dir: str | Path) -> dict[str, Path]:
+    """Writes report.json, sqnr.png, errors.png and report.html into `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "report.json", "sqnr_plot": out / "sqnr.png",
+             "error_plot": out / "errors.png", "html": out / "report.html"}
+    atomic_write_text(paths["json"], json.dumps(report.to_json(), indent=2) + "\n")
+    _plot_sqnr(report, paths["sqnr_plot"])
+    _plot_histograms(report, paths["error_plot"])
+
+    page = Page(f"qsim accuracy report: {report.model}")
+    page.table(["measure", "value"], [
+        ["evaluation samples", report.eval_samples],
+        ["float top-1", _pct(report.float_top1)],
+        ["integer top-1", _pct(report.int8_top1)],
+        ["top-1 agreement (float vs integer)", _pct(report.top1_agreement)],
+    ] + [[k, v] for k, v in sorted(report.settings.items())])
+    for note in report.notes:
+        page.paragraph(note, css="note")
+    page.heading("Per-tensor SQNR").image(paths["sqnr_plot"].name, "per-tensor SQNR")
+    page.table(["tensor", "op", "SQNR (dB)"],
+               [[t.name, t.op, "exact" if not math.isfinite(t.sqnr_db) else round(t.sqnr_db, 2)]
+                for t in report.tensors])
+    page.heading("Error histograms").image(paths["error_plot"].name, "error histograms")
+    atomic_write_text(paths["html"], page.render())
+    return paths
