@@ -1,0 +1,215 @@
+"""The throughput report of `qsim simulate`: report.json, a SCALE-Sim-style CSV, PNG plots, HTML.
+
+The NPU stage computes per-layer `LayerThroughput`s; this module derives the
+totals that follow from them by definition (sums, latency at the clock, GOPS)
+and writes the files.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..atomic import atomic_write_text
+from .html import Page
+
+# Columns of SCALE-Sim's COMPUTE_REPORT.csv, in its order, for side-by-side use.
+SCALESIM_COMPUTE_COLUMNS = ("LayerID", "Total Cycles", "Stall Cycles", "Overall Util %",
+                            "Mapping Efficiency %", "Compute Util %")
+
+
+@dataclass(frozen=True)
+class LayerThroughput:
+    """One layer on the NPU. `unit`: "array" (systolic array), "vector" (vector unit) or "host"."""
+    name: str
+    op: str
+    unit: str
+    macs: int
+    compute_cycles: int
+    fill_drain_cycles: int
+    stall_cycles: int
+    mapping_efficiency: float          # fraction of PEs holding useful work while computing
+    dram_input_bytes: int
+    dram_weight_bytes: int
+    dram_output_bytes: int
+    verified: bool | None = None       # None: not compared (e.g. host op)
+
+    @property
+    def cycles(self) -> int:
+        return self.compute_cycles + self.fill_drain_cycles + self.stall_cycles
+
+    @property
+    def dram_bytes(self) -> int:
+        return self.dram_input_bytes + self.dram_weight_bytes + self.dram_output_bytes
+
+
+@dataclass(frozen=True)
+class ThroughputReport:
+    model: str
+    engine: str
+    config: dict[str, Any]             # at least rows, cols, dataflow, clock_mhz, dram_bytes_per_cycle
+    layers: tuple[LayerThroughput, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def pes(self) -> int:
+        return int(self.config["rows"]) * int(self.config["cols"])
+
+    @property
+    def total_cycles(self) -> int:
+        return sum(layer.cycles for layer in self.layers)
+
+    @property
+    def total_macs(self) -> int:
+        return sum(layer.macs for layer in self.layers)
+
+    @property
+    def latency_s(self) -> float:
+        return self.total_cycles / (float(self.config["clock_mhz"]) * 1e6)
+
+    @property
+    def inferences_per_s(self) -> float:
+        return 1.0 / self.latency_s if self.total_cycles else float("inf")
+
+    @property
+    def gops(self) -> float:
+        """Achieved giga-operations per second (one MAC = 2 operations)."""
+        return 2.0 * self.total_macs / self.latency_s / 1e9 if self.total_cycles else 0.0
+
+    def utilization(self, layer: LayerThroughput) -> float:
+        """MACs done over MAC slots available during the layer (all its cycles)."""
+        return layer.macs / (self.pes * layer.cycles) if layer.cycles and layer.unit == "array" else 0.0
+
+    def compute_utilization(self, layer: LayerThroughput) -> float:
+        busy = layer.cycles - layer.stall_cycles
+        return layer.macs / (self.pes * busy) if busy and layer.unit == "array" else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        layers = []
+        for layer in self.layers:
+            row = asdict(layer)
+            row.update(cycles=layer.cycles, utilization=self.utilization(layer),
+                       dram_bytes=layer.dram_bytes)
+            layers.append(row)
+        return {"model": self.model, "engine": self.engine, "config": self.config,
+                "layers": layers, "total_cycles": self.total_cycles, "total_macs": self.total_macs,
+                "latency_ms": self.latency_s * 1e3, "inferences_per_s": self.inferences_per_s,
+                "gops": self.gops, "all_verified": all(l.verified is not False for l in self.layers),
+                "notes": list(self.notes)}
+
+    def scalesim_csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(SCALESIM_COMPUTE_COLUMNS)
+        for i, layer in enumerate(self.layers):
+            writer.writerow([i, layer.cycles, layer.stall_cycles,
+                             f"{100 * self.utilization(layer):.4f}",
+                             f"{100 * layer.mapping_efficiency:.4f}",
+                             f"{100 * self.compute_utilization(layer):.4f}"])
+        return buf.getvalue()
+
+
+def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [layer.name for layer in report.layers]
+    x = range(len(names))
+    width = max(6.0, 0.35 * len(names) + 2)
+    paths = {"cycles_plot": out / "cycles.png", "utilization_plot": out / "utilization.png",
+             "roofline_plot": out / "roofline.png"}
+
+    fig, ax = plt.subplots(figsize=(width, 4))
+    bottom = [0] * len(names)
+    for label, attr, color in (("compute", "compute_cycles", "#3b7dd8"),
+                               ("fill/drain", "fill_drain_cycles", "#e9a23b"),
+                               ("memory stall", "stall_cycles", "#c44")):
+        vals = [getattr(layer, attr) for layer in report.layers]
+        ax.bar(x, vals, bottom=bottom, label=label, color=color)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xticks(list(x), names, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("cycles")
+    ax.set_title(f"{report.model} on {report.config['rows']}x{report.config['cols']} "
+                 f"({report.config.get('dataflow', '?')}): cycles per layer")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(paths["cycles_plot"], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(width, 3.5))
+    ax.bar(x, [100 * report.utilization(layer) for layer in report.layers], color="#3b7dd8")
+    ax.set_xticks(list(x), names, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("PE utilization (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title("PE utilization per layer (array layers)")
+    fig.tight_layout()
+    fig.savefig(paths["utilization_plot"], dpi=110)
+    plt.close(fig)
+
+    clock_hz = float(report.config["clock_mhz"]) * 1e6
+    peak_gops = 2.0 * report.pes * clock_hz / 1e9
+    bw_gbs = float(report.config["dram_bytes_per_cycle"]) * clock_hz / 1e9
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    pts = [(2.0 * l.macs / l.dram_bytes, 2.0 * l.macs / (l.cycles / clock_hz) / 1e9, l.name)
+           for l in report.layers if l.macs and l.dram_bytes and l.cycles]
+    if pts:
+        lo = min(p[0] for p in pts) / 4
+        hi = max(max(p[0] for p in pts) * 4, 4 * peak_gops / bw_gbs)
+    else:
+        lo, hi = 0.1, 1000.0
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [min(peak_gops, bw_gbs * v) for v in xs], color="#222", label="roof")
+    for ai, gops, name in pts:
+        ax.scatter(ai, gops, s=14, color="#3b7dd8")
+        ax.annotate(name, (ai, gops), fontsize=6, alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (ops / DRAM byte)")
+    ax.set_ylabel("GOPS")
+    ax.set_title(f"roofline: peak {peak_gops:.1f} GOPS, DRAM {bw_gbs:.1f} GB/s")
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(paths["roofline_plot"], dpi=110)
+    plt.close(fig)
+    return paths
+
+
+def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> dict[str, Path]:
+    """Writes report.json, compute_report.csv, cycles/utilization/roofline PNGs, report.html."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "report.json", "csv": out / "compute_report.csv",
+             "html": out / "report.html"}
+    atomic_write_text(paths["json"], json.dumps(report.to_json(), indent=2) + "\n")
+    atomic_write_text(paths["csv"], report.scalesim_csv())
+    paths.update(_plots(report, out))
+
+    page = Page(f"qsim throughput report: {report.model}")
+    cfg = report.config
+    page.table(["measure", "value"], [
+        ["engine", report.engine],
+        ["array", f"{cfg['rows']} x {cfg['cols']} ({cfg.get('dataflow', '?')})"],
+        ["clock", f"{cfg['clock_mhz']} MHz"],
+        ["total cycles", report.total_cycles],
+        ["latency", f"{report.latency_s * 1e3:.4g} ms"],
+        ["inferences/s", f"{report.inferences_per_s:.4g}"],
+        ["GOPS", f"{report.gops:.4g}"],
+        ["all layers verified", "yes" if report.to_json()["all_verified"] else "NO"],
+    ])
+    for note in report.notes:
+        page.paragraph(note, css="note")
+    page.heading("Layers").table(
+        ["layer", "op", "unit", "MACs", "cycles", "compute", "fill/drain", "stall", "util %",
+         "DRAM bytes", "verified"],
+        [[l.name, l.op, l.unit, l.macs, l.cycles, l.compute_cycles, l.fill_drain_cycles,
+          l.stall_cycles, round(100 * report.utilization(l), 2), l.dram_bytes,
+          {True: "yes", False: "MISMATCH", None: "-"}[l.verified]] for l in report.layers])
+    for key, alt in (("cycles_plot", "cycles per layer"), ("utilization_plot", "utilization"),
+                     ("roofline_plot", "roofline")):
+        page.image(paths[key].name, alt)
+    atomic_write_text(paths["html"], page.render())
+    return paths

@@ -1,0 +1,47 @@
+import csv
+import json
+
+import pytest
+
+from qsim.report.throughput import (SCALESIM_COMPUTE_COLUMNS, LayerThroughput, ThroughputReport,
+                                    write_throughput_report)
+
+
+def _report():
+    conv = LayerThroughput("conv1", "CONV2D", "array", macs=16 * 16 * 100, compute_cycles=100,
+                           fill_drain_cycles=30, stall_cycles=70, mapping_efficiency=1.0,
+                           dram_input_bytes=1000, dram_weight_bytes=500, dram_output_bytes=250,
+                           verified=True)
+    pool = LayerThroughput("pool", "AVG_POOL2D", "vector", macs=0, compute_cycles=50,
+                           fill_drain_cycles=0, stall_cycles=0, mapping_efficiency=0.0,
+                           dram_input_bytes=0, dram_weight_bytes=0, dram_output_bytes=0)
+    cfg = {"rows": 16, "cols": 16, "dataflow": "ws", "clock_mhz": 500, "dram_bytes_per_cycle": 16}
+    return ThroughputReport("demo", "model", cfg, (conv, pool))
+
+
+def test_totals_follow_from_layers():
+    r = _report()
+    assert r.total_cycles == 250
+    assert r.utilization(r.layers[0]) == pytest.approx(25600 / (256 * 200))
+    assert r.compute_utilization(r.layers[0]) == pytest.approx(25600 / (256 * 130))
+    assert r.latency_s == pytest.approx(250 / 500e6)
+    assert r.gops == pytest.approx(2 * 25600 / (250 / 500e6) / 1e9)
+
+
+def test_json_and_scalesim_csv(tmp_path):
+    paths = write_throughput_report(_report(), tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert data["total_cycles"] == 250 and data["engine"] == "model"
+    assert {"name", "op", "macs", "cycles", "utilization", "dram_bytes", "verified"} <= set(data["layers"][0])
+    assert data["layers"][0]["dram_bytes"] == 1750
+    rows = list(csv.reader(paths["csv"].open()))
+    assert tuple(rows[0]) == SCALESIM_COMPUTE_COLUMNS
+    assert rows[1][:3] == ["0", "200", "70"] and float(rows[1][3]) == pytest.approx(50.0)
+
+
+def test_plots_and_html(tmp_path):
+    paths = write_throughput_report(_report(), tmp_path)
+    for key in ("cycles_plot", "utilization_plot", "roofline_plot"):
+        assert paths[key].read_bytes()[:4] == b"\x89PNG"
+    html = paths["html"].read_text()
+    assert "roofline.png" in html and "conv1" in html and "16 x 16 (ws)" in html
