@@ -1,0 +1,117 @@
+"""The NPU instruction format: one definition shared by the RTL decoder and the compiler.
+
+Every instruction is INSTR_BITS wide, little-endian, fields packed from bit 0 in
+the order listed. Bits [1:0] opcode, bit 2 wait_dma, bit 3 wait_compute; the
+rest depends on the opcode. README.md renders the same tables for users.
+
+Execution model (README.md, "Dispatch"): instructions dispatch in order, one per
+cycle at most, to the DMA unit (LOAD, STORE) or the compute unit (COMPUTE). An
+instruction waits until its unit is idle, and additionally until the DMA unit
+is idle (wait_dma) and/or the compute unit is idle (wait_compute). Double
+buffering is the compiler's: it alternates between halves of each buffer.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+INSTR_BITS = 160
+INSTR_BYTES = INSTR_BITS // 8
+
+
+class Opcode(enum.IntEnum):
+    NOP = 0       # dispatches without occupying a unit
+    LOAD = 1      # DRAM -> input / weight / param buffer
+    STORE = 2     # output / accumulator buffer -> DRAM
+    COMPUTE = 3   # buffers -> array -> accumulators (-> requantization -> output buffer)
+
+
+class LoadBuffer(enum.IntEnum):
+    INPUT = 0
+    WEIGHT = 1
+    PARAM = 2
+
+
+class StoreBuffer(enum.IntEnum):
+    OUTPUT = 0        # int8 words of C lanes
+    ACCUMULATOR = 1   # int32 words of C lanes (layers whose result stays int32)
+
+
+HEADER = (("opcode", 2, False), ("wait_dma", 1, False), ("wait_compute", 1, False))
+
+# (name, width in bits, signed)
+FIELDS = {
+    Opcode.NOP: (),
+    Opcode.LOAD: (("buf", 2, False), ("buf_addr", 16, False), ("count", 16, False),
+                  ("dram_addr", 32, False), ("dram_stride", 24, False),
+                  ("word_bytes", 16, False)),
+    Opcode.COMPUTE: (("a_addr", 16, False), ("w_addr", 16, False), ("acc_addr", 16, False),
+                     ("out_addr", 16, False), ("param_addr", 4, False), ("count", 16, False),
+                     ("accumulate", 1, False), ("requant", 1, False), ("double_round", 1, False),
+                     ("in_zp", 8, True), ("w_zp", 8, True), ("out_zp", 8, True),
+                     ("clamp_lo", 8, True), ("clamp_hi", 8, True)),
+}
+FIELDS[Opcode.STORE] = FIELDS[Opcode.LOAD]
+
+
+def layout(opcode: Opcode) -> dict[str, tuple[int, int, bool]]:
+    """name -> (lowest bit, width, signed) for one opcode, header included."""
+    out, pos = {}, 0
+    for name, width, signed in HEADER + FIELDS[Opcode(opcode)]:
+        out[name] = (pos, width, signed)
+        pos += width
+    assert pos <= INSTR_BITS
+    return out
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One instruction; `fields` holds the opcode-specific values by name."""
+    opcode: Opcode
+    wait_dma: bool = False
+    wait_compute: bool = False
+    fields: dict = field(default_factory=dict)
+
+    def get(self, name: str) -> int:
+        return int(self.fields.get(name, 0))
+
+    def encode(self) -> int:
+        values = dict(self.fields, opcode=int(self.opcode), wait_dma=int(self.wait_dma),
+                      wait_compute=int(self.wait_compute))
+        lay = layout(self.opcode)
+        unknown = set(values) - set(lay)
+        if unknown:
+            raise ValueError(f"{self.opcode.name} has no field(s) {sorted(unknown)}")
+        word = 0
+        for name, value in values.items():
+            lo, width, signed = lay[name]
+            value = int(value)
+            low, high = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+            if not low <= value <= high:
+                raise ValueError(f"{self.opcode.name}.{name} = {value} outside [{low}, {high}]")
+            word |= (value & ((1 << width) - 1)) << lo
+        return word
+
+
+def load(buf: LoadBuffer, buf_addr: int, count: int, dram_addr: int, dram_stride: int,
+         word_bytes: int, **flags) -> Instr:
+    return Instr(Opcode.LOAD, fields=dict(buf=int(buf), buf_addr=buf_addr, count=count,
+                                          dram_addr=dram_addr, dram_stride=dram_stride,
+                                          word_bytes=word_bytes), **flags)
+
+
+def store(buf: StoreBuffer, buf_addr: int, count: int, dram_addr: int, dram_stride: int,
+          word_bytes: int, **flags) -> Instr:
+    return Instr(Opcode.STORE, fields=dict(buf=int(buf), buf_addr=buf_addr, count=count,
+                                           dram_addr=dram_addr, dram_stride=dram_stride,
+                                           word_bytes=word_bytes), **flags)
+
+
+def compute(**kw) -> Instr:
+    flags = {k: kw.pop(k) for k in ("wait_dma", "wait_compute") if k in kw}
+    return Instr(Opcode.COMPUTE, fields=kw, **flags)
+
+
+def pack_program(instrs) -> bytes:
+    """The instruction stream as bytes: INSTR_BYTES per instruction, little-endian."""
+    return b"".join(i.encode().to_bytes(INSTR_BYTES, "little") for i in instrs)

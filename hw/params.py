@@ -1,0 +1,77 @@
+"""NPU geometry: everything the RTL needs, derived once from a configuration.
+
+Word widths follow the dataflow-independent buffer layout (README.md):
+input buffer words hold R int8 lanes, weight and output buffer words C int8
+lanes, accumulator words C int32 lanes, parameter words C lanes of
+(bias int32, multiplier int32, shift uint8) = 9 bytes each.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+PARAM_LANE_BYTES = 9        # bias (4) + multiplier (4) + shift (1), little-endian
+PARAM_DEPTH_WORDS = 4       # two banks of two words: one word per output-column tile
+REQUANT_LATENCY_CYCLES = 3  # bias add | multiply + round | shift, zero point, clamp
+
+
+class Dataflow(enum.Enum):
+    WEIGHT_STATIONARY = "ws"
+    OUTPUT_STATIONARY = "os"
+
+
+@dataclass(frozen=True)
+class Geometry:
+    rows: int
+    cols: int
+    dataflow: Dataflow
+    input_buffer_bytes: int
+    weight_buffer_bytes: int
+    accumulator_buffer_bytes: int
+    dram_bytes_per_cycle: int
+
+    @property
+    def input_word_bytes(self) -> int:
+        return self.rows
+
+    @property
+    def weight_word_bytes(self) -> int:
+        return self.cols
+
+    @property
+    def output_word_bytes(self) -> int:
+        return self.cols
+
+    @property
+    def acc_word_bytes(self) -> int:
+        return 4 * self.cols
+
+    @property
+    def param_word_bytes(self) -> int:
+        return PARAM_LANE_BYTES * self.cols
+
+    @property
+    def input_depth_words(self) -> int:
+        return self.input_buffer_bytes // self.input_word_bytes
+
+    @property
+    def weight_depth_words(self) -> int:
+        return self.weight_buffer_bytes // self.weight_word_bytes
+
+    @property
+    def acc_depth_words(self) -> int:
+        # The output (int8) buffer mirrors the accumulator buffer's depth.
+        return self.accumulator_buffer_bytes // self.acc_word_bytes
+
+    @property
+    def dram_port_bytes(self) -> int:
+        """Width of the DRAM data port: the widest word any buffer exchanges with DRAM."""
+        return max(self.input_word_bytes, self.weight_word_bytes,
+                   self.param_word_bytes, self.acc_word_bytes)
+
+    @classmethod
+    def of(cls, config) -> "Geometry":
+        """From any object with the configuration's attribute names (qsim.npu.config.NpuConfig)."""
+        return cls(config.rows, config.cols, config.dataflow, config.input_buffer_bytes,
+                   config.weight_buffer_bytes, config.accumulator_buffer_bytes,
+                   config.dram_bytes_per_cycle)

@@ -1,0 +1,95 @@
+"""The NPU: in-order dispatcher, DMA unit, compute unit, on-chip buffers, DRAM port.
+
+Dispatch (README.md): an instruction accepted from the `instr` stream sits in
+one register; it dispatches in the first cycle its unit is idle and its wait
+flags are satisfied (NOP dispatches at once), and the next instruction is
+accepted in that same cycle. A unit dispatched at cycle t is busy from t+1 for
+its duration D (dma.py, compute.py) and can take the next instruction at t+D+1.
+`idle` is high when no instruction is held and both units are idle.
+
+DRAM port: fixed latency. dram_re with dram_addr at cycle t returns
+dram_rdata at t+1 (byte k = DRAM[addr+k]); dram_we writes dram_wlen low bytes of
+dram_wdata at dram_addr. The DRAM itself is modelled by the simulation harness;
+its bandwidth is enforced by the DMA unit's credit counter.
+"""
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .compute import ComputeUnit
+from .dma import DMA, field
+from .isa import INSTR_BITS, Opcode
+from .params import PARAM_DEPTH_WORDS, Geometry
+
+
+class NPU(wiring.Component):
+    def __init__(self, geom: Geometry):
+        self.geom = geom
+        P = geom.dram_port_bytes
+        super().__init__({
+            "instr": In(stream.Signature(unsigned(INSTR_BITS))),
+            "idle": Out(1),
+            "dram_addr": Out(32), "dram_re": Out(1), "dram_we": Out(1),
+            "dram_wdata": Out(8 * P), "dram_wlen": Out(16), "dram_rdata": In(8 * P),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self.geom
+        m.submodules.dma = dma = DMA(g)
+        m.submodules.compute = cu = ComputeUnit(g)
+
+        # Buffers: synchronous read ports (data one cycle after the address).
+        m.submodules.input_buf = input_buf = memory.Memory(
+            shape=unsigned(8 * g.input_word_bytes), depth=g.input_depth_words, init=[])
+        m.submodules.weight_buf = weight_buf = memory.Memory(
+            shape=unsigned(8 * g.weight_word_bytes), depth=g.weight_depth_words, init=[])
+        m.submodules.param_buf = param_buf = memory.Memory(
+            shape=unsigned(8 * g.param_word_bytes), depth=PARAM_DEPTH_WORDS, init=[])
+        m.submodules.acc_buf = acc_buf = memory.Memory(
+            shape=unsigned(8 * g.acc_word_bytes), depth=g.acc_depth_words, init=[])
+        m.submodules.output_buf = output_buf = memory.Memory(
+            shape=unsigned(8 * g.output_word_bytes), depth=g.acc_depth_words, init=[])
+
+        for mem, en, width in ((input_buf, dma.wr_input, g.input_word_bytes),
+                               (weight_buf, dma.wr_weight, g.weight_word_bytes),
+                               (param_buf, dma.wr_param, g.param_word_bytes)):
+            wp = mem.write_port()
+            m.d.comb += [wp.addr.eq(dma.wr_addr), wp.data.eq(dma.wr_data[:8 * width]), wp.en.eq(en)]
+        for mem, addr, data in ((input_buf, cu.in_addr, cu.in_data), (weight_buf, cu.w_addr, cu.w_data),
+                                (param_buf, cu.param_addr, cu.param_data),
+                                (acc_buf, cu.acc_rd_addr, cu.acc_rd_data)):
+            rp = mem.read_port()
+            m.d.comb += [rp.addr.eq(addr), data.eq(rp.data)]
+        for mem, addr, data, en in ((acc_buf, cu.acc_wr_addr, cu.acc_wr_data, cu.acc_wr_en),
+                                    (output_buf, cu.out_wr_addr, cu.out_wr_data, cu.out_wr_en)):
+            wp = mem.write_port()
+            m.d.comb += [wp.addr.eq(addr), wp.data.eq(data), wp.en.eq(en)]
+        for mem, data in ((acc_buf, dma.rd_acc), (output_buf, dma.rd_output)):
+            rp = mem.read_port()
+            m.d.comb += [rp.addr.eq(dma.rd_addr), data.eq(rp.data)]
+
+        m.d.comb += [self.dram_addr.eq(dma.dram_addr), self.dram_re.eq(dma.dram_re),
+                     self.dram_we.eq(dma.dram_we), self.dram_wdata.eq(dma.dram_wdata),
+                     self.dram_wlen.eq(dma.dram_wlen), dma.dram_rdata.eq(self.dram_rdata)]
+
+        # In-order dispatcher.
+        cur = Signal(INSTR_BITS)
+        cur_valid = Signal()
+        opcode = field(cur, Opcode.NOP, "opcode")
+        wait_dma = field(cur, Opcode.NOP, "wait_dma")
+        wait_compute = field(cur, Opcode.NOP, "wait_compute")
+        to_dma = (opcode == Opcode.LOAD) | (opcode == Opcode.STORE)
+        to_compute = opcode == Opcode.COMPUTE
+        fire = Signal()
+        m.d.comb += fire.eq(cur_valid & ~(to_dma & dma.busy) & ~(to_compute & cu.busy)
+                            & ~(wait_dma & dma.busy) & ~(wait_compute & cu.busy))
+        m.d.comb += [self.instr.ready.eq(~cur_valid | fire),
+                     dma.instr.eq(cur), cu.instr.eq(cur),
+                     dma.start.eq(fire & to_dma), cu.start.eq(fire & to_compute),
+                     self.idle.eq(~cur_valid & ~dma.busy & ~cu.busy)]
+        with m.If(self.instr.valid & self.instr.ready):
+            m.d.sync += [cur.eq(self.instr.payload), cur_valid.eq(1)]
+        with m.Elif(fire):
+            m.d.sync += cur_valid.eq(0)
+        return m

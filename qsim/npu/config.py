@@ -1,0 +1,160 @@
+"""NPU configuration: one TOML file (table [npu]), validated on load; named presets.
+
+Keys (all required except name and clock_mhz):
+  rows, cols                    systolic array size, 1..64 each
+  dataflow                      "ws" / "weight_stationary" or "os" / "output_stationary"
+  input_buffer_bytes            multiple of rows (input words hold R int8 lanes)
+  weight_buffer_bytes           multiple of cols (weight words hold C int8 lanes)
+  accumulator_buffer_bytes      multiple of 4*cols (accumulator words hold C int32 lanes);
+                                the int8 output buffer has the same depth in words
+  dram_bytes_per_cycle          1..4096
+  clock_mhz                     (0, 10000], default 1000
+Each buffer holds 2..65536 words (16-bit addresses), and at least 2*rows
+(weights, WS), 2*rows (accumulators) words so that both halves of a double
+buffer hold a full tile.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import DataError, Location, UsageError
+from ..hw.params import Dataflow, Geometry
+
+MAX_DIM = 64
+MAX_DEPTH_WORDS = 1 << 16
+
+_DATAFLOW_NAMES = {"ws": Dataflow.WEIGHT_STATIONARY, "weight_stationary": Dataflow.WEIGHT_STATIONARY,
+                   "os": Dataflow.OUTPUT_STATIONARY, "output_stationary": Dataflow.OUTPUT_STATIONARY}
+
+
+@dataclass(frozen=True)
+class NpuConfig:
+    name: str
+    rows: int
+    cols: int
+    dataflow: Dataflow
+    input_buffer_bytes: int
+    weight_buffer_bytes: int
+    accumulator_buffer_bytes: int
+    dram_bytes_per_cycle: int
+    clock_mhz: float = 1000.0
+
+    @property
+    def geometry(self) -> Geometry:
+        return Geometry.of(self)
+
+    def to_toml(self) -> str:
+        return (f'[npu]\nname = "{self.name}"\nrows = {self.rows}\ncols = {self.cols}\n'
+                f'dataflow = "{self.dataflow.value}"\n'
+                f"input_buffer_bytes = {self.input_buffer_bytes}\n"
+                f"weight_buffer_bytes = {self.weight_buffer_bytes}\n"
+                f"accumulator_buffer_bytes = {self.accumulator_buffer_bytes}\n"
+                f"dram_bytes_per_cycle = {self.dram_bytes_per_cycle}\n"
+                f"clock_mhz = {self.clock_mhz}\n")
+
+
+def _preset(n: int, dataflow=Dataflow.WEIGHT_STATIONARY) -> NpuConfig:
+    kib = 1024
+    return NpuConfig(name=f"{n}x{n}", rows=n, cols=n, dataflow=dataflow,
+                     input_buffer_bytes=16 * n * kib // 8, weight_buffer_bytes=16 * n * kib // 8,
+                     accumulator_buffer_bytes=64 * n * kib // 8, dram_bytes_per_cycle=n,
+                     clock_mhz=1000.0)
+
+
+# 8x8: 16 KiB input, 16 KiB weight, 64 KiB accumulator buffers, 8 B/cycle; scaled by n/8.
+PRESETS = {p.name: p for p in (_preset(8), _preset(16), _preset(32))}
+
+
+def _line_of(text: str, key: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return number
+    return None
+
+
+def parse_config(text: str, file: str = "<config>") -> NpuConfig:
+    """Validates a TOML text; every failure is a DataError naming file:line, key, value, range."""
+    def fail(key, message, hint=None):
+        raise DataError(message, location=Location(file, _line_of(text, key) if key else None), hint=hint)
+
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise DataError(f"not valid TOML: {err}", location=Location(file),
+                        hint="the file needs a [npu] table of key = value lines") from None
+    if set(doc) != {"npu"} or not isinstance(doc["npu"], dict):
+        fail(None, f"expected exactly one table [npu], found {sorted(doc) or 'none'}",
+             hint="put all keys under a [npu] header")
+    table = dict(doc["npu"])
+    required = ("rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
+                "accumulator_buffer_bytes", "dram_bytes_per_cycle")
+    known = set(required) | {"name", "clock_mhz"}
+    for key in table:
+        if key not in known:
+            fail(key, f"unknown key '{key}'", hint=f"known keys: {', '.join(sorted(known))}")
+    for key in required:
+        if key not in table:
+            fail(None, f"missing key '{key}'", hint=f"add '{key} = ...' under [npu]")
+
+    def integer(key, low, high):
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            fail(key, f"key '{key}' = {value!r} must be an integer in [{low}, {high}]")
+        if not low <= value <= high:
+            fail(key, f"key '{key}' = {value} is out of range: allowed [{low}, {high}]")
+        return value
+
+    rows, cols = integer("rows", 1, MAX_DIM), integer("cols", 1, MAX_DIM)
+    name = table.get("name", f"{rows}x{cols}")
+    if not isinstance(name, str):
+        fail("name", f"key 'name' = {name!r} must be a string")
+    flow = table["dataflow"]
+    if not isinstance(flow, str) or flow.lower() not in _DATAFLOW_NAMES:
+        fail("dataflow", f"key 'dataflow' = {flow!r} is not a dataflow: allowed "
+                         f"{', '.join(repr(k) for k in _DATAFLOW_NAMES)}")
+    dataflow = _DATAFLOW_NAMES[flow.lower()]
+    bandwidth = integer("dram_bytes_per_cycle", 1, 4096)
+    clock = table.get("clock_mhz", 1000.0)
+    if isinstance(clock, bool) or not isinstance(clock, (int, float)) or not 0 < clock <= 10000:
+        fail("clock_mhz", f"key 'clock_mhz' = {clock!r} is out of range: allowed (0, 10000]")
+
+    def buffer(key, word_bytes, min_words):
+        value = integer(key, 1, word_bytes * MAX_DEPTH_WORDS)
+        if value % word_bytes:
+            fail(key, f"key '{key}' = {value} is not a multiple of its word size {word_bytes} bytes",
+                 hint=f"use {value - value % word_bytes or word_bytes} or "
+                      f"{value - value % word_bytes + word_bytes}")
+        if value // word_bytes < min_words:
+            fail(key, f"key '{key}' = {value} holds {value // word_bytes} words; at least "
+                      f"{min_words} words ({min_words * word_bytes} bytes) are needed for a "
+                      f"{rows}x{cols} array", hint="double buffering needs two full tiles")
+        return value
+
+    return NpuConfig(
+        name=name, rows=rows, cols=cols, dataflow=dataflow,
+        input_buffer_bytes=buffer("input_buffer_bytes", rows, 2),
+        weight_buffer_bytes=buffer("weight_buffer_bytes", cols, 2 * rows),
+        accumulator_buffer_bytes=buffer("accumulator_buffer_bytes", 4 * cols, 2 * rows),
+        dram_bytes_per_cycle=bandwidth, clock_mhz=float(clock))
+
+
+def load_config(spec: str | Path) -> NpuConfig:
+    """A preset name (8x8, 16x16, 32x32; with ':os' / ':ws' for the dataflow) or a TOML path."""
+    text_spec = str(spec)
+    base, _, flow = text_spec.partition(":")
+    if base in PRESETS:
+        config = PRESETS[base]
+        if flow:
+            if flow.lower() not in _DATAFLOW_NAMES:
+                raise UsageError(f"unknown dataflow '{flow}' in '{text_spec}'",
+                                 hint="use ':ws' or ':os' after the preset name")
+            config = NpuConfig(**{**config.__dict__, "dataflow": _DATAFLOW_NAMES[flow.lower()]})
+        return config
+    path = Path(text_spec)
+    if not path.is_file():
+        raise UsageError(f"no NPU configuration '{text_spec}': not a preset and not a file",
+                         hint=f"presets: {', '.join(PRESETS)} (append ':os' for output-stationary)")
+    return parse_config(path.read_text(encoding="utf-8"), file=str(path))

@@ -1,0 +1,185 @@
+"""Numpy cycle model of the NPU: the same schedule as the RTL, the same values and cycle count.
+
+Timing (hw/top.py, hw/dma.py, hw/compute.py): instruction i is held from cycle
+a_i = d_{i-1} + 1 (a_0 = 1: accepted in cycle 0) and dispatches at
+d_i = max(a_i, free[unit], free[dma] if wait_dma, free[compute] if wait_compute);
+its unit is then busy for D cycles and free again at d_i + D + 1. The program
+ends at max(d_last + 1, free[dma], free[compute]): the first cycle `idle` is high.
+Durations (n words of W bytes at B bytes/cycle; R x C array; L requant latency):
+  LOAD/STORE   max(n-1, ceil(n*W/B)-1) + 2
+  COMPUTE ws   2R + C + M + L'        (M = count, L' = L if requant else 0)
+  COMPUTE os   K + 2R + C - 1 + L'    (K = count)
+Values: each instruction is executed on numpy buffers, a whole tile at a time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import UsageError
+from ..hw.isa import Instr, LoadBuffer, Opcode, StoreBuffer
+from ..hw.params import PARAM_DEPTH_WORDS, PARAM_LANE_BYTES, REQUANT_LATENCY_CYCLES, Dataflow, Geometry
+from ..tosa.arith import apply_scale_32
+
+
+@dataclass
+class CycleStats:
+    """Cycle accounting of one program run. compute + fill_drain + stall == total."""
+    total_cycles: int = 0
+    compute_cycles: int = 0       # compute unit streaming operands (a row of A or a k step per cycle)
+    fill_drain_cycles: int = 0    # compute unit busy with weight preload, skew, drain, requant tail
+    stall_cycles: int = 0         # compute unit idle: waiting for DMA (or nothing left to do)
+    dma_busy_cycles: int = 0
+    pe_mac_slots: int = 0         # useful MACs issued (rows x cols x streaming cycles)
+    dram_read_bytes: dict = field(default_factory=lambda: {b.name.lower(): 0 for b in LoadBuffer})
+    dram_write_bytes: int = 0
+    instructions: int = 0
+
+
+def dma_duration(count: int, word_bytes: int, bytes_per_cycle: int) -> int:
+    last_issue = max(count - 1, -(-count * word_bytes // bytes_per_cycle) - 1)
+    return last_issue + 2
+
+
+def compute_duration(geom: Geometry, count: int, requant: bool) -> int:
+    R, C = geom.rows, geom.cols
+    tail = REQUANT_LATENCY_CYCLES if requant else 0
+    if geom.dataflow is Dataflow.WEIGHT_STATIONARY:
+        return 2 * R + C + count + tail
+    return count + 2 * R + C - 1 + tail
+
+
+def instr_unit(instr: Instr) -> str | None:
+    if instr.opcode in (Opcode.LOAD, Opcode.STORE):
+        return "dma"
+    return "compute" if instr.opcode is Opcode.COMPUTE else None
+
+
+def instr_duration(geom: Geometry, instr: Instr) -> int:
+    if instr.opcode in (Opcode.LOAD, Opcode.STORE):
+        return dma_duration(instr.get("count"), instr.get("word_bytes"), geom.dram_bytes_per_cycle)
+    if instr.opcode is Opcode.COMPUTE:
+        return compute_duration(geom, instr.get("count"), bool(instr.get("requant")))
+    return 0
+
+
+def schedule(geom: Geometry, instrs) -> tuple[np.ndarray, int]:
+    """Dispatch cycle of every instruction and the total cycle count."""
+    free = {"dma": 0, "compute": 0}
+    dispatch = np.zeros(len(instrs), dtype=np.int64)
+    prev = 0
+    for i, instr in enumerate(instrs):
+        unit = instr_unit(instr)
+        t = prev + 1
+        if unit:
+            t = max(t, free[unit])
+        if instr.wait_dma:
+            t = max(t, free["dma"])
+        if instr.wait_compute:
+            t = max(t, free["compute"])
+        if unit:
+            free[unit] = t + instr_duration(geom, instr) + 1
+        dispatch[i] = prev = t
+    return dispatch, max(prev + 1, free["dma"], free["compute"])
+
+
+class NpuState:
+    """The NPU's buffers as numpy arrays (uint8 words; accumulators as int32 lanes)."""
+
+    def __init__(self, geom: Geometry):
+        g = self.geom = geom
+        self.input = np.zeros((g.input_depth_words, g.input_word_bytes), np.uint8)
+        self.weight = np.zeros((g.weight_depth_words, g.weight_word_bytes), np.uint8)
+        self.param = np.zeros((PARAM_DEPTH_WORDS, g.param_word_bytes), np.uint8)
+        self.acc = np.zeros((g.acc_depth_words, g.cols), np.int32)
+        self.output = np.zeros((g.acc_depth_words, g.output_word_bytes), np.uint8)
+
+    def _rows(self, buffer: np.ndarray, start: int, count: int, what: str) -> slice:
+        if start < 0 or start + count > buffer.shape[0]:
+            raise UsageError(f"{what}: words [{start}, {start + count}) outside the buffer's "
+                             f"{buffer.shape[0]} words")
+        return slice(start, start + count)
+
+    def load(self, instr: Instr, dram: np.ndarray) -> None:
+        buf = {LoadBuffer.INPUT: self.input, LoadBuffer.WEIGHT: self.weight,
+               LoadBuffer.PARAM: self.param}[LoadBuffer(instr.get("buf"))]
+        n, wb = instr.get("count"), instr.get("word_bytes")
+        rows = self._rows(buf, instr.get("buf_addr"), n, "LOAD")
+        take = min(wb, buf.shape[1])
+        index = instr.get("dram_addr") + instr.get("dram_stride") * np.arange(n)[:, None] + np.arange(take)
+        if index.size and index.max() >= dram.size:
+            raise UsageError(f"LOAD reads DRAM byte {int(index.max())} beyond its {dram.size} bytes")
+        words = np.zeros((n, buf.shape[1]), np.uint8)
+        words[:, :take] = dram[index]
+        buf[rows] = words
+
+    def store(self, instr: Instr, dram: np.ndarray) -> None:
+        n, wb = instr.get("count"), instr.get("word_bytes")
+        if StoreBuffer(instr.get("buf")) is StoreBuffer.ACCUMULATOR:
+            src = self.acc[self._rows(self.acc, instr.get("buf_addr"), n, "STORE")]
+            src = src.astype("<i4").view(np.uint8).reshape(n, -1)
+        else:
+            src = self.output[self._rows(self.output, instr.get("buf_addr"), n, "STORE")]
+        index = instr.get("dram_addr") + instr.get("dram_stride") * np.arange(n)[:, None] + np.arange(wb)
+        if index.size and index.max() >= dram.size:
+            raise UsageError(f"STORE writes DRAM byte {int(index.max())} beyond its {dram.size} bytes")
+        dram[index] = src[:, :wb]
+
+    def compute(self, instr: Instr) -> None:
+        g = self.geom
+        R, C = g.rows, g.cols
+        count = instr.get("count")
+        in_zp, w_zp = instr.get("in_zp"), instr.get("w_zp")
+        if g.dataflow is Dataflow.WEIGHT_STATIONARY:
+            a = self.input[self._rows(self.input, instr.get("a_addr"), count, "COMPUTE input")]
+            w = self.weight[self._rows(self.weight, instr.get("w_addr"), R, "COMPUTE weight")]
+            product = (a.view(np.int8).astype(np.int64) - in_zp) @ (w.view(np.int8).astype(np.int64) - w_zp)
+            n_rows = count
+        else:
+            a = self.input[self._rows(self.input, instr.get("a_addr"), count, "COMPUTE input")]
+            w = self.weight[self._rows(self.weight, instr.get("w_addr"), count, "COMPUTE weight")]
+            product = (a.view(np.int8).astype(np.int64) - in_zp).T @ (w.view(np.int8).astype(np.int64) - w_zp)
+            n_rows = R
+        rows = self._rows(self.acc, instr.get("acc_addr"), n_rows, "COMPUTE accumulator")
+        old = self.acc[rows].astype(np.int64) if instr.get("accumulate") else 0
+        total = (old + product).astype(np.uint32).astype(np.int32)  # wraps at 32 bits like the PEs
+        self.acc[rows] = total
+        if instr.get("requant"):
+            p = self.param[instr.get("param_addr")].reshape(C, PARAM_LANE_BYTES)
+            bias = p[:, 0:4].copy().view("<i4")[:, 0].astype(np.int64)
+            mult = p[:, 4:8].copy().view("<i4")[:, 0].astype(np.int64)
+            shift = (p[:, 8] & 0x3F).astype(np.int64)
+            value = (total.astype(np.int64) + bias).astype(np.uint32).astype(np.int32)
+            scaled = apply_scale_32(value, mult, shift, bool(instr.get("double_round")),
+                                    context="NPU requantization unit")
+            out = np.clip(scaled.astype(np.int64) + instr.get("out_zp"),
+                          instr.get("clamp_lo"), instr.get("clamp_hi"))
+            orows = self._rows(self.output, instr.get("out_addr"), n_rows, "COMPUTE output")
+            self.output[orows] = out.astype(np.int8).view(np.uint8)
+
+
+def run_model(geom: Geometry, instrs, dram: np.ndarray) -> tuple[int, CycleStats]:
+    """Executes `instrs` on `dram` (uint8, modified in place); returns (total cycles, stats)."""
+    state = NpuState(geom)
+    dispatch, total = schedule(geom, instrs)
+    stats = CycleStats(total_cycles=total, instructions=len(instrs))
+    for instr in instrs:
+        if instr.opcode is Opcode.LOAD:
+            state.load(instr, dram)
+            stats.dram_read_bytes[LoadBuffer(instr.get("buf")).name.lower()] += \
+                instr.get("count") * instr.get("word_bytes")
+            stats.dma_busy_cycles += instr_duration(geom, instr)
+        elif instr.opcode is Opcode.STORE:
+            state.store(instr, dram)
+            stats.dram_write_bytes += instr.get("count") * instr.get("word_bytes")
+            stats.dma_busy_cycles += instr_duration(geom, instr)
+        elif instr.opcode is Opcode.COMPUTE:
+            state.compute(instr)
+            busy = instr_duration(geom, instr)
+            streaming = instr.get("count")
+            stats.compute_cycles += streaming
+            stats.fill_drain_cycles += busy - streaming
+            stats.pe_mac_slots += geom.rows * geom.cols * streaming
+    stats.stall_cycles = total - stats.compute_cycles - stats.fill_drain_cycles
+    return total, stats

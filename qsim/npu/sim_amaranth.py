@@ -1,0 +1,66 @@
+"""`amaranth` engine: the NPU RTL under Amaranth's own simulator (small arrays, tests).
+
+The testbench plays the instruction stream (valid held high while instructions
+remain) and the modelled DRAM (hw/top.py: 1-cycle read latency, byte-addressed;
+reads past the end return zeros). Cycle 0 is the first cycle after reset; the
+result is the first cycle in which `idle` is high with no instruction left.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import MismatchError
+from ..hw.isa import INSTR_BYTES, pack_program
+from ..hw.params import Geometry
+from ..hw.top import NPU
+
+
+def run_amaranth(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1_000_000,
+                 vcd_path: str | None = None) -> int:
+    """Runs `instrs` on `dram` (uint8, modified in place); returns the cycle count."""
+    from amaranth.sim import Simulator
+
+    dut = NPU(geom)
+    blob = pack_program(instrs)
+    words = [int.from_bytes(blob[i:i + INSTR_BYTES], "little") for i in range(0, len(blob), INSTR_BYTES)]
+    port = geom.dram_port_bytes
+    result = {}
+
+    async def testbench(ctx):
+        index, rdata, cycle = 0, 0, 0
+        while True:
+            pending = index < len(words)
+            ctx.set(dut.instr.valid, int(pending))
+            if pending:
+                ctx.set(dut.instr.payload, words[index])
+            ctx.set(dut.dram_rdata, rdata)
+            if not pending and ctx.get(dut.idle):
+                result["cycles"] = cycle
+                return
+            if cycle >= max_cycles:
+                raise MismatchError(f"NPU did not finish within {max_cycles} cycles "
+                                    f"({index} of {len(words)} instructions accepted)")
+            addr = ctx.get(dut.dram_addr)
+            if ctx.get(dut.dram_we):
+                n = ctx.get(dut.dram_wlen)
+                data = ctx.get(dut.dram_wdata).to_bytes(port, "little")[:n]
+                dram[addr:addr + n] = np.frombuffer(data, np.uint8)[: max(0, dram.size - addr)]
+            if ctx.get(dut.dram_re):
+                chunk = bytes(dram[addr:addr + port]).ljust(port, b"\0")
+                rdata = int.from_bytes(chunk, "little")
+            else:
+                rdata = 0
+            if pending and ctx.get(dut.instr.ready):
+                index += 1
+            await ctx.tick()
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    if vcd_path:
+        with sim.write_vcd(vcd_path):
+            sim.run()
+    else:
+        sim.run()
+    return result["cycles"]
