@@ -1,0 +1,345 @@
+"""Calibration observers: watch a tensor over calibration batches, then choose its range.
+
+Three kinds, selected by ObserverKind (the CLI's `--observer NAME`):
+- MINMAX: the exact running minimum and maximum;
+- PERCENTILE: the p-th percentile range (of |x| for symmetric schemes), so rare outliers
+  do not stretch the scale;
+- MSE: the clipping range minimizing the expected squared quantization error on the
+  scheme's grid (clipping error plus uniform rounding noise, scale^2 / 12 per value).
+
+All observers stream (update() per batch; nothing keeps the raw data) and work per
+tensor or per channel (`channel_axis`). PERCENTILE and MSE keep a histogram per channel
+whose bins are anchored at 0 with power-of-two widths, merged pairwise when the range
+grows; merging is exact, so the final histogram, and hence the chosen parameters, do
+not depend on how the data was split into batches.
+"""
+from __future__ import annotations
+
+import enum
+import math
+
+import numpy as np
+
+from ..errors import DataError, UsageError
+from ..ir import QuantInfo
+from .params import QuantScheme, params_from_range
+
+MAX_BINS = 2048          # histogram resolution: at least range / 2048
+MIN_BIN_LOG2 = -40       # finest bin width 2^-40 (keeps all-zero/constant data bounded)
+MANTISSA_BITS = 52       # bin index |x| / width stays below 2^53: exact in float64 and int64
+
+
+class ObserverKind(enum.Enum):
+    MINMAX = "minmax"
+    PERCENTILE = "percentile"
+    MSE = "mse"
+
+    @classmethod
+    def from_name(cls, name: str) -> "ObserverKind":
+        for kind in cls:
+            if kind.value == str(name).strip().lower():
+                return kind
+        raise UsageError(f"unknown observer {name!r}",
+                         hint="choose one of " + ", ".join(k.value for k in cls))
+
+
+def make_observer(kind: ObserverKind | str, channel_axis: int | None = None, *,
+                  name: str = "tensor", percentile: float = 99.99) -> "Observer":
+    """An observer of `kind` for the tensor `name` (per channel along `channel_axis`)."""
+    if not isinstance(kind, ObserverKind):
+        kind = ObserverKind.from_name(kind)
+    if kind is ObserverKind.MINMAX:
+        return MinMaxObserver(channel_axis, name=name)
+    if kind is ObserverKind.PERCENTILE:
+        return PercentileObserver(channel_axis, name=name, percentile=percentile)
+    return MseObserver(channel_axis, name=name)
+
+
+class Observer:
+    """Base: reshapes each batch to (channels, values) and checks it; subclasses accumulate."""
+
+    def __init__(self, channel_axis: int | None = None, *, name: str = "tensor"):
+        self.channel_axis = channel_axis
+        self.name = name
+        self.channels: int | None = None
+        self.count = 0
+
+    def update(self, batch) -> None:
+        x = np.asarray(batch, dtype=np.float64)
+        if self.channel_axis is None:
+            rows = x.reshape(1, -1)
+        else:
+            axis = self.channel_axis
+            if not -x.ndim <= axis < x.ndim:
+                raise DataError(f"{self.name}: channel axis {axis} does not exist in a batch of "
+                                f"shape {x.shape}")
+            rows = np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
+        if self.channels is not None and rows.shape[0] != self.channels:
+            raise DataError(f"{self.name}: a batch has {rows.shape[0]} channels, earlier batches "
+                            f"had {self.channels}", hint="calibration inputs must share one shape")
+        if rows.size and not np.all(np.isfinite(rows)):
+            raise DataError(f"{self.name}: calibration produced non-finite values (inf/NaN)",
+                            hint="check the calibration data and the float model")
+        self.channels = rows.shape[0]
+        if rows.shape[1] == 0:
+            return
+        self.count += rows.shape[1]
+        self._accumulate(rows)
+
+    def _accumulate(self, rows: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _check_seen(self) -> None:
+        if self.count == 0:
+            raise DataError(f"{self.name}: no calibration values were observed",
+                            hint="give calibration data (--calib) with at least one sample")
+
+    def value_range(self, scheme: QuantScheme) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi) per channel chosen for `scheme`."""
+        raise NotImplementedError
+
+    def params(self, scheme: QuantScheme) -> QuantInfo:
+        """Scale and zero point for `scheme` (its channel_axis must match this observer's)."""
+        self._check_seen()
+        if (scheme.channel_axis is None) != (self.channel_axis is None):
+            raise UsageError(f"{self.name}: observer is "
+                             f"{'per tensor' if self.channel_axis is None else 'per channel'} "
+                             "but the scheme is not")
+        lo, hi = self.value_range(scheme)
+        return params_from_range(lo, hi, scheme, source="calibration", what=self.name)
+
+
+class MinMaxObserver(Observer):
+    def __init__(self, channel_axis=None, *, name="tensor"):
+        super().__init__(channel_axis, name=name)
+        self.lo: np.ndarray | None = None
+        self.hi: np.ndarray | None = None
+
+    def _accumulate(self, rows):
+        lo, hi = rows.min(axis=1), rows.max(axis=1)
+        self.lo = lo if self.lo is None else np.minimum(self.lo, lo)
+        self.hi = hi if self.hi is None else np.maximum(self.hi, hi)
+
+    def value_range(self, scheme):
+        self._check_seen()
+        return self.lo.copy(), self.hi.copy()
+
+
+class StreamingHistogram:
+    """Counts of one channel's values in bins [j*w, (j+1)*w), w = 2^log2_width.
+
+    The width is the smallest power of two (>= 2^MIN_BIN_LOG2, and coarse enough that
+    |x|/w < 2^53) for which all values seen fit in MAX_BINS bins. Exact zeros are counted
+    separately: they sit on every grid and cost no rounding error.
+    """
+
+    def __init__(self):
+        self.log2_width: int | None = None
+        self.first = 0                       # bin index of counts[0]
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.zeros = 0
+        self.lo = math.inf
+        self.hi = -math.inf
+
+    @property
+    def width(self) -> float:
+        return math.ldexp(1.0, self.log2_width)
+
+    def _needed_log2(self, lo: float, hi: float) -> int:
+        k = MIN_BIN_LOG2
+        peak = max(abs(lo), abs(hi))
+        if peak > 0:
+            k = max(k, math.frexp(peak)[1] - MANTISSA_BITS)
+        while math.floor(hi / math.ldexp(1.0, k)) - math.floor(lo / math.ldexp(1.0, k)) + 1 > MAX_BINS:
+            k += 1
+        return k
+
+    def add(self, values: np.ndarray) -> None:
+        self.zeros += int(np.count_nonzero(values == 0.0))
+        self.lo = min(self.lo, float(values.min()))
+        self.hi = max(self.hi, float(values.max()))
+        k = self._needed_log2(self.lo, self.hi)
+        if self.log2_width is None:
+            self.log2_width = k
+        elif k > self.log2_width:
+            d = k - self.log2_width                 # merge 2^d old bins into one
+            idx = (self.first + np.arange(self.counts.size, dtype=np.int64)) >> d
+            first = int(idx[0]) if idx.size else 0
+            self.counts = np.bincount(idx - first, weights=self.counts,
+                                      minlength=0).astype(np.int64)
+            self.first = first
+            self.log2_width = k
+        j = np.floor(values / self.width).astype(np.int64)
+        lo_j = min(int(j.min()), self.first) if self.counts.size else int(j.min())
+        hi_j = max(int(j.max()), self.first + self.counts.size - 1) if self.counts.size else int(j.max())
+        grown = np.zeros(hi_j - lo_j + 1, dtype=np.int64)
+        grown[self.first - lo_j:self.first - lo_j + self.counts.size] = self.counts
+        grown += np.bincount(j - lo_j, minlength=grown.size)
+        self.counts, self.first = grown, lo_j
+
+    def bins(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(left edges, right edges, counts without exact zeros), edges clamped to [lo, hi]."""
+        j = self.first + np.arange(self.counts.size, dtype=np.float64)
+        left = np.maximum(j * self.width, self.lo)
+        right = np.minimum((j + 1) * self.width, self.hi)
+        counts = self.counts.copy()
+        if self.zeros:
+            counts[-self.first] -= self.zeros       # bin 0 holds the exact zeros
+        return left, right, counts
+
+    def folded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The histogram of |x|: bin j and bin -j-1 cover mirrored intervals."""
+        left, right, counts = self.bins()
+        index = self.first + np.arange(counts.size)
+        neg = index < 0
+        a_left = np.where(neg, -right, left)
+        a_right = np.where(neg, -left, right)
+        j = np.where(neg, -index - 1, index)
+        size = int(j.max()) + 1
+        f_counts = np.bincount(j, weights=counts, minlength=size).astype(np.int64)
+        f_left = np.full(size, np.inf)
+        f_right = np.full(size, -np.inf)
+        np.minimum.at(f_left, j, a_left)
+        np.maximum.at(f_right, j, a_right)
+        keep = f_counts > 0
+        return f_left[keep], f_right[keep], f_counts[keep]
+
+
+def _quantile(left, right, counts, fraction: float) -> float:
+    """Value below which `fraction` of the counts lie, linear within a bin."""
+    total = counts.sum()
+    if total == 0:
+        return 0.0
+    target = fraction * total
+    cum = np.cumsum(counts)
+    k = int(np.searchsorted(cum, target, side="left"))
+    k = min(k, counts.size - 1)
+    before = cum[k] - counts[k]
+    inside = 0.0 if counts[k] == 0 else (target - before) / counts[k]
+    return float(left[k] + np.clip(inside, 0.0, 1.0) * (right[k] - left[k]))
+
+
+class _HistogramObserver(Observer):
+    def __init__(self, channel_axis=None, *, name="tensor"):
+        super().__init__(channel_axis, name=name)
+        self.histograms: list[StreamingHistogram] = []
+
+    def _accumulate(self, rows):
+        if not self.histograms:
+            self.histograms = [StreamingHistogram() for _ in range(rows.shape[0])]
+        for hist, row in zip(self.histograms, rows):
+            hist.add(row)
+
+    def value_range(self, scheme):
+        self._check_seen()
+        ranges = [self._channel_range(h, scheme) for h in self.histograms]
+        return (np.array([r[0] for r in ranges]), np.array([r[1] for r in ranges]))
+
+    def _channel_range(self, hist: StreamingHistogram, scheme: QuantScheme):
+        raise NotImplementedError
+
+
+class PercentileObserver(_HistogramObserver):
+    """Range [q(1-p), q(p)] of the data, or [-t, t] with t = q(p) of |x| when symmetric."""
+
+    def __init__(self, channel_axis=None, *, name="tensor", percentile: float = 99.99):
+        super().__init__(channel_axis, name=name)
+        if not 50.0 < percentile <= 100.0:
+            raise UsageError(f"percentile {percentile} must be in (50, 100]")
+        self.fraction = percentile / 100.0
+
+    def _channel_range(self, hist, scheme):
+        left, right, counts = hist.bins()
+        if hist.zeros:          # put the exact zeros back for counting purposes
+            counts = counts.copy()
+            counts[-hist.first] += hist.zeros
+        if scheme.symmetric:
+            f_left, f_right, f_counts = _fold_with_zeros(hist)
+            t = min(_quantile(f_left, f_right, f_counts, self.fraction),
+                    max(abs(hist.lo), abs(hist.hi)))
+            return -t, t
+        lo = max(_quantile(left, right, counts, 1.0 - self.fraction), hist.lo)
+        hi = min(_quantile(left, right, counts, self.fraction), hist.hi)
+        return lo, hi
+
+
+def _fold_with_zeros(hist: StreamingHistogram):
+    left, right, counts = hist.folded()
+    if hist.zeros:
+        left = np.concatenate([[0.0], left])
+        right = np.concatenate([[0.0], right])
+        counts = np.concatenate([[hist.zeros], counts])
+    return left, right, counts
+
+
+class MseObserver(_HistogramObserver):
+    """Minimizes, over clipping ranges, the expected squared quantization error.
+
+    The histogram is read as a piecewise-uniform density (exact zeros as a point mass,
+    which every grid represents exactly). For a candidate range the grid is the one
+    params_from_range would build (zero point rounded, so grid points are the integer
+    multiples of the step s inside [clip_lo, clip_hi]), and the expected error is exact
+    for that density: the rounding error integrates the squared sawtooth over each bin's
+    part inside the range, the clipping error integrates (x - clip)^2 over the parts
+    outside. Candidates: GRID thresholds t = peak * k / GRID for symmetric schemes,
+    GRID_2D^2 (lo, hi) pairs of fractions of the observed min and max otherwise. The full
+    min-max range is always a candidate, so the expected error never exceeds min-max's.
+    """
+    GRID = 128
+    GRID_2D = 32
+
+    def _channel_range(self, hist, scheme):
+        left, right, counts = hist.bins()
+        lo_all, hi_all = min(hist.lo, 0.0), max(hist.hi, 0.0)
+        if hi_all == lo_all or counts.sum() == 0:
+            return lo_all, hi_all
+        if scheme.symmetric:
+            peak = max(-lo_all, hi_all)
+            t = peak * np.arange(1, self.GRID + 1) / self.GRID
+            step = t / scheme.qmax
+            err = _expected_error(left, right, counts, -t, t, step)
+            best = float(t[int(np.argmin(err))])
+            return -best, best
+        fractions = np.arange(1, self.GRID_2D + 1) / self.GRID_2D
+        his = np.concatenate([[0.0], hi_all * fractions]) if hi_all > 0 else np.zeros(1)
+        los = np.concatenate([[0.0], lo_all * fractions]) if lo_all < 0 else np.zeros(1)
+        lo_c, hi_c = (a.reshape(-1) for a in np.meshgrid(los, his, indexing="ij"))
+        keep = hi_c > lo_c
+        lo_c, hi_c = lo_c[keep], hi_c[keep]
+        step = (hi_c - lo_c) / (scheme.qmax - scheme.qmin)
+        zero_point = np.clip(scheme.qmin - np.floor(np.abs(lo_c / step) + 0.5) * np.sign(lo_c),
+                             scheme.qmin, scheme.qmax)
+        err = _expected_error(left, right, counts, (scheme.qmin - zero_point) * step,
+                              (scheme.qmax - zero_point) * step, step)
+        k = int(np.argmin(err))
+        return float(lo_c[k]), float(hi_c[k])
+
+
+def _sawtooth_integral(x, step):
+    """Integral from 0 to x of (u - step * round(u / step))^2 du (rounding half up)."""
+    k = np.floor(x / step + 0.5)
+    v = x - k * step
+    return k * step ** 3 / 12 + v ** 3 / 3
+
+
+def _expected_error(left, right, counts, clip_lo, clip_hi, step):
+    """Sum over bins of count * E[(x - dequant(quant(x)))^2], x uniform in the bin.
+
+    Bins are 1-D (B,); clip_lo/clip_hi/step are 1-D (K,) candidates. Returns (K,).
+    """
+    a, b, n = left[None, :], right[None, :], counts[None, :].astype(np.float64)
+    lo, hi, s = clip_lo[:, None], clip_hi[:, None], step[:, None]
+    width = b - a
+    point = width <= 0
+    safe = np.where(point, 1.0, width)
+    ia, ib = np.clip(a, lo, hi), np.clip(b, lo, hi)
+    rounding = (_sawtooth_integral(ib, s) - _sawtooth_integral(ia, s)) / safe
+    above_a = np.maximum(a, hi)
+    above = np.where(b > hi, ((b - hi) ** 3 - (above_a - hi) ** 3) / (3 * safe), 0.0)
+    below_b = np.minimum(b, lo)
+    below = np.where(a < lo, ((lo - a) ** 3 - (lo - below_b) ** 3) / (3 * safe), 0.0)
+    # a zero-width bin is a point mass at a: its rounding or clipping error directly
+    c = np.clip(a, lo, hi)
+    at_point = (a - c) ** 2 + (c - s * np.floor(c / s + 0.5)) ** 2
+    per_bin = np.where(point, at_point, rounding + above + below)
+    return (n * per_bin).sum(axis=1)

@@ -1,0 +1,154 @@
+"""Observer properties: coverage, streaming invariance, outlier robustness, MSE optimality."""
+import numpy as np
+import pytest
+
+from qsim.errors import DataError, UsageError
+from qsim.quant.observers import (MseObserver, ObserverKind, PercentileObserver,
+                                  StreamingHistogram, make_observer)
+from qsim.quant.params import QuantScheme, dequantize, quantize
+
+ASYM = QuantScheme(bits=8, signed=True, symmetric=False)
+SYM = QuantScheme(bits=8, signed=True, symmetric=True)
+KINDS = list(ObserverKind)
+
+
+def observe(kind, data, batches=1, axis=None, **kw):
+    obs = make_observer(kind, axis, name="t", **kw)
+    for part in np.array_split(data, batches, axis=0):
+        obs.update(part)
+    return obs
+
+
+def mse_of(params, x):
+    return float(np.mean((dequantize(quantize(x, params), params) - x) ** 2))
+
+
+def test_kinds_by_name():
+    assert ObserverKind.from_name("MSE") is ObserverKind.MSE
+    assert isinstance(make_observer("percentile"), PercentileObserver)
+    with pytest.raises(UsageError, match="minmax, percentile, mse"):
+        ObserverKind.from_name("kl")
+
+
+@pytest.mark.parametrize("scheme", [ASYM, SYM])
+def test_minmax_covers_the_data(rng, scheme):
+    x = rng.normal(size=(8, 100)) * 3 + 1
+    q = observe(ObserverKind.MINMAX, x, batches=4).params(scheme)
+    raw = np.asarray(q.zero_point) + np.sign(x / q.scale) * np.floor(np.abs(x / q.scale) + 0.5)
+    assert raw.min() >= scheme.qmin and raw.max() <= scheme.qmax   # nothing clipped
+    assert np.max(np.abs(dequantize(quantize(x, q), q) - x)) <= q.scale / 2 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("scheme", [ASYM, SYM])
+def test_streaming_equals_one_batch(rng, kind, scheme):
+    # batch sizes grow the range in steps, forcing histogram merges
+    x = np.concatenate([rng.normal(size=50) * 0.01, rng.normal(size=500),
+                        rng.standard_t(2, size=2000) * 5, np.zeros(100)])
+    whole = observe(kind, x).params(scheme)
+    split = observe(kind, x, batches=7).params(scheme)
+    assert whole.scale == split.scale and whole.zero_point == split.zero_point
+
+
+def test_histogram_counts_are_exact(rng):
+    x = rng.normal(size=5000) * 10
+    h = StreamingHistogram()
+    for part in np.array_split(x, 5):
+        h.add(part)
+    left, right, counts = h.bins()
+    assert counts.sum() == x.size
+    assert h.counts.size <= 2048
+    # every value lies in its bin
+    j = np.floor(x / h.width).astype(np.int64) - h.first
+    assert np.array_equal(np.bincount(j, minlength=h.counts.size), h.counts)
+    assert (h.lo, h.hi) == (x.min(), x.max())
+
+
+def test_histogram_of_zeros_then_data():
+    h = StreamingHistogram()
+    h.add(np.zeros(10))
+    h.add(np.array([1e6, -3.0]))
+    left, right, counts = h.bins()
+    assert counts.sum() == 2 and h.zeros == 10
+
+
+@pytest.mark.parametrize("scheme", [ASYM, SYM])
+def test_full_percentile_equals_minmax(rng, scheme):
+    x = rng.normal(size=3000)
+    a = observe(ObserverKind.PERCENTILE, x, percentile=100.0).params(scheme)
+    b = observe(ObserverKind.MINMAX, x).params(scheme)
+    assert a.scale == pytest.approx(b.scale, rel=1e-12) and a.zero_point == b.zero_point
+
+
+def test_percentile_ignores_rare_outliers(rng):
+    x = np.concatenate([rng.uniform(-1, 1, size=100000), [500.0, -800.0]])
+    q = observe(ObserverKind.PERCENTILE, x, percentile=99.9).params(ASYM)
+    assert q.scale < 2.1 / 255
+    qs = observe(ObserverKind.PERCENTILE, x, percentile=99.9).params(SYM)
+    assert 0.99 / 127 < qs.scale < 1.01 / 127
+
+
+@pytest.mark.parametrize("df", [2, 3, 5])
+@pytest.mark.parametrize("scheme", [ASYM, SYM])
+def test_mse_error_at_most_minmax_on_heavy_tails(rng, scheme, df):
+    x = rng.standard_t(df, size=50000)
+    mse_params = observe(ObserverKind.MSE, x, batches=3).params(scheme)
+    minmax_params = observe(ObserverKind.MINMAX, x).params(scheme)
+    assert mse_of(mse_params, x) <= 0.96 * mse_of(minmax_params, x)
+
+
+def test_mse_clips_hard_at_four_bits(rng):
+    # with 15 levels, clipping the tails of Student-t(3) pays: error well under half
+    x = rng.standard_t(3, size=50000)
+    scheme = QuantScheme(bits=4, signed=True, symmetric=True)
+    got = mse_of(observe(ObserverKind.MSE, x).params(scheme), x)
+    assert got < 0.5 * mse_of(observe(ObserverKind.MINMAX, x).params(scheme), x)
+
+
+def test_mse_keeps_uniform_data_nearly_unclipped(rng):
+    x = rng.uniform(-2, 5, size=50000)
+    got = mse_of(observe(ObserverKind.MSE, x).params(ASYM), x)
+    ref = mse_of(observe(ObserverKind.MINMAX, x).params(ASYM), x)
+    assert got <= 1.05 * ref
+
+
+def test_mse_handles_relu_output_with_many_zeros(rng):
+    x = np.maximum(rng.normal(size=40000), 0.0)
+    q = observe(ObserverKind.MSE, x).params(ASYM)
+    assert q.zero_point == -128
+    assert mse_of(q, x) <= mse_of(observe(ObserverKind.MINMAX, x).params(ASYM), x)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_per_channel(rng, kind):
+    # NCHW activations observed per channel along axis 1; channel c has range ~ (c+1)
+    x = rng.uniform(-1, 1, size=(4, 3, 5, 5)) * np.array([1.0, 2.0, 3.0])[None, :, None, None]
+    scheme = QuantScheme(bits=8, symmetric=True, channel_axis=1)
+    q = observe(kind, x, batches=2, axis=1).params(scheme)
+    assert q.axis == 1 and q.scales().shape == (3,)
+    assert np.all(np.diff(q.scales()) > 0)
+    if kind is ObserverKind.MINMAX:
+        amax = np.abs(x).max(axis=(0, 2, 3))
+        np.testing.assert_allclose(q.scales(), amax / 127, rtol=1e-15)
+
+
+def test_errors_name_the_tensor(rng):
+    obs = make_observer(ObserverKind.MSE, name="conv3")
+    with pytest.raises(DataError, match="conv3: no calibration values"):
+        obs.params(ASYM)
+    with pytest.raises(DataError, match="conv3: calibration produced non-finite"):
+        obs.update(np.array([1.0, np.nan]))
+    per_channel = make_observer(ObserverKind.MINMAX, 1, name="relu2")
+    per_channel.update(np.zeros((2, 4, 3)))
+    with pytest.raises(DataError, match="relu2: a batch has 5 channels, earlier batches had 4"):
+        per_channel.update(np.zeros((2, 5, 3)))
+    with pytest.raises(DataError, match="channel axis 3"):
+        make_observer(ObserverKind.MINMAX, 3, name="x").update(np.zeros((2, 2)))
+    with pytest.raises(UsageError):
+        per_channel.params(ASYM)          # per-channel observer, per-tensor scheme
+    per_tensor = MseObserver(None, name="y")
+    per_tensor.update(np.ones(3))
+    with pytest.raises(UsageError, match="y: observer is per tensor"):
+        per_tensor.params(QuantScheme(channel_axis=0))
+    with pytest.raises(UsageError, match="percentile 30"):
+        PercentileObserver(None, percentile=30.0)
