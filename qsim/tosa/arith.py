@@ -113,3 +113,34 @@ def generate_lookup_table(reference) -> np.ndarray:
     """513-entry int16 table from `reference(i)` for i in [-256, 256] (spec 1.9.5)."""
     values = np.array([reference(i) for i in range(-256, 257)], dtype=np.int64)
     return apply_clip(values, -32768, 32767).astype(np.int16)
+
+
+def apply_add(a, b, lo: int, hi: int, context: str = ""):
+    """a + b in exact int64 with REQUIRE(c >= minimum<in_t> && c <= maximum<in_t>) (spec 3.3.1).
+
+    `lo`/`hi` are the in_t bounds (e.g. INT32_MIN/INT32_MAX). Operands must be
+    within +-2^62 so the int64 sum is exact. Returns int64.
+    """
+    c = np.asarray(a, dtype=np.int64) + np.asarray(b, dtype=np.int64)
+    _require((c >= lo) & (c <= hi), "c >= minimum<in_t> && c <= maximum<in_t> in apply_add", context)
+    return c
+
+
+def apply_sub(a, b, lo: int, hi: int, context: str = ""):
+    """a - b in exact int64 with REQUIRE(c >= minimum<in_t> && c <= maximum<in_t>) (spec 3.3.1)."""
+    c = np.asarray(a, dtype=np.int64) - np.asarray(b, dtype=np.int64)
+    _require((c >= lo) & (c <= hi), "c >= minimum<in_t> && c <= maximum<in_t> in apply_sub", context)
+    return c
+
+
+def require_running_sums(terms, lo: int, hi: int, context: str = "", axis: int = -1):
+    """REQUIRE of `acc = apply_add(acc, term)` repeated along `axis`, from acc = 0 (spec 3.3.1).
+
+    Every partial sum, in the spec's loop order, must stay within [lo, hi].
+    `terms` is an int64 array with the loop order along `axis`; returns the total.
+    """
+    partial = np.cumsum(np.asarray(terms, dtype=np.int64), axis=axis)
+    _require((partial >= lo) & (partial <= hi),
+             "c >= minimum<acc_t> && c <= maximum<acc_t> in apply_add (accumulator overflow)", context)
+    return np.take(partial, -1, axis=axis) if partial.shape[axis] else np.zeros(
+        np.delete(np.asarray(partial.shape), axis % max(partial.ndim, 1)), dtype=np.int64)

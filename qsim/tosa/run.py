@@ -1,0 +1,82 @@
+"""`qsim.tosa.run`: one TOSA operator on numpy arrays, validated first, then computed by
+the Cython kernel when one is registered (`qsim.kernels.registry.KERNELS`) or by the
+numpy reference. See docs/tosa.md for the calling convention.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import QsimError, UnpredictableError, UsageError
+from .signature import OPERATORS, OperatorDef
+from .validate import bind, dtype_of_array, parse_type_name
+
+BACKENDS = ("kernels", "reference")
+
+
+def operator(name: str) -> OperatorDef:
+    """The definition of TOSA operator `name` (spec name, e.g. "CONV2D")."""
+    opdef = OPERATORS.get(str(name).upper()) if isinstance(name, str) else None
+    if opdef is None:
+        raise UsageError(f"unknown TOSA operator {name!r}",
+                         hint="use a TOSA 0.30 spec name: " + ", ".join(sorted(OPERATORS)))
+    return opdef
+
+
+def kernel_for(name: str):
+    """The registered Cython kernel of operator `name`, or None (then the reference runs)."""
+    try:
+        from ..kernels.registry import KERNELS
+    except ImportError:
+        return None
+    return KERNELS.get(name)
+
+
+def run(op: str, inputs: list, attrs: dict | None = None, backend: str = "kernels") -> list[np.ndarray]:
+    """Runs TOSA operator `op` on `inputs` (the spec's Input rows in table order).
+
+    `attrs` holds every Attribute row by spec name, plus `out_t` where the inputs
+    do not imply the output type (RESCALE, CAST) and `weight_t="int4"` for int4
+    weights (held in int8 arrays). Returns the outputs (spec Output rows) as arrays;
+    int48_t values are held in int64 arrays.
+    """
+    opdef = operator(op)
+    label = opdef.name
+    if backend not in BACKENDS:
+        raise UsageError(f"{label}: unknown backend {backend!r}", hint="use 'kernels' or 'reference'")
+    if not isinstance(inputs, (list, tuple)):
+        raise UsageError(f"{label}: inputs must be a list of numpy arrays, got {type(inputs).__name__}")
+    attrs = {} if attrs is None else attrs
+    arrays = []
+    for i, x in enumerate(inputs):
+        if not isinstance(x, np.ndarray):
+            raise UsageError(f"{label}: input {i} is a {type(x).__name__}, not a numpy array",
+                             hint="pass every input tensor as a numpy array (np.asarray(x, dtype=...))")
+        arrays.append(x)
+    types = [dtype_of_array(x, f"input {i}", label) for i, x in enumerate(arrays)]
+    for i, (x, dt) in enumerate(zip(arrays, types)):
+        if dt.bits == 48 and x.size and not dt.check_range(x):
+            raise UsageError(f"{label}: input {i} is an int64 array (int48_t) with values outside "
+                             "[-2^47, 2^47-1]")
+    out_type = parse_type_name(attrs["out_t"], "out_t", label) if isinstance(attrs, dict) and "out_t" in attrs else None
+    call = bind(opdef, types, [x.shape for x in arrays], attrs, label, out_type=out_type)
+    return execute_call(call, arrays, backend)
+
+
+def execute_call(call, arrays: list[np.ndarray], backend: str) -> list[np.ndarray]:
+    """Computes a validated call; REQUIRE failures are reported with the call's label."""
+    opdef = call.opdef
+    fn = kernel_for(opdef.name) if backend == "kernels" else None
+    if fn is None:
+        fn = opdef.ref
+    arrays = [np.ascontiguousarray(x) for x in arrays]
+    try:
+        return list(fn(arrays, call.attrs))
+    except UnpredictableError as err:
+        raise UnpredictableError(f"{call.label}: {err.message}",
+                                 hint=err.hint or "the spec leaves this result unpredictable: "
+                                      "change the inputs or attributes (scale, shift, zero points) "
+                                      "so the condition holds") from None
+    except QsimError:
+        raise
