@@ -22,19 +22,34 @@ class GraphBuilder:
         self.tensors: dict[str, ir.Tensor] = {}
         self.ops: list[ir.Op] = []
         self._used: set[str] = set()
+        self._reserved: set[str] = set()
 
-    def fresh(self, hint: str) -> str:
-        """A tensor name not used yet: `hint`, else `hint_2`, `hint_3`, ..."""
+    def reserve(self, names) -> None:
+        """Names that `fresh` must not hand out (they are claimed exactly, e.g. the float
+        graph's tensor names, so integer tensors keep the names of the values they hold)."""
+        self._reserved.update(names)
+
+    def fresh(self, hint: str, exact: bool = False) -> str:
+        """A tensor name not used yet: `hint`, else `hint_2`, `hint_3`, ...
+
+        With exact=True, `hint` itself (a reserved name) is claimed or it is an error.
+        """
+        if exact:
+            if hint in self._used:
+                raise ValueError(f"tensor name {hint!r} is already used")
+            self._used.add(hint)
+            return hint
         name, k = hint, 1
-        while name in self._used:
+        while name in self._used or name in self._reserved:
             k += 1
             name = f"{hint}_{k}"
         self._used.add(name)
         return name
 
     def add_tensor(self, hint: str, dtype: ir.DType, shape: Sequence[int], *,
-                   data: np.ndarray | None = None, quant: ir.QuantInfo | None = None) -> str:
-        name = self.fresh(hint)
+                   data: np.ndarray | None = None, quant: ir.QuantInfo | None = None,
+                   exact: bool = False) -> str:
+        name = self.fresh(hint, exact)
         self.tensors[name] = ir.Tensor(name, dtype, tuple(int(d) for d in shape), data=data, quant=quant)
         return name
 
@@ -47,7 +62,7 @@ class GraphBuilder:
 
     def emit(self, op: str, inputs: Sequence[str], attrs: dict[str, Any], *, hint: str,
              label: str, out_dtype: ir.DType | None = None,
-             quant: ir.QuantInfo | None = None) -> str:
+             quant: ir.QuantInfo | None = None, exact: bool = False) -> str:
         """Appends TOSA operator `op` reading `inputs`; returns its (single) output tensor name.
 
         `out_dtype` is needed where the inputs do not imply the output type (RESCALE, CAST).
@@ -65,7 +80,7 @@ class GraphBuilder:
                                    hint="this is a qsim lowering limitation for this layer's "
                                         "attributes; please report it") from None
         (shape,), (dtype,) = call.out_shapes, output_types(call)
-        out = self.add_tensor(hint, dtype, shape, quant=quant)
+        out = self.add_tensor(hint, dtype, shape, quant=quant, exact=exact)
         stored = {k: v for k, v in attrs.items() if k != "out_t"}
         if op in ("RESCALE", "CAST"):
             stored["out_t"] = storage_name(dtype)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import DataError, UsageError
 from ..ir import QuantInfo
-from .params import QuantScheme, params_from_range
+from .params import QuantScheme, nnef_round, params_from_range
 
 MAX_BINS = 2048          # histogram resolution: at least range / 2048
 MIN_BIN_LOG2 = -40       # finest bin width 2^-40 (keeps all-zero/constant data bounded)
@@ -307,7 +307,7 @@ class MseObserver(_HistogramObserver):
         keep = hi_c > lo_c
         lo_c, hi_c = lo_c[keep], hi_c[keep]
         step = (hi_c - lo_c) / (scheme.qmax - scheme.qmin)
-        zero_point = np.clip(scheme.qmin - np.floor(np.abs(lo_c / step) + 0.5) * np.sign(lo_c),
+        zero_point = np.clip(scheme.qmin - nnef_round(lo_c / step),
                              scheme.qmin, scheme.qmax)
         err = _expected_error(left, right, counts, (scheme.qmin - zero_point) * step,
                               (scheme.qmax - zero_point) * step, step)

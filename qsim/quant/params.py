@@ -4,7 +4,7 @@ Semantics follow NNEF 2.0 4.6 `zero_point_linear_quantize` (also what `@quantize
 annotations say): with r = signed ? 2^(bits-1) - 1 : 2^bits - 1 and
 m = !signed ? 0 : symmetric ? -r : -r - 1,
     q = clamp(zero_point + round(x / scale), m, r),   x' = (q - zero_point) * scale.
-`round` is half away from zero (the spec leaves ties open; this is TFLite's std::round).
+`round` is NNEF's round, floor(x + 0.5) (NNEF 1.0 4.2.1; ties go up, as in apply_scale).
 
 Defaults (issue 4, current practice):
 - int8 weights: symmetric, per output channel, range -127..127, zero point 0;
@@ -101,10 +101,9 @@ class QuantConfig:
         return QuantScheme(bits=8, signed=True, symmetric=True, channel_axis=axis)
 
 
-def round_half_away(x: np.ndarray) -> np.ndarray:
-    """Round to nearest, ties away from zero (float64 in, float64 out)."""
-    x = np.asarray(x, dtype=np.float64)
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+def nnef_round(x) -> np.ndarray:
+    """NNEF round: floor(x + 0.5), ties towards +inf (float64 in, float64 out)."""
+    return np.floor(np.asarray(x, dtype=np.float64) + 0.5)
 
 
 def params_from_range(lo, hi, scheme: QuantScheme, source: str = "calibration",
@@ -132,7 +131,7 @@ def params_from_range(lo, hi, scheme: QuantScheme, source: str = "calibration",
         width = hi - lo
         scale = np.where(width > 0, width / (scheme.qmax - scheme.qmin), 1.0)
         # lo <= 0 <= hi, so -lo/scale is in [0, qmax - qmin] and the zero point in [qmin, qmax]
-        zero_point = (scheme.qmin - round_half_away(lo / scale)).astype(np.int64)
+        zero_point = (scheme.qmin - nnef_round(lo / scale)).astype(np.int64)
         zero_point = np.clip(zero_point, scheme.qmin, scheme.qmax)
     if scheme.channel_axis is None:
         return QuantInfo(scale=float(scale[0]), zero_point=int(zero_point[0]), axis=None,
@@ -165,7 +164,7 @@ def quantize(x, quant: QuantInfo, what: str = "tensor") -> np.ndarray:
                                f"{quant.axis} do not fit shape {x.shape}")
     scale = _broadcast(quant.scales(), quant, x.ndim)
     zero_point = _broadcast(quant.zero_points(), quant, x.ndim)
-    q = zero_point + round_half_away(x / scale).astype(np.int64)
+    q = zero_point + nnef_round(x / scale).astype(np.int64)
     return np.clip(q, scheme.qmin, scheme.qmax)
 
 
@@ -199,7 +198,7 @@ def quantize_bias(bias, quant: QuantInfo, what: str = "bias") -> np.ndarray:
     """Bias → int64 values on `quant` (from bias_quant); an error if one leaves the type."""
     bias = np.asarray(bias, dtype=np.float64)
     scale = quant.scales() if quant.per_channel else quant.scales()[0]
-    q = round_half_away(bias / scale)
+    q = nnef_round(bias / scale)
     limit = float((1 << (quant.bits - 1)) - 1)
     if np.any(np.abs(q) > limit):
         k = int(np.argmax(np.abs(q)))

@@ -6,7 +6,7 @@ from qsim.errors import DataError, UnsupportedError
 from qsim.ir import DType, QuantInfo
 from qsim.quant.params import (Granularity, Precision, QuantConfig, QuantScheme, bias_quant,
                                dequantize, params_from_range, quantize, quantize_bias,
-                               round_half_away)
+                               nnef_round)
 
 INT8_ASYM = QuantScheme(bits=8, signed=True, symmetric=False)
 INT8_SYM_AXIS0 = QuantScheme(bits=8, signed=True, symmetric=True, channel_axis=0)
@@ -66,11 +66,12 @@ def test_degenerate_range_gets_unit_scale():
     assert q.scales().tolist() == [1.0, 1 / 127]
 
 
-def test_round_half_away_from_zero():
-    assert round_half_away(np.array([0.5, -0.5, 1.5, 2.5, -2.5, 0.49])).tolist() == \
-        [1.0, -1.0, 2.0, 3.0, -3.0, 0.0]
+def test_nnef_round_is_floor_of_x_plus_half():
+    # NNEF 1.0 4.2.1: round(x) = floor(x + 0.5)
+    assert nnef_round(np.array([0.5, -0.5, 1.5, 2.5, -2.5, 0.49, -0.51])).tolist() == \
+        [1.0, 0.0, 2.0, 3.0, -2.0, 0.0, -1.0]
     q = QuantInfo(scale=1.0, zero_point=0)
-    assert quantize([0.5, -0.5, 2.5], q).tolist() == [1, -1, 3]
+    assert quantize([0.5, -0.5, 2.5], q).tolist() == [1, 0, 3]
 
 
 def test_bad_ranges_are_errors():
