@@ -18,6 +18,15 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     return 0 if run_selftest(seed=args.seed, out=sys.stdout) else 1
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from .skriptnd import execute
+    graph = execute.load_model(args.model)
+    values = execute.run_graph(graph, execute.read_inputs(graph, args.input or []))
+    execute.write_outputs(graph, values, args.output, args.dump)
+    print(execute.summarize(graph, values))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qsim",
@@ -30,6 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
                                         "on seeded random cases")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.set_defaults(handler=cmd_selftest)
+
+    p = sub.add_parser("run", help="execute a model on numpy inputs (float models: the "
+                                   "SkriptND standard operators)")
+    p.add_argument("model", metavar="MODEL", help="model folder, main.sknd, graph.nnef or .tgz")
+    p.add_argument("--input", action="append", metavar="[NAME=]X.npy",
+                   help="an input array (.npy), in graph input order or by name; repeatable")
+    p.add_argument("--output", metavar="OUT", help="write the output (.npy; .npz when several)")
+    p.add_argument("--dump", metavar="DIR", help="write every tensor as DIR/<tensor name>.npy")
+    p.set_defaults(handler=cmd_run)
     return parser
 
 

@@ -1,0 +1,205 @@
+"""Float execution of a composed ir.Graph of SkriptND standard operators.
+
+`run_graph(graph, inputs)` executes the ops in order with the fast numpy paths of
+fastops*.py and returns every tensor's value. `run_op_node` is the runner the executor
+(qsim.runtime) calls for the dialects layout, math, linalg, nn, image, quant, algo.
+
+Flat op inputs map onto the operator's declared inputs: an omitted optional input is the
+empty name "", and the one packed input of concat/stack/*_n takes all remaining names;
+packed outputs (split, unstack) are the op's outputs in order (the pack signatures below are
+those of the stdlib modules; tests hold the two together).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import DataError, InvalidGraphError, MismatchError, QsimError, UnsupportedError
+from .. import ir
+from .fastops import OPS, run_op
+
+STDLIB_DIALECTS = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
+
+# Operators with a packed input: (index of the packed input, number of declared inputs).
+PACKED_INPUTS = {
+    "layout.concat": (0, 1), "layout.stack": (0, 1),
+    **{f"math.{n}": (0, 1) for n in ("sum_n", "prod_n", "min_n", "max_n", "argmin_n",
+                                     "argmax_n", "any_n", "all_n")},
+}
+
+
+def register_stdlib_kinds() -> None:
+    """Registers an ir.OpKind for every standard operator (idempotent)."""
+    for name in OPS:
+        ir.register_op_kind(name, doc="NNEF 2.0 standard operator (stdlib/"
+                            f"{name.split('.')[0]}.sknd)")
+
+
+def group_inputs(kind: str, values: list) -> list:
+    """Flat input values → the operator's declared inputs (a packed one becomes a list)."""
+    spec = PACKED_INPUTS.get(kind)
+    if spec is None:
+        return values
+    index, declared = spec
+    extra = len(values) - declared + 1
+    return values[:index] + [list(values[index:index + extra])] + values[index + extra:]
+
+
+def run_op_node(op: ir.Op, inputs: list, backend: str = "reference") -> list[np.ndarray]:
+    """Runner for qsim.runtime: executes one standard op (float; `backend` is irrelevant)."""
+    try:
+        return run_op(op.kind.name, group_inputs(op.kind.name, list(inputs)), dict(op.attrs))
+    except QsimError as err:
+        prefix = f"{op.kind.name}: "
+        text = err.message[len(prefix):] if err.message.startswith(prefix) else err.message
+        raise type(err)(f"{op.kind.name} '{op.label}': {text}", hint=err.hint,
+                        location=err.location) from None
+    except (ValueError, IndexError, TypeError, KeyError) as err:
+        raise InvalidGraphError(f"{op.kind.name} '{op.label}': cannot execute with input shapes "
+                                f"{[list(np.shape(v)) if v is not None else None for v in inputs]} "
+                                f"and attributes {dict(op.attrs)}: {err}") from None
+
+
+def _check_input(graph: ir.Graph, name: str, value: Any) -> np.ndarray:
+    t = graph.tensor(name)
+    arr = np.asarray(value)
+    if arr.ndim != t.rank or any(d is not None and d != e for d, e in zip(t.shape, arr.shape)):
+        raise DataError(f"input '{name}' has shape {list(arr.shape)}, the graph declares "
+                        f"{[d if d is not None else '?' for d in t.shape]}",
+                        hint="give an array of the declared shape")
+    if arr.dtype.kind != t.dtype.numpy.kind and not (arr.dtype.kind in "iuf" and t.dtype.numpy.kind in "iuf"):
+        raise DataError(f"input '{name}' has dtype {arr.dtype}, the graph declares {t.dtype}")
+    return arr.astype(t.dtype.numpy, copy=False)
+
+
+def run_graph(graph: ir.Graph, inputs: Mapping[str, Any] | list) -> dict[str, np.ndarray]:
+    """Executes `graph` and returns the values of all its tensors by name.
+
+    `inputs` maps graph input names to arrays (or lists them in graph input order)."""
+    if not isinstance(inputs, Mapping):
+        inputs = list(inputs)
+        if len(inputs) != len(graph.inputs):
+            raise DataError(f"graph '{graph.name}' has {len(graph.inputs)} inputs "
+                            f"({', '.join(graph.inputs)}); got {len(inputs)} arrays")
+        inputs = dict(zip(graph.inputs, inputs))
+    missing = [n for n in graph.inputs if n not in inputs]
+    if missing:
+        raise DataError(f"graph '{graph.name}': no value for input(s) {', '.join(missing)}")
+    values: dict[str, np.ndarray] = {n: t.data for n, t in graph.tensors.items() if t.is_constant}
+    for name in graph.inputs:
+        values[name] = _check_input(graph, name, inputs[name])
+    for op in graph.ops:
+        if op.subgraphs:
+            raise UnsupportedError(f"{op.kind.name} '{op.label}': float execution of dynamic "
+                                   "control flow (subgraphs) is not implemented yet")
+        if op.kind.dialect not in STDLIB_DIALECTS:
+            raise UnsupportedError(f"{op.kind.name} '{op.label}': not a standard operator; "
+                                   "float execution covers the chapter 4 modules only")
+        args = [values[n] if n else None for n in op.inputs]
+        results = run_op_node(op, args)
+        if len(results) != len(op.outputs):
+            raise InvalidGraphError(f"{op.kind.name} '{op.label}' produced {len(results)} outputs, "
+                                    f"the graph names {len(op.outputs)}")
+        for name, value in zip(op.outputs, results):
+            t = graph.tensor(name)
+            value = np.asarray(value)
+            if value.ndim != t.rank or any(d is not None and d != e for d, e in zip(t.shape, value.shape)):
+                raise MismatchError(f"{op.kind.name} '{op.label}': output '{name}' has shape "
+                                    f"{list(value.shape)}, the graph declares {list(t.shape)}")
+            values[name] = value.astype(t.dtype.numpy, copy=False)
+    return values
+
+
+def _register_with_runtime() -> None:
+    """Plugs the stdlib dialects into qsim.runtime when that module offers register_dialect."""
+    try:
+        from ..runtime import register_dialect  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    for dialect in STDLIB_DIALECTS:
+        register_dialect(dialect, run_op_node)
+
+
+register_stdlib_kinds()
+_register_with_runtime()
+
+
+# ---- `qsim run MODEL --input x.npy` ---------------------------------------------------------
+
+def load_model(path: str) -> ir.Graph:
+    """The model at `path` as an ir.Graph, through the front end's qsim.load."""
+    import qsim
+    load = getattr(qsim, "load", None)
+    if load is None:
+        raise UnsupportedError("this qsim build cannot load models yet (qsim.load is missing)")
+    return load(path)
+
+
+def read_inputs(graph: ir.Graph, specs: list[str]) -> dict[str, np.ndarray]:
+    """`--input` values: `file.npy` (graph input order) or `name=file.npy`."""
+    from pathlib import Path
+    named, positional = {}, []
+    for spec in specs:
+        name, sep, file = spec.partition("=")
+        if sep and name in graph.inputs:
+            named[name] = file
+        elif sep and not Path(spec).exists():
+            raise DataError(f"--input {spec}: graph '{graph.name}' has no input '{name}'",
+                            hint="inputs are " + ", ".join(graph.inputs))
+        else:
+            positional.append(spec)
+    free = [n for n in graph.inputs if n not in named]
+    if len(positional) > len(free):
+        raise DataError(f"{len(specs)} --input arrays for graph '{graph.name}' with inputs "
+                        + ", ".join(graph.inputs))
+    named.update(zip(free, positional))
+    arrays = {}
+    for name, file in named.items():
+        try:
+            arrays[name] = np.load(file, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise DataError(f"--input {file}: cannot read a .npy array ({err})",
+                            hint="save inputs with numpy.save") from None
+    return arrays
+
+
+def _file_name(tensor_name: str) -> str:
+    return tensor_name.replace("/", "_") + ".npy"
+
+
+def write_outputs(graph: ir.Graph, values: Mapping[str, np.ndarray], output: str | None,
+                  dump: str | None) -> None:
+    import os
+    import tempfile
+    from ..atomic import atomic_directory
+    if output:
+        outs = {n: values[n] for n in graph.outputs}
+        directory = os.path.dirname(os.path.abspath(output))
+        fd, tmp = tempfile.mkstemp(prefix=".qsim-run-", suffix=".npz" if len(outs) > 1 else ".npy",
+                                   dir=directory)
+        os.close(fd)
+        try:
+            if len(outs) == 1:
+                np.save(tmp, next(iter(outs.values())))
+            else:
+                np.savez(tmp, **outs)
+            os.replace(tmp, output)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    if dump:
+        with atomic_directory(dump) as tmpdir:
+            for name, value in values.items():
+                np.save(tmpdir / _file_name(name), value)
+
+
+def summarize(graph: ir.Graph, values: Mapping[str, np.ndarray]) -> str:
+    lines = []
+    for name in graph.outputs:
+        v = values[name]
+        stats = (f" min {v.min():.6g} max {v.max():.6g} mean {v.mean():.6g}"
+                 if v.size and v.dtype.kind in "iuf" else "")
+        lines.append(f"{name}: {v.dtype}{list(v.shape)}{stats}")
+    return "\n".join(lines)
