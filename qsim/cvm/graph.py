@@ -84,6 +84,7 @@ def _checked(op: Op, graph: Graph):
         shapes.append(tuple(ten.shape))
     attrs = opdef.normalize_attrs(op.attrs)
     out_shapes = opdef.infer(chk, shapes, attrs)
+    attrs.update(chk.values)
     return opdef, chk, names, tensors, shapes, attrs, out_shapes
 
 

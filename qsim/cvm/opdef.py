@@ -44,6 +44,7 @@ class Checker:
         self.op = f"cvm.{op}"
         self.input_names = list(input_names)
         self.labels = dict(labels or {})
+        self.values: dict[str, Any] = {}   # attributes as validated (ints, bools, int tuples)
 
     def tensor(self, name: str) -> str:
         """'input X' or 'input X (tensor conv1.x)' when the graph tensor name is known."""
@@ -65,12 +66,14 @@ class Checker:
             self.fail(f"attribute '{name}' = {v!r} is not an integer")
         v = int(v)
         self._range(name, v, lo, hi, bound_doc)
+        self.values[name] = v
         return v
 
     def bool_attr(self, attrs, name) -> bool:
         v = attrs[name]
         if not isinstance(v, (bool, np.bool_)):
             self.fail(f"attribute '{name}' = {v!r} is not a boolean", hint="use true or false")
+        self.values[name] = bool(v)
         return bool(v)
 
     def ints_attr(self, attrs, name, *, length: int | None = None, lo=None, hi=None,
@@ -95,6 +98,7 @@ class Checker:
             self.fail(f"attribute '{name}' = {list(v)} has {len(v)} values; it takes {length}")
         for i, x in enumerate(v):
             self._range(f"{name}[{i}]", x, lo, hi, bound_doc, whole=(name, v))
+        self.values[name] = v
         return v
 
     def _range(self, name, v, lo, hi, bound_doc, whole=None):

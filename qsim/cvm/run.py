@@ -73,6 +73,7 @@ def _analyse(opdef: OpDef, names, shapes, attrs, in_precs, where):
     chk.op = where
     attrs = opdef.normalize_attrs(attrs)
     out_shapes = opdef.infer(chk, shapes, attrs)
+    attrs.update(chk.values)          # normalized forms: padding=1 -> (1, 1)
     out_precs = opdef.precision(chk, in_precs, shapes, attrs)
     for name, p in zip(opdef.outputs, out_precs):
         if p > MAX_PRECISION:
