@@ -46,7 +46,7 @@ def conv_out_size(call: Call, size: int, pad_a: int, pad_b: int, kernel: int, di
     num = size - 1 + pad_a + pad_b - (kernel - 1) * dilation
     call.error_if(num % stride != 0,
                   f"{o} != idiv_check({i} - 1 + {pa} + {pb} - ({k} - 1) * {d}, {s}) + 1: "
-                  f"{num} is not a multiple of {s}", f"{i}={size}, {pa}={pad_a}, {pb}={pad_b}, "
+                  f"{num} is not a multiple of {s}={stride}", f"{i}={size}, {pa}={pad_a}, {pb}={pad_b}, "
                   f"{k}={kernel}, {d}={dilation}, {s}={stride}")
     out = num // stride + 1
     call.error_if(out < 1, f"{o} < 1 (tensor dimensions are >= 1, spec 1.8.1)", f"{o}={out}")
