@@ -1,0 +1,253 @@
+"""GEMM tiling: one requantized matrix product -> an NPU program (instructions + DRAM image).
+
+    out[M, N] = requant( sum_k (A[m, k] - in_zp) * (W[k, n] - w_zp) )      (int32 sums)
+
+with requant = bias add, apply_scale_32, output zero point and clamp (hw/requant.py);
+without requant the raw int32 sums are stored (the caller adds any bias on the host).
+
+DRAM image, each region 64-byte aligned: A as the dataflow consumes it, W, the
+parameter words, then the output (M x N, row-major, int8 or int32 LE).
+- Weight-stationary: K is cut into folds of R (padded lanes hold in_zp, so they
+  contribute 0); A is stored fold-major [nF, M, R]; W as [nN, nF, R, C]. M is cut
+  into chunks of Mc rows that fit half the accumulator buffer; a group is one
+  (chunk, column tile) and its steps are the folds, accumulated in place.
+- Output-stationary: a group is one tile of R rows x C columns; A is stored per
+  row tile transposed [nM, K, R] and W as [nN, K, C]; the steps are chunks of K
+  that fit half the input and weight buffers.
+Double buffering: steps alternate between the halves of the input and weight
+buffers and groups between the halves of the accumulator/output buffers and the
+two parameter words; see _emit for why the in-order dispatcher keeps every
+reader ahead of the next writer of the same half.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..hw import isa
+from ..hw.isa import LoadBuffer, StoreBuffer
+from ..hw.params import PARAM_LANE_BYTES, Dataflow, Geometry
+
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class Requant:
+    bias: np.ndarray          # int32 [N]
+    multiplier: np.ndarray    # int32 [N], >= 0
+    shift: np.ndarray         # [N], 2..62
+    out_zp: int
+    clamp_lo: int
+    clamp_hi: int
+    double_round: bool
+
+
+@dataclass(frozen=True)
+class Gemm:
+    a: np.ndarray             # int8 [M, K]
+    w: np.ndarray             # int8 [K, N]
+    in_zp: int = 0
+    w_zp: int = 0
+    requant: Requant | None = None
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        (M, K), N = self.a.shape, self.w.shape[1]
+        return M, K, N
+
+
+@dataclass
+class Program:
+    instrs: list
+    dram: np.ndarray          # initial DRAM image, uint8
+    out_addr: int
+    out_shape: tuple[int, int]
+    out_dtype: np.dtype
+    macs: int
+    dram_input_bytes: int     # bytes of A, as stored for the array (padding included)
+    dram_weight_bytes: int    # bytes of W and parameter words
+    dram_output_bytes: int
+
+    def output(self, dram: np.ndarray) -> np.ndarray:
+        M, N = self.out_shape
+        size = M * N * np.dtype(self.out_dtype).itemsize
+        return dram[self.out_addr:self.out_addr + size].view(self.out_dtype).reshape(M, N).copy()
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _align(n: int) -> int:
+    return _ceil(n, ALIGN) * ALIGN
+
+
+def _param_words(req: Requant | None, N: int, C: int) -> np.ndarray:
+    """[nN, C * 9] bytes: per lane bias int32, multiplier int32, shift uint8 (padding lanes 0/0/2)."""
+    nN = _ceil(N, C)
+    lanes = np.zeros((nN * C, PARAM_LANE_BYTES), np.uint8)
+    bias = np.zeros(nN * C, np.int32)
+    mult = np.zeros(nN * C, np.int32)
+    shift = np.full(nN * C, 2, np.uint8)
+    if req is not None:
+        bias[:N], mult[:N], shift[:N] = req.bias, req.multiplier, req.shift
+    lanes[:, 0:4] = bias.astype("<i4").view(np.uint8).reshape(-1, 4)
+    lanes[:, 4:8] = mult.astype("<i4").view(np.uint8).reshape(-1, 4)
+    lanes[:, 8] = shift
+    return lanes.reshape(nN, C * PARAM_LANE_BYTES)
+
+
+def _check(gemm: Gemm) -> None:
+    if gemm.a.dtype != np.int8 or gemm.w.dtype != np.int8:
+        raise UnsupportedError(f"the NPU multiplies int8 by int8; got {gemm.a.dtype} x {gemm.w.dtype}",
+                               hint="int16 activations run on the host (kernels backend)")
+    if not (-128 <= gemm.in_zp <= 127 and -128 <= gemm.w_zp <= 127):
+        raise UnsupportedError(f"zero points {gemm.in_zp}, {gemm.w_zp} outside int8")
+    req = gemm.requant
+    if req is not None:
+        if np.any(req.multiplier < 0) or np.any((req.shift < 2) | (req.shift > 62)):
+            raise UnsupportedError("requantization needs multiplier >= 0 and 2 <= shift <= 62 "
+                                   "(TOSA apply_scale_32 REQUIRE)")
+        if not -128 <= req.clamp_lo <= req.clamp_hi <= 127 or not -128 <= req.out_zp <= 127:
+            raise UnsupportedError(f"output zero point {req.out_zp} / clamp [{req.clamp_lo}, "
+                                   f"{req.clamp_hi}] must lie in int8")
+
+
+def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
+    _check(gemm)
+    M, K, N = gemm.shape
+    R, C = geom.rows, geom.cols
+    ws = geom.dataflow is Dataflow.WEIGHT_STATIONARY
+    nN = _ceil(N, C)
+    a_zp_fill, w_zp_fill = np.int8(gemm.in_zp), np.int8(gemm.w_zp)
+
+    # Operand images in the order the array consumes them.
+    if ws:
+        nF = _ceil(K, R)
+        a_pad = np.full((M, nF * R), a_zp_fill, np.int8)
+        a_pad[:, :K] = gemm.a
+        a_img = a_pad.reshape(M, nF, R).transpose(1, 0, 2).copy()        # [nF, M, R]
+        w_pad = np.full((nF * R, nN * C), w_zp_fill, np.int8)
+        w_pad[:K, :N] = gemm.w
+        w_img = w_pad.reshape(nF, R, nN, C).transpose(2, 0, 1, 3).copy()   # [nN, nF, R, C]
+    else:
+        nM = _ceil(M, R)
+        a_pad = np.full((nM * R, K), a_zp_fill, np.int8)
+        a_pad[:M] = gemm.a
+        a_img = a_pad.reshape(nM, R, K).transpose(0, 2, 1).copy()       # [nM, K, R]
+        w_pad = np.full((K, nN * C), w_zp_fill, np.int8)
+        w_pad[:, :N] = gemm.w
+        w_img = w_pad.reshape(K, nN, C).transpose(1, 0, 2).copy()        # [nN, K, C]
+    params = _param_words(gemm.requant, N, C)
+    out_dtype = np.dtype(np.int8) if gemm.requant is not None else np.dtype("<i4")
+    eb = out_dtype.itemsize
+
+    a_base = 0
+    w_base = _align(a_img.nbytes)
+    p_base = w_base + _align(w_img.nbytes)
+    o_base = p_base + _align(params.nbytes)
+    dram = np.zeros(o_base + _align(M * N * eb), np.uint8)
+    dram[a_base:a_base + a_img.nbytes] = a_img.view(np.uint8).ravel()
+    dram[w_base:w_base + w_img.nbytes] = w_img.view(np.uint8).ravel()
+    dram[p_base:p_base + params.nbytes] = params.ravel()
+
+    in_half, w_half, acc_half = (geom.input_depth_words // 2, geom.weight_depth_words // 2,
+                                 geom.acc_depth_words // 2)
+    if ws:
+        rows_per_group = min(M, acc_half)
+        resident = (in_half // nF) >= rows_per_group
+        if not resident:
+            rows_per_group = min(rows_per_group, in_half)
+        groups = [(m0, min(rows_per_group, M - m0), j)
+                  for m0 in range(0, M, rows_per_group) for j in range(nN)]
+        steps = [(f * R, R) for f in range(nF)]            # (k0, k rows) per fold
+    else:
+        k_chunk = min(K, in_half, w_half)
+        resident = k_chunk == K
+        groups = [(i * R, min(R, M - i * R), j) for i in range(nM) for j in range(nN)]
+        steps = [(k0, min(k_chunk, K - k0)) for k0 in range(0, K, k_chunk)]
+
+    def a_load(m0, rows, k0, klen, buf_addr):
+        """LOAD of A for rows m0.. (ws: fold starting at k0) or k0.. (os: row tile m0)."""
+        if ws:
+            f = k0 // R
+            addr = a_base + (f * M + m0) * R
+            return isa.load(LoadBuffer.INPUT, buf_addr, rows, addr, R, R)
+        addr = a_base + ((m0 // R) * K + k0) * R
+        return isa.load(LoadBuffer.INPUT, buf_addr, klen, addr, R, R)
+
+    def w_load(j, k0, klen, buf_addr):
+        if ws:
+            addr = w_base + ((j * nF + k0 // R) * R) * C
+            return isa.load(LoadBuffer.WEIGHT, buf_addr, R, addr, C, C)
+        addr = w_base + (j * K + k0) * C
+        return isa.load(LoadBuffer.WEIGHT, buf_addr, klen, addr, C, C)
+
+    instrs = _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load,
+                   p_base, params.shape[1], o_base, N, eb, in_half, w_half, acc_half)
+    a_bytes = sum(i.get("count") * i.get("word_bytes") for i in instrs
+                  if i.opcode is isa.Opcode.LOAD and i.get("buf") == LoadBuffer.INPUT)
+    wp_bytes = sum(i.get("count") * i.get("word_bytes") for i in instrs
+                   if i.opcode is isa.Opcode.LOAD and i.get("buf") != LoadBuffer.INPUT)
+    return Program(instrs=instrs, dram=dram, out_addr=o_base, out_shape=(M, N), out_dtype=out_dtype,
+                   macs=M * N * K, dram_input_bytes=a_bytes, dram_weight_bytes=wp_bytes,
+                   dram_output_bytes=M * N * eb)
+
+
+def _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load, p_base, p_bytes, o_base, N, eb,
+          in_half, w_half, acc_half):
+    """The instruction stream. In-order dispatch makes the halves safe to reuse:
+    a LOAD into a half is emitted after the COMPUTE that follows the half's last
+    reader, and a COMPUTE dispatches only once the previous COMPUTE is done; every
+    COMPUTE waits for the DMA unit (its own loads, and the STORE of the group that
+    last used its accumulator/output half); STORE(g-1) is emitted after the first
+    COMPUTE of group g, whose dispatch implies group g-1 is finished."""
+    R, C = geom.rows, geom.cols
+    req = gemm.requant
+    instrs: list = []
+    step_index = 0
+    chunk_index = -1
+    last_a_key = None
+    pending_store = None
+    for g, (m0, rows, j) in enumerate(groups):
+        acc_base = (g % 2) * acc_half
+        a_key = m0
+        if resident and a_key != last_a_key:
+            chunk_index += 1
+            last_a_key = a_key
+            a_half = (chunk_index % 2) * in_half
+            for s, (k0, klen) in enumerate(steps):
+                instrs.append(a_load(m0, rows, k0, klen, a_half + (s * rows if ws else 0)))
+        instrs.append(isa.load(LoadBuffer.PARAM, g % 2, 1, p_base + j * p_bytes, 0, p_bytes))
+        for s, (k0, klen) in enumerate(steps):
+            half = step_index % 2
+            if resident:
+                a_addr = (chunk_index % 2) * in_half + (s * rows if ws else 0)
+            else:
+                a_addr = half * in_half
+                instrs.append(a_load(m0, rows, k0, klen, a_addr))
+            w_addr = half * w_half
+            instrs.append(w_load(j, k0, klen, w_addr))
+            last = s == len(steps) - 1
+            instrs.append(isa.compute(
+                a_addr=a_addr, w_addr=w_addr, acc_addr=acc_base, out_addr=acc_base,
+                param_addr=g % 2, count=rows if ws else klen, accumulate=int(s > 0),
+                requant=int(last and req is not None),
+                double_round=int(bool(req.double_round)) if req is not None else 0,
+                in_zp=gemm.in_zp, w_zp=gemm.w_zp,
+                out_zp=req.out_zp if req is not None else 0,
+                clamp_lo=req.clamp_lo if req is not None else -128,
+                clamp_hi=req.clamp_hi if req is not None else 127, wait_dma=True))
+            step_index += 1
+            if s == 0 and pending_store is not None:
+                instrs.append(pending_store)
+                pending_store = None
+        cols = min(C, N - j * C)
+        pending_store = isa.store(
+            StoreBuffer.OUTPUT if req is not None else StoreBuffer.ACCUMULATOR, acc_base, rows,
+            o_base + (m0 * N + j * C) * eb, N * eb, cols * eb)
+    if pending_store is not None:
+        instrs.append(isa.Instr(pending_store.opcode, wait_compute=True, fields=pending_store.fields))
+    return instrs
