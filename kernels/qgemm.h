@@ -1,0 +1,345 @@
+/* Integer GEMM core for TOSA CONV2D / CONV3D / TRANSPOSE_CONV2D / FULLY_CONNECTED / MATMUL
+ * (int8 x int8 -> int32), as an "implicit GEMM" over a prepared activation buffer.
+ *
+ * Operand A (activations) is a uint8 buffer holding a' = x + 128 (x int8), with every
+ * padding position (spatial padding, channel padding up to a multiple of 4, the holes of a
+ * transposed convolution) filled with input_zp + 128, i.e. x == input_zp: such a position
+ * contributes (x - input_zp) * w == 0, exactly what the spec's skipped taps contribute.
+ * Row p of the GEMM (one output pixel) at K index (t, k) reads
+ *     A[rows[p] + taps[t] + k],   0 <= t < T, 0 <= k < 4*K4
+ * so a convolution needs no im2col copy: rows[] are pixel origins and taps[] kernel offsets.
+ *
+ * Operand B (weights) is packed once per weight array (the Python side caches it):
+ *   VNNI/portable layout: panels of up to 64 output columns; inside a panel of NV*16 columns,
+ *     for each K quad q: NV*16 columns x 4 int8 (the vpdpbusd operand order).
+ *   AVX2 layout: panels of 16 columns; for each K pair: 16 columns x 2 int16.
+ *
+ * Exactness: the kernels accumulate sum a' * w in 32-bit lanes that wrap modulo 2^32
+ * (vpdpbusd and vpaddd do not saturate; the portable path uses uint32). The epilogue adds
+ * colcorr[n] = bias[n] - (128 + input_zp) * sum_k w[k][n] and subtracts rowcorr[p] (the
+ * weight zero-point term), also modulo 2^32. The true result is proven (or checked) by the
+ * caller to lie in int32, and two integers equal modulo 2^32 that both lie in int32 are equal:
+ * the stored value is the spec's result bit for bit (vpmaddubsw is avoided: it saturates).
+ */
+#ifndef QSIM_QGEMM_H
+#define QSIM_QGEMM_H
+
+#include <stdint.h>
+#include <string.h>
+#include "cpu_features.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define QSIM_X86 1
+#include <immintrin.h>
+#define QSIM_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define QSIM_TARGET_AVX2 __attribute__((target("avx2,fma,bmi2")))
+#else
+#define QSIM_X86 0
+#endif
+
+enum { QSIM_ISA_PORTABLE = 0, QSIM_ISA_AVX2 = 1, QSIM_ISA_AVX512VNNI = 2 };
+
+#define QSIM_VNNI_PANEL 64   /* output columns per VNNI panel (4 zmm of int32) */
+#define QSIM_AVX2_PANEL 16   /* output columns per AVX2 panel (2 ymm of int32) */
+
+static inline int64_t qsim_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+/* ---------------------------------------------------------------- packing ----------------
+ * Source weight w(n, t, c) = src[n*s_n + t*s_t + c*s_c] (int8), n < N, t < T, c < C.
+ * K index k = t*C4 + c with C4 = round_up(C, 4); positions c >= C and n >= N pack as 0.
+ * colsum[n] receives sum_{t,c} w(n,t,c) (int32: |sum| <= T*C*128).
+ */
+static size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C) {
+    int64_t K = T * qsim_round_up(C, 4);
+    if (isa == QSIM_ISA_AVX2) return (size_t)(qsim_round_up(N, QSIM_AVX2_PANEL) * K * 2);
+    return (size_t)(qsim_round_up(N, 16) * K);
+}
+
+static void qsim_pack_weights(int isa, const int8_t *restrict src, int64_t N, int64_t T, int64_t C,
+                              int64_t s_n, int64_t s_t, int64_t s_c, void *restrict dst,
+                              int32_t *restrict colsum) {
+    const int64_t C4 = qsim_round_up(C, 4), K = T * C4;
+    const int avx2 = isa == QSIM_ISA_AVX2;
+    const int64_t NP = avx2 ? qsim_round_up(N, QSIM_AVX2_PANEL) : qsim_round_up(N, 16);
+    /* column sums, walking memory in its own order */
+    for (int64_t n = 0; n < N; n++) colsum[n] = 0;
+    if (s_n <= s_c) {
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t n = 0; n < N; n++) colsum[n] += src[n * s_n + t * s_t + c * s_c];
+    } else {
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t c = 0; c < C; c++) colsum[n] += src[n * s_n + t * s_t + c * s_c];
+    }
+    for (int64_t p0 = 0; p0 < NP; p0 += QSIM_VNNI_PANEL) {
+        /* VNNI: one panel of up to 64 columns, k quads; AVX2: four 16-column panels, k pairs */
+        const int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c4 = 0; c4 < C4; c4 += 4) {
+                const int64_t k = t * C4 + c4;
+                const int full = p0 + width <= N && c4 + 4 <= C;
+                int8_t quad[QSIM_VNNI_PANEL][4];
+                for (int64_t kk = 0; kk < 4; kk++) {
+                    const int8_t *row = src + t * s_t + (c4 + kk) * s_c + p0 * s_n;
+                    if (full && s_n == 1)        /* MATMUL's B: a contiguous row of columns */
+                        for (int64_t j = 0; j < width; j++) quad[j][kk] = row[j];
+                    else
+                        for (int64_t j = 0; j < width; j++)
+                            quad[j][kk] = (full || (p0 + j < N && c4 + kk < C)) ? row[j * s_n] : 0;
+                }
+                if (!avx2) {
+                    memcpy((int8_t *)dst + p0 * K + (k / 4) * (width * 4), quad, (size_t)(width * 4));
+                    continue;
+                }
+                for (int64_t j = 0; j < width; j++) {
+                    int16_t *panel = (int16_t *)dst + (p0 + j / QSIM_AVX2_PANEL * QSIM_AVX2_PANEL) * K;
+                    for (int64_t kk = 0; kk < 4; kk++) {
+                        int64_t kx = k + kk;
+                        panel[(kx / 2) * (2 * QSIM_AVX2_PANEL) + (j % QSIM_AVX2_PANEL) * 2 + (kx & 1)] = quad[j][kk];
+                    }
+                }
+            }
+    }
+}
+
+/* --------------------------------------------------------- activation buffer -------------
+ * Builds A for a (up to 3-D) convolution from an int8 NDHWC tensor x[N][D][H][W][C]:
+ * A[n][PD][PH][PW][C4] = x + 128 at positions (d*ud + od, y*uy + oy, x*ux + ox), elsewhere
+ * fill (= input_zp + 128). u* are upsampling factors (1 except for TRANSPOSE_CONV2D),
+ * o* offsets (the leading padding; negative offsets crop).
+ */
+static void qsim_prepare_input_u8(const int8_t *x, int64_t N, int64_t D, int64_t H, int64_t W,
+                                  int64_t C, int64_t PD, int64_t PH, int64_t PW, int64_t C4,
+                                  int64_t ud, int64_t uy, int64_t ux, int64_t od, int64_t oy,
+                                  int64_t ox, uint8_t fill, uint8_t *A) {
+    memset(A, fill, (size_t)(N * PD * PH * PW * C4));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t d = 0; d < D; d++) {
+            int64_t pd = d * ud + od;
+            if (pd < 0 || pd >= PD) continue;
+            for (int64_t y = 0; y < H; y++) {
+                int64_t py = y * uy + oy;
+                if (py < 0 || py >= PH) continue;
+                for (int64_t xx = 0; xx < W; xx++) {
+                    int64_t px = xx * ux + ox;
+                    if (px < 0 || px >= PW) continue;
+                    const int8_t *s = x + (((n * D + d) * H + y) * W + xx) * C;
+                    uint8_t *o = A + (((n * PD + pd) * PH + py) * PW + px) * C4;
+                    for (int64_t c = 0; c < C; c++) o[c] = (uint8_t)(s[c] ^ 0x80);
+                }
+            }
+        }
+}
+
+/* rowsum[p] = sum over the row's K positions of a' (uint32 wraps; exact below 2^32). */
+static void qsim_row_sums(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+                          int64_t T, int64_t K4, uint32_t *rowsum) {
+    for (int64_t p = 0; p < M; p++) {
+        uint32_t s = 0;
+        for (int64_t t = 0; t < T; t++) {
+            const uint8_t *a = A + rows[p] + taps[t];
+            for (int64_t k = 0; k < 4 * K4; k++) s += a[k];
+        }
+        rowsum[p] = s;
+    }
+}
+
+/* ------------------------------------------------------------- portable path ------------ */
+static void qsim_gemm_portable(const uint8_t *A, const int64_t *rows, int64_t M,
+                               const int64_t *taps, int64_t T, int64_t K4, const int8_t *B,
+                               int64_t N, const int32_t *colcorr, const int32_t *rowcorr,
+                               int32_t *out, int64_t ldo) {
+    const int64_t NP = qsim_round_up(N, 16), K = T * K4 * 4;
+    uint32_t acc[QSIM_VNNI_PANEL];
+    for (int64_t p0 = 0; p0 < NP; p0 += QSIM_VNNI_PANEL) {
+        int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
+        const int8_t *panel = B + p0 * K;
+        for (int64_t p = 0; p < M; p++) {
+            for (int64_t j = 0; j < width; j++) acc[j] = 0;
+            const int8_t *b = panel;
+            for (int64_t t = 0; t < T; t++) {
+                const uint8_t *a = A + rows[p] + taps[t];
+                for (int64_t q = 0; q < K4; q++, b += width * 4) {
+                    uint32_t a0 = a[4 * q], a1 = a[4 * q + 1], a2 = a[4 * q + 2], a3 = a[4 * q + 3];
+                    for (int64_t j = 0; j < width; j++)
+                        acc[j] += a0 * (uint32_t)(int32_t)b[4 * j] + a1 * (uint32_t)(int32_t)b[4 * j + 1]
+                                + a2 * (uint32_t)(int32_t)b[4 * j + 2] + a3 * (uint32_t)(int32_t)b[4 * j + 3];
+                }
+            }
+            uint32_t rc = rowcorr ? (uint32_t)rowcorr[p] : 0u;
+            int64_t jmax = N - p0 < width ? N - p0 : width;
+            for (int64_t j = 0; j < jmax; j++)
+                out[p * ldo + p0 + j] = (int32_t)(acc[j] + (uint32_t)colcorr[p0 + j] - rc);
+        }
+    }
+}
+
+#if QSIM_X86
+/* ------------------------------------------------------------- AVX-512 VNNI -------------
+ * Micro-kernel: MR rows x NV*16 columns held in MR*NV zmm accumulators (MR*NV <= 24, plus NV
+ * weight registers and one broadcast: at most 29 of the 32 zmm registers).
+ */
+#define QSIM_VNNI_MR 6
+#define QSIM_VNNI_KC4 64   /* K quads per cache block */
+
+static inline __attribute__((always_inline)) QSIM_TARGET_VNNI void
+qsim_vnni_tile(const int MR, const int NV, const uint8_t *A, const int64_t *rows,
+               const int64_t *taps, int64_t T, int64_t K4, const int8_t *panel, int64_t width,
+               const int32_t *colcorr, const int32_t *rowcorr, int32_t *out, int64_t ldo,
+               int64_t ncols, int accumulate) {
+    __m512i acc[QSIM_VNNI_MR][4];
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_si512();
+    /* later K blocks add to the stored partial result; the corrections go in once, first */
+    if (accumulate) colcorr = 0, rowcorr = 0;
+    const int8_t *b = panel;
+    for (int64_t t = 0; t < T; t++) {
+        const uint8_t *a[QSIM_VNNI_MR];
+        for (int r = 0; r < MR; r++) a[r] = A + rows[r] + taps[t];
+        for (int64_t q = 0; q < K4; q++, b += width * 4) {
+            __m512i w[4];
+            for (int v = 0; v < NV; v++) w[v] = _mm512_loadu_si512((const void *)(b + 64 * v));
+            for (int r = 0; r < MR; r++) {
+                int32_t quad;
+                memcpy(&quad, a[r] + 4 * q, 4);
+                __m512i av = _mm512_set1_epi32(quad);
+                for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, w[v]);
+            }
+        }
+    }
+    for (int v = 0; v < NV; v++) {
+        int64_t left = ncols - 16 * v;
+        if (left <= 0) break;
+        __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        __m512i cc = colcorr ? _mm512_maskz_loadu_epi32(m, colcorr + 16 * v) : _mm512_setzero_si512();
+        for (int r = 0; r < MR; r++) {
+            __m512i x = _mm512_add_epi32(acc[r][v], cc);
+            if (accumulate) x = _mm512_add_epi32(x, _mm512_maskz_loadu_epi32(m, out + r * ldo + 16 * v));
+            if (rowcorr) x = _mm512_sub_epi32(x, _mm512_set1_epi32(rowcorr[r]));
+            _mm512_mask_storeu_epi32(out + r * ldo + 16 * v, m, x);
+        }
+    }
+}
+
+#define QSIM_VNNI_CASE(mr, nv) \
+    qsim_vnni_tile(mr, nv, A + 4 * kb, rows + p, taps, T, kc, panel + kb * width * 4, width, \
+                   colcorr + p0, rowcorr ? rowcorr + p : 0, out + p * ldo + p0, ldo, ncols, kb > 0)
+#define QSIM_VNNI_ROWS(nv) \
+    switch (mr) { case 6: QSIM_VNNI_CASE(6, nv); break; case 5: QSIM_VNNI_CASE(5, nv); break; \
+                  case 4: QSIM_VNNI_CASE(4, nv); break; case 3: QSIM_VNNI_CASE(3, nv); break; \
+                  case 2: QSIM_VNNI_CASE(2, nv); break; default: QSIM_VNNI_CASE(1, nv); }
+
+static QSIM_TARGET_VNNI void
+qsim_gemm_vnni(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
+               int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
+               const int32_t *rowcorr, int32_t *out, int64_t ldo) {
+    const int64_t NP = qsim_round_up(N, 16), K = T * K4 * 4;
+    for (int64_t p0 = 0; p0 < NP; p0 += QSIM_VNNI_PANEL) {
+        const int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
+        const int64_t ncols = N - p0 < width ? N - p0 : width;
+        const int8_t *panel = B + p0 * K;
+        const int nv = (int)(width / 16);
+        /* K blocking (single-tap GEMMs only: FC, MATMUL): a block of QSIM_VNNI_KC4 quads of
+         * the panel (64 x 256 bytes = 16 KiB) stays in L1 while every row block uses it. */
+        const int64_t kstep = (T == 1 && K4 > 2 * QSIM_VNNI_KC4) ? QSIM_VNNI_KC4 : K4;
+        for (int64_t kb = 0; kb < K4; kb += kstep) {
+            const int64_t kc = K4 - kb < kstep ? K4 - kb : kstep;
+            for (int64_t p = 0; p < M; p += QSIM_VNNI_MR) {
+                const int mr = (int)(M - p < QSIM_VNNI_MR ? M - p : QSIM_VNNI_MR);
+                switch (nv) {
+                    case 4: QSIM_VNNI_ROWS(4); break;
+                    case 3: QSIM_VNNI_ROWS(3); break;
+                    case 2: QSIM_VNNI_ROWS(2); break;
+                    default: QSIM_VNNI_ROWS(1);
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------- AVX2 (exact) -------------
+ * vpmaddwd on zero-extended u8 activations and sign-extended int8 weights (both int16):
+ * a0*w0 + a1*w1 <= 2 * 255 * 128 never saturates. MR=6 rows x 16 columns: 12 accumulators.
+ */
+#define QSIM_AVX2_MR 6
+
+static inline __attribute__((always_inline)) QSIM_TARGET_AVX2 void
+qsim_avx2_tile(const int MR, const uint8_t *A, const int64_t *rows, const int64_t *taps,
+               int64_t T, int64_t K4, const int16_t *panel, const int32_t *colcorr,
+               const int32_t *rowcorr, int32_t *out, int64_t ldo, int64_t ncols) {
+    __m256i acc[QSIM_AVX2_MR][2];
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    const int16_t *b = panel;
+    for (int64_t t = 0; t < T; t++) {
+        const uint8_t *a[QSIM_AVX2_MR];
+        for (int r = 0; r < MR; r++) a[r] = A + rows[r] + taps[t];
+        for (int64_t q = 0; q < K4; q++, b += 4 * QSIM_AVX2_PANEL) {
+            __m256i w0 = _mm256_loadu_si256((const __m256i *)b);
+            __m256i w1 = _mm256_loadu_si256((const __m256i *)(b + 16));
+            __m256i w2 = _mm256_loadu_si256((const __m256i *)(b + 32));
+            __m256i w3 = _mm256_loadu_si256((const __m256i *)(b + 48));
+            for (int r = 0; r < MR; r++) {
+                uint32_t quad;
+                memcpy(&quad, a[r] + 4 * q, 4);
+                /* (a0 | a1 << 16) and (a2 | a3 << 16): two zero-extended int16 pairs */
+                __m256i lo = _mm256_set1_epi32((int)((quad & 0xFFu) | ((quad & 0xFF00u) << 8)));
+                __m256i hi = _mm256_set1_epi32((int)(((quad >> 16) & 0xFFu) | ((quad >> 8) & 0xFF0000u)));
+                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, w0));
+                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(lo, w1));
+                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(hi, w2));
+                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, w3));
+            }
+        }
+    }
+    int32_t tmp[16];
+    for (int r = 0; r < MR; r++) {
+        _mm256_storeu_si256((__m256i *)tmp, acc[r][0]);
+        _mm256_storeu_si256((__m256i *)(tmp + 8), acc[r][1]);
+        uint32_t rc = rowcorr ? (uint32_t)rowcorr[r] : 0u;
+        for (int64_t j = 0; j < ncols; j++)
+            out[r * ldo + j] = (int32_t)((uint32_t)tmp[j] + (uint32_t)colcorr[j] - rc);
+    }
+}
+
+#define QSIM_AVX2_CASE(mr) \
+    qsim_avx2_tile(mr, A, rows + p, taps, T, K4, panel, colcorr + p0, \
+                   rowcorr ? rowcorr + p : 0, out + p * ldo + p0, ldo, ncols)
+
+static QSIM_TARGET_AVX2 void
+qsim_gemm_avx2(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
+               int64_t K4, const int16_t *B, int64_t N, const int32_t *colcorr,
+               const int32_t *rowcorr, int32_t *out, int64_t ldo) {
+    const int64_t NP = qsim_round_up(N, QSIM_AVX2_PANEL), K = T * K4 * 4;
+    for (int64_t p0 = 0; p0 < NP; p0 += QSIM_AVX2_PANEL) {
+        const int64_t ncols = N - p0 < QSIM_AVX2_PANEL ? N - p0 : QSIM_AVX2_PANEL;
+        const int16_t *panel = B + p0 * K;
+        for (int64_t p = 0; p < M; p += QSIM_AVX2_MR) {
+            switch ((int)(M - p < QSIM_AVX2_MR ? M - p : QSIM_AVX2_MR)) {
+                case 6: QSIM_AVX2_CASE(6); break; case 5: QSIM_AVX2_CASE(5); break;
+                case 4: QSIM_AVX2_CASE(4); break; case 3: QSIM_AVX2_CASE(3); break;
+                case 2: QSIM_AVX2_CASE(2); break; default: QSIM_AVX2_CASE(1);
+            }
+        }
+    }
+}
+#endif /* QSIM_X86 */
+
+/* out[p][n] = sum_k a'(p,k) * w(k,n) + colcorr[n] - rowcorr[p]  (all modulo 2^32). */
+static void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M,
+                      const int64_t *taps, int64_t T, int64_t K4, const void *B, int64_t N,
+                      const int32_t *colcorr, const int32_t *rowcorr, int32_t *out, int64_t ldo) {
+#if QSIM_X86
+    if (isa == QSIM_ISA_AVX512VNNI) {
+        qsim_gemm_vnni(A, rows, M, taps, T, K4, (const int8_t *)B, N, colcorr, rowcorr, out, ldo);
+        return;
+    }
+    if (isa == QSIM_ISA_AVX2) {
+        qsim_gemm_avx2(A, rows, M, taps, T, K4, (const int16_t *)B, N, colcorr, rowcorr, out, ldo);
+        return;
+    }
+#endif
+    qsim_gemm_portable(A, rows, M, taps, T, K4, (const int8_t *)B, N, colcorr, rowcorr, out, ldo);
+}
+
+#endif

@@ -1,0 +1,347 @@
+/* The non-GEMM TOSA kernels: DEPTHWISE_CONV2D, MAX/AVG_POOL2D, RESCALE, TABLE, CLAMP, and the
+ * int16-mode (int48 accumulator) implicit GEMM.
+ *
+ * Loops are written so the compiler vectorizes them; each hot loop is compiled three times
+ * (AVX-512, AVX2, baseline x86-64) from one always_inline body, and qsim_isa picks the copy.
+ * All paths compute the same integers: only the instruction selection differs.
+ */
+#ifndef QSIM_QMISC_H
+#define QSIM_QMISC_H
+
+#include <stdint.h>
+#include <string.h>
+#include "qgemm.h"
+#include "tosa_arith.h"
+
+#if QSIM_X86
+#define QSIM_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define QSIM_DISPATCH(isa, fn, ...)                                             \
+    do {                                                                        \
+        if ((isa) == QSIM_ISA_AVX512VNNI) fn##_avx512(__VA_ARGS__);             \
+        else if ((isa) == QSIM_ISA_AVX2) fn##_avx2(__VA_ARGS__);                \
+        else fn##_base(__VA_ARGS__);                                            \
+    } while (0)
+#define QSIM_VERSIONS(fn, params, args)                                         \
+    static QSIM_TARGET_AVX512 void fn##_avx512 params { fn##_body args; }       \
+    static QSIM_TARGET_AVX2 void fn##_avx2 params { fn##_body args; }           \
+    static void fn##_base params { fn##_body args; }
+#else
+#define QSIM_DISPATCH(isa, fn, ...) fn##_base(__VA_ARGS__)
+#define QSIM_VERSIONS(fn, params, args) static void fn##_base params { fn##_body args; }
+#endif
+#define QSIM_INLINE static inline __attribute__((always_inline))
+
+/* ------------------------------------------------------------ DEPTHWISE_CONV2D -----------
+ * P: int16 [N][PH][PW][CM] holding (x - input_zp) with zeros in the padding, channel c of the
+ * input repeated M times (so channel c*M+m of P meets weight channel c*M+m).
+ * Wt: int16 [KH*KW][CM] holding (w - weight_zp). acc: int32 scratch of CM.
+ * The caller proved KH*KW*max|x-zp|*max|w-zp| + |bias| < 2^31: int32 accumulation is exact.
+ */
+QSIM_INLINE void qsim_depthwise_body(const int16_t *P, int64_t N, int64_t PH, int64_t PW,
+                                     int64_t CM, const int16_t *Wt, int64_t KH, int64_t KW,
+                                     int64_t OH, int64_t OW, int64_t sy, int64_t sx, int64_t dy,
+                                     int64_t dx, const int64_t *bias, int32_t *acc,
+                                     int32_t *out32, int64_t *out64) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                for (int64_t c = 0; c < CM; c++) acc[c] = 0;
+                for (int64_t ky = 0; ky < KH; ky++)
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        const int16_t *p = P + ((n * PH + oy * sy + ky * dy) * PW + ox * sx + kx * dx) * CM;
+                        const int16_t *w = Wt + (ky * KW + kx) * CM;
+                        for (int64_t c = 0; c < CM; c++) acc[c] += (int32_t)p[c] * (int32_t)w[c];
+                    }
+                int64_t o = ((n * OH + oy) * OW + ox) * CM;
+                if (out32)
+                    for (int64_t c = 0; c < CM; c++) out32[o + c] = acc[c] + (int32_t)bias[c];
+                else
+                    for (int64_t c = 0; c < CM; c++) out64[o + c] = (int64_t)acc[c] + bias[c];
+            }
+}
+QSIM_VERSIONS(qsim_depthwise,
+    (const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM, const int16_t *Wt,
+     int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sy, int64_t sx, int64_t dy,
+     int64_t dx, const int64_t *bias, int32_t *acc, int32_t *out32, int64_t *out64),
+    (P, N, PH, PW, CM, Wt, KH, KW, OH, OW, sy, sx, dy, dx, bias, acc, out32, out64))
+
+/* ------------------------------------------------------------ pools ----------------------
+ * P: int16 [N][PH][PW][C] padded input. MAX: padding holds the type minimum, the identity of
+ * max() started at minimum<in_out_t>, so max over the full window equals the spec's max over
+ * valid taps. AVG: P holds (x - input_zp) with zeros in the padding; count comes from the
+ * window's overlap with the unpadded input, (mult, shift) from reciprocal_scale(count) computed
+ * by the caller (qsim/tosa/arith.py) for every possible count 1..KH*KW.
+ * Bounds: |acc| <= KH*KW*65535 < 2^31 is checked by the caller; apply_scale_32's REQUIRE holds
+ * since |acc| <= count * 2^16 <= 2^(k+16) < 2^(shift-2) with shift = 30 + k.
+ */
+QSIM_INLINE void qsim_maxpool_body(const int16_t *P, int64_t N, int64_t PH, int64_t PW,
+                                   int64_t C, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                                   int64_t sy, int64_t sx, int16_t *acc, int16_t *out16,
+                                   int8_t *out8) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                for (int64_t c = 0; c < C; c++) acc[c] = INT16_MIN;
+                for (int64_t ky = 0; ky < KH; ky++)
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        const int16_t *p = P + ((n * PH + oy * sy + ky) * PW + ox * sx + kx) * C;
+                        for (int64_t c = 0; c < C; c++) acc[c] = p[c] > acc[c] ? p[c] : acc[c];
+                    }
+                int64_t o = ((n * OH + oy) * OW + ox) * C;
+                if (out16) for (int64_t c = 0; c < C; c++) out16[o + c] = acc[c];
+                else for (int64_t c = 0; c < C; c++) out8[o + c] = (int8_t)acc[c];
+            }
+}
+QSIM_VERSIONS(qsim_maxpool,
+    (const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t C, int64_t KH, int64_t KW,
+     int64_t OH, int64_t OW, int64_t sy, int64_t sx, int16_t *acc, int16_t *out16, int8_t *out8),
+    (P, N, PH, PW, C, KH, KW, OH, OW, sy, sx, acc, out16, out8))
+
+QSIM_INLINE void qsim_avgpool_body(const int16_t *P, int64_t N, int64_t PH, int64_t PW,
+                                   int64_t C, int64_t IH, int64_t IW, int64_t KH, int64_t KW,
+                                   int64_t OH, int64_t OW, int64_t sy, int64_t sx,
+                                   int64_t pad_top, int64_t pad_left, const int64_t *mult,
+                                   const int64_t *shift, int64_t output_zp, int64_t lo,
+                                   int64_t hi, int32_t *acc, int16_t *out16, int8_t *out8,
+                                   int *bad) {
+    int b = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oy = 0; oy < OH; oy++) {
+            int64_t y0 = oy * sy - pad_top, cy = 0;
+            for (int64_t ky = 0; ky < KH; ky++) cy += (y0 + ky >= 0 && y0 + ky < IH);
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t x0 = ox * sx - pad_left, cx = 0;
+                for (int64_t kx = 0; kx < KW; kx++) cx += (x0 + kx >= 0 && x0 + kx < IW);
+                for (int64_t c = 0; c < C; c++) acc[c] = 0;
+                for (int64_t ky = 0; ky < KH; ky++)
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        const int16_t *p = P + ((n * PH + oy * sy + ky) * PW + ox * sx + kx) * C;
+                        for (int64_t c = 0; c < C; c++) acc[c] += p[c];
+                    }
+                int64_t count = cy * cx, m = mult[count], s = shift[count];
+                int64_t r32 = (int64_t)1 << (s - 1);
+                int64_t o = ((n * OH + oy) * OW + ox) * C;
+                for (int64_t c = 0; c < C; c++) {
+                    int64_t v = qsim_apply_scale_32(acc[c], m, s, r32, 0, &b) + output_zp;
+                    v = v < lo ? lo : (v > hi ? hi : v);
+                    if (out16) out16[o + c] = (int16_t)v; else out8[o + c] = (int8_t)v;
+                }
+            }
+        }
+    *bad |= b;
+}
+QSIM_VERSIONS(qsim_avgpool,
+    (const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t C, int64_t IH, int64_t IW,
+     int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sy, int64_t sx, int64_t pad_top,
+     int64_t pad_left, const int64_t *mult, const int64_t *shift, int64_t output_zp, int64_t lo,
+     int64_t hi, int32_t *acc, int16_t *out16, int8_t *out8, int *bad),
+    (P, N, PH, PW, C, IH, IW, KH, KW, OH, OW, sy, sx, pad_top, pad_left, mult, shift, output_zp,
+     lo, hi, acc, out16, out8, bad))
+
+/* ------------------------------------------------------------ RESCALE --------------------
+ * x: n elements of the input type, C = channels of the per-channel parameter arrays (1 for
+ * per-tensor). mult/shift/round/dround as in tosa_arith.h, one entry per channel.
+ * Output: clip(result + output_zp, lo, hi) stored as the output type. *bad gets the REQUIREs.
+ */
+#define QSIM_RESCALE_DEF(iname, in_t, oname, out_t)                                          \
+QSIM_INLINE void qsim_rescale_##iname##_##oname##_body(                                     \
+        const in_t *x, int64_t n, int64_t C, int64_t input_zp, const int64_t *mult,          \
+        const int64_t *shift, const int64_t *rnd, const int64_t *dround, int scale32,        \
+        int64_t output_zp, int64_t lo, int64_t hi, out_t *y, int *bad) {                     \
+    int b = 0;                                                                               \
+    if (scale32) {                                                                           \
+        for (int64_t i0 = 0; i0 < n; i0 += C)                                                \
+            for (int64_t c = 0; c < C; c++) {                                                \
+                int64_t v = (int64_t)x[i0 + c] - input_zp;                                   \
+                int64_t r = qsim_apply_scale_32(v, mult[c], shift[c], rnd[c], dround[c], &b) \
+                            + output_zp;                                                     \
+                y[i0 + c] = (out_t)(r < lo ? lo : (r > hi ? hi : r));                        \
+            }                                                                                \
+    } else {                                                                                 \
+        for (int64_t i0 = 0; i0 < n; i0 += C)                                                \
+            for (int64_t c = 0; c < C; c++) {                                                \
+                int64_t v = (int64_t)x[i0 + c] - input_zp;                                   \
+                int64_t r = qsim_apply_scale_16(v, mult[c], shift[c], rnd[c], &b)            \
+                            + output_zp;                                                     \
+                y[i0 + c] = (out_t)(r < lo ? lo : (r > hi ? hi : r));                        \
+            }                                                                                \
+    }                                                                                        \
+    *bad |= b;                                                                               \
+}                                                                                            \
+QSIM_VERSIONS(qsim_rescale_##iname##_##oname,                                               \
+    (const in_t *x, int64_t n, int64_t C, int64_t input_zp, const int64_t *mult,             \
+     const int64_t *shift, const int64_t *rnd, const int64_t *dround, int scale32,           \
+     int64_t output_zp, int64_t lo, int64_t hi, out_t *y, int *bad),                         \
+    (x, n, C, input_zp, mult, shift, rnd, dround, scale32, output_zp, lo, hi, y, bad))
+
+#define QSIM_RESCALE_OUTS(iname, in_t)                   \
+    QSIM_RESCALE_DEF(iname, in_t, i8, int8_t)            \
+    QSIM_RESCALE_DEF(iname, in_t, u8, uint8_t)           \
+    QSIM_RESCALE_DEF(iname, in_t, i16, int16_t)          \
+    QSIM_RESCALE_DEF(iname, in_t, u16, uint16_t)         \
+    QSIM_RESCALE_DEF(iname, in_t, i32, int32_t)
+QSIM_RESCALE_OUTS(i8, int8_t)
+QSIM_RESCALE_OUTS(u8, uint8_t)
+QSIM_RESCALE_OUTS(i16, int16_t)
+QSIM_RESCALE_OUTS(u16, uint16_t)
+QSIM_RESCALE_OUTS(i32, int32_t)
+QSIM_RESCALE_OUTS(i64, int64_t)
+
+#if QSIM_X86
+/* Explicit AVX-512 RESCALE for scale32 (the compiler does not vectorize the generic loop).
+ * With scale32 the input is never int48 (ERROR_IF) and every zero point keeps
+ * value = x - input_zp within 32 bits, so vpmuldq's signed 32x32->64 product is exact;
+ * vpsravq is the arithmetic >> of apply_scale_32; the clamp happens in 64 bits before the
+ * narrowing store, so vpmovq* truncation never changes a value. */
+static inline __attribute__((always_inline)) QSIM_TARGET_AVX512 __m512i
+qsim_load8_as_i64(int icode, const void *x, int64_t i, __mmask8 m) {
+    switch (icode) {
+        case 0: return _mm512_cvtepi8_epi64(_mm_maskz_loadu_epi8((__mmask16)m, (const int8_t *)x + i));
+        case 1: return _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8((__mmask16)m, (const uint8_t *)x + i));
+        case 2: return _mm512_cvtepi16_epi64(_mm_maskz_loadu_epi16(m, (const int16_t *)x + i));
+        case 3: return _mm512_cvtepu16_epi64(_mm_maskz_loadu_epi16(m, (const uint16_t *)x + i));
+        default: return _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(m, (const int32_t *)x + i));
+    }
+}
+
+static inline __attribute__((always_inline)) QSIM_TARGET_AVX512 void
+qsim_store8_from_i64(int ocode, void *y, int64_t i, __mmask8 m, __m512i v) {
+    switch (ocode) {
+        case 0: case 1: _mm512_mask_cvtepi64_storeu_epi8((int8_t *)y + i, m, v); break;
+        case 2: case 3: _mm512_mask_cvtepi64_storeu_epi16((int16_t *)y + i, m, v); break;
+        default: _mm512_mask_cvtepi64_storeu_epi32((int32_t *)y + i, m, v);
+    }
+}
+
+static inline __attribute__((always_inline)) QSIM_TARGET_AVX512 void
+qsim_rescale32_avx512_body(const int icode, const int ocode, const void *x, int64_t n, int64_t C,
+                           int64_t input_zp, const int64_t *mult, const int64_t *shift,
+                           const int64_t *rnd, const int64_t *dround, int64_t output_zp,
+                           int64_t lo, int64_t hi, void *y, int *bad) {
+    const __m512i zp = _mm512_set1_epi64(input_zp), ozp = _mm512_set1_epi64(output_zp);
+    const __m512i vlo = _mm512_set1_epi64(lo), vhi = _mm512_set1_epi64(hi);
+    const __m512i two = _mm512_set1_epi64(2), one = _mm512_set1_epi64(1);
+    __mmask8 badm = 0;
+    for (int64_t i0 = 0; i0 < n; i0 += C)
+        for (int64_t c = 0; c < C; c += 8) {
+            __mmask8 m = C - c >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (C - c)) - 1u);
+            __m512i v = _mm512_sub_epi64(qsim_load8_as_i64(icode, x, i0 + c, m), zp);
+            __m512i mu = _mm512_maskz_loadu_epi64(m, mult + c);
+            __m512i sh = _mm512_mask_loadu_epi64(two, m, shift + c);
+            __m512i rd = _mm512_maskz_loadu_epi64(m, rnd + c);
+            __m512i dr = _mm512_maskz_loadu_epi64(m, dround + c);
+            __m512i lim = _mm512_sllv_epi64(one, _mm512_sub_epi64(sh, two));
+            badm |= m & (_mm512_cmplt_epi64_mask(v, _mm512_sub_epi64(_mm512_setzero_si512(), lim))
+                         | _mm512_cmpge_epi64_mask(v, lim));
+            __mmask8 neg = _mm512_cmplt_epi64_mask(v, _mm512_setzero_si512());
+            rd = _mm512_mask_sub_epi64(_mm512_add_epi64(rd, dr), neg, rd, dr);
+            __m512i r = _mm512_srav_epi64(_mm512_add_epi64(_mm512_mul_epi32(v, mu), rd), sh);
+            r = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(r, ozp), vlo), vhi);
+            qsim_store8_from_i64(ocode, y, i0 + c, m, r);
+        }
+    *bad |= (badm != 0);
+}
+
+#define QSIM_R32_CASE(ic, oc) case ic * 8 + oc: \
+    qsim_rescale32_avx512_body(ic, oc, x, n, C, input_zp, mult, shift, rnd, dround, output_zp, lo, hi, y, bad); break;
+#define QSIM_R32_ROW(ic) QSIM_R32_CASE(ic, 0) QSIM_R32_CASE(ic, 1) QSIM_R32_CASE(ic, 2) \
+    QSIM_R32_CASE(ic, 3) QSIM_R32_CASE(ic, 4)
+static QSIM_TARGET_AVX512 int
+qsim_rescale32_avx512(int icode, int ocode, const void *x, int64_t n, int64_t C, int64_t input_zp,
+                      const int64_t *mult, const int64_t *shift, const int64_t *rnd,
+                      const int64_t *dround, int64_t output_zp, int64_t lo, int64_t hi, void *y,
+                      int *bad) {
+    switch (icode * 8 + ocode) {
+        QSIM_R32_ROW(0) QSIM_R32_ROW(1) QSIM_R32_ROW(2) QSIM_R32_ROW(3) QSIM_R32_ROW(4)
+        default: return 0;   /* int48 input: not a scale32 case */
+    }
+    return 1;
+}
+#endif
+
+/* Type codes shared with the Cython side: 0 i8, 1 u8, 2 i16, 3 u16, 4 i32, 5 i64 (int48). */
+#define QSIM_RESCALE_CALL_OUT(isa, iname, in_t, ocode, ...)                                    \
+    switch (ocode) {                                                                           \
+        case 0: QSIM_DISPATCH(isa, qsim_rescale_##iname##_i8, (const in_t *)x, __VA_ARGS__, (int8_t *)y, bad); break;   \
+        case 1: QSIM_DISPATCH(isa, qsim_rescale_##iname##_u8, (const in_t *)x, __VA_ARGS__, (uint8_t *)y, bad); break;  \
+        case 2: QSIM_DISPATCH(isa, qsim_rescale_##iname##_i16, (const in_t *)x, __VA_ARGS__, (int16_t *)y, bad); break; \
+        case 3: QSIM_DISPATCH(isa, qsim_rescale_##iname##_u16, (const in_t *)x, __VA_ARGS__, (uint16_t *)y, bad); break;\
+        default: QSIM_DISPATCH(isa, qsim_rescale_##iname##_i32, (const in_t *)x, __VA_ARGS__, (int32_t *)y, bad);       \
+    }
+
+static void qsim_rescale(int isa, int icode, int ocode, const void *x, int64_t n, int64_t C,
+                         int64_t input_zp, const int64_t *mult, const int64_t *shift,
+                         const int64_t *rnd, const int64_t *dround, int scale32,
+                         int64_t output_zp, int64_t lo, int64_t hi, void *y, int *bad) {
+#if QSIM_X86
+    if (isa == QSIM_ISA_AVX512VNNI && scale32 &&
+        qsim_rescale32_avx512(icode, ocode, x, n, C, input_zp, mult, shift, rnd, dround,
+                              output_zp, lo, hi, y, bad))
+        return;
+#endif
+#define QSIM_ARGS n, C, input_zp, mult, shift, rnd, dround, scale32, output_zp, lo, hi
+    switch (icode) {
+        case 0: QSIM_RESCALE_CALL_OUT(isa, i8, int8_t, ocode, QSIM_ARGS) break;
+        case 1: QSIM_RESCALE_CALL_OUT(isa, u8, uint8_t, ocode, QSIM_ARGS) break;
+        case 2: QSIM_RESCALE_CALL_OUT(isa, i16, int16_t, ocode, QSIM_ARGS) break;
+        case 3: QSIM_RESCALE_CALL_OUT(isa, u16, uint16_t, ocode, QSIM_ARGS) break;
+        case 4: QSIM_RESCALE_CALL_OUT(isa, i32, int32_t, ocode, QSIM_ARGS) break;
+        default: QSIM_RESCALE_CALL_OUT(isa, i64, int64_t, ocode, QSIM_ARGS) break;
+    }
+#undef QSIM_ARGS
+}
+
+/* ------------------------------------------------------------ TABLE, CLAMP ---------------- */
+static void qsim_table_i8(const int8_t *x, int64_t n, const int8_t *table, int8_t *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = table[(int)x[i] + 128];
+}
+
+/* spec 1.9.5 apply_lookup: index = (x + 32768) >> 7 in [0, 511], fraction = x & 0x7f. */
+static void qsim_table_i16(const int16_t *x, int64_t n, const int16_t *table, int32_t *y, int *bad) {
+    int b = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v = x[i], index = (v + 32768) >> 7, fraction = v & 0x7f;
+        int32_t base = table[index], slope = (int32_t)table[index + 1] - base;
+        b |= (slope < -32768) | (slope > 32767);
+        y[i] = base * 128 + slope * fraction;
+    }
+    *bad |= b;
+}
+
+QSIM_INLINE void qsim_clamp_i8_body(const int8_t *x, int64_t n, int8_t lo, int8_t hi, int8_t *y) {
+    for (int64_t i = 0; i < n; i++) { int8_t v = x[i] < lo ? lo : x[i]; y[i] = v > hi ? hi : v; }
+}
+QSIM_VERSIONS(qsim_clamp_i8, (const int8_t *x, int64_t n, int8_t lo, int8_t hi, int8_t *y),
+              (x, n, lo, hi, y))
+QSIM_INLINE void qsim_clamp_i16_body(const int16_t *x, int64_t n, int16_t lo, int16_t hi, int16_t *y) {
+    for (int64_t i = 0; i < n; i++) { int16_t v = x[i] < lo ? lo : x[i]; y[i] = v > hi ? hi : v; }
+}
+QSIM_VERSIONS(qsim_clamp_i16, (const int16_t *x, int64_t n, int16_t lo, int16_t hi, int16_t *y),
+              (x, n, lo, hi, y))
+
+/* ------------------------------------------------------------ int16 modes ----------------
+ * CONV/FC 16x8 and MATMUL 16x16: A int16 (zero points are 0 in these modes, so padding is 0),
+ * Wt int16 [N][T*K] with K values per tap, acc int64 (the spec's int48_t accumulator; the
+ * caller proved T*K*2^30 + |bias| < 2^47, so no partial sum leaves int48).
+ */
+QSIM_INLINE void qsim_gemm_i16_body(const int16_t *A, const int64_t *rows, int64_t M,
+                                    const int64_t *taps, int64_t T, int64_t K,
+                                    const int16_t *Wt, int64_t N, const int64_t *bias,
+                                    int64_t *out) {
+    for (int64_t p = 0; p < M; p++)
+        for (int64_t j = 0; j < N; j++) {
+            int64_t acc = 0;
+            const int16_t *w = Wt + j * T * K;
+            for (int64_t t = 0; t < T; t++) {
+                const int16_t *a = A + rows[p] + taps[t];
+                for (int64_t k = 0; k < K; k++) acc += (int64_t)((int32_t)a[k] * (int32_t)w[t * K + k]);
+            }
+            out[p * N + j] = acc + (bias ? bias[j] : 0);
+        }
+}
+QSIM_VERSIONS(qsim_gemm_i16,
+    (const int16_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T, int64_t K,
+     const int16_t *Wt, int64_t N, const int64_t *bias, int64_t *out),
+    (A, rows, M, taps, T, K, Wt, N, bias, out))
+
+#endif

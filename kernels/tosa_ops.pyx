@@ -1,0 +1,322 @@
+# cython: language_level=3
+"""Thin Cython entry points over the C kernels in qgemm.h and qmisc.h.
+
+Arguments arrive already validated, C-contiguous and of the right dtype (qsim/kernels/
+registry.py prepares them); these functions only release the GIL and call C. `isa` is one of
+ISA_PORTABLE, ISA_AVX2, ISA_AVX512VNNI and must be supported by the CPU (checked in Python).
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int8_t, uint8_t, int16_t, int32_t, uint32_t, int64_t
+
+cnp.import_array()
+
+cdef extern from "qmisc.h" nogil:
+    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI
+    size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C)
+    void qsim_pack_weights(int isa, const int8_t *src, int64_t N, int64_t T, int64_t C,
+                           int64_t s_n, int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
+    void qsim_prepare_input_u8(const int8_t *x, int64_t N, int64_t D, int64_t H, int64_t W,
+                               int64_t C, int64_t PD, int64_t PH, int64_t PW, int64_t C4,
+                               int64_t ud, int64_t uy, int64_t ux, int64_t od, int64_t oy,
+                               int64_t ox, uint8_t fill, uint8_t *A)
+    void qsim_row_sums(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+                       int64_t T, int64_t K4, uint32_t *rowsum)
+    void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+                   int64_t T, int64_t K4, const void *B, int64_t N, const int32_t *colcorr,
+                   const int32_t *rowcorr, int32_t *out, int64_t ldo)
+    void qsim_depthwise_avx512(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM,
+                               const int16_t *Wt, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                               int64_t sy, int64_t sx, int64_t dy, int64_t dx,
+                               const int64_t *bias, int32_t *acc, int32_t *out32, int64_t *out64)
+    void qsim_depthwise_avx2(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM,
+                             const int16_t *Wt, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                             int64_t sy, int64_t sx, int64_t dy, int64_t dx,
+                             const int64_t *bias, int32_t *acc, int32_t *out32, int64_t *out64)
+    void qsim_depthwise_base(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM,
+                             const int16_t *Wt, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                             int64_t sy, int64_t sx, int64_t dy, int64_t dx,
+                             const int64_t *bias, int32_t *acc, int32_t *out32, int64_t *out64)
+    void qsim_maxpool_avx512(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t C,
+                             int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sy,
+                             int64_t sx, int16_t *acc, int16_t *out16, int8_t *out8)
+    void qsim_maxpool_avx2(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t C,
+                           int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sy,
+                           int64_t sx, int16_t *acc, int16_t *out16, int8_t *out8)
+    void qsim_maxpool_base(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t C,
+                           int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sy,
+                           int64_t sx, int16_t *acc, int16_t *out16, int8_t *out8)
+    void qsim_avgpool_avx512(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t C,
+                             int64_t IH, int64_t IW, int64_t KH, int64_t KW, int64_t OH,
+                             int64_t OW, int64_t sy, int64_t sx, int64_t pad_top,
+                             int64_t pad_left, const int64_t *mult, const int64_t *shift,
+                             int64_t output_zp, int64_t lo, int64_t hi, int32_t *acc,
+                             int16_t *out16, int8_t *out8, int *bad)
+    void qsim_avgpool_avx2(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t C,
+                           int64_t IH, int64_t IW, int64_t KH, int64_t KW, int64_t OH,
+                           int64_t OW, int64_t sy, int64_t sx, int64_t pad_top,
+                           int64_t pad_left, const int64_t *mult, const int64_t *shift,
+                           int64_t output_zp, int64_t lo, int64_t hi, int32_t *acc,
+                           int16_t *out16, int8_t *out8, int *bad)
+    void qsim_avgpool_base(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t C,
+                           int64_t IH, int64_t IW, int64_t KH, int64_t KW, int64_t OH,
+                           int64_t OW, int64_t sy, int64_t sx, int64_t pad_top,
+                           int64_t pad_left, const int64_t *mult, const int64_t *shift,
+                           int64_t output_zp, int64_t lo, int64_t hi, int32_t *acc,
+                           int16_t *out16, int8_t *out8, int *bad)
+    void qsim_rescale(int isa, int icode, int ocode, const void *x, int64_t n, int64_t C,
+                      int64_t input_zp, const int64_t *mult, const int64_t *shift,
+                      const int64_t *rnd, const int64_t *dround, int scale32,
+                      int64_t output_zp, int64_t lo, int64_t hi, void *y, int *bad)
+    void qsim_table_i8(const int8_t *x, int64_t n, const int8_t *table, int8_t *y)
+    void qsim_table_i16(const int16_t *x, int64_t n, const int16_t *table, int32_t *y, int *bad)
+    void qsim_clamp_i8_avx512(const int8_t *x, int64_t n, int8_t lo, int8_t hi, int8_t *y)
+    void qsim_clamp_i8_avx2(const int8_t *x, int64_t n, int8_t lo, int8_t hi, int8_t *y)
+    void qsim_clamp_i8_base(const int8_t *x, int64_t n, int8_t lo, int8_t hi, int8_t *y)
+    void qsim_clamp_i16_avx512(const int16_t *x, int64_t n, int16_t lo, int16_t hi, int16_t *y)
+    void qsim_clamp_i16_avx2(const int16_t *x, int64_t n, int16_t lo, int16_t hi, int16_t *y)
+    void qsim_clamp_i16_base(const int16_t *x, int64_t n, int16_t lo, int16_t hi, int16_t *y)
+    void qsim_gemm_i16_avx512(const int16_t *A, const int64_t *rows, int64_t M,
+                              const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
+                              int64_t N, const int64_t *bias, int64_t *out)
+    void qsim_gemm_i16_avx2(const int16_t *A, const int64_t *rows, int64_t M,
+                            const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
+                            int64_t N, const int64_t *bias, int64_t *out)
+    void qsim_gemm_i16_base(const int16_t *A, const int64_t *rows, int64_t M,
+                            const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
+                            int64_t N, const int64_t *bias, int64_t *out)
+
+ISA_PORTABLE = QSIM_ISA_PORTABLE
+ISA_AVX2 = QSIM_ISA_AVX2
+ISA_AVX512VNNI = QSIM_ISA_AVX512VNNI
+
+# numpy dtype -> RESCALE type code of qmisc.h (int48 travels in int64 storage)
+RESCALE_CODES = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int16): 2,
+                 np.dtype(np.uint16): 3, np.dtype(np.int32): 4, np.dtype(np.int64): 5}
+
+
+def pack_weights(int isa, const int8_t[:, :, ::1] w):
+    """Packs w[N][T][C] (output column, tap, channel) for qsim_gemm on `isa`.
+
+    Returns (packed bytes as a uint8 array, column sums int32[N])."""
+    cdef int64_t N = w.shape[0], T = w.shape[1], C = w.shape[2]
+    packed = np.empty(qsim_pack_bytes(isa, N, T, C), dtype=np.uint8)
+    colsum = np.empty(N, dtype=np.int32)
+    cdef uint8_t[::1] pv = packed
+    cdef int32_t[::1] cv = colsum
+    with nogil:
+        qsim_pack_weights(isa, &w[0, 0, 0], N, T, C, T * C, C, 1, &pv[0], &cv[0])
+    return packed, colsum
+
+
+def pack_matrix_kn(int isa, const int8_t[:, ::1] b):
+    """Packs b[K][N] (MATMUL's B: K rows, N columns) for qsim_gemm; one tap of K channels."""
+    cdef int64_t K = b.shape[0], N = b.shape[1]
+    packed = np.empty(qsim_pack_bytes(isa, N, 1, K), dtype=np.uint8)
+    colsum = np.empty(N, dtype=np.int32)
+    cdef uint8_t[::1] pv = packed
+    cdef int32_t[::1] cv = colsum
+    with nogil:
+        qsim_pack_weights(isa, &b[0, 0], N, 1, K, 1, 0, N, &pv[0], &cv[0])
+    return packed, colsum
+
+
+def prepare_input_u8(const int8_t[:, :, :, :, ::1] x, int64_t PD, int64_t PH, int64_t PW,
+                     int64_t C4, up, offset, int fill):
+    """Activation buffer uint8[N][PD][PH][PW][C4] (see qgemm.h)."""
+    cdef int64_t N = x.shape[0]
+    A = np.empty((N, PD, PH, PW, C4), dtype=np.uint8)
+    cdef uint8_t[:, :, :, :, ::1] av = A
+    cdef int64_t ud = up[0], uy = up[1], ux = up[2], od = offset[0], oy = offset[1], ox = offset[2]
+    with nogil:
+        qsim_prepare_input_u8(&x[0, 0, 0, 0, 0], N, x.shape[1], x.shape[2], x.shape[3], x.shape[4],
+                              PD, PH, PW, C4, ud, uy, ux, od, oy, ox, <uint8_t>fill, &av[0, 0, 0, 0, 0])
+    return A
+
+
+def row_sums(const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps, int64_t K4):
+    rowsum = np.empty(rows.shape[0], dtype=np.uint32)
+    cdef uint32_t[::1] rv = rowsum
+    with nogil:
+        qsim_row_sums(&A[0], &rows[0], rows.shape[0], &taps[0], taps.shape[0], K4, &rv[0])
+    return rowsum
+
+
+def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps,
+         int64_t K4, const uint8_t[::1] packed, int64_t N, const int32_t[::1] colcorr,
+         rowcorr, int32_t[:, ::1] out):
+    """out[p][n] = sum a'(p,k) w(k,n) + colcorr[n] - rowcorr[p], modulo 2^32 (qgemm.h)."""
+    cdef const int32_t[::1] rc
+    cdef const int32_t *rcp = NULL
+    if rowcorr is not None:
+        rc = rowcorr
+        rcp = &rc[0]
+    with nogil:
+        qsim_gemm(isa, &A[0], &rows[0], rows.shape[0], &taps[0], taps.shape[0], K4, &packed[0], N,
+                  &colcorr[0], rcp, &out[0, 0], out.shape[1])
+
+
+def gemm_i16(int isa, const int16_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps,
+             int64_t K, const int16_t[:, ::1] wt, bias, int64_t[:, ::1] out):
+    """int16-mode GEMM with int64 (int48) accumulation; wt[N][T*K]."""
+    cdef const int64_t[::1] bv
+    cdef const int64_t *bp = NULL
+    if bias is not None:
+        bv = bias
+        bp = &bv[0]
+    cdef int64_t M = rows.shape[0], T = taps.shape[0], N = wt.shape[0]
+    with nogil:
+        if isa == QSIM_ISA_AVX512VNNI:
+            qsim_gemm_i16_avx512(&A[0], &rows[0], M, &taps[0], T, K, &wt[0, 0], N, bp, &out[0, 0])
+        elif isa == QSIM_ISA_AVX2:
+            qsim_gemm_i16_avx2(&A[0], &rows[0], M, &taps[0], T, K, &wt[0, 0], N, bp, &out[0, 0])
+        else:
+            qsim_gemm_i16_base(&A[0], &rows[0], M, &taps[0], T, K, &wt[0, 0], N, bp, &out[0, 0])
+
+
+def depthwise(int isa, const int16_t[:, :, :, ::1] P, const int16_t[:, ::1] wt, int64_t KH,
+              int64_t KW, int64_t OH, int64_t OW, stride, dilation, const int64_t[::1] bias,
+              bint wide):
+    """DEPTHWISE_CONV2D over the prepared int16 buffer; int32 output, or int64 if `wide`."""
+    cdef int64_t N = P.shape[0], PH = P.shape[1], PW = P.shape[2], CM = P.shape[3]
+    cdef int64_t sy = stride[0], sx = stride[1], dy = dilation[0], dx = dilation[1]
+    acc = np.empty(CM, dtype=np.int32)
+    cdef int32_t[::1] accv = acc
+    out = np.empty((N, OH, OW, CM), dtype=np.int64 if wide else np.int32)
+    cdef int32_t[:, :, :, ::1] o32
+    cdef int64_t[:, :, :, ::1] o64
+    cdef int32_t *p32 = NULL
+    cdef int64_t *p64 = NULL
+    if out.size == 0:
+        return out
+    if wide:
+        o64 = out
+        p64 = &o64[0, 0, 0, 0]
+    else:
+        o32 = out
+        p32 = &o32[0, 0, 0, 0]
+    with nogil:
+        if isa == QSIM_ISA_AVX512VNNI:
+            qsim_depthwise_avx512(&P[0, 0, 0, 0], N, PH, PW, CM, &wt[0, 0], KH, KW, OH, OW, sy, sx,
+                                  dy, dx, &bias[0], &accv[0], p32, p64)
+        elif isa == QSIM_ISA_AVX2:
+            qsim_depthwise_avx2(&P[0, 0, 0, 0], N, PH, PW, CM, &wt[0, 0], KH, KW, OH, OW, sy, sx,
+                                dy, dx, &bias[0], &accv[0], p32, p64)
+        else:
+            qsim_depthwise_base(&P[0, 0, 0, 0], N, PH, PW, CM, &wt[0, 0], KH, KW, OH, OW, sy, sx,
+                                dy, dx, &bias[0], &accv[0], p32, p64)
+    return out
+
+
+def max_pool(int isa, const int16_t[:, :, :, ::1] P, int64_t KH, int64_t KW, int64_t OH,
+             int64_t OW, stride, out):
+    """MAX_POOL2D over the prepared buffer into `out` (int8 or int16, [N,OH,OW,C])."""
+    cdef int64_t N = P.shape[0], PH = P.shape[1], PW = P.shape[2], C = P.shape[3]
+    cdef int64_t sy = stride[0], sx = stride[1]
+    acc = np.empty(C, dtype=np.int16)
+    cdef int16_t[::1] accv = acc
+    cdef int16_t[:, :, :, ::1] o16
+    cdef int8_t[:, :, :, ::1] o8
+    cdef int16_t *p16 = NULL
+    cdef int8_t *p8 = NULL
+    if out.dtype == np.int16:
+        o16 = out
+        p16 = &o16[0, 0, 0, 0]
+    else:
+        o8 = out
+        p8 = &o8[0, 0, 0, 0]
+    with nogil:
+        if isa == QSIM_ISA_AVX512VNNI:
+            qsim_maxpool_avx512(&P[0, 0, 0, 0], N, PH, PW, C, KH, KW, OH, OW, sy, sx, &accv[0], p16, p8)
+        elif isa == QSIM_ISA_AVX2:
+            qsim_maxpool_avx2(&P[0, 0, 0, 0], N, PH, PW, C, KH, KW, OH, OW, sy, sx, &accv[0], p16, p8)
+        else:
+            qsim_maxpool_base(&P[0, 0, 0, 0], N, PH, PW, C, KH, KW, OH, OW, sy, sx, &accv[0], p16, p8)
+
+
+def avg_pool(int isa, const int16_t[:, :, :, ::1] P, int64_t IH, int64_t IW, int64_t KH,
+             int64_t KW, int64_t OH, int64_t OW, stride, int64_t pad_top, int64_t pad_left,
+             const int64_t[::1] mult, const int64_t[::1] shift, int64_t output_zp, int64_t lo,
+             int64_t hi, out):
+    """AVG_POOL2D; returns True when a REQUIRE of apply_scale_32 failed."""
+    cdef int64_t N = P.shape[0], PH = P.shape[1], PW = P.shape[2], C = P.shape[3]
+    cdef int64_t sy = stride[0], sx = stride[1]
+    acc = np.empty(C, dtype=np.int32)
+    cdef int32_t[::1] accv = acc
+    cdef int16_t[:, :, :, ::1] o16
+    cdef int8_t[:, :, :, ::1] o8
+    cdef int16_t *p16 = NULL
+    cdef int8_t *p8 = NULL
+    cdef int bad = 0
+    if out.dtype == np.int16:
+        o16 = out
+        p16 = &o16[0, 0, 0, 0]
+    else:
+        o8 = out
+        p8 = &o8[0, 0, 0, 0]
+    with nogil:
+        if isa == QSIM_ISA_AVX512VNNI:
+            qsim_avgpool_avx512(&P[0, 0, 0, 0], N, PH, PW, C, IH, IW, KH, KW, OH, OW, sy, sx,
+                                pad_top, pad_left, &mult[0], &shift[0], output_zp, lo, hi,
+                                &accv[0], p16, p8, &bad)
+        elif isa == QSIM_ISA_AVX2:
+            qsim_avgpool_avx2(&P[0, 0, 0, 0], N, PH, PW, C, IH, IW, KH, KW, OH, OW, sy, sx,
+                              pad_top, pad_left, &mult[0], &shift[0], output_zp, lo, hi,
+                              &accv[0], p16, p8, &bad)
+        else:
+            qsim_avgpool_base(&P[0, 0, 0, 0], N, PH, PW, C, IH, IW, KH, KW, OH, OW, sy, sx,
+                              pad_top, pad_left, &mult[0], &shift[0], output_zp, lo, hi,
+                              &accv[0], p16, p8, &bad)
+    return bool(bad)
+
+
+def rescale(int isa, cnp.ndarray x, int64_t C, int64_t input_zp, const int64_t[::1] mult,
+            const int64_t[::1] shift, const int64_t[::1] rnd, const int64_t[::1] dround,
+            bint scale32, int64_t output_zp, int64_t lo, int64_t hi, cnp.ndarray y):
+    """RESCALE x (C-contiguous) into y (same shape); returns True when a REQUIRE failed."""
+    cdef int icode = RESCALE_CODES[x.dtype], ocode = RESCALE_CODES[y.dtype]
+    cdef int bad = 0
+    cdef int64_t n = x.size
+    cdef const void *xp = cnp.PyArray_DATA(x)
+    cdef void *yp = cnp.PyArray_DATA(y)
+    with nogil:
+        qsim_rescale(isa, icode, ocode, xp, n, C, input_zp, &mult[0], &shift[0], &rnd[0],
+                     &dround[0], scale32, output_zp, lo, hi, yp, &bad)
+    return bool(bad)
+
+
+def table_i8(const int8_t[::1] x, const int8_t[::1] table, int8_t[::1] y):
+    with nogil:
+        qsim_table_i8(&x[0], x.shape[0], &table[0], &y[0])
+
+
+def table_i16(const int16_t[::1] x, const int16_t[::1] table, int32_t[::1] y):
+    """Returns True when a slope REQUIRE of apply_lookup failed."""
+    cdef int bad = 0
+    with nogil:
+        qsim_table_i16(&x[0], x.shape[0], &table[0], &y[0], &bad)
+    return bool(bad)
+
+
+def clamp(int isa, cnp.ndarray x, int64_t lo, int64_t hi, cnp.ndarray y):
+    cdef int64_t n = x.size
+    cdef const int8_t *x8 = <const int8_t *>cnp.PyArray_DATA(x)
+    cdef int8_t *y8 = <int8_t *>cnp.PyArray_DATA(y)
+    cdef const int16_t *x16 = <const int16_t *>cnp.PyArray_DATA(x)
+    cdef int16_t *y16 = <int16_t *>cnp.PyArray_DATA(y)
+    if x.dtype == np.int8:
+        with nogil:
+            if isa == QSIM_ISA_AVX512VNNI:
+                qsim_clamp_i8_avx512(x8, n, <int8_t>lo, <int8_t>hi, y8)
+            elif isa == QSIM_ISA_AVX2:
+                qsim_clamp_i8_avx2(x8, n, <int8_t>lo, <int8_t>hi, y8)
+            else:
+                qsim_clamp_i8_base(x8, n, <int8_t>lo, <int8_t>hi, y8)
+    else:
+        with nogil:
+            if isa == QSIM_ISA_AVX512VNNI:
+                qsim_clamp_i16_avx512(x16, n, <int16_t>lo, <int16_t>hi, y16)
+            elif isa == QSIM_ISA_AVX2:
+                qsim_clamp_i16_avx2(x16, n, <int16_t>lo, <int16_t>hi, y16)
+            else:
+                qsim_clamp_i16_base(x16, n, <int16_t>lo, <int16_t>hi, y16)

@@ -1,0 +1,288 @@
+"""CONV2D, CONV3D, TRANSPOSE_CONV2D, FULLY_CONNECTED and MATMUL on the implicit-GEMM kernels.
+
+All five are one computation (kernels/qgemm.h): a prepared activation buffer, row origins
+(one per output pixel), tap offsets (one per kernel position) and packed weights. This module
+builds those from the TOSA operands and proves the REQUIRE bound before running:
+every partial sum of the spec's accumulation is a sum of a subset of the products plus, possibly,
+the bias, so |partial| <= K * max|x - zp| * max|w - zp| + |bias|. When that bound fits the
+accumulator (int32, or int48 in the 16-bit modes) no apply_add can fail and the kernels'
+modulo-2^32 arithmetic gives the exact result; otherwise the call goes to the reference, which
+evaluates the spec's own order and raises UnpredictableError where it overflows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from . import _tosa_ops
+from .cache import packed_for
+from .isa import Isa, current_isa
+
+INT32_MAX = (1 << 31) - 1
+INT48_MAX = (1 << 47) - 1
+_MASK32 = np.int64(0xFFFFFFFF)
+
+
+def _round4(v: int) -> int:
+    return (v + 3) // 4 * 4
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A (up to 3-D) convolution as an implicit GEMM over a padded buffer [N][PD][PH][PW][CB].
+
+    Input element (d, y, x) sits at buffer position (d*up_d + off_d, ...); output pixel
+    (od, oy, ox) reads buffer position (od*stride_d + kd*dil_d, ...) for tap (kd, ky, kx).
+    """
+    batch: int
+    out: tuple[int, int, int]           # OD, OH, OW
+    kernel: tuple[int, int, int]        # KD, KH, KW
+    stride: tuple[int, int, int]
+    dilation: tuple[int, int, int]
+    buffer: tuple[int, int, int]        # PD, PH, PW
+    up: tuple[int, int, int]            # input upsampling (TRANSPOSE_CONV2D), else 1
+    offset: tuple[int, int, int]        # leading padding
+    channels: int                       # CB: channel stride of the buffer
+
+    @property
+    def taps(self) -> int:
+        return self.kernel[0] * self.kernel[1] * self.kernel[2]
+
+
+@lru_cache(maxsize=256)
+def _index_tables(g: Geometry) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, taps): buffer offsets of each output pixel's window origin and of each tap."""
+    PD, PH, PW = g.buffer
+    n = np.arange(g.batch, dtype=np.int64)[:, None, None, None]
+    od = np.arange(g.out[0], dtype=np.int64)[None, :, None, None] * g.stride[0]
+    oy = np.arange(g.out[1], dtype=np.int64)[None, None, :, None] * g.stride[1]
+    ox = np.arange(g.out[2], dtype=np.int64)[None, None, None, :] * g.stride[2]
+    rows = (((n * PD + od) * PH + oy) * PW + ox) * g.channels
+    kd = np.arange(g.kernel[0], dtype=np.int64)[:, None, None] * g.dilation[0]
+    ky = np.arange(g.kernel[1], dtype=np.int64)[None, :, None] * g.dilation[1]
+    kx = np.arange(g.kernel[2], dtype=np.int64)[None, None, :] * g.dilation[2]
+    taps = ((kd * PH + ky) * PW + kx) * g.channels
+    rows, taps = rows.reshape(-1), taps.reshape(-1)
+    rows.flags.writeable = False
+    taps.flags.writeable = False
+    return rows, taps
+
+
+def _conv_geometry(x_shape, kernel, pad, stride, dilation, channels) -> Geometry:
+    """Forward convolution; x_shape = (N, D, H, W), pad = ((front, back) per spatial axis)."""
+    N, *spatial = x_shape
+    out = tuple((i - 1 + p0 + p1 - (k - 1) * d) // s + 1
+                for i, (p0, p1), k, s, d in zip(spatial, pad, kernel, stride, dilation))
+    buffer = tuple(i + p0 + p1 for i, (p0, p1) in zip(spatial, pad))
+    return Geometry(N, out, tuple(kernel), tuple(stride), tuple(dilation), buffer,
+                    (1, 1, 1), tuple(p0 for p0, _ in pad), channels)
+
+
+# ----------------------------------------------------------------------- weights ------------
+
+@dataclass(frozen=True)
+class PackedWeights:
+    data: np.ndarray        # qgemm.h layout for one ISA
+    colsum: np.ndarray      # int32[OC]: sum of the real weights of each output column
+    wmin: np.ndarray        # int64[OC]: per-column min / max, for the overflow bound
+    wmax: np.ndarray
+
+
+def _pack(isa: Isa, w_ntc: np.ndarray) -> PackedWeights:
+    data, colsum = _tosa_ops.pack_weights(isa.code, np.ascontiguousarray(w_ntc, dtype=np.int8))
+    flat = w_ntc.reshape(w_ntc.shape[0], -1)
+    if flat.shape[1] == 0:
+        zeros = np.zeros(w_ntc.shape[0], dtype=np.int64)
+        return PackedWeights(data, colsum, zeros, zeros)
+    return PackedWeights(data, colsum, flat.min(axis=1).astype(np.int64),
+                         flat.max(axis=1).astype(np.int64))
+
+
+def _max_abs_offset(lo, hi, zp: int):
+    """max |v - zp| for v in [lo, hi] (elementwise)."""
+    return np.maximum(np.asarray(hi, dtype=np.int64) - zp, zp - np.asarray(lo, dtype=np.int64))
+
+
+def _fits(k: int, a_bound, w_bound, bias, limit: int) -> bool:
+    bias_abs = np.abs(np.asarray(bias, dtype=np.int64)) if bias is not None else 0
+    return bool(np.all(k * np.asarray(a_bound, dtype=np.int64) * w_bound + bias_abs <= limit))
+
+
+# ----------------------------------------------------------------------- int8 core ----------
+
+def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: int,
+             bias, input_zp: int, weight_zp: int) -> np.ndarray:
+    """int32 [M, OC] = the convolution of x5 (int8 [N][D][H][W][IC]) described by g."""
+    isa = current_isa()
+    fill = (input_zp + 128) & 0xFF
+    a = _tosa_ops.prepare_input_u8(np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
+                                   g.offset, fill).reshape(-1)
+    rows, taps = _index_tables(g)
+    k4 = g.channels // 4
+    colcorr = -(128 + input_zp) * packed.colsum.astype(np.int64)
+    if bias is not None:
+        colcorr += bias
+    colcorr = (colcorr & _MASK32).astype(np.uint32).view(np.int32)
+    rowcorr = None
+    if weight_zp != 0:
+        k_total = taps.size * g.channels
+        rowsum = _tosa_ops.row_sums(a, rows, taps, k4).astype(np.int64)
+        rowcorr = ((weight_zp * (rowsum - k_total * (128 + input_zp))) & _MASK32)
+        rowcorr = rowcorr.astype(np.uint32).view(np.int32)
+    out = np.empty((rows.size, oc), dtype=np.int32)
+    if rows.size and oc:
+        _tosa_ops.gemm(isa.code, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out)
+    return out
+
+
+def _int8_bound_ok(x: np.ndarray, k: int, packed: PackedWeights, bias, izp: int, wzp: int) -> bool:
+    """True when no partial sum can leave int32 (static bound first, then the data's range)."""
+    w_bound = _max_abs_offset(packed.wmin, packed.wmax, wzp)
+    if _fits(k, _max_abs_offset(-128, 127, izp), w_bound, bias, INT32_MAX):
+        return True
+    if x.size == 0:
+        return True
+    return _fits(k, _max_abs_offset(x.min(), x.max(), izp), w_bound, bias, INT32_MAX)
+
+
+# ----------------------------------------------------------------------- int16 core ---------
+
+def _gemm_i16(x5: np.ndarray, g: Geometry, w_nk: np.ndarray, bias) -> np.ndarray:
+    """int64 (int48) [M, OC] for the 16-bit modes (zero points are 0 there, padding is 0)."""
+    N, D, H, W, C = x5.shape
+    buf = np.zeros((N, *g.buffer, C), dtype=np.int16)
+    keep, where = [], []
+    for n, u, o, p in zip((D, H, W), g.up, g.offset, g.buffer):
+        pos = np.arange(n) * u + o           # negative offsets (cropping) drop positions
+        ok = (pos >= 0) & (pos < p)
+        keep.append(np.flatnonzero(ok))
+        where.append(pos[ok])
+    buf[:, where[0][:, None, None], where[1][None, :, None], where[2][None, None, :]] = \
+        x5[:, keep[0][:, None, None], keep[1][None, :, None], keep[2][None, None, :]]
+    rows, taps = _index_tables(g)
+    wt = np.ascontiguousarray(w_nk, dtype=np.int16)
+    b = None if bias is None else np.ascontiguousarray(bias, dtype=np.int64)
+    out = np.empty((rows.size, wt.shape[0]), dtype=np.int64)
+    if out.size:
+        _tosa_ops.gemm_i16(current_isa().code, buf.reshape(-1), rows, taps, C, wt, b, out)
+    return out
+
+
+def _int16_bound_ok(k: int, x_bound: int, w: np.ndarray, bias) -> bool:
+    w_bound = int(np.abs(w.astype(np.int64)).max()) if w.size else 0
+    return _fits(k, x_bound, w_bound, bias, INT48_MAX)
+
+
+# ----------------------------------------------------------------------- operators ----------
+
+class NeedsReference(Exception):
+    """The overflow bound could not be proven: the caller evaluates the spec's order instead."""
+
+
+def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, flip=False,
+             geometry=None):
+    """Shared body of CONV2D/CONV3D/TRANSPOSE_CONV2D. Returns [N, OD, OH, OW, OC]."""
+    N, D, H, W, IC = x5.shape
+    OC = w_nt_c.shape[0]
+    k = w_nt_c.shape[1] * IC
+    if x5.dtype == np.int8:
+        isa = current_isa()
+        packed = packed_for(w_key, ("conv", isa, flip), lambda: _pack(isa, w_nt_c))
+        if not _int8_bound_ok(x5, k, packed, bias, izp, wzp):
+            raise NeedsReference
+        g = geometry(_round4(IC)) if geometry else _conv_geometry(
+            (N, D, H, W), kernel, pad, stride, dilation, _round4(IC))
+        out = _gemm_i8(x5, g, IC, packed, OC, bias, izp, wzp)
+    else:
+        w_nk = w_nt_c.reshape(OC, -1)
+        if not _int16_bound_ok(k, 1 << 15, w_nk, bias):
+            raise NeedsReference
+        g = geometry(IC) if geometry else _conv_geometry(
+            (N, D, H, W), kernel, pad, stride, dilation, IC)
+        out = _gemm_i16(x5, g, w_nk, bias)
+    return out.reshape(N, *g.out, OC)
+
+
+def conv2d(inputs, attrs):
+    x, = inputs
+    w = attrs["weight"]
+    pt, pb, pl, pr = attrs["pad"]
+    out = _conv_nd(x[:, None], w.reshape(w.shape[0], -1, w.shape[3]), w, (1, w.shape[1], w.shape[2]),
+                   ((0, 0), (pt, pb), (pl, pr)), (1, *attrs["stride"]), (1, *attrs["dilation"]),
+                   attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]))
+    return [out[:, 0]]
+
+
+def conv3d(inputs, attrs):
+    x, = inputs
+    w = attrs["weight"]
+    p = attrs["pad"]
+    out = _conv_nd(x, w.reshape(w.shape[0], -1, w.shape[4]), w, tuple(w.shape[1:4]),
+                   ((p[0], p[1]), (p[2], p[3]), (p[4], p[5])), tuple(attrs["stride"]),
+                   tuple(attrs["dilation"]), attrs["bias"], int(attrs["input_zp"]),
+                   int(attrs["weight_zp"]))
+    return [out]
+
+
+def transpose_conv2d(inputs, attrs):
+    """Scatter form of the spec == correlation of the zero-point-upsampled input with the
+    spatially flipped kernel: input (iy, ix) sits at buffer position
+    (iy*stride_y + KH-1-out_pad_top, ix*stride_x + KW-1-out_pad_left); every other buffer
+    position holds input_zp, which contributes 0 like the spec's absent terms."""
+    x, = inputs
+    w = attrs["weight"]
+    N, IH, IW, IC = x.shape
+    OC, KH, KW, _ = w.shape
+    opt, opb, opl, opr = attrs["out_pad"]
+    sy, sx = attrs["stride"]
+    OH = (IH - 1) * sy - opt - opb + KH
+    OW = (IW - 1) * sx - opl - opr + KW
+
+    def geometry(channels: int) -> Geometry:
+        return Geometry(N, (1, OH, OW), (1, KH, KW), (1, 1, 1), (1, 1, 1),
+                        (1, OH + KH - 1, OW + KW - 1), (1, sy, sx),
+                        (0, KH - 1 - opt, KW - 1 - opl), channels)
+
+    flipped = np.ascontiguousarray(w[:, ::-1, ::-1, :]).reshape(OC, KH * KW, IC)
+    out = _conv_nd(x[:, None], flipped, w, None, None, None, None, attrs["bias"],
+                   int(attrs["input_zp"]), int(attrs["weight_zp"]), flip=True, geometry=geometry)
+    return [out[:, 0]]
+
+
+def fully_connected(inputs, attrs):
+    x, = inputs
+    w = attrs["weight"]
+    N, IC = x.shape
+    out = _conv_nd(x.reshape(N, 1, 1, 1, IC), w.reshape(w.shape[0], 1, IC), w, (1, 1, 1),
+                   ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), attrs["bias"], int(attrs["input_zp"]),
+                   int(attrs["weight_zp"]))
+    return [out.reshape(N, w.shape[0])]
+
+
+def matmul(inputs, attrs):
+    a, b = inputs
+    a_zp, b_zp = int(attrs["A_zp"]), int(attrs["B_zp"])
+    N, H, C = a.shape
+    W = b.shape[2]
+    if a.dtype == np.int16:
+        if not _fits(C, 1 << 15, 1 << 15, None, INT48_MAX):
+            raise NeedsReference
+        g = _conv_geometry((1, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), C)
+        out = np.empty((N, H, W), dtype=np.int64)
+        for n in range(N):
+            out[n] = _gemm_i16(a[n].reshape(1, 1, H, 1, C), g, b[n].T, None).reshape(H, W)
+        return [out]
+    if not _fits(C, _max_abs_offset(-128, 127, a_zp), _max_abs_offset(-128, 127, b_zp), None,
+                 INT32_MAX):
+        raise NeedsReference
+    isa = current_isa()
+    out = np.empty((N, H, W), dtype=np.int32)
+    g = _conv_geometry((1, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
+    for n in range(N):
+        data, colsum = _tosa_ops.pack_matrix_kn(isa.code, np.ascontiguousarray(b[n]))
+        packed = PackedWeights(data, colsum, None, None)
+        out[n] = _gemm_i8(a[n].reshape(1, 1, H, 1, C), g, C, packed, W, None, a_zp,
+                          b_zp).reshape(H, W)
+    return [out]

@@ -1,0 +1,73 @@
+"""Which instruction-set path the compiled kernels run: detected once, forcible for tests.
+
+Every path computes the same integers (see kernels/qgemm.h); forcing one is how the tests
+prove it. The default is the best path this CPU supports.
+"""
+from __future__ import annotations
+
+import contextlib
+import enum
+from typing import Iterator
+
+from ..errors import UsageError
+
+
+class Isa(enum.Enum):
+    PORTABLE = "portable"        # plain C, any x86-64 (or other) CPU
+    AVX2 = "avx2"                # exact vpmaddwd path (no vpmaddubsw: it saturates)
+    AVX512VNNI = "avx512vnni"    # vpdpbusd u8 x s8 micro-kernel
+
+    @property
+    def code(self) -> int:
+        """The QSIM_ISA_* constant of kernels/qgemm.h."""
+        from . import _tosa_ops
+        return {Isa.PORTABLE: _tosa_ops.ISA_PORTABLE, Isa.AVX2: _tosa_ops.ISA_AVX2,
+                Isa.AVX512VNNI: _tosa_ops.ISA_AVX512VNNI}[self]
+
+
+def supported_isas() -> list[Isa]:
+    """The paths this CPU can run, slowest first."""
+    from . import _cpu
+    feats = _cpu.features()
+    found = [Isa.PORTABLE]
+    if feats["avx2"]:
+        found.append(Isa.AVX2)
+    if feats["avx512_vnni"]:
+        found.append(Isa.AVX512VNNI)
+    return found
+
+
+_current: Isa | None = None
+
+
+def current_isa() -> Isa:
+    global _current
+    if _current is None:
+        _current = supported_isas()[-1]
+    return _current
+
+
+def set_isa(name: str | Isa) -> Isa:
+    """Forces the kernels onto one path ("portable", "avx2", "avx512vnni"); returns the old one."""
+    global _current
+    try:
+        isa = name if isinstance(name, Isa) else Isa(name)
+    except ValueError:
+        raise UsageError(f"unknown kernel ISA {name!r}",
+                         hint="use one of: " + ", ".join(i.value for i in Isa)) from None
+    if isa not in supported_isas():
+        raise UsageError(f"this CPU cannot run the {isa.value} kernels",
+                         hint="supported here: " + ", ".join(i.value for i in supported_isas()))
+    old = current_isa()
+    _current = isa
+    return old
+
+
+@contextlib.contextmanager
+def forced_isa(name: str | Isa) -> Iterator[Isa]:
+    """`with forced_isa("avx2"): ...` runs the block on one path, then restores the previous one."""
+    old = set_isa(name)
+    try:
+        yield current_isa()
+    finally:
+        set_isa(old)
