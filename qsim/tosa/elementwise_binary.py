@@ -157,7 +157,10 @@ def _mul(inputs, attrs):
     product = a.astype(np.int64) * b.astype(np.int64)       # |product| <= 2^62: exact
     shift = attrs["shift"]
     if a.dtype == np.int32 and shift > 0:
-        product = (product + (1 << (shift - 1))) >> shift
+        # (product + round) >> shift without the int64 overflow of product + 2^62 at shift 63:
+        # floor division, plus one when the dropped bits are at least half (round up ties)
+        dropped = product & ((1 << shift) - 1)
+        product = (product >> shift) + (dropped >= (1 << (shift - 1)))
         if ((product < INT32_MIN) | (product > INT32_MAX)).any():
             raise UnpredictableError("REQUIRE(product >= minimum<int32_t> && product <= maximum<int32_t>) "
                                      f"fails after the rounding shift by {shift}")
