@@ -57,6 +57,17 @@ class GraphBuilder:
         t = self.tensors[name]
         self.tensors[name] = ir.Tensor(t.name, t.dtype, t.shape, t.data, quant, t.max_shape)
 
+    def rename(self, old: str, hint: str) -> str:
+        """Gives tensor `old` a fresh name from `hint` (ops updated); frees `old` for reuse."""
+        new = self.fresh(hint)
+        t = self.tensors.pop(old)
+        self.tensors[new] = ir.Tensor(new, t.dtype, t.shape, t.data, t.quant, t.max_shape)
+        sub = lambda names: tuple(new if n == old else n for n in names)  # noqa: E731
+        self.ops = [ir.Op(op.kind, sub(op.inputs), sub(op.outputs), op.attrs, op.subgraphs, op.name)
+                    for op in self.ops]
+        self._used.discard(old)
+        return new
+
     def tensor(self, name: str) -> ir.Tensor:
         return self.tensors[name]
 

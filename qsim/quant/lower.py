@@ -168,16 +168,25 @@ class LoweringContext:
         self.values[float_name] = value
         return value
 
-    def transpose_to(self, v: Lowered, target: tuple[int, ...], hint: str) -> Lowered:
+    def rename(self, old: str, hint: str) -> str:
+        """Renames integer tensor `old` everywhere (graph and lowered values)."""
+        new = self.b.rename(old, hint)
+        for key, v in self.values.items():
+            if v.name == old:
+                self.values[key] = Lowered(new, v.quant, v.perm)
+        return new
+
+    def transpose_to(self, v: Lowered, target: tuple[int, ...], hint: str,
+                     exact: bool = False) -> Lowered:
         """`v` with its integer tensor in layout `target` (one TRANSPOSE if it differs)."""
         if v.perm == target:
             return v
         perms = compose_perm(v.perm, target)
         out = self.b.emit("TRANSPOSE", [v.name], {"perms": perms}, hint=hint, label=self.where(),
-                          quant=v.quant)
+                          quant=v.quant, exact=exact)
         return Lowered(out, v.quant, target)
 
-    def to_float_layout(self, v: Lowered, hint: str) -> Lowered:
+    def to_float_layout(self, v: Lowered, hint: str, exact: bool = False) -> Lowered:
         """`v` in the float tensor's own dimension order.
 
         No TRANSPOSE is needed when the permutation only moves extents of size 1:
@@ -193,9 +202,9 @@ class LoweringContext:
             for i, p in enumerate(v.perm):
                 float_shape[p] = shape[i]
             out = self.b.emit("RESHAPE", [v.name], {"new_shape": tuple(float_shape)}, hint=hint,
-                              label=self.where(), quant=v.quant)
+                              label=self.where(), quant=v.quant, exact=exact)
             return Lowered(out, v.quant, identity(rank))
-        return self.transpose_to(v, identity(rank), hint)
+        return self.transpose_to(v, identity(rank), hint, exact)
 
     def rescale(self, src: str, *, scale, input_zp: int, output_zp: int, out_dtype: ir.DType,
                 hint: str, quant: ir.QuantInfo | None = None, exact: bool = False,
@@ -275,10 +284,15 @@ def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
     ctx.op = None
     outputs = []
     for name in graph.outputs:
+        # A graph output is delivered in the float tensor's own layout under its own name.
+        if name in ctx.b.tensors and ctx.value(name).perm != identity(len(ctx.value(name).perm)):
+            ctx.rename(name, f"{name}.int_layout")
         v = ctx.value(name)
-        v = ctx.to_float_layout(v, hint=f"{name}.out")
-        if v.name != name and name not in ctx.b.tensors:
-            # Graph outputs keep their float names: a final identity-layout copy.
+        if v.perm != identity(len(v.perm)):
+            v = ctx.to_float_layout(v, hint=name, exact=True)
+        elif v.name != name:
+            if name in ctx.b.tensors:
+                ctx.rename(name, f"{name}.int")
             v = Lowered(ctx.b.emit("IDENTITY", [v.name], {}, hint=name, label=name, quant=v.quant,
                                    exact=True), v.quant, v.perm)
         ctx.bind(name, v)

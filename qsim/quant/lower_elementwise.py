@@ -1,0 +1,167 @@
+"""Lowering rules for elementwise operators (TOSA 1.9.4 and 1.9.5).
+
+- add/sub: both operands RESCALEd to int32 on a common scale s_c = max(s_a, s_b) / 2^11
+  (at most 2^11 per input step: within the 2^12 scale limit of 1.9.2, and
+  255 * 2^11 * 2 < 2^31 leaves headroom), ADD/SUB, RESCALE by s_c / s_out.
+- mul: (q - zp) of each operand in int32, MUL (shift 0: |product| <= 2^16, or
+  2^30 in 16-bit mode), RESCALE by s_a * s_b / s_out.
+- min/max, relu, clamp: quantization is monotone, so they commute with it:
+  RESCALE each operand to the output grid, then MINIMUM/MAXIMUM/CLAMP exactly.
+- other unary functions: TABLE (256 entries for int8, 513 interpolated for int16).
+- softmax: an integer decomposition, see `lower_softmax`.
+Constant operands are quantized per tensor at compile time and become CONST ops.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir
+from .lower import Lowered, LoweringContext, identity, rule
+from .lower_linear import fused_activation
+from .params import QuantScheme, params_from_range, quantize
+from .tables import Int8Table, UnaryFunction, make_table
+
+COMMON_SCALE_BITS = 11
+
+
+def _operand(ctx: LoweringContext, name: str, out_rank: int, align, hint: str) -> Lowered:
+    """An operand as a computed or constant Lowered value, expanded to `out_rank`.
+
+    NNEF broadcasting aligns the operand's dims at `align` (default: right-aligned,
+    like numpy); TOSA needs equal ranks, so the operand is RESHAPEd (in its float
+    layout) to insert the extents of size 1.
+    """
+    if ctx.is_constant(name):
+        data = ctx.constant(name)
+        scheme = QuantScheme(bits=ctx.act_dtype.bits, signed=True, symmetric=True)
+        quant = params_from_range(data.min(), data.max(), scheme, source="derived", what=name)
+        q = quantize(data, quant, what=name)
+        v = Lowered(ctx.constant_tensor(f"{name}.q", q, ctx.act_dtype), quant, identity(data.ndim))
+    else:
+        v = ctx.value(name)
+    rank = len(v.perm)
+    if rank == out_rank:
+        return v
+    v = ctx.to_float_layout(v, f"{hint}.float")
+    shape = ctx.b.tensor(v.name).shape
+    lead = out_rank - rank if align is None else (align if align >= 0 else out_rank + align - rank + 1)
+    new_shape = (1,) * lead + tuple(shape) + (1,) * (out_rank - rank - lead)
+    out = ctx.b.emit("RESHAPE", [v.name], {"new_shape": new_shape}, hint=f"{hint}.expanded",
+                     label=ctx.where(), quant=v.quant)
+    return Lowered(out, v.quant, identity(out_rank))
+
+
+def _binary_operands(ctx: LoweringContext, op: ir.Op) -> tuple[Lowered, Lowered]:
+    out_rank = len(ctx.float_shape(op.outputs[0]))
+    a = _operand(ctx, op.inputs[0], out_rank, op.attrs.get("lhs_align"), f"{op.outputs[0]}.lhs")
+    b = _operand(ctx, op.inputs[1], out_rank, op.attrs.get("rhs_align"), f"{op.outputs[0]}.rhs")
+    # one layout for both: that of a computed operand (constants are laid out freely)
+    target = a.perm if not ctx.is_constant(op.inputs[0]) else b.perm
+    return (ctx.transpose_to(a, target, f"{op.outputs[0]}.lhs.t"),
+            ctx.transpose_to(b, target, f"{op.outputs[0]}.rhs.t"))
+
+
+def _result(ctx: LoweringContext, op: ir.Op, acc: str, acc_scale: float, perm) -> None:
+    """RESCALE an int32 result at `acc_scale` to the output grid; CLAMP a fused activation."""
+    act = fused_activation(ctx, op.outputs[0])
+    last = op.outputs[0]
+    if act is not None:
+        ctx.fused.add(id(act[0]))
+        last = act[0].outputs[0]
+    quant = ctx.activation_quant(last)
+    ratio = acc_scale / float(quant.scales()[0])
+    zp = int(quant.zero_points()[0])
+    if act is None:
+        out = ctx.rescale(acc, scale=ratio, input_zp=0, output_zp=zp, out_dtype=ctx.act_dtype,
+                          hint=last, quant=quant, exact=True)
+    else:
+        pre = ctx.rescale(acc, scale=ratio, input_zp=0, output_zp=zp, out_dtype=ctx.act_dtype,
+                          hint=f"{op.outputs[0]}.rescaled", quant=quant)
+        lo, hi = ctx.clamp_range(quant, act[1], act[2])
+        out = ctx.b.emit("CLAMP", [pre], {"min_val": lo, "max_val": hi}, hint=last,
+                         label=ctx.where(), quant=quant, exact=True)
+    ctx.bind(last, Lowered(out, quant, perm))
+
+
+@rule("math.add", "math.sub")
+def lower_add_sub(ctx: LoweringContext, op: ir.Op) -> None:
+    a, b = _binary_operands(ctx, op)
+    s_c = max(float(a.quant.scales()[0]), float(b.quant.scales()[0])) / (1 << COMMON_SCALE_BITS)
+    ai = ctx.to_int32(a, float(a.quant.scales()[0]) / s_c, f"{op.outputs[0]}.lhs32")
+    bi = ctx.to_int32(b, float(b.quant.scales()[0]) / s_c, f"{op.outputs[0]}.rhs32")
+    tosa_op = "ADD" if op.kind.name == "math.add" else "SUB"
+    acc = ctx.b.emit(tosa_op, [ai, bi], {}, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    _result(ctx, op, acc, s_c, a.perm)
+
+
+@rule("math.mul")
+def lower_mul(ctx: LoweringContext, op: ir.Op) -> None:
+    a, b = _binary_operands(ctx, op)
+    ai = ctx.to_int32(a, 1.0, f"{op.outputs[0]}.lhs32")
+    bi = ctx.to_int32(b, 1.0, f"{op.outputs[0]}.rhs32")
+    acc = ctx.b.emit("MUL", [ai, bi], {"shift": 0}, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    _result(ctx, op, acc, float(a.quant.scales()[0]) * float(b.quant.scales()[0]), a.perm)
+
+
+@rule("math.min", "math.max")
+def lower_min_max(ctx: LoweringContext, op: ir.Op) -> None:
+    a, b = _binary_operands(ctx, op)
+    quant = ctx.activation_quant(op.outputs[0])
+    a = ctx.requantize(a, quant, f"{op.outputs[0]}.lhs.rq")
+    b = ctx.requantize(b, quant, f"{op.outputs[0]}.rhs.rq")
+    tosa_op = "MINIMUM" if op.kind.name == "math.min" else "MAXIMUM"
+    out = ctx.b.emit(tosa_op, [a.name, b.name], {}, hint=op.outputs[0], label=ctx.where(),
+                     quant=quant, exact=True)
+    ctx.bind(op.outputs[0], Lowered(out, quant, a.perm))
+
+
+def _clamp_to(ctx: LoweringContext, op: ir.Op, lo: float | None, hi: float | None) -> None:
+    x = ctx.value(op.inputs[0])
+    quant = ctx.activation_quant(op.outputs[0])
+    x = ctx.requantize(x, quant, f"{op.outputs[0]}.rq")
+    qlo, qhi = ctx.clamp_range(quant, lo, hi)
+    out = ctx.b.emit("CLAMP", [x.name], {"min_val": qlo, "max_val": qhi}, hint=op.outputs[0],
+                     label=ctx.where(), quant=quant, exact=True)
+    ctx.bind(op.outputs[0], Lowered(out, quant, x.perm))
+
+
+@rule("nn.relu")
+def lower_relu(ctx: LoweringContext, op: ir.Op) -> None:
+    _clamp_to(ctx, op, 0.0, None)
+
+
+@rule("math.clamp")
+def lower_clamp(ctx: LoweringContext, op: ir.Op) -> None:
+    bounds = []
+    for name in op.inputs[1:3]:
+        data = ctx.constant(name) if ctx.is_constant(name) else None
+        if data is None or data.size != 1:
+            raise ctx.unsupported("clamp bounds must be scalar constants")
+        bounds.append(float(data.reshape(-1)[0]))
+    _clamp_to(ctx, op, bounds[0], bounds[1])
+
+
+@rule("math.iden")
+def lower_identity(ctx: LoweringContext, op: ir.Op) -> None:
+    ctx.bind(op.outputs[0], ctx.value(op.inputs[0]))
+
+
+@rule(*(f.value for f in UnaryFunction if "." in f.value))
+def lower_table(ctx: LoweringContext, op: ir.Op) -> None:
+    x = ctx.value(op.inputs[0])
+    quant = ctx.activation_quant(op.outputs[0])
+    attrs = {k: v for k, v in op.attrs.items() if k in ("alpha", "approximate")}
+    table = make_table(UnaryFunction(op.kind.name), x.quant, quant, what=ctx.where(), **attrs)
+    if isinstance(table, Int8Table):
+        out = ctx.b.emit("TABLE", [x.name], {"table": table.table}, hint=op.outputs[0],
+                         label=ctx.where(), quant=quant, exact=True)
+    else:
+        looked = ctx.b.emit("TABLE", [x.name], {"table": table.table}, hint=f"{op.outputs[0]}.16_7",
+                            label=ctx.where())
+        fp = table.output_rescale
+        out = ctx.b.emit("RESCALE", [looked], {
+            "input_zp": 0, "output_zp": 0, "multiplier": fp.multiplier.astype(np.int16),
+            "shift": fp.shift.astype(np.int8), "scale32": False, "double_round": False,
+            "per_channel": False}, hint=op.outputs[0], label=ctx.where(), out_dtype=ir.DType.I16,
+            quant=quant, exact=True)
+    ctx.bind(op.outputs[0], Lowered(out, quant, x.perm))

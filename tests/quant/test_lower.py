@@ -1,0 +1,126 @@
+"""The lowering float graph → TOSA integer graph: structure, bit-exactness, accuracy."""
+import numpy as np
+import pytest
+
+from qsim import ir
+from qsim.errors import UnsupportedError
+from qsim.quant.lower import compose_perm, lower_graph
+from qsim.quant.params import QuantConfig, dequantize, quantize
+from qsim.runtime.executor import execute
+
+from .lowering_models import FloatGraph, calibrate_minmax, small_cnn
+
+
+def sqnr_db(ref, test):
+    ref = np.asarray(ref, np.float64)
+    err = np.asarray(test, np.float64) - ref
+    return 10 * np.log10(np.sum(ref ** 2) / max(np.sum(err ** 2), 1e-30))
+
+
+def _run_both(model, x):
+    """Quantizes x, runs the integer graph on both backends, asserts they agree bit for bit."""
+    g = model.graph
+    name = g.inputs[0]
+    q = quantize(x, model.input_quant[name]).astype(g.tensors[name].dtype.numpy)
+    ref = execute(g, {name: q}, backend="reference")
+    fast = execute(g, {name: q}, backend="kernels")
+    for t in g.tensors:
+        if t in ref:
+            assert np.array_equal(ref[t], fast[t]), f"kernels and reference differ on {t}"
+    return ref
+
+
+def test_compose_perm():
+    assert compose_perm((0, 1, 2, 3), (0, 2, 3, 1)) == (0, 2, 3, 1)
+    assert compose_perm((0, 2, 3, 1), (0, 1, 2, 3)) == (0, 3, 1, 2)
+    x = np.arange(24).reshape(1, 2, 3, 4)
+    nhwc = x.transpose(0, 2, 3, 1)
+    assert np.array_equal(nhwc.transpose(compose_perm((0, 2, 3, 1), (0, 1, 2, 3))), x)
+
+
+@pytest.mark.parametrize("double_round", [False, True])
+def test_small_cnn_lowers_to_tosa_and_tracks_float(rng, double_round):
+    graph = small_cnn(rng)
+    calib = [rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32) for _ in range(8)]
+    qparams = calibrate_minmax(graph, calib)
+    model = lower_graph(graph, qparams, QuantConfig(double_round=double_round))
+    g = model.graph
+    kinds = [op.kind.name for op in g.ops]
+    assert all(k.startswith("tosa.") for k in kinds)
+    # batch norm folded, relu and clamp fused into CLAMP after RESCALE, grouped conv split
+    assert "tosa.DEPTHWISE_CONV2D" in kinds and kinds.count("tosa.CONV2D") == 3
+    assert "tosa.AVG_POOL2D" in kinds and "tosa.FULLY_CONNECTED" in kinds
+    assert all(op.attrs["double_round"] == double_round for op in g.ops if op.kind.name == "tosa.RESCALE")
+    assert g.tensors["logits"].dtype is ir.DType.I8
+    for x in calib[:3]:
+        ints = _run_both(model, x)
+        floats = execute(graph, {"x": x})
+        got = dequantize(ints["logits"], model.output_quant["logits"])
+        assert sqnr_db(floats["logits"], got) > 25.0
+        # intermediate values line up by name and layout
+        v = model.tensor_map["r1"]
+        inter = dequantize(ints[v.name], v.quant).transpose(np.argsort(v.perm))
+        assert sqnr_db(floats["r1"], inter) > 30.0
+
+
+def test_relu_clamps_at_zero_point(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 4, 3, 3))
+    c = g.op("nn.conv", [x, g.weights("w", (4, 4, 1, 1)), ""], "c", (1, 4, 3, 3))
+    g.op("nn.relu", [c], "y", (1, 4, 3, 3))
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 4, 3, 3)).astype(np.float32) for _ in range(4)]
+    qp = calibrate_minmax(graph, calib)
+    model = lower_graph(graph, qp)
+    ints = _run_both(model, calib[0])
+    zp = int(model.output_quant["y"].zero_point)
+    assert ints["y"].min() >= zp          # nothing below real 0
+    clamp = [op for op in model.graph.ops if op.kind.name == "tosa.CLAMP"]
+    assert len(clamp) == 1 and clamp[0].attrs["min_val"] == zp
+
+
+def test_floor_mode_stride_crops_or_trims_padding(rng):
+    # 7x7 input, 3x3 kernel, stride 2, no padding: (7-3) % 2 == 0 exact; 8x8: remainder 1 → crop
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 2, 8, 8))
+    g.op("nn.conv", [x, g.weights("w", (3, 2, 3, 3)), ""], "y", (1, 3, 3, 3), stride=(2, 2),
+         padding=(0, 0, 0, 0))
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 2, 8, 8)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert any(op.kind.name == "tosa.SLICE" for op in model.graph.ops)
+    ints = _run_both(model, calib[1])
+    floats = execute(graph, {"x": calib[1]})
+    assert sqnr_db(floats["y"], dequantize(ints["y"], model.output_quant["y"])) > 30.0
+
+
+def test_unsupported_operator_is_named(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 4))
+    g.op("math.sin", [x], "y", (1, 4))
+    graph = g.graph(["y"])
+    qp = calibrate_minmax(graph, [rng.normal(size=(1, 4)).astype(np.float32)])
+    with pytest.raises(UnsupportedError, match=r"math.sin 'y': no integer lowering for math.sin"):
+        lower_graph(graph, qp)
+
+
+def test_missing_quant_params_are_reported(rng):
+    graph = small_cnn(rng)
+    qp = calibrate_minmax(graph, [rng.normal(size=(1, 3, 12, 12)).astype(np.float32)])
+    del qp["add"]
+    with pytest.raises(UnsupportedError, match="tensor 'add' has no quantization parameters"):
+        lower_graph(graph, qp)
+
+
+def test_annotated_weights_are_honoured(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 4))
+    w = rng.normal(0, 0.5, (3, 4)).astype(np.float32)
+    g.tensors["w"] = ir.Tensor("w", ir.DType.F32, (3, 4), data=w,
+                               quant=ir.QuantInfo(scale=0.01, zero_point=0, bits=8, symmetric=True,
+                                                  source="annotation"))
+    g.op("nn.linear", [x, "w", ""], "y", (1, 3))
+    graph = g.graph(["y"])
+    model = lower_graph(graph, calibrate_minmax(graph, [rng.normal(size=(1, 4)).astype(np.float32)]))
+    fc = next(op for op in model.graph.ops if op.kind.name == "tosa.FULLY_CONNECTED")
+    assert np.array_equal(fc.attrs["weight"], np.clip(np.floor(w / 0.01 + 0.5), -127, 127).astype(np.int8))
