@@ -65,8 +65,14 @@ def _check_apply_scale(rng: np.random.Generator) -> int:
     return n
 
 
+def _kernel_checks() -> list[SelfCheck]:
+    from .kernels.selfcheck import SELF_CHECKS
+    return [SelfCheck(name, fn) for name, fn in SELF_CHECKS]
+
+
 CHECKS: list[SelfCheck] = [
     SelfCheck("TOSA apply_scale_32/16 vs unbounded integers", _check_apply_scale),
+    *_kernel_checks(),
 ]
 
 

@@ -1,0 +1,93 @@
+"""`qsim selftest` checks of the compiled kernels: seeded cases, every ISA path this CPU runs,
+compared element by element with the TOSA numpy reference (qsim.tosa, backend="reference")."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from .isa import forced_isa, supported_isas
+
+
+def _tosa_run():
+    # operator definitions register themselves when their modules are imported
+    for module in ("convolution", "pooling", "type_conversion", "activation", "elementwise_binary"):
+        importlib.import_module(f"qsim.tosa.{module}")
+    from ..tosa.run import run
+    return run
+
+
+def _compare(op: str, inputs: list, attrs: dict) -> int:
+    from ..selftest import assert_equal_arrays
+    run = _tosa_run()
+    want = run(op, inputs, attrs, backend="reference")
+    n = 0
+    for isa in supported_isas():
+        with forced_isa(isa):
+            got = run(op, inputs, attrs, backend="kernels")
+        for g, w in zip(got, want):
+            if g.dtype != w.dtype:
+                from ..errors import MismatchError
+                raise MismatchError(f"{op} kernel ({isa.value}) returns {g.dtype}, the reference {w.dtype}")
+            n += assert_equal_arrays(f"{op} kernel ({isa.value}) vs reference", w, g)
+    return n
+
+
+def _i8(rng, shape, lo=-128, hi=127):
+    return rng.integers(lo, hi, size=shape, endpoint=True).astype(np.int8)
+
+
+def check_conv2d_rescale(rng: np.random.Generator) -> int:
+    x = _i8(rng, (1, 12, 10, 19))
+    x[0, 0, 0, 0] = -128
+    w = _i8(rng, (37, 3, 3, 19))
+    w[0, 0, 0, 0] = -128
+    bias = rng.integers(-5000, 5000, 37).astype(np.int32)
+    attrs = dict(weight=w, bias=bias, pad=(1, 1, 2, 1), stride=(1, 2), dilation=(1, 1),
+                 input_zp=-3, weight_zp=0)
+    n = _compare("CONV2D", [x], attrs)
+    acc = _tosa_run()("CONV2D", [x], attrs, backend="reference")[0]
+    rescale = dict(input_zp=0, output_zp=-7, multiplier=rng.integers(1 << 30, 1 << 31, 37).astype(np.int32),
+                   shift=rng.integers(38, 44, 37).astype(np.int32), scale32=True, double_round=True,
+                   per_channel=True, out_t="int8")
+    return n + _compare("RESCALE", [acc], rescale)
+
+
+def check_depthwise(rng: np.random.Generator) -> int:
+    x = _i8(rng, (1, 15, 13, 24))
+    w = _i8(rng, (3, 3, 24, 2))
+    attrs = dict(weight=w, bias=rng.integers(-999, 999, 48).astype(np.int32), pad=(1, 1, 1, 1),
+                 stride=(2, 2), dilation=(1, 1), input_zp=127, weight_zp=-128)
+    return _compare("DEPTHWISE_CONV2D", [x], attrs)
+
+
+def check_fully_connected(rng: np.random.Generator) -> int:
+    x = _i8(rng, (2, 203))
+    w = _i8(rng, (77, 203))
+    attrs = dict(weight=w, bias=rng.integers(-999, 999, 77).astype(np.int32), input_zp=-128,
+                 weight_zp=5)
+    return _compare("FULLY_CONNECTED", [x], attrs)
+
+
+def check_matmul(rng: np.random.Generator) -> int:
+    a = _i8(rng, (2, 9, 70))
+    b = _i8(rng, (2, 70, 33))
+    return _compare("MATMUL", [a, b], dict(A_zp=-128, B_zp=127))
+
+
+def check_table(rng: np.random.Generator) -> int:
+    t8 = _i8(rng, (256,))
+    n = _compare("TABLE", [np.arange(-128, 128, dtype=np.int8)], dict(table=t8))
+    t16 = rng.integers(-16000, 16000, 513).astype(np.int16)   # |slope| < 2^15 (REQUIRE)
+    x16 = np.concatenate([np.array([-32768, 32767, 0, -1], dtype=np.int16),
+                          rng.integers(-32768, 32767, 200, endpoint=True).astype(np.int16)])
+    return n + _compare("TABLE", [x16], dict(table=t16))
+
+
+SELF_CHECKS = [
+    ("kernels vs reference: CONV2D + per-channel RESCALE", check_conv2d_rescale),
+    ("kernels vs reference: DEPTHWISE_CONV2D", check_depthwise),
+    ("kernels vs reference: FULLY_CONNECTED", check_fully_connected),
+    ("kernels vs reference: MATMUL", check_matmul),
+    ("kernels vs reference: TABLE int8/int16", check_table),
+]

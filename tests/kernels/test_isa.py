@@ -1,0 +1,31 @@
+"""Choosing and forcing the kernels' instruction-set path."""
+import pytest
+
+from qsim.errors import UsageError
+from qsim.kernels import isa as isa_mod
+from qsim.kernels.isa import Isa, current_isa, forced_isa, set_isa, supported_isas
+
+
+def test_portable_always_supported_and_default_is_best():
+    found = supported_isas()
+    assert found[0] is Isa.PORTABLE
+    assert current_isa() is found[-1]
+
+
+def test_forced_isa_restores_previous():
+    before = current_isa()
+    with forced_isa("portable") as now:
+        assert now is Isa.PORTABLE and current_isa() is Isa.PORTABLE
+    assert current_isa() is before
+
+
+def test_unknown_isa_is_a_usage_error():
+    with pytest.raises(UsageError, match="unknown kernel ISA 'sse9'") as err:
+        set_isa("sse9")
+    assert "avx512vnni" in err.value.hint
+
+
+def test_unsupported_isa_is_refused(monkeypatch):
+    monkeypatch.setattr(isa_mod, "supported_isas", lambda: [Isa.PORTABLE])
+    with pytest.raises(UsageError, match="cannot run the avx2 kernels"):
+        set_isa("avx2")

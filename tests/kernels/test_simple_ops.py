@@ -1,0 +1,211 @@
+"""DEPTHWISE_CONV2D, pools, RESCALE, TABLE, CLAMP kernels vs the TOSA reference."""
+import numpy as np
+import pytest
+
+from kernel_harness import check_all_paths, ints, tosa_run
+from qsim.errors import UnpredictableError
+from qsim.kernels.registry import KERNELS
+
+
+def test_depthwise_random(rng):
+    cases = [((7, 9), 5, 1, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+             ((8, 8), 3, 4, (2, 3), (2, 1), (1, 2), (0, 1, 2, 1)),
+             ((6, 11), 33, 2, (3, 1), (1, 3), (2, 1), (2, 2, 0, 1)),
+             ((5, 5), 1, 1, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0))]
+    for (ih, iw), c, m, (kh, kw), (sy, sx), (dy, dx), pad in cases:
+        num_y = ih - 1 + pad[0] + pad[1] - (kh - 1) * dy
+        num_x = iw - 1 + pad[2] + pad[3] - (kw - 1) * dx
+        if num_y % sy or num_x % sx:
+            continue
+        for dtype, out in ((np.int8, "int32"), (np.int16, "int48")):
+            x = ints(rng, (2, ih, iw, c), dtype)
+            w = ints(rng, (kh, kw, c, m), np.int8)
+            int8 = dtype == np.int8
+            attrs = dict(weight=w, bias=ints(rng, (c * m,), np.int32 if int8 else np.int64, -999, 999),
+                         pad=pad, stride=(sy, sx), dilation=(dy, dx),
+                         input_zp=int(rng.integers(-128, 128)) if int8 else 0,
+                         weight_zp=int(rng.integers(-128, 128)) if int8 else 0)
+            check_all_paths("DEPTHWISE_CONV2D", [x], attrs)
+
+
+@pytest.mark.parametrize("izp,wzp", [(-128, 127), (127, -128), (-128, 0)])
+def test_depthwise_extremes(izp, wzp):
+    x = np.full((1, 4, 4, 20), -128, dtype=np.int8)
+    x[0, 1, 1] = 127
+    w = np.full((3, 3, 20, 1), -128, dtype=np.int8)
+    w[1, 1] = 127
+    attrs = dict(weight=w, bias=np.arange(20, dtype=np.int32), pad=(1, 1, 1, 1), stride=(1, 1),
+                 dilation=(1, 1), input_zp=izp, weight_zp=wzp)
+    check_all_paths("DEPTHWISE_CONV2D", [x], attrs)
+
+
+def pool_cases():
+    # (IH, IW), (KH, KW), stride, pad: valid under the ERROR_IF output-size rule
+    return [((6, 6), (2, 2), (2, 2), (0, 0, 0, 0)), ((7, 5), (3, 3), (2, 1), (1, 1, 1, 1)),
+            ((5, 8), (3, 2), (1, 2), (2, 1, 1, 1)), ((4, 4), (4, 4), (1, 1), (0, 0, 0, 0))]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_max_pool(rng, dtype):
+    for (ih, iw), (kh, kw), (sy, sx), pad in pool_cases():
+        x = ints(rng, (2, ih, iw, 19), dtype)
+        x[0, 0, 0, :] = np.iinfo(dtype).min
+        check_all_paths("MAX_POOL2D", [x], dict(kernel=(kh, kw), stride=(sy, sx), pad=pad))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_avg_pool(rng, dtype):
+    for (ih, iw), (kh, kw), (sy, sx), pad in pool_cases():
+        x = ints(rng, (2, ih, iw, 19), dtype)
+        zps = [(0, 0)] if dtype == np.int16 else [(0, 0), (-128, 127), (127, -128), (3, -7)]
+        for izp, ozp in zps:
+            check_all_paths("AVG_POOL2D", [x], dict(kernel=(kh, kw), stride=(sy, sx), pad=pad,
+                                                    input_zp=izp, output_zp=ozp))
+
+
+def test_avg_pool_hand_worked():
+    # mean of 1, 2, 4 with the padding excluded: 7/3 -> reciprocal_scale(3) = (1431655766, 32)
+    # (2^30+1)*4/3 = 1431655766; 7 * 1431655766 + 2^31 >> 32 = 2 (2.33.. rounds to 2)
+    x = np.array([[1, 2], [4, 100]], dtype=np.int8).reshape(1, 2, 2, 1)
+    out = KERNELS["AVG_POOL2D"]([x], dict(kernel=(2, 2), stride=(1, 1), pad=(1, 0, 1, 0),
+                                          input_zp=0, output_zp=0))[0]
+    assert out.reshape(2, 2).tolist() == [[1, 2], [3, 27]]   # 1/1, (1+2)/2=1.5->2, 5/2->3, 107/4->27
+
+
+RESCALE_PAIRS = [("int8", "int8"), ("int8", "int16"), ("int8", "int32"), ("int8", "uint8"),
+                 ("int16", "int8"), ("int16", "int16"), ("int16", "int32"), ("int16", "uint8"),
+                 ("int16", "uint16"), ("int32", "int8"), ("int32", "int16"), ("int32", "int32"),
+                 ("int48", "int8"), ("int48", "int16"), ("int48", "int32"), ("uint8", "int8"),
+                 ("uint8", "int16"), ("uint16", "int16")]
+
+
+def _zero_point(rng, dtype_name):
+    if dtype_name in ("int8", "uint8"):
+        info = np.iinfo(dtype_name)
+        return int(rng.integers(info.min, info.max + 1))
+    if dtype_name == "uint16":
+        return int(rng.choice([0, 32768]))
+    return 0
+
+
+@pytest.mark.parametrize("in_t,out_t", RESCALE_PAIRS)
+def test_rescale_type_pairs(rng, in_t, out_t):
+    storage = np.int64 if in_t == "int48" else np.dtype(in_t)
+    for per_channel in (False, True):
+        for scale32 in ((False,) if in_t == "int48" else (True, False)):
+            for double_round in ((False, True) if scale32 else (False,)):
+                shape = (3, 5, 37)
+                nc = shape[-1] if per_channel else 1
+                if in_t == "int48":
+                    x = rng.integers(-(1 << 40), 1 << 40, shape, dtype=np.int64)
+                else:
+                    x = ints(rng, shape, storage)
+                if scale32:
+                    mult = rng.integers(1 << 30, 1 << 31, nc).astype(np.int32)
+                    shift = rng.integers(33 if in_t == "int32" else 20, 63, nc).astype(np.int32)
+                else:
+                    mult = rng.integers(1 << 14, 1 << 15, nc).astype(np.int32)
+                    # result within int32: |value| * 2^15 >> shift < 2^31
+                    low = {"int48": 32, "int32": 16}.get(in_t, 8)
+                    shift = rng.integers(low, 47, nc).astype(np.int32)
+                attrs = dict(input_zp=_zero_point(rng, in_t), output_zp=_zero_point(rng, out_t),
+                             multiplier=mult, shift=shift, scale32=scale32,
+                             double_round=double_round, per_channel=per_channel, out_t=out_t)
+                check_all_paths("RESCALE", [x], attrs)
+
+
+@pytest.mark.parametrize("double_round", [False, True])
+def test_rescale_rounding_ties_and_shift_extremes(double_round):
+    # multiplier 2^30 with shift 31 halves: odd values are exact ties (rounded up, +inf-ward);
+    # shift 62 and 2 are the extremes of the allowed range.
+    x = np.array([-7, -5, -3, -1, 1, 3, 5, 7, -2147483648, 2147483647], dtype=np.int32)
+    for mult, shift in ((1 << 30, 31), (1 << 30, 33), (1 << 30, 62), (1, 2), (0, 2), ((1 << 31) - 1, 62)):
+        m = np.array([mult], dtype=np.int32)
+        s = np.array([shift], dtype=np.int32)
+        # REQUIRE |value| < 2^(shift-2): shift 2 allows only -1 and 0
+        xs = x if shift > 33 else (x[:8] if shift > 2 else np.array([-1, 0], dtype=np.int32))
+        attrs = dict(input_zp=0, output_zp=0, multiplier=m, shift=s, scale32=True,
+                     double_round=double_round, per_channel=False, out_t="int32")
+        check_all_paths("RESCALE", [xs], attrs)
+    out = KERNELS["RESCALE"]([x[:8]], dict(input_zp=0, output_zp=0, multiplier=np.array([1 << 30]),
+                                            shift=np.array([31]), scale32=True, double_round=False,
+                                            per_channel=False, out_t="int32"))[0]
+    assert out.tolist() == [-3, -2, -1, 0, 1, 2, 3, 4]     # (v + 1) >> 1: ties go up
+
+
+def test_rescale_double_round_hand_worked():
+    # shift 33 > 31: double round adds +/- 2^30 before >> 33. value 3, multiplier 2^31-1:
+    # 3*(2^31-1) = 6442450941; + 2^32 + 2^30 = 11811160061 >> 33 = 1 (single round: 10737418237 >> 33 = 1)
+    # value -3: -6442450941 + 2^32 - 2^30 = -3221225469 >> 33 = -1 ; single: -2147483645 >> 33 = -1
+    # value 5: 10737418235 + 2^32 + 2^30 = 16106127355 >> 33 = 1; single: 15032385531 >> 33 = 1
+    # value 7 (2^33 * 1.75 / (2^31-1) ...): 15032385529 + 5368709120 = 20401094649 >> 33 = 2 both
+    x = np.array([3, -3, 5, 7, -1], dtype=np.int32)
+    base = dict(input_zp=0, output_zp=0, multiplier=np.array([(1 << 31) - 1], dtype=np.int32),
+                shift=np.array([33], dtype=np.int32), scale32=True, per_channel=False, out_t="int32")
+    got = KERNELS["RESCALE"]([x], {**base, "double_round": True})[0]
+    # -1: -2147483647 + 2^32 - 2^30 = 1073741825 >> 33 = 0 (single round: 2147483649 >> 33 = 0)
+    assert got.tolist() == [1, -1, 1, 2, 0]
+    check_all_paths("RESCALE", [x], {**base, "double_round": True})
+
+
+def test_rescale_require_failures():
+    x = np.array([1 << 20], dtype=np.int32)
+    attrs = dict(input_zp=0, output_zp=0, multiplier=np.array([1 << 30], dtype=np.int32),
+                 shift=np.array([20], dtype=np.int32), scale32=True, double_round=False,
+                 per_channel=False, out_t="int8")
+    # |value| = 2^20 >= 2^(shift-2) = 2^18
+    for backend in ("reference", "kernels"):
+        with pytest.raises(UnpredictableError, match="shift-2"):
+            tosa_run("RESCALE", [x], attrs, backend=backend)
+    x48 = np.array([(1 << 47) - 1], dtype=np.int64)
+    attrs16 = dict(input_zp=0, output_zp=0, multiplier=np.array([(1 << 15) - 1], dtype=np.int32),
+                   shift=np.array([14], dtype=np.int32), scale32=False, double_round=False,
+                   per_channel=False, out_t="int32")
+    for backend in ("reference", "kernels"):
+        with pytest.raises(UnpredictableError, match="maximum<int32_t>"):
+            tosa_run("RESCALE", [x48], attrs16, backend=backend)
+
+
+def test_table_int8(rng):
+    table = ints(rng, (256,), np.int8)
+    x = np.arange(-128, 128, dtype=np.int8).reshape(4, 64)
+    out = check_all_paths("TABLE", [x], dict(table=table))[0]
+    assert out.reshape(-1).tolist() == table.tolist()
+
+
+def test_table_int16_interpolation_extremes(rng):
+    table = ints(rng, (513,), np.int16, -16000, 16000)
+    x = np.array([-32768, -32767, -32641, -32640, -1, 0, 1, 127, 128, 32639, 32640, 32766, 32767],
+                 dtype=np.int16)
+    out = check_all_paths("TABLE", [x], dict(table=table))[0]
+    # hand check at the ends: x=-32768 -> index 0, fraction 0: table[0] << 7
+    assert int(out[0]) == int(table[0]) * 128
+    # x=32767 -> index 511, fraction 127: (table[511] << 7) + (table[512] - table[511]) * 127
+    assert int(out[-1]) == int(table[511]) * 128 + (int(table[512]) - int(table[511])) * 127
+    check_all_paths("TABLE", [ints(rng, (3, 50), np.int16)], dict(table=table))
+
+
+def test_table_int16_slope_require():
+    table = np.zeros(513, dtype=np.int16)
+    table[10] = -32768
+    table[11] = 32767            # slope 65535 leaves int16
+    x = np.array([10 * 128 - 32768], dtype=np.int16)
+    for backend in ("reference", "kernels"):
+        with pytest.raises(UnpredictableError, match="slope"):
+            tosa_run("TABLE", [x], dict(table=table), backend=backend)
+    # an index away from the bad slope is fine
+    check_all_paths("TABLE", [np.array([0], dtype=np.int16)], dict(table=table))
+
+
+def test_table_wrong_length_is_unpredictable():
+    with pytest.raises(UnpredictableError, match="TABLE_SIZE"):
+        tosa_run("TABLE", [np.zeros(4, dtype=np.int8)], dict(table=np.zeros(255, dtype=np.int8)))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_clamp(rng, dtype):
+    info = np.iinfo(dtype)
+    x = ints(rng, (3, 7, 33), dtype)
+    for lo, hi in ((info.min, info.max), (-5, 9), (0, 0), (info.min, info.min)):
+        out = check_all_paths("CLAMP", [x], dict(min_val=lo, max_val=hi))[0]
+        assert out.min() >= lo and out.max() <= hi
