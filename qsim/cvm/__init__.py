@@ -19,7 +19,7 @@ def _register_dialect() -> bool:
         from ..runtime import register_dialect
     except ImportError:
         return False
-    register_dialect("cvm", runner)
+    register_dialect("cvm", runner, needs_graph=True)
     return True
 
 

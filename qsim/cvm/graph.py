@@ -138,16 +138,31 @@ def register_kind(name: str, opdef: OpDef) -> None:
     register_op_kind(f"cvm.{name}", verify_op, doc=opdef.doc)
 
 
-def runner(op: Op, inputs: list, backend: str) -> list[np.ndarray]:
-    """Executor entry for the "cvm" dialect: op attrs as stored on the Op; int32 outputs.
+def runner(op: Op, inputs: list, backend: str, graph: Graph) -> list[np.ndarray]:
+    """Executor entry for the "cvm" dialect (registered with needs_graph=True).
 
-    Precisions are inferred from the data (the runner sees no graph); Graph.verify()
-    checks the declared ones statically.
+    Input precisions are the graph's (declared, or inferred as in tensor_precision;
+    None falls back to the data's tightest precision), so data breaking a declared
+    precision is a DataError naming the tensor, index and value. Outputs are stored in
+    their declared dtype (i8 or i32).
     """
     from .run import run_with_precision
+    opdef = OPS[op.kind.short_name]
+    names, tensors = _inputs_of(opdef, op)
     ins = [None if v is None else np.asarray(v) for v in inputs]
-    if ins and ins[-1] is None and not OPS[op.kind.short_name].variadic:
-        while ins and ins[-1] is None:
+    precs = [None if t is None else tensor_precision(graph, t) for t in tensors]
+    if not opdef.variadic:
+        while ins and ins[-1] is None:      # omitted trailing optional input (bias)
             ins.pop()
-    return run_with_precision(op.kind.short_name, ins, dict(op.attrs), backend=backend,
-                              where=f"{op.kind.name} {op.label!r}").outputs
+            precs.pop()
+    where = f"{op.kind.name} {op.label!r}"
+    res = run_with_precision(op.kind.short_name, ins, dict(op.attrs), backend=backend, precisions=precs,
+                             where=where, labels={n: t for n, t in zip(names, tensors) if t})
+    outs = []
+    for spec, name, y, p in zip(opdef.outputs, op.outputs, res.outputs, res.precisions):
+        dt = graph.tensor(name).dtype
+        if dt is DType.I8 and p > 8:
+            raise InvalidGraphError(f"{where}: output {spec} (tensor {name!r}) is i8 but has precision {p} > 8",
+                                    hint="declare it i32")
+        outs.append(y.astype(dt.numpy, copy=False))
+    return outs

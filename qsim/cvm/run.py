@@ -68,8 +68,8 @@ def _prepare(opdef: OpDef, inputs: Sequence, where: str):
     return names, inputs
 
 
-def _analyse(opdef: OpDef, names, shapes, attrs, in_precs, where):
-    chk = Checker(opdef.name, names)
+def _analyse(opdef: OpDef, names, shapes, attrs, in_precs, where, labels=None):
+    chk = Checker(opdef.name, names, labels)
     chk.op = where
     attrs = opdef.normalize_attrs(attrs)
     out_shapes = opdef.infer(chk, shapes, attrs)
@@ -103,7 +103,9 @@ def infer(op: str, shapes: Sequence, attrs: Mapping[str, Any] | None = None,
 
 def run_with_precision(op: str, inputs: Sequence, attrs: Mapping[str, Any] | None = None,
                        backend: str = "kernels", precisions: Sequence | None = None,
-                       where: str | None = None) -> CvmResult:
+                       where: str | None = None, labels: Mapping[str, str] | None = None) -> CvmResult:
+    """Like run(), with output precisions. `where` / `labels` (input name -> graph tensor
+    name) only shape error messages (the executor passes the op label and tensor names)."""
     opdef = lookup(op)
     where = where or f"cvm.{opdef.name}"
     if backend not in BACKENDS:
@@ -117,18 +119,20 @@ def run_with_precision(op: str, inputs: Sequence, attrs: Mapping[str, Any] | Non
         raise UsageError(f"{where}: {len(precisions)} precisions for {len(inputs)} inputs",
                          hint="give one precision (or None) per input")
     precisions += [None] * (len(inputs) - len(precisions))
+    labels = dict(labels or {})
     in_precs = []
     for name, x, p in zip(names, inputs, precisions):
+        what = f"input {name}" + (f" (tensor {labels[name]!r})" if labels.get(name) else "")
         if x is None:
             in_precs.append(None)
         elif p is None:
-            in_precs.append(infer_data_precision(where, f"input {name}", x))
+            in_precs.append(infer_data_precision(where, what, x))
         else:
-            p = check_precision_value(where, f"input {name}", p)
-            check_data(where, f"input {name}", x, p)
+            p = check_precision_value(where, what, p)
+            check_data(where, what, x, p)
             in_precs.append(p)
     shapes = [None if x is None else tuple(x.shape) for x in inputs]
-    attrs, out_shapes, out_precs = _analyse(opdef, names, shapes, attrs, in_precs, where)
+    attrs, out_shapes, out_precs = _analyse(opdef, names, shapes, attrs, in_precs, where, labels)
     if backend == "kernels" and opdef.kernel is not None:
         outputs = opdef.kernel(inputs, attrs)
     else:
