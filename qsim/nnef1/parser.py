@@ -1,0 +1,284 @@
+"""NNEF 1.0 text → AST (qsim.nnef1.ast): graph.nnef documents and graph.quant files.
+
+The grammar is nnef1.lark (LALR). Syntax errors become SyntaxError_ located at
+file:line:col, quoting the offending text and listing what the grammar expected there.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import lark
+from lark import Lark, Token, Transformer, v_args
+
+from ..errors import Location, SyntaxError_
+from . import ast
+
+# readable names of grammar terminals for "expected ..." lists
+_TERMINAL_TEXT = {
+    "SEMICOLON": "';'", "COMMA": "','", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
+    "LBRACE": "'{'", "RBRACE": "'}'", "EQUAL": "'='", "COLON": "':'", "SLICE_COLON": "':'",
+    "IDENT": "an identifier", "NUMBER": "a number", "STRING": "a string", "GENERIC": "'<type>'",
+    "TYPE_NAME": "a type name", "BUILTIN": "a built-in function", "TYPE_CAST": "a type cast",
+    "LOGIC_OP": "'&&' or '||'", "CMP_OP": "a comparison", "ADD_OP": "'+' or '-'",
+    "MUL_OP": "'*' or '/'", "POW_OP": "'^'", "UNARY_OP": "'!'", "LESSTHAN": "'<'",
+    "MORETHAN": "'>'", "QMARK": "'?'", "__ANON_0": "'->'", "$END": "end of file",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _lark() -> Lark:
+    return Lark.open("nnef1.lark", rel_to=__file__, parser="lalr", start=["start", "quant_file"],
+                     propagate_positions=True, maybe_placeholders=True, cache=False)
+
+
+def parse_document(text: str, filename: str = "graph.nnef") -> ast.Document:
+    """Parses a whole graph.nnef document (flat or compositional syntax)."""
+    tree = _parse(text, filename, "start")
+    return _ToAst(filename).transform(tree).children[0]
+
+
+def parse_fragments(text: str, filename: str) -> tuple[ast.Fragment, ...]:
+    """Parses fragment definitions only (the standard library file): a document without a graph."""
+    doc = parse_document("version 1.0; " + text + "\ngraph _stdlib_() -> () { }", filename)
+    return doc.fragments
+
+
+def parse_quant(text: str, filename: str = "graph.quant") -> tuple[ast.QuantEntry, ...]:
+    tree = _parse(text, filename, "quant_file")
+    return tuple(_ToAst(filename).transform(tree).children)
+
+
+def _parse(text: str, filename: str, start: str) -> lark.Tree:
+    try:
+        return _lark().parse(text, start=start)
+    except lark.exceptions.UnexpectedInput as err:
+        raise _syntax_error(err, text, filename) from None
+
+
+def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, filename: str) -> SyntaxError_:
+    line, column = getattr(err, "line", None), getattr(err, "column", None)
+    if line is None or line < 1:
+        lines = text.splitlines() or [""]
+        line, column = len(lines), len(lines[-1]) + 1
+    if isinstance(err, lark.exceptions.UnexpectedToken):
+        found = "end of file" if err.token.type == "$END" else repr(str(err.token))
+        expected = sorted({_TERMINAL_TEXT.get(t, repr(t.lower()) if t.isupper() else t)
+                           for t in err.expected if not t.startswith("__")} or {"something else"})
+    elif isinstance(err, lark.exceptions.UnexpectedCharacters):
+        found = repr(text[err.pos_in_stream]) if err.pos_in_stream < len(text) else "end of file"
+        allowed = getattr(err, "allowed", None) or ()
+        expected = sorted({_TERMINAL_TEXT.get(t, t) for t in allowed if not t.startswith("__")})
+    else:
+        found, expected = "end of file", ["more input"]
+    source_line = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
+    message = f"unexpected {found}; expected {', '.join(expected[:8])}"
+    if len(expected) > 8:
+        message += ", ..."
+    hint = None
+    if source_line:
+        hint = f"{source_line.strip()}"
+    if found.startswith("'-'") or found == "'-'":
+        hint = (hint or "") + "  (compositional syntax writes negative numbers with unary minus)"
+    return SyntaxError_(message, location=Location(filename, line, column), hint=hint)
+
+
+def _unquote(token: str) -> str:
+    body = token[1:-1]
+    return re.sub(r"\\(.)", r"\1", body)
+
+
+def _number(text: str):
+    if re.fullmatch(r"[0-9]+", text):
+        return int(text)
+    return float(text)
+
+
+def _generic_name(token: Token | None) -> str | None:
+    if token is None:
+        return None
+    return token[1:-1].strip()
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    """Maps each grammar rule to its AST class; an unhandled rule is an internal error."""
+
+    def __init__(self, filename: str):
+        super().__init__()
+        self.filename = filename
+
+    def _loc(self, meta) -> Location:
+        if getattr(meta, "empty", True):
+            return Location(self.filename)
+        return Location(self.filename, meta.line, meta.column)
+
+    def __default__(self, data, children, meta):
+        raise AssertionError(f"nnef1 grammar rule {data!r} has no AST mapping")
+
+    # ---- document
+    def start(self, meta, children):
+        return lark.Tree("start", children)
+
+    def quant_file(self, meta, children):
+        return lark.Tree("quant_file", children)
+
+    def document(self, meta, children):
+        version, *rest = children
+        extensions = tuple(n for c in rest if isinstance(c, tuple) for n in c)
+        fragments = tuple(c for c in rest if isinstance(c, ast.Fragment))
+        graph = next(c for c in rest if isinstance(c, ast.GraphDef))
+        return ast.Document(self._loc(meta), version, extensions, fragments, graph)
+
+    def version(self, meta, children):
+        return str(children[0])
+
+    def extension(self, meta, children):
+        return tuple(str(c) for c in children)
+
+    def fragment(self, meta, children):
+        name, *rest = children
+        generic, default = False, None
+        if rest and isinstance(rest[0], tuple) and rest[0] and rest[0][0] == "generic":
+            generic, default = True, rest[0][1]
+            rest = rest[1:]
+        params = tuple(c for c in rest if isinstance(c, ast.Param))
+        results = tuple(c for c in rest if isinstance(c, ast.Result))
+        body = rest[-1] if rest and isinstance(rest[-1], list) else None
+        return ast.Fragment(self._loc(meta), str(name), generic, default, params, results,
+                            tuple(body) if body is not None else None)
+
+    def generic_plain(self, meta, children):
+        inner = _generic_name(children[0])
+        return ("generic", None if inner == "?" else inner) if inner == "?" else ("generic", inner)
+
+    def generic_default(self, meta, children):
+        return ("generic", str(children[0]))
+
+    def param(self, meta, children):
+        name, type_, default = children
+        return ast.Param(self._loc(meta), str(name), type_, default)
+
+    def result(self, meta, children):
+        name, type_ = children
+        return ast.Result(self._loc(meta), str(name), type_)
+
+    def type_prim(self, meta, children):
+        return ast.TypeSpec("prim", str(children[0]))
+
+    def type_tensor_unbound(self, meta, children):
+        return ast.TypeSpec("tensor", None)
+
+    def type_tensor(self, meta, children):
+        return ast.TypeSpec("tensor", _generic_name(children[0]))
+
+    def type_array(self, meta, children):
+        return ast.TypeSpec("array", item=children[0])
+
+    def type_tuple(self, meta, children):
+        return ast.TypeSpec("tuple", items=tuple(children))
+
+    def graph(self, meta, children):
+        name, inputs, outputs, body = children
+        return ast.GraphDef(self._loc(meta), str(name), inputs, outputs, tuple(body))
+
+    def ident_list(self, meta, children):
+        return tuple(str(c) for c in children)
+
+    def body(self, meta, children):
+        return list(children)
+
+    def assignment(self, meta, children):
+        target, value = children
+        return ast.Assignment(self._loc(meta), target, value)
+
+    def lvalue_top(self, meta, children):
+        if len(children) == 1:
+            return children[0]
+        return ast.LValue(self._loc(meta), "tuple", items=tuple(children))
+
+    def lv_id(self, meta, children):
+        return ast.LValue(self._loc(meta), "id", name=str(children[0]))
+
+    def lv_array(self, meta, children):
+        return ast.LValue(self._loc(meta), "array", items=tuple(c for c in children if c is not None))
+
+    def lv_tuple(self, meta, children):
+        return ast.LValue(self._loc(meta), "tuple", items=tuple(children))
+
+    def rvalue_top(self, meta, children):
+        if len(children) == 1:
+            return children[0]
+        return ast.TupleExpr(self._loc(meta), tuple(children))
+
+    # ---- expressions
+    def if_else(self, meta, children):
+        then, condition, otherwise = children
+        return ast.IfElse(self._loc(meta), condition, then, otherwise)
+
+    def contains(self, meta, children):
+        return ast.Binary(self._loc(meta), "in", children[0], children[1])
+
+    def binary(self, meta, children):
+        left, op, right = children
+        op = {"and": "&&", "or": "||"}.get(str(op), str(op))
+        return ast.Binary(self._loc(meta), op, left, right)
+
+    def unary(self, meta, children):
+        op, operand = children
+        return ast.Unary(self._loc(meta), str(op), operand)
+
+    def index(self, meta, children):
+        return ast.Index(self._loc(meta), children[0], children[1])
+
+    def slice(self, meta, children):
+        target, begin, _colon, end = children
+        return ast.Slice(self._loc(meta), target, begin, end)
+
+    def number(self, meta, children):
+        return ast.Literal(self._loc(meta), _number(str(children[0])))
+
+    def string(self, meta, children):
+        return ast.Literal(self._loc(meta), _unquote(str(children[0])))
+
+    def true(self, meta, children):
+        return ast.Literal(self._loc(meta), True)
+
+    def false(self, meta, children):
+        return ast.Literal(self._loc(meta), False)
+
+    def name(self, meta, children):
+        return ast.Name(self._loc(meta), str(children[0]))
+
+    def invocation(self, meta, children):
+        name, generic, *args = children
+        return ast.Invocation(self._loc(meta), str(name), _generic_name(generic),
+                              tuple(a for a in args if a is not None))
+
+    def builtin(self, meta, children):
+        return ast.Builtin(self._loc(meta), str(children[0]), children[1])
+
+    def tuple(self, meta, children):
+        return ast.TupleExpr(self._loc(meta), tuple(children))
+
+    def array(self, meta, children):
+        return ast.ArrayExpr(self._loc(meta), tuple(c for c in children if c is not None))
+
+    def comprehension(self, meta, children):
+        iterators = tuple(c for c in children[:-2])
+        return ast.Comprehension(self._loc(meta), iterators, children[-2], children[-1])
+
+    def loop_iter(self, meta, children):
+        return (str(children[0]), children[1])
+
+    def positional(self, meta, children):
+        return ast.Argument(self._loc(meta), None, children[0])
+
+    def named(self, meta, children):
+        return ast.Argument(self._loc(meta), str(children[0]), children[1])
+
+    def quant_entry(self, meta, children):
+        tensor, op, generic, *args = children
+        invocation = ast.Invocation(self._loc(meta), str(op), _generic_name(generic),
+                                    tuple(a for a in args if a is not None))
+        return ast.QuantEntry(self._loc(meta), _unquote(str(tensor)), invocation)
