@@ -1,0 +1,55 @@
+"""Calibration: run the float graph over calibration inputs and choose every activation's
+quantization parameters.
+
+Annotations win: a tensor whose QuantInfo came from @quantize or graph.quant keeps it
+exactly; every other non-constant tensor gets parameters from an observer
+(min-max, percentile or MSE, ObserverKind) on the run's activation scheme.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from .. import ir
+from ..errors import DataError
+from ..progress import progress
+from ..runtime.executor import execute
+from .observers import ObserverKind, make_observer
+from .params import QuantConfig
+
+ANNOTATION_SOURCES = ("annotation", "graph.quant")
+
+
+def annotated(t: ir.Tensor) -> bool:
+    return t.quant is not None and t.quant.source in ANNOTATION_SOURCES
+
+
+def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
+              config: QuantConfig = QuantConfig(), observer: ObserverKind | str = ObserverKind.MINMAX,
+              total: int | None = None, show_progress: bool = True) -> dict[str, ir.QuantInfo]:
+    """QuantInfo for every non-constant tensor of the float `graph`.
+
+    `batches` yields {input name: float array}; each is one execution of the graph.
+    """
+    import qsim.skriptnd.execute  # noqa: F401  (float operators' runners)
+
+    observers = {}
+    for name, t in graph.tensors.items():
+        if not t.is_constant and not annotated(t):
+            observers[name] = make_observer(observer, name=name)
+    seen = 0
+    for feed in progress(batches, "calibrating", total=total, enabled=show_progress):
+        values = execute(graph, feed)
+        for name, obs in observers.items():
+            obs.update(values[name])
+        seen += 1
+    if seen == 0:
+        raise DataError("no calibration samples were given",
+                        hint="pass --calib with a .npy/.npz array or a folder of images")
+    scheme = config.activation_scheme()
+    params = {name: obs.params(scheme) for name, obs in observers.items()}
+    for name, t in graph.tensors.items():
+        if annotated(t) and not t.is_constant:
+            params[name] = t.quant
+    return params

@@ -1,0 +1,67 @@
+import math
+
+import numpy as np
+import pytest
+
+from qsim import ir
+from qsim.errors import DataError
+from qsim.quant.calibrate import calibrate
+from qsim.quant.evaluate import evaluate, float_view, quantize_feed
+from qsim.quant.lower import lower_graph
+from qsim.runtime.executor import execute
+
+from .lowering_models import FloatGraph, small_cnn
+
+
+def test_calibrate_minmax_covers_observed_values(rng):
+    graph = small_cnn(rng)
+    feeds = [{"x": rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32)} for _ in range(5)]
+    qp = calibrate(graph, feeds, show_progress=False)
+    assert set(qp) == {n for n, t in graph.tensors.items() if not t.is_constant}
+    lo = min(float(execute(graph, f)["add"].min()) for f in feeds)
+    hi = max(float(execute(graph, f)["add"].max()) for f in feeds)
+    q = qp["add"]
+    # the int8 grid [-128, 127] covers [lo, hi] (to rounding of the zero point)
+    assert (-128 - q.zero_point) * q.scale <= lo + q.scale
+    assert (127 - q.zero_point) * q.scale >= hi - q.scale
+
+
+def test_calibrate_keeps_annotations_and_needs_data(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 4))
+    g.op("nn.relu", [x], "y", (1, 4))
+    note = ir.QuantInfo(scale=0.05, zero_point=-128, source="annotation")
+    g.tensors["y"] = ir.Tensor("y", ir.DType.F32, (1, 4), quant=note)
+    graph = g.graph(["y"])
+    qp = calibrate(graph, [{"x": rng.normal(size=(1, 4)).astype(np.float32)}], show_progress=False)
+    assert qp["y"] is note
+    with pytest.raises(DataError, match="no calibration samples"):
+        calibrate(graph, [], show_progress=False)
+
+
+def test_evaluate_reports_agreement_accuracy_and_sqnr(rng):
+    graph = small_cnn(rng)
+    xs = [rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32) for _ in range(12)]
+    # calibrated on every sample, so no input is clipped: the input error is pure rounding
+    model = lower_graph(graph, calibrate(graph, [{"x": x} for x in xs], show_progress=False))
+    labels = [int(np.argmax(execute(graph, {"x": x})["logits"])) for x in xs]   # float is right
+    labels[0] = (labels[0] + 1) % 5                                           # ... except once
+    report = evaluate(graph, model, [({"x": x}, y) for x, y in zip(xs, labels)], show_progress=False)
+    assert report.eval_samples == 12
+    assert report.float_top1 == pytest.approx(11 / 12)
+    # independent agreement count
+    agree = 0
+    for x in xs:
+        ivals = execute(model.graph, quantize_feed(model, {"x": x}))
+        agree += int(np.argmax(float_view(model, "logits", ivals))) == int(
+            np.argmax(execute(graph, {"x": x})["logits"]))
+    assert report.top1_agreement == pytest.approx(agree / 12)
+    sq = {t.name: t.sqnr_db for t in report.tensors}
+    assert sq["x"] > 35.0                  # input quantization alone
+    assert 15.0 < sq["logits"] < math.inf
+    hist = next(t for t in report.tensors if t.name == "x")
+    assert sum(hist.error_counts) == 12 * 3 * 12 * 12
+    # input quantization error is at most half a step: all mass within [-0.5, 0.5] LSB
+    edges = np.array(hist.error_edges)
+    inside = (edges[:-1] >= -0.5 - 1e-9) & (edges[1:] <= 0.5 + 1e-9)
+    assert np.array(hist.error_counts)[~inside].sum() == 0
