@@ -159,27 +159,42 @@ class NpuState:
             self.output[orows] = out.astype(np.int8).view(np.uint8)
 
 
-def run_model(geom: Geometry, instrs, dram: np.ndarray) -> tuple[int, CycleStats]:
-    """Executes `instrs` on `dram` (uint8, modified in place); returns (total cycles, stats)."""
-    state = NpuState(geom)
-    dispatch, total = schedule(geom, instrs)
+def cycle_stats(geom: Geometry, instrs) -> CycleStats:
+    """The cycle accounting of a program (timing only, no values)."""
+    _, total = schedule(geom, instrs)
     stats = CycleStats(total_cycles=total, instructions=len(instrs))
     for instr in instrs:
+        busy = instr_duration(geom, instr)
         if instr.opcode is Opcode.LOAD:
-            state.load(instr, dram)
             stats.dram_read_bytes[LoadBuffer(instr.get("buf")).name.lower()] += \
                 instr.get("count") * instr.get("word_bytes")
-            stats.dma_busy_cycles += instr_duration(geom, instr)
+            stats.dma_busy_cycles += busy
         elif instr.opcode is Opcode.STORE:
-            state.store(instr, dram)
             stats.dram_write_bytes += instr.get("count") * instr.get("word_bytes")
-            stats.dma_busy_cycles += instr_duration(geom, instr)
+            stats.dma_busy_cycles += busy
         elif instr.opcode is Opcode.COMPUTE:
-            state.compute(instr)
-            busy = instr_duration(geom, instr)
             streaming = instr.get("count")
             stats.compute_cycles += streaming
             stats.fill_drain_cycles += busy - streaming
             stats.pe_mac_slots += geom.rows * geom.cols * streaming
     stats.stall_cycles = total - stats.compute_cycles - stats.fill_drain_cycles
-    return total, stats
+    return stats
+
+
+def execute(geom: Geometry, instrs, dram: np.ndarray) -> None:
+    """The values of a program: executes `instrs` on `dram` (uint8, modified in place)."""
+    state = NpuState(geom)
+    for instr in instrs:
+        if instr.opcode is Opcode.LOAD:
+            state.load(instr, dram)
+        elif instr.opcode is Opcode.STORE:
+            state.store(instr, dram)
+        elif instr.opcode is Opcode.COMPUTE:
+            state.compute(instr)
+
+
+def run_model(geom: Geometry, instrs, dram: np.ndarray) -> tuple[int, CycleStats]:
+    """Executes `instrs` on `dram` (uint8, modified in place); returns (total cycles, stats)."""
+    execute(geom, instrs, dram)
+    stats = cycle_stats(geom, instrs)
+    return stats.total_cycles, stats

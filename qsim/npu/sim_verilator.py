@@ -28,7 +28,7 @@ from .export import verilog_text
 
 VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
                    "-Wno-fatal", "-Wno-lint", "-Wno-style")
-CXX_FLAGS = "-O2 -fPIC"
+CXX_FLAGS = "-O3 -march=native -fPIC"
 _LOADED: dict[str, ctypes.CDLL] = {}
 
 
@@ -52,6 +52,31 @@ def _verilator() -> tuple[list[str], dict]:
     return [str(root / "bin" / "verilator")], env
 
 
+def _hw_fingerprint(geom: Geometry) -> str:
+    """Hash of everything the Verilog is generated from: hw/ sources, geometry, Amaranth version."""
+    import amaranth
+    digest = hashlib.sha256(repr(geom).encode() + amaranth.__version__.encode())
+    for path in sorted(resources.files("qsim.hw").iterdir(), key=lambda p: p.name):
+        if path.name.endswith(".py"):
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def cached_verilog(geom: Geometry) -> str:
+    """The exported Verilog, reused from the cache when the hw/ sources are unchanged
+    (conversion takes seconds for a 16x16 array); the build itself is keyed by the
+    Verilog's own hash."""
+    path = cache_root() / "verilog" / f"{_hw_fingerprint(geom)}.v"
+    if path.is_file():
+        return path.read_text()
+    text = verilog_text(geom)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return text
+
+
 def _version(cmd, env) -> str:
     out = subprocess.run(cmd + ["--version"], env=env, capture_output=True, text=True)
     return out.stdout.strip()
@@ -60,7 +85,7 @@ def _version(cmd, env) -> str:
 def build(geom: Geometry, jobs: int = 2) -> Path:
     """The shared library for `geom`, built once per distinct Verilog."""
     cmd, env = _verilator()
-    verilog = verilog_text(geom)
+    verilog = cached_verilog(geom)
     harness = resources.files("qsim.npu").joinpath("harness.cpp").read_text()
     key = hashlib.sha256("\0".join([verilog, harness, " ".join(VERILATOR_FLAGS), CXX_FLAGS,
                                     _version(cmd, env)]).encode()).hexdigest()[:24]
@@ -77,7 +102,9 @@ def build(geom: Geometry, jobs: int = 2) -> Path:
         args = cmd + ["--cc", "qsim_npu.v", "harness.cpp", "--top-module", "qsim_npu",
                       "--build", "-j", str(jobs), "--Mdir", "obj", *VERILATOR_FLAGS,
                       "-CFLAGS", f"{CXX_FLAGS} {defines}", "-LDFLAGS", "-shared",
-                      "--exe", "-o", "libqsim_npu.so"]
+                      "--exe", "-o", "libqsim_npu.so",
+                      # The PyPI build leaves the precompiled-header include flag empty.
+                      "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include"]
         done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise UnsupportedError(f"Verilator build failed (exit {done.returncode}) in {work}:\n"

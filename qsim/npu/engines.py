@@ -1,0 +1,59 @@
+"""The three engines that run one NPU program: model (numpy), amaranth, verilator.
+
+All three return the same DRAM contents and cycle count for the same program;
+the RTL engines are checked against the model's schedule on every run.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MismatchError, UsageError
+from ..hw.params import Geometry
+from .compile import Program
+from .model import CycleStats, cycle_stats, execute
+
+
+class Engine(enum.Enum):
+    MODEL = "model"
+    AMARANTH = "amaranth"
+    VERILATOR = "verilator"
+
+    @classmethod
+    def parse(cls, name) -> "Engine":
+        if isinstance(name, Engine):
+            return name
+        try:
+            return cls(str(name).lower())
+        except ValueError:
+            raise UsageError(f"unknown engine '{name}'",
+                             hint=f"choose one of {', '.join(e.value for e in cls)}") from None
+
+
+@dataclass
+class ProgramRun:
+    output: np.ndarray
+    stats: CycleStats
+    engine: Engine
+
+
+def run_program(geom: Geometry, program: Program, engine="model", what: str = "program") -> ProgramRun:
+    engine = Engine.parse(engine)
+    dram = program.dram.copy()
+    stats = cycle_stats(geom, program.instrs)
+    if engine is Engine.MODEL:
+        execute(geom, program.instrs, dram)
+        cycles = stats.total_cycles
+    elif engine is Engine.AMARANTH:
+        from .sim_amaranth import run_amaranth
+        cycles = run_amaranth(geom, program.instrs, dram)
+    else:
+        from .sim_verilator import run_verilator
+        cycles = run_verilator(geom, program.instrs, dram)
+    if cycles != stats.total_cycles:
+        raise MismatchError(f"{what}: the {engine.value} engine took {cycles} cycles, the cycle "
+                            f"model predicts {stats.total_cycles}",
+                            hint="the RTL and qsim/npu/model.py disagree on the schedule")
+    return ProgramRun(program.output(dram), stats, engine)

@@ -1,0 +1,177 @@
+"""TOSA integer layers on the NPU: CONV2D, DEPTHWISE_CONV2D, FULLY_CONNECTED, MATMUL,
+each optionally followed by a fused RESCALE (+ CLAMP) in the requantization unit.
+
+Attributes use the TOSA 0.30 names (qsim.tosa.run): CONV2D weight [OC,KH,KW,IC],
+bias, pad [top, bottom, left, right], stride [y, x], dilation [y, x], input_zp,
+weight_zp; DEPTHWISE_CONV2D weight [KH,KW,C,M] (output channel c*M + m);
+FULLY_CONNECTED weight [OC,IC]; MATMUL a_zp, b_zp. RESCALE: input_zp (must be 0),
+output_zp, multiplier, shift, scale32, double_round, per_channel; CLAMP: min_int, max_int.
+
+Lowering (implicit GEMM done on the host, see docs/npu.md): convolutions are
+im2col'd with padding filled with input_zp, so padded taps contribute
+(input_zp - input_zp) * w = 0 exactly as TOSA's padding does. Depthwise channels
+are packed block-diagonally, cols // M channels per GEMM (off-diagonal weights =
+weight_zp, contributing 0). Without a fused RESCALE the int32 accumulators are
+stored and the bias is added on the host.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InvalidGraphError, UnsupportedError
+from ..hw.params import Geometry
+from .compile import Gemm, Requant, compile_gemm
+from .engines import Engine, run_program
+from .model import CycleStats
+
+LAYER_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL")
+
+
+@dataclass
+class LayerResult:
+    op: str
+    output: np.ndarray
+    macs: int
+    cycles: int
+    compute_cycles: int
+    fill_drain_cycles: int
+    stall_cycles: int
+    utilization: float              # macs / (cycles * rows * cols)
+    dram_bytes: dict = field(default_factory=dict)   # input, weight, output
+    programs: int = 0
+    engine: str = "model"
+    host_steps: list = field(default_factory=list)   # work done on the host, for the report
+
+
+def _requant(rescale: dict | None, clamp: dict | None, channels: int, bias) -> Requant | None:
+    if rescale is None:
+        if clamp is not None:
+            raise UnsupportedError("CLAMP fuses only after a RESCALE", hint="run CLAMP on the host")
+        return None
+    if rescale.get("input_zp", 0) != 0:
+        raise InvalidGraphError(f"RESCALE of an int32 accumulator needs input_zp = 0, got "
+                                f"{rescale['input_zp']} (TOSA 0.30 2.13 ERROR_IF)")
+    if not rescale.get("scale32", True):
+        raise UnsupportedError("RESCALE with scale32 = false (16-bit multipliers) is not mapped "
+                               "onto the NPU", hint="quantize with scale32 = true")
+    mult = np.broadcast_to(np.asarray(rescale["multiplier"], np.int64), (channels,))
+    shift = np.broadcast_to(np.asarray(rescale["shift"], np.int64), (channels,))
+    lo, hi = -128, 127
+    if clamp is not None:
+        lo, hi = max(lo, int(clamp["min_int"])), min(hi, int(clamp["max_int"]))
+    if lo > hi:
+        raise InvalidGraphError(f"CLAMP min_int {clamp['min_int']} > max_int {clamp['max_int']}")
+    b = np.zeros(channels, np.int32) if bias is None else np.asarray(bias, np.int32)
+    return Requant(bias=b, multiplier=mult.astype(np.int32), shift=shift.astype(np.int64),
+                   out_zp=int(rescale.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi,
+                   double_round=bool(rescale.get("double_round", False)))
+
+
+def im2col(x: np.ndarray, kh: int, kw: int, pad, stride, dilation, fill: int) -> tuple[np.ndarray, tuple]:
+    """[N,H,W,C] -> ([N*OH*OW, KH*KW*C] in (ky, kx, c) order, (N, OH, OW))."""
+    n, h, w, c = x.shape
+    top, bottom, left, right = pad
+    sy, sx = stride
+    dy, dx = dilation
+    oh = (h - 1 + top + bottom - (kh - 1) * dy) // sy + 1
+    ow = (w - 1 + left + right - (kw - 1) * dx) // sx + 1
+    if oh <= 0 or ow <= 0:
+        raise InvalidGraphError(f"convolution output {oh}x{ow} is empty for input {h}x{w}")
+    xp = np.full((n, h + top + bottom, w + left + right, c), fill, x.dtype)
+    xp[:, top:top + h, left:left + w] = x
+    taps = [xp[:, ky * dy: ky * dy + (oh - 1) * sy + 1: sy, kx * dx: kx * dx + (ow - 1) * sx + 1: sx]
+            for ky in range(kh) for kx in range(kw)]
+    cols = np.stack(taps, axis=3)                     # [N, OH, OW, KH*KW, C]
+    return cols.reshape(n * oh * ow, kh * kw * c), (n, oh, ow)
+
+
+def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
+    """[(Gemm, output slice assembler info)] plus the output shape and real MAC count."""
+    x = np.asarray(inputs[0])
+    if op == "CONV2D":
+        w = np.asarray(attrs["weight"])
+        oc, kh, kw, ic = w.shape
+        a, (n, oh, ow) = im2col(x, kh, kw, attrs.get("pad", (0, 0, 0, 0)), attrs.get("stride", (1, 1)),
+                                attrs.get("dilation", (1, 1)), attrs.get("input_zp", 0))
+        req = _requant(rescale, clamp, oc, attrs.get("bias"))
+        gemm = Gemm(a, np.ascontiguousarray(w.reshape(oc, -1).T), attrs.get("input_zp", 0),
+                    attrs.get("weight_zp", 0), req)
+        return [(gemm, slice(0, oc))], (n, oh, ow, oc), a.shape[0] * a.shape[1] * oc
+    if op == "DEPTHWISE_CONV2D":
+        w = np.asarray(attrs["weight"])
+        kh, kw, c, mult = w.shape
+        taps = kh * kw
+        a_all, (n, oh, ow) = im2col(x, kh, kw, attrs.get("pad", (0, 0, 0, 0)), attrs.get("stride", (1, 1)),
+                                    attrs.get("dilation", (1, 1)), attrs.get("input_zp", 0))
+        a_all = a_all.reshape(-1, taps, c)
+        req_all = _requant(rescale, clamp, c * mult, attrs.get("bias"))
+        w_zp = attrs.get("weight_zp", 0)
+        group = max(1, geom.cols // mult)
+        out = []
+        for c0 in range(0, c, group):
+            g = min(group, c - c0)
+            a = np.ascontiguousarray(a_all[:, :, c0:c0 + g].transpose(0, 2, 1).reshape(-1, g * taps))
+            wg = np.full((g * taps, g * mult), w_zp, np.int8)
+            for i in range(g):
+                wg[i * taps:(i + 1) * taps, i * mult:(i + 1) * mult] = w[:, :, c0 + i, :].reshape(taps, mult)
+            cols = slice(c0 * mult, (c0 + g) * mult)
+            req = None if req_all is None else Requant(
+                req_all.bias[cols], req_all.multiplier[cols], req_all.shift[cols], req_all.out_zp,
+                req_all.clamp_lo, req_all.clamp_hi, req_all.double_round)
+            out.append((Gemm(a, wg, attrs.get("input_zp", 0), w_zp, req), cols))
+        return out, (n, oh, ow, c * mult), a_all.shape[0] * taps * c * mult
+    if op == "FULLY_CONNECTED":
+        w = np.asarray(attrs["weight"])
+        req = _requant(rescale, clamp, w.shape[0], attrs.get("bias"))
+        gemm = Gemm(np.ascontiguousarray(x), np.ascontiguousarray(w.T), attrs.get("input_zp", 0),
+                    attrs.get("weight_zp", 0), req)
+        return [(gemm, slice(0, w.shape[0]))], (x.shape[0], w.shape[0]), x.shape[0] * x.shape[1] * w.shape[0]
+    if op == "MATMUL":
+        b = np.asarray(inputs[1])
+        nb, h, c = x.shape
+        width = b.shape[2]
+        out = []
+        for i in range(nb):
+            req = _requant(rescale, clamp, width, None)
+            out.append((Gemm(np.ascontiguousarray(x[i]), np.ascontiguousarray(b[i]), attrs.get("a_zp", 0),
+                             attrs.get("b_zp", 0), req), (i, slice(0, width))))
+        return out, (nb, h, width), nb * h * c * width
+    raise UnsupportedError(f"tosa.{op} does not run on the NPU array",
+                           hint=f"the array runs {', '.join('tosa.' + o for o in LAYER_OPS)}")
+
+
+def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None = None,
+              clamp: dict | None = None, engine="model", name: str = "layer") -> LayerResult:
+    """Compiles and runs one layer; the output is int8 with a fused RESCALE, else int32."""
+    engine = Engine.parse(engine)
+    gemms, out_shape, macs = _gemms(op, inputs, attrs, rescale, clamp, geom)
+    fused = rescale is not None
+    out = np.zeros(out_shape, np.int8 if fused else np.int32)
+    flat = out.reshape(-1, out_shape[-1])
+    total = CycleStats()
+    dram = {"input": 0, "weight": 0, "output": 0}
+    host = []
+    for gemm, where in gemms:
+        program = compile_gemm(geom, gemm)
+        run = run_program(geom, program, engine, what=f"{name} (tosa.{op})")
+        if op == "MATMUL":
+            out[where[0], :, where[1]] = run.output
+        else:
+            flat[:, where] = run.output
+        for key in ("total_cycles", "compute_cycles", "fill_drain_cycles", "stall_cycles"):
+            setattr(total, key, getattr(total, key) + getattr(run.stats, key))
+        dram["input"] += program.dram_input_bytes
+        dram["weight"] += program.dram_weight_bytes
+        dram["output"] += program.dram_output_bytes
+    if not fused and attrs.get("bias") is not None:
+        bias = np.asarray(attrs["bias"], np.int64)
+        out[...] = (out.astype(np.int64) + bias).astype(np.uint32).astype(np.int32)
+        host.append("bias add (no fused RESCALE)")
+    cycles = total.total_cycles
+    return LayerResult(op=op, output=out, macs=int(macs), cycles=cycles,
+                       compute_cycles=total.compute_cycles, fill_drain_cycles=total.fill_drain_cycles,
+                       stall_cycles=total.stall_cycles,
+                       utilization=macs / (cycles * geom.rows * geom.cols) if cycles else 0.0,
+                       dram_bytes=dram, programs=len(gemms), engine=engine.value, host_steps=host)
