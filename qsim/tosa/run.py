@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import QsimError, UnpredictableError, UsageError
+from ..errors import UnpredictableError, UsageError
 from .signature import OPERATORS, OperatorDef
-from .validate import bind, dtype_of_array, parse_type_name
+from .validate import bind, contiguous, dtype_of_array, parse_type_name
 
 BACKENDS = ("kernels", "reference")
 
@@ -70,13 +70,12 @@ def execute_call(call, arrays: list[np.ndarray], backend: str) -> list[np.ndarra
     fn = kernel_for(opdef.name) if backend == "kernels" else None
     if fn is None:
         fn = opdef.ref
-    arrays = [np.ascontiguousarray(x) for x in arrays]
+    arrays = [contiguous(x) for x in arrays]
     try:
-        return list(fn(arrays, call.attrs))
+        # numpy turns rank-0 results into scalars: hand back arrays of every rank
+        return [np.asarray(out) for out in fn(arrays, call.attrs)]
     except UnpredictableError as err:
         raise UnpredictableError(f"{call.label}: {err.message}",
                                  hint=err.hint or "the spec leaves this result unpredictable: "
                                       "change the inputs or attributes (scale, shift, zero points) "
                                       "so the condition holds") from None
-    except QsimError:
-        raise

@@ -32,6 +32,12 @@ _NUMPY_TO_DTYPE = {
 }
 
 
+def contiguous(array: np.ndarray, dtype=None) -> np.ndarray:
+    """C-contiguous array of `dtype`, keeping rank 0 (np.ascontiguousarray makes it rank 1)."""
+    array = np.asarray(array, dtype=dtype)
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+
+
 def dtype_of_array(array: np.ndarray, what: str, label: str) -> DType:
     try:
         return _NUMPY_TO_DTYPE[array.dtype]
@@ -130,9 +136,9 @@ def _normalize_attr(call_mode: Mode, attr, value: Any, attrs: dict, label: str) 
     if dt is DType.BOOL:
         if arr.dtype != np.bool_:
             raise UsageError(f"{label}: attribute {name} must be a bool array, got {arr.dtype}")
-        return np.ascontiguousarray(arr)
+        return contiguous(arr)
     if dt.is_float:
-        return np.ascontiguousarray(arr, dtype=np.float32)
+        return contiguous(arr, np.float32)
     if arr.dtype.kind not in "iu":
         raise UsageError(f"{label}: attribute {name} must be an integer array, got {arr.dtype}",
                          hint=f"pass {name} as a numpy array of {spec_type_name(dt)} values")
@@ -142,7 +148,7 @@ def _normalize_attr(call_mode: Mode, attr, value: Any, attrs: dict, label: str) 
         raise InvalidGraphError(f"{label}: attribute {name} has values in [{int(arr.min())}, "
                                 f"{int(arr.max())}], outside its type {spec_type_name(dt)} [{lo}, {hi}]")
     storage = np.dtype(np.int32) if attr.type_var in ("mul_t", "uint6_t") else dt.numpy
-    return np.ascontiguousarray(arr, dtype=storage)
+    return contiguous(arr, storage)
 
 
 def _resolve_type(mode: Mode, type_var: str, attrs: dict) -> DType:
