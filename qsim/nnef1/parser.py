@@ -26,6 +26,12 @@ _TERMINAL_TEXT = {
 }
 
 
+# 3.1 Lexical Elements: these must not be identifiers
+KEYWORDS = frozenset({"version", "extension", "graph", "fragment", "tensor", "integer", "scalar",
+                      "logical", "string", "shape_of", "length_of", "range_of", "for", "in", "yield",
+                      "if", "else", "true", "false"})
+
+
 @functools.lru_cache(maxsize=None)
 def _lark() -> Lark:
     return Lark.open("nnef1.lark", rel_to=__file__, parser="lalr", start=["start", "quant_file"],
@@ -35,7 +41,7 @@ def _lark() -> Lark:
 def parse_document(text: str, filename: str = "graph.nnef") -> ast.Document:
     """Parses a whole graph.nnef document (flat or compositional syntax)."""
     tree = _parse(text, filename, "start")
-    return _ToAst(filename).transform(tree).children[0]
+    return _transform(tree, filename).children[0]
 
 
 def parse_fragments(text: str, filename: str) -> tuple[ast.Fragment, ...]:
@@ -46,7 +52,16 @@ def parse_fragments(text: str, filename: str) -> tuple[ast.Fragment, ...]:
 
 def parse_quant(text: str, filename: str = "graph.quant") -> tuple[ast.QuantEntry, ...]:
     tree = _parse(text, filename, "quant_file")
-    return tuple(_ToAst(filename).transform(tree).children)
+    return tuple(_transform(tree, filename).children)
+
+
+def _transform(tree: lark.Tree, filename: str):
+    try:
+        return _ToAst(filename).transform(tree)
+    except lark.exceptions.VisitError as err:
+        if isinstance(err.orig_exc, SyntaxError_):
+            raise err.orig_exc from None
+        raise
 
 
 def _parse(text: str, filename: str, start: str) -> lark.Tree:
@@ -107,6 +122,13 @@ class _ToAst(Transformer):
     def __init__(self, filename: str):
         super().__init__()
         self.filename = filename
+
+    def IDENT(self, token: Token) -> Token:
+        if str(token) in KEYWORDS:
+            raise SyntaxError_(f"'{token}' is a keyword and cannot be an identifier",
+                               location=Location(self.filename, token.line, token.column),
+                               hint="keywords (3.1): " + ", ".join(sorted(KEYWORDS)))
+        return token
 
     def _loc(self, meta) -> Location:
         if getattr(meta, "empty", True):
