@@ -247,10 +247,15 @@ class LoweringContext:
         qhi = dt.max if hi is None else min(dt.max, max(dt.min, int(np.floor(hi / s + 1e-9)) + zp))
         return qlo, qhi
 
-    def constant_tensor(self, hint: str, values: np.ndarray, dtype: ir.DType) -> str:
-        """A TOSA CONST op holding `values` (for operators that take tensors as inputs)."""
+    def constant_tensor(self, hint: str, values: np.ndarray, dtype: ir.DType,
+                        quant: ir.QuantInfo | None = None) -> str:
+        """A constant integer tensor (for operators that take tensors as inputs).
+
+        Held as tensor data rather than a CONST op: the model folder stores constants as
+        @variable tensors, so the graph reads back exactly as it was written.
+        """
         data = np.ascontiguousarray(values, dtype=dtype.numpy)
-        return self.b.emit("CONST", [], {"values": data}, hint=hint, label=self.where())
+        return self.b.add_tensor(hint, dtype, data.shape, data=data, quant=quant)
 
     def quantize_input(self, name: str) -> None:
         """A float graph input becomes an integer graph input (quantized outside the graph)."""

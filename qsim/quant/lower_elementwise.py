@@ -5,8 +5,9 @@
   255 * 2^11 * 2 < 2^31 leaves headroom), ADD/SUB, RESCALE by s_c / s_out.
 - mul: (q - zp) of each operand in int32, MUL (shift 0: |product| <= 2^16, or
   2^30 in 16-bit mode), RESCALE by s_a * s_b / s_out.
-- min/max, relu, clamp: quantization is monotone, so they commute with it:
-  RESCALE each operand to the output grid, then MINIMUM/MAXIMUM/CLAMP exactly.
+- min/max, relu, clamp: rounding is monotone, so they commute with it: operands are
+  RESCALEd to the output's scale (int32 for MINIMUM/MAXIMUM, which take int32 only),
+  then MINIMUM/MAXIMUM/CLAMP.
 - other unary functions: TABLE (256 entries for int8, 513 interpolated for int16).
 - softmax: an integer decomposition, see `lower_softmax`.
 Constant operands are quantized per tensor at compile time and become CONST ops.
@@ -36,7 +37,8 @@ def _operand(ctx: LoweringContext, name: str, out_rank: int, align, hint: str) -
         scheme = QuantScheme(bits=ctx.act_dtype.bits, signed=True, symmetric=True)
         quant = params_from_range(data.min(), data.max(), scheme, source="derived", what=name)
         q = quantize(data, quant, what=name)
-        v = Lowered(ctx.constant_tensor(f"{name}.q", q, ctx.act_dtype), quant, identity(data.ndim))
+        v = Lowered(ctx.constant_tensor(f"{name}.q", q, ctx.act_dtype, quant), quant,
+                    identity(data.ndim))
     else:
         v = ctx.value(name)
     rank = len(v.perm)
@@ -105,14 +107,15 @@ def lower_mul(ctx: LoweringContext, op: ir.Op) -> None:
 
 @rule("math.min", "math.max")
 def lower_min_max(ctx: LoweringContext, op: ir.Op) -> None:
+    """MINIMUM/MAXIMUM take int32 only (TOSA 2.5.12/13): both operands go to int32 on the
+    output's scale (rounding is monotone, so min/max commute with it), then back."""
     a, b = _binary_operands(ctx, op)
-    quant = ctx.activation_quant(op.outputs[0])
-    a = ctx.requantize(a, quant, f"{op.outputs[0]}.lhs.rq")
-    b = ctx.requantize(b, quant, f"{op.outputs[0]}.rhs.rq")
+    s_out = float(ctx.activation_quant(op.outputs[0]).scales()[0])
+    ai = ctx.to_int32(a, float(a.quant.scales()[0]) / s_out, f"{op.outputs[0]}.lhs32")
+    bi = ctx.to_int32(b, float(b.quant.scales()[0]) / s_out, f"{op.outputs[0]}.rhs32")
     tosa_op = "MINIMUM" if op.kind.name == "math.min" else "MAXIMUM"
-    out = ctx.b.emit(tosa_op, [a.name, b.name], {}, hint=op.outputs[0], label=ctx.where(),
-                     quant=quant, exact=True)
-    ctx.bind(op.outputs[0], Lowered(out, quant, a.perm))
+    acc = ctx.b.emit(tosa_op, [ai, bi], {}, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    _result(ctx, op, acc, s_out, a.perm)
 
 
 def _clamp_to(ctx: LoweringContext, op: ir.Op, lo: float | None, hi: float | None) -> None:

@@ -124,3 +124,49 @@ def test_annotated_weights_are_honoured(rng):
     model = lower_graph(graph, calibrate_minmax(graph, [rng.normal(size=(1, 4)).astype(np.float32)]))
     fc = next(op for op in model.graph.ops if op.kind.name == "tosa.FULLY_CONNECTED")
     assert np.array_equal(fc.attrs["weight"], np.clip(np.floor(w / 0.01 + 0.5), -127, 127).astype(np.int8))
+
+
+@pytest.mark.parametrize("kind", ["math.add", "math.sub", "math.mul", "math.max", "math.min"])
+def test_binary_with_constant_and_broadcast(rng, kind):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 4, 5, 5))
+    c = g.op("nn.conv", [x, g.weights("w", (4, 4, 1, 1)), ""], "c", (1, 4, 5, 5))
+    k = g.const("k", rng.normal(0, 1, (4, 1, 1)))        # NNEF right-aligned broadcast
+    g.op(kind, [c, k], "y", (1, 4, 5, 5))
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 4, 5, 5)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert any(t.is_constant and t.dtype is ir.DType.I8 for t in model.graph.tensors.values())
+    ints = _run_both(model, calib[2])
+    floats = execute(graph, {"x": calib[2]})
+    assert sqnr_db(floats["y"], dequantize(ints["y"], model.output_quant["y"])) > 28.0
+
+
+@pytest.mark.parametrize("kind,attrs", [("nn.sigmoid", {}), ("math.tanh", {}), ("nn.elu", {"alpha": 0.5})])
+def test_unary_functions_become_tables(rng, kind, attrs):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 16))
+    g.op(kind, [x], "y", (1, 16), **attrs)
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 2, (1, 16)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert [op.kind.name for op in model.graph.ops] == ["tosa.TABLE"]
+    ints = _run_both(model, calib[0])
+    floats = execute(graph, {"x": calib[0]})
+    err = np.abs(dequantize(ints["y"], model.output_quant["y"]) - floats["y"])
+    # one step of input rounding through the function (slope <= 1) plus half an output step
+    assert err.max() <= model.input_quant["x"].scale + model.output_quant["y"].scale
+
+
+def test_transpose_is_free_and_outputs_come_back_in_float_layout(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 3, 4, 5))
+    c = g.op("nn.conv", [x, g.weights("w", (3, 3, 1, 1)), ""], "c", (1, 3, 4, 5))
+    g.op("layout.transpose", [c], "y", (1, 5, 4, 3), perm=(0, 3, 2, 1))
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 3, 4, 5)).astype(np.float32) for _ in range(3)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert model.graph.tensors["y"].shape == (1, 5, 4, 3)
+    ints = _run_both(model, calib[0])
+    floats = execute(graph, {"x": calib[0]})
+    assert sqnr_db(floats["y"], dequantize(ints["y"], model.output_quant["y"])) > 30.0
