@@ -31,13 +31,25 @@ def spec_type_name(dtype: DType) -> str:
     return SPEC_TYPE_NAMES.get(dtype, str(dtype))
 
 
-def storage_name(dtype: DType) -> str:
-    """The `out_t`-style name of a type: numpy storage name, or "int48"/"int4" for those two."""
+def _storage_name(dtype: DType) -> str:
     if dtype is DType.I48:
         return "int48"
     if dtype is DType.I4:
         return "int4"
     return dtype.numpy.name
+
+
+# DType properties looked up once, keyed by id(): validation runs on every qsim.tosa.run call
+# (W3 budget ~50 us) and hashing an Enum member runs Python code. Members are singletons.
+STORAGE_NAMES = {id(dt): _storage_name(dt) for dt in DType}
+STORAGE_DTYPES = {id(dt): dt.numpy for dt in DType}
+INT_RANGES = {id(dt): (int(dt.min), int(dt.max)) for dt in DType if not dt.is_float}
+FLOAT_TYPES = frozenset(id(dt) for dt in DType if dt.is_float)
+
+
+def storage_name(dtype: DType) -> str:
+    """The `out_t`-style name of a type: numpy storage name, or "int48"/"int4" for those two."""
+    return STORAGE_NAMES[id(dtype)]
 
 
 class AttrKind(enum.Enum):

@@ -14,13 +14,17 @@ Normalized attributes (what reference functions and kernels receive):
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import InvalidGraphError, UsageError
 from ..ir import DType, Graph
-from .signature import (AttrKind, Call, Mode, OperatorDef, spec_type_name, storage_name)
+from .signature import (FLOAT_TYPES, INT_RANGES, STORAGE_DTYPES, STORAGE_NAMES, AttrKind, Call, Mode, OperatorDef,
+                        spec_type_name, storage_name)
+
+_INT32 = np.dtype(np.int32)
 
 EXTRA_KEYS = ("out_t", "weight_t")     # not spec attributes: type selectors (docs/tosa.md)
 
@@ -67,11 +71,17 @@ def parse_type_name(value: Any, key: str, label: str) -> DType:
     return dt
 
 
-def _type_range(dt: DType) -> tuple[int, int]:
-    return int(dt.min), int(dt.max)
+_IINFO: dict[np.dtype, tuple[int, int]] = {}
+
+
+def _type_range(dt) -> tuple[int, int]:
+    rng = INT_RANGES.get(id(dt))
+    return rng if rng is not None else (int(dt.min), int(dt.max))
 
 
 def _as_int(value: Any, name: str, label: str) -> int:
+    if type(value) is int:
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
             return int(value)
@@ -91,6 +101,9 @@ def _normalize_attr(call_mode: Mode, attr, value: Any, attrs: dict, label: str) 
                              hint=f"pass {name}=True or {name}=False")
         return bool(value)
     if kind is AttrKind.INTS:
+        if type(value) is tuple and all(type(v) is int for v in value):    # the common, fast case
+            if attr.length is None or len(value) == attr.length:
+                return value
         arr = np.asarray(value)
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
             raise UsageError(f"{label}: attribute {name}={value!r} must be a list of integers",
@@ -123,7 +136,7 @@ def _normalize_attr(call_mode: Mode, attr, value: Any, attrs: dict, label: str) 
             if not isinstance(value, (bool, np.bool_)) and value not in (0, 1):
                 raise UsageError(f"{label}: attribute {name}={value!r} must be a bool")
             return bool(value)
-        if dt.is_float:
+        if id(dt) in FLOAT_TYPES:
             return float(value)
         v = _as_int(value, name, label)
         lo, hi = _type_range(dt)
@@ -137,17 +150,19 @@ def _normalize_attr(call_mode: Mode, attr, value: Any, attrs: dict, label: str) 
         if arr.dtype != np.bool_:
             raise UsageError(f"{label}: attribute {name} must be a bool array, got {arr.dtype}")
         return contiguous(arr)
-    if dt.is_float:
+    if id(dt) in FLOAT_TYPES:
         return contiguous(arr, np.float32)
     if arr.dtype.kind not in "iu":
         raise UsageError(f"{label}: attribute {name} must be an integer array, got {arr.dtype}",
                          hint=f"pass {name} as a numpy array of {spec_type_name(dt)} values")
     lo, hi = _type_range(dt)
-    info = np.iinfo(arr.dtype)
-    if (info.min < lo or info.max > hi) and arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
+    info = _IINFO.get(arr.dtype)
+    if info is None:
+        info = _IINFO[arr.dtype] = (int(np.iinfo(arr.dtype).min), int(np.iinfo(arr.dtype).max))
+    if (info[0] < lo or info[1] > hi) and arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
         raise InvalidGraphError(f"{label}: attribute {name} has values in [{int(arr.min())}, "
                                 f"{int(arr.max())}], outside its type {spec_type_name(dt)} [{lo}, {hi}]")
-    storage = np.dtype(np.int32) if attr.type_var in ("mul_t", "uint6_t") else dt.numpy
+    storage = _INT32 if attr.type_var in ("mul_t", "uint6_t") else STORAGE_DTYPES[id(dt)]
     return contiguous(arr, storage)
 
 
@@ -176,6 +191,36 @@ _UINT6 = _Uint6()
 _SPEC_NAME_UINT6 = "uint6_t"
 
 
+@dataclass(frozen=True)
+class _Static:
+    """Per-operator facts bind() needs on every call, computed once."""
+    spec_names: tuple[str, ...]
+    name_set: frozenset
+    n_fixed: int
+    variadic: bool
+    norm_order: tuple            # scalars/flags before arrays (multiplier's type depends on scale32)
+    binders: tuple               # attributes whose array dtype selects the mode
+    has_weight: bool
+    single_output: bool
+
+
+_STATIC: dict[str, _Static] = {}
+_MODE_CACHE: dict[tuple, Mode] = {}
+
+
+def _static(opdef: OperatorDef) -> _Static:
+    st = _STATIC.get(opdef.name)
+    if st is None:
+        names = tuple(a.name for a in opdef.attrs)
+        st = _Static(names, frozenset(names) | frozenset(EXTRA_KEYS),
+                     sum(1 for a in opdef.inputs if not a.variadic), any(a.variadic for a in opdef.inputs),
+                     tuple(sorted(opdef.attrs, key=lambda a: a.kind in (AttrKind.ARRAY, AttrKind.SCALAR))),
+                     tuple(a for a in opdef.attrs if a.binds_type), "weight" in names,
+                     bool(opdef.outputs) and not opdef.outputs[0].variadic)
+        _STATIC[opdef.name] = st
+    return st
+
+
 def bind(opdef: OperatorDef, in_types: Sequence[DType], shapes: Sequence[tuple[int, ...]],
          attrs: dict, label: str, out_type: DType | None = None) -> Call:
     """Validates one call; returns the Call with its mode, normalized attrs and output shapes.
@@ -186,9 +231,10 @@ def bind(opdef: OperatorDef, in_types: Sequence[DType], shapes: Sequence[tuple[i
     if not isinstance(attrs, dict):
         raise UsageError(f"{label}: attrs must be a dict of attribute name -> value, "
                          f"got {type(attrs).__name__}")
-    spec_names = [a.name for a in opdef.attrs]
-    unknown = [k for k in attrs if k not in spec_names and k not in EXTRA_KEYS]
-    if unknown:
+    st = _static(opdef)
+    spec_names = st.spec_names
+    if not st.name_set.issuperset(attrs):
+        unknown = [k for k in attrs if k not in st.name_set]
         raise UsageError(f"{label}: unknown attribute(s) {', '.join(map(repr, unknown))}",
                          hint=f"{opdef.name} (spec {opdef.section}) has attributes: "
                               + (", ".join(spec_names) or "none") + "; plus out_t where the output "
@@ -198,15 +244,12 @@ def bind(opdef: OperatorDef, in_types: Sequence[DType], shapes: Sequence[tuple[i
         raise UsageError(f"{label}: missing attribute(s) {', '.join(missing)}",
                          hint=f"{opdef.name} (spec {opdef.section}) needs every attribute: "
                               + ", ".join(spec_names))
-    # Input count
-    fixed = [a for a in opdef.inputs if not a.variadic]
-    variadic = [a for a in opdef.inputs if a.variadic]
     n_given = len(in_types)
-    if (not variadic and n_given != len(fixed)) or (variadic and n_given < len(fixed)):
+    if (not st.variadic and n_given != st.n_fixed) or (st.variadic and n_given < st.n_fixed):
         raise UsageError(f"{label}: got {n_given} input tensor(s), {opdef.name} takes "
-                         + ("at least " if variadic else "") + f"{len(fixed)}: "
+                         + ("at least " if st.variadic else "") + f"{st.n_fixed}: "
                          + ", ".join(a.name + ("[]" if a.variadic else "") for a in opdef.inputs))
-    arg_of_input = _inputs_to_args(opdef, n_given)
+    arg_of_input = _inputs_to_args(opdef, n_given) if st.variadic else opdef.inputs
     # Known types: inputs, type-binding attributes, out_t
     known: dict[str, tuple[DType, str]] = {}
 
@@ -222,25 +265,52 @@ def bind(opdef: OperatorDef, in_types: Sequence[DType], shapes: Sequence[tuple[i
     for i, (arg, dt) in enumerate(zip(arg_of_input, in_types)):
         know(arg.type_var, dt, f"input {arg.name}" + (f"[{i - opdef.inputs.index(arg)}]" if arg.variadic else ""))
     weight_t = attrs.get("weight_t")
-    for a in opdef.attrs:
-        if a.binds_type:
-            arr = attrs[a.name]
-            if not isinstance(arr, np.ndarray):
-                raise UsageError(f"{label}: attribute {a.name} must be a numpy array, "
-                                 f"got {type(arr).__name__}")
-            dt = dtype_of_array(arr, f"attribute {a.name}", label)
-            if a.name == "weight" and weight_t is not None:
-                wt = parse_type_name(weight_t, "weight_t", label)
-                if wt is DType.I4 and dt is DType.I8:
-                    dt = DType.I4
-                elif wt is not dt:
-                    raise UsageError(f"{label}: weight_t={weight_t!r} does not match the weight array "
-                                     f"({arr.dtype})", hint="int4 weights are held in int8 arrays")
-            know(a.type_var, dt, f"attribute {a.name}")
-    if weight_t is not None and not any(a.name == "weight" for a in opdef.attrs):
+    for a in st.binders:
+        arr = attrs[a.name]
+        if not isinstance(arr, np.ndarray):
+            raise UsageError(f"{label}: attribute {a.name} must be a numpy array, "
+                             f"got {type(arr).__name__}")
+        dt = dtype_of_array(arr, f"attribute {a.name}", label)
+        if a.name == "weight" and weight_t is not None:
+            wt = parse_type_name(weight_t, "weight_t", label)
+            if wt is DType.I4 and dt is DType.I8:
+                dt = DType.I4
+            elif wt is not dt:
+                raise UsageError(f"{label}: weight_t={weight_t!r} does not match the weight array "
+                                 f"({arr.dtype})", hint="int4 weights are held in int8 arrays")
+        know(a.type_var, dt, f"attribute {a.name}")
+    if weight_t is not None and not st.has_weight:
         raise UsageError(f"{label}: weight_t is given but {opdef.name} has no weight")
-    if out_type is not None and opdef.outputs and not opdef.outputs[0].variadic:
+    if out_type is not None and st.single_output:
         know(opdef.out_type_var, out_type, "output " + opdef.outputs[0].name)
+    mode = _match_mode(opdef, known, attrs, label)
+    # Ranks
+    for arg, shape in zip(arg_of_input, shapes):
+        if arg.ranks is not None and len(shape) not in arg.ranks:
+            raise InvalidGraphError(f"{label}: input {arg.name} has rank {len(shape)} (shape "
+                                    f"{list(shape)}), {opdef.name} needs rank "
+                                    + " or ".join(map(str, arg.ranks)))
+    norm: dict[str, Any] = {}
+    for a in st.norm_order:
+        norm[a.name] = _normalize_attr(mode, a, attrs[a.name], norm, label)
+    norm = {name: norm[name] for name in spec_names}
+    if st.single_output:
+        norm["out_t"] = STORAGE_NAMES[id(mode.types[opdef.out_type_var])]
+    if st.has_weight:
+        norm["weight_t"] = STORAGE_NAMES[id(mode.types["weight_t"])]
+    call = Call(opdef, mode, [tuple(int(d) for d in s) for s in shapes], norm, label,
+                in_types=list(in_types))
+    call.out_shapes = opdef.check(call)
+    return call
+
+
+def _match_mode(opdef: OperatorDef, known: dict, attrs: dict, label: str) -> Mode:
+    """The one Supported Data Types row consistent with the known types (cached)."""
+    key = (opdef.name, tuple((v, id(dt)) for v, (dt, _) in known.items()),
+           str(attrs.get("mode", "")) if opdef.mode_filter is not None else "")
+    mode = _MODE_CACHE.get(key)
+    if mode is not None:
+        return mode
     matching = [m for m in opdef.modes
                 if all(m.types.get(v) is dt for v, (dt, _) in known.items())
                 and (opdef.mode_filter is None or opdef.mode_filter(attrs, m))]
@@ -252,26 +322,8 @@ def bind(opdef: OperatorDef, in_types: Sequence[DType], shapes: Sequence[tuple[i
         raise UsageError(f"{label}: the input types fit {len(matching)} modes of {opdef.name}: "
                          + "; ".join(m.describe() for m in matching),
                          hint="say which with attrs['out_t'] (e.g. out_t='int8')")
-    mode = matching[0]
-    # Ranks
-    for i, (arg, shape) in enumerate(zip(arg_of_input, shapes)):
-        if arg.ranks is not None and len(shape) not in arg.ranks:
-            raise InvalidGraphError(f"{label}: input {arg.name} has rank {len(shape)} (shape "
-                                    f"{list(shape)}), {opdef.name} needs rank "
-                                    + " or ".join(map(str, arg.ranks)))
-    # Attributes: scalars and flags first (multiplier's type depends on scale32)
-    norm: dict[str, Any] = {}
-    for a in sorted(opdef.attrs, key=lambda a: a.kind in (AttrKind.ARRAY, AttrKind.SCALAR)):
-        norm[a.name] = _normalize_attr(mode, a, attrs[a.name], norm, label)
-    norm = {a.name: norm[a.name] for a in opdef.attrs}
-    if opdef.outputs and not opdef.outputs[0].variadic:
-        norm["out_t"] = storage_name(mode.types[opdef.out_type_var])
-    if "weight_t" in mode.types:
-        norm["weight_t"] = storage_name(mode.types["weight_t"])
-    call = Call(opdef, mode, [tuple(int(d) for d in s) for s in shapes], norm, label,
-                in_types=list(in_types))
-    call.out_shapes = opdef.check(call)
-    return call
+    _MODE_CACHE[key] = matching[0]
+    return matching[0]
 
 
 def _inputs_to_args(opdef: OperatorDef, n: int):
