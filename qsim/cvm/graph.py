@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import InvalidGraphError
+from ..errors import InvalidGraphError, UsageError
 from ..ir import DType, Graph, Op, register_op_kind
 from .opdef import OPS, Checker, OpDef
 from .precision import MAX_PRECISION, check_data, check_precision_value, precision_of
@@ -82,7 +82,10 @@ def _checked(op: Op, graph: Graph):
             raise InvalidGraphError(f"{where}: input {n} (tensor {t!r}) has shape {list(ten.shape)}; "
                                     "CVM needs static, positive extents")
         shapes.append(tuple(ten.shape))
-    attrs = opdef.normalize_attrs(op.attrs)
+    try:
+        attrs = opdef.normalize_attrs(op.attrs)
+    except UsageError as e:   # re-raised with the op's label: the graph is what is wrong
+        raise InvalidGraphError(f"{where}: {e.message.split(': ', 1)[-1]}", hint=e.hint) from None
     out_shapes = opdef.infer(chk, shapes, attrs)
     attrs.update(chk.values)
     return opdef, chk, names, tensors, shapes, attrs, out_shapes

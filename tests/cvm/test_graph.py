@@ -4,7 +4,7 @@ import pytest
 
 import qsim.cvm as cvm
 from qsim import ir
-from qsim.errors import DataError, InvalidGraphError, UsageError
+from qsim.errors import DataError, InvalidGraphError
 
 
 def t(name, dtype, shape, bits=None, data=None):
@@ -111,7 +111,7 @@ def test_verifier_checks_shapes_dtypes_attributes_and_constants(rng):
     with pytest.raises(DataError, match=r"constant 'w'\) holds -128 at index \[1, 2, 0, 0\]"):
         bad_const.verify()
     unknown = ir.Graph("g", ("x",), ("y",), (op("conv2d", ("x", "w", "b"), ("y",), pad=1),), tensors)
-    with pytest.raises(UsageError, match="unknown attribute"):
+    with pytest.raises(InvalidGraphError, match=r"cvm.conv2d 'y': unknown attribute\(s\) pad"):
         unknown.verify()
 
 
@@ -120,3 +120,27 @@ def test_every_operator_has_a_registered_kind():
         kind = ir.OpKind.get(f"cvm.{name}")
         assert kind.verifier is cvm.verify_op
     assert cvm.DIALECT_REGISTERED
+
+
+def test_variadic_and_multi_output_ops_in_a_graph(rng):
+    from qsim.runtime import execute
+    a = rng.integers(-50, 50, (2, 3)).astype(np.int32)
+    boxes = np.array([[[0, 5, 0, 0, 4, 4], [1, 1, 0, 0, 4, 4], [0, 9, 1, 1, 5, 5]]], np.int32)
+    tensors = [t("a", I32, (2, 3), 7), t("b", I32, (2, 2), None, rng.integers(-9, 9, (2, 2)).astype(np.int32)),
+               t("c", I32, (2, 5)), t("x", I32, (1, 3, 6), 5), t("vc", I32, (1,)), t("y", I32, (1, 3, 6)),
+               t("nms", I32, (1, 3, 6))]
+    ops = [op("concatenate", ("a", "b"), ("c",), axis=1),
+           op("get_valid_count", ("x",), ("vc", "y"), score_threshold=2),
+           op("non_max_suppression", ("y", "vc"), ("nms",), iou_threshold=50)]
+    g = ir.Graph("g", ("a", "x"), ("c", "nms"), ops, {x.name: x for x in tensors}).verify()
+    assert cvm.tensor_precision(g, "c") == 7
+    assert cvm.tensor_precision(g, "vc") == 3          # counts up to N = 3
+    values = execute(g, {"a": a, "x": boxes}, "reference")
+    np.testing.assert_array_equal(values["c"][:, :3], a)
+    assert values["vc"].tolist() == [2]
+    # rows with score > 2: [0, 5, ..] and [0, 9, ..]; same class, iou(0..4, 1..5) = 9*100//23 = 39 < 50
+    assert values["nms"][0].tolist() == [[0, 9, 1, 1, 5, 5], [0, 5, 0, 0, 4, 4], [-1] * 6]
+    bad = ir.Graph("g", ("a", "x"), ("c",), ops[:1],
+                   {**{x.name: x for x in tensors}, "b": t("b", I32, (3, 2), None, np.zeros((3, 2), np.int32))})
+    with pytest.raises(InvalidGraphError, match=r"input 1 has shape \[3, 2\] but input 0 has shape \[2, 3\]"):
+        bad.verify()
