@@ -268,7 +268,7 @@ class LoweringContext:
 def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
                 config: QuantConfig = QuantConfig()) -> LoweredModel:
     """Lowers `graph` (float, NNEF operators) to a verified TOSA integer graph."""
-    from . import lower_elementwise, lower_layout, lower_linear  # noqa: F401  (register rules)
+    from . import lower_elementwise, lower_layout, lower_linear, lower_softmax  # noqa: F401  (rules)
 
     ctx = LoweringContext(graph, qparams, config)
     for name in graph.inputs:

@@ -170,3 +170,31 @@ def test_transpose_is_free_and_outputs_come_back_in_float_layout(rng):
     ints = _run_both(model, calib[0])
     floats = execute(graph, {"x": calib[0]})
     assert sqnr_db(floats["y"], dequantize(ints["y"], model.output_quant["y"])) > 30.0
+
+
+def test_integer_softmax_matches_float_within_one_step(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (2, 10))
+    g.op("nn.softmax", [x], "y", (2, 10), axes=(1,))
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 3, (2, 10)).astype(np.float32) for _ in range(6)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    for xs in calib:
+        ints = _run_both(model, xs)
+        # oracle: the exact softmax of the *quantized* input, on the 1/256 grid
+        xq = dequantize(quantize(xs, model.input_quant["x"]), model.input_quant["x"])
+        p = np.exp(xq - xq.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        want = np.clip(np.floor(p * 256 + 0.5) - 128, -128, 127)
+        assert np.abs(ints["y"].astype(int) - want).max() <= 1
+        assert np.array_equal(np.argmax(ints["y"], axis=1), np.argmax(p, axis=1))
+
+
+def test_softmax_rejects_long_axis(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 600))
+    g.op("nn.softmax", [x], "y", (1, 600), axes=(1,))
+    graph = g.graph(["y"])
+    qp = calibrate_minmax(graph, [rng.normal(size=(1, 600)).astype(np.float32)])
+    with pytest.raises(UnsupportedError, match="softmax over 600 elements"):
+        lower_graph(graph, qp)
