@@ -9,7 +9,7 @@ LOAD beat: DRAM read at s_j, data (fixed 1-cycle latency) written to the buffer
 at s_j + 1; bytes beyond W are written as zero. STORE beat: buffer read at s_j,
 DRAM write of W bytes at s_j + 1. Busy for s_{n-1} + 2 cycles (n = count >= 1).
 """
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -84,9 +84,11 @@ class DMA(wiring.Component):
         with m.If(~is_store):
             m.d.comb += [self.dram_re.eq(go), self.dram_addr.eq(addr_ptr)]
         # Data side at s_j + 1.
+        # Byte mask of the low word_bytes bytes, computed once per instruction.
         mask = Signal(8 * g.dram_port_bytes)
-        for b in range(g.dram_port_bytes):
-            m.d.comb += mask[8 * b:8 * b + 8].eq((b < word_bytes).replicate(8))
+        with m.If(self.start):
+            new_bytes = field(self.instr, Opcode.LOAD, "word_bytes")
+            m.d.sync += mask.eq(Cat(*((b < new_bytes).replicate(8) for b in range(g.dram_port_bytes))))
         with m.If(is_store):
             m.d.comb += [self.dram_we.eq(beat_d), self.dram_addr.eq(addr_d),
                          self.dram_wlen.eq(word_bytes),

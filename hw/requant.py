@@ -7,7 +7,7 @@ Per lane c (TOSA 0.30 RESCALE 2.13 with scale32, apply_scale_32 1.9.2):
     out    = clamp(scaled + out_zp, clamp_lo, clamp_hi)
 Supported: multiplier 0 .. 2^31-1, shift 2 .. 62 (the spec's REQUIRE range; the
 6-bit field also encodes 63, outside the contract). Bounds: |v * multiplier| <
-2^62 and round <= 2^61 + 2^30, so the 65-bit stage-2 sum never overflows.
+2^62 and round <= 2^61 + 2^30, so the stage-2 sum fits 64 signed bits.
 Where the reference REQUIREs |v| < 2^(shift-2), the RTL still computes the
 formula above (the reference raises instead).
 
@@ -49,15 +49,21 @@ class RequantUnit(wiring.Component):
             mult1 = Signal(signed(32), name=f"mult{c}")
             shift1 = Signal(unsigned(6), name=f"shift1_{c}")
             # Stage 2 registers: v * multiplier + round, and the shift.
-            sum2 = Signal(signed(66), name=f"sum{c}")
+            sum2 = Signal(signed(64), name=f"sum{c}")
             shift2 = Signal(unsigned(6), name=f"shift2_{c}")
-            half = (Const(1, unsigned(64)) << shift1) >> 1
-            nudge = Const(1 << 30, signed(33))
-            round_ = Signal(signed(66), name=f"round{c}")
+            # Every intermediate stays within 64 bits (Verilator: native integers). In the
+            # contract (shift <= 62, 0 <= multiplier < 2^31, |v| < 2^31): 2^(shift-1) <= 2^61,
+            # |round| < 2^62 and |v * multiplier| < 2^62 fit signed 63 bits; their sum, 64.
+            half = Signal(signed(63), name=f"half{c}")
+            m.d.comb += half.eq((Const(1, 1) << shift1) >> 1)
+            nudge = Const(1 << 30, signed(32))
+            round_ = Signal(signed(63), name=f"round{c}")
             with m.If(self.double_round & (shift1 > 31)):
                 m.d.comb += round_.eq(half + Mux(v1 >= 0, nudge, -nudge))
             with m.Else():
                 m.d.comb += round_.eq(half)
+            product = Signal(signed(63), name=f"product{c}")
+            m.d.comb += product.eq(v1 * mult1)
             scaled = Signal(signed(32), name=f"scaled{c}")
             m.d.comb += scaled.eq((sum2 >> shift2)[:32])
             with_zp = Signal(signed(34), name=f"zp{c}")
@@ -65,7 +71,7 @@ class RequantUnit(wiring.Component):
             with m.If(advance):
                 m.d.sync += [v1.eq((self.i.payload[c] + self.bias[c])[:32]),
                              mult1.eq(self.multiplier[c]), shift1.eq(self.shift[c]),
-                             sum2.eq(v1 * mult1 + round_), shift2.eq(shift1)]
+                             sum2.eq(product + round_), shift2.eq(shift1)]
                 with m.If(with_zp < self.clamp_lo):
                     m.d.sync += self.o.payload[c].eq(self.clamp_lo)
                 with m.Elif(with_zp > self.clamp_hi):
