@@ -194,7 +194,7 @@ def _clamp(ctx: ConvertContext, a: dict) -> list:
 def _prelu(ctx: ConvertContext, a: dict) -> list:
     x, alpha = a["x"], a["alpha"]
     if x.rank < 2:
-        return ctx.composer.expand(ctx.composer.fragments["prelu"], a, None, ctx.loc, ctx.hint)
+        return _expand(ctx, a)
     vector = channel_vector(ctx, alpha, x.shape[1], "alpha")
     return ctx.emit("nn.prelu", [x, vector], {"axis": 1}, [(x.item, x.shape)])
 
@@ -203,8 +203,14 @@ def _prelu(ctx: ConvertContext, a: dict) -> list:
 def _leaky_relu(ctx: ConvertContext, a: dict) -> list:
     x, alpha = a["x"], a["alpha"]
     if not 0.0 <= alpha <= 1.0:  # nn.relu's alpha is a slope in [0, 1]; expand otherwise
-        return ctx.composer.expand(ctx.composer.fragments["leaky_relu"], a, None, ctx.loc, ctx.hint)
+        return _expand(ctx, a)
     return ctx.emit("nn.relu", [x], {"alpha": float(alpha), "max": None}, [(x.item, x.shape)])
+
+
+def _expand(ctx: ConvertContext, a: dict) -> list:
+    """Falls back to the fragment's body (the case has no direct 2.0 operator)."""
+    frag = ctx.composer.fragments[ctx.op]
+    return [ctx.composer.expand(frag, a, ctx.generic, ctx.loc, ctx.hint)]
 
 
 def channel_vector(ctx: ConvertContext, value: TensorValue | None, channels: int, what: str):
@@ -308,7 +314,9 @@ def _conv(ctx: ConvertContext, a: dict) -> list:
                  hint="filter channels × groups must equal input channels; groups must divide filter batch")
     stride, dilation = _window_lists(ctx, a, d)
     pads = window_padding(ctx, x.shape[2:], w.shape[2:], stride, dilation, a["padding"])
-    x, pads = _border_pad(ctx, x, a["border"], pads, ("constant", "replicate", "reflect", "reflect-even"))
+    x, full = _border_pad(ctx, x, a["border"], [(0, 0), (0, 0)] + pads,
+                          ("constant", "replicate", "reflect", "reflect-even"))
+    pads = full[2:]
     spatial = [down_extent(ctx, X, f, s, dl, p, q) for X, f, s, dl, (p, q)
                in zip(x.shape[2:], w.shape[2:], stride, dilation, pads)]
     bias = None if _is_zero_literal(ctx, a["bias"]) else channel_vector(ctx, a["bias"], w.shape[0], "bias")
@@ -665,7 +673,7 @@ def _matmul(ctx: ConvertContext, a: dict) -> list:
 def _linear(ctx: ConvertContext, a: dict) -> list:
     x, w, bias = a["input"], a["filter"], a["bias"]
     if x.rank != 2 or w.rank != 2:
-        return ctx.composer.expand(ctx.composer.fragments["linear"], a, None, ctx.loc, ctx.hint)
+        return _expand(ctx, a)
     if x.shape[1] != w.shape[1]:
         ctx.fail(f"input {list(x.shape)} and filter {list(w.shape)} disagree on the inner extent")
     vector = None if _is_zero_literal(ctx, bias) else channel_vector(ctx, bias, w.shape[0], "bias")
@@ -683,7 +691,7 @@ def _softmax(ctx: ConvertContext, a: dict) -> list:
 def _batch_norm(ctx: ConvertContext, a: dict) -> list:
     x = a["input"]
     if x.rank < 2:
-        return ctx.composer.expand(ctx.composer.fragments["batch_normalization"], a, None, ctx.loc, ctx.hint)
+        return _expand(ctx, a)
     c = x.shape[1]
     ins = [x] + [channel_vector(ctx, a[k], c, k) for k in ("mean", "variance", "offset", "scale")]
     return ctx.emit("nn.batch_norm", ins, {"epsilon": float(a["epsilon"]), "channel_axis": 1}, [(x.item, x.shape)])
@@ -714,7 +722,7 @@ def _linear_quantize(ctx: ConvertContext, a: dict) -> list:
     x = a["x"]
     lo, hi = (_compile_time_scalar(ctx, a[k]) for k in ("min", "max"))
     if lo is None or hi is None:  # dynamic range (7.2): expand into primitives
-        return ctx.composer.expand(ctx.composer.fragments["linear_quantize"], a, None, ctx.loc, ctx.hint)
+        return _expand(ctx, a)
     attrs = {"min": (lo,), "max": (hi,), "bits": a["bits"], "signed": False, "symmetric": False,
              "channel_axis": 1}
     return ctx.emit("quant.min_max_linear_quantize", [x], attrs, [(x.item, x.shape)])
