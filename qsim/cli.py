@@ -27,6 +27,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_rtl(args: argparse.Namespace) -> int:
+    from .npu.config import load_config
+    from .npu.export import export_rtl
+    config = load_config(args.config)
+    out = export_rtl(config, args.out)
+    print(f"wrote {out}/qsim_npu.v, README.md, npu.toml ({config.name}, "
+          f"{config.dataflow.name.lower()})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qsim",
@@ -48,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="OUT", help="write the output (.npy; .npz when several)")
     p.add_argument("--dump", metavar="DIR", help="write every tensor as DIR/<tensor name>.npy")
     p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("export-rtl", help="write the NPU's Verilog with a README of its ports "
+                                          "and instruction format")
+    p.add_argument("--config", default="16x16", metavar="CFG",
+                   help="NPU configuration: a TOML file or a preset (8x8, 16x16, 32x32; "
+                        "append :os for output-stationary); default 16x16")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
+    p.set_defaults(handler=cmd_export_rtl)
     return parser
 
 
