@@ -67,7 +67,8 @@ def run(op: str, inputs: list, attrs: dict | None = None, backend: str = "kernel
 def execute_call(call, arrays: list[np.ndarray], backend: str) -> list[np.ndarray]:
     """Computes a validated call; REQUIRE failures are reported with the call's label."""
     opdef = call.opdef
-    fn = kernel_for(opdef.name) if backend == "kernels" else None
+    # kernels implement the integer (Base Inference) modes; floating-point modes run the reference
+    fn = kernel_for(opdef.name) if backend == "kernels" and call.mode.profile == "BI" else None
     if fn is None:
         fn = opdef.ref
     arrays = [contiguous(x) for x in arrays]
