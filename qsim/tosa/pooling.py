@@ -24,7 +24,10 @@ def _check_argmax(call: Call):
 def _argmax_ref(inputs, attrs):
     # First index of the maximum: the spec keeps the first i with value > max_value,
     # starting from minimum_value, so an all-minimum slice gives 0 as np.argmax does.
-    return [np.argmax(inputs[0], axis=attrs["axis"]).astype(np.int32)]
+    x = inputs[0]
+    if x.dtype.kind == "f":
+        x = np.where(np.isnan(x), -np.inf, x)     # NaN > max_value is false: NaN never wins
+    return [np.argmax(x, axis=attrs["axis"]).astype(np.int32)]
 
 
 ARGMAX = define(OperatorDef(

@@ -36,3 +36,8 @@ def test_fp32_operators(backend):
     # padding is not counted in the float average either
     pooled = one("AVG_POOL2D", [img], dict(kernel=(2, 2), stride=(2, 2), pad=(1, 1, 1, 1), input_zp=0, output_zp=0))
     assert pooled[0, 0, 0, 0] == 0.0 and pooled[0, 1, 1, 0] == 7.5
+
+
+def test_argmax_skips_nan():
+    x = np.array([[np.nan, 1.0, 3.0, np.nan], [-np.inf, -np.inf, np.nan, -np.inf]], np.float32)
+    assert run("ARGMAX", [x], {"axis": 1})[0].tolist() == [2, 0]
