@@ -1,0 +1,98 @@
+"""SkriptND models: a `.sknd` file or a folder with `main.sknd`, composed into ir.Graph.
+
+`load_skriptnd(path, ...)` parses the main module, picks its first graph (or the one named),
+composes it with the standard modules, loads @variable data from `.dat` files and verifies the
+result. Variable data files are named by the variable's scoped name (2.7, 2.10): for `conv1.w`
+qsim reads `conv1.w.dat`, or else `conv1/w.dat`, in the model folder.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from .. import ir
+from ..errors import DataError, SemanticError, UsageError
+from .compose import ComposeOptions, Composer
+from .modules import ModuleSet
+from .values import TensorValue
+
+DEFAULT_KEEP = frozenset()
+
+
+@dataclass
+class Composed:
+    """One composed graph with what `qsim check` reports besides the graph itself."""
+    graph: ir.Graph
+    missing_data: list = field(default_factory=list)
+
+
+def _data_loader(folder: str | None):
+    def load(scoped: str, template: TensorValue):
+        if folder is None:
+            return None
+        candidates = [os.path.join(folder, scoped + ".dat"),
+                      os.path.join(folder, *scoped.split(".")) + ".dat"]
+        for path in candidates:
+            if os.path.isfile(path):
+                from ..tensorfile import read_tensor
+                return read_tensor(path, expected_shape=tuple(template.shape))
+        return None
+    return load
+
+
+def open_model(path: str) -> tuple[ModuleSet, str]:
+    """(modules with the main module loaded, main module key) for a .sknd file or model folder."""
+    if os.path.isdir(path):
+        main = os.path.join(path, "main.sknd")
+        if not os.path.isfile(main):
+            raise UsageError(f"{path} is a folder without main.sknd",
+                             hint="a SkriptND model folder holds main.sknd (2.15)")
+        folder = path
+    elif os.path.isfile(path):
+        main = path
+        folder = os.path.dirname(os.path.abspath(path))
+    else:
+        raise UsageError(f"no such file or folder: {path}")
+    modules = ModuleSet(folder)
+    modules.load_file(main, "main")
+    return modules, "main"
+
+
+def compose_graphs(path: str, *, graph: str | None = None, all_graphs: bool = False,
+                   keep: Iterable[str] = DEFAULT_KEEP, attribs: Mapping[str, Any] | None = None,
+                   require_data: bool = True) -> list[Composed]:
+    modules, main = open_model(path)
+    module = modules.modules[main]
+    graphs = module.graphs
+    if not graphs:
+        raise SemanticError(f"{path}: the main module defines no graph (2.15)",
+                            hint="write 'graph Name { ... }' in main.sknd")
+    for imp in module.imports:
+        modules.module(imp.module, imp.loc)          # unknown modules fail early, located
+    if graph is not None:
+        chosen = [g for g in graphs if g.name == graph]
+        if not chosen:
+            raise UsageError(f"{path} has no graph '{graph}'",
+                             hint="graphs: " + ", ".join(g.name for g in graphs))
+    else:
+        chosen = list(graphs) if all_graphs else [graphs[0]]
+    options = ComposeOptions(keep=frozenset(keep), attribs=dict(attribs or {}),
+                             load_variable=_data_loader(modules.folder))
+    results = []
+    for g in chosen:
+        composer = Composer(modules, options)
+        built, missing = composer.compose_graph(g)
+        if missing and require_data:
+            raise DataError(f"graph '{g.name}': no data file for variable '{missing[0]}'"
+                            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                            hint=f"put {missing[0]}.dat next to main.sknd (NNEF tensor file)")
+        if not missing:
+            built.verify()
+        results.append(Composed(built, missing))
+    return results
+
+
+def load_skriptnd(path: str, *, graph: str | None = None, keep: Iterable[str] = DEFAULT_KEEP,
+                  attribs: Mapping[str, Any] | None = None, require_data: bool = True) -> ir.Graph:
+    return compose_graphs(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data)[0].graph

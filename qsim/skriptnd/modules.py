@@ -1,0 +1,168 @@
+"""SkriptND modules and imports (NNEF 2.0 draft 2.15): finding, parsing and caching them.
+
+A model folder holds `main.sknd` plus other modules (nested modules in subfolders: `import a.b`
+is `a/b.sknd`). Standard modules come from qsim's stdlib (package `qsim.stdlib`, files
+`<module>.sknd`); a model's own module of the same name wins. Parsed modules are cached twice:
+in memory, and on disk as pickles keyed by the SHA-256 of the text and of the front end's own
+sources (`QSIM_CACHE_DIR`, default ~/.cache/qsim/skriptnd), so a warm start skips parsing.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import os
+import pickle
+import tempfile
+
+from ..errors import Location, SemanticError, UsageError
+from . import ast
+from .parser import parse
+
+STANDARD_MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
+_MEMORY: dict[str, ast.Module] = {}
+_FRONTEND_KEY: list[str] = []
+
+
+def _frontend_key() -> str:
+    """Hash of the grammar, AST and parser sources: a cached AST is valid only for them."""
+    if not _FRONTEND_KEY:
+        here = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha256()
+        for name in ("skriptnd.lark", "ast.py", "parser.py"):
+            with open(os.path.join(here, name), "rb") as f:
+                h.update(f.read())
+        _FRONTEND_KEY.append(h.hexdigest()[:16])
+    return _FRONTEND_KEY[0]
+
+
+def cache_dir() -> str | None:
+    path = os.environ.get("QSIM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "qsim",
+                                                             "skriptnd")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
+def parse_cached(text: str, filename: str) -> ast.Module:
+    """parse() with the in-memory and on-disk caches (keyed by content, file name and front end)."""
+    key = hashlib.sha256((_frontend_key() + "\0" + filename + "\0" + text).encode()).hexdigest()
+    module = _MEMORY.get(key)
+    if module is not None:
+        return module
+    directory = cache_dir()
+    path = os.path.join(directory, key + ".pickle") if directory else None
+    if path and os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                module = pickle.load(f)
+        except Exception:       # noqa: BLE001 - a damaged cache entry is re-parsed
+            module = None
+    if module is None:
+        module = parse(text, filename)
+        if path:
+            try:
+                fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+                with os.fdopen(fd, "wb") as f:
+                    pickle.dump(module, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(tmp, path)      # never leave a half-written entry
+            except OSError:
+                pass
+    _MEMORY[key] = module
+    return module
+
+
+def stdlib_text(name: str) -> tuple[str, str] | None:
+    """(text, path) of standard module `name`, or None."""
+    try:
+        root = importlib.resources.files("qsim.stdlib")
+        entry = root / f"{name}.sknd"
+        if entry.is_file():
+            return entry.read_text(encoding="utf-8"), f"stdlib/{name}.sknd"
+    except (ModuleNotFoundError, FileNotFoundError, TypeError):
+        pass
+    # editable installs do not always map package_dir entries: fall back to the source tree
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(here, "stdlib", f"{name}.sknd")
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            return f.read(), f"stdlib/{name}.sknd"
+    return None
+
+
+class ModuleSet:
+    """The modules of one model: the main module, and everything it imports (lazily)."""
+
+    def __init__(self, folder: str | None = None):
+        self.folder = folder
+        self.modules: dict[str, ast.Module] = {}
+
+    def add(self, name: str, module: ast.Module) -> None:
+        self.modules[name] = module
+
+    def load_file(self, path: str, name: str | None = None) -> ast.Module:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as err:
+            raise UsageError(f"cannot read {path}: {err.strerror}") from None
+        module = parse_cached(text, path)
+        self.modules[name or module.name] = module
+        return module
+
+    def module(self, name: str, loc: Location | None) -> ast.Module:
+        found = self.modules.get(name)
+        if found is not None:
+            return found
+        if self.folder is not None:
+            path = os.path.join(self.folder, *name.split(".")) + ".sknd"
+            if os.path.isfile(path):
+                module = self.load_file(path, name)
+                self._check_imported(module, name)
+                return module
+        std = stdlib_text(name)
+        if std is not None:
+            module = parse_cached(std[0], std[1])
+            self.modules[name] = module
+            self._check_imported(module, name)
+            return module
+        where = f" in {self.folder}" if self.folder else ""
+        raise SemanticError(f"unknown module '{name}': no {name.replace('.', '/')}.sknd{where} and no "
+                            "standard module of that name", location=loc,
+                            hint="standard modules: " + ", ".join(STANDARD_MODULES))
+
+    @staticmethod
+    def _check_imported(module: ast.Module, name: str) -> None:
+        if module.graphs:
+            g = module.graphs[0]
+            raise SemanticError(f"imported module '{name}' defines graph '{g.name}'; only the main "
+                                "module may define graphs (2.15)", location=g.loc)
+
+    def resolve(self, qualname: str, current: str, loc: Location) -> tuple[str, ast.OperatorDef]:
+        """(module name, definition) of an invoked operator `name` or `module.name`."""
+        module_name, _, op_name = qualname.rpartition(".")
+        here = self.modules[current]
+        if not module_name:
+            op = here.get(op_name)
+            if op is None:
+                imported = [i.module for i in here.imports]
+                hint = None
+                for m in imported:
+                    if self.module(m, None).get(op_name) is not None:
+                        hint = f"did you mean '{m}.{op_name}'?"
+                        break
+                raise SemanticError(f"unknown operator '{op_name}' (not defined in module '{current}')",
+                                    location=loc, hint=hint or "qualify operators of imported modules, "
+                                    "e.g. nn.conv")
+            return current, op
+        if module_name != current and module_name not in {i.module for i in here.imports}:
+            raise SemanticError(f"module '{module_name}' is not imported by module '{current}'",
+                                location=loc, hint=f"add 'import {module_name};' at the top")
+        module = self.module(module_name, loc)
+        op = module.get(op_name)
+        if op is None:
+            raise SemanticError(f"module '{module_name}' has no operator '{op_name}'", location=loc)
+        if op.is_graph:
+            raise SemanticError(f"'{qualname}' is a graph", location=loc)
+        return module_name, op
