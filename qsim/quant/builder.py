@@ -91,6 +91,8 @@ class GraphBuilder:
                                    hint="this is a qsim lowering limitation for this layer's "
                                         "attributes; please report it") from None
         (shape,), (dtype,) = call.out_shapes, output_types(call)
+        if quant is None and dtype is not ir.DType.I32 and ins and ins[0].dtype is dtype:
+            quant = ins[0].quant   # data movement (SLICE, TRANSPOSE, ...) keeps the grid
         out = self.add_tensor(hint, dtype, shape, quant=quant, exact=exact)
         stored = {k: v for k, v in attrs.items() if k != "out_t"}
         if op in ("RESCALE", "CAST"):

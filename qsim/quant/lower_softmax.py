@@ -64,7 +64,9 @@ def lower_softmax(ctx: LoweringContext, op: ir.Op) -> None:
     mi = ctx.to_int32(Lowered(m, raw.quant, x.perm), 1.0, f"{name}.max32")
     d = ctx.b.emit("SUB", [xi, mi], {}, hint=f"{name}.diff", label=where)
     d7 = ctx.rescale(d, scale=128.0, input_zp=0, output_zp=0, out_dtype=ir.DType.I16,
-                     hint=f"{name}.diff7")
+                     hint=f"{name}.diff7", quant=ir.QuantInfo(
+                         scale=float(x.quant.scales()[0]) / 128.0, zero_point=0, bits=16,
+                         symmetric=True, source="derived"))
     e = ctx.b.emit("TABLE", [d7], {"table": softmax_exp_table(float(x.quant.scales()[0]))},
                    hint=f"{name}.exp", label=where)
     total = e
