@@ -13,6 +13,7 @@ import itertools
 
 import numpy as np
 
+from ..errors import UnpredictableError
 from .accumulate import acc_bounds, add_bias, checked_dot, store
 from .signature import (I4, I8, I16, I32, I48, Arg, Attr, AttrKind, Call, OperatorDef, define,
                         modes)
@@ -262,26 +263,26 @@ def _transpose_ref(inputs, attrs):
 
 
 def _transpose_literal_require(x, w, bias, attrs, lo, hi, flagged):
-    """The spec's loop order, for the output elements whose bound does not fit: partial
-    sums start at bias[oc] and add value*weight over (iy, ix, ic, ky, kx)."""
-    n_, ih, iw, ic = x.shape
-    oc_, kh, kw, _ = w.shape
+    """The spec's loop order for the output elements whose bound does not fit: the partial
+    sums start at bias[oc] and add value * weight over (iy, ix, ic, ky, kx). For one output
+    element each (iy, ix) meets at most one (ky, kx): ky = oy - iy * stride_y + out_pad_top."""
+    _, ih, iw, _ = x.shape
+    _, kh, kw, _ = w.shape
     sy, sx = attrs["stride"]
     top, left = attrs["out_pad"][0], attrs["out_pad"][2]
     for n, oy, ox, oc in np.argwhere(flagged):
-        acc = int(bias[oc])
-        for iy in range(ih):
-            for ix in range(iw):
-                for c in range(ic):
-                    for ky in range(kh):
-                        for kx in range(kw):
-                            if iy * sy - top + ky == oy and ix * sx - left + kx == ox:
-                                acc += int(x[n, iy, ix, c]) * int(w[oc, ky, kx, c])
-                                if not lo <= acc <= hi:
-                                    from ..errors import UnpredictableError
-                                    raise UnpredictableError(
-                                        f"accumulator overflow at output element {[int(n), int(oy), int(ox), int(oc)]}: "
-                                        f"a partial sum leaves [{lo}, {hi}] (REQUIRE in apply_add)")
+        iys = [iy for iy in range(ih) if 0 <= oy - iy * sy + top < kh]
+        ixs = [ix for ix in range(iw) if 0 <= ox - ix * sx + left < kw]
+        if not iys or not ixs:
+            continue
+        kys = [oy - iy * sy + top for iy in iys]
+        kxs = [ox - ix * sx + left for ix in ixs]
+        terms = x[n][iys][:, ixs] * w[oc][kys][:, kxs]              # [iy, ix, ic] in loop order
+        partial = int(bias[oc]) + np.cumsum(terms.ravel())
+        if ((partial < lo) | (partial > hi)).any():
+            raise UnpredictableError(
+                f"accumulator overflow at output element {[int(n), int(oy), int(ox), int(oc)]}: a partial "
+                f"sum leaves [{lo}, {hi}] (REQUIRE(c >= minimum<out_t> && c <= maximum<out_t>) in apply_add)")
 
 
 TRANSPOSE_CONV2D = define(OperatorDef(

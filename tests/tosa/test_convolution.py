@@ -266,3 +266,21 @@ def test_matmul_and_transpose_error_if():
     attrs.update(out_shape=(1, 4, 4, 1), out_pad=(0, -1, 0, 0))
     with pytest.raises(InvalidGraphError, match=r"out_pad_top < 0 \|\| out_pad_bottom < 0"):
         run("TRANSPOSE_CONV2D", [np.zeros((1, 3, 3, 1), np.int8)], attrs)
+
+
+def test_transpose_conv2d_partial_sum_order():
+    # one output element fed by two input pixels: bias + (+x) then (-x). With the positive term
+    # first the running sum leaves int32 (REQUIRE); in the other order it stays inside.
+    x = np.array([127, 127], np.int8).reshape(1, 1, 2, 1)
+    w = np.array([127, -128], np.int8).reshape(1, 1, 2, 1)        # kx = 0, 1
+    # stride_x 1, out_pad 0: ox = ix + kx. Output ox=1 gets ix=0,kx=1 (first) then ix=1,kx=0.
+    attrs = dict(weight=w, bias=np.array([0], np.int32), out_pad=(0, 0, 0, 0), stride=(1, 1),
+                 out_shape=(1, 1, 3, 1), input_zp=0, weight_zp=0)
+    # ox=1 terms in loop order: (ix=0, kx=1) = 127*-128 = -16256, then (ix=1, kx=0) = 127*127 = 16129
+    attrs["bias"] = np.array([-(2 ** 31) + 16255], np.int32)
+    with pytest.raises(UnpredictableError, match=r"\[0, 0, 1, 0\]"):
+        run("TRANSPOSE_CONV2D", [x], attrs, backend="reference")
+    attrs["bias"] = np.array([-(2 ** 31) + 16256], np.int32)
+    out, = run("TRANSPOSE_CONV2D", [x], attrs, backend="reference")
+    assert out.ravel().tolist() == [-(2 ** 31) + 16256 + 16129, -(2 ** 31) + 16256 - 16256 + 16129,
+                                    -(2 ** 31) + 16256 - 16256]
