@@ -94,6 +94,11 @@ class Interpreter:
         return [self.env[s.name] for s in self.b.outputs]
 
     def statement(self, stmt: A.Lowering, env: dict):
+        t = stmt.target
+        if isinstance(t, A.Subscript) and isinstance(t.target, A.Name) and \
+                isinstance(env.get(t.target.name), np.ndarray):
+            # `y[i] = ...` on a rank-1 output, as the 2.12 examples write it (no ',')
+            stmt = dataclasses.replace(stmt, target=A.TensorAccess(t.loc, t.target, (t.index,)))
         if stmt.unroll is not None:
             n = Evaluator(env, self.b.dtypes).eval(stmt.unroll.count)
             inner = dataclasses.replace(stmt, unroll=None)

@@ -329,6 +329,8 @@ class Binder:
         shape needs a symbol not known yet waits, and @using items that became computable
         are evaluated in between."""
         self.usings_done: set[int] = set()
+        # omitted optional inputs go last: their symbols become null only if still unbound
+        pending.sort(key=lambda item: item[1] is None)
         while pending:
             progress, last = False, None
             for item in list(pending):

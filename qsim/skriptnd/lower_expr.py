@@ -118,6 +118,9 @@ class Evaluator:
 
     def _Subscript(self, e):
         target = self.eval(e.target)
+        if isinstance(target, np.ndarray):
+            # `x[i]` on a rank-1 tensor: the spec's own 2.12 examples omit the ',' of `x[i,]`
+            return self._TensorAccess(A.TensorAccess(e.loc, e.target, (e.index,)))
         if isinstance(e.index, A.Range):
             if target is None:
                 return None
