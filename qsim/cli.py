@@ -37,6 +37,13 @@ def cmd_export_rtl(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from .skriptnd.check import check_model
+    keep = [k for k in (args.keep or "").split(",") if k]
+    print(check_model(args.model, all_graphs=args.all, graph=args.graph, keep=keep))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qsim",
@@ -66,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "append :os for output-stationary); default 16x16")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
     p.set_defaults(handler=cmd_export_rtl)
+    p = sub.add_parser("check", help="parse and compose a model (.sknd, model folder, graph.nnef, "
+                                     ".tgz) and summarize it, or report located errors")
+    p.add_argument("model", help="a .sknd file, a folder with main.sknd or graph.nnef, or a .tgz/.tar")
+    p.add_argument("--all", action="store_true", help="compose every graph of the main module")
+    p.add_argument("--graph", help="compose the graph of this name (default: the first)")
+    p.add_argument("--keep", help="comma-separated compound operators to keep whole, e.g. nn.softmax")
+    p.set_defaults(handler=cmd_check)
     return parser
 
 

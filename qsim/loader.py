@@ -1,0 +1,56 @@
+"""`qsim.load(path)`: any model form qsim reads, as an ir.Graph.
+
+- a `.sknd` file, or a folder holding `main.sknd`: NNEF 2.0 / SkriptND (qsim.skriptnd);
+- a `graph.nnef` file, a folder holding `graph.nnef`, or a `.tgz` / `.tar.gz` / `.tar` container:
+  NNEF 1.0 (qsim.nnef1, imported only when needed).
+Anything else is a UsageError saying what was found and what is expected.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping
+
+from .errors import UsageError
+from .ir import Graph
+
+NNEF1_CONTAINERS = (".tgz", ".tar.gz", ".tar")
+
+
+def model_kind(path: str) -> str:
+    """'skriptnd' or 'nnef1' for a model path; raises UsageError otherwise."""
+    if os.path.isdir(path):
+        if os.path.isfile(os.path.join(path, "main.sknd")):
+            return "skriptnd"
+        if os.path.isfile(os.path.join(path, "graph.nnef")):
+            return "nnef1"
+        raise UsageError(f"{path} is a folder with neither main.sknd (NNEF 2.0) nor graph.nnef (NNEF 1.0)")
+    if not os.path.exists(path):
+        raise UsageError(f"no such file or folder: {path}")
+    lower = path.lower()
+    if lower.endswith(".sknd"):
+        return "skriptnd"
+    if lower.endswith(".nnef") or lower.endswith(NNEF1_CONTAINERS):
+        return "nnef1"
+    raise UsageError(f"cannot tell the model format of {path}",
+                     hint="give a .sknd file or a folder with main.sknd (NNEF 2.0), or graph.nnef, "
+                          "a folder holding it, or a .tgz/.tar container (NNEF 1.0)")
+
+
+def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
+         attribs: Mapping[str, Any] | None = None, require_data: bool = True) -> Graph:
+    """Loads the model at `path` as a verified ir.Graph.
+
+    SkriptND options: `graph` picks a graph of the main module by name (default: the first),
+    `keep` names compound operators to keep as single ops (e.g. {"nn.conv"}), `attribs` gives
+    graph attribute values, `require_data=False` accepts variables without .dat files.
+    """
+    path = os.fspath(path)
+    kind = model_kind(path)
+    if kind == "skriptnd":
+        from .skriptnd.model import load_skriptnd
+        return load_skriptnd(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data)
+    try:
+        from .nnef1 import load_nnef1
+    except ImportError:
+        raise UsageError("this qsim build cannot read NNEF 1.0 models (qsim.nnef1.load_nnef1 is missing)") from None
+    return load_nnef1(path)
