@@ -9,6 +9,7 @@ this executor and the same backend.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -38,10 +39,19 @@ def registered_dialects() -> list[str]:
     return sorted(_RUNNERS)
 
 
+# Modules that register a dialect's runner when imported (imported on first use).
+_DIALECT_MODULES = {"tosa": "qsim.tosa", "cvm": "qsim.cvm",
+                    **{d: "qsim.skriptnd.execute"
+                       for d in ("layout", "math", "linalg", "nn", "image", "quant", "algo")}}
+
+
 def _runner_for(op: Op) -> _Runner:
     dialect = op.kind.dialect
-    if dialect not in _RUNNERS and dialect == "tosa":
-        _register_tosa()
+    if dialect not in _RUNNERS and dialect in _DIALECT_MODULES:
+        if dialect == "tosa":
+            _register_tosa()
+        else:
+            importlib.import_module(_DIALECT_MODULES[dialect])
     try:
         return _RUNNERS[dialect]
     except KeyError:

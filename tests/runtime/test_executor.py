@@ -144,3 +144,9 @@ def test_unknown_backend_and_dialect():
         execute(g2, {"a": np.zeros(2, np.int32)}, "reference")
     register_dialect("testdialect", lambda op, inputs, backend: [inputs[0] * 2])
     assert execute(g2, {"a": np.array([1, 2], np.int32)}, "reference")["b"].tolist() == [2, 4]
+
+
+def test_known_dialects_are_imported_on_first_use():
+    from qsim.runtime.executor import _DIALECT_MODULES, registered_dialects
+    assert _DIALECT_MODULES["cvm"] == "qsim.cvm" and _DIALECT_MODULES["nn"] == "qsim.skriptnd.execute"
+    assert "tosa" in registered_dialects()
