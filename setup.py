@@ -30,6 +30,8 @@ def kernel_extensions():
         exts.append(Extension(
             f"qsim.kernels._{stem}",
             sources=[pyx],
+            # the C headers hold most kernel code: rebuild when one changes
+            depends=sorted(glob.glob(os.path.join("kernels", "*.h"))),
             include_dirs=[numpy.get_include(), os.path.join(HERE, "kernels")],
             extra_compile_args=extra_compile,
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],

@@ -14,32 +14,41 @@ from libc.stdint cimport int8_t, int32_t
 cnp.import_array()
 
 
-cdef void _gemm_nt(const int8_t[:, ::1] a, const int8_t[:, ::1] b, int32_t[:, ::1] out) noexcept nogil:
-    """out[m, n] = sum_k a[m, k] * b[n, k]: both operands walk k contiguously."""
-    cdef Py_ssize_t M = a.shape[0], N = b.shape[0], K = a.shape[1]
-    cdef Py_ssize_t m, n, k
-    cdef int32_t acc
-    cdef const int8_t* ar
-    cdef const int8_t* br
-    for m in range(M):
-        ar = &a[m, 0]
-        for n in range(N):
-            br = &b[n, 0]
-            acc = 0
-            for k in range(K):
-                acc += <int32_t>ar[k] * <int32_t>br[k]
-            out[m, n] = acc
+cdef extern from "cvm_gemm.h":
+    void qsim_cvm_gemm(const int8_t* a, const int8_t* bt, int32_t* out,
+                       Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, int use_simd) nogil
+    int qsim_cvm_gemm_simd_available()
+
+# module switch for tests: False forces the portable C path (same bits by construction)
+_use_simd = True
+
+
+def simd_available():
+    """True when the AVX2 clone of the GEMM runs on this CPU."""
+    return bool(qsim_cvm_gemm_simd_available())
+
+
+def set_simd(enabled):
+    """Selects the AVX2 clone (True, default) or the portable path (False)."""
+    global _use_simd
+    _use_simd = bool(enabled)
+
+
+cdef void _gemm(const int8_t[:, ::1] a, const int8_t[:, ::1] bt, int32_t[:, ::1] out, int simd) noexcept nogil:
+    """out[m, n] = sum_k a[m, k] * bt[k, n] (bt: the weights transposed, K x N)."""
+    qsim_cvm_gemm(&a[0, 0], &bt[0, 0], &out[0, 0], a.shape[0], bt.shape[1], a.shape[1], simd)
 
 
 def dense(x, w, bias=None):
     """Y = X W^T (+ bias): x int8 (M, K), w int8 (N, K), bias int32 (N,) or None -> int32 (M, N)."""
     cdef const int8_t[:, ::1] xv = np.ascontiguousarray(x, dtype=np.int8)
-    cdef const int8_t[:, ::1] wv = np.ascontiguousarray(w, dtype=np.int8)
-    out = np.empty((xv.shape[0], wv.shape[0]), dtype=np.int32)
+    cdef const int8_t[:, ::1] wv = np.ascontiguousarray(np.asarray(w, dtype=np.int8).T)
+    out = np.empty((xv.shape[0], wv.shape[1]), dtype=np.int32)
     cdef int32_t[:, ::1] ov = out
+    cdef int simd = _use_simd
     if xv.shape[1] > 0:
         with nogil:
-            _gemm_nt(xv, wv, ov)
+            _gemm(xv, wv, ov, simd)
     else:
         out[...] = 0
     if bias is not None:
@@ -105,6 +114,7 @@ def conv2d(x, w, bias, int ph, int pw, int sh, int sw, int dh, int dw, int group
     cdef int32_t[:, :, ::1] yv
     cdef const int8_t[:, :, ::1] wdv
     cdef const int8_t[:, ::1] wmv
+    cdef int simd = _use_simd
     if groups != 1:
         wdv = wa.reshape(OC, KH, KW)
         for n in range(N):
@@ -113,7 +123,7 @@ def conv2d(x, w, bias, int ph, int pw, int sh, int sw, int dh, int dw, int group
             with nogil:
                 _depthwise(xv, wdv, yv, ph, pw, sh, sw, dh, dw)
     else:
-        wmv = wa.reshape(OC, IC * KH * KW)
+        wmv = np.ascontiguousarray(wa.reshape(OC, IC * KH * KW).T)
         col = np.empty((OH * OW, C * KH * KW), dtype=np.int8)
         gemm = np.empty((OH * OW, OC), dtype=np.int32)
         colv = col
@@ -122,7 +132,7 @@ def conv2d(x, w, bias, int ph, int pw, int sh, int sw, int dh, int dw, int group
             xv = xa[n]
             with nogil:
                 _im2col(xv, colv, KH, KW, ph, pw, sh, sw, dh, dw, OH, OW)
-                _gemm_nt(colv, wmv, gv)
+                _gemm(colv, wmv, gv, simd)
             out[n] = gemm.T.reshape(OC, OH, OW)
     if bias is not None:
         out += np.asarray(bias, dtype=np.int32)[None, :, None, None]

@@ -63,10 +63,21 @@ static void qsim_pack_weights(int isa, const int8_t *restrict src, int64_t N, in
     const int64_t NP = avx2 ? qsim_round_up(N, QSIM_AVX2_PANEL) : qsim_round_up(N, 16);
     /* column sums, walking memory in its own order */
     for (int64_t n = 0; n < N; n++) colsum[n] = 0;
-    if (s_n <= s_c) {
+    /* (unit strides spelled out so the compiler vectorizes with runtime shapes) */
+    if (s_n == 1) {
         for (int64_t t = 0; t < T; t++)
-            for (int64_t c = 0; c < C; c++)
-                for (int64_t n = 0; n < N; n++) colsum[n] += src[n * s_n + t * s_t + c * s_c];
+            for (int64_t c = 0; c < C; c++) {
+                const int8_t *row = src + t * s_t + c * s_c;
+                for (int64_t n = 0; n < N; n++) colsum[n] += row[n];
+            }
+    } else if (s_c == 1) {
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t t = 0; t < T; t++) {
+                const int8_t *row = src + n * s_n + t * s_t;
+                int32_t acc = 0;
+                for (int64_t c = 0; c < C; c++) acc += row[c];
+                colsum[n] += acc;
+            }
     } else {
         for (int64_t n = 0; n < N; n++)
             for (int64_t t = 0; t < T; t++)
@@ -79,6 +90,17 @@ static void qsim_pack_weights(int isa, const int8_t *restrict src, int64_t N, in
             for (int64_t c4 = 0; c4 < C4; c4 += 4) {
                 const int64_t k = t * C4 + c4;
                 const int full = p0 + width <= N && c4 + 4 <= C;
+                if (!avx2 && full && s_n == 1) {
+                    /* MATMUL's B: four contiguous rows -> one little-endian quad per column
+                     * (a loop the compiler vectorizes; the generic path below is per byte) */
+                    const uint8_t *r0 = (const uint8_t *)src + t * s_t + c4 * s_c + p0;
+                    const uint8_t *r1 = r0 + s_c, *r2 = r1 + s_c, *r3 = r2 + s_c;
+                    uint32_t *o = (uint32_t *)((int8_t *)dst + p0 * K + (k / 4) * (width * 4));
+                    for (int64_t j = 0; j < width; j++)
+                        o[j] = (uint32_t)r0[j] | ((uint32_t)r1[j] << 8) | ((uint32_t)r2[j] << 16)
+                             | ((uint32_t)r3[j] << 24);
+                    continue;
+                }
                 int8_t quad[QSIM_VNNI_PANEL][4];
                 for (int64_t kk = 0; kk < 4; kk++) {
                     const int8_t *row = src + t * s_t + (c4 + kk) * s_c + p0 * s_n;
@@ -181,7 +203,7 @@ static void qsim_gemm_portable(const uint8_t *A, const int64_t *rows, int64_t M,
  * weight registers and one broadcast: at most 29 of the 32 zmm registers).
  */
 #define QSIM_VNNI_MR 6
-#define QSIM_VNNI_KC4 64   /* K quads per cache block */
+#define QSIM_VNNI_KC4 64   /* K quads per cache block (16 KiB of a 64-column panel) */
 
 static inline __attribute__((always_inline)) QSIM_TARGET_VNNI void
 qsim_vnni_tile(const int MR, const int NV, const uint8_t *A, const int64_t *rows,
