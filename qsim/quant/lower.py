@@ -265,22 +265,27 @@ class LoweringContext:
         self.bind(name, Lowered(out, quant, identity(len(shape))))
 
 
+def lowering_rules() -> dict[str, Rule]:
+    """Every operator kind the lowering handles (the rule modules register on import)."""
+    from . import lower_elementwise, lower_layout, lower_linear, lower_softmax  # noqa: F401
+    return dict(RULES)
+
+
 def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
                 config: QuantConfig = QuantConfig()) -> LoweredModel:
     """Lowers `graph` (float, NNEF operators) to a verified TOSA integer graph."""
-    from . import lower_elementwise, lower_layout, lower_linear, lower_softmax  # noqa: F401  (rules)
-
+    rules = lowering_rules()
     ctx = LoweringContext(graph, qparams, config)
     for name in graph.inputs:
         ctx.quantize_input(name)
     for op in graph.ops:
         if id(op) in ctx.fused:
             continue
-        fn = RULES.get(op.kind.name)
+        fn = rules.get(op.kind.name)
         if fn is None:
             raise UnsupportedError(
                 f"cannot lower {op.kind.name} {op.label!r}: no integer lowering for {op.kind.name}",
-                hint="supported operators: " + ", ".join(sorted(RULES)))
+                hint="supported operators: " + ", ".join(sorted(rules)))
         ctx.op = op
         fn(ctx, op)
         for out in op.outputs:
