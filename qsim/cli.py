@@ -19,11 +19,43 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .quant import qmodel
     from .skriptnd import execute
+    if qmodel.is_quantized_model(args.model):
+        return _run_quantized(args)
     graph = execute.load_model(args.model)
     values = execute.run_graph(graph, execute.read_inputs(graph, args.input or []))
     execute.write_outputs(graph, values, args.output, args.dump)
     print(execute.summarize(graph, values))
+    return 0
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from .quant.observers import ObserverKind
+    from .quant.params import Granularity, Precision
+    from .quant.pipeline import QuantizeOptions, quantize_command, summary_lines
+    options = QuantizeOptions(
+        observer=ObserverKind(args.observer), precision=Precision(args.precision),
+        weight_granularity=Granularity(args.weights), double_round=args.rounding == "double",
+        backend=args.backend, calib_limit=args.calib_limit, eval_limit=args.eval_limit,
+        show_progress=not args.quiet)
+    result = quantize_command(args.model, args.calib, args.out, options, evaluation=args.eval,
+                              subset_only=args.subset, target=args.target)
+    print("\n".join(summary_lines(result)))
+    return 0
+
+
+def _run_quantized(args: argparse.Namespace) -> int:
+    from .quant import qmodel
+    from .runtime.executor import execute as run_integer
+    from .skriptnd import execute
+    model = qmodel.load_quantized(args.model)
+    arrays = qmodel.integer_inputs(model, execute.read_inputs(model.graph, args.input or []))
+    values = run_integer(model.graph, arrays, backend=args.backend)
+    execute.write_outputs(model.graph, values, args.output, args.dump)
+    print(execute.summarize(model.graph, values))
+    for name in model.graph.outputs:
+        print(qmodel.dequantized_summary(name, values[name], model.output_quant[name]))
     return 0
 
 
@@ -57,14 +89,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.set_defaults(handler=cmd_selftest)
 
-    p = sub.add_parser("run", help="execute a model on numpy inputs (float models: the "
-                                   "SkriptND standard operators)")
+    p = sub.add_parser("run", help="execute a model on numpy inputs: a float model, or a "
+                                   "quantized model written by qsim quantize")
     p.add_argument("model", metavar="MODEL", help="model folder, main.sknd, graph.nnef or .tgz")
     p.add_argument("--input", action="append", metavar="[NAME=]X.npy",
                    help="an input array (.npy), in graph input order or by name; repeatable")
     p.add_argument("--output", metavar="OUT", help="write the output (.npy; .npz when several)")
     p.add_argument("--dump", metavar="DIR", help="write every tensor as DIR/<tensor name>.npy")
+    p.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
+                   help="quantized models: Cython kernels or the numpy TOSA reference "
+                        "(same bits; default kernels)")
     p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("quantize", help="quantize a float model to a bit-exact integer model "
+                                        "(TOSA 0.30 or CVM) and report its accuracy")
+    p.add_argument("model", nargs="?", metavar="MODEL",
+                   help="float model: folder with main.sknd or graph.nnef, a .sknd file, "
+                        "graph.nnef or .tgz (default: the embedded Fashion-MNIST CNN)")
+    p.add_argument("--calib", metavar="DATA", help="calibration inputs: .npy, .npz or a folder "
+                   "of images (required with MODEL; default: the embedded calibration images)")
+    p.add_argument("--eval", metavar="DATA", help="evaluation inputs (.npy/.npz/image folder, "
+                   "with labels for top-1 accuracy); default: the Fashion-MNIST test set for "
+                   "the embedded model, else the calibration data")
+    p.add_argument("-o", "--out", metavar="OUT",
+                   help="output folder (default qsim-out/<model>-int8/ here)")
+    p.add_argument("--target", choices=("tosa", "cvm"), default="tosa",
+                   help="integer operator set (default tosa)")
+    p.add_argument("--observer", choices=("minmax", "percentile", "mse"), default="minmax",
+                   help="range observer for calibrated tensors (default minmax)")
+    p.add_argument("--precision", choices=("int8", "16x8"), default="int8",
+                   help="int8, or 16x8: int16 activations, int8 weights (default int8)")
+    p.add_argument("--weights", choices=("per-channel", "per-tensor"), default="per-channel",
+                   help="weight scale granularity (default per-channel)")
+    p.add_argument("--rounding", choices=("single", "double"), default="single",
+                   help="RESCALE rounding; double reproduces TFLite (default single)")
+    p.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
+                   help="integer execution during evaluation (default kernels)")
+    p.add_argument("--calib-limit", type=int, metavar="N", help="use at most N calibration samples")
+    p.add_argument("--eval-limit", type=int, metavar="N", help="evaluate at most N samples")
+    p.add_argument("--subset", action="store_true",
+                   help="embedded model: evaluate on the embedded 1000-image subset only")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(handler=cmd_quantize)
 
     p = sub.add_parser("export-rtl", help="write the NPU's Verilog with a README of its ports "
                                           "and instruction format")

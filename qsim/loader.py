@@ -48,7 +48,13 @@ def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
     kind = model_kind(path)
     if kind == "skriptnd":
         from .skriptnd.model import load_skriptnd
-        return load_skriptnd(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data)
+        loaded = load_skriptnd(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data)
+        if any(op.kind.dialect == "tosa" for op in loaded.ops):
+            # a quantized model: tensor attributes come back from @variable inputs, integer
+            # widths from @quantize (see qsim.quant.sknd_form)
+            from .quant.sknd_form import from_sknd_form
+            loaded = from_sknd_form(loaded)
+        return loaded
     try:
         from .nnef1 import load_nnef1
     except ImportError:

@@ -15,7 +15,7 @@ from typing import Iterable
 import numpy as np
 
 from .. import ir
-from ..progress import progress
+from ..progress import Progress
 from ..report.accuracy import AccuracyReport, TensorAccuracy
 from ..runtime.executor import execute
 from .lower import LoweredModel
@@ -53,38 +53,85 @@ def float_view(model: LoweredModel, name: str, int_values: dict[str, np.ndarray]
     return dequantize(int_values[v.name], v.quant).transpose(np.argsort(v.perm))
 
 
+@dataclass(frozen=True)
+class Batched:
+    """The float graph and its lowering built for a batch of `size` samples (same
+    quantization parameters as the batch-1 model, so every sample's integer results are
+    those of the batch-1 model: TOSA operators never mix samples of the batch axis)."""
+    size: int
+    float_graph: ir.Graph
+    model: LoweredModel
+
+
+def _batches(samples, size: int):
+    """Groups (feed, label) samples into (feed with up to `size` rows, labels or None)."""
+    feeds, labels = [], []
+    for feed, label in samples:
+        feeds.append(feed)
+        labels.append(label)
+        if len(feeds) == size:
+            yield _stack(feeds, labels)
+            feeds, labels = [], []
+    if feeds:
+        yield _stack(feeds, labels)
+
+
+def _stack(feeds, labels):
+    feed = {n: np.concatenate([f[n] for f in feeds]) for n in feeds[0]}
+    return feed, (None if any(x is None for x in labels) else np.asarray(labels, np.int64))
+
+
+def _pad_rows(feed: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+    """A short last batch is filled up by repeating its last sample (rows dropped later)."""
+    out = {}
+    for n, v in feed.items():
+        extra = size - v.shape[0]
+        out[n] = np.concatenate([v, np.repeat(v[-1:], extra, axis=0)]) if extra else v
+    return out
+
+
 def evaluate(float_graph: ir.Graph, model: LoweredModel,
              samples: Iterable[tuple[dict[str, np.ndarray], int | None]], *, total: int | None = None,
              backend: str = "kernels", name: str = "model", settings: dict | None = None,
-             show_progress: bool = True, notes: tuple[str, ...] = ()) -> AccuracyReport:
-    """Runs both graphs on every (feed, label) sample and summarizes the agreement."""
+             show_progress: bool = True, notes: tuple[str, ...] = (),
+             batched: Batched | None = None) -> AccuracyReport:
+    """Runs both graphs on every (feed, label) sample (feeds with a batch axis of 1) and
+    summarizes the agreement. With `batched`, samples run `batched.size` at a time."""
     import qsim.skriptnd.execute  # noqa: F401  (float operators' runners)
 
     watched = [n for n in model.tensor_map if not float_graph.tensor(n).is_constant]
     stats = {n: _TensorStats() for n in watched}
     out_name = float_graph.outputs[0]
+    size = batched.size if batched is not None else 1
+    fgraph, imodel = (batched.float_graph, batched.model) if batched is not None else (float_graph, model)
     n_samples = agree = float_correct = int_correct = labelled = 0
-    for feed, label in progress(samples, "evaluating", total=total, enabled=show_progress):
-        fvals = execute(float_graph, feed)
-        ivals = execute(model.graph, quantize_feed(model, feed), backend=backend)
-        for n in watched:
-            f = np.asarray(fvals[n], dtype=np.float64)
-            d = float_view(model, n, ivals)
-            s = stats[n]
-            err = d - f
-            s.signal += float(np.sum(f * f))
-            s.noise += float(np.sum(err * err))
-            lsb = err / float(model.tensor_map[n].quant.scales()[0])
-            s.counts += np.histogram(np.clip(lsb, ERROR_EDGES_LSB[0], ERROR_EDGES_LSB[-1]),
-                                     ERROR_EDGES_LSB)[0]
-        f_top = int(np.argmax(np.asarray(fvals[out_name]).reshape(-1)))
-        i_top = int(np.argmax(float_view(model, out_name, ivals).reshape(-1)))
-        n_samples += 1
-        agree += f_top == i_top
-        if label is not None:
-            labelled += 1
-            float_correct += f_top == int(label)
-            int_correct += i_top == int(label)
+    bar = Progress("evaluating", total, enabled=show_progress)
+    try:
+        for feed, labels in _batches(samples, size):
+            rows = next(iter(feed.values())).shape[0]
+            feed = _pad_rows(feed, size)
+            fvals = execute(fgraph, feed)
+            ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend)
+            for n in watched:
+                f = np.asarray(fvals[n], dtype=np.float64)[:rows]
+                err = float_view(imodel, n, ivals)[:rows] - f
+                s = stats[n]
+                s.signal += float(np.sum(f * f))
+                s.noise += float(np.sum(err * err))
+                lsb = err / float(imodel.tensor_map[n].quant.scales()[0])
+                s.counts += np.histogram(np.clip(lsb, ERROR_EDGES_LSB[0], ERROR_EDGES_LSB[-1]),
+                                         ERROR_EDGES_LSB)[0]
+            f_top = np.argmax(np.asarray(fvals[out_name])[:rows].reshape(rows, -1), axis=1)
+            i_top = np.argmax(float_view(imodel, out_name, ivals)[:rows].reshape(rows, -1), axis=1)
+            n_samples += rows
+            agree += int(np.sum(f_top == i_top))
+            if labels is not None:
+                labelled += rows
+                float_correct += int(np.sum(f_top == labels))
+                int_correct += int(np.sum(i_top == labels))
+            bar.advance(rows)
+    finally:
+        bar.close()
     tensors = tuple(TensorAccuracy(n, _producer_kind(float_graph, n), stats[n].sqnr_db(),
                                    tuple(int(c) for c in stats[n].counts),
                                    tuple(float(e) for e in ERROR_EDGES_LSB)) for n in watched)

@@ -10,17 +10,22 @@ embedded calibration images and labelled test subset.
 """
 from __future__ import annotations
 
+import math
 import time
+
+import numpy as np
+from typing import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import ir
 from ..atomic import atomic_directory
-from ..errors import DataError, UsageError
+from ..errors import DataError, QsimError, UsageError
 from ..report.accuracy import AccuracyReport, write_accuracy_report
+from .annotations import check_annotations
 from .calibrate import calibrate
 from .data import Samples, load_samples
-from .evaluate import evaluate
+from .evaluate import Batched, evaluate
 from .lower import LoweredModel, lower_graph
 from .observers import ObserverKind
 from .params import Granularity, Precision, QuantConfig
@@ -69,12 +74,51 @@ def _single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
     return name, tuple(int(d) for d in shape[1:])
 
 
+EVAL_BATCH = 100
+
+
+def batched_models(graph: ir.Graph, model: LoweredModel, qparams: dict[str, ir.QuantInfo],
+                   config: QuantConfig, load_batch: Callable[[int], ir.Graph] | None,
+                   size: int = EVAL_BATCH) -> Batched | None:
+    """The float graph and its lowering at batch `size`, when the model can be loaded at
+    another batch size (a SkriptND graph attribute `batch`), else None. The lowering reuses
+    the batch-1 quantization parameters, so the integer weights and scales are identical;
+    the batch graphs must differ from the batch-1 ones in the leading axis only."""
+    if load_batch is None or size <= 1:
+        return None
+    try:
+        big = load_batch(size)
+    except QsimError:
+        return None
+    big_model = lower_graph(big, qparams, config)
+
+    def same_but_batch(a: ir.Graph, b: ir.Graph, names) -> bool:
+        for n in names:
+            if n not in a.tensors or n not in b.tensors:
+                return False
+            sa, sb = a.tensor(n).shape, b.tensor(n).shape
+            if not sa or sa[0] != 1 or sb[0] != size or tuple(sa[1:]) != tuple(sb[1:]):
+                return False
+        return True
+
+    watched = list(model.tensor_map)
+    if not (same_but_batch(graph, big, [n for n in watched if not graph.tensor(n).is_constant])
+            and same_but_batch(model.graph, big_model.graph,
+                               [lw.name for n, lw in model.tensor_map.items()
+                                if not graph.tensor(n).is_constant])):
+        return None
+    return Batched(size, big, big_model)
+
+
 def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None = None,
                    options: QuantizeOptions = QuantizeOptions(), name: str | None = None,
-                   notes: tuple[str, ...] = ()) -> QuantizeResult:
-    """Calibrates, lowers and evaluates `graph` (no files read or written)."""
+                   notes: tuple[str, ...] = (),
+                   load_batch: Callable[[int], ir.Graph] | None = None) -> QuantizeResult:
+    """Calibrates, lowers and evaluates `graph` (no files read or written). `load_batch(n)`,
+    when given, loads the same float model at batch n, to evaluate n samples at a time."""
     name = name or graph.name
     input_name, _ = _single_input(graph)
+    check_annotations(graph, options.precision)
     seconds = {}
     t0 = time.perf_counter()
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
@@ -91,66 +135,136 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
                          "results on the calibration data.",)
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
+    batched = batched_models(graph, model, qparams, options.config, load_batch,
+                             min(EVAL_BATCH, n_eval))
     report = evaluate(graph, model, evaluation.feeds(input_name, n_eval), total=n_eval,
                       backend=options.backend, name=name, settings=options.settings(),
-                      show_progress=options.show_progress, notes=notes)
+                      show_progress=options.show_progress, notes=notes, batched=batched)
     seconds["evaluate"] = time.perf_counter() - t0
     return QuantizeResult(model, report, None, seconds)
 
 
-def load_float_model(path) -> ir.Graph:
+def load_float_model(path, batch: int | None = None) -> ir.Graph:
     """Loads a float model keeping whole every compound operator the lowering has a rule for
-    (nn.conv, nn.batch_norm, nn.linear, ...): the rules see the operator, not its expansion."""
+    (nn.conv, nn.batch_norm, nn.linear, ...): the rules see the operator, not its expansion.
+    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none)."""
     from ..loader import load, model_kind
     from .lower import lowering_rules
 
     if model_kind(str(path)) == "skriptnd":
-        return load(path, keep=set(lowering_rules()))
+        return load(path, keep=set(lowering_rules()),
+                    attribs=None if batch is None else {"batch": batch})
+    if batch is not None:
+        raise UsageError(f"{path}: an NNEF 1.0 model has a fixed batch size")
     return load(path)
 
 
-def default_output(model_name: str) -> Path:
-    return Path("qsim-out") / f"{model_name}-int8"
+def default_output(model_name: str, precision: Precision = Precision.INT8) -> Path:
+    suffix = "int8" if precision is Precision.INT8 else "int16x8"
+    return Path("qsim-out") / f"{model_name}-{suffix}"
+
+
+def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
+    """The Fashion-MNIST test set for the embedded model: the full 10k images when Debian's
+    dataset-fashion-mnist is installed (and not `subset_only`), else the embedded 1000."""
+    from .. import zoo
+    full = None if subset_only else zoo.full_test_set()
+    if full is not None:
+        images, labels = full
+        return Samples(images, labels), (f"Evaluated on the full Fashion-MNIST test set "
+                                          f"({len(labels)} labelled images, {zoo.DEBIAN_DIR}).")
+    images, labels = zoo.test_subset()
+    why = "" if subset_only else " (install Debian's dataset-fashion-mnist for the full 10k)"
+    return Samples(images, labels), (f"Evaluated on the embedded Fashion-MNIST test subset "
+                                      f"({len(labels)} labelled images){why}.")
+
+
+def model_name_of(path: str | Path) -> str:
+    p = Path(path)
+    if p.is_dir():
+        return p.resolve().name
+    if p.name in ("main.sknd", "graph.nnef"):
+        return p.resolve().parent.name
+    name = p.name
+    for suffix in (".tar.gz", ".tgz", ".tar", ".sknd", ".nnef"):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return p.stem
 
 
 def quantize_command(model: str | None, calib: str | None, out: str | None,
                      options: QuantizeOptions = QuantizeOptions(),
-                     evaluation: str | None = None) -> QuantizeResult:
-    """The whole `qsim quantize` job; returns the result with the folder written."""
+                     evaluation: str | None = None, subset_only: bool = False,
+                     target: str = "tosa") -> QuantizeResult:
+    """The whole `qsim quantize` job; returns the result with the folder written.
+
+    With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
+    evaluated on the Fashion-MNIST test set. Otherwise `calib` is required; `evaluation`
+    defaults to the calibration data (the report says so)."""
     from .qmodel import save_quantized
 
+    if target != "tosa":
+        raise UsageError(f"--target {target}: not available in this build", hint="use --target tosa")
+    for flag, value in (("--calib-limit", options.calib_limit), ("--eval-limit", options.eval_limit)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: must be at least 1")
     notes: tuple[str, ...] = ()
     if model is None:
         from .. import zoo
-        zm = zoo.default_model()
-        graph = load_float_model(zm.path)
-        model_name = zm.name
-        calib_samples = Samples(zoo.calibration_images()) if calib is None else None
-        if evaluation is None:
-            images, labels = zoo.test_subset()
-            eval_samples = Samples(images, labels)
-            notes = (f"Evaluated on the embedded Fashion-MNIST test subset ({len(labels)} "
-                     "labelled images).",)
-        else:
-            eval_samples = None
+        model_path = zoo.default_model().path
     else:
-        graph = load_float_model(model)
-        model_name = Path(model).stem if Path(model).is_file() else Path(model).resolve().name
-        calib_samples, eval_samples = None, None
+        model_path = Path(model)
         if calib is None:
             raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
-                             "images)", hint="qsim quantize MODEL --calib calib.npz")
+                             "images)", hint=f"qsim quantize {model} --calib calib.npz")
+    graph = load_float_model(model_path)
+    model_name = model_name_of(model_path)
     input_name, sample_shape = _single_input(graph)
-    if calib_samples is None:
+    if calib is not None:
         calib_samples = load_samples(calib, input_name, sample_shape)
+    else:
+        calib_samples = Samples(zoo.calibration_images())
     if evaluation is not None:
         eval_samples = load_samples(evaluation, input_name, sample_shape)
-    result = quantize_graph(graph, calib_samples, eval_samples, options, model_name, notes)
-    target = Path(out) if out is not None else default_output(model_name)
+    elif model is None:
+        eval_samples, note = _embedded_evaluation(subset_only)
+        notes += (note,)
+    else:
+        eval_samples = None
+    if eval_samples is not None and eval_samples.labels is not None:
+        check_labels(eval_samples, int(np.prod(graph.tensor(graph.outputs[0]).shape)))
+    result = quantize_graph(graph, calib_samples, eval_samples, options, model_name, notes,
+                            load_batch=lambda n: load_float_model(model_path, batch=n))
+    target = Path(out) if out is not None else default_output(model_name, options.precision)
+    t0 = time.perf_counter()
+    settings = dict(options.settings(), calibration=calib or "embedded", evaluation=evaluation
+                    or ("embedded test set" if model is None else "calibration data"))
     with atomic_directory(target) as tmp:
-        save_quantized(result.model, tmp)
+        save_quantized(result.model, tmp, source=str(model_path), settings=settings)
         write_accuracy_report(result.report, tmp)
-    return QuantizeResult(result.model, result.report, target, result.seconds)
+    seconds = dict(result.seconds, write=time.perf_counter() - t0)
+    return QuantizeResult(result.model, result.report, target, seconds)
+
+
+def summary_lines(result: QuantizeResult) -> list[str]:
+    """The console summary of a `qsim quantize` run."""
+    r = result.report
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.2f} %"  # noqa: E731
+    lines = [f"quantized {r.model}: {len(result.model.graph.ops)} TOSA operators, "
+             f"evaluated on {r.eval_samples} samples",
+             f"  top-1 agreement float vs integer: {pct(r.top1_agreement)}"]
+    if r.float_top1 is not None:
+        lines.append(f"  top-1 accuracy: float {pct(r.float_top1)}, integer {pct(r.int8_top1)}")
+    finite = [t for t in r.tensors if math.isfinite(t.sqnr_db)]
+    if finite:
+        worst = min(finite, key=lambda t: t.sqnr_db)
+        lines.append(f"  lowest per-tensor SQNR: {worst.sqnr_db:.1f} dB ({worst.name})")
+    timing = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+    lines.append(f"  time: {timing}")
+    if result.out_dir is not None:
+        lines.append(f"wrote {result.out_dir}/ (main.sknd, .dat files, quantization.json, "
+                     "report.json, report.html, plots)")
+    return lines
 
 
 def check_labels(samples: Samples, classes: int) -> None:

@@ -1,0 +1,69 @@
+"""Checks of a float model's quantization annotations before anything is calibrated.
+
+`@quantize` entries (NNEF 2.0 2.14) and graph.quant lines (NNEF 1.0 5.3) are honoured
+exactly, so an annotation that cannot be honoured is an error naming the tensor, never a
+silent change: a scale that is not a positive finite number, a zero point outside the
+integer range its bits and signedness give, a "symmetric" entry with a non-zero zero point,
+per-channel parameters whose length is not the channel count, a per-channel activation
+(TOSA rescales activations per tensor), or an activation width other than the run's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir
+from ..errors import SemanticError, UnsupportedError
+from .calibrate import annotated
+from .params import Precision
+
+
+def _what(t: ir.Tensor) -> str:
+    origin = "@quantize entry" if t.quant.source == "annotation" else "graph.quant line"
+    return f"the {origin} of tensor {t.name!r}"
+
+
+def check_annotation(t: ir.Tensor, precision: Precision) -> None:
+    q = t.quant
+    scales = q.scales()
+    zero_points = q.zero_points()
+    if not np.all(np.isfinite(scales)) or np.any(scales <= 0):
+        raise SemanticError(f"{_what(t)} has scale {q.scale!r}: scales must be positive and finite")
+    if q.bits < 2 or q.bits > 32:
+        raise SemanticError(f"{_what(t)} has bits={q.bits}: qsim quantizes to 2..32 bits")
+    lo, hi = (-(1 << (q.bits - 1)), (1 << (q.bits - 1)) - 1) if q.signed else (0, (1 << q.bits) - 1)
+    bad = zero_points[(zero_points < lo) | (zero_points > hi)]
+    if bad.size:
+        raise SemanticError(f"{_what(t)} has zero point {int(bad[0])}, outside the "
+                            f"{q.bits}-bit {'signed' if q.signed else 'unsigned'} range [{lo}, {hi}]")
+    if q.symmetric and np.any(zero_points != 0):
+        raise SemanticError(f"{_what(t)} is symmetric but has zero point "
+                            f"{int(zero_points[zero_points != 0][0])}",
+                            hint="a symmetric quantization has zero point 0: drop one of the two")
+    if q.per_channel:
+        axis = q.axis if q.axis >= 0 else q.axis + len(t.shape)
+        if not 0 <= axis < len(t.shape):
+            raise SemanticError(f"{_what(t)} has channel axis {q.axis} for a tensor of rank "
+                                f"{len(t.shape)}")
+        n = t.shape[axis]
+        for label, values in (("scales", scales), ("zero points", zero_points)):
+            if values.size not in (1, n) and n is not None:
+                raise SemanticError(f"{_what(t)} has {values.size} {label} along axis {axis}, "
+                                    f"where the tensor has {n} channels")
+        if not t.is_constant:
+            raise UnsupportedError(f"{_what(t)} is per channel (axis {axis}), but activations are "
+                                   "quantized per tensor in TOSA (one RESCALE zero point and "
+                                   "input scale per tensor)",
+                                   hint="give the activation one scale and zero point")
+    if not t.is_constant and t.dtype.is_float:
+        expected = precision.activation_dtype.bits
+        if q.bits != expected:
+            raise UnsupportedError(f"{_what(t)} asks for {q.bits}-bit values, but this run's "
+                                   f"activations are {expected}-bit ({precision.value})",
+                                   hint="choose --precision to match the annotations, or fix them")
+
+
+def check_annotations(graph: ir.Graph, precision: Precision) -> None:
+    """Raises on the first annotation of `graph` that cannot be honoured."""
+    for t in graph.tensors.values():
+        if annotated(t):
+            check_annotation(t, precision)

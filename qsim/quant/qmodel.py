@@ -1,0 +1,168 @@
+"""Quantized model folders: what `qsim quantize` writes and `qsim.load` / `qsim run` read.
+
+A quantized model is an ordinary SkriptND model folder:
+
+    main.sknd          the integer graph: `import tosa;` and one TOSA operator per line,
+                       each tensor's scale / zero point / width as a @quantize entry
+    <tensor>.dat       integer data of the weights, biases, multipliers, shifts, tables
+    quantization.json  what the graph alone does not say: how float inputs map onto the
+                       integer inputs (and outputs back), which float tensor each integer
+                       tensor stands for (for per-tensor comparisons), and how it was made
+
+The TOSA graph is converted to its SkriptND form (tensor attributes as @variable inputs,
+widths via @quantize: qsim.quant.sknd_form) and written by the SkriptND writer; loading
+reverses both, so `load_quantized(save_quantized(m))` has the same graph as `m`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .. import ir
+from ..errors import DataError
+from .lower import Lowered, LoweredModel
+from .sknd_form import to_sknd_form
+
+METADATA_FILE = "quantization.json"
+FORMAT = "qsim-quantized-model"
+FORMAT_VERSION = 1
+
+
+def _quant_json(q: ir.QuantInfo) -> dict:
+    return {"scale": q.scale, "zero_point": q.zero_point, "bits": q.bits, "signed": q.signed}
+
+
+def metadata(model: LoweredModel, source: str | None = None, settings: dict | None = None) -> dict:
+    """The quantization.json document for `model` (plain JSON values only)."""
+    return {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "source_model": source,
+        "settings": settings or {},
+        # float input x enters the graph as clamp(round(x / scale) + zero_point) in its dtype;
+        # an integer output y means (y - zero_point) * scale
+        "inputs": {n: _quant_json(q) for n, q in model.input_quant.items()},
+        "outputs": {n: _quant_json(q) for n, q in model.output_quant.items()},
+        # float tensor -> integer tensor; `perm` is the integer tensor's axis order relative
+        # to the float tensor's (NCHW models run NHWC inside)
+        "tensor_map": {f: {"tensor": lw.name, "perm": list(lw.perm)}
+                       for f, lw in model.tensor_map.items()},
+    }
+
+
+def save_quantized(model: LoweredModel, folder: str | Path, *, source: str | None = None,
+                   settings: dict | None = None) -> Path:
+    """Writes `model` into `folder` (which may exist and already hold other files, e.g. the
+    report being written beside it): main.sknd, the .dat files and quantization.json."""
+    from ..skriptnd.writer import write_model
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    header = (f"Integer model written by qsim quantize (TOSA 0.30 operators, NHWC inside)."
+              + (f"\nSource: {source}" if source else ""))
+    # the writer publishes a complete folder atomically; write it beside `folder` and move
+    # its files in, so `folder` may be the caller's own temporary output directory
+    staging = Path(tempfile.mkdtemp(prefix=".qsim-qmodel-", dir=folder.parent))
+    try:
+        written = staging / "model"
+        write_model(to_sknd_form(model.graph), written, header=header)
+        for entry in sorted(written.iterdir()):
+            os.replace(entry, folder / entry.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    (folder / METADATA_FILE).write_text(
+        json.dumps(metadata(model, source, settings), indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def is_quantized_model(path: str | Path) -> bool:
+    return Path(path).is_dir() and (Path(path) / METADATA_FILE).is_file()
+
+
+def read_metadata(folder: str | Path) -> dict:
+    path = Path(folder) / METADATA_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror})",
+                        hint="is this a folder written by qsim quantize?") from None
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise DataError(f"{path}: not a qsim quantized-model description "
+                        f"(\"format\" must be {FORMAT!r})")
+    if doc.get("version") != FORMAT_VERSION:
+        raise DataError(f"{path}: version {doc.get('version')!r} is not supported "
+                        f"(this qsim reads version {FORMAT_VERSION})",
+                        hint="re-run qsim quantize with this qsim")
+    return doc
+
+
+def _quant_from(graph: ir.Graph, names, where: str) -> dict[str, ir.QuantInfo]:
+    out = {}
+    for name in names:
+        if name not in graph.tensors or graph.tensor(name).quant is None:
+            raise DataError(f"{where}: tensor {name!r} has no @quantize entry in main.sknd")
+        out[name] = graph.tensor(name).quant
+    return out
+
+
+def load_quantized(folder: str | Path) -> LoweredModel:
+    """Reads a folder written by save_quantized (or `qsim quantize`)."""
+    from ..loader import load
+
+    folder = Path(folder)
+    doc = read_metadata(folder)
+    graph = load(folder)
+    if any(op.kind.dialect != "tosa" for op in graph.ops):
+        raise DataError(f"{folder}: {METADATA_FILE} describes a TOSA integer model, but "
+                        "main.sknd holds other operators")
+    where = str(folder / METADATA_FILE)
+    tensor_map = {}
+    for float_name, entry in doc.get("tensor_map", {}).items():
+        name = entry.get("tensor") if isinstance(entry, dict) else None
+        if name not in graph.tensors:
+            raise DataError(f"{where}: tensor_map[{float_name!r}] names {name!r}, which main.sknd "
+                            "does not have")
+        tensor_map[float_name] = Lowered(name, graph.tensor(name).quant,
+                                         tuple(int(a) for a in entry.get("perm", ())))
+    return LoweredModel(graph, _quant_from(graph, graph.inputs, where),
+                        _quant_from(graph, graph.outputs, where), tensor_map)
+
+
+def integer_inputs(model: LoweredModel, arrays: dict[str, "np.ndarray"]) -> dict[str, "np.ndarray"]:
+    """The graph's integer inputs from user arrays: a float array is quantized with the
+    input's scale and zero point; an integer array must already have the input's dtype."""
+    import numpy as np
+
+    from .params import quantize
+
+    out = {}
+    for name, value in arrays.items():
+        t = model.graph.tensor(name)
+        value = np.asarray(value)
+        if tuple(value.shape) != tuple(t.shape):
+            raise DataError(f"input {name!r}: array of shape {list(value.shape)}, the model "
+                            f"takes {list(t.shape)}", hint="reshape the array to the input shape")
+        if value.dtype.kind == "f":
+            out[name] = quantize(value, model.input_quant[name], what=name).astype(t.dtype.numpy)
+        elif value.dtype == t.dtype.numpy:
+            out[name] = value
+        else:
+            raise DataError(f"input {name!r}: {value.dtype} array, the model takes {t.dtype.name} "
+                            "(integer) or a float array to quantize",
+                            hint=f"save the input as float32 or as {t.dtype.numpy.__name__}")
+    return out
+
+
+def dequantized_summary(name: str, value, quant: ir.QuantInfo) -> str:
+    """One line: the integer output read as real numbers, and its argmax."""
+    import numpy as np
+
+    from .params import dequantize
+    real = dequantize(np.asarray(value), quant)
+    return (f"{name} dequantized (scale {quant.scale:.6g}, zero point {quant.zero_point}): "
+            f"min {real.min():.6g} max {real.max():.6g}, argmax {int(np.argmax(real.reshape(-1)))}")
