@@ -153,7 +153,7 @@ def lower_identity(ctx: LoweringContext, op: ir.Op) -> None:
 def lower_table(ctx: LoweringContext, op: ir.Op) -> None:
     x = ctx.value(op.inputs[0])
     quant = ctx.activation_quant(op.outputs[0])
-    attrs = {k: v for k, v in op.attrs.items() if k in ("alpha", "approximate")}
+    attrs = {k: v for k, v in op.attrs.items() if k in ("alpha", "approximate", "lambda", "theta")}
     table = make_table(UnaryFunction(op.kind.name), x.quant, quant, what=ctx.where(), **attrs)
     if isinstance(table, Int8Table):
         out = ctx.b.emit("TABLE", [x.name], {"table": table.table}, hint=op.outputs[0],

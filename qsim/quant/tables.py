@@ -51,6 +51,24 @@ class UnaryFunction(enum.Enum):
     SILU = "nn.silu"
     ELU = "nn.elu"
     SOFTPLUS = "nn.softplus"
+    SELU = "nn.selu"
+    ERF = "nn.erf"
+    THRESHOLDED_RELU = "nn.thresholded_relu"
+    LOG = "math.log"
+    LOG2 = "math.log2"
+    SQRT = "math.sqrt"
+    RSQRT = "math.rsqrt"
+    RCP = "math.rcp"
+    SQR = "math.sqr"
+    RSQR = "math.rsqr"
+    SIN = "math.sin"
+    COS = "math.cos"
+    SINH = "math.sinh"
+    COSH = "math.cosh"
+    ATAN = "math.atan"
+    ASINH = "math.asinh"
+    ABS = "math.abs"
+    NEG = "math.neg"
     HARD_SWISH = "hard_swish"
 
     @property
@@ -63,7 +81,8 @@ class UnaryFunction(enum.Enum):
         """The float64 function, with the NNEF operator's attributes (elu alpha, gelu
         approximate = None | 'TANH' | 'SIGMOID', 4.4.3)."""
         f = UnaryFunction
-        allowed = {f.ELU: {"alpha"}, f.GELU: {"approximate"}}.get(self, set())
+        allowed = {f.ELU: {"alpha"}, f.GELU: {"approximate"}, f.SELU: {"alpha", "lambda"},
+                   f.THRESHOLDED_RELU: {"theta"}}.get(self, set())
         unknown = set(attributes) - allowed
         if unknown:
             raise UnsupportedError(f"{self.value}: unknown attribute(s) {sorted(unknown)} for a "
@@ -80,6 +99,26 @@ class UnaryFunction(enum.Enum):
             return lambda x: np.logaddexp(0.0, x)
         if self is f.HARD_SWISH:
             return lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+        # Functions with a restricted domain saturate outside it: log/sqrt/rsqrt read
+        # max(x, 0) (log 0 = -inf and 1/sqrt(0) = +inf clip to the output rails), as an
+        # integer pipeline has no NaN to give.
+        simple = {f.LOG: lambda x: np.log(np.maximum(x, 0.0)),
+                  f.LOG2: lambda x: np.log2(np.maximum(x, 0.0)),
+                  f.SQRT: lambda x: np.sqrt(np.maximum(x, 0.0)),
+                  f.RSQRT: lambda x: 1.0 / np.sqrt(np.maximum(x, 0.0)),
+                  f.RCP: lambda x: 1.0 / x, f.SQR: np.square, f.RSQR: lambda x: 1.0 / np.square(x),
+                  f.SIN: np.sin, f.COS: np.cos, f.SINH: np.sinh, f.COSH: np.cosh,
+                  f.ATAN: np.arctan, f.ASINH: np.arcsinh, f.ABS: np.abs, f.NEG: np.negative,
+                  f.ERF: _erf}
+        if self in simple:
+            return simple[self]
+        if self is f.THRESHOLDED_RELU:
+            theta = float(attributes.get("theta", 0.0))
+            return lambda x: np.where(x > theta, x, 0.0)
+        if self is f.SELU:
+            alpha = float(attributes.get("alpha", 1.67326319))
+            lam = float(attributes.get("lambda", 1.05070102))
+            return lambda x: lam * np.where(x < 0.0, alpha * np.expm1(np.minimum(x, 0.0)), x)
         if self is f.ELU:
             alpha = float(attributes.get("alpha", 1.0))
             return lambda x: np.where(x < 0.0, alpha * np.expm1(np.minimum(x, 0.0)), x)

@@ -97,10 +97,10 @@ def test_floor_mode_stride_crops_or_trims_padding(rng):
 def test_unsupported_operator_is_named(rng):
     g = FloatGraph(rng)
     x = g.input("x", (1, 4))
-    g.op("math.sin", [x], "y", (1, 4))
+    g.op("math.floor", [x], "y", (1, 4))
     graph = g.graph(["y"])
     qp = calibrate_minmax(graph, [rng.normal(size=(1, 4)).astype(np.float32)])
-    with pytest.raises(UnsupportedError, match=r"math.sin 'y': no integer lowering for math.sin"):
+    with pytest.raises(UnsupportedError, match=r"math.floor .y.: no integer lowering for math.floor"):
         lower_graph(graph, qp)
 
 
@@ -198,3 +198,44 @@ def test_softmax_rejects_long_axis(rng):
     qp = calibrate_minmax(graph, [rng.normal(size=(1, 600)).astype(np.float32)])
     with pytest.raises(UnsupportedError, match="softmax over 600 elements"):
         lower_graph(graph, qp)
+
+
+UNARY_REFERENCE = {   # independent float64 formulas (NNEF 2.0 4.2 / 4.4)
+    "math.log": np.log, "math.log2": np.log2, "math.sqrt": np.sqrt,
+    "math.rsqrt": lambda x: 1 / np.sqrt(x), "math.rcp": lambda x: 1 / x, "math.sqr": lambda x: x * x,
+    "math.rsqr": lambda x: 1 / (x * x), "math.sin": np.sin, "math.cos": np.cos,
+    "math.sinh": np.sinh, "math.cosh": np.cosh, "math.atan": np.arctan, "math.asinh": np.arcsinh,
+    "math.abs": np.abs, "math.neg": lambda x: -x,
+    "nn.erf": np.vectorize(__import__("math").erf),
+    "nn.selu": lambda x: 1.05070102 * np.where(x < 0, 1.67326319 * (np.exp(np.minimum(x, 0)) - 1), x),
+    "nn.thresholded_relu": lambda x: np.where(x > 0.5, x, 0.0),
+}
+POSITIVE_DOMAIN = {"math.log", "math.log2", "math.sqrt", "math.rsqrt", "math.rcp", "math.rsqr"}
+
+
+@pytest.mark.parametrize("kind", sorted(UNARY_REFERENCE))
+def test_more_unary_functions_are_exact_tables(rng, kind):
+    """TABLE(q) must be the output level nearest f(dequantized q): within half an output
+    step of f at the input's grid point (the calibrated output range holds every value)."""
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 64))
+    attrs = {"theta": 0.5} if kind == "nn.thresholded_relu" else {}
+    g.op(kind, [x], "y", (1, 64), **attrs)
+    graph = g.graph(["y"])
+    if kind in POSITIVE_DOMAIN:
+        calib = [rng.uniform(0.5, 4.0, (1, 64)).astype(np.float32) for _ in range(3)]
+    else:
+        calib = [rng.normal(0, 1.5, (1, 64)).astype(np.float32) for _ in range(3)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert [op.kind.name for op in model.graph.ops] == ["tosa.TABLE"]
+    ints = _run_both(model, calib[1])
+    xq = model.graph.tensor(model.graph.inputs[0])
+    x_grid = dequantize(quantize(calib[1], model.input_quant["x"]), model.input_quant["x"])
+    expected = UNARY_REFERENCE[kind](x_grid.astype(np.float64))
+    inside = (expected >= -128 * 10) & np.isfinite(expected)   # grid points in the domain
+    yq = model.output_quant["y"]
+    lo, hi = (-128 - yq.zero_point) * yq.scale, (127 - yq.zero_point) * yq.scale
+    expected = np.clip(expected, lo, hi)
+    got = dequantize(ints["y"], yq)
+    assert xq.dtype is ir.DType.I8
+    assert np.all(np.abs(got - expected)[inside] <= yq.scale / 2 + 1e-9)
