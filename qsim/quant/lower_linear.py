@@ -1,4 +1,5 @@
-"""Lowering rules for the MAC-heavy operators: nn.conv, nn.linear, linalg.matmul, nn.batch_norm.
+"""Lowering rules for the MAC-heavy operators: nn.conv, nn.deconv, nn.linear, linalg.matmul,
+nn.batch_norm.
 
 Pattern (TOSA 1.9.3): int8 input (zero point zp_x) and int8 weights (symmetric,
 per output channel) → CONV2D / DEPTHWISE_CONV2D / FULLY_CONNECTED / MATMUL with an
@@ -221,6 +222,66 @@ def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     else:
         acc = _grouped_conv(ctx, x, wq, bias_q, groups, common, hint)
     _finish(ctx, acc, x_quant, w_quant, last, act, NHWC_FROM_NCHW, hint)
+
+
+@rule("nn.deconv")
+def lower_deconv(ctx: LoweringContext, op: ir.Op) -> None:
+    """nn.deconv (4.4.2) → TRANSPOSE_CONV2D. NNEF adds input[i] * filter[j] into output
+    position stride * i + j - offset; TOSA into i * stride - out_pad_top + j (2.3.11): the
+    same sum with out_pad = (offset, paddings - offset) per axis. TOSA has no dilation or
+    groups here, and its output extent is exactly (IH - 1) * stride + KH - paddings."""
+    if op.attrs.get("data_format", "NCX") != "NCX" or op.attrs.get("filter_format", "NCX") != "NCX":
+        raise ctx.unsupported("only data_format='NCX' and filter_format='NCX' are lowered")
+    xshape = ctx.float_shape(op.inputs[0])
+    if len(xshape) != 4:
+        raise ctx.unsupported(f"only 2-D deconvolutions are lowered (input rank {len(xshape)})")
+    w = ctx.constant(op.inputs[1])                      # [IC, OC, KH, KW] (groups = 1)
+    bias = ctx.constant(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
+    ic, oc, kh, kw = w.shape
+    if int(op.attrs.get("groups", 1)) not in (1,) and not (int(op.attrs.get("groups", 1)) == 0 and ic == 1):
+        raise ctx.unsupported("grouped deconvolution is not lowered (TRANSPOSE_CONV2D has no groups)")
+    stride = _ints(op.attrs.get("stride", 1), 2, "stride", ctx)
+    if _ints(op.attrs.get("dilation", 1), 2, "dilation", ctx) != (1, 1):
+        raise ctx.unsupported("dilated deconvolution is not lowered (TRANSPOSE_CONV2D has no dilation)")
+    ix = xshape[2:]
+    fx = (kh, kw)
+    padding = op.attrs.get("padding")
+    if padding is not None:
+        pads = _ints(padding, 4, "padding", ctx)
+        begins, totals = pads[:2], tuple(pads[i] + pads[i + 2] for i in range(2))
+    else:
+        totals = tuple((ix[i] - 1) * stride[i] + fx[i] - ix[i] * stride[i] for i in range(2))
+        upper = op.attrs.get("padding_align", "UPPER") == "UPPER"
+        begins = tuple(t // 2 if upper else -(-t // 2) for t in totals)
+    out_shape = ctx.float_shape(op.outputs[0])
+    exact = tuple((ix[i] - 1) * stride[i] + fx[i] - totals[i] for i in range(2))
+    if tuple(out_shape[2:]) != exact:
+        raise ctx.unsupported(f"output_size {list(out_shape[2:])} is not the exact extent "
+                              f"{list(exact)} TRANSPOSE_CONV2D computes")
+    if any(b < 0 or t - b < 0 for b, t in zip(begins, totals)):
+        raise ctx.unsupported(f"negative padding {list(begins)} / {list(totals)}")
+
+    w = w.transpose(1, 0, 2, 3)                         # [OC, IC, KH, KW]
+    bn, act, last = _tail(ctx, op, oc)
+    if bn is not None:
+        _, a, c = bn
+        w = w * a.reshape(-1, 1, 1, 1)
+        bias = (bias.reshape(-1) if bias is not None else 0.0) * a + c
+    note = _weight_annotation(ctx, op, bn)
+    if note is not None and note.per_channel:
+        raise ctx.unsupported(f"filter {op.inputs[1]!r} has a per-channel annotation; per-channel "
+                              "deconvolution filters are quantized by qsim (remove the annotation)")
+    wq, w_quant = quantize_weights(ctx, w, 0, note, f"{op.inputs[1]!r}")
+    x = ctx.transpose_to(ctx.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
+    n = ctx.b.tensor(x.name).shape[0]
+    bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.where()} bias")
+    acc = ctx.b.emit("TRANSPOSE_CONV2D", [x.name], {
+        "weight": wq.transpose(0, 2, 3, 1).copy(), "bias": bias_q,
+        "out_pad": (begins[0], totals[0] - begins[0], begins[1], totals[1] - begins[1]),
+        "stride": stride, "out_shape": (n, exact[0], exact[1], oc),
+        "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
+    }, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    _finish(ctx, acc, x.quant, w_quant, last, act, NHWC_FROM_NCHW, op.outputs[0])
 
 
 def _grouped_conv(ctx, x: Lowered, wq, bias_q, groups: int, common, hint: str) -> str:

@@ -239,3 +239,70 @@ def test_more_unary_functions_are_exact_tables(rng, kind):
     got = dequantize(ints["y"], yq)
     assert xq.dtype is ir.DType.I8
     assert np.all(np.abs(got - expected)[inside] <= yq.scale / 2 + 1e-9)
+
+
+@pytest.mark.parametrize("stride, padding, with_relu", [((2, 2), (1, 1, 1, 1), True),
+                                                        ((1, 1), (0, 0, 0, 0), False),
+                                                        ((2, 1), (0, 1, 1, 0), False)])
+def test_deconv_becomes_transpose_conv2d(rng, stride, padding, with_relu):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 4, 5, 6))
+    kh, kw = 3, 3
+    oh = (5 - 1) * stride[0] + kh - padding[0] - padding[2]
+    ow = (6 - 1) * stride[1] + kw - padding[1] - padding[3]
+    y = g.op("nn.deconv", [x, g.weights("w", (4, 6, kh, kw)), g.weights("b", (6,), 0.1)], "y",
+             (1, 6, oh, ow), stride=stride, padding=padding)
+    out = g.op("nn.relu", [y], "r", (1, 6, oh, ow)) if with_relu else y
+    graph = g.graph([out])
+    calib = [rng.normal(0, 1, (1, 4, 5, 6)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    kinds = [op.kind.name for op in model.graph.ops]
+    assert "tosa.TRANSPOSE_CONV2D" in kinds and ("tosa.CLAMP" in kinds) == with_relu
+    ints = _run_both(model, calib[1])
+    floats = execute(graph, {"x": calib[1]})
+    assert sqnr_db(floats[out], dequantize(ints[out], model.output_quant[out])) > 30.0
+
+
+def test_deconv_with_dilation_is_refused(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 2, 4, 4))
+    g.op("nn.deconv", [x, g.weights("w", (2, 2, 3, 3))], "y", (1, 2, 8, 8), dilation=(2, 2))
+    graph = g.graph(["y"])
+    qp = calibrate_minmax(graph, [rng.normal(size=(1, 2, 4, 4)).astype(np.float32)])
+    with pytest.raises(UnsupportedError, match="dilated deconvolution"):
+        lower_graph(graph, qp)
+
+
+@pytest.mark.parametrize("kind, attrs, out_hw", [
+    ("image.nearest_upsample", {"axes": (2, 3), "factor": (2, 2)}, (8, 10)),
+    ("image.nearest_upsample", {"axes": (2, 3), "factor": (4, 1)}, (16, 5)),
+    ("image.nearest_resize", {"axes": (2, 3), "size": (8, 20), "coordinate_transform": "ASYMMETRIC",
+                              "rounding_method": "FLOOR"}, (8, 20)),
+])
+def test_nearest_upsampling_becomes_resize_repeating_rows(rng, kind, attrs, out_hw):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 3, 4, 5))
+    g.op(kind, [x], "y", (1, 3) + out_hw, **attrs)
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 3, 4, 5)).astype(np.float32) for _ in range(2)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert "tosa.RESIZE" in [op.kind.name for op in model.graph.ops]
+    ints = _run_both(model, calib[0])
+    xq = quantize(calib[0], model.input_quant["x"])
+    fy, fx = out_hw[0] // 4, out_hw[1] // 5
+    expected = np.repeat(np.repeat(xq, fy, axis=2), fx, axis=3)   # same grid: same integers
+    assert model.output_quant["y"] == model.input_quant["x"]
+    np.testing.assert_array_equal(ints["y"], expected)
+    floats = execute(graph, {"x": calib[0]})
+    np.testing.assert_allclose(dequantize(ints["y"], model.output_quant["y"]), floats["y"],
+                               atol=model.input_quant["x"].scale / 2 + 1e-6)
+
+
+def test_upsampling_by_three_is_refused(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 2, 4, 4))
+    g.op("image.nearest_upsample", [x], "y", (1, 2, 12, 12), axes=(2, 3), factor=(3, 3))
+    graph = g.graph(["y"])
+    qp = calibrate_minmax(graph, [rng.normal(size=(1, 2, 4, 4)).astype(np.float32)])
+    with pytest.raises(UnsupportedError, match="not an upsampling by a power of two"):
+        lower_graph(graph, qp)
