@@ -78,7 +78,8 @@ def _variable(ctx: ConvertContext, a: dict) -> list:
         if list(shared.shape) != list(shape):
             ctx.fail(f"variable '{label}' is declared with shape {shape} and {list(shared.shape)}",
                      hint="variables sharing a label must have the same shape (4.1.3)")
-        return [shared]
+        # the first declaration may have been renamed to its identifier since
+        return [TensorValue(ctx.builder.resolve(shared.name), shared.item, shared.shape)]
     data, quant = composer.load_variable(label, tuple(shape), ctx.generic, ctx.loc)
     name = ctx.builder.fresh(ctx.hint + ".variable")
     if data is None:

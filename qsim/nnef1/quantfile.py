@@ -93,8 +93,9 @@ def quant_of(inv: ast.Invocation, tensor: str, loc: Location) -> QuantInfo:
     if not args["max"] > args["min"]:
         raise SemanticError(f"'{tensor}': range [{args['min']}, {args['max']}] is empty", location=loc,
                             hint="max must be greater than min")
-    return min_max_quant(args["min"], args["max"], args["bits"], args["signed"], args["symmetric"],
-                         "graph.quant")
+    # linear_quantize (4.9.5) has no signed/symmetric parameters: it is unsigned, asymmetric
+    return min_max_quant(args["min"], args["max"], args["bits"], args.get("signed", False),
+                         args.get("symmetric", False), "graph.quant")
 
 
 def _literal(e: ast.Expr, kind: str, tensor: str, op: str, name: str):
