@@ -254,7 +254,8 @@ class LoweringContext:
         Held as tensor data rather than a CONST op: the model folder stores constants as
         @variable tensors, so the graph reads back exactly as it was written.
         """
-        data = np.ascontiguousarray(values, dtype=dtype.numpy)
+        # (np.ascontiguousarray would make a rank-0 array rank 1)
+        data = np.ascontiguousarray(values, dtype=dtype.numpy).reshape(np.shape(values))
         return self.b.add_tensor(hint, dtype, data.shape, data=data, quant=quant)
 
     def quantize_input(self, name: str) -> None:

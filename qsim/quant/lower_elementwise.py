@@ -25,8 +25,10 @@ from .tables import Int8Table, UnaryFunction, make_table
 COMMON_SCALE_BITS = 11
 
 
-def _operand(ctx: LoweringContext, name: str, out_rank: int, align, hint: str) -> Lowered:
-    """An operand as a computed or constant Lowered value, expanded to `out_rank`.
+def _operand(ctx: LoweringContext, name: str, out_rank: int, align, hint: str,
+             transform=None) -> Lowered:
+    """An operand as a computed or constant Lowered value, expanded to `out_rank`
+    (`transform` maps a constant's float data first, e.g. to its reciprocal).
 
     NNEF broadcasting aligns the operand's dims at `align` (default: right-aligned,
     like numpy); TOSA needs equal ranks, so the operand is RESHAPEd (in its float
@@ -34,9 +36,12 @@ def _operand(ctx: LoweringContext, name: str, out_rank: int, align, hint: str) -
     """
     if ctx.is_constant(name):
         data = ctx.constant(name)
+        if transform is not None:
+            data = transform(data)
+            name = f"{name}.{transform.__name__}"
         scheme = QuantScheme(bits=ctx.act_dtype.bits, signed=True, symmetric=True)
         quant = params_from_range(data.min(), data.max(), scheme, source="derived", what=name)
-        q = quantize(data, quant, what=name)
+        q = np.reshape(quantize(data, quant, what=name), data.shape)   # rank 0 stays rank 0
         v = Lowered(ctx.constant_tensor(f"{name}.q", q, ctx.act_dtype, quant), quant,
                     identity(data.ndim))
     else:
@@ -53,10 +58,11 @@ def _operand(ctx: LoweringContext, name: str, out_rank: int, align, hint: str) -
     return Lowered(out, v.quant, identity(out_rank))
 
 
-def _binary_operands(ctx: LoweringContext, op: ir.Op) -> tuple[Lowered, Lowered]:
+def _binary_operands(ctx: LoweringContext, op: ir.Op, rhs_transform=None) -> tuple[Lowered, Lowered]:
     out_rank = len(ctx.float_shape(op.outputs[0]))
     a = _operand(ctx, op.inputs[0], out_rank, op.attrs.get("lhs_align"), f"{op.outputs[0]}.lhs")
-    b = _operand(ctx, op.inputs[1], out_rank, op.attrs.get("rhs_align"), f"{op.outputs[0]}.rhs")
+    b = _operand(ctx, op.inputs[1], out_rank, op.attrs.get("rhs_align"), f"{op.outputs[0]}.rhs",
+                 rhs_transform)
     # one layout for both: that of a computed operand (constants are laid out freely)
     target = a.perm if not ctx.is_constant(op.inputs[0]) else b.perm
     return (ctx.transpose_to(a, target, f"{op.outputs[0]}.lhs.t"),
@@ -96,9 +102,23 @@ def lower_add_sub(ctx: LoweringContext, op: ir.Op) -> None:
     _result(ctx, op, acc, s_c, a.perm)
 
 
-@rule("math.mul")
+def reciprocal(data: np.ndarray) -> np.ndarray:
+    return 1.0 / data.astype(np.float64)
+
+
+@rule("math.mul", "math.div")
 def lower_mul(ctx: LoweringContext, op: ir.Op) -> None:
-    a, b = _binary_operands(ctx, op)
+    """MUL of the int32-widened operands; a division by a constant is a MUL by its
+    reciprocal (quantized like any constant operand). Division by a computed tensor has no
+    exact integer counterpart in TOSA 0.30 (INTDIV truncates) and is refused."""
+    if op.kind.name == "math.div":
+        if not ctx.is_constant(op.inputs[1]):
+            raise ctx.unsupported("division by a computed tensor is not lowered (only by constants)")
+        if np.any(ctx.constant(op.inputs[1]) == 0):
+            raise ctx.unsupported(f"division by a constant {op.inputs[1]!r} holding zero")
+        a, b = _binary_operands(ctx, op, rhs_transform=reciprocal)
+    else:
+        a, b = _binary_operands(ctx, op)
     ai = ctx.to_int32(a, 1.0, f"{op.outputs[0]}.lhs32")
     bi = ctx.to_int32(b, 1.0, f"{op.outputs[0]}.rhs32")
     acc = ctx.b.emit("MUL", [ai, bi], {"shift": 0}, hint=f"{op.outputs[0]}.acc", label=ctx.where())

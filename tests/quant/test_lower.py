@@ -126,7 +126,7 @@ def test_annotated_weights_are_honoured(rng):
     assert np.array_equal(fc.attrs["weight"], np.clip(np.floor(w / 0.01 + 0.5), -127, 127).astype(np.int8))
 
 
-@pytest.mark.parametrize("kind", ["math.add", "math.sub", "math.mul", "math.max", "math.min"])
+@pytest.mark.parametrize("kind", ["math.add", "math.sub", "math.mul", "math.div", "math.max", "math.min"])
 def test_binary_with_constant_and_broadcast(rng, kind):
     g = FloatGraph(rng)
     x = g.input("x", (1, 4, 5, 5))
@@ -305,4 +305,31 @@ def test_upsampling_by_three_is_refused(rng):
     graph = g.graph(["y"])
     qp = calibrate_minmax(graph, [rng.normal(size=(1, 2, 4, 4)).astype(np.float32)])
     with pytest.raises(UnsupportedError, match="not an upsampling by a power of two"):
+        lower_graph(graph, qp)
+
+
+def test_hard_swish_composed_from_primitives_lowers(rng):
+    """NNEF has no hard_swish operator: models spell it x * clamp(x + 3, 0, 6) / 6."""
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 8, 4, 4))
+    t = g.op("math.add", [x, g.const("three", 3.0)], "t", (1, 8, 4, 4))
+    r = g.op("math.clamp", [t, g.const("zero", 0.0), g.const("six", 6.0)], "r", (1, 8, 4, 4))
+    m = g.op("math.mul", [x, r], "m", (1, 8, 4, 4))
+    g.op("math.div", [m, g.const("six2", 6.0)], "y", (1, 8, 4, 4))
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 3, (1, 8, 4, 4)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    ints = _run_both(model, calib[1])
+    xf = calib[1].astype(np.float64)
+    expected = xf * np.clip(xf + 3, 0, 6) / 6                      # independent formula
+    assert sqnr_db(expected, dequantize(ints["y"], model.output_quant["y"])) > 30.0
+
+
+def test_division_by_a_computed_tensor_is_refused(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 4))
+    g.op("math.div", [x, x], "y", (1, 4))
+    graph = g.graph(["y"])
+    qp = calibrate_minmax(graph, [rng.normal(size=(1, 4)).astype(np.float32)])
+    with pytest.raises(UnsupportedError, match="division by a computed tensor"):
         lower_graph(graph, qp)
