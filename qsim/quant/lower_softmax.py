@@ -7,7 +7,9 @@ e_i = exp(s * (q_i - q_max)): the zero point cancels, and q_i - q_max lies in [-
     d   = SUB(RESCALE32(q), RESCALE32(m))        int32 in [-255, 0]
     d7  = RESCALE(d -> int16, x 2^7)             in [-32640, 0]: table index 256 + d, fraction 0
     e   = TABLE(d7) (513 entries, int16)         (32767 * exp(s * d) rounded) << 7, <= 2^22
-    sum = REDUCE_SUM(e)                          < 2^31 while the softmax extent L <= 511
+   [e   = ARITHMETIC_RIGHT_SHIFT(e, k, round)    only for L > 511: the least k with
+                                                 L * (2^22 >> k) < 2^31, e.g. k = 1 for 1000]
+    sum = REDUCE_SUM(e)                          < 2^31
     p   = INTDIV(256 * e + (sum >> 1), sum)      round(256 * e / sum), in [0, 256]
     out = RESCALE(p -> int8, output_zp -128)     saturates 256 to 127
 
@@ -16,7 +18,9 @@ softmax), whatever calibration saw. Error: the table holds exp to 1/32767 relati
 (|error of e_i| <= 0.5 table step, i.e. <= 2^-16 of e_max), and the final division
 rounds to nearest: |q_out - 256 * p_exact| <= 0.5 + 256 * L * 2^-16 + 1 (the last
 term from the saturation of p = 1 to 255/256) — at most 1 LSB for L <= 64, and the
-rank of the largest probability is preserved.
+rank of the largest probability is preserved. For L > 511 the right shift by k adds
+at most half a unit of 2^(22-k) per element: L * 2^(k-23) relative to e_max in the sum
+(under 2^-12 for L = 1000), far below the output step 1/256.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from .lower import Lowered, LoweringContext, rule
 
 SOFTMAX_OUTPUT = ir.QuantInfo(scale=1.0 / 256.0, zero_point=-128, bits=8, signed=True,
                               source="derived")
-MAX_SOFTMAX_EXTENT = 511
+MAX_SOFTMAX_EXTENT = 65535       # k = 7: e keeps 15 bits
 EXP_TABLE_ONE = 32767
 
 
@@ -69,6 +73,13 @@ def lower_softmax(ctx: LoweringContext, op: ir.Op) -> None:
                          symmetric=True, source="derived"))
     e = ctx.b.emit("TABLE", [d7], {"table": softmax_exp_table(float(x.quant.scales()[0]))},
                    hint=f"{name}.exp", label=where)
+    shift = 0
+    while extent * ((EXP_TABLE_ONE << 7) >> shift) >= 2 ** 31 - extent:
+        shift += 1
+    if shift:
+        k = ctx.constant_tensor(f"{name}.kshift", np.full((1,) * rank, shift), ir.DType.I32)
+        e = ctx.b.emit("ARITHMETIC_RIGHT_SHIFT", [e, k], {"round": True}, hint=f"{name}.exp_k",
+                       label=where)
     total = e
     for a in int_axes:
         total = ctx.b.emit("REDUCE_SUM", [total], {"axis": a}, hint=f"{name}.sum", label=where)
