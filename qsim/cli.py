@@ -69,6 +69,25 @@ def cmd_export_rtl(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_vectors(args: argparse.Namespace) -> int:
+    from .errors import UsageError
+    from .npu.config import load_config
+    config = load_config(args.config)
+    if args.corner_cases is not None:
+        if args.model or args.input:
+            raise UsageError("--corner-cases generates its own layers; it takes no QMODEL or --input",
+                             hint="run export-vectors twice: once for the model, once for corner cases")
+        from .npu.corner_cases import export_corner_cases
+        out, cases = export_corner_cases(args.corner_cases, args.seed, config, args.out)
+        print(f"wrote {out}: {len(cases)} corner-case layers (seed {args.seed}), manifest.json, README.md")
+        return 0
+    from .npu.vectors import export_model_vectors
+    out, layers = export_model_vectors(args.model, args.input, config, args.out)
+    npu = sum(layer.kind == "npu" for layer in layers)
+    print(f"wrote {out}: {len(layers)} layers ({npu} on the NPU array), manifest.json, README.md")
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from .skriptnd.check import check_model
     keep = [k for k in (args.keep or "").split(",") if k]
@@ -139,6 +158,22 @@ def build_parser() -> argparse.ArgumentParser:
                         "append :os for output-stationary); default 16x16")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
     p.set_defaults(handler=cmd_export_rtl)
+    p = sub.add_parser("export-vectors", help="write golden vectors (.npy, $readmemh .hex, JSON "
+                                              "manifest) of every layer, or seeded corner cases")
+    p.add_argument("model", nargs="?", metavar="QMODEL",
+                   help="quantized model folder from qsim quantize (default: the embedded model)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
+    p.add_argument("--config", default="16x16", metavar="CFG",
+                   help="NPU configuration for the hex lane packing: a TOML file or a preset "
+                        "(8x8, 16x16, 32x32); default 16x16")
+    p.add_argument("--input", action="append", metavar="[NAME=]X.npy",
+                   help="model input (float: quantized with the model's input scale; or integer); "
+                        "default: the first embedded test image")
+    p.add_argument("--corner-cases", type=int, metavar="N",
+                   help="instead of a model: N seeded corner-case layers (saturation, zero-point "
+                        "extremes, rounding ties, int32 limits, long K, ...)")
+    p.add_argument("--seed", type=int, default=0, help="corner-case seed (default 0)")
+    p.set_defaults(handler=cmd_export_vectors)
     p = sub.add_parser("check", help="parse and compose a model (.sknd, model folder, graph.nnef, "
                                      ".tgz) and summarize it, or report located errors")
     p.add_argument("model", help="a .sknd file, a folder with main.sknd or graph.nnef, or a .tgz/.tar")
