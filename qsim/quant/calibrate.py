@@ -51,5 +51,17 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     params = {name: obs.params(scheme) for name, obs in observers.items()}
     for name, t in graph.tensors.items():
         if annotated(t) and not t.is_constant:
-            params[name] = t.quant
+            params[name] = as_signed(t.quant)
     return params
+
+
+def as_signed(q: ir.QuantInfo) -> ir.QuantInfo:
+    """An unsigned b-bit activation annotation (NNEF 1.0 linear_quantize is unsigned) on the
+    signed b-bit grid TOSA activations use: q_signed = q_unsigned - 2^(b-1), so the zero
+    point moves by -2^(b-1) and scale and the represented real values stay exactly the same."""
+    if q.signed:
+        return q
+    offset = 1 << (q.bits - 1)
+    zp = np.asarray(q.zero_point, dtype=np.int64) - offset
+    return ir.QuantInfo(q.scale, zp if zp.ndim else int(zp), q.axis, q.bits, True, q.symmetric,
+                        q.source)

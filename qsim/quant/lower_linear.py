@@ -86,8 +86,17 @@ def _crop_input(ctx: LoweringContext, x: Lowered, crop, hint: str) -> Lowered:
     return Lowered(out, x.quant, x.perm)
 
 
+def _annotated(ctx: LoweringContext, name: str) -> bool:
+    """An annotated tensor is materialized with its own parameters, never fused away."""
+    from .calibrate import annotated
+    return annotated(ctx.graph.tensor(name))
+
+
 def fused_activation(ctx: LoweringContext, name: str):
-    """The relu/clamp reading only `name`, as (op, real lo, real hi), else None."""
+    """The relu/clamp reading only `name`, as (op, real lo, real hi), else None (also when
+    `name` carries an annotation, which must then appear in the integer graph)."""
+    if _annotated(ctx, name):
+        return None
     op = ctx.only_consumer(name)
     if op is None:
         return None
@@ -101,7 +110,10 @@ def fused_activation(ctx: LoweringContext, name: str):
 
 
 def folded_batch_norm(ctx: LoweringContext, name: str, channels: int):
-    """A batch norm reading only `name` (channel axis 1), as (op, a, c) with bn(x) = a*x + c."""
+    """A batch norm reading only `name` (channel axis 1), as (op, a, c) with bn(x) = a*x + c
+    (None when `name` is annotated: folding would remove it)."""
+    if _annotated(ctx, name):
+        return None
     op = ctx.only_consumer(name)
     if op is None or op.kind.name != "nn.batch_norm" or op.inputs[0] != name:
         return None

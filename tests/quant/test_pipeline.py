@@ -178,3 +178,50 @@ def test_unsupported_operator_in_a_model_is_named(float_graph):
     graph = dataclasses.replace(float_graph, ops=tuple(ops))
     with pytest.raises(UnsupportedError, match=r"cannot lower math\.sign"):
         quantize_graph(graph, Samples(zoo.calibration_images()[:4]), None, QUIET)
+
+
+GRAPH_NNEF = """version 1.0;
+
+graph g( input ) -> ( output )
+{
+    input = external<scalar>(shape = [1, 2, 6, 6]);
+    filter = variable<scalar>(shape = [4, 2, 3, 3], label = "filter");
+    bias = variable<scalar>(shape = [1, 4], label = "bias");
+    conv = conv(input, filter, bias, padding = [(1, 1), (1, 1)]);
+    output = relu(conv);
+}
+"""
+GRAPH_QUANT = """"output": linear_quantize(min = 0.0, max = 2.55, bits = 8);
+"conv": zero_point_linear_quantize(zero_point = 3, scale = 0.02, bits = 8, signed = true, symmetric = false);
+"""
+
+
+def test_graph_quant_values_appear_unchanged(tmp_path, rng):
+    """NNEF 1.0 graph.quant: the annotated tensors keep their scale and real grid. The
+    unsigned linear_quantize grid is held as int8 with the zero point moved by -128; the
+    annotated conv output is materialized, not fused into the relu."""
+    from qsim.tensorfile import write_tensor
+    import qsim
+    (tmp_path / "graph.nnef").write_text(GRAPH_NNEF)
+    (tmp_path / "graph.quant").write_text(GRAPH_QUANT)
+    write_tensor(tmp_path / "filter.dat", rng.normal(0, 0.3, (4, 2, 3, 3)).astype(np.float32))
+    write_tensor(tmp_path / "bias.dat", rng.normal(0, 0.1, (1, 4)).astype(np.float32))
+    graph = qsim.load(tmp_path)
+    x = rng.normal(0, 1, (8, 2, 6, 6)).astype(np.float32)
+    r = quantize_graph(graph, Samples(x), None, QUIET)
+    g = r.model.graph
+    conv = g.tensor(r.model.tensor_map["conv"].name)
+    out = g.tensor(r.model.tensor_map["output"].name)
+    assert (conv.quant.scale, conv.quant.zero_point, conv.quant.source) == (0.02, 3, "graph.quant")
+    assert out.dtype is ir.DType.I8 and out.quant.scale == pytest.approx(2.55 / 255, rel=1e-12)
+    assert out.quant.zero_point == 0 - 128 and out.quant.signed
+    # the conv grid ends at (127 - 3) * 0.02 = 2.48, the relu output grid at 2.55: the
+    # integer graph reaches 2.48 (an int8 tensor with zero point 0 would stop at 1.27)
+    big = np.full((1, 2, 6, 6), 3.0, np.float32)
+    ints = execute(g, quantize_feed(r.model, {"input": big}))
+    from qsim.quant.evaluate import float_view
+    floats = execute(graph, {"input": big})["output"]
+    got = float_view(r.model, "output", ints)
+    # (input rounding through the 3x3x2 filter, then two output roundings)
+    np.testing.assert_allclose(got, np.clip(floats, 0, 2.48), atol=0.05)
+    assert got.max() == pytest.approx(2.48) and np.clip(floats, 0, 2.48).max() == pytest.approx(2.48)
