@@ -11,7 +11,7 @@ import re
 import lark
 from lark import Lark, Token, Transformer, v_args
 
-from ..errors import Location, SyntaxError_
+from ..errors import Location, QsimError, SyntaxError_, UnsupportedError
 from . import ast
 
 # readable names of grammar terminals for "expected ..." lists
@@ -30,6 +30,11 @@ _TERMINAL_TEXT = {
 KEYWORDS = frozenset({"version", "extension", "graph", "fragment", "tensor", "integer", "scalar",
                       "logical", "string", "shape_of", "length_of", "range_of", "for", "in", "yield",
                       "if", "else", "true", "false"})
+
+
+# 3.2: the two Khronos extensions of the compositional syntax. qsim always accepts fragment
+# definitions and operator expressions (spec examples and converters omit the directives).
+KNOWN_EXTENSIONS = frozenset({"KHR_enable_fragment_definitions", "KHR_enable_operator_expressions"})
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,7 +64,7 @@ def _transform(tree: lark.Tree, filename: str):
     try:
         return _ToAst(filename).transform(tree)
     except lark.exceptions.VisitError as err:
-        if isinstance(err.orig_exc, SyntaxError_):
+        if isinstance(err.orig_exc, QsimError):
             raise err.orig_exc from None
         raise
 
@@ -153,10 +158,22 @@ class _ToAst(Transformer):
         return ast.Document(self._loc(meta), version, extensions, fragments, graph)
 
     def version(self, meta, children):
-        return str(children[0])
+        # 3.1: "version" <numeric-literal>, major.minor; only major version 1 is this syntax
+        text = str(children[0])
+        if text.split(".")[0] != "1" or not re.fullmatch(r"\d+\.\d+", text):
+            raise UnsupportedError(f"document version {text}: this reader reads NNEF 1.x graph.nnef",
+                                   location=self._loc(meta),
+                                   hint="NNEF 2.0 models are SkriptND folders with main.sknd")
+        return text
 
     def extension(self, meta, children):
-        return tuple(str(c) for c in children)
+        names = tuple(str(c) for c in children)
+        for token, name in zip(children, names):
+            if name not in KNOWN_EXTENSIONS:
+                raise UnsupportedError(f"extension '{name}' is not supported", location=Location(
+                    self.filename, token.line, token.column),
+                    hint="qsim implements " + ", ".join(sorted(KNOWN_EXTENSIONS)))
+        return names
 
     def fragment(self, meta, children):
         name, *rest = children

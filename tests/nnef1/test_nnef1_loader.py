@@ -99,7 +99,77 @@ def test_shared_labels_share_data(tmp_path, rng):
     assert convs[0].inputs[1] == convs[1].inputs[1] == "filter"
 
 
+CODES_GRAPH = """version 1.0;
+
+graph codes( input ) -> ( output, n12, u3, flags )
+{
+    input = external(shape = [2, 3]);
+    half = variable(shape = [2, 3], label = 'f/half');
+    double = variable(shape = [2, 3], label = 'f/double');
+    logq = variable(shape = [2, 3], label = 'q/log');
+    n12 = variable<integer>(shape = [2, 3], label = 'i/n12');
+    u3 = variable<integer>(shape = [2, 3], label = 'i/u3');
+    flags = variable<logical>(shape = [2, 3], label = 'b/flags');
+    output = input + half + double + logq;
+}
+"""
+
+
+def test_variables_in_every_tensor_file_code(tmp_path, rng):
+    """5.2 codes through a model folder: float16/64, logarithmic quantized, 12-bit signed and
+    3-bit unsigned (bit-packed, widths not a multiple of 8) integers, 1-bit logical."""
+    (tmp_path / "graph.nnef").write_text(CODES_GRAPH)
+    half = np.float16([[0.5, -1.25, 3.0], [65504.0, 2.0 ** -24, 0.0]])
+    double = np.float64([[1 / 3, 1e-3, -7.0], [0.1, 0.2, 0.3]])
+    log = StoredQuantization(Quantizer.LOGARITHMIC, -4.0, 4.0, 4)
+    n12 = np.int16([[-2048, 2047, 0], [-1, 1, 1000]])
+    u3 = np.uint8([[0, 7, 3], [5, 1, 6]])
+    flags = np.array([[True, False, True], [False, False, True]])
+    write_tensor(tmp_path / "f" / "half.dat", half)
+    write_tensor(tmp_path / "f" / "double.dat", double)
+    write_tensor(tmp_path / "q" / "log.dat", np.float32([[-4.0, 0.5, 2.0], [-0.25, 1.0, -1.0]]),
+                 quantization=log)
+    write_tensor(tmp_path / "i" / "n12.dat", n12, bits=12)
+    write_tensor(tmp_path / "i" / "u3.dat", u3, bits=3)
+    write_tensor(tmp_path / "b" / "flags.dat", flags)
+    assert (tmp_path / "i" / "u3.dat").stat().st_size == 128 + 3     # 6 items x 3 bits, packed
+    g = load_nnef1(str(tmp_path))
+    np.testing.assert_array_equal(g.tensor("half").data, half.astype(np.float32))
+    np.testing.assert_array_equal(g.tensor("double").data, double.astype(np.float32))
+    # powers of two are exact on the logarithmic grid (signed: 2^(q + m - r), m = 2, r = 7)
+    np.testing.assert_array_equal(g.tensor("logq").data, np.float32([[-4, 0.5, 2], [-0.25, 1, -1]]))
+    assert g.tensor("logq").quant is None       # no (scale, zero point) form; values only
+    np.testing.assert_array_equal(g.tensor("n12").data, n12)
+    np.testing.assert_array_equal(g.tensor("u3").data, u3)
+    np.testing.assert_array_equal(g.tensor("flags").data, flags)
+
+
+def test_container_with_graph_quant(tmp_path, rng):
+    quant = '"conv": linear_quantize(min = -1.0, max = 1.0, bits = 8);\n'
+    make_model(tmp_path / "model", rng, quant=quant)
+    archive = tmp_path / "model.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted((tmp_path / "model").rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(tmp_path / "model")))
+    q = load_nnef1(str(archive)).tensor("conv").quant
+    assert (q.scale, q.zero_point, q.source) == (2 / 255, 128, "graph.quant")
+
+
 # ------------------------------------------------------------------ errors
+
+@pytest.mark.parametrize("header, line, column, message", [
+    ("version 2.0;", 1, 1, "document version 2.0: this reader reads NNEF 1.x"),
+    ("version 1.0;\nextension KHR_enable_fragment_definitions VENDOR_magic;", 2, 43,
+     "extension 'VENDOR_magic' is not supported"),
+])
+def test_unsupported_version_and_extension(tmp_path, rng, header, line, column, message):
+    make_model(tmp_path, rng, graph=GRAPH.replace("version 1.0;", header))
+    with pytest.raises(UnsupportedError) as err:
+        load_nnef1(str(tmp_path))
+    assert message in err.value.message
+    loc = err.value.location
+    assert (loc.file, loc.line, loc.column) == (str(tmp_path / "graph.nnef"), line, column)
+
 
 def test_missing_tensor_file_names_the_variable(tmp_path, rng):
     make_model(tmp_path, rng)
