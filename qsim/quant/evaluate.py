@@ -119,8 +119,10 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
                 s.signal += float(np.sum(f * f))
                 s.noise += float(np.sum(err * err))
                 lsb = err / float(imodel.tensor_map[n].quant.scales()[0])
+                # bins as (count, range): numpy's uniform-bin path, no sort of the data
                 s.counts += np.histogram(np.clip(lsb, ERROR_EDGES_LSB[0], ERROR_EDGES_LSB[-1]),
-                                         ERROR_EDGES_LSB)[0]
+                                         bins=len(ERROR_EDGES_LSB) - 1,
+                                         range=(ERROR_EDGES_LSB[0], ERROR_EDGES_LSB[-1]))[0]
             f_top = np.argmax(np.asarray(fvals[out_name])[:rows].reshape(rows, -1), axis=1)
             i_top = np.argmax(float_view(imodel, out_name, ivals)[:rows].reshape(rows, -1), axis=1)
             n_samples += rows
