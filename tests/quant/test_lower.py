@@ -340,3 +340,86 @@ def test_division_by_a_computed_tensor_is_refused(rng):
     qp = calibrate_minmax(graph, [rng.normal(size=(1, 4)).astype(np.float32)])
     with pytest.raises(UnsupportedError, match="division by a computed tensor"):
         lower_graph(graph, qp)
+
+
+def _after_conv(g, x_shape):
+    """input -> 1x1 conv (so the tested operator reads a computed int8 tensor)."""
+    x = g.input("x", x_shape)
+    c = x_shape[1]
+    return g.op("nn.conv", [x, g.weights("w0", (c, c, 1, 1), 0.5), ""], "c0", x_shape)
+
+
+LAYOUT_CASES = [  # (kind, attrs, output shape) on a [1, 4, 6, 6] NCHW input
+    # NNEF 2.0 packs paddings as [begin..., end...]
+    ("layout.pad", {"axes": (2, 3), "padding": (1, 2, 0, 1)}, (1, 4, 7, 9)),
+    ("layout.slice", {"axes": (1, 3), "begin": (1, 2), "end": (3, 6)}, (1, 2, 6, 4)),
+    ("layout.flatten", {"axis": 1}, (1, 144)),
+    ("layout.squeeze", {"axes": (0,)}, (4, 6, 6)),
+    ("layout.unsqueeze", {"axes": (4,)}, (1, 4, 6, 6, 1)),
+    ("nn.avg_pool", {"size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1)}, (1, 4, 3, 3)),
+    ("math.sum_reduce", {"axes": (1,)}, (1, 1, 6, 6)),
+    ("math.mean_reduce", {"axes": (3,)}, (1, 4, 6, 1)),
+    ("math.max_reduce", {"axes": (2, 3)}, (1, 4, 1, 1)),
+    ("math.min_reduce", {"axes": (1,)}, (1, 1, 6, 6)),
+    ("math.iden", {}, (1, 4, 6, 6)),
+]
+
+
+@pytest.mark.parametrize("kind, attrs, out_shape", LAYOUT_CASES, ids=[c[0] for c in LAYOUT_CASES])
+def test_layout_and_reduction_rules_track_float(rng, kind, attrs, out_shape):
+    g = FloatGraph(rng)
+    c0 = _after_conv(g, (1, 4, 6, 6))
+    g.op(kind, [c0], "y", out_shape, **attrs)
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 4, 6, 6)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert all(op.kind.dialect == "tosa" for op in model.graph.ops)
+    ints = _run_both(model, calib[1])
+    floats = execute(graph, {"x": calib[1]})
+    got = dequantize(ints["y"], model.output_quant["y"])
+    assert got.shape == tuple(out_shape)
+    assert sqnr_db(floats["y"], got) > 30.0
+
+
+def test_concat_of_differently_scaled_inputs(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 3, 5, 5))
+    a = g.op("nn.conv", [x, g.weights("wa", (2, 3, 1, 1), 0.2), ""], "a", (1, 2, 5, 5))
+    b = g.op("nn.conv", [x, g.weights("wb", (4, 3, 1, 1), 2.0), ""], "b", (1, 4, 5, 5))
+    g.op("layout.concat", [a, b], "y", (1, 6, 5, 5), axis=1)
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 3, 5, 5)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert "tosa.CONCAT" in [op.kind.name for op in model.graph.ops]
+    ints = _run_both(model, calib[0])
+    floats = execute(graph, {"x": calib[0]})
+    assert sqnr_db(floats["y"], dequantize(ints["y"], model.output_quant["y"])) > 30.0
+
+
+def test_matmul_of_two_computed_tensors(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 6, 8))
+    a = g.op("nn.relu", [x], "a", (1, 6, 8))
+    g.op("linalg.matmul", [a, x], "y", (1, 6, 6), transB=True)
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 6, 8)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert "tosa.MATMUL" in [op.kind.name for op in model.graph.ops]
+    ints = _run_both(model, calib[2])
+    floats = execute(graph, {"x": calib[2]})
+    assert sqnr_db(floats["y"], dequantize(ints["y"], model.output_quant["y"])) > 30.0
+
+
+def test_standalone_batch_norm_is_a_depthwise_1x1(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 4, 5, 5))
+    g.op("nn.batch_norm", [x, g.const("m", rng.normal(0, 0.2, 4)), g.const("v", rng.uniform(0.5, 2, 4)),
+                           g.const("bb", rng.normal(0, 0.1, 4)), g.const("s", rng.uniform(0.5, 1.5, 4))],
+         "y", (1, 4, 5, 5))
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 4, 5, 5)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert "tosa.DEPTHWISE_CONV2D" in [op.kind.name for op in model.graph.ops]
+    ints = _run_both(model, calib[3])
+    floats = execute(graph, {"x": calib[3]})
+    assert sqnr_db(floats["y"], dequantize(ints["y"], model.output_quant["y"])) > 30.0
