@@ -203,7 +203,7 @@ static void qsim_gemm_portable(const uint8_t *A, const int64_t *rows, int64_t M,
  * weight registers and one broadcast: at most 29 of the 32 zmm registers).
  */
 #define QSIM_VNNI_MR 6
-#define QSIM_VNNI_KC4 64   /* K quads per cache block (16 KiB of a 64-column panel) */
+#define QSIM_VNNI_KC4 256  /* K quads per cache block (64 KiB of a 64-column panel, in L2) */
 
 static inline __attribute__((always_inline)) QSIM_TARGET_VNNI void
 qsim_vnni_tile(const int MR, const int NV, const uint8_t *A, const int64_t *rows,
@@ -252,28 +252,36 @@ qsim_vnni_tile(const int MR, const int NV, const uint8_t *A, const int64_t *rows
                   case 4: QSIM_VNNI_CASE(4, nv); break; case 3: QSIM_VNNI_CASE(3, nv); break; \
                   case 2: QSIM_VNNI_CASE(2, nv); break; default: QSIM_VNNI_CASE(1, nv); }
 
+/* Loop order (Goto-style): a block of QSIM_VNNI_MC rows of A (<= MC * K bytes, sized for L2)
+ * meets every 64-column panel of B before the next row block; inside a panel, K is split into
+ * blocks of at most QSIM_VNNI_KC4 quads (single-tap GEMMs only) so the panel's K block stays
+ * in L1/L2 while every row tile of the block uses it. Later K blocks add to the stored
+ * partial sums (modulo 2^32, like everything else here). */
+#define QSIM_VNNI_MC 240   /* rows per A block: a multiple of QSIM_VNNI_MR */
+
 static QSIM_TARGET_VNNI void
 qsim_gemm_vnni(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
                int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
                const int32_t *rowcorr, int32_t *out, int64_t ldo) {
     const int64_t NP = qsim_round_up(N, 16), K = T * K4 * 4;
-    for (int64_t p0 = 0; p0 < NP; p0 += QSIM_VNNI_PANEL) {
-        const int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
-        const int64_t ncols = N - p0 < width ? N - p0 : width;
-        const int8_t *panel = B + p0 * K;
-        const int nv = (int)(width / 16);
-        /* K blocking (single-tap GEMMs only: FC, MATMUL): a block of QSIM_VNNI_KC4 quads of
-         * the panel (64 x 256 bytes = 16 KiB) stays in L1 while every row block uses it. */
-        const int64_t kstep = (T == 1 && K4 > 2 * QSIM_VNNI_KC4) ? QSIM_VNNI_KC4 : K4;
-        for (int64_t kb = 0; kb < K4; kb += kstep) {
-            const int64_t kc = K4 - kb < kstep ? K4 - kb : kstep;
-            for (int64_t p = 0; p < M; p += QSIM_VNNI_MR) {
-                const int mr = (int)(M - p < QSIM_VNNI_MR ? M - p : QSIM_VNNI_MR);
-                switch (nv) {
-                    case 4: QSIM_VNNI_ROWS(4); break;
-                    case 3: QSIM_VNNI_ROWS(3); break;
-                    case 2: QSIM_VNNI_ROWS(2); break;
-                    default: QSIM_VNNI_ROWS(1);
+    const int64_t kstep = (T == 1 && K4 > 2 * QSIM_VNNI_KC4) ? QSIM_VNNI_KC4 : K4;
+    for (int64_t mb = 0; mb < M; mb += QSIM_VNNI_MC) {
+        const int64_t mend = M - mb < QSIM_VNNI_MC ? M : mb + QSIM_VNNI_MC;
+        for (int64_t p0 = 0; p0 < NP; p0 += QSIM_VNNI_PANEL) {
+            const int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
+            const int64_t ncols = N - p0 < width ? N - p0 : width;
+            const int8_t *panel = B + p0 * K;
+            const int nv = (int)(width / 16);
+            for (int64_t kb = 0; kb < K4; kb += kstep) {
+                const int64_t kc = K4 - kb < kstep ? K4 - kb : kstep;
+                for (int64_t p = mb; p < mend; p += QSIM_VNNI_MR) {
+                    const int mr = (int)(mend - p < QSIM_VNNI_MR ? mend - p : QSIM_VNNI_MR);
+                    switch (nv) {
+                        case 4: QSIM_VNNI_ROWS(4); break;
+                        case 3: QSIM_VNNI_ROWS(3); break;
+                        case 2: QSIM_VNNI_ROWS(2); break;
+                        default: QSIM_VNNI_ROWS(1);
+                    }
                 }
             }
         }

@@ -9,6 +9,7 @@
 #define QSIM_QMISC_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "qgemm.h"
 #include "tosa_arith.h"
@@ -37,33 +38,182 @@
  * Wt: int16 [KH*KW][CM] holding (w - weight_zp). acc: int32 scratch of CM.
  * The caller proved KH*KW*max|x-zp|*max|w-zp| + |bias| < 2^31: int32 accumulation is exact.
  */
+/* Register blocking: QSIM_DW_OX output pixels x 16 channels of int32 accumulators stay in
+ * registers over all taps (fixed-size inner loops the compiler turns into vector code on each
+ * ISA copy); the scratch `acc` is unused and kept for the call signature. */
+#define QSIM_DW_OX 4
+QSIM_INLINE void qsim_depthwise_block(const int16_t *restrict P, int64_t PW, int64_t CM,
+                                      const int16_t *restrict Wt, int64_t KH, int64_t KW,
+                                      int64_t sx, int64_t dy, int64_t dx, int64_t c0,
+                                      int64_t nox, const int64_t *restrict bias,
+                                      int32_t *restrict out32, int64_t *restrict out64,
+                                      int64_t o) {
+    int32_t a[QSIM_DW_OX][16];
+    for (int i = 0; i < QSIM_DW_OX; i++)
+        for (int j = 0; j < 16; j++) a[i][j] = 0;
+    for (int64_t ky = 0; ky < KH; ky++)
+        for (int64_t kx = 0; kx < KW; kx++) {
+            const int16_t *w = Wt + (ky * KW + kx) * CM + c0;
+            const int16_t *p = P + (ky * dy * PW + kx * dx) * CM + c0;
+            for (int i = 0; i < QSIM_DW_OX; i++)
+                for (int j = 0; j < 16; j++)
+                    a[i][j] += (int32_t)p[i * sx * CM + j] * (int32_t)w[j];
+        }
+    for (int64_t i = 0; i < nox; i++) {
+        if (out32)
+            for (int j = 0; j < 16; j++) out32[o + i * CM + j] = a[i][j] + (int32_t)bias[c0 + j];
+        else
+            for (int j = 0; j < 16; j++) out64[o + i * CM + j] = (int64_t)a[i][j] + bias[c0 + j];
+    }
+}
+
+/* Channels [cfrom, CM) of every pixel, accumulating in the scratch acc[CM] (leftovers of the
+ * blocked loops). */
+QSIM_INLINE void qsim_depthwise_rest(const int16_t *P, int64_t PW, int64_t CM, const int16_t *Wt,
+                                     int64_t KH, int64_t KW, int64_t sx, int64_t dy, int64_t dx,
+                                     const int64_t *bias, int32_t *acc, int32_t *out32,
+                                     int64_t *out64, int64_t row, int64_t px, int64_t cfrom,
+                                     int64_t o) {
+    for (int64_t c = cfrom; c < CM; c++) acc[c] = 0;
+    for (int64_t ky = 0; ky < KH; ky++)
+        for (int64_t kx = 0; kx < KW; kx++) {
+            const int16_t *p = P + ((row + ky * dy) * PW + px * sx + kx * dx) * CM;
+            const int16_t *w = Wt + (ky * KW + kx) * CM;
+            for (int64_t c = cfrom; c < CM; c++) acc[c] += (int32_t)p[c] * (int32_t)w[c];
+        }
+    if (out32)
+        for (int64_t c = cfrom; c < CM; c++) out32[o + c] = acc[c] + (int32_t)bias[c];
+    else
+        for (int64_t c = cfrom; c < CM; c++) out64[o + c] = (int64_t)acc[c] + bias[c];
+}
+
 QSIM_INLINE void qsim_depthwise_body(const int16_t *P, int64_t N, int64_t PH, int64_t PW,
                                      int64_t CM, const int16_t *Wt, int64_t KH, int64_t KW,
                                      int64_t OH, int64_t OW, int64_t sy, int64_t sx, int64_t dy,
                                      int64_t dx, const int64_t *bias, int32_t *acc,
                                      int32_t *out32, int64_t *out64) {
+    const int64_t CM16 = CM / 16 * 16;
     for (int64_t n = 0; n < N; n++)
-        for (int64_t oy = 0; oy < OH; oy++)
-            for (int64_t ox = 0; ox < OW; ox++) {
-                for (int64_t c = 0; c < CM; c++) acc[c] = 0;
-                for (int64_t ky = 0; ky < KH; ky++)
-                    for (int64_t kx = 0; kx < KW; kx++) {
-                        const int16_t *p = P + ((n * PH + oy * sy + ky * dy) * PW + ox * sx + kx * dx) * CM;
-                        const int16_t *w = Wt + (ky * KW + kx) * CM;
-                        for (int64_t c = 0; c < CM; c++) acc[c] += (int32_t)p[c] * (int32_t)w[c];
-                    }
-                int64_t o = ((n * OH + oy) * OW + ox) * CM;
-                if (out32)
-                    for (int64_t c = 0; c < CM; c++) out32[o + c] = acc[c] + (int32_t)bias[c];
-                else
-                    for (int64_t c = 0; c < CM; c++) out64[o + c] = (int64_t)acc[c] + bias[c];
+        for (int64_t oy = 0; oy < OH; oy++) {
+            const int64_t row = n * PH + oy * sy;
+            /* full blocks of QSIM_DW_OX pixels x 16 channels */
+            int64_t ox = 0;
+            for (; ox + QSIM_DW_OX <= OW; ox += QSIM_DW_OX)
+                for (int64_t c0 = 0; c0 < CM16; c0 += 16)
+                    qsim_depthwise_block(P + (row * PW + ox * sx) * CM, PW, CM, Wt, KH, KW, sx,
+                                         dy, dx, c0, QSIM_DW_OX, bias, out32, out64,
+                                         ((n * OH + oy) * OW + ox) * CM + c0);
+            /* leftover pixels (all channels) and leftover channels (all pixels) */
+            for (int64_t px = 0; px < OW; px++) {
+                const int64_t cfrom = px < ox ? CM16 : 0;
+                if (cfrom < CM)
+                    qsim_depthwise_rest(P, PW, CM, Wt, KH, KW, sx, dy, dx, bias, acc, out32,
+                                        out64, row, px, cfrom, ((n * OH + oy) * OW + px) * CM);
             }
+        }
 }
 QSIM_VERSIONS(qsim_depthwise,
     (const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM, const int16_t *Wt,
      int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sy, int64_t sx, int64_t dy,
      int64_t dx, const int64_t *bias, int32_t *acc, int32_t *out32, int64_t *out64),
     (P, N, PH, PW, CM, Wt, KH, KW, OH, OW, sy, sx, dy, dx, bias, acc, out32, out64))
+
+#if QSIM_X86
+/* AVX-512 VNNI depthwise: 32 channels of one pixel are one zmm of int16 (no widening); vpdpwssd
+ * against (w_even, 0) and (0, w_odd) weight pairs gives the products of the even and the odd
+ * channels in two int32 accumulators (each pair sum has one zero term, so it is the exact
+ * product; the caller proved the int32 sums exact). 8 pixels x 2 accumulators + 2 weights =
+ * 18 zmm. Channels past the last multiple of 32 go through qsim_depthwise_rest. */
+#define QSIM_DWV_OX 8
+static QSIM_TARGET_VNNI void
+qsim_depthwise_vnni(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM,
+                    const int16_t *Wt, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                    int64_t sy, int64_t sx, int64_t dy, int64_t dx, const int64_t *bias,
+                    int32_t *acc, int32_t *out32, int64_t *out64) {
+    const int64_t CM32 = CM / 32 * 32, T = KH * KW;
+    if (CM32 == 0) {
+        qsim_depthwise_avx512(P, N, PH, PW, CM, Wt, KH, KW, OH, OW, sy, sx, dy, dx, bias, acc,
+                              out32, out64);
+        return;
+    }
+    /* weight pairs: per tap and 32-channel block, 32 int16 with odd lanes 0, then 32 with even
+     * lanes 0 */
+    int16_t *wp = (int16_t *)aligned_alloc(64, (size_t)(T * CM32 * 2 * 2 + 64));
+    if (!wp) {
+        qsim_depthwise_avx512(P, N, PH, PW, CM, Wt, KH, KW, OH, OW, sy, sx, dy, dx, bias, acc,
+                              out32, out64);
+        return;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c0 = 0; c0 < CM32; c0 += 32)
+            for (int64_t j = 0; j < 32; j++) {
+                int16_t *q = wp + (t * CM32 + c0) * 2;
+                q[j] = (j & 1) ? 0 : Wt[t * CM + c0 + j];
+                q[32 + j] = (j & 1) ? Wt[t * CM + c0 + j] : 0;
+            }
+    const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi_idx = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    int32_t bias32[32];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oy = 0; oy < OH; oy++) {
+            const int64_t row = n * PH + oy * sy;
+            for (int64_t c0 = 0; c0 < CM32; c0 += 32) {
+                for (int j = 0; j < 32; j++) bias32[j] = out32 ? (int32_t)bias[c0 + j] : 0;
+                for (int64_t ox = 0; ox < OW; ox += QSIM_DWV_OX) {
+                    const int64_t nox = OW - ox < QSIM_DWV_OX ? OW - ox : QSIM_DWV_OX;
+                    __m512i ae[QSIM_DWV_OX], ao[QSIM_DWV_OX];
+                    for (int i = 0; i < QSIM_DWV_OX; i++) ae[i] = ao[i] = _mm512_setzero_si512();
+                    for (int64_t ky = 0; ky < KH; ky++)
+                        for (int64_t kx = 0; kx < KW; kx++) {
+                            const int16_t *q = wp + ((ky * KW + kx) * CM32 + c0) * 2;
+                            const __m512i we = _mm512_load_si512((const void *)q);
+                            const __m512i wo = _mm512_load_si512((const void *)(q + 32));
+                            const int16_t *p = P + ((row + ky * dy) * PW + ox * sx + kx * dx) * CM + c0;
+                            if (nox == QSIM_DWV_OX) {
+                                for (int i = 0; i < QSIM_DWV_OX; i++) {
+                                    __m512i v = _mm512_loadu_si512((const void *)(p + i * sx * CM));
+                                    ae[i] = _mm512_dpwssd_epi32(ae[i], v, we);
+                                    ao[i] = _mm512_dpwssd_epi32(ao[i], v, wo);
+                                }
+                            } else {
+                                for (int i = 0; i < nox; i++) {
+                                    __m512i v = _mm512_loadu_si512((const void *)(p + i * sx * CM));
+                                    ae[i] = _mm512_dpwssd_epi32(ae[i], v, we);
+                                    ao[i] = _mm512_dpwssd_epi32(ao[i], v, wo);
+                                }
+                            }
+                        }
+                    const __m512i b0 = _mm512_loadu_si512((const void *)bias32);
+                    const __m512i b1 = _mm512_loadu_si512((const void *)(bias32 + 16));
+                    for (int i = 0; i < nox; i++) {
+                        const int64_t o = ((n * OH + oy) * OW + ox + i) * CM + c0;
+                        __m512i r0 = _mm512_permutex2var_epi32(ae[i], lo_idx, ao[i]);
+                        __m512i r1 = _mm512_permutex2var_epi32(ae[i], hi_idx, ao[i]);
+                        if (out32) {
+                            _mm512_storeu_si512((void *)(out32 + o), _mm512_add_epi32(r0, b0));
+                            _mm512_storeu_si512((void *)(out32 + o + 16), _mm512_add_epi32(r1, b1));
+                        } else {
+                            const __m512i *bq = (const __m512i *)(bias + c0);
+                            _mm512_storeu_si512((void *)(out64 + o), _mm512_add_epi64(
+                                _mm512_cvtepi32_epi64(_mm512_castsi512_si256(r0)), _mm512_loadu_si512(bq)));
+                            _mm512_storeu_si512((void *)(out64 + o + 8), _mm512_add_epi64(
+                                _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(r0, 1)), _mm512_loadu_si512(bq + 1)));
+                            _mm512_storeu_si512((void *)(out64 + o + 16), _mm512_add_epi64(
+                                _mm512_cvtepi32_epi64(_mm512_castsi512_si256(r1)), _mm512_loadu_si512(bq + 2)));
+                            _mm512_storeu_si512((void *)(out64 + o + 24), _mm512_add_epi64(
+                                _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(r1, 1)), _mm512_loadu_si512(bq + 3)));
+                        }
+                    }
+                }
+            }
+            if (CM32 < CM)
+                for (int64_t px = 0; px < OW; px++)
+                    qsim_depthwise_rest(P, PW, CM, Wt, KH, KW, sx, dy, dx, bias, acc, out32,
+                                        out64, row, px, CM32, ((n * OH + oy) * OW + px) * CM);
+        }
+    free(wp);
+}
+#endif
 
 /* ------------------------------------------------------------ pools ----------------------
  * P: int16 [N][PH][PW][C] padded input. MAX: padding holds the type minimum, the identity of
@@ -204,12 +354,29 @@ qsim_load8_as_i64(int icode, const void *x, int64_t i, __mmask8 m) {
     }
 }
 
+/* Narrowing happens in registers and a plain store follows: the memory-destination forms of
+ * vpmovq{b,w,d} are microcoded on some cores (Zen 4: ~10x slower than the register form). */
 static inline __attribute__((always_inline)) QSIM_TARGET_AVX512 void
 qsim_store8_from_i64(int ocode, void *y, int64_t i, __mmask8 m, __m512i v) {
+    const int full = m == (__mmask8)0xFF;
     switch (ocode) {
-        case 0: case 1: _mm512_mask_cvtepi64_storeu_epi8((int8_t *)y + i, m, v); break;
-        case 2: case 3: _mm512_mask_cvtepi64_storeu_epi16((int16_t *)y + i, m, v); break;
-        default: _mm512_mask_cvtepi64_storeu_epi32((int32_t *)y + i, m, v);
+        case 0: case 1: {
+            __m128i b = _mm512_cvtepi64_epi8(v);
+            if (full) _mm_storel_epi64((__m128i *)((int8_t *)y + i), b);
+            else _mm_mask_storeu_epi8((int8_t *)y + i, (__mmask16)m, b);
+            break;
+        }
+        case 2: case 3: {
+            __m128i h = _mm512_cvtepi64_epi16(v);
+            if (full) _mm_storeu_si128((__m128i *)((int16_t *)y + i), h);
+            else _mm_mask_storeu_epi16((int16_t *)y + i, m, h);
+            break;
+        }
+        default: {
+            __m256i d = _mm512_cvtepi64_epi32(v);
+            if (full) _mm256_storeu_si256((__m256i *)((int32_t *)y + i), d);
+            else _mm256_mask_storeu_epi32((int32_t *)y + i, m, d);
+        }
     }
 }
 
@@ -257,6 +424,70 @@ qsim_rescale32_avx512(int icode, int ocode, const void *x, int64_t n, int64_t C,
     }
     return 1;
 }
+/* int32 input, scale32, 16 values per step (the CONV2D -> RESCALE requantization).
+ * Preconditions (checked by qsim_rescale): input_zp == 0 (ERROR_IF for int32 input), every
+ * shift >= 33 so apply_scale_32's REQUIRE |value| < 2^(shift-2) holds for every int32,
+ * C % 16 == 0. Even elements use vpmuldq on the low halves of the 64-bit lanes, odd elements
+ * after a 32-bit right shift; rounding round32 +/- dround is chosen by the product's sign,
+ * which is the value's sign except when the product is 0, where both choices give 0
+ * (0 < round32 - dround and round32 + dround < 2^shift). The clamp to [lo - output_zp,
+ * hi - output_zp] happens in 64 bits, so the 32-bit add of output_zp cannot wrap. */
+static inline __attribute__((always_inline)) QSIM_TARGET_AVX512 void
+qsim_rescale_i32x16_avx512_body(const int ocode, const int32_t *x, int64_t n, int64_t C,
+                                const int64_t *prm, int64_t output_zp, int64_t lo, int64_t hi,
+                                void *y) {
+    const __m512i vlo = _mm512_set1_epi64(lo - output_zp), vhi = _mm512_set1_epi64(hi - output_zp);
+    const __m512i ozp = _mm512_set1_epi32((int32_t)output_zp);
+    for (int64_t i0 = 0; i0 < n; i0 += C)
+        for (int64_t c = 0; c < C; c += 16) {
+            /* prm per 16-channel block: mult, round+, round-, shift for the even channels,
+             * then the same four for the odd channels (8 int64 each) */
+            const int64_t *q = prm + (c / 16) * 64;
+            __m512i v = _mm512_loadu_si512((const void *)(x + i0 + c));
+            __m512i pe = _mm512_mul_epi32(v, _mm512_loadu_si512((const void *)q));
+            __m512i po = _mm512_mul_epi32(_mm512_srli_epi64(v, 32), _mm512_loadu_si512((const void *)(q + 32)));
+            pe = _mm512_mask_add_epi64(_mm512_add_epi64(pe, _mm512_loadu_si512((const void *)(q + 8))),
+                                       _mm512_movepi64_mask(pe), pe, _mm512_loadu_si512((const void *)(q + 16)));
+            po = _mm512_mask_add_epi64(_mm512_add_epi64(po, _mm512_loadu_si512((const void *)(q + 40))),
+                                       _mm512_movepi64_mask(po), po, _mm512_loadu_si512((const void *)(q + 48)));
+            pe = _mm512_srav_epi64(pe, _mm512_loadu_si512((const void *)(q + 24)));
+            po = _mm512_srav_epi64(po, _mm512_loadu_si512((const void *)(q + 56)));
+            pe = _mm512_min_epi64(_mm512_max_epi64(pe, vlo), vhi);
+            po = _mm512_min_epi64(_mm512_max_epi64(po, vlo), vhi);
+            __m512i r = _mm512_add_epi32(_mm512_mask_blend_epi32((__mmask16)0xAAAA, pe,
+                                                                 _mm512_slli_epi64(po, 32)), ozp);
+            switch (ocode) {
+                case 0: case 1: _mm_storeu_si128((__m128i *)((int8_t *)y + i0 + c), _mm512_cvtepi32_epi8(r)); break;
+                case 2: case 3: _mm256_storeu_si256((__m256i *)((int16_t *)y + i0 + c), _mm512_cvtepi32_epi16(r)); break;
+                default: _mm512_storeu_si512((void *)((int32_t *)y + i0 + c), r);
+            }
+        }
+}
+
+static QSIM_TARGET_AVX512 int
+qsim_rescale_i32x16_avx512(int ocode, const int32_t *x, int64_t n, int64_t C, const int64_t *mult,
+                           const int64_t *shift, const int64_t *rnd, const int64_t *dround,
+                           int64_t output_zp, int64_t lo, int64_t hi, void *y) {
+    int64_t prm_stack[64 * 16];
+    int64_t *prm = C <= 256 ? prm_stack : (int64_t *)malloc((size_t)(C * 4) * sizeof(int64_t));
+    if (!prm) return 0;
+    for (int64_t c = 0; c < C; c++) {
+        int64_t *q = prm + (c / 16) * 64 + (c & 1) * 32 + (c % 16) / 2;
+        q[0] = mult[c];
+        q[8] = rnd[c] + dround[c];
+        q[16] = rnd[c] - dround[c];
+        q[24] = shift[c];
+    }
+    switch (ocode) {
+        case 0: qsim_rescale_i32x16_avx512_body(0, x, n, C, prm, output_zp, lo, hi, y); break;
+        case 1: qsim_rescale_i32x16_avx512_body(1, x, n, C, prm, output_zp, lo, hi, y); break;
+        case 2: qsim_rescale_i32x16_avx512_body(2, x, n, C, prm, output_zp, lo, hi, y); break;
+        case 3: qsim_rescale_i32x16_avx512_body(3, x, n, C, prm, output_zp, lo, hi, y); break;
+        default: qsim_rescale_i32x16_avx512_body(4, x, n, C, prm, output_zp, lo, hi, y);
+    }
+    if (prm != prm_stack) free(prm);
+    return 1;
+}
 #endif
 
 /* Type codes shared with the Cython side: 0 i8, 1 u8, 2 i16, 3 u16, 4 i32, 5 i64 (int48). */
@@ -274,6 +505,14 @@ static void qsim_rescale(int isa, int icode, int ocode, const void *x, int64_t n
                          const int64_t *rnd, const int64_t *dround, int scale32,
                          int64_t output_zp, int64_t lo, int64_t hi, void *y, int *bad) {
 #if QSIM_X86
+    if (isa == QSIM_ISA_AVX512VNNI && scale32 && icode == 4 && input_zp == 0 && C % 16 == 0
+        && ocode <= 4) {
+        int64_t min_shift = 63;
+        for (int64_t c = 0; c < C; c++) min_shift = shift[c] < min_shift ? shift[c] : min_shift;
+        if (min_shift >= 33 && qsim_rescale_i32x16_avx512(ocode, (const int32_t *)x, n, C, mult,
+                                                          shift, rnd, dround, output_zp, lo, hi, y))
+            return;
+    }
     if (isa == QSIM_ISA_AVX512VNNI && scale32 &&
         qsim_rescale32_avx512(icode, ocode, x, n, C, input_zp, mult, shift, rnd, dround,
                               output_zp, lo, hi, y, bad))

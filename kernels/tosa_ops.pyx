@@ -29,6 +29,10 @@ cdef extern from "qmisc.h" nogil:
                                const int16_t *Wt, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                                int64_t sy, int64_t sx, int64_t dy, int64_t dx,
                                const int64_t *bias, int32_t *acc, int32_t *out32, int64_t *out64)
+    void qsim_depthwise_vnni(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM,
+                             const int16_t *Wt, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                             int64_t sy, int64_t sx, int64_t dy, int64_t dx,
+                             const int64_t *bias, int32_t *acc, int32_t *out32, int64_t *out64)
     void qsim_depthwise_avx2(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM,
                              const int16_t *Wt, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                              int64_t sy, int64_t sx, int64_t dy, int64_t dx,
@@ -197,8 +201,8 @@ def depthwise(int isa, const int16_t[:, :, :, ::1] P, const int16_t[:, ::1] wt, 
         p32 = &o32[0, 0, 0, 0]
     with nogil:
         if isa == QSIM_ISA_AVX512VNNI:
-            qsim_depthwise_avx512(&P[0, 0, 0, 0], N, PH, PW, CM, &wt[0, 0], KH, KW, OH, OW, sy, sx,
-                                  dy, dx, &bias[0], &accv[0], p32, p64)
+            qsim_depthwise_vnni(&P[0, 0, 0, 0], N, PH, PW, CM, &wt[0, 0], KH, KW, OH, OW, sy, sx,
+                                dy, dx, &bias[0], &accv[0], p32, p64)
         elif isa == QSIM_ISA_AVX2:
             qsim_depthwise_avx2(&P[0, 0, 0, 0], N, PH, PW, CM, &wt[0, 0], KH, KW, OH, OW, sy, sx,
                                 dy, dx, &bias[0], &accv[0], p32, p64)

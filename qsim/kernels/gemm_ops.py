@@ -70,6 +70,7 @@ def _index_tables(g: Geometry) -> tuple[np.ndarray, np.ndarray]:
     return rows, taps
 
 
+@lru_cache(maxsize=256)
 def _conv_geometry(x_shape, kernel, pad, stride, dilation, channels) -> Geometry:
     """Forward convolution; x_shape = (N, D, H, W), pad = ((front, back) per spatial axis)."""
     N, *spatial = x_shape
@@ -112,35 +113,50 @@ def _fits(k: int, a_bound, w_bound, bias, limit: int) -> bool:
 
 # ----------------------------------------------------------------------- int8 core ----------
 
+def _column_correction(colsum: np.ndarray, bias, input_zp: int) -> np.ndarray:
+    """colcorr[n] = bias[n] - (128 + input_zp) * colsum[n], modulo 2^32 (qgemm.h epilogue)."""
+    colcorr = -(128 + input_zp) * colsum.astype(np.int64)
+    if bias is not None:
+        colcorr += bias
+    return (colcorr & _MASK32).astype(np.uint32).view(np.int32)
+
+
 def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: int,
-             bias, input_zp: int, weight_zp: int) -> np.ndarray:
-    """int32 [M, OC] = the convolution of x5 (int8 [N][D][H][W][IC]) described by g."""
+             bias, input_zp: int, weight_zp: int, colcorr=None, out=None) -> np.ndarray:
+    """int32 [M, OC] = the convolution of x5 (int8 [N][D][H][W][IC]) described by g.
+    `colcorr`, when given, is _column_correction(packed.colsum, bias, input_zp) (cached);
+    `out`, when given, is a C-contiguous int32 [M, OC] array to write into (no copy)."""
     isa = current_isa()
     fill = (input_zp + 128) & 0xFF
     a = _tosa_ops.prepare_input_u8(np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
                                    g.offset, fill).reshape(-1)
     rows, taps = _index_tables(g)
     k4 = g.channels // 4
-    colcorr = -(128 + input_zp) * packed.colsum.astype(np.int64)
-    if bias is not None:
-        colcorr += bias
-    colcorr = (colcorr & _MASK32).astype(np.uint32).view(np.int32)
+    if colcorr is None:
+        colcorr = _column_correction(packed.colsum, bias, input_zp)
     rowcorr = None
     if weight_zp != 0:
         k_total = taps.size * g.channels
         rowsum = _tosa_ops.row_sums(a, rows, taps, k4).astype(np.int64)
         rowcorr = ((weight_zp * (rowsum - k_total * (128 + input_zp))) & _MASK32)
         rowcorr = rowcorr.astype(np.uint32).view(np.int32)
-    out = np.empty((rows.size, oc), dtype=np.int32)
+    if out is None:
+        out = np.empty((rows.size, oc), dtype=np.int32)
     if rows.size and oc:
         _tosa_ops.gemm(isa.code, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out)
     return out
 
 
+def _int8_static_bound_ok(k: int, packed: PackedWeights, bias, izp: int, wzp: int) -> bool:
+    """True when no partial sum can leave int32 for any int8 input."""
+    w_bound = _max_abs_offset(packed.wmin, packed.wmax, wzp)
+    return _fits(k, _max_abs_offset(-128, 127, izp), w_bound, bias, INT32_MAX)
+
+
 def _int8_bound_ok(x: np.ndarray, k: int, packed: PackedWeights, bias, izp: int, wzp: int) -> bool:
     """True when no partial sum can leave int32 (static bound first, then the data's range)."""
     w_bound = _max_abs_offset(packed.wmin, packed.wmax, wzp)
-    if _fits(k, _max_abs_offset(-128, 127, izp), w_bound, bias, INT32_MAX):
+    if _int8_static_bound_ok(k, packed, bias, izp, wzp):
         return True
     if x.size == 0:
         return True
@@ -190,11 +206,16 @@ def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, f
     if x5.dtype == np.int8:
         isa = current_isa()
         packed = packed_for(w_key, ("conv", isa, flip), lambda: _pack(isa, w_nt_c))
-        if not _int8_bound_ok(x5, k, packed, bias, izp, wzp):
+        # per (weights, zero points, bias): the static overflow bound and the column correction
+        bias_key = None if bias is None else np.asarray(bias).tobytes()
+        static_ok, colcorr = packed_for(w_key, ("epilogue", isa, flip, izp, wzp, bias_key), lambda: (
+            _int8_static_bound_ok(k, packed, bias, izp, wzp),
+            _column_correction(packed.colsum, bias, izp)))
+        if not static_ok and not _int8_bound_ok(x5, k, packed, bias, izp, wzp):
             raise NeedsReference
         g = geometry(_round4(IC)) if geometry else _conv_geometry(
             (N, D, H, W), kernel, pad, stride, dilation, _round4(IC))
-        out = _gemm_i8(x5, g, IC, packed, OC, bias, izp, wzp)
+        out = _gemm_i8(x5, g, IC, packed, OC, bias, izp, wzp, colcorr)
     else:
         w_nk = w_nt_c.reshape(OC, -1)
         if not _int16_bound_ok(k, 1 << 15, w_nk, bias):
@@ -283,6 +304,5 @@ def matmul(inputs, attrs):
     for n in range(N):
         data, colsum = _tosa_ops.pack_matrix_kn(isa.code, np.ascontiguousarray(b[n]))
         packed = PackedWeights(data, colsum, None, None)
-        out[n] = _gemm_i8(a[n].reshape(1, 1, H, 1, C), g, C, packed, W, None, a_zp,
-                          b_zp).reshape(H, W)
+        _gemm_i8(a[n].reshape(1, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, out=out[n])
     return [out]

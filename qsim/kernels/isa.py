@@ -20,9 +20,18 @@ class Isa(enum.Enum):
     @property
     def code(self) -> int:
         """The QSIM_ISA_* constant of kernels/qgemm.h."""
+        return _codes()[self]
+
+
+_CODES: dict[Isa, int] = {}
+
+
+def _codes() -> dict[Isa, int]:
+    if not _CODES:     # filled on first use: importing _tosa_ops here would load it eagerly
         from . import _tosa_ops
-        return {Isa.PORTABLE: _tosa_ops.ISA_PORTABLE, Isa.AVX2: _tosa_ops.ISA_AVX2,
-                Isa.AVX512VNNI: _tosa_ops.ISA_AVX512VNNI}[self]
+        _CODES.update({Isa.PORTABLE: _tosa_ops.ISA_PORTABLE, Isa.AVX2: _tosa_ops.ISA_AVX2,
+                       Isa.AVX512VNNI: _tosa_ops.ISA_AVX512VNNI})
+    return _CODES
 
 
 def supported_isas() -> list[Isa]:

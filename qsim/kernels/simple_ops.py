@@ -121,34 +121,50 @@ def _out_dtype(out_t) -> np.dtype:
     return np.dtype(np.int64) if out_t in ("int48", "i48") else np.dtype(out_t)
 
 
+@lru_cache(maxsize=256)
+def _rescale_params(mult_bytes: bytes, shift_bytes: bytes, double_round: bool, block: int):
+    """Per-channel kernel parameters (mult, shift, round, dround as int64 arrays) from the
+    attributes' bytes (int64), each repeated `block` times (per-tensor: block > 1); or the
+    violated REQUIRE as a string. Keyed by value, so in-place edits of the attributes are seen."""
+    mult = np.frombuffer(mult_bytes, dtype=np.int64)
+    shift = np.frombuffer(shift_bytes, dtype=np.int64)
+    if np.any(mult < 0):
+        return "multiplier >= 0", "multiplier"
+    if np.any((shift < 2) | (shift > 62)):
+        return "2 <= shift && shift <= 62", "shift"
+    if block > 1:
+        mult, shift = np.repeat(mult[:1], block), np.repeat(shift[:1], block)
+    rnd = np.left_shift(np.int64(1), shift - 1)
+    dround = np.where(double_round & (shift > 31), np.int64(1) << 30, np.int64(0))
+    arrays = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (mult, shift, rnd, dround))
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
 def rescale(inputs, attrs):
     x, = inputs
     out_dtype = _out_dtype(attrs["out_t"])
     scale32 = bool(attrs["scale32"])
-    double_round = bool(attrs["double_round"])
-    mult = np.asarray(attrs["multiplier"], dtype=np.int64).reshape(-1)
-    shift = np.asarray(attrs["shift"], dtype=np.int64).reshape(-1)
-    if np.any(mult < 0):
-        raise _unpredictable("RESCALE", "multiplier >= 0", "multiplier")
-    if np.any((shift < 2) | (shift > 62)):
-        raise _unpredictable("RESCALE", "2 <= shift && shift <= 62", "shift")
     x = np.ascontiguousarray(x)
+    block = 1
     if not bool(attrs["per_channel"]):
         # per-tensor: repeat the one scale over a block of trailing elements so the kernel's
         # inner loop is long enough to vectorize; the block divides x.size.
-        block = 1
         for d in reversed(x.shape):
             if block >= 64:
                 break
             block *= d
-        mult = np.repeat(mult[:1], max(block, 1))
-        shift = np.repeat(shift[:1], max(block, 1))
-    channels = mult.size
-    rnd = np.left_shift(np.int64(1), shift - 1)
-    dround = np.where(double_round & (shift > 31), np.int64(1) << 30, np.int64(0))
+        block = max(block, 1)
+    params = _rescale_params(np.asarray(attrs["multiplier"], dtype=np.int64).reshape(-1).tobytes(),
+                             np.asarray(attrs["shift"], dtype=np.int64).reshape(-1).tobytes(),
+                             bool(attrs["double_round"]), block)
+    if len(params) == 2:
+        raise _unpredictable("RESCALE", *params)
+    mult, shift, rnd, dround = params
     lo, hi = _TYPE_RANGE[out_dtype] if out_dtype != np.int64 else (-(1 << 31), (1 << 31) - 1)
     y = np.empty(x.shape, dtype=out_dtype)
-    if x.size and _tosa_ops.rescale(current_isa().code, x, channels, int(attrs["input_zp"]),
+    if x.size and _tosa_ops.rescale(current_isa().code, x, mult.size, int(attrs["input_zp"]),
                                     mult, shift, rnd, dround, scale32, int(attrs["output_zp"]),
                                     lo, hi, y):
         condition = ("value >= (-1<<(shift-2)) && value < (1<<(shift-2))" if scale32 else
