@@ -48,13 +48,9 @@ def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
     kind = model_kind(path)
     if kind == "skriptnd":
         from .skriptnd.model import load_skriptnd
-        loaded = load_skriptnd(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data)
-        if any(op.kind.dialect == "tosa" for op in loaded.ops):
-            # a quantized model: tensor attributes come back from @variable inputs, integer
-            # widths from @quantize (see qsim.quant.sknd_form)
-            from .quant.sknd_form import from_sknd_form
-            loaded = from_sknd_form(loaded)
-        return loaded
+        # a quantized model (TOSA operators) comes back in qsim's integer form: widths from
+        # @quantize, tensor attributes from @variable inputs (skriptnd.model._integer_form)
+        return load_skriptnd(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data)
     try:
         from .nnef1 import load_nnef1
     except ImportError:

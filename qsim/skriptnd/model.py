@@ -88,9 +88,19 @@ def compose_graphs(path: str, *, graph: str | None = None, all_graphs: bool = Fa
                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
                             hint=f"put {missing[0]}.dat next to main.sknd (NNEF tensor file)")
         if not missing:
-            built.verify()
+            built = _integer_form(built).verify()
         results.append(Composed(built, missing))
     return results
+
+
+def _integer_form(graph: ir.Graph) -> ir.Graph:
+    """A quantized model (TOSA operators) in qsim's IR form: SkriptND `int` tensors take the width
+    of their @quantize entry, @variable inputs holding tensor attributes (weights, tables) move
+    back into the ops' attributes (stdlib/tosa.sknd conventions, qsim.quant.sknd_form)."""
+    if not any(op.kind.dialect == "tosa" for op in graph.ops):
+        return graph
+    from ..quant.sknd_form import from_sknd_form
+    return from_sknd_form(graph)
 
 
 def load_skriptnd(path: str, *, graph: str | None = None, keep: Iterable[str] = DEFAULT_KEEP,

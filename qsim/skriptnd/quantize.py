@@ -34,9 +34,11 @@ def quant_info(entry: ast.QuantEntry, module: str, op: ast.OperatorDef, tensor: 
     ev = Evaluator(frame.env, frame.where)
     values = {a.name: ev.eval(a.value) for a in entry.attrs}
     locs = {a.name: a.loc for a in entry.attrs}
-    dtype = {"f": "real", "i": "int", "u": "int", "b": "bool"}[tensor.dtype.numpy.kind]
+    # the entry says what real numbers the tensor's values stand for, so the operator is checked
+    # on a real tensor of the same shape, also for integer tensors (stdlib/tosa.sknd: integer
+    # widths and scales of quantized models travel in @quantize entries)
     shape = tuple(d if d is not None else 1 for d in tensor.shape)
-    probe = TensorValue(tensor.name, dtype, shape)
+    probe = TensorValue(tensor.name, "real", shape)
     inst = instantiate(op, qual, values, locs, [probe], entry.generics, entry.loc, where)
     a = inst.attrs
     if op.name == "zero_point_linear_quantize":
