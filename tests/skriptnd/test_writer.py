@@ -111,6 +111,20 @@ def test_tosa_integer_graph_round_trip(tmp_path):
     assert a["output"].dtype == b["output"].dtype == np.int8
 
 
+def test_cvm_integer_graph_round_trip(tmp_path):
+    from qsim.quant.cvm_pipeline import embedded_cvm_model
+    from qsim.runtime.executor import execute
+    g = embedded_cvm_model().graph
+    loaded = round_trip(g, tmp_path)
+    assert "import cvm;" in (tmp_path / "a" / "main.sknd").read_text()
+    for name, t in g.tensors.items():
+        twin = loaded.tensors[name.replace(".", "_") if t.data is not None else name]
+        assert twin.dtype == t.dtype and twin.quant.bits == t.quant.bits, name
+    x = np.random.default_rng(1).integers(-127, 128, (1, 1, 28, 28)).astype(np.int8)
+    a, b = execute(g, {g.inputs[0]: x}), execute(loaded, {loaded.inputs[0]: x})
+    np.testing.assert_array_equal(a[g.outputs[0]], b[loaded.outputs[0]])
+
+
 def _kind(name: str) -> ir.OpKind:
     return ir.register_op_kind(name)
 
