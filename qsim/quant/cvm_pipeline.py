@@ -8,18 +8,23 @@ whose report reads like the TOSA one, so the two can be compared side by side.
 """
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from .. import ir
-from ..errors import QsimError
+from ..errors import DataError, QsimError
 from .calibrate import calibrate
 from .cvm_lower import CalibrationScheme, CvmConfig, lower_cvm_graph
 from .data import Samples
 from .evaluate import Batched, evaluate
-from .lower import LoweredModel
+from .lower import Lowered, LoweredModel
 from .pipeline import EVAL_BATCH, QuantizeOptions, QuantizeResult, _single_input
 
 
@@ -117,3 +122,58 @@ def embedded_cvm_model(config: CvmConfig = CvmConfig(),
         qparams = cvm_calibrate(graph, Samples(zoo.calibration_images()), config, options)
         _EMBEDDED[key] = lower_cvm_graph(graph, qparams, config)
     return _EMBEDDED[key]
+
+
+# ---- model folders ------------------------------------------------------------------------------
+def save_cvm_model(model: LoweredModel, folder: str | Path, *, source: str | None = None,
+                   settings: dict | None = None) -> Path:
+    """Writes the CVM model into `folder` (which may exist and hold other files, e.g. the
+    report): main.sknd (`import cvm;`, each tensor's power-of-two scale and precision as its
+    @quantize entry), the .dat constants, and quantization.json (qmodel's format, with
+    settings["target"] = "cvm")."""
+    from ..skriptnd.writer import write_model
+    from .qmodel import METADATA_FILE, metadata
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    header = ("Integer model written by qsim quantize --target cvm (CVM operators, NCHW; "
+              "every scale a power of two, @quantize bits = CVM precision)."
+              + (f"\nSource: {source}" if source else ""))
+    # write_model publishes a whole folder atomically: write beside `folder`, move files in
+    staging = Path(tempfile.mkdtemp(prefix=".qsim-cvm-", dir=folder.parent))
+    try:
+        write_model(model.graph, staging / "model", header=header)
+        for entry in sorted((staging / "model").iterdir()):
+            os.replace(entry, folder / entry.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    doc = metadata(model, source, dict(settings or {}, target="cvm"))
+    (folder / METADATA_FILE).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def load_cvm_model(folder: str | Path) -> LoweredModel:
+    """Reads a folder written by save_cvm_model back into a LoweredModel."""
+    from ..loader import load
+    from .qmodel import METADATA_FILE, _quant_from, read_metadata
+
+    folder = Path(folder)
+    doc = read_metadata(folder)
+    where = str(folder / METADATA_FILE)
+    if doc.get("settings", {}).get("target") != "cvm":
+        raise DataError(f"{where}: not a CVM model (settings.target is "
+                        f"{doc.get('settings', {}).get('target')!r})",
+                        hint="TOSA model folders are read by qsim.quant.qmodel.load_quantized")
+    graph = load(folder)
+    if any(op.kind.dialect != "cvm" for op in graph.ops):
+        raise DataError(f"{folder}: {METADATA_FILE} describes a CVM model, but main.sknd holds "
+                        "other operators")
+    tensor_map = {}
+    for float_name, entry in doc.get("tensor_map", {}).items():
+        name = entry.get("tensor") if isinstance(entry, dict) else None
+        if name not in graph.tensors:
+            raise DataError(f"{where}: tensor_map[{float_name!r}] names {name!r}, which main.sknd "
+                            "does not have")
+        tensor_map[float_name] = Lowered(name, graph.tensor(name).quant, tuple(entry.get("perm", ())))
+    return LoweredModel(graph, _quant_from(graph, graph.inputs, where),
+                        _quant_from(graph, graph.outputs, where), tensor_map)

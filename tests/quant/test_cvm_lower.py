@@ -234,3 +234,32 @@ def test_embedded_model_accuracy_within_two_points_of_float(embedded):
     assert set(sqnr) >= {"input", "relu1", "relu2", "relu3", "relu4", "pool", "output"}
     assert min(sqnr.values()) > 15.0
     assert r.settings["target"] == "cvm" and r.settings["precision"] == 8
+
+
+# ---- model folders ---------------------------------------------------------------------------------
+def test_cvm_model_folder_round_trip(embedded, tmp_path):
+    import json
+
+    from qsim.errors import DataError
+    from qsim.quant.cvm_pipeline import load_cvm_model, save_cvm_model
+    _, model = embedded
+    folder = save_cvm_model(model, tmp_path / "cvm", source="fashion_cnn", settings={"precision": 8})
+    text = (folder / "main.sknd").read_text()
+    assert "import cvm;" in text and "cvm.cvm_right_shift" in text and "tosa." not in text
+    back = load_cvm_model(folder)
+    assert [op.kind.name for op in back.graph.ops] == [op.kind.name for op in model.graph.ops]
+    assert back.input_quant["input"].scale == model.input_quant["input"].scale
+    assert set(back.tensor_map) == set(model.tensor_map)
+    images, _ = zoo.test_subset()
+    for i in (0, 1, 2):
+        x = {"input": images[i:i + 1]}
+        a = execute(model.graph, quantize_feed(model, x))
+        b = execute(back.graph, quantize_feed(back, x))
+        for name in model.tensor_map:
+            np.testing.assert_array_equal(float_view(model, name, a), float_view(back, name, b))
+    doc = json.loads((folder / "quantization.json").read_text())
+    assert doc["settings"] == {"precision": 8, "target": "cvm"}
+    doc["settings"]["target"] = "tosa"
+    (folder / "quantization.json").write_text(json.dumps(doc))
+    with pytest.raises(DataError, match="not a CVM model"):
+        load_cvm_model(folder)
