@@ -1,0 +1,274 @@
+"""NPU speed benchmark: ResNet-18's 20 convolutions and the embedded model, cycle-simulated
+bit-exact, with SCALE-Sim's cycle counts for the same layers, array and dataflow.
+
+    python benchmarks/npu.py [--config 16x16] [--scalesim compute|full|none] [--out reports]
+
+Measures (wall-clock, this machine; medians over --repeat runs where repeated):
+- ResNet-18 (224x224, seeded synthetic int8 data, benchmarks/_resnet18_layers.py) on the
+  `model` engine (goal < 30 s) and on the `verilator` engine including the Verilog export
+  and the Verilator build in a fresh cache (goal < 2 min); every layer's output is compared
+  with qsim.tosa.run on the kernels backend (CONV2D -> RESCALE -> CLAMP), and the verilator
+  engine's cycle count with the cycle model's (qsim/npu/engines.py checks every program).
+- The embedded quantized model on the verilator engine, cold (export + build + run) and
+  cached (goals < 60 s / < 10 s).
+- SCALE-Sim (`pip install scalesim`, benchmark-only) compute cycles per layer, the issue's
+  WS formula ceil(K/R) ceil(N/C) (2R+C+M-2) - 1, and the exact decomposition of qsim's
+  difference to it (fill/drain of extra accumulator chunks, +2 per fold, requant tail,
+  memory stalls). With --scalesim full also SCALE-Sim's memory-system run (slow).
+Writes reports/npu.md, reports/npu.json and reports/npu_cycles.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _resnet18_layers import resnet18_convs, synthetic  # noqa: E402
+import _resnet18_scalesim as scalesim_peer  # noqa: E402
+
+from qsim import tosa  # noqa: E402
+from qsim.npu.config import load_config  # noqa: E402
+from qsim.npu.layers import run_layer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _clamp_arg(clamp: dict) -> dict:
+    # qsim/npu/layers.py reads min_int/max_int; TOSA 0.30 CLAMP names them min_val/max_val
+    return {**clamp, "min_int": clamp["min_val"], "max_int": clamp["max_val"]}
+
+
+def expected_outputs(layers, seed):
+    """Kernels-backend outputs of every layer and the seconds they took."""
+    data, outputs, start = [], [], time.perf_counter()
+    for layer in layers:
+        x, conv, rescale, clamp = synthetic(layer, seed)
+        acc, = tosa.run("CONV2D", [x], conv, backend="kernels")
+        out, = tosa.run("RESCALE", [acc], rescale, backend="kernels")
+        out, = tosa.run("CLAMP", [out], clamp, backend="kernels")
+        data.append((x, conv, rescale, clamp))
+        outputs.append(out)
+    return data, outputs, time.perf_counter() - start
+
+
+def run_resnet(geom, layers, data, expected, engine) -> tuple[list[dict], float]:
+    rows, start = [], time.perf_counter()
+    for layer, (x, conv, rescale, clamp), want in zip(layers, data, expected):
+        t = time.perf_counter()
+        result = run_layer(geom, "CONV2D", [x], conv, rescale, _clamp_arg(clamp), engine=engine,
+                           name=layer.name)
+        seconds = time.perf_counter() - t
+        mismatches = int(np.count_nonzero(result.output != want))
+        if mismatches:
+            index = tuple(int(i) for i in np.argwhere(result.output != want)[0])
+            raise SystemExit(f"{layer.name} on {engine}: {mismatches} outputs differ from the "
+                             f"kernels, first at {index}: {int(result.output[index])} vs {int(want[index])}")
+        rows.append({"layer": layer.name, "gemm_mkn": list(layer.gemm), "macs": layer.macs,
+                     "cycles": result.cycles, "compute_cycles": result.compute_cycles,
+                     "fill_drain_cycles": result.fill_drain_cycles, "stall_cycles": result.stall_cycles,
+                     "utilization": result.utilization, "dram_bytes": result.dram_bytes,
+                     "seconds": seconds, "verified": True})
+    return rows, time.perf_counter() - start
+
+
+def explain(geom, layer_rows, peer_rows) -> list[dict]:
+    """qsim cycles - SCALE-Sim compute cycles, decomposed exactly.
+
+    Streaming cycles agree (both stream every A row once per fold: nF * nN * M). qsim's
+    COMPUTE takes 2R + C + M_chunk cycles (+3 requant on a group's last fold), SCALE-Sim's
+    fold 2R + C + M - 2 and its total ends one cycle early (-1); qsim cuts M into chunks that
+    fit half the accumulator buffer, each chunk paying the fill/drain again; and qsim counts
+    the memory stalls its DMA schedule leaves (SCALE-Sim's compute model assumes none).
+    """
+    R, C = geom.rows, geom.cols
+    out = []
+    for ours, peer in zip(layer_rows, peer_rows):
+        m, k, n = ours["gemm_mkn"]
+        folds = math.ceil(k / R) * math.ceil(n / C)
+        n_compute_x = ours["fill_drain_cycles"] * math.ceil(k / R)
+        per = math.ceil(k / R) * (2 * R + C) + 3
+        computes = n_compute_x // per if n_compute_x % per == 0 else None
+        groups = computes // math.ceil(k / R) if computes is not None else None
+        row = {"layer": ours["layer"], "scalesim_folds": folds, "qsim_computes": computes,
+               "m_chunks": computes // folds if computes is not None else None,
+               "qsim_cycles": ours["cycles"], "scalesim_compute_cycles": peer["compute_cycles"],
+               "difference": ours["cycles"] - peer["compute_cycles"],
+               "streaming_equal": ours["compute_cycles"] == folds * m}
+        if computes is not None:
+            row["extra_chunk_fill_drain"] = (computes - folds) * (2 * R + C)
+            row["plus_two_per_fold"] = 2 * folds
+            row["requant_tail"] = 3 * groups
+            row["memory_stall"] = ours["stall_cycles"]
+            row["scalesim_minus_one"] = 1
+            parts = (row["extra_chunk_fill_drain"] + row["plus_two_per_fold"] + row["requant_tail"]
+                     + row["memory_stall"] + row["scalesim_minus_one"])
+            row["explained"] = parts == row["difference"] and row["streaming_equal"]
+        else:
+            row["explained"] = False
+        out.append(row)
+    return out
+
+
+# -- embedded model ------------------------------------------------------------------------
+
+def run_embedded(geom, engine) -> dict:
+    """The embedded quantized model: NPU layers on `engine` (qsim/npu/layers.py), every other
+    operator on the kernels; each NPU output compared with the kernels' value."""
+    from qsim.npu.vectors import default_input, group_ops
+    from qsim.quant.pipeline import embedded_quantized_model
+    from qsim.runtime.executor import execute
+    model = embedded_quantized_model()
+    inputs = default_input(model)
+    reference = execute(model.graph, inputs, backend="kernels")
+    start = time.perf_counter()
+    cycles, npu_layers = 0, 0
+    values = dict(inputs)
+    for group in group_ops(model.graph):
+        head = group[0]
+        op = head.kind.short_name
+        if op in ("CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL") and len(group) > 1:
+            rescale = dict(group[1].attrs)
+            clamp = _clamp_arg(dict(group[2].attrs)) if len(group) > 2 else None
+            result = run_layer(geom, op, [values[n] for n in head.inputs], dict(head.attrs), rescale,
+                               clamp, engine=engine, name=group[-1].outputs[0])
+            name = group[-1].outputs[0]
+            if not np.array_equal(result.output, reference[name]):
+                raise SystemExit(f"embedded model: layer {name} on {engine} differs from the kernels")
+            values[name] = result.output
+            cycles += result.cycles
+            npu_layers += 1
+        else:
+            for op_ in group:
+                for name in op_.outputs:
+                    values[name] = reference[name]     # host operators: the kernels' values
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "cycles": cycles, "npu_layers": npu_layers, "verified": True,
+            "path": "qsim/npu/layers.py per fused layer (qsim simulate not yet available)"}
+
+
+# -- main ----------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="16x16")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=1, help="model-engine repetitions (median)")
+    parser.add_argument("--scalesim", choices=("compute", "full", "none"), default="compute")
+    parser.add_argument("--no-verilator", action="store_true")
+    parser.add_argument("--out", default=str(ROOT / "reports"))
+    args = parser.parse_args(argv)
+
+    config = load_config(args.config)
+    geom = config.geometry
+    layers = resnet18_convs()
+    results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                           "load_average_1min": os.getloadavg()[0]},
+               "config": {"name": config.name, "rows": config.rows, "cols": config.cols,
+                          "dataflow": config.dataflow.value,
+                          "dram_bytes_per_cycle": config.dram_bytes_per_cycle,
+                          "input_buffer_bytes": config.input_buffer_bytes,
+                          "weight_buffer_bytes": config.weight_buffer_bytes,
+                          "accumulator_buffer_bytes": config.accumulator_buffer_bytes},
+               "seed": args.seed}
+    print(f"ResNet-18: {len(layers)} convolutions, {sum(l.macs for l in layers) / 1e9:.3f} GMAC, "
+          f"{config.name} {config.dataflow.value}")
+    data, expected, kernel_s = expected_outputs(layers, args.seed)
+    print(f"  kernels (expected values): {kernel_s:.2f} s")
+
+    model_times, model_rows = [], None
+    for _ in range(max(1, args.repeat)):
+        model_rows, seconds = run_resnet(geom, layers, data, expected, "model")
+        model_times.append(seconds)
+    model_s = statistics.median(model_times)
+    total_cycles = sum(r["cycles"] for r in model_rows)
+    print(f"  model engine: {model_s:.2f} s (median of {len(model_times)}), {total_cycles} cycles, "
+          f"all 20 layers bit-exact")
+    results["resnet18"] = {"layers": model_rows, "total_cycles": total_cycles,
+                           "total_macs": sum(l.macs for l in layers), "kernels_seconds": kernel_s,
+                           "model_seconds": model_s, "model_seconds_all": model_times}
+
+    if not args.no_verilator:
+        from qsim.npu import sim_verilator
+        cache = Path(tempfile.mkdtemp(prefix="qsim-npubench-cache-"))
+        old = os.environ.get("QSIM_CACHE_DIR")
+        os.environ["QSIM_CACHE_DIR"] = str(cache)
+        try:
+            t = time.perf_counter()
+            sim_verilator.cached_verilog(geom)
+            export_s = time.perf_counter() - t
+            t = time.perf_counter()
+            sim_verilator.build(geom)
+            build_s = time.perf_counter() - t
+            print(f"  verilator: export {export_s:.1f} s, build {build_s:.1f} s (fresh cache)")
+            v_rows, v_run_s = run_resnet(geom, layers, data, expected, "verilator")
+            assert [r["cycles"] for r in v_rows] == [r["cycles"] for r in model_rows]
+            rate = total_cycles / v_run_s
+            print(f"  verilator engine: run {v_run_s:.1f} s ({rate / 1e3:.0f}k cycles/s), cold total "
+                  f"{export_s + build_s + v_run_s:.1f} s, bit-exact, cycles equal the model's")
+            emb_cold = run_embedded(geom, "verilator")
+            emb_cached = run_embedded(geom, "verilator")
+            print(f"  embedded model on verilator: cold {export_s + build_s + emb_cold['seconds']:.1f} s "
+                  f"(export + build + run {emb_cold['seconds']:.2f} s), cached {emb_cached['seconds']:.2f} s, "
+                  f"{emb_cached['cycles']} cycles")
+            results["resnet18"].update({"verilator_export_seconds": export_s,
+                                        "verilator_build_seconds": build_s,
+                                        "verilator_run_seconds": v_run_s,
+                                        "verilator_cold_seconds": export_s + build_s + v_run_s,
+                                        "verilator_cycles_per_second": rate})
+            results["embedded"] = {"cold_seconds": export_s + build_s + emb_cold["seconds"],
+                                   "cold_run_seconds": emb_cold["seconds"],
+                                   "cached_seconds": emb_cached["seconds"], "cycles": emb_cached["cycles"],
+                                   "npu_layers": emb_cached["npu_layers"], "path": emb_cached["path"]}
+        finally:
+            if old is None:
+                os.environ.pop("QSIM_CACHE_DIR", None)
+            else:
+                os.environ["QSIM_CACHE_DIR"] = old
+            shutil.rmtree(cache, ignore_errors=True)
+
+    version = scalesim_peer.available()
+    if args.scalesim != "none" and version is None:
+        print("  SCALE-Sim not installed (pip install scalesim): no peer comparison")
+    elif args.scalesim != "none":
+        peer_rows, peer_s = scalesim_peer.compute_cycles(layers, config)
+        for layer, peer in zip(layers, peer_rows):
+            assert (peer["m"], peer["k"], peer["n"]) == layer.gemm, (layer.name, peer)
+            assert peer["compute_cycles"] == peer["formula"], (layer.name, peer)
+        explained = explain(geom, model_rows, peer_rows)
+        peer_total = sum(p["compute_cycles"] for p in peer_rows)
+        print(f"  SCALE-Sim {version} compute model: {peer_s:.1f} s, {peer_total} cycles "
+              f"(= the WS formula on every layer); qsim / SCALE-Sim = {total_cycles / peer_total:.4f}")
+        results["scalesim"] = {"version": version, "mode": "compute", "seconds": peer_s,
+                               "layers": peer_rows, "total_compute_cycles": peer_total,
+                               "ratio_qsim_to_scalesim": total_cycles / peer_total,
+                               "explained": explained}
+        if args.scalesim == "full":
+            full_rows, full_s = scalesim_peer.full_run(layers, config)
+            results["scalesim"]["full"] = {"seconds": full_s, "layers": full_rows,
+                                           "total_cycles": sum(r["total_cycles"] for r in full_rows)}
+            print(f"  SCALE-Sim full run (memory system): {full_s:.0f} s, "
+                  f"{results['scalesim']['full']['total_cycles']} cycles")
+        for row in explained:
+            if not row["explained"]:
+                print(f"  WARNING: {row['layer']}: difference {row['difference']} not fully explained")
+
+    from _resnet18_report import write_report
+    paths = write_report(results, Path(args.out))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
