@@ -43,7 +43,12 @@ def _unknown_packs(t: ast.TypeSpec, known: set[str]) -> int:
         if item.pack is None:
             continue
         length = item.pack.length
-        if length is None or not free_names(length) <= known:
+        if length is None:
+            # `z..` after z is bound (by another input) has the length already bound to it
+            names = free_names(item.extent)
+            if not names or not names <= known:
+                count += 1
+        elif not free_names(length) <= known:
             count += 1
     return count
 
@@ -221,6 +226,7 @@ class ShapeBinder:
         # lengths of the shape items: 1, 0 (a null optional extent), a known pack length, or unknown
         lengths: list = []
         unknown = []
+        conditional: dict[int, bool] = {}   # `c..(flag)`: a single extent c, present when flag holds
         for idx, item in enumerate(t.shape):
             if item.pack is None:
                 if not isinstance(item.extent, ast.Omitted) and self.known(item.extent) \
@@ -231,6 +237,7 @@ class ShapeBinder:
             elif item.pack.length is not None and self.known(item.pack.length):
                 n = self.eval(item.pack.length)
                 if isinstance(n, bool):
+                    conditional[idx] = n
                     n = int(n)
                 lengths.append(n if n is not None else 0)
             elif item.pack.length is None and self.known(item.extent) and is_pack(self.eval(item.extent)):
@@ -270,7 +277,12 @@ class ShapeBinder:
             if item.per_item:
                 per_item.setdefault(idx, []).append(dims[0])
                 continue
-            if item.pack is None:
+            if idx in conditional:
+                # a bool repetition count repeats one extent 0 or 1 times (2.4 `a..(n)`; chapter 4
+                # writes `c..(ncx)` for a channel extent before or after the spatial ones)
+                if conditional[idx]:
+                    self.solve(item.extent, dims[0], origin, decl.loc)
+            elif item.pack is None:
                 self.solve(item.extent, dims[0], origin, decl.loc)
             else:
                 self.solve(item.extent, tuple(dims), origin, decl.loc)
