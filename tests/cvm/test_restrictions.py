@@ -57,3 +57,12 @@ def test_restriction_is_reported(op, inputs, attrs, text):
 def test_concatenate_of_nothing_is_refused_statically():
     with pytest.raises(InvalidGraphError, match="cvm.concatenate: needs at least one input"):
         infer("concatenate", [], {})
+
+
+def test_cvm_clip_has_no_a_min_a_max():
+    """The cvm_clip sweep lists clip's a_max/a_min (docs/cvm.md decision 8): cvm_clip's only
+    attribute is precision, so they are unknown attributes, named with the valid ones."""
+    from qsim.errors import UsageError
+    with pytest.raises(UsageError, match=r"cvm\.cvm_clip: unknown attribute\(s\) a_max, a_min") as err:
+        run("cvm_clip", [z(2, 3)], {"precision": 2, "a_max": 10, "a_min": -19})
+    assert "precision" in err.value.hint
