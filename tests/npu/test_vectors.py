@@ -203,3 +203,14 @@ def test_model_and_input_errors(tmp_path, capsys):
     assert "takes no QMODEL or --input" in capsys.readouterr().err
     assert main(["export-vectors", str(tmp_path / "plain"), "--out", str(tmp_path / "d")]) == 2
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()
+
+
+def test_lanes_follow_rows_for_inputs_and_cols_for_the_rest(tmp_path):
+    cases = corner_cases.generate(3, seed=5)
+    out = vectors.write_vectors(corner_cases.case_layers(cases, 5), tmp_path / "rc", rows=4, cols=8,
+                                header={}, readme_intro="test")
+    manifest = check_folder(out)
+    for layer in manifest["layers"]:
+        for role, entry in layer["tensors"].items():
+            assert entry["lanes"] == (4 if role == "input" else 8), (layer["name"], role)
+            assert entry["word_bits"] == entry["lanes"] * entry["element_bits"]
