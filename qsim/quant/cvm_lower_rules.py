@@ -14,6 +14,7 @@
   with the largest such k, read on the grid 2^(e - k): a relative error
   |m * n / 2^k - 1| <= n / 2^(k+1) < 1 / (2^(p-1) - 1) (0.8 % at p = 8), documented in
   docs/cvm.md.
+- image.nearest_upsample (same factor on H and W) → upsampling.
 - layout.reshape / flatten / unflatten / squeeze / unsqueeze → reshape; transpose →
   transpose; concat → concatenate on the output grid; slice (positive strides) →
   strided_slice. CVM tensors are NCHW like NNEF's, so no layout changes are needed.
@@ -365,6 +366,21 @@ def lower_reduce(ctx: Ctx, op: ir.Op) -> None:
     if kind == "math.mean_reduce":
         y = _divide_by_count(ctx, y, int(np.prod([in_shape[a] for a in axes])), out)
     ctx.bind(out, ctx.to_activation(y, out, out, exact=True))
+
+
+@cvm_rule("image.nearest_upsample")
+def lower_nearest_upsample(ctx: Ctx, op: ir.Op) -> None:
+    """CVM upsampling repeats rows and columns by one scale: NCHW, the same factor on H and W."""
+    shape = ctx.float_shape(op.inputs[0])
+    axes = tuple(int(a) % len(shape) for a in op.attrs.get("axes", range(len(shape))))
+    factor = dict(zip(axes, _ints(op.attrs.get("factor"), len(axes), "factor", ctx)))
+    if len(shape) != 4 or any(factor.get(a, 1) != 1 for a in (0, 1)) or factor.get(2, 1) != factor.get(3, 1):
+        raise ctx.unsupported(f"upsampling factors {[factor.get(a, 1) for a in range(len(shape))]}: "
+                              "CVM upsampling scales H and W of an NCHW tensor by one factor")
+    x = ctx.value(op.inputs[0])
+    ctx.bind(op.outputs[0], ctx.emit("upsampling", [x.name], {"scale": factor.get(2, 1)},
+                                     hint=op.outputs[0], e=ctx.exponent(x), exact=True,
+                                     nonneg=x.name in ctx.nonneg))
 
 
 # ---- layout ------------------------------------------------------------------------------------
