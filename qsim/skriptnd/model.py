@@ -86,8 +86,10 @@ def compose_graphs(path: str, *, graph: str | None = None, all_graphs: bool = Fa
         composer = Composer(modules, options)
         built, missing = composer.compose_graph(g)
         if missing and require_data:
+            where = next((d.loc for d in g.variables if d.name == missing[0]), g.loc)
             raise DataError(f"graph '{g.name}': no data file for variable '{missing[0]}'"
                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                            location=where,
                             hint=f"put {missing[0]}.dat next to main.sknd (NNEF tensor file)")
         if not missing:
             built = _integer_form(built).verify()
