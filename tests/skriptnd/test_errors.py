@@ -176,32 +176,25 @@ def test_missing_data_file_located(model):
     assert "w.dat" in err.value.hint
 
 
-def test_dat_bad_magic(model):
-    write_tensor(model / "w.dat", np.zeros((4, 3, 3, 3), np.float32))
-    blob = bytearray((model / "w.dat").read_bytes())
+def _bad_magic(path: Path):
+    blob = bytearray(path.read_bytes())
     blob[0] = 0x00
-    (model / "w.dat").write_bytes(bytes(blob))
+    path.write_bytes(bytes(blob))
+
+
+@pytest.mark.parametrize("shape,damage,needle", [
+    ((4, 3, 3, 3), _bad_magic, "magic"),
+    ((4, 3, 3, 3), lambda p: p.write_bytes(p.read_bytes()[:-4]),
+     "header data length is 432 bytes but the file has 428 bytes"),
+    ((4, 3, 3, 2), lambda p: None, "stored shape is [4, 3, 3, 2] but the graph declares [4, 3, 3, 3]"),
+], ids=["bad-magic", "truncated", "shape-differs"])
+def test_dat_errors_name_the_file(model, shape, damage, needle):
+    write_tensor(model / "w.dat", np.zeros(shape, np.float32))
+    damage(model / "w.dat")
     with pytest.raises(DataError) as err:
         qsim.load(model)
     assert err.value.location.file.endswith("w.dat")
-    assert "magic" in err.value.message
-
-
-def test_dat_truncated(model):
-    write_tensor(model / "w.dat", np.zeros((4, 3, 3, 3), np.float32))
-    (model / "w.dat").write_bytes((model / "w.dat").read_bytes()[:-4])
-    with pytest.raises(DataError) as err:
-        qsim.load(model)
-    assert err.value.location.file.endswith("w.dat")
-    assert "header data length is 432 bytes but the file has 428 bytes" in err.value.message
-
-
-def test_dat_shape_differs_from_declaration(model):
-    write_tensor(model / "w.dat", np.zeros((4, 3, 3, 2), np.float32))
-    with pytest.raises(DataError) as err:
-        qsim.load(model)
-    assert err.value.location.file.endswith("w.dat")
-    assert "stored shape is [4, 3, 3, 2] but the graph declares [4, 3, 3, 3]" in err.value.message
+    assert needle in err.value.message
 
 
 def test_main_module_without_graph(tmp_path):
