@@ -66,3 +66,13 @@ def test_cvm_clip_has_no_a_min_a_max():
     with pytest.raises(UsageError, match=r"cvm\.cvm_clip: unknown attribute\(s\) a_max, a_min") as err:
         run("cvm_clip", [z(2, 3)], {"precision": 2, "a_max": 10, "a_min": -19})
     assert "precision" in err.value.hint
+
+
+def test_dense_operands_must_fit_int8():
+    """CVM multiplies INT8 operands: dense (like conv2d) needs data and weight precisions <= 8."""
+    x, w = z(2, 3), z(4, 3)
+    with pytest.raises(InvalidGraphError, match=r"cvm\.dense: input X has precision 9; dense multiplies "
+                                                r"INT8 operands"):
+        run("dense", [x, w], precisions=[9, 8])
+    with pytest.raises(InvalidGraphError, match="input W has precision 10"):
+        run("dense", [x, w], precisions=[8, 10])
