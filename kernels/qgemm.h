@@ -203,7 +203,9 @@ static void qsim_gemm_portable(const uint8_t *A, const int64_t *rows, int64_t M,
  * weight registers and one broadcast: at most 29 of the 32 zmm registers).
  */
 #define QSIM_VNNI_MR 6
+#ifndef QSIM_VNNI_KC4
 #define QSIM_VNNI_KC4 256  /* K quads per cache block (64 KiB of a 64-column panel, in L2) */
+#endif
 
 static inline __attribute__((always_inline)) QSIM_TARGET_VNNI void
 qsim_vnni_tile(const int MR, const int NV, const uint8_t *A, const int64_t *rows,
@@ -257,7 +259,9 @@ qsim_vnni_tile(const int MR, const int NV, const uint8_t *A, const int64_t *rows
  * blocks of at most QSIM_VNNI_KC4 quads (single-tap GEMMs only) so the panel's K block stays
  * in L1/L2 while every row tile of the block uses it. Later K blocks add to the stored
  * partial sums (modulo 2^32, like everything else here). */
+#ifndef QSIM_VNNI_MC
 #define QSIM_VNNI_MC 240   /* rows per A block: a multiple of QSIM_VNNI_MR */
+#endif
 
 static QSIM_TARGET_VNNI void
 qsim_gemm_vnni(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,

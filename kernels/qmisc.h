@@ -427,35 +427,39 @@ qsim_rescale32_avx512(int icode, int ocode, const void *x, int64_t n, int64_t C,
 /* int32 input, scale32, 16 values per step (the CONV2D -> RESCALE requantization).
  * Preconditions (checked by qsim_rescale): input_zp == 0 (ERROR_IF for int32 input), every
  * shift >= 33 so apply_scale_32's REQUIRE |value| < 2^(shift-2) holds for every int32,
- * C % 16 == 0. Even elements use vpmuldq on the low halves of the 64-bit lanes, odd elements
- * after a 32-bit right shift; rounding round32 +/- dround is chosen by the product's sign,
- * which is the value's sign except when the product is 0, where both choices give 0
- * (0 < round32 - dround and round32 + dround < 2^shift). The clamp to [lo - output_zp,
- * hi - output_zp] happens in 64 bits, so the 32-bit add of output_zp cannot wrap. */
+ * C % 16 == 0.
+ * With shift = 32 + t (t >= 1), round = 2^(shift-1) is a multiple of 2^32, so for
+ * X = value * multiplier (+/- 2^30 with double_round, by the sign of value):
+ *     (X + 2^(shift-1)) >> shift == ((X >> 32) + 2^(t-1)) >> t        (floor shifts)
+ * and only the high 32 bits of the 64-bit X are needed: |X >> 32| < 2^30, + 2^(t-1) <= 2^29,
+ * so the rest is 16-lane int32 arithmetic. Even elements use vpmuldq on the low halves of the
+ * 64-bit lanes, odd ones after a 32-bit right shift. The double_round sign comes from the
+ * product, equal to the value's sign except when the product is 0, where both choices give 0
+ * (0 <= 2^(shift-1) - 2^30 and 2^(shift-1) + 2^30 < 2^shift). The clamp to
+ * [lo - output_zp, hi - output_zp] precedes the add of output_zp, so nothing wraps. */
 static inline __attribute__((always_inline)) QSIM_TARGET_AVX512 void
-qsim_rescale_i32x16_avx512_body(const int ocode, const int32_t *x, int64_t n, int64_t C,
-                                const int64_t *prm, int64_t output_zp, int64_t lo, int64_t hi,
-                                void *y) {
-    const __m512i vlo = _mm512_set1_epi64(lo - output_zp), vhi = _mm512_set1_epi64(hi - output_zp);
-    const __m512i ozp = _mm512_set1_epi32((int32_t)output_zp);
+qsim_rescale_i32x16_avx512_body(const int ocode, const int dbl, const int32_t *x, int64_t n,
+                                int64_t C, const int64_t *prm, int64_t output_zp, int64_t lo,
+                                int64_t hi, void *y) {
+    const __m512i vlo = _mm512_set1_epi32((int32_t)(lo - output_zp));
+    const __m512i vhi = _mm512_set1_epi32((int32_t)(hi - output_zp));
+    const __m512i ozp = _mm512_set1_epi32((int32_t)output_zp), d30 = _mm512_set1_epi64(1 << 30);
     for (int64_t i0 = 0; i0 < n; i0 += C)
         for (int64_t c = 0; c < C; c += 16) {
-            /* prm per 16-channel block: mult, round+, round-, shift for the even channels,
-             * then the same four for the odd channels (8 int64 each) */
-            const int64_t *q = prm + (c / 16) * 64;
+            /* prm per 16-channel block (8 int64 each): even multipliers, odd multipliers, then
+             * 16 int32 roundings 2^(t-1) and 16 int32 shifts t */
+            const int64_t *q = prm + (c / 16) * 32;
             __m512i v = _mm512_loadu_si512((const void *)(x + i0 + c));
             __m512i pe = _mm512_mul_epi32(v, _mm512_loadu_si512((const void *)q));
-            __m512i po = _mm512_mul_epi32(_mm512_srli_epi64(v, 32), _mm512_loadu_si512((const void *)(q + 32)));
-            pe = _mm512_mask_add_epi64(_mm512_add_epi64(pe, _mm512_loadu_si512((const void *)(q + 8))),
-                                       _mm512_movepi64_mask(pe), pe, _mm512_loadu_si512((const void *)(q + 16)));
-            po = _mm512_mask_add_epi64(_mm512_add_epi64(po, _mm512_loadu_si512((const void *)(q + 40))),
-                                       _mm512_movepi64_mask(po), po, _mm512_loadu_si512((const void *)(q + 48)));
-            pe = _mm512_srav_epi64(pe, _mm512_loadu_si512((const void *)(q + 24)));
-            po = _mm512_srav_epi64(po, _mm512_loadu_si512((const void *)(q + 56)));
-            pe = _mm512_min_epi64(_mm512_max_epi64(pe, vlo), vhi);
-            po = _mm512_min_epi64(_mm512_max_epi64(po, vlo), vhi);
-            __m512i r = _mm512_add_epi32(_mm512_mask_blend_epi32((__mmask16)0xAAAA, pe,
-                                                                 _mm512_slli_epi64(po, 32)), ozp);
+            __m512i po = _mm512_mul_epi32(_mm512_srli_epi64(v, 32), _mm512_loadu_si512((const void *)(q + 8)));
+            if (dbl) {
+                pe = _mm512_mask_sub_epi64(_mm512_add_epi64(pe, d30), _mm512_movepi64_mask(pe), pe, d30);
+                po = _mm512_mask_sub_epi64(_mm512_add_epi64(po, d30), _mm512_movepi64_mask(po), po, d30);
+            }
+            __m512i h = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(pe, 32), po);
+            h = _mm512_srav_epi32(_mm512_add_epi32(h, _mm512_loadu_si512((const void *)(q + 16))),
+                                  _mm512_loadu_si512((const void *)(q + 24)));
+            __m512i r = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(h, vlo), vhi), ozp);
             switch (ocode) {
                 case 0: case 1: _mm_storeu_si128((__m128i *)((int8_t *)y + i0 + c), _mm512_cvtepi32_epi8(r)); break;
                 case 2: case 3: _mm256_storeu_si256((__m256i *)((int16_t *)y + i0 + c), _mm512_cvtepi32_epi16(r)); break;
@@ -464,26 +468,29 @@ qsim_rescale_i32x16_avx512_body(const int ocode, const int32_t *x, int64_t n, in
         }
 }
 
+#define QSIM_R16_CASE(oc, dbl) \
+    case oc * 2 + dbl: qsim_rescale_i32x16_avx512_body(oc, dbl, x, n, C, prm, output_zp, lo, hi, y); break;
 static QSIM_TARGET_AVX512 int
 qsim_rescale_i32x16_avx512(int ocode, const int32_t *x, int64_t n, int64_t C, const int64_t *mult,
-                           const int64_t *shift, const int64_t *rnd, const int64_t *dround,
-                           int64_t output_zp, int64_t lo, int64_t hi, void *y) {
-    int64_t prm_stack[64 * 16];
-    int64_t *prm = C <= 256 ? prm_stack : (int64_t *)malloc((size_t)(C * 4) * sizeof(int64_t));
+                           const int64_t *shift, const int64_t *dround, int64_t output_zp,
+                           int64_t lo, int64_t hi, void *y) {
+    int64_t prm_stack[16 * 32];
+    int64_t *prm = C <= 256 ? prm_stack : (int64_t *)malloc((size_t)(C * 2) * sizeof(int64_t));
     if (!prm) return 0;
+    int dbl = 0;
     for (int64_t c = 0; c < C; c++) {
-        int64_t *q = prm + (c / 16) * 64 + (c & 1) * 32 + (c % 16) / 2;
-        q[0] = mult[c];
-        q[8] = rnd[c] + dround[c];
-        q[16] = rnd[c] - dround[c];
-        q[24] = shift[c];
+        int64_t *q = prm + (c / 16) * 32;
+        int32_t *q32 = (int32_t *)(q + 16);
+        q[(c & 1) * 8 + (c % 16) / 2] = mult[c];
+        q32[c % 16] = (int32_t)1 << (shift[c] - 33);      /* 2^(t-1), t = shift - 32 */
+        q32[16 + c % 16] = (int32_t)(shift[c] - 32);
+        dbl |= dround[c] != 0;     /* shift > 31 on every channel: all or none are set */
     }
-    switch (ocode) {
-        case 0: qsim_rescale_i32x16_avx512_body(0, x, n, C, prm, output_zp, lo, hi, y); break;
-        case 1: qsim_rescale_i32x16_avx512_body(1, x, n, C, prm, output_zp, lo, hi, y); break;
-        case 2: qsim_rescale_i32x16_avx512_body(2, x, n, C, prm, output_zp, lo, hi, y); break;
-        case 3: qsim_rescale_i32x16_avx512_body(3, x, n, C, prm, output_zp, lo, hi, y); break;
-        default: qsim_rescale_i32x16_avx512_body(4, x, n, C, prm, output_zp, lo, hi, y);
+    switch (ocode * 2 + dbl) {
+        QSIM_R16_CASE(0, 0) QSIM_R16_CASE(0, 1) QSIM_R16_CASE(2, 0) QSIM_R16_CASE(2, 1)
+        QSIM_R16_CASE(4, 0) QSIM_R16_CASE(4, 1)
+        default: if (prm != prm_stack) free(prm);
+                 return 0;    /* int32 input has no unsigned output mode (ERROR_IF) */
     }
     if (prm != prm_stack) free(prm);
     return 1;
@@ -510,7 +517,7 @@ static void qsim_rescale(int isa, int icode, int ocode, const void *x, int64_t n
         int64_t min_shift = 63;
         for (int64_t c = 0; c < C; c++) min_shift = shift[c] < min_shift ? shift[c] : min_shift;
         if (min_shift >= 33 && qsim_rescale_i32x16_avx512(ocode, (const int32_t *)x, n, C, mult,
-                                                          shift, rnd, dround, output_zp, lo, hi, y))
+                                                          shift, dround, output_zp, lo, hi, y))
             return;
     }
     if (isa == QSIM_ISA_AVX512VNNI && scale32 &&
