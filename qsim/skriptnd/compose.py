@@ -467,7 +467,8 @@ class Composer:
             self.depth -= 1
 
     def _emit(self, frame, b, inst, qual, args, hints, label, inv) -> list:
-        kind = ir.register_op_kind(qual, doc="SkriptND operator")
+        # operators of the main module have no module prefix; their kind is `main.<name>`
+        kind = ir.register_op_kind(qual if "." in qual else f"main.{qual}", doc="SkriptND operator")
         in_names = []
         for v in args + [None] * (len(inst.op.inputs) - len(args)):
             if v is None:
@@ -487,7 +488,7 @@ class Composer:
             out_names.extend(t.name for t in tvs)
             results.append(tuple(tvs) if out.packed else tvs[0])
         attrs = {k: _plain(v) for k, v in inst.attrs.items() if v is not None}
-        b.ops.append(ir.Op(kind, tuple(in_names), tuple(out_names), attrs, name=(frame.scope + label) or
+        b.ops.append(ir.Op(kind, tuple(in_names), tuple(out_names), attrs, name=(frame.scope + (label or "")) or
                            (out_names[0] if out_names else qual)))
         return results
 

@@ -91,13 +91,12 @@ def run_graph(graph: ir.Graph, inputs: Mapping[str, Any] | list) -> dict[str, np
         values[name] = _check_input(graph, name, inputs[name])
     for op in graph.ops:
         if op.subgraphs:
-            raise UnsupportedError(f"{op.kind.name} '{op.label}': float execution of dynamic "
-                                   "control flow (subgraphs) is not implemented yet")
-        if op.kind.dialect not in STDLIB_DIALECTS:
+            results = run_control(op, values)
+        elif op.kind.dialect not in STDLIB_DIALECTS:
             raise UnsupportedError(f"{op.kind.name} '{op.label}': not a standard operator; "
                                    "float execution covers the chapter 4 modules only")
-        args = [values[n] if n else None for n in op.inputs]
-        results = run_op_node(op, args)
+        else:
+            results = run_op_node(op, [values[n] if n else None for n in op.inputs])
         if len(results) != len(op.outputs):
             raise InvalidGraphError(f"{op.kind.name} '{op.label}' produced {len(results)} outputs, "
                                     f"the graph names {len(op.outputs)}")
@@ -109,6 +108,64 @@ def run_graph(graph: ir.Graph, inputs: Mapping[str, Any] | list) -> dict[str, np
                                     f"{list(value.shape)}, the graph declares {list(t.shape)}")
             values[name] = value.astype(t.dtype.numpy, copy=False)
     return values
+
+
+MAX_LOOP_STEPS = 1_000_000     # a condition loop that runs longer is taken to be endless
+
+
+def _run_sub(g: ir.Graph, own: list, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """Runs a control-flow subgraph: its first inputs are `own`, the rest are captured outer
+    tensors under their own names (qsim.skriptnd.control)."""
+    feeds = dict(zip(g.inputs, own))
+    for name in g.inputs[len(own):]:
+        feeds[name] = values[name]
+    out = run_graph(g, feeds)
+    return [out[n] for n in g.outputs]
+
+
+def run_control(op: ir.Op, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """control.if / control.loop (2.10.1) as control.py composes them."""
+    if op.kind.name == "control.if":
+        cond = np.asarray(values[op.inputs[0]]).reshape(-1)
+        if cond.size != 1:
+            raise DataError(f"{op.kind.name} '{op.label}': the condition has {cond.size} values, "
+                            "a branch needs one (2.10.1)")
+        g = op.subgraphs["then_graph" if bool(cond[0]) else "else_graph"]
+        return _run_sub(g, [], values)
+    a = op.attrs
+    n_carried, n_scans, length = a.get("carried", 0), a.get("scans", 0), a.get("scan_length", 0)
+    state = [values[n] for n in op.inputs[:n_carried]]
+    pos = n_carried
+    packs = []
+    for _ in range(n_scans):
+        packs.append([values[n] for n in op.inputs[pos:pos + length]])
+        pos += length
+    count = a.get("count")
+    if a.get("dynamic_count"):
+        count = int(np.asarray(values[op.inputs[pos]]).reshape(-1)[0])
+    body = op.subgraphs["body_graph"]
+    pre, post = op.subgraphs.get("cond_graph"), op.subgraphs.get("post_cond_graph")
+    scan_out: list[list] = []
+    step = 0
+    while count is None or step < count:
+        if step >= MAX_LOOP_STEPS:
+            raise UnsupportedError(f"{op.kind.name} '{op.label}': more than {MAX_LOOP_STEPS} iterations; "
+                                   "is the loop condition ever false?")
+        own = state + [p[step] for p in packs] + ([np.asarray(step, np.int64)] if a.get("index") else [])
+        if pre is not None and not bool(np.asarray(_run_sub(pre, own, values)[0]).reshape(-1)[0]):
+            break
+        results = _run_sub(body, own, values)
+        state = results[:n_carried]
+        for j, v in enumerate(results[n_carried:]):
+            if j >= len(scan_out):
+                scan_out.append([])
+            scan_out[j].append(v)
+        step += 1
+        if post is not None:
+            own = state + [p[step - 1] for p in packs] + ([np.asarray(step - 1, np.int64)] if a.get("index") else [])
+            if not bool(np.asarray(_run_sub(post, own, values)[0]).reshape(-1)[0]):
+                break
+    return state + [v for lst in scan_out for v in lst]
 
 
 def _register_with_runtime() -> None:
