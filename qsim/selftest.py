@@ -84,8 +84,10 @@ def run_selftest(seed: int = 0, out: TextIO | None = None) -> bool:
         if out is not None:
             print(text, file=out, flush=True)
 
+    from .kernels.isa import supported_isas
     feats = cpu_features()
-    say("qsim selftest: CPU features " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in feats.items()))
+    say("qsim selftest: CPU features " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in feats.items())
+        + "; kernel paths checked: " + ", ".join(isa.value for isa in supported_isas()))
     ok = True
     for check in CHECKS:
         rng = np.random.default_rng(seed)

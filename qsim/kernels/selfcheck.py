@@ -53,12 +53,41 @@ def check_conv2d_rescale(rng: np.random.Generator) -> int:
     return n + _compare("RESCALE", [acc], rescale)
 
 
+def check_rescale_sixteen_lanes(rng: np.random.Generator) -> int:
+    """int32 -> int8/int16 with 32 channels and shifts >= 33 (the 16-lane AVX-512 path)."""
+    acc = rng.integers(-(1 << 31), 1 << 31, (5, 7, 32)).astype(np.int32)
+    acc[0, 0, :2] = (-(1 << 31), (1 << 31) - 1)
+    n = 0
+    for out_t, double_round in (("int8", True), ("int16", False)):
+        mult = rng.integers(0, 1 << 31, 32).astype(np.int32)
+        mult[0] = 0
+        attrs = dict(input_zp=0, output_zp=-5 if out_t == "int8" else 0, multiplier=mult,
+                     shift=rng.integers(33, 63, 32).astype(np.int32), scale32=True,
+                     double_round=double_round, per_channel=True, out_t=out_t)
+        n += _compare("RESCALE", [acc], attrs)
+    return n
+
+
 def check_depthwise(rng: np.random.Generator) -> int:
     x = _i8(rng, (1, 15, 13, 24))
     w = _i8(rng, (3, 3, 24, 2))
     attrs = dict(weight=w, bias=rng.integers(-999, 999, 48).astype(np.int32), pad=(1, 1, 1, 1),
                  stride=(2, 2), dilation=(1, 1), input_zp=127, weight_zp=-128)
-    return _compare("DEPTHWISE_CONV2D", [x], attrs)
+    n = _compare("DEPTHWISE_CONV2D", [x], attrs)
+    x16 = rng.integers(-32768, 32767, (1, 9, 21, 40), endpoint=True).astype(np.int16)
+    w16 = _i8(rng, (3, 3, 40, 1))
+    attrs16 = dict(weight=w16, bias=rng.integers(-999, 999, 40).astype(np.int64), pad=(1, 1, 1, 1),
+                   stride=(1, 1), dilation=(2, 1), input_zp=0, weight_zp=0)
+    return n + _compare("DEPTHWISE_CONV2D", [x16], attrs16)
+
+
+def check_pools_and_clamp(rng: np.random.Generator) -> int:
+    x = _i8(rng, (1, 11, 9, 21))
+    x[0, 0, 0, 0] = -128
+    pool = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1, 1, 1))
+    n = _compare("MAX_POOL2D", [x], pool)
+    n += _compare("AVG_POOL2D", [x], dict(pool, input_zp=-128, output_zp=127))
+    return n + _compare("CLAMP", [x], dict(min_val=-100, max_val=90))
 
 
 def check_fully_connected(rng: np.random.Generator) -> int:
@@ -86,7 +115,9 @@ def check_table(rng: np.random.Generator) -> int:
 
 SELF_CHECKS = [
     ("kernels vs reference: CONV2D + per-channel RESCALE", check_conv2d_rescale),
-    ("kernels vs reference: DEPTHWISE_CONV2D", check_depthwise),
+    ("kernels vs reference: RESCALE int32 -> int8/int16, 32 channels", check_rescale_sixteen_lanes),
+    ("kernels vs reference: DEPTHWISE_CONV2D int8/int16", check_depthwise),
+    ("kernels vs reference: MAX_POOL2D, AVG_POOL2D, CLAMP", check_pools_and_clamp),
     ("kernels vs reference: FULLY_CONNECTED", check_fully_connected),
     ("kernels vs reference: MATMUL", check_matmul),
     ("kernels vs reference: TABLE int8/int16", check_table),
