@@ -69,7 +69,13 @@ def check_model(path: str, *, all_graphs: bool = False, graph: str | None = None
     """Composes the model at `path` and returns the summary text; raises QsimError when invalid."""
     from ..loader import model_kind
     if model_kind(path) == "skriptnd":
-        from .model import compose_graphs
+        from .model import compose_graphs, open_model
+        modules, main = open_model(path)
+        if not modules.modules[main].graphs:
+            # a module of operators (e.g. a library module): check every definition statically
+            from .validate import validate_module
+            count = validate_module(modules, main)
+            return f"{path}: valid SkriptND module without graphs, {count} operator definition(s) checked"
         results = compose_graphs(path, graph=graph, all_graphs=all_graphs, keep=keep, require_data=False)
         lines = [f"{path}: valid SkriptND model, {len(results)} graph(s) composed"]
         for r in results:
