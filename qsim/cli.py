@@ -69,6 +69,23 @@ def cmd_export_rtl(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .npu.simulate import simulate_command, summary_lines
+    result = simulate_command(args.model, args.config, args.engine, args.input, args.out,
+                              sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet)
+    for report in result.reports:
+        print("\n".join(summary_lines(report)))
+    for point in result.sweep:
+        print(f"{point['config']['name']:<24} {point['total_cycles']:>9} cycles  "
+              f"{100 * point['array_utilization']:5.1f} % PE utilization  "
+              f"{point['inferences_per_s']:>10.0f} inferences/s  "
+              f"{'verified' if point['all_verified'] else 'MISMATCH'}")
+    for message in result.messages:
+        print(message, file=sys.stderr)
+    print(f"wrote {result.out}/ ({'every layer bit-exact with the kernels' if result.verified else 'VERIFICATION FAILED'})")
+    return 0 if result.verified else 1
+
+
 def cmd_export_vectors(args: argparse.Namespace) -> int:
     from .errors import UsageError
     from .npu.config import load_config
@@ -158,6 +175,29 @@ def build_parser() -> argparse.ArgumentParser:
                         "append :os for output-stationary); default 16x16")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
     p.set_defaults(handler=cmd_export_rtl)
+    p = sub.add_parser("simulate", help="run a quantized model on the cycle-simulated NPU, verify "
+                                        "every layer against the kernels, report cycles")
+    p.add_argument("model", nargs="?", metavar="QMODEL",
+                   help="quantized model folder from qsim quantize (default: the embedded model)")
+    p.add_argument("--config", default="16x16", metavar="CFG",
+                   help="NPU configuration: a TOML file or a preset (8x8, 16x16, 32x32; append "
+                        ":os for output-stationary); default 16x16")
+    p.add_argument("--engine", default="verilator", metavar="ENGINE",
+                   help="verilator (default; RTL compiled with Verilator, build cached), amaranth "
+                        "(Amaranth's simulator, small arrays) or model (numpy cycle model)")
+    p.add_argument("--input", metavar="X.npy",
+                   help="model input: float (quantized with the model's input scale) or int8 "
+                        "(used as is); default: the first embedded test image")
+    p.add_argument("-o", "--out", metavar="OUT",
+                   help="report folder (default qsim-out/<model>-npu/, -npu-sweep/ for sweeps)")
+    p.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
+                   help="run the product of these configuration values in parallel, e.g. "
+                        "size=8,16,32 dataflow=ws,os (keys: size, rows, cols, dataflow, "
+                        "*_buffer_bytes, dram_bytes_per_cycle, clock_mhz)")
+    p.add_argument("--vcd", metavar="FILE",
+                   help="on a mismatch, write the waveform around the first wrong DRAM write")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_simulate)
     p = sub.add_parser("export-vectors", help="write golden vectors (.npy, $readmemh .hex, JSON "
                                               "manifest) of every layer, or seeded corner cases")
     p.add_argument("model", nargs="?", metavar="QMODEL",

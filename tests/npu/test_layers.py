@@ -51,7 +51,7 @@ def test_layer_int32_and_fused_rescale_clamp(rng, dataflow, op):
     raw = run_layer(geom, op, inputs, attrs)
     np.testing.assert_array_equal(raw.output, expected.astype(np.int32))
     rescale = _rescale(rng, channels)
-    clamp = dict(min_int=-60, max_int=100)
+    clamp = dict(min_val=-60, max_val=100)
     fused = run_layer(geom, op, inputs, attrs, rescale=rescale, clamp=clamp)
     np.testing.assert_array_equal(
         fused.output, oracle.rescale_clamp(expected, rescale["multiplier"], rescale["shift"], -4,
@@ -92,4 +92,4 @@ def test_layer_errors_are_actionable(rng):
     with pytest.raises(UnsupportedError, match="shift"):
         run_layer(geom, "CONV2D", [x], dict(weight=w), rescale=dict(input_zp=0, multiplier=1, shift=1))
     with pytest.raises(UnsupportedError, match="CLAMP fuses only after a RESCALE"):
-        run_layer(geom, "CONV2D", [x], dict(weight=w), clamp=dict(min_int=0, max_int=5))
+        run_layer(geom, "CONV2D", [x], dict(weight=w), clamp=dict(min_val=0, max_val=5))

@@ -1,0 +1,312 @@
+"""`qsim simulate`: a quantized model on the NPU, verified against the kernels, with a
+throughput report (qsim.report.throughput) and optional configuration sweeps.
+
+Inputs (--input x.npy): a float array is quantized with the model's input scale and zero
+point; an int8 array is used as is (qsim.quant.qmodel.integer_inputs). Default: the first
+embedded Fashion-MNIST test image. A mismatch is reported with layer, tensor, index,
+expected and actual values and the cycle of the DRAM write; with --vcd the program that
+wrote it is re-run with waveform tracing (amaranth engine: the whole program; verilator
+engine: VCD_BEFORE cycles before to VCD_AFTER after the write, from a --trace build).
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import UsageError
+from ..report.throughput import LayerThroughput, ThroughputReport, write_throughput_report
+from .config import NpuConfig, load_config, parse_config
+from .engines import Engine
+from .program import GraphRun, Unit, run_graph_on_npu, stage_count
+
+VCD_BEFORE, VCD_AFTER = 256, 64
+SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
+              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz")
+SWEEP_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: object             # qsim.quant.lower.LoweredModel
+    name: str                 # for the report and the default output folder
+    source: str
+
+
+def load_qmodel(path: str | None) -> LoadedModel:
+    """A folder written by `qsim quantize`, or (None) the embedded model quantized in memory."""
+    if path is None:
+        from ..quant.pipeline import embedded_quantized_model
+        return LoadedModel(embedded_quantized_model(), "fashion_cnn", "embedded Fashion-MNIST CNN")
+    from ..quant import qmodel
+    from ..quant.pipeline import model_name_of
+    if not Path(path).exists():
+        raise UsageError(f"no quantized model {path!r}", hint="write one with: qsim quantize -o DIR")
+    if not qmodel.is_quantized_model(path):
+        raise UsageError(f"{path} is not a quantized model folder (no {qmodel.METADATA_FILE})",
+                         hint="qsim simulate runs the integer model folder qsim quantize writes")
+    return LoadedModel(qmodel.load_quantized(path), model_name_of(path), str(path))
+
+
+def resolve_engine(name: str, vcd: str | None) -> Engine:
+    engine = Engine.parse(name)
+    if vcd and engine is Engine.MODEL:
+        raise UsageError("--vcd needs an RTL engine: the model engine has no waveform",
+                         hint="use --engine verilator or --engine amaranth with --vcd")
+    return engine
+
+
+# -- sweeps -----------------------------------------------------------------------------------
+
+def parse_sweep(specs: list[str], base: NpuConfig) -> list[NpuConfig]:
+    """`KEY=V1,V2,...` terms -> the configurations of their cartesian product over `base`.
+    KEY is a configuration key, or `size` for rows = cols."""
+    axes = []
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        key = key.strip()
+        items = [v.strip() for v in values.split(",")]
+        if not sep or not key or not all(items):
+            raise UsageError(f"--sweep term {spec!r} is not KEY=V1,V2,...",
+                             hint="e.g. --sweep size=8,16,32 dataflow=ws,os")
+        if key not in SWEEP_KEYS:
+            raise UsageError(f"--sweep key {key!r} is not a configuration key",
+                             hint=f"sweepable keys: {', '.join(SWEEP_KEYS)}")
+        if any(key == k for k, _ in axes):
+            raise UsageError(f"--sweep key {key!r} is given twice", hint="list all values in one term")
+        axes.append((key, items))
+    configs = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        fields = {"rows": base.rows, "cols": base.cols, "dataflow": base.dataflow.value,
+                  "input_buffer_bytes": base.input_buffer_bytes,
+                  "weight_buffer_bytes": base.weight_buffer_bytes,
+                  "accumulator_buffer_bytes": base.accumulator_buffer_bytes,
+                  "dram_bytes_per_cycle": base.dram_bytes_per_cycle, "clock_mhz": base.clock_mhz}
+        for (key, _), value in zip(axes, combo):
+            targets = ("rows", "cols") if key == "size" else (key,)
+            for target in targets:
+                fields[target] = value if target == "dataflow" else _number(key, value)
+        name = f"{fields['rows']}x{fields['cols']}-{str(fields['dataflow']).lower()}" + "".join(
+            f"-{k}{v}" for (k, _), v in zip(axes, combo) if k not in ("size", "rows", "cols", "dataflow"))
+        text = "[npu]\n" + f'name = "{name}"\n' + "".join(
+            f'{k} = "{v}"\n' if k == "dataflow" else f"{k} = {v}\n" for k, v in fields.items())
+        configs.append(parse_config(text, file=f"--sweep {' '.join(specs)} ({name})"))
+    if len({c.name for c in configs}) != len(configs):
+        raise UsageError("--sweep produces the same configuration twice", hint="remove repeated values")
+    return configs
+
+
+def _number(key: str, value: str):
+    try:
+        return float(value) if key == "clock_mhz" else int(value)
+    except ValueError:
+        raise UsageError(f"--sweep {key}={value!r}: not a number") from None
+
+
+# -- one configuration ------------------------------------------------------------------------
+
+def throughput_report(model_name: str, run: GraphRun) -> ThroughputReport:
+    config = run.config
+    layers = []
+    for s in run.stages:
+        layers.append(LayerThroughput(
+            name=s.stage.name, op=s.stage.op_text, unit=s.stage.unit.value, macs=s.macs,
+            compute_cycles=s.compute_cycles, fill_drain_cycles=s.fill_drain_cycles,
+            stall_cycles=s.stall_cycles,
+            mapping_efficiency=s.macs / s.mac_slots if s.mac_slots else 0.0,
+            dram_input_bytes=s.dram_input_bytes, dram_weight_bytes=s.dram_weight_bytes,
+            dram_output_bytes=s.dram_output_bytes, verified=s.verified))
+    notes = [f"{s.stage.name}: {s.stage.note}" for s in run.stages if s.stage.note]
+    notes.append("array layers run on the RTL engine; vector-unit layers use the documented cost "
+                 "model (docs/npu.md) with the kernels' values; host layers are reshapes (free).")
+    notes += [s.mismatch for s in run.stages if s.mismatch]
+    cfg = {"name": config.name, "rows": config.rows, "cols": config.cols,
+           "dataflow": config.dataflow.value, "input_buffer_bytes": config.input_buffer_bytes,
+           "weight_buffer_bytes": config.weight_buffer_bytes,
+           "accumulator_buffer_bytes": config.accumulator_buffer_bytes,
+           "dram_bytes_per_cycle": config.dram_bytes_per_cycle, "clock_mhz": config.clock_mhz}
+    return ThroughputReport(model=model_name, engine=run.engine.value, config=cfg,
+                            layers=tuple(layers), notes=tuple(notes))
+
+
+def prepare_engine(config: NpuConfig, engine: Engine, stream=sys.stderr) -> None:
+    """Builds (or finds cached) the Verilator model before the progress bar starts."""
+    if engine is not Engine.VERILATOR:
+        return
+    from .sim_verilator import build
+    start = time.perf_counter()
+    build(config.geometry)
+    took = time.perf_counter() - start
+    if took > 1.0:
+        print(f"verilator: built the {config.name} NPU model in {took:.1f} s (cached for next time)",
+              file=stream)
+
+
+def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: Engine,
+                 show_progress: bool = True) -> GraphRun:
+    from ..progress import Progress
+    prepare_engine(config, engine)
+    graph = loaded.model.graph
+    bar = Progress(f"simulate {config.name} ({engine.value})", stage_count(graph), enabled=show_progress)
+    try:
+        return run_graph_on_npu(graph, feeds, config, engine, on_stage=lambda _: bar.advance())
+    finally:
+        bar.close()
+
+
+def dump_vcd(run: GraphRun, path: str) -> str:
+    """Re-runs the program that wrote the first mismatching element with waveform tracing."""
+    found = run.first_mismatch
+    stage = next(s for s in run.stages if s.stage.name == found.stage)
+    if stage.layer is None:
+        return (f"no waveform: layer {found.stage!r} runs on the {stage.stage.unit.value} unit, "
+                "not on the RTL")
+    record = stage.layer.runs[found.program]
+    geom = run.config.geometry
+    dram = record.program.dram.copy()
+    if run.engine is Engine.AMARANTH:
+        from .sim_amaranth import run_amaranth
+        run_amaranth(geom, record.program.instrs, dram, vcd_path=path)
+        return f"wrote {path}: the whole program {found.program} of layer {found.stage!r} (amaranth)"
+    from .sim_verilator import run_verilator
+    first = max(0, found.program_cycle - VCD_BEFORE)
+    last = found.program_cycle + VCD_AFTER
+    run_verilator(geom, record.program.instrs, dram, vcd_path=path, vcd_window=(first, last))
+    return (f"wrote {path}: cycles {first}..{last} of program {found.program} of layer "
+            f"{found.stage!r} (verilator --trace; the write is in cycle {found.program_cycle}, "
+            f"VCD time 10 x cycle)")
+
+
+def summary_lines(report: ThroughputReport) -> list[str]:
+    """The console table: one line per layer, then the totals."""
+    head = (f"{'layer':<22} {'op':<28} {'unit':<6} {'MACs':>9} {'cycles':>8} {'compute':>8} "
+            f"{'fill/dr':>8} {'stall':>7} {'util%':>6} {'DRAM B':>8}  verified")
+    lines = [head, "-" * len(head)]
+    for layer in report.layers:
+        verified = {True: "yes", False: "MISMATCH", None: "-"}[layer.verified]
+        lines.append(f"{layer.name[:22]:<22} {layer.op[:28]:<28} {layer.unit:<6} {layer.macs:>9} "
+                     f"{layer.cycles:>8} {layer.compute_cycles:>8} {layer.fill_drain_cycles:>8} "
+                     f"{layer.stall_cycles:>7} {100 * report.utilization(layer):>6.1f} "
+                     f"{layer.dram_bytes:>8}  {verified}")
+    cfg = report.config
+    lines.append("-" * len(head))
+    lines.append(f"total: {report.total_cycles} cycles, {report.total_macs} MACs on {cfg['rows']}x"
+                 f"{cfg['cols']} {cfg['dataflow']} at {cfg['clock_mhz']:g} MHz: latency "
+                 f"{report.latency_s * 1e6:.2f} us, {report.inferences_per_s:.0f} inferences/s, "
+                 f"{report.gops:.2f} GOPS; engine {report.engine}")
+    return lines
+
+
+@dataclass(frozen=True)
+class SimulateResult:
+    out: Path
+    reports: list[ThroughputReport]     # one configuration: its report; a sweep: none
+    sweep: list[dict]                   # a sweep: one summary per configuration
+    verified: bool
+    messages: list[str]                 # mismatches, waveform notes
+
+
+def default_out(model_name: str, sweep: bool) -> Path:
+    return Path("qsim-out") / f"{model_name}-npu{'-sweep' if sweep else ''}"
+
+
+def simulate_command(model: str | None, config_spec: str, engine_name: str, input_path: str | None,
+                     out: str | None, sweep: list[str] | None = None, vcd: str | None = None,
+                     show_progress: bool = True) -> SimulateResult:
+    """The whole `qsim simulate` job; the output folder appears complete or not at all."""
+    from ..atomic import atomic_directory
+    from .vectors import read_inputs
+    engine = resolve_engine(engine_name, vcd)
+    base = load_config(config_spec)
+    configs = parse_sweep(sweep, base) if sweep else [base]
+    if vcd and sweep:
+        raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
+    loaded = load_qmodel(model)
+    feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
+    target = Path(out) if out else default_out(loaded.name, bool(sweep))
+    with atomic_directory(target) as tmp:
+        if sweep:
+            summaries, messages = _sweep(model, input_path, configs, engine, tmp, show_progress)
+            return SimulateResult(target, [], summaries, all(p["all_verified"] for p in summaries),
+                                  messages)
+        run = simulate_one(loaded, feeds, base, engine, show_progress)
+        report = throughput_report(loaded.name, run)
+        write_throughput_report(report, tmp)
+        messages = [s.mismatch for s in run.stages if s.mismatch]
+        if run.first_mismatch is not None and vcd:
+            messages.append(dump_vcd(run, vcd))
+    return SimulateResult(target, [report], [], run.verified, messages)
+
+
+def _sweep_point(model: str | None, input_path: str | None, config_toml: str, engine: str,
+                 out_dir: str) -> tuple[dict, list[str]]:
+    """One sweep configuration in a worker process: run, write its report, return a summary."""
+    from .vectors import read_inputs
+    loaded = load_qmodel(model)
+    feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
+    config = parse_config(config_toml)
+    run = simulate_one(loaded, feeds, config, Engine.parse(engine), show_progress=False)
+    report = throughput_report(loaded.name, run)
+    write_throughput_report(report, Path(out_dir) / config.name)
+    doc = report.to_json()
+    summary = {"config": doc["config"], "total_cycles": doc["total_cycles"],
+               "latency_ms": doc["latency_ms"], "inferences_per_s": doc["inferences_per_s"],
+               "gops": doc["gops"], "all_verified": doc["all_verified"],
+               "array_utilization": _array_utilization(report), "report": f"{config.name}/report.json"}
+    return summary, [s.mismatch for s in run.stages if s.mismatch]
+
+
+def _array_utilization(report: ThroughputReport) -> float:
+    """MACs over the PE slots of the whole run (all layers' cycles)."""
+    return report.total_macs / (report.pes * report.total_cycles) if report.total_cycles else 0.0
+
+
+def _sweep(model, input_path, configs, engine: Engine, tmp: Path, show_progress: bool):
+    """Runs the configurations in up to SWEEP_WORKERS processes; writes sweep.json + sweep.png."""
+    import json
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ..atomic import atomic_write_text
+    from ..progress import Progress
+    if engine is Engine.VERILATOR:
+        for config in configs:      # builds in this process, so workers find them cached
+            prepare_engine(config, engine)
+    bar = Progress(f"sweep ({engine.value})", len(configs), enabled=show_progress)
+    summaries, mismatches = [], []
+    try:
+        with ProcessPoolExecutor(max_workers=min(SWEEP_WORKERS, len(configs))) as pool:
+            futures = [pool.submit(_sweep_point, model, input_path, c.to_toml(), engine.value, str(tmp))
+                       for c in configs]
+            for future in futures:
+                summary, found = future.result()
+                summaries.append(summary)
+                mismatches += found
+                bar.advance()
+    finally:
+        bar.close()
+    atomic_write_text(tmp / "sweep.json", json.dumps({"engine": engine.value, "points": summaries},
+                                                     indent=2) + "\n")
+    _sweep_plot(summaries, tmp / "sweep.png")
+    return summaries, mismatches
+
+
+def _sweep_plot(points: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = [p["config"]["name"] for p in points]
+    x = range(len(names))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(max(8.0, 1.1 * len(names) + 4), 4))
+    left.bar(x, [p["total_cycles"] for p in points], color="#3b7dd8")
+    left.set_ylabel("total cycles")
+    left.set_title("cycles per inference")
+    right.bar(x, [100 * p["array_utilization"] for p in points], color="#e9a23b")
+    right.set_ylabel("PE utilization over the run (%)")
+    right.set_title("utilization")
+    for ax in (left, right):
+        ax.set_xticks(list(x), names, rotation=30, ha="right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
