@@ -277,7 +277,12 @@ class ShapeBinder:
             if item.per_item:
                 per_item.setdefault(idx, []).append(dims[0])
                 continue
-            if idx in conditional:
+            if item.pack is not None and self.known(item.extent) and not is_pack(self.eval(item.extent)):
+                # a known single extent with a count is repeated (2.4 `[a..(5)]`; chapter 4 writes
+                # `1 ..(squeeze ? 1 : 0)`): every dimension must equal it
+                for d in dims:
+                    self.solve(item.extent, d, origin, decl.loc)
+            elif idx in conditional:
                 # a bool repetition count repeats one extent 0 or 1 times (2.4 `a..(n)`; chapter 4
                 # writes `c..(ncx)` for a channel extent before or after the spatial ones)
                 if conditional[idx]:

@@ -356,9 +356,9 @@ def eval_shape(t: ast.TypeSpec, env: dict, where: str, decl, pack_index=None):
                 raise error(f"{where}: per-item extent of '{decl.name}' needs a pack of extents", item.loc)
             value = value[pack_index]
         if item.pack is not None and item.pack.length is not None and not is_pack(value):
-            flag = ev.eval(item.pack.length)
-            if isinstance(flag, bool):           # `c..(flag)`: one extent, 0 or 1 times (2.4)
-                value = (value,) if flag else ()
+            count = ev.eval(item.pack.length)    # `1 ..(n)`, `c..(flag)`: one extent repeated (2.4)
+            if isinstance(count, int):
+                value = (value,) * int(count)
         if item.pack is not None and item.pack.length is not None and is_pack(value):
             n = ev.eval(item.pack.length)
             if n is not None and n != len(value):
