@@ -156,8 +156,10 @@ def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: En
         bar.close()
 
 
-def dump_vcd(run: GraphRun, path: str) -> str:
-    """Re-runs the program that wrote the first mismatching element with waveform tracing."""
+def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:
+    """Re-runs the program that wrote the first mismatching element with waveform tracing,
+    on `engine` (default: the run's; the program is the same on every engine)."""
+    engine = run.engine if engine is None else engine
     found = run.first_mismatch
     stage = next(s for s in run.stages if s.stage.name == found.stage)
     if stage.layer is None:
@@ -166,7 +168,9 @@ def dump_vcd(run: GraphRun, path: str) -> str:
     record = stage.layer.runs[found.program]
     geom = run.config.geometry
     dram = record.program.dram.copy()
-    if run.engine is Engine.AMARANTH:
+    if engine is Engine.MODEL:
+        raise UsageError("the model engine has no waveform", hint="use the verilator or amaranth engine")
+    if engine is Engine.AMARANTH:
         from .sim_amaranth import run_amaranth
         run_amaranth(geom, record.program.instrs, dram, vcd_path=path)
         return f"wrote {path}: the whole program {found.program} of layer {found.stage!r} (amaranth)"

@@ -1,0 +1,183 @@
+"""Whole quantized graphs on the NPU: the plan, bit-exact runs against the kernels on the
+model and verilator engines, and mismatch reports from an injected fault."""
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+from qsim.npu.config import load_config
+from qsim.npu.program import Unit, plan, run_graph_on_npu
+from qsim.npu.vector_unit import VECTOR_PIPELINE_CYCLES, vector_cost
+from qsim.npu.vectors import default_input
+from qsim.quant.pipeline import embedded_quantized_model
+from qsim.runtime.executor import execute
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    model = embedded_quantized_model()
+    feeds = default_input(model)
+    return model.graph, feeds, execute(model.graph, feeds, backend="kernels")
+
+
+def test_plan_fuses_rescale_and_clamp_into_array_layers(embedded):
+    graph, _, _ = embedded
+    stages = plan(graph)
+    summary = [(s.op_text, s.unit) for s in stages]
+    assert summary == [("TRANSPOSE", Unit.VECTOR)] + [("CONV2D+RESCALE+CLAMP", Unit.ARRAY)] * 4 + [
+        ("AVG_POOL2D", Unit.VECTOR), ("RESHAPE", Unit.HOST), ("FULLY_CONNECTED+RESCALE", Unit.ARRAY)]
+    # every operator of the graph is covered exactly once, in order
+    assert [op for s in stages for op in s.ops] == list(graph.ops)
+
+
+def _check_bit_exact(run, graph, values):
+    stages = plan(graph)
+    assert [r.stage.output for r in run.stages] == [s.output for s in stages]
+    for result in run.stages:
+        want = values[result.stage.output]
+        assert result.output.dtype == want.dtype
+        np.testing.assert_array_equal(result.output, want, err_msg=result.stage.name)
+        assert result.verified is True
+    assert run.verified and run.first_mismatch is None
+
+
+def test_embedded_model_bit_exact_on_model_engine(embedded):
+    graph, feeds, values = embedded
+    run = run_graph_on_npu(graph, feeds, load_config("16x16"), engine="model")
+    _check_bit_exact(run, graph, values)
+    array = [r for r in run.stages if r.stage.unit is Unit.ARRAY]
+    # MACs of each array layer, worked from the shapes: OH*OW*OC*KH*KW*IC
+    assert [r.macs for r in array] == [28 * 28 * 16 * 9, 14 * 14 * 32 * 9 * 16, 7 * 7 * 64 * 9 * 32,
+                                       4 * 4 * 64 * 9 * 64, 64 * 10]
+    assert run.total_cycles == sum(r.cycles for r in run.stages)
+    for result in run.stages:
+        assert result.cycles == result.compute_cycles + result.fill_drain_cycles + result.stall_cycles
+
+
+def test_embedded_model_bit_exact_on_verilator_equals_model_cycles(embedded):
+    graph, feeds, values = embedded
+    config = load_config("16x16")
+    run = run_graph_on_npu(graph, feeds, config, engine="verilator")
+    _check_bit_exact(run, graph, values)
+    model = run_graph_on_npu(graph, feeds, config, engine="model")
+    assert [r.cycles for r in run.stages] == [r.cycles for r in model.stages]
+
+
+def test_output_stationary_small_array_bit_exact(embedded):
+    graph, feeds, values = embedded
+    run = run_graph_on_npu(graph, feeds, load_config("8x8:os"), engine="model")
+    _check_bit_exact(run, graph, values)
+
+
+def _faulty(graph, layer="conv2", channel=5):
+    """A copy of `graph` whose RESCALE of `layer` has a wrong multiplier in one channel."""
+    ops = []
+    for op in graph.ops:
+        if f"'{layer}'" in op.name and op.kind.short_name == "RESCALE":
+            mult = np.array(op.attrs["multiplier"]).copy()
+            mult[channel] = mult[channel] // 2 + 12345
+            op = dataclasses.replace(op, attrs={**op.attrs, "multiplier": mult})
+        ops.append(op)
+    return dataclasses.replace(graph, ops=tuple(ops))
+
+
+def test_injected_fault_is_reported_with_layer_tensor_index_values_and_cycle(embedded):
+    graph, feeds, values = embedded
+    faulty = _faulty(graph)
+    # The oracle for the fault: the kernels themselves on the faulty graph.
+    wrong = execute(faulty, feeds, backend="kernels")["relu2"]
+    diff = np.argwhere(wrong != values["relu2"])
+    assert len(diff)
+    index = tuple(int(i) for i in diff[0])
+    assert index[-1] == 5
+
+    run = run_graph_on_npu(faulty, feeds, load_config("16x16"), engine="model", expected=values)
+    assert not run.verified
+    verdicts = {r.stage.name: r.verified for r in run.stages}
+    assert verdicts.pop("relu2") is False
+    assert all(verdicts.values())            # later layers are checked on the kernels' values
+    found = run.first_mismatch
+    assert (found.stage, found.tensor, found.index) == ("relu2", "relu2", index)
+    assert (found.expected, found.actual) == (int(values["relu2"][index]), int(wrong[index]))
+    assert found.differing == len(diff) and found.size == wrong.size
+    stage = next(r for r in run.stages if r.stage.name == "relu2")
+    assert stage.start_cycle <= found.cycle < stage.start_cycle + stage.cycles
+    message = found.message()
+    for text in ("'relu2'", "CONV2D+RESCALE+CLAMP", str(list(index)), f"expected {found.expected}",
+                 f"({found.expected & 0xff:#04x})", f"NPU {found.actual}", f"({found.actual & 0xff:#04x})",
+                 f"cycle {found.cycle}"):
+        assert text in message, (text, message)
+
+
+def test_write_cycle_is_the_dram_write_on_the_rtl(rng):
+    """The cycle a mismatch report names is the one in which the RTL writes that element
+    (checked by watching the DRAM port of the Amaranth simulation)."""
+    from amaranth.sim import Simulator
+
+    from qsim.hw.isa import INSTR_BYTES, pack_program
+    from qsim.hw.params import Dataflow, Geometry
+    from qsim.hw.top import NPU
+    from qsim.npu.layers import run_layer
+
+    geom = Geometry(2, 2, Dataflow.WEIGHT_STATIONARY, 2 * 32, 2 * 8, 8 * 8, 3)
+    x = rng.integers(-128, 128, (3, 5)).astype(np.int8)
+    w = rng.integers(-128, 128, (3, 5)).astype(np.int8)
+    layer = run_layer(geom, "FULLY_CONNECTED", [x], dict(weight=w))
+    record, row, col = layer.locate((2, 1))
+    expected_cycle = record.write_cycle(geom, row, col)
+    program = record.program
+    addr = program.out_addr + (row * 3 + col) * 4
+    dut = NPU(geom)
+    blob = pack_program(program.instrs)
+    words = [int.from_bytes(blob[i:i + INSTR_BYTES], "little") for i in range(0, len(blob), INSTR_BYTES)]
+    dram = program.dram.copy()
+    writes = []
+
+    async def bench(ctx):
+        index, rdata, cycle = 0, 0, 0
+        while index < len(words) or not ctx.get(dut.idle):
+            pending = index < len(words)
+            ctx.set(dut.instr.valid, int(pending))
+            if pending:
+                ctx.set(dut.instr.payload, words[index])
+            ctx.set(dut.dram_rdata, rdata)
+            a = ctx.get(dut.dram_addr)
+            if ctx.get(dut.dram_we) and a <= addr < a + ctx.get(dut.dram_wlen):
+                writes.append(cycle)
+            rdata = int.from_bytes(bytes(dram[a:a + geom.dram_port_bytes]).ljust(geom.dram_port_bytes, b"\0"),
+                                   "little") if ctx.get(dut.dram_re) else 0
+            if pending and ctx.get(dut.instr.ready):
+                index += 1
+            await ctx.tick()
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert writes == [expected_cycle]
+
+
+def test_vector_unit_cost_hand_worked():
+    # AVG_POOL2D 4x4 window -> 64 outputs: 64 * (16 + 1) operations on 16 lanes = 68 cycles;
+    # DRAM 1024 + 64 bytes at 16 B/cycle = 68 cycles: no stall.
+    x = np.zeros((1, 4, 4, 64), np.int8)
+    y = np.zeros((1, 1, 1, 64), np.int8)
+    cost = vector_cost("AVG_POOL2D", {"kernel": (4, 4)}, [x], [y], lanes=16, bytes_per_cycle=16)
+    assert (cost.work, cost.compute_cycles, cost.stall_cycles) == (64 * 17, 68, 0)
+    assert cost.cycles == 68 + VECTOR_PIPELINE_CYCLES
+    # TABLE: one lookup per element, the 513-entry int16 table is read as weight bytes
+    table = np.zeros(513, np.int16)
+    x = np.zeros((1, 100), np.int16)
+    cost = vector_cost("TABLE", {"table": table}, [x], [np.zeros((1, 100), np.int32)], 8, 4)
+    assert (cost.compute_cycles, cost.dram_weight_bytes) == (13, 1026)
+    assert cost.stall_cycles == -(-(200 + 1026 + 400) // 4) - 13
+
+
+def test_mismatch_report_names_sizes_when_shapes_differ(embedded):
+    graph, feeds, values = embedded
+    bad = dict(values)
+    bad["pool.pooled"] = values["pool.pooled"][..., :10]
+    with pytest.raises(Exception, match=re.escape("layer 'pool.pooled': NPU output int8 [1, 1, 1, 64]")):
+        run_graph_on_npu(graph, feeds, load_config("16x16"), engine="model", expected=bad)

@@ -1,0 +1,177 @@
+"""`qsim simulate`: the report files, inputs, sweeps, waveforms on a mismatch, and error cases."""
+import csv
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from qsim import ir
+from qsim.cli import main
+from qsim.npu.config import load_config, parse_config
+from qsim.npu.engines import Engine
+from qsim.npu.program import run_graph_on_npu
+from qsim.npu.simulate import dump_vcd, parse_sweep
+from qsim.runtime.executor import execute
+
+REQUIRED_LAYER_FIELDS = {"name", "op", "macs", "cycles", "utilization", "dram_bytes", "verified"}
+
+
+def _run(capsys, *argv):
+    code = main(["simulate", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_simulate_writes_report_with_required_fields(tmp_path, capsys):
+    out = tmp_path / "rep"
+    code, text, _ = _run(capsys, "--engine", "model", "-o", str(out), "-q")
+    assert code == 0, text
+    assert "every layer bit-exact" in text and "relu1" in text and "inferences/s" in text
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["engine"] == "model" and doc["config"]["rows"] == 16 and doc["all_verified"] is True
+    assert doc["total_cycles"] == sum(layer["cycles"] for layer in doc["layers"]) > 0
+    for layer in doc["layers"]:
+        assert REQUIRED_LAYER_FIELDS <= set(layer)
+        assert layer["cycles"] == layer["compute_cycles"] + layer["fill_drain_cycles"] + layer["stall_cycles"]
+        assert layer["unit"] in ("array", "vector", "host")
+    conv = next(layer for layer in doc["layers"] if layer["name"] == "relu2")
+    assert conv["op"] == "CONV2D+RESCALE+CLAMP" and conv["macs"] == 14 * 14 * 32 * 9 * 16
+    assert conv["utilization"] == pytest.approx(conv["macs"] / (256 * conv["cycles"]))
+    with open(out / "compute_report.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[0][:2] == ["LayerID", "Total Cycles"] and len(rows) == 1 + len(doc["layers"])
+    for name in ("cycles.png", "utilization.png", "roofline.png", "report.html"):
+        assert (out / name).stat().st_size > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]     # no leftovers
+
+
+def test_float_and_int8_inputs(tmp_path, capsys):
+    from qsim import zoo
+    from qsim.npu.vectors import default_input
+    from qsim.quant.pipeline import embedded_quantized_model
+    images, _ = zoo.test_subset()
+    model = embedded_quantized_model()
+    as_int8 = default_input(model)["input"]
+    np.save(tmp_path / "f.npy", images[:1])
+    np.save(tmp_path / "i.npy", as_int8)
+    reports = []
+    for name in ("f.npy", "i.npy"):
+        out = tmp_path / f"out-{name}"
+        code, _, _ = _run(capsys, "--engine", "model", "--input", str(tmp_path / name), "-o", str(out), "-q")
+        assert code == 0
+        reports.append(json.loads((out / "report.json").read_text()))
+    assert reports[0]["layers"] == reports[1]["layers"]
+    # a different int8 image changes the values but stays bit-exact
+    np.save(tmp_path / "z.npy", np.zeros_like(as_int8))
+    code, text, _ = _run(capsys, "--engine", "model", "--input", str(tmp_path / "z.npy"), "-o",
+                         str(tmp_path / "z"), "-q")
+    assert code == 0 and "every layer bit-exact" in text
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--config", "7x7"], "no NPU configuration '7x7'"),
+    (["--config", "16x16:xs"], "unknown dataflow 'xs'"),
+    (["--engine", "gpu"], "unknown engine 'gpu'"),
+    (["--engine", "model", "--vcd", "w.vcd"], "--vcd needs an RTL engine"),
+    (["--engine", "model", "--sweep", "rows"], "--sweep term 'rows' is not KEY=V1,V2"),
+    (["--engine", "model", "--sweep", "rows=8,"], "is not KEY=V1,V2"),
+    (["--engine", "model", "--sweep", "banks=2,4"], "--sweep key 'banks' is not a configuration key"),
+    (["--engine", "model", "--sweep", "rows=8,x"], "--sweep rows='x': not a number"),
+    (["--engine", "model", "--sweep", "rows=8", "rows=16"], "given twice"),
+    (["--engine", "model", "--sweep", "size=128"], "key 'rows' = 128 is out of range"),
+    (["--engine", "model", "no/such/model"], "no quantized model 'no/such/model'"),
+])
+def test_cli_errors_are_clear(tmp_path, capsys, argv, message):
+    code, _, err = _run(capsys, *argv, "-o", str(tmp_path / "o"), "-q")
+    assert code == 2
+    assert message in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_input_shape(tmp_path, capsys):
+    np.save(tmp_path / "s.npy", np.zeros((1, 1, 27, 28), np.float32))
+    code, _, err = _run(capsys, "--engine", "model", "--input", str(tmp_path / "s.npy"), "-q",
+                        "-o", str(tmp_path / "o"))
+    assert code == 2 and "shape [1, 1, 27, 28]" in err and "[1, 1, 28, 28]" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_parse_sweep_product_and_names():
+    configs = parse_sweep(["size=8,16", "dataflow=ws,os"], load_config("16x16"))
+    assert [c.name for c in configs] == ["8x8-ws", "8x8-os", "16x16-ws", "16x16-os"]
+    assert [(c.rows, c.cols, c.dataflow.value) for c in configs] == [
+        (8, 8, "ws"), (8, 8, "os"), (16, 16, "ws"), (16, 16, "os")]
+    bw = parse_sweep(["dram_bytes_per_cycle=4,64"], load_config("8x8"))
+    assert [c.dram_bytes_per_cycle for c in bw] == [4, 64] and bw[0].name == "8x8-ws-dram_bytes_per_cycle4"
+
+
+def test_sweep_runs_configurations_in_parallel_and_plots(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    code, text, _ = _run(capsys, "--engine", "model", "--sweep", "size=8,16", "dataflow=ws,os",
+                         "-o", str(out), "-q")
+    assert code == 0, text
+    doc = json.loads((out / "sweep.json").read_text())
+    names = [p["config"]["name"] for p in doc["points"]]
+    assert names == ["8x8-ws", "8x8-os", "16x16-ws", "16x16-os"]
+    for point in doc["points"]:
+        report = json.loads((out / point["report"]).read_text())
+        assert report["total_cycles"] == point["total_cycles"] and point["all_verified"]
+        assert report["config"]["dataflow"] == point["config"]["dataflow"]
+    assert (out / "sweep.png").stat().st_size > 0
+    # a larger array needs fewer cycles for this model
+    cycles = {p["config"]["name"]: p["total_cycles"] for p in doc["points"]}
+    assert cycles["16x16-ws"] < cycles["8x8-ws"]
+
+
+# -- waveforms on a mismatch, on a graph small enough for the RTL simulators -------------------
+
+def _tiny_graph(rng):
+    """x[1, 6] -> FULLY_CONNECTED (4 outputs) -> RESCALE to int8."""
+    fc_kind, rs_kind = ir.OpKind.get("tosa.FULLY_CONNECTED"), ir.OpKind.get("tosa.RESCALE")
+    tensors = {"x": ir.Tensor("x", ir.DType.I8, (1, 6)), "acc": ir.Tensor("acc", ir.DType.I32, (1, 4)),
+               "y": ir.Tensor("y", ir.DType.I8, (1, 4))}
+    fc = ir.Op(fc_kind, ("x",), ("acc",), {
+        "weight": rng.integers(-128, 128, (4, 6)).astype(np.int8),
+        "bias": rng.integers(-500, 500, 4).astype(np.int32), "input_zp": 5, "weight_zp": 0}, name="fc")
+    rs = ir.Op(rs_kind, ("acc",), ("y",), {
+        "input_zp": 0, "output_zp": -3, "multiplier": np.full(4, 1 << 30, np.int32),
+        "shift": np.full(4, 38, np.int32), "scale32": True, "double_round": False, "per_channel": True,
+        "out_t": "int8"}, name="fc")
+    return ir.Graph("tiny", ("x",), ("y",), (fc, rs), tensors).verify()
+
+
+def _tiny_fault(rng):
+    graph = _tiny_graph(rng)
+    feeds = {"x": rng.integers(-128, 128, (1, 6)).astype(np.int8)}
+    expected = execute(graph, feeds, backend="kernels")
+    rs = graph.ops[1]
+    bad = dataclasses.replace(rs, attrs={**rs.attrs, "output_zp": 9})
+    faulty = dataclasses.replace(graph, ops=(graph.ops[0], bad))
+    config = parse_config("[npu]\nrows = 2\ncols = 2\ndataflow = 'ws'\ninput_buffer_bytes = 64\n"
+                          "weight_buffer_bytes = 32\naccumulator_buffer_bytes = 128\n"
+                          "dram_bytes_per_cycle = 4\n")
+    return faulty, feeds, expected, config
+
+
+def test_vcd_of_first_mismatch_amaranth(rng, tmp_path):
+    faulty, feeds, expected, config = _tiny_fault(rng)
+    run = run_graph_on_npu(faulty, feeds, config, engine="amaranth", expected=expected)
+    found = run.first_mismatch
+    assert (found.stage, found.index, found.actual - found.expected) == ("y", (0, 0), 12)
+    note = dump_vcd(run, str(tmp_path / "w.vcd"))
+    text = (tmp_path / "w.vcd").read_text()
+    assert "whole program" in note and "$enddefinitions" in text and "dram_we" in text
+
+
+def test_vcd_of_first_mismatch_verilator_window(rng, tmp_path):
+    faulty, feeds, expected, config = _tiny_fault(rng)
+    run = run_graph_on_npu(faulty, feeds, config, engine="model", expected=expected)
+    found = run.first_mismatch
+    note = dump_vcd(run, str(tmp_path / "w.vcd"), engine=Engine.VERILATOR)
+    text = (tmp_path / "w.vcd").read_text()
+    assert "$enddefinitions" in text and "dram_we" in text
+    times = [int(line[1:]) for line in text.splitlines() if line.startswith("#")]
+    # the window ends VCD_AFTER cycles after the write or at the program's end, and holds the write
+    assert times[0] == 0 and 10 * found.program_cycle + 5 in times
+    assert f"the write is in cycle {found.program_cycle}" in note
