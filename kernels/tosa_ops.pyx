@@ -90,6 +90,14 @@ cdef extern from "qmisc.h" nogil:
                             const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
                             int64_t N, const int64_t *bias, int64_t *out)
 
+cdef extern from "qelem.h" nogil:
+    int QSIM_EW_RANK
+    void qsim_elementwise(int isa, int op, int dcode, const void *a, const void *b, int32_t *out,
+                          int rank, const int64_t *shape, const int64_t *sa, const int64_t *sb,
+                          int shift, int *bad)
+    void qsim_reduce(int isa, int kind, int dcode, const void *x, int64_t outer, int64_t n,
+                     int64_t inner, int64_t *acc, void *out, int *bad)
+
 ISA_PORTABLE = QSIM_ISA_PORTABLE
 ISA_AVX2 = QSIM_ISA_AVX2
 ISA_AVX512VNNI = QSIM_ISA_AVX512VNNI
@@ -324,3 +332,36 @@ def clamp(int isa, cnp.ndarray x, int64_t lo, int64_t hi, cnp.ndarray y):
                 qsim_clamp_i16_avx2(x16, n, <int16_t>lo, <int16_t>hi, y16)
             else:
                 qsim_clamp_i16_base(x16, n, <int16_t>lo, <int16_t>hi, y16)
+
+
+EW_RANK = QSIM_EW_RANK
+
+
+def elementwise(int isa, int op, cnp.ndarray a, cnp.ndarray b, cnp.ndarray out,
+                const int64_t[::1] shape, const int64_t[::1] sa, const int64_t[::1] sb, int shift):
+    """out (int32, C-contiguous, `shape`) = op(a, b) with element strides sa/sb (0 = broadcast);
+    returns True when a result left int32 where the spec REQUIREs it not to."""
+    cdef int bad = 0
+    cdef int dcode = RESCALE_CODES[a.dtype]
+    cdef const void *ap = cnp.PyArray_DATA(a)
+    cdef const void *bp = cnp.PyArray_DATA(b)
+    cdef int32_t *op_ = <int32_t *>cnp.PyArray_DATA(out)
+    cdef int rank = shape.shape[0]
+    with nogil:
+        qsim_elementwise(isa, op, dcode, ap, bp, op_, rank, &shape[0], &sa[0], &sb[0], shift, &bad)
+    return bool(bad)
+
+
+def reduce(int isa, int kind, cnp.ndarray x, int64_t outer, int64_t n, int64_t inner,
+           cnp.ndarray out):
+    """REDUCE_SUM (kind 0) / MAX (1) / MIN (2) of C-contiguous x viewed as [outer][n][inner];
+    returns True when a partial sum left int32 (SUM's REQUIRE)."""
+    cdef int bad = 0
+    cdef int dcode = RESCALE_CODES[x.dtype]
+    acc = np.empty(max(inner, 1), dtype=np.int64)
+    cdef int64_t[::1] accv = acc
+    cdef const void *xp = cnp.PyArray_DATA(x)
+    cdef void *yp = cnp.PyArray_DATA(out)
+    with nogil:
+        qsim_reduce(isa, kind, dcode, xp, outer, n, inner, &accv[0], yp, &bad)
+    return bool(bad)

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import gemm_ops, simple_ops
+from . import elementwise_ops, gemm_ops, simple_ops
 from .gemm_ops import NeedsReference
 
 Kernel = Callable[[list, dict], list]
@@ -43,4 +43,12 @@ KERNELS: dict[str, Kernel] = {op: _or_reference(op, fn) for op, fn in {
     "RESCALE": simple_ops.rescale,
     "TABLE": simple_ops.table,
     "CLAMP": simple_ops.clamp,
+    "ADD": elementwise_ops.add,
+    "SUB": elementwise_ops.sub,
+    "MAXIMUM": elementwise_ops.maximum,
+    "MINIMUM": elementwise_ops.minimum,
+    "MUL": elementwise_ops.mul,
+    "REDUCE_SUM": elementwise_ops.reduce_sum,
+    "REDUCE_MAX": elementwise_ops.reduce_max,
+    "REDUCE_MIN": elementwise_ops.reduce_min,
 }.items()}

@@ -8,7 +8,8 @@ import pytest
 from qsim.kernels.isa import forced_isa, supported_isas
 
 # the operator definitions register themselves with qsim.tosa when their module is imported
-for _module in ("convolution", "pooling", "type_conversion", "activation", "elementwise_binary"):
+for _module in ("convolution", "pooling", "type_conversion", "activation", "elementwise_binary",
+                "reduction"):
     importlib.import_module(f"qsim.tosa.{_module}")
 
 from qsim.tosa.run import run as tosa_run  # noqa: E402
