@@ -303,3 +303,36 @@ def test_spec_graph_examples_compose():
         assert results and all(r.graph.inputs for r in results)
         composed += 1
     assert composed >= 2
+
+
+def test_every_spec_definition_validates():
+    """Every operator and graph the spec examples define passes the static checks (types, 2.6.2
+    binding order, invoked operators and attributes); unqualified `add`/`mul`/`matmul` and module
+    `A` are supplied as the examples assume them."""
+    from qsim.skriptnd.modules import ModuleSet
+    from qsim.skriptnd.parser import parse
+    from qsim.skriptnd.validate import validate_module
+    try:
+        from .test_parser import wrap_example
+    except ImportError:
+        from test_parser import wrap_example
+    context = "import math;\nimport linalg;\n" + LOCAL_OPS + (
+        "operator matmul { @input { a: real[m, k]; b: real[k, n]; } @output { c: real[m, n]; } "
+        "@compose { c = linalg.matmul(a, b); } }\n")
+    checked = 0
+    for path in sorted(glob.glob(os.path.join(FIXTURES, "ch2_*.sknd"))):
+        with open(path, encoding="utf-8") as f:
+            kind, text = wrap_example(f.read())
+        if kind != "module":
+            continue
+        module = parse(text, path)
+        names = {d.name for d in module.definitions}
+        extra = parse(context, "context.sknd")
+        modules = ModuleSet(FIXTURES)
+        modules.add("A", parse(example(75), "A.sknd"))
+        merged = type(module)(module.loc, "main", module.imports + extra.imports,
+                              module.definitions + tuple(d for d in extra.definitions if d.name not in names),
+                              module.version, module.extensions)
+        modules.add("main", merged)
+        checked += validate_module(modules, "main") > 0
+    assert checked >= 20
