@@ -16,8 +16,9 @@ from ..hw.top import NPU
 
 
 def run_amaranth(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1_000_000,
-                 vcd_path: str | None = None) -> int:
-    """Runs `instrs` on `dram` (uint8, modified in place); returns the cycle count."""
+                 vcd_path: str | None = None, write_log: list | None = None) -> int:
+    """Runs `instrs` on `dram` (uint8, modified in place); returns the cycle count.
+    `write_log`, when given, receives (cycle, dram_addr, bytes) for every DRAM write."""
     from amaranth.sim import Simulator
 
     dut = NPU(geom)
@@ -43,6 +44,8 @@ def run_amaranth(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1_0
             addr = ctx.get(dut.dram_addr)
             if ctx.get(dut.dram_we):
                 n = ctx.get(dut.dram_wlen)
+                if write_log is not None:
+                    write_log.append((cycle, addr, n))
                 data = ctx.get(dut.dram_wdata).to_bytes(port, "little")[:n]
                 dram[addr:addr + n] = np.frombuffer(data, np.uint8)[: max(0, dram.size - addr)]
             if ctx.get(dut.dram_re):

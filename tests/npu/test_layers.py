@@ -93,3 +93,21 @@ def test_layer_errors_are_actionable(rng):
         run_layer(geom, "CONV2D", [x], dict(weight=w), rescale=dict(input_zp=0, multiplier=1, shift=1))
     with pytest.raises(UnsupportedError, match="CLAMP fuses only after a RESCALE"):
         run_layer(geom, "CONV2D", [x], dict(weight=w), clamp=dict(min_val=0, max_val=5))
+
+
+@pytest.mark.parametrize("op", ["CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL"])
+def test_layer_on_verilator_engine_equals_model_and_oracle(rng, op):
+    """The verilator engine on the 16x16 preset (the build the embedded-model test uses):
+    same values and cycles as the model, values as the oracle, raw and requantized."""
+    from qsim.npu.config import load_config
+    inputs, attrs, expected, channels = _layer_cases(rng)[op]
+    geom = load_config("16x16").geometry
+    rescale = _rescale(rng, channels)
+    for fused in (None, rescale):
+        model = run_layer(geom, op, inputs, attrs, rescale=fused, engine="model")
+        rtl = run_layer(geom, op, inputs, attrs, rescale=fused, engine="verilator")
+        np.testing.assert_array_equal(rtl.output, model.output)
+        assert rtl.cycles == model.cycles
+        want = expected.astype(np.int32) if fused is None else oracle.rescale_clamp(
+            expected, rescale["multiplier"], rescale["shift"], -4, True)
+        np.testing.assert_array_equal(rtl.output, want)

@@ -113,50 +113,21 @@ def test_injected_fault_is_reported_with_layer_tensor_index_values_and_cycle(emb
 def test_write_cycle_is_the_dram_write_on_the_rtl(rng):
     """The cycle a mismatch report names is the one in which the RTL writes that element
     (checked by watching the DRAM port of the Amaranth simulation)."""
-    from amaranth.sim import Simulator
-
-    from qsim.hw.isa import INSTR_BYTES, pack_program
     from qsim.hw.params import Dataflow, Geometry
-    from qsim.hw.top import NPU
     from qsim.npu.layers import run_layer
+    from qsim.npu.sim_amaranth import run_amaranth
 
     geom = Geometry(2, 2, Dataflow.WEIGHT_STATIONARY, 2 * 32, 2 * 8, 8 * 8, 3)
     x = rng.integers(-128, 128, (3, 5)).astype(np.int8)
     w = rng.integers(-128, 128, (3, 5)).astype(np.int8)
     layer = run_layer(geom, "FULLY_CONNECTED", [x], dict(weight=w))
     record, row, col = layer.locate((2, 1))
-    expected_cycle = record.write_cycle(geom, row, col)
-    program = record.program
-    addr = program.out_addr + (row * 3 + col) * 4
-    dut = NPU(geom)
-    blob = pack_program(program.instrs)
-    words = [int.from_bytes(blob[i:i + INSTR_BYTES], "little") for i in range(0, len(blob), INSTR_BYTES)]
-    dram = program.dram.copy()
-    writes = []
-
-    async def bench(ctx):
-        index, rdata, cycle = 0, 0, 0
-        while index < len(words) or not ctx.get(dut.idle):
-            pending = index < len(words)
-            ctx.set(dut.instr.valid, int(pending))
-            if pending:
-                ctx.set(dut.instr.payload, words[index])
-            ctx.set(dut.dram_rdata, rdata)
-            a = ctx.get(dut.dram_addr)
-            if ctx.get(dut.dram_we) and a <= addr < a + ctx.get(dut.dram_wlen):
-                writes.append(cycle)
-            rdata = int.from_bytes(bytes(dram[a:a + geom.dram_port_bytes]).ljust(geom.dram_port_bytes, b"\0"),
-                                   "little") if ctx.get(dut.dram_re) else 0
-            if pending and ctx.get(dut.instr.ready):
-                index += 1
-            await ctx.tick()
-            cycle += 1
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    assert writes == [expected_cycle]
+    assert (row, col) == (2, 1)
+    addr = record.program.out_addr + (row * 3 + col) * 4           # int32 sums, 3 columns
+    log = []
+    run_amaranth(geom, record.program.instrs, record.program.dram.copy(), write_log=log)
+    writes = [cycle for cycle, start, n in log if start <= addr < start + n]
+    assert writes == [record.write_cycle(geom, row, col)]
 
 
 def test_vector_unit_cost_hand_worked():
