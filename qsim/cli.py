@@ -23,10 +23,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .skriptnd import execute
     if qmodel.is_quantized_model(args.model):
         return _run_quantized(args)
-    graph = execute.load_model(args.model)
-    values = execute.run_graph(graph, execute.read_inputs(graph, args.input or []))
-    execute.write_outputs(graph, values, args.output, args.dump)
-    print(execute.summarize(graph, values))
+    print(execute.run_float_model(args.model, args.input or [], args.output, args.dump))
     return 0
 
 

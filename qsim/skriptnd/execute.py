@@ -260,3 +260,13 @@ def summarize(graph: ir.Graph, values: Mapping[str, np.ndarray]) -> str:
                  if v.size and v.dtype.kind in "iuf" else "")
         lines.append(f"{name}: {v.dtype}{list(v.shape)}{stats}")
     return "\n".join(lines)
+
+
+def run_float_model(path: str, input_specs: list[str], output: str | None = None,
+                    dump: str | None = None) -> str:
+    """`qsim run` for a float model: load, read `--input` arrays, execute, write `--output` and
+    `--dump`; returns the summary to print."""
+    graph = load_model(path)
+    values = run_graph(graph, read_inputs(graph, input_specs))
+    write_outputs(graph, values, output, dump)
+    return summarize(graph, values)
