@@ -38,6 +38,10 @@ def quant_info(entry: ast.QuantEntry, module: str, op: ast.OperatorDef, tensor: 
     # on a real tensor of the same shape, also for integer tensors (stdlib/tosa.sknd: integer
     # widths and scales of quantized models travel in @quantize entries)
     shape = tuple(d if d is not None else 1 for d in tensor.shape)
+    if not any(is_pack(v) for v in values.values()) and "channel_axis" not in values:
+        # a per-tensor entry applies to a tensor of any rank: the default channel_axis = 1 of the
+        # pack lengths `s[channel_axis]` needs rank 2, so lower ranks get unit extents appended
+        shape = shape + (1,) * max(0, 2 - len(shape))
     probe = TensorValue(tensor.name, "real", shape)
     inst = instantiate(op, qual, values, locs, [probe], entry.generics, entry.loc, where)
     a = inst.attrs

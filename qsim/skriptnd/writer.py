@@ -488,9 +488,10 @@ def quant_entry(q: ir.QuantInfo, t: ir.Tensor) -> str:
         attrs.append("signed = false")
     if q.symmetric:
         attrs.append("symmetric = true")
-    axis = q.axis if q.per_channel else (0 if t.rank <= 1 else None)
-    if axis is not None and axis != 1:
-        attrs.append(f"channel_axis = {int(axis)}")
+    # per-tensor entries leave channel_axis out: they then apply to tensors of any rank
+    # (qsim.skriptnd.quantize pads the probe shape)
+    if q.per_channel and q.axis != 1:
+        attrs.append(f"channel_axis = {int(q.axis)}")
     return "quant.zero_point_linear_quantize{" + ", ".join(attrs) + "}"
 
 

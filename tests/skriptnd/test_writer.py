@@ -152,6 +152,7 @@ def _hand_graph() -> ir.Graph:
     add("q16", ir.DType.I16, (3,), np.array([-32768, 0, 32767], dtype=np.int16),
         quant=ir.QuantInfo(2.0 ** -20, 0, bits=16, signed=True, symmetric=True))
     add("empty", ir.DType.BOOL, (0,))
+    add("zp0", ir.DType.I8, (), np.array(-3, dtype=np.int8))          # rank 0, width only
     add("wide", ir.DType.I64, (2,), np.array([1 << 40, -5], dtype=np.int64))
     ops = [
         ir.Op(_kind("nn.conv"), ("x-in", "blk.w"), ("blk.conv.out",),
@@ -167,7 +168,7 @@ def _hand_graph() -> ir.Graph:
               name="q.flat"),
         ir.Op(_kind("layout.tensor"), (), ("empty",), {"shape": (0,), "value": ()}, name="empty"),
     ]
-    return ir.Graph("hand-built", ("x-in",), ("parts_1", "in", "q.flat", "x-in", "q16", "wide", "empty"),
+    return ir.Graph("hand-built", ("x-in",), ("parts_1", "in", "q.flat", "x-in", "q16", "wide", "empty", "zp0"),
                     tuple(ops), t)
 
 
@@ -199,6 +200,8 @@ def test_hand_built_graph_round_trip(tmp_path):
     assert loaded.tensors["q16"].quant.scale == 2.0 ** -20
     np.testing.assert_array_equal(loaded.tensors["q16"].data, [-32768, 0, 32767])
     np.testing.assert_array_equal(loaded.tensors["wide"].data, [1 << 40, -5])
+    assert loaded.tensors["zp0"].data.shape == () and int(loaded.tensors["zp0"].data) == -3
+    assert loaded.tensors["zp0"].quant.bits == 8
     # the files: int16 tensor at 16 bits, unsigned 8, the wide int64 at 64 bits
     from qsim.tensorfile import read_tensor_file
     assert read_tensor_file(tmp_path / "a" / "q16.dat").header.bits == 16
