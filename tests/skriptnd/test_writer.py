@@ -20,6 +20,7 @@ from qsim.skriptnd.evaluate import Evaluator
 from qsim.skriptnd.execute import run_graph
 from qsim.skriptnd.parser import parse_expr
 from qsim.skriptnd.writer import format_value, render, write_model
+from qsim.tensorfile import read_tensor_file
 
 ZOO = Path(qsim.__file__).parent / "zoo" / "fashion_cnn"
 KEEP = {"nn.conv", "nn.batch_norm", "nn.linear"}
@@ -153,6 +154,8 @@ def _hand_graph() -> ir.Graph:
         quant=ir.QuantInfo(2.0 ** -20, 0, bits=16, signed=True, symmetric=True))
     add("empty", ir.DType.BOOL, (0,))
     add("zp0", ir.DType.I8, (), np.array(-3, dtype=np.int8))          # rank 0, width only
+    add("w4", ir.DType.I4, (5,), np.array([-7, -1, 0, 3, 7], dtype=np.int8))
+    add("acc48", ir.DType.I48, (2,), np.array([-(1 << 47), (1 << 47) - 1], dtype=np.int64))
     add("wide", ir.DType.I64, (2,), np.array([1 << 40, -5], dtype=np.int64))
     ops = [
         ir.Op(_kind("nn.conv"), ("x-in", "blk.w"), ("blk.conv.out",),
@@ -168,7 +171,7 @@ def _hand_graph() -> ir.Graph:
               name="q.flat"),
         ir.Op(_kind("layout.tensor"), (), ("empty",), {"shape": (0,), "value": ()}, name="empty"),
     ]
-    return ir.Graph("hand-built", ("x-in",), ("parts_1", "in", "q.flat", "x-in", "q16", "wide", "empty", "zp0"),
+    return ir.Graph("hand-built", ("x-in",), ("parts_1", "in", "q.flat", "x-in", "q16", "wide", "empty", "zp0", "w4", "acc48"),
                     tuple(ops), t)
 
 
@@ -202,8 +205,12 @@ def test_hand_built_graph_round_trip(tmp_path):
     np.testing.assert_array_equal(loaded.tensors["wide"].data, [1 << 40, -5])
     assert loaded.tensors["zp0"].data.shape == () and int(loaded.tensors["zp0"].data) == -3
     assert loaded.tensors["zp0"].quant.bits == 8
+    assert (loaded.tensors["w4"].quant.bits, loaded.tensors["acc48"].quant.bits) == (4, 48)
+    np.testing.assert_array_equal(loaded.tensors["w4"].data, [-7, -1, 0, 3, 7])
+    np.testing.assert_array_equal(loaded.tensors["acc48"].data, [-(1 << 47), (1 << 47) - 1])
+    assert read_tensor_file(tmp_path / "a" / "w4.dat").header.bits == 4
+    assert read_tensor_file(tmp_path / "a" / "acc48.dat").header.bits == 48
     # the files: int16 tensor at 16 bits, unsigned 8, the wide int64 at 64 bits
-    from qsim.tensorfile import read_tensor_file
     assert read_tensor_file(tmp_path / "a" / "q16.dat").header.bits == 16
     assert read_tensor_file(tmp_path / "a" / "q_u8.dat").header.bits == 8
     assert read_tensor_file(tmp_path / "a" / "wide.dat").header.bits == 64
