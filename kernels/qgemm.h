@@ -55,9 +55,10 @@ static size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C) {
     return (size_t)(qsim_round_up(N, 16) * K);
 }
 
-static void qsim_pack_weights(int isa, const int8_t *restrict src, int64_t N, int64_t T, int64_t C,
-                              int64_t s_n, int64_t s_t, int64_t s_c, void *restrict dst,
-                              int32_t *restrict colsum) {
+static inline __attribute__((always_inline)) void
+qsim_pack_weights_body(int isa, const int8_t *restrict src, int64_t N, int64_t T, int64_t C,
+                       int64_t s_n, int64_t s_t, int64_t s_c, void *restrict dst,
+                       int32_t *restrict colsum) {
     const int64_t C4 = qsim_round_up(C, 4), K = T * C4;
     const int avx2 = isa == QSIM_ISA_AVX2;
     const int64_t NP = avx2 ? qsim_round_up(N, QSIM_AVX2_PANEL) : qsim_round_up(N, 16);
@@ -131,10 +132,11 @@ static void qsim_pack_weights(int isa, const int8_t *restrict src, int64_t N, in
  * fill (= input_zp + 128). u* are upsampling factors (1 except for TRANSPOSE_CONV2D),
  * o* offsets (the leading padding; negative offsets crop).
  */
-static void qsim_prepare_input_u8(const int8_t *x, int64_t N, int64_t D, int64_t H, int64_t W,
-                                  int64_t C, int64_t PD, int64_t PH, int64_t PW, int64_t C4,
-                                  int64_t ud, int64_t uy, int64_t ux, int64_t od, int64_t oy,
-                                  int64_t ox, uint8_t fill, uint8_t *A) {
+static inline __attribute__((always_inline)) void
+qsim_prepare_input_u8_body(const int8_t *x, int64_t N, int64_t D, int64_t H, int64_t W,
+                           int64_t C, int64_t PD, int64_t PH, int64_t PW, int64_t C4,
+                           int64_t ud, int64_t uy, int64_t ux, int64_t od, int64_t oy,
+                           int64_t ox, uint8_t fill, uint8_t *A) {
     memset(A, fill, (size_t)(N * PD * PH * PW * C4));
     for (int64_t n = 0; n < N; n++)
         for (int64_t d = 0; d < D; d++) {
@@ -155,8 +157,9 @@ static void qsim_prepare_input_u8(const int8_t *x, int64_t N, int64_t D, int64_t
 }
 
 /* rowsum[p] = sum over the row's K positions of a' (uint32 wraps; exact below 2^32). */
-static void qsim_row_sums(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
-                          int64_t T, int64_t K4, uint32_t *rowsum) {
+static inline __attribute__((always_inline)) void
+qsim_row_sums_body(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+                   int64_t T, int64_t K4, uint32_t *rowsum) {
     for (int64_t p = 0; p < M; p++) {
         uint32_t s = 0;
         for (int64_t t = 0; t < T; t++) {
@@ -165,6 +168,51 @@ static void qsim_row_sums(const uint8_t *A, const int64_t *rows, int64_t M, cons
         }
         rowsum[p] = s;
     }
+}
+
+/* The packing and preparation loops above are plain C compiled once per ISA (the baseline
+ * x86-64 copy only has SSE2), so the vector width follows the path the caller chose. */
+#if QSIM_X86
+#define QSIM_PREP_VERSIONS(name, params, args)                                        \
+    static QSIM_TARGET_VNNI void name##_vnni params { name##_body args; }             \
+    static QSIM_TARGET_AVX2 void name##_avx2 params { name##_body args; }             \
+    static void name##_base params { name##_body args; }
+#define QSIM_PREP_CALL(isa, name, ...)                                                \
+    do { if ((isa) == QSIM_ISA_AVX512VNNI) name##_vnni(__VA_ARGS__);                  \
+         else if ((isa) == QSIM_ISA_AVX2) name##_avx2(__VA_ARGS__);                    \
+         else name##_base(__VA_ARGS__); } while (0)
+#else
+#define QSIM_PREP_VERSIONS(name, params, args) static void name##_base params { name##_body args; }
+#define QSIM_PREP_CALL(isa, name, ...) name##_base(__VA_ARGS__)
+#endif
+
+#define QSIM_PACK_PARAMS (int isa, const int8_t *src, int64_t N, int64_t T, int64_t C, int64_t s_n, \
+                          int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
+#define QSIM_PACK_ARGS (isa, src, N, T, C, s_n, s_t, s_c, dst, colsum)
+QSIM_PREP_VERSIONS(qsim_pack_weights, QSIM_PACK_PARAMS, QSIM_PACK_ARGS)
+static void qsim_pack_weights QSIM_PACK_PARAMS {
+    QSIM_PREP_CALL(isa, qsim_pack_weights, isa, src, N, T, C, s_n, s_t, s_c, dst, colsum);
+}
+
+#define QSIM_PREPARE_PARAMS (const int8_t *x, int64_t N, int64_t D, int64_t H, int64_t W, int64_t C, \
+    int64_t PD, int64_t PH, int64_t PW, int64_t C4, int64_t ud, int64_t uy, int64_t ux,          \
+    int64_t od, int64_t oy, int64_t ox, uint8_t fill, uint8_t *A)
+QSIM_PREP_VERSIONS(qsim_prepare_input_u8, QSIM_PREPARE_PARAMS,
+                   (x, N, D, H, W, C, PD, PH, PW, C4, ud, uy, ux, od, oy, ox, fill, A))
+static void qsim_prepare_input_u8(int isa, const int8_t *x, int64_t N, int64_t D, int64_t H,
+                                  int64_t W, int64_t C, int64_t PD, int64_t PH, int64_t PW,
+                                  int64_t C4, int64_t ud, int64_t uy, int64_t ux, int64_t od,
+                                  int64_t oy, int64_t ox, uint8_t fill, uint8_t *A) {
+    QSIM_PREP_CALL(isa, qsim_prepare_input_u8, x, N, D, H, W, C, PD, PH, PW, C4, ud, uy, ux, od,
+                   oy, ox, fill, A);
+}
+
+QSIM_PREP_VERSIONS(qsim_row_sums, (const uint8_t *A, const int64_t *rows, int64_t M,
+                   const int64_t *taps, int64_t T, int64_t K4, uint32_t *rowsum),
+                   (A, rows, M, taps, T, K4, rowsum))
+static void qsim_row_sums(int isa, const uint8_t *A, const int64_t *rows, int64_t M,
+                          const int64_t *taps, int64_t T, int64_t K4, uint32_t *rowsum) {
+    QSIM_PREP_CALL(isa, qsim_row_sums, A, rows, M, taps, T, K4, rowsum);
 }
 
 /* ------------------------------------------------------------- portable path ------------ */

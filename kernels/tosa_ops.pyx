@@ -16,11 +16,11 @@ cdef extern from "qmisc.h" nogil:
     size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C)
     void qsim_pack_weights(int isa, const int8_t *src, int64_t N, int64_t T, int64_t C,
                            int64_t s_n, int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
-    void qsim_prepare_input_u8(const int8_t *x, int64_t N, int64_t D, int64_t H, int64_t W,
+    void qsim_prepare_input_u8(int isa, const int8_t *x, int64_t N, int64_t D, int64_t H, int64_t W,
                                int64_t C, int64_t PD, int64_t PH, int64_t PW, int64_t C4,
                                int64_t ud, int64_t uy, int64_t ux, int64_t od, int64_t oy,
                                int64_t ox, uint8_t fill, uint8_t *A)
-    void qsim_row_sums(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+    void qsim_row_sums(int isa, const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
                        int64_t T, int64_t K4, uint32_t *rowsum)
     void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
                    int64_t T, int64_t K4, const void *B, int64_t N, const int32_t *colcorr,
@@ -133,7 +133,7 @@ def pack_matrix_kn(int isa, const int8_t[:, ::1] b):
     return packed, colsum
 
 
-def prepare_input_u8(const int8_t[:, :, :, :, ::1] x, int64_t PD, int64_t PH, int64_t PW,
+def prepare_input_u8(int isa, const int8_t[:, :, :, :, ::1] x, int64_t PD, int64_t PH, int64_t PW,
                      int64_t C4, up, offset, int fill):
     """Activation buffer uint8[N][PD][PH][PW][C4] (see qgemm.h)."""
     cdef int64_t N = x.shape[0]
@@ -141,16 +141,16 @@ def prepare_input_u8(const int8_t[:, :, :, :, ::1] x, int64_t PD, int64_t PH, in
     cdef uint8_t[:, :, :, :, ::1] av = A
     cdef int64_t ud = up[0], uy = up[1], ux = up[2], od = offset[0], oy = offset[1], ox = offset[2]
     with nogil:
-        qsim_prepare_input_u8(&x[0, 0, 0, 0, 0], N, x.shape[1], x.shape[2], x.shape[3], x.shape[4],
+        qsim_prepare_input_u8(isa, &x[0, 0, 0, 0, 0], N, x.shape[1], x.shape[2], x.shape[3], x.shape[4],
                               PD, PH, PW, C4, ud, uy, ux, od, oy, ox, <uint8_t>fill, &av[0, 0, 0, 0, 0])
     return A
 
 
-def row_sums(const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps, int64_t K4):
+def row_sums(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps, int64_t K4):
     rowsum = np.empty(rows.shape[0], dtype=np.uint32)
     cdef uint32_t[::1] rv = rowsum
     with nogil:
-        qsim_row_sums(&A[0], &rows[0], rows.shape[0], &taps[0], taps.shape[0], K4, &rv[0])
+        qsim_row_sums(isa, &A[0], &rows[0], rows.shape[0], &taps[0], taps.shape[0], K4, &rv[0])
     return rowsum
 
 

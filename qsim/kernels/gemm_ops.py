@@ -128,7 +128,7 @@ def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: in
     `out`, when given, is a C-contiguous int32 [M, OC] array to write into (no copy)."""
     isa = current_isa()
     fill = (input_zp + 128) & 0xFF
-    a = _tosa_ops.prepare_input_u8(np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
+    a = _tosa_ops.prepare_input_u8(isa.code, np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
                                    g.offset, fill).reshape(-1)
     rows, taps = _index_tables(g)
     k4 = g.channels // 4
@@ -137,7 +137,7 @@ def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: in
     rowcorr = None
     if weight_zp != 0:
         k_total = taps.size * g.channels
-        rowsum = _tosa_ops.row_sums(a, rows, taps, k4).astype(np.int64)
+        rowsum = _tosa_ops.row_sums(isa.code, a, rows, taps, k4).astype(np.int64)
         rowcorr = ((weight_zp * (rowsum - k_total * (128 + input_zp))) & _MASK32)
         rowcorr = rowcorr.astype(np.uint32).view(np.int32)
     if out is None:
