@@ -42,28 +42,20 @@ import numpy as np
 
 from .. import ir
 from ..atomic import atomic_directory
-from ..errors import DataError, InvalidGraphError, QsimError, UnsupportedError, UsageError
+from ..errors import InvalidGraphError, QsimError, UnsupportedError, UsageError
 from . import ast
 from .evaluate import Evaluator, free_names
+from .formatting import RESERVED, format_value, is_identifier, quant_entry
 from .modules import ModuleSet
 from .values import Uniform, same
 
 DEFAULT_HEADER = "Model written by qsim (SkriptND writer)."
 INDENT = "    "
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# words the grammar reserves in some position (skriptnd.lark terminals): never used as names
-RESERVED = frozenset("""operator graph public optional yield if then elif else with for while do
-    unroll is in true false inf pi int real bool str type arith num import version extension
-    null""".split())
 _TYPE_NAMES = {ir.DType.F32: "real", ir.DType.BOOL: "bool"}
 # integer widths a data file may be stored at: (bits, signed) → numpy storage dtype
 _STORAGE = {(4, True): np.int8, (8, True): np.int8, (8, False): np.uint8, (16, True): np.int16,
             (16, False): np.uint16, (32, True): np.int32, (32, False): np.uint32,
             (48, True): np.int64, (64, True): np.int64}
-
-
-def is_identifier(name: str) -> bool:
-    return bool(_IDENT.match(name)) and name not in RESERVED
 
 
 def write_model(graph: ir.Graph, folder, *, header: str | None = None) -> None:
@@ -124,50 +116,6 @@ def _storage(data: np.ndarray, quant: ir.QuantInfo | None) -> tuple[np.ndarray, 
             storage = _STORAGE[(bits, signed)]
             return values.astype(storage), (bits if bits in (4, 48) else None), None
     raise AssertionError("int64 holds every int64 value")
-
-
-def format_real(x: float) -> str:
-    """A real literal that reads back as exactly `x` (repr is the shortest round-trip form)."""
-    x = float(x)
-    if math.isnan(x):
-        return "(inf - inf)"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    text = repr(x)
-    if "e" in text and "." not in text.split("e")[0]:
-        mantissa, exponent = text.split("e")
-        text = f"{mantissa}.0e{exponent}"
-    return text
-
-
-def format_string(s: str) -> str:
-    """A SkriptND string literal: braces are format fields, so they are escaped (2.4)."""
-    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("{", "\\{").replace("}", "\\}")
-    return '"' + out.replace("\n", "\\n").replace("\t", "\\t") + '"'
-
-
-def format_value(v, where: str) -> str:
-    """An attribute value as a SkriptND expression."""
-    if isinstance(v, (bool, np.bool_)):
-        return "true" if v else "false"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        return format_real(v)
-    if isinstance(v, str):
-        return format_string(v)
-    if isinstance(v, (tuple, list)):
-        if any(isinstance(x, (tuple, list, np.ndarray)) for x in v):
-            raise UnsupportedError(f"{where}: nested list {v!r}; SkriptND packs are one-dimensional "
-                                   "(2.3), lists do not nest",
-                                   hint="flatten it, as stdlib/tosa.sknd does for PAD's padding")
-        return "[" + ", ".join(format_value(x, where) for x in v) + "]"
-    if isinstance(v, np.ndarray):
-        raise UnsupportedError(f"{where}: attribute value is a tensor (numpy array of shape "
-                               f"{list(v.shape)}); SkriptND attributes are compile-time values",
-                               hint="TOSA graphs: write qsim.quant.sknd_form.to_sknd_form(graph), "
-                                    "which turns tensor attributes into @variable inputs")
-    raise UnsupportedError(f"{where}: attribute value {v!r} ({type(v).__name__}) has no SkriptND form")
 
 
 class _Names:
@@ -463,36 +411,6 @@ class _Writer:
                                        "@quantize entry (it has no scoped name, 2.14)")
             entries.append(f"{self.scoped[name]}: {quant_entry(q, t)};")
         return entries
-
-
-def quant_entry(q: ir.QuantInfo, t: ir.Tensor) -> str:
-    """`quant.zero_point_linear_quantize{...}` for a QuantInfo (stdlib/quant.sknd, 4.6)."""
-    where = f"tensor {t.name!r}: QuantInfo"
-    attrs = []
-    if q.per_channel:
-        scales = [format_real(s) for s in q.scales()]
-        zeros = q.zero_points()
-        if zeros.size == 1:
-            zeros = np.repeat(zeros, len(scales))
-        attrs.append(f"zero_point = [{', '.join(str(int(z)) for z in zeros)}]")
-        attrs.append(f"scale = [{', '.join(scales)}]")
-    else:
-        scale = np.asarray(q.scale, dtype=np.float64).reshape(-1)
-        zero = np.asarray(q.zero_point).reshape(-1)
-        if scale.size != 1 or zero.size != 1:
-            raise InvalidGraphError(f"{where} has {scale.size} scales but no channel axis")
-        attrs.append(f"zero_point = {int(zero[0])}")
-        attrs.append(f"scale = {format_real(scale[0])}")
-    attrs.append(f"bits = {int(q.bits)}")
-    if not q.signed:
-        attrs.append("signed = false")
-    if q.symmetric:
-        attrs.append("symmetric = true")
-    # per-tensor entries leave channel_axis out: they then apply to tensors of any rank
-    # (qsim.skriptnd.quantize pads the probe shape)
-    if q.per_channel and q.axis != 1:
-        attrs.append(f"channel_axis = {int(q.axis)}")
-    return "quant.zero_point_linear_quantize{" + ", ".join(attrs) + "}"
 
 
 def _common_scope(names: list[str | None]) -> str | None:
