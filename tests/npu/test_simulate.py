@@ -175,3 +175,33 @@ def test_vcd_of_first_mismatch_verilator_window(rng, tmp_path):
     # the window ends VCD_AFTER cycles after the write or at the program's end, and holds the write
     assert times[0] == 0 and 10 * found.program_cycle + 5 in times
     assert f"the write is in cycle {found.program_cycle}" in note
+
+
+def test_simulate_a_quantized_model_folder(tmp_path, capsys):
+    from qsim.quant.pipeline import embedded_quantized_model
+    from qsim.quant.qmodel import save_quantized
+    folder = tmp_path / "fashion-int8"
+    save_quantized(embedded_quantized_model(), folder)
+    code, text, _ = _run(capsys, str(folder), "--engine", "model", "--config", "8x8", "-q",
+                         "-o", str(tmp_path / "rep"))
+    assert code == 0, text
+    doc = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert doc["model"] == "fashion-int8" and doc["config"]["rows"] == 8 and doc["all_verified"]
+    (tmp_path / "plain").mkdir()
+    code, _, err = _run(capsys, str(tmp_path / "plain"), "--engine", "model", "-q",
+                        "-o", str(tmp_path / "rep2"))
+    assert code == 2 and "not a quantized model folder" in err
+
+
+def test_int16_activations_run_on_the_host_and_say_so():
+    from qsim.npu.program import Unit, plan
+    from qsim.npu.vectors import default_input
+    from qsim.quant.params import Precision
+    from qsim.quant.pipeline import QuantizeOptions, embedded_quantized_model
+    model = embedded_quantized_model(QuantizeOptions(precision=Precision("16x8"), show_progress=False))
+    stages = plan(model.graph)
+    convs = [s for s in stages if s.ops[0].kind.short_name == "CONV2D"]
+    assert convs and all(s.unit is Unit.HOST and "the array multiplies int8" in s.note for s in convs)
+    run = run_graph_on_npu(model.graph, default_input(model), load_config("16x16"), engine="model")
+    assert run.verified
+    assert all(r.cycles == 0 for r in run.stages if r.stage.unit is Unit.HOST)
