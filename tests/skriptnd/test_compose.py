@@ -184,3 +184,29 @@ graph G {
     assert g.tensors["y"].shape == (2, None)
     out = run_graph(g, {"x": np.array([[-1.0, 2.0, 3.0]] * 2, np.float32)})
     np.testing.assert_array_equal(out["y"], [[0, 2, 3]] * 2)
+
+
+def test_model_folder_modules_nested_and_shadowing(tmp_path):
+    """2.15: other modules of the folder (nested ones in subfolders) are imported by name; a
+    model's own module named like a standard one is the one used."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "acts.sknd").write_text(
+        "import math;\noperator cube { @input { x: real[s..]; } @output { y: real[s..]; }\n"
+        "    @compose { x2 = math.mul(x, x); y = math.mul(x2, x); } }\n")
+    (tmp_path / "algo.sknd").write_text(
+        "import math;\noperator negate { @input { x: real[s..]; } @output { y: real[s..]; }\n"
+        "    @compose { y = math.neg(x); } }\n")
+    g = load(tmp_path, """import lib.acts;
+import algo;
+graph G {
+    @input { x: real[3]; }
+    @output { y: real[3]; }
+    @compose {
+        c = lib.acts.cube(x);
+        y = algo.negate(c);
+    }
+}
+""")
+    assert [op.kind.name for op in g.ops] == ["math.mul", "math.mul", "math.neg"]
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(run_graph(g, {"x": x})["y"], -(x ** 3))
