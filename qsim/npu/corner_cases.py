@@ -210,11 +210,7 @@ def case_layers(cases: list[CornerCase], seed: int) -> list[LayerVectors]:
 def run_on_npu(case: CornerCase, geom, engine="model"):
     """The case on the NPU (qsim.npu.layers.run_layer): a LayerResult."""
     from .layers import run_layer
-    clamp = None
-    if case.clamp is not None:
-        lo, hi = case.clamp["min_val"], case.clamp["max_val"]
-        clamp = {"min_val": lo, "max_val": hi, "min_int": lo, "max_int": hi}
-    return run_layer(geom, case.op, list(case.inputs), case.attrs, case.rescale, clamp,
+    return run_layer(geom, case.op, list(case.inputs), case.attrs, case.rescale, case.clamp,
                      engine=engine, name=case.name)
 
 
