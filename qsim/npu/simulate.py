@@ -239,8 +239,9 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
         report = throughput_report(loaded.name, run)
         write_throughput_report(report, tmp)
         messages = [s.mismatch for s in run.stages if s.mismatch]
-        if run.first_mismatch is not None and vcd:
-            messages.append(dump_vcd(run, vcd))
+        if vcd:
+            messages.append(dump_vcd(run, vcd) if run.first_mismatch is not None
+                            else f"--vcd {vcd}: no mismatch, no waveform written")
     return SimulateResult(target, [report], [], run.verified, messages)
 
 
