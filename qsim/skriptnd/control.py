@@ -110,8 +110,8 @@ def compose_if(c, frame, b, node: ast.If, hints, n_targets):
     if len(then_out) != len(else_out):
         raise error(f"{frame.where}: the branches yield {len(then_out)} and {len(else_out)} results", node.loc)
     caps = list(dict.fromkeys(then_caps + else_caps))
-    then_g = _with_inputs(then_g, caps)
-    else_g = _with_inputs(else_g, caps)
+    then_g = _with_inputs(then_g, caps, b)
+    else_g = _with_inputs(else_g, caps, b)
     results = []
     for j, (tv, ev) in enumerate(zip(then_out, else_out)):
         if tv.dtype != ev.dtype or tv.rank != ev.rank:
@@ -169,9 +169,14 @@ def _subgraph(c, frame, outer, name, part, n_results, inputs):
     return graph, flat, caps
 
 
-def _with_inputs(g: ir.Graph, caps):
+def _with_inputs(g: ir.Graph, caps, outer=None):
+    """`g` taking the captured outer tensors `caps` as trailing inputs; captures another body of
+    the same op needs (a branch, a loop condition) are copied in from `outer` (a GraphBuilder)."""
     inputs = list(g.inputs) + [n for n in caps if n not in g.inputs]
     tensors = dict(g.tensors)
+    for n in caps:
+        if n not in tensors:
+            tensors[n] = outer.lookup(n)
     return ir.Graph(g.name, inputs, g.outputs, g.ops, tensors)
 
 
@@ -273,7 +278,7 @@ def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):
         subgraphs[role] = _with_inputs(cg, ccaps)
         caps += [n for n in ccaps if n not in caps]
     for role in subgraphs:
-        subgraphs[role] = _with_inputs(subgraphs[role], caps)
+        subgraphs[role] = _with_inputs(subgraphs[role], caps, b)
     attrs = {"carried": len(carried), "scans": len(scans)}
     op_inputs = [v.name for _, v in carried]
     for _, pack in scans:

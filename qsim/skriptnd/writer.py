@@ -26,10 +26,13 @@ the second write reproduces it exactly:
 - Attributes equal to their operator's constant default are left out; generic types are written
   (`op<real>(...)`) only when the inputs and attributes cannot determine them (2.13).
 
-Not representable (a located QsimError says which op or tensor): control-flow ops with
-subgraphs, tensor-valued (numpy) attributes (convert TOSA graphs with
-qsim.quant.sknd_form.to_sknd_form first), float16/float64 tensors, a null attribute whose
-operator default is not null, computed tensors without a producer.
+Control-flow ops (control.if, control.loop) are written as `if ... then {...} else {...}` and
+`with ... for ... while {...} do ..(i -> n) {...}` blocks (writer_control.py).
+
+Not representable (a located QsimError says which op or tensor): tensor-valued (numpy)
+attributes (convert TOSA graphs with qsim.quant.sknd_form.to_sknd_form first), float16/float64
+tensors, a null attribute whose operator default is not null, computed tensors without a
+producer, a QuantInfo on a tensor inside a control-flow body.
 """
 from __future__ import annotations
 
@@ -144,6 +147,8 @@ class _Writer:
         self.modules = ModuleSet(None)
         self.ref: dict[str, str] = {}          # tensor name → expression referring to it
         self.scoped: dict[str, str] = {}       # tensor name → its name in @quantize (2.14)
+        self.tensors = _all_tensors(graph)      # with those of control-flow subgraphs
+        self.prefix = ""                        # scope of the block being written (2.10.1)
         plain = {n for n in graph.tensors if is_identifier(n)}
         self.names = _Names(plain)
 
@@ -152,10 +157,6 @@ class _Writer:
         g = self.g
         where = f"graph {g.name!r}"
         produced = {n for op in g.ops for n in op.outputs}
-        for op in g.ops:
-            if op.subgraphs:
-                raise UnsupportedError(f"{op.kind.name} {op.label!r}: control-flow operators with "
-                                       "subgraphs cannot be written as a model yet")
         # graph inputs, then data tensors in first-use order (then unused ones)
         inputs = []
         for name in g.inputs:
@@ -163,10 +164,10 @@ class _Writer:
             ident = name if is_identifier(name) else self.names.fresh(name)
             self.ref[name] = self.scoped[name] = ident
             inputs.append(f"{ident}: {self._type(t, where, dynamic='bound')};")
-        order = [n for op in g.ops for n in op.inputs if n] + list(g.outputs) + list(g.tensors)
+        order = [n for op in _all_ops(g) for n in op.inputs if n] + list(g.outputs) + list(self.tensors)
         variables, files, seen = [], [], set()
         for name in order:
-            t = g.tensors.get(name)
+            t = self.tensors.get(name)
             if t is None or name in seen or name in self.ref or t.data is None:
                 continue
             seen.add(name)
@@ -183,7 +184,7 @@ class _Writer:
                                         "input and no op produces it",
                                         hint="give the tensor data or make it a graph input")
         dialects: list[str] = []
-        lines = [self._invocation(op, dialects, where) for op in g.ops]
+        lines = self.statements(g.ops, dialects, where)
         outputs, declared = [], set()
         for name in g.outputs:
             t = g.tensor(name)
@@ -249,6 +250,24 @@ class _Writer:
         if definition is None or definition.is_graph:
             raise UnsupportedError(f"{where}: module '{module}' has no operator '{name}'")
         return module, definition
+
+    def statements(self, ops, dialects: list, where: str) -> list[str]:
+        from .writer_control import write_control
+        return [write_control(self, op, dialects) if op.subgraphs else self._invocation(op, dialects, where)
+                for op in ops]
+
+    def bind_target(self, name: str) -> str:
+        """The identifier written as the target producing tensor `name` in the current block: the
+        name without the block's scope when that is an identifier (so it reads back the same),
+        else a fresh identifier (the name changes once)."""
+        rest = name[len(self.prefix):] if name.startswith(self.prefix) else None
+        ident = rest if rest is not None and is_identifier(rest) and (
+            not self.prefix or rest not in self.names.taken) else self.names.fresh(rest or name)
+        self.names.taken.add(ident)
+        self.ref[name] = ident
+        if not self.prefix:
+            self.scoped[name] = ident
+        return ident
 
     def _invocation(self, op: ir.Op, dialects: list, where: str) -> str:
         module, d = self._definition(op)
@@ -336,11 +355,11 @@ class _Writer:
         k = 0
         for decl in d.outputs:
             if decl.type.base == t.name and k < len(op.outputs):
-                return _tensor_type(self.g.tensor(op.outputs[k]), f"{op.kind.name} {op.label!r}")
+                return _tensor_type(self.tensors[op.outputs[k]], f"{op.kind.name} {op.label!r}")
             k += 1
         for k, decl in enumerate(d.inputs):
             if decl.type.base == t.name and k < len(op.inputs) and op.inputs[k]:
-                return _tensor_type(self.g.tensor(op.inputs[k]), f"{op.kind.name} {op.label!r}")
+                return _tensor_type(self.tensors[op.inputs[k]], f"{op.kind.name} {op.label!r}")
         return t.default or "real"
 
     def _bind_outputs(self, op: ir.Op, d: ast.OperatorDef, call: str, where: str) -> str:
@@ -351,26 +370,24 @@ class _Writer:
         if len(outs) != len(d.outputs):
             raise InvalidGraphError(f"{where}: {len(outs)} outputs, '{op.kind.name}' declares "
                                     f"{len(d.outputs)}")
-        scope = _common_scope(outs)
+        p = self.prefix
+        scope = _common_scope([n[len(p):] if n.startswith(p) else None for n in outs])
         if scope is None:
-            targets = []
-            for n in outs:
-                ident = n if is_identifier(n) else self.names.fresh(n)
-                self.ref[n] = self.scoped[n] = ident
-                targets.append(ident)
-            return f"{', '.join(targets)} = {self._label(op, '', targets[0])}{call};"
+            targets = [self.bind_target(n) for n in outs]
+            return f"{', '.join(targets)} = {self._label(op, p, targets[0])}{call};"
         # labelled blocks give the outputs their scoped names (a label scopes the names of what
         # its block defines, 2.10): `conv1_acc = conv1: { acc = op(...); yield acc; };`
-        inner = [n[len(scope) + 1:] for n in outs]
+        inner = [n[len(p) + len(scope) + 1:] for n in outs]
         outer = []
         for n in outs:
             ident = self.names.fresh(n)
             self.ref[n] = ident
-            self.scoped[n] = n
+            if not p:
+                self.scoped[n] = n
             outer.append(ident)
         names = ", ".join(inner)
         parts = scope.split(".")
-        text = f"{names} = {self._label(op, scope + '.', inner[0])}{call}; yield {names};"
+        text = f"{names} = {self._label(op, p + scope + '.', inner[0])}{call}; yield {names};"
         for part in reversed(parts[1:]):
             text = f"{names} = {part}: {{ {text} }}; yield {names};"
         return f"{', '.join(outer)} = {parts[0]}: {{ {text} }};"
@@ -380,12 +397,22 @@ class _Writer:
         composer names the items `<target>_<j>` (compose.py), referenced here as `target[j]`."""
         if len(d.outputs) != 1:
             raise UnsupportedError(f"{where}: a packed output beside other outputs cannot be written")
-        base = _pack_base(list(op.outputs))
-        local = base if base is not None and is_identifier(base) else self.names.fresh(
-            op.outputs[0].rsplit("_", 1)[0] if op.outputs else "outputs")
-        for j, n in enumerate(op.outputs):
+        local = self.bind_pack(list(op.outputs))
+        return f"{local} = {self._label(op, self.prefix, local)}{call};"
+
+    def bind_pack(self, names: list[str]) -> str:
+        """The target of a packed result whose items are `names`; the composer names the items
+        `<target>_<j>` (compose.py), referenced here as `target[j]`."""
+        p = self.prefix
+        base = _pack_base(list(names))
+        rest = base[len(p):] if base is not None and base.startswith(p) else None
+        local = rest if rest is not None and is_identifier(rest) and (
+            not p or rest not in self.names.taken) else self.names.fresh(
+            names[0].rsplit("_", 1)[0] if names else "outputs")
+        self.names.taken.add(local)
+        for j, n in enumerate(names):
             self.ref[n] = f"{local}[{j}]"
-        return f"{local} = {self._label(op, '', local)}{call};"
+        return local
 
     @staticmethod
     def _label(op: ir.Op, prefix: str, first_target: str) -> str:
@@ -402,15 +429,35 @@ class _Writer:
         # in the order the text defines the tensors (inputs, variables, op outputs), which the
         # reloaded graph keeps, so a second write lists them alike
         for name in list(self.scoped) + [n for n in self.ref if n not in self.scoped]:
-            t = self.g.tensors[name]
+            t = self.tensors[name]
             q = _width_quant(t)
             if q is None:
                 continue
+            if name not in self.g.tensors:
+                raise UnsupportedError(f"tensor {name!r} of a control-flow body has a QuantInfo; "
+                                       "@quantize entries reach the graph's own tensors only")
             if name not in self.scoped:
                 raise UnsupportedError(f"tensor {name!r}: an item of a packed output cannot carry a "
                                        "@quantize entry (it has no scoped name, 2.14)")
             entries.append(f"{self.scoped[name]}: {quant_entry(q, t)};")
         return entries
+
+
+def _all_ops(g: ir.Graph):
+    for op in g.ops:
+        yield op
+        for sub in op.subgraphs.values():
+            yield from _all_ops(sub)
+
+
+def _all_tensors(g: ir.Graph) -> dict[str, ir.Tensor]:
+    """The tensors of `g` and of its control-flow subgraphs (names are unique along the chain)."""
+    out = dict(g.tensors)
+    for op in _all_ops(g):
+        for sub in op.subgraphs.values():
+            for name, t in sub.tensors.items():
+                out.setdefault(name, t)
+    return out
 
 
 def _common_scope(names: list[str | None]) -> str | None:

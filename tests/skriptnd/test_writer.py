@@ -349,3 +349,43 @@ def test_nnef1_model_written_as_skriptnd(tmp_path):
     a = execute(g, {"input": x})[g.outputs[0]]
     b = run_graph(loaded, {"input": x})[loaded.outputs[0]]
     np.testing.assert_array_equal(a, b)
+
+
+CONTROL = """import math;
+import linalg;
+graph G {
+    @input { x0: real[3]; x1: real[3]; z: real[3]; n: int[]; c: bool[]; A: real[2, 2]; }
+    @output { y0: real[3]; acc: real[3]; w: real[3]; branch: real[3]; p: real[2, 2]; }
+    @constant { I: real[2, 2] = i == j ? 1.0 : 0.0, i < 2, j < 2; }
+    @compose {
+        [y0, y1] = for x : [x0, x1] do { s = math.add(x, z); yield s; };
+        acc, ys = with a = z for x : [x0, x1] do ..(i -> 2) { b = math.add(a, x); yield b, b; };
+        w, ~ = with v = z, k = n do { v2 = math.mul(v, z); k2 = math.sub(k, 1); yield v2, k2; }
+               while { t = math.gt(k, 1); yield t; };
+        branch = if c then { q = math.neg(x0); yield q; } else { q = math.exp(x1); yield q; };
+        p = with X = I while { t = math.gt(n, 0); yield t; } do ..(n) linalg.matmul(X, A);
+    }
+}
+"""
+
+
+def test_control_flow_round_trip(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "main.sknd").write_text(CONTROL)
+    g = qsim.load(tmp_path / "src")
+    assert {op.kind.name for op in g.ops} == {"control.loop", "control.if"}
+    loaded = round_trip(g, tmp_path)
+    text = (tmp_path / "a" / "main.sknd").read_text()
+    assert "if c then {" in text and "do ..(i -> 2) {" in text and "} while {" in text
+    x0, x1 = np.array([1, 2, 3], np.float32), np.array([4, 5, 6], np.float32)
+    z, a = np.array([0.5, 2, 1], np.float32), np.array([[1, 1], [0, 2]], np.float32)
+    for n, c in ((3, True), (2, False)):
+        feeds = {"x0": x0, "x1": x1, "z": z, "n": np.array(n), "c": np.array(c), "A": a}
+        want, got = run_graph(g, feeds), run_graph(loaded, feeds)
+        for name, twin in zip(g.outputs, loaded.outputs):
+            np.testing.assert_array_equal(got[twin], want[name])
+        np.testing.assert_array_equal(want[g.outputs[0]], x0 + z)
+        np.testing.assert_array_equal(want["acc"], z + x0 + x1)
+        np.testing.assert_array_equal(want["w"], z ** n)          # do-while: n - 1 more steps
+        np.testing.assert_array_equal(want["branch"], -x0 if c else np.exp(x1))
+        np.testing.assert_array_equal(want["p"], np.linalg.matrix_power(a, n))
