@@ -61,14 +61,15 @@ def test_layer_int32_and_fused_rescale_clamp(rng, dataflow, op):
     assert fused.dram_bytes["output"] == expected.size
 
 
+@pytest.mark.parametrize("dataflow", [WS, OS])
 @pytest.mark.parametrize("op", ["CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL"])
-def test_layer_on_amaranth_engine_equals_model(rng, op):
+def test_layer_on_amaranth_engine_equals_model(rng, op, dataflow):
     inputs, attrs, expected, channels = _layer_cases(np.random.default_rng(7))[op]
     # keep the RTL run small: one image / batch element
     inputs = [i[:1] for i in inputs]
     if op in ("CONV2D", "DEPTHWISE_CONV2D"):
         inputs = [inputs[0][:, :4, :4]]
-    geom = Geometry(2, 3, WS if op != "MATMUL" else OS, 2 * 32, 3 * 16, 12 * 32, 8)
+    geom = Geometry(2, 3, dataflow, 2 * 32, 3 * 16, 12 * 32, 8)
     rescale = _rescale(rng, channels)
     model = run_layer(geom, op, inputs, attrs, rescale=rescale, engine="model")
     rtl = run_layer(geom, op, inputs, attrs, rescale=rescale, engine="amaranth")
