@@ -119,8 +119,11 @@ def throughput_report(model_name: str, run: GraphRun) -> ThroughputReport:
             dram_input_bytes=s.dram_input_bytes, dram_weight_bytes=s.dram_weight_bytes,
             dram_output_bytes=s.dram_output_bytes, verified=s.verified))
     notes = [f"{s.stage.name}: {s.stage.note}" for s in run.stages if s.stage.note]
-    notes.append("array layers run on the RTL engine; vector-unit layers use the documented cost "
-                 "model (docs/npu.md) with the kernels' values; host layers are reshapes (free).")
+    where = ("the numpy cycle model (same values and cycles as the RTL)" if run.engine is Engine.MODEL
+             else f"the RTL ({run.engine.value} engine)")
+    notes.append(f"array layers run on {where}; vector-unit layers use the documented cost model "
+                 "(docs/npu.md) with the kernels' values; host layers (reshapes, and array "
+                 "operators the array cannot take) cost no NPU cycles.")
     notes += [s.mismatch for s in run.stages if s.mismatch]
     cfg = {"name": config.name, "rows": config.rows, "cols": config.cols,
            "dataflow": config.dataflow.value, "input_buffer_bytes": config.input_buffer_bytes,
