@@ -32,3 +32,18 @@ def test_int4_weights_every_convolution(rng):
                     dict(common, weight=_int4(rng, (7, kh, kw, 5)),
                          bias=ints(rng, (7,), np.int32, -999, 999), out_pad=(0, 0, 0, 0),
                          stride=(sy, sx), out_shape=(1, oh, ow, 7)))
+
+
+def test_extreme_zero_points_fully_connected_and_transpose_conv2d(rng):
+    # zero points at both ends of int8; TRANSPOSE_CONV2D's holes hold input_zp like padding
+    x = ints(rng, (3, 4, 5, 6), np.int8)
+    x.flat[0] = -128
+    w = ints(rng, (13, 2, 3, 6), np.int8)
+    w.flat[0] = -128
+    for izp, wzp in ((-128, 127), (127, -128)):
+        check_all_paths("FULLY_CONNECTED", [x.reshape(3, 120)],
+                        dict(weight=ints(rng, (13, 120), np.int8), bias=ints(rng, (13,), np.int32, -99, 99),
+                             input_zp=izp, weight_zp=wzp))
+        check_all_paths("TRANSPOSE_CONV2D", [x],
+                        dict(weight=w, bias=ints(rng, (13,), np.int32, -99, 99), out_pad=(1, 0, 0, 2),
+                             stride=(2, 3), out_shape=(3, 7, 13, 13), input_zp=izp, weight_zp=wzp))
