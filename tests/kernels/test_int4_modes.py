@@ -1,5 +1,6 @@
 """The int8 x int4 modes (TOSA 0.30 "signed 8x4": int4 weights held in int8 arrays, marked with
-weight_t="int4") of every convolution-like operator, kernels vs reference on every ISA path."""
+weight_t="int4") of every convolution-like operator, and the operators not covered elsewhere
+with zero points at both ends of int8; kernels vs reference on every ISA path."""
 import numpy as np
 
 from kernel_harness import check_all_paths, ints
