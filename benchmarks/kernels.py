@@ -46,7 +46,7 @@ from typing import Callable
 
 import numpy as np
 
-from qsim.kernels.isa import current_isa, supported_isas
+from qsim.kernels.isa import current_isa, set_isa, supported_isas
 from qsim.kernels.registry import KERNELS
 from qsim.quant.scale import rescale_for_product
 
@@ -312,7 +312,11 @@ def main(argv=None) -> int:
                     "(W3, a few microseconds per call, runs 20x as many)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reports"))
     ap.add_argument("--only", nargs="*", help="workload names (W1..W4)")
+    ap.add_argument("--isa", help="force qsim's kernel path (portable, avx2, avx512vnni); "
+                    "onnxruntime keeps its own best path, so ratios then compare unlike code")
     args = ap.parse_args(argv)
+    if args.isa:
+        set_isa(args.isa)
     rng = np.random.default_rng(2)
     results, failed = [], []
     for wl in workloads(rng):

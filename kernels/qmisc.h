@@ -468,12 +468,85 @@ qsim_rescale_i32x16_avx512_body(const int ocode, const int dbl, const int32_t *x
         }
 }
 
-#define QSIM_R16_CASE(oc, dbl) \
-    case oc * 2 + dbl: qsim_rescale_i32x16_avx512_body(oc, dbl, x, n, C, prm, output_zp, lo, hi, y); break;
-static QSIM_TARGET_AVX512 int
-qsim_rescale_i32x16_avx512(int ocode, const int32_t *x, int64_t n, int64_t C, const int64_t *mult,
-                           const int64_t *shift, const int64_t *dround, int64_t output_zp,
-                           int64_t lo, int64_t hi, void *y) {
+/* The same computation on AVX2, two ymm of 8 lanes per 16 values (same parameter layout):
+ * vpmuldq/vpsravd exist there; the sign mask of the 64-bit products comes from vpcmpgtq and the
+ * narrowing from saturating packs, exact because the values are already clamped. */
+static inline __attribute__((always_inline)) QSIM_TARGET_AVX2 __m256i
+qsim_rescale_i32x8_avx2(const int dbl, __m256i v, __m256i me, __m256i mo, __m256i rnd,
+                        __m256i t, __m256i vlo, __m256i vhi) {
+    /* me/mo: the int64 multipliers of the even/odd elements, the vpmuldq operand form */
+    const __m256i d30 = _mm256_set1_epi64x(1 << 30), zero = _mm256_setzero_si256();
+    __m256i pe = _mm256_mul_epi32(v, me);
+    __m256i po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), mo);
+    if (dbl) {    /* + 2^30 or, for a negative product, - 2^30 = (2^30 ^ -1) - (-1) */
+        __m256i ne = _mm256_cmpgt_epi64(zero, pe), no = _mm256_cmpgt_epi64(zero, po);
+        pe = _mm256_add_epi64(pe, _mm256_sub_epi64(_mm256_xor_si256(d30, ne), ne));
+        po = _mm256_add_epi64(po, _mm256_sub_epi64(_mm256_xor_si256(d30, no), no));
+    }
+    __m256i h = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
+    h = _mm256_srav_epi32(_mm256_add_epi32(h, rnd), t);
+    return _mm256_min_epi32(_mm256_max_epi32(h, vlo), vhi);
+}
+
+static inline __attribute__((always_inline)) QSIM_TARGET_AVX2 void
+qsim_rescale_i32x16_avx2_body(const int ocode, const int dbl, const int32_t *x, int64_t n,
+                              int64_t C, const int64_t *prm, int64_t output_zp, int64_t lo,
+                              int64_t hi, void *y) {
+    const __m256i vlo = _mm256_set1_epi32((int32_t)(lo - output_zp));
+    const __m256i vhi = _mm256_set1_epi32((int32_t)(hi - output_zp));
+    const __m256i ozp = _mm256_set1_epi32((int32_t)output_zp);
+    for (int64_t i0 = 0; i0 < n; i0 += C)
+        for (int64_t c = 0; c < C; c += 16) {
+            const int64_t *q = prm + (c / 16) * 32;
+            const int32_t *q32 = (const int32_t *)(q + 16);
+            /* q[0..7]: even multipliers of the block, q[8..15]: odd ones (4 per ymm) */
+            __m256i r0 = qsim_rescale_i32x8_avx2(dbl, _mm256_loadu_si256((const __m256i *)(x + i0 + c)),
+                _mm256_loadu_si256((const __m256i *)q), _mm256_loadu_si256((const __m256i *)(q + 8)),
+                _mm256_loadu_si256((const __m256i *)q32), _mm256_loadu_si256((const __m256i *)(q32 + 16)), vlo, vhi);
+            __m256i r1 = qsim_rescale_i32x8_avx2(dbl, _mm256_loadu_si256((const __m256i *)(x + i0 + c + 8)),
+                _mm256_loadu_si256((const __m256i *)(q + 4)), _mm256_loadu_si256((const __m256i *)(q + 12)),
+                _mm256_loadu_si256((const __m256i *)(q32 + 8)), _mm256_loadu_si256((const __m256i *)(q32 + 24)), vlo, vhi);
+            r0 = _mm256_add_epi32(r0, ozp);
+            r1 = _mm256_add_epi32(r1, ozp);
+            if (ocode == 4) {
+                _mm256_storeu_si256((__m256i *)((int32_t *)y + i0 + c), r0);
+                _mm256_storeu_si256((__m256i *)((int32_t *)y + i0 + c + 8), r1);
+                continue;
+            }
+            __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);   /* 16 x int16 */
+            if (ocode == 2) {
+                _mm256_storeu_si256((__m256i *)((int16_t *)y + i0 + c), w);
+                continue;
+            }
+            __m256i b8 = _mm256_permute4x64_epi64(_mm256_packs_epi16(w, w), 0xD8);
+            _mm_storeu_si128((__m128i *)((int8_t *)y + i0 + c), _mm256_castsi256_si128(b8));
+        }
+}
+#endif
+
+/* int32 input, scale32, every shift >= 33, C % 16 == 0 (see the AVX-512 body above): builds
+ * the per-16-channel parameters and runs the AVX-512 or the AVX2 body. Returns 0 when the call
+ * is not one of these cases (the caller then takes the general path). */
+#define QSIM_R16_CASE(fn, oc, dbl) \
+    case oc * 2 + dbl: fn(oc, dbl, (const int32_t *)x, n, C, prm, output_zp, lo, hi, y); break;
+#define QSIM_R16_CASES(fn) QSIM_R16_CASE(fn, 0, 0) QSIM_R16_CASE(fn, 0, 1) QSIM_R16_CASE(fn, 2, 0) \
+    QSIM_R16_CASE(fn, 2, 1) QSIM_R16_CASE(fn, 4, 0) QSIM_R16_CASE(fn, 4, 1)
+#if QSIM_X86
+#define QSIM_R16_RUN(name, target, body)                                                        \
+static target void name(int ocode, int dbl, const void *x, int64_t n, int64_t C, const int64_t *prm, \
+                        int64_t output_zp, int64_t lo, int64_t hi, void *y) {                  \
+    switch (ocode * 2 + dbl) { QSIM_R16_CASES(body) }                                           \
+}
+QSIM_R16_RUN(qsim_rescale_i32x16_avx512_run, QSIM_TARGET_AVX512, qsim_rescale_i32x16_avx512_body)
+QSIM_R16_RUN(qsim_rescale_i32x16_avx2_run, QSIM_TARGET_AVX2, qsim_rescale_i32x16_avx2_body)
+#endif
+
+static int qsim_rescale_i32x16(int isa, int ocode, const void *x, int64_t n, int64_t C,
+                               const int64_t *mult, const int64_t *shift, const int64_t *dround,
+                               int64_t output_zp, int64_t lo, int64_t hi, void *y) {
+#if QSIM_X86
+    if ((isa != QSIM_ISA_AVX512VNNI && isa != QSIM_ISA_AVX2) || (ocode != 0 && ocode != 2 && ocode != 4))
+        return 0;     /* int32 input has no unsigned output mode (ERROR_IF) */
     int64_t prm_stack[16 * 32];
     int64_t *prm = C <= 256 ? prm_stack : (int64_t *)malloc((size_t)(C * 2) * sizeof(int64_t));
     if (!prm) return 0;
@@ -486,16 +559,19 @@ qsim_rescale_i32x16_avx512(int ocode, const int32_t *x, int64_t n, int64_t C, co
         q32[16 + c % 16] = (int32_t)(shift[c] - 32);
         dbl |= dround[c] != 0;     /* shift > 31 on every channel: all or none are set */
     }
-    switch (ocode * 2 + dbl) {
-        QSIM_R16_CASE(0, 0) QSIM_R16_CASE(0, 1) QSIM_R16_CASE(2, 0) QSIM_R16_CASE(2, 1)
-        QSIM_R16_CASE(4, 0) QSIM_R16_CASE(4, 1)
-        default: if (prm != prm_stack) free(prm);
-                 return 0;    /* int32 input has no unsigned output mode (ERROR_IF) */
-    }
+    if (isa == QSIM_ISA_AVX512VNNI)
+        qsim_rescale_i32x16_avx512_run(ocode, dbl, x, n, C, prm, output_zp, lo, hi, y);
+    else
+        qsim_rescale_i32x16_avx2_run(ocode, dbl, x, n, C, prm, output_zp, lo, hi, y);
     if (prm != prm_stack) free(prm);
     return 1;
-}
+#else
+    (void)isa; (void)ocode; (void)x; (void)n; (void)C; (void)mult; (void)shift; (void)dround;
+    (void)output_zp; (void)lo; (void)hi; (void)y;
+    return 0;
 #endif
+}
+
 
 /* Type codes shared with the Cython side: 0 i8, 1 u8, 2 i16, 3 u16, 4 i32, 5 i64 (int48). */
 #define QSIM_RESCALE_CALL_OUT(isa, iname, in_t, ocode, ...)                                    \
@@ -512,12 +588,11 @@ static void qsim_rescale(int isa, int icode, int ocode, const void *x, int64_t n
                          const int64_t *rnd, const int64_t *dround, int scale32,
                          int64_t output_zp, int64_t lo, int64_t hi, void *y, int *bad) {
 #if QSIM_X86
-    if (isa == QSIM_ISA_AVX512VNNI && scale32 && icode == 4 && input_zp == 0 && C % 16 == 0
-        && ocode <= 4) {
+    if (scale32 && icode == 4 && input_zp == 0 && C % 16 == 0) {
         int64_t min_shift = 63;
         for (int64_t c = 0; c < C; c++) min_shift = shift[c] < min_shift ? shift[c] : min_shift;
-        if (min_shift >= 33 && qsim_rescale_i32x16_avx512(ocode, (const int32_t *)x, n, C, mult,
-                                                          shift, dround, output_zp, lo, hi, y))
+        if (min_shift >= 33 && qsim_rescale_i32x16(isa, ocode, x, n, C, mult, shift, dround,
+                                                   output_zp, lo, hi, y))
             return;
     }
     if (isa == QSIM_ISA_AVX512VNNI && scale32 &&
