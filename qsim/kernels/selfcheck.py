@@ -11,7 +11,8 @@ from .isa import forced_isa, supported_isas
 
 def _tosa_run():
     # operator definitions register themselves when their modules are imported
-    for module in ("convolution", "pooling", "type_conversion", "activation", "elementwise_binary"):
+    for module in ("convolution", "pooling", "type_conversion", "activation", "elementwise_binary",
+                   "reduction"):
         importlib.import_module(f"qsim.tosa.{module}")
     from ..tosa.run import run
     return run
@@ -113,6 +114,16 @@ def check_table(rng: np.random.Generator) -> int:
     return n + _compare("TABLE", [x16], dict(table=t16))
 
 
+def check_elementwise_and_reductions(rng: np.random.Generator) -> int:
+    a = rng.integers(-(1 << 30), 1 << 30, (2, 5, 1, 7)).astype(np.int32)
+    b = rng.integers(-(1 << 30), 1 << 30, (2, 1, 3, 7)).astype(np.int32)
+    n = _compare("ADD", [a, b], {}) + _compare("MINIMUM", [a, b], {})
+    n += _compare("MUL", [a >> 12, b >> 12], dict(shift=7))
+    x8 = _i8(rng, (3, 1, 11))
+    n += _compare("MUL", [x8, _i8(rng, (3, 4, 11))], dict(shift=0))
+    return n + _compare("REDUCE_SUM", [a >> 4], dict(axis=1)) + _compare("REDUCE_MAX", [x8], dict(axis=2))
+
+
 SELF_CHECKS = [
     ("kernels vs reference: CONV2D + per-channel RESCALE", check_conv2d_rescale),
     ("kernels vs reference: RESCALE int32 -> int8/int16, 32 channels", check_rescale_sixteen_lanes),
@@ -121,4 +132,6 @@ SELF_CHECKS = [
     ("kernels vs reference: FULLY_CONNECTED", check_fully_connected),
     ("kernels vs reference: MATMUL", check_matmul),
     ("kernels vs reference: TABLE int8/int16", check_table),
+    ("kernels vs reference: ADD, MINIMUM, MUL (broadcasting), REDUCE_SUM/MAX",
+     check_elementwise_and_reductions),
 ]
