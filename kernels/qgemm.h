@@ -302,13 +302,13 @@ qsim_vnni_tile(const int MR, const int NV, const uint8_t *A, const int64_t *rows
                   case 4: QSIM_VNNI_CASE(4, nv); break; case 3: QSIM_VNNI_CASE(3, nv); break; \
                   case 2: QSIM_VNNI_CASE(2, nv); break; default: QSIM_VNNI_CASE(1, nv); }
 
-/* Loop order (Goto-style): a block of QSIM_VNNI_MC rows of A (<= MC * K bytes, sized for L2)
+/* Loop order (Goto-style): a block of QSIM_GEMM_MC rows of A (<= MC * K bytes, sized for L2)
  * meets every 64-column panel of B before the next row block; inside a panel, K is split into
  * blocks of at most QSIM_VNNI_KC4 quads (single-tap GEMMs only) so the panel's K block stays
  * in L1/L2 while every row tile of the block uses it. Later K blocks add to the stored
  * partial sums (modulo 2^32, like everything else here). */
-#ifndef QSIM_VNNI_MC
-#define QSIM_VNNI_MC 240   /* rows per A block: a multiple of QSIM_VNNI_MR */
+#ifndef QSIM_GEMM_MC
+#define QSIM_GEMM_MC 240   /* rows per A block: a multiple of QSIM_VNNI_MR and QSIM_AVX2_MR */
 #endif
 
 static QSIM_TARGET_VNNI void
@@ -317,8 +317,8 @@ qsim_gemm_vnni(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *
                const int32_t *rowcorr, int32_t *out, int64_t ldo) {
     const int64_t NP = qsim_round_up(N, 16), K = T * K4 * 4;
     const int64_t kstep = (T == 1 && K4 > 2 * QSIM_VNNI_KC4) ? QSIM_VNNI_KC4 : K4;
-    for (int64_t mb = 0; mb < M; mb += QSIM_VNNI_MC) {
-        const int64_t mend = M - mb < QSIM_VNNI_MC ? M : mb + QSIM_VNNI_MC;
+    for (int64_t mb = 0; mb < M; mb += QSIM_GEMM_MC) {
+        const int64_t mend = M - mb < QSIM_GEMM_MC ? M : mb + QSIM_GEMM_MC;
         for (int64_t p0 = 0; p0 < NP; p0 += QSIM_VNNI_PANEL) {
             const int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
             const int64_t ncols = N - p0 < width ? N - p0 : width;
@@ -352,6 +352,8 @@ qsim_avx2_tile(const int MR, const uint8_t *A, const int64_t *rows, const int64_
                const int32_t *rowcorr, int32_t *out, int64_t ldo, int64_t ncols) {
     __m256i acc[QSIM_AVX2_MR][2];
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    const __m256i zx_lo = _mm256_set1_epi32((int)0x80018000u);   /* bytes 0, -, 1, - */
+    const __m256i zx_hi = _mm256_set1_epi32((int)0x80038002u);   /* bytes 2, -, 3, - */
     const int16_t *b = panel;
     for (int64_t t = 0; t < T; t++) {
         const uint8_t *a[QSIM_AVX2_MR];
@@ -362,11 +364,13 @@ qsim_avx2_tile(const int MR, const uint8_t *A, const int64_t *rows, const int64_
             __m256i w2 = _mm256_loadu_si256((const __m256i *)(b + 32));
             __m256i w3 = _mm256_loadu_si256((const __m256i *)(b + 48));
             for (int r = 0; r < MR; r++) {
-                uint32_t quad;
+                int32_t quad;
                 memcpy(&quad, a[r] + 4 * q, 4);
-                /* (a0 | a1 << 16) and (a2 | a3 << 16): two zero-extended int16 pairs */
-                __m256i lo = _mm256_set1_epi32((int)((quad & 0xFFu) | ((quad & 0xFF00u) << 8)));
-                __m256i hi = _mm256_set1_epi32((int)(((quad >> 16) & 0xFFu) | ((quad >> 8) & 0xFF0000u)));
+                /* (a0 | a1 << 16) and (a2 | a3 << 16): two zero-extended int16 pairs, made in
+                 * vector registers by byte shuffles of the broadcast quad (0x80 selects a 0) */
+                __m256i all = _mm256_set1_epi32(quad);
+                __m256i lo = _mm256_shuffle_epi8(all, zx_lo);
+                __m256i hi = _mm256_shuffle_epi8(all, zx_hi);
                 acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, w0));
                 acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(lo, w1));
                 acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(hi, w2));
@@ -393,14 +397,18 @@ qsim_gemm_avx2(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *
                int64_t K4, const int16_t *B, int64_t N, const int32_t *colcorr,
                const int32_t *rowcorr, int32_t *out, int64_t ldo) {
     const int64_t NP = qsim_round_up(N, QSIM_AVX2_PANEL), K = T * K4 * 4;
-    for (int64_t p0 = 0; p0 < NP; p0 += QSIM_AVX2_PANEL) {
-        const int64_t ncols = N - p0 < QSIM_AVX2_PANEL ? N - p0 : QSIM_AVX2_PANEL;
-        const int16_t *panel = B + p0 * K;
-        for (int64_t p = 0; p < M; p += QSIM_AVX2_MR) {
-            switch ((int)(M - p < QSIM_AVX2_MR ? M - p : QSIM_AVX2_MR)) {
-                case 6: QSIM_AVX2_CASE(6); break; case 5: QSIM_AVX2_CASE(5); break;
-                case 4: QSIM_AVX2_CASE(4); break; case 3: QSIM_AVX2_CASE(3); break;
-                case 2: QSIM_AVX2_CASE(2); break; default: QSIM_AVX2_CASE(1);
+    /* row blocks of A (as in qsim_gemm_vnni) meet every 16-column panel before the next */
+    for (int64_t mb = 0; mb < M; mb += QSIM_GEMM_MC) {
+        const int64_t mend = M - mb < QSIM_GEMM_MC ? M : mb + QSIM_GEMM_MC;
+        for (int64_t p0 = 0; p0 < NP; p0 += QSIM_AVX2_PANEL) {
+            const int64_t ncols = N - p0 < QSIM_AVX2_PANEL ? N - p0 : QSIM_AVX2_PANEL;
+            const int16_t *panel = B + p0 * K;
+            for (int64_t p = mb; p < mend; p += QSIM_AVX2_MR) {
+                switch ((int)(mend - p < QSIM_AVX2_MR ? mend - p : QSIM_AVX2_MR)) {
+                    case 6: QSIM_AVX2_CASE(6); break; case 5: QSIM_AVX2_CASE(5); break;
+                    case 4: QSIM_AVX2_CASE(4); break; case 3: QSIM_AVX2_CASE(3); break;
+                    case 2: QSIM_AVX2_CASE(2); break; default: QSIM_AVX2_CASE(1);
+                }
             }
         }
     }
