@@ -93,5 +93,7 @@ def _reduction(op: str):
     return kernel
 
 
-add, sub, maximum, minimum, mul = (_binary(op) for op in ("ADD", "SUB", "MAXIMUM", "MINIMUM", "MUL"))
-reduce_sum, reduce_max, reduce_min = (_reduction(op) for op in ("REDUCE_SUM", "REDUCE_MAX", "REDUCE_MIN"))
+add, sub, maximum, minimum, mul = (_binary(op)
+                                   for op in ("ADD", "SUB", "MAXIMUM", "MINIMUM", "MUL"))
+reduce_sum, reduce_max, reduce_min = (_reduction(op)
+                                      for op in ("REDUCE_SUM", "REDUCE_MAX", "REDUCE_MIN"))
