@@ -45,11 +45,6 @@ from qsim.npu.layers import run_layer  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _clamp_arg(clamp: dict) -> dict:
-    # qsim/npu/layers.py reads min_int/max_int; TOSA 0.30 CLAMP names them min_val/max_val
-    return {**clamp, "min_int": clamp["min_val"], "max_int": clamp["max_val"]}
-
-
 def expected_outputs(layers, seed):
     """Kernels-backend outputs of every layer and the seconds they took."""
     data, outputs, start = [], [], time.perf_counter()
@@ -67,7 +62,7 @@ def run_resnet(geom, layers, data, expected, engine) -> tuple[list[dict], float]
     rows, start = [], time.perf_counter()
     for layer, (x, conv, rescale, clamp), want in zip(layers, data, expected):
         t = time.perf_counter()
-        result = run_layer(geom, "CONV2D", [x], conv, rescale, _clamp_arg(clamp), engine=engine,
+        result = run_layer(geom, "CONV2D", [x], conv, rescale, clamp, engine=engine,
                            name=layer.name)
         seconds = time.perf_counter() - t
         mismatches = int(np.count_nonzero(result.output != want))
@@ -123,39 +118,35 @@ def explain(geom, layer_rows, peer_rows) -> list[dict]:
 
 # -- embedded model ------------------------------------------------------------------------
 
-def run_embedded(geom, engine) -> dict:
-    """The embedded quantized model: NPU layers on `engine` (qsim/npu/layers.py), every other
-    operator on the kernels; each NPU output compared with the kernels' value."""
-    from qsim.npu.vectors import default_input, group_ops
-    from qsim.quant.pipeline import embedded_quantized_model
-    from qsim.runtime.executor import execute
-    model = embedded_quantized_model()
-    inputs = default_input(model)
-    reference = execute(model.graph, inputs, backend="kernels")
+def embedded_in_process(config) -> dict:
+    """`qsim simulate`'s graph run (qsim.npu.simulate.simulate_one) of the embedded model on
+    the verilator engine with the build already cached: the run itself, verified per stage."""
+    from qsim.npu.engines import Engine
+    from qsim.npu.simulate import load_qmodel, simulate_one
+    from qsim.npu.vectors import default_input
+    loaded = load_qmodel(None)
+    feeds = default_input(loaded.model)
     start = time.perf_counter()
-    cycles, npu_layers = 0, 0
-    values = dict(inputs)
-    for group in group_ops(model.graph):
-        head = group[0]
-        op = head.kind.short_name
-        if op in ("CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL") and len(group) > 1:
-            rescale = dict(group[1].attrs)
-            clamp = _clamp_arg(dict(group[2].attrs)) if len(group) > 2 else None
-            result = run_layer(geom, op, [values[n] for n in head.inputs], dict(head.attrs), rescale,
-                               clamp, engine=engine, name=group[-1].outputs[0])
-            name = group[-1].outputs[0]
-            if not np.array_equal(result.output, reference[name]):
-                raise SystemExit(f"embedded model: layer {name} on {engine} differs from the kernels")
-            values[name] = result.output
-            cycles += result.cycles
-            npu_layers += 1
-        else:
-            for op_ in group:
-                for name in op_.outputs:
-                    values[name] = reference[name]     # host operators: the kernels' values
+    run = simulate_one(loaded, feeds, config, Engine.VERILATOR, show_progress=False)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "cycles": cycles, "npu_layers": npu_layers, "verified": True,
-            "path": "qsim/npu/layers.py per fused layer (qsim simulate not yet available)"}
+    if not run.verified:
+        raise SystemExit(f"embedded model: {run.first_mismatch}")
+    return {"run_seconds": seconds, "cycles": run.total_cycles, "stages": len(run.stages)}
+
+
+def embedded_cli(config_name: str, cache: Path, out: Path) -> float:
+    """Wall-clock of `qsim simulate --engine verilator` (embedded model, report written) in a
+    fresh process with QSIM_CACHE_DIR=cache: what a user waits for."""
+    import subprocess
+    env = {**os.environ, "QSIM_CACHE_DIR": str(cache)}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "qsim", "simulate", "--engine", "verilator",
+                           "--config", config_name, "-o", str(out), "-q"],
+                          env=env, capture_output=True, text=True, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"qsim simulate failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return seconds
 
 
 # -- main ----------------------------------------------------------------------------------
@@ -165,7 +156,12 @@ def main(argv=None) -> int:
     parser.add_argument("--config", default="16x16")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=1, help="model-engine repetitions (median)")
-    parser.add_argument("--scalesim", choices=("compute", "full", "none"), default="compute")
+    parser.add_argument("--scalesim", choices=("compute", "full", "none"), default="compute",
+                        help="SCALE-Sim's compute model on all layers; 'full' adds its memory-system "
+                             "run on --full-layers (minutes per large layer)")
+    parser.add_argument("--full-layers", default="layer2.0.downsample,layer3.0.downsample,"
+                        "layer4.0.downsample",
+                        help="comma-separated layers for --scalesim full, or 'all'")
     parser.add_argument("--no-verilator", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "reports"))
     args = parser.parse_args(argv)
@@ -217,20 +213,25 @@ def main(argv=None) -> int:
             rate = total_cycles / v_run_s
             print(f"  verilator engine: run {v_run_s:.1f} s ({rate / 1e3:.0f}k cycles/s), cold total "
                   f"{export_s + build_s + v_run_s:.1f} s, bit-exact, cycles equal the model's")
-            emb_cold = run_embedded(geom, "verilator")
-            emb_cached = run_embedded(geom, "verilator")
-            print(f"  embedded model on verilator: cold {export_s + build_s + emb_cold['seconds']:.1f} s "
-                  f"(export + build + run {emb_cold['seconds']:.2f} s), cached {emb_cached['seconds']:.2f} s, "
-                  f"{emb_cached['cycles']} cycles")
+            emb = embedded_in_process(config)
+            cli_cache = Path(tempfile.mkdtemp(prefix="qsim-npubench-cli-cache-"))
+            try:
+                cli_cold = embedded_cli(config.name, cli_cache, cli_cache / "out-cold")
+                cli_cached = embedded_cli(config.name, cli_cache, cli_cache / "out-cached")
+            finally:
+                shutil.rmtree(cli_cache, ignore_errors=True)
+            print(f"  embedded model, qsim simulate --engine verilator: cold {cli_cold:.1f} s (fresh "
+                  f"process and cache: quantize, export, build, run, report), cached {cli_cached:.1f} s; "
+                  f"graph run alone {emb['run_seconds']:.2f} s, {emb['cycles']} cycles, verified")
             results["resnet18"].update({"verilator_export_seconds": export_s,
                                         "verilator_build_seconds": build_s,
                                         "verilator_run_seconds": v_run_s,
                                         "verilator_cold_seconds": export_s + build_s + v_run_s,
                                         "verilator_cycles_per_second": rate})
-            results["embedded"] = {"cold_seconds": export_s + build_s + emb_cold["seconds"],
-                                   "cold_run_seconds": emb_cold["seconds"],
-                                   "cached_seconds": emb_cached["seconds"], "cycles": emb_cached["cycles"],
-                                   "npu_layers": emb_cached["npu_layers"], "path": emb_cached["path"]}
+            results["embedded"] = {"cli_cold_seconds": cli_cold, "cli_cached_seconds": cli_cached,
+                                   "run_seconds": emb["run_seconds"], "cycles": emb["cycles"],
+                                   "stages": emb["stages"],
+                                   "path": "qsim simulate (qsim.npu.simulate), verilator engine"}
         finally:
             if old is None:
                 os.environ.pop("QSIM_CACHE_DIR", None)
@@ -255,11 +256,12 @@ def main(argv=None) -> int:
                                "ratio_qsim_to_scalesim": total_cycles / peer_total,
                                "explained": explained}
         if args.scalesim == "full":
-            full_rows, full_s = scalesim_peer.full_run(layers, config)
-            results["scalesim"]["full"] = {"seconds": full_s, "layers": full_rows,
-                                           "total_cycles": sum(r["total_cycles"] for r in full_rows)}
-            print(f"  SCALE-Sim full run (memory system): {full_s:.0f} s, "
-                  f"{results['scalesim']['full']['total_cycles']} cycles")
+            wanted = [l for l in layers if args.full_layers == "all" or l.name in args.full_layers.split(",")]
+            full_rows, full_s = scalesim_peer.full_run(wanted, config)
+            for layer, row in zip(wanted, full_rows):
+                row["layer"] = layer.name
+            results["scalesim"]["full"] = {"seconds": full_s, "layers": full_rows}
+            print(f"  SCALE-Sim full run (memory system) on {len(wanted)} layers: {full_s:.0f} s")
         for row in explained:
             if not row["explained"]:
                 print(f"  WARNING: {row['layer']}: difference {row['difference']} not fully explained")
