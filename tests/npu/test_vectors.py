@@ -214,3 +214,15 @@ def test_lanes_follow_rows_for_inputs_and_cols_for_the_rest(tmp_path):
         for role, entry in layer["tensors"].items():
             assert entry["lanes"] == (4 if role == "input" else 8), (layer["name"], role)
             assert entry["word_bits"] == entry["lanes"] * entry["element_bits"]
+
+
+def test_quantized_model_folder_gives_the_same_vectors(tmp_path, model_folder):
+    from qsim.quant.qmodel import save_quantized
+    save_quantized(embedded_quantized_model(), tmp_path / "qm")
+    assert main(["export-vectors", str(tmp_path / "qm"), "--out", str(tmp_path / "v")]) == 0
+    ours = json.loads((tmp_path / "v" / "manifest.json").read_text())
+    embedded = json.loads((model_folder / "manifest.json").read_text())
+    assert [layer["op"] for layer in ours["layers"]] == [layer["op"] for layer in embedded["layers"]]
+    for a, b in zip(ours["layers"], embedded["layers"]):
+        for role, entry in a["tensors"].items():
+            assert (tmp_path / "v" / entry["hex"]).read_text() == (model_folder / b["tensors"][role]["hex"]).read_text()
