@@ -37,7 +37,8 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         backend=args.backend, calib_limit=args.calib_limit, eval_limit=args.eval_limit,
         show_progress=not args.quiet)
     result = quantize_command(args.model, args.calib, args.out, options, evaluation=args.eval,
-                              subset_only=args.subset, target=args.target)
+                              subset_only=args.subset, target=args.target,
+                              cvm_precision=args.cvm_precision)
     print("\n".join(summary_lines(result)))
     return 0
 
@@ -46,7 +47,7 @@ def _run_quantized(args: argparse.Namespace) -> int:
     from .quant import qmodel
     from .runtime.executor import execute as run_integer
     from .skriptnd import execute
-    model = qmodel.load_quantized(args.model)
+    model = qmodel.load_any_quantized(args.model)
     arrays = qmodel.integer_inputs(model, execute.read_inputs(model.graph, args.input or []))
     values = run_integer(model.graph, arrays, backend=args.backend)
     execute.write_outputs(model.graph, values, args.output, args.dump)
@@ -148,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output folder (default qsim-out/<model>-int8/ here)")
     p.add_argument("--target", choices=("tosa", "cvm"), default="tosa",
                    help="integer operator set (default tosa)")
+    p.add_argument("--cvm-precision", type=int, default=8, choices=range(2, 9), metavar="P",
+                   help="--target cvm: activation precision in bits, 2..8 (default 8)")
     p.add_argument("--observer", choices=("minmax", "percentile", "mse"), default="minmax",
                    help="range observer for calibrated tensors (default minmax)")
     p.add_argument("--precision", choices=("int8", "16x8"), default="int8",

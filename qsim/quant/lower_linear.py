@@ -10,11 +10,13 @@ weights and bias at compile time.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .. import ir
 from .lower import (NHWC_FROM_NCHW, Lowered, LoweringContext, identity, quantize_weights, rule)
-from .params import bias_quant, quantize_bias
+from .params import bias_quant, quantize, quantize_bias
 
 
 def _ints(value, n: int, what: str, ctx: LoweringContext) -> tuple[int, ...]:
@@ -193,6 +195,29 @@ def _tail(ctx: LoweringContext, op: ir.Op, channels: int):
     return bn, act, last
 
 
+def _fit_bias(ctx, w, wq, w_quant, bias, x_quant, note, what):
+    """Widens the weight scale of channels whose bias would not fit the accumulator at
+    input_scale * weight_scale, with room left for the products (dead channels after
+    batch-norm folding: weights ~1e-9, bias ~1). Every other channel keeps its scale, so its
+    results are unchanged. Annotated weights are never changed."""
+    if bias is None or note is not None:
+        return wq, w_quant
+    bq = bias_quant(x_quant, w_quant, ctx.acc_dtype)
+    # |x - zp| <= 2^act_bits - 1 and |w| <= 127 over the K products of one output
+    act_levels = (1 << ctx.act_dtype.bits) - 1
+    products = int(np.prod(w.shape[1:])) * 127 * act_levels
+    limit = float((1 << (bq.bits - 1)) - 1 - products)
+    s_x = float(x_quant.scales()[0])
+    b = np.abs(np.broadcast_to(np.asarray(bias, np.float64).reshape(-1), (w.shape[0],)))
+    need = b / (s_x * limit)
+    old = w_quant.scales()
+    new = np.maximum(old, need) if w_quant.per_channel else np.array([max(old[0], need.max())])
+    if np.array_equal(new, old):
+        return wq, w_quant
+    w_quant = dataclasses.replace(w_quant, scale=new if w_quant.per_channel else float(new[0]))
+    return quantize(w, w_quant, what=what).astype(np.int8), w_quant
+
+
 @rule("nn.conv")
 def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     if op.attrs.get("data_format", "NCX") != "NCX" or op.attrs.get("filter_format", "NCX") != "NCX":
@@ -222,6 +247,7 @@ def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     common = {"pad": (begins[0], ends[0], begins[1], ends[1]), "stride": stride,
               "dilation": dilation, "input_zp": int(x_quant.zero_points()[0]), "weight_zp": 0}
     hint = op.outputs[0]
+    wq, w_quant = _fit_bias(ctx, w, wq, w_quant, bias, x_quant, _weight_annotation(ctx, op, bn), op.inputs[1])
     bias_q = _bias_values(ctx, bias, x_quant, w_quant, oc, f"{ctx.where()} bias")
     if groups == 1:
         acc = ctx.b.emit("CONV2D", [x.name], dict(common, weight=wq.transpose(0, 2, 3, 1).copy(),
@@ -323,6 +349,7 @@ def lower_linear(ctx: LoweringContext, op: ir.Op) -> None:
         bias = (bias.reshape(-1) if bias is not None else 0.0) * a + c
     wq, w_quant = quantize_weights(ctx, w, 0, _weight_annotation(ctx, op, bn), f"{op.inputs[1]!r}")
     x = ctx.to_float_layout(ctx.value(op.inputs[0]), f"{op.inputs[0]}.rows")
+    wq, w_quant = _fit_bias(ctx, w, wq, w_quant, bias, x.quant, _weight_annotation(ctx, op, bn), op.inputs[1])
     bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.where()} bias")
     acc = ctx.b.emit("FULLY_CONNECTED", [x.name], {
         "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,

@@ -195,7 +195,7 @@ def model_name_of(path: str | Path) -> str:
 def quantize_command(model: str | None, calib: str | None, out: str | None,
                      options: QuantizeOptions = QuantizeOptions(),
                      evaluation: str | None = None, subset_only: bool = False,
-                     target: str = "tosa") -> QuantizeResult:
+                     target: str = "tosa", cvm_precision: int = 8) -> QuantizeResult:
     """The whole `qsim quantize` job; returns the result with the folder written.
 
     With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
@@ -203,8 +203,11 @@ def quantize_command(model: str | None, calib: str | None, out: str | None,
     defaults to the calibration data (the report says so)."""
     from .qmodel import save_quantized
 
-    if target != "tosa":
-        raise UsageError(f"--target {target}: not available in this build", hint="use --target tosa")
+    if target not in ("tosa", "cvm"):
+        raise UsageError(f"--target {target}: unknown operator set", hint="use tosa or cvm")
+    if target == "cvm" and options.precision is not Precision.INT8:
+        raise UsageError("--target cvm quantizes to CVM's INT8/INT32 tensors; --precision 16x8 "
+                         "is a TOSA mode", hint="drop --precision or use --target tosa")
     for flag, value in (("--calib-limit", options.calib_limit), ("--eval-limit", options.eval_limit)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} {value}: must be at least 1")
@@ -233,24 +236,39 @@ def quantize_command(model: str | None, calib: str | None, out: str | None,
         eval_samples = None
     if eval_samples is not None and eval_samples.labels is not None:
         check_labels(eval_samples, int(np.prod(graph.tensor(graph.outputs[0]).shape)))
-    result = quantize_graph(graph, calib_samples, eval_samples, options, model_name, notes,
-                            load_batch=lambda n: load_float_model(model_path, batch=n))
-    target = Path(out) if out is not None else default_output(model_name, options.precision)
+    load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
+    if target == "cvm":
+        from .cvm_lower import CvmConfig
+        from .cvm_pipeline import cvm_quantize_graph, save_cvm_model
+        cvm_config = CvmConfig(precision=cvm_precision)
+        result = cvm_quantize_graph(graph, calib_samples, eval_samples, options, cvm_config,
+                                    model_name, notes, load_batch=load_batch)
+        save, suffix = save_cvm_model, f"cvm{cvm_precision}"
+    else:
+        result = quantize_graph(graph, calib_samples, eval_samples, options, model_name, notes,
+                                load_batch=load_batch)
+        save, suffix = save_quantized, None
+    out_dir = Path(out) if out is not None else (
+        default_output(model_name, options.precision) if suffix is None
+        else Path("qsim-out") / f"{model_name}-{suffix}")
     t0 = time.perf_counter()
     settings = dict(options.settings(), calibration=calib or "embedded", evaluation=evaluation
                     or ("embedded test set" if model is None else "calibration data"))
-    with atomic_directory(target) as tmp:
-        save_quantized(result.model, tmp, source=str(model_path), settings=settings)
+    if target == "cvm":
+        settings.update(cvm_config.settings())
+    with atomic_directory(out_dir) as tmp:
+        save(result.model, tmp, source=str(model_path), settings=settings)
         write_accuracy_report(result.report, tmp)
     seconds = dict(result.seconds, write=time.perf_counter() - t0)
-    return QuantizeResult(result.model, result.report, target, seconds)
+    return QuantizeResult(result.model, result.report, out_dir, seconds)
 
 
 def summary_lines(result: QuantizeResult) -> list[str]:
     """The console summary of a `qsim quantize` run."""
     r = result.report
     pct = lambda x: "n/a" if x is None else f"{100 * x:.2f} %"  # noqa: E731
-    lines = [f"quantized {r.model}: {len(result.model.graph.ops)} TOSA operators, "
+    dialect = "CVM" if any(op.kind.dialect == "cvm" for op in result.model.graph.ops) else "TOSA"
+    lines = [f"quantized {r.model}: {len(result.model.graph.ops)} {dialect} operators, "
              f"evaluated on {r.eval_samples} samples",
              f"  top-1 agreement float vs integer: {pct(r.top1_agreement)}"]
     if r.float_top1 is not None:

@@ -61,8 +61,9 @@ def save_quantized(model: LoweredModel, folder: str | Path, *, source: str | Non
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    header = (f"Integer model written by qsim quantize (TOSA 0.30 operators, NHWC inside)."
-              + (f"\nSource: {source}" if source else ""))
+    # (the source model is recorded in quantization.json, not here: the model text depends
+    # on the integer graph only, so saving a loaded model again gives identical files)
+    header = "Integer model written by qsim quantize (TOSA 0.30 operators, NHWC inside)."
     # the writer publishes a complete folder atomically; write it beside `folder` and move
     # its files in, so `folder` may be the caller's own temporary output directory
     staging = Path(tempfile.mkdtemp(prefix=".qsim-qmodel-", dir=folder.parent))
@@ -110,12 +111,28 @@ def _quant_from(graph: ir.Graph, names, where: str) -> dict[str, ir.QuantInfo]:
     return out
 
 
+def target_of(folder: str | Path) -> str:
+    """'tosa' or 'cvm': the operator set of a quantized model folder."""
+    return str(read_metadata(folder).get("settings", {}).get("target", "tosa"))
+
+
+def load_any_quantized(folder: str | Path) -> LoweredModel:
+    """A TOSA or CVM quantized model folder (`qsim run`, `qsim simulate` read either)."""
+    if target_of(folder) == "cvm":
+        from .cvm_pipeline import load_cvm_model
+        return load_cvm_model(folder)
+    return load_quantized(folder)
+
+
 def load_quantized(folder: str | Path) -> LoweredModel:
     """Reads a folder written by save_quantized (or `qsim quantize`)."""
     from ..loader import load
 
     folder = Path(folder)
     doc = read_metadata(folder)
+    if doc.get("settings", {}).get("target", "tosa") != "tosa":
+        raise DataError(f"{folder}: a {doc['settings']['target']} model, not a TOSA one",
+                        hint="load it with qsim.quant.qmodel.load_any_quantized")
     graph = load(folder)
     if any(op.kind.dialect != "tosa" for op in graph.ops):
         raise DataError(f"{folder}: {METADATA_FILE} describes a TOSA integer model, but "
@@ -154,7 +171,7 @@ def integer_inputs(model: LoweredModel, arrays: dict[str, "np.ndarray"]) -> dict
         else:
             raise DataError(f"input {name!r}: {value.dtype} array, the model takes {t.dtype.name} "
                             "(integer) or a float array to quantize",
-                            hint=f"save the input as float32 or as {t.dtype.numpy.__name__}")
+                            hint=f"save the input as float32 or as {np.dtype(t.dtype.numpy).name}")
     return out
 
 

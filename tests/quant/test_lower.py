@@ -423,3 +423,31 @@ def test_standalone_batch_norm_is_a_depthwise_1x1(rng):
     ints = _run_both(model, calib[3])
     floats = execute(graph, {"x": calib[3]})
     assert sqnr_db(floats["y"], dequantize(ints["y"], model.output_quant["y"])) > 30.0
+
+
+def test_dead_channel_with_large_bias_still_fits_int32(rng):
+    """After batch-norm folding a channel can have weights ~1e-9 and bias ~1 (EfficientNet):
+    at input_scale * weight_scale its bias would need ~1e12 steps. Only that channel's weight
+    scale is widened; the other channels keep theirs."""
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 3, 6, 6))
+    w = rng.normal(0, 0.3, (4, 3, 3, 3))
+    w[2] = 1e-9
+    bias = np.array([0.1, -0.2, 1.0, 0.05])
+    y = g.op("nn.conv", [x, g.const("w", w), g.const("b", bias)], "y", (1, 4, 6, 6),
+             padding=(1, 1, 1, 1))
+    graph = g.graph([y])
+    calib = [rng.normal(0, 1, (1, 3, 6, 6)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    conv = next(op for op in model.graph.ops if op.kind.name == "tosa.CONV2D")
+    assert conv.attrs["bias"].dtype == np.int32
+    live = np.abs(w[[0, 1, 3]]).reshape(3, -1).max(axis=1) / 127
+    ints = _run_both(model, calib[2])
+    floats = execute(graph, {"x": calib[2]})
+    got = dequantize(ints["y"], model.output_quant["y"])
+    assert sqnr_db(floats["y"], got) > 30.0
+    np.testing.assert_allclose(got[0, 2], 1.0, atol=model.output_quant["y"].scale)
+    # the live channels' weights are quantized exactly as without the dead channel
+    np.testing.assert_array_equal(conv.attrs["weight"][[0, 1, 3]],
+                                  np.clip(np.floor(w[[0, 1, 3]].transpose(0, 2, 3, 1)
+                                                   / live[:, None, None, None] + 0.5), -127, 127))
