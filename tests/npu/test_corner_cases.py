@@ -131,3 +131,16 @@ def test_seeded_and_reproducible():
 def test_bad_count_or_seed(count, seed):
     with pytest.raises(UsageError):
         cc.generate(count, seed)
+
+
+@pytest.mark.parametrize("kind,dataflow", [("neg128_squared", Dataflow.WEIGHT_STATIONARY),
+                                           ("zero_points_max", Dataflow.OUTPUT_STATIONARY),
+                                           ("ties_double", Dataflow.WEIGHT_STATIONARY),
+                                           ("clamp_rails", Dataflow.OUTPUT_STATIONARY)])
+def test_rtl_reproduces_corner_cases_on_a_small_array(cases, kind, dataflow):
+    """The Amaranth RTL (4x4 array) on the cheaper corners: values equal the TOSA reference;
+    the engine itself checks its cycle count against the model's."""
+    case, steps = cases[kind]
+    geom = Geometry(4, 4, dataflow, 4 * 64, 4 * 64, 16 * 32, 8)
+    result = cc.run_on_npu(case, geom, engine="amaranth")
+    np.testing.assert_array_equal(result.output, steps[-1].outputs[0])
