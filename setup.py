@@ -6,7 +6,7 @@ and ship inside the installed package as `qsim.stdlib` and `qsim.hw`.
 SIMD: the C headers in kernels/ guard AVX2/AVX-512/VNNI code with
 `__attribute__((target(...)))` and choose a path at load time with
 `__builtin_cpu_supports`, so one build runs on any x86-64 machine and the
-portable path gives the same bits (see kernels/README.md).
+portable path gives the same bits (see docs/kernels.md).
 """
 import glob
 import os

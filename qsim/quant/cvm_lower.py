@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import InvalidGraphError, QsimError, UnsupportedError
-from .lower import Lowered, LoweredModel, LoweringContext, identity
+from .lower import Lowered, LoweredModel, LoweringContext, apply_rules, identity
 from .params import QuantConfig, QuantScheme, nnef_round
 
 CvmRule = Callable[["CvmLoweringContext", ir.Op], None]
@@ -243,21 +243,8 @@ def lower_cvm_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
     used). The result's input/output QuantInfo are power-of-two and symmetric, so
     quantize/dequantize (params.py) map floats to CVM integers and back."""
     import qsim.cvm  # noqa: F401  (registers the cvm.* op kinds and the executor dialect)
-    rules = cvm_lowering_rules()
     ctx = CvmLoweringContext(graph, qparams, config)
-    for name in graph.inputs:
-        ctx.quantize_input(name)
-    for op in graph.ops:
-        if id(op) in ctx.fused:
-            continue
-        fn = rules.get(op.kind.name)
-        if fn is None:
-            raise UnsupportedError(
-                f"cannot lower {op.kind.name} {op.label!r} to CVM: no CVM lowering for {op.kind.name}",
-                hint="operators lowered to CVM: " + ", ".join(sorted(rules)))
-        ctx.op = op
-        fn(ctx, op)
-    ctx.op = None
+    apply_rules(ctx, cvm_lowering_rules(), "CVM")
     outputs = []
     for name in graph.outputs:
         v = ctx.value(name)

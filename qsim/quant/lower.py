@@ -272,11 +272,11 @@ def lowering_rules() -> dict[str, Rule]:
     return dict(RULES)
 
 
-def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
-                config: QuantConfig = QuantConfig()) -> LoweredModel:
-    """Lowers `graph` (float, NNEF operators) to a verified TOSA integer graph."""
-    rules = lowering_rules()
-    ctx = LoweringContext(graph, qparams, config)
+def apply_rules(ctx: LoweringContext, rules: dict, target: str) -> None:
+    """Quantizes the graph inputs, then lowers each float op (in graph order) by its rule;
+    ops a rule folded into an earlier one are skipped. `target` names the operator set in
+    the error for an op without a rule ("integer", "CVM")."""
+    graph = ctx.graph
     for name in graph.inputs:
         ctx.quantize_input(name)
     for op in graph.ops:
@@ -285,14 +285,21 @@ def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
         fn = rules.get(op.kind.name)
         if fn is None:
             raise UnsupportedError(
-                f"cannot lower {op.kind.name} {op.label!r}: no integer lowering for {op.kind.name}",
-                hint="supported operators: " + ", ".join(sorted(rules)))
+                f"cannot lower {op.kind.name} {op.label!r}: no {target} lowering for {op.kind.name}",
+                hint="operators with a rule: " + ", ".join(sorted(rules)))
         ctx.op = op
         fn(ctx, op)
         for out in op.outputs:
             if out not in ctx.values and out in graph.outputs:
                 raise ctx.unsupported(f"output {out!r} was not produced")
     ctx.op = None
+
+
+def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
+                config: QuantConfig = QuantConfig()) -> LoweredModel:
+    """Lowers `graph` (float, NNEF operators) to a verified TOSA integer graph."""
+    ctx = LoweringContext(graph, qparams, config)
+    apply_rules(ctx, lowering_rules(), "integer")
     outputs = []
     for name in graph.outputs:
         # A graph output is delivered in the float tensor's own layout under its own name.
