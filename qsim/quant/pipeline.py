@@ -168,11 +168,12 @@ def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
     """The Fashion-MNIST test set for the embedded model: the full 10k images when Debian's
     dataset-fashion-mnist is installed (and not `subset_only`), else the embedded 1000."""
     from .. import zoo
+    from ..zoo.fashion_mnist import DEBIAN_DIR
     full = None if subset_only else zoo.full_test_set()
     if full is not None:
         images, labels = full
         return Samples(images, labels), (f"Evaluated on the full Fashion-MNIST test set "
-                                          f"({len(labels)} labelled images, {zoo.DEBIAN_DIR}).")
+                                          f"({len(labels)} labelled images, {DEBIAN_DIR}).")
     images, labels = zoo.test_subset()
     why = "" if subset_only else " (install Debian's dataset-fashion-mnist for the full 10k)"
     return Samples(images, labels), (f"Evaluated on the embedded Fashion-MNIST test subset "

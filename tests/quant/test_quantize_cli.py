@@ -148,3 +148,19 @@ def test_quantize_target_cvm_and_run_it(tmp_path, capsys):
     assert main(["quantize", "--target", "cvm", "--precision", "16x8", "-q",
                  "-o", str(tmp_path / "no")]) == 2
     assert "16x8 is a TOSA mode" in capsys.readouterr().err
+
+
+def test_default_job_evaluates_on_the_full_test_set_when_installed(tmp_path, capsys, monkeypatch):
+    """The README's main command, `qsim quantize` with no arguments (here limited to 300
+    evaluation samples): full 10k set when Debian's package is there, else the subset."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["quantize", "--eval-limit", "300", "-q"]) == 0
+    out = tmp_path / "qsim-out" / "fashion_cnn-int8"
+    report = json.loads((out / "report.json").read_text())
+    assert report["eval_samples"] == 300
+    notes = " ".join(report.get("notes", []))
+    if zoo.full_test_set() is not None:
+        assert "full Fashion-MNIST test set (10000 labelled images" in notes
+    else:
+        assert "embedded Fashion-MNIST test subset" in notes
+    assert "top-1 accuracy: float" in capsys.readouterr().out
