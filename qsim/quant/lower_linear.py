@@ -195,21 +195,28 @@ def _tail(ctx: LoweringContext, op: ir.Op, channels: int):
     return bn, act, last
 
 
-def _fit_bias(ctx, w, wq, w_quant, bias, x_quant, note, what):
-    """Widens the weight scale of channels whose bias would not fit the accumulator at
-    input_scale * weight_scale, with room left for the products (dead channels after
-    batch-norm folding: weights ~1e-9, bias ~1). Every other channel keeps its scale, so its
-    results are unchanged. Annotated weights are never changed."""
-    if bias is None or note is not None:
+MIN_RESCALE_RATIO = 2.0 ** -31   # TOSA RESCALE reaches 2^-32 with a normalized multiplier
+
+
+def _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last, note, what):
+    """Widens the weight scale of channels that TOSA cannot carry at their own scale (dead
+    channels after batch-norm folding: weights ~1e-9, bias ~1):
+    - the bias must fit the accumulator at input_scale * weight_scale, with room left for
+      the products (|x - zp| <= 2^act_bits - 1, |w| <= 127, K of them per output);
+    - the RESCALE ratio input_scale * weight_scale / output_scale must be >= 2^-31.
+    Every other channel keeps its scale, so its results are unchanged. Annotated weights
+    are never changed."""
+    if note is not None:
         return wq, w_quant
-    bq = bias_quant(x_quant, w_quant, ctx.acc_dtype)
-    # |x - zp| <= 2^act_bits - 1 and |w| <= 127 over the K products of one output
-    act_levels = (1 << ctx.act_dtype.bits) - 1
-    products = int(np.prod(w.shape[1:])) * 127 * act_levels
-    limit = float((1 << (bq.bits - 1)) - 1 - products)
     s_x = float(x_quant.scales()[0])
-    b = np.abs(np.broadcast_to(np.asarray(bias, np.float64).reshape(-1), (w.shape[0],)))
-    need = b / (s_x * limit)
+    s_y = float(ctx.activation_quant(last).scales()[0])
+    need = np.full(w.shape[0], s_y * MIN_RESCALE_RATIO / s_x)
+    if bias is not None:
+        bq = bias_quant(x_quant, w_quant, ctx.acc_dtype)
+        products = int(np.prod(w.shape[1:])) * 127 * ((1 << ctx.act_dtype.bits) - 1)
+        limit = float((1 << (bq.bits - 1)) - 1 - products)
+        b = np.abs(np.broadcast_to(np.asarray(bias, np.float64).reshape(-1), (w.shape[0],)))
+        need = np.maximum(need, b / (s_x * limit))
     old = w_quant.scales()
     new = np.maximum(old, need) if w_quant.per_channel else np.array([max(old[0], need.max())])
     if np.array_equal(new, old):
@@ -247,7 +254,8 @@ def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     common = {"pad": (begins[0], ends[0], begins[1], ends[1]), "stride": stride,
               "dilation": dilation, "input_zp": int(x_quant.zero_points()[0]), "weight_zp": 0}
     hint = op.outputs[0]
-    wq, w_quant = _fit_bias(ctx, w, wq, w_quant, bias, x_quant, _weight_annotation(ctx, op, bn), op.inputs[1])
+    wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last,
+                                      _weight_annotation(ctx, op, bn), op.inputs[1])
     bias_q = _bias_values(ctx, bias, x_quant, w_quant, oc, f"{ctx.where()} bias")
     if groups == 1:
         acc = ctx.b.emit("CONV2D", [x.name], dict(common, weight=wq.transpose(0, 2, 3, 1).copy(),
@@ -349,7 +357,8 @@ def lower_linear(ctx: LoweringContext, op: ir.Op) -> None:
         bias = (bias.reshape(-1) if bias is not None else 0.0) * a + c
     wq, w_quant = quantize_weights(ctx, w, 0, _weight_annotation(ctx, op, bn), f"{op.inputs[1]!r}")
     x = ctx.to_float_layout(ctx.value(op.inputs[0]), f"{op.inputs[0]}.rows")
-    wq, w_quant = _fit_bias(ctx, w, wq, w_quant, bias, x.quant, _weight_annotation(ctx, op, bn), op.inputs[1])
+    wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x.quant, last,
+                                      _weight_annotation(ctx, op, bn), op.inputs[1])
     bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.where()} bias")
     acc = ctx.b.emit("FULLY_CONNECTED", [x.name], {
         "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,

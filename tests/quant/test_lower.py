@@ -425,7 +425,8 @@ def test_standalone_batch_norm_is_a_depthwise_1x1(rng):
     assert sqnr_db(floats["y"], dequantize(ints["y"], model.output_quant["y"])) > 30.0
 
 
-def test_dead_channel_with_large_bias_still_fits_int32(rng):
+@pytest.mark.parametrize("precision", ["int8", "16x8"])
+def test_dead_channel_with_large_bias_still_fits_int32(rng, precision):
     """After batch-norm folding a channel can have weights ~1e-9 and bias ~1 (EfficientNet):
     at input_scale * weight_scale its bias would need ~1e12 steps. Only that channel's weight
     scale is widened; the other channels keep theirs."""
@@ -438,9 +439,11 @@ def test_dead_channel_with_large_bias_still_fits_int32(rng):
              padding=(1, 1, 1, 1))
     graph = g.graph([y])
     calib = [rng.normal(0, 1, (1, 3, 6, 6)).astype(np.float32) for _ in range(4)]
-    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    from qsim.quant.params import Precision
+    config = QuantConfig(precision=Precision(precision))
+    model = lower_graph(graph, calibrate_minmax(graph, calib, config), config)
     conv = next(op for op in model.graph.ops if op.kind.name == "tosa.CONV2D")
-    assert conv.attrs["bias"].dtype == np.int32
+    assert conv.attrs["bias"].dtype == (np.int32 if precision == "int8" else np.int64)
     live = np.abs(w[[0, 1, 3]]).reshape(3, -1).max(axis=1) / 127
     ints = _run_both(model, calib[2])
     floats = execute(graph, {"x": calib[2]})
