@@ -34,6 +34,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
         observer=ObserverKind(args.observer), precision=Precision(args.precision),
         weight_granularity=Granularity(args.weights), double_round=args.rounding == "double",
+        bias_correction=not args.no_bias_correction,
         backend=args.backend, calib_limit=args.calib_limit, eval_limit=args.eval_limit,
         show_progress=not args.quiet)
     result = quantize_command(args.model, args.calib, args.out, options, evaluation=args.eval,
@@ -159,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weight scale granularity (default per-channel)")
     p.add_argument("--rounding", choices=("single", "double"), default="single",
                    help="RESCALE rounding; double reproduces TFLite (default single)")
+    p.add_argument("--no-bias-correction", action="store_true",
+                   help="keep the float biases (default: correct each output channel's mean "
+                        "shift caused by weight rounding, from calibration channel means)")
     p.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
                    help="integer execution during evaluation (default kernels)")
     p.add_argument("--calib-limit", type=int, metavar="N", help="use at most N calibration samples")

@@ -27,14 +27,18 @@ def annotated(t: ir.Tensor) -> bool:
 
 def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
               config: QuantConfig = QuantConfig(), observer: ObserverKind | str = ObserverKind.MINMAX,
-              total: int | None = None, show_progress: bool = True) -> dict[str, ir.QuantInfo]:
+              total: int | None = None, show_progress: bool = True,
+              channel_means: dict[str, np.ndarray] | None = None) -> dict[str, ir.QuantInfo]:
     """QuantInfo for every non-constant tensor of the float `graph`.
 
     `batches` yields {input name: float array}; each is one execution of the graph.
+    `channel_means`, when given, is filled with each activation's mean per channel (axis 1,
+    over all other axes and all samples), which bias correction uses.
     """
     import qsim.skriptnd.execute  # noqa: F401  (float operators' runners)
 
     observers = {}
+    sums: dict[str, np.ndarray] = {}
     for name, t in graph.tensors.items():
         if not t.is_constant and not annotated(t):
             observers[name] = make_observer(observer, name=name)
@@ -43,10 +47,18 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
         values = execute(graph, feed)
         for name, obs in observers.items():
             obs.update(values[name])
+        if channel_means is not None:
+            for name, t in graph.tensors.items():
+                if not t.is_constant and len(t.shape) >= 2:
+                    v = np.asarray(values[name], dtype=np.float64)
+                    axes = tuple(a for a in range(v.ndim) if a != 1)
+                    sums[name] = sums.get(name, 0.0) + v.mean(axis=axes)
         seen += 1
     if seen == 0:
         raise DataError("no calibration samples were given",
                         hint="pass --calib with a .npy/.npz array or a folder of images")
+    if channel_means is not None:
+        channel_means.update({name: total / seen for name, total in sums.items()})
     scheme = config.activation_scheme()
     params = {name: obs.params(scheme) for name, obs in observers.items()}
     for name, t in graph.tensors.items():

@@ -82,6 +82,7 @@ class LoweringContext:
         self.graph = graph
         self.qparams = qparams
         self.config = config
+        self.channel_means: dict[str, np.ndarray] = {}   # float activation -> mean per channel
         self.b = GraphBuilder()
         self.b.reserve(graph.tensors)
         self.values: dict[str, Lowered] = {}
@@ -296,9 +297,12 @@ def apply_rules(ctx: LoweringContext, rules: dict, target: str) -> None:
 
 
 def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
-                config: QuantConfig = QuantConfig()) -> LoweredModel:
-    """Lowers `graph` (float, NNEF operators) to a verified TOSA integer graph."""
+                config: QuantConfig = QuantConfig(),
+                channel_means: dict[str, np.ndarray] | None = None) -> LoweredModel:
+    """Lowers `graph` (float, NNEF operators) to a verified TOSA integer graph.
+    `channel_means` (from calibrate) turns on bias correction of the weight rounding."""
     ctx = LoweringContext(graph, qparams, config)
+    ctx.channel_means = channel_means or {}
     apply_rules(ctx, lowering_rules(), "integer")
     outputs = []
     for name in graph.outputs:

@@ -172,6 +172,24 @@ def _finish(ctx: LoweringContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.
     ctx.bind(last_float, Lowered(out, out_quant, out_perm))
 
 
+def corrected_bias(ctx, bias, w, wq, w_quant, input_name: str, groups: int = 1):
+    """Bias correction: rounding the weights shifts each output's mean by
+    sum_k (w_q[k] * s_w - w[k]) * E[x_k]; subtracting that shift (E[x] per input channel
+    from calibration, ctx.channel_means) keeps the mean of every output where float has it.
+    Returns the float bias unchanged when no channel means were collected."""
+    means = ctx.channel_means.get(input_name)
+    oc, icg = w.shape[0], w.shape[1]
+    if means is None or means.shape != (icg * groups,):
+        return bias
+    err = wq.astype(np.float64) * w_quant.scales().reshape((-1,) + (1,) * (w.ndim - 1)) - w
+    err = err.reshape(oc, icg, -1).sum(axis=2)                      # [oc, icg]
+    group_of = np.arange(oc) // (oc // groups)
+    m = means.reshape(groups, icg)[group_of]                         # [oc, icg]
+    shift = (err * m).sum(axis=1)
+    base = np.broadcast_to(np.asarray(bias, np.float64).reshape(-1), (oc,)) if bias is not None else 0.0
+    return base - shift
+
+
 def _bias_values(ctx, bias_float, in_quant, w_quant, channels: int, what: str) -> np.ndarray:
     bq = bias_quant(in_quant, w_quant, ctx.acc_dtype)
     if bias_float is None:
@@ -256,6 +274,7 @@ def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     hint = op.outputs[0]
     wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last,
                                       _weight_annotation(ctx, op, bn), op.inputs[1])
+    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups)
     bias_q = _bias_values(ctx, bias, x_quant, w_quant, oc, f"{ctx.where()} bias")
     if groups == 1:
         acc = ctx.b.emit("CONV2D", [x.name], dict(common, weight=wq.transpose(0, 2, 3, 1).copy(),
@@ -359,6 +378,7 @@ def lower_linear(ctx: LoweringContext, op: ir.Op) -> None:
     x = ctx.to_float_layout(ctx.value(op.inputs[0]), f"{op.inputs[0]}.rows")
     wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x.quant, last,
                                       _weight_annotation(ctx, op, bn), op.inputs[1])
+    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0])
     bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.where()} bias")
     acc = ctx.b.emit("FULLY_CONNECTED", [x.name], {
         "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,

@@ -37,6 +37,7 @@ class QuantizeOptions:
     precision: Precision = Precision.INT8
     weight_granularity: Granularity = Granularity.PER_CHANNEL
     double_round: bool = False
+    bias_correction: bool = True          # correct each output's mean shift from weight rounding
     backend: str = "kernels"              # integer execution during evaluation
     calib_limit: int | None = None        # use at most this many calibration samples
     eval_limit: int | None = None
@@ -51,6 +52,7 @@ class QuantizeOptions:
         return {"observer": self.observer.value, "precision": self.precision.value,
                 "weights": self.weight_granularity.value,
                 "rounding": "double" if self.double_round else "single",
+                "bias_correction": self.bias_correction,
                 "backend": self.backend}
 
 
@@ -79,7 +81,7 @@ EVAL_BATCH = 100
 
 def batched_models(graph: ir.Graph, model: LoweredModel, qparams: dict[str, ir.QuantInfo],
                    config: QuantConfig, load_batch: Callable[[int], ir.Graph] | None,
-                   size: int = EVAL_BATCH) -> Batched | None:
+                   size: int = EVAL_BATCH, channel_means: dict | None = None) -> Batched | None:
     """The float graph and its lowering at batch `size`, when the model can be loaded at
     another batch size (a SkriptND graph attribute `batch`), else None. The lowering reuses
     the batch-1 quantization parameters, so the integer weights and scales are identical;
@@ -90,7 +92,7 @@ def batched_models(graph: ir.Graph, model: LoweredModel, qparams: dict[str, ir.Q
         big = load_batch(size)
     except QsimError:
         return None
-    big_model = lower_graph(big, qparams, config)
+    big_model = lower_graph(big, qparams, config, channel_means)
 
     def same_but_batch(a: ir.Graph, b: ir.Graph, names) -> bool:
         for n in names:
@@ -122,12 +124,13 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
     seconds = {}
     t0 = time.perf_counter()
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
+    means: dict | None = {} if options.bias_correction else None
     qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
                         options.config, options.observer, total=n_calib,
-                        show_progress=options.show_progress)
+                        show_progress=options.show_progress, channel_means=means)
     seconds["calibrate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    model = lower_graph(graph, qparams, options.config)
+    model = lower_graph(graph, qparams, options.config, means)
     seconds["lower"] = time.perf_counter() - t0
     if evaluation is None:
         evaluation = calib
@@ -136,7 +139,7 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
     batched = batched_models(graph, model, qparams, options.config, load_batch,
-                             min(EVAL_BATCH, n_eval))
+                             min(EVAL_BATCH, n_eval), means)
     report = evaluate(graph, model, evaluation.feeds(input_name, n_eval), total=n_eval,
                       backend=options.backend, name=name, settings=options.settings(),
                       show_progress=options.show_progress, notes=notes, batched=batched)
@@ -304,7 +307,9 @@ def embedded_quantized_model(options: QuantizeOptions = QuantizeOptions(show_pro
         calib = Samples(zoo.calibration_images())
         n = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
         input_name, _ = _single_input(graph)
+        means: dict | None = {} if options.bias_correction else None
         qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n)), options.config,
-                            options.observer, total=n, show_progress=options.show_progress)
-        _EMBEDDED[options] = lower_graph(graph, qparams, options.config)
+                            options.observer, total=n, show_progress=options.show_progress,
+                            channel_means=means)
+        _EMBEDDED[options] = lower_graph(graph, qparams, options.config, means)
     return _EMBEDDED[options]

@@ -454,3 +454,33 @@ def test_dead_channel_with_large_bias_still_fits_int32(rng, precision):
     np.testing.assert_array_equal(conv.attrs["weight"][[0, 1, 3]],
                                   np.clip(np.floor(w[[0, 1, 3]].transpose(0, 2, 3, 1)
                                                    / live[:, None, None, None] + 0.5), -127, 127))
+
+
+def test_bias_correction_removes_the_mean_shift_of_weight_rounding(rng):
+    """Inputs with a large mean (after a relu) turn per-weight rounding errors into a
+    per-channel offset of the output; bias correction subtracts sum_k err_k * E[x_k]."""
+    from qsim.quant.calibrate import calibrate
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 8, 6, 6))
+    w = rng.normal(0, 0.05, (6, 8, 3, 3)) + 0.02            # many small weights, same sign
+    g.op("nn.conv", [x, g.const("w", w), g.const("b", np.zeros(6))], "y", (1, 6, 6, 6),
+         padding=(1, 1, 1, 1))
+    graph = g.graph(["y"])
+    data = [np.abs(rng.normal(2.0, 1.0, (1, 8, 6, 6))).astype(np.float32) for _ in range(16)]
+    means = {}
+    qp = calibrate(graph, ({"x": d} for d in data), QuantConfig(), "minmax", show_progress=False,
+                   channel_means=means)
+    assert means["x"].shape == (8,)
+    np.testing.assert_allclose(means["x"], np.mean([d.astype(np.float64).mean(axis=(0, 2, 3)) for d in data], axis=0), rtol=1e-12)
+    plain, corrected = lower_graph(graph, qp), lower_graph(graph, qp, channel_means=means)
+
+    def mean_offset(model):
+        errs = []
+        for d in data:
+            got = dequantize(_run_both(model, d)["y"], model.output_quant["y"])
+            want = execute(graph, {"x": d})["y"]
+            errs.append((got - want)[:, :, 1:-1, 1:-1].mean(axis=(0, 2, 3)))   # inner pixels
+        return np.abs(np.mean(errs, axis=0))
+
+    before, after = mean_offset(plain), mean_offset(corrected)
+    assert after.sum() < 0.5 * before.sum()

@@ -46,10 +46,12 @@ def test_batched_graph_gives_each_sample_the_batch_one_bits(float_graph, test_im
     from qsim.quant.calibrate import calibrate
     model = embedded_quantized_model()
     calib = Samples(zoo.calibration_images())
+    means = {}
     qparams = calibrate(float_graph, (f for f, _ in calib.feeds("input")), QUIET.config,
-                        QUIET.observer, total=len(calib), show_progress=False)
+                        QUIET.observer, total=len(calib), show_progress=False, channel_means=means)
     batched = batched_models(float_graph, model, qparams, QUIET.config,
-                             lambda n: load_float_model(zoo.default_model().path, batch=n), size=7)
+                             lambda n: load_float_model(zoo.default_model().path, batch=n), size=7,
+                             channel_means=means)
     assert batched is not None and batched.size == 7
     images, _ = test_images
     big = execute(batched.model.graph, quantize_feed(batched.model, {"input": images[:7]}))
