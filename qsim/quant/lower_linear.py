@@ -172,16 +172,30 @@ def _finish(ctx: LoweringContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.
     ctx.bind(last_float, Lowered(out, out_quant, out_perm))
 
 
-def corrected_bias(ctx, bias, w, wq, w_quant, input_name: str, groups: int = 1):
+def tap_coverage(in_size, out_size, begins, stride, dilation, kernel) -> np.ndarray:
+    """[KH, KW]: the fraction of output positions at which each filter tap reads a real
+    input element rather than padding (padding reads the zero point: no rounding error)."""
+    axes = []
+    for i in range(2):
+        o = np.arange(out_size[i])[:, None] * stride[i] - begins[i] + np.arange(kernel[i]) * dilation[i]
+        axes.append(((o >= 0) & (o < in_size[i])).mean(axis=0))
+    return axes[0][:, None] * axes[1][None, :]
+
+
+def corrected_bias(ctx, bias, w, wq, w_quant, input_name: str, groups: int = 1,
+                   coverage: np.ndarray | None = None):
     """Bias correction: rounding the weights shifts each output's mean by
     sum_k (w_q[k] * s_w - w[k]) * E[x_k]; subtracting that shift (E[x] per input channel
     from calibration, ctx.channel_means) keeps the mean of every output where float has it.
-    Returns the float bias unchanged when no channel means were collected."""
+    `coverage` ([KH, KW], tap_coverage) weights each tap of a convolution by how often it
+    reads real input. Returns the float bias unchanged when no channel means were collected."""
     means = ctx.channel_means.get(input_name)
     oc, icg = w.shape[0], w.shape[1]
     if means is None or means.shape != (icg * groups,):
         return bias
     err = wq.astype(np.float64) * w_quant.scales().reshape((-1,) + (1,) * (w.ndim - 1)) - w
+    if coverage is not None:
+        err = err * coverage                                         # taps on padding: no error
     err = err.reshape(oc, icg, -1).sum(axis=2)                      # [oc, icg]
     group_of = np.arange(oc) // (oc // groups)
     m = means.reshape(groups, icg)[group_of]                         # [oc, icg]
@@ -274,7 +288,9 @@ def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     hint = op.outputs[0]
     wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last,
                                       _weight_annotation(ctx, op, bn), op.inputs[1])
-    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups)
+    out_hw = ctx.float_shape(op.outputs[0])[2:]
+    coverage = tap_coverage(xshape[2:], out_hw, begins, stride, dilation, (kh, kw))
+    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups, coverage)
     bias_q = _bias_values(ctx, bias, x_quant, w_quant, oc, f"{ctx.where()} bias")
     if groups == 1:
         acc = ctx.b.emit("CONV2D", [x.name], dict(common, weight=wq.transpose(0, 2, 3, 1).copy(),

@@ -484,3 +484,11 @@ def test_bias_correction_removes_the_mean_shift_of_weight_rounding(rng):
 
     before, after = mean_offset(plain), mean_offset(corrected)
     assert after.sum() < 0.5 * before.sum()
+
+
+def test_tap_coverage_by_hand():
+    from qsim.quant.lower_linear import tap_coverage
+    # 4 rows, 3-tap filter, padding 1 each side, stride 1: taps 0 and 2 read padding once
+    # in 4 outputs; 5 cols, stride 2, no padding, 3 taps: every tap always reads input
+    cov = tap_coverage((4, 5), (4, 2), (1, 0), (1, 2), (1, 1), (3, 3))
+    np.testing.assert_allclose(cov, np.outer([0.75, 1.0, 0.75], [1.0, 1.0, 1.0]))
