@@ -34,7 +34,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
         observer=ObserverKind(args.observer), precision=Precision(args.precision),
         weight_granularity=Granularity(args.weights), double_round=args.rounding == "double",
-        bias_correction=not args.no_bias_correction,
+        bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding,
         backend=args.backend, calib_limit=args.calib_limit, eval_limit=args.eval_limit,
         show_progress=not args.quiet)
     result = quantize_command(args.model, args.calib, args.out, options, evaluation=args.eval,
@@ -163,6 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-bias-correction", action="store_true",
                    help="keep the float biases (default: correct each output channel's mean "
                         "shift caused by weight rounding, from calibration channel means)")
+    p.add_argument("--weight-rounding", choices=("nearest", "adaptive"), default="nearest",
+                   help="int8 weights: round to nearest, or adaptive: per weight floor or ceiling, "
+                        "whichever gives each layer the least output error on the calibration "
+                        "data (default nearest)")
     p.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
                    help="integer execution during evaluation (default kernels)")
     p.add_argument("--calib-limit", type=int, metavar="N", help="use at most N calibration samples")

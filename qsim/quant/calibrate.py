@@ -28,12 +28,15 @@ def annotated(t: ir.Tensor) -> bool:
 def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
               config: QuantConfig = QuantConfig(), observer: ObserverKind | str = ObserverKind.MINMAX,
               total: int | None = None, show_progress: bool = True,
-              channel_means: dict[str, np.ndarray] | None = None) -> dict[str, ir.QuantInfo]:
+              channel_means: dict[str, np.ndarray] | None = None,
+              input_moments=None) -> dict[str, ir.QuantInfo]:
     """QuantInfo for every non-constant tensor of the float `graph`.
 
     `batches` yields {input name: float array}; each is one execution of the graph.
     `channel_means`, when given, is filled with each activation's mean per channel (axis 1,
     over all other axes and all samples), which bias correction uses.
+    `input_moments` (rounding.InputMoments), when given, accumulates the input patch moments
+    of the layers it watches, which adaptive weight rounding uses.
     """
     import qsim.skriptnd.execute  # noqa: F401  (float operators' runners)
 
@@ -47,6 +50,8 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
         values = execute(graph, feed)
         for name, obs in observers.items():
             obs.update(values[name])
+        if input_moments is not None:
+            input_moments.update(values)
         if channel_means is not None:
             for name, t in graph.tensors.items():
                 if not t.is_constant and len(t.shape) >= 2:

@@ -83,6 +83,7 @@ class LoweringContext:
         self.qparams = qparams
         self.config = config
         self.channel_means: dict[str, np.ndarray] = {}   # float activation -> mean per channel
+        self.input_moments = None             # rounding.InputMoments: adaptive weight rounding
         self.b = GraphBuilder()
         self.b.reserve(graph.tensors)
         self.values: dict[str, Lowered] = {}
@@ -298,11 +299,14 @@ def apply_rules(ctx: LoweringContext, rules: dict, target: str) -> None:
 
 def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
                 config: QuantConfig = QuantConfig(),
-                channel_means: dict[str, np.ndarray] | None = None) -> LoweredModel:
+                channel_means: dict[str, np.ndarray] | None = None,
+                input_moments=None) -> LoweredModel:
     """Lowers `graph` (float, NNEF operators) to a verified TOSA integer graph.
-    `channel_means` (from calibrate) turns on bias correction of the weight rounding."""
+    `channel_means` (from calibrate) turns on bias correction of the weight rounding;
+    `input_moments` (rounding.InputMoments from calibrate) turns on adaptive rounding."""
     ctx = LoweringContext(graph, qparams, config)
     ctx.channel_means = channel_means or {}
+    ctx.input_moments = input_moments
     apply_rules(ctx, lowering_rules(), "integer")
     outputs = []
     for name in graph.outputs:

@@ -17,6 +17,7 @@ import numpy as np
 from .. import ir
 from .lower import (NHWC_FROM_NCHW, Lowered, LoweringContext, identity, quantize_weights, rule)
 from .params import bias_quant, quantize, quantize_bias
+from .rounding import round_layer
 
 
 def _ints(value, n: int, what: str, ctx: LoweringContext) -> tuple[int, ...]:
@@ -257,6 +258,15 @@ def _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last, note, what):
     return quantize(w, w_quant, what=what).astype(np.int8), w_quant
 
 
+def _rounded(ctx, op: ir.Op, w, wq, w_quant, note):
+    """The layer's int8 weights, adaptively rounded (qsim.quant.rounding) when calibration
+    collected its input moments; annotated weights keep their own rounding."""
+    if note is not None:
+        return wq
+    return round_layer(ctx.input_moments, op.outputs[0], w, wq, w_quant,
+                       centered=bool(ctx.channel_means))
+
+
 @rule("nn.conv")
 def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     if op.attrs.get("data_format", "NCX") != "NCX" or op.attrs.get("filter_format", "NCX") != "NCX":
@@ -288,6 +298,7 @@ def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     hint = op.outputs[0]
     wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last,
                                       _weight_annotation(ctx, op, bn), op.inputs[1])
+    wq = _rounded(ctx, op, w, wq, w_quant, _weight_annotation(ctx, op, bn))
     out_hw = ctx.float_shape(op.outputs[0])[2:]
     coverage = tap_coverage(xshape[2:], out_hw, begins, stride, dilation, (kh, kw))
     bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups, coverage)
@@ -394,6 +405,7 @@ def lower_linear(ctx: LoweringContext, op: ir.Op) -> None:
     x = ctx.to_float_layout(ctx.value(op.inputs[0]), f"{op.inputs[0]}.rows")
     wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x.quant, last,
                                       _weight_annotation(ctx, op, bn), op.inputs[1])
+    wq = _rounded(ctx, op, w, wq, w_quant, _weight_annotation(ctx, op, bn))
     bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0])
     bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.where()} bias")
     acc = ctx.b.emit("FULLY_CONNECTED", [x.name], {
@@ -453,6 +465,7 @@ def lower_matmul(ctx: LoweringContext, op: ir.Op) -> None:
             note = ir.QuantInfo(note.scale, note.zero_point, 0, note.bits, note.signed,
                                 note.symmetric, note.source)
         wq, w_quant = quantize_weights(ctx, w, 0, note, f"{op.inputs[1]!r}")
+        wq = _rounded(ctx, op, w, wq, w_quant, note)
         x = ctx.to_float_layout(ctx.value(op.inputs[0]), f"{op.inputs[0]}.rows")
         bias_q = _bias_values(ctx, None, x.quant, w_quant, w.shape[0], f"{ctx.where()} bias")
         acc = ctx.b.emit("FULLY_CONNECTED", [x.name], {

@@ -29,6 +29,7 @@ from .evaluate import Batched, evaluate
 from .lower import LoweredModel, lower_graph
 from .observers import ObserverKind
 from .params import Granularity, Precision, QuantConfig
+from .rounding import ROUNDING_MODES, InputMoments, watch_layers
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class QuantizeOptions:
     weight_granularity: Granularity = Granularity.PER_CHANNEL
     double_round: bool = False
     bias_correction: bool = True          # correct each output's mean shift from weight rounding
+    weight_rounding: str = "nearest"      # or "adaptive": least layer-output error (rounding.py)
     backend: str = "kernels"              # integer execution during evaluation
     calib_limit: int | None = None        # use at most this many calibration samples
     eval_limit: int | None = None
@@ -53,6 +55,7 @@ class QuantizeOptions:
                 "weights": self.weight_granularity.value,
                 "rounding": "double" if self.double_round else "single",
                 "bias_correction": self.bias_correction,
+                "weight_rounding": self.weight_rounding,
                 "backend": self.backend}
 
 
@@ -79,9 +82,38 @@ def _single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
 EVAL_BATCH = 100
 
 
-def batched_models(graph: ir.Graph, model: LoweredModel, qparams: dict[str, ir.QuantInfo],
-                   config: QuantConfig, load_batch: Callable[[int], ir.Graph] | None,
-                   size: int = EVAL_BATCH, channel_means: dict | None = None) -> Batched | None:
+@dataclass
+class Calibration:
+    """What calibration learnt: activation parameters, and the statistics the weight recipe
+    uses (channel means for bias correction, input moments for adaptive rounding)."""
+    qparams: dict[str, ir.QuantInfo]
+    config: QuantConfig
+    channel_means: dict | None
+    input_moments: InputMoments | None
+
+    def lower(self, graph: ir.Graph) -> LoweredModel:
+        return lower_graph(graph, self.qparams, self.config, self.channel_means, self.input_moments)
+
+
+def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
+                    options: QuantizeOptions) -> Calibration:
+    """Runs the float graph over the calibration samples (at most options.calib_limit)."""
+    if options.weight_rounding not in ROUNDING_MODES:
+        raise UsageError(f"unknown weight rounding {options.weight_rounding!r}",
+                         hint=f"choose one of {', '.join(ROUNDING_MODES)}")
+    n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
+    means: dict | None = {} if options.bias_correction else None
+    moments = watch_layers(graph) if options.weight_rounding == "adaptive" else None
+    qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
+                        options.config, options.observer, total=n_calib,
+                        show_progress=options.show_progress, channel_means=means,
+                        input_moments=moments)
+    return Calibration(qparams, options.config, means, moments)
+
+
+def batched_models(graph: ir.Graph, model: LoweredModel, stats: "Calibration",
+                   load_batch: Callable[[int], ir.Graph] | None,
+                   size: int = EVAL_BATCH) -> Batched | None:
     """The float graph and its lowering at batch `size`, when the model can be loaded at
     another batch size (a SkriptND graph attribute `batch`), else None. The lowering reuses
     the batch-1 quantization parameters, so the integer weights and scales are identical;
@@ -92,7 +124,7 @@ def batched_models(graph: ir.Graph, model: LoweredModel, qparams: dict[str, ir.Q
         big = load_batch(size)
     except QsimError:
         return None
-    big_model = lower_graph(big, qparams, config, channel_means)
+    big_model = stats.lower(big)
 
     def same_but_batch(a: ir.Graph, b: ir.Graph, names) -> bool:
         for n in names:
@@ -123,14 +155,10 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
     check_annotations(graph, options.precision)
     seconds = {}
     t0 = time.perf_counter()
-    n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
-    means: dict | None = {} if options.bias_correction else None
-    qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
-                        options.config, options.observer, total=n_calib,
-                        show_progress=options.show_progress, channel_means=means)
+    stats = calibrate_model(graph, calib, input_name, options)
     seconds["calibrate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    model = lower_graph(graph, qparams, options.config, means)
+    model = stats.lower(graph)
     seconds["lower"] = time.perf_counter() - t0
     if evaluation is None:
         evaluation = calib
@@ -138,8 +166,7 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
                          "results on the calibration data.",)
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
-    batched = batched_models(graph, model, qparams, options.config, load_batch,
-                             min(EVAL_BATCH, n_eval), means)
+    batched = batched_models(graph, model, stats, load_batch, min(EVAL_BATCH, n_eval))
     report = evaluate(graph, model, evaluation.feeds(input_name, n_eval), total=n_eval,
                       backend=options.backend, name=name, settings=options.settings(),
                       show_progress=options.show_progress, notes=notes, batched=batched)
@@ -212,6 +239,10 @@ def quantize_command(model: str | None, calib: str | None, out: str | None,
     if target == "cvm" and options.precision is not Precision.INT8:
         raise UsageError("--target cvm quantizes to CVM's INT8/INT32 tensors; --precision 16x8 "
                          "is a TOSA mode", hint="drop --precision or use --target tosa")
+    if target == "cvm" and options.weight_rounding != "nearest":
+        raise UsageError("--target cvm rounds weights to nearest on its power-of-two grid; "
+                         "--weight-rounding adaptive is a TOSA option",
+                         hint="drop --weight-rounding or use --target tosa")
     for flag, value in (("--calib-limit", options.calib_limit), ("--eval-limit", options.eval_limit)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} {value}: must be at least 1")
@@ -305,11 +336,6 @@ def embedded_quantized_model(options: QuantizeOptions = QuantizeOptions(show_pro
         from .. import zoo
         graph = load_float_model(zoo.default_model().path)
         calib = Samples(zoo.calibration_images())
-        n = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
         input_name, _ = _single_input(graph)
-        means: dict | None = {} if options.bias_correction else None
-        qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n)), options.config,
-                            options.observer, total=n, show_progress=options.show_progress,
-                            channel_means=means)
-        _EMBEDDED[options] = lower_graph(graph, qparams, options.config, means)
+        _EMBEDDED[options] = calibrate_model(graph, calib, input_name, options).lower(graph)
     return _EMBEDDED[options]

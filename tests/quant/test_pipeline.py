@@ -10,7 +10,7 @@ from qsim.quant.annotations import check_annotations
 from qsim.quant.data import Samples
 from qsim.quant.evaluate import quantize_feed
 from qsim.quant.params import Precision
-from qsim.quant.pipeline import (QuantizeOptions, batched_models, embedded_quantized_model,
+from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
                                  load_float_model, quantize_command, quantize_graph)
 from qsim.runtime.executor import execute
 
@@ -40,18 +40,15 @@ def test_embedded_model_runs_identically_on_both_backends(test_images):
             np.testing.assert_array_equal(kern[name], ref[name], err_msg=name)
 
 
-def test_batched_graph_gives_each_sample_the_batch_one_bits(float_graph, test_images):
+@pytest.mark.parametrize("rounding", ["nearest", "adaptive"])
+def test_batched_graph_gives_each_sample_the_batch_one_bits(float_graph, test_images, rounding):
     """Evaluation runs 100 samples at a time: the batch graph must compute, for every
     sample, exactly what the saved batch-1 graph computes."""
-    from qsim.quant.calibrate import calibrate
-    model = embedded_quantized_model()
-    calib = Samples(zoo.calibration_images())
-    means = {}
-    qparams = calibrate(float_graph, (f for f, _ in calib.feeds("input")), QUIET.config,
-                        QUIET.observer, total=len(calib), show_progress=False, channel_means=means)
-    batched = batched_models(float_graph, model, qparams, QUIET.config,
-                             lambda n: load_float_model(zoo.default_model().path, batch=n), size=7,
-                             channel_means=means)
+    options = dataclasses.replace(QUIET, weight_rounding=rounding)
+    model = embedded_quantized_model(options)
+    stats = calibrate_model(float_graph, Samples(zoo.calibration_images()), "input", options)
+    batched = batched_models(float_graph, model, stats,
+                             lambda n: load_float_model(zoo.default_model().path, batch=n), size=7)
     assert batched is not None and batched.size == 7
     images, _ = test_images
     big = execute(batched.model.graph, quantize_feed(batched.model, {"input": images[:7]}))

@@ -1,0 +1,230 @@
+"""Adaptive weight rounding: choose, for every int8 weight, the floor or the ceiling of
+w / scale so that the layer's output error over the calibration data is smallest.
+
+Rounding each weight to nearest minimizes each weight's own error, but a layer adds K
+products: its output error is e . x, with e the K rounding errors (in real units) of one
+output channel and x one input patch. Over the calibration patches the mean squared error is
+
+    E[(e . x)^2] = e^T H e,      H = E[x x^T]   (K x K, per group of a grouped convolution)
+
+and inputs of neighbouring taps are strongly correlated in natural images, so errors that
+cancel in the sum matter much less than errors that add up. With bias correction on, the
+mean error is corrected afterwards and H is the covariance E[x x^T] - E[x] E[x]^T.
+
+The search (greedy coordinate descent, each weight restricted to {floor, floor + 1} of
+w / scale and to the weight range) starts at round-to-nearest and accepts only moves that
+lower e^T H e: the result is never worse than nearest on the calibration data, and every
+weight stays within one step of its real value. Only the integers change: scales, the
+integer graph and its bit-exactness contract are as with nearest rounding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import ir
+
+MAX_PASSES = 8                 # passes over the K weights of every channel (converges in 2-4)
+ROUNDING_MODES = ("nearest", "adaptive")
+
+
+@dataclass
+class PatchMoments:
+    """Running sums over every input patch a layer reads: x and x x^T per group."""
+    groups: int
+    patch: int                                  # K = input channels per group x taps
+    sum_outer: np.ndarray = None                # [groups, K, K]
+    sum_x: np.ndarray = None                    # [groups, K]
+    count: int = 0
+
+    def __post_init__(self):
+        self.sum_outer = np.zeros((self.groups, self.patch, self.patch))
+        self.sum_x = np.zeros((self.groups, self.patch))
+
+    def add(self, patches: np.ndarray) -> None:
+        """patches: [P, groups, K] (one row per output position and sample)."""
+        p = np.ascontiguousarray(patches.transpose(1, 0, 2), dtype=np.float64)   # [g, P, K]
+        self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
+        self.sum_x += p.sum(axis=1)
+        self.count += patches.shape[0]
+
+    def second_moment(self, centered: bool) -> np.ndarray:
+        """[groups, K, K]: E[x x^T], minus E[x] E[x]^T when `centered`."""
+        n = max(self.count, 1)
+        h = self.sum_outer / n
+        if centered:
+            m = self.sum_x / n
+            h = h - m[:, :, None] * m[:, None, :]
+        return h
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    groups: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    begins: tuple[int, int]
+    ends: tuple[int, int]
+    crop: tuple[int, int]
+
+
+def conv_patches(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
+    """[N*OH*OW, groups, icg*KH*KW] input patches of an NCHW convolution; padding reads
+    real zero, which the integer graph represents exactly by the zero point."""
+    n, c, h, w = x.shape
+    x = x[:, :, :h - g.crop[0], :w - g.crop[1]]
+    x = np.pad(x, ((0, 0), (0, 0), (g.begins[0], g.ends[0]), (g.begins[1], g.ends[1])))
+    (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
+    span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    win = np.lib.stride_tricks.sliding_window_view(x, (span_h, span_w), axis=(2, 3))
+    win = win[:, :, ::sh, ::sw, ::dh, ::dw]                       # [N, C, OH, OW, KH, KW]
+    oh, ow = win.shape[2], win.shape[3]
+    win = win.transpose(0, 2, 3, 1, 4, 5)                          # [N, OH, OW, C, KH, KW]
+    return win.reshape(n * oh * ow, g.groups, (c // g.groups) * kh * kw)
+
+
+@dataclass
+class InputMoments:
+    """Patch moments of every convolution / linear layer's input, filled during calibration
+    (`update` per float execution) and read by the lowering rules. Keyed by the layer's
+    float output tensor name. `rounded` caches each layer's result, so lowering the same
+    model again (the batched evaluation graph) gives the same integers without new work."""
+    layers: dict[str, tuple[str, ConvGeometry | None]] = field(default_factory=dict)
+    moments: dict[str, PatchMoments] = field(default_factory=dict)
+    rounded: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def watch_conv(self, key: str, input_name: str, geometry: ConvGeometry) -> None:
+        self.layers[key] = (input_name, geometry)
+
+    def watch_linear(self, key: str, input_name: str) -> None:
+        self.layers[key] = (input_name, None)
+
+    def update(self, values: dict[str, np.ndarray]) -> None:
+        for key, (name, geometry) in self.layers.items():
+            x = np.asarray(values[name], dtype=np.float64)
+            if geometry is None:
+                patches = x.reshape(-1, 1, x.shape[-1])
+            else:
+                patches = conv_patches(x, geometry)
+            if key not in self.moments:
+                self.moments[key] = PatchMoments(patches.shape[1], patches.shape[2])
+            self.moments[key].add(patches)
+
+
+def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
+                   qmin: int = -127, qmax: int = 127) -> np.ndarray:
+    """Integers q [OC, K] (int64) with q - w/scale in (-1, 1) minimizing, per output
+    channel o, e_o^T H_g(o) e_o for e_o = q_o * scale_o - w_o.
+
+    w: [OC, K] real weights; scales: [OC] (per channel) or [1]; h: [groups, K, K] with
+    output channel o in group o // (OC / groups). Starts from round-to-nearest (the
+    caller's quantization) and only takes moves that lower the objective."""
+    oc, k = w.shape
+    groups = h.shape[0]
+    s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
+    v = w / s[:, None]                                             # weights in steps
+    q = np.clip(np.rint(v), qmin, qmax)
+    floor = np.clip(np.floor(v), qmin, qmax)
+    ceil = np.clip(floor + 1, qmin, qmax)
+    # per-channel objective in step units: (q - v)^T (s^2 H) (q - v); s^2 > 0 changes no
+    # decision, so H alone is used.
+    e = q - v
+    if groups == 1:
+        hk = h[0]
+        grad = e @ hk                                              # [OC, K]: (H e)_k
+        diag = np.broadcast_to(np.diag(hk), (oc, k))
+    else:
+        hg = h[np.arange(oc) // (oc // groups)]                    # [OC, K, K]
+        grad = np.einsum("ok,okl->ol", e, hg)
+        diag = np.einsum("okk->ok", hg)
+    tol = 1e-12 * float(np.max(np.abs(diag))) if diag.size else 0.0
+    for _ in range(MAX_PASSES):
+        moved = 0
+        for j in range(k):
+            other = np.where(q[:, j] == floor[:, j], ceil[:, j], floor[:, j])
+            delta = other - q[:, j]
+            gain = 2.0 * delta * grad[:, j] + delta * delta * diag[:, j]
+            take = np.nonzero((delta != 0) & (gain < -tol))[0]
+            if take.size == 0:
+                continue
+            d = delta[take]
+            q[take, j] = other[take]
+            grad[take] += d[:, None] * (hk[j][None, :] if groups == 1 else hg[take, j, :])
+            moved += take.size
+        if moved == 0:
+            break
+    return q.astype(np.int64)
+
+
+def output_error(w: np.ndarray, q: np.ndarray, scales: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """[OC]: e^T H e per output channel (real units), the objective adaptive_round lowers."""
+    oc = w.shape[0]
+    groups = h.shape[0]
+    s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
+    e = q * s[:, None] - w
+    hg = h[np.arange(oc) // (oc // groups)]
+    return np.einsum("ok,okl,ol->o", e, hg, e)
+
+
+def round_layer(moments: InputMoments | None, key: str, w: np.ndarray, wq: np.ndarray,
+                quant: ir.QuantInfo, centered: bool) -> np.ndarray:
+    """The int8 weights of layer `key` (w and wq in their float layout, output channels
+    first) rounded adaptively when calibration collected its input moments, else wq."""
+    if moments is None or key not in moments.moments:
+        return wq
+    if key in moments.rounded:
+        return moments.rounded[key]
+    stats = moments.moments[key]
+    flat = w.reshape(w.shape[0], -1)
+    if flat.shape[1] != stats.patch or w.shape[0] % stats.groups:
+        return wq
+    q = adaptive_round(flat, quant.scales(), stats.second_moment(centered))
+    out = q.reshape(w.shape).astype(wq.dtype)
+    moments.rounded[key] = out
+    return out
+
+
+class _GeometryProbe:
+    """Stands in for the lowering context when reading a convolution's padding before
+    lowering: a layer whose geometry the lowering would refuse is simply not watched
+    (the lowering reports it)."""
+    op = None
+
+    def unsupported(self, what: str, hint: str | None = None) -> Exception:
+        return ValueError(what)
+
+
+def watch_layers(graph: ir.Graph) -> InputMoments:
+    """InputMoments watching every nn.conv (2-D, NCX, static shapes), nn.linear and
+    constant-B linalg.matmul of the float `graph`, the layers whose weights the lowering
+    rounds (keyed by their float output, as lower_linear looks them up)."""
+    from .lower_linear import _ints, spatial_padding
+    moments = InputMoments()
+    probe = _GeometryProbe()
+    for op in graph.ops:
+        kind = op.kind.name
+        if kind == "nn.conv":
+            x, w = graph.tensor(op.inputs[0]), graph.tensor(op.inputs[1])
+            if (w.data is None or not x.is_static or len(x.shape) != 4
+                    or op.attrs.get("data_format", "NCX") != "NCX"):
+                continue
+            try:
+                kernel = tuple(int(d) for d in w.shape[2:])
+                stride = _ints(op.attrs.get("stride", 1), 2, "stride", probe)
+                dilation = _ints(op.attrs.get("dilation", 1), 2, "dilation", probe)
+                begins, ends, crop = spatial_padding(probe, op, tuple(x.shape[2:]), kernel,
+                                                     stride, dilation)
+            except ValueError:
+                continue
+            groups = int(op.attrs.get("groups", 1)) or int(x.shape[1])
+            moments.watch_conv(op.outputs[0], op.inputs[0], ConvGeometry(
+                groups, kernel, stride, dilation, tuple(begins), tuple(ends), tuple(crop)))
+        elif kind == "nn.linear" and graph.tensor(op.inputs[1]).data is not None:
+            moments.watch_linear(op.outputs[0], op.inputs[0])
+        elif (kind == "linalg.matmul" and len(op.inputs) == 2
+              and graph.tensor(op.inputs[1]).data is not None
+              and len(graph.tensor(op.inputs[0]).shape) == 2 and not op.attrs.get("transA", False)):
+            moments.watch_linear(op.outputs[0], op.inputs[0])
+    return moments

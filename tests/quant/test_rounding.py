@@ -1,0 +1,185 @@
+"""Adaptive weight rounding (qsim.quant.rounding): the objective it lowers, the patch layout
+it reads, and what it does to a quantized model (only integers within one step change)."""
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+from qsim import zoo
+from qsim.errors import UsageError
+from qsim.quant.data import Samples
+from qsim.quant.pipeline import (QuantizeOptions, calibrate_model, embedded_quantized_model,
+                                 load_float_model, quantize_command)
+from qsim.quant.rounding import (ConvGeometry, PatchMoments, adaptive_round, conv_patches,
+                                 output_error)
+from qsim.quant.evaluate import quantize_feed
+from qsim.runtime.executor import execute
+
+QUIET = QuantizeOptions(show_progress=False)
+
+
+def _correlated_moments(rng, k, n=400):
+    """Second moments of patches whose taps are correlated (a smooth signal plus noise)."""
+    base = rng.normal(size=(n, 1))
+    x = base + 0.3 * rng.normal(size=(n, k))
+    m = PatchMoments(1, k)
+    m.add(x[:, None, :])
+    return m.second_moment(centered=False)
+
+
+def _objective(w, q, s, h):
+    return output_error(w, q, s, h)
+
+
+def test_never_worse_than_nearest_and_within_one_step():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        k, oc = int(rng.integers(2, 40)), int(rng.integers(1, 9))
+        w = rng.normal(size=(oc, k))
+        s = np.abs(w).max(axis=1) / 127
+        h = _correlated_moments(rng, k)
+        nearest = np.clip(np.rint(w / s[:, None]), -127, 127)
+        q = adaptive_round(w, s, h)
+        assert q.min() >= -127 and q.max() <= 127
+        assert np.all(np.abs(q - w / s[:, None]) < 1.0)
+        assert np.all(_objective(w, q, s, h) <= _objective(w, nearest, s, h) * (1 + 1e-12))
+
+
+def test_close_to_the_exhaustive_optimum_on_small_kernels():
+    """Against every floor/ceil combination (2^9 for a 3x3 tap set): the greedy result is at
+    least as good as nearest and within a small factor of the true optimum."""
+    rng = np.random.default_rng(11)
+    gaps = []
+    for _ in range(30):
+        w = rng.normal(size=(1, 9))
+        s = np.abs(w).max(axis=1) / 127
+        h = _correlated_moments(rng, 9)
+        v = w / s[:, None]
+        lo = np.floor(v)
+        best = min(_objective(w, (lo + np.array(bits))[None, :].reshape(1, 9), s, h)[0]
+                   for bits in itertools.product((0, 1), repeat=9))
+        got = _objective(w, adaptive_round(w, s, h), s, h)[0]
+        nearest = _objective(w, np.rint(v), s, h)[0]
+        assert best <= got * (1 + 1e-9) and got <= nearest * (1 + 1e-12)
+        gaps.append(got / best)
+    assert np.median(gaps) < 1.5
+
+
+def test_perfectly_correlated_taps_make_the_rounding_errors_cancel():
+    """With identical inputs on every tap (H = all ones) only the sum of the errors matters:
+    the search must bring |sum(q - w/s)| to at most 1/2 (nearest leaves it larger here)."""
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(16, 25))
+    s = np.abs(w).max(axis=1) / 127
+    h = np.ones((1, 25, 25))
+    q = adaptive_round(w, s, h)
+    total = np.abs((q - w / s[:, None]).sum(axis=1))
+    assert np.all(total <= 0.5 + 1e-9)
+    assert np.abs((np.rint(w / s[:, None]) - w / s[:, None]).sum(axis=1)).max() > 0.5
+
+
+def _direct_conv(x, w, g: ConvGeometry):
+    """Plain loops over NCHW / OIHW, padding with zeros: an oracle for the patch layout."""
+    n, c, hgt, wid = x.shape
+    x = x[:, :, :hgt - g.crop[0], :wid - g.crop[1]]
+    x = np.pad(x, ((0, 0), (0, 0), (g.begins[0], g.ends[0]), (g.begins[1], g.ends[1])))
+    oc, icg, kh, kw = w.shape
+    oh = (x.shape[2] - (kh - 1) * g.dilation[0] - 1) // g.stride[0] + 1
+    ow = (x.shape[3] - (kw - 1) * g.dilation[1] - 1) // g.stride[1] + 1
+    out = np.zeros((n, oc, oh, ow))
+    per_group = oc // g.groups
+    for o in range(oc):
+        first = (o // per_group) * icg
+        for i in range(oh):
+            for j in range(ow):
+                for ci in range(icg):
+                    for a in range(kh):
+                        for b in range(kw):
+                            out[:, o, i, j] += w[o, ci, a, b] * x[:, first + ci,
+                                                                  i * g.stride[0] + a * g.dilation[0],
+                                                                  j * g.stride[1] + b * g.dilation[1]]
+    return out
+
+
+@pytest.mark.parametrize("groups,icg,oc", [(1, 3, 4), (6, 1, 6), (6, 1, 12), (2, 3, 4)])
+def test_patches_line_up_with_the_weight_layout(groups, icg, oc):
+    rng = np.random.default_rng(groups * 10 + oc)
+    g = ConvGeometry(groups, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0))
+    x = rng.normal(size=(2, groups * icg, 9, 8))
+    w = rng.normal(size=(oc, icg, 3, 2))
+    patches = conv_patches(x, g)                                   # [P, groups, K]
+    expected = _direct_conv(x, w, g)                               # [N, OC, OH, OW]
+    per_group = oc // groups
+    flat = w.reshape(oc, -1)
+    got = np.stack([patches[:, o // per_group, :] @ flat[o] for o in range(oc)], axis=1)
+    np.testing.assert_allclose(got, expected.transpose(0, 2, 3, 1).reshape(-1, oc), atol=1e-10)
+
+
+def test_centered_moments_are_the_patch_covariance():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(300, 2, 4)) + np.arange(4)
+    m = PatchMoments(2, 4)
+    m.add(x[:100])
+    m.add(x[100:])
+    for grp in range(2):
+        np.testing.assert_allclose(m.second_moment(True)[grp], np.cov(x[:, grp].T, bias=True), atol=1e-12)
+        np.testing.assert_allclose(m.second_moment(False)[grp], x[:, grp].T @ x[:, grp] / 300, atol=1e-12)
+
+
+def _weights(model):
+    return {op.outputs[0]: op.attrs["weight"] for op in model.graph.ops
+            if op.kind.name in ("tosa.CONV2D", "tosa.DEPTHWISE_CONV2D", "tosa.FULLY_CONNECTED")}
+
+
+def test_embedded_model_changes_only_integers_within_one_step_and_lowers_each_layer_error():
+    """On the embedded CNN: the same scales (so the same RESCALE multipliers), integers moved
+    by at most one step, every conv/linear layer rounded from its own input moments."""
+    adaptive = dataclasses.replace(QUIET, weight_rounding="adaptive")
+    near, adapt = embedded_quantized_model(QUIET), embedded_quantized_model(adaptive)
+    graph = load_float_model(zoo.default_model().path)
+    stats = calibrate_model(graph, Samples(zoo.calibration_images()), "input", adaptive)
+    wn, wa = _weights(near), _weights(adapt)
+    assert wn.keys() == wa.keys() and len(wn) == 5
+    changed = 0
+    for label in wn:
+        diff = wa[label].astype(np.int64) - wn[label].astype(np.int64)
+        assert np.abs(diff).max() <= 1, label
+        changed += np.count_nonzero(diff)
+    assert changed > 0
+    # every conv / linear layer was watched during calibration and rounded from its moments
+    watched = [op for op in graph.ops if op.kind.name in ("nn.conv", "nn.linear")]
+    assert {op.outputs[0] for op in watched} == set(stats.input_moments.moments)
+    stats.lower(graph)
+    assert set(stats.input_moments.rounded) == set(stats.input_moments.moments)
+    # scales are those of nearest rounding: the RESCALE multipliers are identical
+    rn = [op.attrs["multiplier"] for op in near.graph.ops if op.kind.name == "tosa.RESCALE"]
+    ra = [op.attrs["multiplier"] for op in adapt.graph.ops if op.kind.name == "tosa.RESCALE"]
+    assert len(rn) == len(ra) and all(np.array_equal(a, b) for a, b in zip(rn, ra))
+
+
+def test_adaptive_model_runs_identically_on_both_backends():
+    model = embedded_quantized_model(dataclasses.replace(QUIET, weight_rounding="adaptive"))
+    images, _ = zoo.test_subset()
+    for i in range(3):
+        x = quantize_feed(model, {"input": images[i:i + 1]})
+        kern = execute(model.graph, x, backend="kernels")
+        ref = execute(model.graph, x, backend="reference")
+        assert kern.keys() == ref.keys()
+        for name in kern:
+            np.testing.assert_array_equal(kern[name], ref[name], err_msg=name)
+
+
+def test_cvm_target_refuses_adaptive_rounding(tmp_path):
+    with pytest.raises(UsageError, match="adaptive is a TOSA option"):
+        quantize_command(None, None, str(tmp_path / "out"),
+                         dataclasses.replace(QUIET, weight_rounding="adaptive"), subset_only=True,
+                         target="cvm")
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_rounding_mode_is_a_usage_error():
+    graph = load_float_model(zoo.default_model().path)
+    with pytest.raises(UsageError, match="unknown weight rounding 'stochastic'"):
+        calibrate_model(graph, Samples(zoo.calibration_images()[:2]), "input",
+                        dataclasses.replace(QUIET, weight_rounding="stochastic"))
