@@ -163,10 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-bias-correction", action="store_true",
                    help="keep the float biases (default: correct each output channel's mean "
                         "shift caused by weight rounding, from calibration channel means)")
-    p.add_argument("--weight-rounding", choices=("nearest", "adaptive"), default="nearest",
-                   help="int8 weights: round to nearest, or adaptive: per weight floor or ceiling, "
-                        "whichever gives each layer the least output error on the calibration "
-                        "data (default nearest)")
+    p.add_argument("--weight-rounding", choices=("nearest", "adaptive"),
+                   help="int8 weights: adaptive: per weight floor or ceiling, whichever gives each "
+                        "layer the least output error on the calibration data; or nearest "
+                        "(default adaptive; CVM rounds to nearest)")
     p.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
                    help="integer execution during evaluation (default kernels)")
     p.add_argument("--calib-limit", type=int, metavar="N", help="use at most N calibration samples")

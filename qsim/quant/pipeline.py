@@ -39,7 +39,9 @@ class QuantizeOptions:
     weight_granularity: Granularity = Granularity.PER_CHANNEL
     double_round: bool = False
     bias_correction: bool = True          # correct each output's mean shift from weight rounding
-    weight_rounding: str = "nearest"      # or "adaptive": least layer-output error (rounding.py)
+    weight_rounding: str | None = None    # "adaptive" (least layer-output error, rounding.py)
+                                          # or "nearest"; None: the target's default
+                                          # (adaptive for TOSA, nearest for CVM)
     backend: str = "kernels"              # integer execution during evaluation
     calib_limit: int | None = None        # use at most this many calibration samples
     eval_limit: int | None = None
@@ -55,7 +57,7 @@ class QuantizeOptions:
                 "weights": self.weight_granularity.value,
                 "rounding": "double" if self.double_round else "single",
                 "bias_correction": self.bias_correction,
-                "weight_rounding": self.weight_rounding,
+                "weight_rounding": self.weight_rounding or "adaptive",
                 "backend": self.backend}
 
 
@@ -98,12 +100,13 @@ class Calibration:
 def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
                     options: QuantizeOptions) -> Calibration:
     """Runs the float graph over the calibration samples (at most options.calib_limit)."""
-    if options.weight_rounding not in ROUNDING_MODES:
-        raise UsageError(f"unknown weight rounding {options.weight_rounding!r}",
+    rounding = options.weight_rounding or "adaptive"
+    if rounding not in ROUNDING_MODES:
+        raise UsageError(f"unknown weight rounding {rounding!r}",
                          hint=f"choose one of {', '.join(ROUNDING_MODES)}")
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
     means: dict | None = {} if options.bias_correction else None
-    moments = watch_layers(graph) if options.weight_rounding == "adaptive" else None
+    moments = watch_layers(graph) if rounding == "adaptive" else None
     qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
                         options.config, options.observer, total=n_calib,
                         show_progress=options.show_progress, channel_means=means,
@@ -239,7 +242,7 @@ def quantize_command(model: str | None, calib: str | None, out: str | None,
     if target == "cvm" and options.precision is not Precision.INT8:
         raise UsageError("--target cvm quantizes to CVM's INT8/INT32 tensors; --precision 16x8 "
                          "is a TOSA mode", hint="drop --precision or use --target tosa")
-    if target == "cvm" and options.weight_rounding != "nearest":
+    if target == "cvm" and options.weight_rounding == "adaptive":
         raise UsageError("--target cvm rounds weights to nearest on its power-of-two grid; "
                          "--weight-rounding adaptive is a TOSA option",
                          hint="drop --weight-rounding or use --target tosa")

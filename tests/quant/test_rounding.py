@@ -17,6 +17,7 @@ from qsim.quant.evaluate import quantize_feed
 from qsim.runtime.executor import execute
 
 QUIET = QuantizeOptions(show_progress=False)
+NEAREST = dataclasses.replace(QUIET, weight_rounding="nearest")
 
 
 def _correlated_moments(rng, k, n=400):
@@ -136,7 +137,7 @@ def test_embedded_model_changes_only_integers_within_one_step_and_lowers_each_la
     """On the embedded CNN: the same scales (so the same RESCALE multipliers), integers moved
     by at most one step, every conv/linear layer rounded from its own input moments."""
     adaptive = dataclasses.replace(QUIET, weight_rounding="adaptive")
-    near, adapt = embedded_quantized_model(QUIET), embedded_quantized_model(adaptive)
+    near, adapt = embedded_quantized_model(NEAREST), embedded_quantized_model(adaptive)
     graph = load_float_model(zoo.default_model().path)
     stats = calibrate_model(graph, Samples(zoo.calibration_images()), "input", adaptive)
     wn, wa = _weights(near), _weights(adapt)
@@ -183,3 +184,12 @@ def test_unknown_rounding_mode_is_a_usage_error():
     with pytest.raises(UsageError, match="unknown weight rounding 'stochastic'"):
         calibrate_model(graph, Samples(zoo.calibration_images()[:2]), "input",
                         dataclasses.replace(QUIET, weight_rounding="stochastic"))
+
+
+def test_adaptive_is_the_tosa_default_and_recorded_in_the_settings():
+    assert QUIET.settings()["weight_rounding"] == "adaptive"
+    assert NEAREST.settings()["weight_rounding"] == "nearest"
+    default, adaptive = embedded_quantized_model(QUIET), embedded_quantized_model(
+        dataclasses.replace(QUIET, weight_rounding="adaptive"))
+    for a, b in zip(_weights(default).values(), _weights(adaptive).values()):
+        np.testing.assert_array_equal(a, b)
