@@ -70,6 +70,7 @@ class Composer:
         self.labels: dict[str, TensorValue] = {}
         self.env: dict[str, Value] = {}
         self.graph_named: set[str] = set()   # tensor names already bound to graph identifiers
+        self.updates: dict[str, tuple] = {}   # variable tensor name → (label, new value) (4.8)
 
     # ------------------------------------------------------------------ graph
     def compose(self) -> ir.Graph:
@@ -93,8 +94,19 @@ class Composer:
             if name not in self.env:
                 raise SemanticError(f"graph output '{name}' is never assigned", location=graph.loc)
         self.builder.inputs = [self.env[n].name for n in graph.inputs]
-        outputs = [self.env[n].name for n in graph.outputs]
+        outputs = [self.env[n].name for n in graph.outputs] + self._updated_outputs()
         return self.builder.finish(graph.name, outputs)
+
+    def _updated_outputs(self) -> list[str]:
+        """Variable updates (4.8) as the SkriptND composer represents @update: the new values are
+        extra graph outputs after the declared ones. qsim runs a graph as one stateless cycle, so
+        each is a copy named `<label>.updated` after the variable's label (4.1.3) that it replaces."""
+        names = []
+        for label, value in self.updates.values():
+            copy = self.builder.op("math.iden", [value], {}, [(f"{label}.updated", value.item, value.shape)],
+                                   label=f"{label}.updated")[0]
+            names.append(copy.name)
+        return names
 
     # ------------------------------------------------------------------ statements
     def assign(self, target: ast.LValue, value: Value, scope: Scope, loc: Location, new: bool) -> None:

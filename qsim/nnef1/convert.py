@@ -449,3 +449,5 @@ def _pad(ctx: ConvertContext, a: dict) -> list:
 
 # the sliding-window and neural-network conversions live in convert_nn (registered on import)
 from . import convert_nn  # noqa: E402,F401
+# operations NNEF 2.0 has no operator for, composed from 2.0 operators, and update
+from . import convert_index  # noqa: E402,F401

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from nnef1_helpers import compose_text as compose
 
-from qsim.errors import SemanticError, UnsupportedError
+from qsim.errors import SemanticError
 
 HEAD = "version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n"
 
@@ -232,8 +232,6 @@ ERRORS = [
      SemanticError, "do not broadcast (dimension 0)"),
     ("    x = external(shape = [1, 3, 5, 5]);\n    w = variable(shape = [2, 4, 3, 3], label = 'w');\n"
      "    y = conv(x, w);", 7, 9, SemanticError, "does not fit input channels 3"),
-    ("    x = external(shape = [1]);\n    y = argmax_pool(x, size = [1]);", 6, 9, UnsupportedError,
-     "operation 'argmax_pool' has no NNEF 2.0 equivalent"),
     ("    x = external(shape = [1]);\n    y = copy(x, flag = true);", 6, 9, SemanticError,
      "'copy' has no parameter 'flag'"),
     ("    x = external(shape = [0, 2]);\n    y = relu(x);", 5, 9, SemanticError,
