@@ -20,7 +20,7 @@ import numpy as np
 from .builder import TensorValue
 from .compose import ConvertContext
 from .convert import _BORDER_METHODS, _reshape, conversion
-from .convert_nn import _window_lists, down_extent, window_padding
+from .convert_nn import _pool, _window_lists, down_extent, window_padding
 
 
 # ---------------------------------------------------------------------- window helpers
@@ -108,6 +108,15 @@ def _sample(ctx: ConvertContext, a: dict) -> list:
                  hint="the index of sample has the shape of the output (4.3.3)")
     column = ctx.emit("layout.unsqueeze", [index], {"axes": (index.rank,)}, [("integer", out + (1,))])[0]
     return ctx.emit("layout.gather_nd", [stacked, column], {"batch_dims": x.rank}, [(x.item, out)])
+
+
+@conversion("max_pool_with_index", compound=True)
+def _max_pool_with_index(ctx: ConvertContext, a: dict) -> list:
+    """4.9.3 samples the input where argmax_pool found the maximum: that value is the window's
+    maximum, so the output is nn.max_pool (same border semantics, see convert_nn._pool) and
+    the quantizer sees a pooling operator."""
+    output = _pool(ctx, a, "nn.max_pool")[0]
+    return [output, _argmax_pool(ctx, a)[0]]
 
 
 # ---------------------------------------------------------------------- scatter through deconv

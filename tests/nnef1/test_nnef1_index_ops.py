@@ -143,14 +143,20 @@ def test_argmax_pool_and_sample_match_the_formulas(rng, border):
     np.testing.assert_array_equal(out["y"], oracle_sample(x, index, size, stride, dilation, before, border))
 
 
-def test_max_pool_with_index_equals_max_pool(rng):
-    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
-    attrs = "size = [1, 1, 3, 3], stride = [1, 1, 2, 2], border = 'ignore'"
-    text = graph(f"    x = external(shape = [2, 3, 6, 5]);\n    y, i = max_pool_with_index(x, {attrs});\n"
-                 f"    z = max_pool(x, {attrs});", outputs="y, i, z")
-    out = run(text, {"x": x})
-    np.testing.assert_array_equal(out["y"], out["z"])
-    assert out["i"].dtype == np.int64 and out["i"].shape == (2, 3, 3, 3)
+@pytest.mark.parametrize("border", ["ignore", "constant", "replicate", "reflect-even"])
+def test_max_pool_with_index_kept_whole_equals_its_body(rng, border):
+    # kept: nn.max_pool + argmax_pool; expanded (keep=()): the spec body argmax_pool + sample
+    x = rng.integers(-2, 3, (2, 3, 6, 5)).astype(np.float32)
+    attrs = f"size = [1, 1, 3, 3], stride = [1, 1, 2, 2], border = '{border}'"
+    text = graph(f"    x = external(shape = [2, 3, 6, 5]);\n    y, i = max_pool_with_index(x, {attrs});",
+                 outputs="y, i")
+    kept, expanded = compose(text), compose(text, keep=())
+    assert "nn.max_pool" in {op.kind.name for op in kept.ops}
+    assert "layout.gather_nd" in {op.kind.name for op in expanded.ops}
+    a, b = run_graph(kept, {"x": x}), run_graph(expanded, {"x": x})
+    assert a["i"].dtype == np.int64 and a["i"].shape == (2, 3, 3, 3)
+    np.testing.assert_array_equal(a["i"], b["i"])
+    np.testing.assert_array_equal(a["y"], b["y"])
 
 
 def test_sample_reads_index_positions_by_hand():
@@ -454,3 +460,22 @@ def test_spec_examples_compose_and_agree_with_the_standard_operation(fixture, na
     out = run(text, feeds)
     for a, b in pairs:
         np.testing.assert_allclose(out[a], out[b], rtol=1e-6)
+
+
+def test_model_folder_with_update_loads_and_runs(tmp_path, rng):
+    """qsim.load on a folder (graph.nnef + the variable's .dat) and the float executor, as `qsim run`."""
+    import qsim
+    from qsim import tensorfile
+    (tmp_path / "graph.nnef").write_text(graph(
+        "    x = external(shape = [1, 1, 4, 4]);\n    s = variable(shape = [1, 1, 2, 2], label = 'state');\n"
+        "    p, i = max_pool_with_index(x, size = [1, 1, 2, 2], stride = [1, 1, 2, 2]);\n"
+        "    y = update(s, s + p);"))
+    state = rng.standard_normal((1, 1, 2, 2)).astype(np.float32)
+    tensorfile.write_tensor(tmp_path / "state.dat", state)
+    g = qsim.load(tmp_path)
+    assert g.outputs == ("y", "state.updated")
+    x = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
+    out = run_graph(g, {"x": x})
+    expected = state + x.reshape(1, 1, 2, 2, 2, 2).max((3, 5))
+    np.testing.assert_allclose(out["y"], expected, rtol=1e-6)
+    np.testing.assert_array_equal(out["state.updated"], out["y"])
