@@ -127,18 +127,26 @@ def test_argmax_pool_padding_with_constant_and_ignore_borders():
     np.testing.assert_array_equal(ignore[0, 0], [[4, 3], [1, 0]])
 
 
+GEOMETRIES = [  # size, stride, dilation, padding before, after, output shape for a [1, 2, 5, 6] input
+    # H: (1 + 5 + 1 - 3) / 2 + 1 = 3; W: (0 + 6 + 2 - 3) / 1 + 1 = 6
+    ([1, 1, 3, 2], [1, 1, 2, 1], [1, 1, 1, 2], [0, 0, 1, 0], [0, 0, 1, 2], (1, 2, 3, 6)),
+    # negative padding crops: C: (2 - 2) + 1 = 1; H: (-1 + 5 + 0 - 2) + 1 = 3; W: (1 + 6 - 1 - 2) / 2 + 1 = 3
+    ([1, 2, 2, 2], [1, 1, 1, 2], [1, 1, 1, 1], [0, 0, -1, 1], [0, 0, 0, -1], (1, 1, 3, 3)),
+]
+
+
 @pytest.mark.parametrize("border", ["ignore", "constant", "replicate", "reflect", "reflect-even"])
-def test_argmax_pool_and_sample_match_the_formulas(rng, border):
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=["padded", "cropped"])
+def test_argmax_pool_and_sample_match_the_formulas(rng, border, geometry):
     x = rng.integers(-3, 4, (1, 2, 5, 6)).astype(np.float32)   # small integers: many ties
-    size, stride, dilation = [1, 1, 3, 2], [1, 1, 2, 1], [1, 1, 1, 2]
-    before, after = [0, 0, 1, 0], [0, 0, 1, 2]
+    size, stride, dilation, before, after, shape = geometry
     pads = ", ".join(f"({p},{q})" for p, q in zip(before, after))
     attrs = f"size = {size}, stride = {stride}, dilation = {dilation}, padding = [{pads}], border = '{border}'"
     text = graph(f"    x = external(shape = [1, 2, 5, 6]);\n    i = argmax_pool(x, {attrs});\n"
                  f"    y = sample(x, i, {attrs});", outputs="i, y")
     out = run(text, {"x": x})
     index = oracle_argmax_pool(x, size, stride, dilation, before, after, border)
-    assert out["i"].shape == index.shape == (1, 2, 3, 6)
+    assert out["i"].shape == index.shape == shape
     np.testing.assert_array_equal(out["i"], index)
     np.testing.assert_array_equal(out["y"], oracle_sample(x, index, size, stride, dilation, before, border))
 
