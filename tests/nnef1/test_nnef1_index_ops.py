@@ -487,3 +487,94 @@ def test_model_folder_with_update_loads_and_runs(tmp_path, rng):
     expected = state + x.reshape(1, 1, 2, 2, 2, 2).max((3, 5))
     np.testing.assert_allclose(out["y"], expected, rtol=1e-6)
     np.testing.assert_array_equal(out["state.updated"], out["y"])
+
+
+# D.2 of the spec text (explanatory examples, not fixtures: the fixtures cover chapters 3-7);
+# `linear_layer` is not defined by the spec, so it is defined here with variables per scope
+RECURRENT = """fragment linear_layer( input: tensor<scalar>, channels: integer, scope: string )
+-> ( output: tensor<scalar> )
+{
+    filter = variable(shape = [channels, shape_of(input)[1]], label = scope + '/filter');
+    bias = variable(shape = [1, channels], label = scope + '/bias');
+    output = linear(input, filter, bias);
+}
+
+fragment lstm(
+    input: tensor<scalar>,
+    channels: integer,
+    scope: string )
+-> ( output: tensor<scalar> )
+{
+    batch = shape_of(input)[0];
+
+    h = variable(shape = [batch,channels], label = scope + '/h');
+    c = variable(shape = [batch,channels], label = scope + '/c');
+
+    s = concat([input, h], axis = 1);
+
+    f = linear_layer(s, channels = channels, scope = scope + '/f');
+    i = linear_layer(s, channels = channels, scope = scope + '/i');
+    o = linear_layer(s, channels = channels, scope = scope + '/o');
+    z = linear_layer(s, channels = channels, scope = scope + '/z');
+
+    a = update(c, c * sigmoid(f) + tanh(z) * sigmoid(i));
+    output = update(h, tanh(a) * sigmoid(o));
+}
+
+fragment gru(
+    input: tensor<scalar>,
+    channels: integer,
+    scope: string )
+-> ( output: tensor<scalar> )
+{
+    batch = shape_of(input)[0];
+
+    h = variable(shape = [batch,channels], label = scope + '/h');
+
+    m = concat([input, h], axis = 1);
+
+    z = sigmoid(linear_layer(m, channels = channels, scope = scope + '/z'));
+    r = sigmoid(linear_layer(m, channels = channels, scope = scope + '/r'));
+    s = tanh(linear_layer(concat([input, r * h], axis = 1), channels = channels,
+                               scope = scope + '/s'));
+
+    output = update(h, z * s + (1.0 - z) * h);
+}
+"""
+
+
+def _sigmoid(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def test_spec_lstm_and_gru_examples_compose_and_run(rng):
+    text = (f"{HEAD}{RECURRENT}graph g( x ) -> ( y, w )\n{{\n    x = external(shape = [2, 3]);\n"
+            "    y = lstm(x, channels = 4, scope = 'lstm');\n    w = gru(x, channels = 4, scope = 'gru');\n}\n")
+    data = {}
+    for scope, inputs in (("lstm", 7), ("gru", 7)):
+        for part in ("f", "i", "o", "z") if scope == "lstm" else ("z", "r", "s"):
+            data[f"{scope}/{part}/filter"] = rng.standard_normal((4, inputs)).astype(np.float32)
+            data[f"{scope}/{part}/bias"] = rng.standard_normal((1, 4)).astype(np.float32)
+        data[f"{scope}/h"] = rng.standard_normal((2, 4)).astype(np.float32)
+    data["lstm/c"] = rng.standard_normal((2, 4)).astype(np.float32)
+    g = compose(text, data=data)
+    assert g.outputs == ("y", "w", "lstm/c.updated", "lstm/h.updated", "gru/h.updated")
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    out = run_graph(g, {"x": x})
+
+    def layer(v, name):
+        return v @ data[name + "/filter"].T + data[name + "/bias"]
+
+    s = np.concatenate([x, data["lstm/h"]], axis=1)
+    a = data["lstm/c"] * _sigmoid(layer(s, "lstm/f")) + np.tanh(layer(s, "lstm/z")) * _sigmoid(layer(s, "lstm/i"))
+    h = np.tanh(a) * _sigmoid(layer(s, "lstm/o"))
+    np.testing.assert_allclose(out["lstm/c.updated"], a, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["y"], h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out["lstm/h.updated"], out["y"])
+
+    h0 = data["gru/h"]
+    m = np.concatenate([x, h0], axis=1)
+    z, r = _sigmoid(layer(m, "gru/z")), _sigmoid(layer(m, "gru/r"))
+    sg = np.tanh(layer(np.concatenate([x, r * h0], axis=1), "gru/s"))
+    np.testing.assert_allclose(out["w"], z * sg + (1.0 - z) * h0, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out["gru/h.updated"], out["w"])
