@@ -489,58 +489,9 @@ def test_model_folder_with_update_loads_and_runs(tmp_path, rng):
     np.testing.assert_array_equal(out["state.updated"], out["y"])
 
 
-# D.2 of the spec text (explanatory examples, not fixtures: the fixtures cover chapters 3-7);
-# `linear_layer` is not defined by the spec, so it is defined here with variables per scope
-RECURRENT = """fragment linear_layer( input: tensor<scalar>, channels: integer, scope: string )
--> ( output: tensor<scalar> )
-{
-    filter = variable(shape = [channels, shape_of(input)[1]], label = scope + '/filter');
-    bias = variable(shape = [1, channels], label = scope + '/bias');
-    output = linear(input, filter, bias);
-}
-
-fragment lstm(
-    input: tensor<scalar>,
-    channels: integer,
-    scope: string )
--> ( output: tensor<scalar> )
-{
-    batch = shape_of(input)[0];
-
-    h = variable(shape = [batch,channels], label = scope + '/h');
-    c = variable(shape = [batch,channels], label = scope + '/c');
-
-    s = concat([input, h], axis = 1);
-
-    f = linear_layer(s, channels = channels, scope = scope + '/f');
-    i = linear_layer(s, channels = channels, scope = scope + '/i');
-    o = linear_layer(s, channels = channels, scope = scope + '/o');
-    z = linear_layer(s, channels = channels, scope = scope + '/z');
-
-    a = update(c, c * sigmoid(f) + tanh(z) * sigmoid(i));
-    output = update(h, tanh(a) * sigmoid(o));
-}
-
-fragment gru(
-    input: tensor<scalar>,
-    channels: integer,
-    scope: string )
--> ( output: tensor<scalar> )
-{
-    batch = shape_of(input)[0];
-
-    h = variable(shape = [batch,channels], label = scope + '/h');
-
-    m = concat([input, h], axis = 1);
-
-    z = sigmoid(linear_layer(m, channels = channels, scope = scope + '/z'));
-    r = sigmoid(linear_layer(m, channels = channels, scope = scope + '/r'));
-    s = tanh(linear_layer(concat([input, r * h], axis = 1), channels = channels,
-                               scope = scope + '/s'));
-
-    output = update(h, z * s + (1.0 - z) * h);
-}
-"""
+# D.2 of the spec text (explanatory examples, outside the chapter 3-7 fixtures); `linear_layer`
+# is not defined by the spec, the file defines it with variables per scope
+RECURRENT = (pathlib.Path(__file__).parent / "spec_d2_recurrent.nnef").read_text()
 
 
 def _sigmoid(v):
