@@ -177,12 +177,13 @@ def _desample(ctx: ConvertContext, a: dict) -> list:
 
 
 def _debox_count(x_shape, up, size, stride, dilation, pads) -> np.ndarray:
-    """Per up-space position, how many terms of the debox sum read a real input value (4.3.2)."""
+    """Per up-space position, how many terms of the debox sum read a real input value (4.3.2):
+    a product over the dimensions of the per-dimension counts."""
     count = np.ones((), dtype=np.float64)
     for X, e, f, s, d, (p, _) in zip(up, x_shape, size, stride, dilation, pads):
-        i = np.arange(X)[:, None] + p - np.arange(f)[None, :] * d
-        valid = (i % s == 0) & (i // s >= 0) & (i // s < e)
-        count = np.multiply.outer(count, valid.sum(axis=1)) if count.ndim else valid.sum(axis=1).astype(np.float64)
+        t = np.arange(X)[:, None] + p - np.arange(f)[None, :] * d      # numerators i + p - j d
+        valid = (t % s == 0) & (t // s >= 0) & (t // s < e)
+        count = np.multiply.outer(count, valid.sum(axis=1))
     return count
 
 

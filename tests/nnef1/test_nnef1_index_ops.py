@@ -277,8 +277,8 @@ def oracle_roi_pool(x, rois, batch, out_size, reduce):
         extent = np.maximum(hi - lo, 1)
         cell, step = -(-extent // out_size), extent // out_size
         for c in np.ndindex(*out_size):
-            window = [slice(max(lo[a] + c[a] * step[a], 0), max(min(lo[a] + c[a] * step[a] + cell[a], x.shape[2 + a]), 0))
-                      for a in range(m)]
+            start = [lo[a] + c[a] * step[a] for a in range(m)]
+            window = [slice(max(start[a], 0), max(min(start[a] + cell[a], x.shape[2 + a]), 0)) for a in range(m)]
             patch = x[(batch[r, 0], slice(None), *window)].reshape(x.shape[1], -1)
             out[(r, slice(None), *c)] = reduce(patch, axis=1) if patch.size else 0.0
     return out
@@ -332,6 +332,23 @@ def test_roi_resample_matches_the_formula(method):
     assert g.tensor("y").shape == (3, 2, 3, 4)
     y = run_graph(g, {"x": IMAGE, "r": ROIS, "b": BATCH})["y"]
     np.testing.assert_allclose(y, oracle_roi_resample(IMAGE, ROIS, BATCH, [3, 4], method), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, rois, size", [
+    ((2, 2, 7), [[0.5, 5.0], [-1.0, 3.0]], [4]),                              # one spatial dimension
+    ((1, 1, 3, 4, 5), [[0.2, 0.5, 1.0, 2.5, 3.5, 4.2], [0.0, 0.0, 0.0, 3.0, 4.0, 5.0]], [2, 3, 4]),  # three
+])
+def test_roi_resample_in_one_and_three_dimensions(shape, rois, size):
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    rois = np.asarray(rois, np.float32)
+    batch = np.zeros((len(rois), 1), np.int64)
+    m = len(shape) - 2
+    text = graph(f"    x = external(shape = {list(shape)});\n    r = external(shape = [{len(rois)}, {2 * m}]);\n"
+                 f"    b = external<integer>(shape = [{len(rois)}, 1]);\n"
+                 f"    y = roi_resample(x, r, b, output_size = {size}, method = 'asymmetric');", inputs="x, r, b")
+    y = run(text, {"x": x, "r": rois, "b": batch})["y"]
+    assert y.shape == (len(rois), shape[1], *size)
+    np.testing.assert_allclose(y, oracle_roi_resample(x, rois, batch, size, "asymmetric"), rtol=1e-5, atol=1e-4)
 
 
 def test_roi_resample_aligned_by_hand():
