@@ -91,7 +91,9 @@ def random_crops(photos: dict[str, np.ndarray], count: int, rng: np.random.Gener
 
 
 def preprocess(photos: dict[str, np.ndarray], crops: list[Crop]) -> np.ndarray:
-    """Crops → float32 [N, 3, 224, 224] with EfficientNet-Lite's (x - 127) / 128."""
+    """Crops → float32 [N, 3, 224, 224] with EfficientNet-Lite's (x - 127) / 128. The resized
+    crop is rounded to 8-bit pixels first, as an image pipeline that resizes uint8 images
+    delivers them (and as the int8 model's input grid, INPUT_QUANT, represents exactly)."""
     import torch
     import torch.nn.functional as F
 
@@ -104,6 +106,7 @@ def preprocess(photos: dict[str, np.ndarray], crops: list[Crop]) -> np.ndarray:
         t = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)[None].float()
         t = F.interpolate(t, size=(IMAGE_SIZE, IMAGE_SIZE), mode="bilinear", align_corners=False,
                           antialias=True)
+        t = t.round().clamp(0, 255)
         out[i] = ((t[0] - MEAN) / STD).numpy()
     return out
 
@@ -124,15 +127,23 @@ def torch_logits(model, x: np.ndarray) -> np.ndarray:
         return model(torch.from_numpy(x)).numpy()
 
 
+# The model's input is an 8-bit pixel p with real value (p - 127) / 128: declared in the
+# NNEF 1.0 folder's graph.quant, so the quantizer uses this exact grid for the input.
+INPUT_QUANT = ('"input": zero_point_linear_quantize(zero_point = 127, scale = 0.0078125, '
+               'bits = 8, signed = false, symmetric = false);\n')
+
+
 def build_nnef(model, work: Path) -> Path:
     """Exports `model` to ONNX, folds constants with onnxruntime and converts to an NNEF 1.0
-    folder with nnef-tools; returns the folder (reused when it already exists)."""
+    folder with nnef-tools, plus a graph.quant declaring the input's 8-bit pixel grid;
+    returns the folder (reused when it already exists)."""
     import torch
     import onnxruntime as ort
 
     work.mkdir(parents=True, exist_ok=True)
     nnef_dir = work / "efficientnet_lite0_nnef"
     if (nnef_dir / "graph.nnef").is_file():
+        (nnef_dir / "graph.quant").write_text(INPUT_QUANT)
         return nnef_dir
     raw, folded = work / "efficientnet_lite0.onnx", work / "efficientnet_lite0_folded.onnx"
     example = torch.zeros(1, 3, IMAGE_SIZE, IMAGE_SIZE)
@@ -148,4 +159,19 @@ def build_nnef(model, work: Path) -> Path:
     done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
     if done.returncode != 0 or not (nnef_dir / "graph.nnef").is_file():
         raise RuntimeError(f"nnef-tools failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    (nnef_dir / "graph.quant").write_text(INPUT_QUANT)
     return nnef_dir
+
+
+def without_input_grid(nnef_dir: Path) -> Path:
+    """A sibling folder with the same graph and weights but no graph.quant: for 16x8 runs,
+    whose int16 activations cannot take the 8-bit input grid graph.quant declares."""
+    plain = nnef_dir.with_name(nnef_dir.name + "_no_quant")
+    if not (plain / "graph.nnef").is_file():
+        plain.mkdir(parents=True, exist_ok=True)
+        for f in nnef_dir.iterdir():
+            if f.name != "graph.quant":
+                target = plain / f.name
+                if not target.exists():
+                    target.symlink_to(f.resolve())
+    return plain

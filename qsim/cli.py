@@ -152,8 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="integer operator set (default tosa)")
     p.add_argument("--cvm-precision", type=int, default=8, choices=range(2, 9), metavar="P",
                    help="--target cvm: activation precision in bits, 2..8 (default 8)")
-    p.add_argument("--observer", choices=("minmax", "percentile", "mse"), default="minmax",
-                   help="range observer for calibrated tensors (default minmax)")
+    p.add_argument("--observer", choices=("minmax", "percentile", "mse"), default="percentile",
+                   help="range observer for calibrated tensors (default percentile: the 99.99th percentile range)")
     p.add_argument("--precision", choices=("int8", "16x8"), default="int8",
                    help="int8, or 16x8: int16 activations, int8 weights (default int8)")
     p.add_argument("--weights", choices=("per-channel", "per-tensor"), default="per-channel",

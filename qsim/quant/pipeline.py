@@ -34,7 +34,7 @@ from .rounding import ROUNDING_MODES, InputMoments, watch_layers
 
 @dataclass(frozen=True)
 class QuantizeOptions:
-    observer: ObserverKind = ObserverKind.MINMAX
+    observer: ObserverKind = ObserverKind.PERCENTILE   # best measured on both models (reports/accuracy.md)
     precision: Precision = Precision.INT8
     weight_granularity: Granularity = Granularity.PER_CHANNEL
     double_round: bool = False
