@@ -250,6 +250,9 @@ class Op:
     Inference profile). `subgraphs` holds control-flow bodies by role
     ("then_graph", "else_graph", "cond_graph", "body_graph", ...).
     `name` is the scoped label for reports (e.g. "block1.conv").
+    `definition` is the SkriptND operator definition of an operator a model defines itself
+    (kind `main.<name>` or `<module>.<name>`), so float execution runs its @lower body without
+    a global registry: two loaded models may define operators of the same name differently.
     """
     kind: OpKind
     inputs: tuple[str, ...]
@@ -257,6 +260,7 @@ class Op:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     subgraphs: Mapping[str, "Graph"] = field(default_factory=dict)
     name: str = ""
+    definition: Any = field(default=None, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.kind, OpKind):

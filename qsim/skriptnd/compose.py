@@ -22,6 +22,9 @@ from . import ast
 from .evaluate import Evaluator, free_names
 from .instance import eval_shape, instantiate, resolve_type
 from .modules import ModuleSet
+
+# the chapter 4 modules qsim ships in stdlib/ (their operators have fast numpy paths)
+STANDARD_MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
 from .values import Dyn, TensorValue, Uniform, error, is_pack, show, type_of
 
 DTYPES = {"real": ir.DType.F32, "int": ir.DType.I64, "bool": ir.DType.BOOL}
@@ -488,8 +491,10 @@ class Composer:
             out_names.extend(t.name for t in tvs)
             results.append(tuple(tvs) if out.packed else tvs[0])
         attrs = {k: _plain(v) for k, v in inst.attrs.items() if v is not None}
+        # a model's own operator carries its definition: float execution runs its @lower body
+        own = kind.dialect not in STANDARD_MODULES
         b.ops.append(ir.Op(kind, tuple(in_names), tuple(out_names), attrs, name=(frame.scope + (label or "")) or
-                           (out_names[0] if out_names else qual)))
+                           (out_names[0] if out_names else qual), definition=inst.op if own else None))
         return results
 
     def _compose_compound(self, frame, b, inst, module, qual, op, args, hints, label, inv) -> list:

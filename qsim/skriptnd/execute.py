@@ -61,6 +61,31 @@ def run_op_node(op: ir.Op, inputs: list, backend: str = "reference") -> list[np.
                                 f"and attributes {dict(op.attrs)}: {err}") from None
 
 
+def run_own_operator(op: ir.Op, inputs: list) -> list[np.ndarray]:
+    """An operator the model defines itself, run by its @lower body (qsim.skriptnd.lower).
+    Its packed inputs/outputs are not split here: a model operator with packs is refused."""
+    from .lower import run_lower
+    d = op.definition
+    if d is None:
+        raise UnsupportedError(f"{op.kind.name} '{op.label}': not a standard operator, and the "
+                               "graph does not carry its definition",
+                               hint="load the model with qsim.load so its own operators come with it")
+    if not d.lowers:
+        raise UnsupportedError(f"{op.kind.name} '{op.label}': operator '{d.name}' has no @lower "
+                               "body, so qsim cannot execute it", location=d.loc,
+                               hint="give the operator a @lower block, or a @compose block of "
+                                    "standard operators")
+    if any(p.type.pack is not None for p in list(d.inputs) + list(d.outputs)):
+        raise UnsupportedError(f"{op.kind.name} '{op.label}': operators with packed inputs or "
+                               "outputs defined in a model are not executed", location=d.loc)
+    try:
+        outs = run_lower(d, list(inputs), dict(op.attrs))
+    except QsimError as err:
+        raise type(err)(f"{op.kind.name} '{op.label}': {err.message}", hint=err.hint,
+                        location=err.location) from None
+    return [np.asarray(v) for v in outs]
+
+
 def _check_input(graph: ir.Graph, name: str, value: Any) -> np.ndarray:
     t = graph.tensor(name)
     arr = np.asarray(value)
@@ -93,8 +118,7 @@ def run_graph(graph: ir.Graph, inputs: Mapping[str, Any] | list) -> dict[str, np
         if op.subgraphs:
             results = run_control(op, values)
         elif op.kind.dialect not in STDLIB_DIALECTS:
-            raise UnsupportedError(f"{op.kind.name} '{op.label}': not a standard operator; "
-                                   "float execution covers the chapter 4 modules only")
+            results = run_own_operator(op, [values[n] if n else None for n in op.inputs])
         else:
             results = run_op_node(op, [values[n] if n else None for n in op.inputs])
         if len(results) != len(op.outputs):

@@ -1,0 +1,147 @@
+"""Operators a model defines in its own modules execute by their @lower bodies
+(qsim.skriptnd.execute.run_own_operator), carried by the ops themselves (ir.Op.definition)."""
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import qsim
+from qsim.cli import main as cli_main
+from qsim.errors import UnsupportedError
+from qsim.skriptnd.execute import run_graph
+from qsim.skriptnd.writer import write_model
+
+MAIN = """import extra;
+
+operator relu_sq {
+    @input {
+        x: real[m, n];
+    }
+    @output {
+        y: real[m, n];
+    }
+    @lower {
+        y[i, j] = 0.0,
+            i < m, j < n;
+        y[i, j] = x[i, j] * x[i, j],
+            i < m, j < n | x[i, j] > 0.0;
+    }
+}
+
+operator row_sum {
+    @input {
+        x: real[m, n];
+    }
+    @output {
+        y: real[m];
+    }
+    @lower {
+        y[i,] += x[i, j],
+            i < m, j < n;
+    }
+}
+
+operator no_formula {
+    @input {
+        x: real[m, n];
+    }
+    @output {
+        y: real[m, n];
+    }
+}
+
+graph G {
+    @input {
+        a: real[3, 6];
+    }
+    @output {
+        r: real[3];
+        s: real[3, 6];
+    }
+    @compose {
+        q = relu_sq(a);
+        r = row_sum(q);
+        s = extra.smooth3(a);
+    }
+}
+"""
+
+EXTRA = """operator smooth3 {
+    @input {
+        x: real[m, n];
+    }
+    @output {
+        y: real[m, n];
+    }
+    @lower {
+        y[i, j] += x[i, |j + k - 1|],
+            i < m, j < n, k < 3;
+    }
+}
+"""
+
+
+def _model(folder: Path, main: str = MAIN) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "main.sknd").write_text(main)
+    (folder / "extra.sknd").write_text(EXTRA)
+    return folder
+
+
+def _oracle(a: np.ndarray):
+    """Written from the formulas: a conditional square, a row sum, a 3-tap sum that skips
+    taps outside the row (the guarded index |j + k - 1| drops out-of-range terms)."""
+    q = np.where(a > 0, a * a, 0.0)
+    s = np.zeros_like(a)
+    for j in range(a.shape[1]):
+        for k in range(3):
+            if 0 <= j + k - 1 < a.shape[1]:
+                s[:, j] += a[:, j + k - 1]
+    return q.sum(axis=1), s
+
+
+def test_model_operators_run_by_their_lower_bodies(tmp_path):
+    a = np.random.default_rng(4).normal(size=(3, 6)).astype(np.float32)
+    values = run_graph(qsim.load(_model(tmp_path / "m")), {"a": a})
+    r, s = _oracle(a.astype(np.float64))
+    np.testing.assert_allclose(values["r"], r, rtol=1e-6)
+    np.testing.assert_allclose(values["s"], s, rtol=1e-6, atol=1e-6)
+
+
+def test_qsim_run_executes_them(tmp_path):
+    a = np.arange(-9, 9, dtype=np.float32).reshape(3, 6)
+    np.save(tmp_path / "a.npy", a)
+    assert cli_main(["run", str(_model(tmp_path / "m")), "--input", str(tmp_path / "a.npy"),
+                     "--dump", str(tmp_path / "dump")]) == 0
+    r, s = _oracle(a.astype(np.float64))
+    np.testing.assert_allclose(np.load(tmp_path / "dump" / "r.npy"), r)
+    np.testing.assert_allclose(np.load(tmp_path / "dump" / "s.npy"), s)
+
+
+def test_two_models_keep_their_own_definitions(tmp_path):
+    """Both define main.row_sum; each graph runs its own (no global registry)."""
+    other = MAIN.replace("y[i,] += x[i, j],", "y[i,] += 2.0 * x[i, j],")
+    g1 = qsim.load(_model(tmp_path / "one"))
+    g2 = qsim.load(_model(tmp_path / "two", other))
+    a = np.ones((3, 6), np.float32)
+    np.testing.assert_allclose(run_graph(g1, {"a": a})["r"], np.full(3, 6.0))
+    np.testing.assert_allclose(run_graph(g2, {"a": a})["r"], np.full(3, 12.0))
+    np.testing.assert_allclose(run_graph(g1, {"a": a})["r"], np.full(3, 6.0))
+
+
+def test_an_operator_without_lower_is_a_located_error(tmp_path):
+    main = MAIN.replace("r = row_sum(q);", "p = no_formula(q);\n        r = row_sum(p);")
+    graph = qsim.load(_model(tmp_path / "m", main))
+    with pytest.raises(UnsupportedError) as err:
+        run_graph(graph, {"a": np.zeros((3, 6), np.float32)})
+    assert "operator 'no_formula' has no @lower body" in err.value.message
+    assert err.value.location is not None and err.value.location.line == MAIN.splitlines().index(
+        "operator no_formula {") + 1
+
+
+def test_writer_refuses_model_operators_clearly(tmp_path):
+    graph = qsim.load(_model(tmp_path / "m"))
+    with pytest.raises(UnsupportedError, match="'main' is not a SkriptND module qsim knows"):
+        write_model(graph, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
