@@ -23,6 +23,12 @@ from .evaluate import Evaluator, free_names
 from .instance import eval_shape, instantiate, resolve_type
 from .modules import ModuleSet
 
+# Recurrences whose `steps` input (the 7th) is a run-time count: their bodies loop `..(steps)`
+# times yielding per-step outputs, which a composed graph cannot hold (a scan needs a
+# compile-time iteration count), so they stay whole and run by their fast paths
+# (fastops_nn: per-step outputs stacked, extent ~|s).
+WHOLE_WITH_RUNTIME_STEPS = ("nn.lstm_loop", "nn.lstm", "nn._jagged_lstm_loops")
+
 # the chapter 4 modules qsim ships in stdlib/ (their operators have fast numpy paths)
 STANDARD_MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
 from .values import Dyn, TensorValue, Uniform, error, is_pack, show, type_of
@@ -462,7 +468,8 @@ class Composer:
             raise error(f"{where}: operator invocations nest deeper than 200 (recursive definition?)", inv.loc)
         try:
             inst = instantiate(op, qual, attr_values, attr_locs, args, inv.generics, inv.loc, where)
-            primitive = op.compose is None or qual in self.options.keep
+            primitive = (op.compose is None or qual in self.options.keep
+                         or (qual in WHOLE_WITH_RUNTIME_STEPS and len(args) > 6 and args[6] is not None))
             if primitive:
                 return self._emit(frame, b, inst, qual, args, hints, label, inv)
             return self._compose_compound(frame, b, inst, module, qual, op, args, hints, label, inv)
