@@ -28,9 +28,6 @@ from .modules import ModuleSet
 # compile-time iteration count), so they stay whole and run by their fast paths
 # (fastops_nn: per-step outputs stacked, extent ~|s).
 WHOLE_WITH_RUNTIME_STEPS = ("nn.lstm_loop", "nn.lstm", "nn._jagged_lstm_loops")
-
-# the chapter 4 modules qsim ships in stdlib/ (their operators have fast numpy paths)
-STANDARD_MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
 from .values import Dyn, TensorValue, Uniform, error, is_pack, show, type_of
 
 DTYPES = {"real": ir.DType.F32, "int": ir.DType.I64, "bool": ir.DType.BOOL}
@@ -499,7 +496,7 @@ class Composer:
             results.append(tuple(tvs) if out.packed else tvs[0])
         attrs = {k: _plain(v) for k, v in inst.attrs.items() if v is not None}
         # a model's own operator carries its definition: float execution runs its @lower body
-        own = kind.dialect not in STANDARD_MODULES
+        own = not str(getattr(inst.op.loc, "file", "")).startswith("stdlib/")   # modules.stdlib_text
         b.ops.append(ir.Op(kind, tuple(in_names), tuple(out_names), attrs, name=(frame.scope + (label or "")) or
                            (out_names[0] if out_names else qual), definition=inst.op if own else None))
         return results

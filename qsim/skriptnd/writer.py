@@ -50,6 +50,7 @@ from . import ast
 from .evaluate import Evaluator, free_names
 from .formatting import RESERVED, format_value, is_identifier, quant_entry
 from .modules import ModuleSet
+from .writer_own import definition_text, module_text
 from .values import Uniform, same
 
 DEFAULT_HEADER = "Model written by qsim (SkriptND writer)."
@@ -63,11 +64,15 @@ _STORAGE = {(4, True): np.int8, (8, True): np.int8, (8, False): np.uint8, (16, T
 
 def write_model(graph: ir.Graph, folder, *, header: str | None = None) -> None:
     """Writes `graph` as a SkriptND model folder at `folder` (replaced atomically if it exists)."""
-    text, files = render(graph, header=header)
+    writer = _Writer(graph)
+    text, files = writer.render(DEFAULT_HEADER if header is None else header)
+    modules = writer.module_files()
     target = Path(os.fspath(folder))
     try:
         with atomic_directory(target) as tmp:
             (tmp / "main.sknd").write_text(text, encoding="utf-8")
+            for filename, module in modules.items():
+                (tmp / filename).write_text(module, encoding="utf-8")
             from ..tensorfile import write_tensor
             for filename, array, bits, signed in files:
                 write_tensor(tmp / filename, array, bits=bits, signed=signed)
@@ -145,6 +150,7 @@ class _Writer:
     def __init__(self, graph: ir.Graph):
         self.g = graph
         self.modules = ModuleSet(None)
+        self.own: dict[str, dict[str, ast.OperatorDef]] = {}   # module → the model's operators
         self.ref: dict[str, str] = {}          # tensor name → expression referring to it
         self.scoped: dict[str, str] = {}       # tensor name → its name in @quantize (2.14)
         self.tensors = _all_tensors(graph)      # with those of control-flow subgraphs
@@ -203,6 +209,11 @@ class _Writer:
             dialects.append("quant")
         return self._text(header, dialects, inputs, outputs, variables, lines, quant), files
 
+    def module_files(self) -> dict[str, str]:
+        """{file name: text} of the model's own modules other than main (after render)."""
+        return {f"{module}.sknd": module_text(next(iter(defs.values())), module)
+                for module, defs in sorted(self.own.items()) if module != "main"}
+
     def _used(self) -> set[str]:
         return {n for op in self.g.ops for n in op.inputs} | set(self.g.outputs)
 
@@ -211,6 +222,8 @@ class _Writer:
         imports = sorted(set(dialects))
         out += [f"import {m};" for m in imports]
         gname = self.g.name if is_identifier(self.g.name) else _Names(()).fresh(self.g.name)
+        for name, d in sorted(self.own.get("main", {}).items()):
+            out += ["", definition_text(d, f"main.{name}")]
         out += ["", f"graph {gname} {{"]
         for block, items in (("@input", inputs), ("@output", outputs), ("@variable", variables),
                              ("@compose", lines), ("@quantize", quant)):
@@ -239,6 +252,12 @@ class _Writer:
     def _definition(self, op: ir.Op) -> tuple[str, ast.OperatorDef]:
         module, name = op.kind.dialect, op.kind.short_name
         where = f"{op.kind.name} {op.label!r}"
+        if op.definition is not None:          # the model's own operator (writer_own.py)
+            known = self.own.setdefault(module, {}).setdefault(name, op.definition)
+            if known is not op.definition and known.loc != op.definition.loc:
+                raise UnsupportedError(f"{where}: two different definitions of '{op.kind.name}' "
+                                       "in one graph cannot be written")
+            return module, op.definition
         if not module:
             raise UnsupportedError(f"{where}: operator kind has no module")
         try:
@@ -271,13 +290,15 @@ class _Writer:
 
     def _invocation(self, op: ir.Op, dialects: list, where: str) -> str:
         module, d = self._definition(op)
-        if module not in dialects:
+        main_own = module == "main" and op.definition is not None
+        if module not in dialects and not main_own:
             dialects.append(module)
         opwhere = f"{op.kind.name} {op.label!r}"
         args = self._args(op, d, opwhere)
         attrs = self._attrs(op, d, opwhere)
         generics = self._generics(op, d)
-        call = f"{op.kind.name}{generics}{attrs}({', '.join(args)})"
+        callee = op.kind.short_name if main_own else op.kind.name
+        call = f"{callee}{generics}{attrs}({', '.join(args)})"
         return self._bind_outputs(op, d, call, opwhere)
 
     def _args(self, op: ir.Op, d: ast.OperatorDef, where: str) -> list[str]:
