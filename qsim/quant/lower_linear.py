@@ -288,7 +288,8 @@ def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
         _, a, c = bn
         w = w * a.reshape(-1, 1, 1, 1)
         bias = (bias.reshape(-1) if bias is not None else 0.0) * a + c
-    wq, w_quant = quantize_weights(ctx, w, 0, _weight_annotation(ctx, op, bn), f"{op.inputs[1]!r}")
+    note = _weight_annotation(ctx, op, bn)
+    wq, w_quant = quantize_weights(ctx, w, 0, note, f"{op.inputs[1]!r}")
 
     x = ctx.transpose_to(ctx.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
     x = _crop_input(ctx, x, crop, f"{op.inputs[0]}.cropped")
@@ -296,9 +297,8 @@ def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     common = {"pad": (begins[0], ends[0], begins[1], ends[1]), "stride": stride,
               "dilation": dilation, "input_zp": int(x_quant.zero_points()[0]), "weight_zp": 0}
     hint = op.outputs[0]
-    wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last,
-                                      _weight_annotation(ctx, op, bn), op.inputs[1])
-    wq = _rounded(ctx, op, w, wq, w_quant, _weight_annotation(ctx, op, bn))
+    wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last, note, op.inputs[1])
+    wq = _rounded(ctx, op, w, wq, w_quant, note)
     out_hw = ctx.float_shape(op.outputs[0])[2:]
     coverage = tap_coverage(xshape[2:], out_hw, begins, stride, dilation, (kh, kw))
     bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups, coverage)
@@ -401,11 +401,11 @@ def lower_linear(ctx: LoweringContext, op: ir.Op) -> None:
         _, a, c = bn
         w = w * a.reshape(-1, 1)
         bias = (bias.reshape(-1) if bias is not None else 0.0) * a + c
-    wq, w_quant = quantize_weights(ctx, w, 0, _weight_annotation(ctx, op, bn), f"{op.inputs[1]!r}")
+    note = _weight_annotation(ctx, op, bn)
+    wq, w_quant = quantize_weights(ctx, w, 0, note, f"{op.inputs[1]!r}")
     x = ctx.to_float_layout(ctx.value(op.inputs[0]), f"{op.inputs[0]}.rows")
-    wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x.quant, last,
-                                      _weight_annotation(ctx, op, bn), op.inputs[1])
-    wq = _rounded(ctx, op, w, wq, w_quant, _weight_annotation(ctx, op, bn))
+    wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x.quant, last, note, op.inputs[1])
+    wq = _rounded(ctx, op, w, wq, w_quant, note)
     bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0])
     bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.where()} bias")
     acc = ctx.b.emit("FULLY_CONNECTED", [x.name], {

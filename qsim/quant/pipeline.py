@@ -52,12 +52,17 @@ class QuantizeOptions:
         return QuantConfig(precision=self.precision, weight_granularity=self.weight_granularity,
                            double_round=self.double_round)
 
+    @property
+    def rounding_mode(self) -> str:
+        """The weight rounding this run uses: the TOSA default when none was chosen."""
+        return self.weight_rounding or "adaptive"
+
     def settings(self) -> dict:
         return {"observer": self.observer.value, "precision": self.precision.value,
                 "weights": self.weight_granularity.value,
                 "rounding": "double" if self.double_round else "single",
                 "bias_correction": self.bias_correction,
-                "weight_rounding": self.weight_rounding or "adaptive",
+                "weight_rounding": self.rounding_mode,
                 "backend": self.backend}
 
 
@@ -100,7 +105,7 @@ class Calibration:
 def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
                     options: QuantizeOptions) -> Calibration:
     """Runs the float graph over the calibration samples (at most options.calib_limit)."""
-    rounding = options.weight_rounding or "adaptive"
+    rounding = options.rounding_mode
     if rounding not in ROUNDING_MODES:
         raise UsageError(f"unknown weight rounding {rounding!r}",
                          hint=f"choose one of {', '.join(ROUNDING_MODES)}")

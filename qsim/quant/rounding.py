@@ -119,13 +119,13 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
     channel o, e_o^T H_g(o) e_o for e_o = q_o * scale_o - w_o.
 
     w: [OC, K] real weights; scales: [OC] (per channel) or [1]; h: [groups, K, K] with
-    output channel o in group o // (OC / groups). Starts from round-to-nearest (the
-    caller's quantization) and only takes moves that lower the objective."""
+    output channel o in group o // (OC / groups). Starts from round-to-nearest (NNEF's
+    round, floor(x + 0.5), as params.quantize) and only takes moves that lower the objective."""
     oc, k = w.shape
     groups = h.shape[0]
     s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
     v = w / s[:, None]                                             # weights in steps
-    q = np.clip(np.rint(v), qmin, qmax)
+    q = np.clip(np.floor(v + 0.5), qmin, qmax)
     floor = np.clip(np.floor(v), qmin, qmax)
     ceil = np.clip(floor + 1, qmin, qmax)
     # per-channel objective in step units: (q - v)^T (s^2 H) (q - v); s^2 > 0 changes no
@@ -156,16 +156,6 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
         if moved == 0:
             break
     return q.astype(np.int64)
-
-
-def output_error(w: np.ndarray, q: np.ndarray, scales: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """[OC]: e^T H e per output channel (real units), the objective adaptive_round lowers."""
-    oc = w.shape[0]
-    groups = h.shape[0]
-    s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
-    e = q * s[:, None] - w
-    hg = h[np.arange(oc) // (oc // groups)]
-    return np.einsum("ok,okl,ol->o", e, hg, e)
 
 
 def round_layer(moments: InputMoments | None, key: str, w: np.ndarray, wq: np.ndarray,
