@@ -21,14 +21,14 @@ from ..errors import Location, QsimError, SemanticError, UnsupportedError
 from . import ast
 from .evaluate import Evaluator, free_names
 from .instance import eval_shape, instantiate, resolve_type
-from .modules import ModuleSet
+from .modules import ModuleSet, is_standard_location
+from .values import Dyn, TensorValue, Uniform, error, is_pack, show, type_of
 
 # Recurrences whose `steps` input (the 7th) is a run-time count: their bodies loop `..(steps)`
 # times yielding per-step outputs, which a composed graph cannot hold (a scan needs a
 # compile-time iteration count), so they stay whole and run by their fast paths
 # (fastops_nn: per-step outputs stacked, extent ~|s).
 WHOLE_WITH_RUNTIME_STEPS = ("nn.lstm_loop", "nn.lstm", "nn._jagged_lstm_loops")
-from .values import Dyn, TensorValue, Uniform, error, is_pack, show, type_of
 
 DTYPES = {"real": ir.DType.F32, "int": ir.DType.I64, "bool": ir.DType.BOOL}
 NUMPY = {"real": np.float32, "int": np.int64, "bool": np.bool_}
@@ -496,7 +496,7 @@ class Composer:
             results.append(tuple(tvs) if out.packed else tvs[0])
         attrs = {k: _plain(v) for k, v in inst.attrs.items() if v is not None}
         # a model's own operator carries its definition: float execution runs its @lower body
-        own = not str(getattr(inst.op.loc, "file", "")).startswith("stdlib/")   # modules.stdlib_text
+        own = not is_standard_location(inst.op.loc)
         b.ops.append(ir.Op(kind, tuple(in_names), tuple(out_names), attrs, name=(frame.scope + (label or "")) or
                            (out_names[0] if out_names else qual), definition=inst.op if own else None))
         return results

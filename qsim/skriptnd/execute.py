@@ -67,9 +67,11 @@ def run_own_operator(op: ir.Op, inputs: list) -> list[np.ndarray]:
     from .lower import run_lower
     d = op.definition
     if d is None:
-        raise UnsupportedError(f"{op.kind.name} '{op.label}': not a standard operator, and the "
-                               "graph does not carry its definition",
-                               hint="load the model with qsim.load so its own operators come with it")
+        raise UnsupportedError(f"{op.kind.name} '{op.label}': neither a standard operator nor one "
+                               "the model defines; float execution covers the chapter 4 modules "
+                               "and the model's own operators",
+                               hint="integer TOSA/CVM graphs run with qsim.runtime.execute "
+                                    "(qsim run on a quantized folder)")
     if not d.lowers:
         raise UnsupportedError(f"{op.kind.name} '{op.label}': operator '{d.name}' has no @lower "
                                "body, so qsim cannot execute it", location=d.loc,

@@ -73,13 +73,21 @@ def parse_cached(text: str, filename: str) -> ast.Module:
     return module
 
 
+STDLIB_PATH_PREFIX = "stdlib/"   # the path stdlib_text gives standard modules (in locations)
+
+
+def is_standard_location(loc) -> bool:
+    """Whether a definition at `loc` comes from one of qsim's standard modules."""
+    return str(getattr(loc, "file", "")).startswith(STDLIB_PATH_PREFIX)
+
+
 def stdlib_text(name: str) -> tuple[str, str] | None:
     """(text, path) of standard module `name`, or None."""
     try:
         root = importlib.resources.files("qsim.stdlib")
         entry = root / f"{name}.sknd"
         if entry.is_file():
-            return entry.read_text(encoding="utf-8"), f"stdlib/{name}.sknd"
+            return entry.read_text(encoding="utf-8"), f"{STDLIB_PATH_PREFIX}{name}.sknd"
     except (ModuleNotFoundError, FileNotFoundError, TypeError):
         pass
     # editable installs do not always map package_dir entries: fall back to the source tree
@@ -87,7 +95,7 @@ def stdlib_text(name: str) -> tuple[str, str] | None:
     path = os.path.join(here, "stdlib", f"{name}.sknd")
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
-            return f.read(), f"stdlib/{name}.sknd"
+            return f.read(), f"{STDLIB_PATH_PREFIX}{name}.sknd"
     return None
 
 

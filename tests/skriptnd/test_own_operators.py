@@ -156,3 +156,14 @@ def test_write_load_write_is_identical_with_model_operators(tmp_path):
     v1, v2 = run_graph(graph, {"a": a}), run_graph(again, {"a": a})
     for name in graph.outputs:
         np.testing.assert_array_equal(v1[name], v2[name])
+
+
+def test_an_integer_graph_is_refused_with_the_way_to_run_it():
+    """run_graph is float execution: a TOSA op (no standard float operator, no model
+    definition) is refused, and the hint names the integer executor."""
+    from qsim.quant.pipeline import QuantizeOptions, embedded_quantized_model
+    model = embedded_quantized_model(QuantizeOptions(show_progress=False))
+    x = np.zeros(model.graph.tensor(model.graph.inputs[0]).shape, np.int8)
+    with pytest.raises(UnsupportedError, match="neither a standard operator nor one the model defines") as err:
+        run_graph(model.graph, {model.graph.inputs[0]: x})
+    assert "qsim.runtime.execute" in err.value.hint
