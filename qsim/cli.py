@@ -7,9 +7,10 @@ printed as a message (exit 2); any other exception is an internal error (exit 1)
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from . import __version__
+from . import __version__, limits
 from .errors import QsimError
 
 
@@ -117,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Bit-exact integer quantization of NNEF models (TOSA 0.30, CVM), "
                     "with Cython kernels and a cycle-simulated systolic-array NPU.")
     parser.add_argument("--version", action="version", version=f"qsim {__version__}")
+    parser.add_argument("--max-tensor-bytes", metavar="SIZE",
+                        help="refuse any single tensor, constant or container member larger than "
+                             "SIZE bytes (K/M/G/T suffixes; default 4G, or $QSIM_MAX_TENSOR_BYTES)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("selftest", help="check the compiled kernels against the numpy reference "
@@ -239,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if args.max_tensor_bytes is not None:
+            limits.parse_byte_size(args.max_tensor_bytes, "--max-tensor-bytes")
+            os.environ[limits.MAX_TENSOR_BYTES_ENV] = args.max_tensor_bytes
         return int(args.handler(args) or 0)
     except QsimError as err:
         print(f"qsim: {err.format()}", file=sys.stderr)
