@@ -16,9 +16,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _tosa_ops
 from .cache import packed_for
+from .extensions import extension
 from .isa import Isa, current_isa
+
+_tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 
 INT32_MAX = (1 << 31) - 1
 INT48_MAX = (1 << 47) - 1
