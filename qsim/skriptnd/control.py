@@ -212,6 +212,13 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
         count = ev.eval(loop.count.count)
     if count is None and scans:
         count = len(scans[0][1])
+    if scans and not scans[0][1]:
+        # the body's scanned inputs take the type of the packs' items, and a pack of 0 tensors
+        # has none (e.g. math.cumsum along an axis of extent 0)
+        raise error(f"{frame.where}: 'for {scans[0][0]} : ...' scans an empty pack, so the loop body "
+                    "has no item to compose with", loop.loc,
+                    hint="the scanned extent is 0: give the axis a positive extent, or skip the "
+                         "operator for empty tensors")
     if loop.pre_condition is None and loop.post_condition is None and count is None:
         raise error(f"{frame.where}: a loop needs a condition, a 'for' clause or an iteration count", loop.loc)
     static = count is not None and not isinstance(count, TensorValue)

@@ -22,6 +22,9 @@ from .evaluate import Evaluator, free_names
 from .values import (ABSTRACT_TYPES, CONCRETE_TYPES, Dyn, TensorValue, TypeValue, Uniform, error,
                      is_pack, show, type_of)
 
+# Extents are ints without a size (2.3), but every executor indexes with signed 64 bits.
+MAX_EXTENT = 2 ** 63 - 1
+
 
 @dataclass
 class OutputType:
@@ -370,6 +373,9 @@ def eval_shape(t: ast.TypeSpec, env: dict, where: str, decl, pack_index=None):
                 raise error(f"{where}: extent of '{decl.name}' must be an int, got {show(d)}", item.loc)
             if not isinstance(d, Dyn) and d < 0:
                 raise error(f"{where}: extent of '{decl.name}' is negative ({d})", item.loc)
+            if not isinstance(d, Dyn) and d > MAX_EXTENT:
+                raise error(f"{where}: extent {d} of '{decl.name}' is larger than any tensor can have "
+                            f"(at most 2**63 - 1)", item.loc)
             if isinstance(d, Dyn) and bound is not None:
                 d = Dyn(d.key, d.lo, bound if d.hi is None else min(d.hi, bound))
             shape.append(d if isinstance(d, Dyn) else int(d))
