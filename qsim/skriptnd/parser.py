@@ -794,6 +794,22 @@ def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> SyntaxError
     return SyntaxError_(msg, location=Location(filename, tok.line, tok.column), hint=hint)
 
 
+def decode_source(data: bytes, filename: str) -> str:
+    """A .sknd file's bytes as text: UTF-8 (the draft names no encoding; identifiers are ASCII,
+    2.4), a leading byte-order mark skipped. Bytes that are not UTF-8 are a SyntaxError_ at their line and column, naming the
+    byte offset."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        line_start = data.rfind(b"\n", 0, err.start) + 1
+        column = len(data[line_start:err.start].decode("utf-8", errors="replace")) + 1
+        raise SyntaxError_(f"the file is not UTF-8 text: byte 0x{data[err.start]:02x} at byte offset "
+                           f"{err.start} ({err.reason})", location=Location(filename, line, column),
+                           hint="save the model as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 def parse(text: str, filename: str = "<string>") -> ast.Module:
     """Parses one SkriptND module (a .sknd file's text). Raises SyntaxError_ with file:line:col."""
     return _run(text, filename, "module")

@@ -250,3 +250,19 @@ def test_cli_exit_2_without_traceback_for_deep_text(tmp_path, capsys):
     assert cli.main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert "nests deeper than 200 levels" in err and "Traceback" not in err
+
+
+def test_text_that_is_not_utf8_names_line_column_and_byte_offset(tmp_path):
+    good = graph().encode()
+    data = good.replace(b"@output", b"@outp\xffut")
+    offset = data.index(b"\xff")
+    err = check_error(tmp_path, None, SyntaxError_, data=data)
+    assert f"not UTF-8 text: byte 0xff at byte offset {offset}" in err.message
+    assert at(err) == position(good.decode(), "@output", 0)[:1] + (position(good.decode(), "@output")[1] + 5,)
+    assert err.hint == "save the model as UTF-8"
+
+
+def test_utf8_byte_order_mark_and_non_ascii_comments_are_read(tmp_path):
+    path = tmp_path / "main.sknd"
+    path.write_bytes(b"\xef\xbb\xbf# \xc3\xa9t\xc3\xa9\n" + graph().encode())
+    assert "valid SkriptND model" in check_model(str(path))
