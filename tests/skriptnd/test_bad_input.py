@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import qsim
@@ -266,3 +267,50 @@ def test_utf8_byte_order_mark_and_non_ascii_comments_are_read(tmp_path):
     path = tmp_path / "main.sknd"
     path.write_bytes(b"\xef\xbb\xbf# \xc3\xa9t\xc3\xa9\n" + graph().encode())
     assert "valid SkriptND model" in check_model(str(path))
+
+
+# ---------------------------------------------------------------- float executor allocations
+
+@pytest.mark.parametrize("op,inputs,attrs,what", [
+    ("layout.tile", [np.zeros((4,), np.float32)], {"repeats": [10 ** 10]}, "layout.tile result of shape [40000000000]"),
+    ("layout.broadcast", [np.zeros((1,), np.float32)], {"shape": [2 ** 40]}, "layout.broadcast result"),
+    ("layout.pad", [np.zeros((2,), np.float32)], {"padding": [0, 2 ** 40]}, "layout.pad result"),
+    ("layout.uniform", [np.float32(1)], {"shape": [2 ** 20, 2 ** 20]}, "layout.uniform result"),
+    ("layout.tensor", [], {"shape": [2 ** 40], "value": 0.0}, "layout.tensor result"),
+    ("image.nearest_upsample", [np.zeros((1, 1, 2), np.float32)], {"factor": [2 ** 40], "axes": [2]}, "image.nearest_upsample result"),
+    ("image.linear_resize", [np.zeros((1, 1, 2), np.float32)], {"size": [2 ** 40], "axes": [2]}, "image.linear_resize result"),
+    ("nn.conv", [np.zeros((1, 1, 64, 64), np.float32), np.zeros((1, 1, 33, 33), np.float32)],
+     {"padding": [16, 16, 16, 16]}, "nn.conv im2col buffer of shape [1, 1, 1089, 64, 64]"),
+])
+def test_executor_refuses_oversized_results_before_allocating(monkeypatch, op, inputs, attrs, what):
+    from qsim.skriptnd.fastops import run_op
+    # 1089 * 64 * 64 float32 = 17.0 MiB for the conv's im2col buffer, its output only 16 KiB
+    monkeypatch.setenv(limits.MAX_TENSOR_BYTES_ENV, "16M")
+    with pytest.raises(DataError) as info:
+        run_op(op, inputs, attrs)
+    assert what in info.value.message and "over the 16 MiB limit" in info.value.message
+
+
+def test_executor_rescale_by_an_infinite_factor():
+    from qsim.skriptnd.fastops import run_op
+    with pytest.raises(SemanticError, match="gives no finite size"):
+        run_op("image.rescale", [np.zeros((1, 1, 2), np.float32)], {"factor": [1e308], "axes": [2]})
+
+
+def test_lower_interpreter_refuses_an_oversized_index_grid(monkeypatch):
+    from qsim.skriptnd.lower import run_lower
+    text = ("operator Outer { @input { a: real[m]; b: real[n]; } @output { y: real[m, n]; }\n"
+            "  @lower { y[i, j] = a[i] * b[j], i < m, j < n; } }\n"
+            "operator Dot { @input { a: real[m]; b: real[n]; } @output { y: real[m]; }\n"
+            "  @lower { y[i] += a[i] * b[j], i < m, j < n; } }\n")
+    outer, dot = parse(text).definitions
+    monkeypatch.setenv(limits.MAX_TENSOR_BYTES_ENV, "1M")
+    a, b = np.zeros(512, np.float32), np.zeros(1024, np.float32)
+    with pytest.raises(DataError) as info:       # the output alone is past the limit
+        run_lower(outer, [a, b])
+    assert "output 'y' of shape [512, 1024]" in info.value.message
+    assert at(info.value) == (1, 1)
+    with pytest.raises(DataError) as info:       # the output fits, the index grid (4 MiB) not
+        run_lower(dot, [a, b])
+    assert "index grid of the formula of shape [512, 1024]" in info.value.message
+    assert at(info.value) == position(text, "y[i] +=")
