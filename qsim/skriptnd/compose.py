@@ -21,7 +21,7 @@ from ..errors import Location, QsimError, SemanticError, UnsupportedError
 from ..limits import check_tensor_size
 from . import ast
 from .evaluate import Evaluator, free_names
-from .instance import eval_shape, instantiate, resolve_type
+from .instance import check_extent, check_rank, eval_shape, instantiate, resolve_type
 from .modules import ModuleSet, is_standard_location
 from .values import Dyn, TensorValue, Uniform, error, is_pack, show, type_of
 
@@ -215,11 +215,14 @@ class Composer:
         ev = Evaluator(env, where)
         for item in t.shape:
             bound = ev.eval(item.bound) if item.bound is not None else None
+            if bound is not None:
+                check_extent(bound, decl.name, where, item.bound.loc, "upper bound")
             n = 1
             if item.pack is not None:
                 if item.pack.length is None:
                     raise error(f"{where}: the rank of input '{decl.name}' must be given", item.loc)
                 n = ev.eval(item.pack.length)
+                check_rank(n, decl.name, where, item.pack.length.loc)
             if isinstance(item.extent, ast.Omitted) or (isinstance(item.extent, ast.Name)
                                                         and item.extent.name not in env):
                 if bound is None and isinstance(item.extent, ast.Omitted):
@@ -238,6 +241,8 @@ class Composer:
             value = ev.eval(item.extent)
             if value is None:
                 continue
+            for d in (value if is_pack(value) else (value,)):
+                check_extent(d, decl.name, where, item.loc)
             shape.extend(value if is_pack(value) else (value,))
         for d in shape:
             if isinstance(d, Dyn) and d.hi is None:

@@ -314,3 +314,42 @@ def test_lower_interpreter_refuses_an_oversized_index_grid(monkeypatch):
         run_lower(dot, [a, b])
     assert "index grid of the formula of shape [512, 1024]" in info.value.message
     assert at(info.value) == position(text, "y[i] +=")
+
+
+# ---------------------------------------------------------------- graph inputs, loops
+
+@pytest.mark.parametrize("decl,needle,where", [
+    ("x: real[inf];", "extent of 'x' must be an int, got inf", "inf"),
+    ("x: real[s|[0]];", "upper bound of 'x' must be an int, got [0]", "[0]"),
+    ("x: real[~|-1];", "upper bound of 'x' is negative (-1)", "-1"),
+    ("x: real[2 ** 64];", "extent 18446744073709551616 of 'x' is larger than any tensor", "2 ** 64"),
+    ("x: real[1 ..(100000000)];", "'x' would have 100000000 dimensions; tensors have 0 to 64", "100000000)"),
+])
+def test_graph_input_extents(tmp_path, decl, needle, where):
+    text = graph(inputs=decl, outputs="y: real[~];")
+    err = check_error(tmp_path, text, SemanticError)
+    assert needle in err.message
+    assert at(err) == position(text, where)
+
+
+LOOP = "y = with acc: real[4] = x {kw} ..({count}) {{ next = math.add(acc, x); yield next; }};"
+
+
+@pytest.mark.parametrize("kw", ["do", "unroll"])
+@pytest.mark.parametrize("count,needle", [
+    ("[]", "iteration count must be a non-negative int or an int tensor, got []"),
+    ("inf", "got inf"), ("-1", "got -1"), ("true", "got true"),
+    ("1000000000", "iteration count 1000000000 is more than the 1000000 steps"),
+])
+def test_loop_counts(tmp_path, kw, count, needle):
+    text = graph(LOOP.format(kw=kw, count=count))
+    err = check_error(tmp_path, text, SemanticError)
+    assert needle in err.message
+    assert at(err) == position(text, count + ")")
+
+
+def test_unrolled_loop_past_the_composition_limit(tmp_path):
+    text = graph(LOOP.format(kw="unroll", count="200000"))
+    err = check_error(tmp_path, text, SemanticError)
+    assert "would compose 200000 steps into the graph, more than qsim composes (100000)" in err.message
+    assert at(err) == position(text, "with acc")
