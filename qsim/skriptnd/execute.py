@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import DataError, InvalidGraphError, MismatchError, QsimError, UnsupportedError
 from .. import ir
+from .control import MAX_LOOP_STEPS     # a loop that runs longer is taken to be endless
 from .fastops import OPS, run_op
 
 STDLIB_DIALECTS = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
@@ -136,7 +137,6 @@ def run_graph(graph: ir.Graph, inputs: Mapping[str, Any] | list) -> dict[str, np
     return values
 
 
-MAX_LOOP_STEPS = 1_000_000     # a condition loop that runs longer is taken to be endless
 
 
 def _run_sub(g: ir.Graph, own: list, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
