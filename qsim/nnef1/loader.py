@@ -162,7 +162,8 @@ def _load_variable(source: ModelSource, label: str, shape: tuple, item: str, loc
         values = tf.values().astype(np.float32)
         stored = tf.quantization
         if stored is not None and stored.algorithm is Quantizer.LINEAR:
-            quant = min_max_quant(stored.min, stored.max, stored.bits, False, False, "tensor file")
+            quant = min_max_quant(stored.min, stored.max, stored.bits, False, False, "tensor file",
+                                  Location(display), DataError)
     elif item == "integer":
         if tf.items.dtype.kind not in "iu":
             raise DataError(f"{display}: holds {tf.items.dtype} items but variable '{label}' is "
