@@ -64,9 +64,10 @@ def save_quantized(model: LoweredModel, folder: str | Path, *, source: str | Non
     # (the source model is recorded in quantization.json, not here: the model text depends
     # on the integer graph only, so saving a loaded model again gives identical files)
     header = "Integer model written by qsim quantize (TOSA 0.30 operators, NHWC inside)."
-    # the writer publishes a complete folder atomically; write it beside `folder` and move
-    # its files in, so `folder` may be the caller's own temporary output directory
-    staging = Path(tempfile.mkdtemp(prefix=".qsim-qmodel-", dir=folder.parent))
+    # the writer publishes a complete folder atomically; stage it inside `folder` (a killed run
+    # leaves nothing beside it) and move its files up, so `folder` may be the caller's own
+    # temporary output directory
+    staging = Path(tempfile.mkdtemp(prefix=".qsim-qmodel-", dir=folder))
     try:
         written = staging / "model"
         write_model(to_sknd_form(model.graph), written, header=header)
