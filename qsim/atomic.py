@@ -180,7 +180,11 @@ def _place(tmp: Path, target: Path) -> None:
     journal = target.parent / f".{target.name}.swap-{os.getpid()}"
     atomic_write_text(journal, json.dumps({"new": tmp.name, "old": old.name}))
     _crash_point("journal-written")
-    os.rename(target, old)
+    try:
+        os.rename(target, old)
+    except BaseException:
+        journal.unlink()
+        raise
     _crash_point("old-moved")
     try:
         os.rename(tmp, target)

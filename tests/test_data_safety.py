@@ -257,3 +257,31 @@ def test_bad_option_values_are_usage_errors(capsys, argv, message):
         main(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+# ---- commands publish through qsim.atomic: a killed run leaves the old result whole --------
+
+def test_killed_run_keeps_the_previous_outputs_whole(work, tmp_path):
+    import subprocess
+    import sys
+    dump, out = tmp_path / "dump", tmp_path / "y.npy"
+    argv = [sys.executable, "-m", "qsim", "run", str(work / "m"), "--input", str(work / "x.npy")]
+    env = {k: v for k, v in os.environ.items() if k != "QSIM_TEST_CRASH_AT"}
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd()] + sys.path)
+
+    def run(*extra, crash=None):
+        return subprocess.run(argv + list(extra), capture_output=True, text=True, timeout=300,
+                              env=dict(env, **({"QSIM_TEST_CRASH_AT": crash} if crash else {})))
+
+    assert run("--dump", str(dump), "--output", str(out)).returncode == 0
+    good_dump, good_out = _tree_digest(dump), out.read_bytes()
+    for point in ("built", "swapped"):              # before and after the exchange
+        assert run("--dump", str(dump), crash=point).returncode == -9
+        assert _tree_digest(dump) == good_dump       # old and new are the same bytes here
+    assert run("--output", str(out), crash="built").returncode == -9
+    assert out.read_bytes() == good_out
+    assert len(list(tmp_path.iterdir())) > 2         # the killed runs' leftovers ...
+    done = run("--dump", str(dump), "--output", str(out))
+    assert done.returncode == 0 and "removed" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump", "y.npy"]   # ... are gone
+    assert _tree_digest(dump) == good_dump and out.read_bytes() == good_out
