@@ -38,14 +38,18 @@ def _read_header(f, where: str):
         if isinstance(err, ValueError) and "magic" in str(err):
             start = " (it does not start with the .npy magic \\x93NUMPY)"
         raise DataError(f"{where}: not a .npy array{start}", hint=_NPY_HINT) from None
+    # (version 3.0 differs from 2.0 only in allowing non-Latin-1 field names, and qsim refuses
+    # structured arrays anyway)
+    readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+    if version not in readers:
+        raise DataError(f"{where}: .npy format version {version[0]}.{version[1]} is not supported "
+                        "(qsim reads 1.0 and 2.0)", hint=_NPY_HINT)
     try:
-        if version == (1, 0):
-            return fmt.read_array_header_1_0(f, max_header_size=1 << 16)
-        if version == (2, 0):
-            return fmt.read_array_header_2_0(f, max_header_size=1 << 16)
-        return fmt._read_array_header(f, version, max_header_size=1 << 16)
-    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as err:
-        raise DataError(f"{where}: the .npy header is damaged ({err})", hint=_NPY_HINT) from None
+        return readers[version](f, max_header_size=1 << 16)
+    except Exception as err:  # noqa: BLE001 - numpy parses the header with tokenize and ast,
+        # whose failures have many types; a damaged header is what they all mean
+        raise DataError(f"{where}: the .npy header is damaged ({type(err).__name__}: {err})",
+                        hint=_NPY_HINT) from None
 
 
 def _read_array(f, total_bytes: int, where: str) -> np.ndarray:
