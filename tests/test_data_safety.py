@@ -285,3 +285,27 @@ def test_killed_run_keeps_the_previous_outputs_whole(work, tmp_path):
     assert done.returncode == 0 and "removed" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dump", "y.npy"]   # ... are gone
     assert _tree_digest(dump) == good_dump and out.read_bytes() == good_out
+
+
+# ---- a damaged quantization.json ------------------------------------------------------------
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda doc: b"\xff\xfe{}", "not UTF-8 text"),
+    (lambda doc: b"[" * 100000 + b"]" * 100000, "JSON nested more than 200 levels deep"),
+    (lambda doc: b"{", "quantization.json:1:2: not valid JSON"),
+    (lambda doc: dict(doc, settings=["tosa"]), '"settings" must be an object, not list'),
+    (lambda doc: dict(doc, settings={"target": {"a": 1}}), '"settings.target" is {\'a\': 1}'),
+    (lambda doc: dict(doc, tensor_map=[1]), '"tensor_map" must be an object'),
+    (lambda doc: dict(doc, tensor_map={"conv": {"tensor": ["x"]}}), "tensor_map['conv'] must be"),
+    (lambda doc: dict(doc, tensor_map={"conv": {"tensor": "conv", "perm": [0, 0]}}),
+     "a permutation of 0..rank-1"),
+])
+def test_damaged_quantized_model_description(work, tmp_path, capsys, edit, message):
+    import json
+    import shutil
+    q = tmp_path / "q"
+    shutil.copytree(work / "q", q)
+    doc = json.loads((q / "quantization.json").read_text())
+    new = edit(doc)
+    (q / "quantization.json").write_bytes(new if isinstance(new, bytes) else json.dumps(new).encode())
+    _fails(["run", q, "--input", work / "x.npy"], capsys, "quantization.json", message)
