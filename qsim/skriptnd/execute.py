@@ -237,13 +237,11 @@ def read_inputs(graph: ir.Graph, specs: list[str]) -> dict[str, np.ndarray]:
         raise DataError(f"{len(specs)} --input arrays for graph '{graph.name}' with inputs "
                         + ", ".join(graph.inputs))
     named.update(zip(free, positional))
+    from ..userdata import check_finite, read_npy
     arrays = {}
     for name, file in named.items():
-        try:
-            arrays[name] = np.load(file, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise DataError(f"--input {file}: cannot read a .npy array ({err})",
-                            hint="save inputs with numpy.save") from None
+        arrays[name] = read_npy(file, "--input")
+        check_finite(arrays[name], f"--input {file} (input '{name}')")
     return arrays
 
 
@@ -253,25 +251,16 @@ def _file_name(tensor_name: str) -> str:
 
 def write_outputs(graph: ir.Graph, values: Mapping[str, np.ndarray], output: str | None,
                   dump: str | None) -> None:
-    import os
-    import tempfile
-    from ..atomic import atomic_directory
+    """`--output` (one .npy array, or a .npz of several) and `--dump` (a folder of every
+    tensor), each replacing its target only when complete (qsim.atomic)."""
+    from ..atomic import atomic_directory, atomic_file
     if output:
         outs = {n: values[n] for n in graph.outputs}
-        directory = os.path.dirname(os.path.abspath(output))
-        fd, tmp = tempfile.mkstemp(prefix=".qsim-run-", suffix=".npz" if len(outs) > 1 else ".npy",
-                                   dir=directory)
-        os.close(fd)
-        try:
+        with atomic_file(output) as tmp, open(tmp, "wb") as f:
             if len(outs) == 1:
-                np.save(tmp, next(iter(outs.values())))
+                np.save(f, next(iter(outs.values())))
             else:
-                np.savez(tmp, **outs)
-            os.replace(tmp, output)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+                np.savez(f, **outs)
     if dump:
         with atomic_directory(dump) as tmpdir:
             for name, value in values.items():
