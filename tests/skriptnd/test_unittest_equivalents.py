@@ -1,0 +1,198 @@
+"""qsim's own equivalents of the feature categories of NNEF-Tools' skriptnd unittest.sknd that the
+earlier tests did not cover: packed graph inputs in the parallel, folding and unrolled loop forms,
+packs of run-time length (`..(s|5)`) into layout.concat/stack and out of layout.split/unstack, real
+ranges, packed graph outputs, model operators with packed inputs/outputs. Composed shapes and
+executed values are checked against numpy oracles written from chapter 2 and chapter 4 formulas.
+"""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qsim.errors import SemanticError, SyntaxError_, UnsupportedError
+from qsim.skriptnd.execute import run_graph
+from qsim.skriptnd.model import compose_graphs
+from qsim.skriptnd.parser import parse
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "skriptnd" / "unittest_equivalents.sknd"
+
+
+def compose(name, path=FIXTURE):
+    return compose_graphs(str(path), graph=name)[0].graph
+
+
+def shapes(graph, names):
+    return [graph.tensors[n].shape for n in names]
+
+
+def run(graph, feeds):
+    values = run_graph(graph, feeds)
+    return [values[n] for n in graph.outputs]
+
+
+def refused(tmp_path, kind, body):
+    """The error composing graph G of `import layout, math;` + body (so body line k is line k+1)."""
+    path = tmp_path / "main.sknd"
+    path.write_text(f"import layout, math;\n{body}")
+    with pytest.raises(kind) as err:
+        compose_graphs(str(path), graph="G")
+    return err.value
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def test_a_pack_length_takes_an_upper_bound():
+    module = parse("graph G {\n @input { xs: real[2]..(s|5); }\n @output { y: real[]; }\n"
+                   " @compose { y = math.sum_reduce(xs); }\n}\n", "m.sknd")
+    pack = module.graphs[0].inputs[0].type.pack
+    assert pack.length.name == "s" and pack.bound.value == 5
+    assert (pack.loc.line, pack.loc.column) == (2, 22)
+
+
+def test_an_unclosed_bounded_pack_length_is_a_located_syntax_error():
+    with pytest.raises(SyntaxError_) as err:
+        parse("graph G {\n @input { xs: real[2]..(s|5; }\n}\n", "m.sknd")
+    assert err.value.location.line == 2
+
+
+# ---------------------------------------------------------------- packed graph inputs in loops
+
+
+@pytest.mark.parametrize("name", ["scan_parallel", "unrolled_parallel"])
+def test_a_packed_input_scanned_in_parallel(name, rng):
+    g = compose(name)
+    assert list(g.inputs) == ["xs_0", "xs_1", "xs_2"]
+    assert shapes(g, g.inputs) == [(2, 3)] * 3 and shapes(g, g.outputs) == [(2, 3)] * 3
+    if name == "unrolled_parallel":        # unroll: one op per item, no loop op (2.10.1)
+        assert [op.kind.name for op in g.ops] == ["math.mul"] * 3
+    else:
+        assert [op.kind.name for op in g.ops] == ["control.loop"]
+    xs = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3)]
+    ys = run(g, dict(zip(g.inputs, xs)))
+    for x, y in zip(xs, ys):
+        np.testing.assert_array_equal(y, x * np.float32(3.0))
+
+
+@pytest.mark.parametrize("name", ["scan_folding", "unrolled_folding"])
+def test_a_packed_input_folded_in_order(name, rng):
+    g = compose(name)
+    assert list(g.inputs) == ["init", "xs_0", "xs_1", "xs_2", "xs_3"]
+    assert shapes(g, g.outputs) == [(2,)]
+    init = rng.standard_normal(2).astype(np.float32)
+    xs = [rng.standard_normal(2).astype(np.float32) for _ in range(4)]
+    (acc,) = run(g, dict(zip(g.inputs, [init] + xs)))
+    expected = init
+    for x in xs:                          # a_k = 2 a_{k-1} + x_k: the order of items matters
+        expected = expected * np.float32(2.0) + x
+    np.testing.assert_allclose(acc, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_static_pack_with_a_dynamic_extent_feeds_an_operator(rng):
+    g = compose("packed_into_operator")
+    assert shapes(g, g.inputs) == [(None, 3), (None, 3)]
+    assert g.tensors["xs_0"].max_shape == (4, 3)
+    assert shapes(g, g.outputs) == [(None, 6)]
+    a, b = (rng.standard_normal((3, 3)).astype(np.float32) for _ in range(2))
+    (y,) = run(g, {"xs_0": a, "xs_1": b})
+    np.testing.assert_array_equal(y, np.concatenate([a, b], axis=1))
+
+
+def test_a_packed_input_length_must_be_known_or_bounded(tmp_path):
+    err = refused(tmp_path, SemanticError, "graph G {\n @input { xs: real[2]..(n); }\n @output { y: real[2]; }\n"
+                           " @compose { y = layout.concat{axis=0}(xs); }\n}\n")
+    assert "needs an upper bound" in err.message and "..(n|5)" in err.message
+    assert (err.location.line, err.location.column) == (3, 22)
+
+
+def test_a_packed_input_over_its_bound_is_refused(tmp_path):
+    err = refused(tmp_path, SemanticError, "graph G {\n @input { xs: real[2]..(6|5); }\n @output { y: real[12]; }\n"
+                           " @compose { y = layout.concat{axis=0}(xs); }\n}\n")
+    assert "above its upper bound 5" in err.message and err.location.line == 3
+
+
+# ---------------------------------------------------------------- packs of run-time length
+
+
+def dyn_items(rng, count, shape):
+    return rng.standard_normal((count,) + shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("count", [1, 3, 5])
+def test_concat_of_a_runtime_length_pack(count, rng):
+    g0, g1 = compose("dyn_concat_0"), compose("dyn_concat_1")
+    # the pack is one input holding its items stacked along a leading extent s <= 5
+    assert list(g0.inputs) == ["xs"] and shapes(g0, ["xs"]) == [(None, 2, 3)]
+    assert g0.tensors["xs"].max_shape == (5, 2, 3)
+    assert shapes(g0, g0.outputs) == [(None, 3)] and g0.tensors["y"].max_shape == (10, 3)
+    assert shapes(g1, g1.outputs) == [(2, None)] and g1.tensors["y"].max_shape == (2, 15)
+    xs = dyn_items(rng, count, (2, 3))
+    items = list(xs)
+    np.testing.assert_array_equal(run(g0, {"xs": xs})[0], np.concatenate(items, axis=0))
+    np.testing.assert_array_equal(run(g1, {"xs": xs})[0], np.concatenate(items, axis=1))
+
+
+def test_stack_of_a_runtime_length_pack(rng):
+    g, gs = compose("dyn_stack_1"), compose("dyn_stack_squeeze")
+    assert shapes(g, g.outputs) == [(2, None, 3)] and shapes(gs, gs.outputs) == [(2, None, 3)]
+    xs = dyn_items(rng, 4, (2, 3))
+    np.testing.assert_array_equal(run(g, {"xs": xs})[0], np.stack(list(xs), axis=1))
+    xs1 = dyn_items(rng, 2, (2, 1, 3))
+    np.testing.assert_array_equal(run(gs, {"xs": xs1})[0], np.concatenate(list(xs1), axis=1))
+
+
+def test_unstack_along_a_dynamic_extent_gives_a_runtime_length_pack(rng):
+    g, gk = compose("dyn_unstack_1"), compose("dyn_unstack_keep")
+    assert list(g.outputs) == ["ys"] and shapes(g, g.outputs) == [(None, 2, 3)]
+    assert g.tensors["ys"].max_shape == (6, 2, 3)
+    assert shapes(gk, gk.outputs) == [(None, 2, 1, 3)]
+    x = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    (ys,) = run(g, {"x": x})
+    for k in range(4):                   # item k of the pack is x[:, k, :]
+        np.testing.assert_array_equal(ys[k], x[:, k, :])
+    (yk,) = run(gk, {"x": x})
+    for k in range(4):
+        np.testing.assert_array_equal(yk[k], x[:, k:k + 1, :])
+
+
+def test_split_by_a_runtime_count_and_concat_back(rng):
+    g = compose("dyn_split_round_trip")
+    assert shapes(g, g.outputs) == [(3, None)]
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    np.testing.assert_array_equal(run(g, {"x": x})[0], x)
+    parts = run_graph(g, {"x": x})["parts"]
+    assert parts.shape == (5, 3, 1)     # items real[3,1], one per unit of s
+    np.testing.assert_array_equal(parts[:, :, 0], x.T)
+
+
+def test_a_runtime_length_pack_goes_only_to_concat_and_stack(tmp_path):
+    err = refused(tmp_path, UnsupportedError, "graph G {\n @input { xs: real[2]..(s|5); }\n @output { y: real[2]; }\n"
+                           " @compose { y = math.sum_n(xs); }\n}\n")
+    assert "run-time length" in err.message and "layout.concat" in err.message
+    assert (err.location.line, err.location.column) == (5, 17)
+
+
+def test_a_runtime_count_splits_only_its_own_extent(tmp_path):
+    err = refused(tmp_path, UnsupportedError, "graph G {\n @input { x: real[s|5]; c: real[t|5]; }\n @output { y: real[s]; }\n"
+                           " @compose { ps..(t) = layout.split{axis=0, count=t}(x); "
+                           "y = layout.concat{axis=0}(ps); }\n}\n")
+    assert "same symbol" in err.message and err.location.line == 5
+
+
+def test_a_runtime_length_output_must_match_its_declared_length(tmp_path):
+    err = refused(tmp_path, SemanticError, "graph G {\n @input { x: real[s|5,2]; }\n @output { ys: real[2]..(3); }\n"
+                           " @compose { ys = layout.unstack{axis=0}(x); }\n}\n")
+    assert "run-time length s|5, 3 written" in err.message and err.location.line == 4
+
+
+# ---------------------------------------------------------------- real ranges
+
+
+def test_real_range_counts_by_the_rounded_up_quotient():
+    g = compose("real_range")
+    assert shapes(g, g.outputs) == [(5,), (4,)]
+    r, d = run(g, {})
+    # 4.1.1: output[i] = first + i * stride, i < int((last - first) \ stride)
+    np.testing.assert_array_equal(r, np.float32(1.0) + np.arange(5, dtype=np.float32) * np.float32(2.0))
+    np.testing.assert_array_equal(d, np.float32(1.0) - np.arange(4, dtype=np.float32) * np.float32(0.5))
+    assert r.dtype == np.float32
