@@ -196,3 +196,49 @@ def test_real_range_counts_by_the_rounded_up_quotient():
     np.testing.assert_array_equal(r, np.float32(1.0) + np.arange(5, dtype=np.float32) * np.float32(2.0))
     np.testing.assert_array_equal(d, np.float32(1.0) - np.arange(4, dtype=np.float32) * np.float32(0.5))
     assert r.dtype == np.float32
+
+
+# ---------------------------------------------------------------- imports and `qsim check --all`
+
+MIXED = """import layout, math, misc;
+graph Good {
+    @input { xs: real[2]..(s|4); }
+    @output { y: real[2 * s]; }
+    @compose { y = layout.concat{axis=0}(xs); }
+}
+graph UsesMissing {
+    @input { x: real[3]; }
+    @output { y: real[3]; }
+    @compose { y = misc.iden(x); }
+}
+graph NoSuchOperator {
+    @input { x: real[3]; }
+    @output { y: real[3]; }
+    @compose { y = math.axpby(x); }
+}
+"""
+
+
+def test_an_unused_unknown_import_is_a_note_and_a_used_one_a_located_error(tmp_path, capsys):
+    from qsim.cli import main
+    path = tmp_path / "main.sknd"
+    path.write_text(MIXED)
+    assert main(["check", str(path), "--graph", "Good"]) == 0
+    out = capsys.readouterr().out
+    assert f"note: {path}:1:1: import of unknown module 'misc'" in out
+    assert "input   xs: f32[?<=4, 2]" in out and "output  y: f32[?<=8]" in out
+    assert main(["check", str(path), "--graph", "UsesMissing"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:10:20: semantic error: unknown module 'misc'" in err
+
+
+def test_check_all_reports_every_failing_graph_located(tmp_path, capsys):
+    from qsim.cli import main
+    path = tmp_path / "main.sknd"
+    path.write_text(MIXED)
+    assert main(["check", str(path), "--all"]) == 2
+    err = capsys.readouterr().err
+    assert "2 of 3 graphs do not compose (1 do)" in err
+    assert f"graph 'UsesMissing': {path}:10:20: semantic error: unknown module 'misc'" in err
+    assert f"graph 'NoSuchOperator': {path}:15:20: semantic error: module 'math' has no operator 'axpby'" in err
+    assert "Traceback" not in err
