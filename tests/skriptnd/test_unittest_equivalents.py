@@ -242,3 +242,131 @@ def test_check_all_reports_every_failing_graph_located(tmp_path, capsys):
     assert f"graph 'UsesMissing': {path}:10:20: semantic error: unknown module 'misc'" in err
     assert f"graph 'NoSuchOperator': {path}:15:20: semantic error: module 'math' has no operator 'axpby'" in err
     assert "Traceback" not in err
+
+
+# ---------------------------------------------------------------- model operators with packs
+
+OWN_PACKS = """import layout;
+
+operator pack_sum {
+    @input {
+        xs: real[s..(d)]..(n);
+    }
+    @output {
+        y: real[s..];
+    }
+    @lower {
+        y[i..] += xs[k][i..],
+            i < s, k < n;
+    }
+}
+
+operator rows {
+    @input {
+        x: real[n, m];
+    }
+    @output {
+        ys: real[m]..(n);
+    }
+    @lower {
+        ys[k][j,] = x[k, j],
+            k < n, j < m;
+    }
+}
+
+operator two_packs {
+    @attrib {
+        n: int;
+    }
+    @input {
+        a: real[m]..(n);
+        b: real[m]..(k);
+    }
+    @output {
+        y: real[m];
+    }
+    @lower {
+        y[j,] += a[i][j,],
+            i < n, j < m;
+        y[j,] += 10.0 * b[i][j,],
+            i < k, j < m;
+    }
+}
+
+operator ambiguous {
+    @input {
+        a: real[m]..(p);
+        b: real[m]..(q);
+    }
+    @output {
+        y: real[m];
+    }
+    @lower {
+        y[j,] += a[i][j,] - b[i][j,],
+            i < p, j < m;
+    }
+}
+
+graph G {
+    @input {
+        a: real[2, 3];
+        b: real[2, 3];
+        c: real[2, 3];
+        x: real[4, 5];
+    }
+    @output {
+        y: real[2, 3];
+        r: real[5]..(4);
+        t: real[5];
+    }
+    @compose {
+        y = pack_sum([a, b, c]);
+        r..(4) = rows(x);
+        [r0, r1, r2, r3] = r;
+        t = two_packs{n=1}([r0], [r1, r2, r3]);
+    }
+}
+
+graph Ambiguous {
+    @input {
+        a: real[3];
+        b: real[3];
+    }
+    @output {
+        y: real[3];
+    }
+    @compose {
+        y = ambiguous([a], [b]);
+    }
+}
+"""
+
+
+def test_model_operators_with_packed_inputs_and_outputs_run(tmp_path, rng):
+    path = tmp_path / "main.sknd"
+    path.write_text(OWN_PACKS)
+    g = compose("G", path)
+    assert list(g.outputs) == ["y", "r_0", "r_1", "r_2", "r_3", "t"]
+    assert shapes(g, g.outputs) == [(2, 3)] + [(5,)] * 4 + [(5,)]
+    assert [list(op.inputs) for op in g.ops] == [["a", "b", "c"], ["x"], ["r_0", "r_1", "r_2", "r_3"]]
+    feeds = {n: rng.standard_normal(g.tensors[n].shape).astype(np.float32) for n in g.inputs}
+    y, *rs, t = run(g, feeds)
+    x = feeds["x"]
+    # sum over the pack of three, in float32: bounded by 2 ulps of the largest partial sum
+    exact = feeds["a"].astype(np.float64) + feeds["b"] + feeds["c"]
+    bound = 2 * np.finfo(np.float32).eps * (np.abs(feeds["a"]) + np.abs(feeds["b"]) + np.abs(feeds["c"]))
+    assert np.all(np.abs(y - exact) <= bound)
+    for k in range(4):                    # ys[k][j] = x[k, j]
+        np.testing.assert_array_equal(rs[k], x[k])
+    exact_t = x[0].astype(np.float64) + 10.0 * (x[1].astype(np.float64) + x[2] + x[3])
+    assert np.all(np.abs(t - exact_t) <= 4 * np.finfo(np.float32).eps * (np.abs(x[0]) + 10 * np.abs(x[1:]).sum(0)))
+
+
+def test_a_model_operator_whose_packs_cannot_be_told_apart_is_refused_located(tmp_path):
+    path = tmp_path / "main.sknd"
+    path.write_text(OWN_PACKS)
+    g = compose("Ambiguous", path)
+    with pytest.raises(UnsupportedError) as err:
+        run_graph(g, {"a": np.zeros(3, np.float32), "b": np.zeros(3, np.float32)})
+    assert "cannot tell which of its 2 inputs belong to the packs a, b" in err.value.message
+    assert err.value.location.line == OWN_PACKS.splitlines().index("operator ambiguous {") + 1
