@@ -4,11 +4,11 @@
 A static graph has a fixed number of tensors, so such a pack is held as ONE tensor whose leading
 extent is the pack length and whose items are stacked behind it: `xs` is `real[s|5, 2]`. The
 operators that consume or produce whole packs are composed into standard layout operators on that
-stacked tensor (transpose moves the pack extent, reshape merges it, squeeze/unsqueeze handle the
+stacked tensor (transpose moves the pack extent, flatten merges it, squeeze/unsqueeze handle the
 unit extents of stack{squeeze} / unstack{squeeze=false}), so the graph stays executable and
-writable with chapter 4 operators only:
+writable with chapter 4 primitive operators only (emitted directly, as primitives are):
 
-- `layout.concat{axis=a}(xs)`: move the pack extent next to axis a, merge the two (reshape -1),
+- `layout.concat{axis=a}(xs)`: move the pack extent next to axis a, merge the two (flatten),
 - `layout.stack{axis=a}(xs)`: move the pack extent to axis a (squeeze: drop the items' unit axis),
 - `layout.unstack{axis=a}(x)` with x.shape[a] dynamic: move axis a to the front,
 - `layout.split{axis=a, count=s}(x)` with x.shape[a] the same extent s: items of extent 1.
@@ -130,14 +130,13 @@ def _op(b, frame, kind: str, x: TensorValue, shape: tuple, attrs: dict, name: st
 
 
 def _move(b, frame, x: TensorValue, src: int, dst: int, name: str, inv) -> TensorValue:
-    """layout.transpose moving axis `src` of x to position `dst` (identity: reshape, so that the
-    result is a new tensor of the requested name)."""
+    """layout.transpose moving axis `src` of x to position `dst` (when that is no move, math.iden,
+    so that the result is a new tensor of the requested name)."""
     order = list(range(len(x.shape)))
     order.insert(dst, order.pop(src))
     shape = tuple(x.shape[i] for i in order)
     if order == sorted(order):
-        return _op(b, frame, "layout.reshape", x, shape, {"axis": 0, "rank": 1, "shape": (-1,)}
-                   if shape else {"axis": 0, "rank": 0, "shape": ()}, name, inv)
+        return _op(b, frame, "math.iden", x, shape, {}, name, inv)
     first = min(i for i, p in enumerate(order) if p != i)
     return _op(b, frame, "layout.transpose", x, shape, {"axis": first, "perm": tuple(order[first:])}, name, inv)
 
@@ -153,7 +152,7 @@ def _gather(composer, frame, b, qual, attrs, pack: DynPack, hints, label, inv, w
             raise error(f"{where}: 'axis' must be below the items' rank {rank}", inv.loc)
         moved = _move(b, frame, x, 0, axis, scope + "pack_moved", inv) if axis else x
         shape = moved.shape[:axis] + (product(moved.shape[axis], moved.shape[axis + 1]),) + moved.shape[axis + 2:]
-        return _op(b, frame, "layout.reshape", moved, shape, {"axis": axis, "rank": 2, "shape": (-1,)}, final, inv)
+        return _op(b, frame, "layout.flatten", moved, shape, {"axis": axis, "rank": 2}, final, inv)
     squeeze = bool(attrs.get("squeeze", False))
     axis = _axis(attrs.get("axis"), rank + (0 if squeeze else 1), where, inv)
     if not squeeze:

@@ -121,6 +121,7 @@ def dyn_items(rng, count, shape):
 @pytest.mark.parametrize("count", [1, 3, 5])
 def test_concat_of_a_runtime_length_pack(count, rng):
     g0, g1 = compose("dyn_concat_0"), compose("dyn_concat_1")
+    assert [op.kind.name for op in g1.ops] == ["layout.transpose", "layout.flatten"]
     # the pack is one input holding its items stacked along a leading extent s <= 5
     assert list(g0.inputs) == ["xs"] and shapes(g0, ["xs"]) == [(None, 2, 3)]
     assert g0.tensors["xs"].max_shape == (5, 2, 3)
@@ -133,7 +134,11 @@ def test_concat_of_a_runtime_length_pack(count, rng):
 
 
 def test_stack_of_a_runtime_length_pack(rng):
-    g, gs = compose("dyn_stack_1"), compose("dyn_stack_squeeze")
+    g, gs, g0 = compose("dyn_stack_1"), compose("dyn_stack_squeeze"), compose("dyn_stack_0")
+    # stacking at axis 0 is the stacked tensor itself: one identity op gives the output its name
+    assert [op.kind.name for op in g0.ops] == ["math.iden"] and list(g0.outputs) == ["y"]
+    xs0 = dyn_items(rng, 3, (2, 3))
+    np.testing.assert_array_equal(run(g0, {"xs": xs0})[0], np.stack(list(xs0), axis=0))
     assert shapes(g, g.outputs) == [(2, None, 3)] and shapes(gs, gs.outputs) == [(2, None, 3)]
     xs = dyn_items(rng, 4, (2, 3))
     np.testing.assert_array_equal(run(g, {"xs": xs})[0], np.stack(list(xs), axis=1))
@@ -370,3 +375,21 @@ def test_a_model_operator_whose_packs_cannot_be_told_apart_is_refused_located(tm
         run_graph(g, {"a": np.zeros(3, np.float32), "b": np.zeros(3, np.float32)})
     assert "cannot tell which of its 2 inputs belong to the packs a, b" in err.value.message
     assert err.value.location.line == OWN_PACKS.splitlines().index("operator ambiguous {") + 1
+
+
+@pytest.mark.parametrize("name", ["dyn_concat_1", "dyn_stack_squeeze", "dyn_unstack_keep",
+                                  "dyn_split_round_trip", "scan_parallel"])
+def test_write_load_write_keeps_runtime_length_packs(name, tmp_path, rng):
+    from qsim.skriptnd.writer import write_model
+    g = compose(name)
+    write_model(g, tmp_path / "a")
+    again = compose_graphs(str(tmp_path / "a"))[0].graph
+    write_model(again, tmp_path / "b")
+    assert (tmp_path / "a" / "main.sknd").read_text() == (tmp_path / "b" / "main.sknd").read_text()
+    assert [again.tensors[n].shape for n in again.inputs] == shapes(g, g.inputs)
+    feeds = {}
+    for n in g.inputs:
+        shape = tuple(3 if d is None else d for d in g.tensors[n].shape)
+        feeds[n] = rng.standard_normal(shape).astype(np.float32)
+    for a, b in zip(run(g, feeds), run(again, feeds)):
+        np.testing.assert_array_equal(a, b)
