@@ -23,7 +23,7 @@ from . import ast
 from .evaluate import Evaluator, free_names
 from .instance import eval_shape, instantiate, resolve_type
 from .modules import ModuleSet, is_standard_location
-from . import dynpack
+from . import dynattr, dynpack
 from .dynpack import DynPack, pack_tensors
 from .values import Dyn, TensorValue, Uniform, error, is_pack, show, type_of
 
@@ -72,6 +72,8 @@ class GraphBuilder:
         self.accessible: dict[str, str] = parent.accessible if parent else {}   # scoped → tensor name
         self.quant: dict[str, ir.QuantInfo] = parent.quant if parent else {}
         self.missing_data: list[str] = parent.missing_data if parent else []
+        # dynamic extent symbol → (graph input, axis), for attributes evaluated at run time (dynattr.py)
+        self.symbols: dict[str, tuple] = parent.symbols if parent else {}
         self.labels: dict[str, int] = {}
 
     def taken(self, name: str) -> bool:
@@ -182,6 +184,7 @@ class Composer:
                 continue
             shape = self._graph_input_shape(decl, env, where)
             tv = b.tensor(decl.name, resolve_type(decl.type.base, env, decl.loc, where), shape, loc=decl.loc)
+            dynattr.record_symbols(b.symbols, tv.name, tv.shape)
             env[decl.name] = tv
             b.accessible[decl.name] = tv.name
             inputs.append(tv.name)
@@ -229,6 +232,7 @@ class Composer:
             env[pack.length.name] = count
             item_shape = self._graph_input_shape(decl, env, where)
             tv = b.tensor(decl.name, dtype, (count,) + item_shape, loc=decl.loc)
+            dynattr.record_symbols(b.symbols, tv.name, tv.shape)
             b.accessible[decl.name] = tv.name
             return DynPack(tv, count)
         count = Evaluator(env, where).eval(pack.length)
@@ -244,6 +248,7 @@ class Composer:
         for k in range(count):
             shape = self._graph_input_shape(decl, env, where)
             tv = b.tensor(f"{decl.name}_{k}", dtype, shape, loc=decl.loc)
+            dynattr.record_symbols(b.symbols, tv.name, tv.shape)
             b.accessible[f"{decl.name}_{k}"] = tv.name
             items.append(tv)
         return tuple(items)
@@ -572,7 +577,7 @@ class Composer:
                 tvs.append(b.tensor(name, out.dtype, shape, loc=inv.loc))
             out_names.extend(t.name for t in tvs)
             results.append(tuple(tvs) if out.packed else tvs[0])
-        attrs = {k: _plain(v) for k, v in inst.attrs.items() if v is not None}
+        attrs = {k: dynattr.bind(_plain(v), b.symbols) for k, v in inst.attrs.items() if v is not None}
         # a model's own operator carries its definition: float execution runs its @lower body
         own = not is_standard_location(inst.op.loc)
         b.ops.append(ir.Op(kind, tuple(in_names), tuple(out_names), attrs, name=(frame.scope + (label or "")) or

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import DataError, InvalidGraphError, MismatchError, QsimError, UnsupportedError
 from .. import ir
+from . import dynattr
 from .fastops import OPS, run_op
 
 STDLIB_DIALECTS = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
@@ -154,6 +155,8 @@ def run_graph(graph: ir.Graph, inputs: Mapping[str, Any] | list) -> dict[str, np
     for name in graph.inputs:
         values[name] = _check_input(graph, name, inputs[name])
     for op in graph.ops:
+        if any(dynattr.has_runtime(v) for v in op.attrs.values()):
+            op = _with_runtime_attrs(op, values)
         if op.subgraphs:
             results = run_control(op, values)
         elif op.kind.dialect not in STDLIB_DIALECTS:
@@ -171,6 +174,14 @@ def run_graph(graph: ir.Graph, inputs: Mapping[str, Any] | list) -> dict[str, np
                                     f"{list(value.shape)}, the graph declares {list(t.shape)}")
             values[name] = value.astype(t.dtype.numpy, copy=False)
     return values
+
+
+def _with_runtime_attrs(op: ir.Op, values: Mapping[str, np.ndarray]) -> ir.Op:
+    """`op` with its attributes that depend on dynamic extents evaluated from the actual shapes."""
+    import dataclasses
+    shapes = {n: np.shape(v) for n, v in values.items()}
+    what = f"{op.kind.name} '{op.label}'"
+    return dataclasses.replace(op, attrs={k: dynattr.resolve(v, shapes, what) for k, v in op.attrs.items()})
 
 
 MAX_LOOP_STEPS = 1_000_000     # a condition loop that runs longer is taken to be endless

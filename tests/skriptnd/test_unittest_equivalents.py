@@ -393,3 +393,34 @@ def test_write_load_write_keeps_runtime_length_packs(name, tmp_path, rng):
         feeds[n] = rng.standard_normal(shape).astype(np.float32)
     for a, b in zip(run(g, feeds), run(again, feeds)):
         np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- attributes of dynamic extents
+
+
+@pytest.mark.parametrize("h,w", [(2, 3), (6, 8), (1, 5)])
+def test_reshape_to_dynamic_extents_runs_with_the_actual_extents(h, w, rng):
+    g = compose("dyn_reshape")
+    assert shapes(g, g.outputs) == [(None, None)]
+    x = rng.standard_normal((h, w)).astype(np.float32)
+    (y,) = run(g, {"x": x})
+    np.testing.assert_array_equal(y, x.reshape(w, h))     # row-major, 4.1.2 reshape
+
+
+@pytest.mark.parametrize("s", [1, 4, 7, 10])
+def test_split_by_dynamic_sizes_runs_with_the_actual_extent(s, rng):
+    g = compose("dyn_split_sizes")
+    x = rng.standard_normal(s).astype(np.float32)
+    a, b = run(g, {"x": x})
+    first = -(-s // 2)                                      # s \ 2: rounded up (2.4)
+    np.testing.assert_array_equal(a, x[:first])
+    np.testing.assert_array_equal(b, x[first:])
+    assert len(b) == s // 2
+
+
+def test_an_extent_of_no_graph_input_in_an_attribute_is_refused_when_run():
+    from qsim.skriptnd.dynattr import resolve
+    from qsim.skriptnd.values import Dyn
+    with pytest.raises(UnsupportedError) as err:
+        resolve((Dyn("n.1", 0, 6), 1), {}, "layout.reshape 'y'")
+    assert "layout.reshape 'y'" in err.value.message and "'n.1'" in err.value.message
