@@ -436,7 +436,11 @@ class Composer:
             results = compose_rhs(self, frame, b, value, hints, len(targets))
         self._assign(frame, b, targets, results, comp, update)
 
-    def _target_name(self, frame: Frame, t) -> str | None:
+    def _target_name(self, frame: Frame, t):
+        """The tensor name a target asks for; for `[a, b] = ...` the names of the items (a pack
+        output takes them item by item, see _emit)."""
+        if isinstance(t, ast.LList):
+            return tuple(self._target_name(frame, it) for it in t.items)
         if isinstance(t, ast.LName):
             if t.name in frame.output_names:
                 return frame.output_names[t.name]
@@ -571,9 +575,13 @@ class Composer:
         results, out_names = [], []
         for k, out in enumerate(inst.outputs):
             hint = hints[k] if k < len(hints) and hints[k] else scope + out.decl.name
+            items = hint if isinstance(hint, tuple) else ()
+            hint = scope + out.decl.name if isinstance(hint, tuple) else hint
             tvs = []
             for j, shape in enumerate(out.shapes):
                 name = hint if not out.packed else f"{hint}_{j}"
+                if out.packed and j < len(items) and isinstance(items[j], str):
+                    name = items[j]
                 tvs.append(b.tensor(name, out.dtype, shape, loc=inv.loc))
             out_names.extend(t.name for t in tvs)
             results.append(tuple(tvs) if out.packed else tvs[0])
@@ -590,7 +598,7 @@ class Composer:
         env.pop("__assigned__", None)
         child = Frame(module, op, qual, scope, env, op.public, inst.where)
         for k, out in enumerate(op.outputs):
-            if k < len(hints) and hints[k]:
+            if k < len(hints) and isinstance(hints[k], str):
                 child.output_names[out.name] = hints[k]
             else:
                 child.output_names[out.name] = scope + out.name

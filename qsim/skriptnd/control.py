@@ -117,7 +117,7 @@ def compose_if(c, frame, b, node: ast.If, hints, n_targets):
         if tv.dtype != ev.dtype or tv.rank != ev.rank:
             raise error(f"{frame.where}: branch results {j} differ in type or rank ({tv} vs {ev})", node.loc)
         shape = tuple(x if _same_dim(x, y) else _join(x, y) for x, y in zip(tv.shape, ev.shape))
-        name = hints[j] if j < len(hints) and hints[j] else frame.scope + f"if_{j}"
+        name = hints[j] if j < len(hints) and isinstance(hints[j], str) else frame.scope + f"if_{j}"
         results.append(b.tensor(name, tv.dtype, shape, loc=node.loc))
     kind = ir.register_op_kind(IF_KIND, doc="dynamic if-then-else (SkriptND 2.10.1)")
     b.ops.append(ir.Op(kind, (cv.name,) + tuple(caps), tuple(r.name for r in results), {},
@@ -140,7 +140,7 @@ def _k(d):
 
 
 def _label_hint(hints):
-    return hints[0] if len(hints) == 1 and hints[0] else None
+    return hints[0] if len(hints) == 1 and isinstance(hints[0], str) else None
 
 
 def _subgraph(c, frame, outer, name, part, n_results, inputs):
@@ -293,7 +293,7 @@ def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):
         attrs["index"] = True
     results, out_names = [], []
     for j, (name, init) in enumerate(carried):
-        hint = hints[j] if j < len(hints) and hints[j] else frame.scope + f"{label}.{name}"
+        hint = hints[j] if j < len(hints) and isinstance(hints[j], str) else frame.scope + f"{label}.{name}"
         tv = b.tensor(hint, init.dtype, init.shape, loc=loop.loc)
         results.append(tv)
         out_names.append(tv.name)
@@ -301,7 +301,7 @@ def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):
         if count is None or isinstance(count, TensorValue):
             raise UnsupportedError(f"{frame.where}: scan outputs need a compile-time iteration count",
                                    location=loop.loc)
-        hint = hints[j] if j < len(hints) and hints[j] else frame.scope + f"{label}.out{j}"
+        hint = hints[j] if j < len(hints) and isinstance(hints[j], str) else frame.scope + f"{label}.out{j}"
         pack = tuple(b.tensor(f"{hint}_{i}", out.dtype, out.shape, loc=loop.loc) for i in range(int(count)))
         results.append(pack)
         out_names += [t.name for t in pack]

@@ -118,7 +118,7 @@ def _axis(axis, rank, where, inv) -> int:
 
 def _names(frame, hints, label, inv, qual):
     scope = frame.scope + label + "." if label else frame.scope
-    final = hints[0] if hints and hints[0] else scope + "output"
+    final = hints[0] if hints and isinstance(hints[0], str) else scope + "output"
     return scope, final
 
 

@@ -410,6 +410,8 @@ def test_reshape_to_dynamic_extents_runs_with_the_actual_extents(h, w, rng):
 @pytest.mark.parametrize("s", [1, 4, 7, 10])
 def test_split_by_dynamic_sizes_runs_with_the_actual_extent(s, rng):
     g = compose("dyn_split_sizes")
+    # `[a, b] = layout.split(...)`: the pack's items take the names of the list's targets
+    assert list(g.outputs) == ["a", "b"] and [op.outputs for op in g.ops] == [("a", "b")]
     x = rng.standard_normal(s).astype(np.float32)
     a, b = run(g, {"x": x})
     first = -(-s // 2)                                      # s \ 2: rounded up (2.4)
