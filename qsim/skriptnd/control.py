@@ -240,7 +240,7 @@ def _unroll(c, frame, b, loop, carried, scans, count, hints):
             env[loop.count.index] = b.constant(f"{frame.scope}{label}.{loop.count.index}_{i}", i, loop.loc)
         inner = Frame(frame.module, frame.op, frame.qualname, f"{frame.scope}{label}_{i}.", env,
                       frame.public, frame.where)
-        results = compose_part(c, inner, b, loop.body, [None] * (len(carried) + 1), f"step")
+        results = compose_part(c, inner, b, loop.body, _step_hints(hints, len(carried), i, count), f"step")
         if len(results) < len(carried):
             raise error(f"{frame.where}: the loop body gives {len(results)} results for {len(carried)} loop "
                         "variables", loop.body.loc)
@@ -251,6 +251,16 @@ def _unroll(c, frame, b, loop, carried, scans, count, hints):
         for lst, v in zip(scan_out, extra):
             lst.append(v)
     return list(state) + [tuple(lst) for lst in scan_out]
+
+
+def _step_hints(hints, n_carried, i, count) -> list:
+    """Names for the results of unrolled step i: the targets' names for the loop variables' final
+    values (last step), `<target>_<i>` for the per-step items of a scan output (the naming of pack
+    items), so that an unrolled loop's results are named as the loop written with `do` would be."""
+    step = [hints[k] if i == count - 1 and k < len(hints) and isinstance(hints[k], str) else None
+            for k in range(n_carried)]
+    step += [f"{h}_{i}" if isinstance(h, str) else None for h in hints[n_carried:]]
+    return step + [None] * (n_carried + 1 - len(step))
 
 
 def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):

@@ -62,7 +62,7 @@ def test_an_unclosed_bounded_pack_length_is_a_located_syntax_error():
 @pytest.mark.parametrize("name", ["scan_parallel", "unrolled_parallel"])
 def test_a_packed_input_scanned_in_parallel(name, rng):
     g = compose(name)
-    assert list(g.inputs) == ["xs_0", "xs_1", "xs_2"]
+    assert list(g.inputs) == ["xs_0", "xs_1", "xs_2"] and list(g.outputs) == ["ys_0", "ys_1", "ys_2"]
     assert shapes(g, g.inputs) == [(2, 3)] * 3 and shapes(g, g.outputs) == [(2, 3)] * 3
     if name == "unrolled_parallel":        # unroll: one op per item, no loop op (2.10.1)
         assert [op.kind.name for op in g.ops] == ["math.mul"] * 3
