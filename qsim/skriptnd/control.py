@@ -203,6 +203,12 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
     for s in loop.scans:
         pack = ev.eval(s.pack)
         if not is_pack(pack) or not all(isinstance(t, TensorValue) for t in pack):
+            from .dynpack import DynPack
+            if isinstance(pack, DynPack):
+                raise UnsupportedError(f"{frame.where}: 'for {s.name} : ...' scans a pack of run-time length "
+                                       f"({pack}); loops scan packs of compile-time length", location=s.loc,
+                                       hint="unstack a tensor of compile-time extent, or give the pack a "
+                                            "compile-time length as in ..(3)")
             raise error(f"{frame.where}: 'for {s.name} : ...' needs a pack of tensors", s.loc)
         scans.append((s.name, pack))
     if scans and len({len(p) for _, p in scans}) > 1:

@@ -100,6 +100,11 @@ def compose(composer, frame, b, qual: str, attrs: dict, args: list, hints: list,
                 raise UnsupportedError(f"{where}: a run-time 'count' ({count}) splits only an extent of the "
                                        f"same symbol into items of extent 1; the extent is {show(x.shape[axis])}",
                                        location=inv.loc, hint="split by 'sizes' or a compile-time count")
+            sizes = attrs.get("sizes")
+            if sizes is not None and any(not isinstance(z, int) or z != 1 for z in sizes):
+                raise UnsupportedError(f"{where}: with a run-time 'count' ({count}) the items have extent 1; "
+                                       f"'sizes' {show(sizes)} cannot be checked", location=inv.loc,
+                                       hint="leave 'sizes' out")
             squeeze = False
         else:
             if not isinstance(x.shape[axis], Dyn):

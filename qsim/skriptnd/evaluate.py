@@ -94,6 +94,9 @@ class Evaluator:
         if e.member == "size":
             if isinstance(target, tuple):
                 return len(target)
+            from .dynpack import DynPack
+            if isinstance(target, DynPack):
+                return target.count          # a pack of run-time length (dynpack.py)
             if target is None:
                 return None
             raise self.fail(f"'{e.target.name}.size' needs '{e.target.name}' to be a pack", e)

@@ -133,6 +133,12 @@ def _check_input(graph: ir.Graph, name: str, value: Any) -> np.ndarray:
         raise DataError(f"input '{name}' has shape {list(arr.shape)}, the graph declares "
                         f"{[d if d is not None else '?' for d in t.shape]}",
                         hint="give an array of the declared shape")
+    bounds = t.max_shape or ()
+    for k, (d, e) in enumerate(zip(t.shape, arr.shape)):
+        if d is None and k < len(bounds) and bounds[k] >= 0 and e > bounds[k]:
+            # 2.6.1: the upper bound of a dynamic input extent is checked when the graph runs
+            raise DataError(f"input '{name}' has extent {e} at dimension {k}, above its upper bound "
+                            f"{bounds[k]}", hint=f"the graph declares at most {bounds[k]} there")
     if arr.dtype.kind != t.dtype.numpy.kind and not (arr.dtype.kind in "iuf" and t.dtype.numpy.kind in "iuf"):
         raise DataError(f"input '{name}' has dtype {arr.dtype}, the graph declares {t.dtype}")
     return arr.astype(t.dtype.numpy, copy=False)

@@ -426,3 +426,34 @@ def test_an_extent_of_no_graph_input_in_an_attribute_is_refused_when_run():
     with pytest.raises(UnsupportedError) as err:
         resolve((Dyn("n.1", 0, 6), 1), {}, "layout.reshape 'y'")
     assert "layout.reshape 'y'" in err.value.message and "'n.1'" in err.value.message
+
+
+def test_a_runtime_length_is_its_size_and_shares_its_symbol(tmp_path, rng):
+    path = tmp_path / "main.sknd"
+    path.write_text("import layout;\ngraph G {\n @input { xs: real[2]..(s|5); x: real[s]; }\n"
+                    " @output { y: real[s]; z: real[3 * s]; }\n"
+                    " @compose { parts..(s) = layout.split{axis=0, count=xs.size}(x);\n"
+                    "   y = layout.stack{axis=0, squeeze=true}(parts);\n"
+                    "   both = layout.concat{axis=0}(xs);\n"
+                    "   z = layout.concat{axis=0}([both, x]); }\n}\n")
+    g = compose("G", path)
+    assert shapes(g, g.outputs) == [(None,), (None,)] and g.tensors["z"].max_shape == (15,)
+    xs = dyn_items(rng, 4, (2,))
+    x = rng.standard_normal(4).astype(np.float32)
+    y, z = run(g, {"xs": xs, "x": x})
+    np.testing.assert_array_equal(y, x)
+    np.testing.assert_array_equal(z, np.concatenate([xs.reshape(-1), x]))
+
+
+def test_a_loop_over_a_runtime_length_pack_is_refused_located(tmp_path):
+    err = refused(tmp_path, UnsupportedError, "graph G {\n @input { xs: real[]..(s|5); }\n"
+                  " @output { ys: real[]..(s); }\n @compose { ys = for x : xs do math.neg(x); }\n}\n")
+    assert "scans a pack of run-time length" in err.message and (err.location.line, err.location.column) == (5, 22)
+
+
+def test_a_runtime_length_above_its_bound_is_a_data_error(rng):
+    from qsim.errors import DataError
+    g = compose("dyn_concat_0")
+    with pytest.raises(DataError) as err:
+        run_graph(g, {"xs": dyn_items(rng, 6, (2, 3))})
+    assert "input 'xs' has extent 6 at dimension 0, above its upper bound 5" in err.value.message
