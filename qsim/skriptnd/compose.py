@@ -548,7 +548,7 @@ class Composer:
             raise error(f"{where}: operator invocations nest deeper than 200 (recursive definition?)", inv.loc)
         try:
             if qual in dynpack.HANDLED or any(isinstance(a, DynPack) for a in args):
-                results = dynpack.compose(self, frame, b, qual, attr_values, args, hints, label, inv)
+                results = dynpack.compose(frame, b, qual, attr_values, args, hints, label, inv)
                 if results is not None:
                     return results
             inst = instantiate(op, qual, attr_values, attr_locs, args, inv.generics, inv.loc, where)

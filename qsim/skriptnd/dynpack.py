@@ -74,7 +74,7 @@ def _hi(v):
 HANDLED = ("layout.concat", "layout.stack", "layout.unstack", "layout.split")
 
 
-def compose(composer, frame, b, qual: str, attrs: dict, args: list, hints: list, label: str, inv):
+def compose(frame, b, qual: str, attrs: dict, args: list, hints: list, label: str, inv):
     """Composes `qual` when it consumes or produces a run-time-length pack; None when it does not
     (the ordinary path then instantiates it)."""
     packs = [a for a in args if isinstance(a, DynPack)]
@@ -88,10 +88,13 @@ def compose(composer, frame, b, qual: str, attrs: dict, args: list, hints: list,
             return None
         if len(args) != 1:
             raise error(f"{where}: takes one pack of tensors", inv.loc)
-        return [_gather(composer, frame, b, qual, attrs, packs[0], hints, label, inv, where)]
+        return [_gather(frame, b, qual, attrs, packs[0], hints, label, inv, where)]
     if qual in ("layout.unstack", "layout.split") and len(args) == 1 and isinstance(args[0], TensorValue):
         x = args[0]
-        axis = _axis(attrs.get("axis"), len(x.shape), where, inv)
+        axis = attrs.get("axis")
+        if not isinstance(axis, int) or isinstance(axis, bool) or not -len(x.shape) <= axis < len(x.shape):
+            return None         # the operator's own assertions report it
+        axis %= len(x.shape)
         if qual == "layout.split":
             count = attrs.get("count")
             if not isinstance(count, Dyn):
@@ -115,74 +118,69 @@ def compose(composer, frame, b, qual: str, attrs: dict, args: list, hints: list,
 
 
 def _axis(axis, rank, where, inv) -> int:
-    if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < rank + 1:
-        raise error(f"{where}: 'axis' must be a compile-time int in range for rank {rank}, got {show(axis)}",
-                    inv.loc)
+    """`axis` in -rank..rank-1 (chapter 4's convention), made non-negative."""
+    if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < rank:
+        raise error(f"{where}: 'axis' must be between -{rank} (inclusive) and {rank} (exclusive), got "
+                    f"{show(axis)}", inv.loc)
     return axis + rank if axis < 0 else axis
 
 
-def _names(frame, hints, label, inv, qual):
+def _names(frame, hints, label):
     scope = frame.scope + label + "." if label else frame.scope
     final = hints[0] if hints and isinstance(hints[0], str) else scope + "output"
     return scope, final
 
 
-def _op(b, frame, kind: str, x: TensorValue, shape: tuple, attrs: dict, name: str, inv) -> TensorValue:
+def _op(b, kind: str, x: TensorValue, shape: tuple, attrs: dict, name: str, inv) -> TensorValue:
     out = b.tensor(name, x.dtype, shape, loc=inv.loc)
     k = ir.register_op_kind(kind, doc="SkriptND operator")
     b.ops.append(ir.Op(k, (x.name,), (out.name,), attrs, name=out.name))
     return out
 
 
-def _move(b, frame, x: TensorValue, src: int, dst: int, name: str, inv) -> TensorValue:
+def _move(b, x: TensorValue, src: int, dst: int, name: str, inv) -> TensorValue:
     """layout.transpose moving axis `src` of x to position `dst` (when that is no move, math.iden,
     so that the result is a new tensor of the requested name)."""
     order = list(range(len(x.shape)))
     order.insert(dst, order.pop(src))
     shape = tuple(x.shape[i] for i in order)
     if order == sorted(order):
-        return _op(b, frame, "math.iden", x, shape, {}, name, inv)
+        return _op(b, "math.iden", x, shape, {}, name, inv)
     first = min(i for i, p in enumerate(order) if p != i)
-    return _op(b, frame, "layout.transpose", x, shape, {"axis": first, "perm": tuple(order[first:])}, name, inv)
+    return _op(b, "layout.transpose", x, shape, {"axis": first, "perm": tuple(order[first:])}, name, inv)
 
 
-def _gather(composer, frame, b, qual, attrs, pack: DynPack, hints, label, inv, where) -> TensorValue:
+def _gather(frame, b, qual, attrs, pack: DynPack, hints, label, inv, where) -> TensorValue:
     """concat / stack of a run-time-length pack."""
     rank = len(pack.item_shape)
-    scope, final = _names(frame, hints, label, inv, qual)
+    scope, final = _names(frame, hints, label)
     x = pack.tensor
     if qual == "layout.concat":
         axis = _axis(attrs.get("axis"), rank, where, inv)
-        if axis >= rank:
-            raise error(f"{where}: 'axis' must be below the items' rank {rank}", inv.loc)
-        moved = _move(b, frame, x, 0, axis, scope + "pack_moved", inv) if axis else x
+        moved = _move(b, x, 0, axis, scope + "pack_moved", inv) if axis else x
         shape = moved.shape[:axis] + (product(moved.shape[axis], moved.shape[axis + 1]),) + moved.shape[axis + 2:]
-        return _op(b, frame, "layout.flatten", moved, shape, {"axis": axis, "rank": 2}, final, inv)
+        return _op(b, "layout.flatten", moved, shape, {"axis": axis, "rank": 2}, final, inv)
     squeeze = bool(attrs.get("squeeze", False))
     axis = _axis(attrs.get("axis"), rank + (0 if squeeze else 1), where, inv)
     if not squeeze:
-        return _move(b, frame, x, 0, axis, final, inv)
-    if axis >= rank or pack.item_shape[axis] != 1:
+        return _move(b, x, 0, axis, final, inv)
+    if pack.item_shape[axis] != 1:
         raise error(f"{where}: with squeeze the items need extent 1 at 'axis' {axis}; they are "
                     f"{show(pack.item_shape)}", inv.loc)
-    moved = _move(b, frame, x, 0, axis, scope + "pack_moved", inv)
+    moved = _move(b, x, 0, axis, scope + "pack_moved", inv)
     shape = moved.shape[:axis + 1] + moved.shape[axis + 2:]
-    return _op(b, frame, "layout.squeeze", moved, shape, {"axes": (axis + 1,)}, final, inv)
+    return _op(b, "layout.squeeze", moved, shape, {"axes": (axis + 1,)}, final, inv)
 
 
 def _scatter(b, frame, x: TensorValue, axis: int, squeeze: bool, hints, label, inv) -> DynPack:
     """unstack / split into extent-1 items along a dynamic extent: the items stacked in front."""
-    scope, final = _names(frame, hints, label, inv, "")
+    scope, final = _names(frame, hints, label)
     count = x.shape[axis]
     if squeeze:
-        return DynPack(_move(b, frame, x, axis, 0, final, inv), count)
-    moved = _move(b, frame, x, axis, 0, scope + "pack_moved", inv)
+        return DynPack(_move(b, x, axis, 0, final, inv), count)
+    moved = _move(b, x, axis, 0, scope + "pack_moved", inv)
     shape = moved.shape[:axis + 1] + (1,) + moved.shape[axis + 1:]
-    return DynPack(_op(b, frame, "layout.unsqueeze", moved, shape, {"axes": (axis + 1,)}, final, inv), count)
-
-
-def is_dynamic_length(value) -> bool:
-    return isinstance(value, DynPack)
+    return DynPack(_op(b, "layout.unsqueeze", moved, shape, {"axes": (axis + 1,)}, final, inv), count)
 
 
 def check_length(value, n, what: str, loc):

@@ -457,3 +457,21 @@ def test_a_runtime_length_above_its_bound_is_a_data_error(rng):
     with pytest.raises(DataError) as err:
         run_graph(g, {"xs": dyn_items(rng, 6, (2, 3))})
     assert "input 'xs' has extent 6 at dimension 0, above its upper bound 5" in err.value.message
+
+
+@pytest.mark.parametrize("op,axis", [("stack", -3), ("stack", -1), ("stack", 2), ("concat", -2), ("concat", -1)])
+def test_negative_and_last_axes_of_runtime_length_packs(op, axis, tmp_path, rng):
+    path = tmp_path / "main.sknd"
+    path.write_text("import layout;\ngraph G {\n @input { xs: real[2,3]..(s|5); }\n @output { y: real; }\n"
+                    f" @compose {{ y = layout.{op}{{axis={axis}}}(xs); }}\n}}\n")
+    g = compose("G", path)
+    xs = dyn_items(rng, 4, (2, 3))
+    want = (np.stack if op == "stack" else np.concatenate)(list(xs), axis=axis)
+    np.testing.assert_array_equal(run(g, {"xs": xs})[0], want)
+
+
+def test_an_axis_out_of_range_for_a_runtime_length_pack_is_located(tmp_path):
+    err = refused(tmp_path, SemanticError, "graph G {\n @input { xs: real[2,3]..(s|5); }\n"
+                  " @output { y: real[2,3,s]; }\n @compose { y = layout.stack{axis=3}(xs); }\n}\n")
+    assert "'axis' must be between -3 (inclusive) and 3 (exclusive), got 3" in err.message
+    assert (err.location.line, err.location.column) == (5, 17)
