@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from . import __version__, limits
+from . import __version__, limits, threads
 from .errors import QsimError
 
 
@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tensor-bytes", metavar="SIZE",
                         help="refuse any single tensor, constant or container member larger than "
                              "SIZE bytes (K/M/G/T suffixes; default 4G, or $QSIM_MAX_TENSOR_BYTES)")
+    parser.add_argument("--threads", metavar="N",
+                        help="compute on N threads (float BLAS and integer kernels; results are "
+                             "the same for any N; default all cores, or $QSIM_THREADS)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("selftest", help="check the compiled kernels against the numpy reference "
@@ -286,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_tensor_bytes is not None:
             limits.parse_byte_size(args.max_tensor_bytes, "--max-tensor-bytes")
             os.environ[limits.MAX_TENSOR_BYTES_ENV] = args.max_tensor_bytes
+        if args.threads is not None:
+            threads.set_threads(args.threads)
         return int(args.handler(args) or 0)
     except QsimError as err:
         print(f"qsim: {err.format()}", file=sys.stderr)
