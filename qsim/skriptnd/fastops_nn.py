@@ -131,6 +131,11 @@ def conv(ins, at):
     m = n // g
     K = int(np.prod(fx, dtype=np.int64))
     X = int(np.prod(ox, dtype=np.int64))
+    if g > 1 and fc == 1:
+        out = _depthwise(x, w, m, fx, stride, dilation, before, ox)
+        if bias is not None:
+            out = out + bias.reshape((n,) + (1,) * d)
+        return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
     # cols[b, c, k, X]: im2col with the kernel offsets in row-major order like the filter
     # im2col copies each input element once per kernel offset: it can outgrow every tensor
     check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
@@ -143,6 +148,21 @@ def conv(ins, at):
     if bias is not None:
         out = out + bias.reshape((n,) + (1,) * d)
     return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
+
+
+def _depthwise(x, w, m, fx, stride, dilation, before, ox):
+    """One input channel per group (depthwise): a multiply-add per kernel offset over strided
+    window views, out[b, c*m + i] = sum_k w[c*m + i, 0, k] * window_k[b, c] (k in row-major
+    order). A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed."""
+    b, ic = x.shape[:2]
+    dtype = np.result_type(x, w)
+    check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
+    out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
+    wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
+    spatial = (1,) * len(ox)
+    for k, win in enumerate(padded_windows(x, range(2, x.ndim), fx, stride, dilation, before, ox, 0)):
+        out += wk[None, :, :, k].reshape((1, ic, m) + spatial) * win[:, :, None]
+    return out.reshape((b, ic * m) + tuple(ox))
 
 
 @register("nn.deconv")
