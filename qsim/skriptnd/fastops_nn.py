@@ -158,10 +158,12 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
     dtype = np.result_type(x, w)
     check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
     out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
+    term = np.empty_like(out)
     wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
     spatial = (1,) * len(ox)
     for k, win in enumerate(padded_windows(x, range(2, x.ndim), fx, stride, dilation, before, ox, 0)):
-        out += wk[None, :, :, k].reshape((1, ic, m) + spatial) * win[:, :, None]
+        np.multiply(wk[None, :, :, k].reshape((1, ic, m) + spatial), win[:, :, None], out=term)
+        out += term
     return out.reshape((b, ic * m) + tuple(ox))
 
 

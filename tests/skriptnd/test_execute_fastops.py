@@ -322,3 +322,14 @@ def test_every_stdlib_operator_has_a_float_path():
 def test_unknown_operator_is_a_located_error():
     with pytest.raises(QsimError, match="no float implementation of operator 'nn.nope'"):
         run_op("nn.nope", [], {})
+
+
+@pytest.mark.parametrize("lo,hi", [(0.0, 6.0), (6.0, 0.0), (-1.5, -1.5)])
+def test_clamp_follows_the_formula_for_constant_bounds(lo, hi):
+    """y = x < a ? a : x > b ? b : x, with a winning when a > b and NaN passing through."""
+    x = np.array([[-7.0, -1.5, -0.0, 0.0, 3.0, 6.0, 9.0, np.nan]], dtype=np.float32)
+    a, b = np.float32(lo), np.float32(hi)
+    got = run_op("math.clamp", [x, np.array(a), np.array(b)], {})[0]
+    want = np.array([[a if v < a else b if v > b else v for v in x[0]]], dtype=np.float32)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_array_equal(got, want)
