@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 
 from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ..threads import split_rows
 from .fastops_math import erf
 
 
@@ -157,6 +158,16 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
     b, ic = x.shape[:2]
     dtype = np.result_type(x, w)
     check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
+    kernel = _depthwise_kernel() if x.ndim == 4 and dtype == np.float32 else None
+    if kernel is not None:
+        # the same operations in the same order as the loop below, compiled (same bits)
+        xc = np.ascontiguousarray(x, dtype=np.float32)
+        wc = np.ascontiguousarray(w.reshape(ic * m, *fx), dtype=np.float32)
+        out = np.empty((b, ic * m) + tuple(ox), dtype=np.float32)
+        split_rows(b * ic * m, lambda lo, hi: kernel(xc, wc, out, m, stride[0], stride[1], dilation[0],
+                                                     dilation[1], before[0], before[1], lo, hi),
+                   min_rows=8)
+        return out
     out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
     term = np.empty_like(out)
     wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
@@ -165,6 +176,15 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
         np.multiply(wk[None, :, :, k].reshape((1, ic, m) + spatial), win[:, :, None], out=term)
         out += term
     return out.reshape((b, ic * m) + tuple(ox))
+
+
+def _depthwise_kernel():
+    """kernels/float_ops.pyx's depthwise loop, or None without a compiled build."""
+    from ..kernels.extensions import KernelsUnavailableError, extension
+    try:
+        return extension("_float_ops").depthwise2d_f32
+    except KernelsUnavailableError:
+        return None
 
 
 @register("nn.deconv")

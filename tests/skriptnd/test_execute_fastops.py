@@ -333,3 +333,21 @@ def test_clamp_follows_the_formula_for_constant_bounds(lo, hi):
     want = np.array([[a if v < a else b if v > b else v for v in x[0]]], dtype=np.float32)
     assert got.dtype == np.float32 and got.shape == x.shape
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((2, 6, 13, 11), (12, 1, 3, 3), dict(groups=6, stride=[2, 1], dilation=[1, 2], padding=[1, 2, 0, 3])),
+    ((1, 16, 9, 9), (16, 1, 5, 5), dict(groups=0, stride=2)),
+])
+def test_compiled_depthwise_gives_the_numpy_loops_bits(rng, monkeypatch, threads, xs, ws, attrs):
+    from qsim.skriptnd import fastops_nn
+    monkeypatch.setenv("QSIM_THREADS", threads)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    assert fastops_nn._depthwise_kernel() is not None
+    compiled = run_op("nn.conv", [x, w], attrs)[0]
+    monkeypatch.setattr(fastops_nn, "_depthwise_kernel", lambda: None)
+    loop = run_op("nn.conv", [x, w], attrs)[0]
+    assert compiled.dtype == loop.dtype == np.float32
+    np.testing.assert_array_equal(compiled, loop)
