@@ -291,7 +291,7 @@ def test_killed_run_keeps_the_previous_outputs_whole(work, tmp_path):
 
 @pytest.mark.parametrize("edit,message", [
     (lambda doc: b"\xff\xfe{}", "not UTF-8 text"),
-    (lambda doc: b"[" * 100000 + b"]" * 100000, "JSON nested more than 200 levels deep"),
+    (lambda doc: b"[" * 100000 + b"]" * 100000, "arrays or tables nested more than 200 levels deep"),
     (lambda doc: b"{", "quantization.json:1:2: not valid JSON"),
     (lambda doc: dict(doc, settings=["tosa"]), '"settings" must be an object, not list'),
     (lambda doc: dict(doc, settings={"target": {"a": 1}}), '"settings.target" is {\'a\': 1}'),
