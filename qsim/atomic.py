@@ -150,10 +150,14 @@ def recover(target: str | os.PathLike) -> None:
 
 
 def _complete_swap(target: Path, journal: Path) -> None:
+    pattern = _leftover_re(target.name)
     try:
-        names = json.loads(journal.read_text(encoding="utf-8"))
+        names = json.loads(journal.read_bytes()[:4096].decode("utf-8"))
+        # only the journal's own kind of names: siblings of target, never another path
+        if not all(isinstance(names[k], str) and pattern.fullmatch(names[k]) for k in ("new", "old")):
+            raise ValueError("not names of this output's leftovers")
         new, old = target.parent / names["new"], target.parent / names["old"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except Exception:       # noqa: BLE001 - a damaged journal restores nothing; it is removed
         new = old = None
     if new is not None and not os.path.lexists(target):
         for source in (new, old):

@@ -182,3 +182,16 @@ def test_unwritable_output_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="cannot write the output"):
         with atomic_directory("/proc/qsim-test-out"):
             pass
+
+
+@pytest.mark.parametrize("journal", ['{"new": "../elsewhere", "old": ".out.old-999999999-x"}',
+                                     '[' * 100000, '\xff', '{"new": 1, "old": 2}'])
+def test_damaged_or_hostile_journal_moves_nothing(tmp_path, journal):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    parent = tmp_path / "p"
+    parent.mkdir()
+    (parent / ".out.swap-999999999").write_text(journal)
+    atomic.recover(parent / "out")
+    assert elsewhere.is_dir() and not (parent / "out").exists()
+    assert list(parent.iterdir()) == []                 # the journal itself is removed
