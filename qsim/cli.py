@@ -45,13 +45,13 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .outpath import check_output
+    from .outpath import TENSOR_DUMP, check_output
     from .quant import qmodel
     from .skriptnd import execute
     inputs = [("model", args.model), *_input_files(args.input)]
-    if args.dump:
-        check_output(args.dump, "--dump", inputs)
-    if args.output:
+    if args.dump is not None:
+        check_output(args.dump, "--dump", inputs, replaces=TENSOR_DUMP)
+    if args.output is not None:
         check_output(args.output, "--output", inputs, outputs=[("--dump folder", args.dump)],
                      folder=False)
     if qmodel.is_quantized_model(args.model):
