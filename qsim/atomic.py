@@ -113,6 +113,9 @@ def _remove(path: Path) -> None:
 def _discard(path: Path) -> None:
     """Deletes a folder that no longer holds the live result (the crash point sits after the
     first entry is gone: a half-deleted leftover must be cleaned by the next run)."""
+    if path.is_symlink():               # OUT was a link: drop the link, never its target
+        path.unlink()
+        return
     entries = sorted(path.iterdir()) if path.is_dir() else []
     if entries:
         _remove(entries[0])
