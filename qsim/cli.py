@@ -282,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return 2
+    # --max-tensor-bytes holds for this run (and the worker processes it starts) only
+    previous_limit = os.environ.get(limits.MAX_TENSOR_BYTES_ENV)
     try:
         if args.max_tensor_bytes is not None:
             limits.parse_byte_size(args.max_tensor_bytes, "--max-tensor-bytes")
@@ -293,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("qsim: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous_limit is None:
+            os.environ.pop(limits.MAX_TENSOR_BYTES_ENV, None)
+        else:
+            os.environ[limits.MAX_TENSOR_BYTES_ENV] = previous_limit
 
 
 if __name__ == "__main__":
