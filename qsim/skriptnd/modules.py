@@ -20,7 +20,7 @@ import tempfile
 
 from ..errors import Location, SemanticError, UsageError
 from . import ast
-from .parser import parse
+from .parser import decode_source, parse
 
 STANDARD_MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
 _MEMORY: dict[str, ast.Module] = {}
@@ -184,8 +184,8 @@ class ModuleSet:
 
     def load_file(self, path: str, name: str | None = None) -> ast.Module:
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            with open(path, "rb") as f:
+                text = decode_source(f.read(), path)
         except OSError as err:
             raise UsageError(f"cannot read {path}: {err.strerror}") from None
         module = parse_cached(text, path)
