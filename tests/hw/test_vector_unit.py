@@ -1,0 +1,210 @@
+"""Vector unit RTL (Amaranth simulator) against the TOSA 0.30 numpy reference and the numpy model.
+
+Every simulated job is checked twice: its values against qsim.tosa's reference run of
+the same operator, and its values and cycles (accept, output and idle cycles)
+against qsim.npu.vector_model (tests/hw/vector_bench.py does the latter).
+"""
+import numpy as np
+import pytest
+from amaranth.back import verilog
+
+from qsim.errors import UnpredictableError, UnsupportedError, UsageError
+from qsim.hw.vector import VectorUnit, reciprocal_rom
+from qsim.hw.vector_isa import INT32_MAX, INT32_MIN, VectorInstr, VectorOp
+from qsim.npu.vector_model import VectorUnitModel, stream_timing
+from qsim.tosa import run
+from qsim.tosa.arith import reciprocal_scale
+
+from .vector_bench import LANES, Job, random_pattern, run_and_compare
+
+RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535),
+         "int32": (INT32_MIN, INT32_MAX)}
+RESCALE_MODES = [("int8", "int8"), ("int8", "int16"), ("int8", "int32"), ("int8", "uint8"),
+                 ("int16", "int8"), ("int16", "int16"), ("int16", "int32"), ("int16", "uint8"),
+                 ("int16", "uint16"), ("int32", "int8"), ("int32", "int16"), ("int32", "int32"),
+                 ("uint8", "int8"), ("uint8", "int16"), ("uint16", "int16")]
+
+
+def tosa(op, inputs, attrs):
+    return run(op, inputs, attrs, backend="reference")[0].astype(np.int64)
+
+
+# ---------------------------------------------------------------- RESCALE
+
+def _zp(rng, t):
+    if t in ("int8", "uint8"):
+        lo, hi = RANGE[t]
+        return int(rng.choice([lo, hi, int(rng.integers(lo, hi + 1))]))
+    return int(rng.choice([0, 32768])) if t == "uint16" else 0
+
+
+def _rescale_instr(n, izp, ozp, mult, shift, double_round, out_t):
+    lo, hi = RANGE[out_t]
+    return VectorInstr(VectorOp.PASS, n, zp_a=izp, scale_o=True, mult_o=tuple(int(m) for m in mult),
+                       shift_o=tuple(int(s) for s in shift), dr_o=double_round, zp_o=ozp,
+                       clamp_lo=lo, clamp_hi=hi)
+
+
+def _rescale_expected(x, in_t, out_t, izp, ozp, mult, shift, scale32, double_round, per_channel):
+    nc = LANES if per_channel else 1
+    return tosa("RESCALE", [x.astype(in_t)], dict(
+        input_zp=izp, output_zp=ozp, multiplier=np.asarray(mult[:nc], np.int32 if scale32 else np.int16),
+        shift=np.asarray(shift[:nc], np.int8), scale32=scale32, double_round=double_round,
+        per_channel=per_channel, out_t=out_t))
+
+
+def _rescale_job(rng, in_t, out_t, scale32, double_round, per_channel, n):
+    izp, ozp = _zp(rng, in_t), _zp(rng, out_t)
+    nc = LANES if per_channel else 1
+    if scale32:
+        mult = rng.choice([0, 1, 1 << 30, 2**31 - 1, int(rng.integers(1 << 30, 2**31))], nc)
+        shift = rng.choice([2, 3, 31, 32, 33, 62, int(rng.integers(2, 63))], nc)
+    else:
+        mult = rng.choice([0, 1, 1 << 14, 2**15 - 1, int(rng.integers(1, 2**15))], nc)
+        shift = rng.choice([2, 14, 62, int(rng.integers(2, 63))], nc)
+    mult, shift = np.resize(mult, LANES), np.resize(shift, LANES)
+    in_lo, in_hi = RANGE[in_t]
+    x = np.zeros((n, LANES), np.int64)
+    for c in range(LANES):
+        # scale32: REQUIRE |value| < 2^(shift-2); scale16: keep the result within int32
+        bound = 1 << int(shift[c] - 2 if scale32 else shift[c] + 15)
+        lo, hi = max(in_lo, izp - bound), min(in_hi, izp + bound - 1)
+        x[:, c] = rng.integers(lo, hi + 1, n)
+        x[:2, c] = lo, hi
+    want = _rescale_expected(x, in_t, out_t, izp, ozp, mult, shift, scale32, double_round, per_channel)
+    return Job(_rescale_instr(n, izp, ozp, mult, shift, double_round, out_t), x), want
+
+
+def test_rescale_all_modes_scale32_scale16_per_channel(rng):
+    jobs, wants = [], []
+    for in_t, out_t in RESCALE_MODES:
+        for scale32 in (True, False):
+            double_round = scale32 and bool(rng.integers(2))
+            job, want = _rescale_job(rng, in_t, out_t, scale32, double_round, bool(rng.integers(2)), 10)
+            jobs.append(job)
+            wants.append(want)
+    for got, want in zip(run_and_compare(jobs), wants):
+        np.testing.assert_array_equal(got.outputs, want)
+
+
+def test_rescale_rounding_ties_double_round_and_shift_limits():
+    # value * multiplier exactly half an output step: ties round toward +inf; double rounding
+    # (shift > 31) moves ties away from zero by +-2^30 before the shift (spec 1.9.2).
+    values = np.array([[1, -1, 3, -3], [5, -5, 7, -7], [0, -2, 2, 1]], np.int64)
+    cases = [(8, 4, False), (1 << 30, 33, False), (1 << 30, 33, True), (1 << 30, 32, True),
+             (1 << 30, 31, True), (1, 2, False), (2**31 - 1, 62, True), (2**31 - 1, 62, False)]
+    jobs, wants = [], []
+    for mult, shift, dr in cases:
+        mult_l, shift_l = [mult] * LANES, [shift] * LANES
+        x = np.clip(values, -(1 << (shift - 2)), (1 << (shift - 2)) - 1)   # REQUIRE |v| < 2^(shift-2)
+        jobs.append(Job(_rescale_instr(3, 0, 0, mult_l, shift_l, dr, "int32"), x))
+        wants.append(_rescale_expected(x, "int32", "int32", 0, 0, mult_l, shift_l, True, dr, False))
+    got = run_and_compare(jobs)
+    for g, want in zip(got, wants):
+        np.testing.assert_array_equal(g.outputs, want)
+    # hand-worked: (v * 8 + 8) >> 4 for v = 1, -1, 3, -3 is 1, 0, 2, -1
+    assert got[0].outputs[0].tolist() == [1, 0, 2, -1]
+    # shift 33, multiplier 2^30 (scale 1/8): 3/8 -> 0 single, (3*2^30 + 2^32 + 2^30) >> 33 = 1 double;
+    # -3/8: single (-3*2^30 + 2^32) >> 33 = 0, double (... - 2^30) >> 33 = 0; 5/8 -> 1, -5/8 -> -1 double
+    assert got[1].outputs[:2].tolist() == [[0, 0, 0, 0], [1, -1, 1, -1]]
+    assert got[2].outputs[:2].tolist() == [[0, 0, 1, 0], [1, -1, 1, -1]]
+
+
+def test_rescale_zero_points_at_extremes_and_both_rails():
+    # int8 -> int8 with input_zp -128 / output_zp 127 and the reverse; uint8 / uint16 zero points
+    x8 = np.array([[-128, 127, 0, -1], [127, -128, 1, 64]], np.int64)
+    specs = [("int8", "int8", -128, 127), ("int8", "int8", 127, -128), ("uint8", "int8", 255, -128),
+             ("int8", "uint8", -128, 255), ("uint16", "int16", 32768, 0), ("int16", "uint16", 0, 32768)]
+    jobs, wants = [], []
+    for in_t, out_t, izp, ozp in specs:
+        lo, hi = RANGE[in_t]
+        x = np.clip(x8 * (256 if in_t.endswith("16") else 1) + (lo if lo == 0 else 0), lo, hi)
+        mult, shift = [3 << 29] * LANES, [30] * LANES             # scale 1.5: both rails reached
+        jobs.append(Job(_rescale_instr(2, izp, ozp, mult, shift, True, out_t), x))
+        wants.append(_rescale_expected(x, in_t, out_t, izp, ozp, mult, shift, True, True, False))
+    got = run_and_compare(jobs)
+    for g, want in zip(got, wants):
+        np.testing.assert_array_equal(g.outputs, want)
+    assert got[0].outputs[0].tolist() == [127, 127, 127, 127]          # (v + 128) * 1.5 + 127 saturates
+    assert got[1].outputs[0].tolist() == [-128, -128, -128, -128]
+
+
+# ---------------------------------------------------------------- CLAMP
+
+def test_clamp_int8_int16_bounds_at_extremes(rng):
+    jobs, wants = [], []
+    for dtype, (lo, hi) in ((np.int8, RANGE["int8"]), (np.int16, RANGE["int16"])):
+        x = rng.integers(lo, hi + 1, (12, LANES))
+        x[0] = [lo, hi, lo + 1, hi - 1]
+        for mn, mx in ((lo, hi), (lo, lo), (hi, hi), (-5, 10), (0, 0)):
+            jobs.append(Job(VectorInstr(VectorOp.PASS, 12, clamp_lo=mn, clamp_hi=mx), x))
+            wants.append(tosa("CLAMP", [x.astype(dtype)], dict(min_val=mn, max_val=mx)))
+    got = run_and_compare(jobs)
+    for g, want in zip(got, wants):
+        np.testing.assert_array_equal(g.outputs, want)
+    assert got[3].outputs[0].tolist() == [-5, 10, -5, 10]
+
+
+# ---------------------------------------------------------------- timing and back-pressure
+
+def test_back_pressure_and_gaps_keep_values_and_match_model_cycles(rng):
+    job, want = _rescale_job(rng, "int8", "int8", True, True, True, 40)
+    job.source_valid = random_pattern(rng, 120, 0.6)
+    job.sink_ready = random_pattern(rng, 120, 0.5)
+    got, = run_and_compare([job])
+    np.testing.assert_array_equal(got.outputs, want)
+    assert got.cycles > 40 + 7          # the patterns did stall it
+
+
+def test_stall_free_timing_hand_worked():
+    # 3 beats accepted in cycles 1..3, results 5 cycles later, idle from cycle 9
+    accept, outputs, end = stream_timing(3, np.ones(3, bool), False)
+    assert (accept.tolist(), outputs.tolist(), end) == ([1, 2, 3], [6, 7, 8], 9)
+    # the per-cycle stepper agrees with the closed form, also for a non-emitting last beat
+    for emits in (np.ones(5, bool), np.array([0, 1, 0, 0, 0], bool), np.zeros(5, bool)):
+        closed = stream_timing(5, emits, False)
+        stepped = stream_timing(5, emits, False, [True], [True])
+        assert [x.tolist() if hasattr(x, "tolist") else x for x in closed] == \
+               [x.tolist() if hasattr(x, "tolist") else x for x in stepped]
+    assert stream_timing(4, np.zeros(4, bool), True)[2] == 5       # LOAD_TABLE: n + 1
+    assert stream_timing(0, np.zeros(0, bool), False)[2] == 1
+
+
+# ---------------------------------------------------------------- model error paths
+
+def test_model_rejects_bad_operands_and_unpredictable_results():
+    model = VectorUnitModel(LANES)
+    with pytest.raises(UsageError, match=r"operand a has shape \[3, 2\], expected \[3, 4\]"):
+        model.run(VectorInstr(VectorOp.PASS, 3), np.zeros((3, 2)))
+    big = np.full((1, LANES), INT32_MAX)
+    with pytest.raises(UnpredictableError, match="vector unit ADD"):
+        model.run(VectorInstr(VectorOp.ADD, 1), big, big)
+    with pytest.raises(UnpredictableError, match=r"output scale: REQUIRE\(value >= "):  # scale32 REQUIRE
+        model.run(VectorInstr(VectorOp.PASS, 1, scale_o=True, dr_o=True, mult_o=(1,), shift_o=(4,)), big)
+    small = VectorUnitModel(LANES, max_pool_count=4)
+    with pytest.raises(UnsupportedError, match="window of 5 elements.*counts up to 4"):
+        small.run(VectorInstr(VectorOp.AVG, 5), np.zeros((5, LANES)), last=[0, 0, 0, 0, 1])
+
+
+def test_instruction_fields_are_range_checked():
+    with pytest.raises(ValueError, match=r"VectorInstr.zp_a = 70000 outside \[-65536, 65535\]"):
+        VectorInstr(VectorOp.PASS, 1, zp_a=70000).encode(LANES)
+    with pytest.raises(ValueError, match="mult_o has 3 values for 4 lanes"):
+        VectorInstr(VectorOp.PASS, 1, mult_o=(1, 2, 3)).encode(LANES)
+
+
+# ---------------------------------------------------------------- Verilog
+
+def test_reciprocal_rom_equals_tosa_reciprocal_scale():
+    rom = reciprocal_rom(300)
+    counts = np.arange(1, 301)
+    mult, shift = reciprocal_scale(counts)
+    assert [e & (2**31 - 1) for e in rom] == mult.tolist()
+    assert [e >> 31 for e in rom] == shift.tolist()
+
+
+def test_converts_to_verilog():
+    text = verilog.convert(VectorUnit(2, max_pool_count=16), name="qsim_vector")
+    assert "module qsim_vector" in text
+    for port in ("cfg__valid", "cfg__ready", "i__payload", "o__valid", "o__ready", "busy"):
+        assert port in text
