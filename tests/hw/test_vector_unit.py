@@ -208,3 +208,110 @@ def test_converts_to_verilog():
     assert "module qsim_vector" in text
     for port in ("cfg__valid", "cfg__ready", "i__payload", "o__valid", "o__ready", "busy"):
         assert port in text
+
+
+# ---------------------------------------------------------------- ADD / SUB / MUL / MAXIMUM / MINIMUM
+
+def _rescale_attrs(izp, ozp, mult, shift, double_round, out_t):
+    return dict(input_zp=izp, output_zp=ozp, multiplier=np.array([mult], np.int32),
+                shift=np.array([shift], np.int8), scale32=True, double_round=double_round,
+                per_channel=False, out_t=out_t)
+
+
+def test_quantized_residual_add_and_sub_fused_with_their_rescales(rng):
+    """int8 a, b -> RESCALE to int32 (each its zero point and scale) -> ADD/SUB -> RESCALE to
+    int8: one instruction, equal to the four TOSA operators in sequence."""
+    jobs, wants = [], []
+    for op, tosa_op in ((VectorOp.ADD, "ADD"), (VectorOp.SUB, "SUB")) * 3:
+        n = 16
+        a, b = rng.integers(-128, 128, (n, LANES)), rng.integers(-128, 128, (n, LANES))
+        a[0], b[0] = [-128, 127, -128, 127], [-128, 127, 127, -128]
+        zpa, zpb, zpo = _zp(rng, "int8"), _zp(rng, "int8"), _zp(rng, "int8")
+        sa, sb = int(rng.integers(12, 21)), int(rng.integers(12, 21))
+        ma, mb, mo = (int(rng.integers(1 << 30, 2**31)) for _ in range(3))
+        so = min(62, 62 - min(sa, sb) + int(rng.integers(-1, 3)))
+        dr = bool(rng.integers(2))
+        ra = tosa("RESCALE", [a.astype(np.int8)], _rescale_attrs(zpa, 0, ma, sa, dr, "int32"))
+        rb = tosa("RESCALE", [b.astype(np.int8)], _rescale_attrs(zpb, 0, mb, sb, dr, "int32"))
+        v = tosa(tosa_op, [ra.astype(np.int32), rb.astype(np.int32)], {})
+        wants.append(tosa("RESCALE", [v.astype(np.int32)], _rescale_attrs(0, zpo, mo, so, dr, "int8")))
+        jobs.append(Job(VectorInstr(op, n, zp_a=zpa, scale_a=True, mult_a=ma, shift_a=sa, dr_a=dr,
+                                    zp_b=zpb, scale_b=True, mult_b=mb, shift_b=sb, dr_b=dr,
+                                    scale_o=True, mult_o=(mo,), shift_o=(so,), dr_o=dr, zp_o=zpo,
+                                    clamp_lo=-128, clamp_hi=127), a, b))
+    got = run_and_compare(jobs)
+    for g, want in zip(got, wants):
+        np.testing.assert_array_equal(g.outputs, want)
+    outs = np.concatenate([g.outputs for g in got])
+    assert (outs == -128).any() and (outs == 127).any() and ((outs > -128) & (outs < 127)).any()
+
+
+def test_int32_add_sub_maximum_minimum_at_the_limits(rng):
+    a = rng.integers(-2**30, 2**30, (12, LANES))
+    b = rng.integers(-2**30, 2**30, (12, LANES))
+    a[0], b[0] = [INT32_MIN, INT32_MAX, INT32_MAX - 5, 0], [0, 0, 5, INT32_MIN]
+    a[1], b[1] = [-1, INT32_MIN + 1, 7, INT32_MAX], [INT32_MIN + 1, -1, -7, INT32_MIN]   # ADD in range
+    jobs, wants = [], []
+    for op, name in ((VectorOp.ADD, "ADD"), (VectorOp.MAXIMUM, "MAXIMUM"), (VectorOp.MINIMUM, "MINIMUM")):
+        jobs.append(Job(VectorInstr(op, 12), a, b))
+        wants.append(tosa(name, [a.astype(np.int32), b.astype(np.int32)], {}))
+    sub_b = b.copy()
+    sub_b[0], sub_b[1] = [0, 0, -5, -INT32_MAX], [INT32_MAX, -1, 7, 0]             # SUB in range
+    jobs.append(Job(VectorInstr(VectorOp.SUB, 12), a, sub_b))
+    wants.append(tosa("SUB", [a.astype(np.int32), sub_b.astype(np.int32)], {}))
+    got = run_and_compare(jobs)
+    for g, want in zip(got, wants):
+        np.testing.assert_array_equal(g.outputs, want)
+    assert got[0].outputs[0].tolist() == [INT32_MIN, INT32_MAX, INT32_MAX, INT32_MIN]
+
+
+def _mul_operands(rng, n, shift):
+    """int32 operands whose rounded product fits int32 (the REQUIRE of MUL with shift > 0)."""
+    bits_a = rng.integers(0, 32, (n, LANES))
+    bits_b = np.minimum(31, np.maximum(0, 29 + shift - bits_a)) if shift else 31 - bits_a
+    a = rng.integers(-(1 << bits_a), 1 << bits_a)
+    b = rng.integers(-(1 << bits_b), 1 << bits_b)
+    return np.clip(a, INT32_MIN, INT32_MAX), np.clip(b, INT32_MIN, INT32_MAX)
+
+
+def test_mul_int8_int16_and_int32_with_rounding_shifts(rng):
+    jobs, wants = [], []
+    for dtype in (np.int8, np.int16):
+        info = np.iinfo(dtype)
+        a = rng.integers(info.min, info.max + 1, (10, LANES))
+        b = rng.integers(info.min, info.max + 1, (10, LANES))
+        a[0], b[0] = [info.min, info.min, info.max, -1], [info.min, info.max, info.max, info.min]
+        jobs.append(Job(VectorInstr(VectorOp.MUL, 10), a, b))
+        wants.append(tosa("MUL", [a.astype(dtype), b.astype(dtype)], {"shift": 0}))
+    for shift in (0, 1, 15, 31, 32, 62, 63):
+        a, b = _mul_operands(rng, 10, shift)
+        if shift == 0:
+            a[0], b[0] = [INT32_MIN, INT32_MAX, INT32_MIN, 65536], [-1, INT32_MAX, INT32_MIN, 65536]  # low 32 bits
+        if shift == 63:
+            a[0], b[0] = [INT32_MIN, INT32_MIN, INT32_MAX, INT32_MIN], [INT32_MIN, INT32_MAX, INT32_MAX, 1]
+        jobs.append(Job(VectorInstr(VectorOp.MUL, 10, mul_shift=shift), a, b))
+        wants.append(tosa("MUL", [a.astype(np.int32), b.astype(np.int32)], {"shift": shift}))
+    got = run_and_compare(jobs)
+    for g, want in zip(got, wants):
+        np.testing.assert_array_equal(g.outputs, want)
+    # (-2^31)^2 = 2^62; + 2^62 >> 63 = 1 (needs the 65th bit); (-2^31)(2^31-1) + 2^62 >> 63 = 0
+    assert got[-1].outputs[0].tolist() == [1, 0, 0, 0]
+    assert got[2].outputs[0].tolist() == [INT32_MIN, 1, 0, 0]   # low 32 bits of the products
+
+
+def test_quantized_mul_fused_with_its_rescales(rng):
+    n = 12
+    a, b = rng.integers(-128, 128, (n, LANES)), rng.integers(-128, 128, (n, LANES))
+    zpa, zpb, zpo = -128, 127, -3
+    one = (1 << 30, 30)                                   # scale 1.0: value - zp as int32
+    ra = tosa("RESCALE", [a.astype(np.int8)], _rescale_attrs(zpa, 0, *one, False, "int32"))
+    rb = tosa("RESCALE", [b.astype(np.int8)], _rescale_attrs(zpb, 0, *one, False, "int32"))
+    v = tosa("MUL", [ra.astype(np.int32), rb.astype(np.int32)], {"shift": 0})
+    mo, so = 1_518_500_250, 38
+    want = tosa("RESCALE", [v.astype(np.int32)], _rescale_attrs(0, zpo, mo, so, True, "int8"))
+    job = Job(VectorInstr(VectorOp.MUL, n, zp_a=zpa, scale_a=True, mult_a=one[0], shift_a=one[1],
+                          zp_b=zpb, scale_b=True, mult_b=one[0], shift_b=one[1], scale_o=True,
+                          mult_o=(mo,), shift_o=(so,), dr_o=True, zp_o=zpo, clamp_lo=-128, clamp_hi=127),
+              a, b)
+    got, = run_and_compare([job])
+    np.testing.assert_array_equal(got.outputs, want)
