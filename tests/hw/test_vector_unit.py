@@ -315,3 +315,49 @@ def test_quantized_mul_fused_with_its_rescales(rng):
               a, b)
     got, = run_and_compare([job])
     np.testing.assert_array_equal(got.outputs, want)
+
+
+# ---------------------------------------------------------------- TABLE
+
+def _load_table(table, rng):
+    """LOAD_TABLE: lane 0 carries the entries; the other lanes carry noise the unit ignores."""
+    beats = rng.integers(-1000, 1000, (len(table), LANES))
+    beats[:, 0] = table
+    return Job(VectorInstr(VectorOp.LOAD_TABLE, len(table)), beats)
+
+
+def test_table_int8_every_input_value(rng):
+    table = rng.integers(-128, 128, 256)
+    table[[0, 255, 128]] = [127, -128, 0]
+    x = rng.permutation(np.arange(-128, 128)).reshape(-1, LANES)
+    got = run_and_compare([_load_table(table, rng), Job(VectorInstr(VectorOp.TABLE8, len(x)), x)])
+    assert got[0].outputs.shape == (0, LANES) and got[0].cycles == 257      # n + 1, no results
+    want = tosa("TABLE", [x.astype(np.int8)], {"table": table.astype(np.int8)})
+    np.testing.assert_array_equal(got[1].outputs, want)
+    assert got[1].outputs[x == -128].tolist() == [127] and got[1].outputs[x == 127].tolist() == [-128]
+
+
+def test_table_int16_interpolation_and_fused_rescale_to_int16(rng):
+    from qsim.tosa.activation import sigmoid_table
+    walk = np.clip(np.cumsum(rng.integers(-20000, 20000, 513)), -32768, 32767)   # |slope| < 2^15
+    x = rng.integers(-32768, 32768, (24, LANES))
+    x[0] = [-32768, 32767, 0, -1]
+    x[1] = [-32768 + 127, 32767 - 127, 128, 127]         # fraction 127 / 0 at segment edges
+    jobs, wants = [], []
+    for table in (walk, sigmoid_table().astype(np.int64)):
+        jobs += [_load_table(table, rng), Job(VectorInstr(VectorOp.TABLE16, len(x)), x)]
+        wants.append(tosa("TABLE", [x.astype(np.int16)], {"table": table.astype(np.int16)}))
+    # int16 -> int16 table (spec 2.5.17): TABLE, then RESCALE scale 1<<14, shift 21, fused; with
+    # scale16 (apply_scale_32 would REQUIRE |value| < 2^19 of the 23-bit lookup results)
+    jobs.append(Job(VectorInstr(VectorOp.TABLE16, len(x), scale_o=True, mult_o=(1 << 14,), shift_o=(21,),
+                                clamp_lo=-32768, clamp_hi=32767), x))
+    wants.append(tosa("RESCALE", [wants[-1].astype(np.int32)],
+                      dict(_rescale_attrs(0, 0, 1 << 14, 21, False, "int16"), scale32=False,
+                           multiplier=np.array([1 << 14], np.int16))))
+    got = run_and_compare(jobs)
+    for g, want in zip((got[1], got[3], got[4]), wants):
+        np.testing.assert_array_equal(g.outputs, want)
+    # x = 32767: index 511, fraction 127: (t[511] << 7) + (t[512] - t[511]) * 127, t[512] = 32767
+    # (32768 clipped); x = -32768: index 0, fraction 0: t[0] << 7 = 0
+    t511 = int(sigmoid_table()[511])
+    assert got[3].outputs[0, :2].tolist() == [0, (t511 << 7) + (32767 - t511) * 127]
