@@ -12,6 +12,7 @@ from qsim.errors import UnpredictableError, UnsupportedError, UsageError
 from qsim.hw.vector import VectorUnit, reciprocal_rom
 from qsim.hw.vector_isa import INT32_MAX, INT32_MIN, VectorInstr, VectorOp
 from qsim.npu.vector_model import VectorUnitModel, stream_timing
+from qsim.npu.vector_stream import pool_result, pool_stream, reduction_result, reduction_stream
 from qsim.tosa import run
 from qsim.tosa.arith import reciprocal_scale
 
@@ -361,3 +362,110 @@ def test_table_int16_interpolation_and_fused_rescale_to_int16(rng):
     # (32768 clipped); x = -32768: index 0, fraction 0: t[0] << 7 = 0
     t511 = int(sigmoid_table()[511])
     assert got[3].outputs[0, :2].tolist() == [0, (t511 << 7) + (32767 - t511) * 127]
+
+
+# ---------------------------------------------------------------- pooling and reductions
+
+def _pool_job(op, x, kernel, stride, pad, izp=0, ozp=0, dtype=np.int8):
+    beats, last = pool_stream(x, kernel, stride, pad, LANES)
+    info = np.iinfo(dtype)
+    return Job(VectorInstr(op, len(beats), zp_a=izp, zp_o=ozp, clamp_lo=int(info.min),
+                           clamp_hi=int(info.max)), beats, last=last)
+
+
+# (kernel, stride, pad) on 7 x 7 inputs: border windows lose 1..5 taps to padding
+POOLS = [((3, 3), (2, 2), (1, 1, 1, 1)), ((3, 3), (1, 1), (1, 1, 1, 1)), ((2, 2), (2, 2), (0, 1, 0, 1)),
+         ((1, 2), (1, 2), (0, 0, 0, 1)), ((2, 3), (1, 2), (1, 0, 2, 0))]
+
+
+def test_max_pool2d_int8_int16_padding_and_partial_channel_tiles(rng):
+    jobs, wants = [], []
+    for dtype in (np.int8, np.int16):
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max + 1, (1, 7, 7, 6))        # 6 channels: 2 tiles of 4 lanes
+        x[0, :2, :2, :] = info.min                                      # an all-minimum window
+        x[0, 4, 5, 0] = info.max
+        for kernel, stride, pad in POOLS:
+            attrs = dict(kernel=kernel, stride=stride, pad=pad)
+            want = tosa("MAX_POOL2D", [x.astype(dtype)], attrs)
+            jobs.append(_pool_job(VectorOp.REDUCE_MAX, x, kernel, stride, pad, dtype=dtype))
+            wants.append(want)
+    got = run_and_compare(jobs)
+    for g, want, (kernel, stride, pad) in zip(got, wants, POOLS * 2):
+        np.testing.assert_array_equal(pool_result(g.outputs, x.shape, kernel, stride, pad), want)
+    assert got[2].outputs[0, 0] == -128           # 2x2 window of the all -128 corner
+
+
+def test_avg_pool2d_int8_zero_points_counts_and_ties(rng):
+    jobs, wants, shapes = [], [], []
+    x = rng.integers(-128, 128, (2, 7, 7, 6))
+    for (kernel, stride, pad), (izp, ozp) in zip(POOLS, [(-128, 127), (127, -128), (0, 0), (5, -7), (-3, 3)]):
+        jobs.append(_pool_job(VectorOp.AVG, x, kernel, stride, pad, izp, ozp))
+        wants.append(tosa("AVG_POOL2D", [x.astype(np.int8)], dict(kernel=kernel, stride=stride, pad=pad,
+                                                                   input_zp=izp, output_zp=ozp)))
+        shapes.append((x.shape, kernel, stride, pad))
+    # ties: pairs summing to odd values (x.5 averages, both signs), kernel 1x2
+    ties = np.array([[[[1, -1, 3, -3], [0, 0, 0, -4], [-128, 127, -128, 127], [127, 126, -127, -128]]]])
+    jobs.append(_pool_job(VectorOp.AVG, ties, (1, 2), (1, 2), (0, 0, 0, 0)))
+    wants.append(tosa("AVG_POOL2D", [ties.astype(np.int8)], dict(kernel=(1, 2), stride=(1, 2),
+                                                                 pad=(0, 0, 0, 0), input_zp=0, output_zp=0)))
+    shapes.append((ties.shape, (1, 2), (1, 2), (0, 0, 0, 0)))
+    got = run_and_compare(jobs)
+    for g, want, (shape, kernel, stride, pad) in zip(got, wants, shapes):
+        np.testing.assert_array_equal(pool_result(g.outputs, shape, kernel, stride, pad), want)
+    # count 2: reciprocal_scale = (2^30 + 1, 31). 1/2: (2^30 + 1 + 2^30) >> 31 = 1; -1/2:
+    # (-(2^30 + 1) + 2^30) >> 31 = -1; 3/2: (3(2^30 + 1) + 2^30) >> 31 = 2; -7/2: -4
+    assert got[-1].outputs[0].tolist() == [1, -1, 2, -4]
+
+
+def test_avg_pool2d_int16_global_window_at_the_reciprocal_table_limit(rng):
+    # 8 x 8 = 64 elements: the last entry of the bench's 64-entry reciprocal ROM
+    x = rng.integers(-32768, 32768, (2, 8, 8, 4))
+    x[1] = 32767
+    kernel, stride, pad = (8, 8), (1, 1), (0, 0, 0, 0)
+    want = tosa("AVG_POOL2D", [x.astype(np.int16)], dict(kernel=kernel, stride=stride, pad=pad,
+                                                          input_zp=0, output_zp=0))
+    got, = run_and_compare([_pool_job(VectorOp.AVG, x, kernel, stride, pad, dtype=np.int16)])
+    np.testing.assert_array_equal(pool_result(got.outputs, x.shape, kernel, stride, pad), want)
+    assert got.outputs[1].tolist() == [32767] * LANES
+
+
+def _reduce_job(op, x, axis):
+    beats, last = reduction_stream(x, axis, LANES)
+    return Job(VectorInstr(op, len(beats)), beats, last=last)
+
+
+def test_reduce_sum_max_min_argmax_along_every_axis(rng):
+    cases = []
+    x8 = rng.integers(-128, 128, (3, 5, 6))
+    x8[1, :, 2] = -128                                     # an all-minimum slice: ARGMAX 0
+    x8[2, 1, :] = 7                                        # ties: the first index wins
+    x16 = rng.integers(-32768, 32768, (3, 5, 6))
+    x32 = rng.integers(-2**26, 2**26, (3, 5, 6))
+    for axis in (0, 1, 2):
+        cases += [(VectorOp.REDUCE_SUM, "REDUCE_SUM", x32, np.int32, axis),
+                  (VectorOp.REDUCE_MAX, "REDUCE_MAX", x8, np.int8, axis),
+                  (VectorOp.REDUCE_MIN, "REDUCE_MIN", x16, np.int16, axis),
+                  (VectorOp.ARGMAX, "ARGMAX", x8, np.int8, axis)]
+    cases.append((VectorOp.ARGMAX, "ARGMAX", x16, np.int16, 1))
+    cases.append((VectorOp.REDUCE_MAX, "REDUCE_MAX", x32, np.int32, 2))
+    got = run_and_compare([_reduce_job(op, x, axis) for op, _, x, _, axis in cases])
+    for g, (op, name, x, dtype, axis) in zip(got, cases):
+        want = tosa(name, [x.astype(dtype)], {"axis": axis})
+        np.testing.assert_array_equal(reduction_result(g.outputs, x.shape, axis, op is not VectorOp.ARGMAX), want)
+    assert reduction_result(got[7].outputs, x8.shape, 1, False)[1, 2] == 0       # all -128
+    assert reduction_result(got[11].outputs, x8.shape, 2, False)[2, 1] == 0      # all 7: first wins
+
+
+def test_long_reduction_sum_near_int32_limit_with_stalls(rng):
+    # 600 terms of up to 3.5e6: partial sums up to 2.1e9, inside int32 (apply_add REQUIRE)
+    x = rng.integers(3_000_000, 3_500_000, (600, LANES))
+    x[:, 1] *= -1
+    x[:, 2] = [INT32_MAX // 600] * 600
+    beats, last = reduction_stream(x, 0, LANES)
+    job = Job(VectorInstr(VectorOp.REDUCE_SUM, len(beats)), beats, last=last,
+              source_valid=random_pattern(rng, 800, 0.8), sink_ready=random_pattern(rng, 800, 0.3))
+    got, = run_and_compare([job])
+    want = tosa("REDUCE_SUM", [x.astype(np.int32)], {"axis": 0})
+    np.testing.assert_array_equal(got.outputs, want)
+    assert got.outputs[0, 2] == (INT32_MAX // 600) * 600
