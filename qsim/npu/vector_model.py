@@ -15,9 +15,9 @@ exactly).
 Timing (cycle 0 = the cycle the instruction is accepted): `stream_timing` steps the
 stall-all pipeline of hw/vector.py cycle by cycle for given source-valid and
 sink-ready patterns; without stalls, beat k is accepted in cycle k + 1, its result
-is taken in cycle k + 1 + VECTOR_LATENCY_CYCLES, and the unit is idle again in
-cycle n + 2 + VECTOR_LATENCY_CYCLES when the last beat has a result (n + 3 when it
-has none, n + 1 for LOAD_TABLE, which has no results at all).
+is taken in cycle k + 1 + VECTOR_LATENCY_CYCLES, and the unit is idle again (the
+next instruction is accepted) in cycle n + 1 + VECTOR_LATENCY_CYCLES when the last
+beat has a result (n + 3 when it has none, n + 1 for LOAD_TABLE: no results at all).
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ against qsim.npu.vector_model (tests/hw/vector_bench.py does the latter).
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from amaranth.back import verilog
 
 from qsim.errors import UnpredictableError, UnsupportedError, UsageError
@@ -469,3 +471,34 @@ def test_long_reduction_sum_near_int32_limit_with_stalls(rng):
     want = tosa("REDUCE_SUM", [x.astype(np.int32)], {"axis": 0})
     np.testing.assert_array_equal(got.outputs, want)
     assert got.outputs[0, 2] == (INT32_MAX // 600) * 600
+
+
+def test_readme_documents_the_instruction_layout():
+    import re
+    from pathlib import Path
+
+    import qsim.hw
+    from qsim.hw.vector_isa import INSTR_BITS, INSTR_FIELDS, LANE_BITS, LANE_FIELDS
+    text = (Path(qsim.hw.__file__).parent / "README.md").read_text()
+    section = text[text.index("### Instruction (`hw/vector_isa.py`"):text.index("### Timing")]
+    rows = {name: (int(hi), int(lo), int(width)) for name, hi, lo, width in
+            re.findall(r"\| (?:lane c: )?`(\w+)` \| \[(\d+):(\d+)\] \| (\d+)", section)}
+    for spec in (INSTR_FIELDS, LANE_FIELDS):
+        pos = 0
+        for name, width, _ in spec:
+            if name in rows:
+                assert rows[name] == (pos + width - 1, pos, width), name
+            pos += width
+    assert len(rows) == len(INSTR_FIELDS) + len(LANE_FIELDS) - 5          # zp_b .. dr_b: one row
+    assert f"{INSTR_BITS} + {LANE_BITS}C" in text and f"at bit {INSTR_BITS} + {LANE_BITS}c" in text
+
+
+@settings(derandomize=True, deadline=None, max_examples=150)
+@given(mode=st.sampled_from(RESCALE_MODES), scale32=st.booleans(), double_round=st.booleans(),
+       per_channel=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_model_rescale_equals_tosa_reference(mode, scale32, double_round, per_channel, seed):
+    """The model alone (fast) over many more RESCALE cases than the RTL runs."""
+    job, want = _rescale_job(np.random.default_rng(seed), *mode, scale32, scale32 and double_round,
+                             per_channel, 32)
+    got = VectorUnitModel(LANES).run(job.instr, job.a)
+    np.testing.assert_array_equal(got.outputs, want)
