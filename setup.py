@@ -59,7 +59,7 @@ setup(
         "qsim.nnef1": ["*.lark"],
         "qsim.zoo": ["**/*"],
         "qsim.hw": ["*.md"],
-        "qsim.npu": ["harness.cpp"],
+        "qsim.npu": ["*.cpp"],
         "qsim.kernels": ["*.h", "*.pxd"],
     },
     ext_modules=kernel_extensions(),

@@ -502,3 +502,31 @@ def test_model_rescale_equals_tosa_reference(mode, scale32, double_round, per_ch
                              per_channel, 32)
     got = VectorUnitModel(LANES).run(job.instr, job.a)
     np.testing.assert_array_equal(got.outputs, want)
+
+
+def test_verilator_build_equals_model_on_every_operation_group(rng):
+    """The exported Verilog under Verilator (cached build) on one job per operation group,
+    with stalls: the same values and cycles as the model (and so as the Amaranth runs)."""
+    from qsim.npu.vector_verilator import VerilatedVectorUnit
+    from qsim.tosa.activation import sigmoid_table
+
+    rtl, model = VerilatedVectorUnit(LANES, max_pool_count=64), VectorUnitModel(LANES, max_pool_count=64)
+    x8 = rng.integers(-128, 128, (1, 7, 7, 6))
+    pool_beats, pool_last = pool_stream(x8, (3, 3), (2, 2), (1, 1, 1, 1), LANES)
+    x16 = rng.integers(-32768, 32768, (40, LANES))
+    table = sigmoid_table().astype(np.int64)
+    jobs = [_rescale_job(rng, "int32", "int8", True, True, True, 50)[0],
+            Job(VectorInstr(VectorOp.MUL, 40, mul_shift=63), *_mul_operands(rng, 40, 63)),
+            _load_table(table, rng), Job(VectorInstr(VectorOp.TABLE16, 40), x16),
+            Job(VectorInstr(VectorOp.AVG, len(pool_beats), zp_a=-128, zp_o=127, clamp_lo=-128, clamp_hi=127),
+                pool_beats, last=pool_last),
+            _reduce_job(VectorOp.ARGMAX, x16.reshape(8, 5, 4), 1)]
+    for job in jobs:
+        job.source_valid = random_pattern(rng, 300, 0.7)
+        job.sink_ready = random_pattern(rng, 300, 0.6)
+        got = rtl.run(job.instr, job.a, job.b, job.last, job.source_valid, job.sink_ready)
+        want = model.run(job.instr, job.a, job.b, job.last, job.source_valid, job.sink_ready)
+        for name in ("outputs", "accept_cycles", "output_cycles", "cycles"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"{job.instr.op.name} {name}")
+    want_table = tosa("TABLE", [x16.astype(np.int16)], {"table": table.astype(np.int16)})
+    np.testing.assert_array_equal(rtl.run(jobs[3].instr, x16).outputs, want_table)
