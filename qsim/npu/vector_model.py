@@ -76,6 +76,9 @@ class VectorUnitModel:
         a = self._beats(a, "a", instr.count)
         b = np.zeros_like(a) if b is None else self._beats(b, "b", instr.count)
         last = np.zeros(len(a), bool) if last is None else np.asarray(last, bool)
+        if last.shape != (len(a),):
+            raise UsageError(f"vector unit `last` flags have shape {list(last.shape)}, expected "
+                             f"[{len(a)}] (one per beat)")
         outputs, emits = self.values(instr, a, b, last)
         accept, out_cycles, end = stream_timing(len(a), emits, instr.op is VectorOp.LOAD_TABLE,
                                                 source_valid, sink_ready)

@@ -179,6 +179,8 @@ def test_model_rejects_bad_operands_and_unpredictable_results():
     model = VectorUnitModel(LANES)
     with pytest.raises(UsageError, match=r"operand a has shape \[3, 2\], expected \[3, 4\]"):
         model.run(VectorInstr(VectorOp.PASS, 3), np.zeros((3, 2)))
+    with pytest.raises(UsageError, match=r"`last` flags have shape \[2\], expected \[3\]"):
+        model.run(VectorInstr(VectorOp.REDUCE_SUM, 3), np.zeros((3, LANES)), last=[0, 1])
     big = np.full((1, LANES), INT32_MAX)
     with pytest.raises(UnpredictableError, match="vector unit ADD"):
         model.run(VectorInstr(VectorOp.ADD, 1), big, big)
@@ -190,6 +192,8 @@ def test_model_rejects_bad_operands_and_unpredictable_results():
 
 
 def test_instruction_fields_are_range_checked():
+    with pytest.raises(ValueError, match=r"lanes \(0\) and max_pool_count \(16\) must be >= 1"):
+        VectorUnit(0, max_pool_count=16)
     with pytest.raises(ValueError, match=r"VectorInstr.zp_a = 70000 outside \[-65536, 65535\]"):
         VectorInstr(VectorOp.PASS, 1, zp_a=70000).encode(LANES)
     with pytest.raises(ValueError, match="mult_o has 3 values for 4 lanes"):
@@ -530,3 +534,27 @@ def test_verilator_build_equals_model_on_every_operation_group(rng):
             np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"{job.instr.op.name} {name}")
     want_table = tosa("TABLE", [x16.astype(np.int16)], {"table": table.astype(np.int16)})
     np.testing.assert_array_equal(rtl.run(jobs[3].instr, x16).outputs, want_table)
+
+
+@settings(derandomize=True, deadline=None, max_examples=50)
+@given(kernel=st.tuples(st.integers(1, 4), st.integers(1, 4)), stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       out_hw=st.tuples(st.integers(1, 4), st.integers(1, 4)), pad_seed=st.integers(0, 2**16),
+       channels=st.integers(1, 9), avg=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_model_pooling_stream_equals_tosa_reference(kernel, stride, out_hw, pad_seed, channels, avg, seed):
+    """Many more pooling geometries than the RTL runs: the stream order (vector_stream) and the
+    model together equal MAX_POOL2D / AVG_POOL2D; the input size follows from the output size."""
+    rng = np.random.default_rng(seed)
+    pad = [int(v) % k for v, k in zip(np.random.default_rng(pad_seed).integers(0, 4, 4),
+                                      (kernel[0], kernel[0], kernel[1], kernel[1]))]
+    h = (out_hw[0] - 1) * stride[0] + kernel[0] - pad[0] - pad[1]
+    w = (out_hw[1] - 1) * stride[1] + kernel[1] - pad[2] - pad[3]
+    if h < 1 or w < 1:
+        return
+    x = rng.integers(-128, 128, (2, h, w, channels))
+    attrs = dict(kernel=kernel, stride=stride, pad=tuple(pad))
+    izp, ozp = (int(v) for v in rng.integers(-128, 128, 2)) if avg else (0, 0)
+    job = _pool_job(VectorOp.AVG if avg else VectorOp.REDUCE_MAX, x, kernel, stride, pad, izp, ozp)
+    got = VectorUnitModel(LANES).run(job.instr, job.a, last=job.last)
+    want = tosa("AVG_POOL2D", [x.astype(np.int8)], dict(attrs, input_zp=izp, output_zp=ozp)) if avg \
+        else tosa("MAX_POOL2D", [x.astype(np.int8)], attrs)
+    np.testing.assert_array_equal(pool_result(got.outputs, x.shape, kernel, stride, pad), want)
