@@ -558,3 +558,22 @@ def test_model_pooling_stream_equals_tosa_reference(kernel, stride, out_hw, pad_
     want = tosa("AVG_POOL2D", [x.astype(np.int8)], dict(attrs, input_zp=izp, output_zp=ozp)) if avg \
         else tosa("MAX_POOL2D", [x.astype(np.int8)], attrs)
     np.testing.assert_array_equal(pool_result(got.outputs, x.shape, kernel, stride, pad), want)
+
+
+@pytest.mark.parametrize("lanes", [1, 3])
+def test_other_lane_counts(rng, lanes):
+    """Lane count is a parameter: a per-channel RESCALE and an ARGMAX on 1 and 3 lanes."""
+    x = rng.integers(-128, 128, (9, lanes))
+    mult = rng.integers(1 << 30, 2**31, lanes)
+    shift = rng.integers(30, 40, lanes)
+    rescale = VectorInstr(VectorOp.PASS, 9, zp_a=-128, scale_o=True, mult_o=tuple(int(m) for m in mult),
+                          shift_o=tuple(int(s) for s in shift), dr_o=True, zp_o=127, clamp_lo=-128, clamp_hi=127)
+    beats, last = reduction_stream(x.T.reshape(lanes, 3, 3), 2, lanes)
+    jobs = [Job(rescale, x), Job(VectorInstr(VectorOp.ARGMAX, len(beats)), beats, last=last)]
+    got = run_and_compare(jobs, lanes=lanes)
+    want = tosa("RESCALE", [x.astype(np.int8)], dict(
+        input_zp=-128, output_zp=127, multiplier=mult.astype(np.int32), shift=shift.astype(np.int8),
+        scale32=True, double_round=True, per_channel=True, out_t="int8"))
+    np.testing.assert_array_equal(got[0].outputs, want)
+    np.testing.assert_array_equal(reduction_result(got[1].outputs, (lanes, 3, 3), 2, False),
+                                  tosa("ARGMAX", [x.T.reshape(lanes, 3, 3).astype(np.int8)], {"axis": 2}))
