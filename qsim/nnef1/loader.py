@@ -41,7 +41,12 @@ class ModelSource:
         if os.path.isdir(self.path):
             self.root = self.path
         elif os.path.isfile(self.path) and self.path.lower().endswith(_TAR_SUFFIXES):
-            self._unpacked = tempfile.TemporaryDirectory(prefix="qsim-nnef1-")
+            try:
+                self._unpacked = tempfile.TemporaryDirectory(prefix="qsim-nnef1-", ignore_cleanup_errors=True)
+            except OSError as err:
+                raise DataError(f"cannot make a temporary folder to unpack {self.path}: {err.strerror}",
+                                location=Location(self.path),
+                                hint="set TMPDIR to a writable folder with room for the model") from None
             try:
                 self.root = unpack_container(self.path, self._unpacked.name)
             except BaseException:

@@ -253,3 +253,12 @@ def test_non_utf8_graph_quant_is_located(tmp_path):
         load_nnef1(str(tmp_path))
     loc = err.value.location
     assert (loc.file, loc.line, loc.column) == (str(tmp_path / "graph.quant"), 2, 2)
+
+
+def test_rank_zero_local_response_normalization_is_refused():
+    text = ("version 1.0;\ngraph g( input ) -> ( output )\n{\n    input = external(shape = []);\n"
+            "    output = local_response_normalization(input, size = [], alpha = 1.0, beta = 0.5);\n}\n")
+    err = error_at(SemanticError, text, 5, 14)
+    assert "'input' has rank 0" in err.message
+    one = text.replace("shape = []", "shape = [3]").replace("size = []", "size = [1]")
+    assert [op.kind.name for op in compose_text(one).ops] == ["nn.local_response_norm"]
