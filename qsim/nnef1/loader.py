@@ -78,7 +78,7 @@ class ModelSource:
 
     def read_text(self, rel: str) -> str | None:
         """A text file of the model (graph.nnef, graph.quant) decoded as UTF-8, None if missing."""
-        full = os.path.join(self.root, rel) if rel == self.graph_file else self.path_of(rel, rel)
+        full = os.path.join(self.root, rel) if rel == self.graph_file else self.path_of(rel, "the model")
         if full is None or not os.path.isfile(full):
             return None
         display = self.display(rel)
@@ -149,7 +149,7 @@ def decode_text(blob: bytes, name: str) -> str:
 def _load_variable(source: ModelSource, label: str, shape: tuple, item: str, loc: Location):
     rel = label + ".dat"
     display = source.display(rel)
-    full = source.path_of(rel, f"variable label '{label}' names tensor file", loc)
+    full = source.path_of(rel, f"variable '{label}'", loc)
     if full is None:
         raise DataError(f"variable '{label}' has no data file {display}", location=loc,
                         hint="variables are stored as <label>.dat next to graph.nnef (5.1)")

@@ -66,7 +66,8 @@ def test_other_nestings_are_limited(body, line, column, what):
 
 
 def test_type_nesting_is_limited():
-    fragment = "fragment f( x: tensor<scalar>, n: integer" + "[]" * 300 + " = [] ) -> ( y: tensor<scalar> ) { y = x; }\n"
+    fragment = ("fragment f( x: tensor<scalar>, n: integer" + "[]" * 300
+                + " = [] ) -> ( y: tensor<scalar> ) { y = x; }\n")
     err = error_at(SyntaxError_, doc("    output = f(input);", fragment), 2, 35)
     assert err.message == f"type nests deeper than {MAX_NESTING_DEPTH} levels"
 
@@ -148,7 +149,8 @@ def test_real_literal_that_underflows_is_zero():
     ("integer(2.0 ^ 2000.0)", 53, SemanticError, "compile-time real result of '^' is inf"),
     ("integer((-8.0) ^ 0.5)", 53, SemanticError, "is not real"),
     ("integer(scalar('inf'))", 53, SemanticError, "compile-time real result of 'scalar' is inf"),
-    ("length_of([1] * 1000000000000)", 55, DataError, "compile-time array of shape [1000000000000] would take 7.28 TiB"),
+    ("length_of([1] * 1000000000000)", 55, DataError,
+     "compile-time array of shape [1000000000000] would take 7.28 TiB"),
 ], ids=["int-pow", "int-pow-huge", "int-mul", "cast-real", "cast-string", "real-mul", "real-pow", "complex",
         "cast-inf", "array-repeat"])
 def test_compile_time_results_stay_in_range(expr, column, cls, message):
