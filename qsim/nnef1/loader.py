@@ -76,7 +76,7 @@ class ModelSource:
         full = resolve_tensor_path(self.root, rel, what, location)
         return full if os.path.isfile(full) else None
 
-    def read_text(self, rel: str) -> str | None:
+    def text_of(self, rel: str) -> str | None:
         """A text file of the model (graph.nnef, graph.quant) decoded as UTF-8, None if missing."""
         full = os.path.join(self.root, rel) if rel == self.graph_file else self.path_of(rel, "the model")
         if full is None or not os.path.isfile(full):
@@ -103,7 +103,7 @@ def load_nnef1(path: str, keep: Iterable[str] | None = None) -> ir.Graph:
 
 def _load(source: ModelSource, keep: Iterable[str] | None) -> ir.Graph:
     graph_name = source.display(source.graph_file)
-    text = source.read_text(source.graph_file)
+    text = source.text_of(source.graph_file)
     if text is None:
         raise DataError(f"{graph_name} is missing", location=Location(graph_name),
                         hint="an NNEF model folder or container holds graph.nnef (5.1)")
@@ -114,7 +114,7 @@ def _load(source: ModelSource, keep: Iterable[str] | None) -> ir.Graph:
 
     composer = Composer(document, load_variable, None if keep is None else frozenset(keep))
     graph = composer.compose()
-    quant_text = source.read_text("graph.quant")
+    quant_text = source.text_of("graph.quant")
     if quant_text is None:
         return graph.verify()
     quant_name = source.display("graph.quant")
