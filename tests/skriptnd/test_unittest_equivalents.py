@@ -475,3 +475,21 @@ def test_an_axis_out_of_range_for_a_runtime_length_pack_is_located(tmp_path):
                   " @output { y: real[2,3,s]; }\n @compose { y = layout.stack{axis=3}(xs); }\n}\n")
     assert "'axis' must be between -3 (inclusive) and 3 (exclusive), got 3" in err.message
     assert (err.location.line, err.location.column) == (5, 17)
+
+
+@pytest.mark.parametrize("output,body,needle", [
+    ("y: real[2]", "y = layout.unstack{axis=0}(x);", "output 'y' is declared as one tensor but is assigned a pack of 3"),
+    ("y: real[2]", "y = layout.unstack{axis=0}(d);", "output 'y' is declared as one tensor but is assigned a pack of s|5"),
+    ("y: real[3,2]..(2)", "y = math.neg(x);", "output 'y' is declared packed but is assigned the single tensor"),
+])
+def test_a_pack_where_one_tensor_is_declared_and_back_is_located(output, body, needle, tmp_path):
+    err = refused(tmp_path, SemanticError, "graph G {\n @input { x: real[3,2]; d: real[s|5,2]; }\n"
+                  f" @output {{ {output}; }}\n @compose {{ {body} }}\n}}\n")
+    assert needle in err.message and err.location.line == 4 and err.hint
+
+
+def test_a_packed_target_given_one_tensor_says_what_the_operator_gives(tmp_path):
+    err = refused(tmp_path, SemanticError, "graph G {\n @input { x: real[3,2]; }\n @output { y: real[3]; }\n"
+                  " @compose { m..(2) = math.argmax_nd{axes=[1]}(x); y = math.neg(x); }\n}\n")
+    assert "'m' is declared packed but the result is not a pack" in err.message
+    assert "the right-hand side gives tensor" in err.hint and err.location.line == 5
