@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from qsim.errors import SemanticError, SyntaxError_, UnsupportedError
 from qsim.skriptnd.execute import run_graph
@@ -493,3 +494,31 @@ def test_a_packed_target_given_one_tensor_says_what_the_operator_gives(tmp_path)
                   " @compose { m..(2) = math.argmax_nd{axes=[1]}(x); y = math.neg(x); }\n}\n")
     assert "'m' is declared packed but the result is not a pack" in err.message
     assert "the right-hand side gives tensor" in err.hint and err.location.line == 5
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(dims=st.lists(st.integers(1, 3), min_size=1, max_size=3), count=st.integers(0, 4),
+       data=st.data())
+def test_runtime_length_packs_agree_with_numpy(dims, count, data, tmp_path_factory):
+    """Property: concat/stack of a pack of run-time length, at any valid axis, is numpy's on the
+    items; unstacking the stacked result at that axis gives the items back."""
+    rank = len(dims)
+    cat_axis = data.draw(st.integers(-rank, rank - 1))
+    stack_axis = data.draw(st.integers(-rank - 1, rank))
+    item = ",".join(map(str, dims))
+    text = ("import layout;\ngraph G {\n @input { xs: real[" + item + "]..(s|4); }\n"
+            " @output { c: real; t: real; us: real[" + item + "]..(s); }\n"
+            f" @compose {{ c = layout.concat{{axis={cat_axis}}}(xs); t = layout.stack{{axis={stack_axis}}}(xs);\n"
+            f"   us..(s) = layout.unstack{{axis={stack_axis}}}(t); }}\n}}\n")
+    path = tmp_path_factory.mktemp("prop") / "main.sknd"
+    path.write_text(text)
+    g = compose("G", path)
+    xs = np.arange(count * int(np.prod(dims)), dtype=np.float32).reshape((count,) + tuple(dims))
+    c, t, us = run(g, {"xs": xs})
+    items = list(xs)
+    if count:
+        np.testing.assert_array_equal(c, np.concatenate(items, axis=cat_axis))
+        np.testing.assert_array_equal(t, np.stack(items, axis=stack_axis))
+    else:
+        assert c.size == 0 and t.size == 0
+    np.testing.assert_array_equal(us, xs)
