@@ -103,7 +103,12 @@ def regroup(op: ir.Op, params, flat: list, what: str) -> list:
     for p in packed:
         length = p.type.pack.length
         if length is not None and free_names(length) <= op.attrs.keys():
-            lengths[p.name] = int(Evaluator(dict(op.attrs)).eval(length))
+            try:
+                n = Evaluator(dict(op.attrs)).eval(length)
+            except QsimError:
+                continue
+            if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0:
+                lengths[p.name] = int(n)      # else (null, run-time): the one unknown pack
     unknown = [p.name for p in packed if p.name not in lengths]
     rest = len(flat) - (len(params) - len(packed)) - sum(lengths.values())
     if len(unknown) > 1 or rest < 0 or (not unknown and rest != 0):
