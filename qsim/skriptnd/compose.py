@@ -19,9 +19,10 @@ import numpy as np
 
 from .. import ir
 from ..errors import Location, QsimError, SemanticError, UnsupportedError
+from ..limits import check_tensor_size
 from . import ast
 from .evaluate import Evaluator, free_names
-from .instance import eval_shape, instantiate, resolve_type
+from .instance import check_extent, check_rank, eval_shape, instantiate, resolve_type
 from .modules import ModuleSet, is_standard_location
 from . import dynattr, dynpack
 from .dynpack import DynPack, pack_tensors
@@ -125,6 +126,12 @@ class GraphBuilder:
         if dtype not in DTYPES:
             raise error(f"tensor '{name}' of type {dtype}: qsim graphs hold real, int and bool tensors", loc)
         name = self.unique(name)
+        # every tensor of a composed graph passes here: refuse one the executors could never
+        # allocate now, at the declaration or invocation that makes it (a run-time extent counts
+        # with its upper bound where one is known)
+        check_tensor_size([d.hi if isinstance(d, Dyn) else d for d in shape
+                           if not (isinstance(d, Dyn) and d.hi is None)],
+                          NUMPY[dtype]().itemsize, f"tensor '{name}'", loc)
         dims = tuple(None if isinstance(d, Dyn) else int(d) for d in shape)
         max_shape = None
         if any(d is None for d in dims):
@@ -290,11 +297,14 @@ class Composer:
         ev = Evaluator(env, where)
         for item in t.shape:
             bound = ev.eval(item.bound) if item.bound is not None else None
+            if bound is not None:
+                check_extent(bound, decl.name, where, item.bound.loc, "upper bound")
             n = 1
             if item.pack is not None:
                 if item.pack.length is None:
                     raise error(f"{where}: the rank of input '{decl.name}' must be given", item.loc)
                 n = ev.eval(item.pack.length)
+                check_rank(n, decl.name, where, item.pack.length.loc)
             if isinstance(item.extent, ast.Omitted) or (isinstance(item.extent, ast.Name)
                                                         and item.extent.name not in env):
                 if bound is None and isinstance(item.extent, ast.Omitted):
@@ -313,6 +323,8 @@ class Composer:
             value = ev.eval(item.extent)
             if value is None:
                 continue
+            for d in (value if is_pack(value) else (value,)):
+                check_extent(d, decl.name, where, item.loc)
             shape.extend(value if is_pack(value) else (value,))
         for d in shape:
             if isinstance(d, Dyn) and d.hi is None:
@@ -368,9 +380,11 @@ class Composer:
             out = []
             for k, v in enumerate(value):
                 shape, _ = eval_shape(decl.type, env, frame.where, decl, k)
+                _check_constant_size(decl, shape, dtype)
                 out.append((shape, np.full(shape, v, dtype=NUMPY[dtype])))
             return out
         shape, _ = eval_shape(decl.type, env, frame.where, decl)
+        _check_constant_size(decl, shape, dtype)
         if decl.bounds:
             limits = []
             for bnd in decl.bounds:
@@ -651,6 +665,17 @@ class Composer:
                                  "names; make the operator 'public' to reach its other tensors (2.10)")
             module, op = self.modules.resolve(entry.op, frame.module, entry.loc)
             b.quant[name] = quant_info(entry, module, op, b.tensors[name], frame)
+
+
+def _check_constant_size(decl: ast.ParamDecl, shape: tuple, dtype: str) -> None:
+    """Before a @constant is materialised: its data, and for a per-element initializer the
+    index grids (one int64 array per axis), must fit the tensor limit."""
+    if any(isinstance(d, Dyn) for d in shape):
+        raise error(f"constant '{decl.name}' must have a static shape", decl.loc)
+    check_tensor_size(shape, NUMPY[dtype]().itemsize, f"constant '{decl.name}'", decl.loc)
+    if decl.bounds:
+        check_tensor_size((len(shape),) + tuple(shape), 8,
+                          f"index grid of constant '{decl.name}'", decl.loc)
 
 
 def it_loc(e):

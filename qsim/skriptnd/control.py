@@ -28,6 +28,14 @@ from .values import Dyn, TensorValue, error, is_pack, show, type_of
 IF_KIND = "control.if"
 LOOP_KIND = "control.loop"
 
+# An unrolled loop copies its body, and a scan makes one output tensor per step, into the composed
+# graph: past this many steps the graph is refused rather than built (and the text's count is
+# surely a mistake: real models unroll a few hundred steps at most).
+MAX_COMPOSED_STEPS = 100_000
+# A loop that runs longer is taken to be endless (the executor stops condition loops there; a
+# compile-time count past it is refused when composing).
+MAX_LOOP_STEPS = 1_000_000
+
 
 def compose_rhs(c, frame, b, value, hints, n_targets):
     if isinstance(value, ast.Block):
@@ -216,11 +224,29 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
     count = None
     if loop.count is not None and loop.count.count is not None:
         count = ev.eval(loop.count.count)
+        if count is not None and not isinstance(count, TensorValue) and (isinstance(count, bool) or type_of(count) != "int"
+                                                   or is_pack(count) or count < 0):
+            raise error(f"{frame.where}: a loop's iteration count must be a non-negative int or an "
+                        f"int tensor, got {show(count)}", loop.count.count.loc)
     if count is None and scans:
         count = len(scans[0][1])
+    if scans and not scans[0][1]:
+        # the body's scanned inputs take the type of the packs' items, and a pack of 0 tensors
+        # has none (e.g. math.cumsum along an axis of extent 0)
+        raise error(f"{frame.where}: 'for {scans[0][0]} : ...' scans an empty pack, so the loop body "
+                    "has no item to compose with", loop.loc,
+                    hint="the scanned extent is 0: give the axis a positive extent, or skip the "
+                         "operator for empty tensors")
     if loop.pre_condition is None and loop.post_condition is None and count is None:
         raise error(f"{frame.where}: a loop needs a condition, a 'for' clause or an iteration count", loop.loc)
     static = count is not None and not isinstance(count, TensorValue)
+    if static and count > MAX_LOOP_STEPS:
+        raise error(f"{frame.where}: iteration count {count} is more than the {MAX_LOOP_STEPS} steps "
+                    "qsim runs a loop for", loop.count.count.loc)
+    if static and count > MAX_COMPOSED_STEPS and (loop.unroll or n_targets > len(carried)):
+        raise error(f"{frame.where}: the loop would compose {count} steps into the graph, more than "
+                    f"qsim composes ({MAX_COMPOSED_STEPS})", loop.loc,
+                    hint="use a loop without 'unroll' and without scan outputs, or fewer steps")
     if loop.unroll:
         if not static:
             raise error(f"{frame.where}: 'unroll' needs a compile-time iteration count", loop.loc)

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import DataError, InvalidGraphError, MismatchError, QsimError, UnsupportedError
 from .. import ir
 from . import dynattr
+from .control import MAX_LOOP_STEPS     # a loop that runs longer is taken to be endless
 from .fastops import OPS, run_op
 
 STDLIB_DIALECTS = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
@@ -195,8 +196,6 @@ def _with_runtime_attrs(op: ir.Op, values: Mapping[str, np.ndarray]) -> ir.Op:
     return dataclasses.replace(op, attrs={k: dynattr.resolve(v, shapes, what) for k, v in op.attrs.items()})
 
 
-MAX_LOOP_STEPS = 1_000_000     # a condition loop that runs longer is taken to be endless
-
 
 def _run_sub(g: ir.Graph, own: list, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Runs a control-flow subgraph: its first inputs are `own`, the rest are captured outer
@@ -296,13 +295,11 @@ def read_inputs(graph: ir.Graph, specs: list[str]) -> dict[str, np.ndarray]:
         raise DataError(f"{len(specs)} --input arrays for graph '{graph.name}' with inputs "
                         + ", ".join(graph.inputs))
     named.update(zip(free, positional))
+    from ..userdata import check_finite, read_npy
     arrays = {}
     for name, file in named.items():
-        try:
-            arrays[name] = np.load(file, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise DataError(f"--input {file}: cannot read a .npy array ({err})",
-                            hint="save inputs with numpy.save") from None
+        arrays[name] = read_npy(file, "--input")
+        check_finite(arrays[name], f"--input {file} (input '{name}')")
     return arrays
 
 
@@ -312,25 +309,16 @@ def _file_name(tensor_name: str) -> str:
 
 def write_outputs(graph: ir.Graph, values: Mapping[str, np.ndarray], output: str | None,
                   dump: str | None) -> None:
-    import os
-    import tempfile
-    from ..atomic import atomic_directory
+    """`--output` (one .npy array, or a .npz of several) and `--dump` (a folder of every
+    tensor), each replacing its target only when complete (qsim.atomic)."""
+    from ..atomic import atomic_directory, atomic_file
     if output:
         outs = {n: values[n] for n in graph.outputs}
-        directory = os.path.dirname(os.path.abspath(output))
-        fd, tmp = tempfile.mkstemp(prefix=".qsim-run-", suffix=".npz" if len(outs) > 1 else ".npy",
-                                   dir=directory)
-        os.close(fd)
-        try:
+        with atomic_file(output) as tmp, open(tmp, "wb") as f:
             if len(outs) == 1:
-                np.save(tmp, next(iter(outs.values())))
+                np.save(f, next(iter(outs.values())))
             else:
-                np.savez(tmp, **outs)
-            os.replace(tmp, output)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+                np.savez(f, **outs)
     if dump:
         with atomic_directory(dump) as tmpdir:
             for name, value in values.items():
