@@ -196,7 +196,6 @@ def _with_runtime_attrs(op: ir.Op, values: Mapping[str, np.ndarray]) -> ir.Op:
     return dataclasses.replace(op, attrs={k: dynattr.resolve(v, shapes, what) for k, v in op.attrs.items()})
 
 
-
 def _run_sub(g: ir.Graph, own: list, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Runs a control-flow subgraph: its first inputs are `own`, the rest are captured outer
     tensors under their own names (qsim.skriptnd.control)."""
