@@ -265,6 +265,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", default="resnet18,embedded,float,efficientnet")
     parser.add_argument("--out", default=str(HERE.parent / "reports"))
+    parser.add_argument("--thread-counts", default="",
+                        help="comma-separated thread counts (default: 1 and all cores)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other jobs' results of an existing quantize_speed.json")
     args = parser.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
     if args.worker:
@@ -272,9 +276,15 @@ def main(argv=None) -> int:
         return 0
     from qsim.threads import available_cores
     cores = available_cores()
-    thread_counts = sorted({1, cores})
+    thread_counts = ([int(t) for t in args.thread_counts.split(",")] if args.thread_counts
+                     else sorted({1, cores}))
     load_start = [round(v, 2) for v in os.getloadavg()]
     results = measure(args.jobs.split(","), args.repeat, thread_counts)
+    previous = Path(args.out) / "quantize_speed.json"
+    if args.merge and previous.is_file():
+        old = json.loads(previous.read_text())
+        results = {**old["results"], **results}
+        load_start = old["load_start"]
     data = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 machine=f"{platform.machine()} {platform.processor() or ''}".strip(), cores=cores,
                 load_start=load_start, load_end=[round(v, 2) for v in os.getloadavg()],

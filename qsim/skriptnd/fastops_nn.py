@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
-from ..threads import split_rows
+from ..threads import apply_blas_threads, split_rows
 from .fastops_math import erf
 
 
@@ -72,6 +72,7 @@ def padded_windows(x, axes, fx, stride, dilation, before, ox, fill):
 def linear(ins, at):
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
+    apply_blas_threads()
     y = x @ w.T
     return [y + b if b is not None else y]
 
@@ -144,6 +145,7 @@ def conv(ins, at):
     for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
         cols[:, :, k] = win
     cols = cols.reshape(b, g, fc * K, X).transpose(1, 2, 0, 3).reshape(g, fc * K, b * X)
+    apply_blas_threads()                                        # QSIM_THREADS for the GEMM
     out = np.matmul(w.reshape(g, m, fc * K), cols)             # [g, m, b * X]
     out = out.reshape(n, b, *ox).swapaxes(0, 1)
     if bias is not None:
