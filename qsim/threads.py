@@ -108,6 +108,18 @@ _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child (e.g. the NPU sweep's ProcessPoolExecutor workers) inherits the pool
+    object but none of its threads: work submitted there would wait forever. The child
+    starts its own pool on first use instead."""
+    global _pool, _pool_size
+    _pool, _pool_size = None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _executor(n: int) -> ThreadPoolExecutor:
     global _pool, _pool_size
     if _pool is None or _pool_size < n:

@@ -90,3 +90,28 @@ def test_int8_conv_is_bit_identical_on_one_and_two_threads(monkeypatch):
         for kx in range(3):
             ref += np.einsum("nhwc,oc->nhwo", xp[:, ky:ky + 30, kx:kx + 30], attrs["weight"][:, ky, kx].astype(np.int64))
     np.testing.assert_array_equal(one, ref + attrs["bias"])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_split_rows_works_in_a_forked_child(monkeypatch):
+    """A child forked after the pool started must not wait on the parent's (absent) threads."""
+    monkeypatch.setenv("QSIM_THREADS", "2")
+    threads.split_rows(200, lambda lo, hi: None, min_rows=1)      # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:                                                    # child: exit 0 when done
+        try:
+            hits = np.zeros(200, np.int64)
+            threads.split_rows(200, lambda lo, hi: hits.__setitem__(slice(lo, hi), 1), min_rows=1)
+            os._exit(0 if hits.sum() == 200 else 1)
+        finally:
+            os._exit(2)
+    deadline = __import__("time").monotonic() + 30
+    while __import__("time").monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        __import__("time").sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("split_rows hung in the forked child")
