@@ -717,29 +717,27 @@ def _run(text: str, filename: str, start: str):
 def _build(tree, builder: _Builder):
     """Bottom-up construction of ast nodes from the lark tree (iterative: no recursion limit).
 
-    Refuses a tree nested deeper than limits.MAX_NESTING_DEPTH before building the node that
-    crosses it: every later pass over the AST (evaluation, binding, lowering, the writer, the
-    parse cache's pickling) recurses once or more per level, so this one check keeps all of
-    them far below Python's recursion limit."""
+    Refuses a tree nested deeper than limits.MAX_NESTING_DEPTH at the first node found below
+    that depth (inside the offending nest or chain), before building anything: every later pass
+    over the AST (evaluation, binding, lowering, the writer, the parse cache's pickling)
+    recurses once or more per level, so this one check keeps all of them far below Python's
+    recursion limit."""
     from lark import Tree
-    # post-order traversal with an explicit stack
-    stack = [(tree, False)]
+    # post-order traversal with an explicit stack; `depth` counts from the root (1)
+    stack = [(tree, False, 1)]
     results: dict[int, object] = {}
-    heights: dict[int, int] = {}
     while stack:
-        node, done = stack.pop()
+        node, done, depth = stack.pop()
         if not isinstance(node, Tree):
             continue
         if not done:
-            stack.append((node, True))
-            for child in node.children:
+            if depth > MAX_NESTING_DEPTH:
+                raise _nesting_error(node, builder.filename)
+            stack.append((node, True, depth))
+            for child in reversed(node.children):     # leftmost first: errors at the earliest place
                 if isinstance(child, Tree):
-                    stack.append((child, False))
+                    stack.append((child, False, depth + 1))
             continue
-        height = 1 + max((heights.pop(id(c)) for c in node.children if isinstance(c, Tree)), default=0)
-        if height > MAX_NESTING_DEPTH:
-            raise _nesting_error(node, builder.filename)
-        heights[id(node)] = height
         children = [results.pop(id(c)) if isinstance(c, Tree) else c for c in node.children]
         children = [c for c in children if c is not None]
         method = getattr(builder, node.data, None)

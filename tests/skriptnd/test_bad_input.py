@@ -353,3 +353,14 @@ def test_unrolled_loop_past_the_composition_limit(tmp_path):
     err = check_error(tmp_path, text, SemanticError)
     assert "would compose 200000 steps into the graph, more than qsim composes (100000)" in err.message
     assert at(err) == position(text, "with acc")
+
+
+def test_nesting_error_points_into_the_nest_not_at_the_document_start(tmp_path):
+    # 6 structural levels (module, definition, block, ...) plus a 195-term chain in a formula
+    chain = " + ".join(["x[i]"] * 195)
+    text = ("import math;\n"
+            "operator Op { @input { x: real[n]; } @output { y: real[n]; }\n"
+            f"  @lower {{ y[i] = {chain}, i < n; }} }}\n")
+    err = check_error(tmp_path, text, SyntaxError_)
+    line, col = position(text, "x[i] + x[i]")
+    assert err.location.line == line and col <= err.location.column < col + len("x[i]")
