@@ -34,6 +34,12 @@ WHOLE_WITH_RUNTIME_STEPS = ("nn.lstm_loop", "nn.lstm", "nn._jagged_lstm_loops")
 DTYPES = {"real": ir.DType.F32, "int": ir.DType.I64, "bool": ir.DType.BOOL}
 NUMPY = {"real": np.float32, "int": np.int64, "bool": np.bool_}
 
+# Operator invocations and control-flow blocks nest at most this deep while composing: a level
+# takes up to ~12 Python frames (an invocation inside a branch or loop body), so 64 levels, with
+# expressions nested to limits.MAX_NESTING_DEPTH inside the deepest, stay under Python's default
+# recursion limit. Real models nest a handful (stdlib compounds: 4-6); deeper is a recursion.
+MAX_COMPOSE_DEPTH = 64
+
 VariableLoader = Callable[[str, TensorValue], "np.ndarray | None"]
 
 
@@ -474,9 +480,7 @@ class Composer:
         args = [self.eval_arg(frame, b, a, inv.loc) for a in inv.args]
         shown = f"'{label}'" if label else "(unlabelled)"
         where = f"{qual} invoked at {inv.loc} as {shown}"
-        self.depth += 1
-        if self.depth > 200:
-            raise error(f"{where}: operator invocations nest deeper than 200 (recursive definition?)", inv.loc)
+        self.enter(where, inv.loc)
         try:
             inst = instantiate(op, qual, attr_values, attr_locs, args, inv.generics, inv.loc, where)
             primitive = (op.compose is None or qual in self.options.keep
@@ -486,6 +490,14 @@ class Composer:
             return self._compose_compound(frame, b, inst, module, qual, op, args, hints, label, inv)
         finally:
             self.depth -= 1
+
+    def enter(self, where: str, loc) -> None:
+        """One more level of invocation or control-flow block (undone by `self.depth -= 1`)."""
+        if self.depth >= MAX_COMPOSE_DEPTH:
+            raise error(f"{where}: operator invocations and control-flow blocks nest deeper than "
+                        f"{MAX_COMPOSE_DEPTH} levels", loc,
+                        hint="is an operator invoking itself, directly or through others?")
+        self.depth += 1
 
     def _emit(self, frame, b, inst, qual, args, hints, label, inv) -> list:
         # operators of the main module have no module prefix; their kind is `main.<name>`

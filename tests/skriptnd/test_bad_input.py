@@ -364,3 +364,44 @@ def test_nesting_error_points_into_the_nest_not_at_the_document_start(tmp_path):
     err = check_error(tmp_path, text, SyntaxError_)
     line, col = position(text, "x[i] + x[i]")
     assert err.location.line == line and col <= err.location.column < col + len("x[i]")
+
+
+# ---------------------------------------------------------------- recursive operators
+
+RECURSIVE = {
+    "direct": "@compose { y = A(x); }",
+    "through a branch": "@input { c: bool[]; } @compose { y = if c then { z = A(x); yield z; } else { yield x; }; }",
+    "through a loop": "@compose { y = with s: real[n] = x do ..(2) { z = A(s); yield z; }; }",
+    "through an unrolled loop": "@compose { y = with s: real[n] = x unroll ..(1) { z = A(s); yield z; }; }",
+}
+
+
+@pytest.mark.parametrize("body", RECURSIVE.values(), ids=RECURSIVE.keys())
+def test_recursive_operators_stop_at_the_composition_depth(tmp_path, body):
+    # before: RecursionError (branches and loops take ~12 Python frames per level), and the
+    # unrolled form doubled its scope names at every level (exponential time)
+    inputs = "@input { x: real[n]; c: bool[]; }" if "c:" in body else "@input { x: real[n]; }"
+    body = body.replace("@input { c: bool[]; } ", "")
+    args = "x, c" if "c:" in inputs else "x"
+    text = (f"import math;\noperator A {{ {inputs} @output {{ y: real[n]; }} {body.replace('A(x)', f'A({args})')} }}\n"
+            f"graph G {{ {inputs.replace('[n]', '[4]')} @output {{ y: real[4]; }} @compose {{ y = A({args}); }} }}\n")
+    err = check_error(tmp_path, text, SemanticError)
+    assert "nest deeper than 64 levels" in err.message
+    assert "invoking itself" in err.hint
+    assert err.location.line == 2
+
+
+def test_nested_unrolled_loops_keep_names_linear(tmp_path):
+    text = ("import math;\n"
+            "operator C { @input { x: real[n]; } @output { y: real[n]; }\n"
+            "  @compose { y = with s: real[n] = x unroll ..(1) { t = math.neg(s); yield t; }; } }\n"
+            "operator B { @input { x: real[n]; } @output { y: real[n]; }\n"
+            "  @compose { y = with s: real[n] = x unroll ..(1) { t = C(s); yield t; }; } }\n"
+            "graph G { @input { x: real[4]; } @output { y: real[4]; }\n"
+            "  @compose { y = with s: real[4] = x unroll ..(1) { t = B(s); yield t; }; } }\n")
+    path = tmp_path / "main.sknd"
+    path.write_text(text)
+    graph = qsim.load(path)
+    # each level adds '<label>_<step>.<target>' once (graph: y_0.t, B: t_0.t, C: t_0.t); the
+    # scoped name of the target was prepended again before: y_0.t.y_0.t_0.t.y_0.t.y_0.t_0.t_0.t
+    assert list(graph.tensors) == ["x", "y_0.t.t_0.t.t_0.t"]
