@@ -8,6 +8,7 @@ at (found from the document text, never from the code under test).
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import qsim
 from qsim import cli, limits
 from qsim.errors import DataError, QsimError, SemanticError, SyntaxError_
 from qsim.skriptnd.check import check_model
+from qsim.skriptnd.execute import run_graph
 from qsim.skriptnd.parser import MAX_INT_LITERAL_DIGITS, parse
 
 HEAD = "import math;\nimport layout;\nimport nn;\n"
@@ -405,3 +407,22 @@ def test_nested_unrolled_loops_keep_names_linear(tmp_path):
     # each level adds '<label>_<step>.<target>' once (graph: y_0.t, B: t_0.t, C: t_0.t); the
     # scoped name of the target was prepended again before: y_0.t.y_0.t_0.t.y_0.t.y_0.t_0.t_0.t
     assert list(graph.tensors) == ["x", "y_0.t.t_0.t.t_0.t"]
+
+
+def test_deepest_composition_with_the_deepest_expression_loads(tmp_path):
+    # 30 invocations each inside a branch block (61 levels of MAX_COMPOSE_DEPTH = 64), and at the
+    # bottom an expression nested 185 deep: must compose under Python's default recursion limit
+    assert sys.getrecursionlimit() <= 1000
+    chain = " + ".join(["1"] * 185)
+    text = ("import math;\n"
+            "operator A { @attrib { k: int; } @input { x: real[n]; } @output { y: real[n]; }\n"
+            "  @compose { y = if k > 0 then { z = A{k = k - 1}(x); yield z; } else {\n"
+            f"    w = with s: real[n] = x unroll ..({chain} - 184) {{ t = math.neg(s); yield t; }};\n"
+            "    yield w; }; } }\n"
+            "graph G { @input { x: real[4]; } @output { y: real[4]; } @compose { y = A{k = 30}(x); } }\n")
+    path = tmp_path / "main.sknd"
+    path.write_text(text)
+    graph = qsim.load(path)
+    assert [op.kind.name for op in graph.ops] == ["math.neg"]
+    out = run_graph(graph, {"x": np.array([1, -2, 3, -4], np.float32)})[graph.outputs[0]]
+    assert out.tolist() == [-1, 2, -3, 4]
