@@ -13,7 +13,7 @@ from typing import Callable, TextIO
 
 import numpy as np
 
-from .errors import MismatchError
+from .errors import MismatchError, UsageError
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,18 @@ CHECKS: list[SelfCheck] = [
 ]
 
 
+def check_seed(seed) -> int:
+    """The seed as an int; numpy's generators take only non-negative integers."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise UsageError(f"selftest seed {seed!r} is not an integer", hint="use --seed N with an integer N >= 0")
+    if seed < 0:
+        raise UsageError(f"selftest seed {seed} is negative", hint="use --seed N with an integer N >= 0")
+    return int(seed)
+
+
 def run_selftest(seed: int = 0, out: TextIO | None = None) -> bool:
     """Runs every registered check; prints one line per check. True when all pass."""
+    seed = check_seed(seed)
     from .kernels import cpu_features
 
     def say(text: str) -> None:

@@ -129,7 +129,7 @@ def compose_if(c, frame, b, node: ast.If, hints, n_targets):
         if tv.dtype != ev.dtype or tv.rank != ev.rank:
             raise error(f"{frame.where}: branch results {j} differ in type or rank ({tv} vs {ev})", node.loc)
         shape = tuple(x if _same_dim(x, y) else _join(x, y) for x, y in zip(tv.shape, ev.shape))
-        name = hints[j] if j < len(hints) and hints[j] else frame.scope + f"if_{j}"
+        name = hints[j] if j < len(hints) and isinstance(hints[j], str) else frame.scope + f"if_{j}"
         results.append(b.tensor(name, tv.dtype, shape, loc=node.loc))
     kind = ir.register_op_kind(IF_KIND, doc="dynamic if-then-else (SkriptND 2.10.1)")
     b.ops.append(ir.Op(kind, (cv.name,) + tuple(caps), tuple(r.name for r in results), {},
@@ -155,7 +155,7 @@ def _label_hint(hints):
     """The label a single target gives a branch or loop: the last part of its tensor name, as
     an invocation is labelled by its target's plain name (2.10). The hint itself is scoped, and
     prefixing a scope with it again would double the names at every nesting level."""
-    if len(hints) != 1 or not hints[0]:
+    if len(hints) != 1 or not isinstance(hints[0], str):
         return None
     return hints[0].rsplit(".", 1)[-1]
 
@@ -220,6 +220,12 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
     for s in loop.scans:
         pack = ev.eval(s.pack)
         if not is_pack(pack) or not all(isinstance(t, TensorValue) for t in pack):
+            from .dynpack import DynPack
+            if isinstance(pack, DynPack):
+                raise UnsupportedError(f"{frame.where}: 'for {s.name} : ...' scans a pack of run-time length "
+                                       f"({pack}); loops scan packs of compile-time length", location=s.loc,
+                                       hint="unstack a tensor of compile-time extent, or give the pack a "
+                                            "compile-time length as in ..(3)")
             raise error(f"{frame.where}: 'for {s.name} : ...' needs a pack of tensors", s.loc)
         scans.append((s.name, pack))
     if scans and len({len(p) for _, p in scans}) > 1:
@@ -275,7 +281,7 @@ def _unroll(c, frame, b, loop, carried, scans, count, hints):
             env[loop.count.index] = b.constant(f"{frame.scope}{label}.{loop.count.index}_{i}", i, loop.loc)
         inner = Frame(frame.module, frame.op, frame.qualname, f"{frame.scope}{label}_{i}.", env,
                       frame.public, frame.where)
-        results = compose_part(c, inner, b, loop.body, [None] * (len(carried) + 1), f"step")
+        results = compose_part(c, inner, b, loop.body, _step_hints(hints, len(carried), i, count), f"step")
         if len(results) < len(carried):
             raise error(f"{frame.where}: the loop body gives {len(results)} results for {len(carried)} loop "
                         "variables", loop.body.loc)
@@ -286,6 +292,16 @@ def _unroll(c, frame, b, loop, carried, scans, count, hints):
         for lst, v in zip(scan_out, extra):
             lst.append(v)
     return list(state) + [tuple(lst) for lst in scan_out]
+
+
+def _step_hints(hints, n_carried, i, count) -> list:
+    """Names for the results of unrolled step i: the targets' names for the loop variables' final
+    values (last step), `<target>_<i>` for the per-step items of a scan output (the naming of pack
+    items), so that an unrolled loop's results are named as the loop written with `do` would be."""
+    step = [hints[k] if i == count - 1 and k < len(hints) and isinstance(hints[k], str) else None
+            for k in range(n_carried)]
+    step += [f"{h}_{i}" if isinstance(h, str) else None for h in hints[n_carried:]]
+    return step + [None] * (n_carried + 1 - len(step))
 
 
 def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):
@@ -328,7 +344,7 @@ def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):
         attrs["index"] = True
     results, out_names = [], []
     for j, (name, init) in enumerate(carried):
-        hint = hints[j] if j < len(hints) and hints[j] else frame.scope + f"{label}.{name}"
+        hint = hints[j] if j < len(hints) and isinstance(hints[j], str) else frame.scope + f"{label}.{name}"
         tv = b.tensor(hint, init.dtype, init.shape, loc=loop.loc)
         results.append(tv)
         out_names.append(tv.name)
@@ -336,7 +352,7 @@ def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):
         if count is None or isinstance(count, TensorValue):
             raise UnsupportedError(f"{frame.where}: scan outputs need a compile-time iteration count",
                                    location=loop.loc)
-        hint = hints[j] if j < len(hints) and hints[j] else frame.scope + f"{label}.out{j}"
+        hint = hints[j] if j < len(hints) and isinstance(hints[j], str) else frame.scope + f"{label}.out{j}"
         pack = tuple(b.tensor(f"{hint}_{i}", out.dtype, out.shape, loc=loop.loc) for i in range(int(count)))
         results.append(pack)
         out_names += [t.name for t in pack]

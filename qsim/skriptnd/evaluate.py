@@ -94,6 +94,9 @@ class Evaluator:
         if e.member == "size":
             if isinstance(target, tuple):
                 return len(target)
+            from .dynpack import DynPack
+            if isinstance(target, DynPack):
+                return target.count          # a pack of run-time length (dynpack.py)
             if target is None:
                 return None
             raise self.fail(f"'{e.target.name}.size' needs '{e.target.name}' to be a pack", e)
@@ -506,8 +509,10 @@ def binary_scalar(op: str, a, b, e, ev: Evaluator):
         if op == "/":
             return a // b if ta == "int" else a / b
         if op == "\\":
-            if ta != "int":
-                raise ev.fail("'\\' (ceil division) needs ints", e)
+            if ta == "real":
+                # 2.4 defines '\\' for ints only, but chapter 4's layout.range (T: num) counts
+                # `int((last - first) \\ stride)`: on reals it is the quotient rounded up
+                return np.ceil(a / b) if arrays else float(math.ceil(a / b))
             return -((-a) // b)
         if op == "%":
             if ta != "int":

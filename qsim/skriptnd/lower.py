@@ -112,7 +112,10 @@ class Interpreter:
             return
         out_name = self.output_name(stmt)
         if stmt.op in UFUNC and out_name not in self.initialized:
+            # the identity is the start of the first accumulation only: a second `+=` into the
+            # same output (another range of indices, 2.12) adds to what the first one summed
             self.fill(out_name, identity(stmt.op, self.specs[out_name].dtype))
+            self.initialized.add(out_name)
         if stmt.op == "=":
             self.initialized.add(out_name)
         elif stmt.op == ":=" and out_name not in self.initialized:

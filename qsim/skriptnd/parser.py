@@ -218,7 +218,7 @@ class _Builder:
 
     def pack_spec(self, meta, children):
         exprs = self._exprs(children)
-        return ast.PackSpec(self.loc(meta), exprs[0] if exprs else None)
+        return ast.PackSpec(self.loc(meta), exprs[0] if exprs else None, exprs[1] if len(exprs) > 1 else None)
 
     # -- using / assert / lower / quantize
     def using_decl(self, meta, children):
