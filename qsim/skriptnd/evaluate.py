@@ -162,7 +162,14 @@ class Evaluator:
             raise self.fail(f"repeat count must be a compile-time int or bool, got {show(count)}", item.count)
         if count < 0:
             raise self.fail(f"repeat count is negative ({count})", item.count)
+        self._check_pack_length(int(count), item.count)
         return Uniform(value, int(count))
+
+    def _check_pack_length(self, n: int, node) -> None:
+        if n > MAX_PACK_LENGTH:
+            raise self.fail(f"the pack would have {n} items, more than qsim builds at compile time "
+                            f"({MAX_PACK_LENGTH})", node,
+                            hint="pass large data as a tensor (@variable with a .dat file) instead")
 
     def _check_count(self, item: ast.Expand, value: tuple):
         if item.count is not None:
@@ -183,7 +190,10 @@ class Evaluator:
                 raise self.fail(f"range bounds and stride must be compile-time ints, got {show(v)}", node)
         if s == 0:
             raise self.fail("range stride is zero", r.step or r)
-        return tuple(range(int(b), int(en), int(s)))
+        b, en, s = int(b), int(en), int(s)
+        # the length in Python ints (len(range) overflows past 2**63)
+        self._check_pack_length(max(0, -((b - en) // s) if s > 0 else -((en - b) // -s)), r)
+        return tuple(range(b, en, s))
 
     def _tuple(self, e: ast.Tuple):
         raise self.fail("a parenthesised tuple is only allowed as a zip '[(a, b)..]'", e)
@@ -446,6 +456,10 @@ _TENSOR_OPERATORS = {"+": "math.add", "-": "math.sub", "*": "math.mul", "/": "ma
 # `10 ** 10 ** 10` would otherwise take unbounded time and memory, and bigger ints cannot even be
 # printed in a message.
 MAX_INT_BITS = 14_300
+
+# A compile-time pack is a Python tuple (some 36 bytes an int item): ranges and repeats longer
+# than this are refused before they are built (2**24 items, about 600 MB).
+MAX_PACK_LENGTH = 1 << 24
 
 
 def _no_tensors(op: str, values, e, ev: Evaluator) -> None:

@@ -427,3 +427,24 @@ def test_deepest_composition_with_the_deepest_expression_loads(tmp_path):
     assert [op.kind.name for op in graph.ops] == ["math.neg"]
     out = run_graph(graph, {"x": np.array([1, -2, 3, -4], np.float32)})[graph.outputs[0]]
     assert out.tolist() == [-1, 2, -3, 4]
+
+
+@pytest.mark.parametrize("attrib,where", [
+    ("a: int[] = [0:100000000000];", "[0:"),
+    ("a: int[] = [0:10000000000000000000000000000000:3];", "[0:"),
+    ("a: int[] = [1 ..(1000000000000)];", "1000000000000)"),
+])
+def test_compile_time_packs_are_bounded_before_they_are_built(tmp_path, attrib, where):
+    text = graph(attribs=attrib)
+    err = check_error(tmp_path, text, SemanticError)
+    assert "more than qsim builds at compile time (16777216)" in err.message
+    line, col = position(text, where)
+    assert err.location.line == line and err.location.column in (col, col + 1)
+
+
+def test_range_lengths_match_python_ranges():
+    from qsim.skriptnd.evaluate import Evaluator
+    from qsim.skriptnd.parser import parse_expr
+    for b, e, s in [(0, 5, 1), (5, 0, -2), (0, 7, 3), (3, 3, 1), (5, 0, 1), (0, -5, -1), (-7, 8, 4)]:
+        value = Evaluator({}).eval(parse_expr(f"[({b}):({e}):({s})]"))
+        assert value == tuple(range(b, e, s))
