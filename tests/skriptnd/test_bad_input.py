@@ -448,3 +448,17 @@ def test_range_lengths_match_python_ranges():
     for b, e, s in [(0, 5, 1), (5, 0, -2), (0, 7, 3), (3, 3, 1), (5, 0, 1), (0, -5, -1), (-7, 8, 4)]:
         value = Evaluator({}).eval(parse_expr(f"[({b}):({e}):({s})]"))
         assert value == tuple(range(b, e, s))
+
+
+def test_format_fields_count_from_the_depth_of_their_string():
+    # a field's expression hangs below its string in the AST, so its levels add to the string's
+    chain = " + ".join(["1"] * 150)
+    field = "'v{" + chain + "}'"
+    shallow = "graph G { @attrib { a: str = " + "(" * 10 + field + ")" * 10 + "; } }"
+    assert parse(shallow).graphs[0].attribs[0].default is not None
+    deep = "graph G { @attrib { a: str = " + "(" * 100 + field + ")" * 100 + "; } }"
+    with pytest.raises(SyntaxError_, match="nests deeper than 200 levels") as info:
+        parse(deep, "main.sknd")
+    # the field's own text holds the first node past the limit
+    assert info.value.location.line == 1
+    assert deep.index("{1 + 1") < info.value.location.column <= deep.index("}'")
