@@ -22,7 +22,8 @@ from ..errors import Location, QsimError, SemanticError, UnsupportedError
 from ..limits import check_tensor_size
 from . import ast
 from .evaluate import Evaluator, free_names
-from .instance import check_extent, check_rank, eval_shape, instantiate, resolve_type
+from .instance import (check_extent, check_rank, eval_shape, instantiate, resolve_type,
+                       run_usings_and_asserts)
 from .modules import ModuleSet, is_standard_location
 from . import dynattr, dynpack
 from .dynpack import DynPack, pack_tensors
@@ -201,6 +202,9 @@ class Composer:
             env[decl.name] = tv
             b.accessible[decl.name] = tv.name
             inputs.append(tv.name)
+        # a graph's @using symbols and @assert conditions, as an invoked operator's (2.8, 2.9);
+        # a failed graph assertion points at itself (there is no invocation)
+        run_usings_and_asserts(graph, env, where, None)
         self._locals(frame, b)
         for decl in graph.outputs:
             frame.output_names[decl.name] = decl.name

@@ -451,11 +451,11 @@ _TENSOR_OPERATORS = {"+": "math.add", "-": "math.sub", "*": "math.mul", "/": "ma
                      "==": "math.eq", "!=": "math.ne", "&&": "math.and", "||": "math.or",
                      "^": "math.xor", "!": "math.not", "neg": "math.neg"}
 
-# Compile-time ints are mathematical integers (2.3), but qsim keeps them within the size an
-# integer literal may have (parser.MAX_INT_LITERAL_DIGITS decimal digits, about 14,300 bits):
-# `10 ** 10 ** 10` would otherwise take unbounded time and memory, and bigger ints cannot even be
-# printed in a message.
-MAX_INT_BITS = 14_300
+# Compile-time ints are mathematical integers (2.3), but qsim keeps computed ones below 2**14280,
+# which has 4299 decimal digits: Python prints ints of at most 4300 digits (the literal limit,
+# parser.MAX_INT_LITERAL_DIGITS), so every result can still be shown in a message, and
+# `10 ** 10 ** 10` is refused instead of taking unbounded time and memory.
+MAX_INT_BITS = 14_280
 
 # A compile-time pack is a Python tuple (some 36 bytes an int item): ranges and repeats longer
 # than this are refused before they are built (2**24 items, about 600 MB).
@@ -475,7 +475,7 @@ def _no_tensors(op: str, values, e, ev: Evaluator) -> None:
 def _int_sized(value, e, ev: Evaluator):
     if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
         raise ev.fail(f"compile-time int result has {value.bit_length()} bits, more than qsim "
-                      f"evaluates ({MAX_INT_BITS} bits, about 4300 digits)", e,
+                      f"evaluates ({MAX_INT_BITS} bits, about 4299 digits)", e,
                       hint="no tensor extent or attribute can hold such a value; check the expression")
     return value
 

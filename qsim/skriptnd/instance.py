@@ -271,7 +271,7 @@ def check_assertion(a: ast.Assertion, env: dict, where: str, call_loc: Location)
     for arg in a.args:
         lines.append(f"    {arg.label} = {show(ev.eval(arg.value))}")
     lines.append(f"    (assertion at {a.loc})")
-    raise error("\n".join(lines), call_loc)
+    raise error("\n".join(lines), call_loc or a.loc)
 
 
 def bind_pattern(p: ast.Pattern, value, env: dict, where: str):
