@@ -226,6 +226,15 @@ class Evaluator:
             else:
                 items = tuple(self._pick(target, i, e) for i in index)
             return "".join(items) if isinstance(target, str) else items
+        if isinstance(index, np.ndarray) and index.dtype.kind in "iu" and not isinstance(target, str):
+            # a per-element constant initializer indexes with its index grids (2.7)
+            if index.size and not (-n <= index.min() and index.max() < n):
+                raise self.fail(f"index {int(index.min() if index.min() < -n else index.max())} is "
+                                f"out of range for a pack of length {n}", e)
+            items = np.asarray(target)
+            if items.dtype == object:
+                raise self.fail("only a pack of numbers or bools can be indexed per element", e)
+            return items[index]
         if isinstance(index, Dyn) or type_of(index) != "int":
             raise self.fail(f"index must be a compile-time int, int.. or bool..; got {show(index)}", e)
         i = int(index)
@@ -333,6 +342,8 @@ class Evaluator:
             pick = lambda v, i: v[i] if is_pack(v) else v     # noqa: E731
             return tuple(pick(then, i) if c else pick(other, i) for i, c in enumerate(cond))
         if isinstance(cond, np.ndarray):
+            if cond.dtype.kind != "b":
+                raise self.fail(f"select condition must be bool, got {type_of(cond)}", e.cond)
             then = self.eval(e.then)
             other = self.eval(e.otherwise) if e.otherwise is not None else None
             if e.otherwise is None:
@@ -480,6 +491,22 @@ def _int_sized(value, e, ev: Evaluator):
     return value
 
 
+def _array_int_result(op: str, a, b, e, ev: Evaluator):
+    """`a op b` on int index grids (per-element initializers, 2.7): ints are mathematical (2.3),
+    so a result past int64, a division by zero or a negative power is an error, not a wrapped
+    or undefined value."""
+    if op in ("/", "\\", "%") and np.any(np.asarray(b) == 0):
+        raise ev.fail(f"division by zero in '{op}' for some index", e)
+    if op == "**" and np.any(np.asarray(b) < 0):
+        raise ev.fail("int power with a negative exponent for some index", e)
+    with np.errstate(all="ignore"):
+        wide = {"+": np.add, "-": np.subtract, "*": np.multiply, "**": np.power}.get(op)
+        if wide is not None:
+            estimate = wide(np.asarray(a, np.float64), np.asarray(b, np.float64))
+            if not np.all(np.abs(estimate) < 2.0 ** 62):
+                raise ev.fail(f"'{op}' gives ints past 64 bits for some index", e)
+
+
 def _power(a, b, ta: str, arrays: bool, e, ev: Evaluator):
     if arrays:
         return a ** b
@@ -510,6 +537,10 @@ def binary_scalar(op: str, a, b, e, ev: Evaluator):
         if ta not in ("int", "real") or tb not in ("int", "real") or ta != tb:
             raise ev.fail(f"'{op}' needs two ints or two reals, got {ta} and {tb}", e,
                           hint="convert with real(...) or int(...)")
+        if arrays and ta == "int":
+            _array_int_result(op, a, b, e, ev)
+        elif arrays and op == "/" and np.any(np.asarray(b) == 0):
+            raise ev.fail(f"division by zero in '{op}' for some index", e)
         if op == "+":
             return _int_sized(a + b, e, ev)
         if op == "-":
@@ -670,6 +701,9 @@ def cast(type_name: str, v, e, ev: Evaluator):
     if isinstance(v, Dyn):
         return v if type_name == "int" else Dyn(f"{type_name}({v.key})", kind=type_name)
     if isinstance(v, np.ndarray):
+        if type_name == "int" and t == "real" and not np.all(np.abs(v) < 2.0 ** 63):
+            raise ev.fail(f"cannot cast {show(v)} to int at compile time (2.4 Casting): not finite "
+                          "or past 64 bits for some index", e)
         return v.astype({"int": np.int64, "real": np.float64, "bool": np.bool_}[type_name])
     if type_name == "int":
         if t == "real" and not math.isfinite(v):

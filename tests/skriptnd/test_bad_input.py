@@ -482,3 +482,28 @@ def test_graph_assertions_and_usings_are_checked(tmp_path):
     path = tmp_path / "main.sknd"
     path.write_text(text.replace("b == 7", "b == 6"))
     assert "valid SkriptND model" in check_model(str(path))
+
+
+@pytest.mark.parametrize("init,needle", [
+    ("c: int[3] = 2 ** (i - 5), i < 3;", "int power with a negative exponent for some index"),
+    ("c: int[3] = 10 / (i - 1), i < 3;", "division by zero in '/' for some index"),
+    ("c: int[3] = 10 % (i - 1), i < 3;", "division by zero in '%' for some index"),
+    ("c: int[3] = 3 ** (i * 100), i < 3;", "'**' gives ints past 64 bits for some index"),
+    ("c: int[3] = int(real(i) / 0.0), i < 3;", "division by zero in '/' for some index"),
+    ("c: int[3] = i ? 1 : 2, i < 3;", "select condition must be bool, got int"),
+    ("c: int[3] = [1, 2, 3][i + 1], i < 3;", "index 3 is out of range for a pack of length 3"),
+])
+def test_per_element_initializers_keep_int_semantics(tmp_path, init, needle):
+    # these wrapped silently, gave garbage or raised numpy's own errors
+    text = graph(extra=f"@constant {{ {init} }}")
+    err = check_error(tmp_path, text, SemanticError)
+    assert needle in err.message
+    assert err.location.line == position(text, "c: int")[0]
+
+
+def test_per_element_initializer_indexes_a_pack(tmp_path):
+    text = graph(extra="@constant { c: int[3] = [10, 20, 30][2 - i], i < 3; }")
+    path = tmp_path / "main.sknd"
+    path.write_text(text)
+    graph_ = qsim.load(path)
+    assert graph_.tensors["c"].data.tolist() == [30, 20, 10]
