@@ -152,7 +152,7 @@ class GraphBuilder:
         t = type_of(value)
         if t not in NUMPY or isinstance(value, Dyn):
             raise error(f"cannot pass {show(value)} as a tensor argument", loc)
-        data = np.asarray(value, dtype=NUMPY[t])
+        data = tensor_data(value, t, "a compile-time tensor argument", loc)
         return self.tensor(name, t, (), data, loc)
 
     def finish(self, inputs, outputs) -> ir.Graph:
@@ -384,7 +384,8 @@ class Composer:
             for k, v in enumerate(value):
                 shape, _ = eval_shape(decl.type, env, frame.where, decl, k)
                 _check_constant_size(decl, shape, dtype)
-                out.append((shape, np.full(shape, v, dtype=NUMPY[dtype])))
+                out.append((shape, np.full(shape, tensor_data(v, dtype, f"constant '{decl.name}'", decl.loc),
+                                            dtype=NUMPY[dtype])))
             return out
         shape, _ = eval_shape(decl.type, env, frame.where, decl)
         _check_constant_size(decl, shape, dtype)
@@ -412,9 +413,10 @@ class Composer:
             if len(value) != volume:
                 raise error(f"{frame.where}: constant '{decl.name}' has {len(value)} values for {volume} "
                             "elements (a flat, row-major list)", decl.loc)
-            data = np.asarray(value, dtype=NUMPY[dtype]).reshape(shape)
+            data = tensor_data(value, dtype, f"constant '{decl.name}'", decl.loc).reshape(shape)
         else:
-            data = np.broadcast_to(np.asarray(value, dtype=NUMPY[dtype]), shape).copy()
+            data = np.broadcast_to(tensor_data(value, dtype, f"constant '{decl.name}'", decl.loc),
+                                   shape).copy()
         return [(shape, data)]
 
     def _check_declared(self, decl, value: TensorValue, env, where):
@@ -672,6 +674,20 @@ class Composer:
                                  "names; make the operator 'public' to reach its other tensors (2.10)")
             module, op = self.modules.resolve(entry.op, frame.module, entry.loc)
             b.quant[name] = quant_info(entry, module, op, b.tensors[name], frame)
+
+
+def tensor_data(value, dtype: str, what: str, loc) -> np.ndarray:
+    """Compile-time value(s) as the data of a `dtype` tensor. Compile-time ints are unbounded
+    (2.3), tensors are int64 and float32: an int must fit 64 bits, or (for a real tensor) the
+    float range."""
+    for v in (value if is_pack(value) else (value,)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            continue
+        if dtype == "int" and not -2 ** 63 <= v < 2 ** 63:
+            raise error(f"{what}: the int {show(v)} does not fit a 64-bit int tensor", loc)
+        if dtype == "real" and abs(v) >= 2 ** 1024:
+            raise error(f"{what}: the int {show(v)} is beyond the range of reals", loc)
+    return np.asarray(value, dtype=NUMPY[dtype])
 
 
 def _check_constant_size(decl: ast.ParamDecl, shape: tuple, dtype: str) -> None:

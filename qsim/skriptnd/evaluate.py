@@ -248,7 +248,7 @@ class Evaluator:
             v = self.eval(node) if node is not None else None
             if node is not None and v is None:
                 return None
-            if v is not None and (type_of(v) != "int" or isinstance(v, Dyn) or is_pack(v)):
+            if v is not None and (type_of(v) != "int" or isinstance(v, (Dyn, np.ndarray)) or is_pack(v)):
                 raise self.fail(f"slice bounds must be compile-time ints, got {show(v)}", node)
             parts.append(int(v) if v is not None else None)
         if parts[2] == 0:
@@ -348,6 +348,10 @@ class Evaluator:
             other = self.eval(e.otherwise) if e.otherwise is not None else None
             if e.otherwise is None:
                 raise self.fail("element-wise select needs both branches", e)
+            for v, node in ((then, e.then), (other, e.otherwise)):
+                if is_pack(v) or v is None or type_of(v) not in ("int", "real", "bool"):
+                    raise self.fail(f"an element-wise select gives a number or bool per index, not "
+                                    f"{show(v)}", node)
             return np.where(cond, then, other)
         if isinstance(cond, Dyn):
             then = self.eval(e.then)
@@ -495,6 +499,9 @@ def _array_int_result(op: str, a, b, e, ev: Evaluator):
     """`a op b` on int index grids (per-element initializers, 2.7): ints are mathematical (2.3),
     so a result past int64, a division by zero or a negative power is an error, not a wrapped
     or undefined value."""
+    for v in (a, b):
+        if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63:
+            raise ev.fail(f"'{op}' of an index grid with the int {show(v)}, which is past 64 bits", e)
     if op in ("/", "\\", "%") and np.any(np.asarray(b) == 0):
         raise ev.fail(f"division by zero in '{op}' for some index", e)
     if op == "**" and np.any(np.asarray(b) < 0):

@@ -507,3 +507,22 @@ def test_per_element_initializer_indexes_a_pack(tmp_path):
     path.write_text(text)
     graph_ = qsim.load(path)
     assert graph_.tensors["c"].data.tolist() == [30, 20, 10]
+
+
+@pytest.mark.parametrize("extra,compose,needle,where", [
+    ("", "y = math.mul(x, 999999999999999999999999999999);",
+     "the int 999999999999999999999999999999 does not fit a 64-bit int tensor", "math.mul"),
+    ("@constant { c: int[2] = [1, 9223372036854775808]; }", "y = x;",
+     "constant 'c': the int 9223372036854775808 does not fit a 64-bit int tensor", "c: int"),
+    ("@constant { c: real[3] = i == 0 ? [] : 0.0, i < 3; }", "y = x;",
+     "an element-wise select gives a number or bool per index, not []", "[] :"),
+    ("@constant { c: int[3] = [0, 1, 2][: -i], i < 3; }", "y = x;",
+     "slice bounds must be compile-time ints", "-i]"),
+    ("@constant { c: int[3] = i / 9223372036854775808, i < 3; }", "y = x;",
+     "with the int 9223372036854775808, which is past 64 bits", "i / "),
+])
+def test_compile_time_values_meeting_tensors(tmp_path, extra, compose, needle, where):
+    text = graph(compose, extra=extra)
+    err = check_error(tmp_path, text, SemanticError)
+    assert needle in err.message
+    assert err.location.line == position(text, where)[0]
