@@ -231,6 +231,8 @@ class Evaluator:
             if index.size and not (-n <= index.min() and index.max() < n):
                 raise self.fail(f"index {int(index.min() if index.min() < -n else index.max())} is "
                                 f"out of range for a pack of length {n}", e)
+            if any(isinstance(t, (np.ndarray, Dyn, TensorValue)) or is_pack(t) for t in target):
+                raise self.fail("only a pack of numbers or bools can be indexed per element", e)
             items = np.asarray(target)
             if items.dtype == object:
                 raise self.fail("only a pack of numbers or bools can be indexed per element", e)

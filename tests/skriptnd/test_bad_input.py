@@ -526,3 +526,28 @@ def test_compile_time_values_meeting_tensors(tmp_path, extra, compose, needle, w
     err = check_error(tmp_path, text, SemanticError)
     assert needle in err.message
     assert err.location.line == position(text, where)[0]
+
+
+def test_a_value_name_used_as_a_type(tmp_path):
+    text = graph(attribs="n: int = 3;", extra="@constant { e: n[2] = 0.0; }")
+    err = check_error(tmp_path, text, SemanticError)
+    assert "'n' is not a type (it names 3)" in err.message
+    assert err.location.line == position(text, "e: n[2]")[0]
+
+
+@pytest.mark.parametrize("formula,needle,where", [
+    ("y[i, j] = x[i, j], i < n, j < x;", "a loop bound must be an int known before the formula runs, "
+     "got a tensor of shape [3, 5]", "y[i, j]"),
+    ("y[i, j] = x[i, j:], i < n, j < m;", "slice bounds in a tensor access must be ints", "j:]"),
+])
+def test_lower_formulas_with_tensors_where_ints_belong(tmp_path, formula, needle, where):
+    text = ("operator Op { @input { x: real[n, m]; } @output { y: real[n, m]; }\n"
+            f"  @lower {{ {formula} }} }}\n"
+            "graph G { @input { x: real[3, 5]; } @output { y: real[3, 5]; } @compose { y = Op(x); } }\n")
+    path = tmp_path / "main.sknd"
+    path.write_text(text)
+    graph_ = qsim.load(path)
+    with pytest.raises(SemanticError) as info:
+        run_graph(graph_, {"x": np.zeros((3, 5), np.float32)})
+    assert needle in info.value.message
+    assert info.value.location.line == 2
