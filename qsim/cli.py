@@ -45,13 +45,13 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .outpath import check_output
+    from .outpath import TENSOR_DUMP, check_output
     from .quant import qmodel
     from .skriptnd import execute
     inputs = [("model", args.model), *_input_files(args.input)]
-    if args.dump:
-        check_output(args.dump, "--dump", inputs)
-    if args.output:
+    if args.dump is not None:
+        check_output(args.dump, "--dump", inputs, replaces=TENSOR_DUMP)
+    if args.output is not None:
         check_output(args.output, "--output", inputs, outputs=[("--dump folder", args.dump)],
                      folder=False)
     if qmodel.is_quantized_model(args.model):
@@ -282,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return 2
+    # --max-tensor-bytes holds for this run (and the worker processes it starts) only
+    previous_limit = os.environ.get(limits.MAX_TENSOR_BYTES_ENV)
     try:
         if args.max_tensor_bytes is not None:
             limits.parse_byte_size(args.max_tensor_bytes, "--max-tensor-bytes")
@@ -293,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("qsim: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous_limit is None:
+            os.environ.pop(limits.MAX_TENSOR_BYTES_ENV, None)
+        else:
+            os.environ[limits.MAX_TENSOR_BYTES_ENV] = previous_limit
 
 
 if __name__ == "__main__":

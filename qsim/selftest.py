@@ -94,7 +94,9 @@ def run_selftest(seed: int = 0, out: TextIO | None = None) -> bool:
         if out is not None:
             print(text, file=out, flush=True)
 
+    from .kernels.extensions import load_all
     from .kernels.isa import supported_isas
+    load_all()      # a missing or broken build: KernelsUnavailableError before any check
     feats = cpu_features()
     say("qsim selftest: CPU features " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in feats.items())
         + "; kernel paths checked: " + ", ".join(isa.value for isa in supported_isas()))

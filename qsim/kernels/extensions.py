@@ -58,3 +58,8 @@ def extension(name: str) -> ModuleType:
             f"lacks {', '.join(missing)}, which this qsim calls", hint=REBUILD_HINT)
     _loaded[name] = module
     return module
+
+
+def load_all() -> list[ModuleType]:
+    """Every extension module, checked (for `qsim selftest`: fail before any check runs)."""
+    return [extension(name) for name in REQUIRED]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DataError, Location, UsageError
+from ..userdata import check_nesting
 from ..hw.params import Dataflow, Geometry
 
 MAX_DIM = 64
@@ -95,6 +96,7 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
     def fail(key, message, hint="the keys, their types and ranges are listed in docs/npu.md"):
         raise DataError(message, location=Location(file, _line_of(text, key) if key else None), hint=hint)
 
+    check_nesting(text, file, toml=True)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

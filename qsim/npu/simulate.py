@@ -227,7 +227,7 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
                      show_progress: bool = True) -> SimulateResult:
     """The whole `qsim simulate` job; the output folder appears complete or not at all."""
     from ..atomic import atomic_directory
-    from ..outpath import check_output
+    from ..outpath import SIMULATION_REPORT, check_output
     from .vectors import read_inputs
     engine = resolve_engine(engine_name, vcd)
     base = load_config(config_spec)
@@ -236,10 +236,12 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
         raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
     loaded = load_qmodel(model)
     feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
-    target = Path(out) if out else default_out(loaded.name, bool(sweep))
+    target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
     inputs = [("quantized model", model), ("NPU configuration", config_spec),
               ("--input", input_path)]
-    check_output(target, "-o" if out else "the default output folder", inputs)
+    check_output(out if out is not None else target,
+                 "-o" if out is not None else "the default output folder",
+                 inputs, replaces=SIMULATION_REPORT)
     if vcd:
         check_output(vcd, "--vcd", inputs, outputs=[("output folder", target)], folder=False)
     with atomic_directory(target) as tmp:

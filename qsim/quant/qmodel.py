@@ -84,31 +84,9 @@ def is_quantized_model(path: str | Path) -> bool:
     return Path(path).is_dir() and (Path(path) / METADATA_FILE).is_file()
 
 
-def _json_depth(text: str) -> int:
-    """How deeply arrays/objects nest in a JSON text (brackets inside strings not counted)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
 def read_metadata(folder: str | Path) -> dict:
     """quantization.json of `folder`, with the types of every entry the loaders use checked."""
-    from ..limits import MAX_NESTING_DEPTH
+    from ..userdata import check_nesting
 
     path = Path(folder) / METADATA_FILE
     hint = "is this a folder written by qsim quantize? Re-run qsim quantize to rewrite it"
@@ -118,8 +96,7 @@ def read_metadata(folder: str | Path) -> dict:
         raise DataError(f"{path}: cannot read ({err.strerror})", hint=hint) from None
     except UnicodeDecodeError as err:
         raise DataError(f"{path}: not UTF-8 text (byte {err.start})", hint=hint) from None
-    if _json_depth(text) > MAX_NESTING_DEPTH:
-        raise DataError(f"{path}: JSON nested more than {MAX_NESTING_DEPTH} levels deep", hint=hint)
+    check_nesting(text, str(path))
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:

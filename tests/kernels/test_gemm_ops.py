@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from kernel_harness import check_all_paths, ints, tosa_run
-from qsim.errors import UnpredictableError
+from qsim.errors import InvalidGraphError, UnpredictableError
 from qsim.kernels.registry import KERNELS
 
 
@@ -229,3 +229,15 @@ def test_sixteen_by_eight_weight_zero_point_every_gemm_operator(rng, wzp):
     del attrs["pad"], attrs["dilation"]
     check_all_paths("TRANSPOSE_CONV2D", [x],
                     dict(attrs, out_pad=(1, 0, 0, 2), stride=(2, 3), out_shape=(2, 10, 9, 6)))
+
+
+def test_sixteen_bit_zero_points_are_never_computed_by_the_kernels():
+    # int16 zero points are an ERROR_IF; a kernel called without validation (the registry
+    # entry itself) must not compute them with a padding of 0: the reference rejects the call
+    x = np.ones((1, 2), np.int16)
+    fc = dict(weight=np.ones((1, 2), np.int8), bias=np.zeros(1, np.int64), input_zp=3, weight_zp=0,
+              out_t="int48", weight_t="int8")
+    with pytest.raises(InvalidGraphError, match="in_t != int8_t && input_zp != 0"):
+        KERNELS["FULLY_CONNECTED"]([x], fc)
+    with pytest.raises(InvalidGraphError, match=r"A_zp != 0 \|\| B_zp != 0"):
+        KERNELS["MATMUL"]([x.reshape(1, 1, 2), x.reshape(1, 2, 1)], dict(A_zp=0, B_zp=1, out_t="int48"))
