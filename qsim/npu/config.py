@@ -23,6 +23,7 @@ from pathlib import Path
 from ..errors import DataError, Location, UsageError
 from ..userdata import check_nesting
 from ..hw.params import Dataflow, Geometry
+from ..textfile import decode_utf8
 
 MAX_DIM = 64
 MAX_DEPTH_WORDS = 1 << 16
@@ -179,12 +180,6 @@ def load_config(spec: str | Path) -> NpuConfig:
     except OSError as err:
         raise DataError(f"cannot read the NPU configuration ({err.strerror or err})",
                         location=Location(str(path))) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        raise DataError(f"not UTF-8 text: byte 0x{data[err.start]:02x} cannot be decoded "
-                        "(TOML files are UTF-8)", location=Location(str(path), line, column),
-                        hint="save the file as UTF-8") from None
+    text = decode_utf8(data, str(path), what="the NPU configuration",
+                       hint="TOML files are UTF-8: save the file as UTF-8")
     return parse_config(text, file=str(path))

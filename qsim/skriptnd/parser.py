@@ -16,6 +16,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from ..errors import Location, SyntaxError_
 from ..limits import MAX_NESTING_DEPTH
 from . import ast
+from ..textfile import decode_utf8
 
 # Python converts at most 4300 digits between int and str (sys.get_int_max_str_digits); a longer
 # literal could be read but never printed again (messages, the writer), so it is refused.
@@ -798,16 +799,8 @@ def decode_source(data: bytes, filename: str) -> str:
     """A .sknd file's bytes as text: UTF-8 (the draft names no encoding; identifiers are ASCII,
     2.4), a leading byte-order mark skipped. Bytes that are not UTF-8 are a SyntaxError_ at their line and column, naming the
     byte offset."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        line_start = data.rfind(b"\n", 0, err.start) + 1
-        column = len(data[line_start:err.start].decode("utf-8", errors="replace")) + 1
-        raise SyntaxError_(f"the file is not UTF-8 text: byte 0x{data[err.start]:02x} at byte offset "
-                           f"{err.start} ({err.reason})", location=Location(filename, line, column),
-                           hint="save the model as UTF-8") from None
-    return text[1:] if text.startswith("\ufeff") else text
+    return decode_utf8(data, filename, kind=SyntaxError_, hint="save the model as UTF-8",
+                       strip_bom=True)
 
 
 def parse(text: str, filename: str = "<string>") -> ast.Module:
