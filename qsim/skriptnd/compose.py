@@ -205,6 +205,13 @@ class Composer:
             if decl.type.pack is not None and (isinstance(value, DynPack) or is_pack(value)):
                 outputs.extend(self._packed_graph_output(decl, value, env, where))
                 continue
+            if isinstance(value, DynPack) or is_pack(value):
+                raise error(f"{where}: output '{decl.name}' is declared as one tensor but is assigned "
+                            f"{show_value(value)}", decl.loc, hint=f"declare it packed, as in "
+                            f"{decl.name}: {decl.type.base}[...]..(n), or pick one item")
+            if decl.type.pack is not None and isinstance(value, TensorValue):
+                raise error(f"{where}: output '{decl.name}' is declared packed but is assigned the single "
+                            f"tensor '{value.name}'", decl.loc, hint="declare it without '..(n)'")
             if not isinstance(value, TensorValue):
                 raise error(f"{where}: output '{decl.name}' is never assigned in @compose", decl.loc)
             self._check_declared(decl, value, env, where)
@@ -499,7 +506,9 @@ class Composer:
         if t.pack is not None and t.pack.length is not None:
             n = Evaluator(frame.env, frame.where).eval(t.pack.length) if free_names(t.pack.length) <= frame.env.keys() else None
             if not dynpack.check_length(v, n, f"{frame.where}: '{name}'", t.loc):
-                raise error(f"{frame.where}: '{name}' is declared packed but the result is not a pack", t.loc)
+                raise error(f"{frame.where}: '{name}' is declared packed but the result is not a pack", t.loc,
+                            hint=f"the right-hand side gives {show_value(v)}; write '{name} = ...' for one "
+                                 "tensor (chapter 4 gives each operator's outputs)")
             if isinstance(v, DynPack):
                 pass
             elif n is None and isinstance(t.pack.length, ast.Name):
@@ -676,6 +685,10 @@ def it_loc(e):
 def show_value(v) -> str:
     if isinstance(v, TensorValue):
         return f"tensor '{v.name}'"
+    if isinstance(v, DynPack):
+        return f"a {v}"
+    if is_pack(v) and all(isinstance(t, TensorValue) for t in v):
+        return f"a pack of {len(v)} tensors"
     return show(v)
 
 
