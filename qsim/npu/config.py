@@ -177,11 +177,20 @@ def load_config(spec: str | Path) -> NpuConfig:
             config = NpuConfig(**{**config.__dict__, "dataflow": _DATAFLOW_NAMES[flow.lower()]})
         return config
     path = Path(text_spec)
-    if not path.is_file():
+    if not is_file(path, "NPU configuration"):
         raise UsageError(f"no NPU configuration '{text_spec}': not a preset and not a file",
                          hint=f"presets: {', '.join(PRESETS)} (append ':os' for output-stationary)")
     text = read_utf8(path, "NPU configuration")
     return parse_config(text, file=str(path))
+
+
+def is_file(path: Path, what: str) -> bool:
+    """Whether `path` names a file; a name the OS rejects (too long, ...) is a DataError."""
+    try:
+        return path.is_file()
+    except OSError as err:
+        raise DataError(f"cannot use {str(path)[:80]!r}{'...' if len(str(path)) > 80 else ''} as the "
+                        f"{what}: {err.strerror or err}", hint="give a shorter path") from None
 
 
 def read_utf8(path: Path, what: str) -> str:

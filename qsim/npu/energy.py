@@ -36,7 +36,7 @@ from ..errors import DataError, Location
 from ..hw.isa import LoadBuffer, Opcode, StoreBuffer
 from ..hw.params import PARAM_DEPTH_WORDS, Dataflow, Geometry
 from ..userdata import check_nesting
-from .config import check_keys, read_utf8
+from .config import check_keys, is_file, read_utf8
 
 DEFAULT_TECH = "45nm"
 ENERGY_KEYS = ("mac", "vector_op", "register_byte", "dram_byte")
@@ -170,7 +170,7 @@ def load_tech(spec: str | None) -> EnergyTable:
         text = resources.files("qsim.npu").joinpath("tech", f"{spec}.toml").read_text(encoding="utf-8")
         return parse_tech(text, f"qsim/npu/tech/{spec}.toml", source=spec)
     path = Path(spec)
-    if not path.is_file():
+    if not is_file(path, "energy table"):
         raise DataError(f"no energy table '{spec}': not a packaged technology and not a file",
                          hint=f"packaged: {', '.join(packaged_techs())}; or a TOML file of the "
                               "same form (docs/npu.md, Energy)")

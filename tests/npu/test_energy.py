@@ -152,6 +152,9 @@ def test_unknown_tech_names_the_packaged_ones(tmp_path):
     bad.write_bytes(b"[tech]\nname = \"\xff\"\n")
     with pytest.raises(DataError, match="not UTF-8"):
         load_tech(str(bad))
+    with pytest.raises(DataError, match="File name too long") as err:
+        load_tech("a" * 5000)
+    assert "energy table" in str(err.value) and len(str(err.value)) < 300
 
 
 # -- reports of the embedded model ------------------------------------------------------------
