@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import UsageError
-from ..report.throughput import LayerThroughput, ThroughputReport, write_throughput_report
+from ..report.throughput import (COMPONENT_COLORS, LayerThroughput, ThroughputReport,
+                                 write_throughput_report)
 from .config import NpuConfig, load_config, parse_config
 from .energy import EnergyTable, energy_by_component, load_tech
 from .engines import Engine
@@ -343,12 +344,12 @@ def _sweep_plot(points: list[dict], path: Path) -> None:
     components = list(points[0]["energy_by_component_pj"]) if points else []
     for component in components:
         vals = [p["energy_by_component_pj"].get(component, 0.0) / 1e3 for p in points]
-        energy.bar(x, vals, bottom=base, label=component)
+        energy.bar(x, vals, bottom=base, label=component, color=COMPONENT_COLORS.get(component, "#999"))
         base = [b + v for b, v in zip(base, vals)]
     energy.set_ylabel("energy per inference (nJ)")
     energy.set_title(f"energy ({points[0]['tech'] if points else '?'})")
     if components:
-        energy.legend(fontsize=6)
+        energy.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     for ax in (left, right, energy):
         ax.set_xticks(list(x), names, rotation=30, ha="right", fontsize=8)
     fig.tight_layout()

@@ -204,7 +204,7 @@ def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
 
 
 # One colour per qsim.npu.energy.COMPONENTS entry (other names fall back to grey).
-_COMPONENT_COLORS = {"mac": "#3b7dd8", "input_buffer": "#6fb36f", "weight_buffer": "#2e7d32",
+COMPONENT_COLORS = {"mac": "#3b7dd8", "input_buffer": "#6fb36f", "weight_buffer": "#2e7d32",
                      "param_buffer": "#9c27b0", "accumulator_buffer": "#e9a23b",
                      "output_buffer": "#f4d03f", "dram": "#c44", "vector": "#555"}
 
@@ -219,7 +219,7 @@ def _energy_plot(report: ThroughputReport, path: Path, plt) -> None:
     bottom = [0.0] * len(names)
     base = 0.0
     for component, total in totals.items():
-        color = _COMPONENT_COLORS.get(component, "#999")
+        color = COMPONENT_COLORS.get(component, "#999")
         vals = [layer.energy_by_component_pj.get(component, 0.0) / 1e3 for layer in report.layers]
         left.bar(x, vals, bottom=bottom, label=component, color=color)
         bottom = [b + v for b, v in zip(bottom, vals)]
