@@ -172,14 +172,19 @@ def load_tech(spec: str | None) -> EnergyTable:
     path = Path(spec)
     if not is_file(path, "energy table"):
         raise DataError(f"no energy table '{spec}': not a packaged technology and not a file",
-                         hint=f"packaged: {', '.join(packaged_techs())}; or a TOML file of the "
-                              "same form (docs/npu.md, Energy)")
+                        hint=f"packaged: {', '.join(packaged_techs())}; or a TOML file of the "
+                             "same form (docs/npu.md, Energy)")
     return parse_tech(read_utf8(path, "energy table"), str(path), source=str(path))
 
 
 def _line_of(text: str, key: str) -> int | None:
+    """The first line that starts with `key` followed by `=` (or `key` itself for a `[table`)."""
     for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip().startswith(key) and "=" in line:
+        stripped = line.strip()
+        if key.startswith("[") and stripped.startswith(key):
+            return number
+        name, sep, _ = stripped.partition("=")
+        if sep and name.strip().strip('"\'') == key:
             return number
     return None
 

@@ -135,7 +135,9 @@ def test_packaged_tables_hold_the_documented_figures():
     ("[tech]\n[energy_pj]\nmac = 1\nvector_op = 1\nregister_byte = 1\ndram_byte = 1\n"
      "[sram_pj_per_64bit]\n8192 = -1\n", "8192 = -1 is negative", 8),
     ("[tech]\n[energy_pj]\nmac = 1\nvector_op = 1\nregister_byte = 1\ndram_byte = 1\n",
-     "missing table [sram_pj_per_64bit]", None),
+     "missing table [sram_pj_per_64bit]", None),    ("[tech]\nname = 'x'\n[energy]\nmac = 1\n", "unknown table [energy]", 3),
+    ("[tech]\nname = 3\n[energy_pj]\nmac = 1\nvector_op = 1\nregister_byte = 1\ndram_byte = 1\n"
+     "[sram_pj_per_64bit]\n8192 = 1\n", "[tech] name = 3 must be a string", 2),
 ])
 def test_table_errors(text, message, line):
     with pytest.raises(DataError) as err:
