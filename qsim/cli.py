@@ -11,7 +11,7 @@ import os
 import sys
 
 from . import __version__, limits
-from .errors import QsimError
+from .errors import QsimError, UsageError
 
 
 def _whole_number(minimum: int):
@@ -123,7 +123,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_export_vectors(args: argparse.Namespace) -> int:
-    from .errors import UsageError
     from .npu.config import load_config
     from .outpath import check_output
     config = load_config(args.config)
@@ -147,7 +146,10 @@ def cmd_export_vectors(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .skriptnd.check import check_model
-    keep = [k for k in (args.keep or "").split(",") if k]
+    keep = [k.strip() for k in (args.keep or "").split(",") if k.strip()]
+    if args.keep is not None and not keep:
+        raise UsageError(f"--keep {args.keep!r} names no operator",
+                         hint="give comma-separated operator names, e.g. --keep nn.softmax,nn.conv")
     print(check_model(args.model, all_graphs=args.all, graph=args.graph, keep=keep))
     return 0
 
