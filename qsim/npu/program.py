@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import MismatchError, UnsupportedError
 from ..ir import DType, Graph, Op
 from .config import NpuConfig
+from .energy import EventCounts, vector_events
 from .engines import Engine
 from .layers import LAYER_OPS, LayerResult, run_layer
 from .vector_unit import HOST_OPS, VectorCost, vector_cost
@@ -126,6 +127,12 @@ class StageResult:
     verified: bool | None = None
     mismatch: str | None = None
     layer: LayerResult | None = None    # array stages: per-program records for fault location
+    events: EventCounts = field(default_factory=EventCounts)   # energy events (qsim.npu.energy)
+
+    @property
+    def rtl(self) -> bool:
+        """Values and cycles came from an RTL engine (array stages under verilator/amaranth)."""
+        return self.layer is not None and self.layer.engine != "model"
 
     @property
     def cycles(self) -> int:
@@ -227,7 +234,8 @@ def run_graph_on_npu(graph: Graph, feeds: dict, config: NpuConfig, engine="veril
             out, layer = _run_array(stage, values, config, engine)
             result = StageResult(stage, out, layer.macs, layer.compute_cycles, layer.fill_drain_cycles,
                                  layer.stall_cycles, layer.mac_slots, layer.dram_bytes["input"],
-                                 layer.dram_bytes["weight"], layer.dram_bytes["output"], cycle, layer=layer)
+                                 layer.dram_bytes["weight"], layer.dram_bytes["output"], cycle, layer=layer,
+                                 events=layer.events)
         else:
             op = stage.ops[0]
             inputs = [values[n] if n else None for n in op.inputs]
@@ -242,7 +250,9 @@ def run_graph_on_npu(graph: Graph, feeds: dict, config: NpuConfig, engine="veril
                 cost = VectorCost(0, 0, 0, 0, 0, 0, 0)
             result = StageResult(stage, out, 0, cost.compute_cycles, cost.fill_drain_cycles,
                                  cost.stall_cycles, 0, cost.dram_input_bytes, cost.dram_weight_bytes,
-                                 cost.dram_output_bytes, cycle)
+                                 cost.dram_output_bytes, cycle,
+                                 events=vector_events(cost.work, cost.dram_input_bytes + cost.dram_weight_bytes,
+                                                      cost.dram_output_bytes))
         want = expected.get(stage.output)
         if want is not None:
             result.verified = bool(out.dtype == want.dtype and out.shape == want.shape
