@@ -177,13 +177,11 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
 
 
 def _round_passes_kernel():
-    """The compiled pass loop (kernels/quant_ops.pyx), or None without a build (the numpy
-    loop below gives the same integers, slower)."""
-    from ..kernels.extensions import KernelsUnavailableError, extension
-    try:
-        return extension("_quant_ops").round_passes
-    except KernelsUnavailableError:
-        return None
+    """The compiled pass loop (kernels/quant_ops.pyx). A missing or broken build is an error
+    (KernelsUnavailableError, with the rebuild hint), never a silent switch to the numpy loop
+    below, which stays as the reference the compiled loop is tested against."""
+    from ..kernels.extensions import extension
+    return extension("_quant_ops").round_passes
 
 
 def _round_passes_numpy(q, floor, ceil, grad, diag, hmat, groups, tol):

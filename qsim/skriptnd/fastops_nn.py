@@ -181,12 +181,9 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
 
 
 def _depthwise_kernel():
-    """kernels/float_ops.pyx's depthwise loop, or None without a compiled build."""
-    from ..kernels.extensions import KernelsUnavailableError, extension
-    try:
-        return extension("_float_ops").depthwise2d_f32
-    except KernelsUnavailableError:
-        return None
+    """kernels/float_ops.pyx's depthwise loop; a missing build is an error, as for every kernel."""
+    from ..kernels.extensions import extension
+    return extension("_float_ops").depthwise2d_f32
 
 
 @register("nn.deconv")
