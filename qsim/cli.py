@@ -72,7 +72,8 @@ def cmd_export_rtl(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from .npu.simulate import simulate_command, summary_lines
     result = simulate_command(args.model, args.config, args.engine, args.input, args.out,
-                              sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet)
+                              sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
+                              workers=args.workers, scheduler=args.scheduler)
     for report in result.reports:
         print("\n".join(summary_lines(report)))
     for point in result.sweep:
@@ -208,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "*_buffer_bytes, dram_bytes_per_cycle, clock_mhz)")
     p.add_argument("--vcd", metavar="FILE",
                    help="on a mismatch, write the waveform around the first wrong DRAM write")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="run the layers (of every sweep point) as tasks on N local Dask worker "
+                        "processes (default: one per core; 1: in this process, no cluster)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run the tasks on an existing Dask cluster (default: $QSIM_SCHEDULER)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_simulate)
     p = sub.add_parser("export-vectors", help="write golden vectors (.npy, $readmemh .hex, JSON "

@@ -13,19 +13,19 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
 from ..report.throughput import LayerThroughput, ThroughputReport, write_throughput_report
 from .config import NpuConfig, load_config, parse_config
+from .distributed import InProcess, open_pool
 from .engines import Engine
-from .program import GraphRun, Unit, run_graph_on_npu, stage_count
+from .program import GraphRun, finish_run, prepare_run
 
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
               "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz")
-SWEEP_WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -148,15 +148,19 @@ def prepare_engine(config: NpuConfig, engine: Engine, stream=sys.stderr) -> None
 
 
 def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: Engine,
-                 show_progress: bool = True) -> GraphRun:
+                 show_progress: bool = True, pool=None) -> GraphRun:
+    """One configuration; its array layers run as tasks on `pool` (default: this process)."""
     from ..progress import Progress
-    prepare_engine(config, engine)
-    graph = loaded.model.graph
-    bar = Progress(f"simulate {config.name} ({engine.value})", stage_count(graph), enabled=show_progress)
+    if pool is None or isinstance(pool, InProcess):
+        prepare_engine(config, engine)       # the build message before the bar (workers build their own)
+    prepared = prepare_run(loaded.model.graph, feeds, config, engine)
+    bar = Progress(f"simulate {config.name} ({engine.value}) tasks", len(prepared.tasks),
+                   enabled=show_progress)
     try:
-        return run_graph_on_npu(graph, feeds, config, engine, on_stage=lambda _: bar.advance())
+        layers = (pool or InProcess()).run(prepared.tasks, bar.advance)
     finally:
         bar.close()
+    return finish_run(prepared, layers)
 
 
 def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:
@@ -221,8 +225,11 @@ def default_out(model_name: str, sweep: bool) -> Path:
 
 def simulate_command(model: str | None, config_spec: str, engine_name: str, input_path: str | None,
                      out: str | None, sweep: list[str] | None = None, vcd: str | None = None,
-                     show_progress: bool = True) -> SimulateResult:
-    """The whole `qsim simulate` job; the output folder appears complete or not at all."""
+                     show_progress: bool = True, workers: int | None = 1,
+                     scheduler: str | None = None) -> SimulateResult:
+    """The whole `qsim simulate` job; the output folder appears complete or not at all.
+    The array layers (of every sweep point) run as tasks on `workers` local processes or
+    the Dask cluster at `scheduler` (qsim.npu.distributed.open_pool)."""
     from ..atomic import atomic_directory
     from .vectors import read_inputs
     engine = resolve_engine(engine_name, vcd)
@@ -233,12 +240,12 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
     loaded = load_qmodel(model)
     feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
     target = Path(out) if out else default_out(loaded.name, bool(sweep))
-    with atomic_directory(target) as tmp:
+    with open_pool(workers, scheduler) as pool, atomic_directory(target) as tmp:
         if sweep:
-            summaries, messages = _sweep(model, input_path, configs, engine, tmp, show_progress)
+            summaries, messages = _sweep(loaded, feeds, configs, engine, tmp, show_progress, pool)
             return SimulateResult(target, [], summaries, all(p["all_verified"] for p in summaries),
                                   messages)
-        run = simulate_one(loaded, feeds, base, engine, show_progress)
+        run = simulate_one(loaded, feeds, base, engine, show_progress, pool)
         report = throughput_report(loaded.name, run)
         write_throughput_report(report, tmp)
         messages = [s.mismatch for s in run.stages if s.mismatch]
@@ -248,22 +255,12 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
     return SimulateResult(target, [report], [], run.verified, messages)
 
 
-def _sweep_point(model: str | None, input_path: str | None, config_toml: str, engine: str,
-                 out_dir: str) -> tuple[dict, list[str]]:
-    """One sweep configuration in a worker process: run, write its report, return a summary."""
-    from .vectors import read_inputs
-    loaded = load_qmodel(model)
-    feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
-    config = parse_config(config_toml)
-    run = simulate_one(loaded, feeds, config, Engine.parse(engine), show_progress=False)
-    report = throughput_report(loaded.name, run)
-    write_throughput_report(report, Path(out_dir) / config.name)
+def _sweep_summary(report: ThroughputReport, config: NpuConfig) -> dict:
     doc = report.to_json()
-    summary = {"config": doc["config"], "total_cycles": doc["total_cycles"],
-               "latency_ms": doc["latency_ms"], "inferences_per_s": doc["inferences_per_s"],
-               "gops": doc["gops"], "all_verified": doc["all_verified"],
-               "array_utilization": _array_utilization(report), "report": f"{config.name}/report.json"}
-    return summary, [s.mismatch for s in run.stages if s.mismatch]
+    return {"config": doc["config"], "total_cycles": doc["total_cycles"],
+            "latency_ms": doc["latency_ms"], "inferences_per_s": doc["inferences_per_s"],
+            "gops": doc["gops"], "all_verified": doc["all_verified"],
+            "array_utilization": _array_utilization(report), "report": f"{config.name}/report.json"}
 
 
 def _array_utilization(report: ThroughputReport) -> float:
@@ -271,29 +268,35 @@ def _array_utilization(report: ThroughputReport) -> float:
     return report.total_macs / (report.pes * report.total_cycles) if report.total_cycles else 0.0
 
 
-def _sweep(model, input_path, configs, engine: Engine, tmp: Path, show_progress: bool):
-    """Runs the configurations in up to SWEEP_WORKERS processes; writes sweep.json + sweep.png."""
+def _sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: Engine, tmp: Path,
+           show_progress: bool, pool):
+    """Every configuration's array layers as one batch of tasks on `pool` (so workers stay busy
+    across configuration boundaries); writes each point's report, sweep.json and sweep.png."""
     import json
-    from concurrent.futures import ProcessPoolExecutor
 
     from ..atomic import atomic_write_text
     from ..progress import Progress
-    if engine is Engine.VERILATOR:
-        for config in configs:      # builds in this process, so workers find them cached
+    from ..runtime.executor import execute
+    if isinstance(pool, InProcess):
+        for config in configs:
             prepare_engine(config, engine)
-    bar = Progress(f"sweep ({engine.value})", len(configs), enabled=show_progress)
-    summaries, mismatches = [], []
+    expected = execute(loaded.model.graph, feeds, backend="kernels")     # the same for every point
+    prepared = [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
+    tasks = [task for p in prepared for task in p.tasks]
+    bar = Progress(f"sweep of {len(configs)} configurations ({engine.value}) tasks", len(tasks),
+                   enabled=show_progress)
     try:
-        with ProcessPoolExecutor(max_workers=min(SWEEP_WORKERS, len(configs))) as pool:
-            futures = [pool.submit(_sweep_point, model, input_path, c.to_toml(), engine.value, str(tmp))
-                       for c in configs]
-            for future in futures:
-                summary, found = future.result()
-                summaries.append(summary)
-                mismatches += found
-                bar.advance()
+        layers = pool.run(tasks, bar.advance)
     finally:
         bar.close()
+    summaries, mismatches, start = [], [], 0
+    for config, p in zip(configs, prepared):
+        run = finish_run(p, layers[start:start + len(p.tasks)])
+        start += len(p.tasks)
+        report = throughput_report(loaded.name, run)
+        write_throughput_report(report, tmp / config.name)
+        summaries.append(_sweep_summary(report, config))
+        mismatches += [s.mismatch for s in run.stages if s.mismatch]
     atomic_write_text(tmp / "sweep.json", json.dumps({"engine": engine.value, "points": summaries},
                                                      indent=2) + "\n")
     _sweep_plot(summaries, tmp / "sweep.png")

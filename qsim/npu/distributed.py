@@ -1,0 +1,137 @@
+"""Where the NPU's independent work runs: in this process, or as tasks on dask.distributed.
+
+A `Task` is a module-level function and its arguments (both picklable), so the same task
+runs unchanged in this process or on any worker; results come back in submission order,
+so a run's outcome never depends on which worker finished first.
+
+- `InProcess` (one worker): runs the tasks in order, here; no cluster, nothing to start.
+- `DaskPool`: a `LocalCluster` of worker processes (the engines hold the GIL, so threads
+  would not overlap), or the cluster behind an existing scheduler address. A task that
+  raises an unexpected exception is resubmitted `TASK_RETRIES` times; a task whose worker
+  process dies is rescheduled by the scheduler (up to `distributed.scheduler.allowed-failures`
+  deaths). A `QsimError` (a mismatch, an unsupported layer) is deterministic: it is returned
+  as a value and raised here once, never retried.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from ..errors import QsimError, UnsupportedError, UsageError
+
+SCHEDULER_ENV = "QSIM_SCHEDULER"
+TASK_RETRIES = 2
+CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Task:
+    fn: Callable[..., Any]      # module-level, so workers import it by name
+    args: tuple
+    label: str                  # names the task in Dask's dashboard and logs
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A task's QsimError carried back as a value (so Dask does not retry it)."""
+    error: QsimError
+
+
+def _call(fn: Callable, args: tuple) -> Any:
+    try:
+        return fn(*args)
+    except QsimError as error:
+        return _Failed(error)
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, _Failed):
+        raise value.error
+    return value
+
+
+class InProcess:
+    """Runs every task here, in order: the `--workers 1` path."""
+    workers = 1
+
+    def run(self, tasks: list[Task], on_done: Callable[[], None] | None = None) -> list:
+        results = []
+        for task in tasks:
+            results.append(_unwrap(_call(task.fn, task.args)))
+            if on_done is not None:
+                on_done()
+        return results
+
+
+class DaskPool:
+    """Runs tasks on a dask.distributed cluster through `client`."""
+
+    def __init__(self, client, what: str):
+        self.client = client
+        self.what = what                # "LocalCluster of 2 worker processes", "tcp://..."
+
+    @property
+    def workers(self) -> int:
+        return max(1, len(self.client.nthreads()))
+
+    def run(self, tasks: list[Task], on_done: Callable[[], None] | None = None) -> list:
+        from distributed import KilledWorker, as_completed
+        # Unique keys: Dask must never merge two tasks of different runs; the label keeps
+        # the dashboard readable. Each task carries its own data (no scattered inputs), so
+        # a task whose worker died can be rerun anywhere from the scheduler's copy.
+        futures = [self.client.submit(_call, t.fn, t.args, key=f"{t.label}-{uuid.uuid4().hex}",
+                                      retries=TASK_RETRIES, pure=False) for t in tasks]
+        try:
+            for _ in as_completed(futures):
+                if on_done is not None:
+                    on_done()
+            return [_unwrap(f.result()) for f in futures]
+        except KilledWorker as error:
+            raise UnsupportedError(f"a simulation task killed every Dask worker that ran it ({error})",
+                                   hint="a worker may run out of memory: use fewer --workers per "
+                                        "machine, or more memory per worker") from None
+        finally:
+            self.client.cancel(futures)
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+@contextmanager
+def open_pool(workers: int | None = None, scheduler: str | None = None) -> Iterator[InProcess | DaskPool]:
+    """The pool a command runs its tasks on: `scheduler` (or $QSIM_SCHEDULER) names an existing
+    Dask cluster; else `workers` processes (default: one per core) on a LocalCluster, or this
+    process alone for one worker."""
+    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers {workers}: need at least 1", hint="--workers 1 runs in this process")
+    if scheduler is None and (workers or default_workers()) == 1:
+        yield InProcess()
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise UsageError("parallel simulation needs dask.distributed",
+                         hint='pip install "dask[distributed]", or run with --workers 1') from None
+    if scheduler is not None:
+        if "://" not in scheduler:
+            raise UsageError(f"Dask scheduler address {scheduler!r} has no protocol",
+                             hint="give it as tcp://HOST:PORT")
+        try:
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as error:
+            raise UsageError(f"cannot reach the Dask scheduler at {scheduler} ({error})",
+                             hint=f"start one with `dask scheduler` and `dask worker {scheduler}`, or "
+                                  f"unset {SCHEDULER_ENV} and drop --scheduler to use local workers") from None
+        with client:
+            yield DaskPool(client, scheduler)
+        return
+    import logging
+    count = workers or default_workers()
+    with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield DaskPool(client, f"LocalCluster of {count} worker processes")
