@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -67,11 +68,19 @@ class InProcess:
 
 
 class DaskPool:
-    """Runs tasks on a dask.distributed cluster through `client`."""
+    """Runs tasks on a dask.distributed cluster. `client` is a Client, or a Future of one while
+    a LocalCluster is still starting (in a thread, so the command meanwhile loads the model
+    and computes the golden values); the first use waits for it."""
 
     def __init__(self, client, what: str):
-        self.client = client
+        self._client = client
         self.what = what                # "LocalCluster of 2 worker processes", "tcp://..."
+
+    @property
+    def client(self):
+        if isinstance(self._client, Future):
+            self._client = self._client.result()
+        return self._client
 
     @property
     def workers(self) -> int:
@@ -113,7 +122,7 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
         yield InProcess()
         return
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError:
         raise UsageError("parallel simulation needs dask.distributed",
                          hint='pip install "dask[distributed]", or run with --workers 1') from None
@@ -130,8 +139,31 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
         with client:
             yield DaskPool(client, scheduler)
         return
-    import logging
     count = workers or default_workers()
-    with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-        yield DaskPool(client, f"LocalCluster of {count} worker processes")
+    with ThreadPoolExecutor(1, thread_name_prefix="qsim-local-cluster") as starter:
+        started = starter.submit(_start_local_cluster, count)
+        try:
+            yield DaskPool(started, f"LocalCluster of {count} worker processes")
+        finally:
+            try:
+                client = started.result()
+            except QsimError:
+                pass
+            else:
+                client.close()
+                client.cluster.close()
+
+
+def _start_local_cluster(count: int):
+    """A client of a new LocalCluster (`client.cluster`) of `count` one-thread worker processes."""
+    import logging
+
+    from distributed import Client, LocalCluster
+    try:
+        cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+    except (RuntimeError, OSError, TimeoutError) as error:
+        raise UnsupportedError(f"could not start a local Dask cluster of {count} worker processes ({error})",
+                               hint="run in this process with --workers 1; from a script, start the "
+                                    "cluster under `if __name__ == \"__main__\":`") from None
+    return Client(cluster)

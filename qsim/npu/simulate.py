@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..report.throughput import LayerThroughput, ThroughputReport, write_throughput_report
 from .config import NpuConfig, load_config, parse_config
-from .distributed import InProcess, open_pool
+from .distributed import InProcess, Task, open_pool
 from .engines import Engine
 from .program import GraphRun, finish_run, prepare_run
 
@@ -268,10 +268,22 @@ def _array_utilization(report: ThroughputReport) -> float:
     return report.total_macs / (report.pes * report.total_cycles) if report.total_cycles else 0.0
 
 
+def render_report(report: ThroughputReport) -> dict[str, bytes]:
+    """A sweep point's report files (JSON, CSV, plots, HTML) rendered in a scratch folder and
+    returned as bytes: a task, so a sweep's plotting (the largest per-point cost after the
+    layers of a small model) spreads over the workers too, remote ones included."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="qsim-report-") as scratch:
+        write_throughput_report(report, scratch)
+        return {p.relative_to(scratch).as_posix(): p.read_bytes()
+                for p in sorted(Path(scratch).rglob("*")) if p.is_file()}
+
+
 def _sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: Engine, tmp: Path,
            show_progress: bool, pool):
     """Every configuration's array layers as one batch of tasks on `pool` (so workers stay busy
-    across configuration boundaries); writes each point's report, sweep.json and sweep.png."""
+    across configuration boundaries), then every point's report rendering as tasks; writes
+    each point's report folder, sweep.json and sweep.png."""
     import json
 
     from ..atomic import atomic_write_text
@@ -283,20 +295,26 @@ def _sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: E
     expected = execute(loaded.model.graph, feeds, backend="kernels")     # the same for every point
     prepared = [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
     tasks = [task for p in prepared for task in p.tasks]
-    bar = Progress(f"sweep of {len(configs)} configurations ({engine.value}) tasks", len(tasks),
-                   enabled=show_progress)
+    bar = Progress(f"sweep of {len(configs)} configurations ({engine.value}) tasks",
+                   len(tasks) + len(configs), enabled=show_progress)
     try:
         layers = pool.run(tasks, bar.advance)
+        reports, mismatches, start = [], [], 0
+        for config, p in zip(configs, prepared):
+            run = finish_run(p, layers[start:start + len(p.tasks)])
+            start += len(p.tasks)
+            reports.append(throughput_report(loaded.name, run))
+            mismatches += [s.mismatch for s in run.stages if s.mismatch]
+        rendered = pool.run([Task(render_report, (r,), f"report-{c.name}") for c, r in zip(configs, reports)],
+                            bar.advance)
     finally:
         bar.close()
-    summaries, mismatches, start = [], [], 0
-    for config, p in zip(configs, prepared):
-        run = finish_run(p, layers[start:start + len(p.tasks)])
-        start += len(p.tasks)
-        report = throughput_report(loaded.name, run)
-        write_throughput_report(report, tmp / config.name)
-        summaries.append(_sweep_summary(report, config))
-        mismatches += [s.mismatch for s in run.stages if s.mismatch]
+    for config, files in zip(configs, rendered):
+        for name, data in files.items():
+            path = tmp / config.name / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    summaries = [_sweep_summary(r, c) for c, r in zip(configs, reports)]
     atomic_write_text(tmp / "sweep.json", json.dumps({"engine": engine.value, "points": summaries},
                                                      indent=2) + "\n")
     _sweep_plot(summaries, tmp / "sweep.png")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from qsim.cli import main
-from qsim.errors import MismatchError, UsageError
+from qsim.errors import MismatchError, UnsupportedError, UsageError
 from qsim.npu import distributed
 from qsim.npu.config import load_config
 from qsim.npu.distributed import DaskPool, InProcess, Task, open_pool
@@ -61,8 +61,13 @@ def test_sweep_on_the_cluster_equals_the_serial_run(pool, capsys, tmp_path, engi
     assert points in (2, 4) and len(want) == 1 + points       # sweep.json + one report.json each
     assert got == want
     assert all(p["all_verified"] for p in got["sweep.json"]["points"])
-    # the progress counts tasks: one per array layer (5 in the embedded model) and point
-    assert f"tasks: {5 * points} steps" in err and f"tasks: {5 * points} done" in err
+    # the progress counts tasks: per point one per array layer (5 in the embedded model) and
+    # one rendering its report
+    assert f"tasks: {6 * points} steps" in err and f"tasks: {6 * points} done" in err
+    for name in ("compute_report.csv", "report.html", "cycles.png", "utilization.png", "roofline.png"):
+        for point in got["sweep.json"]["points"]:
+            folder = point["config"]["name"]
+            assert (spread / folder / name).read_bytes() == (serial / folder / name).read_bytes(), name
 
 
 def _same_runs(a, b):
@@ -218,3 +223,16 @@ def test_concurrent_builders_of_one_cache_entry_take_turns(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", script, role], cwd=root) for role in ("first", "second")]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     assert (tmp_path / "log").read_text().split() == ["first-start", "first-end", "second-start", "second-end"]
+
+
+def test_a_local_cluster_that_cannot_start_is_a_clear_error(monkeypatch):
+    import distributed as dask_distributed
+
+    def refuse(**_):
+        raise RuntimeError("Nanny failed to start.")
+    monkeypatch.setattr(dask_distributed, "LocalCluster", refuse)
+    with pytest.raises(UnsupportedError) as caught:
+        with open_pool(workers=2) as dask_pool:
+            dask_pool.run([Task(abs, (-1,), "never")])
+    assert "could not start a local Dask cluster of 2 worker processes (Nanny failed to start.)" in str(caught.value)
+    assert "--workers 1" in caught.value.hint
