@@ -160,8 +160,10 @@ def _start_local_cluster(count: int):
 
     from distributed import Client, LocalCluster
     try:
+        # dashboard on any free port: the scheduler serves HTTP anyway, and two commands (or
+        # test runs) on one machine must not fight over the default 8787
         cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+                               dashboard_address=":0", silence_logs=logging.ERROR)
     except (RuntimeError, OSError, TimeoutError) as error:
         raise UnsupportedError(f"could not start a local Dask cluster of {count} worker processes ({error})",
                                hint="run in this process with --workers 1; from a script, start the "
