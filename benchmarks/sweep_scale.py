@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pickle
 import platform
 import statistics
 import subprocess
@@ -34,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import cloudpickle
 import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
@@ -87,15 +87,35 @@ def compare_cli(model, work: Path, name: str, settings: dict[str, list[str]], re
             "identical": True, "files_compared": len(reference)}
 
 
-def sweep_tasks(folder: str) -> list[Task]:
-    from qsim.npu.simulate import load_qmodel, parse_sweep
+def sweep_parts(folder: str) -> dict:
+    """The sweep's pieces, timed where they run on the command's side: golden values once,
+    per point the preparation (vector stages on the kernels) and the assembly of the run."""
+    from qsim.npu.program import finish_run
+    from qsim.npu.simulate import load_qmodel, parse_sweep, render_report, throughput_report
     from qsim.npu.vectors import read_inputs
     from qsim.runtime.executor import execute
     loaded = load_qmodel(folder)
     feeds, _ = read_inputs(loaded.model, None)
+    start = time.perf_counter()
     expected = execute(loaded.model.graph, feeds, backend="kernels")
+    golden_s = time.perf_counter() - start
     configs = parse_sweep(SWEEP, load_config("16x16"))
-    return [t for c in configs for t in prepare_run(loaded.model.graph, feeds, c, "verilator", expected).tasks]
+    start = time.perf_counter()
+    prepared = [prepare_run(loaded.model.graph, feeds, c, "verilator", expected) for c in configs]
+    prepare_s = (time.perf_counter() - start) / len(configs)
+    layers = InProcess().run(prepared[0].tasks)
+    start = time.perf_counter()
+    report = throughput_report(loaded.name, finish_run(prepared[0], layers))
+    finish_s = time.perf_counter() - start
+    render_report(report)                                  # matplotlib's first-use costs
+    render = []
+    for _ in range(3):
+        start = time.perf_counter()
+        render_report(report)
+        render.append(time.perf_counter() - start)
+    return {"tasks": [t for p in prepared for t in p.tasks], "golden_s": golden_s,
+            "prepare_s_per_point": prepare_s, "finish_s_per_point": finish_s,
+            "render_s_per_point": statistics.median(render), "stages": len(prepared[0].stages)}
 
 
 def timed_run(pool, tasks) -> tuple[float, list]:
@@ -136,8 +156,9 @@ def per_task(pool, model: str, layers, cases) -> list[dict]:
             cycles.append(result.cycles)
         spread, results = timed_run(pool, tasks)
         assert [r.cycles for r in results] == cycles
-        sent = [len(pickle.dumps(t.args, protocol=5)) for t in tasks]
-        back = [len(pickle.dumps(r, protocol=5)) for r in results]
+        # cloudpickle: what Dask falls back to for the operator kinds' verifier closures
+        sent = [len(cloudpickle.dumps(t.args, protocol=5)) for t in tasks]
+        back = [len(cloudpickle.dumps(r, protocol=5)) for r in results]
         rows.append({"model": model, "config": config_name, "engine": engine.value,
                      "layers": [{"layer": t.label.split("-", 1)[1], "macs": layer.macs, "cycles": c,
                                  "seconds": s, "bytes_sent": b, "bytes_returned": r}
@@ -188,7 +209,9 @@ def main(argv=None) -> int:
                                args.repeat)
             doc["cli_folder_warm_cluster"] = warm
             print("warm cluster:", warm["median_s"], flush=True)
-            tasks = sweep_tasks(folder)
+            parts = sweep_parts(folder)
+            tasks = parts.pop("tasks")
+            doc["sweep_parts"] = parts
             timed_run(pool, tasks)                          # each worker loads its libraries
             serial = [timed_run(InProcess(), tasks)[0] for _ in range(args.repeat)]
             spread = [timed_run(pool, tasks)[0] for _ in range(args.repeat)]
@@ -203,8 +226,9 @@ def main(argv=None) -> int:
     doc["machine"]["load_average_end"] = load_average()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    text = markdown(doc)                                    # also adds doc["extrapolation"]
     (out / "sweep_scale.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (out / "sweep_scale.md").write_text(markdown(doc))
+    (out / "sweep_scale.md").write_text(text)
     print((out / "sweep_scale.md").read_text())
     return 0
 
@@ -235,8 +259,14 @@ def markdown(doc: dict) -> str:
     lines.append(f"| task phase only: the sweep's {phase['tasks']} layer tasks (warm workers) | "
                  f"{phase['median_serial_s']:.2f} s | {phase['median_two_workers_s']:.2f} s | "
                  f"{phase['median_serial_s'] / phase['median_two_workers_s']:.2f}x |")
+    parts = doc["sweep_parts"]
     lines += ["", f"Scheduler round trip of an empty task on the warm cluster: "
-              f"{1000 * doc['scheduler_overhead_s_per_task']:.2f} ms per task (400 tasks).", ""]
+              f"{1000 * doc['scheduler_overhead_s_per_task']:.2f} ms per task (400 tasks).", "",
+              f"The command's own work per sweep point (embedded model, {parts['stages']} stages): "
+              f"preparation (vector stages on the kernels) {1000 * parts['prepare_s_per_point']:.1f} ms, "
+              f"assembly and verification {1000 * parts['finish_s_per_point']:.1f} ms; once per sweep: "
+              f"golden values {1000 * parts['golden_s']:.1f} ms. Rendering one point's report (a task): "
+              f"{parts['render_s_per_point']:.2f} s (three PNG plots, HTML, JSON, CSV).", ""]
     if "layer_tasks" in doc:
         lines += ["## Per-task costs: ResNet convolutions as layer tasks", "",
                   "Each convolution (224x224 network input, synthetic int8, CONV2D+RESCALE+CLAMP; "
@@ -260,7 +290,66 @@ def markdown(doc: dict) -> str:
                 f"{sum(r['bytes_sent'] for r in row['layers']) / 1e6:.1f} MB | "
                 f"{sum(r['bytes_returned'] for r in row['layers']) / 1e6:.2f} MB |")
         lines.append("")
+        lines += extrapolation(doc)
     return "\n".join(lines) + "\n"
+
+
+NETWORK_BYTES_PER_S = 1e9           # assumed: 10 GbE between the command and the scheduler
+WORKER_COUNTS = (1, 2, 16, 64, 256)
+
+
+def extrapolation(doc: dict) -> list[str]:
+    """A 1000-point sweep of ResNet-50 at 32x32 from the measured per-task costs (docs/scale.md
+    explains the model). Measured: ResNet-50's cycles and model-engine time at 32x32, the
+    verilator engine's cycle rate at 32x32 on ResNet-18, bytes per task, scheduler round trip,
+    report rendering; extrapolated: everything for ResNet-50 on the verilator engine."""
+    rows = {(r["model"], r["config"], r["engine"]): r for r in doc["layer_tasks"]}
+    r50 = rows[("ResNet-50", "32x32", "model")]
+    r18v = rows[("ResNet-18", "32x32", "verilator")]
+    points = 1000
+    rate = r18v["total_cycles"] / r18v["serial_s"]                 # cycles/s, verilator, 32x32
+    verilator_point_s = r50["total_cycles"] / rate
+    tasks_per_point = len(r50["layers"])
+    parts = doc["sweep_parts"]
+    render_s = parts["render_s_per_point"]
+    sched_s = doc["scheduler_overhead_s_per_task"] * tasks_per_point * points
+    sent = sum(r["bytes_sent"] for r in r50["layers"]) * points
+    transfer_s = sent / NETWORK_BYTES_PER_S
+    doc["extrapolation"] = {"points": points, "verilator_cycles_per_s_32x32": rate,
+                            "resnet50_cycles_32x32": r50["total_cycles"],
+                            "verilator_point_s": verilator_point_s, "model_point_s": r50["serial_s"],
+                            "render_s_per_point": render_s, "scheduler_s": sched_s,
+                            "bytes_sent": sent, "transfer_s": transfer_s}
+    lines = ["## Extrapolated: a 1000-point sweep of ResNet-50 at 32x32", "",
+             f"Measured here: ResNet-50's 53 convolutions at 32x32 take {r50['total_cycles']} cycles "
+             f"(model engine, {r50['serial_s']:.1f} s per point); the verilator engine runs "
+             f"{rate / 1e6:.2f} M cycles/s at 32x32 (ResNet-18's convolutions). Extrapolated: "
+             f"{verilator_point_s:.0f} s per point on the verilator engine, {render_s:.1f} s per point "
+             f"to render its report (the embedded model's; more layers draw longer), "
+             f"{tasks_per_point} layer tasks per point, {sent / 1e9:.0f} GB of task data for the sweep "
+             f"({sent / points / 1e6:.0f} MB per point; {transfer_s / 3600:.1f} h at an assumed "
+             f"{NETWORK_BYTES_PER_S / 1e9:.0f} GB/s), scheduler round trips "
+             f"{sched_s / 60:.1f} min in total (serial in the scheduler). Builds, one per distinct "
+             "array geometry, come on top (docs/scale.md).", "",
+             "| workers | verilator engine | model engine | limit |", "|---|---|---|---|"]
+    for n in WORKER_COUNTS:
+        compute_v = points * (verilator_point_s + render_s) / n
+        compute_m = points * (r50["serial_s"] + render_s) / n
+        floor = max(sched_s, transfer_s)
+        wall_v, wall_m = max(compute_v, floor), max(compute_m, floor)
+        limit = "workers" if min(compute_v, compute_m) > floor else (
+            "task data through the network" if transfer_s >= sched_s else "scheduler")
+        lines.append(f"| {n} | {_duration(wall_v)} | {_duration(wall_m)} | {limit} |")
+    lines.append("")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min"
 
 
 if __name__ == "__main__":

@@ -237,21 +237,22 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
     configs = parse_sweep(sweep, base) if sweep else [base]
     if vcd and sweep:
         raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
-    loaded = load_qmodel(model)
-    feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
-    target = Path(out) if out else default_out(loaded.name, bool(sweep))
-    with open_pool(workers, scheduler) as pool, atomic_directory(target) as tmp:
-        if sweep:
-            summaries, messages = _sweep(loaded, feeds, configs, engine, tmp, show_progress, pool)
-            return SimulateResult(target, [], summaries, all(p["all_verified"] for p in summaries),
-                                  messages)
-        run = simulate_one(loaded, feeds, base, engine, show_progress, pool)
-        report = throughput_report(loaded.name, run)
-        write_throughput_report(report, tmp)
-        messages = [s.mismatch for s in run.stages if s.mismatch]
-        if vcd:
-            messages.append(dump_vcd(run, vcd) if run.first_mismatch is not None
-                            else f"--vcd {vcd}: no mismatch, no waveform written")
+    with open_pool(workers, scheduler) as pool:      # a LocalCluster starts while the model loads
+        loaded = load_qmodel(model)
+        feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
+        target = Path(out) if out else default_out(loaded.name, bool(sweep))
+        with atomic_directory(target) as tmp:
+            if sweep:
+                summaries, messages = _sweep(loaded, feeds, configs, engine, tmp, show_progress, pool)
+                return SimulateResult(target, [], summaries, all(p["all_verified"] for p in summaries),
+                                      messages)
+            run = simulate_one(loaded, feeds, base, engine, show_progress, pool)
+            report = throughput_report(loaded.name, run)
+            write_throughput_report(report, tmp)
+            messages = [s.mismatch for s in run.stages if s.mismatch]
+            if vcd:
+                messages.append(dump_vcd(run, vcd) if run.first_mismatch is not None
+                                else f"--vcd {vcd}: no mismatch, no waveform written")
     return SimulateResult(target, [report], [], run.verified, messages)
 
 
