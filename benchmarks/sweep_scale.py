@@ -327,19 +327,21 @@ def extrapolation(doc: dict) -> list[str]:
              f"{verilator_point_s:.0f} s per point on the verilator engine, {render_s:.1f} s per point "
              f"to render its report (the embedded model's; more layers draw longer), "
              f"{tasks_per_point} layer tasks per point, {sent / 1e9:.0f} GB of task data for the sweep "
-             f"({sent / points / 1e6:.0f} MB per point; {transfer_s / 3600:.1f} h at an assumed "
+             f"({sent / points / 1e6:.0f} MB per point; {_duration(transfer_s)} at an assumed "
              f"{NETWORK_BYTES_PER_S / 1e9:.0f} GB/s), scheduler round trips "
-             f"{sched_s / 60:.1f} min in total (serial in the scheduler). Builds, one per distinct "
-             "array geometry, come on top (docs/scale.md).", "",
-             "| workers | verilator engine | model engine | limit |", "|---|---|---|---|"]
+             f"{_duration(sched_s)} in total (serial in the scheduler). Builds, one per distinct "
+             "array geometry, come on top (docs/scale.md). Wall time = the largest of the "
+             "workers' share of the tasks, the scheduler's round trips and the transfer; "
+             "the limiting one in parentheses.", "",
+             "| workers | verilator engine | model engine |", "|---|---|---|"]
+    floors = {"scheduler": sched_s, "task data transfer": transfer_s}
     for n in WORKER_COUNTS:
-        compute_v = points * (verilator_point_s + render_s) / n
-        compute_m = points * (r50["serial_s"] + render_s) / n
-        floor = max(sched_s, transfer_s)
-        wall_v, wall_m = max(compute_v, floor), max(compute_m, floor)
-        limit = "workers" if min(compute_v, compute_m) > floor else (
-            "task data through the network" if transfer_s >= sched_s else "scheduler")
-        lines.append(f"| {n} | {_duration(wall_v)} | {_duration(wall_m)} | {limit} |")
+        cells = []
+        for point_s in (verilator_point_s, r50["serial_s"]):
+            parts = {"simulation on the workers": points * (point_s + render_s) / n, **floors}
+            limit = max(parts, key=parts.get)
+            cells.append(f"{_duration(parts[limit])} ({limit})")
+        lines.append(f"| {n} | {cells[0]} | {cells[1]} |")
     lines.append("")
     return lines
 
@@ -349,7 +351,9 @@ def _duration(seconds: float) -> str:
         return f"{seconds / 86400:.1f} days"
     if seconds >= 2 * 3600:
         return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from ..errors import QsimError, UnsupportedError, UsageError
 
 SCHEDULER_ENV = "QSIM_SCHEDULER"
 TASK_RETRIES = 2
+IN_FLIGHT_PER_WORKER = 4        # tasks submitted ahead per worker: keeps every worker fed
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -88,22 +89,43 @@ class DaskPool:
 
     def run(self, tasks: list[Task], on_done: Callable[[], None] | None = None) -> list:
         from distributed import KilledWorker, as_completed
+        # At most IN_FLIGHT_PER_WORKER tasks per worker are submitted at a time: a task carries
+        # its own data (no scattered inputs, so a task whose worker died can be rerun anywhere
+        # from the scheduler's copy), and a large sweep's data must not all wait in the
+        # scheduler's memory. Results are fetched as tasks finish and stored by index, so the
+        # outcome (and which of several failures is raised) does not depend on timing.
         # Unique keys: Dask must never merge two tasks of different runs; the label keeps
-        # the dashboard readable. Each task carries its own data (no scattered inputs), so
-        # a task whose worker died can be rerun anywhere from the scheduler's copy.
-        futures = [self.client.submit(_call, t.fn, t.args, key=f"{t.label}-{uuid.uuid4().hex}",
-                                      retries=TASK_RETRIES, pure=False) for t in tasks]
+        # the dashboard readable.
+        results: list = [None] * len(tasks)
+        queue = iter(range(len(tasks)))
+        running = as_completed(with_results=False)
+        index_of = {}
+
+        def submit_next() -> None:
+            i = next(queue, None)
+            if i is not None:
+                t = tasks[i]
+                future = self.client.submit(_call, t.fn, t.args, key=f"{t.label}-{uuid.uuid4().hex}",
+                                            retries=TASK_RETRIES, pure=False)
+                index_of[future.key] = i
+                running.add(future)
+
+        for _ in range(max(1, self.workers) * IN_FLIGHT_PER_WORKER):
+            submit_next()
         try:
-            for _ in as_completed(futures):
+            for future in running:
+                results[index_of.pop(future.key)] = future.result()
+                future.release()
                 if on_done is not None:
                     on_done()
-            return [_unwrap(f.result()) for f in futures]
+                submit_next()
         except KilledWorker as error:
             raise UnsupportedError(f"a simulation task killed every Dask worker that ran it ({error})",
                                    hint="a worker may run out of memory: use fewer --workers per "
                                         "machine, or more memory per worker") from None
         finally:
-            self.client.cancel(futures)
+            running.clear()
+        return [_unwrap(r) for r in results]
 
 
 def default_workers() -> int:

@@ -136,6 +136,13 @@ def test_a_task_whose_worker_died_is_rerun_and_the_result_is_right(pool, embedde
     pool.client.wait_for_workers(2, timeout=60)      # the nanny restarted it for the next tests
 
 
+def test_more_tasks_than_the_submission_window_come_back_in_order(pool):
+    count = 3 * 2 * distributed.IN_FLIGHT_PER_WORKER + 1
+    done = []
+    assert pool.run([Task(abs, (-i,), "n") for i in range(count)], lambda: done.append(1)) == list(range(count))
+    assert len(done) == count
+
+
 def _fail_once(marker, value):
     if not os.path.exists(marker):
         Path(marker).write_text("")
