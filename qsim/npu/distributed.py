@@ -98,7 +98,7 @@ class DaskPool:
         # the dashboard readable.
         results: list = [None] * len(tasks)
         queue = iter(range(len(tasks)))
-        running = as_completed(with_results=False)
+        running = as_completed(loop=self.client.loop, with_results=False)
         index_of = {}
 
         def submit_next() -> None:
