@@ -1,5 +1,8 @@
+import os
 import subprocess
 import sys
+
+import numpy as np
 
 import qsim
 from qsim.cli import main
@@ -25,3 +28,15 @@ def test_console_script_reports_usage_error_without_traceback():
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "invalid choice" in proc.stderr
+
+
+def test_max_tensor_bytes_holds_for_one_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("QSIM_MAX_TENSOR_BYTES", raising=False)
+    np.save(tmp_path / "x.npy", np.zeros(1000, np.float32))
+    model = tmp_path / "m.sknd"
+    model.write_text("graph g { @input { x: real[1000]; } @output { y: real[1000]; } "
+                     "@compose { y = x; } }\n")
+    assert main(["--max-tensor-bytes", "1K", "run", str(model), "--input", str(tmp_path / "x.npy")]) == 2
+    assert "over the 1 KiB limit" in capsys.readouterr().err
+    assert "QSIM_MAX_TENSOR_BYTES" not in os.environ          # the next call has the default
+    assert main(["run", str(model), "--input", str(tmp_path / "x.npy")]) == 0

@@ -156,33 +156,34 @@ def build(geom: Geometry, jobs: int = 2, vcd: bool = False) -> Path:
     final = cache_root() / key
     lib = final / "libqsim_npu.so"
     if not lib.is_file():
+        defines = f"-DPORT_BYTES={geom.dram_port_bytes} -DINSTR_BYTES={INSTR_BYTES}"
         with _exclusive(f"build-{key}"):
             if not lib.is_file():
-                _build_into(final, cmd, env, verilog, harness, flags, geom, jobs)
+                _build_into(final, cmd, env, verilog, harness, flags, defines, jobs)
     _BUILT[memo] = lib
     return lib
 
 
-def _build_into(final: Path, cmd, env, verilog: str, harness: str, flags, geom: Geometry,
-                jobs: int) -> None:
-    """Verilates and compiles in a temporary directory renamed to `final` when complete."""
+def _build_into(final: Path, cmd, env, verilog: str, harness: str, flags, defines: str,
+                jobs: int, top: str = "qsim_npu") -> None:
+    """Verilates module `top` with the harness into `final`/lib<top>.so, working in a
+    temporary directory renamed to `final` when complete."""
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     try:
-        (work / "qsim_npu.v").write_text(verilog)
+        (work / f"{top}.v").write_text(verilog)
         (work / "harness.cpp").write_text(harness)
-        defines = f"-DPORT_BYTES={geom.dram_port_bytes} -DINSTR_BYTES={INSTR_BYTES}"
-        steps = (cmd + ["--cc", "qsim_npu.v", "harness.cpp", "--top-module", "qsim_npu",
+        steps = (cmd + ["--cc", f"{top}.v", "harness.cpp", "--top-module", top,
                         "--Mdir", "obj", *flags, "-CFLAGS", f"{CXX_FLAGS} {defines}",
-                        "-LDFLAGS", "-shared", "--exe", "-o", "libqsim_npu.so"],
-                 ["make", "-s", "-C", "obj", "-f", "Vqsim_npu.mk", f"-j{jobs}", *MAKE_OPTS])
+                        "-LDFLAGS", "-shared", "--exe", "-o", f"lib{top}.so"],
+                 ["make", "-s", "-C", "obj", "-f", f"V{top}.mk", f"-j{jobs}", *MAKE_OPTS])
         for args in steps:
             done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 raise UnsupportedError(f"Verilator build failed ({args[0]} exit {done.returncode}) "
                                        f"in {work}:\n" + (done.stderr or done.stdout)[-3000:],
                                        hint="check that g++ and make are installed")
-        shutil.move(str(work / "obj" / "libqsim_npu.so"), str(work / "libqsim_npu.so"))
+        shutil.move(str(work / "obj" / f"lib{top}.so"), str(work / f"lib{top}.so"))
         shutil.rmtree(work / "obj")
         try:
             work.rename(final)

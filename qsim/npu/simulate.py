@@ -177,14 +177,17 @@ def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:
     dram = record.program.dram.copy()
     if engine is Engine.MODEL:
         raise UsageError("the model engine has no waveform", hint="use the verilator or amaranth engine")
+    from ..atomic import atomic_file
     if engine is Engine.AMARANTH:
         from .sim_amaranth import run_amaranth
-        run_amaranth(geom, record.program.instrs, dram, vcd_path=path)
+        with atomic_file(path) as tmp:
+            run_amaranth(geom, record.program.instrs, dram, vcd_path=str(tmp))
         return f"wrote {path}: the whole program {found.program} of layer {found.stage!r} (amaranth)"
     from .sim_verilator import run_verilator
     first = max(0, found.program_cycle - VCD_BEFORE)
     last = found.program_cycle + VCD_AFTER
-    run_verilator(geom, record.program.instrs, dram, vcd_path=path, vcd_window=(first, last))
+    with atomic_file(path) as tmp:
+        run_verilator(geom, record.program.instrs, dram, vcd_path=str(tmp), vcd_window=(first, last))
     return (f"wrote {path}: cycles {first}..{last} of program {found.program} of layer "
             f"{found.stage!r} (verilator --trace; the write is in cycle {found.program_cycle}, "
             f"VCD time 10 x cycle)")
@@ -231,6 +234,7 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
     The array layers (of every sweep point) run as tasks on `workers` local processes or
     the Dask cluster at `scheduler` (qsim.npu.distributed.open_pool)."""
     from ..atomic import atomic_directory
+    from ..outpath import SIMULATION_REPORT, check_output
     from .vectors import read_inputs
     engine = resolve_engine(engine_name, vcd)
     base = load_config(config_spec)
@@ -240,7 +244,14 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
     with open_pool(workers, scheduler) as pool:      # a LocalCluster starts while the model loads
         loaded = load_qmodel(model)
         feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
-        target = Path(out) if out else default_out(loaded.name, bool(sweep))
+        target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
+        inputs = [("quantized model", model), ("NPU configuration", config_spec),
+                  ("--input", input_path)]
+        check_output(out if out is not None else target,
+                     "-o" if out is not None else "the default output folder",
+                     inputs, replaces=SIMULATION_REPORT)
+        if vcd:
+            check_output(vcd, "--vcd", inputs, outputs=[("output folder", target)], folder=False)
         with atomic_directory(target) as tmp:
             if sweep:
                 summaries, messages = _sweep(loaded, feeds, configs, engine, tmp, show_progress, pool)
