@@ -58,6 +58,7 @@ def _unwrap(value: Any) -> Any:
 class InProcess:
     """Runs every task here, in order: the `--workers 1` path."""
     workers = 1
+    what = "in this process"
 
     def run(self, tasks: list[Task], on_done: Callable[[], None] | None = None) -> list:
         results = []
@@ -75,7 +76,7 @@ class DaskPool:
 
     def __init__(self, client, what: str):
         self._client = client
-        self.what = what                # "LocalCluster of 2 worker processes", "tcp://..."
+        self.what = what                # for progress lines: "LocalCluster of 2 worker processes"
 
     @property
     def client(self):
@@ -159,7 +160,7 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
                              hint=f"start one with `dask scheduler` and `dask worker {scheduler}`, or "
                                   f"unset {SCHEDULER_ENV} and drop --scheduler to use local workers") from None
         with client:
-            yield DaskPool(client, scheduler)
+            yield DaskPool(client, f"Dask cluster at {scheduler}")
         return
     count = workers or default_workers()
     with ThreadPoolExecutor(1, thread_name_prefix="qsim-local-cluster") as starter:

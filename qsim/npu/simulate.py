@@ -153,11 +153,12 @@ def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: En
     from ..progress import Progress
     if pool is None or isinstance(pool, InProcess):
         prepare_engine(config, engine)       # the build message before the bar (workers build their own)
+    pool = pool or InProcess()
     prepared = prepare_run(loaded.model.graph, feeds, config, engine)
-    bar = Progress(f"simulate {config.name} ({engine.value}) tasks", len(prepared.tasks),
+    bar = Progress(f"simulate {config.name} ({engine.value}, {pool.what}) tasks", len(prepared.tasks),
                    enabled=show_progress)
     try:
-        layers = (pool or InProcess()).run(prepared.tasks, bar.advance)
+        layers = pool.run(prepared.tasks, bar.advance)
     finally:
         bar.close()
     return finish_run(prepared, layers)
@@ -307,7 +308,7 @@ def _sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: E
     expected = execute(loaded.model.graph, feeds, backend="kernels")     # the same for every point
     prepared = [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
     tasks = [task for p in prepared for task in p.tasks]
-    bar = Progress(f"sweep of {len(configs)} configurations ({engine.value}) tasks",
+    bar = Progress(f"sweep of {len(configs)} configurations ({engine.value}, {pool.what}) tasks",
                    len(tasks) + len(configs), enabled=show_progress)
     try:
         layers = pool.run(tasks, bar.advance)

@@ -64,6 +64,7 @@ def test_sweep_on_the_cluster_equals_the_serial_run(pool, capsys, tmp_path, engi
     # the progress counts tasks: per point one per array layer (5 in the embedded model) and
     # one rendering its report
     assert f"tasks: {6 * points} steps" in err and f"tasks: {6 * points} done" in err
+    assert f"({engine}, Dask cluster at {address}) tasks" in err
     for name in ("compute_report.csv", "report.html", "cycles.png", "utilization.png", "roofline.png"):
         for point in got["sweep.json"]["points"]:
             folder = point["config"]["name"]
