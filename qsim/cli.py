@@ -11,7 +11,7 @@ import os
 import sys
 
 from . import __version__, limits
-from .errors import QsimError
+from .errors import QsimError, UsageError
 
 
 def _whole_number(minimum: int):
@@ -107,13 +107,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .npu.simulate import simulate_command, summary_lines
     result = simulate_command(args.model, args.config, args.engine, args.input, args.out,
                               sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
-                              workers=args.workers, scheduler=args.scheduler)
+                              tech=args.tech, workers=args.workers, scheduler=args.scheduler)
     for report in result.reports:
         print("\n".join(summary_lines(report)))
     for point in result.sweep:
         print(f"{point['config']['name']:<24} {point['total_cycles']:>9} cycles  "
               f"{100 * point['array_utilization']:5.1f} % PE utilization  "
               f"{point['inferences_per_s']:>10.0f} inferences/s  "
+              f"{point['energy_per_inference_pj'] / 1e3:>9.2f} nJ/inference  "
               f"{'verified' if point['all_verified'] else 'MISMATCH'}")
     for message in result.messages:
         print(message, file=sys.stderr)
@@ -122,7 +123,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_export_vectors(args: argparse.Namespace) -> int:
-    from .errors import UsageError
     from .npu.config import load_config
     from .outpath import check_output
     config = load_config(args.config)
@@ -146,7 +146,10 @@ def cmd_export_vectors(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .skriptnd.check import check_model
-    keep = [k for k in (args.keep or "").split(",") if k]
+    keep = [k.strip() for k in (args.keep or "").split(",") if k.strip()]
+    if args.keep is not None and not keep:
+        raise UsageError(f"--keep {args.keep!r} names no operator",
+                         hint="give comma-separated operator names, e.g. --keep nn.softmax,nn.conv")
     print(check_model(args.model, all_graphs=args.all, graph=args.graph, keep=keep))
     return 0
 
@@ -249,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "*_buffer_bytes, dram_bytes_per_cycle, clock_mhz)")
     p.add_argument("--vcd", metavar="FILE",
                    help="on a mismatch, write the waveform around the first wrong DRAM write")
+    p.add_argument("--tech", metavar="NAME|FILE",
+                   help="per-event energy table: 45nm (default), 7nm, or a TOML file of the same "
+                        "form (docs/npu.md, Energy)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="run the layers (of every sweep point) as tasks on N local Dask worker "
                         "processes (default: one per core; 1: in this process, no cluster)")

@@ -40,3 +40,18 @@ def test_max_tensor_bytes_holds_for_one_run(tmp_path, monkeypatch, capsys):
     assert "over the 1 KiB limit" in capsys.readouterr().err
     assert "QSIM_MAX_TENSOR_BYTES" not in os.environ          # the next call has the default
     assert main(["run", str(model), "--input", str(tmp_path / "x.npy")]) == 0
+
+
+def test_check_refuses_graph_and_keep_options_an_nnef1_model_cannot_use(tmp_path, capsys):
+    from qsim.cli import main
+    (tmp_path / "graph.nnef").write_text("version 1.0;\ngraph G( x ) -> ( y )\n{\n"
+                                         "    x = external(shape = [1, 3]);\n    y = relu(x);\n}\n")
+    assert main(["check", str(tmp_path)]) == 0
+    assert main(["check", str(tmp_path), "--graph", "G"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(tmp_path), "--graph", "nope"]) == 2
+    assert "has one graph, 'G'; there is no graph 'nope'" in capsys.readouterr().err
+    assert main(["check", str(tmp_path), "--keep", "nn.softmax"]) == 2
+    assert "--keep applies to SkriptND models" in capsys.readouterr().err
+    assert main(["check", str(tmp_path), "--keep", ",,,"]) == 2
+    assert "names no operator" in capsys.readouterr().err

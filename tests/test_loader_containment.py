@@ -53,3 +53,25 @@ def test_tensor_file_linked_out_of_the_model_is_refused(tmp_path, graph_file, te
     write_tensor(model / "w.dat", np.float32([[1, 2, 3]]))
     graph = qsim.load(str(model))
     assert any(t.data is not None and t.data.tolist() == [[1, 2, 3]] for t in graph.tensors.values())
+
+
+def test_an_imported_module_that_links_out_of_the_model_is_refused(tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "ops.sknd").write_text("import math;\noperator twice {\n    @input { x: real[n]; }\n"
+                                      "    @output { y: real[n]; }\n"
+                                      "    @compose { y = math.add(x, x); }\n}\n")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "main.sknd").write_text(
+        "import math;\nimport ops;\ngraph G {\n    @input { x: real[3]; }\n"
+        "    @output { y: real[3]; }\n    @compose { y = ops.twice(x); }\n}\n")
+    os.symlink(outside / "ops.sknd", model / "ops.sknd")
+    with pytest.raises(DataError, match=r"import 'ops' names .*ops.sknd, which resolves to .*elsewhere"
+                                        r".*outside the model folder"):
+        qsim.load(str(model))
+    # the same module inside the folder is fine
+    os.unlink(model / "ops.sknd")
+    (model / "ops.sknd").write_text((outside / "ops.sknd").read_text())
+    g = qsim.load(str(model))
+    assert [op.kind.name for op in g.ops] == ["math.add"]

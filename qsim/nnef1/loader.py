@@ -22,6 +22,7 @@ from .compose import Composer
 from .container import unpack_container
 from .parser import parse_document
 from .quantfile import min_max_quant, read_quant_file
+from ..textfile import decode_utf8
 
 _TAR_SUFFIXES = (".tgz", ".tar.gz", ".tar")
 
@@ -135,15 +136,8 @@ def _load(source: ModelSource, keep: Iterable[str] | None) -> ir.Graph:
 
 def decode_text(blob: bytes, name: str) -> str:
     """UTF-8 text of a model file; a bad byte is reported at its line and column."""
-    try:
-        return blob.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line_start = blob.rfind(b"\n", 0, err.start) + 1
-        line = blob.count(b"\n", 0, err.start) + 1
-        column = len(blob[line_start:err.start].decode("utf-8", "replace")) + 1
-        raise DataError(f"{name} is not UTF-8 text: byte 0x{blob[err.start]:02X} ({err.reason})",
-                        location=Location(name, line, column),
-                        hint="NNEF model texts are UTF-8; save the file as UTF-8") from None
+    return decode_utf8(blob, name, what=name,
+                       hint="NNEF model texts are UTF-8; save the file as UTF-8")
 
 
 def _load_variable(source: ModelSource, label: str, shape: tuple, item: str, loc: Location):

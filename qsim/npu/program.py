@@ -29,6 +29,7 @@ from ..errors import MismatchError, UnsupportedError
 from ..ir import DType, Graph, Op
 from .config import NpuConfig
 from .distributed import InProcess, Task
+from .energy import EventCounts, vector_events
 from .engines import Engine
 from .layers import LAYER_OPS, LayerResult, run_layer
 from .vector_unit import HOST_OPS, VectorCost, vector_cost
@@ -129,6 +130,12 @@ class StageResult:
     verified: bool | None = None
     mismatch: str | None = None
     layer: LayerResult | None = None    # array stages: per-program records for fault location
+    events: EventCounts = field(default_factory=EventCounts)   # energy events (qsim.npu.energy)
+
+    @property
+    def rtl(self) -> bool:
+        """Values and cycles came from an RTL engine (array stages under verilator/amaranth)."""
+        return self.layer is not None and self.layer.engine != "model"
 
     @property
     def cycles(self) -> int:
@@ -293,12 +300,15 @@ def finish_run(prepared: PreparedRun, layers: list[LayerResult],
             out = layer.output
             result = StageResult(stage, out, layer.macs, layer.compute_cycles, layer.fill_drain_cycles,
                                  layer.stall_cycles, layer.mac_slots, layer.dram_bytes["input"],
-                                 layer.dram_bytes["weight"], layer.dram_bytes["output"], cycle, layer=layer)
+                                 layer.dram_bytes["weight"], layer.dram_bytes["output"], cycle, layer=layer,
+                                 events=layer.events)
         else:
             out, cost = done
             result = StageResult(stage, out, 0, cost.compute_cycles, cost.fill_drain_cycles,
                                  cost.stall_cycles, 0, cost.dram_input_bytes, cost.dram_weight_bytes,
-                                 cost.dram_output_bytes, cycle)
+                                 cost.dram_output_bytes, cycle,
+                                 events=vector_events(cost.work, cost.dram_input_bytes + cost.dram_weight_bytes,
+                                                      cost.dram_output_bytes))
         want = prepared.expected.get(stage.output)
         if want is not None:
             result.verified = bool(out.dtype == want.dtype and out.shape == want.shape

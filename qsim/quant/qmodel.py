@@ -25,6 +25,7 @@ from .. import ir
 from ..errors import DataError
 from .lower import Lowered, LoweredModel
 from .sknd_form import to_sknd_form
+from ..textfile import decode_utf8
 
 METADATA_FILE = "quantization.json"
 FORMAT = "qsim-quantized-model"
@@ -91,11 +92,10 @@ def read_metadata(folder: str | Path) -> dict:
     path = Path(folder) / METADATA_FILE
     hint = "is this a folder written by qsim quantize? Re-run qsim quantize to rewrite it"
     try:
-        text = path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
     except OSError as err:
         raise DataError(f"{path}: cannot read ({err.strerror})", hint=hint) from None
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not UTF-8 text (byte {err.start})", hint=hint) from None
+    text = decode_utf8(data, str(path), what=METADATA_FILE, hint=hint)
     check_nesting(text, str(path))
     try:
         doc = json.loads(text)

@@ -20,6 +20,7 @@ import tempfile
 
 from ..errors import Location, SemanticError, UsageError
 from . import ast
+from ..tensorfile import resolve_tensor_path
 from .parser import decode_source, parse
 
 STANDARD_MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
@@ -197,7 +198,9 @@ class ModuleSet:
         if found is not None:
             return found
         if self.folder is not None:
-            path = os.path.join(self.folder, *name.split(".")) + ".sknd"
+            # like tensor files, a module file must resolve inside the model folder (no link out)
+            path = resolve_tensor_path(self.folder, name.replace(".", "/") + ".sknd",
+                                       f"import '{name}'", loc)
             if os.path.isfile(path):
                 module = self.load_file(path, name)
                 self._check_imported(module, name)

@@ -186,7 +186,7 @@ def test_non_utf8_graph_is_located(tmp_path):
         load_nnef1(str(tmp_path))
     loc = err.value.location
     assert (loc.file, loc.line, loc.column) == (str(tmp_path / "graph.nnef"), 5, 26)
-    assert "is not UTF-8 text: byte 0xE9" in err.value.message
+    assert "is not UTF-8 text: byte 0xe9 at byte offset" in err.value.message
 
 
 def test_parse_only_errors_are_qsim_errors():
