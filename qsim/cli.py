@@ -107,7 +107,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .npu.simulate import simulate_command, summary_lines
     result = simulate_command(args.model, args.config, args.engine, args.input, args.out,
                               sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
-                              tech=args.tech)
+                              tech=args.tech, workers=args.workers, scheduler=args.scheduler)
     for report in result.reports:
         print("\n".join(summary_lines(report)))
     for point in result.sweep:
@@ -258,6 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tech", metavar="NAME|FILE",
                    help="per-event energy table: 45nm (default), 7nm, or a TOML file of the same "
                         "form (docs/npu.md, Energy)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="run the layers (of every sweep point) as tasks on N local Dask worker "
+                        "processes (default: one per core; 1: in this process, no cluster)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run the tasks on an existing Dask cluster (default: $QSIM_SCHEDULER)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_simulate)
     p = sub.add_parser("export-vectors", help="write golden vectors (.npy, $readmemh .hex, JSON "

