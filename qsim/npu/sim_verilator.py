@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cachedir import is_private, private_folder
 from ..errors import MismatchError, UnsupportedError
 from ..hw.isa import INSTR_BYTES, pack_program
 from ..hw.params import Geometry
@@ -46,7 +47,9 @@ VCD_FLAGS = ("--trace",)
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("QSIM_CACHE_DIR") or Path.home() / ".cache" / "qsim") / "verilator"
+    """The Verilator build cache, `<cache root>/verilator`: qsim loads the shared libraries it
+    holds, so it must be private to the user (qsim.cachedir), else a temporary one is used."""
+    return private_folder("verilator", "Verilator build cache")
 
 
 def _verilator() -> tuple[list[str], dict]:
@@ -155,13 +158,25 @@ def build(geom: Geometry, jobs: int = 2, vcd: bool = False) -> Path:
                                     CXX_FLAGS, _version(cmd, env)]).encode()).hexdigest()[:24]
     final = cache_root() / key
     lib = final / "libqsim_npu.so"
-    if not lib.is_file():
+    if not cached_build_is_usable(lib):
         defines = f"-DPORT_BYTES={geom.dram_port_bytes} -DINSTR_BYTES={INSTR_BYTES}"
         with _exclusive(f"build-{key}"):
-            if not lib.is_file():
+            if not cached_build_is_usable(lib):
                 _build_into(final, cmd, env, verilog, harness, flags, defines, jobs)
     _BUILT[memo] = lib
     return lib
+
+
+def cached_build_is_usable(lib: Path) -> bool:
+    """Whether a cached library exists and may be loaded. One that others could have written
+    (the entry folder or the file not private) is an error: loading it would run their code."""
+    if not lib.is_file():
+        return False
+    if not (is_private(lib) and is_private(lib.parent, want_dir=True)):
+        raise UnsupportedError(f"the cached Verilator build {lib} may be written by other users; "
+                               "qsim will not load it",
+                               hint=f"remove {lib.parent} (and make the cache folder private: chmod 700)")
+    return True
 
 
 def _build_into(final: Path, cmd, env, verilog: str, harness: str, flags, defines: str,

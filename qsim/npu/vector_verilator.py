@@ -18,7 +18,8 @@ from ..errors import MismatchError
 from ..hw.vector import DEFAULT_MAX_POOL_COUNT, VectorUnit
 from ..hw.vector_isa import INSTR_BITS, LANE_BITS, VectorInstr
 from .sim_verilator import (CXX_FLAGS, MAKE_OPTS, VERILATOR_FLAGS, _ZERO_MEMORY_INIT, _build_into,
-                            _verilator, _version, cache_root)
+                            _verilator, _version, cache_root,
+                            cached_build_is_usable)
 from .vector_model import VectorRun
 
 TOP = "qsim_vector"
@@ -41,7 +42,7 @@ def build_vector(lanes: int, max_pool_count: int = DEFAULT_MAX_POOL_COUNT, jobs:
                                     CXX_FLAGS, defines, _version(cmd, env)]).encode()).hexdigest()[:24]
     final = cache_root() / f"vector-{key}"
     lib = final / f"lib{TOP}.so"
-    if not lib.is_file():
+    if not cached_build_is_usable(lib):
         _build_into(final, cmd, env, verilog, harness, VERILATOR_FLAGS, defines, jobs, top=TOP)
     return lib
 
