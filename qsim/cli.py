@@ -291,6 +291,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Options whose values name files or folders (an --input may be NAME=PATH).
+PATH_OPTIONS = ("model", "calib", "eval", "out", "input", "output", "dump", "config", "tech", "vcd")
+NAME_MAX_BYTES, PATH_MAX_BYTES = 255, 4095     # Linux limits on one component and a whole path
+
+
+def check_path_arguments(args: argparse.Namespace) -> None:
+    """Refuses a path the operating system cannot name (a component over 255 bytes, a path over
+    4095, a NUL byte) before any command uses it, so no file call fails deep inside a stage."""
+    for option in PATH_OPTIONS:
+        values = getattr(args, option, None)
+        for value in values if isinstance(values, list) else [values]:
+            if not isinstance(value, str):
+                continue
+            path = value.partition("=")[2] if option == "input" and "=" in value else value
+            raw = os.fsencode(path)
+            flag = "MODEL" if option == "model" else f"--{option}"
+            shown = path if len(path) <= 60 else path[:60] + "..."
+            if b"\0" in raw or len(raw) > PATH_MAX_BYTES or \
+                    any(len(part) > NAME_MAX_BYTES for part in raw.split(b"/")):
+                raise UsageError(f"{flag} {shown!r} is not a path this system can open (a name over "
+                                 f"{NAME_MAX_BYTES} bytes, a path over {PATH_MAX_BYTES}, or a NUL byte)",
+                                 hint="give a shorter path")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -305,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             os.environ[limits.MAX_TENSOR_BYTES_ENV] = args.max_tensor_bytes
         if args.threads is not None:
             threads.set_threads(args.threads)
+        check_path_arguments(args)
         return int(args.handler(args) or 0)
     except QsimError as err:
         print(f"qsim: {err.format()}", file=sys.stderr)

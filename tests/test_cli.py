@@ -1,4 +1,6 @@
+import pytest
 import os
+import pytest
 import subprocess
 import sys
 
@@ -55,3 +57,18 @@ def test_check_refuses_graph_and_keep_options_an_nnef1_model_cannot_use(tmp_path
     assert "--keep applies to SkriptND models" in capsys.readouterr().err
     assert main(["check", str(tmp_path), "--keep", ",,,"]) == 2
     assert "names no operator" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "a" * 300, "--input", "x.npy"],
+    ["simulate", "m/" + "b" * 256, "--engine", "model", "--workers", "1"],
+    ["export-vectors", "q", "--out", "o/" * 2100],
+    ["quantize", "m", "--calib", "c" * 256 + ".npy"],
+    ["run", "m", "--input", "x=" + "d" * 256],
+    ["check", "bad\0name"],
+])
+def test_a_path_the_system_cannot_name_is_a_usage_error(argv, capsys):
+    from qsim.cli import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "is not a path this system can open" in err and "Traceback" not in err
