@@ -1,4 +1,3 @@
-import pytest
 import os
 import pytest
 import subprocess
