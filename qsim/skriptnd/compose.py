@@ -152,6 +152,9 @@ class GraphBuilder:
         t = type_of(value)
         if t not in NUMPY or isinstance(value, Dyn):
             raise error(f"cannot pass {show(value)} as a tensor argument", loc)
+        if _holds_tensor(value):
+            raise error("a list holding a tensor is not a tensor argument: tensors are combined by "
+                        "operators, e.g. layout.stack or layout.concat", loc)
         data = tensor_data(value, t, "a compile-time tensor argument", loc)
         return self.tensor(name, t, (), data, loc)
 
@@ -683,6 +686,18 @@ class Composer:
                                  "names; make the operator 'public' to reach its other tensors (2.10)")
             module, op = self.modules.resolve(entry.op, frame.module, entry.loc)
             b.quant[name] = quant_info(entry, module, op, b.tensors[name], frame)
+
+
+def _holds_tensor(value) -> bool:
+    """Whether a (nested) compile-time list holds a tensor anywhere (walked without recursion)."""
+    pending = [value]
+    while pending:
+        v = pending.pop()
+        if isinstance(v, TensorValue):
+            return True
+        if isinstance(v, (list, tuple)):
+            pending.extend(v)
+    return False
 
 
 def tensor_data(value, dtype: str, what: str, loc) -> np.ndarray:

@@ -551,3 +551,14 @@ def test_lower_formulas_with_tensors_where_ints_belong(tmp_path, formula, needle
         run_graph(graph_, {"x": np.zeros((3, 5), np.float32)})
     assert needle in info.value.message
     assert info.value.location.line == 2
+
+
+@pytest.mark.parametrize("argument", ["[x]", "[[1.0, x]]", "[[[[x]]]]"])
+def test_a_list_holding_a_tensor_is_not_a_tensor_argument(tmp_path, argument):
+    """Found by benchmarks/fuzz.py (a TypeError inside numpy before): a list around a tensor is
+    a pack (one item) or, nested, a compile-time list that cannot hold a tensor."""
+    text = graph(f"y = math.exp({argument});", outputs="y: real[s..];")
+    err = check_error(tmp_path, text, SemanticError)
+    assert ("a list holding a tensor is not a tensor argument" in err.message
+            or "is a single tensor, got a pack of 1" in err.message), err.message
+    assert at(err)[0] == position(text, argument)[0]
