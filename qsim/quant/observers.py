@@ -195,12 +195,15 @@ class StreamingHistogram:
         a_left = np.where(neg, -right, left)
         a_right = np.where(neg, -left, right)
         j = np.where(neg, -index - 1, index)
-        size = int(j.max()) + 1
-        f_counts = np.bincount(j, weights=counts, minlength=size).astype(np.int64)
+        # bins hold index j of the folded axis, which can be ~2^40 for a narrow range far from
+        # 0 (fine bins): count over the distinct indices present, never over 0..max(j)
+        folded_bins, slot = np.unique(j, return_inverse=True)
+        size = folded_bins.size
+        f_counts = np.bincount(slot, weights=counts, minlength=size).astype(np.int64)
         f_left = np.full(size, np.inf)
         f_right = np.full(size, -np.inf)
-        np.minimum.at(f_left, j, a_left)
-        np.maximum.at(f_right, j, a_right)
+        np.minimum.at(f_left, slot, a_left)
+        np.maximum.at(f_right, slot, a_right)
         keep = f_counts > 0
         return f_left[keep], f_right[keep], f_counts[keep]
 

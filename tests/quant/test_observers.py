@@ -152,3 +152,14 @@ def test_errors_name_the_tensor(rng):
         per_tensor.params(QuantScheme(channel_axis=0))
     with pytest.raises(UsageError, match="percentile 30"):
         PercentileObserver(None, percentile=30.0)
+
+
+@pytest.mark.parametrize("kind", [PercentileObserver, MseObserver])
+@pytest.mark.parametrize("value", [1.0, -3.0, 1e6])
+def test_a_constant_tensor_far_from_zero_folds_without_a_huge_histogram(kind, value):
+    """Found by benchmarks/fuzz.py: a tensor that is one value (x / x) gets bins 2^-52 wide,
+    so its folded index is ~2^40; folding must not allocate a bin per index up to that."""
+    observer = kind()
+    observer.update(np.full((2, 3), value, np.float32))
+    lo, hi = observer.value_range(SYM)
+    assert float(hi[0]) == pytest.approx(abs(value), rel=1e-6) and float(lo[0]) == -float(hi[0])
