@@ -319,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
-        parser.print_help()
+        parser.print_help(sys.stderr)
+        print("qsim: usage error: no command given\n  hint: qsim quantize runs the main job on the "
+              "embedded model; qsim COMMAND --help explains a command", file=sys.stderr)
         return 2
     # --max-tensor-bytes holds for this run (and the worker processes it starts) only
     previous_limit = os.environ.get(limits.MAX_TENSOR_BYTES_ENV)

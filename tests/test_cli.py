@@ -71,3 +71,10 @@ def test_a_path_the_system_cannot_name_is_a_usage_error(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "is not a path this system can open" in err and "Traceback" not in err
+
+
+def test_no_command_is_a_usage_error_with_the_help(capsys):
+    from qsim.cli import main
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "qsim: usage error: no command given" in err and "quantize" in err
