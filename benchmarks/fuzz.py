@@ -40,13 +40,16 @@ import io  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from _fuzz.calls import CALLS  # noqa: E402
 from _fuzz.corpus import Corpus  # noqa: E402
-from _fuzz.report import Tally, save_reproducer, write_reports  # noqa: E402
+from _fuzz.findings import write_summary  # noqa: E402
+from _fuzz.minimize import minimize  # noqa: E402
+from _fuzz.report import Tally, save_minimized, save_reproducer, write_reports  # noqa: E402
 from _fuzz.runner import GOOD, Limits, run_cases  # noqa: E402
 from _fuzz.targets import TARGETS, WEIGHTS  # noqa: E402
 
@@ -76,11 +79,18 @@ def warm_up(corpus: Corpus, workdir: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+_STOP = []   # set by SIGTERM/SIGINT: start no new inputs, finish the running ones, write the reports
+
+
+def _request_stop(signum, frame) -> None:
+    _STOP.append(signum)
+
+
 def case_stream(seed: int, count: int, targets: list[str], corpus: Corpus, deadline: float):
     """(index, Case) for index 0..count-1; each case is a function of (seed, index) alone."""
     weights = [WEIGHTS[t] for t in targets]
     for index in range(count):
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or _STOP:
             return
         rng = random.Random(f"{seed}/{index}")
         target = rng.choices(targets, weights)[0]
@@ -132,6 +142,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=15.0, help="seconds per input (default 15)")
     ap.add_argument("--mem-gib", type=float, default=3.0, help="address-space cap per input (default 3)")
     ap.add_argument("--save-failures", metavar="DIR", help="write a reproducer per distinct failure site here")
+    ap.add_argument("--minimize", action="store_true",
+                    help="after the campaign, shrink each site's text input while it fails the same way")
+    ap.add_argument("--summary", metavar="FILE", help="write the failure sites grouped by qsim area here (markdown)")
     ap.add_argument("--out", default=os.path.join(REPO, "reports"), help="folder for fuzz.md / fuzz.json")
     ap.add_argument("--workdir", help="scratch folder (default: a new one under /dev/shm or /tmp)")
     ap.add_argument("--quiet", action="store_true")
@@ -156,6 +169,8 @@ def main(argv=None) -> int:
         tally = Tally()
         t0 = time.monotonic()
         last = t0
+        signal.signal(signal.SIGTERM, _request_stop)
+        signal.signal(signal.SIGINT, _request_stop)
         stream = case_stream(args.seed, args.count, args.targets, corpus, deadline)
         jobs = _job_schedule(args.jobs, args.one_job_until)
         for res in run_cases(stream, cases_dir, jobs=jobs, limits=limits, calls=CALLS):
@@ -171,11 +186,16 @@ def main(argv=None) -> int:
                 print(f"{tally.total} inputs, {tally.total / (now - t0):.1f}/s, {bad} failures, "
                       f"{len(tally.sites)} sites", flush=True)
         wall = time.monotonic() - t0
+        if args.minimize:
+            def run_one(cases):
+                return list(run_cases(cases, cases_dir, jobs=1, limits=limits, calls=CALLS))
+            for site in tally.sites.values():
+                smaller, runs = minimize(site.first.case, site.key, run_one)
+                if runs and smaller.files != site.first.case.files:
+                    site.minimized = smaller
+                    save_minimized(site)
     finally:
         shutil.rmtree(workdir, ignore_errors=True) if not args.workdir else None
-    for site in tally.sites.values():
-        if site.reproducer is None and args.save_failures:
-            site.reproducer = save_reproducer(site, args.save_failures, len(tally.sites))
     meta = {"seed": args.seed, "count": args.count, "jobs": args.jobs, "targets": args.targets,
             "timeout_s": args.timeout, "address_space_gib": args.mem_gib,
             "max_tensor_bytes": MAX_TENSOR_BYTES, "wall_s": round(wall, 1), "setup_s": round(setup_s, 1),
@@ -183,6 +203,8 @@ def main(argv=None) -> int:
             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": _cpu(),
             "python": platform.python_version()}
     write_reports(tally, meta, args.out)
+    if args.summary:
+        write_summary(tally, meta, args.summary)
     if not args.quiet:
         print(f"{tally.total} inputs in {wall:.0f} s ({meta['inputs_per_s']}/s, setup {setup_s:.0f} s); "
               f"{len(tally.sites)} distinct failure sites; wrote {args.out}/fuzz.md, fuzz.json")

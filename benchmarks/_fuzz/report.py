@@ -22,6 +22,7 @@ class Site:
     targets: Counter = field(default_factory=Counter)
     first: Result | None = None
     reproducer: str | None = None
+    minimized: Case | None = None             # a smaller input failing the same way, if found
 
 
 class Tally:
@@ -58,11 +59,28 @@ class Tally:
 def describe(case: Case) -> str:
     if case.argv is not None:
         return "python -m qsim " + " ".join(shlex.quote(a) for a in case.argv)
-    return f"python -c 'from benchmarks._fuzz.calls import CALLS; CALLS[{case.call!r}]({case.call_arg!r})'"
+    from .calls import SNIPPETS
+    code = SNIPPETS.get(case.call, f"<synthetic call {case.call}>({{arg!r}})").format(arg=case.call_arg)
+    return "python -c " + shlex.quote(code)
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80].strip("_")
+
+
+def _write_case(case: Case, path: str) -> None:
+    materialize(case, os.path.join(path, "case"))
+    with open(os.path.join(path, "repro.sh"), "w", errors="surrogateescape") as f:
+        f.write("#!/bin/sh\n# run from the repository root; the case's files are in ./case\n"
+                f"cd \"$(dirname \"$0\")/case\" && PYTHONPATH=\"$OLDPWD\" QSIM_MAX_TENSOR_BYTES=256M "
+                f"{describe(case)}\n")
+    os.chmod(os.path.join(path, "repro.sh"), 0o755)
+
+
+def save_minimized(site: Site) -> None:
+    """Adds `min/` (case and repro.sh) to the site's reproducer folder."""
+    if site.minimized is not None and site.reproducer and not os.path.exists(os.path.join(site.reproducer, "min")):
+        _write_case(site.minimized, os.path.join(site.reproducer, "min"))
 
 
 def save_reproducer(site: Site, folder: str, number: int) -> str:
@@ -72,11 +90,7 @@ def save_reproducer(site: Site, folder: str, number: int) -> str:
     path = os.path.join(folder, name)
     if os.path.exists(path):
         return path
-    materialize(res.case, os.path.join(path, "case"))
-    with open(os.path.join(path, "repro.sh"), "w", errors="surrogateescape") as f:
-        f.write("#!/bin/sh\n# run from the repository root; the case's files are in ./case\n"
-                f"cd \"$(dirname \"$0\")/case\" && PYTHONPATH=\"$OLDPWD\" QSIM_MAX_TENSOR_BYTES=256M "
-                f"{describe(res.case)}\n")
+    _write_case(res.case, path)
     info = {"key": site.key, "target": res.case.target, "kind": res.case.kind, "argv": res.case.argv,
             "call": res.case.call, "call_arg": res.case.call_arg, "outcome": res.outcome,
             "exc_type": res.exc_type, "site": res.site, "rc": res.rc, "seconds": round(res.seconds, 3),
