@@ -50,17 +50,42 @@ def packages():
     return found
 
 
+# Files that are source or build products, never package data.
+NOT_DATA = (".py", ".pyc", ".pyx", ".pxd", ".c", ".so", ".html")
+
+
+def package_data(package_dirs: dict[str, str]) -> dict[str, list[str]]:
+    """Every other file below each package's folder ships with it.
+
+    Globbing by file kind once lost `qsim/nnef1/stdlib.nnef` from the wheel; walking the
+    folders means a new data file ships without anyone remembering to list it. Sub-folders
+    that are packages of their own are left to that package.
+    """
+    data = {}
+    for package, folder in package_dirs.items():
+        files = []
+        for root, dirs, names in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not (
+                root != folder and os.path.exists(os.path.join(root, d, "__init__.py"))))
+            if root != folder and os.path.exists(os.path.join(root, "__init__.py")):
+                dirs[:] = []
+                continue
+            files += [os.path.relpath(os.path.join(root, n), folder) for n in sorted(names)
+                      if not n.endswith(NOT_DATA) and not n.startswith(".")]
+        if files:
+            data[package] = files
+    return data
+
+
+PACKAGE_DIRS = {"qsim.stdlib": "stdlib", "qsim.hw": "hw"}
+ALL_PACKAGES = packages()
 setup(
-    packages=packages(),
-    package_dir={"qsim.stdlib": "stdlib", "qsim.hw": "hw"},
-    package_data={
-        "qsim.stdlib": ["*.sknd", "*.md"],
-        "qsim.skriptnd": ["*.lark"],
-        "qsim.nnef1": ["*.lark"],
-        "qsim.zoo": ["**/*"],
-        "qsim.hw": ["*.md"],
-        "qsim.npu": ["harness.cpp"],
-        "qsim.kernels": ["*.h", "*.pxd"],
-    },
-    ext_modules=kernel_extensions(),
+    packages=ALL_PACKAGES,
+    package_dir=PACKAGE_DIRS,
+    package_data=package_data({
+        p: PACKAGE_DIRS.get(p, p.replace(".", "/")) for p in ALL_PACKAGES
+        if not any(p.startswith(m + ".") for m in PACKAGE_DIRS)}),
+    # QSIM_BUILD_NO_KERNELS=1 lays out the pure-Python package only (tests/test_packaging.py
+    # checks what ships without spending a minute in Cython and the C compiler)
+    ext_modules=[] if os.environ.get("QSIM_BUILD_NO_KERNELS") else kernel_extensions(),
 )
