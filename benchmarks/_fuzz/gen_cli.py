@@ -34,6 +34,9 @@ CONFIGS = ("8x8", "16x16", "32x32", "16x16:os", "8x8:ws", "8x8:xx", "", "cfg.tom
            "dir", "x.npy", "4x4", "16X16", "8x8:", ":os")
 SWEEPS = ("size=8,16", "dataflow=ws,os", "rows=4", "size=0", "size=-1", "bogus=1", "size=", "=", "size",
           "size=8,8,8", "clock_mhz=nan", "dram_bytes_per_cycle=1e400", "cols=1,2", "input_buffer_bytes=1")
+# export-rtl runs Yosys compiled to WebAssembly, whose runtime reserves (not uses) 4 GiB of address
+# space up front; under the usual cap that reservation fails, which says nothing about qsim.
+RTL_ADDRESS_SPACE = 16 << 30
 MAX_BYTES = ("1", "1K", "100", "64M", "0", "-1", "x", "4G", "1e9", "99999999999999999T", "")
 
 
@@ -171,4 +174,5 @@ def gen_cli(rng: random.Random, corpus: Corpus) -> Case:
     files, dirs, links = corpus.cli_layout
     protected = tuple(sorted(set(files) - out_files))
     return Case("cli", argv[0] if argv and not argv[0].startswith("-") else "global", dict(files),
-                argv=argv, dirs=dirs, symlinks=links, protected=protected, timeout_s=timeout)
+                argv=argv, dirs=dirs, symlinks=links, protected=protected, timeout_s=timeout,
+                address_space_bytes=RTL_ADDRESS_SPACE if "export-rtl" in argv else None)

@@ -62,6 +62,7 @@ class Case:
     copies: dict[str, str] = field(default_factory=dict)   # relative dest -> absolute source tree
     protected: tuple[str, ...] | None = None
     timeout_s: float | None = None
+    address_space_bytes: int | None = None      # None: the campaign's cap
 
 
 @dataclass
@@ -147,11 +148,13 @@ def _child(case: Case, folder: str, stem: str, limits: Limits, calls: dict[str, 
     try:
         os.setpgid(0, 0)
         faulthandler.disable()     # a crash is classified by its signal, not dumped by a test runner
-        resource.setrlimit(resource.RLIMIT_AS, (limits.address_space_bytes, limits.address_space_bytes))
+        cap = case.address_space_bytes or limits.address_space_bytes
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # an oversized write fails with EFBIG
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)     # the parent's stop handlers are not ours
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.chdir(folder)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)

@@ -398,11 +398,11 @@ def gen_npu_config(rng: random.Random, corpus: Corpus) -> Case:
         return Case("npu-config", kind + ":simulate", files, timeout_s=60,
                     argv=["simulate", "q", "--engine", "model", "--config", "npu.toml", "-o", "s",
                           "--input", "x.npy", "-q"])
-    return Case("npu-config", kind + ":export-rtl", files, timeout_s=120,
+    return Case("npu-config", kind + ":export-rtl", files, timeout_s=120, address_space_bytes=RTL_ADDRESS_SPACE,
                 argv=["export-rtl", "--config", "npu.toml", "--out", "r"])
 
 
-from .gen_cli import gen_cli  # noqa: E402  (the CLI generator uses the helpers above)
+from .gen_cli import RTL_ADDRESS_SPACE, gen_cli  # noqa: E402  (the CLI generator uses the helpers above)
 
 TARGETS = {
     "sknd": gen_sknd,
