@@ -37,6 +37,7 @@ import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import gc  # noqa: E402
 import io  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
 import shutil  # noqa: E402
@@ -144,7 +145,10 @@ def main(argv=None) -> int:
     ap.add_argument("--save-failures", metavar="DIR", help="write a reproducer per distinct failure site here")
     ap.add_argument("--minimize", action="store_true",
                     help="after the campaign, shrink each site's text input while it fails the same way")
+    ap.add_argument("--minimize-seconds", type=float, default=20.0, help="time per site for --minimize (default 20)")
     ap.add_argument("--summary", metavar="FILE", help="write the failure sites grouped by qsim area here (markdown)")
+    ap.add_argument("--previous", metavar="FUZZ.json",
+                    help="an earlier campaign's fuzz.json, summarized in its own section of the report")
     ap.add_argument("--out", default=os.path.join(REPO, "reports"), help="folder for fuzz.md / fuzz.json")
     ap.add_argument("--workdir", help="scratch folder (default: a new one under /dev/shm or /tmp)")
     ap.add_argument("--quiet", action="store_true")
@@ -190,7 +194,7 @@ def main(argv=None) -> int:
             def run_one(cases):
                 return list(run_cases(cases, cases_dir, jobs=1, limits=limits, calls=CALLS))
             for site in tally.sites.values():
-                smaller, runs = minimize(site.first.case, site.key, run_one)
+                smaller, runs = minimize(site.first.case, site.key, run_one, seconds=args.minimize_seconds)
                 if runs and smaller.files != site.first.case.files:
                     site.minimized = smaller
                     save_minimized(site)
@@ -202,7 +206,11 @@ def main(argv=None) -> int:
             "inputs_per_s": round(tally.total / wall, 2) if wall else 0.0, "commit": _commit(),
             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": _cpu(),
             "python": platform.python_version()}
-    write_reports(tally, meta, args.out)
+    previous = None
+    if args.previous:
+        with open(args.previous) as f:
+            previous = json.load(f)
+    write_reports(tally, meta, args.out, previous)
     if args.summary:
         write_summary(tally, meta, args.summary)
     if not args.quiet:

@@ -100,7 +100,20 @@ def save_reproducer(site: Site, folder: str, number: int) -> str:
     return path
 
 
-def write_reports(tally: Tally, meta: dict, out_dir: str) -> None:
+def _previous_section(previous: dict) -> list[str]:
+    """Markdown for an earlier campaign (its fuzz.json), reported apart: it ran other code."""
+    meta, totals = previous["meta"], previous["totals"]
+    lines = ["", f"## Earlier campaign (commit `{meta['commit']}`, {meta['finished']})", "",
+             f"{totals['inputs']} inputs in {meta['wall_s']:.0f} s ({meta['inputs_per_s']} inputs/s, "
+             f"{meta['jobs']} job(s), seed {meta['seed']}): " + ", ".join(
+                 f"{o} {totals[o]}" for o in OUTCOMES) + ".", "",
+             "| class | exception | innermost qsim frame | count |", "| --- | --- | --- | ---: |"]
+    for s in previous["distinct_failure_sites"]:
+        lines.append(f"| {s['outcome']} | {s['exception'] or ''} | `{s['innermost_qsim_frame'] or '-'}` | {s['count']} |")
+    return lines
+
+
+def write_reports(tally: Tally, meta: dict, out_dir: str, previous: dict | None = None) -> None:
     os.makedirs(out_dir, exist_ok=True)
     targets = sorted(tally.per_target)
     failures = sorted(tally.sites.values(), key=lambda s: (-s.count, s.key))
@@ -116,6 +129,8 @@ def write_reports(tally: Tally, meta: dict, out_dir: str) -> None:
              "count": s.count, "targets": dict(s.targets), "reproducer": s.reproducer,
              "first_command": describe(s.first.case) if s.first else None} for s in failures],
     }
+    if previous is not None:
+        data["previous_campaign"] = {k: previous[k] for k in ("meta", "totals", "distinct_failure_sites")}
     with open(os.path.join(out_dir, "fuzz.json"), "w") as f:
         json.dump(data, f, indent=1)
     lines = [
@@ -154,6 +169,8 @@ def write_reports(tally: Tally, meta: dict, out_dir: str) -> None:
     for t in targets:
         kinds = ", ".join(f"{k} {v}" for k, v in tally.kinds[t].most_common())
         lines.append(f"- **{t}**: {kinds}")
+    if previous is not None:
+        lines += _previous_section(previous)
     lines.append("")
     with open(os.path.join(out_dir, "fuzz.md"), "w", errors="backslashreplace") as f:
         f.write("\n".join(lines))
