@@ -136,7 +136,7 @@ class Corpus:
         self.tiny = {"main.sknd": TINY_SKND.encode(), "f.dat": dat_bytes(f), "w.dat": dat_bytes(w),
                      "b.dat": dat_bytes(b)}
         self.tiny_nnef1 = {"graph.nnef": TINY_NNEF1.encode(), "graph.quant": TINY_QUANT.encode(),
-                           "f.dat": dat_bytes(f), "w.dat": dat_bytes(w.T.copy()),
+                           "f.dat": dat_bytes(f), "w.dat": dat_bytes(w),
                            "b.dat": dat_bytes(b.reshape(1, 3))}
         self.quant_texts.append(("tiny/graph.quant", TINY_QUANT.encode()))
         self.toml = TINY_TOML.encode()
