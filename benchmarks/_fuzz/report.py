@@ -29,6 +29,7 @@ class Tally:
     def __init__(self):
         self.per_target: dict[str, Counter] = defaultdict(Counter)
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu_s: dict[str, float] = defaultdict(float)
         self.kinds: dict[str, Counter] = defaultdict(Counter)
         self.sites: dict[str, Site] = {}
         self.max_rss_kb: dict[str, int] = defaultdict(int)
@@ -38,6 +39,7 @@ class Tally:
         self.per_target[t][res.outcome] += 1
         self.per_target[t]["inputs"] += 1
         self.seconds[t] += res.seconds
+        self.cpu_s[t] += res.cpu_s
         self.kinds[t][res.case.kind.split(":")[0]] += 1
         self.max_rss_kb[t] = max(self.max_rss_kb[t], res.max_rss_kb)
         if res.outcome == GOOD:
@@ -122,6 +124,7 @@ def write_reports(tally: Tally, meta: dict, out_dir: str, previous: dict | None 
         "totals": {o: sum(tally.per_target[t][o] for t in targets) for o in ("inputs",) + OUTCOMES},
         "targets": {t: {**{o: tally.per_target[t][o] for o in ("inputs",) + OUTCOMES},
                         "mean_ms": round(1000 * tally.seconds[t] / max(1, tally.per_target[t]["inputs"]), 2),
+                        "cpu_ms": round(1000 * tally.cpu_s[t] / max(1, tally.per_target[t]["inputs"]), 2),
                         "max_rss_mib": round(tally.max_rss_kb[t] / 1024, 1),
                         "kinds": dict(tally.kinds[t])} for t in targets},
         "distinct_failure_sites": [
@@ -139,13 +142,17 @@ def write_reports(tally: Tally, meta: dict, out_dir: str, previous: dict | None 
         f"per-input timeout {meta['timeout_s']} s (slow commands up to 120 s), address-space cap "
         f"{meta['address_space_gib']} GiB, QSIM_MAX_TENSOR_BYTES={meta['max_tensor_bytes']}.", "",
         f"**{tally.total} inputs in {meta['wall_s']:.0f} s: {meta['inputs_per_s']:.1f} inputs/s** "
-        f"({meta['cpu']}; fork server: the parent imports qsim and numpy once and forks per input).", "",
-        "| target | inputs | good | traceback | hang | memory | data loss | crash | bad exit | mean ms |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"({meta['cpu']}; fork server: the parent imports qsim and numpy once and forks per input). "
+        f"CPU time: {meta['child_cpu_s']:.0f} s in the children and {meta['parent_cpu_s']:.0f} s in the "
+        f"parent (generating, laying out and checking inputs), {meta['cpu_ms_per_input']:.1f} ms per input: "
+        f"{meta['inputs_per_cpu_s']:.1f} inputs per CPU-second, the rate one idle core would give "
+        f"(the machine was shared: load average {meta['load_average']} at the end).", "",
+        "| target | inputs | good | traceback | hang | memory | data loss | crash | bad exit | wall ms | CPU ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for t in targets + ["all"]:
         row = data["totals"] if t == "all" else data["targets"][t]
-        mean = "" if t == "all" else f"{row['mean_ms']:.0f}"
+        mean = " | " if t == "all" else f"{row['mean_ms']:.0f} | {row['cpu_ms']:.0f}"
         lines.append(f"| {t} | {row['inputs']} | {row[GOOD]} | " + " | ".join(
             str(row[o]) for o in OUTCOMES[1:]) + f" | {mean} |")
     lines += ["", "Classes: *good* = exit 0, or exit 2 with a `qsim: ... error:` message and no traceback; "

@@ -77,6 +77,7 @@ class Result:
     detail: str = ""                            # traceback, signal, changed files
     stderr: str = ""
     max_rss_kb: int = 0
+    cpu_s: float = 0.0                          # the child's user + system time
 
     @property
     def failure_key(self) -> str:
@@ -213,7 +214,8 @@ def _classify(case: Case, index: int, folder: str, stem: str, status: int, rusag
               timed_out: bool, before: dict, limits: Limits) -> Result:
     stderr = _read(stem + ".err")
     max_rss_kb = int(rusage.ru_maxrss) if rusage else 0
-    res = Result(case, index, GOOD, seconds, stderr=stderr[-4000:], max_rss_kb=max_rss_kb)
+    cpu_s = float(rusage.ru_utime + rusage.ru_stime) if rusage else 0.0
+    res = Result(case, index, GOOD, seconds, stderr=stderr[-4000:], max_rss_kb=max_rss_kb, cpu_s=cpu_s)
     record = None
     if os.path.exists(stem + ".json"):
         try:
