@@ -2,7 +2,8 @@
 
 Targets and what they feed:
   sknd        SkriptND texts (repo seeds mutated, generated graphs, generated + mutated) as a
-              model folder with .dat files or a lone .sknd; `qsim check` or `qsim run`.
+              model folder with .dat files or a lone .sknd; `qsim check` or `qsim run`, and
+              now and then `qsim quantize` of a generated graph (lowering random graphs).
   nnef1       NNEF 1.0 graph.nnef (flat and compositional, spec fixtures and generated), with
               .dat files and sometimes graph.quant; `qsim check` or `qsim run`.
   dat         .dat tensor files: headers with every field at ordinary and extreme values, and
@@ -67,6 +68,37 @@ def _model_argv(rng: random.Random, model: str, shape, files: dict[str, bytes]) 
     return argv
 
 
+def _calib_npy(shape, rng: random.Random) -> bytes | None:
+    """Two calibration samples for a generated graph's input, or None when the shape is too big."""
+    if not all(isinstance(e, int) and e > 0 for e in shape) or int(np.prod(shape)) > 1 << 14:
+        return None
+    buf = io.BytesIO()
+    data = np.random.default_rng(rng.randrange(2 ** 32)).normal(size=(2,) + tuple(shape[1:]))
+    np.save(buf, data.astype(np.float32))
+    return buf.getvalue()
+
+
+def _quantize_case(target: str, kind: str, rng: random.Random, files: dict[str, bytes], shape) -> Case | None:
+    """`qsim quantize` of a generated model (lowering of random graphs to TOSA or CVM), or None."""
+    calib = _calib_npy(shape, rng)
+    if calib is None:
+        return None
+    files["calib.npy"] = calib
+    argv = ["quantize", "m", "--calib", "calib.npy", "-o", "out", "-q",
+            "--weight-rounding", "nearest" if rng.random() < 0.7 else "adaptive"]
+    if rng.random() < 0.3:
+        argv += ["--target", "cvm"]
+    elif rng.random() < 0.2:
+        argv += ["--precision", "16x8"]
+    if rng.random() < 0.2:
+        argv += ["--weights", "per-tensor"]
+    if rng.random() < 0.3:
+        argv += ["--observer", rng.choice(("minmax", "mse", "percentile"))]
+    if rng.random() < 0.3:
+        argv += ["--rounding", "double"]
+    return Case(target, kind + ":quantize", files, argv=argv, timeout_s=60)
+
+
 def _with_limit(rng: random.Random, argv: list[str]) -> list[str]:
     if rng.random() < 0.03:
         return ["--max-tensor-bytes", rng.choice(("1", "1K", "100", "64M", "0", "-1", "x"))] + argv
@@ -100,6 +132,10 @@ def gen_sknd(rng: random.Random, corpus: Corpus) -> Case:
     text, dats, shape = skriptnd_graph(rng)
     blob = text.encode()
     kind = "generated"
+    if pick >= 0.75 and rng.random() < 0.015:
+        case = _quantize_case("sknd", kind, rng, _under("m", {"main.sknd": blob, **dats}), shape)
+        if case is not None:
+            return case
     if pick < 0.75:
         blob, how = mutate.mutate_text(rng, blob)
         kind = f"generated-mutated:{how}"
@@ -137,6 +173,10 @@ def gen_nnef1(rng: random.Random, corpus: Corpus) -> Case:
     files = _under("m", {"graph.nnef": blob, **dats})
     if rng.random() < 0.3:
         files["m/graph.quant"] = graph_quant(rng, idents).encode()
+    if pick >= 0.7 and rng.random() < 0.015:
+        case = _quantize_case("nnef1", kind, rng, files, shape)
+        if case is not None:
+            return case
     return Case("nnef1", kind, files, argv=_with_limit(rng, _model_argv(rng, "m", shape, files)))
 
 
