@@ -5,7 +5,6 @@ import json
 import os
 import re
 import shlex
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 

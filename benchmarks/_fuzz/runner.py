@@ -17,7 +17,6 @@ The parent then classifies (see `Outcome`) and checks the protected files are by
 """
 from __future__ import annotations
 
-import dataclasses
 import faulthandler
 import hashlib
 import io

@@ -23,12 +23,12 @@ import random
 import struct
 import tarfile
 
+import numpy as np
+
 from . import mutate
 from .corpus import Corpus, TINY_TOML
-from .gen_graphs import graph_quant, nnef1_graph, skriptnd_graph, dat_bytes
+from .gen_graphs import graph_quant, nnef1_graph, skriptnd_graph
 from .runner import Case
-
-import numpy as np
 
 # ------------------------------------------------------------------------- helpers
 
