@@ -21,7 +21,7 @@ def _misuse_qsim(_):
 
 
 def _sleep(_):
-    time.sleep(60)
+    time.sleep(120)
 
 
 def _allocate(_):
@@ -60,7 +60,7 @@ def test_classifier_tells_every_outcome_apart(tmp_path):
     assert results["misuse"].site.startswith("qsim/limits.py:check_tensor_size:")
     assert "Traceback" in results["misuse"].detail
     assert results["sleep"].outcome == HANG
-    assert 2.0 <= results["sleep"].seconds < 10
+    assert 2.0 <= results["sleep"].seconds < 100      # killed at its deadline, long before it woke
     assert results["allocate"].outcome == MEMORY
     assert results["allocate"].exc_type == "MemoryError"
     assert results["clean"].outcome == GOOD and results["clean"].rc == 2
