@@ -1,57 +1,276 @@
-"""Outputs that appear whole or not at all.
+"""Outputs that appear whole or not at all, and never go missing.
 
-Every result qsim writes (model folders, reports, vectors, RTL) is built in a
-temporary sibling directory and renamed into place when complete, so an
-interrupted run never leaves a half-written result that looks whole.
+Every result qsim writes (model folders, reports, vectors, RTL, `run --output`) is built under a
+temporary name beside its target and swapped in when complete, so an interrupted run never
+leaves a half-written result that looks whole, and never leaves the target missing.
+
+Folder protocol (`atomic_directory(OUT)`), each step one system call:
+  1. build the result in `.OUT.partial-<pid>-<random>` (OUT's parent: same file system, so the
+     renames below are atomic);
+  2. OUT absent: rename the partial folder to OUT (RENAME_NOREPLACE where the kernel has it);
+     OUT present: renameat2(RENAME_EXCHANGE) swaps the two names in one step (Linux >= 3.15);
+  3. delete the partial name, which now holds the old content.
+Where the file system cannot exchange names (ENOSYS, EINVAL), a journal makes the two-rename
+swap recoverable: `.OUT.swap-<pid>` records both names, then OUT -> `.OUT.old-<pid>-<random>`,
+partial -> OUT, then the journal and the old folder are deleted. OUT is missing only between
+those two renames; the next run writing OUT finds the journal of the dead process and puts the
+complete new folder (or, if that is gone, the old one) back under OUT.
+
+Leftovers of killed runs (`.OUT.partial-<pid>-*`, `.OUT.old-<pid>-*`, `.OUT.swap-<pid>`, whose
+process no longer exists) are removed, with a note on stderr, by the next run writing OUT.
+
+QSIM_TEST_CRASH_AT=<point> kills the process with SIGKILL at a named point (POINTS), so that
+tests can check every window of the protocol; QSIM_TEST_NO_EXCHANGE=1 forces the journal
+protocol. Neither is meant for users.
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import json
 import os
+import platform
+import re
 import shutil
+import signal
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
 from .errors import UsageError
 
+CRASH_ENV = "QSIM_TEST_CRASH_AT"
+NO_EXCHANGE_ENV = "QSIM_TEST_NO_EXCHANGE"
+POINTS = ("partial-created", "built", "journal-written", "old-moved", "swapped", "discarding")
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+_SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276, "riscv64": 276, "ppc64le": 357, "s390x": 347}
+
+
+def _crash_point(name: str) -> None:
+    """Test hook: dies here, without any cleanup, when QSIM_TEST_CRASH_AT names this point."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def renameat2(src: str | os.PathLike, dst: str | os.PathLike, flags: int) -> bool:
+    """renameat2(2) with `flags`; False where the kernel, C library or file system lacks it
+    (ENOSYS, EINVAL); any other failure raises OSError."""
+    if _LIBC is None or os.environ.get(NO_EXCHANGE_ENV):
+        return False
+    a, b = os.fsencode(src), os.fsencode(dst)
+    function = getattr(_LIBC, "renameat2", None)
+    if function is not None:        # glibc >= 2.28
+        result = function(_AT_FDCWD, a, _AT_FDCWD, b, ctypes.c_uint(flags))
+    else:
+        number = _SYS_RENAMEAT2.get(platform.machine())
+        if number is None:
+            return False
+        result = _LIBC.syscall(ctypes.c_long(number), _AT_FDCWD, a, _AT_FDCWD, b,
+                               ctypes.c_uint(flags))
+    if result == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), os.fsdecode(a), None, os.fsdecode(b))
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _discard(path: Path) -> None:
+    """Deletes a folder that no longer holds the live result (the crash point sits after the
+    first entry is gone: a half-deleted leftover must be cleaned by the next run)."""
+    entries = sorted(path.iterdir()) if path.is_dir() else []
+    if entries:
+        _remove(entries[0])
+    _crash_point("discarding")
+    _remove(path)
+
+
+def _leftover_re(name: str) -> re.Pattern:
+    return re.compile(rf"\.{re.escape(name)}\.(partial|old|swap)-(\d+)(?:-.*)?")
+
+
+def _note(text: str) -> None:
+    print(f"qsim: {text}", file=sys.stderr)
+
+
+def recover(target: str | os.PathLike) -> None:
+    """Completes or removes what killed runs writing `target` left beside it (module doc)."""
+    target = Path(target)
+    parent = target.parent
+    if not parent.is_dir():
+        return
+    pattern = _leftover_re(target.name)
+    found = []
+    for entry in parent.iterdir():
+        match = pattern.fullmatch(entry.name)
+        if match and not _pid_alive(int(match.group(2))):
+            found.append((match.group(1), entry))
+    for kind, journal in found:         # journals first: they may name the content to keep
+        if kind == "swap":
+            _complete_swap(target, journal)
+    for kind, entry in found:
+        if kind != "swap" and os.path.lexists(entry):
+            _remove(entry)
+            _note(f"removed {entry}, left by an interrupted run")
+
+
+def _complete_swap(target: Path, journal: Path) -> None:
+    try:
+        names = json.loads(journal.read_text(encoding="utf-8"))
+        new, old = target.parent / names["new"], target.parent / names["old"]
+    except (OSError, ValueError, KeyError, TypeError):
+        new = old = None
+    if new is not None and not os.path.lexists(target):
+        for source in (new, old):
+            if source.is_dir():
+                os.rename(source, target)
+                _note(f"restored {target} from {source.name}, left by an interrupted run")
+                break
+    journal.unlink()
+
+
+def _place(tmp: Path, target: Path) -> None:
+    """Publishes the complete folder `tmp` as `target` (module doc, steps 2 and 3)."""
+    if not os.path.lexists(target):
+        if not renameat2(tmp, target, _RENAME_NOREPLACE):
+            os.rename(tmp, target)
+        _crash_point("swapped")
+        return
+    if renameat2(tmp, target, _RENAME_EXCHANGE):
+        _crash_point("swapped")
+        _discard(tmp)                   # tmp's name now holds the old content
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-{os.getpid()}-", dir=target.parent))
+    os.rmdir(old)                       # a fresh name on this file system, free again
+    journal = target.parent / f".{target.name}.swap-{os.getpid()}"
+    atomic_write_text(journal, json.dumps({"new": tmp.name, "old": old.name}))
+    _crash_point("journal-written")
+    try:
+        os.rename(target, old)
+    except BaseException:
+        journal.unlink()
+        raise
+    _crash_point("old-moved")
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        os.rename(old, target)
+        journal.unlink()
+        raise
+    _crash_point("swapped")
+    journal.unlink()
+    _discard(old)
+
+
+def _output_error(target: Path, err: OSError) -> UsageError:
+    return UsageError(f"cannot write the output {target}: {err.strerror or err}",
+                      hint="choose an output path in a folder you can write")
+
 
 @contextlib.contextmanager
 def atomic_directory(target: str | os.PathLike, overwrite: bool = True) -> Iterator[Path]:
-    """Yields a fresh temporary directory; on success it replaces `target`.
+    """Yields a fresh temporary directory; on success it takes the place of `target`.
 
-    On an exception the temporary directory is removed and `target` is left as
-    it was. With overwrite=False an existing `target` is an error.
-    """
+    On an exception the temporary directory is removed and `target` is left as it was. With
+    overwrite=False an existing `target` is an error."""
     target = Path(target)
     if target.exists() and not overwrite:
         raise UsageError(f"output {target} already exists", hint="choose another -o/--out or remove it")
     if target.exists() and not target.is_dir():
         raise UsageError(f"output {target} exists and is not a directory",
                          hint="choose another -o/--out path")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        recover(target)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-",
+                                    dir=target.parent))
+    except OSError as err:
+        raise _output_error(target, err) from None
+    _crash_point("partial-created")
     try:
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = None
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{os.getpid()}"
-        os.rename(target, old)
-    os.rename(tmp, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    _crash_point("built")
+    try:
+        _place(tmp, target)
+    except BaseException as err:
+        if os.path.lexists(target):     # (_place restores target before it raises)
+            shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, OSError):
+            raise _output_error(target, err) from None
+        raise
+
+
+@contextlib.contextmanager
+def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
+    """Yields a temporary path beside `target`; on success it replaces `target` (rename(2)
+    replaces a file in one step, so `target` is never missing)."""
+    target = Path(target)
+    if target.is_dir():
+        raise UsageError(f"output {target} is a folder", hint="name a file, e.g. out.npy")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        recover(target)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.partial-{os.getpid()}-",
+                                    dir=target.parent)
+        os.close(fd)
+    except OSError as err:
+        raise _output_error(target, err) from None
+    tmp = Path(name)
+    try:
+        yield tmp
+        _crash_point("built")
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Writes a text file through a temporary name in the same directory."""
+    """Writes a UTF-8 text file through a temporary name in the same directory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
     except BaseException:

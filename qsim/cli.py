@@ -14,14 +14,46 @@ from . import __version__, limits
 from .errors import QsimError
 
 
+def _whole_number(minimum: int):
+    """An argparse type: a whole number >= minimum (argparse reports others with exit 2)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+        return value
+    parse.__name__ = f"whole number >= {minimum}"
+    return parse
+
+
+def _input_files(specs: list[str] | None) -> list[tuple[str, str]]:
+    """The files `--input [NAME=]X.npy` options may name, as (what, path) inputs."""
+    pairs = []
+    for spec in specs or []:
+        pairs.append(("--input", spec))
+        _, sep, path = spec.partition("=")
+        if sep:
+            pairs.append(("--input", path))
+    return pairs
+
+
 def cmd_selftest(args: argparse.Namespace) -> int:
     from .selftest import run_selftest
     return 0 if run_selftest(seed=args.seed, out=sys.stdout) else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .outpath import check_output
     from .quant import qmodel
     from .skriptnd import execute
+    inputs = [("model", args.model), *_input_files(args.input)]
+    if args.dump:
+        check_output(args.dump, "--dump", inputs)
+    if args.output:
+        check_output(args.output, "--output", inputs, outputs=[("--dump folder", args.dump)],
+                     folder=False)
     if qmodel.is_quantized_model(args.model):
         return _run_quantized(args)
     print(execute.run_float_model(args.model, args.input or [], args.output, args.dump))
@@ -62,7 +94,9 @@ def _run_quantized(args: argparse.Namespace) -> int:
 def cmd_export_rtl(args: argparse.Namespace) -> int:
     from .npu.config import load_config
     from .npu.export import export_rtl
+    from .outpath import check_output
     config = load_config(args.config)
+    check_output(args.out, "--out", [("NPU configuration", args.config)])
     out = export_rtl(config, args.out)
     print(f"wrote {out}/qsim_npu.v, README.md, npu.toml ({config.name}, "
           f"{config.dataflow.name.lower()})")
@@ -89,7 +123,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_export_vectors(args: argparse.Namespace) -> int:
     from .errors import UsageError
     from .npu.config import load_config
+    from .outpath import check_output
     config = load_config(args.config)
+    check_output(args.out, "--out", [("quantized model", args.model),
+                                     ("NPU configuration", args.config),
+                                     *_input_files(args.input)])
     if args.corner_cases is not None:
         if args.model or args.input:
             raise UsageError("--corner-cases generates its own layers; it takes no QMODEL or --input",
@@ -125,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("selftest", help="check the compiled kernels against the numpy reference "
                                         "on seeded random cases")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=_whole_number(0), default=0, help="random seed (default 0)")
     p.set_defaults(handler=cmd_selftest)
 
     p = sub.add_parser("run", help="execute a model on numpy inputs: a float model, or a "
@@ -173,8 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default adaptive; CVM rounds to nearest)")
     p.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
                    help="integer execution during evaluation (default kernels)")
-    p.add_argument("--calib-limit", type=int, metavar="N", help="use at most N calibration samples")
-    p.add_argument("--eval-limit", type=int, metavar="N", help="evaluate at most N samples")
+    p.add_argument("--calib-limit", type=_whole_number(1), metavar="N",
+                   help="use at most N calibration samples")
+    p.add_argument("--eval-limit", type=_whole_number(1), metavar="N",
+                   help="evaluate at most N samples")
     p.add_argument("--subset", action="store_true",
                    help="embedded model: evaluate on the embedded 1000-image subset only")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -221,10 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", metavar="[NAME=]X.npy",
                    help="model input (float: quantized with the model's input scale; or integer); "
                         "default: the first embedded test image")
-    p.add_argument("--corner-cases", type=int, metavar="N",
+    p.add_argument("--corner-cases", type=_whole_number(1), metavar="N",
                    help="instead of a model: N seeded corner-case layers (saturation, zero-point "
                         "extremes, rounding ties, int32 limits, long K, ...)")
-    p.add_argument("--seed", type=int, default=0, help="corner-case seed (default 0)")
+    p.add_argument("--seed", type=_whole_number(0), default=0, help="corner-case seed (default 0)")
     p.set_defaults(handler=cmd_export_vectors)
     p = sub.add_parser("check", help="parse and compose a model (.sknd, model folder, graph.nnef, "
                                      ".tgz) and summarize it, or report located errors")

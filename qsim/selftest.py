@@ -13,7 +13,7 @@ from typing import Callable, TextIO
 
 import numpy as np
 
-from .errors import MismatchError
+from .errors import MismatchError, UsageError
 
 
 @dataclass(frozen=True)
@@ -76,15 +76,27 @@ CHECKS: list[SelfCheck] = [
 ]
 
 
+def check_seed(seed) -> int:
+    """The seed as an int; numpy's generators take only non-negative integers."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise UsageError(f"selftest seed {seed!r} is not an integer", hint="use --seed N with an integer N >= 0")
+    if seed < 0:
+        raise UsageError(f"selftest seed {seed} is negative", hint="use --seed N with an integer N >= 0")
+    return int(seed)
+
+
 def run_selftest(seed: int = 0, out: TextIO | None = None) -> bool:
     """Runs every registered check; prints one line per check. True when all pass."""
+    seed = check_seed(seed)
     from .kernels import cpu_features
 
     def say(text: str) -> None:
         if out is not None:
             print(text, file=out, flush=True)
 
+    from .kernels.extensions import load_all
     from .kernels.isa import supported_isas
+    load_all()      # a missing or broken build: KernelsUnavailableError before any check
     feats = cpu_features()
     say("qsim selftest: CPU features " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in feats.items())
         + "; kernel paths checked: " + ", ".join(isa.value for isa in supported_isas()))

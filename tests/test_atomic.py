@@ -47,3 +47,138 @@ def test_atomic_write_text(tmp_path):
     atomic_write_text(p, "{}")
     assert p.read_text() == "{}"
     assert [q.name for q in p.parent.iterdir()] == ["r.json"]
+
+
+# ---- crash safety: SIGKILL in every window of the swap --------------------------------------
+
+import os
+import signal
+import subprocess
+import sys
+
+from qsim import atomic
+
+WRITER = """
+import sys
+from qsim.atomic import atomic_directory
+with atomic_directory(sys.argv[1]) as d:
+    for i in range(4):
+        (d / f"part{i}.txt").write_text(sys.argv[2])
+"""
+
+
+def _write(target, tag, crash=None, exchange=True):
+    env = dict(os.environ)
+    env.pop(atomic.CRASH_ENV, None)
+    env.pop(atomic.NO_EXCHANGE_ENV, None)
+    if crash:
+        env[atomic.CRASH_ENV] = crash
+    if not exchange:
+        env[atomic.NO_EXCHANGE_ENV] = "1"
+    return subprocess.run([sys.executable, "-c", WRITER, str(target), tag], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _content(target):
+    """'old'/'new'/... when `target` holds one complete write, else a description."""
+    if not target.is_dir():
+        return "missing"
+    files = sorted(p.name for p in target.iterdir())
+    texts = {p.read_text() for p in target.iterdir()}
+    if files == [f"part{i}.txt" for i in range(4)] and len(texts) == 1:
+        return texts.pop()
+    return f"mixed {files} {texts}"
+
+
+# where each crash leaves OUT (None: it may be missing until the next run recovers it)
+EXCHANGE_AFTER_CRASH = {"partial-created": "old", "built": "old", "swapped": "new",
+                        "discarding": "new"}
+JOURNAL_AFTER_CRASH = {"partial-created": "old", "built": "old", "journal-written": "old",
+                       "old-moved": None, "swapped": "new", "discarding": "new"}
+
+
+@pytest.mark.parametrize("exchange,point", [(True, p) for p in EXCHANGE_AFTER_CRASH]
+                         + [(False, p) for p in JOURNAL_AFTER_CRASH])
+def test_killed_swap_leaves_old_or_new_and_next_run_cleans_up(tmp_path, exchange, point):
+    target = tmp_path / "out"
+    assert _write(target, "old").returncode == 0
+    proc = _write(target, "new", crash=point, exchange=exchange)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    expected = (EXCHANGE_AFTER_CRASH if exchange else JOURNAL_AFTER_CRASH)[point]
+    if expected is None:
+        assert _content(target) == "missing"        # the one window of the journal protocol
+        atomic.recover(target)
+        assert _content(target) == "new"            # the journal names the complete new one
+    else:
+        assert _content(target) == expected
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "out"]
+    if expected is None:
+        assert leftovers == []                      # recover() completed the swap
+    else:                                           # every other window leaves a named leftover
+        assert leftovers and all(atomic._leftover_re("out").fullmatch(n) for n in leftovers)
+    # the next run completes or removes whatever the killed one left
+    proc = _write(target, "newer", exchange=exchange)
+    assert proc.returncode == 0, proc.stderr
+    assert _content(target) == "newer"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_recover_restores_old_when_the_new_folder_is_gone(tmp_path):
+    """A journal whose new folder vanished: the old one is put back (never nothing)."""
+    target = tmp_path / "out"
+    old = tmp_path / ".out.old-999999999-x"
+    old.mkdir()
+    (old / "a").write_text("old")
+    (tmp_path / ".out.swap-999999999").write_text('{"new": ".out.partial-999999999-y", '
+                                                  '"old": ".out.old-999999999-x"}')
+    atomic.recover(target)
+    assert (target / "a").read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_leftovers_of_live_processes_are_kept(tmp_path):
+    """A partial folder of a running process (here: this one) is not touched."""
+    mine = tmp_path / f".out.partial-{os.getpid()}-abc"
+    mine.mkdir()
+    atomic.recover(tmp_path / "out")
+    assert mine.is_dir()
+
+
+def test_renameat2_exchange_swaps_two_folders(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "x").write_text("a")
+    (b / "x").write_text("b")
+    assert atomic.renameat2(a, b, atomic._RENAME_EXCHANGE)   # ext4/tmpfs on Linux >= 3.15
+    assert (a / "x").read_text() == "b" and (b / "x").read_text() == "a"
+    with pytest.raises(FileExistsError):
+        atomic.renameat2(a, b, atomic._RENAME_NOREPLACE)
+
+
+def test_atomic_file_replaces_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "y.npy"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic.atomic_file(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("interrupted")
+    assert target.read_text() == "old"
+    with atomic.atomic_file(target) as tmp:
+        tmp.write_text("new")
+    assert target.read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["y.npy"]
+    with pytest.raises(UsageError, match="is a folder"):
+        with atomic.atomic_file(tmp_path):
+            pass
+
+
+def test_unwritable_output_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(UsageError, match="cannot write the output"):
+        with atomic_directory(blocker / "sub"):
+            pass
+    with pytest.raises(UsageError, match="cannot write the output"):
+        with atomic_directory("/proc/qsim-test-out"):
+            pass

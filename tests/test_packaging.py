@@ -71,7 +71,26 @@ def test_kernel_sources_are_not_shipped_as_data(built):
 
 # Calls through which the code opens one of its own files by a literal name:
 # resources.files(...).joinpath("x"), Lark.open("x", rel_to=__file__), stdlib_text("x").
-OPENER_NAMES = {"joinpath", "open", "stdlib_text", "read_text"}
+# (A user's file, such as source.read_text("graph.quant"), is not package data.)
+OPENER_NAMES = {"joinpath", "open", "stdlib_text"}
+PACKAGE_ROOTS = {"files", "Lark"}     # what a package-data opener's receiver chain starts from
+
+
+def _opens_package_data(func: ast.expr) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id == "stdlib_text"
+    if not isinstance(func, ast.Attribute) or func.attr not in OPENER_NAMES:
+        return False
+    receiver = func.value
+    while True:
+        if isinstance(receiver, ast.Call):
+            receiver = receiver.func
+        elif isinstance(receiver, ast.Attribute):
+            if receiver.attr in PACKAGE_ROOTS:
+                return True
+            receiver = receiver.value
+        else:
+            return isinstance(receiver, ast.Name) and receiver.id in PACKAGE_ROOTS
 
 
 def opened_resource_names() -> list[tuple[Path, str]]:
@@ -81,9 +100,7 @@ def opened_resource_names() -> list[tuple[Path, str]]:
         for node in ast.walk(ast.parse(module.read_text())):
             if not isinstance(node, ast.Call):
                 continue
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name not in OPENER_NAMES:
+            if not _opens_package_data(node.func):
                 continue
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \

@@ -287,3 +287,113 @@ def test_writer_rejects_values_that_do_not_fit():
 def test_parse_header_alone():
     h = parse_header(header(rank=2, extents=(2, 3), bits=4, code=1, data_bytes=3, params=struct.pack("<I", 1)))
     assert h.shape == (2, 3) and h.bits == 4 and h.signed and h.code is ItemCode.INTEGER
+
+
+# ------------------------------------------------------------- hostile headers (issue 11)
+
+class _Pipe(io.RawIOBase):
+    """A readable stream that cannot seek (like a pipe or a socket)."""
+
+    def __init__(self, blob):
+        self.data = io.BytesIO(blob)
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        chunk = self.data.read(len(buffer))
+        buffer[:len(chunk)] = chunk
+        return len(chunk)
+
+
+def pipe(blob):
+    return io.BufferedReader(_Pipe(blob))
+
+
+def test_extents_whose_product_wraps_in_int64_are_refused(tmp_path):
+    # 65536^4 = 2^64 items: an int64 product wraps to 0 and would match a data length of 0
+    err = check_error(header(data_bytes=0, rank=4, extents=(65536,) * 4), tmp_path, DataError,
+                      "shape [65536, 65536, 65536, 65536] at 32 bits per item needs "
+                      f"{2 ** 64 * 4} bytes", "more than the 4-byte data length field can hold",
+                      "(header extents, bytes 12-43)")
+    assert err.location.file == str(tmp_path / "bad.dat")
+
+
+def test_size_limit_is_checked_before_the_data_is_read(tmp_path, monkeypatch):
+    # 2^32 - 8 one-bit items: 512 MiB of data, 4 GiB as bools; the data are absent on purpose,
+    # the limit must refuse the header before anything is allocated or read
+    monkeypatch.setenv("QSIM_MAX_TENSOR_BYTES", "1M")
+    blob = header(data_bytes=(2 ** 32 - 8) // 8, rank=2, extents=(2 ** 29 - 1, 8), bits=1, code=ItemCode.BOOL)
+    # a stream that cannot tell its size: only the limit can stop the read
+    with pytest.raises(DataError, match=r"tensor file piped.dat of shape \[536870911, 8\] would take "
+                                        r"4 GiB, over the 1 MiB limit") as err:
+        read_tensor_file(pipe(blob), name="piped.dat")
+    assert "--max-tensor-bytes" in err.value.hint
+
+
+def test_every_rejected_field_names_its_header_bytes(tmp_path):
+    cases = [(header(magic=b"NN"), "(header magic, bytes 0-1)"),
+             (header(version=(3, 0)), "(header version, bytes 2-3)"),
+             (header(rank=9), "(header rank, bytes 8-11)"),
+             (header(rank=1, extents=(1, 5)), "(header extents, bytes 12-43)"),
+             (header(bits=0, code=1), "(header bits per item, bytes 44-47)"),
+             (header(code=0x12), "(header code, bytes 48-51)"),
+             (header(data_bytes=5), "(header data length, bytes 4-7)"),
+             (header(code=0x10, bits=8, data_bytes=1, params=struct.pack("<ff", 0.0, float("nan"))),
+              "(header parameters, bytes 52-83)")]
+    for blob, field in cases:
+        check_error(blob + bytes(4), tmp_path, (DataError, UnsupportedError), field)
+
+
+@pytest.mark.parametrize("code, bits, message", [
+    (ItemCode.FLOAT, 8, "bits per item is 8 for float data, expected 16, 32 or 64"),
+    (ItemCode.BOOL, 2, "bits per item is 2 for bool data, expected 1 or 8"),
+    (ItemCode.INTEGER, 65, "bits per item is 65, expected 1..64"),
+    (ItemCode.LINEAR, 0, "bits per item is 0, expected 1..64"),
+])
+def test_code_and_bits_combinations_the_spec_forbids(tmp_path, code, bits, message):
+    check_error(header(code=code, bits=bits, data_bytes=(bits + 7) // 8) + bytes((bits + 7) // 8),
+                tmp_path, DataError, message)
+
+
+def test_signed_logarithmic_needs_two_bits(tmp_path):
+    check_error(header(code=0x11, bits=1, data_bytes=1, params=struct.pack("<ff", -1.0, 1.0)) + bytes(1),
+                tmp_path, DataError, "signed logarithmic_quantize needs at least 2 bits, got 1")
+
+
+def test_linear_range_must_be_finite(tmp_path):
+    check_error(header(code=0x10, bits=8, data_bytes=1, params=struct.pack("<ff", float("-inf"), 1.0))
+                + bytes(1), tmp_path, DataError, "linear_quantize range [-inf, 1.0] is not finite")
+
+
+def test_truncated_data_of_a_stream_that_cannot_seek(tmp_path):
+    blob = tensor_bytes(np.arange(10, dtype=np.float32))[:-3]
+    with pytest.raises(DataError, match="header data length is 40 bytes but the file has 37 bytes"):
+        read_tensor_file(pipe(blob), name="pipe.dat")
+
+
+@pytest.mark.parametrize("algorithm, lo, hi", [(Quantizer.LINEAR, -1.0, 1.0),
+                                               (Quantizer.LOGARITHMIC, 0.0, 2.0 ** -100),
+                                               (Quantizer.LOGARITHMIC, -8.0, 8.0)])
+def test_64_bit_quantized_items_decode_without_wrapping(algorithm, lo, hi):
+    """Items past 2^63 (as uint64) and m - r past -2^63 (logarithmic) are exact."""
+    quant = StoredQuantization(algorithm, lo, hi, 64)
+    r = quant.levels
+    items = np.array([0, 1, r - 1, r], dtype=np.uint64)
+    tf = read_tensor_file(io.BytesIO(tensor_bytes(items, quantization=quant)))
+    assert tf.items.dtype == np.uint64 and tf.items.tolist() == [0, 1, r - 1, r]
+    values = quant.decode(tf.items)
+    if algorithm is Quantizer.LINEAR:
+        assert values.tolist() == [-1.0, -1.0, 1.0, 1.0]   # q/r * 2 - 1 in float64
+    elif lo == 0.0:
+        # 2^(q + m - r), m = -100: the top item is max, one below it half of max
+        assert values[-1] == 2.0 ** -100 and values[-2] == 2.0 ** -101 and values[0] == 0.0
+    else:
+        # signed: the top bit is the sign; r = 2^63 - 1, m = 3
+        assert values[-1] == 8.0 and values[-2] == 4.0
+
+
+def test_writer_refuses_what_a_tensor_file_cannot_hold():
+    big = np.broadcast_to(np.float32(0), (2 ** 30 + 1,))   # 4 GiB + 4 bytes of data, no memory
+    with pytest.raises(DataError, match="more than the 4 GiB a tensor file holds"):
+        tensor_bytes(big)

@@ -1,12 +1,13 @@
 """Compiled Cython kernels (built by setup.py from the top-level kernels/ folder).
 
-`qsim.kernels._<name>` are the extension modules; this package holds their
-Python-side dispatch.
+`qsim.kernels._<name>` are the extension modules, loaded and checked by
+`extensions.extension` (a missing or broken build raises KernelsUnavailableError); this
+package holds their Python-side dispatch.
 """
 from __future__ import annotations
 
 
 def cpu_features() -> dict[str, bool]:
     """The SIMD features the kernels detected on this CPU."""
-    from . import _cpu
-    return _cpu.features()
+    from .extensions import extension
+    return extension("_cpu").features()

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _tosa_ops
+from .extensions import extension
 from .gemm_ops import NeedsReference
 from .isa import current_isa
+
+_tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 
 _OPS = {"ADD": 0, "SUB": 1, "MAXIMUM": 2, "MINIMUM": 3, "MUL": 4}
 _REDUCE_KINDS = {"REDUCE_SUM": 0, "REDUCE_MAX": 1, "REDUCE_MIN": 2}

@@ -16,9 +16,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _tosa_ops
 from .cache import packed_for
+from .extensions import extension
 from .isa import Isa, current_isa
+
+_tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 
 INT32_MAX = (1 << 31) - 1
 INT48_MAX = (1 << 47) - 1
@@ -166,7 +168,11 @@ def _int8_bound_ok(x: np.ndarray, k: int, packed: PackedWeights, bias, izp: int,
 # ----------------------------------------------------------------------- int16 core ---------
 
 def _gemm_i16(x5: np.ndarray, g: Geometry, w_nk: np.ndarray, bias) -> np.ndarray:
-    """int64 (int48) [M, OC] for the 16-bit modes (zero points are 0 there, padding is 0)."""
+    """int64 (int48) [M, OC] for the 16-bit modes: sum_k x * w_nk[n, k] + bias[n].
+
+    input_zp is 0 there (ERROR_IF in_t != int8_t && input_zp != 0), so the padding holds 0
+    and contributes nothing, like the spec's skipped taps. `w_nk` is `weight - weight_zp`
+    (int16: int8 weights may carry a zero point in the 16x8 mode, |w - weight_zp| <= 255)."""
     N, D, H, W, C = x5.shape
     buf = np.zeros((N, *g.buffer, C), dtype=np.int16)
     keep, where = [], []
@@ -187,8 +193,18 @@ def _gemm_i16(x5: np.ndarray, g: Geometry, w_nk: np.ndarray, bias) -> np.ndarray
 
 
 def _int16_bound_ok(k: int, x_bound: int, w: np.ndarray, bias) -> bool:
+    """`w` holds weight - weight_zp already."""
     w_bound = int(np.abs(w.astype(np.int64)).max()) if w.size else 0
     return _fits(k, x_bound, w_bound, bias, INT48_MAX)
+
+
+def _offset_weights_i16(w_key, flip: bool, w_nk: np.ndarray, wzp: int) -> np.ndarray:
+    """int16 [OC, K] = w_nk - weight_zp, once per (weight array, zero point)."""
+    def build():
+        w = np.subtract(w_nk, wzp, dtype=np.int16)
+        w.flags.writeable = False
+        return w
+    return packed_for(w_key, ("i16", flip, wzp), build)
 
 
 # ----------------------------------------------------------------------- operators ----------
@@ -217,7 +233,9 @@ def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, f
             (N, D, H, W), kernel, pad, stride, dilation, _round4(IC))
         out = _gemm_i8(x5, g, IC, packed, OC, bias, izp, wzp, colcorr)
     else:
-        w_nk = w_nt_c.reshape(OC, -1)
+        if izp != 0:        # an ERROR_IF case: never computed here (the padding would be wrong)
+            raise NeedsReference
+        w_nk = _offset_weights_i16(w_key, flip, w_nt_c.reshape(OC, -1), wzp)
         if not _int16_bound_ok(k, 1 << 15, w_nk, bias):
             raise NeedsReference
         g = geometry(IC) if geometry else _conv_geometry(
@@ -288,6 +306,8 @@ def matmul(inputs, attrs):
     N, H, C = a.shape
     W = b.shape[2]
     if a.dtype == np.int16:
+        if a_zp or b_zp:    # an ERROR_IF case (zero points only for int8_t): never computed here
+            raise NeedsReference
         if not _fits(C, 1 << 15, 1 << 15, None, INT48_MAX):
             raise NeedsReference
         g = _conv_geometry((1, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), C)

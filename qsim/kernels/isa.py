@@ -10,6 +10,7 @@ import enum
 from typing import Iterator
 
 from ..errors import UsageError
+from .extensions import extension
 
 
 class Isa(enum.Enum):
@@ -27,8 +28,8 @@ _CODES: dict[Isa, int] = {}
 
 
 def _codes() -> dict[Isa, int]:
-    if not _CODES:     # filled on first use: importing _tosa_ops here would load it eagerly
-        from . import _tosa_ops
+    if not _CODES:     # filled on first use: loading _tosa_ops here would make it eager
+        _tosa_ops = extension("_tosa_ops")
         _CODES.update({Isa.PORTABLE: _tosa_ops.ISA_PORTABLE, Isa.AVX2: _tosa_ops.ISA_AVX2,
                        Isa.AVX512VNNI: _tosa_ops.ISA_AVX512VNNI})
     return _CODES
@@ -36,8 +37,7 @@ def _codes() -> dict[Isa, int]:
 
 def supported_isas() -> list[Isa]:
     """The paths this CPU can run, slowest first."""
-    from . import _cpu
-    feats = _cpu.features()
+    feats = extension("_cpu").features()
     found = [Isa.PORTABLE]
     if feats["avx2"]:
         found.append(Isa.AVX2)

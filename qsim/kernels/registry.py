@@ -1,11 +1,16 @@
-"""KERNELS: TOSA operator name -> fast kernel, with the reference's call form.
+"""What backend="kernels" runs for each TOSA operator: KERNELS (compiled) or ON_REFERENCE.
 
 `KERNELS[op](inputs, attrs) -> list[np.ndarray]`: inputs in the spec's Input order, attrs by
 the spec's attribute names (weight, bias, multiplier, shift, table as numpy arrays; pad,
 stride, dilation, kernel as int tuples; zero points as ints; out_t a numpy dtype name or
-"int48"). qsim.tosa.run validates first (ERROR_IF) and then calls these; operators missing here
-run on the reference. When a kernel cannot prove that no accumulator overflows (TOSA REQUIRE),
-it hands the call to the reference, which evaluates the spec's exact order and raises.
+"int48"). qsim.tosa.run validates first (ERROR_IF) and then calls these. When a kernel cannot
+prove that no accumulator overflows (TOSA REQUIRE), it hands the call to the reference, which
+evaluates the spec's exact order and raises.
+
+ON_REFERENCE names the operators that have no compiled kernel by design; the kernels backend
+runs the numpy reference for them. Every TOSA operator is in exactly one of the two tables
+(tests/kernels/test_registry.py). Importing this module loads the compiled extension: a
+missing or broken build raises KernelsUnavailableError here (qsim.kernels.extensions).
 """
 from __future__ import annotations
 
@@ -52,3 +57,31 @@ KERNELS: dict[str, Kernel] = {op: _or_reference(op, fn) for op, fn in {
     "REDUCE_MAX": elementwise_ops.reduce_max,
     "REDUCE_MIN": elementwise_ops.reduce_min,
 }.items()}
+
+
+# Operators without a compiled kernel by design, with the reason. The reference is already
+# vectorized numpy (or the operator has no integer arithmetic worth compiling).
+ON_REFERENCE: dict[str, str] = {
+    **dict.fromkeys(("CONCAT", "CONST", "IDENTITY", "PAD", "RESHAPE", "REVERSE", "SLICE", "TILE",
+                     "TRANSPOSE", "GATHER", "SCATTER", "SELECT"),
+                    "data movement: numpy indexing, no arithmetic"),
+    **dict.fromkeys(("ABS", "NEGATE", "ARITHMETIC_RIGHT_SHIFT", "BITWISE_AND", "BITWISE_NOT",
+                     "BITWISE_OR", "BITWISE_XOR", "LOGICAL_AND", "LOGICAL_NOT", "LOGICAL_OR",
+                     "LOGICAL_XOR", "LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT", "CLZ", "INTDIV",
+                     "EQUAL", "GREATER", "GREATER_EQUAL", "REDUCE_ALL", "REDUCE_ANY", "ARGMAX",
+                     "CAST", "RESIZE"),
+                    "one vectorized numpy expression per element; a kernel would not be faster"),
+    **dict.fromkeys(("COND_IF", "WHILE_LOOP"), "control flow: runs its body graphs on the same backend"),
+    **dict.fromkeys(("CEIL", "EXP", "FLOOR", "LOG", "POW", "RECIPROCAL", "REDUCE_PRODUCT", "RSQRT",
+                     "SIGMOID", "TANH"), "floating-point only (MI profile): no integer mode"),
+}
+
+
+def kernel_for(op: str) -> Kernel | None:
+    """The compiled kernel of TOSA operator `op` (spec name), or None when it runs on the
+    reference by design (ON_REFERENCE). An operator in neither table is a qsim bug."""
+    kernel = KERNELS.get(op)
+    if kernel is None and op not in ON_REFERENCE:
+        raise LookupError(f"TOSA operator {op} is neither in KERNELS nor in ON_REFERENCE "
+                          "(qsim/kernels/registry.py): decide how the kernels backend runs it")
+    return kernel

@@ -12,10 +12,12 @@ import numpy as np
 
 from ..errors import UnpredictableError
 from ..tosa.arith import reciprocal_scale
-from . import _tosa_ops
 from .cache import packed_for
+from .extensions import extension
 from .gemm_ops import INT32_MAX, NeedsReference, _max_abs_offset
 from .isa import current_isa
+
+_tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 
 _TYPE_RANGE = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
                for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32)}

@@ -9,8 +9,11 @@ expands the fragment's body in a fresh scope. Tensors get static shapes as they 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.resources
+import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -18,8 +21,9 @@ import numpy as np
 
 from .. import ir
 from ..errors import Location, SemanticError, UnsupportedError
+from ..limits import MAX_NESTING_DEPTH, check_tensor_size
 from . import ast
-from .builder import GraphBuilder, TensorValue
+from .builder import ITEM_DTYPE, GraphBuilder, TensorValue
 from .parser import parse_fragments
 
 Value = Any  # int | float | bool | str | list | tuple | TensorValue
@@ -71,6 +75,8 @@ class Composer:
         self.env: dict[str, Value] = {}
         self.graph_named: set[str] = set()   # tensor names already bound to graph identifiers
         self.updates: dict[str, tuple] = {}   # variable tensor name → (label, new value) (4.8)
+        self.depth = 0                        # evaluation levels open now (nesting())
+        self.expanding: list[str] = []        # fragments being expanded, outermost first
 
     # ------------------------------------------------------------------ graph
     def compose(self) -> ir.Graph:
@@ -80,7 +86,7 @@ class Composer:
         externals: set[str] = set()
         for stmt in graph.body:
             names = stmt.target.names()
-            scope.hint = names[0]
+            scope.hint = names[0] if names else "_"   # `[] = ...` fails in assign()
             is_external = isinstance(stmt.value, ast.Invocation) and stmt.value.op == "external"
             value = self.eval(stmt.value, scope)
             self.assign(stmt.target, value, scope, stmt.loc, new=True)
@@ -137,7 +143,27 @@ class Composer:
     # ------------------------------------------------------------------ expressions
     def eval(self, e: ast.Expr, scope: Scope) -> Value:
         method = getattr(self, "eval_" + type(e).__name__)
-        return method(e, scope)
+        if isinstance(e, (ast.Literal, ast.Name)):
+            return method(e, scope)   # leaves: no level (as the parser counts them)
+        with self.nesting(e.loc):
+            return method(e, scope)
+
+    @contextlib.contextmanager
+    def nesting(self, loc: Location):
+        """One level of evaluation (an expression, or a fragment expansion): the levels open at
+        once are bounded by MAX_NESTING_DEPTH, so recursive fragments end in a located error
+        long before Python's recursion limit (each level takes two or three frames)."""
+        if self.depth >= MAX_NESTING_DEPTH:
+            chain = " → ".join(self.expanding[-6:])
+            raise SemanticError(f"evaluation nests deeper than {MAX_NESTING_DEPTH} levels"
+                                + (f" (expanding {chain})" if chain else ""), location=loc,
+                                hint="a recursive fragment that does not stop, or nesting too deep "
+                                     "(the limit is qsim.limits.MAX_NESTING_DEPTH)")
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def eval_Literal(self, e: ast.Literal, scope: Scope) -> Value:
         return e.value
@@ -175,8 +201,16 @@ class Composer:
         return -x if e.op == "-" else x
 
     def eval_Binary(self, e: ast.Binary, scope: Scope) -> Value:
-        x = self.eval(e.left, scope)
-        y = self.eval(e.right, scope)
+        # a chain `a + b + c + ...` nests to the left: walk it with a loop, not recursion
+        chain = [e]
+        while isinstance(chain[-1].left, ast.Binary):
+            chain.append(chain[-1].left)
+        x = self.eval(chain[-1].left, scope)
+        for node in reversed(chain):
+            x = self.binary(node, x, self.eval(node.right, scope), scope)
+        return x
+
+    def binary(self, e: ast.Binary, x: Value, y: Value, scope: Scope) -> Value:
         if e.op == "in":
             if not isinstance(y, list):
                 raise SemanticError(f"right side of 'in' is a {type_name(y)}, expected an array",
@@ -295,9 +329,12 @@ class Composer:
 
     def expand(self, frag: ast.Fragment, args: dict, generic: str | None, loc: Location, hint: str) -> Value:
         inner = Scope(dict(args), frag, generic, hint, frozenset(args))
-        for stmt in frag.body:
-            value = self.eval(stmt.value, inner)
-            self.assign(stmt.target, value, inner, stmt.loc, new=True)
+        with self.nesting(loc):
+            self.expanding.append(frag.name)
+            for stmt in frag.body:
+                value = self.eval(stmt.value, inner)
+                self.assign(stmt.target, value, inner, stmt.loc, new=True)
+            self.expanding.pop()
         results = []
         for res in frag.results:
             if res.name not in inner.values:
@@ -310,7 +347,7 @@ class Composer:
     # ------------------------------------------------------------------ helpers for convert.py
     def literal_tensor(self, value: Value, item: str, hint: str) -> TensorValue:
         """A primitive substituted for a tensor parameter: a constant of singleton shape (3.3.1)."""
-        dtype = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_}[item]
+        dtype = ITEM_DTYPE[item].numpy
         return self.builder.constant(hint + ".const", item, np.asarray(value, dtype=dtype))
 
 
@@ -464,13 +501,47 @@ def type_name(v: Value) -> str:
 def describe(v: Value) -> str:
     if isinstance(v, TensorValue):
         return f"tensor<{v.item}> '{v.name}'"
-    return f"{type_name(v)} {v!r}"
+    return f"{type_name(v)} {reprlib.repr(v)}"   # reprlib: bounded length and depth
 
 
 def _deep_equal(a, b) -> bool:
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_deep_equal(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b
+    """Structural equality of compile-time values, with an explicit stack (values may nest
+    deeper than Python's recursion limit through repeated assignments)."""
+    pending = [(a, b)]
+    while pending:
+        a, b = pending.pop()
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b))
+        elif not (type(a) is type(b) and a == b):
+            return False
+    return True
+
+
+# Compile-time integers are int64 (3.3.3 leaves their width open; tensors of them are i64), and
+# compile-time reals stay finite: a result outside is refused where it is computed.
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
+def _checked(value: Value, op: str, loc: Location) -> Value:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise SemanticError(f"compile-time integer result of '{op}' is outside the 64-bit range",
+                            location=loc, hint=f"compile-time integers lie in [{INT64_MIN}, {INT64_MAX}]")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SemanticError(f"compile-time real result of '{op}' is {value}", location=loc,
+                            hint="compile-time reals must stay finite")
+    if isinstance(value, complex):
+        raise SemanticError(f"compile-time real result of '{op}' is not real (a negative base to a "
+                            "fractional power)", location=loc)
+    return value
+
+
+def _repeat_length(count: int, copies: int, what: str, loc: Location) -> None:
+    """Refuses an array or string of count x copies items past the tensor limit before making it."""
+    check_tensor_size([count * max(copies, 0)], 8 if what == "array" else 1, f"compile-time {what}", loc)
 
 
 def compile_time_binary(op: str, x: Value, y: Value, loc: Location) -> Value:
@@ -487,8 +558,10 @@ def compile_time_binary(op: str, x: Value, y: Value, loc: Location) -> Value:
         equal = _deep_equal(x, y)
         return equal if op == "==" else not equal
     if op == "+" and tx == ty and tx in ("array", "string"):
+        _repeat_length(len(x) + len(y), 1, tx, loc)
         return x + y
     if op == "*" and tx in ("array", "string") and ty == "integer":
+        _repeat_length(len(x), y, tx, loc)
         return x * y
     numeric = ("integer", "scalar")
     if tx not in numeric or ty not in numeric:
@@ -498,17 +571,28 @@ def compile_time_binary(op: str, x: Value, y: Value, loc: Location) -> Value:
     if op in ("<", "<=", ">", ">="):
         return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
     if op == "+":
-        return x + y
+        return _checked(x + y, op, loc)
     if op == "-":
-        return x - y
+        return _checked(x - y, op, loc)
     if op == "*":
-        return x * y
+        return _checked(x * y, op, loc)
     if op == "/":
         if y == 0:
             raise SemanticError("division by zero in a compile-time expression", location=loc)
-        return x // y if tx == "integer" else x / y
+        return _checked(x // y if tx == "integer" else x / y, op, loc)
     if op == "^":
-        return x ** y if tx == "scalar" or y >= 0 else fail()
+        if tx == "integer":
+            if y < 0:
+                fail()
+            if abs(x) > 1 and y > 64:   # |x|^y >= 2^65: out of range, and not worth computing
+                _checked(INT64_MAX + 1, op, loc)
+            return _checked(x ** y, op, loc)
+        if x == 0 and y < 0:
+            raise SemanticError("0.0 ^ a negative power in a compile-time expression", location=loc)
+        try:
+            return _checked(x ** y, op, loc)
+        except OverflowError:
+            return _checked(math.inf, op, loc)
     fail()
 
 
@@ -517,16 +601,20 @@ def cast_primitive(name: str, x: Value, loc: Location) -> Value:
     try:
         if name == "scalar":
             if t == "string":
-                return float(x)
+                return _checked(float(x), name, loc)
             if t in ("logical", "integer", "scalar"):
                 return float(x)
         elif name == "integer":
             if t == "string":
-                return int(x)
+                if len(x.strip()) > 40 and x.strip().lstrip("+-").isdigit():
+                    # past int64 in any spelling (and int() itself refuses 4,300 digits)
+                    return _checked(INT64_MAX + 1, name, loc)
+                return _checked(int(x), name, loc)
             if t in ("logical", "integer"):
                 return int(x)
             if t == "scalar":
-                return int(np.floor(x))  # "truncated to the closest smaller integer" (3.3.3)
+                # "truncated to the closest smaller integer" (3.3.3); x is finite
+                return _checked(math.floor(x), name, loc)
         elif name == "logical":
             if t in ("integer", "scalar", "logical"):
                 return bool(x)
@@ -538,7 +626,9 @@ def cast_primitive(name: str, x: Value, loc: Location) -> Value:
             if t in ("integer", "scalar", "string"):
                 return str(x)
     except ValueError:
-        raise SemanticError(f"{name}({x!r}): the string is not a {name} literal", location=loc) from None
+        article = "an" if name[0] in "aeiou" else "a"
+        raise SemanticError(f"{name}({reprlib.repr(x)}): the string is not {article} {name} literal",
+                            location=loc) from None
     raise SemanticError(f"{name}() cannot convert a {t}", location=loc)
 
 

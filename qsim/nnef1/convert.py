@@ -22,11 +22,13 @@ Conventions that differ between the versions:
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
 
-from .builder import TensorValue
+from ..limits import check_tensor_size
+from .builder import ITEM_DTYPE, TensorValue
 from .compose import ConvertContext
 
 Conversion = Callable[[ConvertContext, dict], list]
@@ -57,10 +59,11 @@ def _external(ctx: ConvertContext, a: dict) -> list:
 def _constant(ctx: ConvertContext, a: dict) -> list:
     shape = _positive_shape(ctx, a["shape"])
     values = a["value"]
-    volume = int(np.prod(shape, dtype=np.int64))
+    volume = math.prod(shape)
     if len(values) not in (1, volume):
         ctx.fail(f"'value' has {len(values)} items, expected 1 or {volume} (the volume of shape {shape})")
-    dtype = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_}[ctx.generic]
+    dtype = ITEM_DTYPE[ctx.generic].numpy
+    check_tensor_size(shape, dtype.itemsize, f"constant '{ctx.hint}'", ctx.loc)
     data = np.asarray(values, dtype=dtype)
     data = np.full(shape, data[0], dtype=dtype) if len(values) == 1 else data.reshape(shape)
     return [ctx.builder.constant(ctx.hint + ".constant", ctx.generic, data)]
@@ -80,10 +83,12 @@ def _variable(ctx: ConvertContext, a: dict) -> list:
                      hint="variables sharing a label must have the same shape (4.1.3)")
         # the first declaration may have been renamed to its identifier since
         return [TensorValue(ctx.builder.resolve(shared.name), shared.item, shared.shape)]
+    # before its data are read or made: a variable is materialised at load time
+    check_tensor_size(shape, ITEM_DTYPE[ctx.generic].numpy.itemsize, f"variable '{label}'", ctx.loc)
     data, quant = composer.load_variable(label, tuple(shape), ctx.generic, ctx.loc)
     name = ctx.builder.fresh(ctx.hint + ".variable")
     if data is None:
-        data = np.zeros(shape, dtype={"scalar": np.float32, "integer": np.int64, "logical": np.bool_}[ctx.generic])
+        data = np.zeros(shape, dtype=ITEM_DTYPE[ctx.generic].numpy)
     value = ctx.builder.add_tensor(name, ctx.generic, shape, data=data, quant=quant)
     composer.labels[label.lower()] = value
     return [value]
@@ -304,16 +309,16 @@ def _arg_reduce(ctx: ConvertContext, a: dict) -> list:
 @conversion("reshape")
 def _reshape_op(ctx: ConvertContext, a: dict) -> list:
     x, shape = a["input"], list(a["shape"])
-    volume = int(np.prod(x.shape, dtype=np.int64))
+    volume = math.prod(x.shape)
     if shape.count(-1) > 1 or any(s < -1 for s in shape):
         ctx.fail(f"'shape' {shape} may hold non-negative items and at most one -1")
     resolved = [x.shape[i] if s == 0 and i < x.rank else s for i, s in enumerate(shape)]
     if -1 in resolved:
-        known = int(np.prod([s for s in resolved if s != -1], dtype=np.int64))
+        known = math.prod(s for s in resolved if s != -1)
         if known == 0 or volume % known:
             ctx.fail(f"'shape' {shape} cannot hold the {volume} items of input {list(x.shape)}")
         resolved[resolved.index(-1)] = volume // known
-    if int(np.prod(resolved, dtype=np.int64)) != volume:
+    if math.prod(resolved) != volume:
         ctx.fail(f"'shape' {shape} (= {resolved}) has a different volume than input {list(x.shape)}")
     return [_reshape(ctx, x, resolved)]
 

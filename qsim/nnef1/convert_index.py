@@ -14,10 +14,12 @@ from 2.0 standard operators (docs/nnef1.md "Composed operations" gives the deriv
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
-from .builder import TensorValue
+from ..limits import check_tensor_size
+from .builder import ITEM_DTYPE, TensorValue
 from .compose import ConvertContext
 from .convert import _BORDER_METHODS, _reshape, conversion
 from .convert_nn import _pool, _window_lists, down_extent, window_padding
@@ -36,8 +38,17 @@ def _window(ctx: ConvertContext, x: TensorValue, a: dict):
     return size, stride, dilation
 
 
-def _taps(size: list) -> list[tuple]:
+# These operations are composed with one operator per window position (tap): a window of more
+# positions than this is refused rather than turned into a graph of millions of operators.
+MAX_WINDOW_TAPS = 1 << 16
+
+
+def _taps(ctx: ConvertContext, size: list) -> list[tuple]:
     """Window positions j in row-major order: tap k is the k-th item (4.3.3)."""
+    count = math.prod(size)
+    if count > MAX_WINDOW_TAPS:
+        ctx.fail(f"window {size} has {count} positions; qsim composes {ctx.op} from one operator per "
+                 f"position and takes at most {MAX_WINDOW_TAPS}", unsupported=True)
     return list(itertools.product(*[range(f) for f in size]))
 
 
@@ -72,11 +83,14 @@ def _stacked_taps(ctx: ConvertContext, x: TensorValue, a: dict, borders: tuple):
     pads = window_padding(ctx, x.shape, size, stride, dilation, a["padding"])
     out = tuple(down_extent(ctx, X, f, s, d, p, q) for X, f, s, d, (p, q)
                 in zip(x.shape, size, stride, dilation, pads))
+    positions = _taps(ctx, size)
+    check_tensor_size(out + (len(positions),), ITEM_DTYPE[x.item].numpy.itemsize, f"{ctx.op} window stack",
+                      ctx.loc)
     xp = _padded(ctx, x, pads, border)
     # padded coordinate of logical position t is t - p + max(p, 0)
     shift = [max(p, 0) - p for p, _ in pads]
     taps = []
-    for j in _taps(size):
+    for j in positions:
         begin = [jj * d + sh for jj, d, sh in zip(j, dilation, shift)]
         end = [b + (o - 1) * s + 1 for b, o, s in zip(begin, out, stride)]
         if tuple(begin) == (0,) * x.rank and tuple(end) == xp.shape and all(s == 1 for s in stride):
@@ -160,7 +174,8 @@ def _desample(ctx: ConvertContext, a: dict) -> list:
         ctx.fail(f"'index' has shape {list(index.shape)}, expected the input shape {list(x.shape)}",
                  hint="the index of desample has the shape of its input (4.3.3)")
     up, pads = _up_geometry(ctx, x, size, stride, dilation, a)
-    taps = _taps(size)
+    taps = _taps(ctx, size)
+    check_tensor_size((len(taps), 1, *size), 8, "desample routing filter", ctx.loc)
     zero = ctx.builder.constant(ctx.hint + ".zero", "scalar", np.float32(0.0))
     masked = []
     for k in range(len(taps)):   # input values whose index names tap k
@@ -196,6 +211,8 @@ def _debox(ctx: ConvertContext, a: dict) -> list:
     if border not in borders:
         ctx.fail(f"border {border!r} is not one of {', '.join(map(repr, borders))}")
     up, pads = _up_geometry(ctx, x, size, stride, dilation, a)
+    check_tensor_size(size, 8, "debox window", ctx.loc)
+    check_tensor_size(up, 8, "debox output", ctx.loc)
     if border in _BORDER_METHODS:
         # input~ outside [0, x) is the border value: pad the input with enough of it and move the
         # up-space window by the same amount (p' = p + before * s keeps every term's index)

@@ -8,17 +8,18 @@ algorithm interprets the stored data, graph.quant's is the one for computation).
 """
 from __future__ import annotations
 
-import io
 import os
-import tarfile
+import tempfile
 from typing import Iterable
 
 import numpy as np
 
 from .. import ir
 from ..errors import DataError, Location, SemanticError, UsageError
-from ..tensorfile import ItemCode, Quantizer, read_tensor_file
+from ..limits import check_tensor_size
+from ..tensorfile import ItemCode, Quantizer, read_tensor_file, resolve_tensor_path
 from .compose import Composer
+from .container import unpack_container
 from .parser import parse_document
 from .quantfile import min_max_quant, read_quant_file
 
@@ -26,62 +27,63 @@ _TAR_SUFFIXES = (".tgz", ".tar.gz", ".tar")
 
 
 class ModelSource:
-    """The files of a model, from a folder or a tar container, by relative path."""
+    """The files of a model by relative path: a folder, or a container unpacked into a private
+    temporary folder (container.py) for as long as the `with` block lasts.
+
+    Every file a model names resolves inside its root (tensorfile.resolve_tensor_path), and
+    messages name container members as `model.tgz!conv1/filter.dat`.
+    """
 
     def __init__(self, path: str):
         self.path = os.fspath(path)
-        self._members: dict[str, bytes] | None = None
+        self.graph_file = "graph.nnef"
+        self._unpacked: tempfile.TemporaryDirectory | None = None
         if os.path.isdir(self.path):
             self.root = self.path
-        elif os.path.isfile(self.path) and self.path.endswith(_TAR_SUFFIXES):
-            self.root = None
-            self._members = _read_tar(self.path)
+        elif os.path.isfile(self.path) and self.path.lower().endswith(_TAR_SUFFIXES):
+            self._unpacked = tempfile.TemporaryDirectory(prefix="qsim-nnef1-")
+            try:
+                self.root = unpack_container(self.path, self._unpacked.name)
+            except BaseException:
+                self._unpacked.cleanup()
+                raise
         elif os.path.isfile(self.path):
             self.root = os.path.dirname(self.path) or "."
             self.graph_file = os.path.basename(self.path)
         else:
             raise UsageError(f"no NNEF model at {self.path}",
                              hint="give a model folder, its graph.nnef, or a .tgz/.tar container")
-        if not hasattr(self, "graph_file"):
-            self.graph_file = "graph.nnef"
+
+    def __enter__(self) -> "ModelSource":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._unpacked is not None:
+            self._unpacked.cleanup()
 
     def display(self, rel: str) -> str:
-        if self._members is not None:
+        if self._unpacked is not None:
             return f"{self.path}!{rel}"
         return os.path.join(self.root, rel)
 
-    def read(self, rel: str) -> bytes | None:
-        rel = rel.replace("\\", "/")
-        if self._members is not None:
-            return self._members.get(rel)
-        full = os.path.join(self.root, *rel.split("/"))
-        if not os.path.isfile(full):
+    def path_of(self, rel: str, what: str, location: Location | None = None) -> str | None:
+        """The file `rel` names inside the model (None if there is none); refuses escapes."""
+        full = resolve_tensor_path(self.root, rel, what, location)
+        return full if os.path.isfile(full) else None
+
+    def read_text(self, rel: str) -> str | None:
+        """A text file of the model (graph.nnef, graph.quant) decoded as UTF-8, None if missing."""
+        full = os.path.join(self.root, rel) if rel == self.graph_file else self.path_of(rel, rel)
+        if full is None or not os.path.isfile(full):
             return None
-        with open(full, "rb") as f:
-            return f.read()
-
-
-def _read_tar(path: str) -> dict[str, bytes]:
-    try:
-        with tarfile.open(path, "r:*") as tar:
-            members = {}
-            for member in tar.getmembers():
-                if not member.isfile():
-                    continue
-                name = os.path.normpath(member.name).replace("\\", "/").lstrip("./")
-                data = tar.extractfile(member).read()
-                members[name] = data
-    except (tarfile.TarError, OSError, EOFError) as err:
-        raise DataError(f"cannot read container {path}: {err}", location=Location(path),
-                        hint="NNEF containers are (optionally gzip-compressed) tar archives (5)") from None
-    # a container may wrap everything in one top folder: strip it
-    if "graph.nnef" not in members:
-        tops = {n.split("/", 1)[0] for n in members if "/" in n}
-        graphs = [n for n in members if n.endswith("/graph.nnef") and n.count("/") == 1]
-        if len(graphs) == 1 and len(tops) == 1:
-            prefix = graphs[0][: -len("graph.nnef")]
-            members = {n[len(prefix):]: d for n, d in members.items() if n.startswith(prefix)}
-    return members
+        display = self.display(rel)
+        check_tensor_size([os.path.getsize(full)], 1, f"text file {display}", Location(display))
+        try:
+            with open(full, "rb") as f:
+                blob = f.read()
+        except OSError as err:
+            raise DataError(f"cannot read {display}: {err.strerror}", location=Location(display)) from None
+        return decode_text(blob, display)
 
 
 def load_nnef1(path: str, keep: Iterable[str] | None = None) -> ir.Graph:
@@ -90,26 +92,29 @@ def load_nnef1(path: str, keep: Iterable[str] | None = None) -> ir.Graph:
     `keep`: names of 1.0 compound fragments to convert whole (None: every compound that has a
     2.0 operator, e.g. linear, max_pool, softmax; () expands all compounds into primitives).
     """
-    source = ModelSource(path)
-    text = source.read(source.graph_file)
-    if text is None:
-        raise DataError(f"{source.display(source.graph_file)} is missing",
-                        location=Location(source.display(source.graph_file)),
-                        hint="an NNEF model folder or container holds graph.nnef (5.1)")
+    with ModelSource(path) as source:
+        return _load(source, keep)
+
+
+def _load(source: ModelSource, keep: Iterable[str] | None) -> ir.Graph:
     graph_name = source.display(source.graph_file)
-    document = parse_document(_decode(text, graph_name), graph_name)
+    text = source.read_text(source.graph_file)
+    if text is None:
+        raise DataError(f"{graph_name} is missing", location=Location(graph_name),
+                        hint="an NNEF model folder or container holds graph.nnef (5.1)")
+    document = parse_document(text, graph_name)
 
     def load_variable(label: str, shape: tuple, item: str, loc: Location):
         return _load_variable(source, label, shape, item, loc)
 
     composer = Composer(document, load_variable, None if keep is None else frozenset(keep))
     graph = composer.compose()
-    quant_text = source.read("graph.quant")
+    quant_text = source.read_text("graph.quant")
     if quant_text is None:
         return graph.verify()
     quant_name = source.display("graph.quant")
     env = composer.env
-    entries = read_quant_file(_decode(quant_text, quant_name), quant_name, lambda n: n in env)
+    entries = read_quant_file(quant_text, quant_name, lambda n: n in env)
     tensors = dict(graph.tensors)
     for ident, quant in entries.items():
         name = env[ident].name
@@ -123,24 +128,28 @@ def load_nnef1(path: str, keep: Iterable[str] | None = None) -> ir.Graph:
     return ir.Graph(graph.name, graph.inputs, graph.outputs, graph.ops, tensors).verify()
 
 
-def _decode(blob: bytes, name: str) -> str:
+def decode_text(blob: bytes, name: str) -> str:
+    """UTF-8 text of a model file; a bad byte is reported at its line and column."""
     try:
         return blob.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise DataError(f"{name} is not UTF-8 text (byte {err.start})", location=Location(name)) from None
+        line_start = blob.rfind(b"\n", 0, err.start) + 1
+        line = blob.count(b"\n", 0, err.start) + 1
+        column = len(blob[line_start:err.start].decode("utf-8", "replace")) + 1
+        raise DataError(f"{name} is not UTF-8 text: byte 0x{blob[err.start]:02X} ({err.reason})",
+                        location=Location(name, line, column),
+                        hint="NNEF model texts are UTF-8; save the file as UTF-8") from None
 
 
 def _load_variable(source: ModelSource, label: str, shape: tuple, item: str, loc: Location):
-    rel = label.replace("\\", "/") + ".dat"
-    blob = source.read(rel)
+    rel = label + ".dat"
     display = source.display(rel)
-    if blob is None:
+    full = source.path_of(rel, f"variable label '{label}' names tensor file", loc)
+    if full is None:
         raise DataError(f"variable '{label}' has no data file {display}", location=loc,
                         hint="variables are stored as <label>.dat next to graph.nnef (5.1)")
-    stream = io.BytesIO(blob)
-    stream.name = display
     try:
-        tf = read_tensor_file(stream, expected_shape=shape)
+        tf = read_tensor_file(full, expected_shape=shape, name=display)
     except DataError as err:
         raise DataError(err.message, location=err.location, hint=(err.hint or "") +
                         f" (variable '{label}' declared at {loc})") from None
@@ -153,7 +162,8 @@ def _load_variable(source: ModelSource, label: str, shape: tuple, item: str, loc
         values = tf.values().astype(np.float32)
         stored = tf.quantization
         if stored is not None and stored.algorithm is Quantizer.LINEAR:
-            quant = min_max_quant(stored.min, stored.max, stored.bits, False, False, "tensor file")
+            quant = min_max_quant(stored.min, stored.max, stored.bits, False, False, "tensor file",
+                                  Location(display), DataError)
     elif item == "integer":
         if tf.items.dtype.kind not in "iu":
             raise DataError(f"{display}: holds {tf.items.dtype} items but variable '{label}' is "

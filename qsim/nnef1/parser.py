@@ -2,16 +2,25 @@
 
 The grammar is nnef1.lark (LALR). Syntax errors become SyntaxError_ located at
 file:line:col, quoting the offending text and listing what the grammar expected there.
+
+Bad input never reaches Python's limits: the parse tree is transformed without recursion,
+expressions, types and left-hand sides nested deeper than qsim.limits.MAX_NESTING_DEPTH are
+refused with their location (a chain `a + b + c + ...` is flat: its left operand does not
+count as a level), integer literals must fit 64-bit signed integers and real literals
+must be finite float64 values (docs/nnef1.md).
 """
 from __future__ import annotations
 
 import functools
+import math
 import re
+import sys
 
 import lark
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer_NonRecursive, v_args
 
 from ..errors import Location, QsimError, SyntaxError_, UnsupportedError
+from ..limits import MAX_NESTING_DEPTH
 from . import ast
 
 # readable names of grammar terminals for "expected ..." lists
@@ -108,10 +117,26 @@ def _unquote(token: str) -> str:
     return re.sub(r"\\(.)", r"\1", body)
 
 
-def _number(text: str):
+# 3.1 leaves the range of numeric literals open; qsim holds integers as int64 and reals as
+# float64, so a literal outside those is refused where it is written.
+MAX_INTEGER_LITERAL = 2 ** 63 - 1
+
+
+def _number(text: str, loc: Location):
     if re.fullmatch(r"[0-9]+", text):
+        digits = text.lstrip("0")
+        # length first: int() of a 5,000-digit text is refused by Python itself
+        if len(digits) > 19 or int(text) > MAX_INTEGER_LITERAL:
+            shown = text if len(text) <= 30 else f"{text[:12]}...{text[-6:]} ({len(text)} digits)"
+            raise SyntaxError_(f"integer literal {shown} is out of range", location=loc,
+                               hint=f"integer literals are at most {MAX_INTEGER_LITERAL} (2^63 - 1)")
         return int(text)
-    return float(text)
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 30 else f"{text[:12]}...{text[-6:]}"
+        raise SyntaxError_(f"real literal {shown} is out of range", location=loc,
+                           hint=f"real literals are at most {sys.float_info.max:.17g} in magnitude")
+    return value
 
 
 def _generic_name(token: Token | None) -> str | None:
@@ -120,13 +145,45 @@ def _generic_name(token: Token | None) -> str | None:
     return token[1:-1].strip()
 
 
+def _nested(method):
+    """Wraps a rule method: the node it returns is one level deeper than its deepest child
+    (Binary: than its right operand, so operator chains stay flat); past MAX_NESTING_DEPTH the
+    document is refused at the node's location."""
+    @functools.wraps(method)
+    def rule(self, meta, children):
+        node = method(self, meta, children)
+        inner = children[1:] if isinstance(node, ast.Binary) else children
+        depth = max((self._depth_of(c) for c in inner), default=0) + 1
+        if isinstance(node, ast.Binary):
+            depth = max(depth, self._depth_of(node.left))
+        if depth > MAX_NESTING_DEPTH:
+            what = {ast.TypeSpec: "type", ast.LValue: "left-hand side"}.get(type(node), "expression")
+            raise SyntaxError_(f"{what} nests deeper than {MAX_NESTING_DEPTH} levels",
+                               location=self._loc(meta),
+                               hint="the limit is qsim.limits.MAX_NESTING_DEPTH; split deep "
+                                    "expressions into several assignments")
+        self._depths[id(node)] = (node, depth)
+        return node
+    return rule
+
+
 @v_args(meta=True)
-class _ToAst(Transformer):
-    """Maps each grammar rule to its AST class; an unhandled rule is an internal error."""
+class _ToAst(Transformer_NonRecursive):
+    """Maps each grammar rule to its AST class; an unhandled rule is an internal error.
+
+    Non-recursive (lark visits the tree with an explicit stack), so a deep parse tree cannot
+    exhaust Python's recursion; `_nested` rules count nesting levels instead."""
 
     def __init__(self, filename: str):
         super().__init__()
         self.filename = filename
+        self._depths: dict[int, tuple] = {}   # id(node) → (node, depth); the node keeps the id unique
+
+    def _depth_of(self, child) -> int:
+        if isinstance(child, (list, tuple)) and not isinstance(child, Token):
+            return max((self._depth_of(c) for c in child), default=0)
+        entry = self._depths.get(id(child))
+        return entry[1] if entry is not None and entry[0] is child else 0
 
     def IDENT(self, token: Token) -> Token:
         if str(token) in KEYWORDS:
@@ -211,9 +268,11 @@ class _ToAst(Transformer):
     def type_tensor(self, meta, children):
         return ast.TypeSpec("tensor", _generic_name(children[0]))
 
+    @_nested
     def type_array(self, meta, children):
         return ast.TypeSpec("array", item=children[0])
 
+    @_nested
     def type_tuple(self, meta, children):
         return ast.TypeSpec("tuple", items=tuple(children))
 
@@ -234,48 +293,64 @@ class _ToAst(Transformer):
     def lvalue_top(self, meta, children):
         if len(children) == 1:
             return children[0]
+        return self._lvalue_top(meta, children)
+
+    @_nested
+    def _lvalue_top(self, meta, children):
         return ast.LValue(self._loc(meta), "tuple", items=tuple(children))
 
     def lv_id(self, meta, children):
         return ast.LValue(self._loc(meta), "id", name=str(children[0]))
 
+    @_nested
     def lv_array(self, meta, children):
         return ast.LValue(self._loc(meta), "array", items=tuple(c for c in children if c is not None))
 
+    @_nested
     def lv_tuple(self, meta, children):
         return ast.LValue(self._loc(meta), "tuple", items=tuple(children))
 
     def rvalue_top(self, meta, children):
         if len(children) == 1:
             return children[0]
+        return self._rvalue_top(meta, children)
+
+    @_nested
+    def _rvalue_top(self, meta, children):
         return ast.TupleExpr(self._loc(meta), tuple(children))
 
     # ---- expressions
+    @_nested
     def if_else(self, meta, children):
         then, condition, otherwise = children
         return ast.IfElse(self._loc(meta), condition, then, otherwise)
 
+    @_nested
     def contains(self, meta, children):
         return ast.Binary(self._loc(meta), "in", children[0], children[1])
 
+    @_nested
     def binary(self, meta, children):
         left, op, right = children
         op = {"and": "&&", "or": "||"}.get(str(op), str(op))
         return ast.Binary(self._loc(meta), op, left, right)
 
+    @_nested
     def unary(self, meta, children):
         op, operand = children
         return ast.Unary(self._loc(meta), str(op), operand)
 
+    @_nested
     def index(self, meta, children):
         return ast.Index(self._loc(meta), children[0], children[1])
 
+    @_nested
     def slice(self, meta, children):
         target, begin, _colon, end = children
         return ast.Slice(self._loc(meta), target, begin, end)
 
     def number(self, meta, children):
-        return ast.Literal(self._loc(meta), _number(str(children[0])))
+        return ast.Literal(self._loc(meta), _number(str(children[0]), self._loc(meta)))
 
     def string(self, meta, children):
         return ast.Literal(self._loc(meta), _unquote(str(children[0])))
@@ -289,30 +364,38 @@ class _ToAst(Transformer):
     def name(self, meta, children):
         return ast.Name(self._loc(meta), str(children[0]))
 
+    @_nested
     def invocation(self, meta, children):
         name, generic, *args = children
         return ast.Invocation(self._loc(meta), str(name), _generic_name(generic),
                               tuple(a for a in args if a is not None))
 
+    @_nested
     def builtin(self, meta, children):
         return ast.Builtin(self._loc(meta), str(children[0]), children[1])
 
+    @_nested
     def tuple(self, meta, children):
         return ast.TupleExpr(self._loc(meta), tuple(children))
 
+    @_nested
     def array(self, meta, children):
         return ast.ArrayExpr(self._loc(meta), tuple(c for c in children if c is not None))
 
+    @_nested
     def comprehension(self, meta, children):
         iterators = tuple(c for c in children[:-2])
         return ast.Comprehension(self._loc(meta), iterators, children[-2], children[-1])
 
+    @_nested
     def loop_iter(self, meta, children):
         return (str(children[0]), children[1])
 
+    @_nested
     def positional(self, meta, children):
         return ast.Argument(self._loc(meta), None, children[0])
 
+    @_nested
     def named(self, meta, children):
         return ast.Argument(self._loc(meta), str(children[0]), children[1])
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..errors import Location, SemanticError, UnsupportedError
+import numpy as np
+
+from ..errors import Location, QsimError, SemanticError, UnsupportedError
 from ..ir import QuantInfo
 from . import ast
 from .parser import parse_quant
@@ -34,14 +36,40 @@ _SIGNATURES = {
 _OPTIONAL = {"signed": False, "symmetric": False}
 
 
-def min_max_quant(lo: float, hi: float, bits: int, signed: bool, symmetric: bool, source: str) -> QuantInfo:
-    """QuantInfo equivalent to min_max_linear_quantize (and linear_quantize, unsigned)."""
+# Decisions (docs/nnef1.md): a scale must be a normal float32 (qsim computes the float model in
+# float32, and a scale of 0, a denormal or inf there cannot be requantized), and a zero point
+# must fit 32 signed bits (the widest zero point an integer operator takes).
+SCALE_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
+ZERO_POINT_RANGE = (-2 ** 31, 2 ** 31 - 1)
+
+
+def min_max_quant(lo: float, hi: float, bits: int, signed: bool, symmetric: bool, source: str,
+                  location: Location | None = None, error: type[QsimError] = SemanticError) -> QuantInfo:
+    """QuantInfo equivalent to min_max_linear_quantize (and linear_quantize, unsigned).
+
+    Raises `error` at `location` when the range gives no usable scale or zero point."""
+    if signed and symmetric and bits < 2:
+        raise error(f"signed symmetric quantization needs at least 2 bits, got {bits}", location=location)
     r = 2 ** bits - 1 - int(signed and symmetric)
     p = 2 ** (bits - 1) - int(symmetric) if signed else 0
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise error(f"range [{lo}, {hi}] is not finite", location=location)
     scale = (hi - lo) / r if hi > lo else 1.0
+    check_scale(scale, f"range [{lo}, {hi}] over {r} levels gives", location, error)
     zero_point = int(math.floor(-p - lo / scale + 0.5))
+    if not ZERO_POINT_RANGE[0] <= zero_point <= ZERO_POINT_RANGE[1]:
+        raise error(f"range [{lo}, {hi}] gives zero point {zero_point}, outside 32 signed bits",
+                    location=location, hint="the range lies too far from 0 for its width; widen it to include 0")
     return QuantInfo(scale=scale, zero_point=zero_point, bits=bits, signed=signed, symmetric=symmetric,
                      source=source)
+
+
+def check_scale(scale: float, what: str, location: Location | None, error: type[QsimError]) -> None:
+    if not SCALE_RANGE[0] <= scale <= SCALE_RANGE[1]:   # also refuses NaN
+        raise error(f"{what} scale {scale!r}, outside the normal float32 range "
+                    f"[{SCALE_RANGE[0]:.7g}, {SCALE_RANGE[1]:.7g}]", location=location,
+                    hint="a scale of 0, a denormal or an infinity cannot be computed with; "
+                         "check min, max and bits")
 
 
 def read_quant_file(text: str, filename: str, exported: Callable[[str], bool]) -> dict[str, QuantInfo]:
@@ -88,14 +116,28 @@ def quant_of(inv: ast.Invocation, tensor: str, loc: Location) -> QuantInfo:
     if inv.op == "zero_point_linear_quantize":
         if args["scale"] <= 0:
             raise SemanticError(f"'{tensor}': scale is {args['scale']}, expected > 0", location=loc)
+        check_scale(args["scale"], f"'{tensor}':", loc, SemanticError)
+        lo, hi = _integer_range(args["bits"], args["signed"])
+        if not lo <= args["zero_point"] <= hi:
+            raise SemanticError(f"'{tensor}': zero point {args['zero_point']} does not fit "
+                                f"{'signed' if args['signed'] else 'unsigned'} {args['bits']} bits "
+                                f"[{lo}, {hi}]", location=loc,
+                                hint="the zero point is a quantized value, so it lies in the quantized range")
         return QuantInfo(scale=args["scale"], zero_point=args["zero_point"], bits=args["bits"],
                          signed=args["signed"], symmetric=args["symmetric"], source="graph.quant")
     if not args["max"] > args["min"]:
         raise SemanticError(f"'{tensor}': range [{args['min']}, {args['max']}] is empty", location=loc,
                             hint="max must be greater than min")
     # linear_quantize (4.9.5) has no signed/symmetric parameters: it is unsigned, asymmetric
-    return min_max_quant(args["min"], args["max"], args["bits"], args.get("signed", False),
-                         args.get("symmetric", False), "graph.quant")
+    try:
+        return min_max_quant(args["min"], args["max"], args["bits"], args.get("signed", False),
+                             args.get("symmetric", False), "graph.quant", loc)
+    except SemanticError as err:
+        raise SemanticError(f"'{tensor}': {err.message}", location=loc, hint=err.hint) from None
+
+
+def _integer_range(bits: int, signed: bool) -> tuple[int, int]:
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
 
 
 def _literal(e: ast.Expr, kind: str, tensor: str, op: str, name: str):

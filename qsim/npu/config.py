@@ -47,13 +47,28 @@ class NpuConfig:
         return Geometry.of(self)
 
     def to_toml(self) -> str:
-        return (f'[npu]\nname = "{self.name}"\nrows = {self.rows}\ncols = {self.cols}\n'
+        """The [npu] table that parse_config reads back as this configuration."""
+        return (f'[npu]\nname = {toml_string(self.name)}\nrows = {self.rows}\ncols = {self.cols}\n'
                 f'dataflow = "{self.dataflow.value}"\n'
                 f"input_buffer_bytes = {self.input_buffer_bytes}\n"
                 f"weight_buffer_bytes = {self.weight_buffer_bytes}\n"
                 f"accumulator_buffer_bytes = {self.accumulator_buffer_bytes}\n"
                 f"dram_bytes_per_cycle = {self.dram_bytes_per_cycle}\n"
                 f"clock_mhz = {self.clock_mhz}\n")
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string (TOML 1.0 "String"): backslash, quote and every control
+    character escaped, other characters (non-ASCII included) kept as they are in UTF-8."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def _preset(n: int, dataflow=Dataflow.WEIGHT_STATIONARY) -> NpuConfig:
@@ -77,7 +92,7 @@ def _line_of(text: str, key: str) -> int | None:
 
 def parse_config(text: str, file: str = "<config>") -> NpuConfig:
     """Validates a TOML text; every failure is a DataError naming file:line, key, value, range."""
-    def fail(key, message, hint=None):
+    def fail(key, message, hint="the keys, their types and ranges are listed in docs/npu.md"):
         raise DataError(message, location=Location(file, _line_of(text, key) if key else None), hint=hint)
 
     try:
@@ -157,4 +172,17 @@ def load_config(spec: str | Path) -> NpuConfig:
     if not path.is_file():
         raise UsageError(f"no NPU configuration '{text_spec}': not a preset and not a file",
                          hint=f"presets: {', '.join(PRESETS)} (append ':os' for output-stationary)")
-    return parse_config(path.read_text(encoding="utf-8"), file=str(path))
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise DataError(f"cannot read the NPU configuration ({err.strerror or err})",
+                        location=Location(str(path))) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise DataError(f"not UTF-8 text: byte 0x{data[err.start]:02x} cannot be decoded "
+                        "(TOML files are UTF-8)", location=Location(str(path), line, column),
+                        hint="save the file as UTF-8") from None
+    return parse_config(text, file=str(path))

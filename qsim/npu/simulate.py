@@ -173,14 +173,17 @@ def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:
     dram = record.program.dram.copy()
     if engine is Engine.MODEL:
         raise UsageError("the model engine has no waveform", hint="use the verilator or amaranth engine")
+    from ..atomic import atomic_file
     if engine is Engine.AMARANTH:
         from .sim_amaranth import run_amaranth
-        run_amaranth(geom, record.program.instrs, dram, vcd_path=path)
+        with atomic_file(path) as tmp:
+            run_amaranth(geom, record.program.instrs, dram, vcd_path=str(tmp))
         return f"wrote {path}: the whole program {found.program} of layer {found.stage!r} (amaranth)"
     from .sim_verilator import run_verilator
     first = max(0, found.program_cycle - VCD_BEFORE)
     last = found.program_cycle + VCD_AFTER
-    run_verilator(geom, record.program.instrs, dram, vcd_path=path, vcd_window=(first, last))
+    with atomic_file(path) as tmp:
+        run_verilator(geom, record.program.instrs, dram, vcd_path=str(tmp), vcd_window=(first, last))
     return (f"wrote {path}: cycles {first}..{last} of program {found.program} of layer "
             f"{found.stage!r} (verilator --trace; the write is in cycle {found.program_cycle}, "
             f"VCD time 10 x cycle)")
@@ -224,6 +227,7 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
                      show_progress: bool = True) -> SimulateResult:
     """The whole `qsim simulate` job; the output folder appears complete or not at all."""
     from ..atomic import atomic_directory
+    from ..outpath import check_output
     from .vectors import read_inputs
     engine = resolve_engine(engine_name, vcd)
     base = load_config(config_spec)
@@ -233,6 +237,11 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
     loaded = load_qmodel(model)
     feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
     target = Path(out) if out else default_out(loaded.name, bool(sweep))
+    inputs = [("quantized model", model), ("NPU configuration", config_spec),
+              ("--input", input_path)]
+    check_output(target, "-o" if out else "the default output folder", inputs)
+    if vcd:
+        check_output(vcd, "--vcd", inputs, outputs=[("output folder", target)], folder=False)
     with atomic_directory(target) as tmp:
         if sweep:
             summaries, messages = _sweep(model, input_path, configs, engine, tmp, show_progress)

@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_directory
-from ..errors import DataError, Location, UnsupportedError, UsageError
+from ..errors import UnsupportedError, UsageError
 from .layers import LAYER_OPS
+from ..userdata import check_finite, read_npy
 from .vectors_hex import LAYOUT_DOC, element_bits, hex_text, words_of
 
 FORMAT_VERSION = 1
@@ -302,13 +303,8 @@ def read_inputs(model, specs: list[str] | None) -> tuple[dict, str]:
         if name not in graph_inputs:
             raise UsageError(f"--input {spec}: the model has no input {name!r}",
                              hint=f"its inputs: {', '.join(graph_inputs)}")
-        try:
-            arrays[name] = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            raise UsageError(f"--input {spec}: no file {path!r}") from None
-        except (OSError, ValueError) as err:
-            raise DataError(f"--input {spec}: {path} is not a readable .npy array ({err})",
-                            location=Location(path), hint="save it with numpy.save") from None
+        arrays[name] = read_npy(path, "--input")
+        check_finite(arrays[name], f"--input {path} (input '{name}')")
     missing = [n for n in graph_inputs if n not in arrays]
     if missing:
         raise UsageError(f"no --input for model input(s) {', '.join(missing)}")

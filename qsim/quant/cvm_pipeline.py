@@ -139,8 +139,9 @@ def save_cvm_model(model: LoweredModel, folder: str | Path, *, source: str | Non
     header = ("Integer model written by qsim quantize --target cvm (CVM operators, NCHW; "
               "every scale a power of two, @quantize bits = CVM precision)."
               + (f"\nSource: {source}" if source else ""))
-    # write_model publishes a whole folder atomically: write beside `folder`, move files in
-    staging = Path(tempfile.mkdtemp(prefix=".qsim-cvm-", dir=folder.parent))
+    # write_model publishes a whole folder atomically: stage it inside `folder` (so a killed
+    # run leaves nothing beside it), move the files up
+    staging = Path(tempfile.mkdtemp(prefix=".qsim-cvm-", dir=folder))
     try:
         write_model(model.graph, staging / "model", header=header)
         for entry in sorted((staging / "model").iterdir()):

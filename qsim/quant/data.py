@@ -13,6 +13,7 @@ Every failure names the file and what was expected.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -20,6 +21,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..errors import DataError
+from ..userdata import check_finite, read_npy, read_npz
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 
@@ -41,11 +43,12 @@ class Samples:
             yield {input_name: self.inputs[i:i + 1]}, label
 
 
-def _fit(array: np.ndarray, input_shape: Sequence[int], where: str) -> np.ndarray:
+def _fit(array: np.ndarray, input_shape: Sequence[int], where: str, input_name: str) -> np.ndarray:
     shape = tuple(int(d) for d in input_shape)
     array = np.asarray(array)
-    if not np.issubdtype(array.dtype, np.number):
-        raise DataError(f"{where}: data of type {array.dtype} is not numeric")
+    if array.dtype.kind not in "iuf":
+        raise DataError(f"{where}: data of type {array.dtype} is not numeric",
+                        hint="store integer or float samples")
     if tuple(array.shape) == shape:
         array = array[None]
     if tuple(array.shape[1:]) != shape:
@@ -53,11 +56,11 @@ def _fit(array: np.ndarray, input_shape: Sequence[int], where: str) -> np.ndarra
                         f"(array {list(array.shape)}), the model input is {list(shape)}",
                         hint=f"store an array of shape [N, {', '.join(map(str, shape))}]")
     if array.shape[0] == 0:
-        raise DataError(f"{where}: the array holds no samples")
-    array = array.astype(np.float32)
-    if not np.all(np.isfinite(array)):
-        raise DataError(f"{where}: the data contains inf or NaN")
-    return array
+        raise DataError(f"{where}: the array holds no samples",
+                        hint="store at least one sample")
+    # before the cast, which would turn 1e300 into inf
+    check_finite(array, f"{where} (samples of input '{input_name}')")
+    return array.astype(np.float32)
 
 
 def _labels(labels, n: int, where: str) -> np.ndarray | None:
@@ -66,7 +69,7 @@ def _labels(labels, n: int, where: str) -> np.ndarray | None:
     labels = np.asarray(labels).reshape(-1)
     if labels.shape[0] != n or not np.issubdtype(labels.dtype, np.integer):
         raise DataError(f"{where}: labels must be {n} integer class ids, got {labels.dtype} "
-                        f"{list(labels.shape)}")
+                        f"{list(labels.shape)}", hint="store one integer class id per sample")
     return labels.astype(np.int64)
 
 
@@ -80,17 +83,10 @@ def load_samples(path: str | Path, input_name: str, input_shape: Sequence[int], 
     if path.is_dir():
         return _load_images(path, input_shape, mean, std)
     if path.suffix == ".npy":
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as err:
-            raise DataError(f"{path}: not a readable .npy array ({err})") from None
-        return Samples(_fit(array, input_shape, str(path)))
+        return Samples(_fit(read_npy(path), input_shape, str(path), input_name))
     if path.suffix == ".npz":
-        try:
-            archive = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as err:
-            raise DataError(f"{path}: not a readable .npz archive ({err})") from None
-        keys = list(archive.keys())
+        archive = read_npz(path)
+        keys = list(archive)
         key = next((k for k in (input_name, "x", "inputs", "images") if k in keys), None)
         if key is None:
             arrays = [k for k in keys if k not in ("y", "labels")]
@@ -98,7 +94,7 @@ def load_samples(path: str | Path, input_name: str, input_shape: Sequence[int], 
                 raise DataError(f"{path}: cannot tell which array holds the inputs (arrays: "
                                 f"{', '.join(keys)})", hint=f"name it {input_name!r} or 'x'")
             key = arrays[0]
-        inputs = _fit(archive[key], input_shape, f"{path}[{key}]")
+        inputs = _fit(archive[key], input_shape, f"{path}[{key}]", input_name)
         label_key = next((k for k in ("y", "labels") if k in keys), None)
         labels = _labels(archive[label_key], inputs.shape[0], f"{path}[{label_key}]") if label_key else None
         return Samples(inputs, labels)
@@ -126,20 +122,28 @@ def _load_images(folder: Path, input_shape, mean, std) -> Samples:
 
     if len(input_shape) != 3:
         raise DataError(f"{folder}: a folder of images needs a [C, H, W] model input, "
-                        f"the model input is {list(input_shape)}")
+                        f"the model input is {list(input_shape)}",
+                        hint="give the samples as a .npy/.npz array instead")
     c, h, w = (int(d) for d in input_shape)
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
-        raise DataError(f"{folder}: no images ({', '.join(IMAGE_SUFFIXES)}) in the folder")
+        raise DataError(f"{folder}: no images ({', '.join(IMAGE_SUFFIXES)}) in the folder",
+                        hint="give a folder of images, or a .npy/.npz array")
     labels_file = folder / "labels.txt"
     label_of: dict[str, int] = {}
     if labels_file.exists():
-        for lineno, line in enumerate(labels_file.read_text().splitlines(), 1):
+        try:
+            text = labels_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise DataError(f"{labels_file}: cannot read ({err})",
+                            hint="labels.txt is UTF-8 text, one '<filename> <class id>' a line") from None
+        for lineno, line in enumerate(text.splitlines(), 1):
             parts = line.split()
             if not parts:
                 continue
-            if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
-                raise DataError(f"{labels_file}:{lineno}: expected '<filename> <class id>', got {line!r}")
+            if len(parts) != 2 or not re.fullmatch(r"-?[0-9]{1,9}", parts[1]):
+                raise DataError(f"{labels_file}:{lineno}: expected '<filename> <class id>', got {line!r}",
+                                hint="one image file name and its integer class id per line")
             label_of[parts[0]] = int(parts[1])
     mean_a = np.broadcast_to(np.asarray(mean, np.float32).reshape(-1), (c,)).reshape(c, 1, 1)
     std_a = np.broadcast_to(np.asarray(std, np.float32).reshape(-1), (c,)).reshape(c, 1, 1)
@@ -148,7 +152,8 @@ def _load_images(folder: Path, input_shape, mean, std) -> Samples:
         try:
             img = np.asarray(mpimg.imread(f), dtype=np.float32)
         except Exception as err:  # decoder errors have many types; the file is what matters
-            raise DataError(f"{f}: cannot decode the image ({err})") from None
+            raise DataError(f"{f}: cannot decode the image ({err})",
+                            hint="use .png, .jpg or .bmp files, or remove this one") from None
         if img.max() > 1.0:
             img = img / 255.0
         img = img[:, :, None] if img.ndim == 2 else img[:, :, :3]
@@ -158,12 +163,14 @@ def _load_images(folder: Path, input_shape, mean, std) -> Samples:
         elif c == 3 and img.shape[0] == 1:
             img = np.repeat(img, 3, axis=0)
         elif img.shape[0] != c:
-            raise DataError(f"{f}: {img.shape[0]} channels cannot feed a {c}-channel input")
+            raise DataError(f"{f}: {img.shape[0]} channels cannot feed a {c}-channel input",
+                            hint="use grey or RGB images")
         samples.append((_resize_bilinear(img, h, w) - mean_a) / std_a)
     labels = None
     if label_of:
         missing = [f.name for f in files if f.name not in label_of]
         if missing:
-            raise DataError(f"{labels_file}: no label for {', '.join(missing[:5])}")
+            raise DataError(f"{labels_file}: no label for {', '.join(missing[:5])}",
+                            hint="give every image a line '<filename> <class id>'")
         labels = np.array([label_of[f.name] for f in files], dtype=np.int64)
     return Samples(np.stack(samples).astype(np.float32), labels)

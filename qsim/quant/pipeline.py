@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import ir
 from ..atomic import atomic_directory
+from ..outpath import check_output
 from ..errors import DataError, QsimError, UsageError
 from ..report.accuracy import AccuracyReport, write_accuracy_report
 from .annotations import check_annotations
@@ -263,8 +264,14 @@ def quantize_command(model: str | None, calib: str | None, out: str | None,
         if calib is None:
             raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
                              "images)", hint=f"qsim quantize {model} --calib calib.npz")
-    graph = load_float_model(model_path)
     model_name = model_name_of(model_path)
+    out_dir = Path(out) if out is not None else (
+        default_output(model_name, options.precision) if target == "tosa"
+        else Path("qsim-out") / f"{model_name}-cvm{cvm_precision}")
+    check_output(out_dir, "-o" if out is not None else "the default output folder",
+                 [("model", model_path), ("calibration data", calib),
+                  ("evaluation data", evaluation)])
+    graph = load_float_model(model_path)
     input_name, sample_shape = _single_input(graph)
     if calib is not None:
         calib_samples = load_samples(calib, input_name, sample_shape)
@@ -286,14 +293,11 @@ def quantize_command(model: str | None, calib: str | None, out: str | None,
         cvm_config = CvmConfig(precision=cvm_precision)
         result = cvm_quantize_graph(graph, calib_samples, eval_samples, options, cvm_config,
                                     model_name, notes, load_batch=load_batch)
-        save, suffix = save_cvm_model, f"cvm{cvm_precision}"
+        save = save_cvm_model
     else:
         result = quantize_graph(graph, calib_samples, eval_samples, options, model_name, notes,
                                 load_batch=load_batch)
-        save, suffix = save_quantized, None
-    out_dir = Path(out) if out is not None else (
-        default_output(model_name, options.precision) if suffix is None
-        else Path("qsim-out") / f"{model_name}-{suffix}")
+        save = save_quantized
     t0 = time.perf_counter()
     settings = dict(options.settings(), calibration=calib or "embedded", evaluation=evaluation
                     or ("embedded test set" if model is None else "calibration data"))

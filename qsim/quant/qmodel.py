@@ -64,9 +64,10 @@ def save_quantized(model: LoweredModel, folder: str | Path, *, source: str | Non
     # (the source model is recorded in quantization.json, not here: the model text depends
     # on the integer graph only, so saving a loaded model again gives identical files)
     header = "Integer model written by qsim quantize (TOSA 0.30 operators, NHWC inside)."
-    # the writer publishes a complete folder atomically; write it beside `folder` and move
-    # its files in, so `folder` may be the caller's own temporary output directory
-    staging = Path(tempfile.mkdtemp(prefix=".qsim-qmodel-", dir=folder.parent))
+    # the writer publishes a complete folder atomically; stage it inside `folder` (a killed run
+    # leaves nothing beside it) and move its files up, so `folder` may be the caller's own
+    # temporary output directory
+    staging = Path(tempfile.mkdtemp(prefix=".qsim-qmodel-", dir=folder))
     try:
         written = staging / "model"
         write_model(to_sknd_form(model.graph), written, header=header)
@@ -83,23 +84,77 @@ def is_quantized_model(path: str | Path) -> bool:
     return Path(path).is_dir() and (Path(path) / METADATA_FILE).is_file()
 
 
+def _json_depth(text: str) -> int:
+    """How deeply arrays/objects nest in a JSON text (brackets inside strings not counted)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def read_metadata(folder: str | Path) -> dict:
+    """quantization.json of `folder`, with the types of every entry the loaders use checked."""
+    from ..limits import MAX_NESTING_DEPTH
+
     path = Path(folder) / METADATA_FILE
+    hint = "is this a folder written by qsim quantize? Re-run qsim quantize to rewrite it"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes().decode("utf-8")
     except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror})",
-                        hint="is this a folder written by qsim quantize?") from None
+        raise DataError(f"{path}: cannot read ({err.strerror})", hint=hint) from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not UTF-8 text (byte {err.start})", hint=hint) from None
+    if _json_depth(text) > MAX_NESTING_DEPTH:
+        raise DataError(f"{path}: JSON nested more than {MAX_NESTING_DEPTH} levels deep", hint=hint)
+    try:
+        doc = json.loads(text)
     except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+        raise DataError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})",
+                        hint=hint) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise DataError(f"{path}: not a qsim quantized-model description "
-                        f"(\"format\" must be {FORMAT!r})")
+                        f"(\"format\" must be {FORMAT!r})", hint=hint)
     if doc.get("version") != FORMAT_VERSION:
         raise DataError(f"{path}: version {doc.get('version')!r} is not supported "
                         f"(this qsim reads version {FORMAT_VERSION})",
                         hint="re-run qsim quantize with this qsim")
+    _check_entries(doc, str(path), hint)
     return doc
+
+
+def _check_entries(doc: dict, where: str, hint: str) -> None:
+    def fail(what: str) -> None:
+        raise DataError(f"{where}: {what}", hint=hint)
+
+    settings = doc.get("settings", {})
+    if not isinstance(settings, dict):
+        fail(f'"settings" must be an object, not {type(settings).__name__}')
+    if settings.get("target", "tosa") not in ("tosa", "cvm"):
+        fail(f'"settings.target" is {settings.get("target")!r}; expected "tosa" or "cvm"')
+    tensor_map = doc.get("tensor_map", {})
+    if not isinstance(tensor_map, dict):
+        fail(f'"tensor_map" must be an object, not {type(tensor_map).__name__}')
+    for float_name, entry in tensor_map.items():
+        perm = entry.get("perm", []) if isinstance(entry, dict) else None
+        if (not isinstance(entry, dict) or not isinstance(entry.get("tensor"), str)
+                or not isinstance(perm, list)
+                or sorted(p for p in perm if type(p) is int) != list(range(len(perm)))):
+            fail(f'tensor_map[{float_name!r}] must be {{"tensor": name, "perm": a permutation '
+                 f'of 0..rank-1}}, got {entry!r}'[:300])
 
 
 def _quant_from(graph: ir.Graph, names, where: str) -> dict[str, ir.QuantInfo]:

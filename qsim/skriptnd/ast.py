@@ -202,8 +202,10 @@ class Omitted(Expr):
 
 @dataclass(frozen=True)
 class PackSpec(Node):
-    """`..` or `..(n)` after a type or extent; `length` None when not written."""
+    """`..` or `..(n)` after a type or extent; `length` None when not written; `bound` the static
+    upper bound of a dynamic length, `..(s|5)` (2.6.1 bounds written like extents)."""
     length: Expr | None
+    bound: Expr | None = None
 
 
 @dataclass(frozen=True)

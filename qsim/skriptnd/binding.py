@@ -185,6 +185,17 @@ class ShapeBinder:
                         f"affine in '{sym}'", self._at(loc))
         return x
 
+    def _pack_length_error(self, label: str, item: ast.ShapeItem, n: int, rank: int, loc):
+        """A rank-relative pack length out of range, e.g. `s..(axis < 0 ? axis + rank : axis)`
+        with an axis beyond the input's rank: named with the attributes it comes from."""
+        names = sorted(free_names(item.pack.length) & self.env.keys())
+        values = ", ".join(f"{k} = {show(self.env[k])}" for k in names)
+        return error(f"{self.where}: {label} of rank {rank} cannot be split as declared: a packed "
+                     f"extent would have {n} dimensions" + (f" (from {values})" if values else ""),
+                     self._at(loc),
+                     hint="an axis attribute must be between -rank (inclusive) and rank (exclusive) "
+                          "of the input it refers to")
+
     # -- inputs
     def bind_input(self, decl: ast.ParamDecl, value, where_input: str):
         t = decl.type
@@ -239,6 +250,8 @@ class ShapeBinder:
                 if isinstance(n, bool):
                     conditional[idx] = n
                     n = int(n)
+                if isinstance(n, int) and not 0 <= n <= len(shape):
+                    raise self._pack_length_error(label, item, n, len(shape), decl.loc)
                 lengths.append(n if n is not None else 0)
             elif item.pack.length is None and self.known(item.extent) and is_pack(self.eval(item.extent)):
                 lengths.append(len(self.eval(item.extent)))

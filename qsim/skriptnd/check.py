@@ -64,6 +64,25 @@ def summarize(graph: ir.Graph, missing_data: Iterable[str] = (), indent: str = "
     return lines
 
 
+def _compose_each(path: str, names: list[str], keep: Iterable[str]) -> list:
+    """`--all`: every graph is composed even when others fail; failures are reported together, each
+    with its location (the error's location is the first failure's)."""
+    from ..errors import QsimError, SemanticError
+    from .model import compose_graphs
+    results, failures = [], []
+    for name in names:
+        try:
+            results.extend(compose_graphs(path, graph=name, keep=keep, require_data=False))
+        except QsimError as err:
+            failures.append((name, err))
+    if failures:
+        listing = "\n".join(f"  graph '{name}': {err.format()}".replace("\n", "\n    ") for name, err in failures)
+        raise SemanticError(f"{len(failures)} of {len(names)} graphs do not compose "
+                            f"({len(results)} do):\n{listing}", location=failures[0][1].location,
+                            hint="compose one with --graph NAME to see its summary")
+    return results
+
+
 def check_model(path: str, *, all_graphs: bool = False, graph: str | None = None,
                 keep: Iterable[str] = ()) -> str:
     """Composes the model at `path` and returns the summary text; raises QsimError when invalid."""
@@ -76,8 +95,12 @@ def check_model(path: str, *, all_graphs: bool = False, graph: str | None = None
             from .validate import validate_module
             count = validate_module(modules, main)
             return f"{path}: valid SkriptND module without graphs, {count} operator definition(s) checked"
-        results = compose_graphs(path, graph=graph, all_graphs=all_graphs, keep=keep, require_data=False)
+        if all_graphs:
+            results = _compose_each(path, [g.name for g in modules.modules[main].graphs], keep)
+        else:
+            results = compose_graphs(path, graph=graph, keep=keep, require_data=False)
         lines = [f"{path}: valid SkriptND model, {len(results)} graph(s) composed"]
+        lines.extend(f"note: {n}" for n in results[0].notes)
         for r in results:
             lines.extend(summarize(r.graph, r.missing_data))
         return "\n".join(lines)

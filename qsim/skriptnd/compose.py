@@ -11,6 +11,7 @@ Control flow (2.10.1) is in control.py; this module calls it for If/Loop right-h
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -18,10 +19,13 @@ import numpy as np
 
 from .. import ir
 from ..errors import Location, QsimError, SemanticError, UnsupportedError
+from ..limits import check_tensor_size
 from . import ast
 from .evaluate import Evaluator, free_names
-from .instance import eval_shape, instantiate, resolve_type
+from .instance import check_extent, check_rank, eval_shape, instantiate, resolve_type
 from .modules import ModuleSet, is_standard_location
+from . import dynattr, dynpack
+from .dynpack import DynPack, pack_tensors
 from .values import Dyn, TensorValue, Uniform, error, is_pack, show, type_of
 
 # Recurrences whose `steps` input (the 7th) is a run-time count: their bodies loop `..(steps)`
@@ -69,6 +73,8 @@ class GraphBuilder:
         self.accessible: dict[str, str] = parent.accessible if parent else {}   # scoped → tensor name
         self.quant: dict[str, ir.QuantInfo] = parent.quant if parent else {}
         self.missing_data: list[str] = parent.missing_data if parent else []
+        # dynamic extent symbol → (graph input, axis), for attributes evaluated at run time (dynattr.py)
+        self.symbols: dict[str, tuple] = parent.symbols if parent else {}
         self.labels: dict[str, int] = {}
 
     def taken(self, name: str) -> bool:
@@ -120,6 +126,12 @@ class GraphBuilder:
         if dtype not in DTYPES:
             raise error(f"tensor '{name}' of type {dtype}: qsim graphs hold real, int and bool tensors", loc)
         name = self.unique(name)
+        # every tensor of a composed graph passes here: refuse one the executors could never
+        # allocate now, at the declaration or invocation that makes it (a run-time extent counts
+        # with its upper bound where one is known)
+        check_tensor_size([d.hi if isinstance(d, Dyn) else d for d in shape
+                           if not (isinstance(d, Dyn) and d.hi is None)],
+                          NUMPY[dtype]().itemsize, f"tensor '{name}'", loc)
         dims = tuple(None if isinstance(d, Dyn) else int(d) for d in shape)
         max_shape = None
         if any(d is None for d in dims):
@@ -174,9 +186,12 @@ class Composer:
         inputs = []
         for decl in graph.inputs:
             if decl.type.pack is not None:
-                raise UnsupportedError(f"{where}: packed graph inputs are not supported", location=decl.loc)
+                env[decl.name] = self._packed_graph_input(decl, env, where, b)
+                inputs.extend(t.name for t in pack_tensors(env[decl.name]))
+                continue
             shape = self._graph_input_shape(decl, env, where)
             tv = b.tensor(decl.name, resolve_type(decl.type.base, env, decl.loc, where), shape, loc=decl.loc)
+            dynattr.record_symbols(b.symbols, tv.name, tv.shape)
             env[decl.name] = tv
             b.accessible[decl.name] = tv.name
             inputs.append(tv.name)
@@ -187,6 +202,9 @@ class Composer:
         outputs = []
         for decl in graph.outputs:
             value = env.get(decl.name)
+            if decl.type.pack is not None and (isinstance(value, DynPack) or is_pack(value)):
+                outputs.extend(self._packed_graph_output(decl, value, env, where))
+                continue
             if not isinstance(value, TensorValue):
                 raise error(f"{where}: output '{decl.name}' is never assigned in @compose", decl.loc)
             self._check_declared(decl, value, env, where)
@@ -199,6 +217,70 @@ class Composer:
         self._apply_quant(frame, b)
         return b.finish(inputs, outputs), list(b.missing_data)
 
+    def _packed_graph_input(self, decl, env, where, b: GraphBuilder):
+        """A packed graph input `xs: real[..]..(n)`: n graph inputs `xs_0 .. xs_{n-1}` when n is a
+        compile-time count; with a new symbol and an upper bound, `..(s|5)`, a pack of run-time
+        length held as one tensor of its items stacked along a leading extent s (dynpack.py)."""
+        pack = decl.type.pack
+        if pack.length is None:
+            raise error(f"{where}: packed input '{decl.name}' of the main graph needs a length, as in "
+                        "..(3) or ..(s|5)", pack.loc)
+        dtype = resolve_type(decl.type.base, env, decl.loc, where)
+        if isinstance(pack.length, ast.Name) and pack.length.name not in env:
+            if pack.bound is None:
+                raise error(f"{where}: the run-time length '{pack.length.name}' of packed input "
+                            f"'{decl.name}' needs an upper bound, as in ..({pack.length.name}|5) (2.6.1)",
+                            pack.loc)
+            bound = Evaluator(env, where).eval(pack.bound)
+            if type_of(bound) != "int" or isinstance(bound, Dyn) or bound < 0:
+                raise error(f"{where}: the upper bound of a pack length must be a compile-time int >= 0, "
+                            f"got {show(bound)}", pack.bound.loc)
+            count = Dyn(pack.length.name, 0, bound)
+            env[pack.length.name] = count
+            item_shape = self._graph_input_shape(decl, env, where)
+            tv = b.tensor(decl.name, dtype, (count,) + item_shape, loc=decl.loc)
+            dynattr.record_symbols(b.symbols, tv.name, tv.shape)
+            b.accessible[decl.name] = tv.name
+            return DynPack(tv, count)
+        count = Evaluator(env, where).eval(pack.length)
+        if type_of(count) != "int" or isinstance(count, Dyn) or count < 0:
+            raise error(f"{where}: the length of packed input '{decl.name}' must be a compile-time int >= 0 "
+                        f"or a new symbol with an upper bound, got {show(count)}", pack.length.loc)
+        if pack.bound is not None:
+            bound = Evaluator(env, where).eval(pack.bound)
+            if not isinstance(bound, int) or count > bound:
+                raise error(f"{where}: packed input '{decl.name}' has length {count} above its upper bound "
+                            f"{show(bound)}", pack.bound.loc)
+        items = []
+        for k in range(count):
+            shape = self._graph_input_shape(decl, env, where)
+            tv = b.tensor(f"{decl.name}_{k}", dtype, shape, loc=decl.loc)
+            dynattr.record_symbols(b.symbols, tv.name, tv.shape)
+            b.accessible[f"{decl.name}_{k}"] = tv.name
+            items.append(tv)
+        return tuple(items)
+
+    def _packed_graph_output(self, decl, value, env, where) -> list:
+        """Names of the tensors of a packed graph output: its items, or the stacked tensor of a pack
+        of run-time length (dynpack.py), checked against the declared length and item shape."""
+        length = decl.type.pack.length
+        n = None
+        if length is not None and free_names(length) <= env.keys():
+            n = Evaluator(env, where).eval(length)
+        item = ast.ParamDecl(decl.loc, decl.name, dataclasses.replace(decl.type, pack=None))
+        if isinstance(value, DynPack):
+            dynpack.check_length(value, n, f"{where}: output '{decl.name}'", decl.loc)
+            self._check_declared(item, TensorValue(value.tensor.name, value.dtype, value.item_shape), env, where)
+            return [value.tensor.name]
+        if n is not None and not isinstance(n, Dyn) and n != len(value):
+            raise error(f"{where}: output '{decl.name}' is declared with {show(n)} items but the composition "
+                        f"gives {len(value)}", decl.loc)
+        for tv in value:
+            if not isinstance(tv, TensorValue):
+                raise error(f"{where}: output '{decl.name}' holds {show(tv)}, not a tensor", decl.loc)
+            self._check_declared(item, tv, env, where)
+        return [tv.name for tv in value]
+
     def _graph_input_shape(self, decl, env, where):
         t = decl.type
         if t.shape is None:
@@ -208,11 +290,14 @@ class Composer:
         ev = Evaluator(env, where)
         for item in t.shape:
             bound = ev.eval(item.bound) if item.bound is not None else None
+            if bound is not None:
+                check_extent(bound, decl.name, where, item.bound.loc, "upper bound")
             n = 1
             if item.pack is not None:
                 if item.pack.length is None:
                     raise error(f"{where}: the rank of input '{decl.name}' must be given", item.loc)
                 n = ev.eval(item.pack.length)
+                check_rank(n, decl.name, where, item.pack.length.loc)
             if isinstance(item.extent, ast.Omitted) or (isinstance(item.extent, ast.Name)
                                                         and item.extent.name not in env):
                 if bound is None and isinstance(item.extent, ast.Omitted):
@@ -231,6 +316,8 @@ class Composer:
             value = ev.eval(item.extent)
             if value is None:
                 continue
+            for d in (value if is_pack(value) else (value,)):
+                check_extent(d, decl.name, where, item.loc)
             shape.extend(value if is_pack(value) else (value,))
         for d in shape:
             if isinstance(d, Dyn) and d.hi is None:
@@ -286,9 +373,11 @@ class Composer:
             out = []
             for k, v in enumerate(value):
                 shape, _ = eval_shape(decl.type, env, frame.where, decl, k)
+                _check_constant_size(decl, shape, dtype)
                 out.append((shape, np.full(shape, v, dtype=NUMPY[dtype])))
             return out
         shape, _ = eval_shape(decl.type, env, frame.where, decl)
+        _check_constant_size(decl, shape, dtype)
         if decl.bounds:
             limits = []
             for bnd in decl.bounds:
@@ -361,7 +450,11 @@ class Composer:
             results = compose_rhs(self, frame, b, value, hints, len(targets))
         self._assign(frame, b, targets, results, comp, update)
 
-    def _target_name(self, frame: Frame, t) -> str | None:
+    def _target_name(self, frame: Frame, t):
+        """The tensor name a target asks for; for `[a, b] = ...` the names of the items (a pack
+        output takes them item by item, see _emit)."""
+        if isinstance(t, ast.LList):
+            return tuple(self._target_name(frame, it) for it in t.items)
         if isinstance(t, ast.LName):
             if t.name in frame.output_names:
                 return frame.output_names[t.name]
@@ -405,9 +498,11 @@ class Composer:
                         t.loc)
         if t.pack is not None and t.pack.length is not None:
             n = Evaluator(frame.env, frame.where).eval(t.pack.length) if free_names(t.pack.length) <= frame.env.keys() else None
-            if not is_pack(v):
+            if not dynpack.check_length(v, n, f"{frame.where}: '{name}'", t.loc):
                 raise error(f"{frame.where}: '{name}' is declared packed but the result is not a pack", t.loc)
-            if n is None and isinstance(t.pack.length, ast.Name):
+            if isinstance(v, DynPack):
+                pass
+            elif n is None and isinstance(t.pack.length, ast.Name):
                 frame.env[t.pack.length.name] = len(v)
             elif n is not None and n != len(v):
                 raise error(f"{frame.where}: '{name}' has {len(v)} items, {show(n)} written", t.loc)
@@ -438,6 +533,8 @@ class Composer:
                     items.append(self.eval_arg(frame, b, it, loc))
             return tuple(self._as_tensor(frame, b, v, it_loc(e)) for v in items)
         value = Evaluator(frame.env, frame.where).eval(e)
+        if isinstance(value, DynPack):
+            return value
         if is_pack(value):
             return tuple(self._as_tensor(frame, b, v, e.loc) for v in value)
         return self._as_tensor(frame, b, value, e.loc)
@@ -464,6 +561,10 @@ class Composer:
         if self.depth > 200:
             raise error(f"{where}: operator invocations nest deeper than 200 (recursive definition?)", inv.loc)
         try:
+            if qual in dynpack.HANDLED or any(isinstance(a, DynPack) for a in args):
+                results = dynpack.compose(frame, b, qual, attr_values, args, hints, label, inv)
+                if results is not None:
+                    return results
             inst = instantiate(op, qual, attr_values, attr_locs, args, inv.generics, inv.loc, where)
             primitive = (op.compose is None or qual in self.options.keep
                          or (qual in WHOLE_WITH_RUNTIME_STEPS and len(args) > 6 and args[6] is not None))
@@ -488,13 +589,17 @@ class Composer:
         results, out_names = [], []
         for k, out in enumerate(inst.outputs):
             hint = hints[k] if k < len(hints) and hints[k] else scope + out.decl.name
+            items = hint if isinstance(hint, tuple) else ()
+            hint = scope + out.decl.name if isinstance(hint, tuple) else hint
             tvs = []
             for j, shape in enumerate(out.shapes):
                 name = hint if not out.packed else f"{hint}_{j}"
+                if out.packed and j < len(items) and isinstance(items[j], str):
+                    name = items[j]
                 tvs.append(b.tensor(name, out.dtype, shape, loc=inv.loc))
             out_names.extend(t.name for t in tvs)
             results.append(tuple(tvs) if out.packed else tvs[0])
-        attrs = {k: _plain(v) for k, v in inst.attrs.items() if v is not None}
+        attrs = {k: dynattr.bind(_plain(v), b.symbols) for k, v in inst.attrs.items() if v is not None}
         # a model's own operator carries its definition: float execution runs its @lower body
         own = not is_standard_location(inst.op.loc)
         b.ops.append(ir.Op(kind, tuple(in_names), tuple(out_names), attrs, name=(frame.scope + (label or "")) or
@@ -507,7 +612,7 @@ class Composer:
         env.pop("__assigned__", None)
         child = Frame(module, op, qual, scope, env, op.public, inst.where)
         for k, out in enumerate(op.outputs):
-            if k < len(hints) and hints[k]:
+            if k < len(hints) and isinstance(hints[k], str):
                 child.output_names[out.name] = hints[k]
             else:
                 child.output_names[out.name] = scope + out.name
@@ -551,6 +656,17 @@ class Composer:
                                  "names; make the operator 'public' to reach its other tensors (2.10)")
             module, op = self.modules.resolve(entry.op, frame.module, entry.loc)
             b.quant[name] = quant_info(entry, module, op, b.tensors[name], frame)
+
+
+def _check_constant_size(decl: ast.ParamDecl, shape: tuple, dtype: str) -> None:
+    """Before a @constant is materialised: its data, and for a per-element initializer the
+    index grids (one int64 array per axis), must fit the tensor limit."""
+    if any(isinstance(d, Dyn) for d in shape):
+        raise error(f"constant '{decl.name}' must have a static shape", decl.loc)
+    check_tensor_size(shape, NUMPY[dtype]().itemsize, f"constant '{decl.name}'", decl.loc)
+    if decl.bounds:
+        check_tensor_size((len(shape),) + tuple(shape), 8,
+                          f"index grid of constant '{decl.name}'", decl.loc)
 
 
 def it_loc(e):

@@ -28,6 +28,14 @@ from .values import Dyn, TensorValue, error, is_pack, show, type_of
 IF_KIND = "control.if"
 LOOP_KIND = "control.loop"
 
+# An unrolled loop copies its body, and a scan makes one output tensor per step, into the composed
+# graph: past this many steps the graph is refused rather than built (and the text's count is
+# surely a mistake: real models unroll a few hundred steps at most).
+MAX_COMPOSED_STEPS = 100_000
+# A loop that runs longer is taken to be endless (the executor stops condition loops there; a
+# compile-time count past it is refused when composing).
+MAX_LOOP_STEPS = 1_000_000
+
 
 def compose_rhs(c, frame, b, value, hints, n_targets):
     if isinstance(value, ast.Block):
@@ -117,7 +125,7 @@ def compose_if(c, frame, b, node: ast.If, hints, n_targets):
         if tv.dtype != ev.dtype or tv.rank != ev.rank:
             raise error(f"{frame.where}: branch results {j} differ in type or rank ({tv} vs {ev})", node.loc)
         shape = tuple(x if _same_dim(x, y) else _join(x, y) for x, y in zip(tv.shape, ev.shape))
-        name = hints[j] if j < len(hints) and hints[j] else frame.scope + f"if_{j}"
+        name = hints[j] if j < len(hints) and isinstance(hints[j], str) else frame.scope + f"if_{j}"
         results.append(b.tensor(name, tv.dtype, shape, loc=node.loc))
     kind = ir.register_op_kind(IF_KIND, doc="dynamic if-then-else (SkriptND 2.10.1)")
     b.ops.append(ir.Op(kind, (cv.name,) + tuple(caps), tuple(r.name for r in results), {},
@@ -140,7 +148,7 @@ def _k(d):
 
 
 def _label_hint(hints):
-    return hints[0] if len(hints) == 1 and hints[0] else None
+    return hints[0] if len(hints) == 1 and isinstance(hints[0], str) else None
 
 
 def _subgraph(c, frame, outer, name, part, n_results, inputs):
@@ -203,6 +211,12 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
     for s in loop.scans:
         pack = ev.eval(s.pack)
         if not is_pack(pack) or not all(isinstance(t, TensorValue) for t in pack):
+            from .dynpack import DynPack
+            if isinstance(pack, DynPack):
+                raise UnsupportedError(f"{frame.where}: 'for {s.name} : ...' scans a pack of run-time length "
+                                       f"({pack}); loops scan packs of compile-time length", location=s.loc,
+                                       hint="unstack a tensor of compile-time extent, or give the pack a "
+                                            "compile-time length as in ..(3)")
             raise error(f"{frame.where}: 'for {s.name} : ...' needs a pack of tensors", s.loc)
         scans.append((s.name, pack))
     if scans and len({len(p) for _, p in scans}) > 1:
@@ -210,11 +224,29 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
     count = None
     if loop.count is not None and loop.count.count is not None:
         count = ev.eval(loop.count.count)
+        if count is not None and not isinstance(count, TensorValue) and (isinstance(count, bool) or type_of(count) != "int"
+                                                   or is_pack(count) or count < 0):
+            raise error(f"{frame.where}: a loop's iteration count must be a non-negative int or an "
+                        f"int tensor, got {show(count)}", loop.count.count.loc)
     if count is None and scans:
         count = len(scans[0][1])
+    if scans and not scans[0][1]:
+        # the body's scanned inputs take the type of the packs' items, and a pack of 0 tensors
+        # has none (e.g. math.cumsum along an axis of extent 0)
+        raise error(f"{frame.where}: 'for {scans[0][0]} : ...' scans an empty pack, so the loop body "
+                    "has no item to compose with", loop.loc,
+                    hint="the scanned extent is 0: give the axis a positive extent, or skip the "
+                         "operator for empty tensors")
     if loop.pre_condition is None and loop.post_condition is None and count is None:
         raise error(f"{frame.where}: a loop needs a condition, a 'for' clause or an iteration count", loop.loc)
     static = count is not None and not isinstance(count, TensorValue)
+    if static and count > MAX_LOOP_STEPS:
+        raise error(f"{frame.where}: iteration count {count} is more than the {MAX_LOOP_STEPS} steps "
+                    "qsim runs a loop for", loop.count.count.loc)
+    if static and count > MAX_COMPOSED_STEPS and (loop.unroll or n_targets > len(carried)):
+        raise error(f"{frame.where}: the loop would compose {count} steps into the graph, more than "
+                    f"qsim composes ({MAX_COMPOSED_STEPS})", loop.loc,
+                    hint="use a loop without 'unroll' and without scan outputs, or fewer steps")
     if loop.unroll:
         if not static:
             raise error(f"{frame.where}: 'unroll' needs a compile-time iteration count", loop.loc)
@@ -240,7 +272,7 @@ def _unroll(c, frame, b, loop, carried, scans, count, hints):
             env[loop.count.index] = b.constant(f"{frame.scope}{label}.{loop.count.index}_{i}", i, loop.loc)
         inner = Frame(frame.module, frame.op, frame.qualname, f"{frame.scope}{label}_{i}.", env,
                       frame.public, frame.where)
-        results = compose_part(c, inner, b, loop.body, [None] * (len(carried) + 1), f"step")
+        results = compose_part(c, inner, b, loop.body, _step_hints(hints, len(carried), i, count), f"step")
         if len(results) < len(carried):
             raise error(f"{frame.where}: the loop body gives {len(results)} results for {len(carried)} loop "
                         "variables", loop.body.loc)
@@ -251,6 +283,16 @@ def _unroll(c, frame, b, loop, carried, scans, count, hints):
         for lst, v in zip(scan_out, extra):
             lst.append(v)
     return list(state) + [tuple(lst) for lst in scan_out]
+
+
+def _step_hints(hints, n_carried, i, count) -> list:
+    """Names for the results of unrolled step i: the targets' names for the loop variables' final
+    values (last step), `<target>_<i>` for the per-step items of a scan output (the naming of pack
+    items), so that an unrolled loop's results are named as the loop written with `do` would be."""
+    step = [hints[k] if i == count - 1 and k < len(hints) and isinstance(hints[k], str) else None
+            for k in range(n_carried)]
+    step += [f"{h}_{i}" if isinstance(h, str) else None for h in hints[n_carried:]]
+    return step + [None] * (n_carried + 1 - len(step))
 
 
 def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):
@@ -293,7 +335,7 @@ def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):
         attrs["index"] = True
     results, out_names = [], []
     for j, (name, init) in enumerate(carried):
-        hint = hints[j] if j < len(hints) and hints[j] else frame.scope + f"{label}.{name}"
+        hint = hints[j] if j < len(hints) and isinstance(hints[j], str) else frame.scope + f"{label}.{name}"
         tv = b.tensor(hint, init.dtype, init.shape, loc=loop.loc)
         results.append(tv)
         out_names.append(tv.name)
@@ -301,7 +343,7 @@ def _dynamic_loop(c, frame, b, loop, carried, scans, count, hints, n_targets):
         if count is None or isinstance(count, TensorValue):
             raise UnsupportedError(f"{frame.where}: scan outputs need a compile-time iteration count",
                                    location=loop.loc)
-        hint = hints[j] if j < len(hints) and hints[j] else frame.scope + f"{label}.out{j}"
+        hint = hints[j] if j < len(hints) and isinstance(hints[j], str) else frame.scope + f"{label}.out{j}"
         pack = tuple(b.tensor(f"{hint}_{i}", out.dtype, out.shape, loc=loop.loc) for i in range(int(count)))
         results.append(pack)
         out_names += [t.name for t in pack]

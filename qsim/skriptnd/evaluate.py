@@ -94,6 +94,9 @@ class Evaluator:
         if e.member == "size":
             if isinstance(target, tuple):
                 return len(target)
+            from .dynpack import DynPack
+            if isinstance(target, DynPack):
+                return target.count          # a pack of run-time length (dynpack.py)
             if target is None:
                 return None
             raise self.fail(f"'{e.target.name}.size' needs '{e.target.name}' to be a pack", e)
@@ -265,6 +268,7 @@ class Evaluator:
         return _elementwise(lambda v: self._unary_scalar(e, v), value)
 
     def _unary_scalar(self, e, v):
+        _no_tensors("!" if e.op == "!" else "neg", (v,), e, self)
         t = type_of(v)
         if e.op == "!":
             if t != "bool":
@@ -430,7 +434,60 @@ def _pairwise(fn, a, b, length_error):
     return fn(a, b)
 
 
+# Operators of 2.4 on tensors are not compile-time expressions; @compose invokes these instead.
+_TENSOR_OPERATORS = {"+": "math.add", "-": "math.sub", "*": "math.mul", "/": "math.div",
+                     "%": "math.mod", "**": "math.pow", "<?": "math.min", ">?": "math.max",
+                     "<": "math.lt", ">": "math.gt", "<=": "math.le", ">=": "math.ge",
+                     "==": "math.eq", "!=": "math.ne", "&&": "math.and", "||": "math.or",
+                     "^": "math.xor", "!": "math.not", "neg": "math.neg"}
+
+# Compile-time ints are mathematical integers (2.3), but qsim keeps them within the size an
+# integer literal may have (parser.MAX_INT_LITERAL_DIGITS decimal digits, about 14,300 bits):
+# `10 ** 10 ** 10` would otherwise take unbounded time and memory, and bigger ints cannot even be
+# printed in a message.
+MAX_INT_BITS = 14_300
+
+
+def _no_tensors(op: str, values, e, ev: Evaluator) -> None:
+    tensor = next((v for v in values if isinstance(v, TensorValue)), None)
+    if tensor is not None:
+        name = _TENSOR_OPERATORS.get(op)
+        raise ev.fail(f"'{op}' is applied to tensor '{tensor.name}': expression operators work on "
+                      f"compile-time values only (2.4)", e,
+                      hint=f"invoke an operator on the right-hand side of an @compose assignment"
+                           + (f", e.g. {name}(...)" if name else ""))
+
+
+def _int_sized(value, e, ev: Evaluator):
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise ev.fail(f"compile-time int result has {value.bit_length()} bits, more than qsim "
+                      f"evaluates ({MAX_INT_BITS} bits, about 4300 digits)", e,
+                      hint="no tensor extent or attribute can hold such a value; check the expression")
+    return value
+
+
+def _power(a, b, ta: str, arrays: bool, e, ev: Evaluator):
+    if arrays:
+        return a ** b
+    if ta == "int":
+        if b < 0:
+            raise ev.fail(f"int power with negative exponent {b}", e)
+        if abs(a) > 1 and (abs(a).bit_length() - 1) * b > MAX_INT_BITS:
+            raise ev.fail(f"'{show(a)} ** {show(b)}' has more than {MAX_INT_BITS} bits, more than "
+                          f"qsim evaluates at compile time", e,
+                          hint="no tensor extent or attribute can hold such a value")
+        return a ** b
+    try:
+        return math.pow(a, b)
+    except ValueError:
+        raise ev.fail(f"'{show(a)} ** {show(b)}' is undefined for reals", e) from None
+    except OverflowError:
+        raise ev.fail(f"'{show(a)} ** {show(b)}' overflows 64-bit reals", e,
+                      hint="write 'inf' if infinity is meant") from None
+
+
 def binary_scalar(op: str, a, b, e, ev: Evaluator):
+    _no_tensors(op, (a, b), e, ev)
     ta, tb = type_of(a), type_of(b)
     if isinstance(a, Dyn) or isinstance(b, Dyn):
         return _dyn_binary(op, a, b, e, ev)
@@ -440,27 +497,29 @@ def binary_scalar(op: str, a, b, e, ev: Evaluator):
             raise ev.fail(f"'{op}' needs two ints or two reals, got {ta} and {tb}", e,
                           hint="convert with real(...) or int(...)")
         if op == "+":
-            return a + b
+            return _int_sized(a + b, e, ev)
         if op == "-":
-            return a - b
+            return _int_sized(a - b, e, ev)
         if op == "*":
+            if ta == "int" and not arrays and a.bit_length() + b.bit_length() > MAX_INT_BITS + 1:
+                return _int_sized(a * b, e, ev)     # at most ~2 * MAX_INT_BITS: cheap, then refused
             return a * b
         if op in ("/", "\\", "%") and not arrays and b == 0:
             raise ev.fail(f"division by zero in '{op}'", e)
         if op == "/":
             return a // b if ta == "int" else a / b
         if op == "\\":
-            if ta != "int":
-                raise ev.fail("'\\' (ceil division) needs ints", e)
+            if ta == "real":
+                # 2.4 defines '\\' for ints only, but chapter 4's layout.range (T: num) counts
+                # `int((last - first) \\ stride)`: on reals it is the quotient rounded up
+                return np.ceil(a / b) if arrays else float(math.ceil(a / b))
             return -((-a) // b)
         if op == "%":
             if ta != "int":
                 raise ev.fail("'%' needs ints", e)
             return a % b
         if op == "**":
-            if ta == "int" and not arrays and b < 0:
-                raise ev.fail(f"int power with negative exponent {b}", e)
-            return a ** b
+            return _power(a, b, ta, arrays, e, ev)
         if op == "<?":
             return np.minimum(a, b) if arrays else min(a, b)
         return np.maximum(a, b) if arrays else max(a, b)
@@ -568,7 +627,7 @@ def fold(op: str, value: tuple, cumulative: bool, e, ev: Evaluator):
     if op == "*":
         acc = 1 if t != "real" else 1.0
         for v in value:
-            acc = acc * v
+            acc = _int_sized(acc * v, e, ev)
         return acc
     if op == "&&":
         return all(value)
@@ -586,6 +645,7 @@ def fold(op: str, value: tuple, cumulative: bool, e, ev: Evaluator):
 
 
 def cast(type_name: str, v, e, ev: Evaluator):
+    _no_tensors(f"{type_name}(...)", (v,), e, ev)
     t = type_of(v)
     if type_name not in CONCRETE_TYPES:
         raise ev.fail(f"cannot cast to abstract type '{type_name}'", e)
@@ -607,6 +667,7 @@ def cast(type_name: str, v, e, ev: Evaluator):
 
 
 def builtin(func: str, v, e, ev: Evaluator):
+    _no_tensors(func, (v,), e, ev)
     t = type_of(v)
     if isinstance(v, Dyn):
         raise ev.fail(f"'{func}' of a run-time extent cannot be evaluated at compile time", e)

@@ -17,6 +17,8 @@ import numpy as np
 
 from ..errors import DataError, InvalidGraphError, MismatchError, QsimError, UnsupportedError
 from .. import ir
+from . import dynattr
+from .control import MAX_LOOP_STEPS     # a loop that runs longer is taken to be endless
 from .fastops import OPS, run_op
 
 STDLIB_DIALECTS = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
@@ -62,8 +64,8 @@ def run_op_node(op: ir.Op, inputs: list, backend: str = "reference") -> list[np.
 
 
 def run_own_operator(op: ir.Op, inputs: list) -> list[np.ndarray]:
-    """An operator the model defines itself, run by its @lower body (qsim.skriptnd.lower).
-    Its packed inputs/outputs are not split here: a model operator with packs is refused."""
+    """An operator the model defines itself, run by its @lower body (qsim.skriptnd.lower);
+    packed inputs are regrouped into lists, packed outputs flattened again."""
     from .lower import run_lower
     d = op.definition
     if d is None:
@@ -77,15 +79,52 @@ def run_own_operator(op: ir.Op, inputs: list) -> list[np.ndarray]:
                                "body, so qsim cannot execute it", location=d.loc,
                                hint="give the operator a @lower block, or a @compose block of "
                                     "standard operators")
-    if any(p.type.pack is not None for p in list(d.inputs) + list(d.outputs)):
-        raise UnsupportedError(f"{op.kind.name} '{op.label}': operators with packed inputs or "
-                               "outputs defined in a model are not executed", location=d.loc)
+    grouped = regroup(op, d.inputs, list(inputs), "inputs")
     try:
-        outs = run_lower(d, list(inputs), dict(op.attrs))
+        outs = run_lower(d, grouped, dict(op.attrs))
     except QsimError as err:
         raise type(err)(f"{op.kind.name} '{op.label}': {err.message}", hint=err.hint,
                         location=err.location) from None
-    return [np.asarray(v) for v in outs]
+    flat = []
+    for decl, value in zip(d.outputs, outs):
+        flat.extend(value if decl.type.pack is not None else [value])
+    return [np.asarray(v) for v in flat]
+
+
+def regroup(op: ir.Op, params, flat: list, what: str) -> list:
+    """The op's flat tensor list → one entry per declared parameter, a packed one as a list.
+
+    The composer flattens packs into consecutive names (compose._emit). Lengths come from the
+    definition: `..(n)` with n an attribute evaluates; the one remaining pack takes the rest."""
+    from .evaluate import Evaluator, free_names
+    packed = [p for p in params if p.type.pack is not None]
+    if not packed:
+        return flat
+    lengths = {}
+    for p in packed:
+        length = p.type.pack.length
+        if length is not None and free_names(length) <= op.attrs.keys():
+            lengths[p.name] = int(Evaluator(dict(op.attrs)).eval(length))
+    unknown = [p.name for p in packed if p.name not in lengths]
+    rest = len(flat) - (len(params) - len(packed)) - sum(lengths.values())
+    if len(unknown) > 1 or rest < 0 or (not unknown and rest != 0):
+        raise UnsupportedError(f"{op.kind.name} '{op.label}': cannot tell which of its {len(flat)} "
+                               f"{what} belong to the packs {', '.join(p.name for p in packed)}",
+                               location=op.definition.loc if op.definition is not None else None,
+                               hint="give all but one packed parameter a length of attributes, as in ..(n)")
+    if unknown:
+        lengths[unknown[0]] = rest
+    grouped, pos = [], 0
+    for p in params:
+        n = lengths.get(p.name) if p.type.pack is not None else None
+        if n is None:
+            grouped.append(flat[pos])
+            pos += 1
+        else:
+            items = flat[pos:pos + n]
+            grouped.append(None if n == 1 and items[0] is None else list(items))
+            pos += n
+    return grouped
 
 
 def _check_input(graph: ir.Graph, name: str, value: Any) -> np.ndarray:
@@ -95,6 +134,12 @@ def _check_input(graph: ir.Graph, name: str, value: Any) -> np.ndarray:
         raise DataError(f"input '{name}' has shape {list(arr.shape)}, the graph declares "
                         f"{[d if d is not None else '?' for d in t.shape]}",
                         hint="give an array of the declared shape")
+    bounds = t.max_shape or ()
+    for k, (d, e) in enumerate(zip(t.shape, arr.shape)):
+        if d is None and k < len(bounds) and bounds[k] >= 0 and e > bounds[k]:
+            # 2.6.1: the upper bound of a dynamic input extent is checked when the graph runs
+            raise DataError(f"input '{name}' has extent {e} at dimension {k}, above its upper bound "
+                            f"{bounds[k]}", hint=f"the graph declares at most {bounds[k]} there")
     if arr.dtype.kind != t.dtype.numpy.kind and not (arr.dtype.kind in "iuf" and t.dtype.numpy.kind in "iuf"):
         raise DataError(f"input '{name}' has dtype {arr.dtype}, the graph declares {t.dtype}")
     return arr.astype(t.dtype.numpy, copy=False)
@@ -117,6 +162,8 @@ def run_graph(graph: ir.Graph, inputs: Mapping[str, Any] | list) -> dict[str, np
     for name in graph.inputs:
         values[name] = _check_input(graph, name, inputs[name])
     for op in graph.ops:
+        if any(dynattr.has_runtime(v) for v in op.attrs.values()):
+            op = _with_runtime_attrs(op, values)
         if op.subgraphs:
             results = run_control(op, values)
         elif op.kind.dialect not in STDLIB_DIALECTS:
@@ -136,7 +183,13 @@ def run_graph(graph: ir.Graph, inputs: Mapping[str, Any] | list) -> dict[str, np
     return values
 
 
-MAX_LOOP_STEPS = 1_000_000     # a condition loop that runs longer is taken to be endless
+def _with_runtime_attrs(op: ir.Op, values: Mapping[str, np.ndarray]) -> ir.Op:
+    """`op` with its attributes that depend on dynamic extents evaluated from the actual shapes."""
+    import dataclasses
+    shapes = {n: np.shape(v) for n, v in values.items()}
+    what = f"{op.kind.name} '{op.label}'"
+    return dataclasses.replace(op, attrs={k: dynattr.resolve(v, shapes, what) for k, v in op.attrs.items()})
+
 
 
 def _run_sub(g: ir.Graph, own: list, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -237,13 +290,11 @@ def read_inputs(graph: ir.Graph, specs: list[str]) -> dict[str, np.ndarray]:
         raise DataError(f"{len(specs)} --input arrays for graph '{graph.name}' with inputs "
                         + ", ".join(graph.inputs))
     named.update(zip(free, positional))
+    from ..userdata import check_finite, read_npy
     arrays = {}
     for name, file in named.items():
-        try:
-            arrays[name] = np.load(file, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise DataError(f"--input {file}: cannot read a .npy array ({err})",
-                            hint="save inputs with numpy.save") from None
+        arrays[name] = read_npy(file, "--input")
+        check_finite(arrays[name], f"--input {file} (input '{name}')")
     return arrays
 
 
@@ -253,25 +304,16 @@ def _file_name(tensor_name: str) -> str:
 
 def write_outputs(graph: ir.Graph, values: Mapping[str, np.ndarray], output: str | None,
                   dump: str | None) -> None:
-    import os
-    import tempfile
-    from ..atomic import atomic_directory
+    """`--output` (one .npy array, or a .npz of several) and `--dump` (a folder of every
+    tensor), each replacing its target only when complete (qsim.atomic)."""
+    from ..atomic import atomic_directory, atomic_file
     if output:
         outs = {n: values[n] for n in graph.outputs}
-        directory = os.path.dirname(os.path.abspath(output))
-        fd, tmp = tempfile.mkstemp(prefix=".qsim-run-", suffix=".npz" if len(outs) > 1 else ".npy",
-                                   dir=directory)
-        os.close(fd)
-        try:
+        with atomic_file(output) as tmp, open(tmp, "wb") as f:
             if len(outs) == 1:
-                np.save(tmp, next(iter(outs.values())))
+                np.save(f, next(iter(outs.values())))
             else:
-                np.savez(tmp, **outs)
-            os.replace(tmp, output)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+                np.savez(f, **outs)
     if dump:
         with atomic_directory(dump) as tmpdir:
             for name, value in values.items():

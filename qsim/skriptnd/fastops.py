@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import SemanticError, UnsupportedError
+from ..limits import check_tensor_size
 
 Impl = Callable[[list, Mapping[str, Any]], list]
 OPS: dict[str, Impl] = {}
@@ -48,6 +49,12 @@ def fail(op: str, message: str, hint: str = "") -> None:
 
 
 # ---- attribute helpers -------------------------------------------------------------------
+
+def check_alloc(op: str, shape, dtype, what: str = "result") -> None:
+    """Before allocating an array whose size comes from the model (attributes, extents):
+    refuses it past the tensor limit (qsim.limits), naming the operator."""
+    check_tensor_size([int(d) for d in shape], np.dtype(dtype).itemsize, f"{op} {what}")
+
 
 def pack(value: Any, length: int, op: str = "", name: str = "") -> tuple:
     """A packed attribute as a tuple of `length` items; a single value is uniform (2.5)."""

@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 
-from .fastops import fail, norm_axes, pack, register, seq, sk_round
+from .fastops import check_alloc, fail, norm_axes, pack, register, seq, sk_round
 from .fastops_nn import sum_pool
 
 COORDINATE_TRANSFORMS = ("SYMMETRIC", "ASYMMETRIC", "ALIGNED")
@@ -39,10 +39,19 @@ def nearest_downsample(ins, at):
     return [np.ascontiguousarray(x[tuple(index)])]
 
 
+def _check_scaled(op, x, axes, factor, extra: int = 0) -> None:
+    """Upsampling multiplies extents by model attributes: the result must fit the limit."""
+    out = list(x.shape)
+    for a, f in zip(axes, factor):
+        out[a] = int(f) * (out[a] + extra)
+    check_alloc(op, out, x.dtype)
+
+
 @register("image.nearest_upsample")
 def nearest_upsample(ins, at):
     x = np.asarray(ins[0])
     axes, factor = _axes_factor("image.nearest_upsample", x, at)
+    _check_scaled("image.nearest_upsample", x, axes, factor)
     for a, f in zip(axes, factor):
         x = np.repeat(x, int(f), axis=a)
     return [x]
@@ -67,6 +76,8 @@ def linear_upsample(ins, at):
     before and 1 after when replicate_border; out-of-range outputs are skipped."""
     x = np.asarray(ins[0])
     axes, factor = _axes_factor("image.linear_upsample", x, at)
+    # the widest intermediate is the edge-extended, fully upsampled input (factor * (L + 1) + 1)
+    _check_scaled("image.linear_upsample", x, axes, factor, extra=2)
     sym = bool(at.get("symmetric", True))
     rep = bool(at.get("replicate_border", True))
     for a, f in zip(axes, factor):
@@ -120,6 +131,10 @@ def _resize_args(op, x, at):
     size = pack(at["size"], len(axes), op, "size")
     if min(size, default=1) <= 0:
         fail(op, f"'size' must be positive; got {list(size)}")
+    out = list(x.shape)
+    for a, n in zip(axes, size):
+        out[a] = max(out[a], int(n))            # every intermediate is at most this large
+    check_alloc(op, out, x.dtype)
     return axes, [int(v) for v in size], at.get("coordinate_transform", "SYMMETRIC")
 
 
@@ -214,7 +229,12 @@ def rescale(ins, at):
     axes = at.get("axes")
     axes = tuple(range(x.ndim)) if axes is None else norm_axes(axes, x.ndim, "image.rescale")
     factor = pack(at["factor"], len(axes), "image.rescale", "factor")
-    size = [int(sk_round(np.float64(x.shape[a]) * f)) for a, f in zip(axes, factor)]
+    with np.errstate(over="ignore", invalid="ignore"):      # checked just below
+        scaled = [sk_round(np.float64(x.shape[a]) * f) for a, f in zip(axes, factor)]
+    if not all(np.isfinite(scaled)):
+        fail("image.rescale", f"'factor' {list(factor)} gives no finite size for input shape "
+             f"{list(x.shape)}")
+    size = [int(v) for v in scaled]
     sub = {k: v for k, v in at.items() if k != "factor"}
     sub.update(axes=axes, size=size)
     return resize(ins, sub)
@@ -228,6 +248,7 @@ def _roi_pool(op, ins, at, reduce):
     out_size = [int(v) for v in pack(at["output_size"], d, op, "output_size")]
     if rois.shape[-1] != 2 * d or rois.shape[0] != index.shape[0]:
         fail(op, f"'rois' must be [n, {2 * d}] and 'index' [n]; got {list(rois.shape)}, {list(index.shape)}")
+    check_alloc(op, (rois.shape[0], x.shape[1]) + tuple(out_size), x.dtype)
     out = np.zeros((rois.shape[0], x.shape[1]) + tuple(out_size), dtype=x.dtype)
     for r in range(rois.shape[0]):
         bi = int(index[r])

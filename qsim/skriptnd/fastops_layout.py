@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DataError
-from .fastops import ceil_div, fail, norm_axes, norm_axis, pack, register, seq
+from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
 
 _SCALAR_TYPES = {"int": np.int64, "real": np.float32, "bool": np.bool_}
 
@@ -26,6 +26,7 @@ def numpy_type(name) -> np.dtype:
 def tensor(ins, at):
     shape = tuple(int(v) for v in seq(at.get("shape", ())))
     value = np.asarray(at["value"])
+    check_alloc("layout.tensor", shape, value.dtype)
     vol = int(np.prod(shape, dtype=np.int64))
     if value.ndim == 0 or value.size == 1:
         return [np.full(shape, value.reshape(()))]
@@ -38,6 +39,7 @@ def tensor(ins, at):
 @register("layout.uniform")
 def uniform(ins, at):
     shape = tuple(int(v) for v in seq(at["shape"]))
+    check_alloc("layout.uniform", shape, np.asarray(ins[0]).dtype)
     return [np.full(shape, np.asarray(ins[0]).reshape(()))]
 
 
@@ -213,6 +215,7 @@ def tile(ins, at):
         if r <= 0:
             fail("layout.tile", f"'repeats' must be positive; got {list(reps)}")
         full[a] = int(r)
+    check_alloc("layout.tile", [n * r for n, r in zip(x.shape, full)], x.dtype)
     return [np.tile(x, full)]
 
 
@@ -227,6 +230,7 @@ def broadcast(ins, at):
             fail("layout.broadcast", f"input.shape or 'shape' must be 1 or equal at axis {a}: "
                  f"{x.shape[a]} vs {e}")
         out[a] = x.shape[a] if e == 1 else int(e)
+    check_alloc("layout.broadcast", out, x.dtype)
     return [np.broadcast_to(x, out).copy()]
 
 
@@ -276,6 +280,7 @@ def pad(ins, at):
     widths = [(0, 0)] * x.ndim
     for i, a in enumerate(axes):
         widths[a] = (int(padding[i]), int(padding[k + i]))
+    check_alloc("layout.pad", [n + lo + hi for n, (lo, hi) in zip(x.shape, widths)], x.dtype)
     if method == "CONSTANT":
         cval = 0 if value is None else np.asarray(value).reshape(())
         return [np.pad(x, widths, mode="constant", constant_values=cval)]

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from .fastops import ceil_div, fail, norm_axes, norm_axis, pack, register, seq
+from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
 from .fastops_math import erf
 
 
@@ -132,6 +132,8 @@ def conv(ins, at):
     K = int(np.prod(fx, dtype=np.int64))
     X = int(np.prod(ox, dtype=np.int64))
     # cols[b, c, k, X]: im2col with the kernel offsets in row-major order like the filter
+    # im2col copies each input element once per kernel offset: it can outgrow every tensor
+    check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
     cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
     for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
         cols[:, :, k] = win
@@ -174,6 +176,8 @@ def deconv(ins, at):
                  f"filter-size {list(fx)}, stride {list(stride)}, dilation {list(dilation)}")
         offset.append(off)
         ox.append(o)
+    check_alloc(op, (b, g, fc) + tuple(full), np.result_type(x, w), "accumulator")
+    check_alloc(op, (b, oc) + tuple(ox), np.result_type(x, w))
     acc = np.zeros((b, g, fc) + tuple(full), dtype=np.result_type(x, w))
     xg = x.reshape(b, g, m, -1)                                  # [b, g, m, X]
     wg = w.reshape(g, m, fc, -1)                                 # [g, m, fc, K]

@@ -22,6 +22,33 @@ from .evaluate import Evaluator, free_names
 from .values import (ABSTRACT_TYPES, CONCRETE_TYPES, Dyn, TensorValue, TypeValue, Uniform, error,
                      is_pack, show, type_of)
 
+# Extents are ints without a size (2.3), but every executor indexes with signed 64 bits, and
+# numpy arrays have at most 64 dimensions.
+MAX_EXTENT = 2 ** 63 - 1
+MAX_RANK = 64
+
+
+def check_extent(d, name: str, where: str, loc, what: str = "extent") -> None:
+    """An extent (or an extent's upper bound) of a declared shape: an int in [0, 2**63)."""
+    if isinstance(d, Dyn):
+        return
+    if isinstance(d, bool) or type_of(d) != "int" or is_pack(d):
+        raise error(f"{where}: {what} of '{name}' must be an int, got {show(d)}", loc)
+    if d < 0:
+        raise error(f"{where}: {what} of '{name}' is negative ({d})", loc)
+    if d > MAX_EXTENT:
+        raise error(f"{where}: {what} {d} of '{name}' is larger than any tensor can have "
+                    f"(at most 2**63 - 1)", loc)
+
+
+def check_rank(n, name: str, where: str, loc) -> None:
+    """The length of a pack of extents (a rank): an int in [0, MAX_RANK]."""
+    if isinstance(n, bool) or type_of(n) != "int" or is_pack(n) or isinstance(n, Dyn):
+        raise error(f"{where}: the rank of '{name}' must be a compile-time int, got {show(n)}", loc)
+    if not 0 <= n <= MAX_RANK:
+        raise error(f"{where}: '{name}' would have {n} dimensions; tensors have 0 to {MAX_RANK}",
+                    loc)
+
 
 @dataclass
 class OutputType:
@@ -358,6 +385,7 @@ def eval_shape(t: ast.TypeSpec, env: dict, where: str, decl, pack_index=None):
         if item.pack is not None and item.pack.length is not None and not is_pack(value):
             count = ev.eval(item.pack.length)    # `1 ..(n)`, `c..(flag)`: one extent repeated (2.4)
             if isinstance(count, int):
+                check_rank(int(count), decl.name, where, item.loc)
                 value = (value,) * int(count)
         if item.pack is not None and item.pack.length is not None and is_pack(value):
             n = ev.eval(item.pack.length)
@@ -366,10 +394,7 @@ def eval_shape(t: ast.TypeSpec, env: dict, where: str, decl, pack_index=None):
                             f"says {show(n)}", item.loc)
         items = value if is_pack(value) else (value,)
         for d in items:
-            if isinstance(d, bool) or type_of(d) != "int":
-                raise error(f"{where}: extent of '{decl.name}' must be an int, got {show(d)}", item.loc)
-            if not isinstance(d, Dyn) and d < 0:
-                raise error(f"{where}: extent of '{decl.name}' is negative ({d})", item.loc)
+            check_extent(d, decl.name, where, item.loc)
             if isinstance(d, Dyn) and bound is not None:
                 d = Dyn(d.key, d.lo, bound if d.hi is None else min(d.hi, bound))
             shape.append(d if isinstance(d, Dyn) else int(d))

@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..limits import check_tensor_size
 from . import ast as A
 from .lower_bind import Binding, bind
 from .lower_eval import FullRange, GuardIdx, LowerError, fail
@@ -82,6 +83,10 @@ class Interpreter:
         self.specs = {s.name: s for s in binding.outputs}
         self.initialized: set[str] = set()
         for s in binding.outputs:
+            for shape in s.shapes:
+                if None not in shape:
+                    check_tensor_size(shape, np.dtype(s.dtype).itemsize, f"output '{s.name}'",
+                                      binding.op.loc)
             arrays = [np.zeros(shape, dtype=s.dtype) if None not in shape else None for shape in s.shapes]
             self.env[s.name] = arrays if s.packed else arrays[0]
 
@@ -107,7 +112,10 @@ class Interpreter:
             return
         out_name = self.output_name(stmt)
         if stmt.op in UFUNC and out_name not in self.initialized:
+            # the identity is the start of the first accumulation only: a second `+=` into the
+            # same output (another range of indices, 2.12) adds to what the first one summed
             self.fill(out_name, identity(stmt.op, self.specs[out_name].dtype))
+            self.initialized.add(out_name)
         if stmt.op == "=":
             self.initialized.add(out_name)
         elif stmt.op == ":=" and out_name not in self.initialized:
@@ -159,6 +167,8 @@ class Interpreter:
             fail(stmt, "a loop bound is null")
         fixed = fixed or {}
         grid_shape = tuple(1 if a in fixed else int(e) for a, e in enumerate(extents))
+        # a formula's values are arrays over its whole index grid (float64 at most)
+        check_tensor_size(grid_shape, 8, "index grid of the formula", stmt.loc)
         pos = 0
         for b, lim in zip(bounds, limits):
             arrs = []

@@ -4,7 +4,9 @@ A model folder holds `main.sknd` plus other modules (nested modules in subfolder
 is `a/b.sknd`). Standard modules come from qsim's stdlib (package `qsim.stdlib`, files
 `<module>.sknd`); a model's own module of the same name wins. Parsed modules are cached twice:
 in memory, and on disk as pickles keyed by the SHA-256 of the text and of the front end's own
-sources (`QSIM_CACHE_DIR`, default ~/.cache/qsim/skriptnd), so a warm start skips parsing.
+sources (`QSIM_CACHE_DIR`, default ~/.cache/qsim/skriptnd), so a warm start skips parsing. The
+disk cache is used only while it is private to the user (see `_private`): a pickle planted by
+someone else would run their code.
 """
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ import hashlib
 import importlib.resources
 import os
 import pickle
+import stat
+import sys
 import tempfile
 
 from ..errors import Location, SemanticError, UsageError
 from . import ast
-from .parser import parse
+from .parser import decode_source, parse
 
 STANDARD_MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
 _MEMORY: dict[str, ast.Module] = {}
@@ -36,39 +40,108 @@ def _frontend_key() -> str:
 
 
 def cache_dir() -> str | None:
+    """The on-disk parse cache folder (created private, 0700), or None when it cannot be made."""
     path = os.environ.get("QSIM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "qsim",
                                                              "skriptnd")
     try:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError:
         return None
-    return path
+    return os.path.realpath(path)       # then opened with O_NOFOLLOW and checked
+
+
+# The cache holds pickles, and unpickling runs code: an entry must not be writable by anyone
+# but this user. So the folder and every entry are checked on each use, through the open file
+# descriptors (no race with a rename in between): owned by this user, a real folder / regular
+# file (no symbolic link), and no write permission for group or others. Otherwise the cache is
+# skipped with a one-line warning (once per folder), and the module is parsed from its text.
+_WARNED: set[str] = set()
+
+
+def _private(st, want_dir: bool) -> str | None:
+    """Why a stat result is not a private folder / file of this user, or None if it is."""
+    kind_ok = stat.S_ISDIR(st.st_mode) if want_dir else stat.S_ISREG(st.st_mode)
+    if not kind_ok:
+        return "not a folder" if want_dir else "not a regular file"
+    if st.st_uid != os.getuid():
+        return f"owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _warn_unsafe(path: str, why: str) -> None:
+    if path not in _WARNED:
+        _WARNED.add(path)
+        print(f"qsim: warning: not using the parse cache {path}: {why}; make it private "
+              f"(chmod 700, owned by you) or set QSIM_CACHE_DIR", file=sys.stderr)
+
+
+def _open_private_dir(directory: str) -> int | None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as err:
+        _warn_unsafe(directory, err.strerror or str(err))
+        return None
+    why = _private(os.fstat(fd), want_dir=True)
+    if why is not None:
+        os.close(fd)
+        _warn_unsafe(directory, why)
+        return None
+    return fd
+
+
+def _read_entry(dir_fd: int, directory: str, name: str) -> ast.Module | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError:
+        return None                     # no entry yet (or a link: never followed)
+    with os.fdopen(fd, "rb") as f:
+        why = _private(os.fstat(f.fileno()), want_dir=False)
+        if why is not None:
+            _warn_unsafe(os.path.join(directory, name), why)
+            return None
+        try:
+            module = pickle.load(f)
+        except Exception:       # noqa: BLE001 - a damaged cache entry is re-parsed
+            return None
+    return module if isinstance(module, ast.Module) else None
+
+
+def _write_entry(directory: str, name: str, module: ast.Module) -> None:
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")     # created 0600
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(module, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, os.path.join(directory, name))  # never leave a half-written entry
+    except OSError:
+        pass
+
+
+def cache_key(text: str, filename: str) -> str:
+    """The cache key of a module text: its entry on disk is `<key>.pickle`."""
+    return hashlib.sha256((_frontend_key() + "\0" + filename + "\0" + text).encode()).hexdigest()
 
 
 def parse_cached(text: str, filename: str) -> ast.Module:
     """parse() with the in-memory and on-disk caches (keyed by content, file name and front end)."""
-    key = hashlib.sha256((_frontend_key() + "\0" + filename + "\0" + text).encode()).hexdigest()
+    key = cache_key(text, filename)
     module = _MEMORY.get(key)
     if module is not None:
         return module
     directory = cache_dir()
-    path = os.path.join(directory, key + ".pickle") if directory else None
-    if path and os.path.exists(path):
-        try:
-            with open(path, "rb") as f:
-                module = pickle.load(f)
-        except Exception:       # noqa: BLE001 - a damaged cache entry is re-parsed
-            module = None
-    if module is None:
-        module = parse(text, filename)
-        if path:
-            try:
-                fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-                with os.fdopen(fd, "wb") as f:
-                    pickle.dump(module, f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, path)      # never leave a half-written entry
-            except OSError:
-                pass
+    dir_fd = _open_private_dir(directory) if directory else None
+    name = key + ".pickle"
+    try:
+        if dir_fd is not None:
+            module = _read_entry(dir_fd, directory, name)
+        if module is None:
+            module = parse(text, filename)
+            if dir_fd is not None:
+                _write_entry(directory, name, module)
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
     _MEMORY[key] = module
     return module
 
@@ -111,8 +184,8 @@ class ModuleSet:
 
     def load_file(self, path: str, name: str | None = None) -> ast.Module:
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            with open(path, "rb") as f:
+                text = decode_source(f.read(), path)
         except OSError as err:
             raise UsageError(f"cannot read {path}: {err.strerror}") from None
         module = parse_cached(text, path)

@@ -14,8 +14,12 @@ from lark import Lark, Token, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..errors import Location, SyntaxError_
+from ..limits import MAX_NESTING_DEPTH
 from . import ast
 
+# Python converts at most 4300 digits between int and str (sys.get_int_max_str_digits); a longer
+# literal could be read but never printed again (messages, the writer), so it is refused.
+MAX_INT_LITERAL_DIGITS = 4300
 BUILTIN_FUNCS = frozenset("""abs sign sqrt exp log sin cos tan asin acos atan sinh cosh tanh
     asinh acosh atanh round floor ceil frac""".split())
 CAST_TYPES = frozenset({"int", "real", "bool", "str"})
@@ -214,7 +218,7 @@ class _Builder:
 
     def pack_spec(self, meta, children):
         exprs = self._exprs(children)
-        return ast.PackSpec(self.loc(meta), exprs[0] if exprs else None)
+        return ast.PackSpec(self.loc(meta), exprs[0] if exprs else None, exprs[1] if len(exprs) > 1 else None)
 
     # -- using / assert / lower / quantize
     def using_decl(self, meta, children):
@@ -552,10 +556,23 @@ class _Builder:
         return ast.Omitted(self.loc(meta))
 
     def int_lit(self, meta, children):
-        return ast.IntLit(self.loc(meta), int(children[0]))
+        digits = str(children[0])
+        if len(digits) > MAX_INT_LITERAL_DIGITS:
+            raise self.error(f"integer literal of {len(digits)} digits; qsim reads integer literals "
+                             f"of at most {MAX_INT_LITERAL_DIGITS} digits", meta,
+                             hint="no tensor or extent can hold such a value; check the literal")
+        return ast.IntLit(self.loc(meta), int(digits))
 
     def real_lit(self, meta, children):
-        return ast.RealLit(self.loc(meta), float(children[0]), str(children[0]))
+        text = str(children[0])
+        value = float(text)
+        if math.isinf(value):
+            # reals are evaluated as 64-bit floats at compile time (2.3 leaves precision open):
+            # a literal past their range would silently become infinity
+            raise self.error(f"real literal {_abbreviate(text)} is beyond the range of 64-bit floats "
+                             f"(about 1.8e308)", meta,
+                             hint="write 'inf' if infinity is meant, or a smaller value")
+        return ast.RealLit(self.loc(meta), value, text)
 
     def true_lit(self, meta, children):
         return ast.BoolLit(self.loc(meta), True)
@@ -599,6 +616,10 @@ class _Builder:
 
     def list(self, meta, children):
         return ast.ListExpr(self.loc(meta), tuple(c for c in children if isinstance(c, ast.Expr)))
+
+
+def _abbreviate(text: str, keep: int = 24) -> str:
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "{": "{", "}": "}"}
@@ -694,11 +715,17 @@ def _run(text: str, filename: str, start: str):
 
 
 def _build(tree, builder: _Builder):
-    """Bottom-up construction of ast nodes from the lark tree (iterative: no recursion limit)."""
+    """Bottom-up construction of ast nodes from the lark tree (iterative: no recursion limit).
+
+    Refuses a tree nested deeper than limits.MAX_NESTING_DEPTH before building the node that
+    crosses it: every later pass over the AST (evaluation, binding, lowering, the writer, the
+    parse cache's pickling) recurses once or more per level, so this one check keeps all of
+    them far below Python's recursion limit."""
     from lark import Tree
     # post-order traversal with an explicit stack
     stack = [(tree, False)]
     results: dict[int, object] = {}
+    heights: dict[int, int] = {}
     while stack:
         node, done = stack.pop()
         if not isinstance(node, Tree):
@@ -709,6 +736,10 @@ def _build(tree, builder: _Builder):
                 if isinstance(child, Tree):
                     stack.append((child, False))
             continue
+        height = 1 + max((heights.pop(id(c)) for c in node.children if isinstance(c, Tree)), default=0)
+        if height > MAX_NESTING_DEPTH:
+            raise _nesting_error(node, builder.filename)
+        heights[id(node)] = height
         children = [results.pop(id(c)) if isinstance(c, Tree) else c for c in node.children]
         children = [c for c in children if c is not None]
         method = getattr(builder, node.data, None)
@@ -716,6 +747,27 @@ def _build(tree, builder: _Builder):
             builder.__default__(node.data, children, node.meta)
         results[id(node)] = method(node.meta, children)
     return results[id(tree)]
+
+
+def _nesting_error(node, filename: str) -> SyntaxError_:
+    """The node at which nesting first exceeds the limit, located at its first token."""
+    meta = node.meta
+    where = node
+    while getattr(meta, "empty", True) and where.children:
+        where = next((c for c in where.children if hasattr(c, "meta") or isinstance(c, Token)),
+                     None)
+        if where is None or isinstance(where, Token):
+            break
+        meta = where.meta
+    line = getattr(where if isinstance(where, Token) else meta, "line", None)
+    column = getattr(where if isinstance(where, Token) else meta, "column", None)
+    return SyntaxError_(
+        f"the text nests deeper than {MAX_NESTING_DEPTH} levels here (parentheses, brackets, "
+        f"blocks, calls and each operator of a chain such as 'a + b + c' count one level each); "
+        f"qsim refuses deeper documents (qsim.limits.MAX_NESTING_DEPTH)",
+        location=Location(filename, line, column),
+        hint="split the expression into named parts (@using entries, intermediate tensors or "
+             "attributes), or use a fold such as 'xs + ..' over a list instead of a long chain")
 
 
 def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> SyntaxError_:
@@ -740,6 +792,22 @@ def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> SyntaxError
     if "SEMI" in expected and len(expected) < 40:
         hint = "is a ';' missing before it?"
     return SyntaxError_(msg, location=Location(filename, tok.line, tok.column), hint=hint)
+
+
+def decode_source(data: bytes, filename: str) -> str:
+    """A .sknd file's bytes as text: UTF-8 (the draft names no encoding; identifiers are ASCII,
+    2.4), a leading byte-order mark skipped. Bytes that are not UTF-8 are a SyntaxError_ at their line and column, naming the
+    byte offset."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        line_start = data.rfind(b"\n", 0, err.start) + 1
+        column = len(data[line_start:err.start].decode("utf-8", errors="replace")) + 1
+        raise SyntaxError_(f"the file is not UTF-8 text: byte 0x{data[err.start]:02x} at byte offset "
+                           f"{err.start} ({err.reason})", location=Location(filename, line, column),
+                           hint="save the model as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def parse(text: str, filename: str = "<string>") -> ast.Module:

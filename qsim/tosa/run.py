@@ -1,6 +1,7 @@
 """`qsim.tosa.run`: one TOSA operator on numpy arrays, validated first, then computed by
-the Cython kernel when one is registered (`qsim.kernels.registry.KERNELS`) or by the
-numpy reference. See docs/tosa.md for the calling convention.
+the numpy reference (backend="reference") or, with backend="kernels", by the compiled kernel
+(`qsim.kernels.registry`: the reference for the operators it lists as ON_REFERENCE). See
+docs/tosa.md for the calling convention.
 """
 from __future__ import annotations
 
@@ -25,12 +26,11 @@ def operator(name: str) -> OperatorDef:
 
 
 def kernel_for(name: str):
-    """The registered Cython kernel of operator `name`, or None (then the reference runs)."""
-    try:
-        from ..kernels.registry import KERNELS
-    except ImportError:
-        return None
-    return KERNELS.get(name)
+    """The compiled kernel of operator `name`, or None where the kernels backend runs the
+    reference by design (qsim.kernels.registry.ON_REFERENCE). Raises KernelsUnavailableError
+    when the compiled extension is missing or broken: never a silent fallback."""
+    from ..kernels.registry import kernel_for as registered_kernel
+    return registered_kernel(name)
 
 
 def run(op: str, inputs: list, attrs: dict | None = None, backend: str = "kernels") -> list[np.ndarray]:
@@ -67,8 +67,11 @@ def run(op: str, inputs: list, attrs: dict | None = None, backend: str = "kernel
 def execute_call(call, arrays: list[np.ndarray], backend: str) -> list[np.ndarray]:
     """Computes a validated call; REQUIRE failures are reported with the call's label."""
     opdef = call.opdef
-    # kernels implement the integer (Base Inference) modes; floating-point modes run the reference
-    fn = kernel_for(opdef.name) if backend == "kernels" and call.mode.profile == "BI" else None
+    fn = None
+    if backend == "kernels":
+        kernel = kernel_for(opdef.name)     # loads the extension: a broken build fails every op
+        # kernels implement the integer (Base Inference) modes; floating-point modes run the reference
+        fn = kernel if call.mode.profile == "BI" else None
     if fn is None:
         fn = opdef.ref
     arrays = [contiguous(x) for x in arrays]

@@ -5,6 +5,7 @@ import importlib
 import numpy as np
 import pytest
 
+from qsim.errors import UnpredictableError
 from qsim.kernels.isa import forced_isa, supported_isas
 
 # the operator definitions register themselves with qsim.tosa when their module is imported
@@ -21,6 +22,27 @@ def check_all_paths(op, inputs, attrs):
     """Runs `op` on the reference and on each ISA path; asserts the same dtype and bits.
     Returns the reference outputs."""
     want = tosa_run(op, inputs, attrs, backend="reference")
+    assert_kernels_give(op, inputs, attrs, want)
+    return want
+
+
+def differential(op, inputs, attrs):
+    """Reference vs every ISA path for a call that passes the spec's ERROR_IF: the same dtype
+    and bits, or, where a REQUIRE fails, the same error kind from both backends. Returns the
+    reference outputs, or None when the reference raised."""
+    try:
+        want = tosa_run(op, inputs, attrs, backend="reference")
+    except UnpredictableError:
+        for isa in ISAS:
+            with forced_isa(isa), pytest.raises(UnpredictableError, match="REQUIRE"):
+                tosa_run(op, inputs, attrs, backend="kernels")
+        return None
+    assert_kernels_give(op, inputs, attrs, want)
+    return want
+
+
+def assert_kernels_give(op, inputs, attrs, want):
+    """Every ISA path's outputs have the dtype, shape and values of `want`."""
     for isa in ISAS:
         with forced_isa(isa):
             got = tosa_run(op, inputs, attrs, backend="kernels")
@@ -32,7 +54,6 @@ def check_all_paths(op, inputs, attrs):
                 idx = tuple(int(i) for i in np.argwhere(g != w)[0])
                 pytest.fail(f"{op} on {isa}: element {list(idx)} is {g[idx]}, reference {w[idx]} "
                             f"({int((g != w).sum())} of {w.size} differ)")
-    return want
 
 
 def ints(rng, shape, dtype, lo=None, hi=None):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from kernel_harness import check_all_paths, ints, tosa_run
-from qsim.errors import UnpredictableError
+from qsim.errors import InvalidGraphError, UnpredictableError
 from qsim.kernels.registry import KERNELS
 
 
@@ -189,3 +189,55 @@ def test_packed_weights_follow_the_array_object(rng):
         attrs = fc_attrs(rng, w, 3, izp=0)
         check_all_paths("FULLY_CONNECTED", [x], attrs)
         del w, attrs
+
+
+def test_sixteen_by_eight_weight_zero_point_hand_worked():
+    # int16 x int8 with weight_zp = 5 (legal: weight_t is int8_t). x = [100, -200], w = [10, 20]:
+    # (100)(10 - 5) + (-200)(20 - 5) = 500 - 3000 = -2500; the kernels used to ignore weight_zp
+    # and return 100*10 - 200*20 = -3000.
+    x = np.array([[100, -200]], dtype=np.int16)
+    w = np.array([[10, 20]], dtype=np.int8)
+    fc = dict(weight=w, bias=np.array([7], dtype=np.int64), input_zp=0, weight_zp=5)
+    assert check_all_paths("FULLY_CONNECTED", [x], fc)[0].tolist() == [[-2500 + 7]]
+    # the same numbers as a 1x2 CONV2D, a CONV3D and a 1x1-input TRANSPOSE_CONV2D
+    conv = dict(fc, weight=w.reshape(1, 1, 1, 2), pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1))
+    assert check_all_paths("CONV2D", [x.reshape(1, 1, 1, 2)], conv)[0].ravel().tolist() == [-2493]
+    conv3 = dict(fc, weight=w.reshape(1, 1, 1, 1, 2), pad=(0,) * 6, stride=(1,) * 3, dilation=(1,) * 3)
+    assert check_all_paths("CONV3D", [x.reshape(1, 1, 1, 1, 2)], conv3)[0].ravel().tolist() == [-2493]
+    tconv = dict(fc, weight=w.reshape(1, 1, 1, 2), out_pad=(0, 0, 0, 0), stride=(1, 1),
+                 out_shape=(1, 1, 1, 1))
+    assert check_all_paths("TRANSPOSE_CONV2D", [x.reshape(1, 1, 1, 2)], tconv)[0].ravel().tolist() == [-2493]
+
+
+@pytest.mark.parametrize("wzp", [-128, 127])
+def test_sixteen_by_eight_weight_zero_point_every_gemm_operator(rng, wzp):
+    # padding and TRANSPOSE_CONV2D's holes hold 0 (input_zp is 0 for int16) and must stay 0
+    # after the weight zero point: (0)(w - wzp) = 0
+    x = ints(rng, (2, 5, 4, 3), np.int16)
+    x.flat[0], x.flat[1] = -32768, 32767
+    w = ints(rng, (6, 3, 2, 3), np.int8)
+    w.flat[0] = -128 if wzp > 0 else 127           # |w - wzp| = 255
+    attrs = conv_attrs(rng, w, 6, izp=0, wzp=wzp, pad=(2, 1, 0, 2), stride=(1, 2), dilation=(2, 1),
+                       out="int48", bias_range=1 << 40)
+    check_all_paths("CONV2D", [x], attrs)
+    w3 = ints(rng, (4, 2, 2, 2, 3), np.int8)
+    check_all_paths("CONV3D", [x.reshape(2, 5, 2, 2, 3)],
+                    dict(attrs, weight=w3, bias=attrs["bias"][:4], pad=(1, 0, 1, 1, 0, 1),
+                         stride=(1, 1, 1), dilation=(1, 1, 1)))
+    check_all_paths("FULLY_CONNECTED", [x.reshape(2, 60)],
+                    fc_attrs(rng, ints(rng, (5, 60), np.int8), 5, izp=0, wzp=wzp, out="int48"))
+    del attrs["pad"], attrs["dilation"]
+    check_all_paths("TRANSPOSE_CONV2D", [x],
+                    dict(attrs, out_pad=(1, 0, 0, 2), stride=(2, 3), out_shape=(2, 10, 9, 6)))
+
+
+def test_sixteen_bit_zero_points_are_never_computed_by_the_kernels():
+    # int16 zero points are an ERROR_IF; a kernel called without validation (the registry
+    # entry itself) must not compute them with a padding of 0: the reference rejects the call
+    x = np.ones((1, 2), np.int16)
+    fc = dict(weight=np.ones((1, 2), np.int8), bias=np.zeros(1, np.int64), input_zp=3, weight_zp=0,
+              out_t="int48", weight_t="int8")
+    with pytest.raises(InvalidGraphError, match="in_t != int8_t && input_zp != 0"):
+        KERNELS["FULLY_CONNECTED"]([x], fc)
+    with pytest.raises(InvalidGraphError, match=r"A_zp != 0 \|\| B_zp != 0"):
+        KERNELS["MATMUL"]([x.reshape(1, 1, 2), x.reshape(1, 2, 1)], dict(A_zp=0, B_zp=1, out_t="int48"))

@@ -186,7 +186,7 @@ def test_tensor_file_shape_mismatch(tmp_path, rng):
     with pytest.raises(DataError) as err:
         load_nnef1(str(tmp_path))
     text = str(err.value)
-    assert "filter.dat: stored shape is [3, 2, 5, 5] but the graph declares [3, 2, 3, 3]" in text
+    assert "filter.dat: data error: stored shape is [3, 2, 5, 5] but the graph declares [3, 2, 3, 3]" in text
     assert "variable 'conv1/filter' declared at" in text and "graph.nnef:6:14" in text
 
 
@@ -196,7 +196,7 @@ def test_tensor_file_bad_header(tmp_path, rng):
     blob = bytearray(path.read_bytes())
     blob[1] = 0x00
     path.write_bytes(bytes(blob))
-    with pytest.raises(DataError, match=r"bias.dat: magic number is 0x4E 0x00, expected 0x4E 0xEF"):
+    with pytest.raises(DataError, match=r"bias.dat: data error: magic number is 0x4E 0x00, expected 0x4E 0xEF"):
         load_nnef1(str(tmp_path))
 
 

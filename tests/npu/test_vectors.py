@@ -191,9 +191,9 @@ def test_model_and_input_errors(tmp_path, capsys):
     with pytest.raises(DataError, match=r"shape \[1, 28, 28\]"):
         vectors.read_inputs(model, [str(tmp_path / "bad.npy")])
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
-    with pytest.raises(DataError, match="not a readable .npy"):
+    with pytest.raises(DataError, match="junk.npy: not a .npy array"):
         vectors.read_inputs(model, [str(tmp_path / "junk.npy")])
-    with pytest.raises(UsageError, match="no file"):
+    with pytest.raises(DataError, match="none.npy: no such file"):
         vectors.read_inputs(model, [str(tmp_path / "none.npy")])
     with pytest.raises(UsageError, match="no input 'x'"):
         vectors.read_inputs(model, [f"x={tmp_path / 'bad.npy'}"])

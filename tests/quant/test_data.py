@@ -23,7 +23,8 @@ def test_npy_and_npz_with_labels(tmp_path, rng):
     (lambda p: np.save(p / "d.npy", np.zeros((3, 2, 4, 4))), r"samples have shape \[2, 4, 4\]"),
     (lambda p: np.savez(p / "d.npz", a=np.zeros((3, 1, 4, 4)), b=np.zeros(3)), "cannot tell which array"),
     (lambda p: np.savez(p / "d.npz", x=np.zeros((3, 1, 4, 4)), y=np.zeros(2, int)), "labels must be 3"),
-    (lambda p: np.save(p / "d.npy", np.full((2, 1, 4, 4), np.nan)), "inf or NaN"),
+    (lambda p: np.save(p / "d.npy", np.full((2, 1, 4, 4), np.nan)),
+     r"d.npy \(samples of input 'input'\): element \[0, 0, 0, 0\] is NaN"),
     (lambda p: (p / "d.txt").write_text("1 2 3"), "unknown data format"),
 ])
 def test_bad_data_is_named(tmp_path, make, msg):

@@ -99,8 +99,10 @@ def test_quantize_cli_errors(tmp_path, capsys):
     assert "no calibration data" in capsys.readouterr().err
     assert main(["quantize", str(tmp_path / "missing"), "--calib", "x.npy", "-q"]) == 2
     assert "no such file or folder" in capsys.readouterr().err
-    assert main(["quantize", "--eval-limit", "0", "-q", "-o", str(tmp_path / "o")]) == 2
-    assert "--eval-limit 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:        # argparse refuses it: usage, exit 2
+        main(["quantize", "--eval-limit", "0", "-q", "-o", str(tmp_path / "o")])
+    assert exit_info.value.code == 2
+    assert "--eval-limit: 0 is less than 1" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 

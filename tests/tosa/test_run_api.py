@@ -1,7 +1,5 @@
 """qsim.tosa.run: bad calls give a QsimError naming the problem and the fix; backend dispatch
 hands kernels the validated, normalized call; every operator has a definition."""
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -89,9 +87,8 @@ def test_kernels_backend_calls_registered_kernel_with_normalized_attrs(monkeypat
         seen["attrs"], seen["inputs"] = attrs, inputs
         return [np.full((inputs[0].shape[0], attrs["weight"].shape[0]), 7, np.int32)]
 
-    registry = types.ModuleType("qsim.kernels.registry")
-    registry.KERNELS = {"FULLY_CONNECTED": fake_fc}
-    monkeypatch.setitem(sys.modules, "qsim.kernels.registry", registry)
+    from qsim.kernels import registry
+    monkeypatch.setitem(registry.KERNELS, "FULLY_CONNECTED", fake_fc)
     x = np.zeros((4, 3), np.int8)[:, ::1]
     out, = run("FULLY_CONNECTED", [x], dict(FC_ATTRS, input_zp=np.int64(-3), weight_zp=2), backend="kernels")
     assert out.tolist() == [[7, 7]] * 4
@@ -100,10 +97,11 @@ def test_kernels_backend_calls_registered_kernel_with_normalized_attrs(monkeypat
     assert a["weight"].dtype == np.int8 and a["bias"].dtype == np.int32
     assert a["out_t"] == "int32" and a["weight_t"] == "int8"
     assert seen["inputs"][0].flags.c_contiguous
-    # the reference backend never calls the kernel; an op without a kernel falls back to it
+    # the reference backend never calls the kernel; an op listed in ON_REFERENCE runs on it
     out, = run("FULLY_CONNECTED", [x], FC_ATTRS, backend="reference")
     assert out.tolist() == [[0, 0]] * 4
-    assert run("ADD", [np.ones(1, np.int32), np.ones(1, np.int32)], {}, backend="kernels")[0].tolist() == [2]
+    assert "ABS" in registry.ON_REFERENCE
+    assert run("ABS", [np.array([-3], np.int32)], {}, backend="kernels")[0].tolist() == [3]
 
 
 def test_normalized_tuples_and_int48_storage():

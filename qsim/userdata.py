@@ -1,0 +1,164 @@
+"""Arrays from the user's files (`--input x.npy`, `--calib d.npz`), read without trusting them.
+
+numpy's own loaders fail on bad files with EOFError, ValueError or MemoryError, unpickle when
+allowed to, and allocate whatever size a header claims. Here a `.npy` file or `.npz` member is
+read in three steps: its header (magic, dtype, shape), the checks (no Python objects, a numeric
+dtype, the size within qsim.limits and within what the file holds), then the data. Every
+failure is a DataError naming the file.
+
+`check_finite(array, what)` is the NaN/infinity policy: float data that is NaN, infinite, or
+outside float32's range (it would become infinite where qsim computes in float32) is an error
+naming the tensor and the index of the first such element. qsim does not saturate or drop such
+values silently: a NaN in calibration data would decide the scales, a NaN input the result.
+"""
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DataError, Location
+from .limits import check_tensor_size
+
+NUMERIC_KINDS = "biuf"      # bool, signed, unsigned, float; not complex, strings, objects, dates
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+_NPY_HINT = "save the array with numpy.save(path, array) (a numeric array, not a list of objects)"
+
+
+def _read_header(f, where: str):
+    """(shape, fortran_order, dtype) of the .npy stream `f`, positioned at the data."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+    except (ValueError, EOFError, OSError) as err:
+        start = ""
+        if isinstance(err, ValueError) and "magic" in str(err):
+            start = " (it does not start with the .npy magic \\x93NUMPY)"
+        raise DataError(f"{where}: not a .npy array{start}", hint=_NPY_HINT) from None
+    # (version 3.0 differs from 2.0 only in allowing non-Latin-1 field names, and qsim refuses
+    # structured arrays anyway)
+    readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+    if version not in readers:
+        raise DataError(f"{where}: .npy format version {version[0]}.{version[1]} is not supported "
+                        "(qsim reads 1.0 and 2.0)", hint=_NPY_HINT)
+    try:
+        return readers[version](f, max_header_size=1 << 16)
+    except Exception as err:  # noqa: BLE001 - numpy parses the header with tokenize and ast,
+        # whose failures have many types; a damaged header is what they all mean
+        raise DataError(f"{where}: the .npy header is damaged ({type(err).__name__}: {err})",
+                        hint=_NPY_HINT) from None
+
+
+def _read_array(f, total_bytes: int, where: str) -> np.ndarray:
+    """The array of the .npy stream `f` of `total_bytes` bytes, after checking its header."""
+    shape, fortran, dtype = _read_header(f, where)
+    data_bytes = total_bytes - f.tell()
+    if dtype.hasobject:
+        raise DataError(f"{where}: the array holds Python objects (dtype {dtype}); qsim reads "
+                        "numeric arrays only and never unpickles", hint=_NPY_HINT)
+    if (dtype.kind not in NUMERIC_KINDS or dtype.fields is not None
+            or dtype.subdtype is not None or dtype.itemsize == 0):
+        raise DataError(f"{where}: dtype {dtype} is not a numeric array type",
+                        hint="store bool, integer or float numbers")
+    size = check_tensor_size(shape, dtype.itemsize, where, Location(where))
+    if data_bytes < size:
+        raise DataError(f"{where}: the header declares {list(shape)} {dtype} ({size} bytes), the "
+                        f"file holds {data_bytes} bytes of data: it is truncated", hint=_NPY_HINT)
+    array = np.empty(size // dtype.itemsize, dtype=dtype)
+    try:
+        got = f.readinto(memoryview(array).cast("B")) if size else 0
+    except OSError as err:
+        raise DataError(f"{where}: cannot read ({err.strerror or err})") from None
+    if got != size:
+        raise DataError(f"{where}: the file ends after {got} of {size} data bytes", hint=_NPY_HINT)
+    return array.reshape(shape, order="F" if fortran else "C")
+
+
+def _open(path: Path, where: str):
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{where}: a folder, not a .npy file") from None
+    except OSError as err:
+        raise DataError(f"{where}: cannot open ({err.strerror or err})") from None
+
+
+def read_npy(path: str | os.PathLike, what: str = "") -> np.ndarray:
+    """The numeric array in the .npy file `path`; `what` (e.g. '--input') starts messages."""
+    path = Path(path)
+    where = f"{what} {path}".strip()
+    with _open(path, where) as f:
+        head = f.read(4)
+        if head[:2] == b"PK":
+            raise DataError(f"{where}: a .npz archive, not one .npy array",
+                            hint="save one array per file with numpy.save")
+        if not head:
+            raise DataError(f"{where}: the file is empty", hint=_NPY_HINT)
+        f.seek(0)
+        return _read_array(f, os.fstat(f.fileno()).st_size, where)
+
+
+def read_npz(path: str | os.PathLike, what: str = "") -> dict[str, np.ndarray]:
+    """Every array of the .npz archive `path` by name (checked like read_npy, each member's
+    declared size checked before it is read)."""
+    path = Path(path)
+    where = f"{what} {path}".strip()
+    try:
+        archive = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise DataError(f"{where}: no such file") from None
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
+        raise DataError(f"{where}: not a .npz archive ({err})",
+                        hint="save arrays with numpy.savez(path, x=inputs, y=labels)") from None
+    arrays = {}
+    with archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            member = f"{where}[{name}]"
+            check_tensor_size((info.file_size,), 1, member, Location(str(path)))
+            try:
+                with archive.open(info) as f:
+                    data = f.read()
+            except (zipfile.BadZipFile, OSError, ValueError, EOFError,
+                    NotImplementedError, RuntimeError) as err:
+                raise DataError(f"{member}: cannot read the archive member ({err})") from None
+            arrays[name] = _read_array(io.BytesIO(data), len(data), member)
+    return arrays
+
+
+def first_bad_float(array: np.ndarray) -> tuple[tuple[int, ...], float] | None:
+    """(index, value) of the first element (C order) that is NaN, infinite or beyond float32's
+    range; None when every element is fine or the array holds no floats."""
+    array = np.asarray(array)
+    if array.dtype.kind != "f" or array.size == 0:
+        return None
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(array)
+        if array.dtype.itemsize > 4:
+            bad |= np.abs(array) > FLOAT32_MAX
+    if not bad.any():
+        return None
+    flat = int(np.argmax(bad.reshape(-1)))
+    index = tuple(int(i) for i in np.unravel_index(flat, array.shape))
+    return index, float(array.reshape(-1)[flat])
+
+
+def check_finite(array: np.ndarray, what: str, location: Location | None = None) -> None:
+    """Refuses float data holding NaN, infinity or values float32 cannot hold (see module doc)."""
+    found = first_bad_float(array)
+    if found is None:
+        return
+    index, value = found
+    kind = "NaN" if value != value else ("infinite" if abs(value) == float("inf")
+                                         else f"{value:g}, beyond float32's range")
+    raise DataError(f"{what}: element {list(index)} is {kind}", location=location,
+                    hint="qsim refuses NaN and infinite values in input, calibration and "
+                         "evaluation data; replace them (e.g. numpy.nan_to_num) or drop the "
+                         "samples that hold them")

@@ -1,0 +1,91 @@
+"""qsim.userdata: .npy/.npz files read without trusting them, and the NaN/inf policy."""
+import io
+import zipfile
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from qsim.errors import DataError
+from qsim.userdata import check_finite, first_bad_float, read_npy, read_npz
+
+
+def _npy_bytes(array) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+GOOD = _npy_bytes(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+
+
+@settings(derandomize=True, deadline=None, max_examples=400)
+@given(st.lists(st.tuples(st.integers(0, len(GOOD) - 1), st.integers(0, 2), st.binary(max_size=8)),
+                min_size=1, max_size=6))
+def test_damaged_npy_is_a_data_error_or_a_whole_array(tmp_path_factory, edits):
+    """Any overwrite/cut/insert in a good file: read_npy gives an array of the size its header
+    declares, or a DataError; never another exception."""
+    data = bytearray(GOOD)
+    for position, kind, chunk in edits:
+        if kind == 0:
+            data[position:position + len(chunk)] = chunk
+        elif kind == 1:
+            del data[position:position + len(chunk) + 1]
+        else:
+            data[position:position] = chunk
+    path = tmp_path_factory.mktemp("npy") / "f.npy"
+    path.write_bytes(bytes(data))
+    try:
+        array = read_npy(path, "--input")
+    except DataError as err:
+        assert str(path) in err.message
+    else:
+        assert array.dtype.kind in "biuf" and array.nbytes <= len(data)
+
+
+@pytest.mark.parametrize("array", [np.arange(6, dtype=np.int8).reshape(2, 3),
+                                   np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+                                   np.zeros((0, 4), np.float32), np.array(True), np.float16([1.5])])
+def test_good_npy_reads_back_exactly(tmp_path, array):
+    np.save(tmp_path / "a.npy", array)
+    got = read_npy(tmp_path / "a.npy")
+    assert got.dtype == array.dtype and got.shape == array.shape and np.array_equal(got, array)
+
+
+def test_npy_size_is_checked_before_reading(tmp_path, monkeypatch):
+    monkeypatch.setenv("QSIM_MAX_TENSOR_BYTES", "1K")
+    np.save(tmp_path / "a.npy", np.zeros(1000, np.float32))
+    with pytest.raises(DataError, match=r"would take 3.91 KiB, over the 1 KiB limit"):
+        read_npy(tmp_path / "a.npy")
+
+
+def test_npz_members_are_checked_each(tmp_path, monkeypatch):
+    np.savez(tmp_path / "ok.npz", x=np.ones((2, 2), np.float32), y=np.arange(2))
+    arrays = read_npz(tmp_path / "ok.npz")
+    assert sorted(arrays) == ["x", "y"] and arrays["y"].tolist() == [0, 1]
+    with zipfile.ZipFile(tmp_path / "bad.npz", "w") as z:
+        z.writestr("x.npy", GOOD[:-10])
+    with pytest.raises(DataError, match=r"bad.npz\[x\]: the header declares \[2, 3, 4\] float32 "
+                                        r"\(96 bytes\), the file holds 86 bytes"):
+        read_npz(tmp_path / "bad.npz")
+    monkeypatch.setenv("QSIM_MAX_TENSOR_BYTES", "64")
+    with pytest.raises(DataError, match=r"ok.npz\[x\] of shape \[144\]"):   # the member's size
+        read_npz(tmp_path / "ok.npz")
+
+
+@pytest.mark.parametrize("values,index,text", [
+    ([[0.0, 1.0], [np.nan, np.inf]], (1, 0), "is NaN"),
+    ([[0.0, -np.inf], [np.nan, 1.0]], (0, 1), "is infinite"),
+    ([[0.0, 1.0], [3.5e38, 0.0]], (1, 0), r"is 3.5e\+38, beyond float32.s range"),
+])
+def test_first_bad_float_names_the_first_index_in_c_order(values, index, text):
+    array = np.array(values, np.float64)
+    assert first_bad_float(array)[0] == index
+    with pytest.raises(DataError, match=rf"t: element \[{index[0]}, {index[1]}\] {text}"):
+        check_finite(array, "t")
+
+
+def test_finite_and_integer_data_pass():
+    check_finite(np.array([3.4e38, -3.4e38], np.float64), "t")     # inside float32's range
+    check_finite(np.array([2**62], np.int64), "t")
+    assert first_bad_float(np.zeros(0, np.float32)) is None
