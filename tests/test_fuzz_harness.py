@@ -24,6 +24,11 @@ def _sleep(_):
     time.sleep(120)
 
 
+def _spin_in_qsim(_):
+    from qsim import limits
+    limits.check_tensor_size(iter(int, 1), 1, "endless")   # an endless shape: multiplies 0s forever
+
+
 def _allocate(_):
     return len(bytearray(4 << 30))
 
@@ -43,7 +48,7 @@ def _segfault(_):
 
 
 SYNTHETIC = {
-    "misuse": _misuse_qsim, "sleep": _sleep, "allocate": _allocate, "clean": _as_cli(_qsim_error),
+    "misuse": _misuse_qsim, "sleep": _sleep, "spin": _spin_in_qsim, "allocate": _allocate, "clean": _as_cli(_qsim_error),
     "ok": lambda _: 0, "exit1": lambda _: 1, "clobber": _clobber, "segfault": _segfault,
 }
 
@@ -61,6 +66,8 @@ def test_classifier_tells_every_outcome_apart(tmp_path):
     assert "Traceback" in results["misuse"].detail
     assert results["sleep"].outcome == HANG
     assert 2.0 <= results["sleep"].seconds < 100      # killed at its deadline, long before it woke
+    assert results["spin"].outcome == HANG           # and a hang is located by a stack dump
+    assert results["spin"].site.startswith("qsim/limits.py:check_tensor_size:")
     assert results["allocate"].outcome == MEMORY
     assert results["allocate"].exc_type == "MemoryError"
     assert results["clean"].outcome == GOOD and results["clean"].rc == 2

@@ -95,6 +95,27 @@ def innermost_qsim_frame(tb) -> str | None:
     return site
 
 
+_DUMP_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)', re.MULTILINE)
+
+
+def hang_site(stderr: str) -> str | None:
+    """The innermost qsim frame of the last faulthandler stack dump in `stderr` (most recent first)."""
+    start = stderr.rfind("most recent call first")
+    if start < 0:
+        return None
+    for name, line, function in _DUMP_FRAME.findall(stderr[start:]):
+        if _QSIM_DIR in name:
+            return f"{name[name.rindex(_QSIM_DIR) + 1:]}:{function}:{line}"
+    return None
+
+
+def _dump_tail(stderr: str) -> str:
+    start = stderr.rfind("Thread 0x")
+    if start < 0:
+        start = stderr.rfind("Current thread")
+    return stderr[start:][:3000] if start >= 0 else ""
+
+
 def _hash_tree(root: str, names: Iterable[str]) -> dict[str, str | None]:
     hashes = {}
     for rel in names:
@@ -166,6 +187,10 @@ def _child(case: Case, folder: str, stem: str, limits: Limits, calls: dict[str, 
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="strict")
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
                                       errors="backslashreplace", line_buffering=True)
+        # a hang is killed at its deadline; a second before, the stacks go to stderr so the
+        # parent can name where it hung (the innermost qsim frame, as for a traceback)
+        timeout = case.timeout_s or limits.timeout_s
+        faulthandler.dump_traceback_later(max(0.5, timeout - 1.0), exit=False, file=sys.stderr)
         record = {"rc": None, "exc_type": None, "site": None, "tb": None}
         try:
             if case.argv is not None:
@@ -223,7 +248,8 @@ def _classify(case: Case, index: int, folder: str, stem: str, status: int, rusag
         except (OSError, ValueError):
             record = None
     if timed_out:
-        res.outcome, res.detail = HANG, f"no exit after {seconds:.1f} s (killed)"
+        res.outcome, res.detail = HANG, f"no exit after {seconds:.1f} s (killed)\n{_dump_tail(stderr)}"
+        res.site = hang_site(stderr)
     elif os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         res.outcome = MEMORY if sig == signal.SIGKILL else CRASH
