@@ -34,6 +34,7 @@ REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, HERE]
 
 import argparse  # noqa: E402
+import collections  # noqa: E402
 import contextlib  # noqa: E402
 import gc  # noqa: E402
 import io  # noqa: E402
@@ -81,6 +82,7 @@ def warm_up(corpus: Corpus, workdir: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+GENERATOR_ERRORS: collections.Counter = collections.Counter()   # inputs a generator could not make
 _STOP = []   # set by SIGTERM/SIGINT: start no new inputs, finish the running ones, write the reports
 
 
@@ -96,7 +98,13 @@ def case_stream(seed: int, count: int, targets: list[str], corpus: Corpus, deadl
             return
         rng = random.Random(f"{seed}/{index}")
         target = rng.choices(targets, weights)[0]
-        yield index, TARGETS[target](rng, corpus)
+        try:
+            case = TARGETS[target](rng, corpus)
+        except Exception as err:  # noqa: BLE001 - a generator bug must not end a long campaign
+            print(f"[{index}] generator {target} failed: {type(err).__name__}: {err}", file=sys.stderr)
+            GENERATOR_ERRORS[target] += 1
+            continue
+        yield index, case
 
 
 def _job_schedule(jobs: int, one_job_until: str | None):
@@ -163,6 +171,7 @@ def main(argv=None) -> int:
     cases_dir = os.path.join(workdir, "cases")
     os.makedirs(cases_dir, exist_ok=True)
     started = time.monotonic()
+    commit = _commit()      # the code under test is what was checked out when the campaign began
     try:
         corpus = Corpus(workdir)
         # build the expensive seeds now: built lazily, they would stall a running input's clock
@@ -216,10 +225,10 @@ def main(argv=None) -> int:
             "cpu_ms_per_input": round(1000 * (child_cpu + parent_cpu) / max(1, tally.total), 2),
             "inputs_per_cpu_s": round(tally.total / max(1e-9, child_cpu + parent_cpu), 2),
             "load_average": " ".join(f"{x:.1f}" for x in os.getloadavg()),
-            "seed": args.seed, "count": args.count, "jobs": args.jobs, "targets": args.targets,
+            "generator_errors": dict(GENERATOR_ERRORS), "seed": args.seed, "count": args.count, "jobs": args.jobs, "targets": args.targets,
             "timeout_s": args.timeout, "address_space_gib": args.mem_gib,
             "max_tensor_bytes": MAX_TENSOR_BYTES, "wall_s": round(wall, 1), "setup_s": round(setup_s, 1),
-            "inputs_per_s": round(tally.total / wall, 2) if wall else 0.0, "commit": _commit(),
+            "inputs_per_s": round(tally.total / wall, 2) if wall else 0.0, "commit": commit,
             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": _cpu(),
             "python": platform.python_version()}
     previous = None

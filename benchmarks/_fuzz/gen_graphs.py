@@ -49,6 +49,8 @@ class _Chain:
         return name
 
     def advance(self, out: str, shape) -> None:
+        if shape is not None and not all(0 <= e <= 1 << 20 for e in shape):
+            shape = None        # a hostile attribute made it meaningless; declare no more variables from it
         if shape is None or list(shape) != self.shape:
             self.same_shape = []
         self.shape = list(shape) if shape is not None else None
@@ -257,6 +259,8 @@ def _dat_files(rng: random.Random, variables: dict[str, tuple], nnef1: bool) -> 
     nprng = np.random.default_rng(rng.randrange(2 ** 32))
     files = {}
     for name, shape in variables.items():
+        if not all(0 <= e for e in shape) or int(np.prod(shape)) > 1 << 16:
+            continue            # no data: the model then fails on the missing file, as it should
         data = nprng.normal(size=_nnef1_shape(name, shape) if nnef1 else shape).astype(np.float32)
         files[name + ".dat"] = dat_bytes(np.abs(data) + np.float32(0.1) if name.startswith("var") else data)
     return files
