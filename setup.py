@@ -33,7 +33,8 @@ def kernel_extensions():
             # the C headers hold most kernel code: rebuild when one changes
             depends=sorted(glob.glob(os.path.join("kernels", "*.h"))),
             include_dirs=[numpy.get_include(), os.path.join(HERE, "kernels")],
-            extra_compile_args=extra_compile,
+            # quant_ops and float_ops do float arithmetic that must round like numpy's: no fused multiply-add
+            extra_compile_args=extra_compile + (["-ffp-contract=off"] if stem in ("quant_ops", "float_ops") else []),
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         ))
     return cythonize(exts, language_level=3, compiler_directives={

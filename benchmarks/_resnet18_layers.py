@@ -1,5 +1,6 @@
 """The 20 convolutions of ResNet-18 at 224x224 (He et al. 2016, table 1) as TOSA 0.30 CONV2D
-layers with seeded synthetic int8 data, for benchmarks/npu.py.
+layers with seeded synthetic int8 data, for benchmarks/npu.py (and ResNet-50's 53 convolutions,
+built the same way, for benchmarks/sweep_scale.py).
 
 conv1 7x7/2 64; four stages of two basic blocks (two 3x3 convs each): 64, 128, 256, 512
 channels at 56, 28, 14, 7; the first conv of stages 2-4 has stride 2 and each of those stages
@@ -13,6 +14,7 @@ IH-1 rows and columns (55, 27, 13), which gives the same outputs.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +64,30 @@ def resnet18_convs() -> list[ConvLayer]:
     return layers
 
 
+def resnet50_convs() -> list[ConvLayer]:
+    """The 53 convolutions of ResNet-50 (v1.5: the stride is in the 3x3 conv of a bottleneck)
+    at 224x224, padded as resnet18_convs pads: conv1 7x7/2; four stages of 3, 4, 6, 3
+    bottlenecks (1x1 -> 3x3 -> 1x1 x4), widths 64, 128, 256, 512; the first block of every
+    stage has a 1x1 downsample conv (stride 1 in stage 1, 2 after)."""
+    layers = [ConvLayer("conv1", 224, 3, 64, 7, 2, (3, 2, 3, 2))]
+    size, channels = 56, 64
+    for stage, (width, blocks) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3)), start=1):
+        for block in range(blocks):
+            stride = 2 if block == 0 and stage > 1 else 1
+            name = f"layer{stage}.{block}"
+            layers.append(ConvLayer(f"{name}.conv1", size, channels, width, 1, 1, (0, 0, 0, 0)))
+            pad = (1, 0, 1, 0) if stride == 2 else (1, 1, 1, 1)
+            layers.append(ConvLayer(f"{name}.conv2", size, width, width, 3, stride, pad))
+            out = layers[-1].out_size
+            layers.append(ConvLayer(f"{name}.conv3", out, width, 4 * width, 1, 1, (0, 0, 0, 0)))
+            if block == 0:
+                layers.append(ConvLayer(f"{name}.downsample", size - (stride - 1), channels, 4 * width, 1,
+                                        stride, (0, 0, 0, 0)))
+            size, channels = out, 4 * width
+    assert len(layers) == 53
+    return layers
+
+
 def synthetic(layer: ConvLayer, seed: int = 0):
     """Seeded int8 input [1, H, W, IC], CONV2D attributes, RESCALE and CLAMP (ReLU) attributes.
     The shift puts the typical |accumulator| (~sqrt(K) * 74^2 for uniform int8) near 32."""
@@ -83,3 +109,18 @@ def synthetic(layer: ConvLayer, seed: int = 0):
                    double_round=bool(rng.integers(0, 2)), per_channel=True, out_t="int8")
     clamp = dict(min_val=out_zp, max_val=127)
     return x, conv, rescale, clamp
+
+
+def expected_outputs(layers, seed):
+    """Every layer's data (synthetic), its kernels-backend output (CONV2D -> RESCALE -> CLAMP)
+    and the seconds the kernels took."""
+    from qsim import tosa
+    data, outputs, start = [], [], time.perf_counter()
+    for layer in layers:
+        x, conv, rescale, clamp = synthetic(layer, seed)
+        acc, = tosa.run("CONV2D", [x], conv, backend="kernels")
+        out, = tosa.run("RESCALE", [acc], rescale, backend="kernels")
+        out, = tosa.run("CLAMP", [out], clamp, backend="kernels")
+        data.append((x, conv, rescale, clamp))
+        outputs.append(out)
+    return data, outputs, time.perf_counter() - start

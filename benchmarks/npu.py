@@ -35,27 +35,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _resnet18_layers import resnet18_convs, synthetic  # noqa: E402
+from _resnet18_layers import expected_outputs, resnet18_convs  # noqa: E402
 import _resnet18_scalesim as scalesim_peer  # noqa: E402
 
-from qsim import tosa  # noqa: E402
 from qsim.npu.config import load_config  # noqa: E402
 from qsim.npu.layers import run_layer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def expected_outputs(layers, seed):
-    """Kernels-backend outputs of every layer and the seconds they took."""
-    data, outputs, start = [], [], time.perf_counter()
-    for layer in layers:
-        x, conv, rescale, clamp = synthetic(layer, seed)
-        acc, = tosa.run("CONV2D", [x], conv, backend="kernels")
-        out, = tosa.run("RESCALE", [acc], rescale, backend="kernels")
-        out, = tosa.run("CLAMP", [out], clamp, backend="kernels")
-        data.append((x, conv, rescale, clamp))
-        outputs.append(out)
-    return data, outputs, time.perf_counter() - start
 
 
 def run_resnet(geom, layers, data, expected, engine) -> tuple[list[dict], float]:

@@ -113,6 +113,9 @@ def _remove(path: Path) -> None:
 def _discard(path: Path) -> None:
     """Deletes a folder that no longer holds the live result (the crash point sits after the
     first entry is gone: a half-deleted leftover must be cleaned by the next run)."""
+    if path.is_symlink():               # OUT was a link: drop the link, never its target
+        path.unlink()
+        return
     entries = sorted(path.iterdir()) if path.is_dir() else []
     if entries:
         _remove(entries[0])
@@ -150,10 +153,14 @@ def recover(target: str | os.PathLike) -> None:
 
 
 def _complete_swap(target: Path, journal: Path) -> None:
+    pattern = _leftover_re(target.name)
     try:
-        names = json.loads(journal.read_text(encoding="utf-8"))
+        names = json.loads(journal.read_bytes()[:4096].decode("utf-8"))
+        # only the journal's own kind of names: siblings of target, never another path
+        if not all(isinstance(names[k], str) and pattern.fullmatch(names[k]) for k in ("new", "old")):
+            raise ValueError("not names of this output's leftovers")
         new, old = target.parent / names["new"], target.parent / names["old"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except Exception:       # noqa: BLE001 - a damaged journal restores nothing; it is removed
         new = old = None
     if new is not None and not os.path.lexists(target):
         for source in (new, old):

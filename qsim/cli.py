@@ -10,8 +10,8 @@ import argparse
 import os
 import sys
 
-from . import __version__, limits
-from .errors import QsimError
+from . import __version__, limits, threads
+from .errors import QsimError, UsageError
 
 
 def _whole_number(minimum: int):
@@ -45,13 +45,13 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .outpath import check_output
+    from .outpath import TENSOR_DUMP, check_output
     from .quant import qmodel
     from .skriptnd import execute
     inputs = [("model", args.model), *_input_files(args.input)]
-    if args.dump:
-        check_output(args.dump, "--dump", inputs)
-    if args.output:
+    if args.dump is not None:
+        check_output(args.dump, "--dump", inputs, replaces=TENSOR_DUMP)
+    if args.output is not None:
         check_output(args.output, "--output", inputs, outputs=[("--dump folder", args.dump)],
                      folder=False)
     if qmodel.is_quantized_model(args.model):
@@ -106,13 +106,15 @@ def cmd_export_rtl(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from .npu.simulate import simulate_command, summary_lines
     result = simulate_command(args.model, args.config, args.engine, args.input, args.out,
-                              sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet)
+                              sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
+                              tech=args.tech, workers=args.workers, scheduler=args.scheduler)
     for report in result.reports:
         print("\n".join(summary_lines(report)))
     for point in result.sweep:
         print(f"{point['config']['name']:<24} {point['total_cycles']:>9} cycles  "
               f"{100 * point['array_utilization']:5.1f} % PE utilization  "
               f"{point['inferences_per_s']:>10.0f} inferences/s  "
+              f"{point['energy_per_inference_pj'] / 1e3:>9.2f} nJ/inference  "
               f"{'verified' if point['all_verified'] else 'MISMATCH'}")
     for message in result.messages:
         print(message, file=sys.stderr)
@@ -121,7 +123,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_export_vectors(args: argparse.Namespace) -> int:
-    from .errors import UsageError
     from .npu.config import load_config
     from .outpath import check_output
     config = load_config(args.config)
@@ -145,7 +146,10 @@ def cmd_export_vectors(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .skriptnd.check import check_model
-    keep = [k for k in (args.keep or "").split(",") if k]
+    keep = [k.strip() for k in (args.keep or "").split(",") if k.strip()]
+    if args.keep is not None and not keep:
+        raise UsageError(f"--keep {args.keep!r} names no operator",
+                         hint="give comma-separated operator names, e.g. --keep nn.softmax,nn.conv")
     print(check_model(args.model, all_graphs=args.all, graph=args.graph, keep=keep))
     return 0
 
@@ -159,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tensor-bytes", metavar="SIZE",
                         help="refuse any single tensor, constant or container member larger than "
                              "SIZE bytes (K/M/G/T suffixes; default 4G, or $QSIM_MAX_TENSOR_BYTES)")
+    parser.add_argument("--threads", metavar="N",
+                        help="compute on N threads (float BLAS and integer kernels; results are "
+                             "the same for any N; default all cores, or $QSIM_THREADS)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("selftest", help="check the compiled kernels against the numpy reference "
@@ -248,6 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "*_buffer_bytes, dram_bytes_per_cycle, clock_mhz)")
     p.add_argument("--vcd", metavar="FILE",
                    help="on a mismatch, write the waveform around the first wrong DRAM write")
+    p.add_argument("--tech", metavar="NAME|FILE",
+                   help="per-event energy table: 45nm (default), 7nm, or a TOML file of the same "
+                        "form (docs/npu.md, Energy)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="run the layers (of every sweep point) as tasks on N local Dask worker "
+                        "processes (default: one per core; 1: in this process, no cluster)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run the tasks on an existing Dask cluster (default: $QSIM_SCHEDULER)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_simulate)
     p = sub.add_parser("export-vectors", help="write golden vectors (.npy, $readmemh .hex, JSON "
@@ -276,16 +291,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Options whose values name files or folders (an --input may be NAME=PATH).
+PATH_OPTIONS = ("model", "calib", "eval", "out", "input", "output", "dump", "config", "tech", "vcd")
+NAME_MAX_BYTES, PATH_MAX_BYTES = 255, 4095     # Linux limits on one component and a whole path
+
+
+def check_path_arguments(args: argparse.Namespace) -> None:
+    """Refuses a path the operating system cannot name (a component over 255 bytes, a path over
+    4095, a NUL byte) before any command uses it, so no file call fails deep inside a stage."""
+    for option in PATH_OPTIONS:
+        values = getattr(args, option, None)
+        for value in values if isinstance(values, list) else [values]:
+            if not isinstance(value, str):
+                continue
+            path = value.partition("=")[2] if option == "input" and "=" in value else value
+            raw = os.fsencode(path)
+            flag = "MODEL" if option == "model" else f"--{option}"
+            shown = path if len(path) <= 60 else path[:60] + "..."
+            if b"\0" in raw or len(raw) > PATH_MAX_BYTES or \
+                    any(len(part) > NAME_MAX_BYTES for part in raw.split(b"/")):
+                raise UsageError(f"{flag} {shown!r} is not a path this system can open (a name over "
+                                 f"{NAME_MAX_BYTES} bytes, a path over {PATH_MAX_BYTES}, or a NUL byte)",
+                                 hint="give a shorter path")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return 2
+    # --max-tensor-bytes holds for this run (and the worker processes it starts) only
+    previous_limit = os.environ.get(limits.MAX_TENSOR_BYTES_ENV)
     try:
         if args.max_tensor_bytes is not None:
             limits.parse_byte_size(args.max_tensor_bytes, "--max-tensor-bytes")
             os.environ[limits.MAX_TENSOR_BYTES_ENV] = args.max_tensor_bytes
+        if args.threads is not None:
+            threads.set_threads(args.threads)
+        check_path_arguments(args)
         return int(args.handler(args) or 0)
     except QsimError as err:
         print(f"qsim: {err.format()}", file=sys.stderr)
@@ -293,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("qsim: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous_limit is None:
+            os.environ.pop(limits.MAX_TENSOR_BYTES_ENV, None)
+        else:
+            os.environ[limits.MAX_TENSOR_BYTES_ENV] = previous_limit
 
 
 if __name__ == "__main__":

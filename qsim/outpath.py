@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -36,12 +37,14 @@ def _inside(path: str, folder: str) -> bool:
 def check_output(path: str | os.PathLike, flag: str,
                  inputs: Iterable[tuple[str, str | os.PathLike | None]] = (), *,
                  outputs: Iterable[tuple[str, str | os.PathLike | None]] = (),
-                 folder: bool = True) -> Path:
+                 folder: bool = True, replaces: "Replaceable | None" = None) -> Path:
     """Refuses the output `path` (given by option `flag`, e.g. '-o'; a folder, or a file with
     folder=False) if it is, contains or lies inside an existing input of `inputs` ((what,
     path) pairs; None and missing paths are skipped) or of the same run's other `outputs`
     (compared whether they exist or not), if something of the other kind is in its place, or
-    if its folder cannot be written. Returns `path`."""
+    if its folder cannot be written. An existing non-empty output folder is replaced only if
+    `replaces` recognises it as an earlier output of the same command: the swap replaces a
+    folder as a whole, so `-o ~` must not take a home folder with it. Returns `path`."""
     text = os.fspath(path)
     if not text.strip():
         raise UsageError(f"{flag}: the output path is empty", hint=f"give {flag} a path")
@@ -58,11 +61,42 @@ def check_output(path: str | os.PathLike, flag: str,
     if folder and os.path.exists(text) and not os.path.isdir(text):
         raise UsageError(f"{flag} {text}: a file is in the way of the output folder",
                          hint=f"choose another {flag} path or remove the file")
+    if folder and replaces is not None and os.path.isdir(text) and any(os.scandir(text)):
+        if not replaces.recognises(Path(text)):
+            raise UsageError(f"{flag} {text}: the folder exists and is not an earlier "
+                             f"{replaces.what}; qsim replaces its output folder as a whole, "
+                             "so it does not replace other folders",
+                             hint=f"choose a new folder, or remove {text} first")
     if not folder and os.path.isdir(text):
         raise UsageError(f"{flag} {text}: a folder, the output is a file",
                          hint="name a file, e.g. out.npy")
     _check_writable(Path(text), flag)
     return Path(text)
+
+
+@dataclass(frozen=True)
+class Replaceable:
+    """Which existing folders an output may replace: those holding one of `markers` (files
+    the command always writes), or, with `only_suffix`, those holding nothing but such files."""
+    what: str                          # e.g. "qsim quantize output (quantization.json)"
+    markers: tuple[str, ...] = ()
+    only_suffix: str | None = None
+
+    def recognises(self, folder: Path) -> bool:
+        if any((folder / m).is_file() for m in self.markers):
+            return True
+        if self.only_suffix is None:
+            return False
+        return all(e.is_file(follow_symlinks=False) and e.name.endswith(self.only_suffix)
+                   for e in os.scandir(folder))
+
+
+QUANTIZED_MODEL = Replaceable("qsim quantize output (it has no quantization.json)",
+                              ("quantization.json",))
+SIMULATION_REPORT = Replaceable("qsim simulate output (it has no report.json or sweep.json)",
+                                ("report.json", "sweep.json"))
+TENSOR_DUMP = Replaceable("qsim run --dump folder (it holds other things than .npy files)",
+                          only_suffix=".npy")
 
 
 def _refuse_overlap(text: str, out: str, flag: str, what: str, given, taken: str) -> None:

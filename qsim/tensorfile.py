@@ -496,16 +496,16 @@ def resolve_tensor_path(root: str, relative: str, what: str, location: Location 
 
     `relative` is '/'-separated ('\\' counts as '/'); absolute names, '..' components and
     names that resolve (through symbolic links) outside `root` are refused with a DataError
-    naming `what`, so a model can only read files inside its own folder.
+    saying "<what> names ...", so a model can only read files inside its own folder.
     """
     parts = relative_parts(relative)
     if not parts:
-        raise DataError(f"{what} '{relative}' is not a path inside the model folder", location=location,
+        raise DataError(f"{what} names '{relative}', which is not a path inside the model folder", location=location,
                         hint="tensor files are named by relative paths without '..' (refused for safety)")
     full = os.path.join(root, *parts)
     real_root, real = os.path.realpath(root), os.path.realpath(full)
     if os.path.commonpath([real_root, real]) != real_root:
-        raise DataError(f"{what} {full} resolves to {real}, outside the model folder {real_root}",
+        raise DataError(f"{what} names {full}, which resolves to {real}, outside the model folder {real_root}",
                         location=location, hint="a model reads only files inside its folder; copy the "
                                                 "file in instead of linking to it")
     return full

@@ -182,3 +182,33 @@ def test_unwritable_output_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="cannot write the output"):
         with atomic_directory("/proc/qsim-test-out"):
             pass
+
+
+@pytest.mark.parametrize("journal", ['{"new": "../elsewhere", "old": ".out.old-999999999-x"}',
+                                     '[' * 100000, '\xff', '{"new": 1, "old": 2}'])
+def test_damaged_or_hostile_journal_moves_nothing(tmp_path, journal):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    parent = tmp_path / "p"
+    parent.mkdir()
+    (parent / ".out.swap-999999999").write_text(journal)
+    atomic.recover(parent / "out")
+    assert elsewhere.is_dir() and not (parent / "out").exists()
+    assert list(parent.iterdir()) == []                 # the journal itself is removed
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_output_that_is_a_link_is_replaced_without_touching_the_linked_folder(tmp_path, monkeypatch,
+                                                                             exchange):
+    if not exchange:
+        monkeypatch.setenv(atomic.NO_EXCHANGE_ENV, "1")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "a.txt").write_text("mine")
+    target = tmp_path / "out"
+    target.symlink_to(kept, target_is_directory=True)
+    with atomic_directory(target) as d:
+        (d / "new.txt").write_text("new")
+    assert not target.is_symlink() and (target / "new.txt").read_text() == "new"
+    assert (kept / "a.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "out"]

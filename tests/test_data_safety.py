@@ -291,7 +291,7 @@ def test_killed_run_keeps_the_previous_outputs_whole(work, tmp_path):
 
 @pytest.mark.parametrize("edit,message", [
     (lambda doc: b"\xff\xfe{}", "not UTF-8 text"),
-    (lambda doc: b"[" * 100000 + b"]" * 100000, "JSON nested more than 200 levels deep"),
+    (lambda doc: b"[" * 100000 + b"]" * 100000, "arrays or tables nested more than 200 levels deep"),
     (lambda doc: b"{", "quantization.json:1:2: not valid JSON"),
     (lambda doc: dict(doc, settings=["tosa"]), '"settings" must be an object, not list'),
     (lambda doc: dict(doc, settings={"target": {"a": 1}}), '"settings.target" is {\'a\': 1}'),
@@ -309,3 +309,30 @@ def test_damaged_quantized_model_description(work, tmp_path, capsys, edit, messa
     new = edit(doc)
     (q / "quantization.json").write_bytes(new if isinstance(new, bytes) else json.dumps(new).encode())
     _fails(["run", q, "--input", work / "x.npy"], capsys, "quantization.json", message)
+
+
+# ---- an output replaces only an earlier output of its command ------------------------------
+
+@pytest.mark.parametrize("command", ["quantize", "simulate", "run-dump"])
+def test_unrelated_folder_is_not_replaced(work, tmp_path, capsys, command):
+    home = tmp_path / "home"
+    (home / "photos").mkdir(parents=True)
+    (home / "notes.txt").write_text("precious")
+    before = _tree_digest(home)
+    m, q, x = work / "m", work / "q", work / "x.npy"
+    argv = {"quantize": ["quantize", m, "--calib", work / "c.npy", "-o", home, "-q"],
+            "simulate": ["simulate", q, "--engine", "model", "--input", x, "-o", home, "-q"],
+            "run-dump": ["run", m, "--input", x, "--dump", home]}[command]
+    _fails(argv, capsys, "the folder exists and is not an earlier", "remove")
+    assert _tree_digest(home) == before
+    (home / "photos").rmdir()
+    (home / "notes.txt").unlink()
+    assert main([str(a) for a in argv]) == 0                      # an empty folder is fine
+    assert main([str(a) for a in argv]) == 0                      # and so is its own output
+
+
+def test_empty_output_path_is_refused(work, capsys):
+    _fails(["quantize", work / "m", "--calib", work / "c.npy", "-o", "", "-q"], capsys,
+           "the output path is empty")
+    _fails(["run", work / "m", "--input", work / "x.npy", "--dump", ""], capsys,
+           "the output path is empty")

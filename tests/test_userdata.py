@@ -89,3 +89,23 @@ def test_finite_and_integer_data_pass():
     check_finite(np.array([3.4e38, -3.4e38], np.float64), "t")     # inside float32's range
     check_finite(np.array([2**62], np.int64), "t")
     assert first_bad_float(np.zeros(0, np.float32)) is None
+
+
+@pytest.mark.parametrize("text,toml,depth", [
+    ('{"a": [1, {"b": []}]}', False, 4),
+    ('{"a": "[[[\\"[[", "b": [1]}', False, 2),            # brackets in strings, escaped quote
+    ('a = """x [[ \\""" ]]""" # [[[\nb = [[1]]', True, 2),  # TOML multi-line string, comment
+    ("a = '''[[''' \nb = '[' # {{{\n[t]\n[[u]]", True, 2),  # literal strings; table headers
+])
+def test_nesting_depth_skips_strings_and_comments(text, toml, depth):
+    from qsim.userdata import nesting_depth
+    assert nesting_depth(text, toml=toml) == depth
+
+
+def test_deep_toml_is_refused_before_tomllib_recurses(tmp_path):
+    from qsim.npu.config import load_config
+    deep = tmp_path / "deep.toml"
+    deep.write_text("[npu]\nrows = " + "[" * 100000 + "]" * 100000 + "\n")
+    with pytest.raises(DataError, match="nested more than 200 levels deep") as info:
+        load_config(deep)
+    assert info.value.location.file == str(deep)

@@ -1,4 +1,5 @@
-"""The compiled extension modules (qsim.kernels._cpu, _tosa_ops, _cvm_conv), loaded and checked.
+"""The compiled extension modules (qsim.kernels._cpu, _tosa_ops, _cvm_conv, _quant_ops,
+_float_ops), loaded and checked.
 
 A missing or broken build is an error, never a silent switch to the numpy reference: a
 "kernels" run that quietly computed on the reference would make every kernels-vs-reference
@@ -24,6 +25,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
                   "max_pool", "avg_pool", "rescale", "table_i8", "table_i16", "clamp", "elementwise",
                   "reduce"),
     "_cvm_conv": ("conv2d", "dense"),
+    "_quant_ops": ("round_passes",),
+    "_float_ops": ("depthwise2d_f32",),
 }
 
 REBUILD_HINT = ("rebuild the compiled kernels: `pip install .` (or `pip install -e .`), or in a "

@@ -276,9 +276,12 @@ def _lp_norm(ctx: ConvertContext, a: dict) -> list:
 @conversion("local_response_normalization", compound=True)
 def _lrn(ctx: ConvertContext, a: dict) -> list:
     x, size = a["input"], list(a["size"])
+    if x.rank == 0:
+        ctx.fail("'input' has rank 0; the normalization window needs at least one dimension")
     if len(size) != x.rank or any(s <= 0 for s in size):
         ctx.fail(f"'size' {size} must have {x.rank} positive items")
-    axes = [i for i, s in enumerate(size) if s != 1] or [1]
+    # a window of ones everywhere normalizes each item by itself: any axis will do (channels)
+    axes = [i for i, s in enumerate(size) if s != 1] or [min(1, x.rank - 1)]
     attrs = {"axes": tuple(axes), "size": tuple(size[i] for i in axes), "alpha": float(a["alpha"]),
              "beta": float(a["beta"]), "bias": float(a["bias"])}
     return ctx.emit("nn.local_response_norm", [x], attrs, [(x.item, x.shape)])

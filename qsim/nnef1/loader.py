@@ -22,6 +22,7 @@ from .compose import Composer
 from .container import unpack_container
 from .parser import parse_document
 from .quantfile import min_max_quant, read_quant_file
+from ..textfile import decode_utf8
 
 _TAR_SUFFIXES = (".tgz", ".tar.gz", ".tar")
 
@@ -41,7 +42,12 @@ class ModelSource:
         if os.path.isdir(self.path):
             self.root = self.path
         elif os.path.isfile(self.path) and self.path.lower().endswith(_TAR_SUFFIXES):
-            self._unpacked = tempfile.TemporaryDirectory(prefix="qsim-nnef1-")
+            try:
+                self._unpacked = tempfile.TemporaryDirectory(prefix="qsim-nnef1-", ignore_cleanup_errors=True)
+            except OSError as err:
+                raise DataError(f"cannot make a temporary folder to unpack {self.path}: {err.strerror}",
+                                location=Location(self.path),
+                                hint="set TMPDIR to a writable folder with room for the model") from None
             try:
                 self.root = unpack_container(self.path, self._unpacked.name)
             except BaseException:
@@ -71,9 +77,9 @@ class ModelSource:
         full = resolve_tensor_path(self.root, rel, what, location)
         return full if os.path.isfile(full) else None
 
-    def read_text(self, rel: str) -> str | None:
+    def text_of(self, rel: str) -> str | None:
         """A text file of the model (graph.nnef, graph.quant) decoded as UTF-8, None if missing."""
-        full = os.path.join(self.root, rel) if rel == self.graph_file else self.path_of(rel, rel)
+        full = os.path.join(self.root, rel) if rel == self.graph_file else self.path_of(rel, "the model")
         if full is None or not os.path.isfile(full):
             return None
         display = self.display(rel)
@@ -98,7 +104,7 @@ def load_nnef1(path: str, keep: Iterable[str] | None = None) -> ir.Graph:
 
 def _load(source: ModelSource, keep: Iterable[str] | None) -> ir.Graph:
     graph_name = source.display(source.graph_file)
-    text = source.read_text(source.graph_file)
+    text = source.text_of(source.graph_file)
     if text is None:
         raise DataError(f"{graph_name} is missing", location=Location(graph_name),
                         hint="an NNEF model folder or container holds graph.nnef (5.1)")
@@ -109,7 +115,7 @@ def _load(source: ModelSource, keep: Iterable[str] | None) -> ir.Graph:
 
     composer = Composer(document, load_variable, None if keep is None else frozenset(keep))
     graph = composer.compose()
-    quant_text = source.read_text("graph.quant")
+    quant_text = source.text_of("graph.quant")
     if quant_text is None:
         return graph.verify()
     quant_name = source.display("graph.quant")
@@ -130,21 +136,14 @@ def _load(source: ModelSource, keep: Iterable[str] | None) -> ir.Graph:
 
 def decode_text(blob: bytes, name: str) -> str:
     """UTF-8 text of a model file; a bad byte is reported at its line and column."""
-    try:
-        return blob.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line_start = blob.rfind(b"\n", 0, err.start) + 1
-        line = blob.count(b"\n", 0, err.start) + 1
-        column = len(blob[line_start:err.start].decode("utf-8", "replace")) + 1
-        raise DataError(f"{name} is not UTF-8 text: byte 0x{blob[err.start]:02X} ({err.reason})",
-                        location=Location(name, line, column),
-                        hint="NNEF model texts are UTF-8; save the file as UTF-8") from None
+    return decode_utf8(blob, name, what=name,
+                       hint="NNEF model texts are UTF-8; save the file as UTF-8")
 
 
 def _load_variable(source: ModelSource, label: str, shape: tuple, item: str, loc: Location):
     rel = label + ".dat"
     display = source.display(rel)
-    full = source.path_of(rel, f"variable label '{label}' names tensor file", loc)
+    full = source.path_of(rel, f"variable '{label}'", loc)
     if full is None:
         raise DataError(f"variable '{label}' has no data file {display}", location=loc,
                         hint="variables are stored as <label>.dat next to graph.nnef (5.1)")

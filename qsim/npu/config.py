@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DataError, Location, UsageError
+from ..userdata import check_nesting
 from ..hw.params import Dataflow, Geometry
+from ..textfile import decode_utf8
 
 MAX_DIM = 64
 MAX_DEPTH_WORDS = 1 << 16
@@ -95,6 +97,7 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
     def fail(key, message, hint="the keys, their types and ranges are listed in docs/npu.md"):
         raise DataError(message, location=Location(file, _line_of(text, key) if key else None), hint=hint)
 
+    check_nesting(text, file, toml=True)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -106,13 +109,7 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
     table = dict(doc["npu"])
     required = ("rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
                 "accumulator_buffer_bytes", "dram_bytes_per_cycle")
-    known = set(required) | {"name", "clock_mhz"}
-    for key in table:
-        if key not in known:
-            fail(key, f"unknown key '{key}'", hint=f"known keys: {', '.join(sorted(known))}")
-    for key in required:
-        if key not in table:
-            fail(None, f"missing key '{key}'", hint=f"add '{key} = ...' under [npu]")
+    check_keys(table, required, ("name", "clock_mhz"), "npu", fail)
 
     def integer(key, low, high):
         value = table[key]
@@ -156,6 +153,18 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
         dram_bytes_per_cycle=bandwidth, clock_mhz=float(clock))
 
 
+def check_keys(table: dict, required, optional, header: str, fail) -> None:
+    """Every key of `table` is known and every required key is there; `fail(key, message,
+    hint=...)` raises (the caller's error names the file and the key's line)."""
+    known = set(required) | set(optional)
+    for key in table:
+        if key not in known:
+            fail(key, f"unknown key '{key}' in [{header}]", hint=f"known keys: {', '.join(sorted(known))}")
+    for key in required:
+        if key not in table:
+            fail(None, f"missing key '{key}' in [{header}]", hint=f"add '{key} = ...' under [{header}]")
+
+
 def load_config(spec: str | Path) -> NpuConfig:
     """A preset name (8x8, 16x16, 32x32; with ':os' / ':ws' for the dataflow) or a TOML path."""
     text_spec = str(spec)
@@ -169,20 +178,28 @@ def load_config(spec: str | Path) -> NpuConfig:
             config = NpuConfig(**{**config.__dict__, "dataflow": _DATAFLOW_NAMES[flow.lower()]})
         return config
     path = Path(text_spec)
-    if not path.is_file():
+    if not is_file(path, "NPU configuration"):
         raise UsageError(f"no NPU configuration '{text_spec}': not a preset and not a file",
                          hint=f"presets: {', '.join(PRESETS)} (append ':os' for output-stationary)")
+    text = read_utf8(path, "NPU configuration")
+    return parse_config(text, file=str(path))
+
+
+def is_file(path: Path, what: str) -> bool:
+    """Whether `path` names a file; a name the OS rejects (too long, ...) is a DataError."""
+    try:
+        return path.is_file()
+    except OSError as err:
+        raise DataError(f"cannot use {str(path)[:80]!r}{'...' if len(str(path)) > 80 else ''} as the "
+                        f"{what}: {err.strerror or err}", hint="give a shorter path") from None
+
+
+def read_utf8(path: Path, what: str) -> str:
+    """The UTF-8 text of a user's TOML file; unreadable or non-UTF-8 files are DataErrors."""
     try:
         data = path.read_bytes()
     except OSError as err:
-        raise DataError(f"cannot read the NPU configuration ({err.strerror or err})",
+        raise DataError(f"cannot read the {what} ({err.strerror or err})",
                         location=Location(str(path))) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        raise DataError(f"not UTF-8 text: byte 0x{data[err.start]:02x} cannot be decoded "
-                        "(TOML files are UTF-8)", location=Location(str(path), line, column),
-                        hint="save the file as UTF-8") from None
-    return parse_config(text, file=str(path))
+    return decode_utf8(data, str(path), what=f"the {what}",
+                       hint="TOML files are UTF-8: save the file as UTF-8")

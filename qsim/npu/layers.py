@@ -24,6 +24,7 @@ from ..errors import InvalidGraphError, UnsupportedError
 from ..hw.params import Geometry
 from ..hw.isa import Opcode
 from .compile import Gemm, Program, Requant, compile_gemm
+from .energy import EventCounts, program_events
 from .engines import Engine, run_program
 from .model import CycleStats, schedule
 
@@ -46,6 +47,7 @@ class LayerResult:
     host_steps: list = field(default_factory=list)   # work done on the host, for the report
     mac_slots: int = 0              # rows * cols * streaming cycles: PE slots offered while computing
     runs: list = field(default_factory=list)          # ProgramRecord per program, in run order
+    events: EventCounts = field(default_factory=EventCounts)   # energy events of all programs
 
     def locate(self, index: tuple) -> tuple["ProgramRecord", int, int]:
         """The program that wrote output element `index` and its (row, column) in that GEMM."""
@@ -198,6 +200,7 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
     dram = {"input": 0, "weight": 0, "output": 0}
     host = []
     runs = []
+    events = EventCounts()
     for gemm, where in gemms:
         program = compile_gemm(geom, gemm)
         runs.append(ProgramRecord(where, program, total.total_cycles))
@@ -211,6 +214,7 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
         dram["input"] += program.dram_input_bytes
         dram["weight"] += program.dram_weight_bytes
         dram["output"] += program.dram_output_bytes
+        events = events + program_events(geom, program.instrs)
     if not fused and attrs.get("bias") is not None:
         bias = np.asarray(attrs["bias"], np.int64)
         out[...] = (out.astype(np.int64) + bias).astype(np.uint32).astype(np.int32)
@@ -221,4 +225,4 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
                        stall_cycles=total.stall_cycles,
                        utilization=macs / (cycles * geom.rows * geom.cols) if cycles else 0.0,
                        dram_bytes=dram, programs=len(gemms), engine=engine.value, host_steps=host,
-                       mac_slots=total.pe_mac_slots, runs=runs)
+                       mac_slots=total.pe_mac_slots, runs=runs, events=events)

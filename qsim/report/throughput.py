@@ -36,6 +36,9 @@ class LayerThroughput:
     dram_weight_bytes: int
     dram_output_bytes: int
     verified: bool | None = None       # None: not compared (e.g. host op)
+    rtl: bool = False                  # values and cycles came from an RTL engine
+    energy_by_component_pj: dict[str, float] = field(default_factory=dict)   # qsim.npu.energy
+    events: dict[str, int] = field(default_factory=dict)                     # counts behind it
 
     @property
     def cycles(self) -> int:
@@ -45,6 +48,10 @@ class LayerThroughput:
     def dram_bytes(self) -> int:
         return self.dram_input_bytes + self.dram_weight_bytes + self.dram_output_bytes
 
+    @property
+    def energy_pj(self) -> float:
+        return sum(self.energy_by_component_pj.values())
+
 
 @dataclass(frozen=True)
 class ThroughputReport:
@@ -53,6 +60,7 @@ class ThroughputReport:
     config: dict[str, Any]             # at least rows, cols, dataflow, clock_mhz, dram_bytes_per_cycle
     layers: tuple[LayerThroughput, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    tech: dict[str, Any] = field(default_factory=dict)   # the energy table used (name, figures)
 
     @property
     def pes(self) -> int:
@@ -79,6 +87,19 @@ class ThroughputReport:
         """Achieved giga-operations per second (one MAC = 2 operations)."""
         return 2.0 * self.total_macs / self.latency_s / 1e9 if self.total_cycles else 0.0
 
+    @property
+    def total_energy_pj(self) -> float:
+        return sum(layer.energy_pj for layer in self.layers)
+
+    @property
+    def energy_by_component_pj(self) -> dict[str, float]:
+        """Whole-run energy per component, components in the layers' order."""
+        total: dict[str, float] = {}
+        for layer in self.layers:
+            for key, value in layer.energy_by_component_pj.items():
+                total[key] = total.get(key, 0.0) + value
+        return total
+
     def utilization(self, layer: LayerThroughput) -> float:
         """MACs done over MAC slots available during the layer (all its cycles)."""
         return layer.macs / (self.pes * layer.cycles) if layer.cycles and layer.unit == "array" else 0.0
@@ -92,12 +113,15 @@ class ThroughputReport:
         for layer in self.layers:
             row = asdict(layer)
             row.update(cycles=layer.cycles, utilization=self.utilization(layer),
-                       dram_bytes=layer.dram_bytes)
+                       dram_bytes=layer.dram_bytes, energy_pj=layer.energy_pj)
             layers.append(row)
         return {"model": self.model, "engine": self.engine, "config": self.config,
                 "layers": layers, "total_cycles": self.total_cycles, "total_macs": self.total_macs,
                 "latency_ms": self.latency_s * 1e3, "inferences_per_s": self.inferences_per_s,
                 "gops": self.gops, "all_verified": all(l.verified is not False for l in self.layers),
+                # one run of the model on one input is one inference (as latency_ms counts it)
+                "total_energy_pj": self.total_energy_pj, "energy_per_inference_pj": self.total_energy_pj,
+                "energy_by_component_pj": self.energy_by_component_pj, "tech": self.tech,
                 "notes": list(self.notes)}
 
     def scalesim_csv(self) -> str:
@@ -121,7 +145,7 @@ def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
     x = range(len(names))
     width = max(6.0, 0.35 * len(names) + 2)
     paths = {"cycles_plot": out / "cycles.png", "utilization_plot": out / "utilization.png",
-             "roofline_plot": out / "roofline.png"}
+             "roofline_plot": out / "roofline.png", "energy_plot": out / "energy.png"}
 
     fig, ax = plt.subplots(figsize=(width, 4))
     bottom = [0] * len(names)
@@ -175,7 +199,43 @@ def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
     fig.tight_layout()
     fig.savefig(paths["roofline_plot"], dpi=110)
     plt.close(fig)
+    _energy_plot(report, paths["energy_plot"], plt)
     return paths
+
+
+# One colour per qsim.npu.energy.COMPONENTS entry (other names fall back to grey).
+COMPONENT_COLORS = {"mac": "#3b7dd8", "input_buffer": "#6fb36f", "weight_buffer": "#2e7d32",
+                     "param_buffer": "#9c27b0", "accumulator_buffer": "#e9a23b",
+                     "output_buffer": "#f4d03f", "dram": "#c44", "vector": "#555"}
+
+
+def _energy_plot(report: ThroughputReport, path: Path, plt) -> None:
+    """Left: energy per layer, stacked by component; right: the run's total by component."""
+    names = [layer.name for layer in report.layers]
+    x = range(len(names))
+    totals = report.energy_by_component_pj
+    fig, (left, right) = plt.subplots(1, 2, figsize=(max(8.0, 0.35 * len(names) + 6), 4.5),
+                                      gridspec_kw={"width_ratios": [3, 1]})
+    bottom = [0.0] * len(names)
+    base = 0.0
+    for component, total in totals.items():
+        color = COMPONENT_COLORS.get(component, "#999")
+        vals = [layer.energy_by_component_pj.get(component, 0.0) / 1e3 for layer in report.layers]
+        left.bar(x, vals, bottom=bottom, label=component, color=color)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+        right.bar([0], [total / 1e3], bottom=[base], color=color)
+        base += total / 1e3
+    left.set_xticks(list(x), names, rotation=60, ha="right", fontsize=7)
+    left.set_ylabel("energy (nJ)")
+    tech = report.tech.get("name", "?")
+    left.set_title(f"energy per layer ({tech})")
+    if totals:
+        left.legend(fontsize=7)
+    right.set_xticks([0], ["total"])
+    right.set_title(f"total {report.total_energy_pj / 1e3:,.0f} nJ", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> dict[str, Path]:
@@ -198,18 +258,26 @@ def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> di
         ["latency", f"{report.latency_s * 1e3:.4g} ms"],
         ["inferences/s", f"{report.inferences_per_s:.4g}"],
         ["GOPS", f"{report.gops:.4g}"],
+        ["energy table", f"{report.tech.get('name', '?')}: {report.tech.get('description', '')}"],
+        ["energy per inference", f"{report.total_energy_pj / 1e3:.4g} nJ"],
         ["all layers verified", "yes" if report.to_json()["all_verified"] else "NO"],
     ])
     for note in report.notes:
         page.paragraph(note, css="note")
     page.heading("Layers").table(
-        ["layer", "op", "unit", "MACs", "cycles", "compute", "fill/drain", "stall", "util %",
-         "DRAM bytes", "verified"],
-        [[l.name, l.op, l.unit, l.macs, l.cycles, l.compute_cycles, l.fill_drain_cycles,
-          l.stall_cycles, round(100 * report.utilization(l), 2), l.dram_bytes,
-          {True: "yes", False: "MISMATCH", None: "-"}[l.verified]] for l in report.layers])
+        ["layer", "op", "unit", "RTL", "MACs", "cycles", "compute", "fill/drain", "stall", "util %",
+         "DRAM bytes", "energy nJ", "verified"],
+        [[l.name, l.op, l.unit, "yes" if l.rtl else "no", l.macs, l.cycles, l.compute_cycles,
+          l.fill_drain_cycles, l.stall_cycles, round(100 * report.utilization(l), 2), l.dram_bytes,
+          l.energy_pj / 1e3, {True: "yes", False: "MISMATCH", None: "-"}[l.verified]]
+         for l in report.layers])
+    total = report.total_energy_pj
+    page.heading("Energy by component").table(
+        ["component", "nJ", "share %"],
+        [[name, pj / 1e3, 100 * pj / total if total else 0.0]
+         for name, pj in report.energy_by_component_pj.items()])
     for key, alt in (("cycles_plot", "cycles per layer"), ("utilization_plot", "utilization"),
-                     ("roofline_plot", "roofline")):
+                     ("roofline_plot", "roofline"), ("energy_plot", "energy per layer and component")):
         page.image(paths[key].name, alt)
     atomic_write_text(paths["html"], page.render())
     return paths

@@ -22,7 +22,8 @@ from ..errors import Location, QsimError, SemanticError, UnsupportedError
 from ..limits import check_tensor_size
 from . import ast
 from .evaluate import Evaluator, free_names
-from .instance import check_extent, check_rank, eval_shape, instantiate, resolve_type
+from .instance import (check_extent, check_rank, eval_shape, instantiate, resolve_type,
+                       run_usings_and_asserts)
 from .modules import ModuleSet, is_standard_location
 from . import dynattr, dynpack
 from .dynpack import DynPack, pack_tensors
@@ -36,6 +37,12 @@ WHOLE_WITH_RUNTIME_STEPS = ("nn.lstm_loop", "nn.lstm", "nn._jagged_lstm_loops")
 
 DTYPES = {"real": ir.DType.F32, "int": ir.DType.I64, "bool": ir.DType.BOOL}
 NUMPY = {"real": np.float32, "int": np.int64, "bool": np.bool_}
+
+# Operator invocations and control-flow blocks nest at most this deep while composing: a level
+# takes up to ~12 Python frames (an invocation inside a branch or loop body), so 64 levels, with
+# expressions nested to limits.MAX_NESTING_DEPTH inside the deepest, stay under Python's default
+# recursion limit. Real models nest a handful (stdlib compounds: 4-6); deeper is a recursion.
+MAX_COMPOSE_DEPTH = 64
 
 VariableLoader = Callable[[str, TensorValue], "np.ndarray | None"]
 
@@ -145,7 +152,7 @@ class GraphBuilder:
         t = type_of(value)
         if t not in NUMPY or isinstance(value, Dyn):
             raise error(f"cannot pass {show(value)} as a tensor argument", loc)
-        data = np.asarray(value, dtype=NUMPY[t])
+        data = tensor_data(value, t, "a compile-time tensor argument", loc)
         return self.tensor(name, t, (), data, loc)
 
     def finish(self, inputs, outputs) -> ir.Graph:
@@ -195,6 +202,9 @@ class Composer:
             env[decl.name] = tv
             b.accessible[decl.name] = tv.name
             inputs.append(tv.name)
+        # a graph's @using symbols and @assert conditions, as an invoked operator's (2.8, 2.9);
+        # a failed graph assertion points at itself (there is no invocation)
+        run_usings_and_asserts(graph, env, where, None)
         self._locals(frame, b)
         for decl in graph.outputs:
             frame.output_names[decl.name] = decl.name
@@ -205,6 +215,13 @@ class Composer:
             if decl.type.pack is not None and (isinstance(value, DynPack) or is_pack(value)):
                 outputs.extend(self._packed_graph_output(decl, value, env, where))
                 continue
+            if isinstance(value, DynPack) or is_pack(value):
+                raise error(f"{where}: output '{decl.name}' is declared as one tensor but is assigned "
+                            f"{show_value(value)}", decl.loc, hint=f"declare it packed, as in "
+                            f"{decl.name}: {decl.type.base}[...]..(n), or pick one item")
+            if decl.type.pack is not None and isinstance(value, TensorValue):
+                raise error(f"{where}: output '{decl.name}' is declared packed but is assigned the single "
+                            f"tensor '{value.name}'", decl.loc, hint="declare it without '..(n)'")
             if not isinstance(value, TensorValue):
                 raise error(f"{where}: output '{decl.name}' is never assigned in @compose", decl.loc)
             self._check_declared(decl, value, env, where)
@@ -374,7 +391,8 @@ class Composer:
             for k, v in enumerate(value):
                 shape, _ = eval_shape(decl.type, env, frame.where, decl, k)
                 _check_constant_size(decl, shape, dtype)
-                out.append((shape, np.full(shape, v, dtype=NUMPY[dtype])))
+                out.append((shape, np.full(shape, tensor_data(v, dtype, f"constant '{decl.name}'", decl.loc),
+                                            dtype=NUMPY[dtype])))
             return out
         shape, _ = eval_shape(decl.type, env, frame.where, decl)
         _check_constant_size(decl, shape, dtype)
@@ -402,9 +420,10 @@ class Composer:
             if len(value) != volume:
                 raise error(f"{frame.where}: constant '{decl.name}' has {len(value)} values for {volume} "
                             "elements (a flat, row-major list)", decl.loc)
-            data = np.asarray(value, dtype=NUMPY[dtype]).reshape(shape)
+            data = tensor_data(value, dtype, f"constant '{decl.name}'", decl.loc).reshape(shape)
         else:
-            data = np.broadcast_to(np.asarray(value, dtype=NUMPY[dtype]), shape).copy()
+            data = np.broadcast_to(tensor_data(value, dtype, f"constant '{decl.name}'", decl.loc),
+                                   shape).copy()
         return [(shape, data)]
 
     def _check_declared(self, decl, value: TensorValue, env, where):
@@ -499,7 +518,9 @@ class Composer:
         if t.pack is not None and t.pack.length is not None:
             n = Evaluator(frame.env, frame.where).eval(t.pack.length) if free_names(t.pack.length) <= frame.env.keys() else None
             if not dynpack.check_length(v, n, f"{frame.where}: '{name}'", t.loc):
-                raise error(f"{frame.where}: '{name}' is declared packed but the result is not a pack", t.loc)
+                raise error(f"{frame.where}: '{name}' is declared packed but the result is not a pack", t.loc,
+                            hint=f"the right-hand side gives {show_value(v)}; write '{name} = ...' for one "
+                                 "tensor (chapter 4 gives each operator's outputs)")
             if isinstance(v, DynPack):
                 pass
             elif n is None and isinstance(t.pack.length, ast.Name):
@@ -557,9 +578,7 @@ class Composer:
         args = [self.eval_arg(frame, b, a, inv.loc) for a in inv.args]
         shown = f"'{label}'" if label else "(unlabelled)"
         where = f"{qual} invoked at {inv.loc} as {shown}"
-        self.depth += 1
-        if self.depth > 200:
-            raise error(f"{where}: operator invocations nest deeper than 200 (recursive definition?)", inv.loc)
+        self.enter(where, inv.loc)
         try:
             if qual in dynpack.HANDLED or any(isinstance(a, DynPack) for a in args):
                 results = dynpack.compose(frame, b, qual, attr_values, args, hints, label, inv)
@@ -573,6 +592,14 @@ class Composer:
             return self._compose_compound(frame, b, inst, module, qual, op, args, hints, label, inv)
         finally:
             self.depth -= 1
+
+    def enter(self, where: str, loc) -> None:
+        """One more level of invocation or control-flow block (undone by `self.depth -= 1`)."""
+        if self.depth >= MAX_COMPOSE_DEPTH:
+            raise error(f"{where}: operator invocations and control-flow blocks nest deeper than "
+                        f"{MAX_COMPOSE_DEPTH} levels", loc,
+                        hint="is an operator invoking itself, directly or through others?")
+        self.depth += 1
 
     def _emit(self, frame, b, inst, qual, args, hints, label, inv) -> list:
         # operators of the main module have no module prefix; their kind is `main.<name>`
@@ -658,6 +685,20 @@ class Composer:
             b.quant[name] = quant_info(entry, module, op, b.tensors[name], frame)
 
 
+def tensor_data(value, dtype: str, what: str, loc) -> np.ndarray:
+    """Compile-time value(s) as the data of a `dtype` tensor. Compile-time ints are unbounded
+    (2.3), tensors are int64 and float32: an int must fit 64 bits, or (for a real tensor) the
+    float range."""
+    for v in (value if is_pack(value) else (value,)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            continue
+        if dtype == "int" and not -2 ** 63 <= v < 2 ** 63:
+            raise error(f"{what}: the int {show(v)} does not fit a 64-bit int tensor", loc)
+        if dtype == "real" and abs(v) >= 2 ** 1024:
+            raise error(f"{what}: the int {show(v)} is beyond the range of reals", loc)
+    return np.asarray(value, dtype=NUMPY[dtype])
+
+
 def _check_constant_size(decl: ast.ParamDecl, shape: tuple, dtype: str) -> None:
     """Before a @constant is materialised: its data, and for a per-element initializer the
     index grids (one int64 array per axis), must fit the tensor limit."""
@@ -676,6 +717,10 @@ def it_loc(e):
 def show_value(v) -> str:
     if isinstance(v, TensorValue):
         return f"tensor '{v.name}'"
+    if isinstance(v, DynPack):
+        return f"a {v}"
+    if is_pack(v) and all(isinstance(t, TensorValue) for t in v):
+        return f"a pack of {len(v)} tensors"
     return show(v)
 
 

@@ -64,8 +64,12 @@ def compose_block(c, frame, b, block: ast.Block):
     env = dict(frame.env)
     env["__assigned__"] = set()
     inner = Frame(frame.module, frame.op, frame.qualname, scope, env, frame.public, frame.where)
-    for comp in block.components:
-        c.component(inner, b, comp)
+    c.enter(frame.where, block.loc)
+    try:
+        for comp in block.components:
+            c.component(inner, b, comp)
+    finally:
+        c.depth -= 1
     out = []
     for y in block.yields:
         v = c.eval_arg(inner, b, y.operand if isinstance(y, ast.Expand) else y, y.loc)
@@ -148,7 +152,12 @@ def _k(d):
 
 
 def _label_hint(hints):
-    return hints[0] if len(hints) == 1 and isinstance(hints[0], str) else None
+    """The label a single target gives a branch or loop: the last part of its tensor name, as
+    an invocation is labelled by its target's plain name (2.10). The hint itself is scoped, and
+    prefixing a scope with it again would double the names at every nesting level."""
+    if len(hints) != 1 or not isinstance(hints[0], str):
+        return None
+    return hints[0].rsplit(".", 1)[-1]
 
 
 def _subgraph(c, frame, outer, name, part, n_results, inputs):

@@ -162,7 +162,14 @@ class Evaluator:
             raise self.fail(f"repeat count must be a compile-time int or bool, got {show(count)}", item.count)
         if count < 0:
             raise self.fail(f"repeat count is negative ({count})", item.count)
+        self._check_pack_length(int(count), item.count)
         return Uniform(value, int(count))
+
+    def _check_pack_length(self, n: int, node) -> None:
+        if n > MAX_PACK_LENGTH:
+            raise self.fail(f"the pack would have {n} items, more than qsim builds at compile time "
+                            f"({MAX_PACK_LENGTH})", node,
+                            hint="pass large data as a tensor (@variable with a .dat file) instead")
 
     def _check_count(self, item: ast.Expand, value: tuple):
         if item.count is not None:
@@ -183,7 +190,10 @@ class Evaluator:
                 raise self.fail(f"range bounds and stride must be compile-time ints, got {show(v)}", node)
         if s == 0:
             raise self.fail("range stride is zero", r.step or r)
-        return tuple(range(int(b), int(en), int(s)))
+        b, en, s = int(b), int(en), int(s)
+        # the length in Python ints (len(range) overflows past 2**63)
+        self._check_pack_length(max(0, -((b - en) // s) if s > 0 else -((en - b) // -s)), r)
+        return tuple(range(b, en, s))
 
     def _tuple(self, e: ast.Tuple):
         raise self.fail("a parenthesised tuple is only allowed as a zip '[(a, b)..]'", e)
@@ -216,6 +226,17 @@ class Evaluator:
             else:
                 items = tuple(self._pick(target, i, e) for i in index)
             return "".join(items) if isinstance(target, str) else items
+        if isinstance(index, np.ndarray) and index.dtype.kind in "iu" and not isinstance(target, str):
+            # a per-element constant initializer indexes with its index grids (2.7)
+            if index.size and not (-n <= index.min() and index.max() < n):
+                raise self.fail(f"index {int(index.min() if index.min() < -n else index.max())} is "
+                                f"out of range for a pack of length {n}", e)
+            if any(isinstance(t, (np.ndarray, Dyn, TensorValue)) or is_pack(t) for t in target):
+                raise self.fail("only a pack of numbers or bools can be indexed per element", e)
+            items = np.asarray(target)
+            if items.dtype == object:
+                raise self.fail("only a pack of numbers or bools can be indexed per element", e)
+            return items[index]
         if isinstance(index, Dyn) or type_of(index) != "int":
             raise self.fail(f"index must be a compile-time int, int.. or bool..; got {show(index)}", e)
         i = int(index)
@@ -229,7 +250,7 @@ class Evaluator:
             v = self.eval(node) if node is not None else None
             if node is not None and v is None:
                 return None
-            if v is not None and (type_of(v) != "int" or isinstance(v, Dyn) or is_pack(v)):
+            if v is not None and (type_of(v) != "int" or isinstance(v, (Dyn, np.ndarray)) or is_pack(v)):
                 raise self.fail(f"slice bounds must be compile-time ints, got {show(v)}", node)
             parts.append(int(v) if v is not None else None)
         if parts[2] == 0:
@@ -323,10 +344,16 @@ class Evaluator:
             pick = lambda v, i: v[i] if is_pack(v) else v     # noqa: E731
             return tuple(pick(then, i) if c else pick(other, i) for i, c in enumerate(cond))
         if isinstance(cond, np.ndarray):
+            if cond.dtype.kind != "b":
+                raise self.fail(f"select condition must be bool, got {type_of(cond)}", e.cond)
             then = self.eval(e.then)
             other = self.eval(e.otherwise) if e.otherwise is not None else None
             if e.otherwise is None:
                 raise self.fail("element-wise select needs both branches", e)
+            for v, node in ((then, e.then), (other, e.otherwise)):
+                if is_pack(v) or v is None or type_of(v) not in ("int", "real", "bool"):
+                    raise self.fail(f"an element-wise select gives a number or bool per index, not "
+                                    f"{show(v)}", node)
             return np.where(cond, then, other)
         if isinstance(cond, Dyn):
             then = self.eval(e.then)
@@ -441,11 +468,15 @@ _TENSOR_OPERATORS = {"+": "math.add", "-": "math.sub", "*": "math.mul", "/": "ma
                      "==": "math.eq", "!=": "math.ne", "&&": "math.and", "||": "math.or",
                      "^": "math.xor", "!": "math.not", "neg": "math.neg"}
 
-# Compile-time ints are mathematical integers (2.3), but qsim keeps them within the size an
-# integer literal may have (parser.MAX_INT_LITERAL_DIGITS decimal digits, about 14,300 bits):
-# `10 ** 10 ** 10` would otherwise take unbounded time and memory, and bigger ints cannot even be
-# printed in a message.
-MAX_INT_BITS = 14_300
+# Compile-time ints are mathematical integers (2.3), but qsim keeps computed ones below 2**14280,
+# which has 4299 decimal digits: Python prints ints of at most 4300 digits (the literal limit,
+# parser.MAX_INT_LITERAL_DIGITS), so every result can still be shown in a message, and
+# `10 ** 10 ** 10` is refused instead of taking unbounded time and memory.
+MAX_INT_BITS = 14_280
+
+# A compile-time pack is a Python tuple (some 36 bytes an int item): ranges and repeats longer
+# than this are refused before they are built (2**24 items, about 600 MB).
+MAX_PACK_LENGTH = 1 << 24
 
 
 def _no_tensors(op: str, values, e, ev: Evaluator) -> None:
@@ -461,9 +492,28 @@ def _no_tensors(op: str, values, e, ev: Evaluator) -> None:
 def _int_sized(value, e, ev: Evaluator):
     if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
         raise ev.fail(f"compile-time int result has {value.bit_length()} bits, more than qsim "
-                      f"evaluates ({MAX_INT_BITS} bits, about 4300 digits)", e,
+                      f"evaluates ({MAX_INT_BITS} bits, about 4299 digits)", e,
                       hint="no tensor extent or attribute can hold such a value; check the expression")
     return value
+
+
+def _array_int_result(op: str, a, b, e, ev: Evaluator):
+    """`a op b` on int index grids (per-element initializers, 2.7): ints are mathematical (2.3),
+    so a result past int64, a division by zero or a negative power is an error, not a wrapped
+    or undefined value."""
+    for v in (a, b):
+        if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63:
+            raise ev.fail(f"'{op}' of an index grid with the int {show(v)}, which is past 64 bits", e)
+    if op in ("/", "\\", "%") and np.any(np.asarray(b) == 0):
+        raise ev.fail(f"division by zero in '{op}' for some index", e)
+    if op == "**" and np.any(np.asarray(b) < 0):
+        raise ev.fail("int power with a negative exponent for some index", e)
+    with np.errstate(all="ignore"):
+        wide = {"+": np.add, "-": np.subtract, "*": np.multiply, "**": np.power}.get(op)
+        if wide is not None:
+            estimate = wide(np.asarray(a, np.float64), np.asarray(b, np.float64))
+            if not np.all(np.abs(estimate) < 2.0 ** 62):
+                raise ev.fail(f"'{op}' gives ints past 64 bits for some index", e)
 
 
 def _power(a, b, ta: str, arrays: bool, e, ev: Evaluator):
@@ -496,6 +546,10 @@ def binary_scalar(op: str, a, b, e, ev: Evaluator):
         if ta not in ("int", "real") or tb not in ("int", "real") or ta != tb:
             raise ev.fail(f"'{op}' needs two ints or two reals, got {ta} and {tb}", e,
                           hint="convert with real(...) or int(...)")
+        if arrays and ta == "int":
+            _array_int_result(op, a, b, e, ev)
+        elif arrays and op == "/" and np.any(np.asarray(b) == 0):
+            raise ev.fail(f"division by zero in '{op}' for some index", e)
         if op == "+":
             return _int_sized(a + b, e, ev)
         if op == "-":
@@ -656,6 +710,9 @@ def cast(type_name: str, v, e, ev: Evaluator):
     if isinstance(v, Dyn):
         return v if type_name == "int" else Dyn(f"{type_name}({v.key})", kind=type_name)
     if isinstance(v, np.ndarray):
+        if type_name == "int" and t == "real" and not np.all(np.abs(v) < 2.0 ** 63):
+            raise ev.fail(f"cannot cast {show(v)} to int at compile time (2.4 Casting): not finite "
+                          "or past 64 bits for some index", e)
         return v.astype({"int": np.int64, "real": np.float64, "bool": np.bool_}[type_name])
     if type_name == "int":
         if t == "real" and not math.isfinite(v):

@@ -104,7 +104,12 @@ def regroup(op: ir.Op, params, flat: list, what: str) -> list:
     for p in packed:
         length = p.type.pack.length
         if length is not None and free_names(length) <= op.attrs.keys():
-            lengths[p.name] = int(Evaluator(dict(op.attrs)).eval(length))
+            try:
+                n = Evaluator(dict(op.attrs)).eval(length)
+            except QsimError:
+                continue
+            if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0:
+                lengths[p.name] = int(n)      # else (null, run-time): the one unknown pack
     unknown = [p.name for p in packed if p.name not in lengths]
     rest = len(flat) - (len(params) - len(packed)) - sum(lengths.values())
     if len(unknown) > 1 or rest < 0 or (not unknown and rest != 0):
@@ -189,7 +194,6 @@ def _with_runtime_attrs(op: ir.Op, values: Mapping[str, np.ndarray]) -> ir.Op:
     shapes = {n: np.shape(v) for n, v in values.items()}
     what = f"{op.kind.name} '{op.label}'"
     return dataclasses.replace(op, attrs={k: dynattr.resolve(v, shapes, what) for k, v in op.attrs.items()})
-
 
 
 def _run_sub(g: ir.Graph, own: list, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:

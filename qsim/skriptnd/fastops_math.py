@@ -148,6 +148,11 @@ def clamp(ins, at):
                       [at.get("val_align"), at.get("min_align"), at.get("max_align")])
     broadcast_check("math.clamp", [x, a, b])
     # y = x < a ? a : x > b ? b : x  (a wins over b when a > b, as the formula says)
+    if a.size == 1 and b.size == 1 and a.dtype == b.dtype == x.dtype and a.ravel()[0] <= b.ravel()[0]:
+        # constant bounds in order (relu6): the same values, without np.where's two temporaries
+        # (NaN stays NaN both ways)
+        lo, hi = a.reshape(()), b.reshape(())
+        return [np.minimum(np.maximum(x, lo), hi).reshape(np.broadcast_shapes(x.shape, a.shape, b.shape))]
     return [np.where(x < a, a, np.where(x > b, b, x))]
 
 

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 
 from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ..threads import apply_blas_threads, split_rows
 from .fastops_math import erf
 
 
@@ -71,6 +72,7 @@ def padded_windows(x, axes, fx, stride, dilation, before, ox, fill):
 def linear(ins, at):
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
+    apply_blas_threads()
     y = x @ w.T
     return [y + b if b is not None else y]
 
@@ -131,6 +133,11 @@ def conv(ins, at):
     m = n // g
     K = int(np.prod(fx, dtype=np.int64))
     X = int(np.prod(ox, dtype=np.int64))
+    if g > 1 and fc == 1:
+        out = _depthwise(x, w, m, fx, stride, dilation, before, ox)
+        if bias is not None:
+            out = out + bias.reshape((n,) + (1,) * d)
+        return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
     # cols[b, c, k, X]: im2col with the kernel offsets in row-major order like the filter
     # im2col copies each input element once per kernel offset: it can outgrow every tensor
     check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
@@ -138,11 +145,45 @@ def conv(ins, at):
     for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
         cols[:, :, k] = win
     cols = cols.reshape(b, g, fc * K, X).transpose(1, 2, 0, 3).reshape(g, fc * K, b * X)
+    apply_blas_threads()                                        # QSIM_THREADS for the GEMM
     out = np.matmul(w.reshape(g, m, fc * K), cols)             # [g, m, b * X]
     out = out.reshape(n, b, *ox).swapaxes(0, 1)
     if bias is not None:
         out = out + bias.reshape((n,) + (1,) * d)
     return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
+
+
+def _depthwise(x, w, m, fx, stride, dilation, before, ox):
+    """One input channel per group (depthwise): a multiply-add per kernel offset over strided
+    window views, out[b, c*m + i] = sum_k w[c*m + i, 0, k] * window_k[b, c] (k in row-major
+    order). A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed."""
+    b, ic = x.shape[:2]
+    dtype = np.result_type(x, w)
+    check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
+    kernel = _depthwise_kernel() if x.ndim == 4 and dtype == np.float32 else None
+    if kernel is not None:
+        # the same operations in the same order as the loop below, compiled (same bits)
+        xc = np.ascontiguousarray(x, dtype=np.float32)
+        wc = np.ascontiguousarray(w.reshape(ic * m, *fx), dtype=np.float32)
+        out = np.empty((b, ic * m) + tuple(ox), dtype=np.float32)
+        split_rows(b * ic * m, lambda lo, hi: kernel(xc, wc, out, m, stride[0], stride[1], dilation[0],
+                                                     dilation[1], before[0], before[1], lo, hi),
+                   min_rows=8)
+        return out
+    out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
+    term = np.empty_like(out)
+    wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
+    spatial = (1,) * len(ox)
+    for k, win in enumerate(padded_windows(x, range(2, x.ndim), fx, stride, dilation, before, ox, 0)):
+        np.multiply(wk[None, :, :, k].reshape((1, ic, m) + spatial), win[:, :, None], out=term)
+        out += term
+    return out.reshape((b, ic * m) + tuple(ox))
+
+
+def _depthwise_kernel():
+    """kernels/float_ops.pyx's depthwise loop; a missing build is an error, as for every kernel."""
+    from ..kernels.extensions import extension
+    return extension("_float_ops").depthwise2d_f32
 
 
 @register("nn.deconv")

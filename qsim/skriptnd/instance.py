@@ -32,7 +32,7 @@ def check_extent(d, name: str, where: str, loc, what: str = "extent") -> None:
     """An extent (or an extent's upper bound) of a declared shape: an int in [0, 2**63)."""
     if isinstance(d, Dyn):
         return
-    if isinstance(d, bool) or type_of(d) != "int" or is_pack(d):
+    if isinstance(d, (bool, TensorValue)) or type_of(d) != "int" or is_pack(d):
         raise error(f"{where}: {what} of '{name}' must be an int, got {show(d)}", loc)
     if d < 0:
         raise error(f"{where}: {what} of '{name}' is negative ({d})", loc)
@@ -80,6 +80,9 @@ def resolve_type(base: str, env: dict, loc: Location, where: str) -> str | None:
         return None
     if base not in env:
         raise error(f"{where}: unknown type '{base}'", loc,
+                    hint="declare generic types in the @dtype block (2.13)")
+    if not (value is None and base in env):
+        raise error(f"{where}: '{base}' is not a type (it names {show(value)})", loc,
                     hint="declare generic types in the @dtype block (2.13)")
     return None
 
@@ -271,7 +274,7 @@ def check_assertion(a: ast.Assertion, env: dict, where: str, call_loc: Location)
     for arg in a.args:
         lines.append(f"    {arg.label} = {show(ev.eval(arg.value))}")
     lines.append(f"    (assertion at {a.loc})")
-    raise error("\n".join(lines), call_loc)
+    raise error("\n".join(lines), call_loc or a.loc)
 
 
 def bind_pattern(p: ast.Pattern, value, env: dict, where: str):

@@ -165,6 +165,11 @@ class Interpreter:
         extents = [n for lim in limits for n in (lim if isinstance(lim, tuple) else (lim,))]
         if any(e is None for e in extents):
             fail(stmt, "a loop bound is null")
+        for e in extents:
+            if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)):
+                got = (f"a tensor of shape {list(e.shape)}" if isinstance(e, np.ndarray)
+                       else type(e).__name__)
+                fail(stmt, f"a loop bound must be an int known before the formula runs, got {got}")
         fixed = fixed or {}
         grid_shape = tuple(1 if a in fixed else int(e) for a, e in enumerate(extents))
         # a formula's values are arrays over its whole index grid (float64 at most)

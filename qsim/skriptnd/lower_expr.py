@@ -249,6 +249,11 @@ class Evaluator:
                 out.extend(self.expand(ix))
             elif isinstance(ix, A.Range):
                 b, en, st = (self.eval(x) if x is not None else None for x in (ix.begin, ix.end, ix.step))
+                for v, node in zip((b, en, st), (ix.begin, ix.end, ix.step)):
+                    if v is not None and (isinstance(v, (bool, np.bool_))
+                                          or not isinstance(v, (int, np.integer))):
+                        fail(node, "slice bounds in a tensor access must be ints known before the "
+                                   "formula runs, not index symbols")
                 out.append(FullRange(b, en, st))
             else:
                 out.append(self.eval(ix))

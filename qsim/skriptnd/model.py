@@ -34,11 +34,11 @@ def _data_loader(folder: str | None):
     def load(scoped: str, template: TensorValue):
         if folder is None:
             return None
-        candidates = [os.path.join(folder, scoped + ".dat"),
-                      os.path.join(folder, *scoped.split(".")) + ".dat"]
-        for path in candidates:
+        from ..tensorfile import read_tensor, resolve_tensor_path
+        for rel in (scoped + ".dat", "/".join(scoped.split(".")) + ".dat"):
+            # refuses a file that resolves (through a symbolic link) outside the model folder
+            path = resolve_tensor_path(folder, rel, f"variable '{scoped}'")
             if os.path.isfile(path):
-                from ..tensorfile import read_tensor
                 return read_tensor(path, expected_shape=tuple(template.shape))
         return None
     return load

@@ -4,7 +4,7 @@ A model folder holds `main.sknd` plus other modules (nested modules in subfolder
 is `a/b.sknd`). Standard modules come from qsim's stdlib (package `qsim.stdlib`, files
 `<module>.sknd`); a model's own module of the same name wins. Parsed modules are cached twice:
 in memory, and on disk as pickles keyed by the SHA-256 of the text and of the front end's own
-sources (`QSIM_CACHE_DIR`, default ~/.cache/qsim/skriptnd), so a warm start skips parsing. The
+sources (`$QSIM_CACHE_DIR/skriptnd`, default ~/.cache/qsim/skriptnd), so a warm start skips parsing. The
 disk cache is used only while it is private to the user (see `_private`): a pickle planted by
 someone else would run their code.
 """
@@ -14,12 +14,12 @@ import hashlib
 import importlib.resources
 import os
 import pickle
-import stat
-import sys
 import tempfile
 
 from ..errors import Location, SemanticError, UsageError
 from . import ast
+from ..cachedir import cache_root, not_private, warn_once
+from ..tensorfile import resolve_tensor_path
 from .parser import decode_source, parse
 
 STANDARD_MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
@@ -40,9 +40,9 @@ def _frontend_key() -> str:
 
 
 def cache_dir() -> str | None:
-    """The on-disk parse cache folder (created private, 0700), or None when it cannot be made."""
-    path = os.environ.get("QSIM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "qsim",
-                                                             "skriptnd")
+    """The on-disk parse cache folder, `<cache root>/skriptnd` (created private, 0700), or None
+    when it cannot be made."""
+    path = os.path.join(cache_root(), "skriptnd")
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError:
@@ -55,26 +55,12 @@ def cache_dir() -> str | None:
 # descriptors (no race with a rename in between): owned by this user, a real folder / regular
 # file (no symbolic link), and no write permission for group or others. Otherwise the cache is
 # skipped with a one-line warning (once per folder), and the module is parsed from its text.
-_WARNED: set[str] = set()
-
-
 def _private(st, want_dir: bool) -> str | None:
-    """Why a stat result is not a private folder / file of this user, or None if it is."""
-    kind_ok = stat.S_ISDIR(st.st_mode) if want_dir else stat.S_ISREG(st.st_mode)
-    if not kind_ok:
-        return "not a folder" if want_dir else "not a regular file"
-    if st.st_uid != os.getuid():
-        return f"owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
-    return None
+    return not_private(st, want_dir)
 
 
 def _warn_unsafe(path: str, why: str) -> None:
-    if path not in _WARNED:
-        _WARNED.add(path)
-        print(f"qsim: warning: not using the parse cache {path}: {why}; make it private "
-              f"(chmod 700, owned by you) or set QSIM_CACHE_DIR", file=sys.stderr)
+    warn_once(path, "parse cache", why)
 
 
 def _open_private_dir(directory: str) -> int | None:
@@ -197,7 +183,9 @@ class ModuleSet:
         if found is not None:
             return found
         if self.folder is not None:
-            path = os.path.join(self.folder, *name.split(".")) + ".sknd"
+            # like tensor files, a module file must resolve inside the model folder (no link out)
+            path = resolve_tensor_path(self.folder, name.replace(".", "/") + ".sknd",
+                                       f"import '{name}'", loc)
             if os.path.isfile(path):
                 module = self.load_file(path, name)
                 self._check_imported(module, name)

@@ -16,6 +16,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from ..errors import Location, SyntaxError_
 from ..limits import MAX_NESTING_DEPTH
 from . import ast
+from ..textfile import decode_utf8
 
 # Python converts at most 4300 digits between int and str (sys.get_int_max_str_digits); a longer
 # literal could be read but never printed again (messages, the writer), so it is refused.
@@ -64,6 +65,7 @@ class _Builder:
         self.filename = filename
         self.text = text
         self.parenthesized: set[int] = set()    # ids of expressions written inside ( )
+        self.depth = 0                          # nesting depth of the node being built
 
     # -- helpers
     def loc(self, meta_or_tok) -> Location:
@@ -650,7 +652,7 @@ def _string_parts(tok: Token, builder: _Builder) -> list:
                 raise _located_error("empty format field '{}' in string", tok, i + 1,
                                      "put an expression inside the braces or escape them as '\\{\\}'")
             line, col = _offset_position(tok, i + 2)
-            parts.append(_parse_fragment(field, builder.filename, line, col))
+            parts.append(_parse_fragment(field, builder.filename, line, col, builder.depth))
             i = j + 1
             continue
         if ch == "}":
@@ -692,18 +694,18 @@ def _lark() -> Lark:
     return parser
 
 
-def _parse_fragment(text: str, filename: str, line: int, column: int) -> ast.Expr:
+def _parse_fragment(text: str, filename: str, line: int, column: int, depth: int = 0) -> ast.Expr:
     """Parses a format-field expression; locations are shifted to where it sits in the file."""
     shifted = "\n" * (line - 1) + " " * (column - 1) + text
-    return _run(shifted, filename, "expr")
+    return _run(shifted, filename, "expr", depth)
 
 
-def _run(text: str, filename: str, start: str):
+def _run(text: str, filename: str, start: str, depth: int = 0):
     builder = _Builder(filename, text)
     _CURRENT_FILE.append(filename)
     try:
         tree = _lark().parse(text, start=start, on_error=None)
-        return _build(tree, builder)
+        return _build(tree, builder, depth)
     except UnexpectedInput as err:
         raise _syntax_error(err, text, filename) from None
     except VisitError as err:
@@ -714,37 +716,36 @@ def _run(text: str, filename: str, start: str):
         _CURRENT_FILE.pop()
 
 
-def _build(tree, builder: _Builder):
+def _build(tree, builder: _Builder, depth: int = 0):
     """Bottom-up construction of ast nodes from the lark tree (iterative: no recursion limit).
 
-    Refuses a tree nested deeper than limits.MAX_NESTING_DEPTH before building the node that
-    crosses it: every later pass over the AST (evaluation, binding, lowering, the writer, the
-    parse cache's pickling) recurses once or more per level, so this one check keeps all of
-    them far below Python's recursion limit."""
+    Refuses a tree nested deeper than limits.MAX_NESTING_DEPTH at the first node found below
+    that depth (inside the offending nest or chain), before building anything: every later pass
+    over the AST (evaluation, binding, lowering, the writer, the parse cache's pickling)
+    recurses once or more per level, so this one check keeps all of them far below Python's
+    recursion limit."""
     from lark import Tree
-    # post-order traversal with an explicit stack
-    stack = [(tree, False)]
+    # post-order traversal with an explicit stack; `depth` counts from the root (1)
+    stack = [(tree, False, depth + 1)]      # a format field starts at its string's depth
     results: dict[int, object] = {}
-    heights: dict[int, int] = {}
     while stack:
-        node, done = stack.pop()
+        node, done, depth = stack.pop()
         if not isinstance(node, Tree):
             continue
         if not done:
-            stack.append((node, True))
-            for child in node.children:
+            if depth > MAX_NESTING_DEPTH:
+                raise _nesting_error(node, builder.filename)
+            stack.append((node, True, depth))
+            for child in reversed(node.children):     # leftmost first: errors at the earliest place
                 if isinstance(child, Tree):
-                    stack.append((child, False))
+                    stack.append((child, False, depth + 1))
             continue
-        height = 1 + max((heights.pop(id(c)) for c in node.children if isinstance(c, Tree)), default=0)
-        if height > MAX_NESTING_DEPTH:
-            raise _nesting_error(node, builder.filename)
-        heights[id(node)] = height
         children = [results.pop(id(c)) if isinstance(c, Tree) else c for c in node.children]
         children = [c for c in children if c is not None]
         method = getattr(builder, node.data, None)
         if method is None:
             builder.__default__(node.data, children, node.meta)
+        builder.depth = depth
         results[id(node)] = method(node.meta, children)
     return results[id(tree)]
 
@@ -798,16 +799,8 @@ def decode_source(data: bytes, filename: str) -> str:
     """A .sknd file's bytes as text: UTF-8 (the draft names no encoding; identifiers are ASCII,
     2.4), a leading byte-order mark skipped. Bytes that are not UTF-8 are a SyntaxError_ at their line and column, naming the
     byte offset."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        line_start = data.rfind(b"\n", 0, err.start) + 1
-        column = len(data[line_start:err.start].decode("utf-8", errors="replace")) + 1
-        raise SyntaxError_(f"the file is not UTF-8 text: byte 0x{data[err.start]:02x} at byte offset "
-                           f"{err.start} ({err.reason})", location=Location(filename, line, column),
-                           hint="save the model as UTF-8") from None
-    return text[1:] if text.startswith("\ufeff") else text
+    return decode_utf8(data, filename, kind=SyntaxError_, hint="save the model as UTF-8",
+                       strip_bom=True)
 
 
 def parse(text: str, filename: str = "<string>") -> ast.Module:

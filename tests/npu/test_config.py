@@ -67,3 +67,9 @@ def test_unknown_preset_or_missing_file():
         load_config("12x12")
     with pytest.raises(UsageError, match="unknown dataflow"):
         load_config("8x8:xs")
+
+
+def test_overlong_config_path_is_a_data_error():
+    with pytest.raises(DataError, match="File name too long") as err:
+        load_config("a" * 5000)
+    assert "NPU configuration" in str(err.value) and err.value.hint

@@ -9,16 +9,7 @@ import pytest
 from qsim.npu.config import load_config
 from qsim.npu.program import Unit, plan, run_graph_on_npu
 from qsim.npu.vector_unit import VECTOR_PIPELINE_CYCLES, vector_cost
-from qsim.npu.vectors import default_input
-from qsim.quant.pipeline import embedded_quantized_model
 from qsim.runtime.executor import execute
-
-
-@pytest.fixture(scope="module")
-def embedded():
-    model = embedded_quantized_model()
-    feeds = default_input(model)
-    return model.graph, feeds, execute(model.graph, feeds, backend="kernels")
 
 
 def test_plan_fuses_rescale_and_clamp_into_array_layers(embedded):

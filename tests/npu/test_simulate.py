@@ -118,6 +118,11 @@ def test_sweep_runs_configurations_in_parallel_and_plots(tmp_path, capsys):
         report = json.loads((out / point["report"]).read_text())
         assert report["total_cycles"] == point["total_cycles"] and point["all_verified"]
         assert report["config"]["dataflow"] == point["config"]["dataflow"]
+        # energy travels beside cycles: the point's figures are its report's
+        assert point["energy_per_inference_pj"] == report["energy_per_inference_pj"] > 0
+        assert point["energy_by_component_pj"] == report["energy_by_component_pj"]
+        assert point["tech"] == "45nm"
+    assert "nJ/inference" in text
     assert (out / "sweep.png").stat().st_size > 0
     # a larger array needs fewer cycles for this model
     cycles = {p["config"]["name"]: p["total_cycles"] for p in doc["points"]}

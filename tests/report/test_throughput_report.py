@@ -11,12 +11,14 @@ def _report():
     conv = LayerThroughput("conv1", "CONV2D", "array", macs=16 * 16 * 100, compute_cycles=100,
                            fill_drain_cycles=30, stall_cycles=70, mapping_efficiency=1.0,
                            dram_input_bytes=1000, dram_weight_bytes=500, dram_output_bytes=250,
-                           verified=True)
+                           verified=True, rtl=True,
+                           energy_by_component_pj={"mac": 100.0, "dram": 400.0, "vector": 0.0})
     pool = LayerThroughput("pool", "AVG_POOL2D", "vector", macs=0, compute_cycles=50,
                            fill_drain_cycles=0, stall_cycles=0, mapping_efficiency=0.0,
-                           dram_input_bytes=0, dram_weight_bytes=0, dram_output_bytes=0)
+                           dram_input_bytes=0, dram_weight_bytes=0, dram_output_bytes=0,
+                           energy_by_component_pj={"mac": 0.0, "dram": 60.0, "vector": 40.0})
     cfg = {"rows": 16, "cols": 16, "dataflow": "ws", "clock_mhz": 500, "dram_bytes_per_cycle": 16}
-    return ThroughputReport("demo", "model", cfg, (conv, pool))
+    return ThroughputReport("demo", "model", cfg, (conv, pool), tech={"name": "45nm", "description": "d"})
 
 
 def test_totals_follow_from_layers():
@@ -45,3 +47,18 @@ def test_plots_and_html(tmp_path):
         assert paths[key].read_bytes()[:4] == b"\x89PNG"
     html = paths["html"].read_text()
     assert "roofline.png" in html and "conv1" in html and "16 x 16 (ws)" in html
+
+
+def test_energy_totals_and_plot(tmp_path):
+    r = _report()
+    assert r.layers[0].energy_pj == 500.0 and r.layers[1].energy_pj == 100.0
+    assert r.total_energy_pj == 600.0
+    assert r.energy_by_component_pj == {"mac": 100.0, "dram": 460.0, "vector": 40.0}
+    paths = write_throughput_report(r, tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert data["total_energy_pj"] == data["energy_per_inference_pj"] == 600.0
+    assert [l["energy_pj"] for l in data["layers"]] == [500.0, 100.0]
+    assert data["layers"][0]["rtl"] is True and data["layers"][1]["rtl"] is False
+    assert paths["energy_plot"].read_bytes()[:4] == b"\x89PNG"
+    html = paths["html"].read_text()
+    assert "energy.png" in html and "Energy by component" in html and "0.6 nJ" in html

@@ -8,6 +8,7 @@ at (found from the document text, never from the code under test).
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import qsim
 from qsim import cli, limits
 from qsim.errors import DataError, QsimError, SemanticError, SyntaxError_
 from qsim.skriptnd.check import check_model
+from qsim.skriptnd.execute import run_graph
 from qsim.skriptnd.parser import MAX_INT_LITERAL_DIGITS, parse
 
 HEAD = "import math;\nimport layout;\nimport nn;\n"
@@ -139,8 +141,8 @@ def test_tiny_real_literal_rounds_to_zero():
 
 
 @pytest.mark.parametrize("expr,needle", [
-    ("10 ** 10 ** 10", "more than 14300 bits"),
-    ("2 ** 20000", "more than 14300 bits"),
+    ("10 ** 10 ** 10", "more than 14280 bits"),
+    ("2 ** 20000", "more than 14280 bits"),
 ])
 def test_compile_time_int_growth_is_bounded(tmp_path, expr, needle):
     text = graph(attribs=f"a: int = {expr};")
@@ -354,3 +356,198 @@ def test_unrolled_loop_past_the_composition_limit(tmp_path):
     err = check_error(tmp_path, text, SemanticError)
     assert "would compose 200000 steps into the graph, more than qsim composes (100000)" in err.message
     assert at(err) == position(text, "with acc")
+
+
+def test_nesting_error_points_into_the_nest_not_at_the_document_start(tmp_path):
+    # 6 structural levels (module, definition, block, ...) plus a 195-term chain in a formula
+    chain = " + ".join(["x[i]"] * 195)
+    text = ("import math;\n"
+            "operator Op { @input { x: real[n]; } @output { y: real[n]; }\n"
+            f"  @lower {{ y[i] = {chain}, i < n; }} }}\n")
+    err = check_error(tmp_path, text, SyntaxError_)
+    line, col = position(text, "x[i] + x[i]")
+    assert err.location.line == line and col <= err.location.column < col + len("x[i]")
+
+
+# ---------------------------------------------------------------- recursive operators
+
+RECURSIVE = {
+    "direct": "@compose { y = A(x); }",
+    "through a branch": "@input { c: bool[]; } @compose { y = if c then { z = A(x); yield z; } else { yield x; }; }",
+    "through a loop": "@compose { y = with s: real[n] = x do ..(2) { z = A(s); yield z; }; }",
+    "through an unrolled loop": "@compose { y = with s: real[n] = x unroll ..(1) { z = A(s); yield z; }; }",
+}
+
+
+@pytest.mark.parametrize("body", RECURSIVE.values(), ids=RECURSIVE.keys())
+def test_recursive_operators_stop_at_the_composition_depth(tmp_path, body):
+    # before: RecursionError (branches and loops take ~12 Python frames per level), and the
+    # unrolled form doubled its scope names at every level (exponential time)
+    inputs = "@input { x: real[n]; c: bool[]; }" if "c:" in body else "@input { x: real[n]; }"
+    body = body.replace("@input { c: bool[]; } ", "")
+    args = "x, c" if "c:" in inputs else "x"
+    text = (f"import math;\noperator A {{ {inputs} @output {{ y: real[n]; }} {body.replace('A(x)', f'A({args})')} }}\n"
+            f"graph G {{ {inputs.replace('[n]', '[4]')} @output {{ y: real[4]; }} @compose {{ y = A({args}); }} }}\n")
+    err = check_error(tmp_path, text, SemanticError)
+    assert "nest deeper than 64 levels" in err.message
+    assert "invoking itself" in err.hint
+    assert err.location.line == 2
+
+
+def test_nested_unrolled_loops_keep_names_linear(tmp_path):
+    text = ("import math;\n"
+            "operator C { @input { x: real[n]; } @output { y: real[n]; }\n"
+            "  @compose { y = with s: real[n] = x unroll ..(1) { t = math.neg(s); yield t; }; } }\n"
+            "operator B { @input { x: real[n]; } @output { y: real[n]; }\n"
+            "  @compose { y = with s: real[n] = x unroll ..(1) { t = C(s); yield t; }; } }\n"
+            "graph G { @input { x: real[4]; } @output { y: real[4]; }\n"
+            "  @compose { y = with s: real[4] = x unroll ..(1) { t = B(s); yield t; }; } }\n")
+    path = tmp_path / "main.sknd"
+    path.write_text(text)
+    graph = qsim.load(path)
+    # each level adds '<label>_<step>.<target>' once (graph: y_0.t, B: t_0.t, C: t_0.t); the
+    # scoped name of the target was prepended again before: y_0.t.y_0.t_0.t.y_0.t.y_0.t_0.t_0.t
+    assert list(graph.tensors) == ["x", "y_0.t.t_0.t.t_0.t"]
+
+
+def test_deepest_composition_with_the_deepest_expression_loads(tmp_path):
+    # 30 invocations each inside a branch block (61 levels of MAX_COMPOSE_DEPTH = 64), and at the
+    # bottom an expression nested 185 deep: must compose under Python's default recursion limit
+    assert sys.getrecursionlimit() <= 1000
+    chain = " + ".join(["1"] * 185)
+    text = ("import math;\n"
+            "operator A { @attrib { k: int; } @input { x: real[n]; } @output { y: real[n]; }\n"
+            "  @compose { y = if k > 0 then { z = A{k = k - 1}(x); yield z; } else {\n"
+            f"    w = with s: real[n] = x unroll ..({chain} - 184) {{ t = math.neg(s); yield t; }};\n"
+            "    yield w; }; } }\n"
+            "graph G { @input { x: real[4]; } @output { y: real[4]; } @compose { y = A{k = 30}(x); } }\n")
+    path = tmp_path / "main.sknd"
+    path.write_text(text)
+    graph = qsim.load(path)
+    assert [op.kind.name for op in graph.ops] == ["math.neg"]
+    out = run_graph(graph, {"x": np.array([1, -2, 3, -4], np.float32)})[graph.outputs[0]]
+    assert out.tolist() == [-1, 2, -3, 4]
+
+
+@pytest.mark.parametrize("attrib,where", [
+    ("a: int[] = [0:100000000000];", "[0:"),
+    ("a: int[] = [0:10000000000000000000000000000000:3];", "[0:"),
+    ("a: int[] = [1 ..(1000000000000)];", "1000000000000)"),
+])
+def test_compile_time_packs_are_bounded_before_they_are_built(tmp_path, attrib, where):
+    text = graph(attribs=attrib)
+    err = check_error(tmp_path, text, SemanticError)
+    assert "more than qsim builds at compile time (16777216)" in err.message
+    line, col = position(text, where)
+    assert err.location.line == line and err.location.column in (col, col + 1)
+
+
+def test_range_lengths_match_python_ranges():
+    from qsim.skriptnd.evaluate import Evaluator
+    from qsim.skriptnd.parser import parse_expr
+    for b, e, s in [(0, 5, 1), (5, 0, -2), (0, 7, 3), (3, 3, 1), (5, 0, 1), (0, -5, -1), (-7, 8, 4)]:
+        value = Evaluator({}).eval(parse_expr(f"[({b}):({e}):({s})]"))
+        assert value == tuple(range(b, e, s))
+
+
+def test_format_fields_count_from_the_depth_of_their_string():
+    # a field's expression hangs below its string in the AST, so its levels add to the string's
+    chain = " + ".join(["1"] * 150)
+    field = "'v{" + chain + "}'"
+    shallow = "graph G { @attrib { a: str = " + "(" * 10 + field + ")" * 10 + "; } }"
+    assert parse(shallow).graphs[0].attribs[0].default is not None
+    deep = "graph G { @attrib { a: str = " + "(" * 100 + field + ")" * 100 + "; } }"
+    with pytest.raises(SyntaxError_, match="nests deeper than 200 levels") as info:
+        parse(deep, "main.sknd")
+    # the field's own text holds the first node past the limit
+    assert info.value.location.line == 1
+    assert deep.index("{1 + 1") < info.value.location.column <= deep.index("}'")
+
+
+def test_largest_compile_time_int_is_still_printable(tmp_path):
+    # 2 ** 14279 is allowed (4299 digits); a message showing it must not hit Python's
+    # int/str conversion limit of 4300 digits
+    text = graph(attribs="a: int = 2 ** 14279;", extra="@assert { a < 0: 'a is {a}'; }")
+    err = check_error(tmp_path, text, SemanticError)
+    assert str(2 ** 14279)[:20] in err.message
+
+
+def test_graph_assertions_and_usings_are_checked(tmp_path):
+    # before, a graph's @using and @assert blocks were skipped (property tests relying on them
+    # passed vacuously)
+    text = graph(attribs="a: int = 2;", extra="@using { b = a * 3; } @assert { b == 7: 'b is {b}', a; }")
+    err = check_error(tmp_path, text, SemanticError)
+    assert "b is 6" in err.message and "a = 2" in err.message
+    assert at(err) == position(text, "b == 7")
+    path = tmp_path / "main.sknd"
+    path.write_text(text.replace("b == 7", "b == 6"))
+    assert "valid SkriptND model" in check_model(str(path))
+
+
+@pytest.mark.parametrize("init,needle", [
+    ("c: int[3] = 2 ** (i - 5), i < 3;", "int power with a negative exponent for some index"),
+    ("c: int[3] = 10 / (i - 1), i < 3;", "division by zero in '/' for some index"),
+    ("c: int[3] = 10 % (i - 1), i < 3;", "division by zero in '%' for some index"),
+    ("c: int[3] = 3 ** (i * 100), i < 3;", "'**' gives ints past 64 bits for some index"),
+    ("c: int[3] = int(real(i) / 0.0), i < 3;", "division by zero in '/' for some index"),
+    ("c: int[3] = i ? 1 : 2, i < 3;", "select condition must be bool, got int"),
+    ("c: int[3] = [1, 2, 3][i + 1], i < 3;", "index 3 is out of range for a pack of length 3"),
+])
+def test_per_element_initializers_keep_int_semantics(tmp_path, init, needle):
+    # these wrapped silently, gave garbage or raised numpy's own errors
+    text = graph(extra=f"@constant {{ {init} }}")
+    err = check_error(tmp_path, text, SemanticError)
+    assert needle in err.message
+    assert err.location.line == position(text, "c: int")[0]
+
+
+def test_per_element_initializer_indexes_a_pack(tmp_path):
+    text = graph(extra="@constant { c: int[3] = [10, 20, 30][2 - i], i < 3; }")
+    path = tmp_path / "main.sknd"
+    path.write_text(text)
+    graph_ = qsim.load(path)
+    assert graph_.tensors["c"].data.tolist() == [30, 20, 10]
+
+
+@pytest.mark.parametrize("extra,compose,needle,where", [
+    ("", "y = math.mul(x, 999999999999999999999999999999);",
+     "the int 999999999999999999999999999999 does not fit a 64-bit int tensor", "math.mul"),
+    ("@constant { c: int[2] = [1, 9223372036854775808]; }", "y = x;",
+     "constant 'c': the int 9223372036854775808 does not fit a 64-bit int tensor", "c: int"),
+    ("@constant { c: real[3] = i == 0 ? [] : 0.0, i < 3; }", "y = x;",
+     "an element-wise select gives a number or bool per index, not []", "[] :"),
+    ("@constant { c: int[3] = [0, 1, 2][: -i], i < 3; }", "y = x;",
+     "slice bounds must be compile-time ints", "-i]"),
+    ("@constant { c: int[3] = i / 9223372036854775808, i < 3; }", "y = x;",
+     "with the int 9223372036854775808, which is past 64 bits", "i / "),
+])
+def test_compile_time_values_meeting_tensors(tmp_path, extra, compose, needle, where):
+    text = graph(compose, extra=extra)
+    err = check_error(tmp_path, text, SemanticError)
+    assert needle in err.message
+    assert err.location.line == position(text, where)[0]
+
+
+def test_a_value_name_used_as_a_type(tmp_path):
+    text = graph(attribs="n: int = 3;", extra="@constant { e: n[2] = 0.0; }")
+    err = check_error(tmp_path, text, SemanticError)
+    assert "'n' is not a type (it names 3)" in err.message
+    assert err.location.line == position(text, "e: n[2]")[0]
+
+
+@pytest.mark.parametrize("formula,needle,where", [
+    ("y[i, j] = x[i, j], i < n, j < x;", "a loop bound must be an int known before the formula runs, "
+     "got a tensor of shape [3, 5]", "y[i, j]"),
+    ("y[i, j] = x[i, j:], i < n, j < m;", "slice bounds in a tensor access must be ints", "j:]"),
+])
+def test_lower_formulas_with_tensors_where_ints_belong(tmp_path, formula, needle, where):
+    text = ("operator Op { @input { x: real[n, m]; } @output { y: real[n, m]; }\n"
+            f"  @lower {{ {formula} }} }}\n"
+            "graph G { @input { x: real[3, 5]; } @output { y: real[3, 5]; } @compose { y = Op(x); } }\n")
+    path = tmp_path / "main.sknd"
+    path.write_text(text)
+    graph_ = qsim.load(path)
+    with pytest.raises(SemanticError) as info:
+        run_graph(graph_, {"x": np.zeros((3, 5), np.float32)})
+    assert needle in info.value.message
+    assert info.value.location.line == 2

@@ -50,6 +50,8 @@ CONV_CASES = [
     ((2, 4, 7, 6), (6, 2, 3, 2), dict(groups=2, stride=[2, 1], dilation=[1, 2])),
     ((1, 3, 5, 5), (4, 3, 3, 3), dict(padding=[0, 1, 2, 1], ceil_mode=True, stride=2)),
     ((1, 3, 6, 5), (3, 1, 3, 3), dict(groups=0, padding_align="LOWER", stride=2)),   # depthwise
+    ((2, 3, 6, 5), (6, 1, 3, 3), dict(groups=3, padding=[1, 1, 0, 2], dilation=[1, 2])),  # x2 multiplier
+    ((2, 4, 7), (4, 1, 3), dict(groups=0, stride=2)),                                  # 1-D depthwise
     ((2, 2, 9), (3, 2, 4), dict(stride=3, dilation=2)),                              # 1-D
     ((1, 2, 4, 4, 3), (2, 2, 2, 2, 2), dict(padding=[1, 0, 0, 0, 1, 1])),            # 3-D
 ]
@@ -70,6 +72,28 @@ def test_conv_matches_lower_loops(rng, xs, ws, attrs):
                       attrs.get("padding_align", "UPPER"), attrs.get("ceil_mode", False))
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 8, 10, 10), (16, 8, 3, 3), dict(padding=[1, 1, 1, 1])),            # im2col + GEMM
+    ((2, 12, 11, 11), (12, 1, 5, 5), dict(groups=0, stride=2)),            # depthwise loop
+])
+def test_float32_conv_is_within_float32_rounding(rng, xs, ws, attrs):
+    """float32 in, float32 out (no float64 detour), within n * eps32 * sum|products| of the
+    exact result, n the products per output (any summation order satisfies this)."""
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    got = run_op("nn.conv", [x, w, b], attrs)[0]
+    assert got.dtype == np.float32
+    st = attrs.get("stride", 1)
+    exact = naive_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), [st] * 2, [1, 1],
+                       attrs.get("padding"), attrs.get("groups", 1))
+    mags = naive_conv(np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)), np.abs(b.astype(np.float64)),
+                      [st] * 2, [1, 1], attrs.get("padding"), attrs.get("groups", 1))
+    n = ws[1] * ws[2] * ws[3] + 1
+    eps32 = float(np.finfo(np.float32).eps)
+    assert np.all(np.abs(got - exact) <= n * eps32 * mags)
 
 
 def test_conv_data_and_filter_formats(rng):
@@ -298,3 +322,32 @@ def test_every_stdlib_operator_has_a_float_path():
 def test_unknown_operator_is_a_located_error():
     with pytest.raises(QsimError, match="no float implementation of operator 'nn.nope'"):
         run_op("nn.nope", [], {})
+
+
+@pytest.mark.parametrize("lo,hi", [(0.0, 6.0), (6.0, 0.0), (-1.5, -1.5)])
+def test_clamp_follows_the_formula_for_constant_bounds(lo, hi):
+    """y = x < a ? a : x > b ? b : x, with a winning when a > b and NaN passing through."""
+    x = np.array([[-7.0, -1.5, -0.0, 0.0, 3.0, 6.0, 9.0, np.nan]], dtype=np.float32)
+    a, b = np.float32(lo), np.float32(hi)
+    got = run_op("math.clamp", [x, np.array(a), np.array(b)], {})[0]
+    want = np.array([[a if v < a else b if v > b else v for v in x[0]]], dtype=np.float32)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((2, 6, 13, 11), (12, 1, 3, 3), dict(groups=6, stride=[2, 1], dilation=[1, 2], padding=[1, 2, 0, 3])),
+    ((1, 16, 9, 9), (16, 1, 5, 5), dict(groups=0, stride=2)),
+])
+def test_compiled_depthwise_gives_the_numpy_loops_bits(rng, monkeypatch, threads, xs, ws, attrs):
+    from qsim.skriptnd import fastops_nn
+    monkeypatch.setenv("QSIM_THREADS", threads)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    assert fastops_nn._depthwise_kernel() is not None
+    compiled = run_op("nn.conv", [x, w], attrs)[0]
+    monkeypatch.setattr(fastops_nn, "_depthwise_kernel", lambda: None)
+    loop = run_op("nn.conv", [x, w], attrs)[0]
+    assert compiled.dtype == loop.dtype == np.float32
+    np.testing.assert_array_equal(compiled, loop)

@@ -6,6 +6,7 @@ import stat
 
 import pytest
 
+from qsim import cachedir
 from qsim.skriptnd import ast, modules
 
 TEXT = "operator twice {\n  @input { x: real; }\n  @output { y: real; }\n  @compose { y = 2.0 * x; }\n}\n"
@@ -24,11 +25,12 @@ class Planted:
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("QSIM_CACHE_DIR", str(folder))
+    root = tmp_path / "cache"
+    root.mkdir(mode=0o700)
+    monkeypatch.setenv("QSIM_CACHE_DIR", str(root))
     monkeypatch.setattr(modules, "_MEMORY", {})
-    monkeypatch.setattr(modules, "_WARNED", set())
-    return folder
+    monkeypatch.setattr(cachedir, "_WARNED", set())
+    return root / "skriptnd"            # the parse cache's folder under the cache root
 
 
 def _entry(folder, filename="m.sknd"):

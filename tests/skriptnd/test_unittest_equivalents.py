@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from qsim.errors import SemanticError, SyntaxError_, UnsupportedError
 from qsim.skriptnd.execute import run_graph
@@ -475,3 +476,49 @@ def test_an_axis_out_of_range_for_a_runtime_length_pack_is_located(tmp_path):
                   " @output { y: real[2,3,s]; }\n @compose { y = layout.stack{axis=3}(xs); }\n}\n")
     assert "'axis' must be between -3 (inclusive) and 3 (exclusive), got 3" in err.message
     assert (err.location.line, err.location.column) == (5, 17)
+
+
+@pytest.mark.parametrize("output,body,needle", [
+    ("y: real[2]", "y = layout.unstack{axis=0}(x);", "output 'y' is declared as one tensor but is assigned a pack of 3"),
+    ("y: real[2]", "y = layout.unstack{axis=0}(d);", "output 'y' is declared as one tensor but is assigned a pack of s|5"),
+    ("y: real[3,2]..(2)", "y = math.neg(x);", "output 'y' is declared packed but is assigned the single tensor"),
+])
+def test_a_pack_where_one_tensor_is_declared_and_back_is_located(output, body, needle, tmp_path):
+    err = refused(tmp_path, SemanticError, "graph G {\n @input { x: real[3,2]; d: real[s|5,2]; }\n"
+                  f" @output {{ {output}; }}\n @compose {{ {body} }}\n}}\n")
+    assert needle in err.message and err.location.line == 4 and err.hint
+
+
+def test_a_packed_target_given_one_tensor_says_what_the_operator_gives(tmp_path):
+    err = refused(tmp_path, SemanticError, "graph G {\n @input { x: real[3,2]; }\n @output { y: real[3]; }\n"
+                  " @compose { m..(2) = math.argmax_nd{axes=[1]}(x); y = math.neg(x); }\n}\n")
+    assert "'m' is declared packed but the result is not a pack" in err.message
+    assert "the right-hand side gives tensor" in err.hint and err.location.line == 5
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(dims=st.lists(st.integers(1, 3), min_size=1, max_size=3), count=st.integers(0, 4),
+       data=st.data())
+def test_runtime_length_packs_agree_with_numpy(dims, count, data, tmp_path_factory):
+    """Property: concat/stack of a pack of run-time length, at any valid axis, is numpy's on the
+    items; unstacking the stacked result at that axis gives the items back."""
+    rank = len(dims)
+    cat_axis = data.draw(st.integers(-rank, rank - 1))
+    stack_axis = data.draw(st.integers(-rank - 1, rank))
+    item = ",".join(map(str, dims))
+    text = ("import layout;\ngraph G {\n @input { xs: real[" + item + "]..(s|4); }\n"
+            " @output { c: real; t: real; us: real[" + item + "]..(s); }\n"
+            f" @compose {{ c = layout.concat{{axis={cat_axis}}}(xs); t = layout.stack{{axis={stack_axis}}}(xs);\n"
+            f"   us..(s) = layout.unstack{{axis={stack_axis}}}(t); }}\n}}\n")
+    path = tmp_path_factory.mktemp("prop") / "main.sknd"
+    path.write_text(text)
+    g = compose("G", path)
+    xs = np.arange(count * int(np.prod(dims)), dtype=np.float32).reshape((count,) + tuple(dims))
+    c, t, us = run(g, {"xs": xs})
+    items = list(xs)
+    if count:
+        np.testing.assert_array_equal(c, np.concatenate(items, axis=cat_axis))
+        np.testing.assert_array_equal(t, np.stack(items, axis=stack_axis))
+    else:
+        assert c.size == 0 and t.size == 0
+    np.testing.assert_array_equal(us, xs)

@@ -1,0 +1,360 @@
+"""Distributed simulation benchmark: `qsim simulate --sweep` on 1 vs 2 Dask workers, and the
+per-task costs docs/scale.md extrapolates from.
+
+    python benchmarks/sweep_scale.py [--repeat 3] [--out reports]
+
+Measures (wall-clock on this machine, medians over --repeat runs, the two settings alternated
+so that load from other jobs hits both alike):
+1. The 4-point sweep `--sweep size=8,16 dataflow=ws,os` of the embedded model with the
+   verilator engine (builds cached beforehand), as whole `qsim simulate` commands in new
+   processes: `--workers 1` (in-process) vs `--workers 2` (the command starts a LocalCluster),
+   once with the embedded model quantized by the command, once from a quantized model folder
+   (the embedded model saved by `qsim quantize`'s writer). Every run's report.json and
+   sweep.json must be identical.
+2. The same sweep against an already running 2-worker cluster (`--scheduler`).
+3. The task phase alone (the sweep's 20 layer tasks, in this process vs on the warm cluster).
+4. Per task, for extrapolation (docs/scale.md): ResNet-18's 20 convolutions (224x224,
+   synthetic int8, benchmarks/_resnet18_layers.py) as layer tasks at 16x16 and 32x32 on the
+   model and verilator engines, and ResNet-50's 53 at 32x32 on the model engine: seconds per
+   task serially, all tasks on the warm 2-worker cluster, bytes sent per task and returned;
+   and the scheduler's round trip for empty tasks.
+Writes reports/sweep_scale.md and reports/sweep_scale.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cloudpickle
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+
+from _resnet18_layers import expected_outputs, resnet18_convs, resnet50_convs  # noqa: E402
+
+from qsim import ir  # noqa: E402
+from qsim.npu.config import load_config  # noqa: E402
+from qsim.npu.distributed import InProcess, Task, open_pool  # noqa: E402
+from qsim.npu.engines import Engine  # noqa: E402
+from qsim.npu.program import Stage, Unit, prepare_run, run_array_stage  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ["size=8,16", "dataflow=ws,os"]
+SWEEP_CONFIGS = ("8x8", "8x8:os", "16x16", "16x16:os")
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run_cli(model: str | None, out: Path, extra: list[str]) -> float:
+    argv = [sys.executable, "-m", "qsim", "simulate", *([model] if model else []), "--engine", "verilator",
+            "--sweep", *SWEEP, "-q", "-o", str(out), *extra]
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout}{done.stderr}")
+    return seconds
+
+
+def reports_of(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): json.loads(p.read_text()) for p in sorted(folder.rglob("*.json"))}
+
+
+def compare_cli(model, work: Path, name: str, settings: dict[str, list[str]], repeat: int) -> dict:
+    """Each setting `repeat` times, alternated; all outputs must be equal."""
+    times = {key: [] for key in settings}
+    reference = None
+    for r in range(repeat):
+        for key, extra in settings.items():
+            out = work / f"{name}-{key}-{r}"
+            times[key].append(run_cli(model, out, extra))
+            got = reports_of(out)
+            if reference is None:
+                reference = got
+            elif got != reference:
+                raise SystemExit(f"{name} {key} run {r}: reports differ from the first run")
+    return {"runs_s": times, "median_s": {k: statistics.median(v) for k, v in times.items()},
+            "identical": True, "files_compared": len(reference)}
+
+
+def sweep_parts(folder: str) -> dict:
+    """The sweep's pieces, timed where they run on the command's side: golden values once,
+    per point the preparation (vector stages on the kernels) and the assembly of the run."""
+    from qsim.npu.program import finish_run
+    from qsim.npu.simulate import load_qmodel, parse_sweep, render_report, throughput_report
+    from qsim.npu.vectors import read_inputs
+    from qsim.runtime.executor import execute
+    loaded = load_qmodel(folder)
+    feeds, _ = read_inputs(loaded.model, None)
+    start = time.perf_counter()
+    expected = execute(loaded.model.graph, feeds, backend="kernels")
+    golden_s = time.perf_counter() - start
+    configs = parse_sweep(SWEEP, load_config("16x16"))
+    start = time.perf_counter()
+    prepared = [prepare_run(loaded.model.graph, feeds, c, "verilator", expected) for c in configs]
+    prepare_s = (time.perf_counter() - start) / len(configs)
+    layers = InProcess().run(prepared[0].tasks)
+    start = time.perf_counter()
+    report = throughput_report(loaded.name, finish_run(prepared[0], layers))
+    finish_s = time.perf_counter() - start
+    render_report(report)                                  # matplotlib's first-use costs
+    render = []
+    for _ in range(3):
+        start = time.perf_counter()
+        render_report(report)
+        render.append(time.perf_counter() - start)
+    return {"tasks": [t for p in prepared for t in p.tasks], "golden_s": golden_s,
+            "prepare_s_per_point": prepare_s, "finish_s_per_point": finish_s,
+            "render_s_per_point": statistics.median(render), "stages": len(prepared[0].stages)}
+
+
+def timed_run(pool, tasks) -> tuple[float, list]:
+    start = time.perf_counter()
+    results = pool.run(tasks)
+    return time.perf_counter() - start, results
+
+
+def resnet_tasks(config_name: str, engine: Engine, data, expected, layers) -> list[Task]:
+    geom = load_config(config_name).geometry
+    kinds = [ir.OpKind.get(f"tosa.{k}") for k in ("CONV2D", "RESCALE", "CLAMP")]
+    tasks = []
+    for layer, (x, conv, rescale, clamp), want in zip(layers, data, expected):
+        ops = (ir.Op(kinds[0], ("x",), ("acc",), conv, name=layer.name),
+               ir.Op(kinds[1], ("acc",), ("scaled",), rescale, name=layer.name),
+               ir.Op(kinds[2], ("scaled",), (layer.name,), clamp, name=layer.name))
+        tasks.append(Task(run_array_stage, (geom, engine, Stage(ops, Unit.ARRAY), [x], want),
+                          f"{config_name}-{layer.name}"))
+    return tasks
+
+
+def per_task(pool, model: str, layers, cases) -> list[dict]:
+    """The layers of `model` as tasks for each (array, engine) case: serially here, then all
+    on the warm cluster; outputs checked against the kernels, cycles equal on both."""
+    data, expected, _ = expected_outputs(layers, 0)
+    rows = []
+    for config_name, engine in cases:
+        tasks = resnet_tasks(config_name, engine, data, expected, layers)
+        if engine is Engine.VERILATOR:          # build (or find cached) + load, outside the timing
+            InProcess().run(tasks[-1:])
+            pool.run(tasks[-1:] * 2)
+        seconds, cycles = [], []
+        for task in tasks:
+            took, (result,) = timed_run(InProcess(), [task])
+            if not np.array_equal(result.output, task.args[4]):
+                raise SystemExit(f"{task.label}: output differs from the kernels")
+            seconds.append(took)
+            cycles.append(result.cycles)
+        spread, results = timed_run(pool, tasks)
+        assert [r.cycles for r in results] == cycles
+        # cloudpickle: what Dask falls back to for the operator kinds' verifier closures
+        sent = [len(cloudpickle.dumps(t.args, protocol=5)) for t in tasks]
+        back = [len(cloudpickle.dumps(r, protocol=5)) for r in results]
+        rows.append({"model": model, "config": config_name, "engine": engine.value,
+                     "layers": [{"layer": t.label.split("-", 1)[1], "macs": layer.macs, "cycles": c,
+                                 "seconds": s, "bytes_sent": b, "bytes_returned": r}
+                                for t, layer, c, s, b, r in zip(tasks, layers, cycles, seconds, sent, back)],
+                     "serial_s": sum(seconds), "two_workers_s": spread,
+                     "total_macs": sum(layer.macs for layer in layers), "total_cycles": sum(cycles)})
+        print(f"{model} {config_name} {engine.value}: serial {sum(seconds):.1f} s, 2 workers "
+              f"{spread:.1f} s, {sum(cycles)} cycles", flush=True)
+    return rows
+
+
+def scheduler_overhead(pool, count: int = 400) -> float:
+    pool.run([Task(abs, (-i,), "noop") for i in range(20)])
+    took, _ = timed_run(pool, [Task(abs, (-i,), "noop") for i in range(count)])
+    return took / count
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "reports"))
+    parser.add_argument("--skip-resnet", action="store_true", help="no per-task ResNet measurement")
+    args = parser.parse_args(argv)
+    from qsim.npu.sim_verilator import build
+    from qsim.quant.pipeline import embedded_quantized_model
+    from qsim.quant.qmodel import save_quantized
+
+    doc = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                       "load_average_start": load_average(),
+                       "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())},
+           "sweep": " ".join(SWEEP), "engine": "verilator", "repeat": args.repeat}
+    for name in SWEEP_CONFIGS:
+        build(load_config(name).geometry)                # cached builds: the measurement excludes them
+    with tempfile.TemporaryDirectory(prefix="qsim-sweep-scale-") as tmp:
+        work = Path(tmp)
+        folder = str(work / "fashion-int8")
+        save_quantized(embedded_quantized_model(), folder)
+        one, two = ["--workers", "1"], ["--workers", "2"]
+        doc["cli_embedded"] = compare_cli(None, work, "embedded", {"workers1": one, "workers2": two},
+                                          args.repeat)
+        print("embedded:", doc["cli_embedded"]["median_s"], flush=True)
+        doc["cli_folder"] = compare_cli(folder, work, "folder", {"workers1": one, "workers2": two},
+                                        args.repeat)
+        print("folder:", doc["cli_folder"]["median_s"], flush=True)
+        with open_pool(workers=2) as pool:
+            address = pool.client.scheduler.address
+            warm = compare_cli(folder, work, "warm", {"workers1": one, "scheduler": ["--scheduler", address]},
+                               args.repeat)
+            doc["cli_folder_warm_cluster"] = warm
+            print("warm cluster:", warm["median_s"], flush=True)
+            parts = sweep_parts(folder)
+            tasks = parts.pop("tasks")
+            doc["sweep_parts"] = parts
+            timed_run(pool, tasks)                          # each worker loads its libraries
+            serial = [timed_run(InProcess(), tasks)[0] for _ in range(args.repeat)]
+            spread = [timed_run(pool, tasks)[0] for _ in range(args.repeat)]
+            doc["task_phase"] = {"tasks": len(tasks), "serial_s": serial, "two_workers_s": spread,
+                                 "median_serial_s": statistics.median(serial),
+                                 "median_two_workers_s": statistics.median(spread)}
+            doc["scheduler_overhead_s_per_task"] = scheduler_overhead(pool)
+            if not args.skip_resnet:
+                doc["layer_tasks"] = per_task(pool, "ResNet-18", resnet18_convs(), [
+                    (c, e) for c in ("16x16", "32x32") for e in (Engine.MODEL, Engine.VERILATOR)])
+                doc["layer_tasks"] += per_task(pool, "ResNet-50", resnet50_convs(), [("32x32", Engine.MODEL)])
+    doc["machine"]["load_average_end"] = load_average()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = markdown(doc)                                    # also adds doc["extrapolation"]
+    (out / "sweep_scale.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (out / "sweep_scale.md").write_text(text)
+    print((out / "sweep_scale.md").read_text())
+    return 0
+
+
+def _ratio(medians: dict, slow: str, fast: str) -> str:
+    return f"{medians[slow] / medians[fast]:.2f}x"
+
+
+def markdown(doc: dict) -> str:
+    m = doc["machine"]
+    lines = ["# Sweep scaling: `qsim simulate --sweep` on Dask workers", "",
+             "Generated by `python benchmarks/sweep_scale.py` (raw data in `sweep_scale.json`). "
+             f"Machine: {m['cpus']} CPUs, Python {m['python']}, started {m['started_utc']} UTC; "
+             f"load average (1, 5, 15 min) {m['load_average_start']} at the start, "
+             f"{m['load_average_end']} at the end (the machine is shared with other jobs: wall-clock "
+             "times are upper bounds, and a ratio is only as good as the load was even).", "",
+             f"Sweep: `--sweep {doc['sweep']}` (4 points), verilator engine, builds cached; medians of "
+             f"{doc['repeat']} runs per setting, settings alternated. Every run's `report.json` files and "
+             "`sweep.json` are identical to the first run's (checked).", "",
+             "| what | --workers 1 | 2 workers | speed-up |", "|---|---|---|---|"]
+    for key, what, other in (("cli_embedded", "whole command, embedded model (quantized by the command)", "workers2"),
+                             ("cli_folder", "whole command, quantized model folder", "workers2"),
+                             ("cli_folder_warm_cluster", "whole command, folder, running 2-worker cluster (`--scheduler`)", "scheduler")):
+        med = doc[key]["median_s"]
+        lines.append(f"| {what} | {med['workers1']:.2f} s | {med[other]:.2f} s | "
+                     f"{_ratio(med, 'workers1', other)} |")
+    phase = doc["task_phase"]
+    lines.append(f"| task phase only: the sweep's {phase['tasks']} layer tasks (warm workers) | "
+                 f"{phase['median_serial_s']:.2f} s | {phase['median_two_workers_s']:.2f} s | "
+                 f"{phase['median_serial_s'] / phase['median_two_workers_s']:.2f}x |")
+    parts = doc["sweep_parts"]
+    lines += ["", f"Scheduler round trip of an empty task on the warm cluster: "
+              f"{1000 * doc['scheduler_overhead_s_per_task']:.2f} ms per task (400 tasks).", "",
+              f"The command's own work per sweep point (embedded model, {parts['stages']} stages): "
+              f"preparation (vector stages on the kernels) {1000 * parts['prepare_s_per_point']:.1f} ms, "
+              f"assembly and verification {1000 * parts['finish_s_per_point']:.1f} ms; once per sweep: "
+              f"golden values {1000 * parts['golden_s']:.1f} ms. Rendering one point's report (a task): "
+              f"{parts['render_s_per_point']:.2f} s (three PNG plots, HTML, JSON, CSV).", ""]
+    if "layer_tasks" in doc:
+        lines += ["## Per-task costs: ResNet convolutions as layer tasks", "",
+                  "Each convolution (224x224 network input, synthetic int8, CONV2D+RESCALE+CLAMP; "
+                  "benchmarks/_resnet18_layers.py) is one task, as `qsim simulate` makes it; serial = "
+                  "the tasks one after another in this process, 2 workers = all of them on the warm "
+                  "cluster. Bytes: the pickled task arguments (golden input, weights, expected output) "
+                  "and the pickled result (a verified layer returns without its DRAM images).", "",
+                  "| model | array | engine | layers | MACs | cycles | serial | 2 workers | speed-up | "
+                  "s per GMAC | Mcycles/s | longest task | sent (total) | returned (total) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for row in doc["layer_tasks"]:
+            longest = max(row["layers"], key=lambda r: r["seconds"])
+            lines.append(
+                f"| {row['model']} | {row['config']} | {row['engine']} | {len(row['layers'])} | "
+                f"{row['total_macs'] / 1e9:.2f} G | {row['total_cycles']} | "
+                f"{row['serial_s']:.1f} s | {row['two_workers_s']:.1f} s | "
+                f"{row['serial_s'] / row['two_workers_s']:.2f}x | "
+                f"{row['serial_s'] / (row['total_macs'] / 1e9):.2f} | "
+                f"{row['total_cycles'] / row['serial_s'] / 1e6:.2f} | "
+                f"{longest['seconds']:.2f} s ({longest['layer']}) | "
+                f"{sum(r['bytes_sent'] for r in row['layers']) / 1e6:.1f} MB | "
+                f"{sum(r['bytes_returned'] for r in row['layers']) / 1e6:.2f} MB |")
+        lines.append("")
+        lines += extrapolation(doc)
+    return "\n".join(lines) + "\n"
+
+
+NETWORK_BYTES_PER_S = 1e9           # assumed: 10 GbE between the command and the scheduler
+WORKER_COUNTS = (1, 2, 16, 64, 256)
+
+
+def extrapolation(doc: dict) -> list[str]:
+    """A 1000-point sweep of ResNet-50 at 32x32 from the measured per-task costs (docs/scale.md
+    explains the model). Measured: ResNet-50's cycles and model-engine time at 32x32, the
+    verilator engine's cycle rate at 32x32 on ResNet-18, bytes per task, scheduler round trip,
+    report rendering; extrapolated: everything for ResNet-50 on the verilator engine."""
+    rows = {(r["model"], r["config"], r["engine"]): r for r in doc["layer_tasks"]}
+    r50 = rows[("ResNet-50", "32x32", "model")]
+    r18v = rows[("ResNet-18", "32x32", "verilator")]
+    points = 1000
+    rate = r18v["total_cycles"] / r18v["serial_s"]                 # cycles/s, verilator, 32x32
+    verilator_point_s = r50["total_cycles"] / rate
+    tasks_per_point = len(r50["layers"])
+    parts = doc["sweep_parts"]
+    render_s = parts["render_s_per_point"]
+    sched_s = doc["scheduler_overhead_s_per_task"] * tasks_per_point * points
+    sent = sum(r["bytes_sent"] for r in r50["layers"]) * points
+    transfer_s = sent / NETWORK_BYTES_PER_S
+    doc["extrapolation"] = {"points": points, "verilator_cycles_per_s_32x32": rate,
+                            "resnet50_cycles_32x32": r50["total_cycles"],
+                            "verilator_point_s": verilator_point_s, "model_point_s": r50["serial_s"],
+                            "render_s_per_point": render_s, "scheduler_s": sched_s,
+                            "bytes_sent": sent, "transfer_s": transfer_s}
+    lines = ["## Extrapolated: a 1000-point sweep of ResNet-50 at 32x32", "",
+             f"Measured here: ResNet-50's 53 convolutions at 32x32 take {r50['total_cycles']} cycles "
+             f"(model engine, {r50['serial_s']:.1f} s per point); the verilator engine runs "
+             f"{rate / 1e6:.2f} M cycles/s at 32x32 (ResNet-18's convolutions). Extrapolated: "
+             f"{verilator_point_s:.0f} s per point on the verilator engine, {render_s:.1f} s per point "
+             f"to render its report (the embedded model's; more layers draw longer), "
+             f"{tasks_per_point} layer tasks per point, {sent / 1e9:.0f} GB of task data for the sweep "
+             f"({sent / points / 1e6:.0f} MB per point; {_duration(transfer_s)} at an assumed "
+             f"{NETWORK_BYTES_PER_S / 1e9:.0f} GB/s), scheduler round trips "
+             f"{_duration(sched_s)} in total (serial in the scheduler). Builds, one per distinct "
+             "array geometry, come on top (docs/scale.md). Wall time = the largest of the "
+             "workers' share of the tasks, the scheduler's round trips and the transfer; "
+             "the limiting one in parentheses.", "",
+             "| workers | verilator engine | model engine |", "|---|---|---|"]
+    floors = {"scheduler": sched_s, "task data transfer": transfer_s}
+    for n in WORKER_COUNTS:
+        cells = []
+        for point_s in (verilator_point_s, r50["serial_s"]):
+            parts = {"simulation on the workers": points * (point_s + render_s) / n, **floors}
+            limit = max(parts, key=parts.get)
+            cells.append(f"{_duration(parts[limit])} ({limit})")
+        lines.append(f"| {n} | {cells[0]} | {cells[1]} |")
+    lines.append("")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

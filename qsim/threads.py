@@ -1,0 +1,144 @@
+"""How many cores qsim computes on, and splitting independent work over them.
+
+`thread_count()`: the environment variable QSIM_THREADS (a positive whole number), else every
+core this process may run on. The CLI's global `--threads N` sets the same variable for the run.
+Two users of the count:
+- the float executor's GEMMs run in numpy's BLAS (OpenBLAS), whose thread count
+  `apply_blas_threads()` sets through OpenBLAS's own setter (found in numpy's bundled library
+  with ctypes; a numpy built on another BLAS keeps that BLAS's own setting);
+- the integer kernels release the GIL, so `split_rows` runs disjoint row ranges of one GEMM on
+  a pool of Python threads. Every output row is computed by one thread from the same inputs
+  in the same order, so results are bit-identical for any thread count.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from .errors import UsageError
+
+THREADS_ENV = "QSIM_THREADS"
+MAX_THREADS = 256
+
+
+def available_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_threads(text: str, what: str = THREADS_ENV) -> int:
+    """'4' -> 4. Raises UsageError naming `what` on anything but 1..MAX_THREADS."""
+    text = str(text).strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_THREADS:
+        raise UsageError(f"{what} = {text!r} is not a thread count",
+                         hint=f"give a whole number from 1 to {MAX_THREADS}, e.g. 2")
+    return int(text)
+
+
+def thread_count() -> int:
+    """QSIM_THREADS when set, else all available cores."""
+    text = os.environ.get(THREADS_ENV)
+    return available_cores() if text is None or not text.strip() else parse_threads(text)
+
+
+def set_threads(n: int) -> None:
+    """Uses n threads from now on (the kernels read QSIM_THREADS on each call; BLAS is told)."""
+    os.environ[THREADS_ENV] = str(parse_threads(str(n), "--threads"))
+    apply_blas_threads()
+
+
+_blas_lib: ctypes.CDLL | None | bool = False   # False: not looked up yet; None: none found
+_blas_threads: int | None = None
+_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+            "openblas_set_num_threads64_", "openblas_set_num_threads")
+
+
+def _openblas():
+    """numpy's bundled OpenBLAS (the already-loaded library: same handle, same state)."""
+    global _blas_lib
+    if _blas_lib is False:
+        import numpy
+        _blas_lib = None
+        libs = os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs")
+        for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            if any(hasattr(lib, name) for name in _SETTERS):
+                _blas_lib = lib
+                break
+    return _blas_lib
+
+
+def blas_threads() -> int | None:
+    """The thread count numpy's OpenBLAS uses now (None without a bundled OpenBLAS)."""
+    lib = _openblas()
+    for name in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+                 "openblas_get_num_threads64_", "openblas_get_num_threads"):
+        fn = getattr(lib, name, None) if lib is not None else None
+        if fn is not None:
+            fn.restype = ctypes.c_int
+            return int(fn())
+    return None
+
+
+def apply_blas_threads() -> None:
+    """Tells numpy's OpenBLAS to use thread_count() threads (once per distinct count)."""
+    global _blas_threads
+    n = thread_count()
+    if n == _blas_threads:
+        return
+    lib = _openblas()
+    for name in _SETTERS:
+        fn = getattr(lib, name, None) if lib is not None else None
+        if fn is not None:
+            fn.argtypes, fn.restype = [ctypes.c_int], None
+            fn(n)
+            break
+    _blas_threads = n
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child (e.g. the NPU sweep's ProcessPoolExecutor workers) inherits the pool
+    object but none of its threads: work submitted there would wait forever. The child
+    starts its own pool on first use instead."""
+    global _pool, _pool_size
+    _pool, _pool_size = None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def _executor(n: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    if _pool is None or _pool_size < n:
+        if _pool is not None:
+            _pool.shutdown(wait=True)
+        _pool, _pool_size = ThreadPoolExecutor(max_workers=n, thread_name_prefix="qsim"), n
+    return _pool
+
+
+def split_rows(rows: int, work: Callable[[int, int], None], min_rows: int = 64) -> None:
+    """Calls work(lo, hi) for disjoint ranges covering [0, rows): one range per thread (at
+    most thread_count(), each at least min_rows long), the first on the calling thread.
+    `work` must release the GIL to gain anything and must write only its own rows."""
+    n = max(1, min(thread_count(), rows // max(min_rows, 1)))
+    if n == 1:
+        work(0, rows)
+        return
+    bounds = [rows * i // n for i in range(n + 1)]
+    futures = [_executor(n - 1).submit(work, bounds[i], bounds[i + 1]) for i in range(1, n)]
+    work(bounds[0], bounds[1])
+    for f in futures:
+        f.result()

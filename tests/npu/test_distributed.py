@@ -1,0 +1,246 @@
+"""Simulation tasks on dask.distributed: one real LocalCluster of 2 worker processes per module
+(made by qsim's own open_pool), whose results must equal the serial in-process run exactly;
+retries after a raised exception and after a killed worker; the --workers/--scheduler errors."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qsim.cli import main
+from qsim.errors import MismatchError, UnsupportedError, UsageError
+from qsim.npu import distributed
+from qsim.npu.config import load_config
+from qsim.npu.distributed import DaskPool, InProcess, Task, open_pool
+from qsim.npu.program import run_graph_on_npu
+from qsim.quant.pipeline import embedded_quantized_model
+from tests.npu.test_program import _faulty
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with open_pool(workers=2) as dask_pool:
+        yield dask_pool
+
+
+def test_open_pool_makes_a_cluster_of_worker_processes(pool):
+    assert isinstance(pool, DaskPool) and pool.workers == 2
+    pids = set(pool.client.run(os.getpid).values())
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+def _simulate(capsys, tmp_path, name, *argv):
+    out = tmp_path / name
+    code = main(["simulate", *argv, "-o", str(out)])
+    text, err = capsys.readouterr()
+    assert code == 0, text + err
+    return out, err
+
+
+def _reports(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): json.loads(p.read_text()) for p in folder.rglob("*.json")}
+
+
+@pytest.mark.parametrize("engine,argv", [
+    ("model", ["--config", "8x8", "--sweep", "size=8,16", "dataflow=ws,os"]),
+    # clock_mhz is not hardware: both points reuse the one 16x16 build the suite makes anyway
+    ("verilator", ["--config", "16x16", "--sweep", "clock_mhz=500,1000"]),
+])
+def test_sweep_on_the_cluster_equals_the_serial_run(pool, capsys, tmp_path, engine, argv):
+    address = pool.client.scheduler.address
+    serial, _ = _simulate(capsys, tmp_path, "serial", "--engine", engine, *argv, "--workers", "1", "-q")
+    spread, err = _simulate(capsys, tmp_path, "dask", "--engine", engine, *argv, "--scheduler", address)
+    got, want = _reports(spread), _reports(serial)
+    points = len(want["sweep.json"]["points"])
+    assert points in (2, 4) and len(want) == 1 + points       # sweep.json + one report.json each
+    assert got == want
+    assert all(p["all_verified"] for p in got["sweep.json"]["points"])
+    # the progress counts tasks: per point one per array layer (5 in the embedded model) and
+    # one rendering its report
+    assert f"tasks: {6 * points} steps" in err and f"tasks: {6 * points} done" in err
+    assert f"({engine}, Dask cluster at {address}) tasks" in err
+    for name in ("compute_report.csv", "report.html", "cycles.png", "utilization.png", "roofline.png"):
+        for point in got["sweep.json"]["points"]:
+            folder = point["config"]["name"]
+            assert (spread / folder / name).read_bytes() == (serial / folder / name).read_bytes(), name
+
+
+def _same_runs(a, b):
+    assert [s.stage.name for s in a.stages] == [s.stage.name for s in b.stages]
+    for x, y in zip(a.stages, b.stages):
+        assert x.output.dtype == y.output.dtype
+        np.testing.assert_array_equal(x.output, y.output, err_msg=x.stage.name)
+        assert (x.cycles, x.start_cycle, x.verified, x.mismatch) == (y.cycles, y.start_cycle, y.verified,
+                                                                    y.mismatch)
+
+
+def test_layers_of_one_run_spread_over_workers_equal_the_serial_run(pool, embedded):
+    graph, feeds, values = embedded
+    config = load_config("8x8:os")
+    serial = run_graph_on_npu(graph, feeds, config, engine="model", expected=values)
+    done = []
+    spread = run_graph_on_npu(graph, feeds, config, engine="model", expected=values, pool=pool,
+                              on_task=lambda: done.append(1))
+    _same_runs(serial, spread)
+    assert spread.verified and len(done) == 5
+
+
+def test_a_mismatch_on_a_worker_names_the_layer_and_first_element(pool, embedded):
+    graph, feeds, values = embedded
+    faulty = _faulty(graph)
+    config = load_config("16x16")
+    serial = run_graph_on_npu(faulty, feeds, config, engine="model", expected=values)
+    spread = run_graph_on_npu(faulty, feeds, config, engine="model", expected=values, pool=pool)
+    _same_runs(serial, spread)
+    message = spread.first_mismatch.message()
+    assert message == serial.first_mismatch.message()
+    assert message.startswith("NPU mismatch in layer 'relu2' (tosa.CONV2D+RESCALE+CLAMP")
+    assert f"index {list(serial.first_mismatch.index)}" in message
+    # the mismatching layer keeps its per-program records (for --vcd); verified ones travel light
+    records = {s.stage.name: len(s.layer.runs) for s in spread.stages if s.layer is not None}
+    assert records.pop("relu2") > 0 and set(records.values()) == {0}
+
+
+class _KillingPool:
+    """Runs every task through `_die_once`, so the first task to start kills its worker."""
+
+    def __init__(self, pool, marker):
+        self.pool, self.marker = pool, str(marker)
+
+    def run(self, tasks, on_done=None):
+        wrapped = [Task(_die_once, (self.marker, t.fn, t.args), t.label) for t in tasks]
+        return self.pool.run(wrapped, on_done)
+
+
+def _die_once(marker, fn, args):
+    if not os.path.exists(marker):
+        Path(marker).write_text(str(os.getpid()))
+        os._exit(3)                          # the worker process dies mid-task
+    return fn(*args)
+
+
+def test_a_task_whose_worker_died_is_rerun_and_the_result_is_right(pool, embedded, tmp_path):
+    graph, feeds, values = embedded
+    config = load_config("16x16")
+    marker = tmp_path / "killed"
+    spread = run_graph_on_npu(graph, feeds, config, engine="model", expected=values,
+                              pool=_KillingPool(pool, marker))
+    assert marker.exists()                   # a worker did die
+    _same_runs(run_graph_on_npu(graph, feeds, config, engine="model", expected=values), spread)
+    assert spread.verified
+    pool.client.wait_for_workers(2, timeout=60)      # the nanny restarted it for the next tests
+
+
+def test_more_tasks_than_the_submission_window_come_back_in_order(pool):
+    count = 3 * 2 * distributed.IN_FLIGHT_PER_WORKER + 1
+    done = []
+    assert pool.run([Task(abs, (-i,), "n") for i in range(count)], lambda: done.append(1)) == list(range(count))
+    assert len(done) == count
+
+
+def _fail_once(marker, value):
+    if not os.path.exists(marker):
+        Path(marker).write_text("")
+        raise OSError("transient failure")
+    return value * 2
+
+
+def _count_then_mismatch(marker):
+    with open(marker, "a") as f:
+        f.write("x")
+    raise MismatchError("layer 'fc': differs", hint="look at the RTL")
+
+
+def test_a_raised_exception_is_retried_but_a_qsim_error_is_not(pool, tmp_path):
+    marker = tmp_path / "failed"
+    assert pool.run([Task(_fail_once, (str(marker), 21), "flaky")]) == [42]
+    assert marker.exists()
+    counter = tmp_path / "calls"
+    with pytest.raises(MismatchError) as caught:
+        pool.run([Task(_count_then_mismatch, (str(counter),), "wrong")])
+    assert caught.value.message == "layer 'fc': differs" and caught.value.hint == "look at the RTL"
+    assert counter.read_text() == "x"        # deterministic: run once, not TASK_RETRIES + 1 times
+
+
+def test_one_worker_runs_in_this_process_without_dask(tmp_path):
+    with open_pool(workers=1) as in_process:
+        assert isinstance(in_process, InProcess)
+    folder = tmp_path / "fashion"
+    from qsim.quant.qmodel import save_quantized
+    save_quantized(embedded_quantized_model(), folder)
+    code = textwrap.dedent(f"""
+        import sys
+        from qsim.cli import main
+        assert main(["simulate", {str(folder)!r}, "--engine", "model", "--workers", "1", "-q",
+                     "-o", {str(tmp_path / "out")!r}]) == 0
+        assert "distributed" not in sys.modules, "dask was imported"
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["all_verified"] is True
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--workers", "0"], "--workers 0: need at least 1"),
+    (["--scheduler", "localhost:8786"], "Dask scheduler address 'localhost:8786' has no protocol"),
+    (["--scheduler", "tcp://127.0.0.1:1"], "cannot reach the Dask scheduler at tcp://127.0.0.1:1"),
+])
+def test_bad_workers_or_scheduler_is_a_usage_error(capsys, monkeypatch, tmp_path, argv, message):
+    monkeypatch.setattr(distributed, "CONNECT_TIMEOUT_S", 1.0)
+    code = main(["simulate", "--engine", "model", *argv, "-q", "-o", str(tmp_path / "o")])
+    _, err = capsys.readouterr()
+    assert code == 2 and message in err and "hint:" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_scheduler_comes_from_the_environment(monkeypatch):
+    monkeypatch.setattr(distributed, "CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setenv(distributed.SCHEDULER_ENV, "tcp://127.0.0.1:1")
+    with pytest.raises(UsageError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
+        with open_pool(workers=1):
+            pass
+
+
+def test_concurrent_builders_of_one_cache_entry_take_turns(tmp_path):
+    """The second process asks for the build lock while the first holds it (signalled by a
+    file) and must wait until the first is done: without the lock the log interleaves."""
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        from pathlib import Path
+        os.environ["QSIM_CACHE_DIR"] = {str(tmp_path)!r}
+        from qsim.npu.sim_verilator import _exclusive
+        held, log = Path({str(tmp_path / "held")!r}), Path({str(tmp_path / "log")!r})
+        if sys.argv[1] == "second":
+            while not held.exists():
+                time.sleep(0.02)
+        with _exclusive("build-same"):
+            with open(log, "a") as f:
+                f.write(sys.argv[1] + "-start\\n"); f.flush()
+                held.touch()
+                time.sleep(1.0 if sys.argv[1] == "first" else 0)
+                f.write(sys.argv[1] + "-end\\n")
+    """)
+    root = Path(__file__).resolve().parents[2]
+    procs = [subprocess.Popen([sys.executable, "-c", script, role], cwd=root) for role in ("first", "second")]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    assert (tmp_path / "log").read_text().split() == ["first-start", "first-end", "second-start", "second-end"]
+
+
+def test_a_local_cluster_that_cannot_start_is_a_clear_error(monkeypatch):
+    import distributed as dask_distributed
+
+    def refuse(**_):
+        raise RuntimeError("Nanny failed to start.")
+    monkeypatch.setattr(dask_distributed, "LocalCluster", refuse)
+    with pytest.raises(UnsupportedError) as caught:
+        with open_pool(workers=2) as dask_pool:
+            dask_pool.run([Task(abs, (-1,), "never")])
+    assert "could not start a local Dask cluster of 2 worker processes (Nanny failed to start.)" in str(caught.value)
+    assert "--workers 1" in caught.value.hint
