@@ -1,0 +1,1 @@
+"""The fuzzing harness behind benchmarks/fuzz.py (see that script's docstring)."""

@@ -1,0 +1,42 @@
+"""Library entry points a case can call instead of the CLI (faster, and a contract of their own:
+a QsimError is a good outcome, any other exception is a traceback).
+
+Each takes the case's argument (a path relative to the case folder) and returns an exit code
+the way the CLI would: 0 on success, 2 on a QsimError (message printed as the CLI prints it).
+"""
+from __future__ import annotations
+
+import sys
+
+from qsim.errors import QsimError
+
+
+def _as_cli(fn):
+    def call(arg: str) -> int:
+        try:
+            fn(arg)
+        except QsimError as err:
+            print(f"qsim: {err.format()}", file=sys.stderr)
+            return 2
+        return 0
+    call.__name__ = fn.__name__
+    return call
+
+
+def _read_tensor(path: str) -> None:
+    from qsim.tensorfile import read_tensor_file
+    read_tensor_file(path).values()
+
+
+def _load_config(path: str) -> None:
+    from qsim.npu.config import load_config
+    load_config(path)
+
+
+# The same calls as Python one-liners, for reproducers ({arg} is the case's argument).
+SNIPPETS = {
+    "read_tensor": "from qsim.tensorfile import read_tensor_file; read_tensor_file({arg!r}).values()",
+    "load_config": "from qsim.npu.config import load_config; load_config({arg!r})",
+}
+
+CALLS = {"read_tensor": _as_cli(_read_tensor), "load_config": _as_cli(_load_config)}
