@@ -215,7 +215,10 @@ def atomic_directory(target: str | os.PathLike, overwrite: bool = True) -> Itera
 
     On an exception the temporary directory is removed and `target` is left as it was. With
     overwrite=False an existing `target` is an error."""
+    # the folder part as the OS will reach it once created ('new/../x' is './x'); the last
+    # name is kept as given, so an output that is a symbolic link stays one
     target = Path(target)
+    target = Path(os.path.realpath(target.parent)) / target.name
     if target.exists() and not overwrite:
         raise UsageError(f"output {target} already exists", hint="choose another -o/--out or remove it")
     if target.exists() and not target.is_dir():

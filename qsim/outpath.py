@@ -58,6 +58,10 @@ def check_output(path: str | os.PathLike, flag: str,
     for what, given in outputs:
         if given is not None:
             _refuse_overlap(text, out, flag, what, given, os.path.realpath(given))
+    # From here on the checks look at `out`, the path as the writers will reach it: for
+    # 'new/../tiny' the OS resolves '..' only once 'new' exists, so the raw text would look
+    # missing here and then land on 'tiny' when the writer creates 'new'.
+    text = out
     if folder and os.path.exists(text) and not os.path.isdir(text):
         raise UsageError(f"{flag} {text}: a file is in the way of the output folder",
                          hint=f"choose another {flag} path or remove the file")
@@ -122,3 +126,13 @@ def _check_writable(path: Path, flag: str) -> None:
     except OSError as err:
         raise UsageError(f"{flag} {path}: cannot write in {folder} ({err.strerror or err})",
                          hint="choose an output path in a folder you can write") from None
+
+
+def require_new_or_empty(out: str | os.PathLike) -> Path:
+    """For outputs that are never replaced (golden vectors, RTL): the folder must be new or
+    empty, judged where the writer will land ('new/../x' is x once 'new' exists)."""
+    real = Path(os.path.realpath(out))
+    if real.exists() and (not real.is_dir() or any(real.iterdir())):
+        raise UsageError(f"output directory '{out}' exists and is not empty",
+                         hint="choose a new directory or remove the old one")
+    return Path(out)

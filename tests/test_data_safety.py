@@ -336,3 +336,20 @@ def test_empty_output_path_is_refused(work, capsys):
            "the output path is empty")
     _fails(["run", work / "m", "--input", work / "x.npy", "--dump", ""], capsys,
            "the output path is empty")
+
+
+@pytest.mark.parametrize("argv", [
+    ["export-vectors", "--corner-cases", "3", "--seed", "0", "--out", "new/../model"],
+    ["export-rtl", "--config", "8x8", "--out", "new/../model"],
+])
+def test_an_output_reaching_an_input_through_a_missing_folder_and_dotdot_is_refused(tmp_path, monkeypatch, argv, capsys):
+    """Found by benchmarks/fuzz.py: 'new/../model' looked missing (the OS resolves '..' only
+    once 'new' exists), so the folder 'model' was replaced after 'new' was created."""
+    from qsim.cli import main
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "main.sknd").write_text("precious")
+    assert main(argv) == 2
+    assert "exists and is not" in capsys.readouterr().err
+    assert (tmp_path / "model" / "main.sknd").read_text() == "precious"
+    assert not (tmp_path / "new").exists()

@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..atomic import atomic_directory
-from ..errors import UsageError
+from ..outpath import require_new_or_empty
 from ..hw.params import Geometry
 from .config import NpuConfig
 
@@ -22,10 +22,7 @@ def verilog_text(geom: Geometry) -> str:
 
 
 def export_rtl(config: NpuConfig, out_dir: str | Path) -> Path:
-    out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"output directory '{out}' exists and is not empty",
-                         hint="choose a new directory or remove the old one")
+    out = require_new_or_empty(out_dir)
     geom = config.geometry
     readme = resources.files("qsim.hw").joinpath("README.md").read_text(encoding="utf-8")
     header = (f"# qsim NPU RTL: {config.name}\n\n"

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_directory
+from ..outpath import require_new_or_empty
 from ..errors import UnsupportedError, UsageError
 from .layers import LAYER_OPS
 from ..userdata import check_finite, read_npy
@@ -160,17 +161,11 @@ def _tensor_entry(folder: str, role: str, array: np.ndarray, tensor: str | None,
             "words": words_of(array.shape, lanes)}
 
 
-def _check_target(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"output directory '{out}' exists and is not empty",
-                         hint="choose a new directory or remove the old one")
-
-
 def write_vectors(layers: list[LayerVectors], out: str | Path, rows: int, cols: int,
                   header: dict, readme_intro: str) -> Path:
     """Writes the vector folder atomically: per layer .npy + .hex files, manifest.json, README.md."""
     out = Path(out)
-    _check_target(out)
+    require_new_or_empty(out)
     manifest = {"format": "qsim-golden-vectors", "version": FORMAT_VERSION, **header,
                 "array": {"rows": rows, "cols": cols}, "layers": []}
     with atomic_directory(out) as tmp:
