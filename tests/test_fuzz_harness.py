@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 
@@ -111,3 +113,16 @@ def test_fifty_input_campaign_writes_consistent_reports(tmp_path):
         assert os.path.isfile(os.path.join(site["reproducer"], "repro.sh"))
     text = (out / "fuzz.md").read_text()
     assert "| all | 50 |" in text
+
+
+@pytest.mark.parametrize("argv, replaced", [
+    (["quantize", "tn/graph.nnef", "--calib", "calib.npz", "-o", "q"], "q"),
+    (["quantize", "tn", "--out", "out/../qc"], "qc"),
+    (["quantize", "q", "--calib", "calib.npy", "-o", "q"], None),      # q is the input: protected
+    (["quantize", "tn", "--calib", "q/main.sknd", "-o", "q"], None),   # an input inside q
+    (["quantize", "tn", "-o", "tiny"], None),                          # not an earlier output
+    (["simulate", "q", "-o", "q"], None),
+])
+def test_only_an_earlier_quantize_output_named_by_o_is_unprotected(argv, replaced):
+    from _fuzz.gen_cli import _replaced_earlier_output
+    assert _replaced_earlier_output(argv) == replaced

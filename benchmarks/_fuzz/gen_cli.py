@@ -5,11 +5,13 @@ models (q/ TOSA, qc/ CVM), calibration and input arrays, and hostile data files 
 NaN, object arrays, a header declaring 10^12 items, ...), an empty folder, a regular file used
 as a folder, and a symlink loop. Every file the case starts with is protected (must be
 byte-identical afterwards), except a file the argv names as an output file (`--output`,
-`--vcd`): the user asked for it to be written. Output folders that are input folders (`-o tiny`)
-stay protected: a writer must refuse them or leave the inputs intact.
+`--vcd`), and an earlier `qsim quantize` output that `quantize -o` names (q/, qc/), which qsim
+replaces by design: the user asked for them to be written. Output folders that are input folders
+(`-o tiny`) stay protected: a writer must refuse them or leave the inputs intact.
 """
 from __future__ import annotations
 
+import os
 import random
 
 from .corpus import Corpus
@@ -169,9 +171,29 @@ def cli_files(corpus: Corpus) -> tuple[dict[str, bytes], tuple[str, ...], dict[s
     return files, ("dir",), {"loop": "loop"}
 
 
+def _replaced_earlier_output(argv: list[str]) -> str | None:
+    """The folder `qsim quantize -o` may replace by design: an earlier quantize output (q/, qc/
+    hold quantization.json) that is not also an input of the command. qsim swaps such a folder
+    for the new result (README, "Outputs"), so its files are outputs, not protected inputs."""
+    if not argv or argv[0] != "quantize":
+        return None
+    outs = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-o", "--out")]
+    if not outs:
+        return None
+    folder = os.path.normpath(outs[-1])
+    others = [os.path.normpath(a) for i, a in enumerate(argv[1:], 1)
+              if a not in ("-o", "--out") and argv[i - 1] not in ("-o", "--out")]
+    if folder in ("q", "qc") and not any(o == folder or o.startswith(folder + "/") for o in others):
+        return folder
+    return None
+
+
 def gen_cli(rng: random.Random, corpus: Corpus) -> Case:
     argv, timeout, out_files = _argv(rng)
     files, dirs, links = corpus.cli_layout
+    replaced = _replaced_earlier_output(argv)
+    if replaced is not None:
+        out_files = set(out_files) | {f for f in files if f.startswith(replaced + "/")}
     protected = tuple(sorted(set(files) - out_files))
     return Case("cli", argv[0] if argv and not argv[0].startswith("-") else "global", dict(files),
                 argv=argv, dirs=dirs, symlinks=links, protected=protected, timeout_s=timeout,
