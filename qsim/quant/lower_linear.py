@@ -42,6 +42,11 @@ def spatial_padding(ctx: LoweringContext, op: ir.Op, ix, fx, stride, dilation):
     (floor mode can leave trailing input unused, more than the end padding can absorb).
     """
     d = len(ix)
+    # TOSA 0.30 gives stride, dilation and pad as int32 attributes (stride, dilation >= 1)
+    for name, values in (("stride", stride), ("dilation", dilation)):
+        if any(not 1 <= int(v) <= INT32_MAX for v in values):
+            raise ctx.unsupported(f"{name} {list(values)} is outside TOSA's int32 attribute range "
+                                  f"[1, {INT32_MAX}]")
     padding = op.attrs.get("padding")
     align = op.attrs.get("padding_align", "UPPER")
     ceil_mode = bool(op.attrs.get("ceil_mode", False))
@@ -75,7 +80,12 @@ def spatial_padding(ctx: LoweringContext, op: ir.Op, ix, fx, stride, dilation):
             else:
                 crop[i] = r - ends[i]
                 ends[i] = 0
+    if any(p > INT32_MAX for p in begins + ends):
+        raise ctx.unsupported(f"padding {begins + ends} is outside TOSA's int32 attribute range")
     return begins, ends, crop
+
+
+INT32_MAX = 2 ** 31 - 1
 
 
 def _crop_input(ctx: LoweringContext, x: Lowered, crop, hint: str) -> Lowered:

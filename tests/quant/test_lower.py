@@ -492,3 +492,18 @@ def test_tap_coverage_by_hand():
     # in 4 outputs; 5 cols, stride 2, no padding, 3 taps: every tap always reads input
     cov = tap_coverage((4, 5), (4, 2), (1, 0), (1, 2), (1, 1), (3, 3))
     np.testing.assert_allclose(cov, np.outer([0.75, 1.0, 0.75], [1.0, 1.0, 1.0]))
+
+
+@pytest.mark.parametrize("attrs, what", [
+    (dict(stride=(2 ** 63, 2 ** 63)), "stride"),        # found by benchmarks/fuzz.py (OverflowError)
+    (dict(stride=(2 ** 31, 1)), "stride"),
+])
+def test_conv_attributes_outside_tosa_int32_are_refused(rng, attrs, what):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 2, 8, 8))
+    g.op("nn.conv", [x, g.weights("w", (3, 2, 3, 3)), ""], "y", (1, 3, 1, 1),
+         padding=(2, 2, 2, 2), **attrs)
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 2, 8, 8)).astype(np.float32)]
+    with pytest.raises(UnsupportedError, match=f"{what} .* is outside TOSA's int32 attribute range"):
+        lower_graph(graph, calibrate_minmax(graph, calib))
