@@ -1,6 +1,7 @@
 """qsim: bit-exact integer quantization and NPU simulation of NNEF models."""
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .loader import load  # qsim.load(path) -> ir.Graph
+from .version import __version__
 
-from .loader import load  # noqa: E402  (qsim.load(path) -> ir.Graph)
+__all__ = ["load", "__version__"]

@@ -10,7 +10,8 @@ import argparse
 import os
 import sys
 
-from . import __version__, limits, threads
+from . import limits, threads
+from .version import __version__
 from .errors import QsimError, UsageError
 
 

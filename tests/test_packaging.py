@@ -125,3 +125,10 @@ def test_standard_modules_and_embedded_model_ship(built):
     assert {"layout", "math", "nn", "tosa", "cvm", "quant"} <= stdlib
     assert (built / "qsim" / "zoo" / "fashion_cnn" / "main.sknd").is_file()
     assert list((built / "qsim" / "zoo" / "fashion_cnn").glob("*.dat"))
+
+
+def test_version_matches_pyproject():
+    import tomllib
+    from qsim.version import __version__
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["version"] == __version__

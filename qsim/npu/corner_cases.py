@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError
+from ..version import __version__
 from .vectors import LayerVectors, Step, build_layer
 
 MAX_CASES = 1000
@@ -216,7 +217,6 @@ def run_on_npu(case: CornerCase, geom, engine="model"):
 
 def export_corner_cases(count: int | None, seed: int, config, out):
     """`qsim export-vectors --corner-cases N --seed S --out DIR`."""
-    from .. import __version__
     from .vectors import write_vectors
     cases = generate(count, seed)
     header = {"qsim": __version__, "model": "corner cases", "source": "qsim.npu.corner_cases",

@@ -27,6 +27,7 @@ import numpy as np
 from ..atomic import atomic_directory
 from ..outpath import require_new_or_empty
 from ..errors import UnsupportedError, UsageError
+from ..version import __version__
 from .layers import LAYER_OPS
 from ..userdata import check_finite, read_npy
 from .vectors_hex import LAYOUT_DOC, element_bits, hex_text, words_of
@@ -322,7 +323,6 @@ def load_model(path: str | None):
 
 def export_model_vectors(model_path: str | None, input_specs: list[str] | None, config, out) -> tuple[Path, list]:
     """`qsim export-vectors [QMODEL]`: vectors of every layer from one kernels-backend run."""
-    from .. import __version__
     model, source = load_model(model_path)
     inputs, input_text = read_inputs(model, input_specs)
     layers = model_layers(model.graph, inputs, backend="kernels")
