@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from ..report.throughput import (COMPONENT_COLORS, LayerThroughput, ThroughputReport,
-                                 write_throughput_report)
+from ..report.throughput import COMPONENT_COLORS, write_throughput_report
+from .throughput import LayerThroughput, ThroughputReport
 from .config import NpuConfig, load_config, parse_config
 from .distributed import InProcess, Task, open_pool
 from .energy import EnergyTable, energy_by_component, load_tech
