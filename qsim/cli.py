@@ -138,7 +138,7 @@ def cmd_export_vectors(args: argparse.Namespace) -> int:
         out, cases = export_corner_cases(args.corner_cases, args.seed, config, args.out)
         print(f"wrote {out}: {len(cases)} corner-case layers (seed {args.seed}), manifest.json, README.md")
         return 0
-    from .npu.vectors import export_model_vectors
+    from .npu.golden_vectors import export_model_vectors
     out, layers = export_model_vectors(args.model, args.input, config, args.out)
     npu = sum(layer.kind == "npu" for layer in layers)
     print(f"wrote {out}: {len(layers)} layers ({npu} on the NPU array), manifest.json, README.md")
