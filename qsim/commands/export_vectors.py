@@ -7,7 +7,7 @@ import argparse
 from ..errors import UsageError
 from ..npu.config import load_config
 from ..npu.corner_cases import export_corner_cases
-from ..npu.vectors import export_model_vectors
+from ..npu.golden_vectors import export_model_vectors
 from ..outpath import check_output
 from .arguments import input_files, whole_number
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import MismatchError
-from ..kernels.isa import forced_isa, supported_isas
+from ..kernels.cpu_features import forced_isa, supported_isas
 from ..tosa.run import run      # importing qsim.tosa registers every operator definition
 from .compare import SelfCheck, assert_equal_arrays
 

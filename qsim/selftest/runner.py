@@ -7,9 +7,8 @@ from typing import TextIO
 import numpy as np
 
 from ..errors import MismatchError, UsageError
-from ..kernels import cpu_features
+from ..kernels.cpu_features import detected_features, supported_isas
 from ..kernels.extensions import load_all
-from ..kernels.isa import supported_isas
 from .arith_checks import check_apply_scale
 from .compare import SelfCheck
 from .kernel_checks import KERNEL_CHECKS
@@ -39,7 +38,7 @@ def run_selftest(seed: int = 0, out: TextIO | None = None) -> bool:
             print(text, file=out, flush=True)
 
     load_all()      # a missing or broken build: KernelsUnavailableError before any check
-    feats = cpu_features()
+    feats = detected_features()
     say("qsim selftest: CPU features " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in feats.items())
         + "; kernel paths checked: " + ", ".join(isa.value for isa in supported_isas()))
     ok = True
