@@ -6,7 +6,7 @@ import argparse
 
 from ..outpath import TENSOR_DUMP, check_output
 from ..quant import qmodel
-from ..runtime.executor import execute as run_integer
+from ..runtime.executor import Backend, execute as run_integer
 from ..skriptnd import execute
 from .arguments import input_files
 
@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an input array (.npy), in graph input order or by name; repeatable")
     parser.add_argument("--output", metavar="OUT", help="write the output (.npy; .npz when several)")
     parser.add_argument("--dump", metavar="DIR", help="write every tensor as DIR/<tensor name>.npy")
-    parser.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
+    parser.add_argument("--backend", choices=[b.value for b in Backend],
+                        default=Backend.KERNELS.value,
                         help="quantized models: Cython kernels or the numpy TOSA reference "
                              "(same bits; default kernels)")
 
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_quantized(args: argparse.Namespace) -> int:
     model = qmodel.load_any_quantized(args.model)
     arrays = qmodel.integer_inputs(model, execute.read_inputs(model.graph, args.input or []))
-    values = run_integer(model.graph, arrays, backend=args.backend)
+    values = run_integer(model.graph, arrays, backend=Backend(args.backend))
     execute.write_outputs(model.graph, values, args.output, args.dump)
     print(execute.summarize(model.graph, values))
     for name in model.graph.outputs:

@@ -9,6 +9,7 @@ this executor and the same backend.
 """
 from __future__ import annotations
 
+import enum
 import importlib
 from dataclasses import dataclass
 from typing import Callable
@@ -18,7 +19,16 @@ import numpy as np
 from ..errors import QsimError, UsageError
 from ..ir import Graph, Op
 
-BACKENDS = ("reference", "kernels")
+
+
+class Backend(enum.StrEnum):
+    """Which implementation runs the integer operators (the same bits either way). A str enum:
+    the dialect runners still compare the backend with these strings."""
+    KERNELS = "kernels"         # the compiled Cython kernels
+    REFERENCE = "reference"     # the numpy transcription of the spec pseudocode
+
+
+BACKENDS = tuple(backend.value for backend in Backend)
 
 
 @dataclass(frozen=True)
