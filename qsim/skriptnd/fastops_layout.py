@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DataError
-from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ..numerics import ceil_div
+from .fastops import check_alloc, fail, norm_axes, norm_axis, pack, register, seq
 
 _SCALAR_TYPES = {"int": np.int64, "real": np.float32, "bool": np.bool_}
 
