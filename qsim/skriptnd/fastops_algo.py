@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import nnef_round
-from .fastops import fail, norm_axis, register
+from .fastops import fail, norm_axis, register, sk_round
 
 
 def _per_channel(op, value, x, axis, name):
@@ -37,7 +36,7 @@ def zero_point_linear_quantize(ins, at):
     sc = _per_channel(op, at["scale"], x, axis, "scale")
     if np.any(sc <= 0):
         fail(op, f"scale must be positive; got {at['scale']}")
-    q = np.clip(zp + nnef_round(x / sc), m, r)
+    q = np.clip(zp + sk_round(x / sc), m, r)
     return [((q - zp) * sc).astype(x.dtype)]
 
 
@@ -50,7 +49,7 @@ def min_max_linear_quantize(ins, at):
     mn = _per_channel(op, at["min"], x, axis, "min")
     mx = _per_channel(op, at["max"], x, axis, "max")
     sc = mx - mn
-    q = nnef_round((np.clip(x, mn, mx) - mn) / sc * r) - p
+    q = sk_round((np.clip(x, mn, mx) - mn) / sc * r) - p
     return [((q + p) / r * sc + mn).astype(x.dtype)]
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DataError
-from ..numerics import ceil_div
-from .fastops import check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
 
 _SCALAR_TYPES = {"int": np.int64, "real": np.float32, "bool": np.bool_}
 

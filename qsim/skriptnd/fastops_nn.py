@@ -6,8 +6,7 @@ import itertools
 
 import numpy as np
 
-from ..numerics import ceil_div
-from .fastops import check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
 from ..threads import apply_blas_threads, split_rows
 from .fastops_math import erf
 
