@@ -18,6 +18,7 @@ import numpy as np
 
 from ..numerics import ceil_div, erf, floor_div, floor_mod, nnef_round
 from . import ast
+from .dynpack import DynPack
 from .values import (CONCRETE_TYPES, DEFAULTS, Dyn, TensorValue, TypeValue, Uniform, error, is_pack,
                      same, show, type_of, uniform_value)
 
@@ -86,7 +87,6 @@ class Evaluator:
         if e.member == "size":
             if isinstance(target, tuple):
                 return len(target)
-            from .dynpack import DynPack
             if isinstance(target, DynPack):
                 return target.count          # a pack of run-time length (dynpack.py)
             if target is None:
