@@ -46,12 +46,10 @@ import numpy as np
 from .. import ir
 from ..atomic import atomic_directory
 from ..errors import InvalidGraphError, QsimError, UnsupportedError, UsageError
-from ..tensorfile import write_tensor
 from . import ast
 from .evaluate import Evaluator, free_names
 from .formatting import RESERVED, format_value, is_identifier, quant_entry
 from .modules import ModuleSet
-from .writer_control import write_control
 from .writer_own import definition_text, module_text
 from .values import Uniform, same
 
@@ -75,6 +73,7 @@ def write_model(graph: ir.Graph, folder, *, header: str | None = None) -> None:
             (tmp / "main.sknd").write_text(text, encoding="utf-8")
             for filename, module in modules.items():
                 (tmp / filename).write_text(module, encoding="utf-8")
+            from ..tensorfile import write_tensor
             for filename, array, bits, signed in files:
                 write_tensor(tmp / filename, array, bits=bits, signed=signed)
     except OSError as err:
@@ -272,6 +271,7 @@ class _Writer:
         return module, definition
 
     def statements(self, ops, dialects: list, where: str) -> list[str]:
+        from .writer_control import write_control
         return [write_control(self, op, dialects) if op.subgraphs else self._invocation(op, dialects, where)
                 for op in ops]
 
