@@ -6,9 +6,10 @@ import itertools
 
 import numpy as np
 
-from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
-from ..threads import apply_blas_threads, split_rows
-from .fastops_math import erf
+from .base import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ...kernels.extensions import extension
+from ...threads import apply_blas_threads, split_rows
+from .math import erf
 
 
 # ---- padding arithmetic shared by conv and pooling (the @using blocks of 4.4.1/4.4.2) --------
@@ -182,7 +183,6 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
 
 def _depthwise_kernel():
     """kernels/float_ops.pyx's depthwise loop; a missing build is an error, as for every kernel."""
-    from ..kernels.extensions import extension
     return extension("_float_ops").depthwise2d_f32
 
 

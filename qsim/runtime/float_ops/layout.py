@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DataError
-from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ...errors import DataError
+from ...ir import DType
+from .base import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
 
 _SCALAR_TYPES = {"int": np.int64, "real": np.float32, "bool": np.bool_}
 
@@ -16,7 +17,6 @@ def numpy_type(name) -> np.dtype:
     name = str(name)
     if name in _SCALAR_TYPES:
         return np.dtype(_SCALAR_TYPES[name])
-    from ..ir import DType
     return DType.from_name(name).numpy
 
 
