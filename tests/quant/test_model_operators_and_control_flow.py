@@ -29,36 +29,26 @@ GRAPH = """graph G {{
 }}
 """
 
-# a primitive the model defines by its formula (@lower): float execution only
-OWN_LOWER = HEADER + """operator double_it {
-    @input {
+DOUBLE_IT = """operator double_it {{
+    @input {{
         x: real[b, c, h, w];
-    }
-    @output {
+    }}
+    @output {{
         y: real[b, c, h, w];
-    }
-    @lower {
+    }}
+    {block}
+}}
+
+"""
+# a primitive the model defines by its formula (@lower): float execution only
+OWN_LOWER = HEADER + DOUBLE_IT.format(block="""@lower {
         y[i, j, k, l] = 2.0 * x[i, j, k, l],
             i < b, j < c, k < h, l < w;
-    }
-}
-
-""" + GRAPH.format(body="y = double_it(r);")
-
+    }""") + GRAPH.format(body="y = double_it(r);")
 # the same operator composed of standard operators: composes away, so it quantizes
-OWN_COMPOSE = HEADER + """operator double_it {
-    @input {
-        x: real[b, c, h, w];
-    }
-    @output {
-        y: real[b, c, h, w];
-    }
-    @compose {
+OWN_COMPOSE = HEADER + DOUBLE_IT.format(block="""@compose {
         y = math.add(x, x);
-    }
-}
-
-""" + GRAPH.format(body="y = double_it(r);")
+    }""") + GRAPH.format(body="y = double_it(r);")
 
 # a loop kept as control.loop (do), and the same loop unrolled at composition (unroll)
 LOOP = HEADER + GRAPH.format(body="y = with s = r do ..(3) math.add(s, r);")
