@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import DataError, Location, UsageError
-from .limits import check_tensor_size
+from .limits import MAX_NESTING_DEPTH, check_tensor_size
 
 NUMERIC_KINDS = "biuf"      # bool, signed, unsigned, float; not complex, strings, objects, dates
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -241,7 +241,6 @@ def nesting_depth(text: str, *, toml: bool = False) -> int:
 
 def check_nesting(text: str, where: str, *, toml: bool = False) -> None:
     """Refuses a JSON/TOML text nested deeper than qsim.limits.MAX_NESTING_DEPTH."""
-    from .limits import MAX_NESTING_DEPTH
     if nesting_depth(text, toml=toml) > MAX_NESTING_DEPTH:
         raise DataError(f"arrays or tables nested more than {MAX_NESTING_DEPTH} levels deep",
                         location=Location(where), hint="the files qsim reads nest a few levels at "

@@ -25,7 +25,7 @@ from ..ir import Graph, Op
 from ..skriptnd import dynattr
 from .runners import BUILTIN_RUNNERS, run_defined
 
-BACKENDS = ("reference", "kernels")
+BACKENDS = ("kernels", "reference")
 
 
 @dataclass(frozen=True)
