@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from qsim.errors import QsimError
+from qsim.errors import DataError, QsimError
 from qsim.runtime.float_ops import OPS, run_op
 
 from float_reference import naive_conv, naive_deconv, naive_pool
@@ -272,3 +272,19 @@ def test_compiled_depthwise_gives_the_numpy_loops_bits(rng, monkeypatch, threads
     loop = run_op("nn.conv", [x, w], attrs)[0]
     assert compiled.dtype == loop.dtype == np.float32
     np.testing.assert_array_equal(compiled, loop)
+
+
+@pytest.mark.parametrize("padding", [(2 ** 62, 2 ** 62, 0, 0), (10 ** 12, 0, 0, 0)])
+def test_extents_past_int64_are_a_size_error_not_an_overflow(padding):
+    """fuzz #5: output extents from huge paddings are multiplied as Python ints and refused by
+    the tensor-size limit before numpy sees them (was OverflowError in np.prod)."""
+    x, w = np.zeros((1, 2, 3, 3), np.float32), np.zeros((2, 2, 1, 1), np.float32)
+    with pytest.raises(DataError, match=r"nn.conv im2col buffer of shape \[1, 2, 1, \d+, \d+\] would take .* over"):
+        run_op("nn.conv", [x, w, None], {"padding": padding})
+
+
+def test_reshape_volume_is_exact_past_int64():
+    x = np.zeros((1, 2, 4, 4), np.float32)
+    # 4 * (8 + 2^62) = 32 + 2^64, which int64 arithmetic wraps to the input's volume 32
+    with pytest.raises(QsimError, match=r"the volume of 'shape' \[4, 4611686018427387912\] must equal"):
+        run_op("layout.reshape", [x], {"shape": [4, 8 + 2 ** 62]})

@@ -3,6 +3,7 @@ window views and batched matmul (BLAS), activations, normalizations, LSTM."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -132,8 +133,8 @@ def conv(ins, at):
     before, ox = window_geometry(op, x.shape[2:], fx, stride, dilation, padding,
                                  at.get("padding_align", "UPPER"), bool(at.get("ceil_mode", False)))
     m = n // g
-    K = int(np.prod(fx, dtype=np.int64))
-    X = int(np.prod(ox, dtype=np.int64))
+    K = math.prod(fx)
+    X = math.prod(ox)
     if g > 1 and fc == 1:
         out = _depthwise(x, w, m, fx, stride, dilation, before, ox)
         if bias is not None:
