@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from . import broadcast, elemwise, nms, nn, reduce, transform  # noqa: F401  (define the operators)
 from . import kernels as _kernels  # noqa: F401  (attaches the Cython kernels to conv2d / dense)
-from .graph import runner, tensor_precision, verify_op
+from .graph import register_kinds, runner, tensor_precision, verify_op
 from .opdef import OPS, lookup
 from .precision import alpha, magnitude_bits, required_precision
 from .run import CvmResult, infer, run, run_with_precision
+
+register_kinds()
 
 __all__ = ["OPS", "CvmResult", "alpha", "infer", "lookup", "magnitude_bits", "required_precision",
            "run", "run_with_precision", "runner", "tensor_precision", "verify_op"]

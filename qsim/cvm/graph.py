@@ -138,8 +138,11 @@ def verify_op(op: Op, graph: Graph) -> None:
                                     f"precision {p} > 8", hint="declare it i32")
 
 
-def register_kind(name: str, opdef: OpDef) -> None:
-    register_op_kind(f"cvm.{name}", verify_op, doc=opdef.doc)
+def register_kinds() -> None:
+    """Registers the ir OpKind "cvm.<name>" of every defined operator (and alias), with its
+    verifier (idempotent)."""
+    for name, opdef in OPS.items():
+        register_op_kind(f"cvm.{name}", verify_op, doc=opdef.doc)
 
 
 def runner(op: Op, inputs: list, backend: str, graph: Graph) -> list[np.ndarray]:

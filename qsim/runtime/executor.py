@@ -9,8 +9,8 @@ matters to the integer dialects; float operators compute the same on both.
 Inputs are checked against the graph before anything runs (DataError naming the input): the
 declared shape (a dynamic extent within its bound, 2.6.1); integer tensors take integer arrays
 whose every value fits the declared type (never a silent wrap-around), bool tensors bool
-arrays, float tensors any numeric array; each is converted to the declared storage type. Every op output is checked against its
-declared shape and stored in its declared dtype.
+arrays, float tensors any numeric array; each is converted to the declared storage type.
+Every op output is checked against its declared shape and stored in its declared dtype.
 """
 from __future__ import annotations
 
