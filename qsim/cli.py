@@ -82,7 +82,7 @@ def _run_quantized(args: argparse.Namespace) -> int:
     from .quant import qmodel
     from .runtime.executor import execute as run_integer
     from .skriptnd import execute
-    model = qmodel.load_any_quantized(args.model)
+    model = qmodel.load_quantized_model(args.model)
     arrays = qmodel.integer_inputs(model, execute.read_inputs(model.graph, args.input or []))
     values = run_integer(model.graph, arrays, backend=args.backend)
     execute.write_outputs(model.graph, values, args.output, args.dump)

@@ -12,6 +12,7 @@ from qsim.quant.evaluate import quantize_feed
 from qsim.quant.params import Precision
 from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
                                  load_float_model, quantize_command, quantize_graph)
+from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
 
 QUIET = QuantizeOptions(show_progress=False)
@@ -46,8 +47,9 @@ def test_batched_graph_gives_each_sample_the_batch_one_bits(float_graph, test_im
     sample, exactly what the saved batch-1 graph computes."""
     options = dataclasses.replace(QUIET, weight_rounding=rounding)
     model = embedded_quantized_model(options)
-    stats = calibrate_model(float_graph, Samples(zoo.calibration_images()), "input", options)
-    batched = batched_models(float_graph, model, stats,
+    target = TosaTarget(options.config)
+    stats = calibrate_model(float_graph, Samples(zoo.calibration_images()), "input", options, target)
+    batched = batched_models(float_graph, model, stats, target,
                              lambda n: load_float_model(zoo.default_model().path, batch=n), size=7)
     assert batched is not None and batched.size == 7
     images, _ = test_images
