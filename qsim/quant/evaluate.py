@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import ir
 from ..progress import Progress
-from ..report.accuracy import AccuracyReport, TensorAccuracy
+from .accuracy import AccuracyReport, TensorAccuracy
 from ..runtime.executor import execute
 from .float_side import LoweredModel
 from .params import dequantize, quantize
