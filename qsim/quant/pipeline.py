@@ -1,17 +1,15 @@
-"""`qsim quantize`: float model + calibration data → integer model folder + accuracy report.
+"""The quantization pipeline, one for every target (target.py): float graph + calibration
+samples → integer model + accuracy figures, in memory.
 
-    load (qsim.load) → calibrate (observers over float execution) → lower (TOSA integer
-    graph) → evaluate (float vs integer on evaluation data) → write, atomically, one
-    folder: the quantized model (main.sknd + .dat) and the report (report.json,
-    report.html, PNG plots).
+    calibrate (observers over float execution, with the target's activation scheme and
+    weight statistics) → lower (the target's rules) → evaluate (float vs integer on the
+    evaluation samples, a batch at a time where the lowering allows it)
 
-With no model argument, the embedded Fashion-MNIST CNN (qsim.zoo) is used with its
-embedded calibration images and labelled test subset.
+`quantize_graph` reads and writes no files: the `qsim quantize` command
+(qsim.commands.quantize) loads the data, writes the folder (qmodel.py) and the report.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
 
 import numpy as np
@@ -20,20 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import ir, zoo
-from ..atomic import atomic_directory
-from ..errors import DataError, QsimError, UsageError
+from ..errors import QsimError, UsageError
 from ..loader import load, model_kind
-from ..outpath import QUANTIZED_MODEL, check_output
-from ..report.accuracy import AccuracyReport, write_accuracy_report
-from ..zoo.fashion_mnist import DEBIAN_DIR
+from .accuracy import AccuracyReport
 from .calibrate import calibrate
 from .cvm_context import CvmConfig
-from .data import Samples, load_samples
+from .data import Samples
 from .evaluate import Batched, evaluate
 from .float_side import LoweredModel
 from .observers import ObserverKind
 from .params import Granularity, Precision, QuantConfig
-from .qmodel import save_quantized_model
 from .rounding import InputMoments
 from .rules import RULES
 from .target import Target, TargetKind
@@ -84,7 +78,7 @@ class QuantizeResult:
     seconds: dict = field(default_factory=dict)
 
 
-def _single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
+def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
     if len(graph.inputs) != 1:
         raise UsageError(f"model {graph.name!r} has {len(graph.inputs)} inputs; qsim quantize "
                          "calibrates single-input models", hint="see README: multi-input models")
@@ -182,7 +176,7 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
     target = target or TosaTarget(options.config)
     target.check_options(options)
     name = name or graph.name
-    input_name, _ = _single_input(graph)
+    input_name, _ = single_input(graph)
     target.check_graph(graph)
     seconds = {}
     t0 = time.perf_counter()
@@ -226,20 +220,6 @@ def load_float_model(path, batch: int | None = None) -> ir.Graph:
     return load(path)
 
 
-def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
-    """The Fashion-MNIST test set for the embedded model: the full 10k images when Debian's
-    dataset-fashion-mnist is installed (and not `subset_only`), else the embedded 1000."""
-    full = None if subset_only else zoo.full_test_set()
-    if full is not None:
-        images, labels = full
-        return Samples(images, labels), (f"Evaluated on the full Fashion-MNIST test set "
-                                          f"({len(labels)} labelled images, {DEBIAN_DIR}).")
-    images, labels = zoo.test_subset()
-    why = "" if subset_only else " (install Debian's dataset-fashion-mnist for the full 10k)"
-    return Samples(images, labels), (f"Evaluated on the embedded Fashion-MNIST test subset "
-                                      f"({len(labels)} labelled images){why}.")
-
-
 def model_name_of(path: str | Path) -> str:
     p = Path(path)
     if p.is_dir():
@@ -251,94 +231,6 @@ def model_name_of(path: str | Path) -> str:
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return p.stem
-
-
-def quantize_command(model: str | None, calib: str | None, out: str | None,
-                     options: QuantizeOptions = QuantizeOptions(),
-                     evaluation: str | None = None, subset_only: bool = False,
-                     target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8) -> QuantizeResult:
-    """The whole `qsim quantize` job; returns the result with the folder written.
-
-    With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
-    evaluated on the Fashion-MNIST test set. Otherwise `calib` is required; `evaluation`
-    defaults to the calibration data (the report says so)."""
-    try:
-        kind = TargetKind(target)
-    except ValueError:
-        raise UsageError(f"--target {target}: unknown operator set",
-                         hint="use " + " or ".join(k.value for k in TargetKind)) from None
-    chosen = make_target(kind, options, cvm_precision)
-    chosen.check_options(options)
-    for flag, value in (("--calib-limit", options.calib_limit), ("--eval-limit", options.eval_limit)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} {value}: must be at least 1")
-    notes: tuple[str, ...] = ()
-    if model is None:
-        model_path = zoo.default_model().path
-    else:
-        model_path = Path(model)
-        if calib is None:
-            raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
-                             "images)", hint=f"qsim quantize {model} --calib calib.npz")
-    model_name = model_name_of(model_path)
-    out_dir = Path(out) if out is not None else Path("qsim-out") / chosen.folder_name(model_name)
-    check_output(out if out is not None else out_dir,
-                 "-o" if out is not None else "the default output folder",
-                 [("model", model_path), ("calibration data", calib),
-                  ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL)
-    graph = load_float_model(model_path)
-    input_name, sample_shape = _single_input(graph)
-    if calib is not None:
-        calib_samples = load_samples(calib, input_name, sample_shape)
-    else:
-        calib_samples = Samples(zoo.calibration_images())
-    if evaluation is not None:
-        eval_samples = load_samples(evaluation, input_name, sample_shape)
-    elif model is None:
-        eval_samples, note = _embedded_evaluation(subset_only)
-        notes += (note,)
-    else:
-        eval_samples = None
-    if eval_samples is not None and eval_samples.labels is not None:
-        check_labels(eval_samples, int(np.prod(graph.tensor(graph.outputs[0]).shape)))
-    load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
-    result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
-                            load_batch=load_batch)
-    t0 = time.perf_counter()
-    settings = dict(options.settings(), calibration=calib or "embedded", evaluation=evaluation
-                    or ("embedded test set" if model is None else "calibration data"))
-    with atomic_directory(out_dir) as tmp:
-        save_quantized_model(result.model, chosen, tmp, source=str(model_path), settings=settings)
-        write_accuracy_report(result.report, tmp)
-    seconds = dict(result.seconds, write=time.perf_counter() - t0)
-    return dataclasses.replace(result, out_dir=out_dir, seconds=seconds)
-
-
-def summary_lines(result: QuantizeResult) -> list[str]:
-    """The console summary of a `qsim quantize` run."""
-    r = result.report
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.2f} %"  # noqa: E731
-    lines = [f"quantized {r.model}: {len(result.model.graph.ops)} {result.target.title} operators, "
-             f"evaluated on {r.eval_samples} samples",
-             f"  top-1 agreement float vs integer: {pct(r.top1_agreement)}"]
-    if r.float_top1 is not None:
-        lines.append(f"  top-1 accuracy: float {pct(r.float_top1)}, integer {pct(r.int8_top1)}")
-    finite = [t for t in r.tensors if math.isfinite(t.sqnr_db)]
-    if finite:
-        worst = min(finite, key=lambda t: t.sqnr_db)
-        lines.append(f"  lowest per-tensor SQNR: {worst.sqnr_db:.1f} dB ({worst.name})")
-    timing = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
-    lines.append(f"  time: {timing}")
-    if result.out_dir is not None:
-        lines.append(f"wrote {result.out_dir}/ (main.sknd, .dat files, quantization.json, "
-                     "report.json, report.html, plots)")
-    return lines
-
-
-def check_labels(samples: Samples, classes: int) -> None:
-    if samples.labels is not None and (samples.labels.min() < 0 or samples.labels.max() >= classes):
-        raise DataError(f"labels must be class ids in [0, {classes}), got "
-                        f"{int(samples.labels.min())}..{int(samples.labels.max())}")
 
 
 _EMBEDDED: dict[tuple, LoweredModel] = {}
@@ -354,6 +246,6 @@ def embedded_quantized_model(options: QuantizeOptions = QuantizeOptions(show_pro
     if key not in _EMBEDDED:
         graph = load_float_model(zoo.default_model().path)
         calib = Samples(zoo.calibration_images())
-        input_name, _ = _single_input(graph)
+        input_name, _ = single_input(graph)
         _EMBEDDED[key] = target.lower(graph, calibrate_model(graph, calib, input_name, options, target))
     return _EMBEDDED[key]

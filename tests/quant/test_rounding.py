@@ -8,9 +8,10 @@ import pytest
 
 from qsim import zoo
 from qsim.errors import UsageError
+from qsim.commands.quantize import quantize_to_folder
 from qsim.quant.data import Samples
 from qsim.quant.pipeline import (QuantizeOptions, calibrate_model, embedded_quantized_model,
-                                 load_float_model, quantize_command)
+                                 load_float_model)
 from qsim.quant.rounding import ConvGeometry, PatchMoments, adaptive_round, conv_patches
 from qsim.quant.evaluate import quantize_feed
 from qsim.quant.target_tosa import TosaTarget
@@ -182,7 +183,7 @@ def test_adaptive_model_runs_identically_on_both_backends():
 
 def test_cvm_target_refuses_adaptive_rounding(tmp_path):
     with pytest.raises(UsageError, match="adaptive is a TOSA option"):
-        quantize_command(None, None, str(tmp_path / "out"),
+        quantize_to_folder(None, None, str(tmp_path / "out"),
                          dataclasses.replace(QUIET, weight_rounding="adaptive"), subset_only=True,
                          target="cvm")
     assert not (tmp_path / "out").exists()

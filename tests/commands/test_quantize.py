@@ -8,7 +8,8 @@ import qsim
 from qsim import zoo
 from qsim.cli import main
 from qsim.quant.evaluate import quantize_feed
-from qsim.quant.pipeline import QuantizeOptions, quantize_command
+from qsim.commands.quantize import quantize_to_folder
+from qsim.quant.pipeline import QuantizeOptions
 from qsim.quant.qmodel import load_quantized_model, save_quantized_model
 from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
@@ -123,7 +124,7 @@ def test_quantize_command_with_explicit_data(tmp_path):
     np.savez(calib, x=zoo.calibration_images()[:32])
     ev = tmp_path / "eval.npz"
     np.savez(ev, x=images[:50], y=labels[:50])
-    result = quantize_command(str(zoo.default_model().path), str(calib), str(tmp_path / "out"),
+    result = quantize_to_folder(str(zoo.default_model().path), str(calib), str(tmp_path / "out"),
                               QuantizeOptions(show_progress=False), evaluation=str(ev))
     assert result.report.eval_samples == 50 and result.report.int8_top1 is not None
     doc = json.loads((tmp_path / "out" / "quantization.json").read_text())
