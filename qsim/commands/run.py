@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
                      folder=False)
     specs = args.input or []
     if qmodel.is_quantized_model(args.model):
-        model = qmodel.load_any_quantized(args.model)
+        model = qmodel.load_quantized_model(args.model)
         graph = model.graph
         values = execute(graph, qmodel.integer_inputs(model, read_inputs(graph.inputs, specs)),
                          backend=Backend(args.backend))

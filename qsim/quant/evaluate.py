@@ -18,7 +18,7 @@ from .. import ir
 from ..progress import Progress
 from .accuracy import AccuracyReport, TensorAccuracy
 from ..runtime.executor import execute
-from .lower import LoweredModel
+from .float_side import LoweredModel
 from .params import dequantize, quantize
 
 ERROR_EDGES_LSB = np.linspace(-4.0, 4.0, 65)   # histogram of (dequantized - float) / scale
