@@ -6,6 +6,9 @@ read in three steps: its header (magic, dtype, shape), the checks (no Python obj
 dtype, the size within qsim.limits and within what the file holds), then the data. Every
 failure is a DataError naming the file.
 
+`read_inputs(names, specs)` reads the arrays of `--input [NAME=]x.npy` options (the one reader
+of every command that takes model inputs).
+
 `check_finite(array, what)` is the NaN/infinity policy: float data that is NaN, infinite, or
 outside float32's range (it would become infinite where qsim computes in float32) is an error
 naming the tensor and the index of the first such element. qsim does not saturate or drop such
@@ -18,10 +21,11 @@ import os
 import warnings
 import zipfile
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
-from .errors import DataError, Location
+from .errors import DataError, Location, UsageError
 from .limits import MAX_NESTING_DEPTH, check_tensor_size
 
 NUMERIC_KINDS = "biuf"      # bool, signed, unsigned, float; not complex, strings, objects, dates
@@ -133,6 +137,45 @@ def read_npz(path: str | os.PathLike, what: str = "") -> dict[str, np.ndarray]:
                     NotImplementedError, RuntimeError) as err:
                 raise DataError(f"{member}: cannot read the archive member ({err})") from None
             arrays[name] = _read_array(io.BytesIO(data), len(data), member)
+    return arrays
+
+
+def input_files(names: Sequence[str], specs: Sequence[str], what: str = "--input") -> dict[str, str]:
+    """The file of each named input from `--input` specs: `NAME=x.npy` names an input, a plain
+    `x.npy` takes the next input not named (in `names` order); a path holding '=' that exists
+    is a plain file. Every input needs one file (UsageError otherwise)."""
+    named, positional = {}, []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if sep and name in names:
+            if name in named:
+                raise UsageError(f"{what} {spec}: input '{name}' is given twice")
+            named[name] = path
+        elif sep and not Path(spec).exists():
+            raise UsageError(f"{what} {spec}: the model has no input '{name}'",
+                             hint="its inputs: " + ", ".join(names))
+        else:
+            positional.append(spec)
+    free = [n for n in names if n not in named]
+    if len(positional) > len(free):
+        raise UsageError(f"{what} {positional[len(free)]}: the model has {len(names)} input(s) "
+                         f"({', '.join(names)}), {len(specs)} {what} given",
+                         hint=f"pass one {what} per model input, or NAME=x.npy")
+    named.update(zip(free, positional))
+    missing = [n for n in names if n not in named]
+    if missing:
+        raise UsageError(f"no {what} for model input(s) {', '.join(missing)}",
+                         hint=f"pass one {what} per model input ({', '.join(names)}), or NAME=x.npy")
+    return {n: named[n] for n in names}
+
+
+def read_inputs(names: Sequence[str], specs: Sequence[str], what: str = "--input") -> dict[str, np.ndarray]:
+    """The arrays of `--input [NAME=]x.npy` specs by input name (input_files), each read by
+    read_npy and refused when it holds NaN or infinite values (check_finite)."""
+    arrays = {}
+    for name, path in input_files(names, specs, what).items():
+        arrays[name] = read_npy(path, what)
+        check_finite(arrays[name], f"{what} {path} (input '{name}')")
     return arrays
 
 

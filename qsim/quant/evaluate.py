@@ -18,7 +18,7 @@ from .. import ir
 from ..progress import Progress
 from .accuracy import AccuracyReport, TensorAccuracy
 from ..runtime.executor import execute
-from .lower import LoweredModel
+from .float_side import LoweredModel
 from .params import dequantize, quantize
 
 ERROR_EDGES_LSB = np.linspace(-4.0, 4.0, 65)   # histogram of (dequantized - float) / scale
@@ -97,7 +97,6 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
              batched: Batched | None = None) -> AccuracyReport:
     """Runs both graphs on every (feed, label) sample (feeds with a batch axis of 1) and
     summarizes the agreement. With `batched`, samples run `batched.size` at a time."""
-    import qsim.skriptnd.execute  # noqa: F401  (float operators' runners)
     from ..threads import apply_blas_threads
 
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs

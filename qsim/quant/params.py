@@ -47,13 +47,6 @@ class Granularity(enum.Enum):
     PER_TENSOR = "per-tensor"
 
 
-class Target(enum.StrEnum):
-    """The integer operator set a float graph is quantized to. A str enum: the pipeline still
-    compares the target with these strings (until the target interface replaces them)."""
-    TOSA = "tosa"       # TOSA 0.30 integer operators
-    CVM = "cvm"         # CVM operators (cvm-formalization)
-
-
 class Rounding(enum.Enum):
     """RESCALE rounding (TOSA 0.30 RESCALE double_round)."""
     SINGLE = "single"
