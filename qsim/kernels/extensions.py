@@ -26,7 +26,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
                   "reduce"),
     "_cvm_conv": ("conv2d", "dense"),
     "_quant_ops": ("round_passes",),
-    "_float_ops": ("depthwise2d_f32",),
+    "_float_ops": ("depthwise_nchw_f32", "depthwise_nhwc_f32"),
 }
 
 REBUILD_HINT = ("rebuild the compiled kernels: `pip install .` (or `pip install -e .`), or in a "
