@@ -37,6 +37,7 @@ class ProgramRun:
     output: np.ndarray
     stats: CycleStats
     engine: Engine
+    table_bytes: int = 0        # vector programs: bytes of tensor attributes (TABLE contents) read
 
 
 def run_program(geom: Geometry, program: Program, engine="model", what: str = "program") -> ProgramRun:

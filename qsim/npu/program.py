@@ -6,9 +6,11 @@ reads its result, and that RESCALE the CLAMP that alone reads its result). A gro
 on the array when its layer operator has int8 operands and its RESCALE fits the
 requantization unit (input_zp 0, 32-bit multipliers, int8 output); an unfusable
 RESCALE/CLAMP becomes its own vector-unit stage after an array stage that stores int32
-sums. Every other operator runs on the modelled vector unit (vector_unit.py) or, for
-pure reshapes, on the host at no cost; array-type operators the array cannot take
-(int16 operands, ...) run on the host too, uncounted, and the report says so.
+sums. Every other operator runs on the vector unit (a VCONFIG + VRUN program compiled by
+qsim/npu/vector_ops.py, on the same engine as the array layers) or, for pure reshapes,
+on the host at no cost; operators neither unit can take (array operators with int16
+operands, operators without a vector mapping, unsigned or boolean tensors, ...) run on
+the host too, uncounted, and the stage's note says why.
 
 Run and verify: every stage runs on its golden inputs (the kernels' tensors), and its
 output is compared, element for element, with the kernels' tensor of the same name; a
@@ -27,12 +29,14 @@ import numpy as np
 
 from ..errors import MismatchError, UnsupportedError
 from ..ir import DType, Graph, Op
+from ..runtime.executor import execute, run_op
 from .config import NpuConfig
 from .distributed import InProcess, Task
 from .energy import EventCounts, vector_events
-from .engines import Engine
+from .engines import Engine, ProgramRun, run_program
 from .layers import LAYER_OPS, LayerResult, run_layer
-from .vector_unit import HOST_OPS, VectorCost, vector_cost
+from .vector_ops import HOST_OPS, compile_vector_op, vector_support
+from .vectors import group_ops
 
 
 class Unit(enum.Enum):
@@ -85,7 +89,6 @@ def _array_operands_ok(graph: Graph, op: Op) -> str | None:
 
 def plan(graph: Graph) -> list[Stage]:
     """The stages of `graph` in execution order (module docstring)."""
-    from .vectors import group_ops
     stages: list[Stage] = []
     for group in group_ops(graph):
         head = group[0]
@@ -96,12 +99,12 @@ def plan(graph: Graph) -> list[Stage]:
         if head.subgraphs:
             raise UnsupportedError(f"{head.kind.name} {head.label!r}: control flow does not run on the NPU")
         if short not in LAYER_OPS:
-            stages.append(Stage((head,), Unit.HOST if short in HOST_OPS else Unit.VECTOR))
+            stages.append(Stage((head,), Unit.HOST) if short in HOST_OPS else _vector_stage(graph, head))
             continue
         why = _array_operands_ok(graph, head)
         if why:
             stages.append(Stage((head,), Unit.HOST, note=f"not on the array: {why}"))
-            stages.extend(Stage((op,), Unit.VECTOR) for op in group[1:])
+            stages.extend(_vector_stage(graph, op) for op in group[1:])
             continue
         fused = [head]
         if len(group) > 1:
@@ -110,8 +113,13 @@ def plan(graph: Graph) -> list[Stage]:
                 fused = list(group)
         note = "" if len(fused) == len(group) else f"int32 sums stored: {why}"
         stages.append(Stage(tuple(fused), Unit.ARRAY, note=note))
-        stages.extend(Stage((op,), Unit.VECTOR) for op in group[len(fused):])
+        stages.extend(_vector_stage(graph, op) for op in group[len(fused):])
     return stages
+
+
+def _vector_stage(graph: Graph, op: Op) -> Stage:
+    why = vector_support(graph, op)
+    return Stage((op,), Unit.HOST, note=f"not on the vector unit: {why}") if why else Stage((op,), Unit.VECTOR)
 
 
 @dataclass
@@ -131,11 +139,13 @@ class StageResult:
     mismatch: str | None = None
     layer: LayerResult | None = None    # array stages: per-program records for fault location
     events: EventCounts = field(default_factory=EventCounts)   # energy events (qsim.npu.energy)
+    engine: str = ""                    # the engine that computed values and cycles ("" on the host)
 
     @property
     def rtl(self) -> bool:
-        """Values and cycles came from an RTL engine (array stages under verilator/amaranth)."""
-        return self.layer is not None and self.layer.engine != "model"
+        """Values and cycles came from an RTL engine (array and vector stages under
+        verilator/amaranth; never host stages)."""
+        return self.engine in (Engine.AMARANTH.value, Engine.VERILATOR.value)
 
     @property
     def cycles(self) -> int:
@@ -234,12 +244,30 @@ class PreparedRun:
     expected: dict
     stages: list[Stage]
     tasks: list[Task]
-    local: dict                         # stage index -> (output, VectorCost) or a LayerResult
+    local: dict                         # stage index -> host output, or a LayerResult/ProgramRun
+
+
+def run_vector_stage(geom, engine: Engine, program, what: str, want) -> ProgramRun:
+    """One vector stage's program on `engine`: a task that runs on any worker (the program's
+    DRAM image holds the stage's golden inputs)."""
+    run = run_program(geom, program, engine, what=what)
+    run.table_bytes = program.dram_weight_bytes
+    return run
+
+
+def _vector_program(geom, graph: Graph, stage: Stage, inputs: list):
+    """The stage's vector program, or (None, why) when the compiler cannot map it."""
+    op = stage.ops[0]
+    out = graph.tensor(stage.output)
+    try:
+        return compile_vector_op(geom, op.kind.short_name, dict(op.attrs), inputs, out.shape,
+                                 np.dtype(out.dtype.value[4])), None
+    except UnsupportedError as err:
+        return None, err.message
 
 
 def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator",
                 expected: dict | None = None) -> PreparedRun:
-    from ..runtime.executor import execute, run_op
     engine = Engine.parse(engine)
     if expected is None:
         expected = execute(graph, feeds, backend="kernels")
@@ -262,17 +290,26 @@ def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator"
         else:
             op = stage.ops[0]
             inputs = [values[n] if n else None for n in op.inputs]
-            outs = run_op(graph, op, inputs, backend="kernels")
-            for name, value in zip(op.outputs[1:], outs[1:]):
-                values[name] = value
-            out = outs[0]
             if stage.unit is Unit.VECTOR:
-                cost = vector_cost(op.kind.short_name, op.attrs, inputs, outs, geom.cols,
-                                   geom.dram_bytes_per_cycle)
+                program, why = _vector_program(geom, graph, stage, inputs)
+                if program is None:
+                    stage = stages[index] = Stage(stage.ops, Unit.HOST, note=f"not on the vector unit: {why}")
+            if stage.unit is Unit.VECTOR:
+                task = Task(run_vector_stage, (geom, engine, program, f"{stage.name} (tosa.{stage.op_text})", want),
+                            f"{config.name}-{stage.name}")
+                _check_shape(stage, program.out_dtype, program.out_shape, want)
+                if want is None:
+                    local[index] = run_vector_stage(*task.args)
+                    out = local[index].output
+                else:
+                    tasks.append(task)
             else:
-                cost = VectorCost(0, 0, 0, 0, 0, 0, 0)
-            local[index] = (out, cost)
-            _check_shape(stage, out.dtype, out.shape, want)
+                outs = run_op(graph, op, inputs, backend="kernels")
+                for name, value in zip(op.outputs[1:], outs[1:]):
+                    values[name] = value
+                out = outs[0]
+                local[index] = out
+                _check_shape(stage, out.dtype, out.shape, want)
         values[stage.output] = out if want is None else want
     return PreparedRun(config, engine, expected, stages, tasks, local)
 
@@ -301,14 +338,20 @@ def finish_run(prepared: PreparedRun, layers: list[LayerResult],
             result = StageResult(stage, out, layer.macs, layer.compute_cycles, layer.fill_drain_cycles,
                                  layer.stall_cycles, layer.mac_slots, layer.dram_bytes["input"],
                                  layer.dram_bytes["weight"], layer.dram_bytes["output"], cycle, layer=layer,
-                                 events=layer.events)
+                                 events=layer.events, engine=layer.engine)
+        elif stage.unit is Unit.VECTOR:
+            run_ = done if done is not None else next(pending)
+            out, st = run_.output, run_.stats
+            streamed = st.dram_read_bytes.get("vector", 0)
+            result = StageResult(stage, out, 0, st.compute_cycles, st.fill_drain_cycles, st.stall_cycles, 0,
+                                 streamed - run_.table_bytes,
+                                 run_.table_bytes + st.dram_read_bytes.get("vconfig", 0),
+                                 st.dram_write_bytes, cycle, engine=run_.engine.value,
+                                 events=vector_events(st.vector_ops, sum(st.dram_read_bytes.values()),
+                                                      st.dram_write_bytes))
         else:
-            out, cost = done
-            result = StageResult(stage, out, 0, cost.compute_cycles, cost.fill_drain_cycles,
-                                 cost.stall_cycles, 0, cost.dram_input_bytes, cost.dram_weight_bytes,
-                                 cost.dram_output_bytes, cycle,
-                                 events=vector_events(cost.work, cost.dram_input_bytes + cost.dram_weight_bytes,
-                                                      cost.dram_output_bytes))
+            result = StageResult(stage, done, 0, 0, 0, 0, 0, 0, 0, 0, cycle)
+            out = done
         want = prepared.expected.get(stage.output)
         if want is not None:
             result.verified = bool(out.dtype == want.dtype and out.shape == want.shape

@@ -76,7 +76,9 @@ class Job:
         self.out_shape = [int(d) for d in out_shape] or [1]
         self.out_base, self.out_strides, self.o_bytes = out_base, list(out_strides) or [o_bytes], o_bytes
         self.operands = operands          # [(base, strides per output dim, nbytes)], A then B
-        self.lane_dim = len(self.out_shape) - 1 if lane_dim is None else lane_dim
+        # lanes along the innermost dimension of extent > 1 (contiguous: the ones after it are 1)
+        wide = [d for d, n in enumerate(self.out_shape) if n > 1]
+        self.lane_dim = (wide[-1] if wide else len(self.out_shape) - 1) if lane_dim is None else lane_dim
         self.group = list(group)          # [(count, [stride per operand])], innermost first
         self.per_tile = per_tile
 
@@ -286,3 +288,24 @@ def _reduce(op, attrs, x, x_base, x_bytes, out_shape, out_base, o_bytes, lo, hi,
     job = Job(lambda f, n: VectorInstr(kind, 0, clamp_lo=lo, clamp_hi=hi), shape, out_base, strides,
               o_bytes, [(x_base, view, x_bytes)], group=[(x.shape[axis], [s[axis]])])
     return job.configs(C)
+
+
+# Operators that only reinterpret a tensor (the DRAM bytes already are the result): host, free.
+HOST_OPS = frozenset({"RESHAPE", "IDENTITY", "CONST"})
+_STREAMED = {"i8", "i16", "i32"}
+
+
+def vector_support(graph, op) -> str | None:
+    """Why `op` cannot run on the vector unit (decided from the graph alone), or None."""
+    short = op.kind.short_name
+    if short not in VECTOR_OPS:
+        return f"tosa.{short} has no vector-unit mapping"
+    for name in [n for n in op.inputs if n] + list(op.outputs):
+        dtype = graph.tensor(name).dtype
+        if dtype.short not in _STREAMED:
+            return (f"tensor {name!r} is {dtype.short}: the vector DMA streams signed 8-, 16- and "
+                    "32-bit integers")
+    if short == "AVG_POOL2D" and any(int(p) for p in op.attrs.get("pad", (0, 0, 0, 0))):
+        return ("AVG_POOL2D with padding: TOSA divides by each window's count of valid taps, the "
+                "vector unit's reciprocal by the window's length")
+    return None
