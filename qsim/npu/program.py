@@ -35,7 +35,8 @@ from .distributed import InProcess, Task
 from .energy import EventCounts, vector_events
 from .engines import Engine, ProgramRun, run_program
 from .layers import LAYER_OPS, LayerResult, run_layer
-from .vector_ops import HOST_OPS, compile_vector_op, vector_support
+from .vector_ops import (HOST_OPS, compile_vector_chain, compile_vector_op, fusable_input_rescale,
+                         vector_support)
 from .vectors import group_ops
 
 
@@ -114,7 +115,76 @@ def plan(graph: Graph) -> list[Stage]:
         note = "" if len(fused) == len(group) else f"int32 sums stored: {why}"
         stages.append(Stage(tuple(fused), Unit.ARRAY, note=note))
         stages.extend(_vector_stage(graph, op) for op in group[len(fused):])
-    return stages
+    return fuse_vector_chains(graph, stages)
+
+
+BINARY = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM")
+
+
+def _consumers(graph: Graph) -> dict[str, int]:
+    count = {name: 1 for name in graph.outputs}         # a graph output is read by the caller
+    for op in graph.ops:
+        for name in op.inputs:
+            if name:
+                count[name] = count.get(name, 0) + 1
+    return count
+
+
+def fuse_vector_chains(graph: Graph, stages: list[Stage]) -> list[Stage]:
+    """Merges vector stages the vector unit runs as one job (qsim/npu/vector_ops.py
+    compile_vector_chain): a binary operator with the per-tensor RESCALEs to int32 that alone
+    feed its operands (the input scalers A', B'), then the RESCALE that alone reads its
+    result (the output scaler) and the CLAMP that alone reads that; or a RESCALE with the
+    CLAMP that alone reads it. The quantizer's residual ADD (RESCALE, RESCALE, ADD, RESCALE,
+    CLAMP) becomes one stage: int8 in, int8 out, no int32 tensor in DRAM. The merged stage
+    sits where the binary operator (or the RESCALE) was; its output is the last operator's."""
+    readers = _consumers(graph)
+    producer = {s.ops[0].outputs[0]: i for i, s in enumerate(stages)
+                if s.unit is Unit.VECTOR and len(s.ops) == 1}
+    reader_of = {}
+    for i, s in enumerate(stages):
+        if s.unit is Unit.VECTOR and len(s.ops) == 1:
+            for name in s.ops[0].inputs:
+                if name and readers.get(name) == 1:
+                    reader_of[name] = i
+
+    def single(i, kind):
+        return i is not None and stages[i].ops[0].kind.short_name == kind
+
+    merged: dict[int, Stage] = {}
+    dropped: set[int] = set()
+    for i, s in enumerate(stages):
+        if i in dropped or s.unit is not Unit.VECTOR or len(s.ops) != 1:
+            continue
+        head = s.ops[0]
+        kind = head.kind.short_name
+        if kind not in BINARY and kind != "RESCALE":
+            continue
+        chain_in, chain = [], []
+        if kind in BINARY:
+            for name in head.inputs:
+                j = producer.get(name)
+                if (single(j, "RESCALE") and readers.get(name) == 1 and j not in dropped
+                        and fusable_input_rescale(stages[j].ops[0].attrs,
+                                                  np.dtype(graph.tensor(stages[j].ops[0].inputs[0]).dtype.value[4]),
+                                                  np.dtype(graph.tensor(name).dtype.value[4]))):
+                    chain_in.append(j)
+            out = reader_of.get(head.outputs[0])
+            if single(out, "RESCALE"):
+                chain.append(out)
+        else:
+            chain.append(i)
+        tail = reader_of.get(stages[chain[-1]].ops[0].outputs[0]) if chain else None
+        if chain and single(tail, "CLAMP"):
+            chain.append(tail)
+        members = sorted(set(chain_in + ([i] if kind in BINARY else []) + chain))
+        if len(members) < 2:
+            continue
+        ops = tuple(stages[j].ops[0] for j in chain_in) + \
+            ((head,) if kind in BINARY else ()) + tuple(stages[j].ops[0] for j in chain)
+        merged[i] = Stage(ops, Unit.VECTOR, note="fused on the vector unit")
+        dropped.update(j for j in members if j != i)
+    return [merged.get(i, s) for i, s in enumerate(stages) if i not in dropped]
 
 
 def _vector_stage(graph: Graph, op: Op) -> Stage:
@@ -255,13 +325,41 @@ def run_vector_stage(geom, engine: Engine, program, what: str, want) -> ProgramR
     return run
 
 
-def _vector_program(geom, graph: Graph, stage: Stage, inputs: list):
+def chain_roles(stage: Stage) -> tuple[list, list[str]]:
+    """A fused vector stage's operators with their roles (compile_vector_chain) and the
+    names of its input tensors (A, then B)."""
+    binary = [op for op in stage.ops if op.kind.short_name in BINARY]
+    roles, inputs = [], []
+    if binary:
+        head = binary[0]
+        for k, name in enumerate(head.inputs):
+            feeding = [op for op in stage.ops if op.outputs[0] == name]
+            if feeding:
+                roles.append((feeding[0].kind.short_name, dict(feeding[0].attrs), "ab"[k]))
+                inputs.append(feeding[0].inputs[0])
+            else:
+                inputs.append(name)
+        roles.append((head.kind.short_name, dict(head.attrs), "op"))
+        after = stage.ops[stage.ops.index(head) + 1:]
+    else:
+        after = stage.ops
+        inputs.append(after[0].inputs[0])
+    for op in after:
+        roles.append((op.kind.short_name, dict(op.attrs), "out" if op.kind.short_name == "RESCALE" else "clamp"))
+    return roles, inputs
+
+
+def _vector_program(geom, graph: Graph, stage: Stage, values: dict):
     """The stage's vector program, or (None, why) when the compiler cannot map it."""
     op = stage.ops[0]
     out = graph.tensor(stage.output)
+    dtype = np.dtype(out.dtype.value[4])
     try:
-        return compile_vector_op(geom, op.kind.short_name, dict(op.attrs), inputs, out.shape,
-                                 np.dtype(out.dtype.value[4])), None
+        if len(stage.ops) > 1:
+            roles, names = chain_roles(stage)
+            return compile_vector_chain(geom, roles, [values[n] for n in names], out.shape, dtype), None
+        inputs = [values[n] if n else None for n in op.inputs]
+        return compile_vector_op(geom, op.kind.short_name, dict(op.attrs), inputs, out.shape, dtype), None
     except UnsupportedError as err:
         return None, err.message
 
@@ -291,8 +389,10 @@ def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator"
             op = stage.ops[0]
             inputs = [values[n] if n else None for n in op.inputs]
             if stage.unit is Unit.VECTOR:
-                program, why = _vector_program(geom, graph, stage, inputs)
+                program, why = _vector_program(geom, graph, stage, values)
                 if program is None:
+                    if len(stage.ops) > 1:
+                        raise UnsupportedError(f"fused vector stage {stage.name!r} ({stage.op_text}): {why}")
                     stage = stages[index] = Stage(stage.ops, Unit.HOST, note=f"not on the vector unit: {why}")
             if stage.unit is Unit.VECTOR:
                 task = Task(run_vector_stage, (geom, engine, program, f"{stage.name} (tosa.{stage.op_text})", want),

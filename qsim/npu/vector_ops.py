@@ -130,6 +130,83 @@ def _table_load(table: np.ndarray, image: DramImage) -> list:
                         Stream(0, (0,), 1, 1), out_counts=[1])]
 
 
+def _scale_fields(attrs: dict, which: str) -> dict:
+    """The input scaler fields of a per-tensor RESCALE fused in front of a binary operator."""
+    return {f"zp_{which}": int(attrs.get("input_zp", 0)), f"scale_{which}": True,
+            f"mult_{which}": int(np.asarray(attrs["multiplier"]).reshape(-1)[0]),
+            f"shift_{which}": int(np.asarray(attrs["shift"]).reshape(-1)[0]),
+            f"dr_{which}": bool(attrs.get("double_round", False)) and bool(attrs.get("scale32", True))}
+
+
+def _output_scale(attrs: dict, first: int, lanes: int, C: int) -> dict:
+    """The output scaler fields of a RESCALE (per-channel: this lane tile's channels, the
+    unused lanes padded; their results are dropped)."""
+    mult = np.asarray(attrs["multiplier"], np.int64).reshape(-1)
+    shift = np.asarray(attrs["shift"], np.int64).reshape(-1)
+    per_channel = bool(attrs.get("per_channel", False))
+    sl = slice(first, first + lanes) if per_channel else slice(0, 1)
+    m_, s_ = [int(v) for v in mult[sl]], [int(v) for v in shift[sl]]
+    if per_channel:
+        m_, s_ = m_ + [0] * (C - lanes), s_ + [0] * (C - lanes)
+    return dict(scale_o=True, mult_o=tuple(m_), shift_o=tuple(s_), zp_o=int(attrs.get("output_zp", 0)),
+                dr_o=bool(attrs.get("double_round", False)) and bool(attrs.get("scale32", True)))
+
+
+def fusable_input_rescale(attrs: dict, in_dtype, out_dtype) -> bool:
+    """A RESCALE that the vector unit's input scaler A'/B' can take in front of a binary op:
+    per-tensor, to int32 with output zero point 0 (so its clip to int32 is a no-op)."""
+    return (not attrs.get("per_channel", False) and np.dtype(out_dtype) == np.int32
+            and int(attrs.get("output_zp", 0)) == 0 and np.dtype(in_dtype) in (np.int8, np.int16))
+
+
+def compile_vector_chain(geom: Geometry, ops: list, inputs: list, out_shape, out_dtype):
+    """A fused chain on one VRUN job per lane tile: [RESCALE a] [RESCALE b] BINARY [RESCALE]
+    [CLAMP], or RESCALE CLAMP. `ops` = [(kind, attrs, role)], role in "a", "b", "op", "out",
+    "clamp"; `inputs` = the chain's tensor inputs (A, then B)."""
+    C = geom.cols
+    image = DramImage()
+    arrays = [np.ascontiguousarray(x) for x in inputs]
+    sizes = [element_bytes(x.dtype, "fused chain input") for x in arrays]
+    bases = [image.add(x) for x in arrays]
+    o_bytes = element_bytes(out_dtype, "fused chain output")
+    out_shape = tuple(int(d) for d in out_shape)
+    out_base = image.reserve(int(np.prod(out_shape, dtype=np.int64)) * o_bytes)
+    lo, hi = _range(out_dtype)
+    roles = {role: (kind, attrs) for kind, attrs, role in ops}
+    clamp_lo, clamp_hi = lo, hi
+    if "clamp" in roles:
+        c = roles["clamp"][1]
+        clamp_lo, clamp_hi = max(lo, int(c["min_val"])), min(hi, int(c["max_val"]))
+    kind = ELEMENTWISE[roles["op"][0]] if "op" in roles else VectorOp.PASS
+    shift = int(roles["op"][1].get("shift", 0)) if roles.get("op", ("",))[0] == "MUL" else 0
+    fixed = {}
+    for which in ("a", "b"):
+        if which in roles:
+            fixed.update(_scale_fields(roles[which][1], which))
+    if kind is VectorOp.PASS and "out" not in roles:
+        raise UnsupportedError("a fused chain needs a binary operator or an output RESCALE")
+    per_channel = "out" in roles and bool(roles["out"][1].get("per_channel", False))
+    if kind is VectorOp.PASS:          # RESCALE + CLAMP: the RESCALE's input zero point at P0
+        fixed["zp_a"] = int(roles["out"][1].get("input_zp", 0))
+
+    def instr(first, lanes):
+        extra = _output_scale(roles["out"][1], first, lanes, C) if "out" in roles else {}
+        return VectorInstr(kind, 0, mul_shift=shift, clamp_lo=clamp_lo, clamp_hi=clamp_hi, **fixed, **extra)
+
+    operands = []
+    rank = len(out_shape)
+    for k, x in enumerate(arrays):
+        strides = _strides(x.shape, sizes[k])
+        padded = [1] * (rank - x.ndim) + list(x.shape)
+        pstr = [0] * (rank - x.ndim) + strides
+        operands.append((bases[k], [0 if padded[d] == 1 and out_shape[d] != 1 else pstr[d]
+                                    for d in range(rank)], sizes[k]))
+    configs = Job(instr, out_shape, out_base, _strides(out_shape, o_bytes), o_bytes, operands,
+                  per_tile=per_channel).configs(C)
+    return vector_program(geom, image, configs, out_base, out_shape, out_dtype,
+                          sum(x.nbytes for x in arrays), 0)
+
+
 def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_shape, out_dtype):
     """The program of one operator on the vector unit, or UnsupportedError saying why not."""
     if op not in VECTOR_OPS:
