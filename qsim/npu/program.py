@@ -1,6 +1,6 @@
 """A whole TOSA integer graph on the NPU: plan (which unit runs each operator), run, verify.
 
-Plan: the graph's operators are grouped as the NPU fuses them (qsim.npu.vectors.group_ops:
+Plan: the graph's operators are grouped as the NPU fuses them (qsim.npu.golden_vectors.group_ops:
 a CONV2D / DEPTHWISE_CONV2D / FULLY_CONNECTED / MATMUL absorbs the RESCALE that alone
 reads its result, and that RESCALE the CLAMP that alone reads its result). A group runs
 on the array when its layer operator has int8 operands and its RESCALE fits the
@@ -37,7 +37,7 @@ from .engines import Engine, ProgramRun, run_program
 from .layers import LAYER_OPS, LayerResult, run_layer
 from .vector_ops import (HOST_OPS, compile_vector_chain, compile_vector_op, fusable_input_rescale,
                          vector_support)
-from .vectors import group_ops
+from .golden_vectors import group_ops
 
 
 class Unit(enum.Enum):
