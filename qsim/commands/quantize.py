@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from ..quant.observers import ObserverKind
-from ..quant.params import Granularity, Precision
+from ..quant.params import Granularity, Precision, Rounding, Target, WeightRounding
 from ..quant.pipeline import QuantizeOptions, quantize_command, summary_lines
+from ..runtime.executor import Backend
 from .arguments import whole_number
 
 NAME = "quantize"
@@ -25,26 +26,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "the embedded model, else the calibration data")
     p.add_argument("-o", "--out", metavar="OUT",
                    help="output folder (default qsim-out/<model>-int8/ here)")
-    p.add_argument("--target", choices=("tosa", "cvm"), default="tosa",
+    p.add_argument("--target", choices=[t.value for t in Target], default=Target.TOSA.value,
                    help="integer operator set (default tosa)")
     p.add_argument("--cvm-precision", type=int, default=8, choices=range(2, 9), metavar="P",
                    help="--target cvm: activation precision in bits, 2..8 (default 8)")
-    p.add_argument("--observer", choices=("minmax", "percentile", "mse"), default="percentile",
+    p.add_argument("--observer", choices=[k.value for k in ObserverKind],
+                   default=ObserverKind.PERCENTILE.value,
                    help="range observer for calibrated tensors (default percentile: the 99.99th percentile range)")
-    p.add_argument("--precision", choices=("int8", "16x8"), default="int8",
+    p.add_argument("--precision", choices=[p.value for p in Precision], default=Precision.INT8.value,
                    help="int8, or 16x8: int16 activations, int8 weights (default int8)")
-    p.add_argument("--weights", choices=("per-channel", "per-tensor"), default="per-channel",
+    p.add_argument("--weights", choices=[g.value for g in Granularity],
+                   default=Granularity.PER_CHANNEL.value,
                    help="weight scale granularity (default per-channel)")
-    p.add_argument("--rounding", choices=("single", "double"), default="single",
+    p.add_argument("--rounding", choices=[r.value for r in Rounding], default=Rounding.SINGLE.value,
                    help="RESCALE rounding; double reproduces TFLite (default single)")
     p.add_argument("--no-bias-correction", action="store_true",
                    help="keep the float biases (default: correct each output channel's mean "
                         "shift caused by weight rounding, from calibration channel means)")
-    p.add_argument("--weight-rounding", choices=("nearest", "adaptive"),
+    p.add_argument("--weight-rounding", choices=[r.value for r in WeightRounding],
                    help="int8 weights: adaptive: per weight floor or ceiling, whichever gives each "
                         "layer the least output error on the calibration data; or nearest "
                         "(default adaptive; CVM rounds to nearest)")
-    p.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
+    p.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.KERNELS.value,
                    help="integer execution during evaluation (default kernels)")
     p.add_argument("--calib-limit", type=whole_number(1), metavar="N",
                    help="use at most N calibration samples")
@@ -58,12 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
         observer=ObserverKind(args.observer), precision=Precision(args.precision),
-        weight_granularity=Granularity(args.weights), double_round=args.rounding == "double",
-        bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding,
-        backend=args.backend, calib_limit=args.calib_limit, eval_limit=args.eval_limit,
+        weight_granularity=Granularity(args.weights),
+        double_round=Rounding(args.rounding) is Rounding.DOUBLE,
+        bias_correction=not args.no_bias_correction,
+        weight_rounding=None if args.weight_rounding is None else WeightRounding(args.weight_rounding),
+        backend=Backend(args.backend), calib_limit=args.calib_limit, eval_limit=args.eval_limit,
         show_progress=not args.quiet)
     result = quantize_command(args.model, args.calib, args.out, options, evaluation=args.eval,
-                              subset_only=args.subset, target=args.target,
+                              subset_only=args.subset, target=Target(args.target),
                               cvm_precision=args.cvm_precision)
     print("\n".join(summary_lines(result)))
     return 0

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from ..report.throughput import (COMPONENT_COLORS, LayerThroughput, ThroughputReport,
-                                 write_throughput_report)
+from ..report.throughput import COMPONENT_COLORS, write_throughput_report
+from ..runtime.executor import execute
+from .throughput import LayerThroughput, ThroughputReport
 from .config import NpuConfig, load_config, parse_config
 from .distributed import InProcess, Task, open_pool
 from .energy import EnergyTable, energy_by_component, load_tech
@@ -317,7 +318,6 @@ def _sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: E
 
     from ..atomic import atomic_write_text
     from ..progress import Progress
-    from ..runtime.executor import execute
     if isinstance(pool, InProcess):
         for config in configs:
             prepare_engine(config, engine)

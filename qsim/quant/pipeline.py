@@ -22,7 +22,8 @@ from .. import ir
 from ..atomic import atomic_directory
 from ..outpath import QUANTIZED_MODEL, check_output
 from ..errors import DataError, QsimError, UsageError
-from ..report.accuracy import AccuracyReport, write_accuracy_report
+from ..report.accuracy import write_accuracy_report
+from .accuracy import AccuracyReport
 from .annotations import check_annotations
 from .calibrate import calibrate
 from .data import Samples, load_samples

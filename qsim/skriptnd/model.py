@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import DataError, SemanticError, UsageError
+from ..tensorfile import read_tensor, resolve_tensor_path
 from .compose import ComposeOptions, Composer
 from .modules import ModuleSet
 from .values import TensorValue
@@ -34,7 +35,6 @@ def _data_loader(folder: str | None):
     def load(scoped: str, template: TensorValue):
         if folder is None:
             return None
-        from ..tensorfile import read_tensor, resolve_tensor_path
         for rel in (scoped + ".dat", "/".join(scoped.split(".")) + ".dat"):
             # refuses a file that resolves (through a symbolic link) outside the model folder
             path = resolve_tensor_path(folder, rel, f"variable '{scoped}'")
