@@ -123,9 +123,8 @@ def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None =
     notes = [f"{s.stage.name}: {s.stage.note}" for s in run.stages if s.stage.note]
     where = ("the numpy cycle model (same values and cycles as the RTL)" if run.engine is Engine.MODEL
              else f"the RTL ({run.engine.value} engine)")
-    notes.append(f"array layers run on {where}; vector-unit layers use the documented cost model "
-                 "(docs/npu.md) with the kernels' values; host layers (reshapes, and array "
-                 "operators the array cannot take) cost no NPU cycles.")
+    notes.append(f"array and vector-unit layers run on {where}; host layers (reshapes, and "
+                 "operators neither unit takes, each with its reason) cost no NPU cycles.")
     notes += [s.mismatch for s in run.stages if s.mismatch]
     cfg = {"name": config.name, "rows": config.rows, "cols": config.cols,
            "dataflow": config.dataflow.value, "input_buffer_bytes": config.input_buffer_bytes,
