@@ -23,7 +23,7 @@ from .config import NpuConfig
 from .engines import Engine
 from .golden_vectors import (LayerVectors, group_ops, layer_folder, layers_of, load_model,
                              read_inputs, run_values, write_vector_files)
-from .model import cycle_stats
+from .cycle_model import cycle_stats
 from .program import Unit, plan, run_array_stage
 
 TESTBENCH_FILES = ("golden_check.py", "npu_driver.py", "test_golden.py", "run.py")

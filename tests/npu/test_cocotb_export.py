@@ -15,7 +15,7 @@ from qsim.errors import UsageError
 from qsim.npu import cocotb_export
 from qsim.npu.cocotb_tb import golden_check
 from qsim.npu.config import load_config
-from qsim.npu.model import execute as model_execute
+from qsim.npu.cycle_model import execute as model_execute
 
 # The embedded model on the 8x8 array: its array layers and the tensor each writes.
 ARRAY_LAYERS = {"001_relu1": "output", "002_relu2": "output", "003_relu3": "output",
@@ -67,12 +67,12 @@ def test_programs_reproduce_the_golden_vectors(bench):
 def _decode(blob: bytes) -> list:
     """Instruction words back to Instrs, bit fields read per hw/README.md's table (the
     header's opcode first, then the opcode's fields at qsim.hw.isa.layout's positions)."""
-    from qsim.hw.isa import INSTR_BYTES, Instr, Opcode, layout
+    from qsim.hw.isa import HEADER, INSTR_BYTES, Instr, Opcode, layout
     assert len(blob) % INSTR_BYTES == 0
     out = []
     for start in range(0, len(blob), INSTR_BYTES):
         word = int.from_bytes(blob[start:start + INSTR_BYTES], "little")
-        opcode = Opcode(word & 3)
+        opcode = Opcode(word & ((1 << HEADER[0][1]) - 1))       # the opcode: the lowest field
         values = {}
         for name, (lo, width, signed) in layout(opcode).items():
             value = (word >> lo) & ((1 << width) - 1)
