@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from qsim.cli import main
 from qsim.errors import UsageError
 from qsim.npu import cocotb_export
 from qsim.npu.cocotb_tb import golden_check
@@ -25,13 +26,31 @@ ARRAY_LAYERS = {"001_relu1": "output", "002_relu2": "output", "003_relu3": "outp
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("cocotb") / "tb"
-    path, layers, runs = cocotb_export.export_cocotb(None, None, load_config("8x8"), out)
-    return path, layers, runs
+    assert main(["export-vectors", "--config", "8x8", "--cocotb", str(out)]) == 0
+    layers = json.loads((out / "vectors" / "manifest.json").read_text())["layers"]
+    return out, layers, len(ARRAY_LAYERS)
+
+
+def test_command_prints_how_to_run_it(tmp_path, capsys):
+    assert main(["export-vectors", "--config", "8x8", "--cocotb", str(tmp_path / "tb")]) == 0
+    printed = capsys.readouterr().out
+    assert "cocotb testbench of 8 layers (5 run on the NPU and checked)" in printed
+    assert f"python {tmp_path / 'tb'}/run.py --verilog RTL/qsim_npu.v" in printed
+
+
+def test_command_refuses_corner_cases_and_two_outputs(tmp_path, capsys):
+    assert main(["export-vectors", "--corner-cases", "3", "--cocotb", str(tmp_path / "a")]) == 2
+    assert "--cocotb writes a testbench for a model's layers" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:          # argparse's own usage error
+        main(["export-vectors", "--out", str(tmp_path / "b"), "--cocotb", str(tmp_path / "c")])
+    assert exited.value.code == 2
+    assert "argument --cocotb: not allowed with argument --out" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
 
 
 def test_folder_holds_vectors_programs_and_testbench(bench):
-    path, layers, runs = bench
-    assert runs == len(ARRAY_LAYERS)
+    path, layers, _ = bench
+    assert len(layers) == 8
     for name in cocotb_export.TESTBENCH_FILES + ("README.md", "npu.toml"):
         assert (path / name).is_file(), name
     programs = json.loads((path / "programs" / "manifest.json").read_text())
