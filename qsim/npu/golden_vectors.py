@@ -24,8 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import zoo
 from ..atomic import atomic_directory
 from ..outpath import require_new_or_empty
+from ..quant import qmodel
+from ..quant.qmodel import integer_inputs
 from ..errors import UnsupportedError, UsageError
 from ..runtime.executor import execute
 from ..version import __version__
@@ -287,8 +290,6 @@ def layers_of(graph, values: dict) -> list[LayerVectors]:
 
 def default_input(model) -> dict:
     """The first embedded Fashion-MNIST test image, quantized with the model's input_quant."""
-    from .. import zoo
-    from ..quant.qmodel import integer_inputs
     if len(model.graph.inputs) != 1:
         raise UsageError(f"model {model.graph.name!r} has {len(model.graph.inputs)} inputs",
                          hint="pass --input NAME=x.npy for each input")
@@ -305,7 +306,6 @@ def read_inputs(model, specs: list[str] | None) -> tuple[dict, str]:
     """The integer inputs from `--input [NAME=]x.npy` (float arrays are quantized with the
     model's input_quant, integer arrays must have the input's dtype); default: the first
     embedded test image. Returns the inputs and a description for the manifest."""
-    from ..quant.qmodel import integer_inputs
     if not specs:
         return default_input(model), "the first embedded Fashion-MNIST test image"
     graph_inputs = list(model.graph.inputs)
@@ -330,10 +330,9 @@ def read_inputs(model, specs: list[str] | None) -> tuple[dict, str]:
 
 def load_model(path: str | None):
     """A quantized model folder (`qsim quantize` output), or the embedded model for None."""
+    from ..quant.pipeline import embedded_quantized_model   # deferred: the whole quantization pipeline
     if path is None:
-        from ..quant.pipeline import embedded_quantized_model
         return embedded_quantized_model(), "embedded Fashion-MNIST CNN (quantized in memory)"
-    from ..quant import qmodel
     if not Path(path).exists():
         raise UsageError(f"no quantized model {path!r}", hint="write one with qsim quantize -o DIR")
     if not qmodel.is_quantized_model(path):
