@@ -174,7 +174,7 @@ difference in what the two simulators model:
   multiply and round, shift/zero point/clamp) that SCALE-Sim does not model (it stops at
   int32 partial sums).
 - **Memory stall** (qsim only; the compute unit idle). Three parts, read off the schedule
-  (qsim/npu/model.py `schedule`): (1) one hand-off cycle per COMPUTE: a unit that finishes
+  (qsim/npu/cycle_model.py `schedule`): (1) one hand-off cycle per COMPUTE: a unit that finishes
   in cycle d + D takes its next instruction in cycle d + D + 1, so back-to-back COMPUTEs
   leave one idle cycle each (about one cycle per COMPUTE on stages 2-4, e.g. 9216 of
   layer4.x.conv2's 10061); (2) the first LOADs before the first COMPUTE and the last STORE

@@ -63,7 +63,7 @@ def warm_up(corpus: Corpus, workdir: str) -> None:
     """Imports and first runs in the parent, so every child starts warm (stdlib parsed, ...)."""
     import qsim.cli
     for module in ("qsim.skriptnd.check", "qsim.nnef1", "qsim.quant.pipeline", "qsim.npu.simulate",
-                   "qsim.npu.vectors", "qsim.npu.corner_cases", "qsim.npu.export", "qsim.npu.config",
+                   "qsim.npu.golden_vectors", "qsim.npu.corner_cases", "qsim.npu.export", "qsim.npu.config",
                    "qsim.selftest", "qsim.report.accuracy", "qsim.report.throughput",
                    "qsim.report.html", "matplotlib.pyplot"):
         try:

@@ -47,7 +47,7 @@ from typing import Callable
 
 import numpy as np
 
-from qsim.kernels.isa import current_isa, set_isa, supported_isas
+from qsim.kernels.cpu_features import current_isa, set_isa, supported_isas
 from qsim.kernels.registry import KERNELS
 from qsim.quant.scale import rescale_for_product
 

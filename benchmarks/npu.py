@@ -109,7 +109,7 @@ def embedded_in_process(config) -> dict:
     the verilator engine with the build already cached: the run itself, verified per stage."""
     from qsim.npu.engines import Engine
     from qsim.npu.simulate import load_qmodel, simulate_one
-    from qsim.npu.vectors import default_input
+    from qsim.npu.golden_vectors import default_input
     loaded = load_qmodel(None)
     feeds = default_input(loaded.model)
     start = time.perf_counter()

@@ -92,7 +92,7 @@ def sweep_parts(folder: str) -> dict:
     per point the preparation (vector stages on the kernels) and the assembly of the run."""
     from qsim.npu.program import finish_run
     from qsim.npu.simulate import load_qmodel, parse_sweep, render_report, throughput_report
-    from qsim.npu.vectors import read_inputs
+    from qsim.npu.golden_vectors import read_inputs
     from qsim.runtime.executor import execute
     loaded = load_qmodel(folder)
     feeds, _ = read_inputs(loaded.model, None)

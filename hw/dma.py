@@ -1,4 +1,5 @@
-"""DMA unit: executes LOAD (DRAM -> input/weight/param buffer) and STORE (output/
+"""DMA unit: executes LOAD (DRAM -> input/weight/param buffer or the vector configuration
+register file) and STORE (output/
 accumulator buffer -> DRAM), one buffer word per beat.
 
 Bandwidth: a byte credit grows by dram_bytes_per_cycle (B) each busy cycle and a
@@ -33,7 +34,7 @@ class DMA(wiring.Component):
             "dram_wdata": Out(8 * P), "dram_wlen": Out(16), "dram_rdata": In(8 * P),
             # buffer write side (LOAD): one address/data shared, enables per buffer
             "wr_addr": Out(16), "wr_data": Out(8 * P),
-            "wr_input": Out(1), "wr_weight": Out(1), "wr_param": Out(1),
+            "wr_input": Out(1), "wr_weight": Out(1), "wr_param": Out(1), "wr_vconfig": Out(1),
             # buffer read side (STORE)
             "rd_addr": Out(16), "rd_en": Out(1),
             "rd_output": In(8 * geom.output_word_bytes), "rd_acc": In(8 * geom.acc_word_bytes),
@@ -98,5 +99,6 @@ class DMA(wiring.Component):
             m.d.comb += [self.wr_addr.eq(buf_addr + index_d), self.wr_data.eq(self.dram_rdata & mask),
                          self.wr_input.eq(beat_d & (buf == LoadBuffer.INPUT)),
                          self.wr_weight.eq(beat_d & (buf == LoadBuffer.WEIGHT)),
-                         self.wr_param.eq(beat_d & (buf == LoadBuffer.PARAM))]
+                         self.wr_param.eq(beat_d & (buf == LoadBuffer.PARAM)),
+                         self.wr_vconfig.eq(beat_d & (buf == LoadBuffer.VCONFIG))]
         return m

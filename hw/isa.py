@@ -1,11 +1,14 @@
 """The NPU instruction format: one definition shared by the RTL decoder and the compiler.
 
 Every instruction is INSTR_BITS wide, little-endian, fields packed from bit 0 in
-the order listed. Bits [1:0] opcode, bit 2 wait_dma, bit 3 wait_compute; the
+the order listed. Bits [2:0] opcode, bit 3 wait_dma, bit 4 wait_compute; the
 rest depends on the opcode. README.md renders the same tables for users.
 
 Execution model (README.md, "Dispatch"): instructions dispatch in order, one per
-cycle at most, to the DMA unit (LOAD, STORE) or the compute unit (COMPUTE). An
+cycle at most, to the DMA unit (LOAD, STORE), the compute unit (COMPUTE) or the
+vector DMA with its vector unit (VRUN). LOAD, STORE and VRUN share the DRAM
+channels, so they exclude each other: each counts as the "DMA" for dispatch and
+for wait_dma. An
 instruction waits until its unit is idle, and additionally until the DMA unit
 is idle (wait_dma) and/or the compute unit is idle (wait_compute). Double
 buffering is the compiler's: it alternates between halves of each buffer.
@@ -24,12 +27,14 @@ class Opcode(enum.IntEnum):
     LOAD = 1      # DRAM -> input / weight / param buffer
     STORE = 2     # output / accumulator buffer -> DRAM
     COMPUTE = 3   # buffers -> array -> accumulators (-> requantization -> output buffer)
+    VRUN = 4      # DRAM -> vector unit -> DRAM, as configured by the VCONFIG register file
 
 
 class LoadBuffer(enum.IntEnum):
     INPUT = 0
     WEIGHT = 1
     PARAM = 2
+    VCONFIG = 3   # the vector configuration register file (hw/vector_isa.py VectorConfig)
 
 
 class StoreBuffer(enum.IntEnum):
@@ -37,11 +42,12 @@ class StoreBuffer(enum.IntEnum):
     ACCUMULATOR = 1   # int32 words of C lanes (layers whose result stays int32)
 
 
-HEADER = (("opcode", 2, False), ("wait_dma", 1, False), ("wait_compute", 1, False))
+HEADER = (("opcode", 3, False), ("wait_dma", 1, False), ("wait_compute", 1, False))
 
 # (name, width in bits, signed)
 FIELDS = {
     Opcode.NOP: (),
+    Opcode.VRUN: (),
     Opcode.LOAD: (("buf", 2, False), ("buf_addr", 16, False), ("count", 16, False),
                   ("dram_addr", 32, False), ("dram_stride", 24, False),
                   ("word_bytes", 16, False)),
@@ -110,6 +116,10 @@ def store(buf: StoreBuffer, buf_addr: int, count: int, dram_addr: int, dram_stri
 def compute(**kw) -> Instr:
     flags = {k: kw.pop(k) for k in ("wait_dma", "wait_compute") if k in kw}
     return Instr(Opcode.COMPUTE, fields=kw, **flags)
+
+
+def vrun(**flags) -> Instr:
+    return Instr(Opcode.VRUN, **flags)
 
 
 def pack_program(instrs) -> bytes:

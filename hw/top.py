@@ -1,4 +1,5 @@
-"""The NPU: in-order dispatcher, DMA unit, compute unit, on-chip buffers, DRAM port.
+"""The NPU: in-order dispatcher, DMA unit, compute unit, vector DMA + vector unit, on-chip
+buffers, DRAM port.
 
 Dispatch (README.md): an instruction accepted from the `instr` stream sits in
 one register; it dispatches in the first cycle its unit is idle and its wait
@@ -7,12 +8,15 @@ accepted in that same cycle. A unit dispatched at cycle t is busy from t+1 for
 its duration D (dma.py, compute.py) and can take the next instruction at t+D+1.
 `idle` is high when no instruction is held and both units are idle.
 
-DRAM port: fixed latency. dram_re with dram_addr at cycle t returns
-dram_rdata at t+1 (byte k = DRAM[addr+k]); dram_we writes dram_wlen low bytes of
-dram_wdata at dram_addr. The DRAM itself is modelled by the simulation harness;
+DRAM port: a read channel and a write channel (AXI-like), fixed latency.
+dram_re with dram_addr at cycle t returns dram_rdata at t+1 (byte k =
+DRAM[addr+k]); dram_we writes dram_wlen low bytes of dram_wdata at dram_waddr
+(the write of a cycle lands before its read). The DMA unit uses one channel at a
+time (and also drives dram_addr = dram_waddr for its writes); the vector DMA
+reads and writes in the same cycle. The DRAM itself is modelled by the simulation harness;
 its bandwidth is enforced by the DMA unit's credit counter.
 """
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,6 +24,8 @@ from .compute import ComputeUnit
 from .dma import DMA, field
 from .isa import INSTR_BITS, Opcode
 from .params import PARAM_DEPTH_WORDS, Geometry
+from .vdma import VectorDMA
+from .vector_isa import config_bits, config_words
 
 
 class NPU(wiring.Component):
@@ -31,6 +37,7 @@ class NPU(wiring.Component):
             "idle": Out(1),
             "dram_addr": Out(32), "dram_re": Out(1), "dram_we": Out(1),
             "dram_wdata": Out(8 * P), "dram_wlen": Out(16), "dram_rdata": In(8 * P),
+            "dram_waddr": Out(32),
         })
 
     def elaborate(self, platform):
@@ -38,6 +45,14 @@ class NPU(wiring.Component):
         g = self.geom
         m.submodules.dma = dma = DMA(g)
         m.submodules.compute = cu = ComputeUnit(g)
+        m.submodules.vdma = vd = VectorDMA(g)
+        # The vector configuration register file: LOAD ... VCONFIG writes whole words.
+        vcfg = [Signal(8 * g.dram_port_bytes, name=f"vconfig{k}")
+                for k in range(config_words(g.cols, g.dram_port_bytes))]
+        for k, word in enumerate(vcfg):
+            with m.If(dma.wr_vconfig & (dma.wr_addr == k)):
+                m.d.sync += word.eq(dma.wr_data)
+        m.d.comb += vd.cfg.eq(Cat(*vcfg)[:config_bits(g.cols)])
 
         # Buffers: synchronous read ports (data one cycle after the address).
         m.submodules.input_buf = input_buf = memory.Memory(
@@ -69,9 +84,13 @@ class NPU(wiring.Component):
             rp = mem.read_port()
             m.d.comb += [rp.addr.eq(dma.rd_addr), data.eq(rp.data)]
 
-        m.d.comb += [self.dram_addr.eq(dma.dram_addr), self.dram_re.eq(dma.dram_re),
-                     self.dram_we.eq(dma.dram_we), self.dram_wdata.eq(dma.dram_wdata),
-                     self.dram_wlen.eq(dma.dram_wlen), dma.dram_rdata.eq(self.dram_rdata)]
+        vbusy = vd.busy
+        m.d.comb += [self.dram_addr.eq(Mux(vbusy, vd.raddr, dma.dram_addr)),
+                     self.dram_re.eq(dma.dram_re | vd.re), self.dram_we.eq(dma.dram_we | vd.we),
+                     self.dram_waddr.eq(Mux(vbusy, vd.waddr, dma.dram_addr)),
+                     self.dram_wdata.eq(Mux(vbusy, vd.wdata, dma.dram_wdata)),
+                     self.dram_wlen.eq(Mux(vbusy, vd.wlen, dma.dram_wlen)),
+                     dma.dram_rdata.eq(self.dram_rdata), vd.rdata.eq(self.dram_rdata)]
 
         # In-order dispatcher.
         cur = Signal(INSTR_BITS)
@@ -79,15 +98,18 @@ class NPU(wiring.Component):
         opcode = field(cur, Opcode.NOP, "opcode")
         wait_dma = field(cur, Opcode.NOP, "wait_dma")
         wait_compute = field(cur, Opcode.NOP, "wait_compute")
-        to_dma = (opcode == Opcode.LOAD) | (opcode == Opcode.STORE)
+        # LOAD, STORE and VRUN share the DRAM channels: one "DMA" for dispatch and wait_dma.
+        to_dma = (opcode == Opcode.LOAD) | (opcode == Opcode.STORE) | (opcode == Opcode.VRUN)
         to_compute = opcode == Opcode.COMPUTE
+        dram_busy = dma.busy | vd.busy
         fire = Signal()
-        m.d.comb += fire.eq(cur_valid & ~(to_dma & dma.busy) & ~(to_compute & cu.busy)
-                            & ~(wait_dma & dma.busy) & ~(wait_compute & cu.busy))
+        m.d.comb += fire.eq(cur_valid & ~(to_dma & dram_busy) & ~(to_compute & cu.busy)
+                            & ~(wait_dma & dram_busy) & ~(wait_compute & cu.busy))
         m.d.comb += [self.instr.ready.eq(~cur_valid | fire),
                      dma.instr.eq(cur), cu.instr.eq(cur),
-                     dma.start.eq(fire & to_dma), cu.start.eq(fire & to_compute),
-                     self.idle.eq(~cur_valid & ~dma.busy & ~cu.busy)]
+                     dma.start.eq(fire & ((opcode == Opcode.LOAD) | (opcode == Opcode.STORE))),
+                     vd.start.eq(fire & (opcode == Opcode.VRUN)), cu.start.eq(fire & to_compute),
+                     self.idle.eq(~cur_valid & ~dram_busy & ~cu.busy)]
         with m.If(self.instr.valid & self.instr.ready):
             m.d.sync += [cur.eq(self.instr.payload), cur_valid.eq(1)]
         with m.Elif(fire):

@@ -117,3 +117,90 @@ class VectorInstr:
         for c, values in enumerate(self.lane_fields(lanes)):
             lane_word |= _pack(LANE_FIELDS, values, f"VectorInstr lane {c}") << (c * LANE_BITS)
         return scalar, lane_word
+
+
+# ------------------------------------------------------------------ stream pattern
+# The vector DMA (hw/vdma.py) walks STREAM_LEVELS nested loops (level 0 innermost) and
+# sends one beat per iteration. Each operand stream has a byte address that starts at its
+# base and, when level i is the lowest level that advances, changes by its step_i: the
+# compiler folds the rewind of the levels below into the step (step_i = stride_i -
+# sum_{j<i} (count_j - 1) stride_j), so the address generator only adds. Lane l of a beat
+# is at beat address + l * lane (bytes): lane == bytes is one contiguous read of
+# lanes * bytes, lane == 0 one element broadcast to every lane, anything else one read
+# per lane (a gather). Elements are `bytes` (1, 2 or 4) wide, sign-extended to int32.
+# The output stream advances once per result (every beat, or per `group` beats for
+# reductions) over its own loop counts, always contiguous in the lanes (one write of
+# lanes * o_bytes); results keep their low o_bytes bytes (the instruction's clamp makes
+# them fit). `group` beats form one reduction group (`last` on the final one).
+STREAM_LEVELS = 6
+
+
+def _stream_fields(prefix: str) -> tuple:
+    return ((f"{prefix}_base", 32, False),
+            *((f"{prefix}_step{i}", 32, True) for i in range(STREAM_LEVELS)),
+            (f"{prefix}_lane", 32, True), (f"{prefix}_bytes", 3, False))
+
+
+PATTERN_FIELDS = (
+    ("lanes", 16, False), ("group", 24, False),
+    *((f"count{i}", 16, False) for i in range(STREAM_LEVELS)),
+    *_stream_fields("a"), ("b_on", 1, False), *_stream_fields("b"),
+    ("o_base", 32, False), *((f"o_count{i}", 16, False) for i in range(STREAM_LEVELS)),
+    *((f"o_step{i}", 32, True) for i in range(STREAM_LEVELS)), ("o_bytes", 3, False),
+)
+PATTERN_BITS = sum(w for _, w, _ in PATTERN_FIELDS)
+
+
+def config_bits(lanes: int) -> int:
+    """Bits of one vector configuration: the pattern, the instruction, the lane fields."""
+    return PATTERN_BITS + INSTR_BITS + LANE_BITS * lanes
+
+
+def config_words(lanes: int, word_bytes: int) -> int:
+    """Words of the vector configuration register file (LOAD ... VCONFIG fills them)."""
+    return -(-config_bits(lanes) // (8 * word_bytes))
+
+
+@dataclass(frozen=True)
+class VectorConfig:
+    """What a VRUN executes: the vector instruction and the stream pattern feeding it."""
+    instr: VectorInstr
+    pattern: dict            # PATTERN_FIELDS by name (missing: 0)
+
+    def field(self, name: str) -> int:
+        return int(self.pattern.get(name, 0))
+
+    def encode(self, lanes: int) -> int:
+        """Pattern bits first (bit 0), then the instruction, then its lane fields."""
+        values = {name: self.field(name) for name, _, _ in PATTERN_FIELDS}
+        scalar, lane_word = self.instr.encode(lanes)
+        return (_pack(PATTERN_FIELDS, values, "VectorConfig")
+                | scalar << PATTERN_BITS | lane_word << (PATTERN_BITS + INSTR_BITS))
+
+    def to_bytes(self, lanes: int, word_bytes: int) -> bytes:
+        n = config_words(lanes, word_bytes) * word_bytes
+        return self.encode(lanes).to_bytes(n, "little")
+
+
+def _unpack(spec, word: int) -> dict[str, int]:
+    out, pos = {}, 0
+    for name, width, signed in spec:
+        value = (word >> pos) & ((1 << width) - 1)
+        if signed and value >> (width - 1):
+            value -= 1 << width
+        out[name] = value
+        pos += width
+    return out
+
+
+def decode_config(blob: bytes, lanes: int) -> VectorConfig:
+    """The inverse of VectorConfig.to_bytes (the cycle model reads the register file)."""
+    word = int.from_bytes(bytes(blob), "little")
+    pattern = _unpack(PATTERN_FIELDS, word)
+    scalar = _unpack(INSTR_FIELDS, word >> PATTERN_BITS)
+    lane_word = word >> (PATTERN_BITS + INSTR_BITS)
+    per_lane = [_unpack(LANE_FIELDS, lane_word >> (c * LANE_BITS)) for c in range(lanes)]
+    instr = VectorInstr(op=VectorOp(scalar.pop("op")), **scalar,
+                        mult_o=tuple(p["mult_o"] for p in per_lane),
+                        shift_o=tuple(p["shift_o"] for p in per_lane))
+    return VectorConfig(instr, pattern)

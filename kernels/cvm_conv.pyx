@@ -3,62 +3,99 @@
 
 Contract (checked by qsim.cvm before calling): data and weights have precision <= 8,
 so every value is in [-127, 127] and fits int8; the output precision
-px + pw + bit_length(K) (+1 with a bias) is <= 32, which bounds every partial sum by
-2^31 - 1, so int32 accumulators cannot overflow. Results equal
-qsim.cvm.nn.conv2d_reference / dense_reference bit for bit.
+px + pw + bit_length(K) (+1 with a bias) is <= 32, so the result lies in int32.
+The GEMM is the TOSA one (qgemm.h), run with zero points 0: it computes modulo 2^32, and a
+result known to lie in int32 that is right modulo 2^32 is right. Results equal
+qsim.cvm.nn.conv2d_reference / dense_reference bit for bit on every ISA path. `isa` is a
+QSIM_ISA_* code the CPU supports (qsim.kernels.cpu_features.current_isa().code).
 """
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int8_t, int32_t
+from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t
 
 cnp.import_array()
 
 
-cdef extern from "cvm_gemm.h":
-    void qsim_cvm_gemm(const int8_t* a, const int8_t* bt, int32_t* out,
-                       Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, int use_simd) nogil
-    int qsim_cvm_gemm_simd_available()
+cdef extern from "qgemm.h" nogil:
+    size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C)
+    void qsim_pack_weights(int isa, const int8_t *src, int64_t N, int64_t T, int64_t C,
+                           int64_t s_n, int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
+    void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+                   int64_t T, int64_t K4, const void *B, int64_t N, const int32_t *colcorr,
+                   const int32_t *rowcorr, int32_t *out, int64_t ldo)
 
-# module switch for tests: False forces the portable C path (same bits by construction)
-_use_simd = True
-
-
-def simd_available():
-    """True when the AVX2 clone of the GEMM runs on this CPU."""
-    return bool(qsim_cvm_gemm_simd_available())
-
-
-def set_simd(enabled):
-    """Selects the AVX2 clone (True, default) or the portable path (False)."""
-    global _use_simd
-    _use_simd = bool(enabled)
+# a' = x + 128 in the GEMM's activation buffer; 128 (x == 0) wherever there is no input
+# (spatial padding, K padded up to a multiple of 4): it contributes 0 * w.
+cdef enum:
+    ZERO_U8 = 128
 
 
-cdef void _gemm(const int8_t[:, ::1] a, const int8_t[:, ::1] bt, int32_t[:, ::1] out, int simd) noexcept nogil:
-    """out[m, n] = sum_k a[m, k] * bt[k, n] (bt: the weights transposed, K x N)."""
-    qsim_cvm_gemm(&a[0, 0], &bt[0, 0], &out[0, 0], a.shape[0], bt.shape[1], a.shape[1], simd)
+def _round4(int64_t k):
+    return (k + 3) // 4 * 4
 
 
-def dense(x, w, bias=None):
-    """Y = X W^T (+ bias): x int8 (M, K), w int8 (N, K), bias int32 (N,) or None -> int32 (M, N)."""
-    cdef const int8_t[:, ::1] xv = np.ascontiguousarray(x, dtype=np.int8)
-    cdef const int8_t[:, ::1] wv = np.ascontiguousarray(np.asarray(w, dtype=np.int8).T)
-    out = np.empty((xv.shape[0], wv.shape[1]), dtype=np.int32)
-    cdef int32_t[:, ::1] ov = out
-    cdef int simd = _use_simd
-    if xv.shape[1] > 0:
+def _weights(int isa, w, bias):
+    """(packed w for qsim_gemm, colcorr = bias - 128 * colsum modulo 2^32) of w_nk (N, K)."""
+    cdef const int8_t[:, ::1] wv = np.ascontiguousarray(w, dtype=np.int8)
+    cdef int64_t N = wv.shape[0], K = wv.shape[1]
+    packed = np.empty(max(1, qsim_pack_bytes(isa, N, 1, K)), dtype=np.uint8)
+    colsum = np.zeros(N, dtype=np.int32)
+    cdef uint8_t[::1] pv = packed
+    cdef int32_t[::1] cv = colsum
+    if N and K:
         with nogil:
-            _gemm(xv, wv, ov, simd)
-    else:
-        out[...] = 0
+            qsim_pack_weights(isa, &wv[0, 0], N, 1, K, K, 0, 1, &pv[0], &cv[0])
+    colcorr = -ZERO_U8 * colsum.astype(np.int64)
     if bias is not None:
-        out += np.asarray(bias, dtype=np.int32)[None, :]
+        colcorr += np.asarray(bias, dtype=np.int64)
+    return packed, (colcorr & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
+cdef void _gemm(int isa, const uint8_t[:, ::1] a, const uint8_t[::1] packed,
+                const int32_t[::1] colcorr, const int64_t[::1] rows, const int64_t[::1] taps,
+                int32_t[:, ::1] out) noexcept nogil:
+    """out[m, n] = sum_k (a[m, k] - 128) * w[n, k] + bias[n]: a holds x + 128, K4 quads a row."""
+    qsim_gemm(isa, &a[0, 0], &rows[0], a.shape[0], &taps[0], 1, a.shape[1] // 4, &packed[0],
+              out.shape[1], &colcorr[0], NULL, &out[0, 0], out.shape[1])
+
+
+def _run_gemm(int isa, a_u8, weights, int N):
+    """int32 (M, N) = (a_u8 - 128) @ w_nk.T + bias for a_u8 uint8 (M, round4(K)) and
+    weights = _weights(isa, w_nk, bias)."""
+    M = a_u8.shape[0]
+    out = np.empty((M, N), dtype=np.int32)
+    if M == 0 or N == 0:
+        return out
+    packed, colcorr = weights
+    if a_u8.shape[1] == 0:      # K == 0: the sum is empty, the bias is the result
+        out[...] = colcorr[None, :]
+        return out
+    rows = np.arange(M, dtype=np.int64) * a_u8.shape[1]
+    taps = np.zeros(1, dtype=np.int64)
+    cdef int32_t[:, ::1] ov = out
+    cdef const uint8_t[:, ::1] av = a_u8
+    cdef const uint8_t[::1] pv = packed
+    cdef const int32_t[::1] cv = colcorr
+    cdef const int64_t[::1] rv = rows, tv = taps
+    with nogil:
+        _gemm(isa, av, pv, cv, rv, tv, ov)
     return out
 
 
-cdef void _im2col(const int8_t[:, :, ::1] x, int8_t[:, ::1] col, int kh, int kw, int ph, int pw,
+def dense(int isa, x, w, bias=None):
+    """Y = X W^T (+ bias): x int8 (M, K), w int8 (N, K), bias int32 (N,) or None -> int32 (M, N)."""
+    xa = np.asarray(x, dtype=np.int8)
+    M, K = xa.shape
+    a = np.full((M, _round4(K)), ZERO_U8, dtype=np.uint8)
+    np.bitwise_xor(xa.view(np.uint8), ZERO_U8, out=a[:, :K])
+    wa = np.asarray(w, dtype=np.int8)
+    return _run_gemm(isa, a, _weights(isa, wa, bias), wa.shape[0])
+
+
+cdef void _im2col(const int8_t[:, :, ::1] x, uint8_t[:, ::1] col, int kh, int kw, int ph, int pw,
                   int sh, int sw, int dh, int dw, int oh, int ow) noexcept nogil:
-    """col[p*OW + q, (c*KH + i)*KW + j] = x[c, p*SH - PH + i*DH, q*SW - PW + j*DW], 0 outside."""
+    """col[p*OW + q, (c*KH + i)*KW + j] = x[c, p*SH - PH + i*DH, q*SW - PW + j*DW] + 128,
+    128 outside the input (the K padding past C*KH*KW already holds 128)."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t c, i, j, p, q, r, s, row, colx
     for p in range(oh):
@@ -71,9 +108,9 @@ cdef void _im2col(const int8_t[:, :, ::1] x, int8_t[:, ::1] col, int kh, int kw,
                     for j in range(kw):
                         s = q * sw - pw + j * dw
                         if 0 <= r < H and 0 <= s < W:
-                            col[row, colx] = x[c, r, s]
+                            col[row, colx] = <uint8_t>(x[c, r, s] ^ 0x80)
                         else:
-                            col[row, colx] = 0
+                            col[row, colx] = ZERO_U8
                         colx += 1
 
 
@@ -98,8 +135,8 @@ cdef void _depthwise(const int8_t[:, :, ::1] x, const int8_t[:, :, ::1] w, int32
                 y[c, p, q] = acc
 
 
-def conv2d(x, w, bias, int ph, int pw, int sh, int sw, int dh, int dw, int groups):
-    """NCHW x OIHW -> NCHW int32; groups 1 (im2col + GEMM) or C (depthwise, IC = 1)."""
+def conv2d(int isa, x, w, bias, int ph, int pw, int sh, int sw, int dh, int dw, int groups):
+    """NCHW x OIHW -> NCHW int32; groups 1 (im2col + the GEMM) or C (depthwise, IC = 1)."""
     xa = np.ascontiguousarray(x, dtype=np.int8)
     wa = np.ascontiguousarray(w, dtype=np.int8)
     cdef int N = xa.shape[0], C = xa.shape[1], H = xa.shape[2], W = xa.shape[3]
@@ -109,12 +146,9 @@ def conv2d(x, w, bias, int ph, int pw, int sh, int sw, int dh, int dw, int group
     out = np.empty((N, OC, OH, OW), dtype=np.int32)
     cdef int n
     cdef const int8_t[:, :, ::1] xv
-    cdef int8_t[:, ::1] colv
-    cdef int32_t[:, ::1] gv
+    cdef uint8_t[:, ::1] colv
     cdef int32_t[:, :, ::1] yv
     cdef const int8_t[:, :, ::1] wdv
-    cdef const int8_t[:, ::1] wmv
-    cdef int simd = _use_simd
     if groups != 1:
         wdv = wa.reshape(OC, KH, KW)
         for n in range(N):
@@ -122,18 +156,16 @@ def conv2d(x, w, bias, int ph, int pw, int sh, int sw, int dh, int dw, int group
             yv = out[n]
             with nogil:
                 _depthwise(xv, wdv, yv, ph, pw, sh, sw, dh, dw)
-    else:
-        wmv = np.ascontiguousarray(wa.reshape(OC, IC * KH * KW).T)
-        col = np.empty((OH * OW, C * KH * KW), dtype=np.int8)
-        gemm = np.empty((OH * OW, OC), dtype=np.int32)
-        colv = col
-        gv = gemm
-        for n in range(N):
-            xv = xa[n]
-            with nogil:
-                _im2col(xv, colv, KH, KW, ph, pw, sh, sw, dh, dw, OH, OW)
-                _gemm(colv, wmv, gv, simd)
-            out[n] = gemm.T.reshape(OC, OH, OW)
-    if bias is not None:
-        out += np.asarray(bias, dtype=np.int32)[None, :, None, None]
+        if bias is not None:
+            out += np.asarray(bias, dtype=np.int32)[None, :, None, None]
+        return out
+    K = C * KH * KW
+    weights = _weights(isa, wa.reshape(OC, K), bias)
+    col = np.full((OH * OW, _round4(K)), ZERO_U8, dtype=np.uint8)
+    colv = col
+    for n in range(N):
+        xv = xa[n]
+        with nogil:
+            _im2col(xv, colv, KH, KW, ph, pw, sh, sw, dh, dw, OH, OW)
+        out[n] = _run_gemm(isa, col, weights, OC).T.reshape(OC, OH, OW)
     return out

@@ -7,13 +7,13 @@
  * separate loops so they vectorize. Arithmetic is in int64: int32 operands give
  * |a +- b| < 2^33 and |a * b| <= 2^62, exact. A result outside int32 (apply_add/apply_sub
  * REQUIRE, or MUL's REQUIRE after the rounding shift) sets *bad; the Python side then hands
- * the call to the reference, which raises the spec's message. Compiled per ISA like qmisc.h.
+ * the call to the reference, which raises the spec's message. Compiled per ISA path (isa_paths.h).
  */
 #ifndef QSIM_QELEM_H
 #define QSIM_QELEM_H
 
 #include <stdint.h>
-#include "qmisc.h"
+#include "isa_paths.h"
 
 #define QSIM_EW_RANK 6
 enum { QSIM_EW_ADD = 0, QSIM_EW_SUB = 1, QSIM_EW_MAX = 2, QSIM_EW_MIN = 3, QSIM_EW_MUL = 4 };

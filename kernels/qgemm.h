@@ -1,5 +1,6 @@
-/* Integer GEMM core for TOSA CONV2D / CONV3D / TRANSPOSE_CONV2D / FULLY_CONNECTED / MATMUL
- * (int8 x int8 -> int32), as an "implicit GEMM" over a prepared activation buffer.
+/* The integer GEMMs: int8 x int8 -> int32 (TOSA CONV2D / CONV3D / TRANSPOSE_CONV2D /
+ * FULLY_CONNECTED / MATMUL, and CVM conv2d / dense) and the int16 modes (int48 accumulator, at
+ * the end), each as an "implicit GEMM" over a prepared activation buffer.
  *
  * Operand A (activations) is a uint8 buffer holding a' = x + 128 (x int8), with every
  * padding position (spatial padding, channel padding up to a multiple of 4, the holes of a
@@ -26,18 +27,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#include "cpu_features.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define QSIM_X86 1
-#include <immintrin.h>
-#define QSIM_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
-#define QSIM_TARGET_AVX2 __attribute__((target("avx2,fma,bmi2")))
-#else
-#define QSIM_X86 0
-#endif
-
-enum { QSIM_ISA_PORTABLE = 0, QSIM_ISA_AVX2 = 1, QSIM_ISA_AVX512VNNI = 2 };
+#include "isa_paths.h"
 
 #define QSIM_VNNI_PANEL 64   /* output columns per VNNI panel (4 zmm of int32) */
 #define QSIM_AVX2_PANEL 16   /* output columns per AVX2 panel (2 ymm of int32) */
@@ -55,7 +45,7 @@ static size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C) {
     return (size_t)(qsim_round_up(N, 16) * K);
 }
 
-static inline __attribute__((always_inline)) void
+QSIM_INLINE void
 qsim_pack_weights_body(int isa, const int8_t *restrict src, int64_t N, int64_t T, int64_t C,
                        int64_t s_n, int64_t s_t, int64_t s_c, void *restrict dst,
                        int32_t *restrict colsum) {
@@ -132,7 +122,7 @@ qsim_pack_weights_body(int isa, const int8_t *restrict src, int64_t N, int64_t T
  * fill (= input_zp + 128). u* are upsampling factors (1 except for TRANSPOSE_CONV2D),
  * o* offsets (the leading padding; negative offsets crop).
  */
-static inline __attribute__((always_inline)) void
+QSIM_INLINE void
 qsim_prepare_input_u8_body(const int8_t *x, int64_t N, int64_t D, int64_t H, int64_t W,
                            int64_t C, int64_t PD, int64_t PH, int64_t PW, int64_t C4,
                            int64_t ud, int64_t uy, int64_t ux, int64_t od, int64_t oy,
@@ -157,7 +147,7 @@ qsim_prepare_input_u8_body(const int8_t *x, int64_t N, int64_t D, int64_t H, int
 }
 
 /* rowsum[p] = sum over the row's K positions of a' (uint32 wraps; exact below 2^32). */
-static inline __attribute__((always_inline)) void
+QSIM_INLINE void
 qsim_row_sums_body(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
                    int64_t T, int64_t K4, uint32_t *rowsum) {
     for (int64_t p = 0; p < M; p++) {
@@ -170,49 +160,34 @@ qsim_row_sums_body(const uint8_t *A, const int64_t *rows, int64_t M, const int64
     }
 }
 
-/* The packing and preparation loops above are plain C compiled once per ISA (the baseline
- * x86-64 copy only has SSE2), so the vector width follows the path the caller chose. */
-#if QSIM_X86
-#define QSIM_PREP_VERSIONS(name, params, args)                                        \
-    static QSIM_TARGET_VNNI void name##_vnni params { name##_body args; }             \
-    static QSIM_TARGET_AVX2 void name##_avx2 params { name##_body args; }             \
-    static void name##_base params { name##_body args; }
-#define QSIM_PREP_CALL(isa, name, ...)                                                \
-    do { if ((isa) == QSIM_ISA_AVX512VNNI) name##_vnni(__VA_ARGS__);                  \
-         else if ((isa) == QSIM_ISA_AVX2) name##_avx2(__VA_ARGS__);                    \
-         else name##_base(__VA_ARGS__); } while (0)
-#else
-#define QSIM_PREP_VERSIONS(name, params, args) static void name##_base params { name##_body args; }
-#define QSIM_PREP_CALL(isa, name, ...) name##_base(__VA_ARGS__)
-#endif
-
+/* The packing and preparation loops above are compiled once per ISA (isa_paths.h). */
 #define QSIM_PACK_PARAMS (int isa, const int8_t *src, int64_t N, int64_t T, int64_t C, int64_t s_n, \
                           int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
 #define QSIM_PACK_ARGS (isa, src, N, T, C, s_n, s_t, s_c, dst, colsum)
-QSIM_PREP_VERSIONS(qsim_pack_weights, QSIM_PACK_PARAMS, QSIM_PACK_ARGS)
+QSIM_VERSIONS(qsim_pack_weights, QSIM_PACK_PARAMS, QSIM_PACK_ARGS)
 static void qsim_pack_weights QSIM_PACK_PARAMS {
-    QSIM_PREP_CALL(isa, qsim_pack_weights, isa, src, N, T, C, s_n, s_t, s_c, dst, colsum);
+    QSIM_DISPATCH(isa, qsim_pack_weights, isa, src, N, T, C, s_n, s_t, s_c, dst, colsum);
 }
 
 #define QSIM_PREPARE_PARAMS (const int8_t *x, int64_t N, int64_t D, int64_t H, int64_t W, int64_t C, \
     int64_t PD, int64_t PH, int64_t PW, int64_t C4, int64_t ud, int64_t uy, int64_t ux,          \
     int64_t od, int64_t oy, int64_t ox, uint8_t fill, uint8_t *A)
-QSIM_PREP_VERSIONS(qsim_prepare_input_u8, QSIM_PREPARE_PARAMS,
+QSIM_VERSIONS(qsim_prepare_input_u8, QSIM_PREPARE_PARAMS,
                    (x, N, D, H, W, C, PD, PH, PW, C4, ud, uy, ux, od, oy, ox, fill, A))
 static void qsim_prepare_input_u8(int isa, const int8_t *x, int64_t N, int64_t D, int64_t H,
                                   int64_t W, int64_t C, int64_t PD, int64_t PH, int64_t PW,
                                   int64_t C4, int64_t ud, int64_t uy, int64_t ux, int64_t od,
                                   int64_t oy, int64_t ox, uint8_t fill, uint8_t *A) {
-    QSIM_PREP_CALL(isa, qsim_prepare_input_u8, x, N, D, H, W, C, PD, PH, PW, C4, ud, uy, ux, od,
+    QSIM_DISPATCH(isa, qsim_prepare_input_u8, x, N, D, H, W, C, PD, PH, PW, C4, ud, uy, ux, od,
                    oy, ox, fill, A);
 }
 
-QSIM_PREP_VERSIONS(qsim_row_sums, (const uint8_t *A, const int64_t *rows, int64_t M,
+QSIM_VERSIONS(qsim_row_sums, (const uint8_t *A, const int64_t *rows, int64_t M,
                    const int64_t *taps, int64_t T, int64_t K4, uint32_t *rowsum),
                    (A, rows, M, taps, T, K4, rowsum))
 static void qsim_row_sums(int isa, const uint8_t *A, const int64_t *rows, int64_t M,
                           const int64_t *taps, int64_t T, int64_t K4, uint32_t *rowsum) {
-    QSIM_PREP_CALL(isa, qsim_row_sums, A, rows, M, taps, T, K4, rowsum);
+    QSIM_DISPATCH(isa, qsim_row_sums, A, rows, M, taps, T, K4, rowsum);
 }
 
 /* ------------------------------------------------------------- portable path ------------ */
@@ -431,5 +406,30 @@ static void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M,
 #endif
     qsim_gemm_portable(A, rows, M, taps, T, K4, (const int8_t *)B, N, colcorr, rowcorr, out, ldo);
 }
+
+/* ------------------------------------------------------------ int16 modes ----------------
+ * CONV/FC 16x8 and MATMUL 16x16: A int16 (zero points are 0 in these modes, so padding is 0),
+ * Wt int16 [N][T*K] with K values per tap, acc int64 (the spec's int48_t accumulator; the
+ * caller proved T*K*2^30 + |bias| < 2^47, so no partial sum leaves int48).
+ */
+QSIM_INLINE void qsim_gemm_i16_body(const int16_t *A, const int64_t *rows, int64_t M,
+                                    const int64_t *taps, int64_t T, int64_t K,
+                                    const int16_t *Wt, int64_t N, const int64_t *bias,
+                                    int64_t *out) {
+    for (int64_t p = 0; p < M; p++)
+        for (int64_t j = 0; j < N; j++) {
+            int64_t acc = 0;
+            const int16_t *w = Wt + j * T * K;
+            for (int64_t t = 0; t < T; t++) {
+                const int16_t *a = A + rows[p] + taps[t];
+                for (int64_t k = 0; k < K; k++) acc += (int64_t)((int32_t)a[k] * (int32_t)w[t * K + k]);
+            }
+            out[p * N + j] = acc + (bias ? bias[j] : 0);
+        }
+}
+QSIM_VERSIONS(qsim_gemm_i16,
+    (const int16_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T, int64_t K,
+     const int16_t *Wt, int64_t N, const int64_t *bias, int64_t *out),
+    (A, rows, M, taps, T, K, Wt, N, bias, out))
 
 #endif

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Thin Cython entry points over the C kernels in qgemm.h and qmisc.h.
+"""Thin Cython entry points over the C kernels in qgemm.h, qwindow.h, qunary.h and qelem.h.
 
 Arguments arrive already validated, C-contiguous and of the right dtype (qsim/kernels/
 registry.py prepares them); these functions only release the GIL and call C. `isa` is one of
@@ -11,7 +11,7 @@ from libc.stdint cimport int8_t, uint8_t, int16_t, int32_t, uint32_t, int64_t
 
 cnp.import_array()
 
-cdef extern from "qmisc.h" nogil:
+cdef extern from "qgemm.h" nogil:
     int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI
     size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C)
     void qsim_pack_weights(int isa, const int8_t *src, int64_t N, int64_t T, int64_t C,
@@ -25,6 +25,17 @@ cdef extern from "qmisc.h" nogil:
     void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
                    int64_t T, int64_t K4, const void *B, int64_t N, const int32_t *colcorr,
                    const int32_t *rowcorr, int32_t *out, int64_t ldo)
+    void qsim_gemm_i16_avx512(const int16_t *A, const int64_t *rows, int64_t M,
+                              const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
+                              int64_t N, const int64_t *bias, int64_t *out)
+    void qsim_gemm_i16_avx2(const int16_t *A, const int64_t *rows, int64_t M,
+                            const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
+                            int64_t N, const int64_t *bias, int64_t *out)
+    void qsim_gemm_i16_base(const int16_t *A, const int64_t *rows, int64_t M,
+                            const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
+                            int64_t N, const int64_t *bias, int64_t *out)
+
+cdef extern from "qwindow.h" nogil:
     void qsim_depthwise_avx512(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM,
                                const int16_t *Wt, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                                int64_t sy, int64_t sx, int64_t dy, int64_t dx,
@@ -68,6 +79,8 @@ cdef extern from "qmisc.h" nogil:
                            int64_t pad_left, const int64_t *mult, const int64_t *shift,
                            int64_t output_zp, int64_t lo, int64_t hi, int32_t *acc,
                            int16_t *out16, int8_t *out8, int *bad)
+
+cdef extern from "qunary.h" nogil:
     void qsim_rescale(int isa, int icode, int ocode, const void *x, int64_t n, int64_t C,
                       int64_t input_zp, const int64_t *mult, const int64_t *shift,
                       const int64_t *rnd, const int64_t *dround, int scale32,
@@ -80,15 +93,6 @@ cdef extern from "qmisc.h" nogil:
     void qsim_clamp_i16_avx512(const int16_t *x, int64_t n, int16_t lo, int16_t hi, int16_t *y)
     void qsim_clamp_i16_avx2(const int16_t *x, int64_t n, int16_t lo, int16_t hi, int16_t *y)
     void qsim_clamp_i16_base(const int16_t *x, int64_t n, int16_t lo, int16_t hi, int16_t *y)
-    void qsim_gemm_i16_avx512(const int16_t *A, const int64_t *rows, int64_t M,
-                              const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
-                              int64_t N, const int64_t *bias, int64_t *out)
-    void qsim_gemm_i16_avx2(const int16_t *A, const int64_t *rows, int64_t M,
-                            const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
-                            int64_t N, const int64_t *bias, int64_t *out)
-    void qsim_gemm_i16_base(const int16_t *A, const int64_t *rows, int64_t M,
-                            const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
-                            int64_t N, const int64_t *bias, int64_t *out)
 
 cdef extern from "qelem.h" nogil:
     int QSIM_EW_RANK
@@ -102,7 +106,7 @@ ISA_PORTABLE = QSIM_ISA_PORTABLE
 ISA_AVX2 = QSIM_ISA_AVX2
 ISA_AVX512VNNI = QSIM_ISA_AVX512VNNI
 
-# numpy dtype -> RESCALE type code of qmisc.h (int48 travels in int64 storage)
+# numpy dtype -> RESCALE type code of qunary.h (int48 travels in int64 storage)
 RESCALE_CODES = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int16): 2,
                  np.dtype(np.uint16): 3, np.dtype(np.int32): 4, np.dtype(np.int64): 5}
 

@@ -88,16 +88,15 @@ def check_seed(seed) -> int:
 def run_selftest(seed: int = 0, out: TextIO | None = None) -> bool:
     """Runs every registered check; prints one line per check. True when all pass."""
     seed = check_seed(seed)
-    from .kernels import cpu_features
 
     def say(text: str) -> None:
         if out is not None:
             print(text, file=out, flush=True)
 
     from .kernels.extensions import load_all
-    from .kernels.isa import supported_isas
+    from .kernels.cpu_features import detected_features, supported_isas
     load_all()      # a missing or broken build: KernelsUnavailableError before any check
-    feats = cpu_features()
+    feats = detected_features()
     say("qsim selftest: CPU features " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in feats.items())
         + "; kernel paths checked: " + ", ".join(isa.value for isa in supported_isas()))
     ok = True

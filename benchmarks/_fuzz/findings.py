@@ -18,7 +18,8 @@ AREAS = (  # (path prefix of the innermost frame, area), first match wins
     ("qsim/nnef1/quantfile", "graph.quant"), ("qsim/nnef1/loader", "containers/loader"),
     ("qsim/nnef1/", "nnef1"), ("qsim/tensorfile", "tensorfile/.dat"), ("qsim/loader", "containers/loader"),
     ("qsim/npu/config", "npu config"), ("qsim/quant/data", "cli/data reading"),
-    ("qsim/npu/vectors", "cli/data reading"), ("qsim/atomic", "cli/data reading"), ("qsim/cli", "cli/data reading"),
+    ("qsim/npu/golden_vectors", "cli/data reading"), ("qsim/atomic", "cli/data reading"), ("qsim/cli", "cli/data reading"),
+    ("qsim/commands", "cli/data reading"),
     ("qsim/kernels", "kernels"), ("qsim/tosa", "kernels"), ("qsim/cvm", "kernels"), ("qsim/runtime", "kernels"),
     ("qsim/quant/", "quantize pipeline"), ("qsim/npu/", "npu"), ("qsim/report", "reports"),
 )

@@ -4,10 +4,3 @@
 `extensions.extension` (a missing or broken build raises KernelsUnavailableError); this
 package holds their Python-side dispatch.
 """
-from __future__ import annotations
-
-
-def cpu_features() -> dict[str, bool]:
-    """The SIMD features the kernels detected on this CPU."""
-    from .extensions import extension
-    return extension("_cpu").features()

@@ -14,7 +14,7 @@ import numpy as np
 
 from .extensions import extension
 from .gemm_ops import NeedsReference
-from .isa import current_isa
+from .cpu_features import current_isa
 
 _tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 

@@ -19,7 +19,7 @@ import numpy as np
 from ..threads import split_rows
 from .cache import packed_for
 from .extensions import extension
-from .isa import Isa, current_isa
+from .cpu_features import Isa, current_isa
 
 _tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 

@@ -18,7 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import elementwise_ops, gemm_ops, simple_ops
+from .. import tosa
+from . import elementwise_ops, gemm_ops, unary_ops, window_ops
 from .gemm_ops import NeedsReference
 
 Kernel = Callable[[list, dict], list]
@@ -29,7 +30,6 @@ def _or_reference(op: str, fn: Kernel) -> Kernel:
         try:
             return fn(inputs, attrs)
         except NeedsReference:
-            from .. import tosa
             return tosa.run(op, inputs, attrs, backend="reference")
     run.__name__ = f"kernel_{op.lower()}"
     run.__doc__ = fn.__doc__
@@ -42,12 +42,12 @@ KERNELS: dict[str, Kernel] = {op: _or_reference(op, fn) for op, fn in {
     "TRANSPOSE_CONV2D": gemm_ops.transpose_conv2d,
     "FULLY_CONNECTED": gemm_ops.fully_connected,
     "MATMUL": gemm_ops.matmul,
-    "DEPTHWISE_CONV2D": simple_ops.depthwise_conv2d,
-    "AVG_POOL2D": simple_ops.avg_pool2d,
-    "MAX_POOL2D": simple_ops.max_pool2d,
-    "RESCALE": simple_ops.rescale,
-    "TABLE": simple_ops.table,
-    "CLAMP": simple_ops.clamp,
+    "DEPTHWISE_CONV2D": window_ops.depthwise_conv2d,
+    "AVG_POOL2D": window_ops.avg_pool2d,
+    "MAX_POOL2D": window_ops.max_pool2d,
+    "RESCALE": unary_ops.rescale,
+    "TABLE": unary_ops.table,
+    "CLAMP": unary_ops.clamp,
     "ADD": elementwise_ops.add,
     "SUB": elementwise_ops.sub,
     "MAXIMUM": elementwise_ops.maximum,

@@ -6,7 +6,7 @@ import importlib
 
 import numpy as np
 
-from .isa import forced_isa, supported_isas
+from .cpu_features import forced_isa, supported_isas
 
 
 def _tosa_run():

@@ -63,7 +63,7 @@ class Program:
     instrs: list
     dram: np.ndarray          # initial DRAM image, uint8
     out_addr: int
-    out_shape: tuple[int, int]
+    out_shape: tuple              # (M, N) of a GEMM; any tensor shape for a vector program
     out_dtype: np.dtype
     macs: int
     dram_input_bytes: int     # bytes of A, as stored for the array (padding included)
@@ -71,9 +71,8 @@ class Program:
     dram_output_bytes: int
 
     def output(self, dram: np.ndarray) -> np.ndarray:
-        M, N = self.out_shape
-        size = M * N * np.dtype(self.out_dtype).itemsize
-        return dram[self.out_addr:self.out_addr + size].view(self.out_dtype).reshape(M, N).copy()
+        size = int(np.prod(self.out_shape)) * np.dtype(self.out_dtype).itemsize
+        return dram[self.out_addr:self.out_addr + size].view(self.out_dtype).reshape(self.out_shape).copy()
 
 
 def _ceil(a: int, b: int) -> int:

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..version import __version__
-from .vectors import LayerVectors, Step, build_layer
+from .golden_vectors import LayerVectors, Step, build_layer
 
 MAX_CASES = 1000
 # K of the accumulator-limit cases: 33025 * 255 * 255 = 2^31 - 33023 (the largest
@@ -217,7 +217,7 @@ def run_on_npu(case: CornerCase, geom, engine="model"):
 
 def export_corner_cases(count: int | None, seed: int, config, out):
     """`qsim export-vectors --corner-cases N --seed S --out DIR`."""
-    from .vectors import write_vectors
+    from .golden_vectors import write_vectors
     cases = generate(count, seed)
     header = {"qsim": __version__, "model": "corner cases", "source": "qsim.npu.corner_cases",
               "input": f"seed {seed}", "backend": "reference", "seed": seed, "count": len(cases),

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import MismatchError, UsageError
 from ..hw.params import Geometry
 from .compile import Program
-from .model import CycleStats, cycle_stats, execute
+from .cycle_model import CycleStats, cycle_stats, execute
 
 
 class Engine(enum.Enum):
@@ -42,7 +42,7 @@ class ProgramRun:
 def run_program(geom: Geometry, program: Program, engine="model", what: str = "program") -> ProgramRun:
     engine = Engine.parse(engine)
     dram = program.dram.copy()
-    stats = cycle_stats(geom, program.instrs)
+    stats = cycle_stats(geom, program.instrs, program.dram)
     if engine is Engine.MODEL:
         execute(geom, program.instrs, dram)
         cycles = stats.total_cycles
@@ -55,5 +55,5 @@ def run_program(geom: Geometry, program: Program, engine="model", what: str = "p
     if cycles != stats.total_cycles:
         raise MismatchError(f"{what}: the {engine.value} engine took {cycles} cycles, the cycle "
                             f"model predicts {stats.total_cycles}",
-                            hint="the RTL and qsim/npu/model.py disagree on the schedule")
+                            hint="the RTL and qsim/npu/cycle_model.py disagree on the schedule")
     return ProgramRun(program.output(dram), stats, engine)

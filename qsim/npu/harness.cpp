@@ -2,7 +2,7 @@
 //
 // Built into a shared library together with the verilated qsim_npu (see sim_verilator.py);
 // PORT_BYTES and INSTR_BYTES are passed with -D. Semantics match qsim/npu/sim_amaranth.py:
-// cycle 0 is the first cycle after reset; DRAM reads return data one cycle after dram_re
+// cycle 0 is the first cycle after reset; DRAM reads return data one cycle after dram_re, writes go to dram_waddr
 // (reads past the end return zeros); the result is the first cycle with `idle` high and
 // no instruction left, or -1 if max_cycles is reached first.
 // A build with Verilator's --trace (VM_TRACE) also exports qsim_npu_run_vcd, which writes
@@ -45,10 +45,11 @@ static int64_t run(VerilatedContext& context, Vqsim_npu& top, const uint8_t* ins
         if (!pending && top.idle) return cycle;
         if (cycle >= max_cycles) return -1;
         const int64_t addr = top.dram_addr;
-        if (top.dram_we) {
+        if (top.dram_we) {  // the write channel; lands before this cycle's read
+            const int64_t waddr = top.dram_waddr;
             int64_t n = top.dram_wlen;
-            if (addr + n > dram_bytes) n = addr < dram_bytes ? dram_bytes - addr : 0;
-            if (n > 0) std::memcpy(dram + addr, reinterpret_cast<const uint8_t*>(top.dram_wdata.data()), n);
+            if (waddr + n > dram_bytes) n = waddr < dram_bytes ? dram_bytes - waddr : 0;
+            if (n > 0) std::memcpy(dram + waddr, reinterpret_cast<const uint8_t*>(top.dram_wdata.data()), n);
         }
         const bool accepted = pending && top.instr___05Fready;
         // Inputs of this cycle: the instruction stream and last cycle's DRAM read data.

@@ -26,7 +26,7 @@ from ..hw.isa import Opcode
 from .compile import Gemm, Program, Requant, compile_gemm
 from .energy import EventCounts, program_events
 from .engines import Engine, run_program
-from .model import CycleStats, schedule
+from .cycle_model import CycleStats, schedule
 
 LAYER_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL")
 

@@ -1,6 +1,6 @@
 """A whole TOSA integer graph on the NPU: plan (which unit runs each operator), run, verify.
 
-Plan: the graph's operators are grouped as the NPU fuses them (qsim.npu.vectors.group_ops:
+Plan: the graph's operators are grouped as the NPU fuses them (qsim.npu.golden_vectors.group_ops:
 a CONV2D / DEPTHWISE_CONV2D / FULLY_CONNECTED / MATMUL absorbs the RESCALE that alone
 reads its result, and that RESCALE the CLAMP that alone reads its result). A group runs
 on the array when its layer operator has int8 operands and its RESCALE fits the
@@ -85,7 +85,7 @@ def _array_operands_ok(graph: Graph, op: Op) -> str | None:
 
 def plan(graph: Graph) -> list[Stage]:
     """The stages of `graph` in execution order (module docstring)."""
-    from .vectors import group_ops
+    from .golden_vectors import group_ops
     stages: list[Stage] = []
     for group in group_ops(graph):
         head = group[0]

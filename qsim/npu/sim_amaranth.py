@@ -1,7 +1,7 @@
 """`amaranth` engine: the NPU RTL under Amaranth's own simulator (small arrays, tests).
 
 The testbench plays the instruction stream (valid held high while instructions
-remain) and the modelled DRAM (hw/top.py: 1-cycle read latency, byte-addressed;
+remain) and the modelled DRAM (hw/top.py: 1-cycle read latency, byte-addressed, separate read and write channels;
 reads past the end return zeros). Cycle 0 is the first cycle after reset; the
 result is the first cycle in which `idle` is high with no instruction left.
 """
@@ -42,12 +42,12 @@ def run_amaranth(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1_0
                 raise MismatchError(f"NPU did not finish within {max_cycles} cycles "
                                     f"({index} of {len(words)} instructions accepted)")
             addr = ctx.get(dut.dram_addr)
-            if ctx.get(dut.dram_we):
-                n = ctx.get(dut.dram_wlen)
+            if ctx.get(dut.dram_we):       # the write channel: lands before this cycle's read
+                waddr, n = ctx.get(dut.dram_waddr), ctx.get(dut.dram_wlen)
                 if write_log is not None:
-                    write_log.append((cycle, addr, n))
+                    write_log.append((cycle, waddr, n))
                 data = ctx.get(dut.dram_wdata).to_bytes(port, "little")[:n]
-                dram[addr:addr + n] = np.frombuffer(data, np.uint8)[: max(0, dram.size - addr)]
+                dram[waddr:waddr + n] = np.frombuffer(data, np.uint8)[: max(0, dram.size - waddr)]
             if ctx.get(dut.dram_re):
                 chunk = bytes(dram[addr:addr + port]).ljust(port, b"\0")
                 rdata = int.from_bytes(chunk, "little")

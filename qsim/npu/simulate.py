@@ -247,7 +247,7 @@ def simulate_command(model: str | None, config_spec: str, engine_name: str, inpu
     the Dask cluster at `scheduler` (qsim.npu.distributed.open_pool)."""
     from ..atomic import atomic_directory
     from ..outpath import SIMULATION_REPORT, check_output
-    from .vectors import read_inputs
+    from .golden_vectors import read_inputs
     engine = resolve_engine(engine_name, vcd)
     base = load_config(config_spec)
     table = load_tech(tech)

@@ -21,13 +21,13 @@ beat has a result (n + 3 when it has none, n + 1 for LOAD_TABLE: no results at a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import UnsupportedError, UsageError
 from ..hw.vector import DEFAULT_MAX_POOL_COUNT, TABLE_DEPTH, VECTOR_LATENCY_CYCLES
-from ..hw.vector_isa import REDUCTIONS, VectorInstr, VectorOp
+from ..hw.vector_isa import REDUCTIONS, STREAM_LEVELS, VectorInstr, VectorOp
 from ..tosa.arith import (INT32_MAX, INT32_MIN, apply_add, apply_clip, apply_lookup, apply_scale_16,
                           apply_scale_32, apply_sub, reciprocal_scale, require_running_sums)
 from ..tosa.run import run as run_tosa
@@ -104,7 +104,7 @@ class VectorUnitModel:
             va = _scale(va, instr.mult_a, instr.shift_a, instr.dr_a, "vector unit input A scale")
         if instr.scale_b:
             vb = _scale(vb, instr.mult_b, instr.shift_b, instr.dr_b, "vector unit input B scale")
-        lanes = instr.lane_fields(self.lanes)
+        lanes = instr.lane_fields(va.shape[1])
         mult_o = np.array([f["mult_o"] for f in lanes], np.int64)
         shift_o = np.array([f["shift_o"] for f in lanes], np.int64)
         if op in REDUCTIONS:
@@ -209,3 +209,129 @@ def stream_timing(n: int, emits, table_load: bool, source_valid=None, sink_ready
         k += int(take)
         t += 1
     return np.array(accept, np.int64), np.array(outputs, np.int64), t
+
+
+# ------------------------------------------------------------------ VRUN: the vector DMA
+
+VRUN_FILL_CYCLES = 8          # busy = last read issue + 9: one cycle of streaming + this overhead
+TABLE_LOAD_FILL_CYCLES = 3    # LOAD_TABLE: last read issue + 4 (no result leaves the pipeline)
+
+
+def _levels(config, prefix: str = "") -> list[int]:
+    return [max(1, config.field(f"{prefix}count{i}")) for i in range(STREAM_LEVELS)]
+
+
+def pattern_strides(counts, steps) -> list[int]:
+    """Byte strides of the levels from the steps (hw/vector_isa.py: step_i = stride_i -
+    sum_{j<i} (count_j - 1) stride_j)."""
+    strides = []
+    for i, step in enumerate(steps):
+        strides.append(int(step) + sum((counts[j] - 1) * strides[j] for j in range(i)))
+    return strides
+
+
+def _addresses(base: int, counts, steps) -> np.ndarray:
+    """Address of every iteration, level 0 fastest."""
+    strides = pattern_strides(counts, steps)
+    addr = np.full(1, base, np.int64)
+    for count, stride in zip(reversed(counts), reversed(strides)):
+        addr = (addr[:, None] + stride * np.arange(count, dtype=np.int64)[None, :]).reshape(-1)
+    return addr
+
+
+def _read(dram: np.ndarray, addr: np.ndarray, nbytes: int) -> np.ndarray:
+    if addr.size and (addr.min() < 0 or addr.max() + nbytes > dram.size):
+        raise UsageError(f"VRUN reads DRAM bytes [{int(addr.min())}, {int(addr.max()) + nbytes}) "
+                         f"outside its {dram.size} bytes")
+    dtype = {1: np.int8, 2: "<i2", 4: "<i4"}[nbytes]
+    raw = dram[addr[..., None] + np.arange(nbytes)]
+    return raw.copy().view(dtype)[..., 0].astype(np.int64)
+
+
+def stream_operand(config, dram: np.ndarray, prefix: str) -> np.ndarray:
+    """[beats, lanes] operand values the vector DMA feeds (lanes = the pattern's `lanes`)."""
+    counts, lanes = _levels(config), config.field("lanes")
+    beat = _addresses(config.field(f"{prefix}_base"), counts,
+                      [config.field(f"{prefix}_step{i}") for i in range(STREAM_LEVELS)])
+    addr = beat[:, None] + config.field(f"{prefix}_lane") * np.arange(lanes)[None, :]
+    return _read(dram, addr, config.field(f"{prefix}_bytes"))
+
+
+def vrun_emits(config) -> np.ndarray:
+    counts = _levels(config)
+    n = int(np.prod(counts))
+    op = VectorOp(config.instr.op)
+    if op is VectorOp.LOAD_TABLE:
+        return np.zeros(n, bool)
+    if op in REDUCTIONS:
+        return np.arange(n) % config.field("group") == config.field("group") - 1
+    return np.ones(n, bool)
+
+
+def vrun_transactions(config) -> tuple[np.ndarray, np.ndarray]:
+    """(cost [transactions], index of each beat's last transaction) of a VRUN."""
+    lanes = config.field("lanes")
+    emits = vrun_emits(config)
+    per_beat = []
+    for prefix in ("a", "b"):
+        if prefix == "b" and not config.field("b_on"):
+            continue
+        nbytes, lane = config.field(f"{prefix}_bytes"), config.field(f"{prefix}_lane")
+        gather = lane not in (0, nbytes)
+        per_beat += [nbytes] * lanes if gather else [nbytes if lane == 0 else lanes * nbytes]
+    k = len(per_beat)
+    cost = np.tile(np.asarray(per_beat, np.int64), len(emits))
+    last = np.arange(len(emits)) * k + k - 1
+    cost[last] += emits * lanes * config.field("o_bytes")
+    return cost, last
+
+
+def vrun_issue_cycles(cost: np.ndarray, bytes_per_cycle: int) -> np.ndarray:
+    """Busy cycle of every read transaction: s_j = max(s_{j-1} + 1, ceil(cum_j / B) - 1)."""
+    c = -(-np.cumsum(cost) // bytes_per_cycle) - 1
+    j = np.arange(len(cost))
+    return j + np.maximum(0, np.maximum.accumulate(c - j))
+
+
+@dataclass(frozen=True)
+class VrunTiming:
+    beats: int
+    duration: int              # busy cycles of the VRUN (the dispatcher's D)
+    push_cycles: np.ndarray    # busy cycle each beat enters the vector unit
+    fill_cycles: int           # the fixed part of `duration`
+    read_bytes: int
+    write_bytes: int
+
+
+def vrun_timing(config, bytes_per_cycle: int) -> VrunTiming:
+    cost, last = vrun_transactions(config)
+    issue = vrun_issue_cycles(cost, bytes_per_cycle)
+    s_last = int(issue[-1])
+    table = VectorOp(config.instr.op) is VectorOp.LOAD_TABLE
+    fill = TABLE_LOAD_FILL_CYCLES if table else VRUN_FILL_CYCLES
+    written = int(vrun_emits(config).sum()) * config.field("lanes") * config.field("o_bytes")
+    return VrunTiming(beats=len(last), duration=s_last + 1 + fill, push_cycles=issue[last] + 2,
+                      fill_cycles=fill, read_bytes=int(cost.sum()) - written, write_bytes=written)
+
+
+def vrun_execute(config, dram: np.ndarray, unit: "VectorUnitModel") -> None:
+    """The values of one VRUN: gathers the beats, runs the vector unit, writes the results."""
+    lanes = config.field("lanes")
+    a = stream_operand(config, dram, "a")
+    b = stream_operand(config, dram, "b") if config.field("b_on") else np.zeros_like(a)
+    group = max(1, config.field("group"))
+    last = np.arange(len(a)) % group == group - 1
+    instr = config.instr
+    if len(instr.mult_o) > 1:         # per-lane scales: the lanes in use
+        instr = replace(instr, mult_o=instr.mult_o[:lanes], shift_o=instr.shift_o[:lanes])
+    outputs, _ = unit.values(instr, a, b, last)
+    if not len(outputs):
+        return
+    o_bytes = config.field("o_bytes")
+    rows = _addresses(config.field("o_base"), _levels(config, "o_"),
+                      [config.field(f"o_step{i}") for i in range(STREAM_LEVELS)])[:len(outputs)]
+    addr = rows[:, None] + o_bytes * np.arange(lanes)[None, :]
+    if addr.min() < 0 or addr.max() + o_bytes > dram.size:
+        raise UsageError(f"VRUN writes DRAM bytes outside its {dram.size} bytes")
+    data = outputs[:, :lanes].astype("<i4").view(np.uint8).reshape(len(outputs), lanes, 4)[..., :o_bytes]
+    dram[addr[..., None] + np.arange(o_bytes)] = data

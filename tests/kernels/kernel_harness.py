@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qsim.errors import UnpredictableError
-from qsim.kernels.isa import forced_isa, supported_isas
+from qsim.kernels.cpu_features import forced_isa, supported_isas
 
 # the operator definitions register themselves with qsim.tosa when their module is imported
 for _module in ("convolution", "pooling", "type_conversion", "activation", "elementwise_binary",

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import qsim.cvm as cvm
 from diff_strategies import RANGES, STORAGE, arrays, diff_settings, fill
 from kernel_harness import differential
-from qsim.kernels.extensions import extension
+from qsim.kernels.cpu_features import forced_isa, supported_isas
 
 # the spec's RESCALE modes (2.13.2): (in_t, out_t)
 RESCALE_MODES = (("int8", "int8"), ("int8", "int16"), ("int8", "int32"), ("int8", "uint8"),
@@ -177,17 +177,12 @@ def test_reductions(call):
 # ---------------------------------------------------------------- CVM conv2d / dense
 
 def cvm_same(op, inputs, attrs):
-    """qsim.cvm's reference vs the kernels on both paths of the CVM GEMM (the AVX2 clone where
-    the CPU has it, and the portable C)."""
+    """qsim.cvm's reference vs the kernels on every ISA path of the GEMM this CPU runs."""
     want = cvm.run(op, inputs, attrs, backend="reference")[0]
-    ext = extension("_cvm_conv")
-    for simd in ((True, False) if ext.simd_available() else (False,)):
-        ext.set_simd(simd)
-        try:
+    for isa in supported_isas():
+        with forced_isa(isa):
             got = cvm.run(op, inputs, attrs, backend="kernels")[0]
-        finally:
-            ext.set_simd(True)
-        assert got.dtype == want.dtype and np.array_equal(got, want), f"cvm.{op} (simd={simd}) differs"
+        assert got.dtype == want.dtype and np.array_equal(got, want), f"cvm.{op} ({isa.value}) differs"
 
 
 @st.composite

@@ -18,7 +18,7 @@ from qsim.tosa import OPERATORS, run
 FC = dict(weight=np.array([[1, 2, 3]], np.int8), bias=np.array([10], np.int32), input_zp=0, weight_zp=0)
 X = np.array([[1, 1, 2]], np.int8)
 # modules that load the extension when imported; removed so that the next use imports them again
-_LOADERS = ("qsim.kernels.registry", "qsim.kernels.gemm_ops", "qsim.kernels.simple_ops",
+_LOADERS = ("qsim.kernels.registry", "qsim.kernels.gemm_ops", "qsim.kernels.window_ops", "qsim.kernels.unary_ops",
             "qsim.kernels.elementwise_ops")
 
 

@@ -166,7 +166,7 @@ def embedded_run():
     from qsim.npu.config import load_config
     from qsim.npu.program import run_graph_on_npu
     from qsim.npu.simulate import load_qmodel
-    from qsim.npu.vectors import read_inputs
+    from qsim.npu.golden_vectors import read_inputs
     loaded = load_qmodel(None)
     feeds, _ = read_inputs(loaded.model, None)
     return run_graph_on_npu(loaded.model.graph, feeds, load_config("16x16"), engine="model")

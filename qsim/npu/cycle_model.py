@@ -9,7 +9,12 @@ Durations (n words of W bytes at B bytes/cycle; R x C array; L requant latency):
   LOAD/STORE   max(n-1, ceil(n*W/B)-1) + 2
   COMPUTE ws   2R + C + M + L'        (M = count, L' = L if requant else 0)
   COMPUTE os   K + 2R + C - 1 + L'    (K = count)
+  VRUN         from the stream pattern in the VCONFIG register file (hw/vdma.py,
+               qsim/npu/vector_model.py vrun_timing); it occupies the DMA unit
 Values: each instruction is executed on numpy buffers, a whole tile at a time.
+VRUN durations depend on the configuration words the program LOADs into VCONFIG,
+so timing functions take the program's initial DRAM image (configurations are
+constants there, never written by the program).
 """
 from __future__ import annotations
 
@@ -19,8 +24,10 @@ import numpy as np
 
 from ..errors import UsageError
 from ..hw.isa import Instr, LoadBuffer, Opcode, StoreBuffer
+from ..hw.vector_isa import config_words, decode_config
 from ..hw.params import PARAM_DEPTH_WORDS, PARAM_LANE_BYTES, REQUANT_LATENCY_CYCLES, Dataflow, Geometry
 from ..tosa.arith import apply_scale_32
+from .vector_model import VectorUnitModel, vrun_execute, vrun_timing
 
 
 @dataclass
@@ -35,6 +42,7 @@ class CycleStats:
     dram_read_bytes: dict = field(default_factory=lambda: {b.name.lower(): 0 for b in LoadBuffer})
     dram_write_bytes: int = 0
     instructions: int = 0
+    vector_beats: int = 0         # beats through the vector unit (VRUN)
 
 
 def dma_duration(count: int, word_bytes: int, bytes_per_cycle: int) -> int:
@@ -51,12 +59,37 @@ def compute_duration(geom: Geometry, count: int, requant: bool) -> int:
 
 
 def instr_unit(instr: Instr) -> str | None:
-    if instr.opcode in (Opcode.LOAD, Opcode.STORE):
+    if instr.opcode in (Opcode.LOAD, Opcode.STORE, Opcode.VRUN):
         return "dma"
     return "compute" if instr.opcode is Opcode.COMPUTE else None
 
 
-def instr_duration(geom: Geometry, instr: Instr) -> int:
+def vrun_configs(geom: Geometry, instrs, dram) -> dict:
+    """instruction index -> the VectorConfig each VRUN executes: the VCONFIG register file
+    as the program's LOADs leave it (read from the initial DRAM image)."""
+    words = config_words(geom.cols, geom.dram_port_bytes)
+    P = geom.dram_port_bytes
+    regs = np.zeros((words, P), np.uint8)
+    out = {}
+    for i, instr in enumerate(instrs):
+        if instr.opcode is Opcode.LOAD and instr.get("buf") == LoadBuffer.VCONFIG:
+            take = min(instr.get("word_bytes"), P)
+            for k in range(instr.get("count")):
+                addr = instr.get("dram_addr") + k * instr.get("dram_stride")
+                row = np.zeros(P, np.uint8)
+                row[:take] = dram[addr:addr + take]
+                if instr.get("buf_addr") + k < words:
+                    regs[instr.get("buf_addr") + k] = row
+        elif instr.opcode is Opcode.VRUN:
+            if dram is None:
+                raise UsageError("the timing of a program with VRUN needs its DRAM image")
+            out[i] = decode_config(regs.tobytes(), geom.cols)
+    return out
+
+
+def instr_duration(geom: Geometry, instr: Instr, vconfig=None) -> int:
+    if instr.opcode is Opcode.VRUN:
+        return vrun_timing(vconfig, geom.dram_bytes_per_cycle).duration
     if instr.opcode in (Opcode.LOAD, Opcode.STORE):
         return dma_duration(instr.get("count"), instr.get("word_bytes"), geom.dram_bytes_per_cycle)
     if instr.opcode is Opcode.COMPUTE:
@@ -64,8 +97,10 @@ def instr_duration(geom: Geometry, instr: Instr) -> int:
     return 0
 
 
-def schedule(geom: Geometry, instrs) -> tuple[np.ndarray, int]:
-    """Dispatch cycle of every instruction and the total cycle count."""
+def schedule(geom: Geometry, instrs, dram=None) -> tuple[np.ndarray, int]:
+    """Dispatch cycle of every instruction and the total cycle count (`dram`: the initial
+    image, needed for VRUN)."""
+    configs = vrun_configs(geom, instrs, dram) if any(i.opcode is Opcode.VRUN for i in instrs) else {}
     free = {"dma": 0, "compute": 0}
     dispatch = np.zeros(len(instrs), dtype=np.int64)
     prev = 0
@@ -79,7 +114,7 @@ def schedule(geom: Geometry, instrs) -> tuple[np.ndarray, int]:
         if instr.wait_compute:
             t = max(t, free["compute"])
         if unit:
-            free[unit] = t + instr_duration(geom, instr) + 1
+            free[unit] = t + instr_duration(geom, instr, configs.get(i)) + 1
         dispatch[i] = prev = t
     return dispatch, max(prev + 1, free["dma"], free["compute"])
 
@@ -94,6 +129,8 @@ class NpuState:
         self.param = np.zeros((PARAM_DEPTH_WORDS, g.param_word_bytes), np.uint8)
         self.acc = np.zeros((g.acc_depth_words, g.cols), np.int32)
         self.output = np.zeros((g.acc_depth_words, g.output_word_bytes), np.uint8)
+        self.vconfig = np.zeros((config_words(g.cols, g.dram_port_bytes), g.dram_port_bytes), np.uint8)
+        self.vector = VectorUnitModel(g.cols)
 
     def _rows(self, buffer: np.ndarray, start: int, count: int, what: str) -> slice:
         if start < 0 or start + count > buffer.shape[0]:
@@ -103,7 +140,7 @@ class NpuState:
 
     def load(self, instr: Instr, dram: np.ndarray) -> None:
         buf = {LoadBuffer.INPUT: self.input, LoadBuffer.WEIGHT: self.weight,
-               LoadBuffer.PARAM: self.param}[LoadBuffer(instr.get("buf"))]
+               LoadBuffer.PARAM: self.param, LoadBuffer.VCONFIG: self.vconfig}[LoadBuffer(instr.get("buf"))]
         n, wb = instr.get("count"), instr.get("word_bytes")
         rows = self._rows(buf, instr.get("buf_addr"), n, "LOAD")
         take = min(wb, buf.shape[1])
@@ -159,11 +196,23 @@ class NpuState:
             self.output[orows] = out.astype(np.int8).view(np.uint8)
 
 
-def cycle_stats(geom: Geometry, instrs) -> CycleStats:
-    """The cycle accounting of a program (timing only, no values)."""
-    _, total = schedule(geom, instrs)
+def cycle_stats(geom: Geometry, instrs, dram=None) -> CycleStats:
+    """The cycle accounting of a program (timing only, no values). A VRUN streams one beat
+    per cycle at best: its beats count as compute, its fixed pipeline overhead as
+    fill/drain, and its bandwidth and gather waits as stall."""
+    _, total = schedule(geom, instrs, dram)
+    configs = vrun_configs(geom, instrs, dram) if any(i.opcode is Opcode.VRUN for i in instrs) else {}
     stats = CycleStats(total_cycles=total, instructions=len(instrs))
-    for instr in instrs:
+    for index, instr in enumerate(instrs):
+        if instr.opcode is Opcode.VRUN:
+            timing = vrun_timing(configs[index], geom.dram_bytes_per_cycle)
+            stats.vector_beats += timing.beats
+            stats.compute_cycles += timing.beats
+            stats.fill_drain_cycles += timing.fill_cycles
+            stats.dram_read_bytes["vector"] = stats.dram_read_bytes.get("vector", 0) + timing.read_bytes
+            stats.dram_write_bytes += timing.write_bytes
+            stats.dma_busy_cycles += timing.duration
+            continue
         busy = instr_duration(geom, instr)
         if instr.opcode is Opcode.LOAD:
             stats.dram_read_bytes[LoadBuffer(instr.get("buf")).name.lower()] += \
@@ -191,10 +240,12 @@ def execute(geom: Geometry, instrs, dram: np.ndarray) -> None:
             state.store(instr, dram)
         elif instr.opcode is Opcode.COMPUTE:
             state.compute(instr)
+        elif instr.opcode is Opcode.VRUN:
+            vrun_execute(decode_config(state.vconfig.tobytes(), geom.cols), dram, state.vector)
 
 
 def run_model(geom: Geometry, instrs, dram: np.ndarray) -> tuple[int, CycleStats]:
     """Executes `instrs` on `dram` (uint8, modified in place); returns (total cycles, stats)."""
+    stats = cycle_stats(geom, instrs, dram)
     execute(geom, instrs, dram)
-    stats = cycle_stats(geom, instrs)
     return stats.total_cycles, stats

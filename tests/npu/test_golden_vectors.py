@@ -1,4 +1,4 @@
-"""Golden vectors (qsim/npu/vectors.py, vectors_hex.py, `qsim export-vectors`): hex files read
+"""Golden vectors (qsim/npu/golden_vectors.py, vectors_hex.py, `qsim export-vectors`): hex files read
 back by an independent parser equal the .npy files; accumulators rescaled with the manifest's
 parameters give the outputs; values agree with the TOSA reference; error paths."""
 import json
@@ -10,7 +10,7 @@ import pytest
 from qsim import tosa
 from qsim.cli import main
 from qsim.errors import DataError, UsageError
-from qsim.npu import corner_cases, vectors
+from qsim.npu import corner_cases, golden_vectors
 from qsim.npu.config import load_config
 from qsim.npu.vectors_hex import LAYOUT_DOC, hex_text
 from qsim.quant.pipeline import embedded_quantized_model
@@ -112,7 +112,7 @@ def test_model_values_match_the_reference_and_chain(model_folder):
     """The kernels' vectors equal an independent run on the TOSA reference, tensor by name;
     each layer's input is the previous layer's output."""
     model = embedded_quantized_model()
-    inputs = vectors.default_input(model)
+    inputs = golden_vectors.default_input(model)
     ref = execute(model.graph, inputs, backend="reference")
     manifest = json.loads((model_folder / "manifest.json").read_text())
     previous = None
@@ -174,7 +174,7 @@ def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch):
         if len(calls) == 5:
             raise RuntimeError("disk full")
         return hex_text(array, lanes, what)
-    monkeypatch.setattr(vectors, "hex_text", failing)
+    monkeypatch.setattr(golden_vectors, "hex_text", failing)
     with pytest.raises(RuntimeError):
         corner_cases.export_corner_cases(2, 0, load_config("8x8"), tmp_path / "v")
     assert list(tmp_path.iterdir()) == []
@@ -182,23 +182,23 @@ def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch):
 
 def test_model_and_input_errors(tmp_path, capsys):
     with pytest.raises(UsageError, match="no quantized model"):
-        vectors.load_model(str(tmp_path / "missing"))
+        golden_vectors.load_model(str(tmp_path / "missing"))
     (tmp_path / "plain").mkdir()
     with pytest.raises(UsageError, match="not a quantized model folder"):
-        vectors.load_model(str(tmp_path / "plain"))
+        golden_vectors.load_model(str(tmp_path / "plain"))
     model = embedded_quantized_model()
     np.save(tmp_path / "bad.npy", np.zeros((1, 28, 28), np.float32))
     with pytest.raises(DataError, match=r"shape \[1, 28, 28\]"):
-        vectors.read_inputs(model, [str(tmp_path / "bad.npy")])
+        golden_vectors.read_inputs(model, [str(tmp_path / "bad.npy")])
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
     with pytest.raises(DataError, match="junk.npy: not a .npy array"):
-        vectors.read_inputs(model, [str(tmp_path / "junk.npy")])
+        golden_vectors.read_inputs(model, [str(tmp_path / "junk.npy")])
     with pytest.raises(DataError, match="none.npy: no such file"):
-        vectors.read_inputs(model, [str(tmp_path / "none.npy")])
+        golden_vectors.read_inputs(model, [str(tmp_path / "none.npy")])
     with pytest.raises(UsageError, match="no input 'x'"):
-        vectors.read_inputs(model, [f"x={tmp_path / 'bad.npy'}"])
+        golden_vectors.read_inputs(model, [f"x={tmp_path / 'bad.npy'}"])
     with pytest.raises(UsageError, match="has 1 input"):
-        vectors.read_inputs(model, [str(tmp_path / "bad.npy")] * 2)
+        golden_vectors.read_inputs(model, [str(tmp_path / "bad.npy")] * 2)
     assert main(["export-vectors", "--corner-cases", "2", "--input", "x.npy", "--out", str(tmp_path / "c")]) == 2
     assert "takes no QMODEL or --input" in capsys.readouterr().err
     assert main(["export-vectors", str(tmp_path / "plain"), "--out", str(tmp_path / "d")]) == 2
@@ -207,7 +207,7 @@ def test_model_and_input_errors(tmp_path, capsys):
 
 def test_lanes_follow_rows_for_inputs_and_cols_for_the_rest(tmp_path):
     cases = corner_cases.generate(3, seed=5)
-    out = vectors.write_vectors(corner_cases.case_layers(cases, 5), tmp_path / "rc", rows=4, cols=8,
+    out = golden_vectors.write_vectors(corner_cases.case_layers(cases, 5), tmp_path / "rc", rows=4, cols=8,
                                 header={}, readme_intro="test")
     manifest = check_folder(out)
     for layer in manifest["layers"]:

@@ -6,7 +6,7 @@ from qsim.hw import isa
 from qsim.hw.isa import LoadBuffer, StoreBuffer
 from qsim.hw.params import Dataflow, Geometry
 from qsim.npu.compile import Gemm, compile_gemm
-from qsim.npu.model import compute_duration, dma_duration, run_model, schedule
+from qsim.npu.cycle_model import compute_duration, dma_duration, run_model, schedule
 
 WS, OS = Dataflow.WEIGHT_STATIONARY, Dataflow.OUTPUT_STATIONARY
 

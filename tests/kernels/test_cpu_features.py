@@ -2,8 +2,8 @@
 import pytest
 
 from qsim.errors import UsageError
-from qsim.kernels import isa as isa_mod
-from qsim.kernels.isa import Isa, current_isa, forced_isa, set_isa, supported_isas
+from qsim.kernels import cpu_features as cpu_features_mod
+from qsim.kernels.cpu_features import Isa, current_isa, forced_isa, set_isa, supported_isas
 
 
 def test_portable_always_supported_and_default_is_best():
@@ -26,6 +26,6 @@ def test_unknown_isa_is_a_usage_error():
 
 
 def test_unsupported_isa_is_refused(monkeypatch):
-    monkeypatch.setattr(isa_mod, "supported_isas", lambda: [Isa.PORTABLE])
+    monkeypatch.setattr(cpu_features_mod, "supported_isas", lambda: [Isa.PORTABLE])
     with pytest.raises(UsageError, match="cannot run the avx2 kernels"):
         set_isa("avx2")

@@ -1,6 +1,7 @@
-"""Which instruction-set path the compiled kernels run: detected once, forcible for tests.
+"""The host CPU's SIMD features and which instruction-set path the compiled kernels run on them:
+detected once, forcible for tests. (Not the NPU's instruction set: that is qsim.hw.isa.)
 
-Every path computes the same integers (see kernels/qgemm.h); forcing one is how the tests
+Every path computes the same integers (see kernels/isa_paths.h); forcing one is how the tests
 prove it. The default is the best path this CPU supports.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ class Isa(enum.Enum):
 
     @property
     def code(self) -> int:
-        """The QSIM_ISA_* constant of kernels/qgemm.h."""
+        """The QSIM_ISA_* constant of kernels/isa_paths.h."""
         return _codes()[self]
 
 
@@ -35,9 +36,14 @@ def _codes() -> dict[Isa, int]:
     return _CODES
 
 
+def detected_features() -> dict[str, bool]:
+    """The SIMD features the kernels detected on this CPU (kernels/cpu_features.h)."""
+    return extension("_cpu").features()
+
+
 def supported_isas() -> list[Isa]:
     """The paths this CPU can run, slowest first."""
-    feats = extension("_cpu").features()
+    feats = detected_features()
     found = [Isa.PORTABLE]
     if feats["avx2"]:
         found.append(Isa.AVX2)

@@ -1,0 +1,111 @@
+"""RESCALE, TABLE and CLAMP (one output element per input element) on the C kernels (qunary.h).
+
+Inputs are validated by qsim.tosa before they get here. REQUIRE conditions the kernels can meet
+(apply_scale range, table slope) come back as a flag and are raised here with the spec's
+condition text.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import UnpredictableError
+from .cpu_features import current_isa
+from .extensions import extension
+
+_tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
+
+TYPE_RANGE = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+              for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32)}
+
+
+def unpredictable(op: str, condition: str, tensor: str) -> UnpredictableError:
+    """The error of a failed TOSA REQUIRE (the result would be unpredictable)."""
+    return UnpredictableError(f"{op}: REQUIRE({condition}) fails for tensor '{tensor}'",
+                              hint="the result is unpredictable (TOSA 3.1); rescale the "
+                                   "operands or change the attributes so it holds")
+
+
+def _out_dtype(out_t) -> np.dtype:
+    return np.dtype(np.int64) if out_t in ("int48", "i48") else np.dtype(out_t)
+
+
+@lru_cache(maxsize=256)
+def _rescale_params(mult_bytes: bytes, shift_bytes: bytes, double_round: bool, block: int):
+    """Per-channel kernel parameters (mult, shift, round, dround as int64 arrays) from the
+    attributes' bytes (int64), each repeated `block` times (per-tensor: block > 1); or the
+    violated REQUIRE as a string. Keyed by value, so in-place edits of the attributes are seen."""
+    mult = np.frombuffer(mult_bytes, dtype=np.int64)
+    shift = np.frombuffer(shift_bytes, dtype=np.int64)
+    if np.any(mult < 0):
+        return "multiplier >= 0", "multiplier"
+    if np.any((shift < 2) | (shift > 62)):
+        return "2 <= shift && shift <= 62", "shift"
+    if block > 1:
+        mult, shift = np.repeat(mult[:1], block), np.repeat(shift[:1], block)
+    rnd = np.left_shift(np.int64(1), shift - 1)
+    dround = np.where(double_round & (shift > 31), np.int64(1) << 30, np.int64(0))
+    arrays = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (mult, shift, rnd, dround))
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
+def rescale(inputs, attrs):
+    x, = inputs
+    out_dtype = _out_dtype(attrs["out_t"])
+    scale32 = bool(attrs["scale32"])
+    x = np.ascontiguousarray(x)
+    block = 1
+    if not bool(attrs["per_channel"]):
+        # per-tensor: repeat the one scale over a block of trailing elements so the kernel's
+        # inner loop is long enough to vectorize; the block divides x.size.
+        for d in reversed(x.shape):
+            if block >= 64:
+                break
+            block *= d
+        block = max(block, 1)
+    params = _rescale_params(np.asarray(attrs["multiplier"], dtype=np.int64).reshape(-1).tobytes(),
+                             np.asarray(attrs["shift"], dtype=np.int64).reshape(-1).tobytes(),
+                             bool(attrs["double_round"]), block)
+    if len(params) == 2:
+        raise unpredictable("RESCALE", *params)
+    mult, shift, rnd, dround = params
+    lo, hi = TYPE_RANGE[out_dtype] if out_dtype != np.int64 else (-(1 << 31), (1 << 31) - 1)
+    y = np.empty(x.shape, dtype=out_dtype)
+    if x.size and _tosa_ops.rescale(current_isa().code, x, mult.size, int(attrs["input_zp"]),
+                                    mult, shift, rnd, dround, scale32, int(attrs["output_zp"]),
+                                    lo, hi, y):
+        condition = ("value >= (-1<<(shift-2)) && value < (1<<(shift-2))" if scale32 else
+                     "result >= minimum<int32_t> && result <= maximum<int32_t>")
+        raise unpredictable("RESCALE", condition, "input")
+    return [y]
+
+
+def table(inputs, attrs):
+    x, = inputs
+    tab = np.ascontiguousarray(attrs["table"])
+    size = 256 if x.dtype == np.int8 else 513
+    if tab.shape != (size,):        # the kernels index the table unchecked
+        raise unpredictable("TABLE", f"length(table) == TABLE_SIZE ({size})", "table")
+    flat = np.ascontiguousarray(x).reshape(-1)
+    if x.dtype == np.int8:
+        y = np.empty(flat.shape, dtype=np.int8)
+        if flat.size:
+            _tosa_ops.table_i8(flat, tab.astype(np.int8, copy=False), y)
+        return [y.reshape(x.shape)]
+    y = np.empty(flat.shape, dtype=np.int32)
+    if flat.size and _tosa_ops.table_i16(flat, tab.astype(np.int16, copy=False), y):
+        raise unpredictable("TABLE", "slope >= minimum<int16_t> && slope <= maximum<int16_t>",
+                             "table")
+    return [y.reshape(x.shape)]
+
+
+def clamp(inputs, attrs):
+    x, = inputs
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    if x.size:
+        _tosa_ops.clamp(current_isa().code, x, int(attrs["min_val"]), int(attrs["max_val"]), y)
+    return [y]

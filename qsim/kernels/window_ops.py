@@ -1,0 +1,110 @@
+"""DEPTHWISE_CONV2D, MAX_POOL2D and AVG_POOL2D on the sliding-window C kernels (qwindow.h).
+
+Inputs are validated by qsim.tosa before they get here. The int32 accumulator bounds are
+proven before the call (see gemm_ops.py); AVG_POOL2D's apply_scale REQUIRE comes back as a
+flag and is raised here with the spec's condition text.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..tosa.arith import reciprocal_scale
+from .cache import packed_for
+from .cpu_features import current_isa
+from .extensions import extension
+from .gemm_ops import INT32_MAX, NeedsReference, _max_abs_offset
+from .unary_ops import TYPE_RANGE, unpredictable
+
+_tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
+
+
+def _padded_int16(x: np.ndarray, pad, fill: int, subtract: int = 0, repeat: int = 1) -> np.ndarray:
+    """int16 [N][H+pt+pb][W+pl+pr][C*repeat] holding x - subtract, `fill` in the padding."""
+    pt, pb, pl, pr = pad
+    N, H, W, C = x.shape
+    out = np.full((N, H + pt + pb, W + pl + pr, C * repeat), fill, dtype=np.int16)
+    inner = out[:, pt:pt + H, pl:pl + W, :]
+    src = x if repeat == 1 else np.repeat(x, repeat, axis=3)
+    if subtract:
+        np.subtract(src, subtract, out=inner, dtype=np.int16, casting="unsafe")
+    else:
+        inner[...] = src
+    return out
+
+
+def depthwise_conv2d(inputs, attrs):
+    x, = inputs
+    w = attrs["weight"]
+    bias = np.asarray(attrs["bias"], dtype=np.int64)
+    izp, wzp = int(attrs["input_zp"]), int(attrs["weight_zp"])
+    N, H, W, C = x.shape
+    KH, KW, _, M = w.shape
+    pt, pb, pl, pr = attrs["pad"]
+    sy, sx = attrs["stride"]
+    dy, dx = attrs["dilation"]
+    OH = (H - 1 + pt + pb - (KH - 1) * dy) // sy + 1
+    OW = (W - 1 + pl + pr - (KW - 1) * dx) // sx + 1
+    wt = packed_for(w, ("dw", wzp), lambda: (w.astype(np.int16) - wzp).reshape(KH * KW, C * M))
+    a_bound = _max_abs_offset(-128, 127, izp) if x.dtype == np.int8 else 1 << 15
+    w_bound = np.abs(wt.astype(np.int64)).max(axis=0) if wt.size else 0
+    # int32 accumulation inside the kernel: exact when no partial sum can reach 2^31
+    # (int8: the spec's own REQUIRE bound; int16: int48 would allow more, the kernel does not).
+    if not np.all(KH * KW * np.asarray(a_bound, dtype=np.int64) * w_bound + np.abs(bias) <= INT32_MAX):
+        raise NeedsReference
+    P = _padded_int16(x, (pt, pb, pl, pr), 0, izp, M)
+    out = _tosa_ops.depthwise(current_isa().code, P, wt, KH, KW, OH, OW, (sy, sx), (dy, dx),
+                              np.ascontiguousarray(bias), x.dtype == np.int16)
+    return [out]
+
+
+def max_pool2d(inputs, attrs):
+    x, = inputs
+    KH, KW = attrs["kernel"]
+    pt, pb, pl, pr = attrs["pad"]
+    sy, sx = attrs["stride"]
+    N, H, W, C = x.shape
+    OH = (H + pt + pb - KH) // sy + 1
+    OW = (W + pl + pr - KW) // sx + 1
+    # padding holds the type minimum: max() started at minimum<in_out_t> ignores it
+    P = _padded_int16(x, (pt, pb, pl, pr), TYPE_RANGE[x.dtype][0])
+    out = np.empty((N, OH, OW, C), dtype=x.dtype)
+    if out.size:
+        _tosa_ops.max_pool(current_isa().code, P, KH, KW, OH, OW, (sy, sx), out)
+    return [out]
+
+
+@lru_cache(maxsize=64)
+def _reciprocal_tables(max_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(multiplier, shift) of reciprocal_scale(count) for count = 0..max_count (0 unused)."""
+    counts = np.arange(max_count + 1, dtype=np.int64)
+    counts[0] = 1
+    mult, shift = reciprocal_scale(counts, context="AVG_POOL2D")
+    mult = np.ascontiguousarray(mult, dtype=np.int64)
+    shift = np.ascontiguousarray(np.broadcast_to(shift, mult.shape), dtype=np.int64)
+    mult.flags.writeable = shift.flags.writeable = False
+    return mult, shift
+
+
+def avg_pool2d(inputs, attrs):
+    x, = inputs
+    KH, KW = attrs["kernel"]
+    pt, pb, pl, pr = attrs["pad"]
+    sy, sx = attrs["stride"]
+    izp, ozp = int(attrs["input_zp"]), int(attrs["output_zp"])
+    N, H, W, C = x.shape
+    OH = (H + pt + pb - KH) // sy + 1
+    OW = (W + pl + pr - KW) // sx + 1
+    a_bound = int(_max_abs_offset(-128, 127, izp)) if x.dtype == np.int8 else 1 << 15
+    if KH * KW * a_bound > INT32_MAX:      # apply_add<int32_t> could overflow
+        raise NeedsReference
+    P = _padded_int16(x, (pt, pb, pl, pr), 0, izp)
+    mult, shift = _reciprocal_tables(KH * KW)
+    lo, hi = TYPE_RANGE[x.dtype]
+    out = np.empty((N, OH, OW, C), dtype=x.dtype)
+    if out.size and _tosa_ops.avg_pool(current_isa().code, P, H, W, KH, KW, OH, OW, (sy, sx),
+                                       pt, pl, mult, shift, ozp, lo, hi, out):
+        raise unpredictable("AVG_POOL2D", "value >= (-1<<(shift-2)) && value < (1<<(shift-2))",
+                             "input")
+    return [out]
