@@ -107,12 +107,13 @@ def check_model(path: str, *, all_graphs: bool = False, graph: str | None = None
         return "\n".join(lines)
     from ..loader import load
     g = load(path)
+    form = "ONNX" if model_kind(path) == "onnx" else "NNEF 1.0"
     # an NNEF 1.0 document holds exactly one graph (1.0 spec 3.1), so --graph can only name it;
     # --keep would keep compound operators whole, which NNEF 1.0 fragments do not have
     if graph is not None and graph != g.name:
         raise UsageError(f"{os.fspath(path)} has one graph, '{g.name}'; there is no graph '{graph}'",
-                         hint=f"an NNEF 1.0 model holds one graph: leave out --graph or use --graph {g.name}")
+                         hint=f"an {form} model holds one graph: leave out --graph or use --graph {g.name}")
     if list(keep):
-        raise UsageError("--keep applies to SkriptND models; an NNEF 1.0 model has no compound "
+        raise UsageError(f"--keep applies to SkriptND models; an {form} model has no compound "
                          "operators to keep", hint="leave out --keep")
-    return "\n".join([f"{os.fspath(path)}: valid NNEF 1.0 model"] + summarize(g))
+    return "\n".join([f"{os.fspath(path)}: valid {form} model"] + summarize(g))
