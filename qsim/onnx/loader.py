@@ -201,16 +201,17 @@ class _Importer:
             self.fail(f"{where}: operators of domain '{domain}' are not supported", kind=UnsupportedError,
                       hint="qsim reads the default ONNX domain; export without custom or contrib operators")
         try:
-            since = onnx.defs.get_schema(node.op_type, opset, "").since_version
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
         except onnx.defs.SchemaError:
             self.fail(f"{where}: ONNX defines no operator {node.op_type!r} at opset {opset}",
                       kind=UnsupportedError, hint="check the op type and the model's opset_import")
         if node.op_type not in CONVERTERS:
             self.fail(f"{where}: qsim has no conversion of {node.op_type}", kind=UnsupportedError,
                       hint="supported operators: " + ", ".join(sorted(CONVERTERS)))
+        _check_required_inputs(schema, node, where, self.model.location)
         attrs = attributes(node, where, self.model.location)
         inputs = [self._value(n) for n in node.input]
-        ctx = NodeContext(self.builder, node.op_type, label, domain, opset, since, attrs, inputs,
+        ctx = NodeContext(self.builder, node.op_type, label, domain, opset, schema.since_version, attrs, inputs,
                           list(node.output), self.model)
         present = [v for v in inputs if v is not None]
         if present and all(v.is_constant for v in present) and node.op_type in FOLDERS:
@@ -231,3 +232,12 @@ class _Importer:
             # the folders check shapes first; numpy refusing is a model the checks did not foresee
             ctx.fail(f"cannot fold the constant inputs {[None if a is None else list(a.shape) for a in arrays]}: "
                      f"{err}")
+
+
+def _check_required_inputs(schema, node, where: str, location) -> None:
+    """Every input the operator's definition requires (onnx.defs: option Single) is given."""
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for i, param in enumerate(schema.inputs):
+        if param.option == single and (i >= len(node.input) or not node.input[i]):
+            raise InvalidGraphError(f"{where}: required input {i} ('{param.name}') is missing", location=location,
+                                    hint=f"{node.op_type} needs its '{param.name}' input")

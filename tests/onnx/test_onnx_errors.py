@@ -238,3 +238,13 @@ def test_cli_reports_without_traceback(tmp_path):
 
 def test_error_kinds_are_qsim_kinds():
     assert UnsupportedError("x").kind is ErrorKind.UNSUPPORTED and DataError("x").kind is ErrorKind.DATA
+
+
+def test_missing_required_input_of_a_foldable_node(tmp_path):
+    """fuzz (onnx target): Reshape whose data input was emptied, with a constant shape, reached
+    the numpy folder with None (AttributeError); the operator definition's required inputs are
+    now checked before converting or folding."""
+    model = make_model([helper.make_node("Reshape", ["", "s"], ["y"], name="rs")], [("x", [2])], [("y", None)],
+                       [init("s", np.asarray([2], np.int64))])
+    err = load_error(tmp_path, model, InvalidGraphError)
+    assert "node 'rs' (Reshape, domain ai.onnx, opset 17): required input 0 ('data') is missing" in err.message
