@@ -110,7 +110,33 @@ def parse_model_bytes(blob: bytes, name: str) -> Any:
     if not proto.HasField("graph"):
         raise DataError(f"{name} holds no graph", location=Location(name),
                         hint="the file is empty, truncated or not an ONNX model")
+    _check_text(proto, name)
     return proto
+
+
+def _check_text(proto: Any, name: str) -> None:
+    """ONNX is proto2, whose parser hands out a string field holding bad UTF-8 as bytes: every
+    name qsim reads must be text (op types, domains, node/tensor/attribute names, data keys)."""
+    g = proto.graph
+    fields = [("opset domain", e.domain) for e in proto.opset_import]
+    for i, node in enumerate(g.node):
+        where = f"node #{i}"
+        fields += [(f"{where} op_type", node.op_type), (f"{where} name", node.name),
+                   (f"{where} domain", node.domain)]
+        fields += [(f"{where} input", n) for n in node.input] + [(f"{where} output", n) for n in node.output]
+        fields += [(f"{where} attribute name", a.name) for a in node.attribute]
+    for kind, infos in (("graph input", g.input), ("graph output", g.output)):
+        fields += [(kind, vi.name) for vi in infos]
+        fields += [(f"{kind} dimension", d.dim_param) for vi in infos
+                   for d in vi.type.tensor_type.shape.dim]
+    for t in g.initializer:
+        fields.append(("initializer name", t.name))
+        fields += [("external data entry", v) for e in t.external_data for v in (e.key, e.value)]
+    fields.append(("graph name", g.name))
+    for what, value in fields:
+        if not isinstance(value, str):
+            raise DataError(f"{name}: a {what} is not valid UTF-8 text ({bytes(value)[:40]!r})",
+                            location=Location(name), hint="the file is damaged; export the model again")
 
 
 def attributes(node: Any, where: str, location: Location) -> dict[str, Any]:

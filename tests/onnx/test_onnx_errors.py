@@ -248,3 +248,13 @@ def test_missing_required_input_of_a_foldable_node(tmp_path):
                        [init("s", np.asarray([2], np.int64))])
     err = load_error(tmp_path, model, InvalidGraphError)
     assert "node 'rs' (Reshape, domain ai.onnx, opset 17): required input 0 ('data') is missing" in err.message
+
+
+def test_name_with_bad_utf8_is_a_data_error(tmp_path):
+    """fuzz (onnx target): a byte flip inside an op type left bytes where protobuf (proto2) gives
+    text, and onnx.defs.get_schema raised TypeError; names are now checked after parsing."""
+    blob = relu_model().SerializeToString().replace(b"Relu", b"Re\xffu")
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(blob)
+    err = load_error(tmp_path, str(path), DataError)
+    assert "node #0 op_type is not valid UTF-8" in err.message and "bad.onnx" in err.message
