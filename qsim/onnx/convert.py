@@ -197,6 +197,26 @@ def _fold_binary(ctx: NodeContext, arrays: list) -> list:
     return [out]
 
 
+@converter("Mod")
+def _mod(ctx: NodeContext) -> list:
+    x, y = ctx.input(0, "A"), ctx.input(1, "B")
+    if ctx.attr("fmod", 0):    # C fmod (sign of the dividend); math.mod takes the divisor's sign
+        ctx.fail("fmod=1 on computed tensors", unsupported=True, hint="qsim's math.mod is Python's %")
+    if x.dtype != y.dtype:
+        ctx.fail(f"inputs have different element types {x.dtype} and {y.dtype}")
+    return [binary(ctx, "math.mod", x, y, final=True)]
+
+
+@folder("Mod")
+def _fold_mod(ctx: NodeContext, arrays: list) -> list:
+    a, b = arrays
+    check_broadcast(ctx, arrays)
+    if b.dtype.kind in "iu" and np.any(b == 0):
+        ctx.fail("integer modulo by zero in a constant sub-graph")
+    with np.errstate(all="ignore"):
+        return [np.asarray(np.fmod(a, b) if ctx.attr("fmod", 0) else np.mod(a, b)).astype(a.dtype)]
+
+
 @converter("Min", "Max", "Sum")
 def _variadic(ctx: NodeContext) -> list:
     values = [v for v in ctx.inputs if v is not None]

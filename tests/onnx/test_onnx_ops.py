@@ -176,6 +176,11 @@ CASES = [
          [("a", [3, 4]), ("b", [4])], {"a": normal(3, 4), "b": normal(4)}, exact),
     Case("Equal-bool-out", [helper.make_node("Equal", ["a", "b"], ["y"])], [("a", [3, 4], np.int64)],
          {"a": R.integers(0, 3, size=(3, 4))}, exact, [const_i64("b", [1])], out_dtype=np.bool_),
+    Case("Mod-int-dynamic", [helper.make_node("Mod", ["a", "b"], ["y"])], [("a", [6], np.int64)],
+         {"a": np.asarray([-7, -1, 0, 3, 8, 9], np.int64)}, exact, [const_i64("b", [3])], out_dtype=np.int64),
+    Case("Mod-folded", [helper.make_node("Mod", ["c", "d"], ["m"]), helper.make_node("Cast", ["m"], ["mf"], to=1),
+                        helper.make_node("Add", ["x", "mf"], ["y"])], [("x", [4])], {"x": normal(4)}, ulps(1),
+         [const_i64("c", [-7, 7, 5, -5]), const_i64("d", [3, -3, 5, 2])]),
     # normalization, softmax, reductions
     Case("Softmax-op13-last", [helper.make_node("Softmax", ["x"], ["y"])], [("x", [2, 3, 7])],
          {"x": normal(2, 3, 7, scale=3)}, library(4 + 2 * 8), opset=13),
