@@ -48,6 +48,7 @@ class _Importer:
         self.builder = Builder(model.location)
         self.values: dict[str, Value] = {}
         self.initializers = {t.name: t for t in self.graph.initializer}
+        self.input_names: set[str] = set()
 
     def fail(self, message: str, hint: str | None = None, kind=InvalidGraphError):
         raise kind(message, location=self.model.location, hint=hint)
@@ -63,6 +64,7 @@ class _Importer:
         for node in g.node:
             reserved.update(n for n in node.output if n)
         inputs = [self._graph_input(vi) for vi in g.input if vi.name not in self.initializers]
+        self.input_names = set(inputs)
         nodes = self._schedule()
         for index, node in nodes:
             self._convert(index, node)
@@ -110,16 +112,13 @@ class _Importer:
         value = self.values.get(name)
         if value is None:
             self.fail(f"graph output '{name}' is produced by no node, input or initializer")
-        if value.name == name and not value.is_constant and name not in self.graph_inputs_named(name):
+        if value.name == name and not value.is_constant and name not in self.input_names:
             return name
         # an output that is a constant, a graph input or another tensor's alias gets a copy
         ctx = NodeContext(self.builder, "Identity", f"output {name}", "", self.model.opset, 1, {}, [value],
                           [name], self.model)
         out_name = name if name not in self.builder.tensors else self.builder.fresh(name)
         return ctx.emit("math.iden", [value], {}, [(value.dtype, value.shape)], [out_name])[0].name
-
-    def graph_inputs_named(self, name: str) -> set[str]:
-        return {vi.name for vi in self.graph.input if vi.name == name and vi.name not in self.initializers}
 
     # ---- node order
 

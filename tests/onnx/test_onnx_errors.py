@@ -13,6 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import qsim
 import qsim.onnx
+import qsim.skriptnd.execute  # noqa: F401  (the standard operators' runner)
+from qsim.runtime.executor import execute
 from qsim.errors import DataError, ErrorKind, InvalidGraphError, QsimError, UnsupportedError, UsageError
 from onnx_helpers import init, make_model, save
 
@@ -258,3 +260,15 @@ def test_name_with_bad_utf8_is_a_data_error(tmp_path):
     path.write_bytes(blob)
     err = load_error(tmp_path, str(path), DataError)
     assert "node #0 op_type is not valid UTF-8" in err.message and "bad.onnx" in err.message
+
+
+def test_outputs_that_are_inputs_or_constants_get_a_copy(tmp_path):
+    nodes = [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["c"], ["z"])]
+    model = make_model(nodes, [("x", [2])], [("y", None), ("z", None), ("x", None)],
+                       [init("c", np.asarray([1.5, 2.5], np.float32))])
+    graph = qsim.onnx.load(save(model, tmp_path))
+    assert graph.outputs[:2] == ("y", "z") and graph.outputs[2] != "x"
+    assert [op.kind.name for op in graph.ops] == ["math.iden"] * 3
+    values = execute(graph, {"x": np.asarray([3.0, 4.0], np.float32)})
+    np.testing.assert_array_equal(values["z"], [1.5, 2.5])
+    np.testing.assert_array_equal(values[graph.outputs[2]], [3.0, 4.0])
