@@ -117,7 +117,11 @@ class _Importer:
         # an output that is a constant, a graph input or another tensor's alias gets a copy
         ctx = NodeContext(self.builder, "Identity", f"output {name}", "", self.model.opset, 1, {}, [value],
                           [name], self.model)
-        out_name = name if name not in self.builder.tensors else self.builder.fresh(name)
+        if value.is_constant and value.name == name:     # the output keeps the name, the data gets another
+            value = Value(self.builder.fresh(f"{name}.value"), value.dtype, value.shape, value.data)
+            self.builder.reserved.add(value.name)
+        out_name = name if name not in self.builder.tensors and name not in self.input_names \
+            else self.builder.fresh(name)
         return ctx.emit("math.iden", [value], {}, [(value.dtype, value.shape)], [out_name])[0].name
 
     # ---- node order
