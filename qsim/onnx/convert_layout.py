@@ -569,5 +569,6 @@ def _cast(ctx: NodeContext) -> list:
 @folder("Cast")
 def _fold_cast(ctx: NodeContext, arrays: list) -> list:
     target = as_dtype(ctx, int(ctx.attr("to", 0)), "target type 'to'")
+    _check_size(ctx, arrays[0].shape, target.numpy.itemsize)
     with np.errstate(all="ignore"):
         return [arrays[0].astype(target.numpy)]

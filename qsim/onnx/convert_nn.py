@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..limits import check_tensor_size
 from .builder import F32, NodeContext, Value
 from .convert import binary, broadcast_shape, converter, folder, unary
 
@@ -265,7 +266,8 @@ def _matmul(ctx: NodeContext) -> list:
 
 @folder("MatMul")
 def _fold_matmul(ctx: NodeContext, arrays: list) -> list:
-    matmul_shape(ctx, arrays[0].shape, arrays[1].shape)
+    shape = matmul_shape(ctx, arrays[0].shape, arrays[1].shape)
+    check_tensor_size(shape, arrays[0].dtype.itemsize, f"result of {ctx.where}", ctx.builder.location)
     return [np.matmul(arrays[0], arrays[1])]
 
 

@@ -272,3 +272,12 @@ def test_outputs_that_are_inputs_or_constants_get_a_copy(tmp_path):
     values = execute(graph, {"x": np.asarray([3.0, 4.0], np.float32)})
     np.testing.assert_array_equal(values["z"], [1.5, 2.5])
     np.testing.assert_array_equal(values[graph.outputs[2]], [3.0, 4.0])
+
+
+def test_folded_matmul_outer_product_too_big_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("QSIM_MAX_TENSOR_BYTES", "1M")
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["m"], name="outer"), helper.make_node("Add", ["x", "m"], ["y"])]
+    model = make_model(nodes, [("x", [1])], [("y", None)],
+                       [init("a", np.ones((2048, 1), np.float32)), init("b", np.ones((1, 2048), np.float32))])
+    err = load_error(tmp_path, model, DataError)
+    assert "node 'outer' (MatMul" in err.message and "limit" in err.message
