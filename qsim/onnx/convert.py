@@ -375,4 +375,4 @@ def as_dtype(ctx: NodeContext, code: int, what: str) -> ir.DType:
 
 
 # the other operator families register themselves on import
-from . import convert_nn, convert_layout  # noqa: E402,F401
+from . import convert_nn, convert_layout, convert_constant  # noqa: E402,F401
