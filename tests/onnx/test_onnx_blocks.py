@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from onnx_helpers import EPS32, assert_within, gamma, init, make_model, run_ort, run_qsim, save, tensor_info
 
