@@ -153,7 +153,7 @@ def gen_onnx(rng: random.Random, corpus) -> Case:
     model = seed(np.random.default_rng(rng.randrange(2 ** 32)))
     files: dict[str, bytes] = {}
     pick = rng.random()
-    if pick < 0.45:
+    if pick < 0.6:
         kinds = [_mutate_structure(rng, model) for _ in range(rng.randint(1, 3))]
         blob, kind = model.SerializeToString(), "structured:" + "+".join(kinds)
     elif pick < 0.85:
@@ -161,7 +161,7 @@ def gen_onnx(rng: random.Random, corpus) -> Case:
         for _ in range(rng.randint(1, 4)):
             blob = rng.choice((mutate.byte_flip, mutate.byte_splice))(rng, blob)
         kind = "bytes"
-    elif pick < 0.95:
+    elif pick < 0.9:
         blob = model.SerializeToString()
         blob, kind = blob[:rng.randrange(len(blob))], "truncated"
     else:
