@@ -306,3 +306,20 @@ def test_dynamic_batch_takes_the_given_batch(tmp_path, batch):
     graph = qsim.load(path, batch=batch)
     assert graph.tensor("x").shape == (batch, 8, 8, 8)
     assert graph.tensor("y").shape == (batch, 8, 8, 8)
+
+
+def test_quantize_reads_onnx_and_keeps_its_names(tmp_path):
+    """`qsim quantize model.onnx --calib` goes through the same loader (the integer lowerings of
+    newer operators are issue 13 items 2-3; this block uses conv, batch norm, relu, add)."""
+    model = resnet_basic_block(c=4)
+    path = save(model, tmp_path)
+    np.save(tmp_path / "calib.npy", normal(4, 4, 8, 8))
+    out = tmp_path / "q"
+    done = subprocess.run([sys.executable, "-m", "qsim", "quantize", path, "--calib", str(tmp_path / "calib.npy"),
+                           "-o", str(out), "-q"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    import qsim
+    graph = qsim.load(str(out))
+    assert graph.inputs == ("x",) and graph.outputs == ("y",)
+    assert {op.kind.name for op in graph.ops} <= {"tosa.CONV2D", "tosa.RESCALE", "tosa.ADD", "tosa.CLAMP",
+                                                   "tosa.TRANSPOSE", "tosa.IDENTITY", "tosa.RESHAPE"}
