@@ -298,12 +298,38 @@ def _gather_indices(ctx: NodeContext, indices: np.ndarray, extent: int) -> np.nd
     return np.where(indices < 0, indices + extent, indices).astype(np.int64)
 
 
+def _as_slice(ctx: NodeContext, x: Value, axis: int, indices: np.ndarray) -> Value | None:
+    """Constant indices that step evenly (a scalar, or a 1-D arithmetic progression) select a
+    strided slice: layout.slice (+ layout.squeeze for a scalar), standard operators the
+    quantizer moves without arithmetic (multi-head attention's q, k, v = proj[0], proj[1],
+    proj[2] exports as Gather). Other indices stay a layout.gather."""
+    flat = indices.reshape(-1)
+    if indices.ndim > 1 or flat.size == 0:
+        return None
+    steps = np.diff(flat)
+    step = int(steps[0]) if steps.size else 1
+    if step == 0 or np.any(steps != step):
+        return None
+    begin, last = int(flat[0]), int(flat[-1])
+    shape = x.shape[:axis] + (flat.size,) + x.shape[axis + 1:]
+    attrs = {"axes": (axis,), "begin": (begin,), "end": (last + step,), "stride": (step,)}
+    if indices.ndim == 1:
+        return ctx.emit1("layout.slice", [x], attrs, x.dtype, shape, final=True)
+    sliced = ctx.emit1("layout.slice", [x], attrs, x.dtype, shape)
+    return ctx.emit1("layout.squeeze", [sliced], {"axes": (axis,)}, x.dtype, x.shape[:axis] + x.shape[axis + 1:],
+                     final=True)
+
+
 @converter("Gather")
 def _gather(ctx: NodeContext) -> list:
     x, idx = ctx.input(0, "data"), ctx.input(1, "indices")
     axis = ctx.axis(int(ctx.attr("axis", 0)), x.rank)
     if idx.is_constant:
-        idx = constant_value(ctx.builder.fresh(f"{idx.name}.index"), _gather_indices(ctx, idx.data, x.shape[axis]))
+        indices = _gather_indices(ctx, idx.data, x.shape[axis])
+        strided = _as_slice(ctx, x, axis, indices)
+        if strided is not None:
+            return [strided]
+        idx = constant_value(ctx.builder.fresh(f"{idx.name}.index"), indices)
         ctx.builder.reserved.add(idx.name)
     elif idx.dtype not in (I64, ir.DType.I32):
         ctx.fail(f"indices are {idx.dtype}, expected int64 or int32")

@@ -248,6 +248,10 @@ CASES = [
          {"x": normal(2, 5, 3)}, exact, [const_i64("i", [[0, -1], [2, 2]])]),
     Case("Gather-scalar-index", [helper.make_node("Gather", ["x", "i"], ["y"], axis=0)], [("x", [3, 4])],
          {"x": normal(3, 4)}, exact, [const_i64("i", 2)]),
+    Case("Gather-strided-as-slice", [helper.make_node("Gather", ["x", "i"], ["y"], axis=2)], [("x", [2, 3, 9])],
+         {"x": normal(2, 3, 9)}, exact, [const_i64("i", [7, 4, 1])]),
+    Case("Gather-step-1-negative", [helper.make_node("Gather", ["x", "i"], ["y"], axis=-1)], [("x", [2, 5])],
+         {"x": normal(2, 5)}, exact, [const_i64("i", [-3, -2, -1])]),
     Case("Gather-embedding", [helper.make_node("Gather", ["e", "ids"], ["y"])], [("ids", [2, 5], np.int64)],
          {"ids": R.integers(0, 10, size=(2, 5))}, exact, [init("e", normal(10, 4))]),
     Case("Pad-constant-value", [helper.make_node("Pad", ["x", "p", "v"], ["y"])], [("x", [1, 2, 3, 3])],
@@ -296,3 +300,15 @@ def test_operator_matches_onnxruntime(case, tmp_path):
     mag = magnitude(model, case.feeds)
     for name in case.outputs or ["y"]:
         assert_within(got[name], ref[name], case.bound(ref[name], mag[name], case.feeds), f"{case.id}:{name}")
+
+
+@pytest.mark.parametrize("indices, kinds", [(2, ["layout.slice", "layout.squeeze"]), ([0, 2, 4], ["layout.slice"]),
+                                            ([3, 1, 0], ["layout.gather"]), ([[0, 1]], ["layout.gather"])])
+def test_constant_gather_with_even_steps_becomes_a_slice(tmp_path, indices, kinds):
+    import qsim.onnx
+    model = make_model([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], [("x", [2, 5, 3])], [("y", None)],
+                       [const_i64("i", indices)])
+    graph = qsim.onnx.load(save(model, tmp_path))
+    assert [op.kind.name for op in graph.ops] == kinds
+    x = normal(2, 5, 3)
+    assert_within(run_qsim(save(model, tmp_path), {"x": x})["y"], run_ort(model, {"x": x})["y"], 0.0, "y")
