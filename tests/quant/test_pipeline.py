@@ -12,7 +12,8 @@ from qsim.quant.data import Samples
 from qsim.quant.evaluate import quantize_feed
 from qsim.quant.params import Precision
 from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
-                                 load_float_model, quantize_graph)
+                                 load_float_model, quantize_graph, same_but_batch)
+from qsim.quant.target_cvm import CvmTarget
 from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
 
@@ -283,3 +284,34 @@ def test_graph_quant_values_appear_unchanged(tmp_path, rng):
     # (input rounding through the 3x3x2 filter, then two output roundings)
     np.testing.assert_allclose(got, np.clip(floats, 0, 2.48), atol=0.05)
     assert got.max() == pytest.approx(2.48) and np.clip(floats, 0, 2.48).max() == pytest.approx(2.48)
+
+
+@pytest.mark.parametrize("target", [TosaTarget(), CvmTarget()], ids=["tosa", "cvm"])
+def test_one_batch_check_for_both_targets(float_graph, target):
+    """The batch-size-n lowering is used for evaluation only when it differs from the batch-1
+    one in the batch axis alone; a changed constant, parameter or operator turns it off."""
+    model = embedded_quantized_model(QUIET, target)
+    calibration = calibrate_model(float_graph, Samples(zoo.calibration_images()[:8]), "input",
+                                  QUIET, target)
+    path = zoo.default_model().path
+    big = load_float_model(path, batch=4)
+    big_model = target.lower(big, calibration)
+    small_model = target.lower(float_graph, calibration)
+    assert same_but_batch(float_graph, small_model, big, big_model, 4)
+    assert not same_but_batch(float_graph, small_model, big, big_model, 5)
+    g = big_model.graph
+    constants = [(n, t) for n, t in g.tensors.items() if t.is_constant and t.data.size > 1]
+    if constants:                               # CVM: weights are constant tensors
+        name, t = constants[0]
+        data = t.data.copy()
+        data.reshape(-1)[0] += 1
+        changed = dataclasses.replace(g, tensors=dict(g.tensors, **{name: dataclasses.replace(t, data=data)}))
+    else:                                       # TOSA: weights are tensor attributes
+        i, op = next((i, op) for i, op in enumerate(g.ops) if isinstance(op.attrs.get("weight"), np.ndarray))
+        weight = op.attrs["weight"].copy()
+        weight.reshape(-1)[0] += 1
+        ops = list(g.ops)
+        ops[i] = dataclasses.replace(op, attrs=dict(op.attrs, weight=weight))
+        changed = dataclasses.replace(g, ops=tuple(ops))
+    assert not same_but_batch(float_graph, small_model, big, dataclasses.replace(big_model, graph=changed), 4)
+    assert model.graph.ops[0].kind.dialect == target.dialect
