@@ -107,7 +107,6 @@ def _float_job(model_dir: Path, onnx_path: Path, threads: int, repeat: int) -> d
     largest difference of their outputs relative to the output's magnitude."""
     import onnxruntime as ort
 
-    import qsim.skriptnd.execute  # noqa: F401
     from qsim.quant.pipeline import load_float_model
     from qsim.runtime.executor import execute
 

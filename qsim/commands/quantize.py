@@ -24,13 +24,13 @@ from ..errors import DataError, UsageError
 from ..outpath import QUANTIZED_MODEL, check_output
 from ..quant.data import Samples, load_samples
 from ..quant.observers import ObserverKind
-from ..quant.params import Granularity, Precision
+from ..quant.params import Granularity, Precision, Rounding, WeightRounding
 from ..quant.pipeline import (QuantizeOptions, QuantizeResult, load_float_model, make_target,
                               model_name_of, quantize_graph, single_input)
 from ..quant.qmodel import write_quantized_model
-from ..quant.rounding import ROUNDING_MODES
 from ..quant.target import TargetKind
 from ..report.accuracy import write_accuracy_report
+from ..runtime.executor import Backend
 from ..zoo.fashion_mnist import DEBIAN_DIR
 from .arguments import whole_number
 
@@ -62,16 +62,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", choices=[g.value for g in Granularity],
                    default=Granularity.PER_CHANNEL.value,
                    help="weight scale granularity (default per-channel)")
-    p.add_argument("--rounding", choices=("single", "double"), default="single",
+    p.add_argument("--rounding", choices=[r.value for r in Rounding], default=Rounding.SINGLE.value,
                    help="RESCALE rounding; double reproduces TFLite (default single)")
     p.add_argument("--no-bias-correction", action="store_true",
                    help="keep the float biases (default: correct each output channel's mean "
                         "shift caused by weight rounding, from calibration channel means)")
-    p.add_argument("--weight-rounding", choices=ROUNDING_MODES,
+    p.add_argument("--weight-rounding", choices=[r.value for r in WeightRounding],
                    help="int8 weights: adaptive: per weight floor or ceiling, whichever gives each "
                         "layer the least output error on the calibration data; or nearest "
                         "(default adaptive; CVM rounds to nearest)")
-    p.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
+    p.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.KERNELS.value,
                    help="integer execution during evaluation (default kernels)")
     p.add_argument("--calib-limit", type=whole_number(1), metavar="N",
                    help="use at most N calibration samples")
@@ -85,9 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
         observer=ObserverKind(args.observer), precision=Precision(args.precision),
-        weight_granularity=Granularity(args.weights), double_round=args.rounding == "double",
-        bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding,
-        backend=args.backend, calib_limit=args.calib_limit, eval_limit=args.eval_limit,
+        weight_granularity=Granularity(args.weights), double_round=Rounding(args.rounding) is Rounding.DOUBLE,
+        bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding and WeightRounding(args.weight_rounding),
+        backend=Backend(args.backend), calib_limit=args.calib_limit, eval_limit=args.eval_limit,
         show_progress=not args.quiet)
     result = quantize_to_folder(args.model, args.calib, args.out, options, evaluation=args.eval,
                                 subset_only=args.subset, target=TargetKind(args.target),

@@ -32,7 +32,8 @@ from ..quant.qmodel import integer_inputs, load_quantized_model
 from ..quant.target import TargetKind
 from ..version import __version__
 from .layers import LAYER_OPS
-from ..userdata import check_finite, read_npy
+from ..runtime.executor import execute
+from ..userdata import read_inputs as read_input_arrays
 from .vectors_hex import LAYOUT_DOC, element_bits, hex_text, words_of
 
 FORMAT_VERSION = 1
@@ -251,7 +252,6 @@ def group_ops(graph) -> list[list]:
 
 def model_layers(graph, inputs: dict, backend: str = "kernels") -> list[LayerVectors]:
     """Runs `graph` on `inputs` and returns the vectors of every layer."""
-    from ..runtime.executor import execute
     for op in graph.ops:
         if op.subgraphs:
             raise UnsupportedError(f"{op.kind.name} {op.name!r} has subgraphs; golden vectors "
@@ -288,24 +288,7 @@ def read_inputs(model, specs: list[str] | None) -> tuple[dict, str]:
     embedded test image. Returns the inputs and a description for the manifest."""
     if not specs:
         return default_input(model), "the first embedded Fashion-MNIST test image"
-    graph_inputs = list(model.graph.inputs)
-    arrays = {}
-    for position, spec in enumerate(specs):
-        name, sep, path = spec.partition("=")
-        if not sep:
-            if position >= len(graph_inputs):
-                raise UsageError(f"--input {spec}: the model has {len(graph_inputs)} input(s)",
-                                 hint="pass one --input per model input, or NAME=x.npy")
-            name, path = graph_inputs[position], spec
-        if name not in graph_inputs:
-            raise UsageError(f"--input {spec}: the model has no input {name!r}",
-                             hint=f"its inputs: {', '.join(graph_inputs)}")
-        arrays[name] = read_npy(path, "--input")
-        check_finite(arrays[name], f"--input {path} (input '{name}')")
-    missing = [n for n in graph_inputs if n not in arrays]
-    if missing:
-        raise UsageError(f"no --input for model input(s) {', '.join(missing)}")
-    return integer_inputs(model, arrays), ", ".join(specs)
+    return integer_inputs(model, read_input_arrays(model.graph.inputs, specs)), ", ".join(specs)
 
 
 def load_model(path: str | None):

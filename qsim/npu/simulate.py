@@ -21,8 +21,9 @@ from ..quant.float_side import LoweredModel
 from ..quant.pipeline import embedded_quantized_model, model_name_of
 from ..quant.qmodel import load_quantized_model
 from ..quant.target import TargetKind
-from ..report.throughput import (COMPONENT_COLORS, LayerThroughput, ThroughputReport,
-                                 write_throughput_report)
+from ..report.throughput import COMPONENT_COLORS, write_throughput_report
+from ..runtime.executor import execute
+from .throughput import LayerThroughput, ThroughputReport
 from .config import NpuConfig, load_config, parse_config
 from .distributed import InProcess, Task, open_pool
 from .energy import EnergyTable, energy_by_component, load_tech
@@ -313,7 +314,6 @@ def _sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: E
 
     from ..atomic import atomic_write_text
     from ..progress import Progress
-    from ..runtime.executor import execute
     if isinstance(pool, InProcess):
         for config in configs:
             prepare_engine(config, engine)

@@ -1,5 +1,5 @@
-"""What evaluating a quantized model against its float model found (quant/evaluate.py computes
-it; qsim.report.accuracy writes it as report.json, plots and HTML)."""
+"""How close a quantized model is to its float model: the result `qsim quantize` evaluates
+(qsim.quant.evaluate) and qsim.report.accuracy writes out as report.json, plots and HTML."""
 from __future__ import annotations
 
 import math

@@ -39,9 +39,16 @@ def apply_rules(ctx, target: TargetKind) -> None:
             continue
         fn = rules.get(op.kind.name)
         if fn is None:
+            defined = op.definition is not None     # the model's own operator: where it is defined
             raise UnsupportedError(
                 f"cannot lower {op.kind.name} {op.label!r}: no {_RULE_SET_NAME[target]} lowering "
-                f"for {op.kind.name}", hint="operators with a rule: " + ", ".join(sorted(rules)))
+                f"for {op.kind.name}"
+                + (f" (operator '{op.definition.name}' is defined by the model)" if defined else ""),
+                location=op.definition.loc if defined else None,
+                hint=("define it with a @compose block of standard operators; " if defined else "")
+                     + ("control flow is lowered only once composed away: write a loop of "
+                        "compile-time count with 'unroll' instead of 'do'; " if op.subgraphs else "")
+                     + "operators with a rule: " + ", ".join(sorted(rules)))
         f.op = op
         fn(ctx, op)
         for out in op.outputs:

@@ -1,7 +1,7 @@
 """The accuracy report of `qsim quantize`: report.json, PNG plots and an HTML page.
 
-The quantizer computes an `AccuracyReport` (qsim.quant.accuracy: float vs integer execution
-on the same inputs); this module only writes it out, atomically, into one folder.
+The quantizer computes an `AccuracyReport` (qsim.quant.accuracy: float vs integer execution on
+the same inputs); this module only writes it out, atomically, into one folder.
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from .. import ir
 from ..errors import DataError, SemanticError, UsageError
+from ..tensorfile import read_tensor, resolve_tensor_path
 from .compose import ComposeOptions, Composer
 from .integer_form import to_ir_form
 from .modules import ModuleSet
@@ -33,7 +34,6 @@ def _data_loader(folder: str | None):
     def load(scoped: str, template: TensorValue):
         if folder is None:
             return None
-        from ..tensorfile import read_tensor, resolve_tensor_path
         for rel in (scoped + ".dat", "/".join(scoped.split(".")) + ".dat"):
             # refuses a file that resolves (through a symbolic link) outside the model folder
             path = resolve_tensor_path(folder, rel, f"variable '{scoped}'")

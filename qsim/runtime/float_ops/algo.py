@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fastops import fail, norm_axis, register, sk_round
+from .base import fail, norm_axis, register, sk_round
 
 
 def _per_channel(op, value, x, axis, name):

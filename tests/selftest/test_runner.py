@@ -3,7 +3,7 @@ import pytest
 
 from qsim.cli import main
 from qsim.errors import UsageError
-from qsim.selftest import check_seed, run_selftest
+from qsim.selftest.runner import check_seed, run_selftest
 
 
 def test_negative_seed_is_a_usage_error_on_the_command_line(capsys):

@@ -5,7 +5,7 @@ import math as _pymath
 
 import numpy as np
 
-from .fastops import fail, norm_axes, norm_axis, real_dtype, register, sk_round
+from .base import fail, norm_axes, norm_axis, real_dtype, register, sk_round
 
 # ---- 4.2.1 unary ---------------------------------------------------------------------------
 

@@ -2,25 +2,15 @@
 compared element by element with the TOSA numpy reference (qsim.tosa, backend="reference")."""
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
-from .cpu_features import forced_isa, supported_isas
-
-
-def _tosa_run():
-    # operator definitions register themselves when their modules are imported
-    for module in ("convolution", "pooling", "type_conversion", "activation", "elementwise_binary",
-                   "reduction"):
-        importlib.import_module(f"qsim.tosa.{module}")
-    from ..tosa.run import run
-    return run
+from ..errors import MismatchError
+from ..kernels.cpu_features import forced_isa, supported_isas
+from ..tosa.run import run      # importing qsim.tosa registers every operator definition
+from .compare import SelfCheck, assert_equal_arrays
 
 
 def _compare(op: str, inputs: list, attrs: dict) -> int:
-    from ..selftest import assert_equal_arrays
-    run = _tosa_run()
     want = run(op, inputs, attrs, backend="reference")
     n = 0
     for isa in supported_isas():
@@ -28,7 +18,6 @@ def _compare(op: str, inputs: list, attrs: dict) -> int:
             got = run(op, inputs, attrs, backend="kernels")
         for g, w in zip(got, want):
             if g.dtype != w.dtype:
-                from ..errors import MismatchError
                 raise MismatchError(f"{op} kernel ({isa.value}) returns {g.dtype}, the reference {w.dtype}")
             n += assert_equal_arrays(f"{op} kernel ({isa.value}) vs reference", w, g)
     return n
@@ -47,7 +36,7 @@ def check_conv2d_rescale(rng: np.random.Generator) -> int:
     attrs = dict(weight=w, bias=bias, pad=(1, 1, 2, 1), stride=(1, 2), dilation=(1, 1),
                  input_zp=-3, weight_zp=0)
     n = _compare("CONV2D", [x], attrs)
-    acc = _tosa_run()("CONV2D", [x], attrs, backend="reference")[0]
+    acc = run("CONV2D", [x], attrs, backend="reference")[0]
     rescale = dict(input_zp=0, output_zp=-7, multiplier=rng.integers(1 << 30, 1 << 31, 37).astype(np.int32),
                    shift=rng.integers(38, 44, 37).astype(np.int32), scale32=True, double_round=True,
                    per_channel=True, out_t="int8")
@@ -124,14 +113,15 @@ def check_elementwise_and_reductions(rng: np.random.Generator) -> int:
     return n + _compare("REDUCE_SUM", [a >> 4], dict(axis=1)) + _compare("REDUCE_MAX", [x8], dict(axis=2))
 
 
-SELF_CHECKS = [
-    ("kernels vs reference: CONV2D + per-channel RESCALE", check_conv2d_rescale),
-    ("kernels vs reference: RESCALE int32 -> int8/int16, 32 channels", check_rescale_sixteen_lanes),
-    ("kernels vs reference: DEPTHWISE_CONV2D int8/int16", check_depthwise),
-    ("kernels vs reference: MAX_POOL2D, AVG_POOL2D, CLAMP", check_pools_and_clamp),
-    ("kernels vs reference: FULLY_CONNECTED", check_fully_connected),
-    ("kernels vs reference: MATMUL", check_matmul),
-    ("kernels vs reference: TABLE int8/int16", check_table),
-    ("kernels vs reference: ADD, MINIMUM, MUL (broadcasting), REDUCE_SUM/MAX",
-     check_elementwise_and_reductions),
+KERNEL_CHECKS = [
+    SelfCheck("kernels vs reference: CONV2D + per-channel RESCALE", check_conv2d_rescale),
+    SelfCheck("kernels vs reference: RESCALE int32 -> int8/int16, 32 channels",
+              check_rescale_sixteen_lanes),
+    SelfCheck("kernels vs reference: DEPTHWISE_CONV2D int8/int16", check_depthwise),
+    SelfCheck("kernels vs reference: MAX_POOL2D, AVG_POOL2D, CLAMP", check_pools_and_clamp),
+    SelfCheck("kernels vs reference: FULLY_CONNECTED", check_fully_connected),
+    SelfCheck("kernels vs reference: MATMUL", check_matmul),
+    SelfCheck("kernels vs reference: TABLE int8/int16", check_table),
+    SelfCheck("kernels vs reference: ADD, MINIMUM, MUL (broadcasting), REDUCE_SUM/MAX",
+              check_elementwise_and_reductions),
 ]

@@ -1,4 +1,4 @@
-"""Fast numpy implementations of the SkriptND standard operators (NNEF 2.0 chapter 4).
+"""The float operator registry and the helpers every family of standard operators shares.
 
 Each operator `<module>.<name>` has one function `impl(inputs, attrs) -> list[np.ndarray]`:
 `inputs` in declaration order (None for an omitted optional input, a list for a packed input),
@@ -18,8 +18,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import SemanticError, UnsupportedError
-from ..limits import check_tensor_size
+from ...errors import SemanticError, UnsupportedError
+from ...limits import check_tensor_size
 
 Impl = Callable[[list, Mapping[str, Any]], list]
 OPS: dict[str, Impl] = {}
@@ -118,6 +118,3 @@ def real_dtype(*arrays) -> np.dtype:
     dts = [a.dtype for a in arrays if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
     return np.result_type(*dts) if dts else np.dtype(np.float32)
 
-
-# The operator families register themselves on import.
-from . import fastops_math, fastops_layout, fastops_nn, fastops_image, fastops_algo  # noqa: E402,F401

@@ -10,8 +10,8 @@ import itertools
 
 import numpy as np
 
-from .fastops import check_alloc, fail, norm_axes, pack, register, seq, sk_round
-from .fastops_nn import sum_pool
+from .base import check_alloc, fail, norm_axes, pack, register, seq, sk_round
+from .nn import sum_pool
 
 COORDINATE_TRANSFORMS = ("SYMMETRIC", "ASYMMETRIC", "ALIGNED")
 ROUNDING_METHODS = ("FLOOR", "CEIL", "ROUND_PREFER_FLOOR", "ROUND_PREFER_CEIL")

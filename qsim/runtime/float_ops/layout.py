@@ -1,10 +1,13 @@
 """`layout` module operators (NNEF 2.0 4.1) as numpy."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..errors import DataError
-from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ...errors import DataError
+from ...ir import DType
+from .base import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
 
 _SCALAR_TYPES = {"int": np.int64, "real": np.float32, "bool": np.bool_}
 
@@ -16,7 +19,6 @@ def numpy_type(name) -> np.dtype:
     name = str(name)
     if name in _SCALAR_TYPES:
         return np.dtype(_SCALAR_TYPES[name])
-    from ..ir import DType
     return DType.from_name(name).numpy
 
 
@@ -27,7 +29,7 @@ def tensor(ins, at):
     shape = tuple(int(v) for v in seq(at.get("shape", ())))
     value = np.asarray(at["value"])
     check_alloc("layout.tensor", shape, value.dtype)
-    vol = int(np.prod(shape, dtype=np.int64))
+    vol = math.prod(shape)
     if value.ndim == 0 or value.size == 1:
         return [np.full(shape, value.reshape(()))]
     if value.size != vol:
@@ -91,14 +93,14 @@ def reshape(ins, at):
     new = [int(v) for v in seq(at["shape"])]
     if sum(v == -1 for v in new) > 1:
         fail("layout.reshape", "at most 1 item of 'shape' can be -1", hint=f"shape={new}")
-    vol = int(np.prod(x.shape[axis:axis + rank], dtype=np.int64))
-    known = int(np.prod([v for v in new if v != -1], dtype=np.int64))
+    vol = math.prod(x.shape[axis:axis + rank])
+    known = math.prod([v for v in new if v != -1])
     if -1 in new:
         if known == 0 or vol % known:
             fail("layout.reshape", f"volume {vol} of input dims {list(x.shape[axis:axis + rank])} "
                  f"is not divisible by the product of 'shape' {new}")
         new = [vol // known if v == -1 else v for v in new]
-    if int(np.prod(new, dtype=np.int64)) != vol:
+    if math.prod(new) != vol:
         fail("layout.reshape", f"the volume of 'shape' {new} must equal that of input dims "
              f"{list(x.shape[axis:axis + rank])} (axis={axis}, rank={rank})")
     return [x.reshape(x.shape[:axis] + tuple(new) + x.shape[axis + rank:])]
@@ -108,7 +110,7 @@ def reshape(ins, at):
 def flatten(ins, at):
     x = np.asarray(ins[0])
     axis, rank = _axis_rank("layout.flatten", x, at)
-    vol = int(np.prod(x.shape[axis:axis + rank], dtype=np.int64))
+    vol = math.prod(x.shape[axis:axis + rank])
     return [x.reshape(x.shape[:axis] + (vol,) + x.shape[axis + rank:])]
 
 
@@ -117,7 +119,7 @@ def unflatten(ins, at):
     x = np.asarray(ins[0])
     axis = norm_axis(at["axis"], x.ndim, "layout.unflatten")
     new = tuple(int(v) for v in seq(at["shape"]))
-    if int(np.prod(new, dtype=np.int64)) != x.shape[axis] or min(new, default=1) <= 0:
+    if math.prod(new) != x.shape[axis] or min(new, default=1) <= 0:
         fail("layout.unflatten", f"the volume of 'shape' {list(new)} must equal the input "
              f"extent {x.shape[axis]} at dimension 'axis'={axis}")
     return [x.reshape(x.shape[:axis] + new + x.shape[axis + 1:])]
@@ -354,7 +356,7 @@ def space_to_depth(ins, at):
 def batch_to_space(ins, at):
     x = np.asarray(ins[0])
     bs, d, ncx, bf = _block_layout("layout.batch_to_space", x, at)
-    vol = int(np.prod(bs))
+    vol = math.prod(bs)
     if x.shape[0] % vol:
         fail("layout.batch_to_space", f"batch size {x.shape[0]} must be divisible by the "
              f"product of 'block_size' {bs}")
@@ -374,7 +376,7 @@ def batch_to_space(ins, at):
 def depth_to_space(ins, at):
     x = np.asarray(ins[0])
     bs, d, ncx, bf = _block_layout("layout.depth_to_space", x, at)
-    vol = int(np.prod(bs))
+    vol = math.prod(bs)
     ca = 1 if ncx else d + 1
     c = x.shape[ca]
     if c % vol:

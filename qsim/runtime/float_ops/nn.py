@@ -3,12 +3,14 @@ window views and batched matmul (BLAS), activations, normalizations, LSTM."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
-from .fastops import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
-from ..threads import apply_blas_threads, split_rows
-from .fastops_math import erf
+from .base import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ...kernels.extensions import extension
+from ...threads import apply_blas_threads, split_rows
+from .math import erf
 
 
 # ---- padding arithmetic shared by conv and pooling (the @using blocks of 4.4.1/4.4.2) --------
@@ -131,8 +133,8 @@ def conv(ins, at):
     before, ox = window_geometry(op, x.shape[2:], fx, stride, dilation, padding,
                                  at.get("padding_align", "UPPER"), bool(at.get("ceil_mode", False)))
     m = n // g
-    K = int(np.prod(fx, dtype=np.int64))
-    X = int(np.prod(ox, dtype=np.int64))
+    K = math.prod(fx)
+    X = math.prod(ox)
     if g > 1 and fc == 1:
         out = _depthwise(x, w, m, fx, stride, dilation, before, ox)
         if bias is not None:
@@ -182,7 +184,6 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
 
 def _depthwise_kernel():
     """kernels/float_ops.pyx's depthwise loop; a missing build is an error, as for every kernel."""
-    from ..kernels.extensions import extension
     return extension("_float_ops").depthwise2d_f32
 
 

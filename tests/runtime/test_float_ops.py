@@ -5,44 +5,10 @@ import itertools
 import numpy as np
 import pytest
 
-from qsim.errors import QsimError
-from qsim.skriptnd.fastops import OPS, run_op
+from qsim.errors import DataError, QsimError
+from qsim.runtime.float_ops import OPS, run_op
 
-
-def _ceil_div(a, b):
-    return -((-a) // b)
-
-
-def naive_conv(x, w, b, stride, dilation, padding, groups, align="UPPER", ceil_mode=False):
-    """nn.conv @lower (NCX) as plain loops: output[b, g*m+mi, i] += input[b, g*fc+ci,
-    |stride*i + dilation*j - offset|] * filter[g*m+mi, ci, j]."""
-    d = x.ndim - 2
-    n, fc = w.shape[:2]
-    g = x.shape[1] if groups == 0 else groups
-    m = n // g
-    ix, fx = x.shape[2:], w.shape[2:]
-    before, ox = [], []
-    for a in range(d):
-        fd = (fx[a] - 1) * dilation[a] + 1
-        if padding is None:
-            cnt = _ceil_div(ix[a], stride[a]) if ceil_mode else ix[a] // stride[a]
-            total = (cnt - 1) * stride[a] + fd - ix[a]
-            off = total // 2 if align == "UPPER" else _ceil_div(total, 2)
-        else:
-            total, off = padding[a] + padding[d + a], padding[a]
-        span = ix[a] + total - fd
-        ox.append((_ceil_div(span, stride[a]) if ceil_mode else span // stride[a]) + 1)
-        before.append(off)
-    out = np.zeros((x.shape[0], n) + tuple(ox))
-    for bi, gi, mi, ci in itertools.product(range(x.shape[0]), range(g), range(m), range(fc)):
-        for i in itertools.product(*[range(o) for o in ox]):
-            for j in itertools.product(*[range(f) for f in fx]):
-                p = [stride[a] * i[a] + dilation[a] * j[a] - before[a] for a in range(d)]
-                if all(0 <= p[a] < ix[a] for a in range(d)):
-                    out[(bi, gi * m + mi) + i] += x[(bi, gi * fc + ci) + tuple(p)] * w[(gi * m + mi, ci) + j]
-    if b is not None:
-        out += b.reshape((n,) + (1,) * d)
-    return out
+from float_reference import naive_conv, naive_deconv, naive_pool
 
 
 CONV_CASES = [
@@ -107,32 +73,6 @@ def test_conv_data_and_filter_formats(rng):
     np.testing.assert_allclose(cxb, ref, rtol=1e-12)
 
 
-def naive_deconv(x, w, stride, dilation, padding, groups, output_size=None):
-    d = x.ndim - 2
-    n, fc = w.shape[:2]
-    g = groups or x.shape[1]
-    m = n // g
-    ix, fx = x.shape[2:], w.shape[2:]
-    off, ox = [], []
-    for a in range(d):
-        fd = (fx[a] - 1) * dilation[a] + 1
-        if padding is None:
-            total = (ix[a] - 1) * stride[a] + fd - ix[a] * stride[a]
-            o = total // 2
-        else:
-            total, o = padding[a] + padding[d + a], padding[a]
-        ox.append(output_size[a] if output_size else (ix[a] - 1) * stride[a] + fd - total)
-        off.append(o)
-    out = np.zeros((x.shape[0], fc * g) + tuple(ox))
-    for bi, gi, mi, ci in itertools.product(range(x.shape[0]), range(g), range(m), range(fc)):
-        for i in itertools.product(*[range(e) for e in ix]):
-            for j in itertools.product(*[range(f) for f in fx]):
-                q = tuple(stride[a] * i[a] + dilation[a] * j[a] - off[a] for a in range(d))
-                if all(0 <= q[a] < ox[a] for a in range(d)):
-                    out[(bi, gi * fc + ci) + q] += x[(bi, gi * m + mi) + i] * w[(gi * m + mi, ci) + j]
-    return out
-
-
 @pytest.mark.parametrize("xs,ws,attrs", [
     ((1, 2, 3, 4), (2, 3, 3, 3), dict(stride=2)),
     ((2, 4, 3, 3), (4, 1, 2, 3), dict(groups=2, stride=[1, 2], dilation=[2, 1], padding=[1, 0, 2, 1])),
@@ -148,25 +88,6 @@ def test_deconv_matches_lower_loops(rng, xs, ws, attrs):
     got = run_op("nn.deconv", [x, w, None], attrs)[0]
     want = naive_deconv(x, w, st, dl, attrs.get("padding"), attrs.get("groups", 1), attrs.get("output_size"))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
-
-
-def naive_pool(x, axes, size, stride, padding, kind):
-    ox = [(x.shape[a] + padding[i] + padding[len(axes) + i] - size[i]) // stride[i] + 1
-          for i, a in enumerate(axes)]
-    shape = list(x.shape)
-    for i, a in enumerate(axes):
-        shape[a] = ox[i]
-    out = np.zeros(shape)
-    for idx in itertools.product(*[range(e) for e in shape]):
-        vals = []
-        for j in itertools.product(*[range(s) for s in size]):
-            src = list(idx)
-            for i, a in enumerate(axes):
-                src[a] = stride[i] * idx[a] + j[i] - padding[i]
-            if all(0 <= src[a] < x.shape[a] for a in axes):
-                vals.append(x[tuple(src)])
-        out[idx] = {"max": max, "sum": sum, "avg": lambda v: sum(v) / len(v)}[kind](vals)
-    return out
 
 
 @pytest.mark.parametrize("kind", ["max", "sum", "avg"])
@@ -341,13 +262,29 @@ def test_clamp_follows_the_formula_for_constant_bounds(lo, hi):
     ((1, 16, 9, 9), (16, 1, 5, 5), dict(groups=0, stride=2)),
 ])
 def test_compiled_depthwise_gives_the_numpy_loops_bits(rng, monkeypatch, threads, xs, ws, attrs):
-    from qsim.skriptnd import fastops_nn
+    from qsim.runtime.float_ops import nn as float_nn
     monkeypatch.setenv("QSIM_THREADS", threads)
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal(ws).astype(np.float32)
-    assert fastops_nn._depthwise_kernel() is not None
+    assert float_nn._depthwise_kernel() is not None
     compiled = run_op("nn.conv", [x, w], attrs)[0]
-    monkeypatch.setattr(fastops_nn, "_depthwise_kernel", lambda: None)
+    monkeypatch.setattr(float_nn, "_depthwise_kernel", lambda: None)
     loop = run_op("nn.conv", [x, w], attrs)[0]
     assert compiled.dtype == loop.dtype == np.float32
     np.testing.assert_array_equal(compiled, loop)
+
+
+@pytest.mark.parametrize("padding", [(2 ** 62, 2 ** 62, 0, 0), (10 ** 12, 0, 0, 0)])
+def test_extents_past_int64_are_a_size_error_not_an_overflow(padding):
+    """fuzz #5: output extents from huge paddings are multiplied as Python ints and refused by
+    the tensor-size limit before numpy sees them (was OverflowError in np.prod)."""
+    x, w = np.zeros((1, 2, 3, 3), np.float32), np.zeros((2, 2, 1, 1), np.float32)
+    with pytest.raises(DataError, match=r"nn.conv im2col buffer of shape \[1, 2, 1, \d+, \d+\] would take .* over"):
+        run_op("nn.conv", [x, w, None], {"padding": padding})
+
+
+def test_reshape_volume_is_exact_past_int64():
+    x = np.zeros((1, 2, 4, 4), np.float32)
+    # 4 * (8 + 2^62) = 32 + 2^64, which int64 arithmetic wraps to the input's volume 32
+    with pytest.raises(QsimError, match=r"the volume of 'shape' \[4, 4611686018427387912\] must equal"):
+        run_op("layout.reshape", [x], {"shape": [4, 8 + 2 ** 62]})
