@@ -315,3 +315,20 @@ def test_one_batch_check_for_both_targets(float_graph, target):
         changed = dataclasses.replace(g, ops=tuple(ops))
     assert not same_but_batch(float_graph, small_model, big, dataclasses.replace(big_model, graph=changed), 4)
     assert model.graph.ops[0].kind.dialect == target.dialect
+
+
+def test_the_target_config_is_what_the_settings_record():
+    """The TOSA target's own config (what the lowering uses) wins over the options' fields in
+    the report and in quantization.json; CVM records its precisions and its name."""
+    from qsim.quant.cvm_context import CvmConfig
+    from qsim.quant.params import Granularity, QuantConfig
+    target = TosaTarget(QuantConfig(precision=Precision.INT16X8, weight_granularity=Granularity.PER_TENSOR,
+                                    double_round=True))
+    report = target.report_settings(QUIET)
+    assert (report["precision"], report["weights"], report["rounding"]) == ("16x8", "per-tensor", "double")
+    assert report["observer"] == QUIET.observer.value
+    folder = target.folder_settings(dict(QUIET.settings(), calibration="embedded"))
+    assert list(folder) == list(QUIET.settings()) + ["calibration"]       # key order kept
+    assert folder["precision"] == "16x8" and "target" not in folder
+    cvm = CvmTarget(CvmConfig(precision=4)).folder_settings(QUIET.settings())
+    assert cvm["target"] == "cvm" and cvm["precision"] == 4 and cvm["weight_precision"] == 8
