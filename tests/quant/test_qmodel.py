@@ -73,3 +73,18 @@ def test_an_unknown_target_in_the_folder_is_a_data_error(folders, tmp_path):
     (copy / METADATA_FILE).write_text(json.dumps(doc))
     with pytest.raises(DataError, match='"settings.target" is \'npu\'; expected "tosa" or "cvm"'):
         load_quantized_model(copy)
+
+
+def test_qsim_load_of_a_quantized_folder_gives_the_ir_form_in_a_fresh_process(folders):
+    """`import qsim; qsim.load(folder)` alone (no quant import) returns TOSA ops with their
+    tensor attributes and narrow integer tensors: the dialects register their text forms."""
+    import subprocess
+    import sys
+    tosa, cvm = folders
+    code = ("import sys, qsim; g = qsim.load(sys.argv[1]); c = qsim.load(sys.argv[2]);"
+            "conv = next(op for op in g.ops if op.kind.name == 'tosa.CONV2D');"
+            "print(conv.attrs['weight'].dtype, g.tensor('input').dtype.name, len(conv.inputs),"
+            " c.tensor('input').dtype.name)")
+    out = subprocess.run([sys.executable, "-c", code, str(tosa), str(cvm)], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["int8", "I8", "1", "I8"]
