@@ -15,6 +15,7 @@ from typing import Iterable
 import numpy as np
 
 from .. import ir
+from ..threads import apply_blas_threads
 from ..progress import Progress
 from .accuracy import AccuracyReport, TensorAccuracy
 from ..runtime.executor import execute
@@ -97,8 +98,6 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
              batched: Batched | None = None) -> AccuracyReport:
     """Runs both graphs on every (feed, label) sample (feeds with a batch axis of 1) and
     summarizes the agreement. With `batched`, samples run `batched.size` at a time."""
-    from ..threads import apply_blas_threads
-
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
     watched = [n for n in model.tensor_map if not float_graph.tensor(n).is_constant]

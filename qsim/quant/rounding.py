@@ -184,7 +184,7 @@ def _round_passes_kernel():
     """The compiled pass loop (kernels/quant_ops.pyx). A missing or broken build is an error
     (KernelsUnavailableError, with the rebuild hint), never a silent switch to the numpy loop
     below, which stays as the reference the compiled loop is tested against."""
-    from ..kernels.extensions import extension
+    from ..kernels.extensions import extension  # deferred: loads the compiled kernels (.so) only when adaptive rounding runs
     return extension("_quant_ops").round_passes
 
 
