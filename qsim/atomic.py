@@ -274,16 +274,23 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Writes a UTF-8 text file through a temporary name in the same directory."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Writes a file through a temporary name in the same directory (`.NAME.partial-<pid>-*`,
+    the name recover() knows), renamed over `path` when complete. The parent folder is created;
+    an OSError (no permission, no space) propagates as it is, and the temporary file is gone."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.partial-{os.getpid()}-", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Writes a UTF-8 text file through a temporary name in the same directory."""
+    atomic_write_bytes(path, text.encode("utf-8"))

@@ -48,12 +48,12 @@ import io
 import math
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from typing import BinaryIO, Union
 
 import numpy as np
 
+from .atomic import atomic_write_bytes
 from .errors import DataError, Location, UnsupportedError
 from .limits import check_tensor_size
 from .numerics import nnef_round
@@ -546,22 +546,12 @@ def _remaining_bytes(stream: BinaryIO) -> int | None:
 
 
 def _write_all(target: PathOrFile, blob: bytes) -> None:
-    """Writes to a temporary name and renames, so a half-written file never looks whole."""
-    if not isinstance(target, (str, os.PathLike)):
+    """A path is written through a temporary name (atomic.py), so a half-written file never
+    looks whole; a stream is written as is."""
+    if isinstance(target, (str, os.PathLike)):
+        atomic_write_bytes(target, blob)
+    else:
         target.write(blob)
-        return
-    path = os.fspath(target)
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".dat", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def tensor_bytes(array: np.ndarray, **kwargs) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..npu.engines import Engine
 from ..npu.simulate import simulate_command, summary_lines
 
 NAME = "simulate"
@@ -44,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = simulate_command(args.model, args.config, args.engine, args.input, args.out,
+    # Engine.parse: names are case-insensitive; an unknown one is a UsageError naming the choices
+    result = simulate_command(args.model, args.config, Engine.parse(args.engine), args.input, args.out,
                               sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
                               tech=args.tech, workers=args.workers, scheduler=args.scheduler)
     for report in result.reports:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import MismatchError, UnsupportedError
 from ..ir import DType, Graph, Op
+from ..runtime.executor import execute, run_op
 from .config import NpuConfig
 from .distributed import InProcess, Task
 from .energy import EventCounts, vector_events
@@ -239,7 +240,6 @@ class PreparedRun:
 
 def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator",
                 expected: dict | None = None) -> PreparedRun:
-    from ..runtime.executor import execute, run_op
     engine = Engine.parse(engine)
     if expected is None:
         expected = execute(graph, feeds, backend="kernels")

@@ -17,8 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from ..report.throughput import (COMPONENT_COLORS, LayerThroughput, ThroughputReport,
-                                 write_throughput_report)
+from ..quant.float_side import LoweredModel
+from ..quant.pipeline import embedded_quantized_model, model_name_of
+from ..quant.qmodel import load_quantized_model
+from ..quant.target import TargetKind
+from ..report.throughput import COMPONENT_COLORS, write_throughput_report
+from ..runtime.executor import execute
+from .throughput import LayerThroughput, ThroughputReport
 from .config import NpuConfig, load_config, parse_config
 from .distributed import InProcess, Task, open_pool
 from .energy import EnergyTable, energy_by_component, load_tech
@@ -32,7 +37,7 @@ SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_
 
 @dataclass(frozen=True)
 class LoadedModel:
-    model: object             # qsim.quant.lower.LoweredModel
+    model: LoweredModel
     name: str                 # for the report and the default output folder
     source: str
 
@@ -40,16 +45,8 @@ class LoadedModel:
 def load_qmodel(path: str | None) -> LoadedModel:
     """A folder written by `qsim quantize`, or (None) the embedded model quantized in memory."""
     if path is None:
-        from ..quant.pipeline import embedded_quantized_model
         return LoadedModel(embedded_quantized_model(), "fashion_cnn", "embedded Fashion-MNIST CNN")
-    from ..quant import qmodel
-    from ..quant.pipeline import model_name_of
-    if not Path(path).exists():
-        raise UsageError(f"no quantized model {path!r}", hint="write one with: qsim quantize -o DIR")
-    if not qmodel.is_quantized_model(path):
-        raise UsageError(f"{path} is not a quantized model folder (no {qmodel.METADATA_FILE})",
-                         hint="qsim simulate runs the integer model folder qsim quantize writes")
-    return LoadedModel(qmodel.load_quantized(path), model_name_of(path), str(path))
+    return LoadedModel(load_quantized_model(path, expect=TargetKind.TOSA), model_name_of(path), str(path))
 
 
 def resolve_engine(name: str, vcd: str | None) -> Engine:
@@ -317,7 +314,6 @@ def _sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: E
 
     from ..atomic import atomic_write_text
     from ..progress import Progress
-    from ..runtime.executor import execute
     if isinstance(pool, InProcess):
         for config in configs:
             prepare_engine(config, engine)
