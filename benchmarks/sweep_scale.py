@@ -91,7 +91,8 @@ def sweep_parts(folder: str) -> dict:
     """The sweep's pieces, timed where they run on the command's side: golden values once,
     per point the preparation (vector stages on the kernels) and the assembly of the run."""
     from qsim.npu.program import finish_run
-    from qsim.npu.simulate import load_qmodel, parse_sweep, render_report, throughput_report
+    from qsim.npu.simulate import load_qmodel, parse_sweep
+    from qsim.report.throughput import render_report, throughput_report
     from qsim.npu.golden_vectors import read_inputs
     from qsim.runtime.executor import execute
     loaded = load_qmodel(folder)

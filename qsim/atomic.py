@@ -249,6 +249,33 @@ def atomic_directory(target: str | os.PathLike, overwrite: bool = True) -> Itera
 
 
 @contextlib.contextmanager
+def atomic_directory_once(target: str | os.PathLike) -> Iterator[Path]:
+    """Like atomic_directory, for cache entries whose name determines their content (a hash):
+    the first complete copy to arrive stays. Yields a fresh temporary directory beside
+    `target`; on success it is renamed to `target` unless another process published `target`
+    meanwhile, in which case this copy is discarded (never a swap: a process may be using
+    the files of the published one). On an exception the temporary directory is removed."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    recover(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-", dir=target.parent))
+    _crash_point("partial-created")
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _crash_point("built")
+    try:
+        if not renameat2(tmp, target, _RENAME_NOREPLACE):
+            os.rename(tmp, target)      # onto an existing non-empty folder: ENOTEMPTY/EEXIST
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (err.errno in (errno.EEXIST, errno.ENOTEMPTY) and target.is_dir()):
+            raise
+
+
+@contextlib.contextmanager
 def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     """Yields a temporary path beside `target`; on success it replaces `target` (rename(2)
     replaces a file in one step, so `target` is never missing)."""

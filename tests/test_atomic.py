@@ -242,3 +242,39 @@ def test_output_that_is_a_link_is_replaced_without_touching_the_linked_folder(tm
     assert not target.is_symlink() and (target / "new.txt").read_text() == "new"
     assert (kept / "a.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "out"]
+
+
+# -- atomic_directory_once: cache entries, the first complete copy stays ------------------------
+
+def test_directory_once_publishes_a_complete_folder(tmp_path):
+    from qsim.atomic import atomic_directory_once
+    target = tmp_path / "cache" / "abc123"
+    with atomic_directory_once(target) as work:
+        (work / "lib.so").write_text("built")
+        assert not target.exists()                    # nothing visible before completion
+    assert (target / "lib.so").read_text() == "built"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["abc123"]
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_directory_once_keeps_the_copy_that_arrived_first(tmp_path, monkeypatch, exchange):
+    from qsim.atomic import NO_EXCHANGE_ENV, atomic_directory_once
+    if not exchange:                                  # plain rename(2): ENOTEMPTY on the loser
+        monkeypatch.setenv(NO_EXCHANGE_ENV, "1")
+    target = tmp_path / "abc123"
+    with atomic_directory_once(target) as work:
+        (work / "lib.so").write_text("second")
+        target.mkdir()                                # another process finishes first
+        (target / "lib.so").write_text("first")
+    assert (target / "lib.so").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["abc123"]
+
+
+def test_directory_once_failure_leaves_nothing(tmp_path):
+    from qsim.atomic import atomic_directory_once
+    target = tmp_path / "abc123"
+    with pytest.raises(RuntimeError, match="build failed"):
+        with atomic_directory_once(target) as work:
+            (work / "half").write_text("x")
+            raise RuntimeError("build failed")
+    assert list(tmp_path.iterdir()) == []

@@ -62,13 +62,14 @@ def test_sweep_on_the_cluster_equals_the_serial_run(pool, capsys, tmp_path, engi
     assert got == want
     assert all(p["all_verified"] for p in got["sweep.json"]["points"])
     # the progress counts tasks: per point one per array layer (5 in the embedded model) and
-    # one rendering its report
-    assert f"tasks: {6 * points} steps" in err and f"tasks: {6 * points} done" in err
+    # one rendering its report, and one drawing sweep.png
+    assert f"tasks: {6 * points + 1} steps" in err and f"tasks: {6 * points + 1} done" in err
     assert f"({engine}, Dask cluster at {address}) tasks" in err
     for name in ("compute_report.csv", "report.html", "cycles.png", "utilization.png", "roofline.png"):
         for point in got["sweep.json"]["points"]:
             folder = point["config"]["name"]
             assert (spread / folder / name).read_bytes() == (serial / folder / name).read_bytes(), name
+    assert (spread / "sweep.png").read_bytes() == (serial / "sweep.png").read_bytes()
 
 
 def _same_runs(a, b):

@@ -26,7 +26,7 @@ def _correlated_moments(rng, k, n=400):
     base = rng.normal(size=(n, 1))
     x = base + 0.3 * rng.normal(size=(n, k))
     m = PatchMoments(1, k)
-    m.add(x[:, None, :])
+    m.add(x[None, :, :])
     return m.second_moment(centered=False)
 
 
@@ -112,11 +112,12 @@ def test_patches_line_up_with_the_weight_layout(groups, icg, oc):
     g = ConvGeometry(groups, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0))
     x = rng.normal(size=(2, groups * icg, 9, 8))
     w = rng.normal(size=(oc, icg, 3, 2))
-    patches = conv_patches(x, g)                                   # [P, groups, K]
+    patches = conv_patches(x, g)                                   # [groups, P, K]
     expected = _direct_conv(x, w, g)                               # [N, OC, OH, OW]
     per_group = oc // groups
     flat = w.reshape(oc, -1)
-    got = np.stack([patches[:, o // per_group, :] @ flat[o] for o in range(oc)], axis=1)
+    assert patches.flags.c_contiguous
+    got = np.stack([patches[o // per_group] @ flat[o] for o in range(oc)], axis=1)
     np.testing.assert_allclose(got, expected.transpose(0, 2, 3, 1).reshape(-1, oc), atol=1e-10)
 
 
@@ -124,8 +125,8 @@ def test_centered_moments_are_the_patch_covariance():
     rng = np.random.default_rng(5)
     x = rng.normal(size=(300, 2, 4)) + np.arange(4)
     m = PatchMoments(2, 4)
-    m.add(x[:100])
-    m.add(x[100:])
+    m.add(x[:100].transpose(1, 0, 2))
+    m.add(x[100:].transpose(1, 0, 2))
     # the moments are of the float32 patches, their products summed by a float32 GEMM of at
     # most 300 rows per flush: |error| <= 300 * eps32 * sum|x_i x_j| / n per entry
     xf = x.astype(np.float32).astype(np.float64)
@@ -219,7 +220,7 @@ def test_compiled_passes_give_the_numpy_loops_integers(monkeypatch, groups, thre
         oc = per_group * groups
         base = rng.normal(size=(300, groups, 1))
         m = PatchMoments(groups, k)
-        m.add(base + 0.3 * rng.normal(size=(300, groups, k)))
+        m.add((base + 0.3 * rng.normal(size=(300, groups, k))).transpose(1, 0, 2))   # [g, P, K]
         h = m.second_moment(centered=True)
         w = rng.normal(size=(oc, k))
         s = np.abs(w).max(axis=1) / 127 * rng.uniform(5, 40)   # coarse steps: many moves

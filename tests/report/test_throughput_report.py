@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from qsim.npu.throughput import LayerThroughput, ThroughputReport
+from qsim.report.throughput import LayerThroughput, ThroughputReport
 from qsim.report.throughput import SCALESIM_COMPUTE_COLUMNS, write_throughput_report
 
 
