@@ -24,11 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ir
+from ..kernels.extensions import extension
 from ..threads import split_rows
 
 FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
 MAX_PASSES = 8                 # passes over the K weights of every channel (converges in 2-4)
 ROUNDING_MODES = ("nearest", "adaptive")
+
+_quant_ops = extension("_quant_ops")   # raises KernelsUnavailableError when missing or broken
 
 
 @dataclass
@@ -68,7 +71,7 @@ class PatchMoments:
         p = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending, axis=1)
         self._pending, self._pending_rows = [], 0
         self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
-        self.sum_x += p.sum(axis=1, dtype=np.float64)
+        self.sum_x += _column_sums(p)
 
     def second_moment(self, centered: bool) -> np.ndarray:
         """[groups, K, K]: E[x x^T], minus E[x] E[x]^T when `centered`."""
@@ -79,6 +82,16 @@ class PatchMoments:
             m = self.sum_x / n
             h -= m[:, :, None] * m[:, None, :]
         return h
+
+
+def _column_sums(p: np.ndarray) -> np.ndarray:
+    """p.sum(axis=1, dtype=np.float64) of float32 [g, P, K], with numpy's bits: compiled for
+    K >= 2, where numpy adds the rows in order (kernels/quant_ops.pyx)."""
+    if p.shape[2] < 2:
+        return p.sum(axis=1, dtype=np.float64)
+    out = np.empty((p.shape[0], p.shape[2]), dtype=np.float64)
+    _quant_ops.row_sums_f64(p, out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -183,8 +196,7 @@ def _round_passes_kernel():
     """The compiled pass loop (kernels/quant_ops.pyx). A missing or broken build is an error
     (KernelsUnavailableError, with the rebuild hint), never a silent switch to the numpy loop
     below, which stays as the reference the compiled loop is tested against."""
-    from ..kernels.extensions import extension
-    return extension("_quant_ops").round_passes
+    return _quant_ops.round_passes
 
 
 def _round_passes_numpy(q, floor, ceil, grad, diag, hmat, groups, tol):

@@ -231,3 +231,15 @@ def test_compiled_passes_give_the_numpy_loops_integers(monkeypatch, groups, thre
         moved += int(np.sum(reference != nearest))
         np.testing.assert_array_equal(compiled, reference)
     assert moved > 10                             # the cases exercise the moves
+
+
+@pytest.mark.parametrize("g,p,k", [(1, 3000, 2), (3, 2000, 9), (2, 500, 144), (1, 4000, 1), (5, 1, 7)])
+def test_patch_sums_have_numpys_bits(g, p, k):
+    """PatchMoments' first moments (compiled row sums) equal numpy's float64 sum bit for bit,
+    on values whose exponents span 2^-60..2^60, where the order of additions shows."""
+    from qsim.quant.rounding import _column_sums
+    rng = np.random.default_rng(g * 1000 + k)
+    x = (rng.standard_normal((g, p, k)) * np.exp2(rng.integers(-60, 60, size=(g, p, k)))).astype(np.float32)
+    got = _column_sums(x)
+    want = x.sum(axis=1, dtype=np.float64)
+    assert got.dtype == np.float64 and got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
