@@ -1,6 +1,6 @@
 """The float executor's depthwise convolution on the compiled loops (kernels/float_conv.h).
 
-Two loops, both giving the bits of the numpy reference (qsim.skriptnd.fastops_nn._depthwise:
+Two loops, both giving the bits of the numpy reference (qsim.runtime.float_ops.nn._depthwise:
 per output element, +0.0 then one float32 multiply and one add per tap in row-major kernel
 order, padding included as +0.0):
 - any multiplier: plane by plane on the NCHW data, vectorized along output rows;

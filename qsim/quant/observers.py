@@ -48,14 +48,13 @@ class ObserverKind(enum.Enum):
 
 def make_observer(kind: ObserverKind | str, channel_axis: int | None = None, *,
                   name: str = "tensor", percentile: float = 99.99) -> "Observer":
-    """An observer of `kind` for the tensor `name` (per channel along `channel_axis`)."""
+    """An observer of `kind` for the tensor `name` (per channel along `channel_axis`).
+    A name that is no ObserverKind is a UsageError listing the kinds (never a fallback)."""
     if not isinstance(kind, ObserverKind):
         kind = ObserverKind.from_name(kind)
-    if kind is ObserverKind.MINMAX:
-        return MinMaxObserver(channel_axis, name=name)
     if kind is ObserverKind.PERCENTILE:
         return PercentileObserver(channel_axis, name=name, percentile=percentile)
-    return MseObserver(channel_axis, name=name)
+    return OBSERVER_CLASSES[kind](channel_axis, name=name)
 
 
 class Observer:
@@ -397,3 +396,11 @@ def _expected_error(left, right, counts, clip_lo, clip_hi, step):
     at_point = (a - c) ** 2 + (c - s * np.floor(c / s + 0.5)) ** 2
     per_bin = np.where(point, at_point, rounding + above + below)
     return (n * per_bin).sum(axis=1)
+
+
+# every ObserverKind and its class (tests/quant/test_observers.py checks the table is complete)
+OBSERVER_CLASSES: dict[ObserverKind, type[Observer]] = {
+    ObserverKind.MINMAX: MinMaxObserver,
+    ObserverKind.PERCENTILE: PercentileObserver,
+    ObserverKind.MSE: MseObserver,
+}

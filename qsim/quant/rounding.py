@@ -26,6 +26,7 @@ import numpy as np
 from .. import ir
 from ..kernels.extensions import extension
 from ..threads import split_rows
+from .float_patterns import packed_ints, spatial_padding
 
 FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
 MAX_PASSES = 8                 # passes over the K weights of every channel (converges in 2-4)
@@ -253,8 +254,7 @@ class _GeometryProbe:
 def watch_layers(graph: ir.Graph) -> InputMoments:
     """InputMoments watching every nn.conv (2-D, NCX, static shapes), nn.linear and
     constant-B linalg.matmul of the float `graph`, the layers whose weights the lowering
-    rounds (keyed by their float output, as lower_linear looks them up)."""
-    from .lower_linear import _ints, spatial_padding
+    rounds (keyed by their float output, as rules_tosa_linear looks them up)."""
     moments = InputMoments()
     probe = _GeometryProbe()
     for op in graph.ops:
@@ -266,8 +266,8 @@ def watch_layers(graph: ir.Graph) -> InputMoments:
                 continue
             try:
                 kernel = tuple(int(d) for d in w.shape[2:])
-                stride = _ints(op.attrs.get("stride", 1), 2, "stride", probe)
-                dilation = _ints(op.attrs.get("dilation", 1), 2, "dilation", probe)
+                stride = packed_ints(op.attrs.get("stride", 1), 2, "stride", probe)
+                dilation = packed_ints(op.attrs.get("dilation", 1), 2, "dilation", probe)
                 begins, ends, crop = spatial_padding(probe, op, tuple(x.shape[2:]), kernel,
                                                      stride, dilation)
             except ValueError:

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from qsim.errors import DataError, UsageError
-from qsim.quant.observers import (MseObserver, ObserverKind, PercentileObserver,
+from qsim.quant.observers import (OBSERVER_CLASSES, MinMaxObserver, MseObserver, ObserverKind, PercentileObserver,
                                   StreamingHistogram, make_observer)
 from qsim.quant.params import QuantScheme, dequantize, quantize
 
@@ -28,6 +28,21 @@ def test_kinds_by_name():
     assert isinstance(make_observer("percentile"), PercentileObserver)
     with pytest.raises(UsageError, match="minmax, percentile, mse"):
         ObserverKind.from_name("kl")
+
+
+def test_unknown_observer_kind_is_an_error_not_mse():
+    # an unknown kind used to fall back to the MSE observer silently
+    for bad in ("kl", "", None, 3):
+        with pytest.raises(UsageError, match=f"unknown observer {bad!r}") as err:
+            make_observer(bad)
+        assert err.value.hint == "choose one of minmax, percentile, mse"
+
+
+def test_every_observer_kind_makes_its_own_observer():
+    made = {kind: type(make_observer(kind)) for kind in ObserverKind}
+    assert made == {ObserverKind.MINMAX: MinMaxObserver, ObserverKind.PERCENTILE: PercentileObserver,
+                    ObserverKind.MSE: MseObserver}
+    assert set(OBSERVER_CLASSES) == set(ObserverKind)
 
 
 @pytest.mark.parametrize("scheme", [ASYM, SYM])

@@ -8,11 +8,13 @@ import pytest
 
 from qsim import zoo
 from qsim.errors import UsageError
+from qsim.commands.quantize import quantize_to_folder
 from qsim.quant.data import Samples
 from qsim.quant.pipeline import (QuantizeOptions, calibrate_model, embedded_quantized_model,
-                                 load_float_model, quantize_command)
+                                 load_float_model)
 from qsim.quant.rounding import ConvGeometry, PatchMoments, adaptive_round, conv_patches
 from qsim.quant.evaluate import quantize_feed
+from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
 
 QUIET = QuantizeOptions(show_progress=False)
@@ -147,7 +149,8 @@ def test_embedded_model_changes_only_integers_within_one_step_and_lowers_each_la
     adaptive = dataclasses.replace(QUIET, weight_rounding="adaptive")
     near, adapt = embedded_quantized_model(NEAREST), embedded_quantized_model(adaptive)
     graph = load_float_model(zoo.default_model().path)
-    stats = calibrate_model(graph, Samples(zoo.calibration_images()), "input", adaptive)
+    target = TosaTarget(adaptive.config)
+    stats = calibrate_model(graph, Samples(zoo.calibration_images()), "input", adaptive, target)
     wn, wa = _weights(near), _weights(adapt)
     assert wn.keys() == wa.keys() and len(wn) == 5
     changed = 0
@@ -159,7 +162,7 @@ def test_embedded_model_changes_only_integers_within_one_step_and_lowers_each_la
     # every conv / linear layer was watched during calibration and rounded from its moments
     watched = [op for op in graph.ops if op.kind.name in ("nn.conv", "nn.linear")]
     assert {op.outputs[0] for op in watched} == set(stats.input_moments.moments)
-    stats.lower(graph)
+    target.lower(graph, stats)
     assert set(stats.input_moments.rounded) == set(stats.input_moments.moments)
     # scales are those of nearest rounding: the RESCALE multipliers are identical
     rn = [op.attrs["multiplier"] for op in near.graph.ops if op.kind.name == "tosa.RESCALE"]
@@ -181,7 +184,7 @@ def test_adaptive_model_runs_identically_on_both_backends():
 
 def test_cvm_target_refuses_adaptive_rounding(tmp_path):
     with pytest.raises(UsageError, match="adaptive is a TOSA option"):
-        quantize_command(None, None, str(tmp_path / "out"),
+        quantize_to_folder(None, None, str(tmp_path / "out"),
                          dataclasses.replace(QUIET, weight_rounding="adaptive"), subset_only=True,
                          target="cvm")
     assert not (tmp_path / "out").exists()
@@ -191,7 +194,7 @@ def test_unknown_rounding_mode_is_a_usage_error():
     graph = load_float_model(zoo.default_model().path)
     with pytest.raises(UsageError, match="unknown weight rounding 'stochastic'"):
         calibrate_model(graph, Samples(zoo.calibration_images()[:2]), "input",
-                        dataclasses.replace(QUIET, weight_rounding="stochastic"))
+                        dataclasses.replace(QUIET, weight_rounding="stochastic"), TosaTarget())
 
 
 def test_adaptive_is_the_tosa_default_and_recorded_in_the_settings():
