@@ -104,7 +104,7 @@ def add_bin_counts_f32(const float[::1] x, int log2_width, int64_t first, int64_
             counts[j - first] += 1
 
 
-def row_sums_f64(const float[:, :, ::1] p, double[:, ::1] out):
+def row_sums_f64(const float[:, :, :] p, double[:, ::1] out):
     """out[g, k] = sum over i of p[g, i, k] in float64, added in order i = 0, 1, ... -- the
     order numpy's p.sum(axis=1, dtype=np.float64) takes for K >= 2 (tested; for K == 1 numpy
     sums pairwise, and the caller keeps numpy), at memory speed instead of numpy's
