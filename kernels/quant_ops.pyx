@@ -117,3 +117,31 @@ def row_sums_f64(const float[:, :, :] p, double[:, ::1] out):
             for i in range(P):
                 for k in range(K):
                     out[g, k] = out[g, k] + <double>p[g, i, k]
+
+
+def add_clipped_histogram(const double[::1] x, double first, double last, const double[::1] edges,
+                          int64_t[::1] counts):
+    """counts += np.histogram(np.clip(x, first, last), bins=len(counts), range=(first, last))[0]
+    for the evaluation's error histograms, in one pass: numpy's equal-width algorithm step by
+    step (index ((v - first) / (last - first)) * bins, then the edge corrections against
+    edges = np.linspace(first, last, bins + 1)); NaN is counted nowhere, as there."""
+    cdef Py_ssize_t i, n = x.shape[0]
+    cdef int64_t bins = counts.shape[0], j
+    cdef double denom = last - first, v
+    with nogil:
+        for i in range(n):
+            v = x[i]
+            if v != v:
+                continue
+            if v < first:
+                v = first
+            elif v > last:
+                v = last
+            j = <int64_t>(((v - first) / denom) * <double>bins)
+            if j == bins:
+                j -= 1
+            if v < edges[j]:
+                j -= 1
+            if v >= edges[j + 1] and j != bins - 1:
+                j += 1
+            counts[j] += 1
