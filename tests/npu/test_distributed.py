@@ -61,9 +61,9 @@ def test_sweep_on_the_cluster_equals_the_serial_run(pool, capsys, tmp_path, engi
     assert points in (2, 4) and len(want) == 1 + points       # sweep.json + one report.json each
     assert got == want
     assert all(p["all_verified"] for p in got["sweep.json"]["points"])
-    # the progress counts tasks: per point one per array layer (5 in the embedded model) and
-    # one rendering its report
-    assert f"tasks: {6 * points} steps" in err and f"tasks: {6 * points} done" in err
+    # the progress counts tasks: per point one per array or vector layer (5 + 2 in the embedded
+    # model) and one rendering its report
+    assert f"tasks: {8 * points} steps" in err and f"tasks: {8 * points} done" in err
     assert f"({engine}, Dask cluster at {address}) tasks" in err
     for name in ("compute_report.csv", "report.html", "cycles.png", "utilization.png", "roofline.png"):
         for point in got["sweep.json"]["points"]:
