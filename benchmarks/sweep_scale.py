@@ -187,7 +187,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from qsim.npu.sim_verilator import build
     from qsim.quant.pipeline import embedded_quantized_model
-    from qsim.quant.qmodel import save_quantized
+    from qsim.quant.qmodel import save_quantized_model
+    from qsim.quant.target_tosa import TosaTarget
 
     doc = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "load_average_start": load_average(),
@@ -198,7 +199,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="qsim-sweep-scale-") as tmp:
         work = Path(tmp)
         folder = str(work / "fashion-int8")
-        save_quantized(embedded_quantized_model(), folder)
+        save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
         one, two = ["--workers", "1"], ["--workers", "2"]
         doc["cli_embedded"] = compare_cli(None, work, "embedded", {"workers1": one, "workers2": two},
                                           args.repeat)

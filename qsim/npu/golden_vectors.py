@@ -27,13 +27,14 @@ import numpy as np
 from .. import zoo
 from ..atomic import atomic_directory
 from ..outpath import require_new_or_empty
-from ..quant import qmodel
-from ..quant.qmodel import integer_inputs
 from ..errors import UnsupportedError, UsageError
+from ..quant.pipeline import embedded_quantized_model
+from ..quant.qmodel import integer_inputs, load_quantized_model
+from ..quant.target import TargetKind
 from ..runtime.executor import execute
 from ..version import __version__
 from .layers import LAYER_OPS
-from ..userdata import check_finite, read_npy
+from ..userdata import read_inputs as read_input_arrays
 from .vectors_hex import LAYOUT_DOC, element_bits, hex_text, words_of
 
 FORMAT_VERSION = 1
@@ -308,37 +309,14 @@ def read_inputs(model, specs: list[str] | None) -> tuple[dict, str]:
     embedded test image. Returns the inputs and a description for the manifest."""
     if not specs:
         return default_input(model), "the first embedded Fashion-MNIST test image"
-    graph_inputs = list(model.graph.inputs)
-    arrays = {}
-    for position, spec in enumerate(specs):
-        name, sep, path = spec.partition("=")
-        if not sep:
-            if position >= len(graph_inputs):
-                raise UsageError(f"--input {spec}: the model has {len(graph_inputs)} input(s)",
-                                 hint="pass one --input per model input, or NAME=x.npy")
-            name, path = graph_inputs[position], spec
-        if name not in graph_inputs:
-            raise UsageError(f"--input {spec}: the model has no input {name!r}",
-                             hint=f"its inputs: {', '.join(graph_inputs)}")
-        arrays[name] = read_npy(path, "--input")
-        check_finite(arrays[name], f"--input {path} (input '{name}')")
-    missing = [n for n in graph_inputs if n not in arrays]
-    if missing:
-        raise UsageError(f"no --input for model input(s) {', '.join(missing)}")
-    return integer_inputs(model, arrays), ", ".join(specs)
+    return integer_inputs(model, read_input_arrays(model.graph.inputs, specs)), ", ".join(specs)
 
 
 def load_model(path: str | None):
     """A quantized model folder (`qsim quantize` output), or the embedded model for None."""
-    from ..quant.pipeline import embedded_quantized_model   # deferred: the whole quantization pipeline
     if path is None:
         return embedded_quantized_model(), "embedded Fashion-MNIST CNN (quantized in memory)"
-    if not Path(path).exists():
-        raise UsageError(f"no quantized model {path!r}", hint="write one with qsim quantize -o DIR")
-    if not qmodel.is_quantized_model(path):
-        raise UsageError(f"{path} is not a quantized model folder (no {qmodel.METADATA_FILE})",
-                         hint="export-vectors reads the folder qsim quantize writes")
-    return qmodel.load_quantized(path), str(path)
+    return load_quantized_model(path, expect=TargetKind.TOSA), str(path)
 
 
 def export_model_vectors(model_path: str | None, input_specs: list[str] | None, config, out) -> tuple[Path, list]:

@@ -16,11 +16,14 @@ import itertools
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..atomic import atomic_file
 from ..errors import UsageError
 from ..progress import Progress
+from ..quant.float_side import LoweredModel
+from ..quant.pipeline import embedded_quantized_model, model_name_of
+from ..quant.qmodel import load_quantized_model
+from ..quant.target import TargetKind
 from ..runtime.executor import execute
 from .config import NpuConfig, parse_config
 from .distributed import InProcess
@@ -34,23 +37,16 @@ SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_
 
 @dataclass(frozen=True)
 class LoadedModel:
-    model: object             # qsim.quant.lower.LoweredModel
+    model: LoweredModel
     name: str                 # for the report and the default output folder
     source: str
 
 
 def load_qmodel(path: str | None) -> LoadedModel:
     """A folder written by `qsim quantize`, or (None) the embedded model quantized in memory."""
-    from ..quant import qmodel      # deferred: imports the quantization pipeline's modules
-    from ..quant.pipeline import embedded_quantized_model, model_name_of   # deferred: a large import
     if path is None:
         return LoadedModel(embedded_quantized_model(), "fashion_cnn", "embedded Fashion-MNIST CNN")
-    if not Path(path).exists():
-        raise UsageError(f"no quantized model {path!r}", hint="write one with: qsim quantize -o DIR")
-    if not qmodel.is_quantized_model(path):
-        raise UsageError(f"{path} is not a quantized model folder (no {qmodel.METADATA_FILE})",
-                         hint="qsim simulate runs the integer model folder qsim quantize writes")
-    return LoadedModel(qmodel.load_quantized(path), model_name_of(path), str(path))
+    return LoadedModel(load_quantized_model(path, expect=TargetKind.TOSA), model_name_of(path), str(path))
 
 
 def resolve_engine(name: str, vcd: str | None) -> Engine:

@@ -29,7 +29,7 @@ def kernel_for(name: str):
     """The compiled kernel of operator `name`, or None where the kernels backend runs the
     reference by design (qsim.kernels.registry.ON_REFERENCE). Raises KernelsUnavailableError
     when the compiled extension is missing or broken: never a silent fallback."""
-    from ..kernels.registry import kernel_for as registered_kernel
+    from ..kernels.registry import kernel_for as registered_kernel  # deferred: loads the .so kernels
     return registered_kernel(name)
 
 

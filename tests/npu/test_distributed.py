@@ -174,8 +174,9 @@ def test_one_worker_runs_in_this_process_without_dask(tmp_path):
     with open_pool(workers=1) as in_process:
         assert isinstance(in_process, InProcess)
     folder = tmp_path / "fashion"
-    from qsim.quant.qmodel import save_quantized
-    save_quantized(embedded_quantized_model(), folder)
+    from qsim.quant.qmodel import save_quantized_model
+    from qsim.quant.target_tosa import TosaTarget
+    save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
     code = textwrap.dedent(f"""
         import sys
         from qsim.cli import main
