@@ -62,8 +62,9 @@ def test_sweep_on_the_cluster_equals_the_serial_run(pool, capsys, tmp_path, engi
     assert got == want
     assert all(p["all_verified"] for p in got["sweep.json"]["points"])
     # the progress counts tasks: per point one per array or vector layer (5 + 2 in the embedded
-    # model) and one rendering its report, and one drawing sweep.png
-    assert f"tasks: {8 * points + 1} steps" in err and f"tasks: {8 * points + 1} done" in err
+    # model) and one per part of its report (JSON/CSV/HTML, 4 plots), and one drawing sweep.png
+    tasks = (5 + 2 + 5) * points + 1
+    assert f"tasks: {tasks} steps" in err and f"tasks: {tasks} done" in err
     assert f"({engine}, Dask cluster at {address}) tasks" in err
     for name in ("compute_report.csv", "report.html", "cycles.png", "utilization.png", "roofline.png"):
         for point in got["sweep.json"]["points"]:
