@@ -64,7 +64,7 @@ def warm_up(corpus: Corpus, workdir: str) -> None:
     import qsim.cli
     for module in ("qsim.skriptnd.check", "qsim.nnef1", "qsim.onnx", "qsim.quant.pipeline", "qsim.npu.simulate",
                    "qsim.npu.golden_vectors", "qsim.npu.corner_cases", "qsim.npu.export", "qsim.npu.config",
-                   "qsim.selftest", "qsim.report.accuracy", "qsim.report.throughput",
+                   "qsim.selftest.runner", "qsim.report.accuracy", "qsim.report.throughput",
                    "qsim.report.html", "matplotlib.pyplot"):
         try:
             __import__(module)

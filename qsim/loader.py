@@ -2,8 +2,10 @@
 
 - a `.sknd` file, or a folder holding `main.sknd`: NNEF 2.0 / SkriptND (qsim.skriptnd);
 - a `graph.nnef` file, a folder holding `graph.nnef`, or a `.tgz` / `.tar.gz` / `.tar` container:
-  NNEF 1.0 (qsim.nnef1, imported only when needed);
-- a `.onnx` file: ONNX (qsim.onnx, imported only when needed).
+  NNEF 1.0 (qsim.nnef1);
+- a `.onnx` file: ONNX (qsim.onnx).
+Each front end is imported when a model of its form is loaded (the package's __init__ imports
+this module, so every `import qsim...` would otherwise pay for all of them).
 Anything else is a UsageError saying what was found and what is expected.
 """
 from __future__ import annotations
@@ -51,15 +53,13 @@ def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
     path = os.fspath(path)
     kind = model_kind(path)
     if kind == "skriptnd":
-        from .skriptnd.model import load_skriptnd
+        # qsim/__init__ imports this module: at module level, every `import qsim...` would pay this
+        from .skriptnd.model import load_skriptnd  # deferred: SkriptND front end, lark: +0.12 s CPU
         # a quantized model (TOSA operators) comes back in qsim's integer form: widths from
         # @quantize, tensor attributes from @variable inputs (skriptnd.model._integer_form)
         return load_skriptnd(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data)
     if kind == "onnx":
         from .onnx import load as load_onnx  # deferred: imports the onnx package (protobuf), a real cost
         return load_onnx(path, batch=batch)
-    try:
-        from .nnef1 import load_nnef1
-    except ImportError:
-        raise UsageError("this qsim build cannot read NNEF 1.0 models (qsim.nnef1.load_nnef1 is missing)") from None
+    from .nnef1 import load_nnef1  # deferred: NNEF 1.0 front end: +0.07 s CPU (as above)
     return load_nnef1(path)

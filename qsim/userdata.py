@@ -6,6 +6,9 @@ read in three steps: its header (magic, dtype, shape), the checks (no Python obj
 dtype, the size within qsim.limits and within what the file holds), then the data. Every
 failure is a DataError naming the file.
 
+`read_inputs(names, specs)` reads the arrays of `--input [NAME=]x.npy` options (the one reader
+of every command that takes model inputs).
+
 `check_finite(array, what)` is the NaN/infinity policy: float data that is NaN, infinite, or
 outside float32's range (it would become infinite where qsim computes in float32) is an error
 naming the tensor and the index of the first such element. qsim does not saturate or drop such
@@ -18,11 +21,12 @@ import os
 import warnings
 import zipfile
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
-from .errors import DataError, Location
-from .limits import check_tensor_size
+from .errors import DataError, Location, UsageError
+from .limits import MAX_NESTING_DEPTH, check_tensor_size
 
 NUMERIC_KINDS = "biuf"      # bool, signed, unsigned, float; not complex, strings, objects, dates
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -136,6 +140,45 @@ def read_npz(path: str | os.PathLike, what: str = "") -> dict[str, np.ndarray]:
     return arrays
 
 
+def input_files(names: Sequence[str], specs: Sequence[str], what: str = "--input") -> dict[str, str]:
+    """The file of each named input from `--input` specs: `NAME=x.npy` names an input, a plain
+    `x.npy` takes the next input not named (in `names` order); a path holding '=' that exists
+    is a plain file. Every input needs one file (UsageError otherwise)."""
+    named, positional = {}, []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if sep and name in names:
+            if name in named:
+                raise UsageError(f"{what} {spec}: input '{name}' is given twice")
+            named[name] = path
+        elif sep and not Path(spec).exists():
+            raise UsageError(f"{what} {spec}: the model has no input '{name}'",
+                             hint="its inputs: " + ", ".join(names))
+        else:
+            positional.append(spec)
+    free = [n for n in names if n not in named]
+    if len(positional) > len(free):
+        raise UsageError(f"{what} {positional[len(free)]}: the model has {len(names)} input(s) "
+                         f"({', '.join(names)}), {len(specs)} {what} given",
+                         hint=f"pass one {what} per model input, or NAME=x.npy")
+    named.update(zip(free, positional))
+    missing = [n for n in names if n not in named]
+    if missing:
+        raise UsageError(f"no {what} for model input(s) {', '.join(missing)}",
+                         hint=f"pass one {what} per model input ({', '.join(names)}), or NAME=x.npy")
+    return {n: named[n] for n in names}
+
+
+def read_inputs(names: Sequence[str], specs: Sequence[str], what: str = "--input") -> dict[str, np.ndarray]:
+    """The arrays of `--input [NAME=]x.npy` specs by input name (input_files), each read by
+    read_npy and refused when it holds NaN or infinite values (check_finite)."""
+    arrays = {}
+    for name, path in input_files(names, specs, what).items():
+        arrays[name] = read_npy(path, what)
+        check_finite(arrays[name], f"{what} {path} (input '{name}')")
+    return arrays
+
+
 def first_bad_float(array: np.ndarray) -> tuple[tuple[int, ...], float] | None:
     """(index, value) of the first element (C order) that is NaN, infinite or beyond float32's
     range; None when every element is fine or the array holds no floats."""
@@ -198,7 +241,6 @@ def nesting_depth(text: str, *, toml: bool = False) -> int:
 
 def check_nesting(text: str, where: str, *, toml: bool = False) -> None:
     """Refuses a JSON/TOML text nested deeper than qsim.limits.MAX_NESTING_DEPTH."""
-    from .limits import MAX_NESTING_DEPTH
     if nesting_depth(text, toml=toml) > MAX_NESTING_DEPTH:
         raise DataError(f"arrays or tables nested more than {MAX_NESTING_DEPTH} levels deep",
                         location=Location(where), hint="the files qsim reads nest a few levels at "

@@ -13,8 +13,8 @@ from .report import Site, Tally, describe
 
 AREAS = (  # (path prefix of the innermost frame, area), first match wins
     ("qsim/skriptnd/parser", "skriptnd parser"), ("qsim/skriptnd/modules", "skriptnd parser"),
-    ("qsim/skriptnd/execute", "cli/data reading"), ("qsim/skriptnd/fastops", "skriptnd executor"),
-    ("qsim/skriptnd/lower", "skriptnd executor"), ("qsim/skriptnd/", "skriptnd composer"),
+    ("qsim/commands/run", "cli/data reading"), ("qsim/runtime/float_ops", "float executor"),
+    ("qsim/runtime/runners", "float executor"), ("qsim/skriptnd/lower", "float executor"), ("qsim/skriptnd/", "skriptnd composer"),
     ("qsim/nnef1/quantfile", "graph.quant"), ("qsim/nnef1/loader", "containers/loader"),
     ("qsim/nnef1/", "nnef1"), ("qsim/tensorfile", "tensorfile/.dat"), ("qsim/loader", "containers/loader"),
     ("qsim/npu/config", "npu config"), ("qsim/quant/data", "cli/data reading"),

@@ -1,13 +1,23 @@
 """`qsim run`: execute a float model, or a quantized model written by `qsim quantize`, on numpy
-inputs; print a summary of the outputs and write them (--output) or every tensor (--dump)."""
+inputs; print a summary of the outputs and write them (--output) or every tensor (--dump).
+
+Both kinds run on the one executor (qsim.runtime); the inputs are read by the one reader of
+`--input [NAME=]X.npy` (qsim.userdata.read_inputs); float inputs of a quantized model are
+quantized with its input parameters first (qmodel.integer_inputs)."""
 from __future__ import annotations
 
 import argparse
+from typing import Mapping
 
+import numpy as np
+
+from .. import ir
+from ..atomic import atomic_directory, atomic_file
+from ..loader import load
 from ..outpath import TENSOR_DUMP, check_output
 from ..quant import qmodel
-from ..runtime.executor import execute as run_integer
-from ..skriptnd import execute
+from ..runtime.executor import Backend, execute
+from ..userdata import read_inputs
 from .arguments import input_files
 
 NAME = "run"
@@ -20,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an input array (.npy), in graph input order or by name; repeatable")
     parser.add_argument("--output", metavar="OUT", help="write the output (.npy; .npz when several)")
     parser.add_argument("--dump", metavar="DIR", help="write every tensor as DIR/<tensor name>.npy")
-    parser.add_argument("--backend", choices=("kernels", "reference"), default="kernels",
+    parser.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.KERNELS.value,
                         help="quantized models: Cython kernels or the numpy TOSA reference "
                              "(same bits; default kernels)")
 
@@ -32,18 +42,51 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output(args.output, "--output", inputs, outputs=[("--dump folder", args.dump)],
                      folder=False)
+    specs = args.input or []
     if qmodel.is_quantized_model(args.model):
-        return _run_quantized(args)
-    print(execute.run_float_model(args.model, args.input or [], args.output, args.dump))
+        model = qmodel.load_quantized_model(args.model)
+        graph = model.graph
+        values = execute(graph, qmodel.integer_inputs(model, read_inputs(graph.inputs, specs)),
+                         backend=Backend(args.backend))
+    else:
+        model = None
+        graph = load(args.model)
+        values = execute(graph, read_inputs(graph.inputs, specs), backend=Backend(args.backend))
+    write_outputs(graph, values, args.output, args.dump)
+    print(summary(graph, values))
+    if model is not None:
+        for name in graph.outputs:
+            print(qmodel.dequantized_summary(name, values[name], model.output_quant[name]))
     return 0
 
 
-def _run_quantized(args: argparse.Namespace) -> int:
-    model = qmodel.load_any_quantized(args.model)
-    arrays = qmodel.integer_inputs(model, execute.read_inputs(model.graph, args.input or []))
-    values = run_integer(model.graph, arrays, backend=args.backend)
-    execute.write_outputs(model.graph, values, args.output, args.dump)
-    print(execute.summarize(model.graph, values))
-    for name in model.graph.outputs:
-        print(qmodel.dequantized_summary(name, values[name], model.output_quant[name]))
-    return 0
+def _file_name(tensor_name: str) -> str:
+    return tensor_name.replace("/", "_") + ".npy"
+
+
+def write_outputs(graph: ir.Graph, values: Mapping[str, np.ndarray], output: str | None,
+                  dump: str | None) -> None:
+    """`--output` (one .npy array, or a .npz of several) and `--dump` (a folder of every
+    tensor), each replacing its target only when complete (qsim.atomic)."""
+    if output:
+        outs = {n: values[n] for n in graph.outputs}
+        with atomic_file(output) as tmp, open(tmp, "wb") as f:
+            if len(outs) == 1:
+                np.save(f, next(iter(outs.values())))
+            else:
+                np.savez(f, **outs)
+    if dump:
+        with atomic_directory(dump) as tmpdir:
+            for name, value in values.items():
+                np.save(tmpdir / _file_name(name), value)
+
+
+def summary(graph: ir.Graph, values: Mapping[str, np.ndarray]) -> str:
+    """One line per graph output: dtype, shape and (numbers) min, max, mean."""
+    lines = []
+    for name in graph.outputs:
+        v = values[name]
+        stats = (f" min {v.min():.6g} max {v.max():.6g} mean {v.mean():.6g}"
+                 if v.size and v.dtype.kind in "iuf" else "")
+        lines.append(f"{name}: {v.dtype}{list(v.shape)}{stats}")
+    return "\n".join(lines)

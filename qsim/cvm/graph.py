@@ -16,6 +16,7 @@ from ..errors import InvalidGraphError, UsageError
 from ..ir import DType, Graph, Op, register_op_kind
 from .opdef import OPS, Checker, OpDef
 from .precision import MAX_PRECISION, check_data, check_precision_value, precision_of
+from .run import run_with_precision
 
 CVM_DTYPES = (DType.I8, DType.I32)
 
@@ -137,19 +138,21 @@ def verify_op(op: Op, graph: Graph) -> None:
                                     f"precision {p} > 8", hint="declare it i32")
 
 
-def register_kind(name: str, opdef: OpDef) -> None:
-    register_op_kind(f"cvm.{name}", verify_op, doc=opdef.doc)
+def register_kinds() -> None:
+    """Registers the ir OpKind "cvm.<name>" of every defined operator (and alias), with its
+    verifier (idempotent)."""
+    for name, opdef in OPS.items():
+        register_op_kind(f"cvm.{name}", verify_op, doc=opdef.doc)
 
 
 def runner(op: Op, inputs: list, backend: str, graph: Graph) -> list[np.ndarray]:
-    """Executor entry for the "cvm" dialect (registered with needs_graph=True).
+    """Executor entry for the "cvm" dialect (qsim.runtime.runners registers it).
 
     Input precisions are the graph's (declared, or inferred as in tensor_precision;
     None falls back to the data's tightest precision), so data breaking a declared
     precision is a DataError naming the tensor, index and value. Outputs are stored in
     their declared dtype (i8 or i32).
     """
-    from .run import run_with_precision
     opdef = OPS[op.kind.short_name]
     names, tensors = _inputs_of(opdef, op)
     ins = [None if v is None else np.asarray(v) for v in inputs]

@@ -168,11 +168,10 @@ OPS: dict[str, OpDef] = {}
 
 
 def define(opdef: OpDef, *aliases: str) -> OpDef:
-    """Adds an operator (and aliases sharing its definition) and registers its ir OpKind."""
-    from .graph import register_kind  # graph.py imports this module; defer to avoid a cycle
+    """Adds an operator (and aliases sharing its definition); qsim.cvm registers the ir OpKinds
+    of all of them once they are defined (graph.register_kinds)."""
     for name in (opdef.name,) + aliases:
         OPS[name] = opdef
-        register_kind(name, opdef)
     return opdef
 
 

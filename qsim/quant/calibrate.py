@@ -38,7 +38,6 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     `input_moments` (rounding.InputMoments), when given, accumulates the input patch moments
     of the layers it watches, which adaptive weight rounding uses.
     """
-    import qsim.skriptnd.execute  # noqa: F401  (float operators' runners)
     from ..threads import apply_blas_threads
 
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs

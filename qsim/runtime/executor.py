@@ -1,151 +1,181 @@
-"""Runs an ir.Graph op by op, in the graph's order, on one backend.
+"""The executor: runs any ir.Graph op by op, in the graph's order, on one backend.
 
-Each op kind's dialect ("tosa", "cvm", "nn", "math", ...) has a runner registered with
-`register_dialect(dialect, runner)`; `runner(op, inputs, backend) -> outputs`. Runners
-that need the enclosing graph (e.g. to read output tensor types) register with
-`needs_graph=True` and are called as `runner(op, inputs, backend, graph)`.
-The "tosa" dialect is registered here; COND_IF and WHILE_LOOP run their subgraphs with
-this executor and the same backend.
+Every op goes to one runner (qsim.runtime.runners): an operator the model defines itself
+(ir.Op.definition) to its @lower body; any other op to the runner of its dialect: the
+SkriptND standard operators (float), control.if / control.loop, TOSA 0.30 (with COND_IF and
+WHILE_LOOP) and CVM. `register_dialect` adds a dialect. The backend ("kernels" or "reference")
+matters to the integer dialects; float operators compute the same on both.
+
+Inputs are checked against the graph before anything runs (DataError naming the input): the
+declared shape (a dynamic extent within its bound, 2.6.1); integer tensors take integer arrays
+whose every value fits the declared type (never a silent wrap-around), bool tensors bool
+arrays, float tensors any numeric array; each is converted to the declared storage type.
+Every op output is checked against its declared shape and stored in its declared dtype.
 """
 from __future__ import annotations
 
-import importlib
+import dataclasses
+import enum
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import QsimError, UsageError
+from ..errors import DataError, InvalidGraphError, MismatchError, UnsupportedError, UsageError
 from ..ir import Graph, Op
+from ..skriptnd import dynattr
+from .runners import BUILTIN_RUNNERS, run_defined
 
-BACKENDS = ("reference", "kernels")
+
+class Backend(enum.StrEnum):
+    """Which implementation runs the integer operators (the same bits either way). A str enum:
+    the dialect runners still compare the backend with these strings."""
+    KERNELS = "kernels"         # the compiled Cython kernels
+    REFERENCE = "reference"     # the numpy transcription of the spec pseudocode
+
+
+BACKENDS = tuple(backend.value for backend in Backend)
 
 
 @dataclass(frozen=True)
-class _Runner:
-    fn: Callable
-    needs_graph: bool
+class RunContext:
+    """What a runner may use besides the op and its inputs."""
+    graph: Graph
+    backend: str
+    values: Mapping[str, np.ndarray]      # every value computed so far (captured by subgraphs)
+
+    def run_subgraph(self, graph: Graph, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Runs a control-flow body with this backend; returns its outputs in order."""
+        values = execute(graph, dict(inputs), self.backend)
+        return [values[n] for n in graph.outputs]
 
 
-_RUNNERS: dict[str, _Runner] = {}
+Runner = Callable[[Op, list, RunContext], list]
+
+_RUNNERS: dict[str, Runner] = dict(BUILTIN_RUNNERS)
 
 
-def register_dialect(dialect: str, runner: Callable, *, needs_graph: bool = False) -> None:
+def register_dialect(dialect: str, runner: Runner) -> None:
     """Registers the runner of every op kind `<dialect>.NAME` (a later registration replaces it)."""
-    _RUNNERS[dialect] = _Runner(runner, needs_graph)
+    _RUNNERS[dialect] = runner
 
 
 def registered_dialects() -> list[str]:
     return sorted(_RUNNERS)
 
 
-# Modules that register a dialect's runner when imported (imported on first use).
-_DIALECT_MODULES = {"tosa": "qsim.tosa", "cvm": "qsim.cvm",
-                    **{d: "qsim.skriptnd.execute"
-                       for d in ("layout", "math", "linalg", "nn", "image", "quant", "algo")}}
-
-
-def _runner_for(op: Op) -> _Runner:
-    dialect = op.kind.dialect
-    if dialect not in _RUNNERS and dialect in _DIALECT_MODULES:
-        if dialect == "tosa":
-            _register_tosa()
-        else:
-            importlib.import_module(_DIALECT_MODULES[dialect])
-    try:
-        return _RUNNERS[dialect]
-    except KeyError:
-        raise UsageError(f"{op.kind.name} {op.label!r}: no executor is registered for dialect {dialect!r}",
-                         hint="import the module that registers it (qsim.runtime.register_dialect), or "
-                              "lower the graph to TOSA first") from None
+def runner_for(op: Op) -> Runner:
+    if op.definition is not None:
+        return run_defined
+    runner = _RUNNERS.get(op.kind.dialect)
+    if runner is None:
+        raise UnsupportedError(
+            f"{op.kind.name} '{op.label}': neither a standard operator nor one the model defines, "
+            f"and no runner is registered for dialect '{op.kind.dialect}'",
+            hint="the executor runs the SkriptND standard operators, control flow, TOSA, CVM and "
+                 "operators a model defines with a @lower body; register others with "
+                 "qsim.runtime.register_dialect")
+    return runner
 
 
 def _check_input(graph: Graph, name: str, value) -> np.ndarray:
     t = graph.tensor(name)
+    where = f"graph '{graph.name}': input '{name}'"
     if not isinstance(value, np.ndarray):
-        raise UsageError(f"graph {graph.name!r}: input {name!r} is a {type(value).__name__}, not a numpy array")
-    if value.dtype != t.dtype.numpy:
-        raise UsageError(f"graph {graph.name!r}: input {name!r} is declared {t.dtype} (stored as "
-                         f"{t.dtype.numpy}) but the array is {value.dtype}",
+        raise UsageError(f"{where} is a {type(value).__name__}, not a numpy array",
                          hint=f"pass np.asarray(x, dtype=np.{t.dtype.numpy})")
-    if t.is_static and tuple(value.shape) != tuple(t.shape):
-        raise UsageError(f"graph {graph.name!r}: input {name!r} has shape {list(value.shape)}, "
-                         f"declared {list(t.shape)}")
+    declared = [d if d is not None else "?" for d in t.shape]
+    if value.ndim != t.rank or any(d is not None and d != e for d, e in zip(t.shape, value.shape)):
+        raise DataError(f"{where} has shape {list(value.shape)}, the graph declares {declared}",
+                        hint="give an array of the declared shape")
+    bounds = t.max_shape or ()
+    for k, (d, e) in enumerate(zip(t.shape, value.shape)):
+        if d is None and k < len(bounds) and bounds[k] >= 0 and e > bounds[k]:
+            # 2.6.1: the upper bound of a dynamic input extent is checked when the graph runs
+            raise DataError(f"{where} has extent {e} at dimension {k}, above its upper bound "
+                            f"{bounds[k]}", hint=f"the graph declares at most {bounds[k]} there")
+    storage = t.dtype.numpy
+    if storage.kind == "f" and value.dtype.kind in "biuf":
+        return value.astype(storage, copy=False)
+    if value.dtype != storage and not (storage.kind in "iu" and value.dtype.kind in "iu"):
+        raise DataError(f"{where} is declared {t.dtype} (stored as {storage}) but the array is "
+                        f"{value.dtype}", hint=f"pass np.asarray(x, dtype=np.{storage})")
     if not t.dtype.check_range(value):
-        raise UsageError(f"graph {graph.name!r}: input {name!r} has values outside {t.dtype} "
-                         f"[{t.dtype.min}, {t.dtype.max}]")
-    return value
+        raise DataError(f"{where} has values outside {t.dtype} [{t.dtype.min}, {t.dtype.max}]",
+                        hint="integer inputs are converted only where every value fits")
+    return value.astype(storage, copy=False)
 
 
-def execute(graph: Graph, inputs: dict[str, np.ndarray], backend: str = "kernels") -> dict[str, np.ndarray]:
-    """Runs `graph` on `inputs` (by graph input name); returns every tensor's value by name
-    (graph inputs, constants and every op output), so callers can dump intermediates."""
-    if backend not in BACKENDS:
-        raise UsageError(f"unknown backend {backend!r}", hint="use 'reference' or 'kernels'")
-    if not isinstance(inputs, dict):
-        raise UsageError(f"graph {graph.name!r}: inputs must be a dict of input name -> array")
-    missing = [n for n in graph.inputs if n not in inputs]
-    extra = [n for n in inputs if n not in graph.inputs]
+def _feeds(graph: Graph, inputs) -> dict:
+    """`inputs` by graph input name (a mapping, or a sequence in graph input order)."""
+    if isinstance(inputs, Mapping):
+        feeds = dict(inputs)
+    elif isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes)):
+        if len(inputs) != len(graph.inputs):
+            raise DataError(f"graph '{graph.name}' takes {len(graph.inputs)} input(s) "
+                            f"({', '.join(graph.inputs)}); got {len(inputs)}")
+        feeds = dict(zip(graph.inputs, inputs))
+    else:
+        raise UsageError(f"graph '{graph.name}': inputs must be a dict of input name -> array, or "
+                         "a list in graph input order")
+    missing = [n for n in graph.inputs if n not in feeds]
+    extra = [n for n in feeds if n not in graph.inputs]
     if missing or extra:
-        raise UsageError(f"graph {graph.name!r}: " + "; ".join(
-            ([f"missing input(s) {', '.join(missing)}"] if missing else [])
+        raise DataError(f"graph '{graph.name}': " + "; ".join(
+            ([f"no value for input(s) {', '.join(missing)}"] if missing else [])
             + ([f"unknown input(s) {', '.join(extra)}"] if extra else [])),
             hint="the graph's inputs are: " + ", ".join(graph.inputs))
-    values: dict[str, np.ndarray] = {}
-    for name, t in graph.tensors.items():
-        if t.is_constant:
-            values[name] = t.data
+    return feeds
+
+
+def _with_runtime_attrs(op: Op, values: Mapping[str, np.ndarray]) -> Op:
+    """`op` with its attributes that depend on dynamic extents (2.6.1) evaluated from the
+    actual shapes (qsim.skriptnd.dynattr)."""
+    shapes = {n: np.shape(v) for n, v in values.items()}
+    what = f"{op.kind.name} '{op.label}'"
+    return dataclasses.replace(op, attrs={k: dynattr.resolve(v, shapes, what) for k, v in op.attrs.items()})
+
+
+def _store(graph: Graph, op: Op, outs: list, values: dict) -> None:
+    if len(outs) != len(op.outputs):
+        raise InvalidGraphError(f"{op.kind.name} '{op.label}' produced {len(outs)} output(s), "
+                                f"the graph names {len(op.outputs)}")
+    for name, value in zip(op.outputs, outs):
+        t = graph.tensor(name)
+        value = np.asarray(value)
+        if value.ndim != t.rank or any(d is not None and d != e for d, e in zip(t.shape, value.shape)):
+            raise MismatchError(f"{op.kind.name} '{op.label}': output '{name}' has shape "
+                                f"{list(value.shape)}, the graph declares {list(t.shape)}")
+        values[name] = value.astype(t.dtype.numpy, copy=False)
+
+
+def execute(graph: Graph, inputs, backend: str = "kernels") -> dict[str, np.ndarray]:
+    """Runs `graph` on `inputs` (by graph input name, or a list in graph input order); returns
+    every tensor's value by name (graph inputs, constants and every op output), so callers can
+    read intermediates."""
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}", hint="use 'reference' or 'kernels'")
+    feeds = _feeds(graph, inputs)
+    values: dict[str, np.ndarray] = {n: t.data for n, t in graph.tensors.items() if t.is_constant}
     for name in graph.inputs:
-        values[name] = _check_input(graph, name, inputs[name])
+        values[name] = _check_input(graph, name, feeds[name])
+    context = RunContext(graph, backend, values)
     for op in graph.ops:
-        args = [values[n] if n else None for n in op.inputs]
-        runner = _runner_for(op)
-        outs = runner.fn(op, args, backend, graph) if runner.needs_graph else runner.fn(op, args, backend)
-        if len(outs) != len(op.outputs):
-            raise QsimError(f"{op.kind.name} {op.label!r}: the runner returned {len(outs)} value(s) for "
-                            f"{len(op.outputs)} output(s)")
-        for name, value in zip(op.outputs, outs):
-            values[name] = value
+        if any(dynattr.has_runtime(v) for v in op.attrs.values()):
+            op = _with_runtime_attrs(op, values)
+        outs = runner_for(op)(op, [values[n] if n else None for n in op.inputs], context)
+        _store(graph, op, outs, values)
     return values
 
 
-def run_op(graph: Graph, op: Op, inputs: list, backend: str = "kernels") -> list[np.ndarray]:
-    """Runs one op of `graph` on the given input values (e.g. values another engine computed)."""
-    runner = _runner_for(op)
-    return runner.fn(op, inputs, backend, graph) if runner.needs_graph else runner.fn(op, inputs, backend)
+def run_op(graph: Graph, op: Op, inputs: list, backend: str = "kernels",
+           values: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
+    """Runs one op of `graph` on the given input values (e.g. values another engine computed);
+    `values` holds the tensors a control-flow op's subgraphs capture."""
+    return runner_for(op)(op, list(inputs), RunContext(graph, backend, values or {}))
 
 
-def run_graph(graph: Graph, inputs: list[np.ndarray], backend: str = "kernels") -> list[np.ndarray]:
+def run_graph(graph: Graph, inputs: Sequence[np.ndarray], backend: str = "kernels") -> list[np.ndarray]:
     """Runs `graph` on positional inputs (graph.inputs order); returns its outputs in order."""
-    if len(inputs) != len(graph.inputs):
-        raise UsageError(f"graph {graph.name!r} takes {len(graph.inputs)} input(s), got {len(inputs)}")
-    values = execute(graph, dict(zip(graph.inputs, inputs)), backend)
+    values = execute(graph, list(inputs), backend)
     return [values[n] for n in graph.outputs]
-
-
-def _run_tosa(op: Op, inputs: list[np.ndarray], backend: str, graph: Graph) -> list[np.ndarray]:
-    from ..tosa import OPERATORS
-    from ..tosa.control_flow import cond_if, while_loop
-    from ..tosa.run import execute_call
-    from ..tosa.verify import bind_op
-    opdef = OPERATORS[op.kind.short_name]
-    call = bind_op(opdef, op, graph)
-
-    def sub(g: Graph, args: list[np.ndarray]) -> list[np.ndarray]:
-        return run_graph(g, args, backend)
-
-    if opdef.name == "COND_IF":
-        return cond_if(inputs, call.attrs, sub)
-    if opdef.name == "WHILE_LOOP":
-        return while_loop(inputs, call.attrs, sub)
-    outs = execute_call(call, inputs, backend)
-    # i48 tensors are stored int64; every other output already has its storage dtype
-    return [o.astype(graph.tensor(n).dtype.numpy, copy=False) for o, n in zip(outs, op.outputs)]
-
-
-def _register_tosa() -> None:
-    import qsim.tosa  # noqa: F401  (registers the tosa.* op kinds)
-    register_dialect("tosa", _run_tosa, needs_graph=True)
-
-
-_register_tosa()

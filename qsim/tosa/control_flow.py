@@ -2,9 +2,9 @@
 ir.Graph attributes (Op.subgraphs in an ir graph: then_graph/else_graph, cond_graph/body_graph).
 
 Input order follows the argument tables: COND_IF takes (input_list..., condition),
-WHILE_LOOP takes (input_list...). Running a subgraph needs an executor: `cond_if` and
-`while_loop` take a `run_graph(graph, inputs) -> outputs` callable; qsim.runtime passes its
-own (with the caller's backend), and `qsim.tosa.run` uses the runtime's reference executor.
+WHILE_LOOP takes (input_list...). Running a subgraph needs the graph executor, a later stage
+(qsim.runtime): `cond_if` and `while_loop` take its `run_graph(graph, inputs) -> outputs`
+callable. `qsim.tosa.run` validates these two operators (ERROR_IF) but cannot compute them.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import UnsupportedError
 from ..ir import Graph
 from .signature import BOOL, Arg, Attr, AttrKind, Call, Mode, OperatorDef, define, spec_type_name
 
@@ -79,9 +80,13 @@ def while_loop(inputs: list[np.ndarray], attrs: dict, run_graph: RunGraph) -> li
     return values
 
 
-def _reference_runner(graph: Graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from ..runtime.executor import run_graph        # later stage, imported only when needed
-    return run_graph(graph, inputs, backend="reference")
+def _needs_executor(name: str):
+    def ref(inputs: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
+        raise UnsupportedError(f"{name}: a control-flow operator runs its graphs, so it runs inside a "
+                               "graph, not as one operator",
+                               hint="run the graph with qsim.runtime.execute (or one op of it with "
+                                    "qsim.runtime.executor.run_op)")
+    return ref
 
 
 COND_IF = define(OperatorDef(
@@ -90,7 +95,7 @@ COND_IF = define(OperatorDef(
     attrs=(Attr("then_graph", AttrKind.GRAPH), Attr("else_graph", AttrKind.GRAPH)),
     outputs=(Arg("output_list", "any", variadic=True),),
     modes=(Mode("any", {"cond_t": BOOL}),),
-    check=_check_cond_if, ref=lambda inputs, attrs: cond_if(inputs, attrs, _reference_runner)))
+    check=_check_cond_if, ref=_needs_executor("COND_IF")))
 
 WHILE_LOOP = define(OperatorDef(
     "WHILE_LOOP", "2.16.2",
@@ -98,4 +103,4 @@ WHILE_LOOP = define(OperatorDef(
     attrs=(Attr("cond_graph", AttrKind.GRAPH), Attr("body_graph", AttrKind.GRAPH)),
     outputs=(Arg("output_list", "any", variadic=True),),
     modes=(Mode("any", {}),),
-    check=_check_while, ref=lambda inputs, attrs: while_loop(inputs, attrs, _reference_runner)))
+    check=_check_while, ref=_needs_executor("WHILE_LOOP")))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from nnef1_helpers import compose_text as compose
 
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 
 HEAD = "version 1.0;\n"
 
@@ -58,8 +58,8 @@ def test_kept_compound_equals_its_expanded_body(rng, name, shape, body, variable
     kept_kinds = {op.kind.name for op in kept.ops}
     assert {op.kind.name for op in expanded.ops} != kept_kinds      # two different routes
     x = rng.standard_normal(shape).astype(np.float32)
-    a = run_graph(kept, {"x": x})["y"]
-    b = run_graph(expanded, {"x": x})["y"]
+    a = execute(kept, {"x": x})["y"]
+    b = execute(expanded, {"x": x})["y"]
     assert a.shape == b.shape == kept.tensor("y").shape
     np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
@@ -121,7 +121,7 @@ def test_conv_matches_the_4_3_formula(rng, border, stride, dilation, padding, gr
     else:
         pads = [tuple(p) for p in eval(padding)]
     expected = _conv_reference(x, w, b[0], stride, dilation, pads, border, g)
-    got = run_graph(graph, {"x": x})["y"]
+    got = execute(graph, {"x": x})["y"]
     assert got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
@@ -136,7 +136,7 @@ def test_box_matches_the_4_3_formula(rng, border, normalize):
     y = box(x, size = [1, 1, 3, 2], border = '{border}', padding = [(0,0), (0,0), (1,1), (1,0)],
             normalize = {normalize});
 }}"""
-    got = run_graph(compose(text), {"x": x})["y"]
+    got = execute(compose(text), {"x": x})["y"]
     pads = [(0, 0), (0, 0), (1, 1), (1, 0)]
     ext = _extended(x.astype(np.float64), pads, "constant" if border == "ignore" else border)
     ones = _extended(np.ones_like(x, dtype=np.float64), pads, "constant")
@@ -161,6 +161,6 @@ def test_matmul_transposes_and_reshape(rng):
     y = reshape(c, shape = [-1, 5]);
 }}"""
     b = rng.standard_normal((2, 5, 3)).astype(np.float32)
-    got = run_graph(compose(text, data={"b": b}), {"a": a})["y"]
+    got = execute(compose(text, data={"b": b}), {"a": a})["y"]
     expected = np.einsum("bki,bjk->bij", a, b).reshape(-1, 5)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

@@ -9,7 +9,7 @@ import pytest
 from nnef1_helpers import compose_text as compose
 
 from qsim.errors import SemanticError
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 
 HEAD = "version 1.0;\n"
 SPEC_DIR = pathlib.Path(__file__).parent.parent / "fixtures" / "nnef1" / "spec"
@@ -21,7 +21,7 @@ def graph(body: str, inputs="x", outputs="y") -> str:
 
 def run(text: str, feeds: dict, data=None) -> dict:
     g = compose(text, data=data)
-    return run_graph(g, feeds)
+    return execute(g, feeds)
 
 
 # ------------------------------------------------------------------ oracles (4.3, 4.6)
@@ -161,7 +161,7 @@ def test_max_pool_with_index_kept_whole_equals_its_body(rng, border):
     kept, expanded = compose(text), compose(text, keep=())
     assert "nn.max_pool" in {op.kind.name for op in kept.ops}
     assert "layout.gather_nd" in {op.kind.name for op in expanded.ops}
-    a, b = run_graph(kept, {"x": x}), run_graph(expanded, {"x": x})
+    a, b = execute(kept, {"x": x}), execute(expanded, {"x": x})
     assert a["i"].dtype == np.int64 and a["i"].shape == (2, 3, 3, 3)
     np.testing.assert_array_equal(a["i"], b["i"])
     np.testing.assert_array_equal(a["y"], b["y"])
@@ -186,7 +186,7 @@ def test_desample_sums_collisions_by_hand():
                  inputs="x, i")
     g = compose(text)
     assert g.tensor("y").shape == (1, 1, 1, 4)
-    out = run_graph(g, {"x": np.array([[[[2.0, 5.0]]]], np.float32), "i": np.array([[[[2, 1]]]], np.int64)})
+    out = execute(g, {"x": np.array([[[[2.0, 5.0]]]], np.float32), "i": np.array([[[[2, 1]]]], np.int64)})
     np.testing.assert_array_equal(out["y"], [[[[0.0, 0.0, 7.0, 0.0]]]])
 
 
@@ -249,7 +249,7 @@ def test_nearest_upsample_expanded_through_debox_equals_the_kept_operator(rng):
     text = graph("    x = external(shape = [1, 2, 3, 4]);\n    y = nearest_upsample(x, factor = [2, 3]);")
     kept, expanded = compose(text), compose(text, keep=())
     assert "nn.deconv" in {op.kind.name for op in expanded.ops}
-    np.testing.assert_array_equal(run_graph(kept, {"x": x})["y"], run_graph(expanded, {"x": x})["y"])
+    np.testing.assert_array_equal(execute(kept, {"x": x})["y"], execute(expanded, {"x": x})["y"])
 
 
 # ------------------------------------------------------------------ RoI operations (4.6)
@@ -316,7 +316,7 @@ def oracle_roi_resample(x, rois, batch, out_size, method):
 def test_roi_pools_match_the_formula(op, reduce):
     g = compose(roi_text(f"{op}(x, r, b, output_size = [2, 3])"))
     assert g.tensor("y").shape == (3, 2, 2, 3)
-    y = run_graph(g, {"x": IMAGE, "r": ROIS, "b": BATCH})["y"]
+    y = execute(g, {"x": IMAGE, "r": ROIS, "b": BATCH})["y"]
     np.testing.assert_allclose(y, oracle_roi_pool(IMAGE, ROIS, BATCH, [2, 3], reduce), rtol=1e-6)
 
 
@@ -330,7 +330,7 @@ def test_max_roi_pool_by_hand():
 def test_roi_resample_matches_the_formula(method):
     g = compose(roi_text(f"roi_resample(x, r, b, output_size = [3, 4], method = '{method}')"))
     assert g.tensor("y").shape == (3, 2, 3, 4)
-    y = run_graph(g, {"x": IMAGE, "r": ROIS, "b": BATCH})["y"]
+    y = execute(g, {"x": IMAGE, "r": ROIS, "b": BATCH})["y"]
     np.testing.assert_allclose(y, oracle_roi_resample(IMAGE, ROIS, BATCH, [3, 4], method), rtol=1e-5, atol=1e-4)
 
 
@@ -374,7 +374,7 @@ def test_update_returns_the_value_and_outputs_the_new_variable():
                  "    y = update(s, s + x);")
     g = compose(text, data={"s": np.array([[1.0, 2.0]])})
     assert g.outputs == ("y", "s.updated")
-    out = run_graph(g, {"x": np.array([[10.0, 20.0]], np.float32)})
+    out = execute(g, {"x": np.array([[10.0, 20.0]], np.float32)})
     np.testing.assert_array_equal(out["y"], [[11.0, 22.0]])
     np.testing.assert_array_equal(out["s.updated"], [[11.0, 22.0]])
 
@@ -400,7 +400,7 @@ def test_update_inside_a_fragment_like_the_spec_recurrent_example():
     g = compose(text, data=data)
     assert g.outputs == ("y", "s.updated")
     x = rng.standard_normal((2, 3)).astype(np.float32)
-    out = run_graph(g, {"x": x})
+    out = execute(g, {"x": x})
     W, U, b, s = (data[k].astype(np.float32) for k in "WUbs")
     expected = 1.0 / (1.0 + np.exp(-(x @ W.T).T - (s @ U.T).T - b))   # linear(A, B) = A B^T
     np.testing.assert_allclose(out["s.updated"], expected, rtol=1e-5)
@@ -500,7 +500,7 @@ def test_model_folder_with_update_loads_and_runs(tmp_path, rng):
     g = qsim.load(tmp_path)
     assert g.outputs == ("y", "state.updated")
     x = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
-    out = run_graph(g, {"x": x})
+    out = execute(g, {"x": x})
     expected = state + x.reshape(1, 1, 2, 2, 2, 2).max((3, 5))
     np.testing.assert_allclose(out["y"], expected, rtol=1e-6)
     np.testing.assert_array_equal(out["state.updated"], out["y"])
@@ -528,7 +528,7 @@ def test_spec_lstm_and_gru_examples_compose_and_run(rng):
     g = compose(text, data=data)
     assert g.outputs == ("y", "w", "lstm/c.updated", "lstm/h.updated", "gru/h.updated")
     x = rng.standard_normal((2, 3)).astype(np.float32)
-    out = run_graph(g, {"x": x})
+    out = execute(g, {"x": x})
 
     def layer(v, name):
         return v @ data[name + "/filter"].T + data[name + "/bias"]

@@ -22,7 +22,6 @@ ort = pytest.importorskip("onnxruntime", reason="needs the test-only package onn
 pytest.importorskip("nnef_tools", reason="needs the test-only package nnef-tools (pip install nnef-tools)")
 
 import qsim  # noqa: E402
-import qsim.skriptnd.execute  # noqa: E402,F401  (float operators' runners)
 from onnx import TensorProto, helper  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 

@@ -1,13 +1,13 @@
 """Small float ir.Graphs (NNEF operators, NCHW) for the lowering tests, with a calibrator.
 
-The float graphs are executed by qsim's float executor (qsim.skriptnd.execute); the
+The float graphs are executed by qsim's float executor (qsim.runtime); the
 calibration here is plain min-max over the values that execution produces.
 """
 from __future__ import annotations
 
 import numpy as np
 
-import qsim.skriptnd.execute  # noqa: F401  (registers the stdlib op kinds and runners)
+import qsim.runtime  # noqa: F401  (registers the stdlib op kinds)
 from qsim import ir
 from qsim.quant.params import QuantConfig, params_from_range
 from qsim.runtime.executor import execute

@@ -1,12 +1,13 @@
-"""qsim.runtime.execute: whole TOSA graphs (incl. COND_IF and WHILE_LOOP) on both backends."""
+"""qsim.runtime.execute: whole TOSA graphs (incl. COND_IF and WHILE_LOOP) on both backends, input
+checks, dispatch by dialect."""
 import numpy as np
 import pytest
 
 import qsim.tosa  # noqa: F401
-from qsim.errors import InvalidGraphError, UnpredictableError, UsageError
+from qsim.errors import DataError, InvalidGraphError, UnpredictableError, UnsupportedError, UsageError
 from qsim.ir import DType, Graph, Op, OpKind, Tensor, register_op_kind
-from qsim.runtime import execute, register_dialect, run_graph
-from qsim.tosa import run
+from qsim.runtime import execute, register_dialect, run_graph, run_op
+from qsim.kernels.run import run
 
 
 def _op(name, inputs, outputs, attrs=None, subgraphs=None, label=""):
@@ -99,10 +100,15 @@ def test_while_loop_iterates_until_the_condition_fails(backend):
     assert [int(v) for v in out] == [7, 1]
 
 
-def test_while_loop_through_tosa_run():
+def test_while_loop_as_one_op_needs_the_executor():
+    """qsim.tosa.run validates WHILE_LOOP but cannot run its graphs (the executor is a later
+    stage); run_op runs the one op with the executor."""
     g = _while_graph()
     loop = g.ops[0]
-    out = run("WHILE_LOOP", [np.array(2, np.int32), np.array(0, np.int32)], dict(loop.subgraphs))
+    with pytest.raises(UnsupportedError, match="WHILE_LOOP: a control-flow operator runs its graphs") as err:
+        run("WHILE_LOOP", [np.array(2, np.int32), np.array(0, np.int32)], dict(loop.subgraphs))
+    assert "qsim.runtime.execute" in err.value.hint
+    out = run_op(g, loop, [np.array(2, np.int32), np.array(0, np.int32)], "reference")
     assert [int(v) for v in out] == [5, 27]
 
 
@@ -120,17 +126,37 @@ def test_errors_carry_the_op_label(rng):
         execute(g, {"x": np.array([2 ** 30], np.int32)}, "reference")
 
 
-@pytest.mark.parametrize("inputs,match", [
-    ({}, r"missing input\(s\) x"), ({"x": np.zeros(2, np.int32), "z": 1}, r"unknown input\(s\) z"),
-    ({"x": np.zeros(2, np.int8)}, r"declared i32 \(stored as int32\) but the array is int8"),
-    ({"x": np.zeros(3, np.int32)}, r"shape \[3\], declared \[2\]"), ({"x": [1, 2]}, r"not a numpy array"),
+@pytest.mark.parametrize("inputs,kind,match", [
+    ({}, DataError, r"no value for input\(s\) x"),
+    ({"x": np.zeros(2, np.int32), "z": 1}, DataError, r"unknown input\(s\) z"),
+    ({"x": np.zeros(2, np.float32)}, DataError, r"input 'x' is declared i32 \(stored as int32\) but the array is float32"),
+    ({"x": np.zeros(2, bool)}, DataError, r"declared i32 \(stored as int32\) but the array is bool"),
+    ({"x": np.array([0, 1 << 31])}, DataError, r"input 'x' has values outside i32"),
+    ({"x": np.zeros(3, np.int32)}, DataError, r"input 'x' has shape \[3\], the graph declares \[2\]"),
+    ([np.zeros(2, np.int32)] * 2, DataError, r"takes 1 input\(s\) \(x\); got 2"),
+    ({"x": [1, 2]}, UsageError, r"not a numpy array"),
 ])
-def test_bad_inputs(inputs, match):
-    g = _unary_graph("u", "ABS")
+def test_bad_inputs(inputs, kind, match):
     g = Graph("u", ("x",), ("b",), (_op("ABS", ["x"], ["b"]),),
               {"x": Tensor("x", DType.I32, (2,)), "b": Tensor("b", DType.I32, (2,))})
-    with pytest.raises(UsageError, match=match):
+    with pytest.raises(kind, match=match):
         execute(g, inputs, "reference")
+
+
+def test_integer_inputs_are_range_checked_and_float_inputs_converted():
+    g = Graph("u", ("x",), ("b",), (_op("ABS", ["x"], ["b"]),),
+              {"x": Tensor("x", DType.I48, (2,)), "b": Tensor("b", DType.I48, (2,))})
+    with pytest.raises(DataError, match=r"input 'x' has values outside i48"):
+        execute(g, {"x": np.array([1, 1 << 47], np.int64)}, "reference")
+    kind = register_op_kind("math.neg")
+    f = Graph("f", ("x",), ("y",), (Op(kind, ("x",), ("y",), name="y"),),
+              {"x": Tensor("x", DType.F32, (2,)), "y": Tensor("y", DType.F32, (2,))})
+    g32 = Graph("u", ("x",), ("b",), (_op("ABS", ["x"], ["b"]),),
+                {"x": Tensor("x", DType.I32, (2,)), "b": Tensor("b", DType.I32, (2,))})
+    values = execute(g32, {"x": np.array([-3, 1], np.int8)}, "reference")      # every value fits: converted
+    assert values["x"].dtype == values["b"].dtype == np.int32 and values["b"].tolist() == [3, 1]
+    values = execute(f, {"x": np.array([1.5, -2.0], np.float64)})
+    assert values["x"].dtype == values["y"].dtype == np.float32 and values["y"].tolist() == [-1.5, 2.0]
 
 
 def test_unknown_backend_and_dialect():
@@ -140,13 +166,16 @@ def test_unknown_backend_and_dialect():
     kind = register_op_kind("testdialect.twice")
     g2 = Graph("d", ("a",), ("b",), (Op(kind, ("a",), ("b",), name="t"),),
                {"a": Tensor("a", DType.I32, (2,)), "b": Tensor("b", DType.I32, (2,))})
-    with pytest.raises(UsageError, match=r"no executor is registered for dialect 'testdialect'"):
+    with pytest.raises(UnsupportedError, match=r"testdialect.twice 't': neither a standard operator nor "
+                                               r"one the model defines, and no runner is registered for "
+                                               r"dialect 'testdialect'"):
         execute(g2, {"a": np.zeros(2, np.int32)}, "reference")
-    register_dialect("testdialect", lambda op, inputs, backend: [inputs[0] * 2])
+    register_dialect("testdialect", lambda op, inputs, context: [inputs[0] * 2 + (context.backend == "kernels")])
     assert execute(g2, {"a": np.array([1, 2], np.int32)}, "reference")["b"].tolist() == [2, 4]
+    assert execute(g2, {"a": np.array([1, 2], np.int32)}, "kernels")["b"].tolist() == [3, 5]
 
 
-def test_known_dialects_are_imported_on_first_use():
-    from qsim.runtime.executor import _DIALECT_MODULES, registered_dialects
-    assert _DIALECT_MODULES["cvm"] == "qsim.cvm" and _DIALECT_MODULES["nn"] == "qsim.skriptnd.execute"
-    assert "tosa" in registered_dialects()
+def test_every_family_has_its_runner_without_importing_more():
+    from qsim.runtime.executor import registered_dialects
+    assert {"tosa", "cvm", "control", "layout", "math", "linalg", "nn", "image", "quant",
+            "algo"} <= set(registered_dialects())

@@ -18,8 +18,8 @@ import qsim
 
 from qsim import cli, limits
 from qsim.errors import DataError, QsimError, SemanticError, SyntaxError_
-from qsim.skriptnd.check import check_model
-from qsim.skriptnd.execute import run_graph
+from qsim.commands.check import check_model
+from qsim.runtime import execute
 from qsim.skriptnd.parser import MAX_INT_LITERAL_DIGITS, parse
 
 HEAD = "import math;\nimport layout;\nimport nn;\n"
@@ -286,7 +286,7 @@ def test_utf8_byte_order_mark_and_non_ascii_comments_are_read(tmp_path):
      {"padding": [16, 16, 16, 16]}, "nn.conv im2col buffer of shape [1, 1, 1089, 64, 64]"),
 ])
 def test_executor_refuses_oversized_results_before_allocating(monkeypatch, op, inputs, attrs, what):
-    from qsim.skriptnd.fastops import run_op
+    from qsim.runtime.float_ops import run_op
     # 1089 * 64 * 64 float32 = 17.0 MiB for the conv's im2col buffer, its output only 16 KiB
     monkeypatch.setenv(limits.MAX_TENSOR_BYTES_ENV, "16M")
     with pytest.raises(DataError) as info:
@@ -295,7 +295,7 @@ def test_executor_refuses_oversized_results_before_allocating(monkeypatch, op, i
 
 
 def test_executor_rescale_by_an_infinite_factor():
-    from qsim.skriptnd.fastops import run_op
+    from qsim.runtime.float_ops import run_op
     with pytest.raises(SemanticError, match="gives no finite size"):
         run_op("image.rescale", [np.zeros((1, 1, 2), np.float32)], {"factor": [1e308], "axes": [2]})
 
@@ -425,7 +425,7 @@ def test_deepest_composition_with_the_deepest_expression_loads(tmp_path):
     path.write_text(text)
     graph = qsim.load(path)
     assert [op.kind.name for op in graph.ops] == ["math.neg"]
-    out = run_graph(graph, {"x": np.array([1, -2, 3, -4], np.float32)})[graph.outputs[0]]
+    out = execute(graph, {"x": np.array([1, -2, 3, -4], np.float32)})[graph.outputs[0]]
     assert out.tolist() == [-1, 2, -3, 4]
 
 
@@ -548,7 +548,7 @@ def test_lower_formulas_with_tensors_where_ints_belong(tmp_path, formula, needle
     path.write_text(text)
     graph_ = qsim.load(path)
     with pytest.raises(SemanticError) as info:
-        run_graph(graph_, {"x": np.zeros((3, 5), np.float32)})
+        execute(graph_, {"x": np.zeros((3, 5), np.float32)})
     assert needle in info.value.message
     assert info.value.location.line == 2
 

@@ -8,7 +8,7 @@ import pytest
 
 import qsim
 from qsim.errors import SemanticError
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 from qsim.tensorfile import write_tensor
 
 OPS = """import nn;
@@ -63,7 +63,7 @@ graph G {
     np.testing.assert_array_equal(g.tensors["e"].data, np.eye(2, 3, dtype=np.float32))
     assert g.tensors["k"].data.tolist() == [7, 8, 9] and g.tensors["k"].dtype.short == "i64"
     x = np.ones((2, 3), np.float32)
-    np.testing.assert_array_equal(run_graph(g, {"x": x})["y"],
+    np.testing.assert_array_equal(execute(g, {"x": x})["y"],
                                   1.5 + np.arange(1, 7).reshape(2, 3) + np.eye(2, 3))
 
 
@@ -81,7 +81,7 @@ def test_scoped_variables_read_from_dat_files_both_forms(tmp_path):
     # `first.w` as a dotted file name, the auto-labelled `z.w` as a folder path (2.7, 2.10)
     g = load(tmp_path, text, {"first.w.dat": w1, "z/w.dat": w2})
     assert {"first.w", "z.w"} <= set(g.tensors)
-    out = run_graph(g, {"x": np.ones(3, np.float32)})
+    out = execute(g, {"x": np.ones(3, np.float32)})
     np.testing.assert_array_equal(out["y"], w1)
     np.testing.assert_array_equal(out["z"], w1 * w2)
 
@@ -124,7 +124,7 @@ def test_labels_scope_intermediate_names(tmp_path):
     g = load(tmp_path, text)
     # auto-generated label = the first result's name; explicit label; outputs keep their names
     assert {"y.h", "named.h", "y", "z"} <= set(g.tensors)
-    out = run_graph(g, {"x": np.array([-1, 0.5, 2], np.float32)})
+    out = execute(g, {"x": np.array([-1, 0.5, 2], np.float32)})
     np.testing.assert_array_equal(out["z"], 4 * np.maximum([-1, 0.5, 2], 0).astype(np.float32))
 
 
@@ -140,7 +140,7 @@ graph G {
 """
     g = load(tmp_path, text, {"acc.dat": np.array([1, 2], np.float32)})
     assert g.outputs[0] == "y" and len(g.outputs) == 2
-    out = run_graph(g, {"x": np.array([1, 1], np.float32)})
+    out = execute(g, {"x": np.array([1, 1], np.float32)})
     np.testing.assert_array_equal(out[g.outputs[1]], [4, 9])
 
 
@@ -164,7 +164,7 @@ graph G {
     expanded = load(tmp_path, text, attribs={"fast": False})
     assert "nn.softmax" not in [op.kind.name for op in expanded.ops] and len(expanded.ops) > 2
     x = np.array([[0.0, 1.0], [2.0, 2.0]], np.float32)
-    a, b = run_graph(g2, {"x": x})["y"], run_graph(expanded, {"x": x})["y"]
+    a, b = execute(g2, {"x": x})["y"], execute(expanded, {"x": x})["y"]
     np.testing.assert_allclose(a, b, rtol=1e-6)
     np.testing.assert_allclose(a[1], [0.5, 0.5])
     # the generic type can be deduced from the value too, or given explicitly
@@ -182,7 +182,7 @@ graph G {
 """)
     assert g.tensors["x"].shape == (2, None) and g.tensors["x"].max_shape == (2, 10)
     assert g.tensors["y"].shape == (2, None)
-    out = run_graph(g, {"x": np.array([[-1.0, 2.0, 3.0]] * 2, np.float32)})
+    out = execute(g, {"x": np.array([[-1.0, 2.0, 3.0]] * 2, np.float32)})
     np.testing.assert_array_equal(out["y"], [[0, 2, 3]] * 2)
 
 
@@ -209,4 +209,4 @@ graph G {
 """)
     assert [op.kind.name for op in g.ops] == ["math.mul", "math.mul", "math.neg"]
     x = np.array([1.0, -2.0, 3.0], np.float32)
-    np.testing.assert_array_equal(run_graph(g, {"x": x})["y"], -(x ** 3))
+    np.testing.assert_array_equal(execute(g, {"x": x})["y"], -(x ** 3))

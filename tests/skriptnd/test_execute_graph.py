@@ -1,10 +1,10 @@
-"""Float execution of whole ir.Graphs of standard operators (qsim.skriptnd.execute)."""
+"""Float execution of whole ir.Graphs of standard operators (qsim.runtime)."""
 import numpy as np
 import pytest
 
 from qsim import ir
 from qsim.errors import DataError, MismatchError, QsimError
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 
 F32 = ir.DType.F32
 
@@ -36,7 +36,7 @@ def small_cnn(rng):
 def test_small_cnn_against_numpy(rng):
     g, w, fw = small_cnn(rng)
     x = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
-    vals = run_graph(g, {"x": x})
+    vals = execute(g, {"x": x})
     # independent numpy: zero-padded 3x3 correlation, relu, 2x2 max, dense, softmax
     xp = np.pad(x[0], ((0, 0), (1, 1), (1, 1)))
     conv = np.array([[[np.sum(xp[:, i:i + 3, j:j + 3] * w[o]) for j in range(4)] for i in range(4)]
@@ -58,7 +58,7 @@ def test_packed_inputs_and_outputs(rng):
            Op("layout.split", ["cat"], ["p0", "p1"], axis=1, sizes=(4, 5)),
            Op("math.sum_n", ["a", "b", "c"], ["s"])]
     g = ir.Graph("packs", ("a", "b", "c"), ("p1", "s"), ops, {t.name: t for t in tensors}).verify()
-    vals = run_graph(g, [a, 2 * a, 3 * a])
+    vals = execute(g, [a, 2 * a, 3 * a])
     np.testing.assert_array_equal(vals["p1"], np.concatenate([a, 2 * a, 3 * a], 1)[:, 4:])
     np.testing.assert_allclose(vals["s"], 6 * a, rtol=1e-6)
 
@@ -66,16 +66,16 @@ def test_packed_inputs_and_outputs(rng):
 def test_bad_inputs_are_data_errors(rng):
     g, _, _ = small_cnn(rng)
     with pytest.raises(DataError, match=r"input 'x' has shape \[1, 3, 5, 4\]"):
-        run_graph(g, {"x": np.zeros((1, 3, 5, 4), np.float32)})
+        execute(g, {"x": np.zeros((1, 3, 5, 4), np.float32)})
     with pytest.raises(DataError, match="no value for input"):
-        run_graph(g, {})
+        execute(g, {})
 
 
 def test_declared_shape_mismatch_names_the_op(rng):
     tensors = [T("x", (2, 3)), T("y", (3, 3))]
     g = ir.Graph("bad", ("x",), ("y",), [Op("math.neg", ["x"], ["y"])], {t.name: t for t in tensors})
     with pytest.raises(MismatchError, match=r"math.neg 'y': output 'y' has shape \[2, 3\]"):
-        run_graph(g, {"x": np.zeros((2, 3), np.float32)})
+        execute(g, {"x": np.zeros((2, 3), np.float32)})
 
 
 def test_op_errors_name_the_invocation():
@@ -83,4 +83,4 @@ def test_op_errors_name_the_invocation():
     g = ir.Graph("sq", ("x",), ("y",), [Op("layout.squeeze", ["x"], ["y"], axes=(1,))],
                  {t.name: t for t in tensors})
     with pytest.raises(QsimError, match=r"layout.squeeze 'y': .*must be 1"):
-        run_graph(g, {"x": np.zeros((2, 3), np.float32)})
+        execute(g, {"x": np.zeros((2, 3), np.float32)})

@@ -8,7 +8,7 @@ import pytest
 
 import qsim
 from qsim.errors import QsimError
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 
 try:
     from .test_stdlib_ops import _lstm_ref
@@ -68,7 +68,7 @@ def test_lstm_loop_with_a_run_time_step_count(tmp_path, steps):
     graph = _graph(tmp_path, LOOP)
     assert [op.kind.name for op in graph.ops] == ["nn.lstm_loop"]
     x = _inputs()
-    out = run_graph(graph, dict(x, steps=np.array(steps, np.int32)))
+    out = execute(graph, dict(x, steps=np.array(steps, np.int32)))
     Y, h, c = _reference(x, steps)
     assert out["Y"].shape == (steps, B, N)
     np.testing.assert_allclose(out["Y"], Y, rtol=1e-5, atol=1e-6)
@@ -81,7 +81,7 @@ def test_lstm_with_a_step_count_per_batch_item(tmp_path):
     graph = _graph(tmp_path, JAGGED)
     x = _inputs(3)
     steps = np.array([2, 4], np.int32)
-    out = run_graph(graph, dict(x, steps=steps))
+    out = execute(graph, dict(x, steps=steps))
     assert out["Y"].shape == (4, B, N)
     for b in range(B):
         one = {k: (v[:, b:b + 1] if k == "X" else v[b:b + 1] if k in ("h0", "c0") else v)
@@ -97,4 +97,4 @@ def test_lstm_with_a_step_count_per_batch_item(tmp_path):
 def test_a_step_count_beyond_the_sequence_is_an_error(tmp_path):
     graph = _graph(tmp_path, LOOP)
     with pytest.raises(QsimError, match="'steps'=6 must be between 0 and the sequence length 5"):
-        run_graph(graph, dict(_inputs(), steps=np.array(6, np.int32)))
+        execute(graph, dict(_inputs(), steps=np.array(6, np.int32)))

@@ -1,5 +1,5 @@
 """Operators a model defines in its own modules execute by their @lower bodies
-(qsim.skriptnd.execute.run_own_operator), carried by the ops themselves (ir.Op.definition)."""
+(qsim.runtime.runners.defined), carried by the ops themselves (ir.Op.definition)."""
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 import qsim
 from qsim.cli import main as cli_main
 from qsim.errors import UnsupportedError
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 from qsim.skriptnd.writer import write_model
 
 MAIN = """import extra;
@@ -102,7 +102,7 @@ def _oracle(a: np.ndarray):
 
 def test_model_operators_run_by_their_lower_bodies(tmp_path):
     a = np.random.default_rng(4).normal(size=(3, 6)).astype(np.float32)
-    values = run_graph(qsim.load(_model(tmp_path / "m")), {"a": a})
+    values = execute(qsim.load(_model(tmp_path / "m")), {"a": a})
     r, s = _oracle(a.astype(np.float64))
     np.testing.assert_allclose(values["r"], r, rtol=1e-6)
     np.testing.assert_allclose(values["s"], s, rtol=1e-6, atol=1e-6)
@@ -124,16 +124,16 @@ def test_two_models_keep_their_own_definitions(tmp_path):
     g1 = qsim.load(_model(tmp_path / "one"))
     g2 = qsim.load(_model(tmp_path / "two", other))
     a = np.ones((3, 6), np.float32)
-    np.testing.assert_allclose(run_graph(g1, {"a": a})["r"], np.full(3, 6.0))
-    np.testing.assert_allclose(run_graph(g2, {"a": a})["r"], np.full(3, 12.0))
-    np.testing.assert_allclose(run_graph(g1, {"a": a})["r"], np.full(3, 6.0))
+    np.testing.assert_allclose(execute(g1, {"a": a})["r"], np.full(3, 6.0))
+    np.testing.assert_allclose(execute(g2, {"a": a})["r"], np.full(3, 12.0))
+    np.testing.assert_allclose(execute(g1, {"a": a})["r"], np.full(3, 6.0))
 
 
 def test_an_operator_without_lower_is_a_located_error(tmp_path):
     main = MAIN.replace("r = row_sum(q);", "p = no_formula(q);\n        r = row_sum(p);")
     graph = qsim.load(_model(tmp_path / "m", main))
     with pytest.raises(UnsupportedError) as err:
-        run_graph(graph, {"a": np.zeros((3, 6), np.float32)})
+        execute(graph, {"a": np.zeros((3, 6), np.float32)})
     assert "operator 'no_formula' has no @lower body" in err.value.message
     assert err.value.location is not None and err.value.location.line == MAIN.splitlines().index(
         "operator no_formula {") + 1
@@ -153,17 +153,24 @@ def test_write_load_write_is_identical_with_model_operators(tmp_path):
     assert "operator relu_sq {" in text and "operator row_sum {" in text
     assert "operator no_formula" not in text          # only the operators the graph uses
     a = np.random.default_rng(2).normal(size=(3, 6)).astype(np.float32)
-    v1, v2 = run_graph(graph, {"a": a}), run_graph(again, {"a": a})
+    v1, v2 = execute(graph, {"a": a}), execute(again, {"a": a})
     for name in graph.outputs:
         np.testing.assert_array_equal(v1[name], v2[name])
 
 
-def test_an_integer_graph_is_refused_with_the_way_to_run_it():
-    """run_graph is float execution: a TOSA op (no standard float operator, no model
-    definition) is refused, and the hint names the integer executor."""
+def test_the_same_executor_runs_an_integer_graph():
+    """One executor: the quantized (TOSA) graph runs through qsim.runtime.execute too, each op
+    giving what qsim.tosa.run computes for it from the same inputs."""
     from qsim.quant.pipeline import QuantizeOptions, embedded_quantized_model
+    from qsim.kernels.run import run
+    from qsim.tosa import OPERATORS
+    from qsim.tosa.verify import bind_op
     model = embedded_quantized_model(QuantizeOptions(show_progress=False))
-    x = np.zeros(model.graph.tensor(model.graph.inputs[0]).shape, np.int8)
-    with pytest.raises(UnsupportedError, match="neither a standard operator nor one the model defines") as err:
-        run_graph(model.graph, {model.graph.inputs[0]: x})
-    assert "qsim.runtime.execute" in err.value.hint
+    g = model.graph
+    x = np.random.default_rng(3).integers(-128, 128, g.tensor(g.inputs[0]).shape).astype(np.int8)
+    values = execute(g, {g.inputs[0]: x}, backend="reference")
+    assert {op.kind.dialect for op in g.ops} == {"tosa"}
+    for op in g.ops:
+        attrs = bind_op(OPERATORS[op.kind.short_name], op, g).attrs     # with out_t from the graph
+        got = run(op.kind.short_name, [values[n] for n in op.inputs], attrs, backend="reference")
+        np.testing.assert_array_equal(got[0], values[op.outputs[0]])

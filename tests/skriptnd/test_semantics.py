@@ -14,7 +14,7 @@ import pytest
 import qsim
 from qsim.errors import QsimError, SemanticError
 from qsim.skriptnd.evaluate import Evaluator
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 from qsim.skriptnd.parser import parse_expr
 from qsim.skriptnd.values import Dyn, Uniform
 
@@ -223,7 +223,7 @@ graph G {
     g = compose(tmp_path, text)
     assert [op.kind.name for op in g.ops] == ["math.mul", "math.add"]
     x, a, b = (R.standard_normal(4).astype(np.float32) for _ in range(3))
-    np.testing.assert_array_equal(run_graph(g, {"x": x, "a": a, "b": b})["y"], x * a + b)
+    np.testing.assert_array_equal(execute(g, {"x": x, "a": a, "b": b})["y"], x * a + b)
 
 
 def test_spec_loop_over_pack_example(tmp_path):
@@ -237,7 +237,7 @@ graph G {
     g = compose(tmp_path, text)
     x0, x1, z = (R.standard_normal(3).astype(np.float32) for _ in range(3))
     assert [op.kind.name for op in g.ops] == ["control.loop"]      # a loop over a pack (2.10.1)
-    out = run_graph(g, {"x0": x0, "x1": x1, "z": z})
+    out = execute(g, {"x0": x0, "x1": x1, "z": z})
     np.testing.assert_array_equal(out[g.outputs[0]], x0 + z)
     np.testing.assert_array_equal(out[g.outputs[1]], x1 + z)
 
@@ -265,7 +265,7 @@ def test_dynamic_loops_and_branches_execute(tmp_path):
     x = np.array([1.0, -2.0, 0.5], np.float32)
     a = np.array([[1.0, 1.0], [0.0, 2.0]], np.float32)
     for n, c in ((0, True), (3, False)):
-        out = run_graph(g, {"x": x, "n": np.array(n), "c": np.array(c), "A": a})
+        out = execute(g, {"x": x, "n": np.array(n), "c": np.array(c), "A": a})
         np.testing.assert_array_equal(out["total"], 4 * x)                 # x + x + x + x
         np.testing.assert_array_equal(out["doubled"], x * 2 ** n)          # while k > 0: s *= 2
         np.testing.assert_array_equal(out["branch"], -x if c else np.exp(x))

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import qsim
 from qsim.errors import QsimError
-from qsim.skriptnd.check import check_model
-from qsim.skriptnd.execute import run_graph
+from qsim.commands.check import check_model
+from qsim.runtime import execute
 from qsim.skriptnd.writer import write_model
 
 SETTINGS = dict(derandomize=True, deadline=None,
@@ -126,8 +126,8 @@ def test_generated_op_chains_compose_and_round_trip(tmp_path_factory, chain, see
     for path in (folder / "a").iterdir():
         assert path.read_bytes() == (folder / "b" / path.name).read_bytes(), path.name
     x = np.random.default_rng(seed).standard_normal((2, 3, 4)).astype(np.float32)
-    first = run_graph(graph, {"x": x})[graph.outputs[0]]
-    second = run_graph(again, {"x": x})[again.outputs[0]]
+    first = execute(graph, {"x": x})[graph.outputs[0]]
+    second = execute(again, {"x": x})[again.outputs[0]]
     assert first.shape == tuple(shape) and np.array_equal(first, second)
 
 

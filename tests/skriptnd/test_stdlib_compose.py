@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import qsim
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 from qsim.skriptnd.writer import format_value
 
 try:
@@ -68,7 +68,7 @@ def test_composed_shapes_and_values(tmp_path, op, inputs, attrs, formula, generi
         [w.shape for s, w in zip(got_shapes, want) if None not in s], text
     if any(None in s for s in got_shapes):
         return          # data-dependent output shapes: values are checked in test_stdlib_ops
-    values = run_graph(g, feeds)
+    values = execute(g, feeds)
     for name, w in zip(g.outputs, want):
         assert _type(values[name]) == _type(w), name
         if _type(w) == "real":      # the graph computes in float32, the formula in float64

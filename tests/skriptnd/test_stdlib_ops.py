@@ -9,15 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qsim.skriptnd.fastops import run_op
+from qsim.runtime.float_ops import run_op
 from qsim.skriptnd.lower import run_lower
 from qsim.skriptnd.lower_bind import bind
 from qsim.skriptnd.parser import parse
 
-try:
-    from .test_execute_fastops import naive_conv, naive_deconv, naive_pool
-except ImportError:
-    from test_execute_fastops import naive_conv, naive_deconv, naive_pool
+from float_reference import naive_conv, naive_deconv, naive_pool
 
 STDLIB = Path(__file__).resolve().parents[2] / "stdlib"
 MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")

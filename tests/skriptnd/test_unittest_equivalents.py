@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from qsim.errors import SemanticError, SyntaxError_, UnsupportedError
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 from qsim.skriptnd.model import compose_graphs
 from qsim.skriptnd.parser import parse
 
@@ -27,7 +27,7 @@ def shapes(graph, names):
 
 
 def run(graph, feeds):
-    values = run_graph(graph, feeds)
+    values = execute(graph, feeds)
     return [values[n] for n in graph.outputs]
 
 
@@ -166,7 +166,7 @@ def test_split_by_a_runtime_count_and_concat_back(rng):
     assert shapes(g, g.outputs) == [(3, None)]
     x = rng.standard_normal((3, 5)).astype(np.float32)
     np.testing.assert_array_equal(run(g, {"x": x})[0], x)
-    parts = run_graph(g, {"x": x})["parts"]
+    parts = execute(g, {"x": x})["parts"]
     assert parts.shape == (5, 3, 1)     # items real[3,1], one per unit of s
     np.testing.assert_array_equal(parts[:, :, 0], x.T)
 
@@ -373,7 +373,7 @@ def test_a_model_operator_whose_packs_cannot_be_told_apart_is_refused_located(tm
     path.write_text(OWN_PACKS)
     g = compose("Ambiguous", path)
     with pytest.raises(UnsupportedError) as err:
-        run_graph(g, {"a": np.zeros(3, np.float32), "b": np.zeros(3, np.float32)})
+        execute(g, {"a": np.zeros(3, np.float32), "b": np.zeros(3, np.float32)})
     assert "cannot tell which of its 2 inputs belong to the packs a, b" in err.value.message
     assert err.value.location.line == OWN_PACKS.splitlines().index("operator ambiguous {") + 1
 
@@ -456,7 +456,7 @@ def test_a_runtime_length_above_its_bound_is_a_data_error(rng):
     from qsim.errors import DataError
     g = compose("dyn_concat_0")
     with pytest.raises(DataError) as err:
-        run_graph(g, {"xs": dyn_items(rng, 6, (2, 3))})
+        execute(g, {"xs": dyn_items(rng, 6, (2, 3))})
     assert "input 'xs' has extent 6 at dimension 0, above its upper bound 5" in err.value.message
 
 

@@ -9,7 +9,7 @@ import pytest
 import qsim
 from qsim.errors import SemanticError
 from qsim.skriptnd.binding import binding_order
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 from qsim.skriptnd.modules import ModuleSet
 from qsim.skriptnd.parser import parse
 from qsim.skriptnd.validate import validate_module
@@ -113,7 +113,7 @@ def test_space_depth_batch_and_scatter_nd_compose(tmp_path):
     g = qsim.load(tmp_path)
     x = np.arange(144, dtype=np.float32).reshape(1, 4, 6, 6)
     idx = np.array([[1], [3]])
-    r = run_graph(g, {"x": x, "i": idx, "u": np.full((2, 6, 6), -1, np.float32)})
+    r = execute(g, {"x": x, "i": idx, "u": np.full((2, 6, 6), -1, np.float32)})
     # blocks first: output channel (by * 2 + bx) * C + c holds x[c, 2h + by, 2w + bx]
     want = x.reshape(1, 4, 3, 2, 3, 2).transpose(0, 3, 5, 1, 2, 4).reshape(1, 16, 3, 3)
     np.testing.assert_array_equal(r["y"], want)

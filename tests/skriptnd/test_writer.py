@@ -17,7 +17,7 @@ import qsim
 from qsim import ir
 from qsim.errors import QsimError, UnsupportedError, UsageError
 from qsim.skriptnd.evaluate import Evaluator
-from qsim.skriptnd.execute import run_graph
+from qsim.runtime import execute
 from qsim.skriptnd.parser import parse_expr
 from qsim.skriptnd.writer import format_value, render, write_model
 from qsim.tensorfile import read_tensor_file
@@ -55,7 +55,7 @@ def test_fashion_cnn_round_trip_and_results(tmp_path, keep):
             np.testing.assert_array_equal(twin.data, t.data)
             assert twin.data.dtype == t.data.dtype
     x = np.random.default_rng(3).random((1, 1, 28, 28), dtype=np.float32)
-    a, b = run_graph(g, {"input": x}), run_graph(loaded, {"input": x})
+    a, b = execute(g, {"input": x}), execute(loaded, {"input": x})
     assert np.array_equal(a["output"], b["output"])
     text = (tmp_path / "a" / "main.sknd").read_text()
     assert text.startswith("# Model written by qsim")
@@ -78,7 +78,7 @@ def _tosa_graph():
 
 
 def test_tosa_integer_graph_round_trip(tmp_path):
-    from qsim.quant.sknd_form import to_sknd_form
+    from qsim.tosa.sknd_form import to_sknd_form
     from qsim.runtime.executor import execute
     g = _tosa_graph()
     loaded = round_trip(g, tmp_path, prepare=to_sknd_form)
@@ -113,9 +113,10 @@ def test_tosa_integer_graph_round_trip(tmp_path):
 
 
 def test_cvm_integer_graph_round_trip(tmp_path):
-    from qsim.quant.cvm_pipeline import embedded_cvm_model
+    from qsim.quant.pipeline import embedded_quantized_model
+    from qsim.quant.target_cvm import CvmTarget
     from qsim.runtime.executor import execute
-    g = embedded_cvm_model().graph
+    g = embedded_quantized_model(target=CvmTarget()).graph
     loaded = round_trip(g, tmp_path)
     assert "import cvm;" in (tmp_path / "a" / "main.sknd").read_text()
     for name, t in g.tensors.items():
@@ -218,7 +219,7 @@ def test_hand_built_graph_round_trip(tmp_path):
     assert [op.name for op in loaded.ops][:2] == ["blk.conv.out", "first_relu"]
     # same values
     x = np.random.default_rng(2).standard_normal((1, 4, 6, 6)).astype(np.float32)
-    a, b = run_graph(g, {"x-in": x}), run_graph(loaded, {"x_in": x})
+    a, b = execute(g, {"x-in": x}), execute(loaded, {"x_in": x})
     for name in ("blk.conv.out", "act", "parts_0", "parts_1", "q.flat"):
         assert np.array_equal(a[name], b[name]), name
     np.testing.assert_array_equal(b["in_"], [3, -4])
@@ -330,7 +331,6 @@ def test_header_lines_are_comments(tmp_path):
 def test_nnef1_model_written_as_skriptnd(tmp_path):
     """An NNEF 1.0 model (its compounds kept whole by that front end) written as SkriptND and
     reloaded with the same kept operator computes the same values."""
-    from qsim.runtime.executor import execute
     src = tmp_path / "src"
     src.mkdir()
     (src / "graph.nnef").write_text(
@@ -347,7 +347,7 @@ def test_nnef1_model_written_as_skriptnd(tmp_path):
     assert [op.kind.name for op in loaded.ops] == [op.kind.name for op in g.ops]
     x = np.random.default_rng(5).standard_normal((1, 3, 8, 8)).astype(np.float32)
     a = execute(g, {"input": x})[g.outputs[0]]
-    b = run_graph(loaded, {"input": x})[loaded.outputs[0]]
+    b = execute(loaded, {"input": x})[loaded.outputs[0]]
     np.testing.assert_array_equal(a, b)
 
 
@@ -381,7 +381,7 @@ def test_control_flow_round_trip(tmp_path):
     z, a = np.array([0.5, 2, 1], np.float32), np.array([[1, 1], [0, 2]], np.float32)
     for n, c in ((3, True), (2, False)):
         feeds = {"x0": x0, "x1": x1, "z": z, "n": np.array(n), "c": np.array(c), "A": a}
-        want, got = run_graph(g, feeds), run_graph(loaded, feeds)
+        want, got = execute(g, feeds), execute(loaded, feeds)
         for name, twin in zip(g.outputs, loaded.outputs):
             np.testing.assert_array_equal(got[twin], want[name])
         np.testing.assert_array_equal(want[g.outputs[0]], x0 + z)

@@ -1,0 +1,511 @@
+"""`nn` module operators (NNEF 2.0 4.4) as numpy: convolution and pooling by strided
+window views and batched matmul (BLAS), activations, normalizations, LSTM."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from .base import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ...kernels import float_conv
+from ...threads import apply_blas_threads, split_rows
+from .math import erf
+
+
+# ---- padding arithmetic shared by conv and pooling (the @using blocks of 4.4.1/4.4.2) --------
+
+def window_geometry(op, ix, fx, stride, dilation, padding, align, ceil_mode):
+    """Returns (before, ox): the lower padding (offset) and the output extents per axis.
+
+    fd = (fx - 1) * dilation + 1
+    paddings = padding[:d] + padding[d:] ?? ((ceil_mode ? ix \\ stride : ix / stride) - 1) * stride + fd - ix
+    offset = padding[:d] ?? (align == 'UPPER' ? paddings / 2 : paddings \\ 2)
+    ox = ceil_mode ? (ix + paddings - fd) \\ stride + 1 : (ix + paddings - fd) / stride + 1
+    """
+    d = len(ix)
+    if align not in ("LOWER", "UPPER"):
+        fail(op, f"'padding_align' must be one of ['LOWER', 'UPPER']; got {align!r}")
+    if min(stride, default=1) <= 0 or min(dilation, default=1) <= 0:
+        fail(op, f"'stride' {list(stride)} and 'dilation' {list(dilation)} must be positive")
+    before, ox = [], []
+    for a in range(d):
+        fd = (fx[a] - 1) * dilation[a] + 1
+        if padding is not None:
+            total = padding[a] + padding[d + a]
+            off = padding[a]
+        else:
+            n = ceil_div(ix[a], stride[a]) if ceil_mode else ix[a] // stride[a]
+            total = (n - 1) * stride[a] + fd - ix[a]
+            off = total // 2 if align == "UPPER" else ceil_div(total, 2)
+        if ix[a] + total < fd:
+            fail(op, f"padded input-size must be greater than (dilated) filter-size: "
+                 f"input-size={ix[a]}, filter-size={fx[a]}, dilation={dilation[a]}, "
+                 f"total-padding={total}")
+        span = ix[a] + total - fd
+        ox.append((ceil_div(span, stride[a]) if ceil_mode else span // stride[a]) + 1)
+        before.append(off)
+    return before, ox
+
+
+def padded_windows(x, axes, fx, stride, dilation, before, ox, fill):
+    """Yields, per kernel offset j (row-major over fx), the strided view of `x` along `axes`
+    holding x[stride * i + dilation * j - before] for i < ox; out-of-range entries are `fill`
+    (the guarded index |...| of the @lower skips them; fill is the null element)."""
+    widths = [(0, 0)] * x.ndim
+    start = []
+    for a, ax in enumerate(axes):
+        last = stride[a] * (ox[a] - 1) + dilation[a] * (fx[a] - 1) - before[a]
+        lo, hi = max(before[a], 0), max(last - (x.shape[ax] - 1), 0)
+        widths[ax] = (lo, hi)
+        start.append(lo - before[a])
+    xp = np.pad(x, widths, mode="constant", constant_values=fill) if any(w != (0, 0) for w in widths) else x
+    for j in itertools.product(*[range(f) for f in fx]):
+        index = [slice(None)] * x.ndim
+        for a, ax in enumerate(axes):
+            b = start[a] + dilation[a] * j[a]
+            index[ax] = slice(b, b + stride[a] * (ox[a] - 1) + 1, stride[a])
+        yield xp[tuple(index)]
+
+
+# ---- 4.4.1 linear operators -----------------------------------------------------------------
+
+@register("nn.linear")
+def linear(ins, at):
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    apply_blas_threads()
+    y = x @ w.T
+    return [y + b if b is not None else y]
+
+
+def _to_ncx(x, fmt, d, op, what="data_format"):
+    if fmt == "NCX":
+        return x
+    if fmt == "NXC":
+        return np.moveaxis(x, -1, 1)
+    if fmt == "XCN":
+        return np.transpose(x, [d + 1, d] + list(range(d)))
+    if fmt == "CXB" and what == "filter_format":
+        return np.transpose(x, [d + 1, 0] + list(range(1, d + 1)))
+    fail(op, f"'{what}' must be one of {['NCX', 'NXC', 'XCN'] + (['CXB'] if what == 'filter_format' else [])}; "
+         f"got {fmt!r}")
+
+
+def _from_ncx(y, fmt, d):
+    if fmt == "NCX":
+        return y
+    if fmt == "NXC":
+        return np.moveaxis(y, 1, -1)
+    return np.transpose(y, list(range(2, d + 2)) + [1, 0])   # XCN
+
+
+def _conv_setup(op, ins, at):
+    x, w = np.asarray(ins[0]), np.asarray(ins[1])
+    bias = ins[2] if len(ins) > 2 else None
+    d = x.ndim - 2
+    if d < 0 or w.ndim != x.ndim:
+        fail(op, f"input rank {x.ndim} and filter rank {w.ndim} must be equal and at least 2")
+    x = _to_ncx(x, at.get("data_format", "NCX"), d, op)
+    w = _to_ncx(w, at.get("filter_format", "NCX"), d, op, "filter_format")
+    stride = pack(at.get("stride", 1), d, op, "stride")
+    dilation = pack(at.get("dilation", 1), d, op, "dilation")
+    padding = pack(at.get("padding"), 2 * d, op, "padding")
+    groups = int(at.get("groups", 1))
+    if groups < 0:
+        fail(op, f"'groups' must not be negative; got {groups}")
+    return x, w, bias, d, stride, dilation, padding, groups
+
+
+@register("nn.conv")
+def conv(ins, at):
+    op = "nn.conv"
+    x, w, bias, d, stride, dilation, padding, groups = _conv_setup(op, ins, at)
+    b, ic = x.shape[:2]
+    n, fc = w.shape[:2]
+    g = ic if groups == 0 else groups
+    if n % g or ic != fc * g:
+        fail(op, f"input-channels ({ic}) must equal filter-channels ({fc}) * groups ({g}) "
+             f"and output-channels ({n}) be divisible by groups")
+    if bias is not None and bias.shape != (n,):
+        fail(op, f"bias-size {list(bias.shape)} must equal output-channels {n}")
+    fx = w.shape[2:]
+    before, ox = window_geometry(op, x.shape[2:], fx, stride, dilation, padding,
+                                 at.get("padding_align", "UPPER"), bool(at.get("ceil_mode", False)))
+    m = n // g
+    K = math.prod(fx)
+    X = math.prod(ox)
+    if g > 1 and fc == 1:
+        out = _depthwise(x, w, m, fx, stride, dilation, before, ox)
+        if bias is not None:
+            out = out + bias.reshape((n,) + (1,) * d)
+        return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
+    # cols[b, c, k, X]: im2col with the kernel offsets in row-major order like the filter
+    if K == 1 and all(s == 1 for s in stride) and not any(before) and list(ox) == list(x.shape[2:]) \
+            and x.dtype == np.result_type(x, w):
+        cols = np.ascontiguousarray(x).reshape(b, ic, 1, X)     # 1x1, stride 1: x is its im2col
+    else:
+        # im2col copies each input element once per kernel offset: it can outgrow every tensor
+        check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
+        cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
+        for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
+            cols[:, :, k] = win
+    cols = cols.reshape(b, g, fc * K, X).transpose(1, 2, 0, 3).reshape(g, fc * K, b * X)
+    apply_blas_threads()                                        # QSIM_THREADS for the GEMM
+    out = np.matmul(w.reshape(g, m, fc * K), cols)             # [g, m, b * X]
+    out = out.reshape(n, b, *ox).swapaxes(0, 1)
+    if bias is not None:
+        if out.dtype == np.result_type(out, bias):
+            out += bias.reshape((n,) + (1,) * d)                # the GEMM's result is ours to change
+        else:
+            out = out + bias.reshape((n,) + (1,) * d)
+    return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
+
+
+def _depthwise(x, w, m, fx, stride, dilation, before, ox):
+    """One input channel per group (depthwise): a multiply-add per kernel offset over strided
+    window views, out[b, c*m + i] = sum_k w[c*m + i, 0, k] * window_k[b, c] (k in row-major
+    order). A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed."""
+    b, ic = x.shape[:2]
+    dtype = np.result_type(x, w)
+    check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
+    compiled = _float_conv() if x.ndim == 4 and dtype == np.float32 else None
+    if compiled is not None:
+        # the same operations in the same order as the loop below, compiled (same bits)
+        return compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),
+                                         m, stride, dilation, before, ox)
+    out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
+    term = np.empty_like(out)
+    wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
+    spatial = (1,) * len(ox)
+    for k, win in enumerate(padded_windows(x, range(2, x.ndim), fx, stride, dilation, before, ox, 0)):
+        np.multiply(wk[None, :, :, k].reshape((1, ic, m) + spatial), win[:, :, None], out=term)
+        out += term
+    return out.reshape((b, ic * m) + tuple(ox))
+
+
+def _float_conv():
+    """qsim.kernels.float_conv (compiled loops); a missing build is an error, as for every kernel."""
+    return float_conv
+
+
+@register("nn.deconv")
+def deconv(ins, at):
+    op = "nn.deconv"
+    x, w, bias, d, stride, dilation, padding, groups = _conv_setup(op, ins, at)
+    b, ic = x.shape[:2]
+    n, fc = w.shape[:2]
+    g = ic if groups == 0 else groups
+    if n % g or n != ic:
+        fail(op, f"input-channels ({ic}) must equal the filter's first extent ({n}) and be "
+             f"divisible by groups ({g})")
+    m, oc = n // g, fc * g
+    if bias is not None and bias.shape != (oc,):
+        fail(op, f"bias-size {list(bias.shape)} must equal output-channels {oc}")
+    ix, fx = x.shape[2:], w.shape[2:]
+    align = at.get("padding_align", "UPPER")
+    out_size = pack(at.get("output_size"), d, op, "output_size")
+    full = [(ix[a] - 1) * stride[a] + (fx[a] - 1) * dilation[a] + 1 for a in range(d)]
+    offset, ox = [], []
+    for a in range(d):
+        fd = (fx[a] - 1) * dilation[a] + 1
+        if padding is not None:
+            total, off = padding[a] + padding[d + a], padding[a]
+        else:
+            total = (ix[a] - 1) * stride[a] + fd - ix[a] * stride[a]
+            off = total // 2 if align == "UPPER" else ceil_div(total, 2)
+        o = out_size[a] if out_size is not None else (ix[a] - 1) * stride[a] + fd - total
+        if out_size is not None and (o + total - fd) // stride[a] + 1 != ix[a]:
+            fail(op, f"'output_size' {list(out_size)} is incompatible with input-size {list(ix)}, "
+                 f"filter-size {list(fx)}, stride {list(stride)}, dilation {list(dilation)}")
+        offset.append(off)
+        ox.append(o)
+    check_alloc(op, (b, g, fc) + tuple(full), np.result_type(x, w), "accumulator")
+    check_alloc(op, (b, oc) + tuple(ox), np.result_type(x, w))
+    acc = np.zeros((b, g, fc) + tuple(full), dtype=np.result_type(x, w))
+    xg = x.reshape(b, g, m, -1)                                  # [b, g, m, X]
+    wg = w.reshape(g, m, fc, -1)                                 # [g, m, fc, K]
+    for k, j in enumerate(itertools.product(*[range(f) for f in fx])):
+        contrib = np.matmul(wg[:, :, :, k].transpose(0, 2, 1)[None], xg)   # [b, g, fc, X]
+        index = (slice(None),) * 3 + tuple(
+            slice(dilation[a] * j[a], dilation[a] * j[a] + stride[a] * (ix[a] - 1) + 1, stride[a])
+            for a in range(d))
+        acc[index] += contrib.reshape((b, g, fc) + tuple(ix))
+    acc = acc.reshape((b, oc) + tuple(full))
+    # output[q] = acc[q + offset]; positions outside acc received nothing (guarded index)
+    out = np.zeros((b, oc) + tuple(ox), dtype=acc.dtype)
+    src, dst = [slice(None)] * 2, [slice(None)] * 2
+    for a in range(d):
+        lo, hi = max(offset[a], 0), min(offset[a] + ox[a], full[a])
+        src.append(slice(lo, max(hi, lo)))
+        dst.append(slice(lo - offset[a], lo - offset[a] + max(hi - lo, 0)))
+    out[tuple(dst)] = acc[tuple(src)]
+    if bias is not None:
+        out = out + bias.reshape((oc,) + (1,) * d)
+    return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
+
+
+# ---- 4.4.2 pooling --------------------------------------------------------------------------
+
+def _pool(op, x, at, fill, combine):
+    axes = at.get("axes")
+    axes = tuple(range(2, x.ndim)) if axes is None else norm_axes(axes, x.ndim, op)
+    k = len(axes)
+    size = pack(at["size"], k, op, "size")
+    if min(size, default=1) <= 0:
+        fail(op, f"'size' must be positive; got {list(size)}")
+    stride = pack(at.get("stride", 1), k, op, "stride")
+    dilation = pack(at.get("dilation", 1), k, op, "dilation")
+    padding = pack(at.get("padding"), 2 * k, op, "padding")
+    before, ox = window_geometry(op, [x.shape[a] for a in axes], size, stride, dilation, padding,
+                                 at.get("padding_align", "UPPER"), bool(at.get("ceil_mode", False)))
+    acc = None
+    for win in padded_windows(x, axes, size, stride, dilation, before, ox, fill):
+        acc = win.copy() if acc is None else combine(acc, win, out=acc)
+    return acc, size
+
+
+@register("nn.max_pool")
+def max_pool(ins, at):
+    x = np.asarray(ins[0])
+    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    return [_pool("nn.max_pool", x, at, fill, np.maximum)[0]]
+
+
+@register("nn.sum_pool")
+def sum_pool(ins, at):
+    return [_pool("nn.sum_pool", np.asarray(ins[0]), at, 0, np.add)[0]]
+
+
+def avg_pool_array(op, x, at):
+    s, size = _pool(op, x, at, 0, np.add)
+    if at.get("ignore_border", True):
+        axes = at.get("axes")
+        axes = tuple(range(2, x.ndim)) if axes is None else norm_axes(axes, x.ndim, op)
+        ones = np.ones([x.shape[a] if a in axes else 1 for a in range(x.ndim)], dtype=x.dtype)
+        cnt = _pool(op, ones, at, 0, np.add)[0]
+    else:
+        cnt = x.dtype.type(np.prod(size))
+    return s / cnt
+
+
+@register("nn.avg_pool")
+def avg_pool(ins, at):
+    return [avg_pool_array("nn.avg_pool", np.asarray(ins[0]), at)]
+
+
+@register("nn.rms_pool")
+def rms_pool(ins, at):
+    x = np.asarray(ins[0])
+    return [np.sqrt(avg_pool_array("nn.rms_pool", x * x, at))]
+
+
+@register("nn.lp_pool")
+def lp_pool(ins, at):
+    x = np.asarray(ins[0])
+    p = at.get("p")
+    if p is None or p <= 0:
+        fail("nn.lp_pool", f"'p' must be positive; got {p}")
+    s = _pool("nn.lp_pool", np.power(np.abs(x), x.dtype.type(p)), at, 0, np.add)[0]
+    return [np.power(s, x.dtype.type(1.0 / p))]
+
+
+# ---- 4.4.3 activations ----------------------------------------------------------------------
+
+@register("nn.relu")
+def relu(ins, at):
+    x = np.asarray(ins[0])
+    alpha, mx = at.get("alpha"), at.get("max")
+    if alpha is not None and not 0.0 <= alpha <= 1.0:
+        fail("nn.relu", f"'alpha' must be between 0 and 1 (inclusive); got {alpha}")
+    if mx is not None and mx <= 0.0:
+        fail("nn.relu", f"'max' must be positive; got {mx}")
+    t = x if mx is None else np.minimum(x, x.dtype.type(mx))
+    lo = x.dtype.type(0) if alpha is None else x * x.dtype.type(alpha)
+    return [np.maximum(t, lo)]
+
+
+@register("nn.prelu")
+def prelu(ins, at):
+    x, alpha = np.asarray(ins[0]), np.asarray(ins[1])
+    axis = norm_axis(at.get("axis", 1), x.ndim, "nn.prelu")
+    a = alpha.reshape([-1 if d == axis else 1 for d in range(x.ndim)])
+    return [np.where(x < 0, a * x, x)]
+
+
+def _act(name, fn):
+    register("nn." + name)(lambda ins, at: [fn(np.asarray(ins[0]), at)])
+
+
+def _t(x, v):
+    return x.dtype.type(v)
+
+
+_act("thresholded_relu", lambda x, at: np.where(x > _t(x, at.get("theta", 0.0)), x, _t(x, 0)))
+_act("elu", lambda x, at: np.where(x < 0, _t(x, at.get("alpha", 1.0)) * np.expm1(x), x))
+_act("selu", lambda x, at: _t(x, at.get("lambda", 1.05070102)) *
+     np.where(x < 0, _t(x, at.get("alpha", 1.67326319)) * np.expm1(x), x))
+_act("silu", lambda x, at: x / (1 + np.exp(-x)))
+_act("sigmoid", lambda x, at: 1 / (1 + np.exp(-x)))
+_act("softplus", lambda x, at: np.logaddexp(x, _t(x, 0)))
+_act("erf", lambda x, at: erf(x))
+
+
+@register("nn.gelu")
+def gelu(ins, at):
+    x = np.asarray(ins[0])
+    mode = at.get("approximate")
+    if mode == "TANH":
+        return [0.5 * x * (1 + np.tanh(_t(x, np.sqrt(2 / np.pi)) * (x + _t(x, 0.044715) * x ** 3)))]
+    if mode == "SIGMOID":
+        return [x / (1 + np.exp(_t(x, -1.702) * x))]
+    if mode is not None:
+        fail("nn.gelu", f"'approximate' must be one of ['TANH', 'SIGMOID']; got {mode!r}")
+    return [0.5 * x * (1 + erf(x / _t(x, np.sqrt(2.0))))]
+
+
+# ---- 4.4.4 normalization --------------------------------------------------------------------
+
+def _along(v, axis, rank):
+    return v.reshape([-1 if d == axis else 1 for d in range(rank)])
+
+
+@register("nn.batch_norm")
+def batch_norm(ins, at):
+    x, mean, var = (np.asarray(v) for v in ins[:3])
+    bias = ins[3] if len(ins) > 3 else None
+    scale = ins[4] if len(ins) > 4 else None
+    axis = norm_axis(at.get("channel_axis", 1), x.ndim, "nn.batch_norm")
+    eps = at.get("epsilon", 1e-5)
+    if x.shape[axis] != mean.shape[0]:
+        fail("nn.batch_norm", f"input shape {list(x.shape)} at channel axis {axis} must match "
+             f"size of mean and variance ({mean.shape[0]})")
+    y = (x - _along(mean, axis, x.ndim)) / np.sqrt(_along(var + _t(var, eps), axis, x.ndim))
+    if scale is not None:
+        y = y * _along(scale, axis, x.ndim)
+    if bias is not None:
+        y = y + _along(bias, axis, x.ndim)
+    return [y]
+
+
+@register("nn.mean_variance_norm")
+def mean_variance_norm(ins, at):
+    x = np.asarray(ins[0])
+    bias = ins[1] if len(ins) > 1 else None
+    scale = ins[2] if len(ins) > 2 else None
+    axes = at.get("axes")
+    axes = tuple(range(2, x.ndim)) if axes is None else norm_axes(axes, x.ndim, "nn.mean_variance_norm")
+    mean = x.mean(axis=axes, keepdims=True, dtype=x.dtype)
+    var = np.square(x - mean).mean(axis=axes, keepdims=True, dtype=x.dtype)
+    y = (x - mean) / np.sqrt(var + _t(x, at.get("epsilon", 1e-5)))
+    if scale is not None:
+        y = y * _along(scale, 1, x.ndim)
+    if bias is not None:
+        y = y + _along(bias, 1, x.ndim)
+    return [y]
+
+
+@register("nn.local_response_norm")
+def local_response_norm(ins, at):
+    x = np.asarray(ins[0])
+    axes = norm_axes(at.get("axes", [1]), x.ndim, "nn.local_response_norm")
+    size = pack(at["size"], len(axes), "nn.local_response_norm", "size")
+    padding = [(s - 1) // 2 for s in size] + [ceil_div(s - 1, 2) for s in size]
+    mean = avg_pool_array("nn.local_response_norm", x * x,
+                          {"axes": axes, "size": size, "padding": padding, "ignore_border": False})
+    return [x / np.power(_t(x, at.get("bias", 1.0)) + _t(x, at.get("alpha", 1.0)) * mean,
+                         _t(x, at.get("beta", 0.5)))]
+
+
+def _lp_norm(name, reduce):
+    def impl(ins, at):
+        x = np.asarray(ins[0])
+        axes = norm_axes(at["axes"], x.ndim, "nn." + name)
+        s = reduce(x, axes)
+        if at.get("bias") is not None:
+            s = s + _t(x, at["bias"])
+        if at.get("epsilon") is not None:
+            s = np.maximum(s, _t(x, at["epsilon"]))
+        return [x / s]
+    return impl
+
+
+register("nn.l1_norm")(_lp_norm("l1_norm", lambda x, a: np.abs(x).sum(axis=a, keepdims=True, dtype=x.dtype)))
+register("nn.l2_norm")(_lp_norm("l2_norm", lambda x, a: np.sqrt((x * x).sum(axis=a, keepdims=True, dtype=x.dtype))))
+
+
+@register("nn.softmax")
+def softmax(ins, at):
+    x = np.asarray(ins[0])
+    axes = norm_axes(at.get("axes", [1]), x.ndim, "nn.softmax")
+    e = np.exp(x - x.max(axis=axes, keepdims=True))
+    return [e / e.sum(axis=axes, keepdims=True, dtype=x.dtype)]
+
+
+# ---- 4.4.5 recurrent ------------------------------------------------------------------------
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def lstm_step_arrays(h0, c0, x, W, R, B):
+    s = x @ W.T + B + h0 @ R.T
+    i, f, g, o = np.split(s, 4, axis=1)
+    c1 = _sigmoid(f) * c0 + _sigmoid(i) * np.tanh(g)
+    return _sigmoid(o) * np.tanh(c1), c1
+
+
+@register("nn.lstm_step")
+def lstm_step(ins, at):
+    return list(lstm_step_arrays(*ins[:6]))
+
+
+def _run_lstm(X, W, R, B, h, c, steps):
+    ys = []
+    for t in range(steps):
+        h, c = lstm_step_arrays(h, c, X[t], W, R, B)
+        ys.append(h)
+    Y = np.stack(ys) if ys else np.zeros((0,) + h.shape, h.dtype)
+    return Y, h, c
+
+
+@register("nn.lstm_loop")
+def lstm_loop(ins, at):
+    X, W, R, B, h0, c0 = ins[:6]
+    steps = ins[6] if len(ins) > 6 else None
+    n = X.shape[0] if steps is None else int(np.asarray(steps).reshape(()))
+    if not 0 <= n <= X.shape[0]:
+        fail("nn.lstm_loop", f"'steps'={n} must be between 0 and the sequence length {X.shape[0]}")
+    return list(_run_lstm(X, W, R, B, h0, c0, n))
+
+
+@register("nn.lstm")
+def lstm(ins, at):
+    X, W, R, B = ins[:4]
+    nh = R.shape[1]
+    h0 = ins[4] if len(ins) > 4 and ins[4] is not None else np.zeros((X.shape[1], nh), X.dtype)
+    c0 = ins[5] if len(ins) > 5 and ins[5] is not None else np.zeros((X.shape[1], nh), X.dtype)
+    steps = ins[6] if len(ins) > 6 else None
+    if steps is None:
+        return list(_run_lstm(X, W, R, B, np.broadcast_to(h0, (X.shape[1], nh)),
+                              np.broadcast_to(c0, (X.shape[1], nh)), X.shape[0]))
+    # jagged: each batch item runs its own count; Y rows past an item's count stay 0 and
+    # Y has max(steps) rows (the dynamic extent ~|s)
+    steps = np.asarray(steps).reshape(-1)
+    T = int(steps.max(initial=0))
+    Y = np.zeros((T, X.shape[1], nh), X.dtype)
+    hN = np.zeros((X.shape[1], nh), X.dtype)
+    cN = np.zeros_like(hN)
+    for bi in range(X.shape[1]):
+        y, h, c = _run_lstm(X[:, bi:bi + 1], W, R, B, np.broadcast_to(h0, hN.shape)[bi:bi + 1],
+                            np.broadcast_to(c0, hN.shape)[bi:bi + 1], int(steps[bi]))
+        Y[:len(y), bi] = y[:, 0]
+        hN[bi], cN[bi] = h[0], c[0]
+    return [Y, hN, cN]
+
+
+@register("nn._jagged_lstm_loops")
+def jagged_lstm_loops(ins, at):
+    if len(ins) < 7 or ins[6] is None:
+        fail("nn._jagged_lstm_loops", "input 'steps' is required")
+    return lstm(ins, at)

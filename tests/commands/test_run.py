@@ -1,0 +1,88 @@
+"""`qsim run MODEL --input x.npy [--output] [--dump]` on a float model (qsim/commands/run.py)."""
+import numpy as np
+import pytest
+
+from qsim.cli import main
+
+MODEL = """import nn;
+import math;
+
+graph G {
+    @input {
+        x: real[2, 3];
+        z: real[2, 3];
+    }
+    @output {
+        y: real[2, 3];
+        s: real[2, 3];
+    }
+    @compose {
+        r = nn.relu(x);
+        y = math.mul(r, z);
+        s = math.add(x, z);
+    }
+}
+"""
+
+
+@pytest.fixture
+def model(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "main.sknd").write_text(MODEL)
+    return folder
+
+
+def _arrays(tmp_path, rng, shape=(2, 3)):
+    x, z = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "z.npy", z)
+    return x, z
+
+
+def test_run_writes_outputs_and_dump(tmp_path, rng, model, capsys):
+    x, z = _arrays(tmp_path, rng)
+    out, dump = tmp_path / "out.npz", tmp_path / "dump"
+    # z by name, x positional: it takes the first input not named
+    rc = main(["run", str(model), "--input", f"z={tmp_path / 'z.npy'}", "--input", str(tmp_path / "x.npy"),
+               "--output", str(out), "--dump", str(dump)])
+    assert rc == 0
+    with np.load(out) as got:
+        np.testing.assert_array_equal(got["y"], np.maximum(x, 0) * z)
+        np.testing.assert_array_equal(got["s"], x + z)
+    assert sorted(p.name for p in dump.iterdir()) == ["r.npy", "s.npy", "x.npy", "y.npy", "z.npy"]
+    np.testing.assert_array_equal(np.load(dump / "x.npy"), x)
+    text = capsys.readouterr().out
+    assert f"s: float32[2, 3] min {(x + z).min():.6g} max {(x + z).max():.6g}" in text
+
+
+def test_float64_inputs_are_taken_as_the_declared_float32(tmp_path, rng, model):
+    x, z = _arrays(tmp_path, rng)
+    np.save(tmp_path / "x.npy", x.astype(np.float64))
+    assert main(["run", str(model), "--input", str(tmp_path / "x.npy"), "--input", str(tmp_path / "z.npy"),
+                 "--output", str(tmp_path / "o.npz")]) == 0
+    with np.load(tmp_path / "o.npz") as got:
+        assert got["s"].dtype == np.float32
+        np.testing.assert_array_equal(got["s"], x + z)
+
+
+@pytest.mark.parametrize("specs, message", [
+    (["{x}", "{z}", "{z}"], "the model has 2 input(s) (x, z), 3 --input given"),
+    (["nope={x}"], "the model has no input 'nope'"),
+    (["{x}"], "no --input for model input(s) z"),
+    (["x={x}", "x={z}"], "input 'x' is given twice"),
+    (["{bad}", "{z}"], "graph 'G': input 'x' has shape [3, 2], the graph declares [2, 3]"),
+    (["{nan}", "{z}"], "(input 'x'): element [0, 1] is NaN"),
+])
+def test_bad_inputs_exit_2_with_the_reason(tmp_path, rng, model, capsys, specs, message):
+    _arrays(tmp_path, rng)
+    np.save(tmp_path / "bad.npy", np.zeros((3, 2), np.float32))
+    np.save(tmp_path / "nan.npy", np.array([[0, np.nan, 0], [0, 0, 0]], np.float32))
+    files = {k: str(tmp_path / f"{k}.npy") for k in ("x", "z", "bad", "nan")}
+    args = ["run", str(model)]
+    for spec in specs:
+        args += ["--input", spec.format(**files)]
+    assert main(args + ["--output", str(tmp_path / "o.npz")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "o.npz").exists()
