@@ -87,6 +87,20 @@ def magnitude(model: onnx.ModelProto, feeds: dict) -> dict:
     return run_ort(absolute, {k: np.abs(v) if v.dtype.kind == "f" else v for k, v in feeds.items()})
 
 
+def abs_block(model: onnx.ModelProto, feeds: dict) -> dict:
+    """The model on |inputs| with |initializers| and batch-norm means 0: for blocks of sums of
+    products and monotone 1-Lipschitz activations it bounds every partial sum's magnitude
+    (test_onnx_blocks' module doc)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    means = {n.input[3] for n in m.graph.node if n.op_type == "BatchNormalization"}
+    for t in m.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype.kind == "f":
+            t.CopyFrom(numpy_helper.from_array(np.zeros_like(a) if t.name in means else np.abs(a), t.name))
+    return run_ort(m, {k: np.abs(v) if v.dtype.kind == "f" else v for k, v in feeds.items()})
+
+
 def assert_within(got: np.ndarray, ref: np.ndarray, bound, what: str = "") -> None:
     """|got - ref| ≤ bound elementwise (bound a scalar or an array of ref's shape); same shape."""
     assert got.shape == ref.shape, f"{what}: shape {got.shape} != onnxruntime's {ref.shape}"
