@@ -1,31 +1,21 @@
 """`qsim selftest` checks of the compiled kernels: seeded cases, every ISA path this CPU runs,
-compared element by element with the TOSA numpy reference (qsim.tosa, backend="reference")."""
+compared element by element with the TOSA numpy reference (qsim.tosa.run)."""
 from __future__ import annotations
-
-import importlib
 
 import numpy as np
 
+from ..tosa.run import run as run_reference
 from .cpu_features import forced_isa, supported_isas
-
-
-def _tosa_run():
-    # operator definitions register themselves when their modules are imported
-    for module in ("convolution", "pooling", "type_conversion", "activation", "elementwise_binary",
-                   "reduction"):
-        importlib.import_module(f"qsim.tosa.{module}")
-    from ..tosa.run import run
-    return run
 
 
 def _compare(op: str, inputs: list, attrs: dict) -> int:
     from ..selftest import assert_equal_arrays
-    run = _tosa_run()
-    want = run(op, inputs, attrs, backend="reference")
+    from .registry import run as run_kernels  # deferred: loads the .so kernels
+    want = run_reference(op, inputs, attrs)
     n = 0
     for isa in supported_isas():
         with forced_isa(isa):
-            got = run(op, inputs, attrs, backend="kernels")
+            got = run_kernels(op, inputs, attrs)
         for g, w in zip(got, want):
             if g.dtype != w.dtype:
                 from ..errors import MismatchError
@@ -47,7 +37,7 @@ def check_conv2d_rescale(rng: np.random.Generator) -> int:
     attrs = dict(weight=w, bias=bias, pad=(1, 1, 2, 1), stride=(1, 2), dilation=(1, 1),
                  input_zp=-3, weight_zp=0)
     n = _compare("CONV2D", [x], attrs)
-    acc = _tosa_run()("CONV2D", [x], attrs, backend="reference")[0]
+    acc = run_reference("CONV2D", [x], attrs)[0]
     rescale = dict(input_zp=0, output_zp=-7, multiplier=rng.integers(1 << 30, 1 << 31, 37).astype(np.int32),
                    shift=rng.integers(38, 44, 37).astype(np.int32), scale32=True, double_round=True,
                    per_channel=True, out_t="int8")

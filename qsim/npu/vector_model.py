@@ -140,7 +140,7 @@ class VectorUnitModel:
             return apply_sub(va, vb, INT32_MIN, INT32_MAX, "vector unit SUB")
         if op is VectorOp.MUL:
             return run_tosa("MUL", [va.astype(np.int32), vb.astype(np.int32)],
-                            {"shift": instr.mul_shift}, backend="reference")[0].astype(np.int64)
+                            {"shift": instr.mul_shift})[0].astype(np.int64)
         if op is VectorOp.MAXIMUM:
             return np.maximum(va, vb)
         if op is VectorOp.MINIMUM:

@@ -1,13 +1,14 @@
 """TOSA 0.30 integer operators: signatures, validation, shape inference, numpy reference.
 
-`run(op, inputs, attrs, backend)` runs one operator (docs/tosa.md); `OPERATORS` maps spec
+`run(op, inputs, attrs)` runs one operator on the reference (docs/tosa.md; its kernels are
+qsim.kernels', the choice between them qsim.runtime's); `OPERATORS` maps spec
 names to their definitions; importing this package registers every operator as the ir
 op kind "tosa.<NAME>" with a verifier.
 """
 from . import (activation, comparison, control_flow, convolution, data_layout, data_nodes,  # noqa: F401
                elementwise_binary, elementwise_unary, image, pooling, reduction, scatter_gather,
                type_conversion)
-from .run import kernel_for, operator, run
+from .run import operator, run
 from .signature import OPERATORS, OperatorDef
 
-__all__ = ["run", "operator", "kernel_for", "OPERATORS", "OperatorDef"]
+__all__ = ["run", "operator", "OPERATORS", "OperatorDef"]

@@ -11,7 +11,7 @@ from qsim.quant.evaluate import quantize_feed
 from qsim.quant.pipeline import QuantizeOptions, quantize_command
 from qsim.quant.qmodel import load_quantized, save_quantized
 from qsim.runtime.executor import execute
-from qsim.tosa import run as tosa_run
+from qsim.runtime import run_tosa as tosa_run
 
 
 @pytest.fixture(scope="module")

@@ -38,9 +38,9 @@ def test_chain_equals_operator_by_operator(rng, backend):
     g, (conv, rq, relu) = _conv_block(rng)
     x = rng.integers(-128, 128, size=(1, 6, 6, 2)).astype(np.int8)
     values = execute(g, {"x": x}, backend=backend)
-    acc, = run("CONV2D", [x], dict(conv.attrs), backend="reference")
-    q, = run("RESCALE", [acc], dict(rq.attrs, out_t="int8"), backend="reference")
-    y, = run("CLAMP", [q], dict(relu.attrs), backend="reference")
+    acc, = run("CONV2D", [x], dict(conv.attrs))
+    q, = run("RESCALE", [acc], dict(rq.attrs, out_t="int8"))
+    y, = run("CLAMP", [q], dict(relu.attrs))
     assert set(values) == {"x", "acc", "q", "y"}
     assert np.array_equal(values["acc"], acc) and np.array_equal(values["q"], q) and np.array_equal(values["y"], y)
     assert values["y"].dtype == np.int8 and values["y"].min() >= -3

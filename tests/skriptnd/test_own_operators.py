@@ -171,5 +171,5 @@ def test_the_same_executor_runs_an_integer_graph():
     assert {op.kind.dialect for op in g.ops} == {"tosa"}
     for op in g.ops:
         attrs = bind_op(OPERATORS[op.kind.short_name], op, g).attrs     # with out_t from the graph
-        got = run(op.kind.short_name, [values[n] for n in op.inputs], attrs, backend="reference")
+        got = run(op.kind.short_name, [values[n] for n in op.inputs], attrs)
         np.testing.assert_array_equal(got[0], values[op.outputs[0]])

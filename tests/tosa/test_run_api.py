@@ -6,7 +6,8 @@ import pytest
 
 from qsim.errors import InvalidGraphError, QsimError, UsageError
 from qsim.ir import OpKind
-from qsim.tosa import OPERATORS, run
+from qsim.runtime import run_tosa as run
+from qsim.tosa import OPERATORS
 
 FC_ATTRS = dict(weight=np.ones((2, 3), np.int8), bias=np.zeros(2, np.int32), input_zp=0, weight_zp=0)
 
