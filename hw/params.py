@@ -69,9 +69,3 @@ class Geometry:
         return max(self.input_word_bytes, self.weight_word_bytes,
                    self.param_word_bytes, self.acc_word_bytes)
 
-    @classmethod
-    def of(cls, config) -> "Geometry":
-        """From any object with the configuration's attribute names (qsim.npu.config.NpuConfig)."""
-        return cls(config.rows, config.cols, config.dataflow, config.input_buffer_bytes,
-                   config.weight_buffer_bytes, config.accumulator_buffer_bytes,
-                   config.dram_bytes_per_cycle)

@@ -18,7 +18,7 @@ written in the cycle it appears, on the write channel, at the output stream's ad
 Busy until the vector unit is idle again: s_last + 9 cycles in all (s_last + 4 for
 LOAD_TABLE, which writes nothing). qsim/npu/cycle_model.py computes the same.
 """
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

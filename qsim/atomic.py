@@ -249,6 +249,33 @@ def atomic_directory(target: str | os.PathLike, overwrite: bool = True) -> Itera
 
 
 @contextlib.contextmanager
+def atomic_directory_once(target: str | os.PathLike) -> Iterator[Path]:
+    """Like atomic_directory, for cache entries whose name determines their content (a hash):
+    the first complete copy to arrive stays. Yields a fresh temporary directory beside
+    `target`; on success it is renamed to `target` unless another process published `target`
+    meanwhile, in which case this copy is discarded (never a swap: a process may be using
+    the files of the published one). On an exception the temporary directory is removed."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    recover(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-", dir=target.parent))
+    _crash_point("partial-created")
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _crash_point("built")
+    try:
+        if not renameat2(tmp, target, _RENAME_NOREPLACE):
+            os.rename(tmp, target)      # onto an existing non-empty folder: ENOTEMPTY/EEXIST
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (err.errno in (errno.EEXIST, errno.ENOTEMPTY) and target.is_dir()):
+            raise
+
+
+@contextlib.contextmanager
 def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     """Yields a temporary path beside `target`; on success it replaces `target` (rename(2)
     replaces a file in one step, so `target` is never missing)."""
@@ -274,16 +301,23 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Writes a UTF-8 text file through a temporary name in the same directory."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Writes a file through a temporary name in the same directory (`.NAME.partial-<pid>-*`,
+    the name recover() knows), renamed over `path` when complete. The parent folder is created;
+    an OSError (no permission, no space) propagates as it is, and the temporary file is gone."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.partial-{os.getpid()}-", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Writes a UTF-8 text file through a temporary name in the same directory."""
+    atomic_write_bytes(path, text.encode("utf-8"))

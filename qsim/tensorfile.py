@@ -48,14 +48,15 @@ import io
 import math
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from typing import BinaryIO, Union
 
 import numpy as np
 
+from .atomic import atomic_write_bytes
 from .errors import DataError, Location, UnsupportedError
 from .limits import check_tensor_size
+from .numerics import nnef_round
 from .tensorbits import pack_items, unpack_items
 
 HEADER_BYTES = 128
@@ -168,12 +169,12 @@ class StoredQuantization:
                 return np.zeros(x.shape, dtype=np.uint64)
             with np.errstate(over="ignore", invalid="ignore"):
                 t = np.clip((x - self.min) / (self.max - self.min), 0.0, 1.0)
-            return _to_items(np.floor(t * float(r) + 0.5), r)
+            return _to_items(nnef_round(t * float(r)), r)
         # q = round(clamp(log2 |x|, m - r, m)) - (m - r), as r - d with d = m - round(...) in [0, r]
         m = int(np.ceil(np.log2(self.max)))
         with np.errstate(divide="ignore"):
             log = np.log2(np.abs(x))  # log2 0 = -inf, clamped below
-        d = _to_items(float(m) - np.floor(np.clip(log, float(m - r), float(m)) + 0.5), r)
+        d = _to_items(float(m) - nnef_round(np.clip(log, float(m - r), float(m))), r)
         q = np.uint64(r) - d
         if self.signed:
             q = q | (np.signbit(x).astype(np.uint64) << np.uint64(self.bits - 1))
@@ -545,22 +546,12 @@ def _remaining_bytes(stream: BinaryIO) -> int | None:
 
 
 def _write_all(target: PathOrFile, blob: bytes) -> None:
-    """Writes to a temporary name and renames, so a half-written file never looks whole."""
-    if not isinstance(target, (str, os.PathLike)):
+    """A path is written through a temporary name (atomic.py), so a half-written file never
+    looks whole; a stream is written as is."""
+    if isinstance(target, (str, os.PathLike)):
+        atomic_write_bytes(target, blob)
+    else:
         target.write(blob)
-        return
-    path = os.fspath(target)
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".dat", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def tensor_bytes(array: np.ndarray, **kwargs) -> bytes:

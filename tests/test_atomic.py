@@ -1,6 +1,8 @@
+import os
+
 import pytest
 
-from qsim.atomic import atomic_directory, atomic_write_text
+from qsim.atomic import atomic_directory, atomic_write_bytes, atomic_write_text
 from qsim.errors import UsageError
 
 
@@ -49,9 +51,37 @@ def test_atomic_write_text(tmp_path):
     assert [q.name for q in p.parent.iterdir()] == ["r.json"]
 
 
+def test_atomic_write_bytes_replaces_whole_or_leaves_the_old_file(tmp_path, monkeypatch):
+    p = tmp_path / "sub" / "w.dat"
+    atomic_write_bytes(p, b"\x00old")
+    assert p.read_bytes() == b"\x00old"
+    written = []
+
+    def replace_fails(src, dst):
+        written.append(open(src, "rb").read())      # the temporary file held the whole content
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", replace_fails)
+    with pytest.raises(OSError, match="No space left"):
+        atomic_write_bytes(p, b"new content")
+    assert written == [b"new content"]
+    assert p.read_bytes() == b"\x00old"                # the old file is untouched
+    assert [q.name for q in p.parent.iterdir()] == ["w.dat"]   # and no temporary is left
+
+
+def test_a_tensor_file_is_written_through_atomic_write_bytes(tmp_path, monkeypatch):
+    import numpy as np
+
+    from qsim import tensorfile
+    calls = []
+    monkeypatch.setattr(tensorfile, "atomic_write_bytes", lambda path, data: calls.append((path, data)))
+    tensorfile.write_tensor(tmp_path / "t.dat", np.arange(3, dtype=np.int8))
+    assert [path for path, _ in calls] == [tmp_path / "t.dat"]
+    assert calls[0][1] == tensorfile.tensor_bytes(np.arange(3, dtype=np.int8))
+    assert not (tmp_path / "t.dat").exists()
+
+
 # ---- crash safety: SIGKILL in every window of the swap --------------------------------------
 
-import os
 import signal
 import subprocess
 import sys
@@ -212,3 +242,39 @@ def test_output_that_is_a_link_is_replaced_without_touching_the_linked_folder(tm
     assert not target.is_symlink() and (target / "new.txt").read_text() == "new"
     assert (kept / "a.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "out"]
+
+
+# -- atomic_directory_once: cache entries, the first complete copy stays ------------------------
+
+def test_directory_once_publishes_a_complete_folder(tmp_path):
+    from qsim.atomic import atomic_directory_once
+    target = tmp_path / "cache" / "abc123"
+    with atomic_directory_once(target) as work:
+        (work / "lib.so").write_text("built")
+        assert not target.exists()                    # nothing visible before completion
+    assert (target / "lib.so").read_text() == "built"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["abc123"]
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_directory_once_keeps_the_copy_that_arrived_first(tmp_path, monkeypatch, exchange):
+    from qsim.atomic import NO_EXCHANGE_ENV, atomic_directory_once
+    if not exchange:                                  # plain rename(2): ENOTEMPTY on the loser
+        monkeypatch.setenv(NO_EXCHANGE_ENV, "1")
+    target = tmp_path / "abc123"
+    with atomic_directory_once(target) as work:
+        (work / "lib.so").write_text("second")
+        target.mkdir()                                # another process finishes first
+        (target / "lib.so").write_text("first")
+    assert (target / "lib.so").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["abc123"]
+
+
+def test_directory_once_failure_leaves_nothing(tmp_path):
+    from qsim.atomic import atomic_directory_once
+    target = tmp_path / "abc123"
+    with pytest.raises(RuntimeError, match="build failed"):
+        with atomic_directory_once(target) as work:
+            (work / "half").write_text("x")
+            raise RuntimeError("build failed")
+    assert list(tmp_path.iterdir()) == []

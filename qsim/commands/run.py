@@ -16,7 +16,7 @@ from ..atomic import atomic_directory, atomic_file
 from ..loader import load
 from ..outpath import TENSOR_DUMP, check_output
 from ..quant import qmodel
-from ..runtime.executor import BACKENDS, execute
+from ..runtime.executor import Backend, execute
 from ..userdata import read_inputs
 from .arguments import input_files
 
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an input array (.npy), in graph input order or by name; repeatable")
     parser.add_argument("--output", metavar="OUT", help="write the output (.npy; .npz when several)")
     parser.add_argument("--dump", metavar="DIR", help="write every tensor as DIR/<tensor name>.npy")
-    parser.add_argument("--backend", choices=BACKENDS, default="kernels",
+    parser.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.KERNELS.value,
                         help="quantized models: Cython kernels or the numpy TOSA reference "
                              "(same bits; default kernels)")
 
@@ -44,14 +44,14 @@ def run(args: argparse.Namespace) -> int:
                      folder=False)
     specs = args.input or []
     if qmodel.is_quantized_model(args.model):
-        model = qmodel.load_any_quantized(args.model)
+        model = qmodel.load_quantized_model(args.model)
         graph = model.graph
         values = execute(graph, qmodel.integer_inputs(model, read_inputs(graph.inputs, specs)),
-                         backend=args.backend)
+                         backend=Backend(args.backend))
     else:
         model = None
         graph = load(args.model)
-        values = execute(graph, read_inputs(graph.inputs, specs), backend=args.backend)
+        values = execute(graph, read_inputs(graph.inputs, specs), backend=Backend(args.backend))
     write_outputs(graph, values, args.output, args.dump)
     print(summary(graph, values))
     if model is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..selftest import run_selftest
+from ..selftest.runner import run_selftest
 from .arguments import whole_number
 
 NAME = "selftest"

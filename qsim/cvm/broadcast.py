@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..numerics import trunc_div
 from .opdef import OpDef, define
 
 
@@ -34,19 +35,17 @@ def _infer(chk, shapes, attrs):
     return [broadcast_shape(chk, shapes[0], shapes[1])]
 
 
-def trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def div_or_zero(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a / b rounded toward zero; 0 where b == 0 (CVM runtime semantics)."""
     safe = np.where(b == 0, 1, b)
-    q = np.abs(a) // np.abs(safe)
-    q = np.where((a < 0) != (safe < 0), -q, q)
-    return np.where(b == 0, 0, q)
+    return np.where(b == 0, 0, trunc_div(a, safe))
 
 
 _OPS = {
     "broadcast_add": (np.add, lambda pa, pb: max(pa, pb) + 1),
     "broadcast_sub": (np.subtract, lambda pa, pb: max(pa, pb) + 1),
     "broadcast_mul": (np.multiply, lambda pa, pb: pa + pb),
-    "broadcast_div": (trunc_div, lambda pa, pb: pa),
+    "broadcast_div": (div_or_zero, lambda pa, pb: pa),
     "broadcast_max": (np.maximum, lambda pa, pb: max(pa, pb)),
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..numerics import ceil_div, floor_div
 from .opdef import MAX_ATTR, MIN_ATTR, REQUIRED, OpDef, define, same_precision
 from .precision import bit_length
 
@@ -131,10 +132,6 @@ def dense_reference(inputs, attrs):
 
 
 # ---- max_pool2d ------------------------------------------------------------------------
-def _ceil_div(a, b):
-    return -((-a) // b)
-
-
 def pool_geometry(chk, shapes, attrs):
     n, c, h, w = chk.rank(shapes, 0, 4, "NCHW")
     psh, psw = chk.ints_attr(attrs, "pool_size", length=2, lo=1, hi=MAX_ATTR, expand=True,
@@ -150,7 +147,7 @@ def pool_geometry(chk, shapes, attrs):
         chk.require(ps > pad, f"attribute 'pool_size' = {[psh, psw]} and 'padding' = {[ph, pw]}: the {axis} "
                     f"window {ps} must be larger than its padding {pad}",
                     hint="a window inside the padding alone would see only padded zeros")
-    div = _ceil_div if ceil_mode else (lambda a, b: a // b)
+    div = ceil_div if ceil_mode else floor_div
     oh = div(h + 2 * ph - psh, sh) + 1
     ow = div(w + 2 * pw - psw, sw) + 1
     return (n, c, oh, ow), (psh, psw), (ph, pw), (sh, sw)

@@ -40,7 +40,8 @@ class _OpRecord:
 
 
 @dataclass
-class GraphBuilder:
+class DocumentGraphBuilder:
+    """The ir.Graph of one NNEF 1.0 document, built as its statements are composed."""
     tensors: dict[str, ir.Tensor] = field(default_factory=dict)
     ops: list[_OpRecord] = field(default_factory=list)
     alias: dict[str, str] = field(default_factory=dict)

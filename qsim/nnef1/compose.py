@@ -23,7 +23,9 @@ from .. import ir
 from ..errors import Location, SemanticError, UnsupportedError
 from ..limits import MAX_NESTING_DEPTH, check_tensor_size
 from . import ast
-from .builder import ITEM_DTYPE, GraphBuilder, TensorValue
+from .builder import ITEM_DTYPE, DocumentGraphBuilder, TensorValue
+from .convert import COMPOUND_KEPT, CONVERSIONS
+from .convert_context import ConvertContext
 from .parser import parse_fragments
 
 Value = Any  # int | float | bool | str | list | tuple | TensorValue
@@ -61,7 +63,7 @@ class Composer:
     document: ast.Document
     load_variable: VariableLoader
     keep: frozenset[str] | None = None     # compound fragments kept whole; None = all convertible
-    builder: GraphBuilder = field(default_factory=GraphBuilder)
+    builder: DocumentGraphBuilder = field(default_factory=DocumentGraphBuilder)
 
     def __post_init__(self):
         self.fragments = dict(standard_fragments())
@@ -80,7 +82,6 @@ class Composer:
 
     # ------------------------------------------------------------------ graph
     def compose(self) -> ir.Graph:
-        from . import convert  # noqa: F401  (registers conversions)
         graph = self.document.graph
         scope = Scope(self.env, None, None, "")
         externals: set[str] = set()
@@ -315,7 +316,6 @@ class Composer:
                                      "or use a chapter 4 operation")
         args, generic = bind_arguments(frag, positional, named, loc, generic, self)
         hint = scope.hint or op
-        from .convert import CONVERSIONS, COMPOUND_KEPT
         convert = CONVERSIONS.get(op)
         keep_whole = frag.body is None or (op in COMPOUND_KEPT and (self.keep is None or op in self.keep))
         if convert is not None and keep_whole:
@@ -349,30 +349,6 @@ class Composer:
         """A primitive substituted for a tensor parameter: a constant of singleton shape (3.3.1)."""
         dtype = ITEM_DTYPE[item].numpy
         return self.builder.constant(hint + ".const", item, np.asarray(value, dtype=dtype))
-
-
-@dataclass
-class ConvertContext:
-    """What a conversion sees: the composer, the operation, where it was invoked."""
-    composer: Composer
-    op: str
-    loc: Location
-    hint: str
-    generic: str | None
-
-    @property
-    def builder(self) -> GraphBuilder:
-        return self.composer.builder
-
-    def fail(self, message: str, hint: str | None = None, unsupported: bool = False):
-        cls = UnsupportedError if unsupported else SemanticError
-        raise cls(f"{self.op}: {message}", location=self.loc, hint=hint)
-
-    def emit(self, kind: str, inputs, attrs: dict, outputs) -> list[TensorValue]:
-        """outputs: list of (item, shape); tensors are named after the statement."""
-        return self.builder.op(kind, inputs, attrs,
-                               [(f"{self.hint}.{self.op}", item, shape) for item, shape in outputs],
-                               label=self.hint)
 
 
 # ---------------------------------------------------------------------- argument binding

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..limits import check_tensor_size
 from .builder import ITEM_DTYPE, TensorValue
-from .compose import ConvertContext
+from .convert_context import ConvertContext
 
 Conversion = Callable[[ConvertContext, dict], list]
 CONVERSIONS: dict[str, Conversion] = {}

@@ -4,7 +4,7 @@ described in convert.py."""
 from __future__ import annotations
 
 from .builder import TensorValue
-from .compose import ConvertContext
+from .convert_context import ConvertContext
 from .convert import (_BORDER_METHODS, _axes, _expand, _is_zero_literal, broadcast_shape, channel_vector,
                       conversion)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import Location, QsimError, SemanticError, UnsupportedError
 from ..ir import QuantInfo
+from ..numerics import nnef_round
 from . import ast
 from .parser import parse_quant
 
@@ -56,7 +57,7 @@ def min_max_quant(lo: float, hi: float, bits: int, signed: bool, symmetric: bool
         raise error(f"range [{lo}, {hi}] is not finite", location=location)
     scale = (hi - lo) / r if hi > lo else 1.0
     check_scale(scale, f"range [{lo}, {hi}] over {r} levels gives", location, error)
-    zero_point = int(math.floor(-p - lo / scale + 0.5))
+    zero_point = int(nnef_round(-p - lo / scale))
     if not ZERO_POINT_RANGE[0] <= zero_point <= ZERO_POINT_RANGE[1]:
         raise error(f"range [{lo}, {hi}] gives zero point {zero_point}, outside 32 signed bits",
                     location=location, hint="the range lies too far from 0 for its width; widen it to include 0")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ..errors import DataError, Location, UsageError
@@ -33,20 +33,16 @@ _DATAFLOW_NAMES = {"ws": Dataflow.WEIGHT_STATIONARY, "weight_stationary": Datafl
 
 
 @dataclass(frozen=True)
-class NpuConfig:
-    name: str
-    rows: int
-    cols: int
-    dataflow: Dataflow
-    input_buffer_bytes: int
-    weight_buffer_bytes: int
-    accumulator_buffer_bytes: int
-    dram_bytes_per_cycle: int
+class NpuConfig(Geometry):
+    """A configuration: the hardware's Geometry (hw/params.py, the one definition of the
+    array, buffer and bandwidth parameters) plus what only the reports need."""
+    name: str = ""
     clock_mhz: float = 1000.0
 
     @property
     def geometry(self) -> Geometry:
-        return Geometry.of(self)
+        """The hardware part alone (what the RTL and its build caches are keyed by)."""
+        return Geometry(**{f.name: getattr(self, f.name) for f in fields(Geometry)})
 
     def to_toml(self) -> str:
         """The [npu] table that parse_config reads back as this configuration."""

@@ -43,6 +43,7 @@ class CycleStats:
     dram_write_bytes: int = 0
     instructions: int = 0
     vector_beats: int = 0         # beats through the vector unit (VRUN)
+    vector_ops: int = 0           # element operations of the vector unit: beats x lanes in use
 
 
 def dma_duration(count: int, word_bytes: int, bytes_per_cycle: int) -> int:
@@ -207,6 +208,7 @@ def cycle_stats(geom: Geometry, instrs, dram=None) -> CycleStats:
         if instr.opcode is Opcode.VRUN:
             timing = vrun_timing(configs[index], geom.dram_bytes_per_cycle)
             stats.vector_beats += timing.beats
+            stats.vector_ops += timing.beats * configs[index].field("lanes")
             stats.compute_cycles += timing.beats
             stats.fill_drain_cycles += timing.fill_cycles
             stats.dram_read_bytes["vector"] = stats.dram_read_bytes.get("vector", 0) + timing.read_bytes

@@ -15,7 +15,7 @@ and the RTL both execute), one instruction at a time, following hw/compute.py an
 
 MACs are PE slots: every PE fires every streaming cycle, padded lanes (holding the zero
 point) included, so the MAC events of a layer are >= its useful MACs. Vector-unit stages
-count one `vector_op` per element operation of the cost model (vector_unit.py) and their
+count one `vector_op` per lane of every beat through the vector unit (cycle_model.py) and their
 DRAM bytes; host stages count nothing (they are not NPU work).
 
 Energy tables (qsim/npu/tech/<name>.toml or a user file of the same form, docs/npu.md):

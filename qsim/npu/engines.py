@@ -14,6 +14,7 @@ from ..errors import MismatchError, UsageError
 from ..hw.params import Geometry
 from .compile import Program
 from .cycle_model import CycleStats, cycle_stats, execute
+from .sim_verilator import run_verilator
 
 
 class Engine(enum.Enum):
@@ -37,6 +38,7 @@ class ProgramRun:
     output: np.ndarray
     stats: CycleStats
     engine: Engine
+    table_bytes: int = 0        # vector programs: bytes of tensor attributes (TABLE contents) read
 
 
 def run_program(geom: Geometry, program: Program, engine="model", what: str = "program") -> ProgramRun:
@@ -47,10 +49,9 @@ def run_program(geom: Geometry, program: Program, engine="model", what: str = "p
         execute(geom, program.instrs, dram)
         cycles = stats.total_cycles
     elif engine is Engine.AMARANTH:
-        from .sim_amaranth import run_amaranth
+        from .sim_amaranth import run_amaranth  # deferred: imports amaranth and elaborates the RTL (~0.4 s)
         cycles = run_amaranth(geom, program.instrs, dram)
     else:
-        from .sim_verilator import run_verilator
         cycles = run_verilator(geom, program.instrs, dram)
     if cycles != stats.total_cycles:
         raise MismatchError(f"{what}: the {engine.value} engine took {cycles} cycles, the cycle "

@@ -6,9 +6,11 @@ reads its result, and that RESCALE the CLAMP that alone reads its result). A gro
 on the array when its layer operator has int8 operands and its RESCALE fits the
 requantization unit (input_zp 0, 32-bit multipliers, int8 output); an unfusable
 RESCALE/CLAMP becomes its own vector-unit stage after an array stage that stores int32
-sums. Every other operator runs on the modelled vector unit (vector_unit.py) or, for
-pure reshapes, on the host at no cost; array-type operators the array cannot take
-(int16 operands, ...) run on the host too, uncounted, and the report says so.
+sums. Every other operator runs on the vector unit (a VCONFIG + VRUN program compiled by
+qsim/npu/vector_ops.py, on the same engine as the array layers) or, for pure reshapes,
+on the host at no cost; operators neither unit can take (array operators with int16
+operands, operators without a vector mapping, unsigned or boolean tensors, ...) run on
+the host too, uncounted, and the stage's note says why.
 
 Run and verify: every stage runs on its golden inputs (the kernels' tensors), and its
 output is compared, element for element, with the kernels' tensor of the same name; a
@@ -31,9 +33,11 @@ from ..runtime.executor import execute, run_op
 from .config import NpuConfig
 from .distributed import InProcess, Task
 from .energy import EventCounts, vector_events
-from .engines import Engine
+from .engines import Engine, ProgramRun, run_program
 from .layers import LAYER_OPS, LayerResult, run_layer
-from .vector_unit import HOST_OPS, VectorCost, vector_cost
+from .vector_ops import (HOST_OPS, compile_vector_chain, compile_vector_op, fusable_input_rescale,
+                         vector_support)
+from .golden_vectors import group_ops
 
 
 class Unit(enum.Enum):
@@ -86,7 +90,6 @@ def _array_operands_ok(graph: Graph, op: Op) -> str | None:
 
 def plan(graph: Graph) -> list[Stage]:
     """The stages of `graph` in execution order (module docstring)."""
-    from .golden_vectors import group_ops
     stages: list[Stage] = []
     for group in group_ops(graph):
         head = group[0]
@@ -97,12 +100,12 @@ def plan(graph: Graph) -> list[Stage]:
         if head.subgraphs:
             raise UnsupportedError(f"{head.kind.name} {head.label!r}: control flow does not run on the NPU")
         if short not in LAYER_OPS:
-            stages.append(Stage((head,), Unit.HOST if short in HOST_OPS else Unit.VECTOR))
+            stages.append(Stage((head,), Unit.HOST) if short in HOST_OPS else _vector_stage(graph, head))
             continue
         why = _array_operands_ok(graph, head)
         if why:
             stages.append(Stage((head,), Unit.HOST, note=f"not on the array: {why}"))
-            stages.extend(Stage((op,), Unit.VECTOR) for op in group[1:])
+            stages.extend(_vector_stage(graph, op) for op in group[1:])
             continue
         fused = [head]
         if len(group) > 1:
@@ -111,8 +114,82 @@ def plan(graph: Graph) -> list[Stage]:
                 fused = list(group)
         note = "" if len(fused) == len(group) else f"int32 sums stored: {why}"
         stages.append(Stage(tuple(fused), Unit.ARRAY, note=note))
-        stages.extend(Stage((op,), Unit.VECTOR) for op in group[len(fused):])
-    return stages
+        stages.extend(_vector_stage(graph, op) for op in group[len(fused):])
+    return fuse_vector_chains(graph, stages)
+
+
+BINARY = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM")
+
+
+def _consumers(graph: Graph) -> dict[str, int]:
+    count = {name: 1 for name in graph.outputs}         # a graph output is read by the caller
+    for op in graph.ops:
+        for name in op.inputs:
+            if name:
+                count[name] = count.get(name, 0) + 1
+    return count
+
+
+def fuse_vector_chains(graph: Graph, stages: list[Stage]) -> list[Stage]:
+    """Merges vector stages the vector unit runs as one job (qsim/npu/vector_ops.py
+    compile_vector_chain): a binary operator with the per-tensor RESCALEs to int32 that alone
+    feed its operands (the input scalers A', B'), then the RESCALE that alone reads its
+    result (the output scaler) and the CLAMP that alone reads that; or a RESCALE with the
+    CLAMP that alone reads it. The quantizer's residual ADD (RESCALE, RESCALE, ADD, RESCALE,
+    CLAMP) becomes one stage: int8 in, int8 out, no int32 tensor in DRAM. The merged stage
+    sits where the binary operator (or the RESCALE) was; its output is the last operator's."""
+    readers = _consumers(graph)
+    producer = {s.ops[0].outputs[0]: i for i, s in enumerate(stages)
+                if s.unit is Unit.VECTOR and len(s.ops) == 1}
+    reader_of = {}
+    for i, s in enumerate(stages):
+        if s.unit is Unit.VECTOR and len(s.ops) == 1:
+            for name in s.ops[0].inputs:
+                if name and readers.get(name) == 1:
+                    reader_of[name] = i
+
+    def single(i, kind):
+        return i is not None and stages[i].ops[0].kind.short_name == kind
+
+    merged: dict[int, Stage] = {}
+    dropped: set[int] = set()
+    for i, s in enumerate(stages):
+        if i in dropped or s.unit is not Unit.VECTOR or len(s.ops) != 1:
+            continue
+        head = s.ops[0]
+        kind = head.kind.short_name
+        if kind not in BINARY and kind != "RESCALE":
+            continue
+        chain_in, chain = [], []
+        if kind in BINARY:
+            for name in head.inputs:
+                j = producer.get(name)
+                if (single(j, "RESCALE") and readers.get(name) == 1 and j not in dropped
+                        and fusable_input_rescale(stages[j].ops[0].attrs,
+                                                  np.dtype(graph.tensor(stages[j].ops[0].inputs[0]).dtype.value[4]),
+                                                  np.dtype(graph.tensor(name).dtype.value[4]))):
+                    chain_in.append(j)
+            out = reader_of.get(head.outputs[0])
+            if single(out, "RESCALE"):
+                chain.append(out)
+        else:
+            chain.append(i)
+        tail = reader_of.get(stages[chain[-1]].ops[0].outputs[0]) if chain else None
+        if chain and single(tail, "CLAMP"):
+            chain.append(tail)
+        members = sorted(set(chain_in + ([i] if kind in BINARY else []) + chain))
+        if len(members) < 2:
+            continue
+        ops = tuple(stages[j].ops[0] for j in chain_in) + \
+            ((head,) if kind in BINARY else ()) + tuple(stages[j].ops[0] for j in chain)
+        merged[i] = Stage(ops, Unit.VECTOR, note="fused on the vector unit")
+        dropped.update(j for j in members if j != i)
+    return [merged.get(i, s) for i, s in enumerate(stages) if i not in dropped]
+
+
+def _vector_stage(graph: Graph, op: Op) -> Stage:
+    why = vector_support(graph, op)
+    return Stage((op,), Unit.HOST, note=f"not on the vector unit: {why}") if why else Stage((op,), Unit.VECTOR)
 
 
 @dataclass
@@ -132,11 +209,13 @@ class StageResult:
     mismatch: str | None = None
     layer: LayerResult | None = None    # array stages: per-program records for fault location
     events: EventCounts = field(default_factory=EventCounts)   # energy events (qsim.npu.energy)
+    engine: str = ""                    # the engine that computed values and cycles ("" on the host)
 
     @property
     def rtl(self) -> bool:
-        """Values and cycles came from an RTL engine (array stages under verilator/amaranth)."""
-        return self.layer is not None and self.layer.engine != "model"
+        """Values and cycles came from an RTL engine (array and vector stages under
+        verilator/amaranth; never host stages)."""
+        return self.engine in (Engine.AMARANTH.value, Engine.VERILATOR.value)
 
     @property
     def cycles(self) -> int:
@@ -235,7 +314,54 @@ class PreparedRun:
     expected: dict
     stages: list[Stage]
     tasks: list[Task]
-    local: dict                         # stage index -> (output, VectorCost) or a LayerResult
+    local: dict                         # stage index -> host output, or a LayerResult/ProgramRun
+
+
+def run_vector_stage(geom, engine: Engine, program, what: str, want) -> ProgramRun:
+    """One vector stage's program on `engine`: a task that runs on any worker (the program's
+    DRAM image holds the stage's golden inputs)."""
+    run = run_program(geom, program, engine, what=what)
+    run.table_bytes = program.dram_weight_bytes
+    return run
+
+
+def chain_roles(stage: Stage) -> tuple[list, list[str]]:
+    """A fused vector stage's operators with their roles (compile_vector_chain) and the
+    names of its input tensors (A, then B)."""
+    binary = [op for op in stage.ops if op.kind.short_name in BINARY]
+    roles, inputs = [], []
+    if binary:
+        head = binary[0]
+        for k, name in enumerate(head.inputs):
+            feeding = [op for op in stage.ops if op.outputs[0] == name]
+            if feeding:
+                roles.append((feeding[0].kind.short_name, dict(feeding[0].attrs), "ab"[k]))
+                inputs.append(feeding[0].inputs[0])
+            else:
+                inputs.append(name)
+        roles.append((head.kind.short_name, dict(head.attrs), "op"))
+        after = stage.ops[stage.ops.index(head) + 1:]
+    else:
+        after = stage.ops
+        inputs.append(after[0].inputs[0])
+    for op in after:
+        roles.append((op.kind.short_name, dict(op.attrs), "out" if op.kind.short_name == "RESCALE" else "clamp"))
+    return roles, inputs
+
+
+def _vector_program(geom, graph: Graph, stage: Stage, values: dict):
+    """The stage's vector program, or (None, why) when the compiler cannot map it."""
+    op = stage.ops[0]
+    out = graph.tensor(stage.output)
+    dtype = np.dtype(out.dtype.value[4])
+    try:
+        if len(stage.ops) > 1:
+            roles, names = chain_roles(stage)
+            return compile_vector_chain(geom, roles, [values[n] for n in names], out.shape, dtype), None
+        inputs = [values[n] if n else None for n in op.inputs]
+        return compile_vector_op(geom, op.kind.short_name, dict(op.attrs), inputs, out.shape, dtype), None
+    except UnsupportedError as err:
+        return None, err.message
 
 
 def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator",
@@ -262,17 +388,28 @@ def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator"
         else:
             op = stage.ops[0]
             inputs = [values[n] if n else None for n in op.inputs]
-            outs = run_op(graph, op, inputs, backend="kernels")
-            for name, value in zip(op.outputs[1:], outs[1:]):
-                values[name] = value
-            out = outs[0]
             if stage.unit is Unit.VECTOR:
-                cost = vector_cost(op.kind.short_name, op.attrs, inputs, outs, geom.cols,
-                                   geom.dram_bytes_per_cycle)
+                program, why = _vector_program(geom, graph, stage, values)
+                if program is None:
+                    if len(stage.ops) > 1:
+                        raise UnsupportedError(f"fused vector stage {stage.name!r} ({stage.op_text}): {why}")
+                    stage = stages[index] = Stage(stage.ops, Unit.HOST, note=f"not on the vector unit: {why}")
+            if stage.unit is Unit.VECTOR:
+                task = Task(run_vector_stage, (geom, engine, program, f"{stage.name} (tosa.{stage.op_text})", want),
+                            f"{config.name}-{stage.name}")
+                _check_shape(stage, program.out_dtype, program.out_shape, want)
+                if want is None:
+                    local[index] = run_vector_stage(*task.args)
+                    out = local[index].output
+                else:
+                    tasks.append(task)
             else:
-                cost = VectorCost(0, 0, 0, 0, 0, 0, 0)
-            local[index] = (out, cost)
-            _check_shape(stage, out.dtype, out.shape, want)
+                outs = run_op(graph, op, inputs, backend="kernels")
+                for name, value in zip(op.outputs[1:], outs[1:]):
+                    values[name] = value
+                out = outs[0]
+                local[index] = out
+                _check_shape(stage, out.dtype, out.shape, want)
         values[stage.output] = out if want is None else want
     return PreparedRun(config, engine, expected, stages, tasks, local)
 
@@ -301,14 +438,20 @@ def finish_run(prepared: PreparedRun, layers: list[LayerResult],
             result = StageResult(stage, out, layer.macs, layer.compute_cycles, layer.fill_drain_cycles,
                                  layer.stall_cycles, layer.mac_slots, layer.dram_bytes["input"],
                                  layer.dram_bytes["weight"], layer.dram_bytes["output"], cycle, layer=layer,
-                                 events=layer.events)
+                                 events=layer.events, engine=layer.engine)
+        elif stage.unit is Unit.VECTOR:
+            run_ = done if done is not None else next(pending)
+            out, st = run_.output, run_.stats
+            streamed = st.dram_read_bytes.get("vector", 0)
+            result = StageResult(stage, out, 0, st.compute_cycles, st.fill_drain_cycles, st.stall_cycles, 0,
+                                 streamed - run_.table_bytes,
+                                 run_.table_bytes + st.dram_read_bytes.get("vconfig", 0),
+                                 st.dram_write_bytes, cycle, engine=run_.engine.value,
+                                 events=vector_events(st.vector_ops, sum(st.dram_read_bytes.values()),
+                                                      st.dram_write_bytes))
         else:
-            out, cost = done
-            result = StageResult(stage, out, 0, cost.compute_cycles, cost.fill_drain_cycles,
-                                 cost.stall_cycles, 0, cost.dram_input_bytes, cost.dram_weight_bytes,
-                                 cost.dram_output_bytes, cycle,
-                                 events=vector_events(cost.work, cost.dram_input_bytes + cost.dram_weight_bytes,
-                                                      cost.dram_output_bytes))
+            result = StageResult(stage, done, 0, 0, 0, 0, 0, 0, 0, 0, cycle)
+            out = done
         want = prepared.expected.get(stage.output)
         if want is not None:
             result.verified = bool(out.dtype == want.dtype and out.shape == want.shape

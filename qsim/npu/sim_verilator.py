@@ -17,13 +17,13 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from ..atomic import atomic_directory_once, atomic_write_text
 from ..cachedir import is_private, private_folder
 from ..errors import MismatchError, UnsupportedError
 from ..hw.isa import INSTR_BYTES, pack_program
@@ -111,10 +111,7 @@ def cached_verilog(geom: Geometry) -> str:
         if path.is_file():      # made by the process we waited for
             return path.read_text()
         text = verilog_text(geom)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        atomic_write_text(path, text)
     return text
 
 
@@ -182,10 +179,9 @@ def cached_build_is_usable(lib: Path) -> bool:
 def _build_into(final: Path, cmd, env, verilog: str, harness: str, flags, defines: str,
                 jobs: int, top: str = "qsim_npu") -> None:
     """Verilates module `top` with the harness into `final`/lib<top>.so, working in a
-    temporary directory renamed to `final` when complete."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
-    try:
+    temporary directory that becomes `final` when complete (qsim.atomic: the first complete
+    build of an entry stays, a concurrent duplicate is discarded)."""
+    with atomic_directory_once(final) as work:
         (work / f"{top}.v").write_text(verilog)
         (work / "harness.cpp").write_text(harness)
         steps = (cmd + ["--cc", f"{top}.v", "harness.cpp", "--top-module", top,
@@ -200,13 +196,6 @@ def _build_into(final: Path, cmd, env, verilog: str, harness: str, flags, define
                                        hint="check that g++ and make are installed")
         shutil.move(str(work / "obj" / f"lib{top}.so"), str(work / f"lib{top}.so"))
         shutil.rmtree(work / "obj")
-        try:
-            work.rename(final)
-        except OSError:       # another process finished the same build first
-            shutil.rmtree(work, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
 
 
 _BUILT: dict[tuple, Path] = {}

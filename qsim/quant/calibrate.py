@@ -15,6 +15,7 @@ from .. import ir
 from ..errors import DataError
 from ..progress import progress
 from ..runtime.executor import execute
+from ..threads import apply_blas_threads
 from .observers import ObserverKind, make_observer
 from .params import QuantConfig
 
@@ -38,8 +39,6 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     `input_moments` (rounding.InputMoments), when given, accumulates the input patch moments
     of the layers it watches, which adaptive weight rounding uses.
     """
-    from ..threads import apply_blas_threads
-
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
     observers = {}

@@ -4,7 +4,7 @@ Per float tensor with an integer counterpart: SQNR of the dequantized integer
 values against the float values (accumulated over all samples), and a histogram
 of the error in units of the tensor's quantization step. On the outputs: top-1
 agreement between float and integer, and top-1 accuracy of each when labels
-are known. The result is the AccuracyReport that qsim.report writes.
+are known. The result is an AccuracyReport (qsim.quant.accuracy).
 """
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ import numpy as np
 
 from .. import ir
 from ..progress import Progress
-from ..report.accuracy import AccuracyReport, TensorAccuracy
+from .accuracy import AccuracyReport, TensorAccuracy
 from ..runtime.executor import execute
-from .lower import LoweredModel
+from ..threads import apply_blas_threads
+from .float_side import LoweredModel
 from .params import dequantize, quantize
 
 ERROR_EDGES_LSB = np.linspace(-4.0, 4.0, 65)   # histogram of (dequantized - float) / scale
@@ -97,8 +98,6 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
              batched: Batched | None = None) -> AccuracyReport:
     """Runs both graphs on every (feed, label) sample (feeds with a batch axis of 1) and
     summarizes the agreement. With `batched`, samples run `batched.size` at a time."""
-    from ..threads import apply_blas_threads
-
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
     watched = [n for n in model.tensor_map if not float_graph.tensor(n).is_constant]

@@ -43,8 +43,21 @@ class Precision(enum.Enum):
 
 
 class Granularity(enum.Enum):
-    PER_TENSOR = "per-tensor"
     PER_CHANNEL = "per-channel"
+    PER_TENSOR = "per-tensor"
+
+
+class Rounding(enum.Enum):
+    """RESCALE rounding (TOSA 0.30 RESCALE double_round)."""
+    SINGLE = "single"
+    DOUBLE = "double"   # TFLite's rounding
+
+
+class WeightRounding(enum.StrEnum):
+    """How float weights round to integers. A str enum: it is written into quantization.json
+    as its value and compared with it."""
+    NEAREST = "nearest"
+    ADAPTIVE = "adaptive"   # per weight floor or ceiling, least layer-output error (rounding.py)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import ir
 from ..threads import split_rows
+from .float_patterns import packed_ints, spatial_padding
 
 FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
 MAX_PASSES = 8                 # passes over the K weights of every channel (converges in 2-4)
@@ -47,7 +48,7 @@ class PatchMoments:
         self._pending_rows = 0
 
     def add(self, patches: np.ndarray) -> None:
-        """patches: [P, groups, K] (one row per output position and sample).
+        """patches: [groups, P, K] (one row per output position and sample).
 
         Rows are buffered until FLUSH_ROWS are pending (a layer with few output positions,
         like a late convolution or a linear layer, would otherwise pay a K x K float64
@@ -55,10 +56,10 @@ class PatchMoments:
         syrk; the activations are float32 already) and added to float64 totals: the moments
         carry a relative error of about sqrt(FLUSH_ROWS) * 2^-24, far below what moves a
         rounding decision except at exact ties of the objective."""
-        p = np.ascontiguousarray(patches.transpose(1, 0, 2), dtype=np.float32)   # [g, P, K]
+        p = np.ascontiguousarray(patches, dtype=np.float32)                      # [g, P, K]
         self._pending.append(p)
         self._pending_rows += p.shape[1]
-        self.count += patches.shape[0]
+        self.count += p.shape[1]
         if self._pending_rows >= FLUSH_ROWS:
             self._flush()
 
@@ -93,18 +94,21 @@ class ConvGeometry:
 
 
 def conv_patches(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """[N*OH*OW, groups, icg*KH*KW] input patches of an NCHW convolution; padding reads
-    real zero, which the integer graph represents exactly by the zero point."""
+    """[groups, N*OH*OW, icg*KH*KW] input patches of an NCHW convolution, C-contiguous (the
+    layout PatchMoments sums; one copy of the data); padding reads real zero, which the
+    integer graph represents exactly by the zero point."""
     n, c, h, w = x.shape
     x = x[:, :, :h - g.crop[0], :w - g.crop[1]]
-    x = np.pad(x, ((0, 0), (0, 0), (g.begins[0], g.ends[0]), (g.begins[1], g.ends[1])))
+    if any(g.begins) or any(g.ends):
+        x = np.pad(x, ((0, 0), (0, 0), (g.begins[0], g.ends[0]), (g.begins[1], g.ends[1])))
     (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
     span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
     win = np.lib.stride_tricks.sliding_window_view(x, (span_h, span_w), axis=(2, 3))
     win = win[:, :, ::sh, ::sw, ::dh, ::dw]                       # [N, C, OH, OW, KH, KW]
     oh, ow = win.shape[2], win.shape[3]
-    win = win.transpose(0, 2, 3, 1, 4, 5)                          # [N, OH, OW, C, KH, KW]
-    return win.reshape(n * oh * ow, g.groups, (c // g.groups) * kh * kw)
+    icg = c // g.groups
+    win = win.reshape(n, g.groups, icg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    return np.ascontiguousarray(win).reshape(g.groups, n * oh * ow, icg * kh * kw)
 
 
 @dataclass
@@ -127,11 +131,11 @@ class InputMoments:
         for key, (name, geometry) in self.layers.items():
             x = np.asarray(values[name], dtype=np.float32)
             if geometry is None:
-                patches = x.reshape(-1, 1, x.shape[-1])
+                patches = x.reshape(1, -1, x.shape[-1])
             else:
                 patches = conv_patches(x, geometry)
             if key not in self.moments:
-                self.moments[key] = PatchMoments(patches.shape[1], patches.shape[2])
+                self.moments[key] = PatchMoments(patches.shape[0], patches.shape[2])
             self.moments[key].add(patches)
 
 
@@ -238,8 +242,7 @@ class _GeometryProbe:
 def watch_layers(graph: ir.Graph) -> InputMoments:
     """InputMoments watching every nn.conv (2-D, NCX, static shapes), nn.linear and
     constant-B linalg.matmul of the float `graph`, the layers whose weights the lowering
-    rounds (keyed by their float output, as lower_linear looks them up)."""
-    from .lower_linear import _ints, spatial_padding
+    rounds (keyed by their float output, as rules_tosa_linear looks them up)."""
     moments = InputMoments()
     probe = _GeometryProbe()
     for op in graph.ops:
@@ -251,8 +254,8 @@ def watch_layers(graph: ir.Graph) -> InputMoments:
                 continue
             try:
                 kernel = tuple(int(d) for d in w.shape[2:])
-                stride = _ints(op.attrs.get("stride", 1), 2, "stride", probe)
-                dilation = _ints(op.attrs.get("dilation", 1), 2, "dilation", probe)
+                stride = packed_ints(op.attrs.get("stride", 1), 2, "stride", probe)
+                dilation = packed_ints(op.attrs.get("dilation", 1), 2, "dilation", probe)
                 begins, ends, crop = spatial_padding(probe, op, tuple(x.shape[2:]), kernel,
                                                      stride, dilation)
             except ValueError:

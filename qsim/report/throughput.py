@@ -1,19 +1,24 @@
 """The throughput report of `qsim simulate`: report.json, a SCALE-Sim-style CSV, PNG plots, HTML.
 
-The NPU stage computes per-layer `LayerThroughput`s; this module derives the
-totals that follow from them by definition (sums, latency at the clock, GOPS)
-and writes the files.
+The NPU stage returns a run (qsim.npu.program.GraphRun); `throughput_report` turns it into
+per-layer `LayerThroughput`s with their energy (qsim.npu.energy), this module derives the
+totals that follow from them by definition (sums, latency at the clock, GOPS, energy per
+inference) and writes the files.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write_text
+from ..npu.energy import EnergyTable, energy_by_component, load_tech
+from ..npu.engines import Engine
+from ..npu.program import GraphRun
 from .html import Page
 
 # Columns of SCALE-Sim's COMPUTE_REPORT.csv, in its order, for side-by-side use.
@@ -136,10 +141,68 @@ class ThroughputReport:
         return buf.getvalue()
 
 
+def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None = None) -> ThroughputReport:
+    config = run.config
+    tech = load_tech(None) if tech is None else tech
+    layers = []
+    for s in run.stages:
+        layers.append(LayerThroughput(
+            name=s.stage.name, op=s.stage.op_text, unit=s.stage.unit.value, macs=s.macs,
+            compute_cycles=s.compute_cycles, fill_drain_cycles=s.fill_drain_cycles,
+            stall_cycles=s.stall_cycles,
+            mapping_efficiency=s.macs / s.mac_slots if s.mac_slots else 0.0,
+            dram_input_bytes=s.dram_input_bytes, dram_weight_bytes=s.dram_weight_bytes,
+            dram_output_bytes=s.dram_output_bytes, verified=s.verified, rtl=s.rtl,
+            energy_by_component_pj=energy_by_component(s.events, tech, config.geometry),
+            events=s.events.to_json()))
+    notes = [f"{s.stage.name}: {s.stage.note}" for s in run.stages if s.stage.note]
+    where = ("the numpy cycle model (same values and cycles as the RTL)" if run.engine is Engine.MODEL
+             else f"the RTL ({run.engine.value} engine)")
+    notes.append(f"array layers run on {where}; vector-unit layers use the documented cost model "
+                 "(docs/npu.md) with the kernels' values; host layers (reshapes, and array "
+                 "operators the array cannot take) cost no NPU cycles.")
+    notes += [s.mismatch for s in run.stages if s.mismatch]
+    cfg = {"name": config.name, "rows": config.rows, "cols": config.cols,
+           "dataflow": config.dataflow.value, "input_buffer_bytes": config.input_buffer_bytes,
+           "weight_buffer_bytes": config.weight_buffer_bytes,
+           "accumulator_buffer_bytes": config.accumulator_buffer_bytes,
+           "dram_bytes_per_cycle": config.dram_bytes_per_cycle, "clock_mhz": config.clock_mhz}
+    notes.append(f"energy: event counts of each stage's program (MACs, buffer words, DRAM bytes, "
+                 f"vector operations) x the '{tech.name}' table ({tech.source}); host stages count "
+                 "none (docs/npu.md, Energy).")
+    return ThroughputReport(model=model_name, engine=run.engine.value, config=cfg,
+                            layers=tuple(layers), notes=tuple(notes), tech=tech.to_json())
+
+
+
+def summary_lines(report: ThroughputReport) -> list[str]:
+    """The console table: one line per layer, then the totals."""
+    head = (f"{'layer':<22} {'op':<28} {'unit':<6} {'MACs':>9} {'cycles':>8} {'compute':>8} "
+            f"{'fill/dr':>8} {'stall':>7} {'util%':>6} {'DRAM B':>8} {'nJ':>8}  verified")
+    lines = [head, "-" * len(head)]
+    for layer in report.layers:
+        verified = {True: "yes", False: "MISMATCH", None: "-"}[layer.verified]
+        lines.append(f"{layer.name[:22]:<22} {layer.op[:28]:<28} {layer.unit:<6} {layer.macs:>9} "
+                     f"{layer.cycles:>8} {layer.compute_cycles:>8} {layer.fill_drain_cycles:>8} "
+                     f"{layer.stall_cycles:>7} {100 * report.utilization(layer):>6.1f} "
+                     f"{layer.dram_bytes:>8} {layer.energy_pj / 1e3:>8.2f}  {verified}")
+    cfg = report.config
+    lines.append("-" * len(head))
+    lines.append(f"total: {report.total_cycles} cycles, {report.total_macs} MACs on {cfg['rows']}x"
+                 f"{cfg['cols']} {cfg['dataflow']} at {cfg['clock_mhz']:g} MHz: latency "
+                 f"{report.latency_s * 1e6:.2f} us, {report.inferences_per_s:.0f} inferences/s, "
+                 f"{report.gops:.2f} GOPS; engine {report.engine}")
+    parts = ", ".join(f"{name} {pj / 1e3:.1f}" for name, pj in report.energy_by_component_pj.items() if pj)
+    lines.append(f"energy ({report.tech.get('name', '?')}): {report.total_energy_pj / 1e3:.2f} nJ per "
+                 f"inference ({parts} nJ)")
+    return lines
+
+
+
 def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
-    import matplotlib
+    import matplotlib                   # deferred: matplotlib takes ~1 s to import
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt     # deferred: as above
 
     names = [layer.name for layer in report.layers]
     x = range(len(names))
@@ -281,3 +344,13 @@ def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> di
         page.image(paths[key].name, alt)
     atomic_write_text(paths["html"], page.render())
     return paths
+
+
+def render_report(report: ThroughputReport) -> dict[str, bytes]:
+    """A sweep point's report files (JSON, CSV, plots, HTML) rendered in a scratch folder and
+    returned as bytes: a task, so a sweep's plotting (the largest per-point cost after the
+    layers of a small model) spreads over the workers too, remote ones included."""
+    with tempfile.TemporaryDirectory(prefix="qsim-report-") as scratch:
+        write_throughput_report(report, scratch)
+        return {p.relative_to(scratch).as_posix(): p.read_bytes()
+                for p in sorted(Path(scratch).rglob("*")) if p.is_file()}

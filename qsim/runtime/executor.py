@@ -15,6 +15,7 @@ Every op output is checked against its declared shape and stored in its declared
 from __future__ import annotations
 
 import dataclasses
+import enum
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -25,7 +26,15 @@ from ..ir import Graph, Op
 from ..skriptnd import dynattr
 from .runners import BUILTIN_RUNNERS, run_defined
 
-BACKENDS = ("kernels", "reference")
+
+class Backend(enum.StrEnum):
+    """Which implementation runs the integer operators (the same bits either way). A str enum:
+    the dialect runners still compare the backend with these strings."""
+    KERNELS = "kernels"         # the compiled Cython kernels
+    REFERENCE = "reference"     # the numpy transcription of the spec pseudocode
+
+
+BACKENDS = tuple(backend.value for backend in Backend)
 
 
 @dataclass(frozen=True)

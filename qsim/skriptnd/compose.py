@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .. import ir
-from ..errors import Location, QsimError, SemanticError, UnsupportedError
+from ..errors import QsimError, SemanticError, UnsupportedError
 from ..limits import check_tensor_size
 from . import ast
 from .evaluate import Evaluator, free_names
@@ -27,16 +27,16 @@ from .instance import (check_extent, check_rank, eval_shape, instantiate, resolv
 from .modules import ModuleSet, is_standard_location
 from . import dynattr, dynpack
 from .dynpack import DynPack, pack_tensors
-from .values import Dyn, TensorValue, Uniform, error, is_pack, show, type_of
+from .composed_graph import NUMPY, ComposedGraphBuilder, Frame, tensor_data
+from .control import compose_rhs
+from .quantize import quant_info
+from .values import Dyn, TensorValue, error, is_pack, show, type_of
 
 # Recurrences whose `steps` input (the 7th) is a run-time count: their bodies loop `..(steps)`
 # times yielding per-step outputs, which a composed graph cannot hold (a scan needs a
 # compile-time iteration count), so they stay whole and run by their fast paths
 # (runtime/float_ops/nn.py: per-step outputs stacked, extent ~|s).
 WHOLE_WITH_RUNTIME_STEPS = ("nn.lstm_loop", "nn.lstm", "nn._jagged_lstm_loops")
-
-DTYPES = {"real": ir.DType.F32, "int": ir.DType.I64, "bool": ir.DType.BOOL}
-NUMPY = {"real": np.float32, "int": np.int64, "bool": np.bool_}
 
 # Operator invocations and control-flow blocks nest at most this deep while composing: a level
 # takes up to ~12 Python frames (an invocation inside a branch or loop body), so 64 levels, with
@@ -54,118 +54,6 @@ class ComposeOptions:
     load_variable: VariableLoader | None = None
 
 
-@dataclass
-class Frame:
-    """One operator (or graph) body being composed."""
-    module: str
-    op: ast.OperatorDef
-    qualname: str
-    scope: str                      # tensor name prefix, '' or 'conv1.'
-    env: dict
-    public: bool                    # inputs/outputs/intermediates reachable by scoped name (2.10)
-    where: str
-    output_names: dict = field(default_factory=dict)    # declared output → name chosen by the caller
-    quant: list = field(default_factory=list)
-
-
-class GraphBuilder:
-    """Collects tensors and ops of one (sub)graph with unique names."""
-
-    def __init__(self, name: str, parent: "GraphBuilder | None" = None):
-        self.name = name
-        self.parent = parent                         # enclosing graph of a control-flow subgraph
-        self.tensors: dict[str, ir.Tensor] = {}
-        self.ops: list[ir.Op] = []
-        # shared with subgraphs: scoped names, annotations and missing variable data are per model
-        self.accessible: dict[str, str] = parent.accessible if parent else {}   # scoped → tensor name
-        self.quant: dict[str, ir.QuantInfo] = parent.quant if parent else {}
-        self.missing_data: list[str] = parent.missing_data if parent else []
-        # dynamic extent symbol → (graph input, axis), for attributes evaluated at run time (dynattr.py)
-        self.symbols: dict[str, tuple] = parent.symbols if parent else {}
-        self.labels: dict[str, int] = {}
-
-    def taken(self, name: str) -> bool:
-        builder = self
-        while builder is not None:
-            if name in builder.tensors:
-                return True
-            builder = builder.parent
-        return False
-
-    def lookup(self, name: str) -> ir.Tensor:
-        builder = self
-        while builder is not None:
-            if name in builder.tensors:
-                return builder.tensors[name]
-            builder = builder.parent
-        raise KeyError(name)
-
-    def unique(self, name: str) -> str:
-        """`name`, or `name_k` with the smallest k making it unique here and in enclosing graphs."""
-        if not self.taken(name):
-            return name
-        k = 1
-        while self.taken(f"{name}_{k}"):
-            k += 1
-        return f"{name}_{k}"
-
-    def captures(self, extra=()) -> list[str]:
-        """Tensors of enclosing graphs this subgraph reads; they are copied in as its inputs."""
-        produced = set(self.tensors)
-        caps: list[str] = []
-        for op in self.ops:
-            for n in op.inputs:
-                if n and n not in produced and n not in caps:
-                    caps.append(n)
-        for n in extra:
-            if n not in produced and n not in caps:
-                caps.append(n)
-        for n in caps:
-            self.tensors[n] = self.parent.lookup(n)
-        return caps
-
-    def unique_label(self, label: str) -> str:
-        n = self.labels.get(label, 0)
-        self.labels[label] = n + 1
-        return label if n == 0 else f"{label}_{n}"
-
-    def tensor(self, name: str, dtype: str, shape: tuple, data=None, loc: Location | None = None) -> TensorValue:
-        if dtype not in DTYPES:
-            raise error(f"tensor '{name}' of type {dtype}: qsim graphs hold real, int and bool tensors", loc)
-        name = self.unique(name)
-        # every tensor of a composed graph passes here: refuse one the executors could never
-        # allocate now, at the declaration or invocation that makes it (a run-time extent counts
-        # with its upper bound where one is known)
-        check_tensor_size([d.hi if isinstance(d, Dyn) else d for d in shape
-                           if not (isinstance(d, Dyn) and d.hi is None)],
-                          NUMPY[dtype]().itemsize, f"tensor '{name}'", loc)
-        dims = tuple(None if isinstance(d, Dyn) else int(d) for d in shape)
-        max_shape = None
-        if any(d is None for d in dims):
-            max_shape = tuple(int(d) if not isinstance(d, Dyn) else (d.hi if d.hi is not None else -1)
-                              for d in shape)
-        self.tensors[name] = ir.Tensor(name, DTYPES[dtype], dims, data=data, max_shape=max_shape)
-        return TensorValue(name, dtype, tuple(shape), data)
-
-    def constant(self, name: str, value, loc: Location) -> TensorValue:
-        """A compile-time scalar passed where a tensor is expected: a 0-d constant (2.10)."""
-        t = type_of(value)
-        if t not in NUMPY or isinstance(value, Dyn):
-            raise error(f"cannot pass {show(value)} as a tensor argument", loc)
-        if _holds_tensor(value):
-            raise error("a list holding a tensor is not a tensor argument: tensors are combined by "
-                        "operators, e.g. layout.stack or layout.concat", loc)
-        data = tensor_data(value, t, "a compile-time tensor argument", loc)
-        return self.tensor(name, t, (), data, loc)
-
-    def finish(self, inputs, outputs) -> ir.Graph:
-        tensors = {}
-        for name, t in self.tensors.items():
-            q = self.quant.get(name)
-            tensors[name] = t if q is None else ir.Tensor(t.name, t.dtype, t.shape, t.data, q, t.max_shape)
-        return ir.Graph(self.name, tuple(inputs), tuple(outputs), tuple(self.ops), tensors)
-
-
 class Composer:
     def __init__(self, modules: ModuleSet, options: ComposeOptions):
         self.modules = modules
@@ -174,7 +62,7 @@ class Composer:
 
     # ================================================================ the main graph
     def compose_graph(self, graph: ast.OperatorDef) -> ir.Graph:
-        b = GraphBuilder(graph.name)
+        b = ComposedGraphBuilder(graph.name)
         where = f"graph '{graph.name}'"
         env: dict[str, Any] = {}
         for decl in graph.dtypes:
@@ -237,7 +125,7 @@ class Composer:
         self._apply_quant(frame, b)
         return b.finish(inputs, outputs), list(b.missing_data)
 
-    def _packed_graph_input(self, decl, env, where, b: GraphBuilder):
+    def _packed_graph_input(self, decl, env, where, b: ComposedGraphBuilder):
         """A packed graph input `xs: real[..]..(n)`: n graph inputs `xs_0 .. xs_{n-1}` when n is a
         compile-time count; with a new symbol and an upper bound, `..(s|5)`, a pack of run-time
         length held as one tensor of its items stacked along a leading extent s (dynpack.py)."""
@@ -346,7 +234,7 @@ class Composer:
         return tuple(shape)
 
     # ================================================================ local tensors
-    def _locals(self, frame: Frame, b: GraphBuilder):
+    def _locals(self, frame: Frame, b: ComposedGraphBuilder):
         """@constant and @variable tensors of a graph or an invoked operator (2.7)."""
         for decl in frame.op.constants:
             dtype = resolve_type(decl.type.base, frame.env, decl.loc, frame.where)
@@ -447,14 +335,14 @@ class Composer:
                         f"gives {show(tuple(value.shape))}", decl.loc)
 
     # ================================================================ statements
-    def compose_body(self, frame: Frame, b: GraphBuilder, components):
+    def compose_body(self, frame: Frame, b: ComposedGraphBuilder, components):
         single = (len(components) == 1 and isinstance(components[0].value, ast.Invocation)
                   and components[0].value.label is None and not frame.op.variables
                   and not frame.op.constants and frame.scope != "")
         for comp in components:
             self.component(frame, b, comp, propagate_scope=single)
 
-    def component(self, frame: Frame, b: GraphBuilder, comp: ast.Component, propagate_scope=False,
+    def component(self, frame: Frame, b: ComposedGraphBuilder, comp: ast.Component, propagate_scope=False,
                   update=False):
         targets = comp.targets
         value = comp.value
@@ -468,7 +356,6 @@ class Composer:
                 label = names[0].name if names else value.name.rsplit(".", 1)[-1]
             results = self.invoke(frame, b, value, hints, label)
         else:
-            from .control import compose_rhs
             results = compose_rhs(self, frame, b, value, hints, len(targets))
         self._assign(frame, b, targets, results, comp, update)
 
@@ -542,7 +429,7 @@ class Composer:
         return frame.env.setdefault("__assigned__", set())
 
     # ================================================================ invocations
-    def eval_arg(self, frame: Frame, b: GraphBuilder, e, loc):
+    def eval_arg(self, frame: Frame, b: ComposedGraphBuilder, e, loc):
         if isinstance(e, ast.Omitted):
             return None
         if isinstance(e, ast.ListExpr):
@@ -568,7 +455,7 @@ class Composer:
             return value
         return b.constant(frame.scope + "const", value, loc)
 
-    def invoke(self, frame: Frame, b: GraphBuilder, inv: ast.Invocation, hints: list, label: str) -> list:
+    def invoke(self, frame: Frame, b: ComposedGraphBuilder, inv: ast.Invocation, hints: list, label: str) -> list:
         module, op = self.modules.resolve(inv.name, frame.module, inv.loc)
         qual = f"{module}.{op.name}" if module != "main" else op.name
         attr_values, attr_locs = {}, {}
@@ -674,8 +561,7 @@ class Composer:
         return results
 
     # ================================================================ @quantize (2.14)
-    def _apply_quant(self, frame: Frame, b: GraphBuilder):
-        from .quantize import quant_info
+    def _apply_quant(self, frame: Frame, b: ComposedGraphBuilder):
         for entry in frame.op.quantize:
             scoped = frame.scope + entry.tensor
             name = b.accessible.get(scoped)
@@ -686,32 +572,6 @@ class Composer:
                                  "names; make the operator 'public' to reach its other tensors (2.10)")
             module, op = self.modules.resolve(entry.op, frame.module, entry.loc)
             b.quant[name] = quant_info(entry, module, op, b.tensors[name], frame)
-
-
-def _holds_tensor(value) -> bool:
-    """Whether a (nested) compile-time list holds a tensor anywhere (walked without recursion)."""
-    pending = [value]
-    while pending:
-        v = pending.pop()
-        if isinstance(v, TensorValue):
-            return True
-        if isinstance(v, (list, tuple)):
-            pending.extend(v)
-    return False
-
-
-def tensor_data(value, dtype: str, what: str, loc) -> np.ndarray:
-    """Compile-time value(s) as the data of a `dtype` tensor. Compile-time ints are unbounded
-    (2.3), tensors are int64 and float32: an int must fit 64 bits, or (for a real tensor) the
-    float range."""
-    for v in (value if is_pack(value) else (value,)):
-        if not isinstance(v, int) or isinstance(v, bool):
-            continue
-        if dtype == "int" and not -2 ** 63 <= v < 2 ** 63:
-            raise error(f"{what}: the int {show(v)} does not fit a 64-bit int tensor", loc)
-        if dtype == "real" and abs(v) >= 2 ** 1024:
-            raise error(f"{what}: the int {show(v)} is beyond the range of reals", loc)
-    return np.asarray(value, dtype=NUMPY[dtype])
 
 
 def _check_constant_size(decl: ast.ParamDecl, shape: tuple, dtype: str) -> None:

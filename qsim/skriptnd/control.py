@@ -21,6 +21,8 @@ import numpy as np
 from .. import ir
 from ..errors import UnsupportedError
 from . import ast
+from .composed_graph import ComposedGraphBuilder, Frame
+from .dynpack import DynPack
 from .evaluate import Evaluator
 from .instance import eval_shape
 from .values import Dyn, TensorValue, error, is_pack, show, type_of
@@ -59,7 +61,6 @@ def compose_part(c, frame, b, part, hints, label_hint):
 
 
 def compose_block(c, frame, b, block: ast.Block):
-    from .compose import Frame
     scope = frame.scope + (block.label + "." if block.label else "")
     env = dict(frame.env)
     env["__assigned__"] = set()
@@ -164,8 +165,7 @@ def _subgraph(c, frame, outer, name, part, n_results, inputs):
     """Composes `part` into a new builder whose parent is `outer`; returns (graph, results, captures).
 
     `inputs` are (local name, TensorValue template) pairs that become the subgraph's own inputs."""
-    from .compose import Frame, GraphBuilder
-    sub = GraphBuilder(name, parent=outer)
+    sub = ComposedGraphBuilder(name, parent=outer)
     env = dict(frame.env)
     env["__assigned__"] = set()
     own_inputs = []
@@ -188,7 +188,7 @@ def _subgraph(c, frame, outer, name, part, n_results, inputs):
 
 def _with_inputs(g: ir.Graph, caps, outer=None):
     """`g` taking the captured outer tensors `caps` as trailing inputs; captures another body of
-    the same op needs (a branch, a loop condition) are copied in from `outer` (a GraphBuilder)."""
+    the same op needs (a branch, a loop condition) are copied in from `outer` (a ComposedGraphBuilder)."""
     inputs = list(g.inputs) + [n for n in caps if n not in g.inputs]
     tensors = dict(g.tensors)
     for n in caps:
@@ -220,7 +220,6 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
     for s in loop.scans:
         pack = ev.eval(s.pack)
         if not is_pack(pack) or not all(isinstance(t, TensorValue) for t in pack):
-            from .dynpack import DynPack
             if isinstance(pack, DynPack):
                 raise UnsupportedError(f"{frame.where}: 'for {s.name} : ...' scans a pack of run-time length "
                                        f"({pack}); loops scan packs of compile-time length", location=s.loc,
@@ -264,7 +263,6 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
 
 
 def _unroll(c, frame, b, loop, carried, scans, count, hints):
-    from .compose import Frame
     if scans and count > len(scans[0][1]):
         raise error(f"{frame.where}: iteration count {count} exceeds the scanned packs' length", loop.loc)
     state = [v for _, v in carried]

@@ -16,6 +16,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import QsimError, UnsupportedError
+from .evaluate import Evaluator, free_names
+from .parser import parse_expr
 from .values import Dyn
 
 
@@ -44,8 +46,6 @@ def bind(value: Any, symbols: Mapping[str, tuple]) -> Any:
         return tuple(bind(v, symbols) for v in value)
     if not isinstance(value, Dyn) or value.kind != "int":
         return value
-    from .evaluate import free_names
-    from .parser import parse_expr
     try:
         names = free_names(parse_expr(value.key))
     except QsimError:
@@ -71,8 +71,6 @@ def resolve(value: Any, shapes: Mapping[str, tuple], what: str) -> Any:
                                hint="name the dynamic extent by a symbol of a graph input, as in real[s|10]")
     if not isinstance(value, RuntimeExtent):
         return value
-    from .evaluate import Evaluator
-    from .parser import parse_expr
     env = {}
     for name, tensor, axis in value.symbols:
         if tensor not in shapes:

@@ -16,7 +16,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..numerics import ceil_div, erf, floor_div, floor_mod, nnef_round
 from . import ast
+from .dynpack import DynPack
 from .values import (CONCRETE_TYPES, DEFAULTS, Dyn, TensorValue, TypeValue, Uniform, error, is_pack,
                      same, show, type_of, uniform_value)
 
@@ -25,21 +27,12 @@ CMP_OPS = {"<", "<=", ">", ">=", "==", "!="}
 LOGIC_OPS = {"&&", "||", "^", "=>"}
 
 
-def _erf(x):
-    return np.vectorize(math.erf)(x) if isinstance(x, np.ndarray) else math.erf(x)
-
-
-def _round(x):
-    # NNEF rounding is floor(x + 0.5) (NNEF 1.0 4.2.1; 2.0 does not restate it)
-    return np.floor(x + 0.5) if isinstance(x, np.ndarray) else float(math.floor(x + 0.5))
-
-
 REAL_FUNCS: dict[str, Callable] = {
     "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
     "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
-    "round": _round, "floor": np.floor, "ceil": np.ceil, "frac": lambda x: x - np.floor(x),
-    "erf": _erf,    # used by the standard nn.gelu / nn.erf although 2.4's list lacks it
+    "round": nnef_round, "floor": np.floor, "ceil": np.ceil, "frac": lambda x: x - np.floor(x),
+    "erf": erf,     # used by the standard nn.gelu / nn.erf although 2.4's list lacks it
 }
 
 
@@ -94,7 +87,6 @@ class Evaluator:
         if e.member == "size":
             if isinstance(target, tuple):
                 return len(target)
-            from .dynpack import DynPack
             if isinstance(target, DynPack):
                 return target.count          # a pack of run-time length (dynpack.py)
             if target is None:
@@ -561,17 +553,17 @@ def binary_scalar(op: str, a, b, e, ev: Evaluator):
         if op in ("/", "\\", "%") and not arrays and b == 0:
             raise ev.fail(f"division by zero in '{op}'", e)
         if op == "/":
-            return a // b if ta == "int" else a / b
+            return floor_div(a, b) if ta == "int" else a / b
         if op == "\\":
             if ta == "real":
                 # 2.4 defines '\\' for ints only, but chapter 4's layout.range (T: num) counts
                 # `int((last - first) \\ stride)`: on reals it is the quotient rounded up
                 return np.ceil(a / b) if arrays else float(math.ceil(a / b))
-            return -((-a) // b)
+            return ceil_div(a, b)
         if op == "%":
             if ta != "int":
                 raise ev.fail("'%' needs ints", e)
-            return a % b
+            return floor_mod(a, b)
         if op == "**":
             return _power(a, b, ta, arrays, e, ev)
         if op == "<?":
@@ -632,9 +624,9 @@ def _dyn_binary(op, a, b, e, ev):
     elif op == "*":
         lo, hi = combine(lambda x, y: x * y)
     elif op == "/":
-        lo, hi = combine(lambda x, y: x // y) if (blo or 0) > 0 else (None, None)
+        lo, hi = combine(floor_div) if (blo or 0) > 0 else (None, None)
     elif op == "\\":
-        lo, hi = combine(lambda x, y: -((-x) // y)) if (blo or 0) > 0 else (None, None)
+        lo, hi = combine(ceil_div) if (blo or 0) > 0 else (None, None)
     elif op == "<?":
         lo, hi = combine(min)
     elif op == ">?":

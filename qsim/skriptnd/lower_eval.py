@@ -17,7 +17,6 @@ on that.
 from __future__ import annotations
 
 import functools
-import math
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ import numpy as np
 
 from . import ast as A
 from ..errors import SemanticError
+from ..numerics import ceil_div, erf, floor_div, floor_mod, nnef_round
 
 
 class LowerError(SemanticError):
@@ -94,12 +94,16 @@ def _both(f):
 
 def _div(a, b):
     if is_int(a) and is_int(b):
-        return np.floor_divide(a, b) if is_runtime(a) or is_runtime(b) else a // b
+        return floor_div(a, b)
     return np.true_divide(a, b) if is_runtime(a) or is_runtime(b) else a / b
 
 
 def _ceil_div(a, b):
-    return -_div(-a, b)
+    if is_int(a) and is_int(b):
+        return ceil_div(a, b)
+    # 2.4 defines '\\' for ints; on reals it is the quotient rounded up, as the compile-time
+    # evaluator has it (chapter 4's layout.range counts `int((last - first) \\ stride)`)
+    return np.ceil(_div(a, b))
 
 
 def _logic(np_fn, py_fn):
@@ -126,7 +130,7 @@ def _pow(a, b):
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": _div, "\\": _ceil_div,
-    "%": lambda a, b: np.mod(a, b) if is_runtime(a) or is_runtime(b) else a % b,
+    "%": floor_mod,
     "**": _pow,
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": lambda a, b: np.equal(a, b) if is_runtime(a) or is_runtime(b) else a == b,
@@ -145,23 +149,12 @@ def _frac(x):
     return x - np.floor(x)
 
 
-def _round(x):
-    # floor(x + 0.5), NNEF 1.0 4.2.1 (the 2.0 draft does not define the rounding of halves)
-    return np.floor(np.add(x, 0.5))
-
-
-def _erf(x):
-    if is_runtime(x):
-        return np.vectorize(math.erf, otypes=[np.float64])(x)
-    return math.erf(x)
-
-
 BUILTINS = {
     "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
     "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
-    "round": _round, "floor": np.floor, "ceil": np.ceil, "frac": _frac, "abs": np.abs,
-    "sign": np.sign, "erf": _erf,
+    "round": nnef_round, "floor": np.floor, "ceil": np.ceil, "frac": _frac, "abs": np.abs,
+    "sign": np.sign, "erf": erf,
 }
 
 

@@ -14,8 +14,8 @@ import hashlib
 import importlib.resources
 import os
 import pickle
-import tempfile
 
+from ..atomic import atomic_file
 from ..errors import Location, SemanticError, UsageError
 from . import ast
 from ..cachedir import cache_root, not_private, warn_once
@@ -95,12 +95,12 @@ def _read_entry(dir_fd: int, directory: str, name: str) -> ast.Module | None:
 
 
 def _write_entry(directory: str, name: str, module: ast.Module) -> None:
+    """Best effort: an entry that cannot be written is parsed again next time. atomic_file never
+    leaves a half-written entry, and its temporary file is created 0600 like the entry."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")     # created 0600
-        with os.fdopen(fd, "wb") as f:
+        with atomic_file(os.path.join(directory, name)) as tmp, open(tmp, "wb") as f:
             pickle.dump(module, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, os.path.join(directory, name))  # never leave a half-written entry
-    except OSError:
+    except (OSError, UsageError):
         pass
 
 

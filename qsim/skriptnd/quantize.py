@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import UnsupportedError
+from ..numerics import nnef_round
 from . import ast
 from .evaluate import Evaluator
 from .instance import instantiate
@@ -57,7 +58,7 @@ def quant_info(entry: ast.QuantEntry, module: str, op: ast.OperatorDef, tensor: 
         if np.any(sc <= 0):
             raise error(f"{where}: max must be greater than min, got min={show(a['min'])}, max={show(a['max'])}",
                         entry.loc)
-        zp = np.floor(-lo / sc + 0.5).astype(np.int64) - p
+        zp = nnef_round(-lo / sc).astype(np.int64) - p
         scale = tuple(float(s) for s in sc) if sc.ndim else float(sc)
         zero = tuple(int(z) for z in zp) if zp.ndim else int(zp)
         if is_pack(a["min"]) and isinstance(a["min"], Uniform) and isinstance(a["max"], Uniform):

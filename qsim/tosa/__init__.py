@@ -3,11 +3,13 @@
 `run(op, inputs, attrs)` runs one operator on the reference (docs/tosa.md; its kernels are
 qsim.kernels', the choice between them qsim.runtime's); `OPERATORS` maps spec
 names to their definitions; importing this package registers every operator as the ir
-op kind "tosa.<NAME>" with a verifier.
+op kind "tosa.<NAME>" with a verifier, and the SkriptND text form (sknd_form.py) with the
+front end, so a loaded TOSA model comes back in the form the verifiers check.
 """
 from . import (activation, comparison, control_flow, convolution, data_layout, data_nodes,  # noqa: F401
                elementwise_binary, elementwise_unary, image, pooling, reduction, scatter_gather,
                type_conversion)
+from . import sknd_form  # noqa: F401  (registers the text form with the front end)
 from .run import operator, run
 from .signature import OPERATORS, OperatorDef
 

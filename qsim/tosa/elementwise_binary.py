@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnpredictableError
+from ..numerics import trunc_div
 from .arith import INT32_MAX, INT32_MIN, apply_add, apply_clip, apply_lookup, apply_sub
 from .signature import (BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define,
                         modes)
@@ -101,7 +102,7 @@ def _intdiv(inputs, attrs):
     if (b == 0).any():
         idx = [int(i) for i in np.argwhere(b == 0)[0]]
         raise UnpredictableError(f"REQUIRE(value2 != 0) fails: input2 is 0 at output index {idx}")
-    q = np.abs(a) // np.abs(b) * np.sign(a) * np.sign(b)     # C division truncates toward zero
+    q = trunc_div(a, b)     # C division (3.3.2 idiv)
     if (q > INT32_MAX).any():
         raise UnpredictableError("REQUIRE((int64_t)value1 / value2 <= maximum<in_out_t>) fails "
                                  "(minimum<int32_t> / -1)")

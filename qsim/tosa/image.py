@@ -8,13 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidGraphError, UnpredictableError
+from ..numerics import trunc_div   # spec 3.3.2 idiv
 from .signature import I8, I16, I32, I48, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
-
-
-def _idiv(a: int, b: int) -> int:
-    """Integer divide truncating toward zero (spec 3.3.2 idiv)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
 
 
 def _check_resize(call: Call):
@@ -32,8 +27,8 @@ def _check_resize(call: Call):
                   "offset_x <= (-16 << shift) || offset_x >= (16 << shift)", f"offset_x={ox_}, shift={shift}")
     call.error_if(oy_ <= (-16 << shift) or oy_ >= (16 << shift),
                   "offset_y <= (-16 << shift) || offset_y >= (16 << shift)", f"offset_y={oy_}, shift={shift}")
-    oh = _idiv((ih - 1) * (1 << shift) - oy_, sy) + 1 + by
-    ow = _idiv((iw - 1) * (1 << shift) - ox_, sx) + 1 + bx
+    oh = trunc_div((ih - 1) * (1 << shift) - oy_, sy) + 1 + by
+    ow = trunc_div((iw - 1) * (1 << shift) - ox_, sx) + 1 + bx
     call.error_if(max(oh, ow, ih, iw) >= 16384, "max(OH,OW,IH,IW) >= 16384",
                   f"OH={oh}, OW={ow}, IH={ih}, IW={iw}")
     call.error_if(oh < 1 or ow < 1, "OH < 1 || OW < 1 (tensor dimensions are >= 1, spec 1.8.1)",

@@ -8,7 +8,6 @@ import pytest
 
 from qsim.npu.config import load_config
 from qsim.npu.program import Unit, plan, run_graph_on_npu
-from qsim.npu.vector_unit import VECTOR_PIPELINE_CYCLES, vector_cost
 from qsim.runtime.executor import execute
 
 
@@ -121,20 +120,22 @@ def test_write_cycle_is_the_dram_write_on_the_rtl(rng):
     assert writes == [record.write_cycle(geom, row, col)]
 
 
-def test_vector_unit_cost_hand_worked():
-    # AVG_POOL2D 4x4 window -> 64 outputs: 64 * (16 + 1) operations on 16 lanes = 68 cycles;
-    # DRAM 1024 + 64 bytes at 16 B/cycle = 68 cycles: no stall.
-    x = np.zeros((1, 4, 4, 64), np.int8)
-    y = np.zeros((1, 1, 1, 64), np.int8)
-    cost = vector_cost("AVG_POOL2D", {"kernel": (4, 4)}, [x], [y], lanes=16, bytes_per_cycle=16)
-    assert (cost.work, cost.compute_cycles, cost.stall_cycles) == (64 * 17, 68, 0)
-    assert cost.cycles == 68 + VECTOR_PIPELINE_CYCLES
-    # TABLE: one lookup per element, the 513-entry int16 table is read as weight bytes
-    table = np.zeros(513, np.int16)
-    x = np.zeros((1, 100), np.int16)
-    cost = vector_cost("TABLE", {"table": table}, [x], [np.zeros((1, 100), np.int32)], 8, 4)
-    assert (cost.compute_cycles, cost.dram_weight_bytes) == (13, 1026)
-    assert cost.stall_cycles == -(-(200 + 1026 + 400) // 4) - 13
+def test_vector_stage_cycles_hand_worked(embedded):
+    """AVG_POOL2D 4x4 on [1, 4, 4, 64] int8 on the 16x16 preset (16 lanes, 16 B/cycle): 4 lane
+    tiles x 16 window beats = 64 beats, one contiguous 16-byte read each; the last beat of
+    each window also pays for its 16-byte result, so read j issues at cycle j + (windows
+    closed up to j): the last at 63 + 4 = 67, and VRUN is busy 67 + 9 = 76 cycles. Before
+    it, LOAD VCONFIG of 2 words of 144 B takes max(1, 288/16 - 1) + 2 = 19 cycles,
+    dispatched at cycle 1: VRUN dispatches at 21 and the program ends at 21 + 76 + 1 = 98.
+    compute = 64 beats, fill/drain = 8 (the fixed part of 9), stall = 98 - 72 = 26."""
+    graph, feeds, values = embedded
+    run = run_graph_on_npu(graph, feeds, load_config("16x16"), engine="model")
+    pool = next(s for s in run.stages if s.stage.op_text == "AVG_POOL2D")
+    assert pool.stage.unit is Unit.VECTOR
+    assert (pool.compute_cycles, pool.fill_drain_cycles, pool.stall_cycles) == (64, 8, 26)
+    assert (pool.dram_input_bytes, pool.dram_output_bytes) == (1024, 64)
+    assert pool.dram_weight_bytes == 2 * 144          # the configuration words
+    assert pool.events.vector_ops == 64 * 16
 
 
 def test_mismatch_report_names_sizes_when_shapes_differ(embedded):

@@ -7,7 +7,7 @@ from qsim import ir
 from qsim.errors import DataError
 from qsim.quant.calibrate import calibrate
 from qsim.quant.evaluate import evaluate, float_view, quantize_feed
-from qsim.quant.lower import lower_graph
+from qsim.quant.target_tosa import lower_graph
 from qsim.runtime.executor import execute
 
 from .lowering_models import FloatGraph, small_cnn

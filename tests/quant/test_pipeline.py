@@ -7,11 +7,13 @@ import pytest
 from qsim import ir, zoo
 from qsim.errors import DataError, SemanticError, UnsupportedError, UsageError
 from qsim.quant.annotations import check_annotations
+from qsim.commands.quantize import quantize_to_folder
 from qsim.quant.data import Samples
 from qsim.quant.evaluate import quantize_feed
 from qsim.quant.params import Precision
 from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
-                                 load_float_model, quantize_command, quantize_graph)
+                                 load_float_model, quantize_graph)
+from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
 
 QUIET = QuantizeOptions(show_progress=False)
@@ -46,8 +48,9 @@ def test_batched_graph_gives_each_sample_the_batch_one_bits(float_graph, test_im
     sample, exactly what the saved batch-1 graph computes."""
     options = dataclasses.replace(QUIET, weight_rounding=rounding)
     model = embedded_quantized_model(options)
-    stats = calibrate_model(float_graph, Samples(zoo.calibration_images()), "input", options)
-    batched = batched_models(float_graph, model, stats,
+    target = TosaTarget(options.config)
+    stats = calibrate_model(float_graph, Samples(zoo.calibration_images()), "input", options, target)
+    batched = batched_models(float_graph, model, stats, target,
                              lambda n: load_float_model(zoo.default_model().path, batch=n), size=7)
     assert batched is not None and batched.size == 7
     images, _ = test_images
@@ -218,11 +221,11 @@ def test_honoured_annotation_appears_unchanged(float_graph):
 def test_missing_and_misshaped_calibration_data(tmp_path):
     model = str(zoo.default_model().path)
     with pytest.raises(UsageError, match="no calibration data"):
-        quantize_command(model, None, str(tmp_path / "out"), QUIET)
+        quantize_to_folder(model, None, str(tmp_path / "out"), QUIET)
     bad = tmp_path / "calib.npy"
     np.save(bad, np.zeros((4, 3, 28, 28), np.float32))
     with pytest.raises(DataError, match=r"samples have shape \[3, 28, 28\]"):
-        quantize_command(model, str(bad), str(tmp_path / "out"), QUIET)
+        quantize_to_folder(model, str(bad), str(tmp_path / "out"), QUIET)
     assert not (tmp_path / "out").exists()
 
 

@@ -3,7 +3,8 @@ import math
 
 import numpy as np
 
-from qsim.report.accuracy import AccuracyReport, TensorAccuracy, write_accuracy_report
+from qsim.quant.accuracy import AccuracyReport, TensorAccuracy
+from qsim.report.accuracy import write_accuracy_report
 
 
 def _report():

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from qsim.report.throughput import (SCALESIM_COMPUTE_COLUMNS, LayerThroughput, ThroughputReport,
-                                    write_throughput_report)
+from qsim.report.throughput import LayerThroughput, ThroughputReport
+from qsim.report.throughput import SCALESIM_COMPUTE_COLUMNS, write_throughput_report
 
 
 def _report():

@@ -18,7 +18,7 @@ import qsim
 
 from qsim import cli, limits
 from qsim.errors import DataError, QsimError, SemanticError, SyntaxError_
-from qsim.skriptnd.check import check_model
+from qsim.commands.check import check_model
 from qsim.runtime import execute
 from qsim.skriptnd.parser import MAX_INT_LITERAL_DIGITS, parse
 

@@ -95,3 +95,14 @@ def test_entries_that_are_symbolic_links_are_not_followed(cache, tmp_path):
     _entry(cache).symlink_to(target)
     modules.parse_cached(TEXT, "m.sknd")
     assert not marker.exists()
+
+
+def test_an_interrupted_entry_write_leaves_neither_entry_nor_temporary_file(cache, monkeypatch):
+    """The entry is written through qsim.atomic: a failure while pickling leaves the folder as it
+    was (no half-written entry that a later run would load, no stray temporary file)."""
+    def broken_dump(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(modules.pickle, "dump", broken_dump)
+    module = modules.parse_cached(TEXT, "m.sknd")          # the cache is best effort: parsing works
+    assert isinstance(module, ast.Module)
+    assert sorted(p.name for p in cache.iterdir()) == []

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import qsim
 from qsim.errors import QsimError
-from qsim.skriptnd.check import check_model
+from qsim.commands.check import check_model
 from qsim.runtime import execute
 from qsim.skriptnd.writer import write_model
 

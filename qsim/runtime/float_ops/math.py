@@ -152,7 +152,9 @@ def clamp(ins, at):
         # constant bounds in order (relu6): the same values, without np.where's two temporaries
         # (NaN stays NaN both ways)
         lo, hi = a.reshape(()), b.reshape(())
-        return [np.minimum(np.maximum(x, lo), hi).reshape(np.broadcast_shapes(x.shape, a.shape, b.shape))]
+        y = np.maximum(x, lo)
+        np.minimum(y, hi, out=y)                                # in place: one array, not two
+        return [y.reshape(np.broadcast_shapes(x.shape, a.shape, b.shape))]
     return [np.where(x < a, a, np.where(x > b, b, x))]
 
 

@@ -1,0 +1,388 @@
+"""TOSA 0.30 integer operators as vector-unit programs (qsim/npu/vector_program.py).
+
+Every operator is a loop nest over its output tensor (row-major in DRAM, as the kernels
+hold it): C lanes carry C consecutive elements of one output dimension (the last one,
+or for reductions over the last axis the one before), tiles of C lanes are a loop level,
+the other output dimensions are the outer levels, and the window or reduced axis, for
+pooling and reductions, the innermost levels (one reduction group). Each operand is
+read through byte strides per output dimension: a broadcast dimension has stride 0, a
+TRANSPOSE permutes the input strides, a SLICE offsets the base, CONCAT writes each input
+at its offset of the output. So every data movement is an address pattern of the vector
+DMA, with the vector unit passing the values through.
+
+Operators and their vector instruction (hw/vector_isa.py):
+  ADD, SUB, MUL (shift), MAXIMUM, MINIMUM  the op on A and B (B broadcast by strides)
+  CLAMP                                    PASS, clamp [min_val, max_val]
+  RESCALE                                  PASS with zp_a = input_zp and the output scaler
+                                           (per-channel: one configuration per lane tile)
+  CAST (integer to integer)                PASS; narrowing keeps the low bytes (TOSA truncates)
+  TABLE                                    LOAD_TABLE (the table through lane 0), then TABLE8/16
+  MAX_POOL2D, AVG_POOL2D                   REDUCE_MAX / AVG over the window group; padding of
+                                           MAX_POOL2D: the input is first copied into a
+                                           scratch region filled with the type's minimum (two
+                                           PASS jobs, the fill clamped to one value)
+  REDUCE_SUM, REDUCE_MAX, REDUCE_MIN, ARGMAX   the reduction over the axis group
+  TRANSPOSE, SLICE, CONCAT, PAD, REVERSE   PASS over the address pattern (PAD: fill, then copy)
+Anything else raises UnsupportedError with the reason, and the planner runs it on the host.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..hw.params import Geometry
+from ..hw.vector import DEFAULT_MAX_POOL_COUNT
+from ..hw.vector_isa import INT32_MAX, INT32_MIN, STREAM_LEVELS, VectorInstr, VectorOp
+from .vector_program import DramImage, Stream, make_config, vector_program
+
+SIGNED = {np.dtype(np.int8): 1, np.dtype("<i2"): 2, np.dtype("<i4"): 4}
+ELEMENTWISE = {"ADD": VectorOp.ADD, "SUB": VectorOp.SUB, "MUL": VectorOp.MUL,
+               "MAXIMUM": VectorOp.MAXIMUM, "MINIMUM": VectorOp.MINIMUM}
+REDUCE = {"REDUCE_SUM": VectorOp.REDUCE_SUM, "REDUCE_MAX": VectorOp.REDUCE_MAX,
+          "REDUCE_MIN": VectorOp.REDUCE_MIN, "ARGMAX": VectorOp.ARGMAX}
+VECTOR_OPS = frozenset({*ELEMENTWISE, *REDUCE, "CLAMP", "RESCALE", "CAST", "TABLE", "MAX_POOL2D",
+                        "AVG_POOL2D", "TRANSPOSE", "SLICE", "CONCAT", "PAD", "REVERSE"})
+
+
+def element_bytes(dtype, what: str) -> int:
+    dtype = np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).itemsize > 1 else np.dtype(dtype)
+    if dtype not in SIGNED:
+        raise UnsupportedError(f"{what} is {np.dtype(dtype)}: the vector DMA streams signed 8-, 16- and "
+                               "32-bit integers (it sign-extends every element)")
+    return SIGNED[dtype]
+
+
+def _range(dtype) -> tuple[int, int]:
+    info = np.iinfo(dtype)
+    return max(int(info.min), INT32_MIN), min(int(info.max), INT32_MAX)
+
+
+def _strides(shape, nbytes: int) -> list[int]:
+    out, step = [], nbytes
+    for d in reversed(shape):
+        out.append(step)
+        step *= int(d)
+    return out[::-1]
+
+
+class Job:
+    """One vector job: an instruction over the output index space (module docstring)."""
+
+    def __init__(self, instr_of, out_shape, out_base: int, out_strides, o_bytes: int,
+                 operands, lane_dim: int | None = None, group=(), per_tile: bool = False):
+        self.instr_of = instr_of          # (first lane index, lanes) -> VectorInstr
+        self.out_shape = [int(d) for d in out_shape] or [1]
+        self.out_base, self.out_strides, self.o_bytes = out_base, list(out_strides) or [o_bytes], o_bytes
+        self.operands = operands          # [(base, strides per output dim, nbytes)], A then B
+        # lanes along the innermost dimension of extent > 1 (contiguous: the ones after it are 1)
+        wide = [d for d, n in enumerate(self.out_shape) if n > 1]
+        self.lane_dim = (wide[-1] if wide else len(self.out_shape) - 1) if lane_dim is None else lane_dim
+        self.group = list(group)          # [(count, [stride per operand])], innermost first
+        self.per_tile = per_tile
+
+    def configs(self, lanes: int) -> list:
+        shape, ld = self.out_shape, self.lane_dim
+        if self.out_strides[ld] != self.o_bytes:
+            raise UnsupportedError("the vector DMA writes the lanes contiguously")
+        D = shape[ld]
+        full, tail = divmod(D, lanes)
+        pieces = ([(t * lanes, lanes, 1) for t in range(full)] if self.per_tile else
+                  ([(0, lanes, full)] if full else []))
+        if tail:
+            pieces.append((full * lanes, tail, 1))
+        outer = [d for d in range(len(shape)) if d != ld and shape[d] > 1][::-1]   # innermost first
+        group_size = int(np.prod([c for c, _ in self.group])) if self.group else 1
+        out = []
+        for first, n_lanes, tiles in pieces:
+            counts = [c for c, _ in self.group] + [tiles] + [shape[d] for d in outer]
+            levels = [i for i, c in enumerate(counts) if c > 1 or i == 0]
+            if len(levels) > STREAM_LEVELS:
+                raise UnsupportedError(f"an address pattern of {len(levels)} loop levels; the vector DMA "
+                                       f"has {STREAM_LEVELS}")
+
+            def pattern(strides_of_out, group_strides, base):
+                full_strides = list(group_strides) + [strides_of_out[ld] * lanes] + \
+                    [strides_of_out[d] for d in outer]
+                return Stream(base + first * strides_of_out[ld], tuple(full_strides[i] for i in levels),
+                              strides_of_out[ld], 0)
+
+            streams = []
+            for k, (base, strides, nbytes) in enumerate(self.operands):
+                s = pattern(strides, [g[k] for _, g in self.group], base)
+                streams.append(replace(s, nbytes=nbytes))
+            o = pattern(self.out_strides, [0] * len(self.group), self.out_base)
+            o = replace(o, nbytes=self.o_bytes)
+            kept = [counts[i] for i in levels]
+            o_counts = [1 if i < len(self.group) else counts[i] for i in levels]
+            out.append(make_config(self.instr_of(first, n_lanes), n_lanes, kept, streams[0], o,
+                                   out_counts=o_counts, b=streams[1] if len(streams) > 1 else None,
+                                   group=group_size if self.group else 1))
+        return out
+
+
+def _table_load(table: np.ndarray, image: DramImage) -> list:
+    nbytes = 1 if len(table) == 256 else 2
+    base = image.add(np.asarray(table, np.int8 if nbytes == 1 else "<i2"))
+    stream = Stream(base, (nbytes,), nbytes, nbytes)
+    return [make_config(VectorInstr(VectorOp.LOAD_TABLE, 0), 1, [len(table)], stream,
+                        Stream(0, (0,), 1, 1), out_counts=[1])]
+
+
+def _scale_fields(attrs: dict, which: str) -> dict:
+    """The input scaler fields of a per-tensor RESCALE fused in front of a binary operator."""
+    return {f"zp_{which}": int(attrs.get("input_zp", 0)), f"scale_{which}": True,
+            f"mult_{which}": int(np.asarray(attrs["multiplier"]).reshape(-1)[0]),
+            f"shift_{which}": int(np.asarray(attrs["shift"]).reshape(-1)[0]),
+            f"dr_{which}": bool(attrs.get("double_round", False)) and bool(attrs.get("scale32", True))}
+
+
+def _output_scale(attrs: dict, first: int, lanes: int, C: int) -> dict:
+    """The output scaler fields of a RESCALE (per-channel: this lane tile's channels, the
+    unused lanes padded; their results are dropped)."""
+    mult = np.asarray(attrs["multiplier"], np.int64).reshape(-1)
+    shift = np.asarray(attrs["shift"], np.int64).reshape(-1)
+    per_channel = bool(attrs.get("per_channel", False))
+    sl = slice(first, first + lanes) if per_channel else slice(0, 1)
+    m_, s_ = [int(v) for v in mult[sl]], [int(v) for v in shift[sl]]
+    if per_channel:
+        m_, s_ = m_ + [0] * (C - lanes), s_ + [0] * (C - lanes)
+    return dict(scale_o=True, mult_o=tuple(m_), shift_o=tuple(s_), zp_o=int(attrs.get("output_zp", 0)),
+                dr_o=bool(attrs.get("double_round", False)) and bool(attrs.get("scale32", True)))
+
+
+def fusable_input_rescale(attrs: dict, in_dtype, out_dtype) -> bool:
+    """A RESCALE that the vector unit's input scaler A'/B' can take in front of a binary op:
+    per-tensor, to int32 with output zero point 0 (so its clip to int32 is a no-op)."""
+    return (not attrs.get("per_channel", False) and np.dtype(out_dtype) == np.int32
+            and int(attrs.get("output_zp", 0)) == 0 and np.dtype(in_dtype) in (np.int8, np.int16))
+
+
+def compile_vector_chain(geom: Geometry, ops: list, inputs: list, out_shape, out_dtype):
+    """A fused chain on one VRUN job per lane tile: [RESCALE a] [RESCALE b] BINARY [RESCALE]
+    [CLAMP], or RESCALE CLAMP. `ops` = [(kind, attrs, role)], role in "a", "b", "op", "out",
+    "clamp"; `inputs` = the chain's tensor inputs (A, then B)."""
+    C = geom.cols
+    image = DramImage()
+    arrays = [np.ascontiguousarray(x) for x in inputs]
+    sizes = [element_bytes(x.dtype, "fused chain input") for x in arrays]
+    bases = [image.add(x) for x in arrays]
+    o_bytes = element_bytes(out_dtype, "fused chain output")
+    out_shape = tuple(int(d) for d in out_shape)
+    out_base = image.reserve(int(np.prod(out_shape, dtype=np.int64)) * o_bytes)
+    lo, hi = _range(out_dtype)
+    roles = {role: (kind, attrs) for kind, attrs, role in ops}
+    clamp_lo, clamp_hi = lo, hi
+    if "clamp" in roles:
+        c = roles["clamp"][1]
+        clamp_lo, clamp_hi = max(lo, int(c["min_val"])), min(hi, int(c["max_val"]))
+    kind = ELEMENTWISE[roles["op"][0]] if "op" in roles else VectorOp.PASS
+    shift = int(roles["op"][1].get("shift", 0)) if roles.get("op", ("",))[0] == "MUL" else 0
+    fixed = {}
+    for which in ("a", "b"):
+        if which in roles:
+            fixed.update(_scale_fields(roles[which][1], which))
+    if kind is VectorOp.PASS and "out" not in roles:
+        raise UnsupportedError("a fused chain needs a binary operator or an output RESCALE")
+    per_channel = "out" in roles and bool(roles["out"][1].get("per_channel", False))
+    if kind is VectorOp.PASS:          # RESCALE + CLAMP: the RESCALE's input zero point at P0
+        fixed["zp_a"] = int(roles["out"][1].get("input_zp", 0))
+
+    def instr(first, lanes):
+        extra = _output_scale(roles["out"][1], first, lanes, C) if "out" in roles else {}
+        return VectorInstr(kind, 0, mul_shift=shift, clamp_lo=clamp_lo, clamp_hi=clamp_hi, **fixed, **extra)
+
+    operands = []
+    rank = len(out_shape)
+    for k, x in enumerate(arrays):
+        strides = _strides(x.shape, sizes[k])
+        padded = [1] * (rank - x.ndim) + list(x.shape)
+        pstr = [0] * (rank - x.ndim) + strides
+        operands.append((bases[k], [0 if padded[d] == 1 and out_shape[d] != 1 else pstr[d]
+                                    for d in range(rank)], sizes[k]))
+    configs = Job(instr, out_shape, out_base, _strides(out_shape, o_bytes), o_bytes, operands,
+                  per_tile=per_channel).configs(C)
+    return vector_program(geom, image, configs, out_base, out_shape, out_dtype,
+                          sum(x.nbytes for x in arrays), 0)
+
+
+def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_shape, out_dtype):
+    """The program of one operator on the vector unit, or UnsupportedError saying why not."""
+    if op not in VECTOR_OPS:
+        raise UnsupportedError(f"tosa.{op} has no vector-unit mapping")
+    C = geom.cols
+    image = DramImage()
+    arrays = [np.ascontiguousarray(x) for x in inputs if x is not None]
+    sizes = [element_bytes(x.dtype, f"tosa.{op} input") for x in arrays]
+    bases = [image.add(x) for x in arrays]
+    o_bytes = element_bytes(out_dtype, f"tosa.{op} output")
+    out_shape = tuple(int(d) for d in out_shape)
+    out_base = image.reserve(int(np.prod(out_shape, dtype=np.int64)) * o_bytes)
+    out_strides = _strides(out_shape, o_bytes)
+    lo, hi = _range(out_dtype)
+    in_bytes = sum(x.nbytes for x in arrays)
+    weight_bytes = 0
+    configs: list = []
+
+    def plain(kind=VectorOp.PASS, clamp_lo=lo, clamp_hi=hi, **kw):
+        return lambda first, lanes: VectorInstr(kind, 0, clamp_lo=clamp_lo, clamp_hi=clamp_hi, **kw)
+
+    def operand(k, shape_of_out_dims=None):
+        """Input k read at the output's index (numpy broadcasting: stride 0 where size 1)."""
+        x = arrays[k]
+        strides = _strides(x.shape, sizes[k])
+        rank = len(out_shape)
+        padded = [1] * (rank - x.ndim) + list(x.shape)
+        pstr = [0] * (rank - x.ndim) + strides
+        return (bases[k], [0 if padded[d] == 1 and out_shape[d] != 1 else pstr[d] for d in range(rank)],
+                sizes[k])
+
+    if op in ELEMENTWISE:
+        kw = {"mul_shift": int(attrs.get("shift", 0))} if op == "MUL" else {}
+        configs += Job(plain(ELEMENTWISE[op], **kw), out_shape, out_base, out_strides, o_bytes,
+                       [operand(0), operand(1)]).configs(C)
+    elif op in ("CLAMP", "CAST"):
+        clamp = (max(lo, int(attrs["min_val"])), min(hi, int(attrs["max_val"]))) if op == "CLAMP" \
+            else (INT32_MIN, INT32_MAX)
+        configs += Job(plain(clamp_lo=clamp[0], clamp_hi=clamp[1]), out_shape, out_base, out_strides,
+                       o_bytes, [operand(0)]).configs(C)
+    elif op == "RESCALE":
+        mult = np.asarray(attrs["multiplier"], np.int64).reshape(-1)
+        shift = np.asarray(attrs["shift"], np.int64).reshape(-1)
+        per_channel = bool(attrs.get("per_channel", False))
+        double = bool(attrs.get("double_round", False)) and bool(attrs.get("scale32", True))
+
+        def rescale(first, lanes):
+            # per-channel: this tile's channels, the unused lanes padded (their results are dropped)
+            sl = slice(first, first + lanes) if per_channel else slice(0, 1)
+            m_, s_ = list(mult[sl]), list(shift[sl])
+            if per_channel:
+                m_, s_ = m_ + [0] * (C - lanes), s_ + [0] * (C - lanes)
+            return VectorInstr(VectorOp.PASS, 0, zp_a=int(attrs.get("input_zp", 0)), scale_o=True,
+                               mult_o=tuple(int(m) for m in m_), shift_o=tuple(int(s) for s in s_),
+                               dr_o=double, zp_o=int(attrs.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi)
+        configs += Job(rescale, out_shape, out_base, out_strides, o_bytes, [operand(0)],
+                       per_tile=per_channel).configs(C)
+    elif op == "TABLE":
+        table = np.asarray(attrs["table"])
+        configs += _table_load(table, image)
+        weight_bytes += table.size * (1 if len(table) == 256 else 2)
+        kind = VectorOp.TABLE8 if len(table) == 256 else VectorOp.TABLE16
+        configs += Job(plain(kind), out_shape, out_base, out_strides, o_bytes, [operand(0)]).configs(C)
+    elif op in ("MAX_POOL2D", "AVG_POOL2D"):
+        configs += _pool(op, attrs, arrays[0], bases[0], sizes[0], image, out_shape, out_base, out_strides,
+                         o_bytes, lo, hi, C)
+    elif op in REDUCE:
+        configs += _reduce(op, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base, o_bytes, lo, hi, C)
+    elif op in ("TRANSPOSE", "SLICE", "REVERSE"):
+        x = arrays[0]
+        strides = _strides(x.shape, sizes[0])
+        base = bases[0]
+        if op == "TRANSPOSE":
+            view = [strides[p] for p in attrs["perms"]]
+        elif op == "SLICE":
+            base += sum(int(s) * st for s, st in zip(attrs["start"], strides))
+            view = strides
+        else:
+            axis = int(attrs["axis"])
+            base += (x.shape[axis] - 1) * strides[axis]
+            view = [-s if d == axis else s for d, s in enumerate(strides)]
+        configs += Job(plain(), out_shape, out_base, out_strides, o_bytes, [(base, view, sizes[0])]).configs(C)
+    elif op == "CONCAT":
+        axis, offset = int(attrs["axis"]), 0
+        for k, x in enumerate(arrays):
+            configs += Job(plain(), x.shape, out_base + offset * out_strides[axis], out_strides, o_bytes,
+                           [(bases[k], _strides(x.shape, sizes[k]), sizes[k])]).configs(C)
+            offset += x.shape[axis]
+    elif op == "PAD":
+        configs += _pad(arrays[0], bases[0], sizes[0], [tuple(p) for p in attrs["padding"]],
+                        int(attrs.get("pad_const", 0)), out_shape, out_base, out_strides, o_bytes, C)
+    program = vector_program(geom, image, configs, out_base, out_shape, out_dtype, in_bytes, weight_bytes)
+    return program
+
+
+def _fill_and_copy(x_base, x_shape, x_bytes, value, region_shape, region_base, region_strides, o_bytes,
+                   before, C) -> list:
+    """PAD as two jobs: the region filled with `value` (PASS clamped to [value, value], reading
+    one element broadcast), then the input copied to its interior."""
+    fill = Job(lambda f, n: VectorInstr(VectorOp.PASS, 0, clamp_lo=value, clamp_hi=value), region_shape,
+               region_base, region_strides, o_bytes, [(x_base, [0] * len(region_shape), x_bytes)])
+    inner = region_base + sum(b * s for b, s in zip(before, region_strides))
+    copy = Job(lambda f, n: VectorInstr(VectorOp.PASS, 0), x_shape, inner, region_strides, o_bytes,
+               [(x_base, _strides(x_shape, x_bytes), x_bytes)])
+    return fill.configs(C) + copy.configs(C)
+
+
+def _pad(x, x_base, x_bytes, padding, value, out_shape, out_base, out_strides, o_bytes, C) -> list:
+    return _fill_and_copy(x_base, x.shape, x_bytes, value, out_shape, out_base, out_strides, o_bytes,
+                          [b for b, _ in padding], C)
+
+
+def _pool(op, attrs, x, x_base, x_bytes, image, out_shape, out_base, out_strides, o_bytes, lo, hi, C):
+    ky, kx = (int(v) for v in attrs["kernel"])
+    sy, sx = (int(v) for v in attrs["stride"])
+    pt, pb, pl, pr = (int(v) for v in attrs["pad"])
+    n, h, w, ch = x.shape
+    configs = []
+    if any((pt, pb, pl, pr)):
+        if op == "AVG_POOL2D":
+            raise UnsupportedError("AVG_POOL2D with padding: TOSA divides by each window's count of "
+                                   "valid taps, and the vector unit's reciprocal follows the group "
+                                   "length (whole windows)")
+        low = int(np.iinfo(x.dtype).min)     # MAX_POOL2D pads with minimum<in_out_t>
+        shape = (n, h + pt + pb, w + pl + pr, ch)
+        base = image.reserve(int(np.prod(shape)) * x_bytes)
+        strides = _strides(shape, x_bytes)
+        configs += _fill_and_copy(x_base, x.shape, x_bytes, low, shape, base, strides, x_bytes,
+                                  (0, pt, pl, 0), C)
+        x_base, (n, h, w, ch) = base, shape
+    if ky * kx > DEFAULT_MAX_POOL_COUNT and op == "AVG_POOL2D":
+        raise UnsupportedError(f"AVG_POOL2D window of {ky * kx} taps: the reciprocal table holds "
+                               f"counts up to {DEFAULT_MAX_POOL_COUNT}")
+    s = _strides((n, h, w, ch), x_bytes)
+    view = [s[0], sy * s[1], sx * s[2], s[3]]
+    if op == "AVG_POOL2D":
+        def instr(first, lanes):
+            return VectorInstr(VectorOp.AVG, 0, zp_a=int(attrs.get("input_zp", 0)),
+                               zp_o=int(attrs.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi)
+    else:
+        def instr(first, lanes):
+            return VectorInstr(VectorOp.REDUCE_MAX, 0, clamp_lo=lo, clamp_hi=hi)
+    job = Job(instr, out_shape, out_base, out_strides, o_bytes, [(x_base, view, x_bytes)],
+              group=[(kx, [s[2]]), (ky, [s[1]])])
+    return configs + job.configs(C)
+
+
+def _reduce(op, attrs, x, x_base, x_bytes, out_shape, out_base, o_bytes, lo, hi, C):
+    axis = int(attrs["axis"])
+    s = _strides(x.shape, x_bytes)
+    kept = [d for d in range(x.ndim) if d != axis]
+    shape = [x.shape[d] for d in kept] or [1]
+    view = [s[d] for d in kept] or [0]
+    strides = _strides(shape, o_bytes)
+    kind = REDUCE[op]
+    job = Job(lambda f, n: VectorInstr(kind, 0, clamp_lo=lo, clamp_hi=hi), shape, out_base, strides,
+              o_bytes, [(x_base, view, x_bytes)], group=[(x.shape[axis], [s[axis]])])
+    return job.configs(C)
+
+
+# Operators that only reinterpret a tensor (the DRAM bytes already are the result): host, free.
+HOST_OPS = frozenset({"RESHAPE", "IDENTITY", "CONST"})
+_STREAMED = {"i8", "i16", "i32"}
+
+
+def vector_support(graph, op) -> str | None:
+    """Why `op` cannot run on the vector unit (decided from the graph alone), or None."""
+    short = op.kind.short_name
+    if short not in VECTOR_OPS:
+        return f"tosa.{short} has no vector-unit mapping"
+    for name in [n for n in op.inputs if n] + list(op.outputs):
+        dtype = graph.tensor(name).dtype
+        if dtype.short not in _STREAMED:
+            return (f"tensor {name!r} is {dtype.short}: the vector DMA streams signed 8-, 16- and "
+                    "32-bit integers")
+    if short == "AVG_POOL2D" and any(int(p) for p in op.attrs.get("pad", (0, 0, 0, 0))):
+        return ("AVG_POOL2D with padding: TOSA divides by each window's count of valid taps, the "
+                "vector unit's reciprocal by the window's length")
+    return None

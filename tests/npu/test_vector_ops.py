@@ -1,0 +1,65 @@
+"""Vector-unit programs (qsim/npu/vector_ops.py) on the cycle model against the TOSA reference,
+the closed-form VRUN timing against a step-by-step replay, and the host fallbacks' reasons."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qsim.errors import UnsupportedError
+from qsim.hw.params import Dataflow, Geometry
+from qsim.npu.engines import run_program
+from qsim.npu.vector_model import vrun_issue_cycles
+from qsim.npu.vector_ops import compile_vector_op
+
+from .vector_cases import cases, reference
+
+GEOMS = [Geometry(4, 4, Dataflow.WEIGHT_STATIONARY, 256, 256, 1024, 4),
+         Geometry(2, 3, Dataflow.OUTPUT_STATIONARY, 128, 128, 512, 7)]
+
+
+@pytest.mark.parametrize("geom", GEOMS, ids=["4x4-ws-B4", "2x3-os-B7"])
+@pytest.mark.parametrize("name,op,inputs,attrs", cases(), ids=[c[0] for c in cases()])
+def test_operator_on_the_cycle_model_equals_the_reference(geom, name, op, inputs, attrs):
+    want = reference(op, inputs, attrs)
+    program = compile_vector_op(geom, op, attrs, inputs, want.shape, want.dtype)
+    got = run_program(geom, program, "model").output
+    assert got.dtype == want.dtype and np.array_equal(got, want), name
+
+
+def _replay(cost, B):
+    """The vector DMA's credit rule cycle by cycle (hw/vdma.py): transaction j goes in the
+    first cycle s after transaction j-1 with (s + 1) * B >= the bytes of transactions 0..j."""
+    out, s, spent = [], 0, 0
+    for c in cost:
+        while (s + 1) * B < spent + c:
+            s += 1
+        out.append(s)
+        spent += c
+        s += 1
+    return out
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(st.lists(st.integers(1, 80), min_size=1, max_size=40), st.integers(1, 64))
+def test_issue_cycles_closed_form_equals_replay(cost, bandwidth):
+    assert vrun_issue_cycles(np.array(cost), bandwidth).tolist() == _replay(cost, bandwidth)
+
+
+def test_unsupported_operator_and_type_say_why():
+    geom = GEOMS[0]
+    x = np.zeros((2, 3), np.uint8)
+    with pytest.raises(UnsupportedError, match="tosa.INTDIV has no vector-unit mapping"):
+        compile_vector_op(geom, "INTDIV", {}, [x, x], (2, 3), np.int32)
+    with pytest.raises(UnsupportedError, match=r"tosa.CLAMP input is uint8: the vector DMA streams signed"):
+        compile_vector_op(geom, "CLAMP", {"min_val": 0, "max_val": 3}, [x], (2, 3), np.uint8)
+    y = np.zeros((1, 4, 4, 2), np.int8)
+    with pytest.raises(UnsupportedError, match="AVG_POOL2D with padding"):
+        compile_vector_op(geom, "AVG_POOL2D", {"kernel": [2, 2], "stride": [1, 1], "pad": [1, 0, 0, 0],
+                                               "input_zp": 0, "output_zp": 0}, [y], (1, 4, 3, 2), np.int8)
+
+
+def test_too_many_loop_levels_is_unsupported():
+    geom = GEOMS[0]
+    x = np.zeros((2, 2, 2, 2, 2, 2, 3), np.int8)      # 6 outer dimensions + the lane tile
+    with pytest.raises(UnsupportedError, match="7 loop levels; the vector DMA has 6"):
+        compile_vector_op(geom, "CLAMP", {"min_val": 0, "max_val": 3}, [x], x.shape, np.int8)

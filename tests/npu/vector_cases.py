@@ -1,0 +1,77 @@
+"""Vector-unit operator cases shared by the cycle-model tests (tests/npu/test_vector_ops.py) and
+the RTL tests (tests/hw/test_vector_npu.py): (name, op, inputs, attrs), each small enough for
+the Amaranth simulator. Expected values always come from qsim.tosa's reference run."""
+import numpy as np
+
+from qsim.tosa import run
+
+I8, I16, I32 = np.int8, np.int16, np.int32
+
+
+def reference(op, inputs, attrs):
+    return run(op, inputs, attrs)[0]
+
+
+def _rescale(multiplier, shift, **kw):
+    attrs = dict(input_zp=0, output_zp=0, scale32=True, double_round=False, per_channel=False, out_t="int8")
+    attrs.update(kw)
+    dtype = np.int32 if attrs["scale32"] else np.int16
+    attrs.update(multiplier=np.asarray(multiplier, dtype), shift=np.asarray(shift, np.int8))
+    return attrs
+
+
+def cases(seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+
+    def ints(dtype, *shape, lo=None, hi=None):
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min if lo is None else lo, (info.max if hi is None else hi) + 1, shape)
+        return x.astype(dtype)
+
+    rail8 = np.array([[-128, 127, 0, -1, 1, -128, 127]], I8)          # both rails of int8
+    ties = np.array([[-6, -2, 2, 6, 10, -10, 0x7FFF, -0x8000]], I32)   # x * 2^30 >> 32: halves
+    out = [
+        ("add broadcast", "ADD", [ints(I32, 2, 3, 5, lo=-10**6, hi=10**6), ints(I32, 1, 1, 5, lo=-10**6, hi=10**6)], {}),
+        ("sub broadcast inner", "SUB", [ints(I32, 2, 3, 5, lo=-10**6, hi=10**6), ints(I32, 2, 3, 1, lo=-10**6, hi=10**6)], {}),
+        ("mul int32 shift", "MUL", [ints(I32, 2, 6, lo=-10**5, hi=10**5), ints(I32, 2, 6, lo=-10**5, hi=10**5)], {"shift": 10}),
+        ("mul int8 rails", "MUL", [rail8, rail8[:, ::-1].copy()], {"shift": 0}),
+        ("mul int32 shift 63", "MUL", [np.array([[-2**31, 2**31 - 1, 3]], I32), np.array([[-2**31, 2**31 - 1, 5]], I32)], {"shift": 63}),
+        ("maximum", "MAXIMUM", [ints(I32, 2, 5), ints(I32, 2, 5)], {}),
+        ("minimum scalar", "MINIMUM", [ints(I32, 3, 5), ints(I32, 1, 1)], {}),
+        ("clamp", "CLAMP", [ints(I8, 3, 5)], {"min_val": -5, "max_val": 40}),
+        ("clamp rails", "CLAMP", [rail8], {"min_val": -128, "max_val": 127}),
+        ("rescale per-channel dr", "RESCALE", [ints(I32, 2, 2, 6, lo=-10**4, hi=10**4)],
+         _rescale([1 << 30, 3 << 28, 1234567, 1 << 29, 5, 7 << 27], [20, 21, 22, 23, 16, 40],
+                  output_zp=3, double_round=True, per_channel=True)),
+        ("rescale zp extremes", "RESCALE", [rail8], _rescale([1 << 30], [31], input_zp=-128, output_zp=127)),
+        ("rescale zp 127 to int32", "RESCALE", [rail8], _rescale([(1 << 31) - 1], [30], input_zp=127, out_t="int32")),
+        ("rescale ties single", "RESCALE", [ties], _rescale([1 << 30], [32], out_t="int32")),
+        ("rescale ties double", "RESCALE", [ties], _rescale([1 << 30], [32], out_t="int32", double_round=True)),
+        ("rescale shift 62", "RESCALE", [np.array([[2**31 - 1, -2**31, 0, 1]], I32)],
+         _rescale([(1 << 31) - 1], [62], out_t="int32")),
+        ("rescale shift 2", "RESCALE", [np.array([[-1, 0, -1, 0, 0]], I32)],
+         _rescale([(1 << 31) - 1], [2], out_t="int32")),
+        ("rescale scale16", "RESCALE", [ints(I8, 9)], _rescale([12345], [16], scale32=False, input_zp=5, out_t="int16")),
+        ("rescale int16 to int8", "RESCALE", [ints(I16, 3, 5)], _rescale([1 << 14], [16], scale32=False)),
+        ("cast narrowing", "CAST", [ints(I32, 2, 5)], {"out_t": "int8"}),
+        ("cast widening", "CAST", [rail8], {"out_t": "int32"}),
+        ("table int8", "TABLE", [ints(I8, 3, 5)], {"table": ints(I8, 256)}),
+        ("table int16", "TABLE", [np.concatenate([ints(I16, 2, 5), np.array([[-32768, 32767, 0, -1, 127]], I16)])],
+         {"table": ints(I16, 513, lo=-2000, hi=2000)}),
+        ("max pool padded", "MAX_POOL2D", [ints(I8, 1, 5, 5, 6)], {"kernel": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1]}),
+        ("max pool int16", "MAX_POOL2D", [ints(I16, 1, 4, 4, 3)], {"kernel": [2, 2], "stride": [2, 2], "pad": [0, 0, 0, 0]}),
+        ("avg pool zp", "AVG_POOL2D", [ints(I8, 2, 4, 4, 5)],
+         {"kernel": [2, 2], "stride": [2, 2], "pad": [0, 0, 0, 0], "input_zp": -3, "output_zp": 4}),
+        ("avg pool zp extremes", "AVG_POOL2D", [ints(I8, 1, 3, 3, 5)],
+         {"kernel": [3, 3], "stride": [1, 1], "pad": [0, 0, 0, 0], "input_zp": -128, "output_zp": 127}),
+        ("reduce sum", "REDUCE_SUM", [ints(I32, 2, 3, 5, lo=-10**6, hi=10**6)], {"axis": 1}),
+        ("reduce max last axis", "REDUCE_MAX", [ints(I32, 2, 3, 5)], {"axis": 2}),
+        ("reduce min first axis", "REDUCE_MIN", [ints(I32, 4, 3)], {"axis": 0}),
+        ("argmax ties", "ARGMAX", [np.array([[3, 7, 7, -1, 7], [-128, -128, -128, -128, -128]], I8)], {"axis": 1}),
+        ("transpose", "TRANSPOSE", [ints(I8, 2, 3, 5)], {"perms": [2, 0, 1]}),
+        ("slice", "SLICE", [ints(I8, 4, 6)], {"start": [1, 2], "size": [2, 3]}),
+        ("concat", "CONCAT", [ints(I8, 2, 3), ints(I8, 2, 2)], {"axis": 1}),
+        ("pad", "PAD", [ints(I8, 2, 3)], {"padding": [(1, 0), (2, 1)], "pad_const": -7}),
+        ("reverse", "REVERSE", [ints(I8, 2, 5)], {"axis": 1}),
+    ]
+    return out
