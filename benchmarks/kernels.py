@@ -12,7 +12,7 @@ Times are never asserted anywhere: this script measures, the tests check bits.
 
 qsim is timed twice: "kernel" is the registry call the executor makes
 (qsim.kernels.registry.KERNELS[op](inputs, attrs), inputs already validated), "tosa.run" is
-the public one-operator API qsim.runtime.run_tosa(op, inputs, attrs), which validates every ERROR_IF
+the public one-operator API qsim.tosa.run(op, inputs, attrs), which validates every ERROR_IF
 first. Speed ratios use the kernel time; the table shows both.
 
 onnx and onnxruntime are benchmark-only dependencies (pip install onnx onnxruntime); without
@@ -53,7 +53,7 @@ from qsim.quant.scale import rescale_for_product
 
 for _module in ("convolution", "type_conversion"):    # operator definitions register on import
     importlib.import_module(f"qsim.tosa.{_module}")
-from qsim.runtime import run_tosa as run  # noqa: E402
+from qsim.kernels.run import run  # noqa: E402
 
 
 @dataclass

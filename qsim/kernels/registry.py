@@ -3,8 +3,7 @@
 `KERNELS[op](inputs, attrs) -> list[np.ndarray]`: inputs in the spec's Input order, attrs by
 the spec's attribute names (weight, bias, multiplier, shift, table as numpy arrays; pad,
 stride, dilation, kernel as int tuples; zero points as ints; out_t a numpy dtype name or
-"int48"). `run`/`compute` below validate with qsim.tosa first (ERROR_IF), then call these
-(the kernels backend of qsim.runtime). When a kernel cannot
+"int48"). qsim.tosa.run validates first (ERROR_IF) and then calls these. When a kernel cannot
 prove that no accumulator overflows (TOSA REQUIRE), it hands the call to the reference, which
 evaluates the spec's exact order and raises.
 
@@ -19,10 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..tosa.run import bind_call
-from ..tosa.run import compute as compute_reference
-from ..tosa.run import run as run_reference
-from ..tosa.signature import Call
+from .. import tosa
 from . import elementwise_ops, gemm_ops, unary_ops, window_ops
 from .gemm_ops import NeedsReference
 
@@ -34,7 +30,7 @@ def _or_reference(op: str, fn: Kernel) -> Kernel:
         try:
             return fn(inputs, attrs)
         except NeedsReference:
-            return run_reference(op, inputs, attrs)
+            return tosa.run(op, inputs, attrs)     # validates again: a direct call may be invalid
     run.__name__ = f"kernel_{op.lower()}"
     run.__doc__ = fn.__doc__
     return run
@@ -89,17 +85,3 @@ def kernel_for(op: str) -> Kernel | None:
         raise LookupError(f"TOSA operator {op} is neither in KERNELS nor in ON_REFERENCE "
                           "(qsim/kernels/registry.py): decide how the kernels backend runs it")
     return kernel
-
-
-def compute(call: Call, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """A validated call (qsim.tosa.run.bind_call) on its compiled kernel; on the reference where
-    the operator runs there by design (ON_REFERENCE), and in floating-point (MI) modes: kernels
-    implement the integer (Base Inference) modes. Loads the extension: a broken build fails
-    every operator, never a silent fallback."""
-    kernel = kernel_for(call.opdef.name)
-    return compute_reference(call, arrays, kernel if call.mode.profile == "BI" else None)
-
-
-def run(op: str, inputs: list, attrs: dict | None = None) -> list[np.ndarray]:
-    """qsim.tosa.run's call (same arguments, same validation, same bits) on the kernels."""
-    return compute(*bind_call(op, inputs, attrs))

@@ -2,7 +2,7 @@
 
 Each case is one NPU layer (a TOSA layer operator + RESCALE [+ CLAMP]) built to hit
 one corner of the datapath; its expected values come from the TOSA 0.30 reference
-(qsim.tosa.run, the reference), never from the NPU. Case i has kind
+(qsim.tosa.run backend="reference"), never from the NPU. Case i has kind
 KINDS[i % len(KINDS)] and draws its random values from default_rng([seed, i]), so a
 (count, seed) pair always yields the same vectors.
 

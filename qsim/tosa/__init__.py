@@ -1,7 +1,7 @@
 """TOSA 0.30 integer operators: signatures, validation, shape inference, numpy reference.
 
-`run(op, inputs, attrs)` runs one operator on the reference (docs/tosa.md; its kernels are
-qsim.kernels', the choice between them qsim.runtime's); `OPERATORS` maps spec
+`run(op, inputs, attrs)` runs one operator on the reference (docs/tosa.md; qsim.kernels.run
+adds the compiled backend); `OPERATORS` maps spec
 names to their definitions; importing this package registers every operator as the ir
 op kind "tosa.<NAME>" with a verifier, and the SkriptND text form (sknd_form.py) with the
 front end, so a loaded TOSA model comes back in the form the verifiers check.
@@ -12,5 +12,8 @@ from . import (activation, comparison, control_flow, convolution, data_layout, d
 from . import sknd_form  # noqa: F401  (registers the text form with the front end)
 from .run import operator, run
 from .signature import OPERATORS, OperatorDef
+from .verify import register_kinds
+
+register_kinds()
 
 __all__ = ["run", "operator", "OPERATORS", "OperatorDef"]

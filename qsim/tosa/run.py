@@ -1,21 +1,20 @@
-"""`qsim.tosa.run`: one TOSA operator on numpy arrays, validated first (ERROR_IF), then computed
-by the numpy reference (the oracle). See docs/tosa.md for the calling convention.
+"""`qsim.tosa.run`: one TOSA operator on numpy arrays, validated first, then computed by the
+numpy reference. See docs/tosa.md for the calling convention.
 
-The compiled kernels of the same operators are qsim.kernels' (`qsim.kernels.registry.run`, same
-arguments, same bits); choosing between the two is the executor's: `qsim.runtime.run_tosa(op,
-inputs, attrs, backend)` for one operator, `qsim.runtime.execute` for graphs. `bind_call` and
-`compute` are the two halves of `run` that the kernels reuse.
+`prepare` (validation) and `execute_call(call, arrays, fn)` (computation with REQUIRE failures
+labelled) are the two halves; qsim.kernels.run puts a compiled kernel in for `fn`. The
+dependency goes one way: the kernels use this package's validation, reference and arithmetic
+helpers, and nothing here knows of them.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import UnpredictableError, UsageError
-from .signature import OPERATORS, Call, OperatorDef
+from .signature import OPERATORS, OperatorDef
 from .validate import bind, contiguous, dtype_of_array, parse_type_name
-
 
 def operator(name: str) -> OperatorDef:
     """The definition of TOSA operator `name` (spec name, e.g. "CONV2D")."""
@@ -27,19 +26,20 @@ def operator(name: str) -> OperatorDef:
 
 
 def run(op: str, inputs: list, attrs: dict | None = None) -> list[np.ndarray]:
-    """Runs TOSA operator `op` on `inputs` (the spec's Input rows in table order) by the
-    reference.
+    """Runs TOSA operator `op` on `inputs` (the spec's Input rows in table order) with the
+    numpy reference.
 
     `attrs` holds every Attribute row by spec name, plus `out_t` where the inputs
     do not imply the output type (RESCALE, CAST) and `weight_t="int4"` for int4
     weights (held in int8 arrays). Returns the outputs (spec Output rows) as arrays;
     int48_t values are held in int64 arrays.
     """
-    return compute(*bind_call(op, inputs, attrs))
+    call, arrays = prepare(op, inputs, attrs)
+    return execute_call(call, arrays, call.opdef.ref)
 
 
-def bind_call(op: str, inputs: list, attrs: dict | None = None) -> tuple[Call, list[np.ndarray]]:
-    """Validates a call of operator `op` (every ERROR_IF); returns it with its input arrays."""
+def prepare(op: str, inputs: list, attrs: dict | None = None):
+    """Validates a call of TOSA operator `op` (ERROR_IF); returns the bound call and the arrays."""
     opdef = operator(op)
     label = opdef.name
     if not isinstance(inputs, (list, tuple)):
@@ -61,13 +61,9 @@ def bind_call(op: str, inputs: list, attrs: dict | None = None) -> tuple[Call, l
     return call, arrays
 
 
-Kernel = Callable[[list, dict], list]
-
-
-def compute(call: Call, arrays: list[np.ndarray], kernel: Kernel | None = None) -> list[np.ndarray]:
-    """Computes a validated call by `kernel` (same arguments as the reference) or, without one,
-    by the reference; REQUIRE failures are reported with the call's label."""
-    fn = kernel or call.opdef.ref
+def execute_call(call, arrays: list[np.ndarray], fn) -> list[np.ndarray]:
+    """Computes a validated call with `fn(arrays, attrs)` (the reference `call.opdef.ref`, or a
+    kernel); REQUIRE failures are reported with the call's label."""
     arrays = [contiguous(x) for x in arrays]
     try:
         # numpy turns rank-0 results into scalars: hand back arrays of every rank

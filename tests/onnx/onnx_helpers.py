@@ -20,7 +20,6 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import qsim.onnx
-import qsim.skriptnd.execute  # noqa: F401  (registers the standard operators' runner)
 from qsim.runtime.executor import execute
 
 EPS32 = float(np.finfo(np.float32).eps)   # 2^-23 = 2u

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from .base import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ...kernels import float_conv
 from ...threads import apply_blas_threads, split_rows
 from .math import erf
 
@@ -185,7 +186,6 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
 
 def _float_conv():
     """qsim.kernels.float_conv (compiled loops); a missing build is an error, as for every kernel."""
-    from ...kernels import float_conv  # deferred: loads the .so kernels; TOSA reference runs need no build
     return float_conv
 
 

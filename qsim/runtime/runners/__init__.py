@@ -12,7 +12,7 @@ from ... import cvm
 from .control import run_control
 from .defined import run_defined
 from .standard import STANDARD_DIALECTS, run_standard
-from .tosa import run_tosa_op
+from .tosa import run_tosa
 
 
 def run_cvm(op, inputs: list, context) -> list:
@@ -21,7 +21,7 @@ def run_cvm(op, inputs: list, context) -> list:
 
 
 BUILTIN_RUNNERS = {
-    "tosa": run_tosa_op,
+    "tosa": run_tosa,
     "cvm": run_cvm,
     "control": run_control,
     **{dialect: run_standard for dialect in STANDARD_DIALECTS},
