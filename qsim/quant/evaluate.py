@@ -20,6 +20,7 @@ from ..threads import apply_blas_threads
 from ..progress import Progress
 from .accuracy import AccuracyReport, TensorAccuracy
 from ..runtime.executor import execute
+from ..threads import apply_blas_threads
 from .float_side import LoweredModel
 from .params import dequantize, quantize
 

@@ -1,13 +1,12 @@
 """`qsim selftest` checks of the compiled kernels: seeded cases, every ISA path this CPU runs,
-compared element by element with the TOSA numpy reference (qsim.kernels.run with
-backend="reference" runs qsim.tosa's)."""
+compared element by element with the TOSA numpy reference (qsim.tosa, backend="reference")."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import MismatchError
 from ..kernels.cpu_features import forced_isa, supported_isas
-from ..kernels.run import run
+from ..kernels.run import run    # validated by qsim.tosa; backend="reference" is its oracle
 from .compare import SelfCheck, assert_equal_arrays
 
 
