@@ -13,9 +13,11 @@ import numpy as np
 
 from .. import ir
 from ..errors import DataError
+from ..threads import apply_blas_threads
 from ..progress import progress
 from ..threads import apply_blas_threads
 from ..runtime.executor import execute
+from ..threads import apply_blas_threads
 from .observers import ObserverKind, make_observer
 from .params import QuantConfig
 

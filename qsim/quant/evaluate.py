@@ -16,9 +16,11 @@ import numpy as np
 
 from .. import ir
 from ..kernels.extensions import extension
+from ..threads import apply_blas_threads
 from ..progress import Progress
 from .accuracy import AccuracyReport, TensorAccuracy
 from ..runtime.executor import execute
+from ..threads import apply_blas_threads
 from .float_side import LoweredModel
 from .params import dequantize, quantize
 
@@ -100,8 +102,6 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
              batched: Batched | None = None) -> AccuracyReport:
     """Runs both graphs on every (feed, label) sample (feeds with a batch axis of 1) and
     summarizes the agreement. With `batched`, samples run `batched.size` at a time."""
-    from ..threads import apply_blas_threads
-
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
     watched = [n for n in model.tensor_map if not float_graph.tensor(n).is_constant]

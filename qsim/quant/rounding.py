@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ir
+from ..numerics import nnef_round
 from ..kernels.extensions import extension
 from ..threads import split_rows
 from .float_patterns import packed_ints, spatial_padding
@@ -205,7 +206,7 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
     groups = h.shape[0]
     s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
     v = w / s[:, None]                                             # weights in steps
-    q = np.clip(np.floor(v + 0.5), qmin, qmax)
+    q = np.clip(nnef_round(v), qmin, qmax)
     floor = np.clip(np.floor(v), qmin, qmax)
     ceil = np.clip(floor + 1, qmin, qmax)
     # per-channel objective in step units: (q - v)^T (s^2 H) (q - v); s^2 > 0 changes no

@@ -10,12 +10,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_write_text
+from ..atomic import atomic_file
 from ..npu.energy import EnergyTable, energy_by_component, load_tech
 from ..npu.engines import Engine
 from ..npu.program import GraphRun
@@ -199,18 +198,29 @@ def summary_lines(report: ThroughputReport) -> list[str]:
 
 
 
-def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
+def _pyplot():
     import matplotlib                   # deferred: matplotlib takes ~1 s to import
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt     # deferred: as above
+    return plt
 
+
+def _png(fig, plt) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _width(report: ThroughputReport) -> float:
+    return max(6.0, 0.35 * len(report.layers) + 2)
+
+
+def _cycles_plot(report: ThroughputReport) -> bytes:
+    plt = _pyplot()
     names = [layer.name for layer in report.layers]
     x = range(len(names))
-    width = max(6.0, 0.35 * len(names) + 2)
-    paths = {"cycles_plot": out / "cycles.png", "utilization_plot": out / "utilization.png",
-             "roofline_plot": out / "roofline.png", "energy_plot": out / "energy.png"}
-
-    fig, ax = plt.subplots(figsize=(width, 4))
+    fig, ax = plt.subplots(figsize=(_width(report), 4))
     bottom = [0] * len(names)
     for label, attr, color in (("compute", "compute_cycles", "#3b7dd8"),
                                ("fill/drain", "fill_drain_cycles", "#e9a23b"),
@@ -224,19 +234,25 @@ def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
                  f"({report.config.get('dataflow', '?')}): cycles per layer")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(paths["cycles_plot"], dpi=110)
-    plt.close(fig)
+    return _png(fig, plt)
 
-    fig, ax = plt.subplots(figsize=(width, 3.5))
+
+def _utilization_plot(report: ThroughputReport) -> bytes:
+    plt = _pyplot()
+    names = [layer.name for layer in report.layers]
+    x = range(len(names))
+    fig, ax = plt.subplots(figsize=(_width(report), 3.5))
     ax.bar(x, [100 * report.utilization(layer) for layer in report.layers], color="#3b7dd8")
     ax.set_xticks(list(x), names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("PE utilization (%)")
     ax.set_ylim(0, 100)
     ax.set_title("PE utilization per layer (array layers)")
     fig.tight_layout()
-    fig.savefig(paths["utilization_plot"], dpi=110)
-    plt.close(fig)
+    return _png(fig, plt)
 
+
+def _roofline_plot(report: ThroughputReport) -> bytes:
+    plt = _pyplot()
     clock_hz = float(report.config["clock_mhz"]) * 1e6
     peak_gops = 2.0 * report.pes * clock_hz / 1e9
     bw_gbs = float(report.config["dram_bytes_per_cycle"]) * clock_hz / 1e9
@@ -260,10 +276,7 @@ def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
     ax.set_title(f"roofline: peak {peak_gops:.1f} GOPS, DRAM {bw_gbs:.1f} GB/s")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(paths["roofline_plot"], dpi=110)
-    plt.close(fig)
-    _energy_plot(report, paths["energy_plot"], plt)
-    return paths
+    return _png(fig, plt)
 
 
 # One colour per qsim.npu.energy.COMPONENTS entry (other names fall back to grey).
@@ -272,8 +285,9 @@ COMPONENT_COLORS = {"mac": "#3b7dd8", "input_buffer": "#6fb36f", "weight_buffer"
                      "output_buffer": "#f4d03f", "dram": "#c44", "vector": "#555"}
 
 
-def _energy_plot(report: ThroughputReport, path: Path, plt) -> None:
+def _energy_plot(report: ThroughputReport) -> bytes:
     """Left: energy per layer, stacked by component; right: the run's total by component."""
+    plt = _pyplot()
     names = [layer.name for layer in report.layers]
     x = range(len(names))
     totals = report.energy_by_component_pj
@@ -297,20 +311,19 @@ def _energy_plot(report: ThroughputReport, path: Path, plt) -> None:
     right.set_xticks([0], ["total"])
     right.set_title(f"total {report.total_energy_pj / 1e3:,.0f} nJ", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return _png(fig, plt)
 
 
-def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> dict[str, Path]:
-    """Writes report.json, compute_report.csv, cycles/utilization/roofline PNGs, report.html."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out / "report.json", "csv": out / "compute_report.csv",
-             "html": out / "report.html"}
-    atomic_write_text(paths["json"], json.dumps(report.to_json(), indent=2) + "\n")
-    atomic_write_text(paths["csv"], report.scalesim_csv())
-    paths.update(_plots(report, out))
+# The report's PNG plots: file name -> (renderer, alt text), in the HTML's order.
+PLOTS = {"cycles.png": (_cycles_plot, "cycles per layer"),
+         "utilization.png": (_utilization_plot, "utilization"),
+         "roofline.png": (_roofline_plot, "roofline"),
+         "energy.png": (_energy_plot, "energy per layer and component")}
+DOCUMENTS = "documents"         # the part holding report.json, compute_report.csv, report.html
+PARTS = (DOCUMENTS, *PLOTS)     # render_part's parts: independent, so each can be a task
 
+
+def _html(report: ThroughputReport) -> str:
     page = Page(f"qsim throughput report: {report.model}")
     cfg = report.config
     page.table(["measure", "value"], [
@@ -339,18 +352,31 @@ def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> di
         ["component", "nJ", "share %"],
         [[name, pj / 1e3, 100 * pj / total if total else 0.0]
          for name, pj in report.energy_by_component_pj.items()])
-    for key, alt in (("cycles_plot", "cycles per layer"), ("utilization_plot", "utilization"),
-                     ("roofline_plot", "roofline"), ("energy_plot", "energy per layer and component")):
-        page.image(paths[key].name, alt)
-    atomic_write_text(paths["html"], page.render())
+    for file, (_, alt) in PLOTS.items():
+        page.image(file, alt)
+    return page.render()
+
+
+def render_part(report: ThroughputReport, part: str) -> dict[str, bytes]:
+    """One part of the report's files, file name -> bytes: DOCUMENTS (JSON, CSV, HTML) or one
+    plot. A sweep renders every part of every point as a task, so the plotting (the largest
+    per-point cost after the layers of a small model) spreads evenly over the workers."""
+    if part == DOCUMENTS:
+        return {"report.json": (json.dumps(report.to_json(), indent=2) + "\n").encode(),
+                "compute_report.csv": report.scalesim_csv().encode(),
+                "report.html": _html(report).encode()}
+    render, _ = PLOTS[part]
+    return {part: render(report)}
+
+
+def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> dict[str, Path]:
+    """Writes report.json, compute_report.csv, report.html and the PNG plots into `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for part in PARTS:
+        for name, data in render_part(report, part).items():
+            paths[name] = out / name
+            with atomic_file(paths[name]) as tmp:
+                tmp.write_bytes(data)
     return paths
-
-
-def render_report(report: ThroughputReport) -> dict[str, bytes]:
-    """A sweep point's report files (JSON, CSV, plots, HTML) rendered in a scratch folder and
-    returned as bytes: a task, so a sweep's plotting (the largest per-point cost after the
-    layers of a small model) spreads over the workers too, remote ones included."""
-    with tempfile.TemporaryDirectory(prefix="qsim-report-") as scratch:
-        write_throughput_report(report, scratch)
-        return {p.relative_to(scratch).as_posix(): p.read_bytes()
-                for p in sorted(Path(scratch).rglob("*")) if p.is_file()}
