@@ -4,7 +4,7 @@
                               [--time-budget SECONDS] [--timeout 15] [--save-failures DIR]
                               [--out reports]
 
-Targets (benchmarks/_fuzz/targets.py): sknd, nnef1, dat, quant, container, cli, npu-config. Each
+Targets (benchmarks/_fuzz/targets.py): sknd, nnef1, dat, quant, container, cli, npu-config, onnx. Each
 input is a case folder (files) plus a qsim command line or a library call, generated from repo
 seeds (stdlib, tests/fixtures, the embedded model), grammar-aware generators, and mutators
 (byte flips, token edits, deep nesting, long chains, numeric extremes, non-UTF-8 bytes).
@@ -62,7 +62,7 @@ MAX_TENSOR_BYTES = "256M"
 def warm_up(corpus: Corpus, workdir: str) -> None:
     """Imports and first runs in the parent, so every child starts warm (stdlib parsed, ...)."""
     import qsim.cli
-    for module in ("qsim.skriptnd.check", "qsim.nnef1", "qsim.quant.pipeline", "qsim.npu.simulate",
+    for module in ("qsim.skriptnd.check", "qsim.nnef1", "qsim.onnx", "qsim.quant.pipeline", "qsim.npu.simulate",
                    "qsim.npu.golden_vectors", "qsim.npu.corner_cases", "qsim.npu.export", "qsim.npu.config",
                    "qsim.selftest.runner", "qsim.report.accuracy", "qsim.report.throughput",
                    "qsim.report.html", "matplotlib.pyplot"):

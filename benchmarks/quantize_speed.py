@@ -136,10 +136,11 @@ def _float_job(model_dir: Path, onnx_path: Path, threads: int, repeat: int) -> d
 
 
 def _embedded_job() -> dict:
-    from qsim.quant.pipeline import QuantizeOptions, quantize_command
+    from qsim.commands.quantize import quantize_to_folder
+    from qsim.quant.pipeline import QuantizeOptions
     out = WORK / f"embedded_{os.getpid()}"
     t0 = time.perf_counter()
-    result = quantize_command(None, None, str(out), QuantizeOptions(show_progress=False))
+    result = quantize_to_folder(None, None, str(out), QuantizeOptions(show_progress=False))
     total = time.perf_counter() - t0
     work = sum(v for k, v in result.seconds.items() if k in ("calibrate", "lower", "evaluate"))
     return dict(seconds=work, total_with_loading_and_writing=total,

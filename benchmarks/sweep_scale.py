@@ -91,7 +91,8 @@ def sweep_parts(folder: str) -> dict:
     """The sweep's pieces, timed where they run on the command's side: golden values once,
     per point the preparation (vector stages on the kernels) and the assembly of the run."""
     from qsim.npu.program import finish_run
-    from qsim.npu.simulate import load_qmodel, parse_sweep, render_report, throughput_report
+    from qsim.npu.simulate import load_qmodel, parse_sweep
+    from qsim.report.throughput import PARTS, render_part, throughput_report
     from qsim.npu.golden_vectors import read_inputs
     from qsim.runtime.executor import execute
     loaded = load_qmodel(folder)
@@ -107,11 +108,13 @@ def sweep_parts(folder: str) -> dict:
     start = time.perf_counter()
     report = throughput_report(loaded.name, finish_run(prepared[0], layers))
     finish_s = time.perf_counter() - start
-    render_report(report)                                  # matplotlib's first-use costs
+    for part in PARTS:                                     # matplotlib's first-use costs
+        render_part(report, part)
     render = []
     for _ in range(3):
         start = time.perf_counter()
-        render_report(report)
+        for part in PARTS:
+            render_part(report, part)
         render.append(time.perf_counter() - start)
     return {"tasks": [t for p in prepared for t in p.tasks], "golden_s": golden_s,
             "prepare_s_per_point": prepare_s, "finish_s_per_point": finish_s,
@@ -184,7 +187,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from qsim.npu.sim_verilator import build
     from qsim.quant.pipeline import embedded_quantized_model
-    from qsim.quant.qmodel import save_quantized
+    from qsim.quant.qmodel import save_quantized_model
+    from qsim.quant.target_tosa import TosaTarget
 
     doc = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "load_average_start": load_average(),
@@ -195,7 +199,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="qsim-sweep-scale-") as tmp:
         work = Path(tmp)
         folder = str(work / "fashion-int8")
-        save_quantized(embedded_quantized_model(), folder)
+        save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
         one, two = ["--workers", "1"], ["--workers", "2"]
         doc["cli_embedded"] = compare_cli(None, work, "embedded", {"workers1": one, "workers2": two},
                                           args.repeat)

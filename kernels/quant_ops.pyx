@@ -7,6 +7,11 @@ thread (the GIL is released); per channel the arithmetic is the numpy loop's, op
 operation in the same order (gain = (2*delta)*grad + (delta*delta)*diag, grad += delta*H[j]),
 so the integers are identical to the numpy version for any split of the rows.
 The build passes -ffp-contract=off: no fused multiply-add may change a rounding.
+
+scan_f32, add_bin_counts_f32: the calibration observers' passes over one float32 activation
+(range, exact zeros, finiteness; histogram bin counts), one pass each instead of numpy's
+float64 copy and half a dozen temporaries; integers and exact extremes, so the histograms
+are the ones numpy's formulation gives.
 """
 from libc.stdint cimport int64_t
 
@@ -55,3 +60,88 @@ cdef inline void _axpy(double *y, const double *x, double a, int64_t n) noexcept
     cdef int64_t k
     for k in range(n):
         y[k] = y[k] + a * x[k]
+
+
+def scan_f32(const float[::1] x):
+    """(min, max, number of exact zeros, all finite) of float32 values in one pass, for the
+    calibration observers (qsim/quant/observers.py); min and max are exact (as doubles)."""
+    cdef Py_ssize_t i, n = x.shape[0]
+    cdef float lo = 0, hi = 0, v
+    cdef int64_t zeros = 0
+    cdef bint finite = True
+    if n == 0:
+        return 0.0, 0.0, 0, True
+    lo = hi = x[0]
+    with nogil:
+        for i in range(n):
+            v = x[i]
+            if not (v - v == 0):           # inf - inf and NaN - NaN are NaN
+                finite = False
+                break
+            if v < lo:
+                lo = v
+            if v > hi:
+                hi = v
+            if v == 0:
+                zeros += 1
+    return <double>lo, <double>hi, zeros, finite
+
+
+def add_bin_counts_f32(const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
+    """counts[floor(v / 2^log2_width) - first] += 1 for every v of x. Exact: a float32 widened
+    to double and scaled by a power of two is exact while |v| / width < 2^53 (the observer
+    chooses the width so), and the floor of such a double is an exact int64. The caller sizes
+    counts to cover floor(min / width) .. floor(max / width)."""
+    cdef Py_ssize_t i, n = x.shape[0]
+    cdef double inv = 2.0 ** (-log2_width), q
+    cdef int64_t j
+    with nogil:
+        for i in range(n):
+            q = <double>x[i] * inv
+            j = <int64_t>q                  # truncates toward zero: one less below 0
+            if q < <double>j:
+                j -= 1
+            counts[j - first] += 1
+
+
+def row_sums_f64(const float[:, :, :] p, double[:, ::1] out):
+    """out[g, k] = sum over i of p[g, i, k] in float64, added in order i = 0, 1, ... -- the
+    order numpy's p.sum(axis=1, dtype=np.float64) takes for K >= 2 (tested; for K == 1 numpy
+    sums pairwise, and the caller keeps numpy), at memory speed instead of numpy's
+    buffered cast along a strided axis."""
+    cdef Py_ssize_t g, i, k, G = p.shape[0], P = p.shape[1], K = p.shape[2]
+    with nogil:
+        for g in range(G):
+            for k in range(K):
+                out[g, k] = 0.0
+            for i in range(P):
+                for k in range(K):
+                    out[g, k] = out[g, k] + <double>p[g, i, k]
+
+
+def add_clipped_histogram(const double[::1] x, double first, double last, const double[::1] edges,
+                          int64_t[::1] counts):
+    """counts += np.histogram(np.clip(x, first, last), bins=len(counts), range=(first, last))[0]
+    for the evaluation's error histograms, in one pass: numpy's equal-width algorithm step by
+    step (index ((v - first) / (last - first)) * bins, then the edge corrections against
+    edges = np.linspace(first, last, bins + 1)); NaN is counted nowhere, as there."""
+    cdef Py_ssize_t i, n = x.shape[0]
+    cdef int64_t bins = counts.shape[0], j
+    cdef double denom = last - first, v
+    with nogil:
+        for i in range(n):
+            v = x[i]
+            if v != v:
+                continue
+            if v < first:
+                v = first
+            elif v > last:
+                v = last
+            j = <int64_t>(((v - first) / denom) * <double>bins)
+            if j == bins:
+                j -= 1
+            if v < edges[j]:
+                j -= 1
+            if v >= edges[j + 1] and j != bins - 1:
+                j += 1
+            counts[j] += 1

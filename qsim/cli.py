@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Options whose values name files or folders (an --input may be NAME=PATH).
-PATH_OPTIONS = ("model", "calib", "eval", "out", "input", "output", "dump", "config", "tech", "vcd")
+PATH_OPTIONS = ("model", "calib", "eval", "out", "input", "output", "dump", "config", "tech", "vcd",
+                "cocotb")
 NAME_MAX_BYTES, PATH_MAX_BYTES = 255, 4095     # Linux limits on one component and a whole path
 
 

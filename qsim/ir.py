@@ -206,6 +206,11 @@ class OpKind:
     def __str__(self) -> str:
         return self.name
 
+    def __reduce__(self):
+        # Pickled by name: the receiving process (a Dask worker) gets its own registered
+        # instance, so identity comparisons hold there too, and no verifier or doc travels.
+        return (_op_kind_named, (self.name,))
+
     @staticmethod
     def get(name: str) -> "OpKind":
         try:
@@ -235,10 +240,19 @@ def register_op_kind(name: str, verifier: Verifier | None = None, doc: str = "")
     if existing is not None:
         if existing.verifier is None and verifier is not None:
             object.__setattr__(existing, "verifier", verifier)
+        if not existing.doc and doc:
+            object.__setattr__(existing, "doc", doc)
         return existing
     kind = OpKind(name, verifier, doc)
     _OP_KINDS[name] = kind
     return kind
+
+
+def _op_kind_named(name: str) -> OpKind:
+    """Unpickling an OpKind: the registered kind of that name. In a process whose dialect module
+    has not registered it yet, the name is registered bare; the dialect's own registration
+    later completes that same instance (register_op_kind), so identity is kept either way."""
+    return _OP_KINDS.get(name) or register_op_kind(name)
 
 
 @dataclass(frozen=True, eq=False)

@@ -2,9 +2,10 @@
 
 - a `.sknd` file, or a folder holding `main.sknd`: NNEF 2.0 / SkriptND (qsim.skriptnd);
 - a `graph.nnef` file, a folder holding `graph.nnef`, or a `.tgz` / `.tar.gz` / `.tar` container:
-  NNEF 1.0 (qsim.nnef1).
+  NNEF 1.0 (qsim.nnef1);
+- a `.onnx` file: ONNX (qsim.onnx).
 Each front end is imported when a model of its form is loaded (the package's __init__ imports
-this module, so every `import qsim...` would otherwise pay for both).
+this module, so every `import qsim...` would otherwise pay for all of them).
 Anything else is a UsageError saying what was found and what is expected.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ NNEF1_CONTAINERS = (".tgz", ".tar.gz", ".tar")
 
 
 def model_kind(path: str) -> str:
-    """'skriptnd' or 'nnef1' for a model path; raises UsageError otherwise."""
+    """'skriptnd', 'nnef1' or 'onnx' for a model path; raises UsageError otherwise."""
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, "main.sknd")):
             return "skriptnd"
@@ -33,18 +34,21 @@ def model_kind(path: str) -> str:
         return "skriptnd"
     if lower.endswith(".nnef") or lower.endswith(NNEF1_CONTAINERS):
         return "nnef1"
+    if lower.endswith(".onnx"):
+        return "onnx"
     raise UsageError(f"cannot tell the model format of {path}",
-                     hint="give a .sknd file or a folder with main.sknd (NNEF 2.0), or graph.nnef, "
-                          "a folder holding it, or a .tgz/.tar container (NNEF 1.0)")
+                     hint="give a .sknd file or a folder with main.sknd (NNEF 2.0), graph.nnef, "
+                          "a folder holding it, or a .tgz/.tar container (NNEF 1.0), or a .onnx file")
 
 
 def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
-         attribs: Mapping[str, Any] | None = None, require_data: bool = True) -> Graph:
+         attribs: Mapping[str, Any] | None = None, require_data: bool = True, batch: int = 1) -> Graph:
     """Loads the model at `path` as a verified ir.Graph.
 
     SkriptND options: `graph` picks a graph of the main module by name (default: the first),
     `keep` names compound operators to keep as single ops (e.g. {"nn.conv"}), `attribs` gives
     graph attribute values, `require_data=False` accepts variables without .dat files.
+    ONNX option: `batch` is the extent of a dynamic first input dimension (default 1).
     """
     path = os.fspath(path)
     kind = model_kind(path)
@@ -54,5 +58,8 @@ def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
         # a quantized model (TOSA operators) comes back in qsim's integer form: widths from
         # @quantize, tensor attributes from @variable inputs (skriptnd.model._integer_form)
         return load_skriptnd(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data)
+    if kind == "onnx":
+        from .onnx import load as load_onnx  # deferred: imports the onnx package (protobuf), a real cost
+        return load_onnx(path, batch=batch)
     from .nnef1 import load_nnef1  # deferred: NNEF 1.0 front end: +0.07 s CPU (as above)
     return load_nnef1(path)

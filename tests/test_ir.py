@@ -79,3 +79,35 @@ def test_graph_is_immutable():
         g.tensors["a"] = None
     with pytest.raises(Exception):
         g.name = "h"
+
+
+def test_op_kind_pickles_by_its_registered_name():
+    import pickle
+    kind = ir.register_op_kind("test.pickled", doc="a long description " * 50)
+    data = pickle.dumps(kind)
+    assert pickle.loads(data) is kind
+    assert b"a long description" not in data and len(data) < 120
+
+
+def test_op_kind_unpickled_before_its_dialect_is_the_one_the_dialect_registers():
+    """A Dask worker may unpickle tosa.CONV2D before importing qsim.tosa: the kind it gets is
+    the instance qsim.tosa's import then completes (verifier, doc), not a second one."""
+    import pickle
+    import subprocess
+    import sys
+    import textwrap
+    import qsim.tosa  # noqa: F401  (registers tosa.CONV2D here)
+    data = pickle.dumps(ir.OpKind.get("tosa.CONV2D"))
+    script = textwrap.dedent(f"""
+        import pickle, sys
+        import qsim.ir as ir
+        assert "qsim.tosa" not in sys.modules
+        kind = pickle.loads({data!r})
+        assert kind.verifier is None
+        import qsim.tosa
+        assert ir.OpKind.get("tosa.CONV2D") is kind and kind.verifier is not None
+        print("same instance")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "same instance"

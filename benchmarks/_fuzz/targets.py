@@ -15,6 +15,8 @@ Targets and what they feed:
   cli         argument vectors for every command from the real option lists, with hostile values.
   npu-config  npu.toml texts: generated (extreme values, wrong types) and mutated; read by
               qsim.npu.config.load_config, or used by simulate/export-vectors/export-rtl.
+  onnx        ONNX models (small CNN, shape chain, attention core) mutated as bytes and as
+              structure (gen_onnx.py); `qsim check` or `qsim run`.
 """
 from __future__ import annotations
 
@@ -443,6 +445,7 @@ def gen_npu_config(rng: random.Random, corpus: Corpus) -> Case:
 
 
 from .gen_cli import RTL_ADDRESS_SPACE, gen_cli  # noqa: E402  (the CLI generator uses the helpers above)
+from .gen_onnx import gen_onnx  # noqa: E402
 
 TARGETS = {
     "sknd": gen_sknd,
@@ -452,6 +455,8 @@ TARGETS = {
     "container": gen_container,
     "cli": gen_cli,
     "npu-config": gen_npu_config,
+    "onnx": gen_onnx,
 }
 # Share of the inputs each target gets when --targets names several (heavier targets less).
-WEIGHTS = {"sknd": 20, "nnef1": 20, "dat": 20, "quant": 12, "container": 8, "cli": 7, "npu-config": 13}
+WEIGHTS = {"sknd": 20, "nnef1": 20, "dat": 20, "quant": 12, "container": 8, "cli": 7, "npu-config": 13,
+           "onnx": 15}

@@ -1,10 +1,12 @@
 """`qsim export-vectors`: golden vectors (.npy, $readmemh .hex, JSON manifest) of every layer of a
-quantized model, or of seeded corner-case layers."""
+quantized model, or of seeded corner-case layers; with --cocotb, the model's vectors inside a
+runnable cocotb testbench (docs/cocotb.md)."""
 from __future__ import annotations
 
 import argparse
 
 from ..errors import UsageError
+from ..npu.cocotb_export import export_cocotb
 from ..npu.config import load_config
 from ..npu.corner_cases import export_corner_cases
 from ..npu.golden_vectors import export_model_vectors
@@ -19,7 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser
     p.add_argument("model", nargs="?", metavar="QMODEL",
                    help="quantized model folder from qsim quantize (default: the embedded model)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", metavar="DIR", help="output directory (new or empty)")
+    where.add_argument("--cocotb", metavar="DIR",
+                       help="instead of --out: write a runnable cocotb testbench into DIR (new or "
+                            "empty): the vectors, the NPU programs computing them, and run.py, "
+                            "which checks a DUT (by default qsim export-rtl's NPU) layer by layer")
     p.add_argument("--config", default="16x16", metavar="CFG",
                    help="NPU configuration for the hex lane packing: a TOML file or a preset "
                         "(8x8, 16x16, 32x32); default 16x16")
@@ -34,9 +41,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    check_output(args.out, "--out", [("quantized model", args.model),
-                                     ("NPU configuration", args.config),
-                                     *input_files(args.input)])
+    option, out = ("--cocotb", args.cocotb) if args.cocotb is not None else ("--out", args.out)
+    check_output(out, option, [("quantized model", args.model), ("NPU configuration", args.config),
+                               *input_files(args.input)])
+    if args.cocotb is not None:
+        if args.corner_cases is not None:
+            raise UsageError("--cocotb writes a testbench for a model's layers; --corner-cases "
+                             "writes vectors only", hint="drop --corner-cases, or use --out")
+        out, layers, checked = export_cocotb(args.model, args.input, config, args.cocotb)
+        print(f"wrote {out}: cocotb testbench of {len(layers)} layers ({checked} run on the NPU and "
+              f"checked); run it with: qsim export-rtl --config {out}/npu.toml --out RTL && "
+              f"python {out}/run.py --verilog RTL/qsim_npu.v")
+        return 0
     if args.corner_cases is not None:
         if args.model or args.input:
             raise UsageError("--corner-cases generates its own layers; it takes no QMODEL or --input",

@@ -1,13 +1,37 @@
 """`qsim quantize`: quantize a float model to a bit-exact integer model (TOSA 0.30 or CVM), write
-the quantized-model folder and its accuracy report, and print a summary."""
+the quantized-model folder and its accuracy report, and print a summary.
+
+The command reads the model and the data files, runs the pipeline (qsim.quant.pipeline,
+in memory), and writes, atomically, one folder: the quantized model (qsim.quant.qmodel:
+main.sknd, .dat files, quantization.json) and the report (qsim.report.accuracy:
+report.json, report.html, PNG plots). With no model argument, the embedded Fashion-MNIST
+CNN (qsim.zoo) is used with its embedded calibration images and labelled test subset.
+"""
 from __future__ import annotations
 
 import argparse
 
+import dataclasses
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import zoo
+from ..atomic import atomic_directory
+from ..errors import DataError, UsageError
+from ..outpath import QUANTIZED_MODEL, check_output
+from ..quant.data import Samples, load_samples
 from ..quant.observers import ObserverKind
-from ..quant.params import Granularity, Precision, Rounding, Target, WeightRounding
-from ..quant.pipeline import QuantizeOptions, quantize_command, summary_lines
+from ..quant.params import Granularity, Precision, Rounding, WeightRounding
+from ..quant.pipeline import (QuantizeOptions, QuantizeResult, load_float_model, make_target,
+                              model_name_of, quantize_graph, single_input)
+from ..quant.qmodel import write_quantized_model
+from ..quant.target import TargetKind
+from ..report.accuracy import write_accuracy_report
 from ..runtime.executor import Backend
+from ..zoo.fashion_mnist import DEBIAN_DIR
 from .arguments import whole_number
 
 NAME = "quantize"
@@ -18,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser
     p.add_argument("model", nargs="?", metavar="MODEL",
                    help="float model: folder with main.sknd or graph.nnef, a .sknd file, "
-                        "graph.nnef or .tgz (default: the embedded Fashion-MNIST CNN)")
+                        "graph.nnef, .tgz or .onnx (default: the embedded Fashion-MNIST CNN)")
     p.add_argument("--calib", metavar="DATA", help="calibration inputs: .npy, .npz or a folder "
                    "of images (required with MODEL; default: the embedded calibration images)")
     p.add_argument("--eval", metavar="DATA", help="evaluation inputs (.npy/.npz/image folder, "
@@ -26,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "the embedded model, else the calibration data")
     p.add_argument("-o", "--out", metavar="OUT",
                    help="output folder (default qsim-out/<model>-int8/ here)")
-    p.add_argument("--target", choices=[t.value for t in Target], default=Target.TOSA.value,
+    p.add_argument("--target", choices=[k.value for k in TargetKind], default=TargetKind.TOSA.value,
                    help="integer operator set (default tosa)")
     p.add_argument("--cvm-precision", type=int, default=8, choices=range(2, 9), metavar="P",
                    help="--target cvm: activation precision in bits, 2..8 (default 8)")
@@ -61,14 +85,114 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
         observer=ObserverKind(args.observer), precision=Precision(args.precision),
-        weight_granularity=Granularity(args.weights),
-        double_round=Rounding(args.rounding) is Rounding.DOUBLE,
-        bias_correction=not args.no_bias_correction,
-        weight_rounding=None if args.weight_rounding is None else WeightRounding(args.weight_rounding),
+        weight_granularity=Granularity(args.weights), double_round=Rounding(args.rounding) is Rounding.DOUBLE,
+        bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding and WeightRounding(args.weight_rounding),
         backend=Backend(args.backend), calib_limit=args.calib_limit, eval_limit=args.eval_limit,
         show_progress=not args.quiet)
-    result = quantize_command(args.model, args.calib, args.out, options, evaluation=args.eval,
-                              subset_only=args.subset, target=Target(args.target),
-                              cvm_precision=args.cvm_precision)
+    result = quantize_to_folder(args.model, args.calib, args.out, options, evaluation=args.eval,
+                                subset_only=args.subset, target=TargetKind(args.target),
+                                cvm_precision=args.cvm_precision)
     print("\n".join(summary_lines(result)))
     return 0
+
+
+def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
+    """The Fashion-MNIST test set for the embedded model: the full 10k images when Debian's
+    dataset-fashion-mnist is installed (and not `subset_only`), else the embedded 1000."""
+    full = None if subset_only else zoo.full_test_set()
+    if full is not None:
+        images, labels = full
+        return Samples(images, labels), (f"Evaluated on the full Fashion-MNIST test set "
+                                          f"({len(labels)} labelled images, {DEBIAN_DIR}).")
+    images, labels = zoo.test_subset()
+    why = "" if subset_only else " (install Debian's dataset-fashion-mnist for the full 10k)"
+    return Samples(images, labels), (f"Evaluated on the embedded Fashion-MNIST test subset "
+                                      f"({len(labels)} labelled images){why}.")
+
+
+def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
+                     options: QuantizeOptions = QuantizeOptions(),
+                     evaluation: str | None = None, subset_only: bool = False,
+                     target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8) -> QuantizeResult:
+    """The whole `qsim quantize` job; returns the result with the folder written.
+
+    With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
+    evaluated on the Fashion-MNIST test set. Otherwise `calib` is required; `evaluation`
+    defaults to the calibration data (the report says so)."""
+    try:
+        kind = TargetKind(target)
+    except ValueError:
+        raise UsageError(f"--target {target}: unknown operator set",
+                         hint="use " + " or ".join(k.value for k in TargetKind)) from None
+    chosen = make_target(kind, options, cvm_precision)
+    chosen.check_options(options)
+    for flag, value in (("--calib-limit", options.calib_limit), ("--eval-limit", options.eval_limit)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: must be at least 1")
+    notes: tuple[str, ...] = ()
+    if model is None:
+        model_path = zoo.default_model().path
+    else:
+        model_path = Path(model)
+        if calib is None:
+            raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
+                             "images)", hint=f"qsim quantize {model} --calib calib.npz")
+    model_name = model_name_of(model_path)
+    out_dir = Path(out) if out is not None else Path("qsim-out") / chosen.folder_name(model_name)
+    check_output(out if out is not None else out_dir,
+                 "-o" if out is not None else "the default output folder",
+                 [("model", model_path), ("calibration data", calib),
+                  ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL)
+    graph = load_float_model(model_path)
+    input_name, sample_shape = single_input(graph)
+    if calib is not None:
+        calib_samples = load_samples(calib, input_name, sample_shape)
+    else:
+        calib_samples = Samples(zoo.calibration_images())
+    if evaluation is not None:
+        eval_samples = load_samples(evaluation, input_name, sample_shape)
+    elif model is None:
+        eval_samples, note = _embedded_evaluation(subset_only)
+        notes += (note,)
+    else:
+        eval_samples = None
+    if eval_samples is not None and eval_samples.labels is not None:
+        check_labels(eval_samples, int(np.prod(graph.tensor(graph.outputs[0]).shape)))
+    load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
+    result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
+                            load_batch=load_batch)
+    t0 = time.perf_counter()
+    settings = dict(options.settings(), calibration=calib or "embedded", evaluation=evaluation
+                    or ("embedded test set" if model is None else "calibration data"))
+    with atomic_directory(out_dir) as tmp:
+        write_quantized_model(result.model, chosen, tmp, source=str(model_path), settings=settings)
+        write_accuracy_report(result.report, tmp)
+    seconds = dict(result.seconds, write=time.perf_counter() - t0)
+    return dataclasses.replace(result, out_dir=out_dir, seconds=seconds)
+
+
+def summary_lines(result: QuantizeResult) -> list[str]:
+    """The console summary of a `qsim quantize` run."""
+    r = result.report
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.2f} %"  # noqa: E731
+    lines = [f"quantized {r.model}: {len(result.model.graph.ops)} {result.target.title} operators, "
+             f"evaluated on {r.eval_samples} samples",
+             f"  top-1 agreement float vs integer: {pct(r.top1_agreement)}"]
+    if r.float_top1 is not None:
+        lines.append(f"  top-1 accuracy: float {pct(r.float_top1)}, integer {pct(r.int8_top1)}")
+    finite = [t for t in r.tensors if math.isfinite(t.sqnr_db)]
+    if finite:
+        worst = min(finite, key=lambda t: t.sqnr_db)
+        lines.append(f"  lowest per-tensor SQNR: {worst.sqnr_db:.1f} dB ({worst.name})")
+    timing = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+    lines.append(f"  time: {timing}")
+    if result.out_dir is not None:
+        lines.append(f"wrote {result.out_dir}/ (main.sknd, .dat files, quantization.json, "
+                     "report.json, report.html, plots)")
+    return lines
+
+
+def check_labels(samples: Samples, classes: int) -> None:
+    if samples.labels is not None and (samples.labels.min() < 0 or samples.labels.max() >= classes):
+        raise DataError(f"labels must be class ids in [0, {classes}), got "
+                        f"{int(samples.labels.min())}..{int(samples.labels.max())}")

@@ -1,12 +1,31 @@
 """`qsim simulate`: run a quantized model on the cycle-simulated NPU (one configuration or a
-sweep), verify every layer against the kernels, and print the cycle and energy summary."""
+sweep), verify every layer against the kernels, write the report folder (one report, or one
+per sweep point with sweep.json and sweep.png) and print the cycle and energy summary.
+
+The array layers (of every sweep point) and the sweep points' report renderings run as tasks
+on the pool of qsim.npu.distributed: this process for --workers 1, else Dask workers."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
+from ..atomic import atomic_directory, atomic_write_text
+from ..errors import UsageError
+from ..npu.config import load_config
+from ..npu.distributed import Task, open_pool, scheduler_address
+from ..npu.energy import load_tech
 from ..npu.engines import Engine
-from ..npu.simulate import simulate_command, summary_lines
+from ..npu.golden_vectors import read_inputs
+from ..npu.simulate import (dump_vcd, finish_sweep, load_qmodel, parse_sweep, prepare_engine,
+                            prepare_sweep, resolve_engine, simulate_one)
+from ..outpath import SIMULATION_REPORT, check_output
+from ..progress import Progress
+from ..report.sweep import sweep_plot_png, sweep_summary
+from ..report.throughput import (PARTS, ThroughputReport, render_part, summary_lines,
+                                throughput_report, write_throughput_report)
 
 NAME = "simulate"
 HELP = "run a quantized model on the cycle-simulated NPU, verify every layer against the kernels, report cycles"
@@ -44,9 +63,101 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
+@dataclass(frozen=True)
+class SimulateResult:
+    out: Path
+    reports: list[ThroughputReport]     # one configuration: its report; a sweep: none
+    sweep: list[dict]                   # a sweep: one summary per configuration
+    verified: bool
+    messages: list[str]                 # mismatches, waveform notes
+
+
+def default_out(model_name: str, sweep: bool) -> Path:
+    return Path("qsim-out") / f"{model_name}-npu{'-sweep' if sweep else ''}"
+
+
+def simulate_command(model: str | None, config_spec: str, engine: Engine, input_path: str | None,
+                     out: str | None, sweep: list[str] | None = None, vcd: str | None = None,
+                     show_progress: bool = True, tech: str | None = None, workers: int | None = 1,
+                     scheduler: str | None = None) -> SimulateResult:
+    """The whole `qsim simulate` job; the output folder appears complete or not at all.
+    The array layers (of every sweep point) run as tasks on `workers` local processes or
+    the Dask cluster at `scheduler` (qsim.npu.distributed.open_pool)."""
+    base = load_config(config_spec)
+    table = load_tech(tech)
+    configs = parse_sweep(sweep, base) if sweep else [base]
+    if vcd and sweep:
+        raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
+    if scheduler_address(scheduler) is None:
+        # Verilator builds (or their cache lookups) here, before local workers are forked from
+        # this process: they inherit the looked-up libraries instead of each repeating it
+        for config in configs:
+            prepare_engine(config, engine)
+    with open_pool(workers, scheduler) as pool:
+        loaded = load_qmodel(model)
+        feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
+        target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
+        inputs = [("quantized model", model), ("NPU configuration", config_spec),
+                  ("--input", input_path)]
+        check_output(out if out is not None else target,
+                     "-o" if out is not None else "the default output folder",
+                     inputs, replaces=SIMULATION_REPORT)
+        if vcd:
+            check_output(vcd, "--vcd", inputs, outputs=[("output folder", target)], folder=False)
+        with atomic_directory(target) as tmp:
+            if sweep:
+                summaries, messages = _sweep(loaded, feeds, configs, engine, tmp, show_progress, pool,
+                                             table)
+                return SimulateResult(target, [], summaries, all(p["all_verified"] for p in summaries),
+                                      messages)
+            run = simulate_one(loaded, feeds, base, engine, show_progress, pool)
+            report = throughput_report(loaded.name, run, table)
+            write_throughput_report(report, tmp)
+            messages = [s.mismatch for s in run.stages if s.mismatch]
+            if vcd:
+                messages.append(dump_vcd(run, vcd) if run.first_mismatch is not None
+                                else f"--vcd {vcd}: no mismatch, no waveform written")
+    return SimulateResult(target, [report], [], run.verified, messages)
+
+
+def _sweep(loaded, feeds: dict, configs: list, engine, tmp: Path, show_progress: bool, pool, table):
+    """Every configuration's array layers as one batch of tasks on `pool`, then every part of
+    every point's report (qsim.report.throughput.PARTS) and the sweep plot as tasks; writes
+    each point's report folder, sweep.json and sweep.png."""
+    prepared = prepare_sweep(loaded, feeds, configs, engine, pool)
+    tasks = [task for p in prepared for task in p.tasks]
+    parts = [(config, part) for config in configs for part in PARTS]
+    bar = Progress(f"sweep of {len(configs)} configurations ({engine.value}, {pool.what}) tasks",
+                   len(tasks) + len(parts) + 1, enabled=show_progress)
+    try:
+        runs = finish_sweep(prepared, pool.run(tasks, bar.advance))
+        reports = {c.name: throughput_report(loaded.name, run, table) for c, run in zip(configs, runs)}
+        summaries = [sweep_summary(reports[c.name]) for c in configs]
+        rendered = pool.run([Task(render_part, (reports[c.name], part), f"report-{c.name}-{part}")
+                             for c, part in parts]
+                            + [Task(sweep_plot_png, (summaries,), "sweep-plot")], bar.advance)
+    finally:
+        bar.close()
+    for (config, _), files in zip(parts, rendered):
+        _write_files(tmp / config.name, files)
+    (tmp / "sweep.png").write_bytes(rendered[-1])
+    atomic_write_text(tmp / "sweep.json", json.dumps({"engine": engine.value, "points": summaries},
+                                                     indent=2) + "\n")
+    mismatches = [s.mismatch for run in runs for s in run.stages if s.mismatch]
+    return summaries, mismatches
+
+
+def _write_files(folder: Path, files: dict[str, bytes]) -> None:
+    """Rendered report files (qsim.report.throughput.render_part) into `folder`."""
+    for name, data in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
 def run(args: argparse.Namespace) -> int:
-    # Engine.parse: names are case-insensitive; an unknown one is a UsageError naming the choices
-    result = simulate_command(args.model, args.config, Engine.parse(args.engine), args.input, args.out,
+    engine = resolve_engine(args.engine, args.vcd)       # a bad name fails before any work
+    result = simulate_command(args.model, args.config, engine, args.input, args.out,
                               sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
                               tech=args.tech, workers=args.workers, scheduler=args.scheduler)
     for report in result.reports:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import broadcast, elemwise, nms, nn, reduce, transform  # noqa: F401  (define the operators)
 from . import kernels as _kernels  # noqa: F401  (attaches the Cython kernels to conv2d / dense)
+from . import sknd_form as _sknd_form  # noqa: F401  (registers the text form with the front end)
 from .graph import register_kinds, runner, tensor_precision, verify_op
 from .opdef import OPS, lookup
 from .precision import alpha, magnitude_bits, required_precision

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import tosa
 from ..errors import UsageError
 from ..version import __version__
-from .golden_vectors import LayerVectors, Step, build_layer
+from .golden_vectors import LayerVectors, Step, build_layer, write_vectors
+from .layers import run_layer
 
 MAX_CASES = 1000
 # K of the accumulator-limit cases: 33025 * 255 * 255 = 2^31 - 33023 (the largest
@@ -90,7 +92,6 @@ def _neg128_squared(rng):
 
 def _zero_points(value):
     def make(rng):
-        from .. import tosa
         oc, ic = 12, 5
         x, w = _i8(rng, (1, 6, 5, ic)), _i8(rng, (oc, 3, 3, ic))
         attrs = dict(weight=w, bias=np.zeros(oc, np.int32), pad=(1, 1, 1, 1), stride=(1, 1),
@@ -98,7 +99,7 @@ def _zero_points(value):
         # With both zero points at the same extreme every product is >= 0 (up to 255 * 255):
         # the bias centres each channel so that outputs spread around 0 instead of
         # all saturating at the rail the output zero point sits on (scale ~2^-12).
-        sums, = tosa.run("CONV2D", [x], attrs, backend="reference")
+        sums, = tosa.run("CONV2D", [x], attrs)
         centre = np.median(sums.reshape(-1, oc), axis=0).astype(np.int64)
         attrs["bias"] = (-centre - value * 4096 + rng.integers(-2000, 2000, oc)).astype(np.int32)
         return ("CONV2D", (x,), attrs,
@@ -187,13 +188,12 @@ def generate(count: int | None = None, seed: int = 0) -> list[CornerCase]:
 
 def reference_steps(case: CornerCase) -> list[Step]:
     """The case's operators executed by the TOSA reference (the expected values)."""
-    from .. import tosa
-    acc, = tosa.run(case.op, list(case.inputs), case.attrs, backend="reference")
+    acc, = tosa.run(case.op, list(case.inputs), case.attrs)
     steps = [Step(case.op, dict(case.attrs), list(case.inputs), [acc], label=case.name)]
-    out, = tosa.run("RESCALE", [acc], case.rescale, backend="reference")
+    out, = tosa.run("RESCALE", [acc], case.rescale)
     steps.append(Step("RESCALE", dict(case.rescale), [acc], [out], label=case.name))
     if case.clamp is not None:
-        clamped, = tosa.run("CLAMP", [out], case.clamp, backend="reference")
+        clamped, = tosa.run("CLAMP", [out], case.clamp)
         steps.append(Step("CLAMP", dict(case.clamp), [out], [clamped], label=case.name))
     return steps
 
@@ -210,14 +210,12 @@ def case_layers(cases: list[CornerCase], seed: int) -> list[LayerVectors]:
 
 def run_on_npu(case: CornerCase, geom, engine="model"):
     """The case on the NPU (qsim.npu.layers.run_layer): a LayerResult."""
-    from .layers import run_layer
     return run_layer(geom, case.op, list(case.inputs), case.attrs, case.rescale, case.clamp,
                      engine=engine, name=case.name)
 
 
 def export_corner_cases(count: int | None, seed: int, config, out):
     """`qsim export-vectors --corner-cases N --seed S --out DIR`."""
-    from .golden_vectors import write_vectors
     cases = generate(count, seed)
     header = {"qsim": __version__, "model": "corner cases", "source": "qsim.npu.corner_cases",
               "input": f"seed {seed}", "backend": "reference", "seed": seed, "count": len(cases),

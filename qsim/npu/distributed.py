@@ -6,7 +6,10 @@ so a run's outcome never depends on which worker finished first.
 
 - `InProcess` (one worker): runs the tasks in order, here; no cluster, nothing to start.
 - `DaskPool`: a `LocalCluster` of worker processes (the engines hold the GIL, so threads
-  would not overlap), or the cluster behind an existing scheduler address. A task that
+  would not overlap), or the cluster behind an existing scheduler address. On Linux the
+  local workers are forked from this process: they start with qsim, numpy, the engines and
+  the Verilator builds this process already looked up, in ~0.5 s for two workers instead of
+  ~5 s for spawned ones that import all of it again (measured, docs/scale.md). A task that
   raises an unexpected exception is resubmitted `TASK_RETRIES` times; a task whose worker
   process dies is rescheduled by the scheduler (up to `distributed.scheduler.allowed-failures`
   deaths). A `QsimError` (a mismatch, an unsupported layer) is deterministic: it is returned
@@ -15,8 +18,8 @@ so a run's outcome never depends on which worker finished first.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -70,19 +73,11 @@ class InProcess:
 
 
 class DaskPool:
-    """Runs tasks on a dask.distributed cluster. `client` is a Client, or a Future of one while
-    a LocalCluster is still starting (in a thread, so the command meanwhile loads the model
-    and computes the golden values); the first use waits for it."""
+    """Runs tasks on a dask.distributed cluster through `client`."""
 
     def __init__(self, client, what: str):
-        self._client = client
+        self.client = client
         self.what = what                # for progress lines: "LocalCluster of 2 worker processes"
-
-    @property
-    def client(self):
-        if isinstance(self._client, Future):
-            self._client = self._client.result()
-        return self._client
 
     @property
     def workers(self) -> int:
@@ -133,12 +128,17 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def scheduler_address(scheduler: str | None) -> str | None:
+    """The Dask scheduler to use: `scheduler`, else $QSIM_SCHEDULER, else None (local)."""
+    return scheduler or os.environ.get(SCHEDULER_ENV) or None
+
+
 @contextmanager
 def open_pool(workers: int | None = None, scheduler: str | None = None) -> Iterator[InProcess | DaskPool]:
     """The pool a command runs its tasks on: `scheduler` (or $QSIM_SCHEDULER) names an existing
     Dask cluster; else `workers` processes (default: one per core) on a LocalCluster, or this
     process alone for one worker."""
-    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    scheduler = scheduler_address(scheduler)
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}: need at least 1", hint="--workers 1 runs in this process")
     if scheduler is None and (workers or default_workers()) == 1:
@@ -163,30 +163,32 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
             yield DaskPool(client, f"Dask cluster at {scheduler}")
         return
     count = workers or default_workers()
-    with ThreadPoolExecutor(1, thread_name_prefix="qsim-local-cluster") as starter:
-        started = starter.submit(_start_local_cluster, count)
-        try:
-            yield DaskPool(started, f"LocalCluster of {count} worker processes")
-        finally:
-            try:
-                client = started.result()
-            except QsimError:
-                pass
-            else:
-                client.close()
-                client.cluster.close()
+    client = _start_local_cluster(count)
+    try:
+        yield DaskPool(client, f"LocalCluster of {count} worker processes")
+    finally:
+        client.close()
+        client.cluster.close()
 
 
 def _start_local_cluster(count: int):
-    """A client of a new LocalCluster (`client.cluster`) of `count` one-thread worker processes."""
+    """A client of a new LocalCluster (`client.cluster`) of `count` one-thread worker processes.
+    On Linux the workers are forked (module docstring). Forking is safe here because the start
+    is synchronous: this process's other threads (the cluster's event loop, which forks) hold
+    no lock the children could inherit locked, as the calling thread only waits. A worker the
+    nanny restarts later (after it died) is spawned as Dask's configuration says."""
     import logging
 
+    import dask
     from distributed import Client, LocalCluster
+    method = "fork" if sys.platform.startswith("linux") else \
+        dask.config.get("distributed.worker.multiprocessing-method")
     try:
         # dashboard on any free port: the scheduler serves HTTP anyway, and two commands (or
         # test runs) on one machine must not fight over the default 8787
-        cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", silence_logs=logging.ERROR)
+        with dask.config.set({"distributed.worker.multiprocessing-method": method}):
+            cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
     except (RuntimeError, OSError, TimeoutError) as error:
         raise UnsupportedError(f"could not start a local Dask cluster of {count} worker processes ({error})",
                                hint="run in this process with --workers 1; from a script, start the "

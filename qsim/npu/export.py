@@ -16,8 +16,8 @@ from .config import NpuConfig
 
 @functools.lru_cache(maxsize=8)
 def verilog_text(geom: Geometry) -> str:
-    from amaranth.back import verilog
-    from ..hw.top import NPU
+    from amaranth.back import verilog     # deferred: amaranth's Verilog back end (yosys)
+    from ..hw.top import NPU               # deferred: the HDL needs amaranth (~0.3 s to import)
     return verilog.convert(NPU(geom), name="qsim_npu")
 
 

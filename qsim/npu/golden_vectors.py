@@ -24,12 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import zoo
 from ..atomic import atomic_directory
 from ..outpath import require_new_or_empty
 from ..errors import UnsupportedError, UsageError
+from ..quant.pipeline import embedded_quantized_model
+from ..quant.qmodel import integer_inputs, load_quantized_model
+from ..quant.target import TargetKind
+from ..runtime.executor import execute
 from ..version import __version__
 from .layers import LAYER_OPS
-from ..runtime.executor import execute
 from ..userdata import read_inputs as read_input_arrays
 from .vectors_hex import LAYOUT_DOC, element_bits, hex_text, words_of
 
@@ -168,26 +172,38 @@ def write_vectors(layers: list[LayerVectors], out: str | Path, rows: int, cols: 
     """Writes the vector folder atomically: per layer .npy + .hex files, manifest.json, README.md."""
     out = Path(out)
     require_new_or_empty(out)
+    with atomic_directory(out) as tmp:
+        write_vector_files(layers, tmp, rows, cols, header, readme_intro)
+    return out
+
+
+def write_vector_files(layers: list[LayerVectors], folder: Path, rows: int, cols: int,
+                       header: dict, readme_intro: str) -> dict:
+    """The vector files in `folder` (an empty folder of an atomic output); returns the manifest."""
     manifest = {"format": "qsim-golden-vectors", "version": FORMAT_VERSION, **header,
                 "array": {"rows": rows, "cols": cols}, "layers": []}
-    with atomic_directory(out) as tmp:
-        for index, layer in enumerate(layers):
-            folder = f"{index:03d}_{_safe(layer.name)}"
-            (tmp / folder).mkdir()
-            entries = {}
-            for role, (array, tensor) in layer.tensors.items():
-                array = np.ascontiguousarray(array)
-                lanes = rows if role in ROW_LANE_ROLES else cols
-                entries[role] = _tensor_entry(folder, role, array, tensor, lanes)
-                np.save(tmp / folder / f"{role}.npy", array)
-                (tmp / folder / f"{role}.hex").write_text(
-                    hex_text(array, lanes, f"layer {layer.name}, tensor {role}"))
-            manifest["layers"].append({"name": layer.name, "dir": folder, "kind": layer.kind,
-                                       "op": layer.op, "scalars": layer.scalars, "tensors": entries,
-                                       "ops": layer.ops, **layer.notes})
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        (tmp / "README.md").write_text(readme_text(manifest, readme_intro))
-    return out
+    for index, layer in enumerate(layers):
+        name = layer_folder(index, layer.name)
+        (folder / name).mkdir()
+        entries = {}
+        for role, (array, tensor) in layer.tensors.items():
+            array = np.ascontiguousarray(array)
+            lanes = rows if role in ROW_LANE_ROLES else cols
+            entries[role] = _tensor_entry(name, role, array, tensor, lanes)
+            np.save(folder / name / f"{role}.npy", array)
+            (folder / name / f"{role}.hex").write_text(
+                hex_text(array, lanes, f"layer {layer.name}, tensor {role}"))
+        manifest["layers"].append({"name": layer.name, "dir": name, "kind": layer.kind,
+                                   "op": layer.op, "scalars": layer.scalars, "tensors": entries,
+                                   "ops": layer.ops, **layer.notes})
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    (folder / "README.md").write_text(readme_text(manifest, readme_intro))
+    return manifest
+
+
+def layer_folder(index: int, name: str) -> str:
+    """The folder of layer `index` (named `name`) inside a vector folder."""
+    return f"{index:03d}_{_safe(name)}"
 
 
 def readme_text(manifest: dict, intro: str) -> str:
@@ -249,11 +265,20 @@ def group_ops(graph) -> list[list]:
 
 def model_layers(graph, inputs: dict, backend: str = "kernels") -> list[LayerVectors]:
     """Runs `graph` on `inputs` and returns the vectors of every layer."""
+    return layers_of(graph, run_values(graph, inputs, backend))
+
+
+def run_values(graph, inputs: dict, backend: str = "kernels") -> dict:
+    """Every tensor of one run of `graph` (a graph without control flow) on `inputs`."""
     for op in graph.ops:
         if op.subgraphs:
             raise UnsupportedError(f"{op.kind.name} {op.name!r} has subgraphs; golden vectors "
                                    "cover graphs without control flow")
-    values = execute(graph, inputs, backend)
+    return execute(graph, inputs, backend)
+
+
+def layers_of(graph, values: dict) -> list[LayerVectors]:
+    """The vectors of every layer (group_ops) from the tensors of one run."""
     layers = []
     for group in group_ops(graph):
         steps = [Step(op=op.kind.short_name, attrs=dict(op.attrs),
@@ -266,8 +291,6 @@ def model_layers(graph, inputs: dict, backend: str = "kernels") -> list[LayerVec
 
 def default_input(model) -> dict:
     """The first embedded Fashion-MNIST test image, quantized with the model's input_quant."""
-    from .. import zoo
-    from ..quant.qmodel import integer_inputs
     if len(model.graph.inputs) != 1:
         raise UsageError(f"model {model.graph.name!r} has {len(model.graph.inputs)} inputs",
                          hint="pass --input NAME=x.npy for each input")
@@ -284,7 +307,6 @@ def read_inputs(model, specs: list[str] | None) -> tuple[dict, str]:
     """The integer inputs from `--input [NAME=]x.npy` (float arrays are quantized with the
     model's input_quant, integer arrays must have the input's dtype); default: the first
     embedded test image. Returns the inputs and a description for the manifest."""
-    from ..quant.qmodel import integer_inputs
     if not specs:
         return default_input(model), "the first embedded Fashion-MNIST test image"
     return integer_inputs(model, read_input_arrays(model.graph.inputs, specs)), ", ".join(specs)
@@ -293,15 +315,8 @@ def read_inputs(model, specs: list[str] | None) -> tuple[dict, str]:
 def load_model(path: str | None):
     """A quantized model folder (`qsim quantize` output), or the embedded model for None."""
     if path is None:
-        from ..quant.pipeline import embedded_quantized_model
         return embedded_quantized_model(), "embedded Fashion-MNIST CNN (quantized in memory)"
-    from ..quant import qmodel
-    if not Path(path).exists():
-        raise UsageError(f"no quantized model {path!r}", hint="write one with qsim quantize -o DIR")
-    if not qmodel.is_quantized_model(path):
-        raise UsageError(f"{path} is not a quantized model folder (no {qmodel.METADATA_FILE})",
-                         hint="export-vectors reads the folder qsim quantize writes")
-    return qmodel.load_quantized(path), str(path)
+    return load_quantized_model(path, expect=TargetKind.TOSA), str(path)
 
 
 def export_model_vectors(model_path: str | None, input_specs: list[str] | None, config, out) -> tuple[Path, list]:

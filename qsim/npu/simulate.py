@@ -1,5 +1,7 @@
-"""`qsim simulate`: a quantized model on the NPU, verified against the kernels, with a
-throughput report (qsim.report.throughput) and optional configuration sweeps.
+"""Running a quantized model on the NPU for `qsim simulate`: one configuration or a sweep of
+them, every array layer a task on a pool (qsim.npu.distributed), every stage verified against
+the kernels (qsim.npu.program). This module returns runs (GraphRun); the reports are
+qsim.report.throughput's and the output folder is qsim.commands.simulate's.
 
 Inputs (--input x.npy): a float array is quantized with the model's input scale and zero
 point; an int8 array is used as is (qsim.quant.qmodel.integer_inputs). Default: the first
@@ -14,17 +16,19 @@ import itertools
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
+from ..atomic import atomic_file
 from ..errors import UsageError
-from ..report.throughput import COMPONENT_COLORS, write_throughput_report
+from ..progress import Progress
+from ..quant.float_side import LoweredModel
+from ..quant.pipeline import embedded_quantized_model, model_name_of
+from ..quant.qmodel import load_quantized_model
+from ..quant.target import TargetKind
 from ..runtime.executor import execute
-from .throughput import LayerThroughput, ThroughputReport
-from .config import NpuConfig, load_config, parse_config
-from .distributed import InProcess, Task, open_pool
-from .energy import EnergyTable, energy_by_component, load_tech
+from .config import NpuConfig, parse_config
+from .distributed import InProcess
 from .engines import Engine
-from .program import GraphRun, finish_run, prepare_run
+from .program import GraphRun, PreparedRun, finish_run, prepare_run
 
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
@@ -33,7 +37,7 @@ SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_
 
 @dataclass(frozen=True)
 class LoadedModel:
-    model: object             # qsim.quant.lower.LoweredModel
+    model: LoweredModel
     name: str                 # for the report and the default output folder
     source: str
 
@@ -41,16 +45,8 @@ class LoadedModel:
 def load_qmodel(path: str | None) -> LoadedModel:
     """A folder written by `qsim quantize`, or (None) the embedded model quantized in memory."""
     if path is None:
-        from ..quant.pipeline import embedded_quantized_model
         return LoadedModel(embedded_quantized_model(), "fashion_cnn", "embedded Fashion-MNIST CNN")
-    from ..quant import qmodel
-    from ..quant.pipeline import model_name_of
-    if not Path(path).exists():
-        raise UsageError(f"no quantized model {path!r}", hint="write one with: qsim quantize -o DIR")
-    if not qmodel.is_quantized_model(path):
-        raise UsageError(f"{path} is not a quantized model folder (no {qmodel.METADATA_FILE})",
-                         hint="qsim simulate runs the integer model folder qsim quantize writes")
-    return LoadedModel(qmodel.load_quantized(path), model_name_of(path), str(path))
+    return LoadedModel(load_quantized_model(path, expect=TargetKind.TOSA), model_name_of(path), str(path))
 
 
 def resolve_engine(name: str, vcd: str | None) -> Engine:
@@ -110,43 +106,11 @@ def _number(key: str, value: str):
 
 # -- one configuration ------------------------------------------------------------------------
 
-def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None = None) -> ThroughputReport:
-    config = run.config
-    tech = load_tech(None) if tech is None else tech
-    layers = []
-    for s in run.stages:
-        layers.append(LayerThroughput(
-            name=s.stage.name, op=s.stage.op_text, unit=s.stage.unit.value, macs=s.macs,
-            compute_cycles=s.compute_cycles, fill_drain_cycles=s.fill_drain_cycles,
-            stall_cycles=s.stall_cycles,
-            mapping_efficiency=s.macs / s.mac_slots if s.mac_slots else 0.0,
-            dram_input_bytes=s.dram_input_bytes, dram_weight_bytes=s.dram_weight_bytes,
-            dram_output_bytes=s.dram_output_bytes, verified=s.verified, rtl=s.rtl,
-            energy_by_component_pj=energy_by_component(s.events, tech, config.geometry),
-            events=s.events.to_json()))
-    notes = [f"{s.stage.name}: {s.stage.note}" for s in run.stages if s.stage.note]
-    where = ("the numpy cycle model (same values and cycles as the RTL)" if run.engine is Engine.MODEL
-             else f"the RTL ({run.engine.value} engine)")
-    notes.append(f"array and vector-unit layers run on {where}; host layers (reshapes, and "
-                 "operators neither unit takes, each with its reason) cost no NPU cycles.")
-    notes += [s.mismatch for s in run.stages if s.mismatch]
-    cfg = {"name": config.name, "rows": config.rows, "cols": config.cols,
-           "dataflow": config.dataflow.value, "input_buffer_bytes": config.input_buffer_bytes,
-           "weight_buffer_bytes": config.weight_buffer_bytes,
-           "accumulator_buffer_bytes": config.accumulator_buffer_bytes,
-           "dram_bytes_per_cycle": config.dram_bytes_per_cycle, "clock_mhz": config.clock_mhz}
-    notes.append(f"energy: event counts of each stage's program (MACs, buffer words, DRAM bytes, "
-                 f"vector operations) x the '{tech.name}' table ({tech.source}); host stages count "
-                 "none (docs/npu.md, Energy).")
-    return ThroughputReport(model=model_name, engine=run.engine.value, config=cfg,
-                            layers=tuple(layers), notes=tuple(notes), tech=tech.to_json())
-
-
 def prepare_engine(config: NpuConfig, engine: Engine, stream=sys.stderr) -> None:
     """Builds (or finds cached) the Verilator model before the progress bar starts."""
     if engine is not Engine.VERILATOR:
         return
-    from .sim_verilator import build
+    from .sim_verilator import build       # deferred: exporting the Verilog needs amaranth
     start = time.perf_counter()
     build(config.geometry)
     took = time.perf_counter() - start
@@ -158,7 +122,6 @@ def prepare_engine(config: NpuConfig, engine: Engine, stream=sys.stderr) -> None
 def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: Engine,
                  show_progress: bool = True, pool=None) -> GraphRun:
     """One configuration; its array layers run as tasks on `pool` (default: this process)."""
-    from ..progress import Progress
     if pool is None or isinstance(pool, InProcess):
         prepare_engine(config, engine)       # the build message before the bar (workers build their own)
     pool = pool or InProcess()
@@ -170,6 +133,27 @@ def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: En
     finally:
         bar.close()
     return finish_run(prepared, layers)
+
+
+def prepare_sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: Engine,
+                  pool) -> list[PreparedRun]:
+    """Every configuration's run, split into tasks (qsim.npu.program.prepare_run); the golden
+    values are computed once. The caller sends all points' tasks to the pool as one batch, so
+    workers stay busy across configuration boundaries, and assembles with finish_sweep."""
+    if isinstance(pool, InProcess):
+        for config in configs:
+            prepare_engine(config, engine)
+    expected = execute(loaded.model.graph, feeds, backend="kernels")     # the same for every point
+    return [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
+
+
+def finish_sweep(prepared: list[PreparedRun], layers: list) -> list[GraphRun]:
+    """The runs from the results of all points' tasks, in the order prepare_sweep made them."""
+    runs, start = [], 0
+    for p in prepared:
+        runs.append(finish_run(p, layers[start:start + len(p.tasks)]))
+        start += len(p.tasks)
+    return runs
 
 
 def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:
@@ -186,13 +170,12 @@ def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:
     dram = record.program.dram.copy()
     if engine is Engine.MODEL:
         raise UsageError("the model engine has no waveform", hint="use the verilator or amaranth engine")
-    from ..atomic import atomic_file
     if engine is Engine.AMARANTH:
-        from .sim_amaranth import run_amaranth
+        from .sim_amaranth import run_amaranth     # deferred: amaranth's simulator
         with atomic_file(path) as tmp:
             run_amaranth(geom, record.program.instrs, dram, vcd_path=str(tmp))
         return f"wrote {path}: the whole program {found.program} of layer {found.stage!r} (amaranth)"
-    from .sim_verilator import run_verilator
+    from .sim_verilator import run_verilator   # deferred: exporting the Verilog needs amaranth
     first = max(0, found.program_cycle - VCD_BEFORE)
     last = found.program_cycle + VCD_AFTER
     with atomic_file(path) as tmp:
@@ -202,178 +185,3 @@ def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:
             f"VCD time 10 x cycle)")
 
 
-def summary_lines(report: ThroughputReport) -> list[str]:
-    """The console table: one line per layer, then the totals."""
-    head = (f"{'layer':<22} {'op':<28} {'unit':<6} {'MACs':>9} {'cycles':>8} {'compute':>8} "
-            f"{'fill/dr':>8} {'stall':>7} {'util%':>6} {'DRAM B':>8} {'nJ':>8}  verified")
-    lines = [head, "-" * len(head)]
-    for layer in report.layers:
-        verified = {True: "yes", False: "MISMATCH", None: "-"}[layer.verified]
-        lines.append(f"{layer.name[:22]:<22} {layer.op[:28]:<28} {layer.unit:<6} {layer.macs:>9} "
-                     f"{layer.cycles:>8} {layer.compute_cycles:>8} {layer.fill_drain_cycles:>8} "
-                     f"{layer.stall_cycles:>7} {100 * report.utilization(layer):>6.1f} "
-                     f"{layer.dram_bytes:>8} {layer.energy_pj / 1e3:>8.2f}  {verified}")
-    cfg = report.config
-    lines.append("-" * len(head))
-    lines.append(f"total: {report.total_cycles} cycles, {report.total_macs} MACs on {cfg['rows']}x"
-                 f"{cfg['cols']} {cfg['dataflow']} at {cfg['clock_mhz']:g} MHz: latency "
-                 f"{report.latency_s * 1e6:.2f} us, {report.inferences_per_s:.0f} inferences/s, "
-                 f"{report.gops:.2f} GOPS; engine {report.engine}")
-    parts = ", ".join(f"{name} {pj / 1e3:.1f}" for name, pj in report.energy_by_component_pj.items() if pj)
-    lines.append(f"energy ({report.tech.get('name', '?')}): {report.total_energy_pj / 1e3:.2f} nJ per "
-                 f"inference ({parts} nJ)")
-    return lines
-
-
-@dataclass(frozen=True)
-class SimulateResult:
-    out: Path
-    reports: list[ThroughputReport]     # one configuration: its report; a sweep: none
-    sweep: list[dict]                   # a sweep: one summary per configuration
-    verified: bool
-    messages: list[str]                 # mismatches, waveform notes
-
-
-def default_out(model_name: str, sweep: bool) -> Path:
-    return Path("qsim-out") / f"{model_name}-npu{'-sweep' if sweep else ''}"
-
-
-def simulate_command(model: str | None, config_spec: str, engine_name: str, input_path: str | None,
-                     out: str | None, sweep: list[str] | None = None, vcd: str | None = None,
-                     show_progress: bool = True, tech: str | None = None, workers: int | None = 1,
-                     scheduler: str | None = None) -> SimulateResult:
-    """The whole `qsim simulate` job; the output folder appears complete or not at all.
-    The array layers (of every sweep point) run as tasks on `workers` local processes or
-    the Dask cluster at `scheduler` (qsim.npu.distributed.open_pool)."""
-    from ..atomic import atomic_directory
-    from ..outpath import SIMULATION_REPORT, check_output
-    from .golden_vectors import read_inputs
-    engine = resolve_engine(engine_name, vcd)
-    base = load_config(config_spec)
-    table = load_tech(tech)
-    configs = parse_sweep(sweep, base) if sweep else [base]
-    if vcd and sweep:
-        raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
-    with open_pool(workers, scheduler) as pool:      # a LocalCluster starts while the model loads
-        loaded = load_qmodel(model)
-        feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
-        target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
-        inputs = [("quantized model", model), ("NPU configuration", config_spec),
-                  ("--input", input_path)]
-        check_output(out if out is not None else target,
-                     "-o" if out is not None else "the default output folder",
-                     inputs, replaces=SIMULATION_REPORT)
-        if vcd:
-            check_output(vcd, "--vcd", inputs, outputs=[("output folder", target)], folder=False)
-        with atomic_directory(target) as tmp:
-            if sweep:
-                summaries, messages = _sweep(loaded, feeds, configs, engine, tmp, show_progress, pool,
-                                             table)
-                return SimulateResult(target, [], summaries, all(p["all_verified"] for p in summaries),
-                                      messages)
-            run = simulate_one(loaded, feeds, base, engine, show_progress, pool)
-            report = throughput_report(loaded.name, run, table)
-            write_throughput_report(report, tmp)
-            messages = [s.mismatch for s in run.stages if s.mismatch]
-            if vcd:
-                messages.append(dump_vcd(run, vcd) if run.first_mismatch is not None
-                                else f"--vcd {vcd}: no mismatch, no waveform written")
-    return SimulateResult(target, [report], [], run.verified, messages)
-
-
-def _sweep_summary(report: ThroughputReport, config: NpuConfig) -> dict:
-    doc = report.to_json()
-    return {"config": doc["config"], "total_cycles": doc["total_cycles"],
-            "latency_ms": doc["latency_ms"], "inferences_per_s": doc["inferences_per_s"],
-            "gops": doc["gops"], "all_verified": doc["all_verified"],
-            "array_utilization": _array_utilization(report),
-            "energy_per_inference_pj": doc["energy_per_inference_pj"],
-            "energy_by_component_pj": doc["energy_by_component_pj"], "tech": doc["tech"]["name"],
-            "report": f"{config.name}/report.json"}
-
-
-def _array_utilization(report: ThroughputReport) -> float:
-    """MACs over the PE slots of the whole run (all layers' cycles)."""
-    return report.total_macs / (report.pes * report.total_cycles) if report.total_cycles else 0.0
-
-
-def render_report(report: ThroughputReport) -> dict[str, bytes]:
-    """A sweep point's report files (JSON, CSV, plots, HTML) rendered in a scratch folder and
-    returned as bytes: a task, so a sweep's plotting (the largest per-point cost after the
-    layers of a small model) spreads over the workers too, remote ones included."""
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="qsim-report-") as scratch:
-        write_throughput_report(report, scratch)
-        return {p.relative_to(scratch).as_posix(): p.read_bytes()
-                for p in sorted(Path(scratch).rglob("*")) if p.is_file()}
-
-
-def _sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: Engine, tmp: Path,
-           show_progress: bool, pool, table: EnergyTable):
-    """Every configuration's array layers as one batch of tasks on `pool` (so workers stay busy
-    across configuration boundaries), then every point's report rendering as tasks; writes
-    each point's report folder, sweep.json and sweep.png."""
-    import json
-
-    from ..atomic import atomic_write_text
-    from ..progress import Progress
-    if isinstance(pool, InProcess):
-        for config in configs:
-            prepare_engine(config, engine)
-    expected = execute(loaded.model.graph, feeds, backend="kernels")     # the same for every point
-    prepared = [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
-    tasks = [task for p in prepared for task in p.tasks]
-    bar = Progress(f"sweep of {len(configs)} configurations ({engine.value}, {pool.what}) tasks",
-                   len(tasks) + len(configs), enabled=show_progress)
-    try:
-        layers = pool.run(tasks, bar.advance)
-        reports, mismatches, start = [], [], 0
-        for config, p in zip(configs, prepared):
-            run = finish_run(p, layers[start:start + len(p.tasks)])
-            start += len(p.tasks)
-            reports.append(throughput_report(loaded.name, run, table))
-            mismatches += [s.mismatch for s in run.stages if s.mismatch]
-        rendered = pool.run([Task(render_report, (r,), f"report-{c.name}") for c, r in zip(configs, reports)],
-                            bar.advance)
-    finally:
-        bar.close()
-    for config, files in zip(configs, rendered):
-        for name, data in files.items():
-            path = tmp / config.name / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-    summaries = [_sweep_summary(r, c) for c, r in zip(configs, reports)]
-    atomic_write_text(tmp / "sweep.json", json.dumps({"engine": engine.value, "points": summaries},
-                                                     indent=2) + "\n")
-    _sweep_plot(summaries, tmp / "sweep.png")
-    return summaries, mismatches
-
-
-def _sweep_plot(points: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    names = [p["config"]["name"] for p in points]
-    x = range(len(names))
-    fig, (left, right, energy) = plt.subplots(1, 3, figsize=(max(11.0, 1.6 * len(names) + 5), 4))
-    left.bar(x, [p["total_cycles"] for p in points], color="#3b7dd8")
-    left.set_ylabel("total cycles")
-    left.set_title("cycles per inference")
-    right.bar(x, [100 * p["array_utilization"] for p in points], color="#e9a23b")
-    right.set_ylabel("PE utilization over the run (%)")
-    right.set_title("utilization")
-    base = [0.0] * len(names)
-    components = list(points[0]["energy_by_component_pj"]) if points else []
-    for component in components:
-        vals = [p["energy_by_component_pj"].get(component, 0.0) / 1e3 for p in points]
-        energy.bar(x, vals, bottom=base, label=component, color=COMPONENT_COLORS.get(component, "#999"))
-        base = [b + v for b, v in zip(base, vals)]
-    energy.set_ylabel("energy per inference (nJ)")
-    energy.set_title(f"energy ({points[0]['tech'] if points else '?'})")
-    if components:
-        energy.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    for ax in (left, right, energy):
-        ax.set_xticks(list(x), names, rotation=30, ha="right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -22,11 +22,15 @@ import numpy as np
 
 from ..errors import DataError, UsageError
 from ..ir import QuantInfo
-from .params import QuantScheme, nnef_round, params_from_range
+from ..kernels.extensions import extension
+from ..numerics import nnef_round
+from .params import QuantScheme, params_from_range
 
 MAX_BINS = 2048          # histogram resolution: at least range / 2048
 MIN_BIN_LOG2 = -40       # finest bin width 2^-40 (keeps all-zero/constant data bounded)
 MANTISSA_BITS = 52       # bin index |x| / width stays below 2^53: exact in float64 and int64
+
+_quant_ops = extension("_quant_ops")   # raises KernelsUnavailableError when missing or broken
 
 
 class ObserverKind(enum.Enum):
@@ -45,14 +49,13 @@ class ObserverKind(enum.Enum):
 
 def make_observer(kind: ObserverKind | str, channel_axis: int | None = None, *,
                   name: str = "tensor", percentile: float = 99.99) -> "Observer":
-    """An observer of `kind` for the tensor `name` (per channel along `channel_axis`)."""
+    """An observer of `kind` for the tensor `name` (per channel along `channel_axis`).
+    A name that is no ObserverKind is a UsageError listing the kinds (never a fallback)."""
     if not isinstance(kind, ObserverKind):
         kind = ObserverKind.from_name(kind)
-    if kind is ObserverKind.MINMAX:
-        return MinMaxObserver(channel_axis, name=name)
     if kind is ObserverKind.PERCENTILE:
         return PercentileObserver(channel_axis, name=name, percentile=percentile)
-    return MseObserver(channel_axis, name=name)
+    return OBSERVER_CLASSES[kind](channel_axis, name=name)
 
 
 class Observer:
@@ -65,6 +68,9 @@ class Observer:
         self.count = 0
 
     def update(self, batch) -> None:
+        if self.channel_axis is None and isinstance(batch, np.ndarray) and batch.dtype == np.float32:
+            self._update_f32(np.ascontiguousarray(batch).reshape(-1))
+            return
         x = np.asarray(batch, dtype=np.float64)
         if self.channel_axis is None:
             rows = x.reshape(1, -1)
@@ -86,7 +92,24 @@ class Observer:
         self.count += rows.shape[1]
         self._accumulate(rows)
 
+    def _update_f32(self, flat: np.ndarray) -> None:
+        """update() of a per-tensor observer on float32 data (every float activation), in two
+        compiled passes (kernels/quant_ops.pyx) instead of a float64 copy and numpy passes;
+        the same statistics: extremes, zeros and bin counts are exact either way."""
+        lo, hi, zeros, finite = _quant_ops.scan_f32(flat)
+        if not finite:
+            raise DataError(f"{self.name}: calibration produced non-finite values (inf/NaN)",
+                            hint="check the calibration data and the float model")
+        self.channels = 1
+        if flat.size == 0:
+            return
+        self.count += flat.size
+        self._accumulate_f32(flat, lo, hi, zeros)
+
     def _accumulate(self, rows: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _accumulate_f32(self, flat: np.ndarray, lo: float, hi: float, zeros: int) -> None:
         raise NotImplementedError
 
     def _check_seen(self) -> None:
@@ -119,6 +142,9 @@ class MinMaxObserver(Observer):
         lo, hi = rows.min(axis=1), rows.max(axis=1)
         self.lo = lo if self.lo is None else np.minimum(self.lo, lo)
         self.hi = hi if self.hi is None else np.maximum(self.hi, hi)
+
+    def _accumulate_f32(self, flat, lo, hi, zeros):
+        self._accumulate(np.array([[lo, hi]]))
 
     def value_range(self, scheme):
         self._check_seen()
@@ -155,9 +181,24 @@ class StreamingHistogram:
         return k
 
     def add(self, values: np.ndarray) -> None:
-        self.zeros += int(np.count_nonzero(values == 0.0))
-        self.lo = min(self.lo, float(values.min()))
-        self.hi = max(self.hi, float(values.max()))
+        lo, hi = float(values.min()), float(values.max())
+        self._widen(lo, hi, int(np.count_nonzero(values == 0.0)))
+        j = np.floor(values / self.width).astype(np.int64)
+        self._count((lo, hi), lambda grown, lo_j: np.add(
+            grown, np.bincount(j - lo_j, minlength=grown.size), out=grown))
+
+    def add_f32(self, values: np.ndarray, lo: float, hi: float, zeros: int) -> None:
+        """add() of float32 values whose min, max and zero count the caller scanned already
+        (kernels/quant_ops.pyx counts the bins in one pass)."""
+        self._widen(lo, hi, zeros)
+        log2 = self.log2_width
+        self._count((lo, hi), lambda grown, lo_j: _quant_ops.add_bin_counts_f32(values, log2, lo_j, grown))
+
+    def _widen(self, lo: float, hi: float, zeros: int) -> None:
+        """Takes a batch's extremes and zero count; coarsens the bins when the range outgrew them."""
+        self.zeros += zeros
+        self.lo = min(self.lo, lo)
+        self.hi = max(self.hi, hi)
         k = self._needed_log2(self.lo, self.hi)
         if self.log2_width is None:
             self.log2_width = k
@@ -169,12 +210,17 @@ class StreamingHistogram:
                                       minlength=0).astype(np.int64)
             self.first = first
             self.log2_width = k
-        j = np.floor(values / self.width).astype(np.int64)
-        lo_j = min(int(j.min()), self.first) if self.counts.size else int(j.min())
-        hi_j = max(int(j.max()), self.first + self.counts.size - 1) if self.counts.size else int(j.max())
+
+    def _count(self, batch_range: tuple[float, float], add_counts) -> None:
+        """Grows the counts to cover the batch's bins (floor(v / width) is monotonic: its
+        extremes are those of the batch's min and max) and lets add_counts(grown, first) add
+        the batch."""
+        j_min, j_max = (int(math.floor(v / self.width)) for v in batch_range)
+        lo_j = min(j_min, self.first) if self.counts.size else j_min
+        hi_j = max(j_max, self.first + self.counts.size - 1) if self.counts.size else j_max
         grown = np.zeros(hi_j - lo_j + 1, dtype=np.int64)
         grown[self.first - lo_j:self.first - lo_j + self.counts.size] = self.counts
-        grown += np.bincount(j - lo_j, minlength=grown.size)
+        add_counts(grown, lo_j)
         self.counts, self.first = grown, lo_j
 
     def bins(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -232,6 +278,11 @@ class _HistogramObserver(Observer):
             self.histograms = [StreamingHistogram() for _ in range(rows.shape[0])]
         for hist, row in zip(self.histograms, rows):
             hist.add(row)
+
+    def _accumulate_f32(self, flat, lo, hi, zeros):
+        if not self.histograms:
+            self.histograms = [StreamingHistogram()]
+        self.histograms[0].add_f32(flat, lo, hi, zeros)
 
     def value_range(self, scheme):
         self._check_seen()
@@ -320,7 +371,7 @@ class MseObserver(_HistogramObserver):
 
 def _sawtooth_integral(x, step):
     """Integral from 0 to x of (u - step * round(u / step))^2 du (rounding half up)."""
-    k = np.floor(x / step + 0.5)
+    k = nnef_round(x / step)
     v = x - k * step
     return k * step ** 3 / 12 + v ** 3 / 3
 
@@ -343,6 +394,14 @@ def _expected_error(left, right, counts, clip_lo, clip_hi, step):
     below = np.where(a < lo, ((lo - a) ** 3 - (lo - below_b) ** 3) / (3 * safe), 0.0)
     # a zero-width bin is a point mass at a: its rounding or clipping error directly
     c = np.clip(a, lo, hi)
-    at_point = (a - c) ** 2 + (c - s * np.floor(c / s + 0.5)) ** 2
+    at_point = (a - c) ** 2 + (c - s * nnef_round(c / s)) ** 2
     per_bin = np.where(point, at_point, rounding + above + below)
     return (n * per_bin).sum(axis=1)
+
+
+# every ObserverKind and its class (tests/quant/test_observers.py checks the table is complete)
+OBSERVER_CLASSES: dict[ObserverKind, type[Observer]] = {
+    ObserverKind.MINMAX: MinMaxObserver,
+    ObserverKind.PERCENTILE: PercentileObserver,
+    ObserverKind.MSE: MseObserver,
+}

@@ -1,16 +1,15 @@
-"""`qsim quantize`: float model + calibration data → integer model folder + accuracy report.
+"""The quantization pipeline, one for every target (target.py): float graph + calibration
+samples → integer model + accuracy figures, in memory.
 
-    load (qsim.load) → calibrate (observers over float execution) → lower (TOSA integer
-    graph) → evaluate (float vs integer on evaluation data) → write, atomically, one
-    folder: the quantized model (main.sknd + .dat) and the report (report.json,
-    report.html, PNG plots).
+    calibrate (observers over float execution, with the target's activation scheme and
+    weight statistics) → lower (the target's rules) → evaluate (float vs integer on the
+    evaluation samples, a batch at a time where the lowering allows it)
 
-With no model argument, the embedded Fashion-MNIST CNN (qsim.zoo) is used with its
-embedded calibration images and labelled test subset.
+`quantize_graph` reads and writes no files: the `qsim quantize` command
+(qsim.commands.quantize) loads the data, writes the folder (qmodel.py) and the report.
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -18,20 +17,23 @@ from typing import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import ir
-from ..atomic import atomic_directory
-from ..outpath import QUANTIZED_MODEL, check_output
-from ..errors import DataError, QsimError, UsageError
-from ..report.accuracy import write_accuracy_report
+from .. import ir, zoo
+from ..errors import QsimError, UsageError
+from ..loader import load, model_kind
 from .accuracy import AccuracyReport
-from .annotations import check_annotations
 from .calibrate import calibrate
-from .data import Samples, load_samples
+from .cvm_context import CvmConfig
+from .data import Samples
 from .evaluate import Batched, evaluate
-from .lower import LoweredModel, lower_graph
+from .float_side import LoweredModel
 from .observers import ObserverKind
 from .params import Granularity, Precision, QuantConfig
-from .rounding import ROUNDING_MODES, InputMoments, watch_layers
+from .rounding import InputMoments
+from .qmodel import METADATA_FILE, is_quantized_model
+from .rules import RULES
+from .target import Target, TargetKind
+from .target_cvm import CvmTarget
+from .target_tosa import TosaTarget
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,12 @@ class QuantizeOptions:
 class QuantizeResult:
     model: LoweredModel
     report: AccuracyReport
+    target: Target
     out_dir: Path | None = None
     seconds: dict = field(default_factory=dict)
 
 
-def _single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
+def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
     if len(graph.inputs) != 1:
         raise UsageError(f"model {graph.name!r} has {len(graph.inputs)} inputs; qsim quantize "
                          "calibrates single-input models", hint="see README: multi-input models")
@@ -93,82 +96,99 @@ EVAL_BATCH = 100
 
 @dataclass
 class Calibration:
-    """What calibration learnt: activation parameters, and the statistics the weight recipe
-    uses (channel means for bias correction, input moments for adaptive rounding)."""
+    """What calibration learnt: activation parameters, and the statistics a target's weight
+    recipe uses (TOSA: channel means for bias correction, input moments for adaptive
+    rounding; None where the target or the options need none)."""
     qparams: dict[str, ir.QuantInfo]
-    config: QuantConfig
-    channel_means: dict | None
-    input_moments: InputMoments | None
-
-    def lower(self, graph: ir.Graph) -> LoweredModel:
-        return lower_graph(graph, self.qparams, self.config, self.channel_means, self.input_moments)
+    channel_means: dict | None = None
+    input_moments: InputMoments | None = None
 
 
 def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
-                    options: QuantizeOptions) -> Calibration:
+                    options: QuantizeOptions, target: Target) -> Calibration:
     """Runs the float graph over the calibration samples (at most options.calib_limit)."""
-    rounding = options.rounding_mode
-    if rounding not in ROUNDING_MODES:
-        raise UsageError(f"unknown weight rounding {rounding!r}",
-                         hint=f"choose one of {', '.join(ROUNDING_MODES)}")
+    means, moments = target.weight_statistics(graph, options)
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
-    means: dict | None = {} if options.bias_correction else None
-    moments = watch_layers(graph) if rounding == "adaptive" else None
     qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
-                        options.config, options.observer, total=n_calib,
+                        target.calibration_scheme(), options.observer, total=n_calib,
                         show_progress=options.show_progress, channel_means=means,
                         input_moments=moments)
-    return Calibration(qparams, options.config, means, moments)
+    return Calibration(qparams, means, moments)
 
 
-def batched_models(graph: ir.Graph, model: LoweredModel, stats: "Calibration",
+def same_but_batch(graph: ir.Graph, model: LoweredModel, big: ir.Graph, big_model: LoweredModel,
+                   size: int) -> bool:
+    """Whether the float graph `big` and its lowering `big_model` are `graph` and `model` with
+    every non-constant tensor's leading extent 1 -> size and otherwise the same operators,
+    parameters and constants (constant tensors and tensor-valued attributes): then each sample of a batch gets exactly the batch-1 bits (no
+    operator a lowering emits mixes batch rows)."""
+    def batch_of(a: ir.Tensor, b: ir.Tensor | None) -> bool:
+        return (b is not None and bool(a.shape) and a.shape[0] == 1
+                and tuple(b.shape) == (size,) + tuple(a.shape[1:]))
+
+    for name in model.tensor_map:
+        t = graph.tensors.get(name)
+        if t is None or (not t.is_constant and not batch_of(t, big.tensors.get(name))):
+            return False
+    small, large = model.graph, big_model.graph
+    if [op.kind.name for op in small.ops] != [op.kind.name for op in large.ops]:
+        return False
+    for a, b in zip(small.ops, large.ops):
+        if a.inputs != b.inputs or a.outputs != b.outputs:
+            return False
+        for key, value in a.attrs.items():     # tensor attributes (TOSA weights, tables, ...)
+            if isinstance(value, np.ndarray) and not (isinstance(b.attrs.get(key), np.ndarray)
+                                                      and np.array_equal(value, b.attrs[key])):
+                return False
+    for name, t in small.tensors.items():
+        u = large.tensors.get(name)
+        if u is None or u.quant != t.quant or u.dtype is not t.dtype:
+            return False
+        if t.is_constant:
+            if not (u.is_constant and np.array_equal(u.data, t.data)):
+                return False
+        elif not batch_of(t, u):
+            return False
+    return True
+
+
+def batched_models(graph: ir.Graph, model: LoweredModel, calibration: Calibration, target: Target,
                    load_batch: Callable[[int], ir.Graph] | None,
                    size: int = EVAL_BATCH) -> Batched | None:
     """The float graph and its lowering at batch `size`, when the model can be loaded at
-    another batch size (a SkriptND graph attribute `batch`), else None. The lowering reuses
-    the batch-1 quantization parameters, so the integer weights and scales are identical;
-    the batch graphs must differ from the batch-1 ones in the leading axis only."""
+    another batch size (a SkriptND graph attribute `batch`) and the lowering, reusing the
+    batch-1 calibration (so the integer weights and scales are identical), differs from the
+    batch-1 one in the batch axis only (same_but_batch); else None."""
     if load_batch is None or size <= 1:
         return None
     try:
         big = load_batch(size)
+        big_model = target.lower(big, calibration)
     except QsimError:
         return None
-    big_model = stats.lower(big)
-
-    def same_but_batch(a: ir.Graph, b: ir.Graph, names) -> bool:
-        for n in names:
-            if n not in a.tensors or n not in b.tensors:
-                return False
-            sa, sb = a.tensor(n).shape, b.tensor(n).shape
-            if not sa or sa[0] != 1 or sb[0] != size or tuple(sa[1:]) != tuple(sb[1:]):
-                return False
-        return True
-
-    watched = list(model.tensor_map)
-    if not (same_but_batch(graph, big, [n for n in watched if not graph.tensor(n).is_constant])
-            and same_but_batch(model.graph, big_model.graph,
-                               [lw.name for n, lw in model.tensor_map.items()
-                                if not graph.tensor(n).is_constant])):
+    if not same_but_batch(graph, model, big, big_model, size):
         return None
     return Batched(size, big, big_model)
 
 
 def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None = None,
-                   options: QuantizeOptions = QuantizeOptions(), name: str | None = None,
-                   notes: tuple[str, ...] = (),
+                   options: QuantizeOptions = QuantizeOptions(), target: Target | None = None,
+                   name: str | None = None, notes: tuple[str, ...] = (),
                    load_batch: Callable[[int], ir.Graph] | None = None) -> QuantizeResult:
-    """Calibrates, lowers and evaluates `graph` (no files read or written). `load_batch(n)`,
-    when given, loads the same float model at batch n, to evaluate n samples at a time."""
+    """Calibrates, lowers to `target`'s operators (default: TOSA with the options' config) and
+    evaluates `graph` (no files read or written). `load_batch(n)`, when given, loads the same
+    float model at batch n, to evaluate n samples at a time."""
+    target = target or TosaTarget(options.config)
+    target.check_options(options)
     name = name or graph.name
-    input_name, _ = _single_input(graph)
-    check_annotations(graph, options.precision)
+    input_name, _ = single_input(graph)
+    target.check_graph(graph)
     seconds = {}
     t0 = time.perf_counter()
-    stats = calibrate_model(graph, calib, input_name, options)
+    calibration = calibrate_model(graph, calib, input_name, options, target)
     seconds["calibrate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    model = stats.lower(graph)
+    model = target.lower(graph, calibration)
     seconds["lower"] = time.perf_counter() - t0
     if evaluation is None:
         evaluation = calib
@@ -176,48 +196,37 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
                          "results on the calibration data.",)
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
-    batched = batched_models(graph, model, stats, load_batch, min(EVAL_BATCH, n_eval))
+    batched = batched_models(graph, model, calibration, target, load_batch, min(EVAL_BATCH, n_eval))
     report = evaluate(graph, model, evaluation.feeds(input_name, n_eval), total=n_eval,
-                      backend=options.backend, name=name, settings=options.settings(),
+                      backend=options.backend, name=name, settings=target.report_settings(options),
                       show_progress=options.show_progress, notes=notes, batched=batched)
     seconds["evaluate"] = time.perf_counter() - t0
-    return QuantizeResult(model, report, None, seconds)
+    return QuantizeResult(model, report, target, None, seconds)
+
+
+def make_target(kind: TargetKind, options: QuantizeOptions = QuantizeOptions(),
+                cvm_precision: int = 8) -> Target:
+    """The target of `qsim quantize --target KIND`: TOSA with the options' config, or CVM at
+    `cvm_precision` bits."""
+    if kind is TargetKind.CVM:
+        return CvmTarget(CvmConfig(precision=cvm_precision))
+    return TosaTarget(options.config)
 
 
 def load_float_model(path, batch: int | None = None) -> ir.Graph:
-    """Loads a float model keeping whole every compound operator the lowering has a rule for
+    """Loads a float model keeping whole every compound operator some target has a rule for
     (nn.conv, nn.batch_norm, nn.linear, ...): the rules see the operator, not its expansion.
-    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none)."""
-    from ..loader import load, model_kind
-    from .lower import lowering_rules
-
+    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none).
+    A quantized-model folder is a UsageError: it holds integer operators already."""
+    if is_quantized_model(path):
+        raise UsageError(f"{path} is a quantized model folder (it has {METADATA_FILE}); qsim quantize "
+                         "takes a float model", hint="quantize the float model it was made from")
     if model_kind(str(path)) == "skriptnd":
-        return load(path, keep=set(lowering_rules()),
-                    attribs=None if batch is None else {"batch": batch})
+        keep = {kind for rules in RULES.values() for kind in rules}
+        return load(path, keep=keep, attribs=None if batch is None else {"batch": batch})
     if batch is not None:
         raise UsageError(f"{path}: an NNEF 1.0 model has a fixed batch size")
     return load(path)
-
-
-def default_output(model_name: str, precision: Precision = Precision.INT8) -> Path:
-    suffix = "int8" if precision is Precision.INT8 else "int16x8"
-    return Path("qsim-out") / f"{model_name}-{suffix}"
-
-
-def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
-    """The Fashion-MNIST test set for the embedded model: the full 10k images when Debian's
-    dataset-fashion-mnist is installed (and not `subset_only`), else the embedded 1000."""
-    from .. import zoo
-    from ..zoo.fashion_mnist import DEBIAN_DIR
-    full = None if subset_only else zoo.full_test_set()
-    if full is not None:
-        images, labels = full
-        return Samples(images, labels), (f"Evaluated on the full Fashion-MNIST test set "
-                                          f"({len(labels)} labelled images, {DEBIAN_DIR}).")
-    images, labels = zoo.test_subset()
-    why = "" if subset_only else " (install Debian's dataset-fashion-mnist for the full 10k)"
-    return Samples(images, labels), (f"Evaluated on the embedded Fashion-MNIST test subset "
-                                      f"({len(labels)} labelled images){why}.")
 
 
 def model_name_of(path: str | Path) -> str:
@@ -233,123 +242,19 @@ def model_name_of(path: str | Path) -> str:
     return p.stem
 
 
-def quantize_command(model: str | None, calib: str | None, out: str | None,
-                     options: QuantizeOptions = QuantizeOptions(),
-                     evaluation: str | None = None, subset_only: bool = False,
-                     target: str = "tosa", cvm_precision: int = 8) -> QuantizeResult:
-    """The whole `qsim quantize` job; returns the result with the folder written.
-
-    With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
-    evaluated on the Fashion-MNIST test set. Otherwise `calib` is required; `evaluation`
-    defaults to the calibration data (the report says so)."""
-    from .qmodel import save_quantized
-
-    if target not in ("tosa", "cvm"):
-        raise UsageError(f"--target {target}: unknown operator set", hint="use tosa or cvm")
-    if target == "cvm" and options.precision is not Precision.INT8:
-        raise UsageError("--target cvm quantizes to CVM's INT8/INT32 tensors; --precision 16x8 "
-                         "is a TOSA mode", hint="drop --precision or use --target tosa")
-    if target == "cvm" and options.weight_rounding == "adaptive":
-        raise UsageError("--target cvm rounds weights to nearest on its power-of-two grid; "
-                         "--weight-rounding adaptive is a TOSA option",
-                         hint="drop --weight-rounding or use --target tosa")
-    for flag, value in (("--calib-limit", options.calib_limit), ("--eval-limit", options.eval_limit)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} {value}: must be at least 1")
-    notes: tuple[str, ...] = ()
-    if model is None:
-        from .. import zoo
-        model_path = zoo.default_model().path
-    else:
-        model_path = Path(model)
-        if calib is None:
-            raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
-                             "images)", hint=f"qsim quantize {model} --calib calib.npz")
-    model_name = model_name_of(model_path)
-    out_dir = Path(out) if out is not None else (
-        default_output(model_name, options.precision) if target == "tosa"
-        else Path("qsim-out") / f"{model_name}-cvm{cvm_precision}")
-    check_output(out if out is not None else out_dir,
-                 "-o" if out is not None else "the default output folder",
-                 [("model", model_path), ("calibration data", calib),
-                  ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL)
-    graph = load_float_model(model_path)
-    input_name, sample_shape = _single_input(graph)
-    if calib is not None:
-        calib_samples = load_samples(calib, input_name, sample_shape)
-    else:
-        calib_samples = Samples(zoo.calibration_images())
-    if evaluation is not None:
-        eval_samples = load_samples(evaluation, input_name, sample_shape)
-    elif model is None:
-        eval_samples, note = _embedded_evaluation(subset_only)
-        notes += (note,)
-    else:
-        eval_samples = None
-    if eval_samples is not None and eval_samples.labels is not None:
-        check_labels(eval_samples, int(np.prod(graph.tensor(graph.outputs[0]).shape)))
-    load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
-    if target == "cvm":
-        from .cvm_lower import CvmConfig
-        from .cvm_pipeline import cvm_quantize_graph, save_cvm_model
-        cvm_config = CvmConfig(precision=cvm_precision)
-        result = cvm_quantize_graph(graph, calib_samples, eval_samples, options, cvm_config,
-                                    model_name, notes, load_batch=load_batch)
-        save = save_cvm_model
-    else:
-        result = quantize_graph(graph, calib_samples, eval_samples, options, model_name, notes,
-                                load_batch=load_batch)
-        save = save_quantized
-    t0 = time.perf_counter()
-    settings = dict(options.settings(), calibration=calib or "embedded", evaluation=evaluation
-                    or ("embedded test set" if model is None else "calibration data"))
-    if target == "cvm":
-        settings.update(cvm_config.settings())
-    with atomic_directory(out_dir) as tmp:
-        save(result.model, tmp, source=str(model_path), settings=settings)
-        write_accuracy_report(result.report, tmp)
-    seconds = dict(result.seconds, write=time.perf_counter() - t0)
-    return QuantizeResult(result.model, result.report, out_dir, seconds)
+_EMBEDDED: dict[tuple, LoweredModel] = {}
 
 
-def summary_lines(result: QuantizeResult) -> list[str]:
-    """The console summary of a `qsim quantize` run."""
-    r = result.report
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.2f} %"  # noqa: E731
-    dialect = "CVM" if any(op.kind.dialect == "cvm" for op in result.model.graph.ops) else "TOSA"
-    lines = [f"quantized {r.model}: {len(result.model.graph.ops)} {dialect} operators, "
-             f"evaluated on {r.eval_samples} samples",
-             f"  top-1 agreement float vs integer: {pct(r.top1_agreement)}"]
-    if r.float_top1 is not None:
-        lines.append(f"  top-1 accuracy: float {pct(r.float_top1)}, integer {pct(r.int8_top1)}")
-    finite = [t for t in r.tensors if math.isfinite(t.sqnr_db)]
-    if finite:
-        worst = min(finite, key=lambda t: t.sqnr_db)
-        lines.append(f"  lowest per-tensor SQNR: {worst.sqnr_db:.1f} dB ({worst.name})")
-    timing = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
-    lines.append(f"  time: {timing}")
-    if result.out_dir is not None:
-        lines.append(f"wrote {result.out_dir}/ (main.sknd, .dat files, quantization.json, "
-                     "report.json, report.html, plots)")
-    return lines
-
-
-def check_labels(samples: Samples, classes: int) -> None:
-    if samples.labels is not None and (samples.labels.min() < 0 or samples.labels.max() >= classes):
-        raise DataError(f"labels must be class ids in [0, {classes}), got "
-                        f"{int(samples.labels.min())}..{int(samples.labels.max())}")
-
-
-_EMBEDDED: dict[QuantizeOptions, LoweredModel] = {}
-
-
-def embedded_quantized_model(options: QuantizeOptions = QuantizeOptions(show_progress=False)) -> LoweredModel:
-    """The embedded Fashion-MNIST CNN quantized in memory with the embedded calibration set
-    (what `qsim quantize` with no arguments writes), cached per process and options."""
-    if options not in _EMBEDDED:
-        from .. import zoo
+def embedded_quantized_model(options: QuantizeOptions = QuantizeOptions(show_progress=False),
+                             target: Target | None = None) -> LoweredModel:
+    """The embedded Fashion-MNIST CNN quantized in memory for `target` (default: TOSA with the
+    options' config) with the embedded calibration set (what `qsim quantize` with no model
+    writes, without the evaluation), cached per process, options and target."""
+    target = target or TosaTarget(options.config)
+    key = (options, target)
+    if key not in _EMBEDDED:
         graph = load_float_model(zoo.default_model().path)
         calib = Samples(zoo.calibration_images())
-        input_name, _ = _single_input(graph)
-        _EMBEDDED[options] = calibrate_model(graph, calib, input_name, options).lower(graph)
-    return _EMBEDDED[options]
+        input_name, _ = single_input(graph)
+        _EMBEDDED[key] = target.lower(graph, calibrate_model(graph, calib, input_name, options, target))
+    return _EMBEDDED[key]

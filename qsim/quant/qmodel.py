@@ -9,23 +9,31 @@ A quantized model is an ordinary SkriptND model folder:
                        integer inputs (and outputs back), which float tensor each integer
                        tensor stands for (for per-tensor comparisons), and how it was made
 
-The TOSA graph is converted to its SkriptND form (tensor attributes as @variable inputs,
-widths via @quantize: qsim.quant.sknd_form) and written by the SkriptND writer; loading
-reverses both, so `load_quantized(save_quantized(m))` has the same graph as `m`.
+Both targets (TOSA, CVM: quantization.json's settings.target, TOSA when absent) use this
+one format. The integer graph is written in its target's text form (TOSA: tensor attributes
+as @variable inputs, widths via @quantize, qsim.tosa.sknd_form) by the SkriptND writer;
+loading reverses both, so `load_quantized_model(save_quantized_model(m, t, dir))` has the
+same graph as `m`. Every folder is published through qsim.atomic.
 """
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from .. import ir
-from ..errors import DataError
-from .lower import Lowered, LoweredModel
-from .sknd_form import to_sknd_form
+from ..atomic import atomic_directory
+from ..errors import DataError, UsageError
+from ..loader import load
+from ..skriptnd.writer import write_model_files
 from ..textfile import decode_utf8
+from ..userdata import check_nesting
+from .float_side import Lowered, LoweredModel
+from .params import dequantize, quantize
+from .target import Target, TargetKind
+from .target_cvm import CvmTarget
+from .target_tosa import TosaTarget
 
 METADATA_FILE = "quantization.json"
 FORMAT = "qsim-quantized-model"
@@ -54,30 +62,22 @@ def metadata(model: LoweredModel, source: str | None = None, settings: dict | No
     }
 
 
-def save_quantized(model: LoweredModel, folder: str | Path, *, source: str | None = None,
-                   settings: dict | None = None) -> Path:
-    """Writes `model` into `folder` (which may exist and already hold other files, e.g. the
-    report being written beside it): main.sknd, the .dat files and quantization.json."""
-    from ..skriptnd.writer import write_model
+def write_quantized_model(model: LoweredModel, target: Target, folder: Path, *,
+                          source: str | None = None, settings: dict | None = None) -> None:
+    """Writes `model` into `folder`, a folder being built inside qsim.atomic.atomic_directory
+    (which may hold other outputs, e.g. the report): main.sknd in the target's text form,
+    the .dat files and quantization.json (settings as the target declares them)."""
+    write_model_files(target.text_form(model.graph), Path(folder), header=target.model_header(source))
+    doc = metadata(model, source, target.folder_settings(dict(settings or {})))
+    (Path(folder) / METADATA_FILE).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
+
+def save_quantized_model(model: LoweredModel, target: Target, folder: str | Path, *,
+                         source: str | None = None, settings: dict | None = None) -> Path:
+    """Publishes `model` as the quantized-model folder `folder` (replaced atomically)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    # (the source model is recorded in quantization.json, not here: the model text depends
-    # on the integer graph only, so saving a loaded model again gives identical files)
-    header = "Integer model written by qsim quantize (TOSA 0.30 operators, NHWC inside)."
-    # the writer publishes a complete folder atomically; stage it inside `folder` (a killed run
-    # leaves nothing beside it) and move its files up, so `folder` may be the caller's own
-    # temporary output directory
-    staging = Path(tempfile.mkdtemp(prefix=".qsim-qmodel-", dir=folder))
-    try:
-        written = staging / "model"
-        write_model(to_sknd_form(model.graph), written, header=header)
-        for entry in sorted(written.iterdir()):
-            os.replace(entry, folder / entry.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    (folder / METADATA_FILE).write_text(
-        json.dumps(metadata(model, source, settings), indent=2) + "\n", encoding="utf-8")
+    with atomic_directory(folder) as tmp:
+        write_quantized_model(model, target, tmp, source=source, settings=settings)
     return folder
 
 
@@ -87,8 +87,6 @@ def is_quantized_model(path: str | Path) -> bool:
 
 def read_metadata(folder: str | Path) -> dict:
     """quantization.json of `folder`, with the types of every entry the loaders use checked."""
-    from ..userdata import check_nesting
-
     path = Path(folder) / METADATA_FILE
     hint = "is this a folder written by qsim quantize? Re-run qsim quantize to rewrite it"
     try:
@@ -120,8 +118,9 @@ def _check_entries(doc: dict, where: str, hint: str) -> None:
     settings = doc.get("settings", {})
     if not isinstance(settings, dict):
         fail(f'"settings" must be an object, not {type(settings).__name__}')
-    if settings.get("target", "tosa") not in ("tosa", "cvm"):
-        fail(f'"settings.target" is {settings.get("target")!r}; expected "tosa" or "cvm"')
+    if settings.get("target", TargetKind.TOSA.value) not in [k.value for k in TargetKind]:
+        fail(f'"settings.target" is {settings.get("target")!r}; expected '
+             + " or ".join(f'"{k.value}"' for k in TargetKind))
     tensor_map = doc.get("tensor_map", {})
     if not isinstance(tensor_map, dict):
         fail(f'"tensor_map" must be an object, not {type(tensor_map).__name__}')
@@ -143,31 +142,39 @@ def _quant_from(graph: ir.Graph, names, where: str) -> dict[str, ir.QuantInfo]:
     return out
 
 
-def target_of(folder: str | Path) -> str:
-    """'tosa' or 'cvm': the operator set of a quantized model folder."""
-    return str(read_metadata(folder).get("settings", {}).get("target", "tosa"))
+TARGETS: dict[TargetKind, Target] = {TargetKind.TOSA: TosaTarget(), TargetKind.CVM: CvmTarget()}
 
 
-def load_any_quantized(folder: str | Path) -> LoweredModel:
-    """A TOSA or CVM quantized model folder (`qsim run`, `qsim simulate` read either)."""
-    if target_of(folder) == "cvm":
-        from .cvm_pipeline import load_cvm_model
-        return load_cvm_model(folder)
-    return load_quantized(folder)
+def _declared_target(doc: dict) -> Target:
+    """The target a checked quantization.json declares (TOSA when it names none: the format
+    predates CVM)."""
+    return TARGETS[TargetKind(doc.get("settings", {}).get("target", TargetKind.TOSA.value))]
 
 
-def load_quantized(folder: str | Path) -> LoweredModel:
-    """Reads a folder written by save_quantized (or `qsim quantize`)."""
-    from ..loader import load
+def target_of(folder: str | Path) -> Target:
+    """The target (operator set) of a quantized model folder."""
+    return _declared_target(read_metadata(folder))
 
+
+def load_quantized_model(folder: str | Path, expect: TargetKind | None = None) -> LoweredModel:
+    """Reads a quantized-model folder (written by `qsim quantize`, either target; only
+    `expect`'s when given). A float model, or anything else that is not such a folder, is a
+    UsageError saying so."""
     folder = Path(folder)
+    if not folder.exists():
+        raise UsageError(f"no quantized model {str(folder)!r}",
+                         hint="write one with qsim quantize -o DIR")
+    if not is_quantized_model(folder):
+        raise UsageError(f"{folder} is not a quantized model folder (no {METADATA_FILE}): a float "
+                         "model, or not a model", hint="quantize it first: qsim quantize MODEL -o DIR")
     doc = read_metadata(folder)
-    if doc.get("settings", {}).get("target", "tosa") != "tosa":
-        raise DataError(f"{folder}: a {doc['settings']['target']} model, not a TOSA one",
-                        hint="load it with qsim.quant.qmodel.load_any_quantized")
+    target = _declared_target(doc)
+    if expect is not None and target.kind is not expect:
+        raise DataError(f"{folder}: a {target.title} model, not a {TARGETS[expect].title} one",
+                        hint=f"quantize the model with --target {expect.value}")
     graph = load(folder)
-    if any(op.kind.dialect != "tosa" for op in graph.ops):
-        raise DataError(f"{folder}: {METADATA_FILE} describes a TOSA integer model, but "
+    if any(op.kind.dialect != target.dialect for op in graph.ops):
+        raise DataError(f"{folder}: {METADATA_FILE} describes a {target.title} integer model, but "
                         "main.sknd holds other operators")
     where = str(folder / METADATA_FILE)
     tensor_map = {}
@@ -182,12 +189,9 @@ def load_quantized(folder: str | Path) -> LoweredModel:
                         _quant_from(graph, graph.outputs, where), tensor_map)
 
 
-def integer_inputs(model: LoweredModel, arrays: dict[str, "np.ndarray"]) -> dict[str, "np.ndarray"]:
+def integer_inputs(model: LoweredModel, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The graph's integer inputs from user arrays: a float array is quantized with the
     input's scale and zero point; an integer array must already have the input's dtype."""
-    import numpy as np
-
-    from .params import quantize
 
     out = {}
     for name, value in arrays.items():
@@ -209,9 +213,6 @@ def integer_inputs(model: LoweredModel, arrays: dict[str, "np.ndarray"]) -> dict
 
 def dequantized_summary(name: str, value, quant: ir.QuantInfo) -> str:
     """One line: the integer output read as real numbers, and its argmax."""
-    import numpy as np
-
-    from .params import dequantize
     real = dequantize(np.asarray(value), quant)
     return (f"{name} dequantized (scale {quant.scale:.6g}, zero point {quant.zero_point}): "
             f"min {real.min():.6g} max {real.max():.6g}, argmax {int(np.argmax(real.reshape(-1)))}")

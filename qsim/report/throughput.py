@@ -1,17 +1,23 @@
 """The throughput report of `qsim simulate`: report.json, a SCALE-Sim-style CSV, PNG plots, HTML.
 
-The NPU stage computes a `ThroughputReport` (qsim.npu.throughput: per-layer cycles, traffic and
-energy, and their totals); this module only writes it out, atomically, into one folder.
+The NPU stage returns a run (qsim.npu.program.GraphRun); `throughput_report` turns it into
+per-layer `LayerThroughput`s with their energy (qsim.npu.energy), this module derives the
+totals that follow from them by definition (sums, latency at the clock, GOPS, energy per
+inference) and writes the files.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
-from ..atomic import atomic_write_text
-from ..npu.throughput import ThroughputReport
+from ..atomic import atomic_file
+from ..npu.energy import EnergyTable, energy_by_component, load_tech
+from ..npu.engines import Engine
+from ..npu.program import GraphRun
 from .html import Page
 
 # Columns of SCALE-Sim's COMPUTE_REPORT.csv, in its order, for side-by-side use.
@@ -19,31 +25,202 @@ SCALESIM_COMPUTE_COLUMNS = ("LayerID", "Total Cycles", "Stall Cycles", "Overall 
                             "Mapping Efficiency %", "Compute Util %")
 
 
-def scalesim_csv(report: ThroughputReport) -> str:
-    """The layers as SCALE-Sim's COMPUTE_REPORT.csv (SCALESIM_COMPUTE_COLUMNS)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(SCALESIM_COMPUTE_COLUMNS)
-    for i, layer in enumerate(report.layers):
-        writer.writerow([i, layer.cycles, layer.stall_cycles,
-                         f"{100 * report.utilization(layer):.4f}",
-                         f"{100 * layer.mapping_efficiency:.4f}",
-                         f"{100 * report.compute_utilization(layer):.4f}"])
-    return buf.getvalue()
+@dataclass(frozen=True)
+class LayerThroughput:
+    """One layer on the NPU. `unit`: "array" (systolic array), "vector" (vector unit) or "host"."""
+    name: str
+    op: str
+    unit: str
+    macs: int
+    compute_cycles: int
+    fill_drain_cycles: int
+    stall_cycles: int
+    mapping_efficiency: float          # fraction of PEs holding useful work while computing
+    dram_input_bytes: int
+    dram_weight_bytes: int
+    dram_output_bytes: int
+    verified: bool | None = None       # None: not compared (e.g. host op)
+    rtl: bool = False                  # values and cycles came from an RTL engine
+    energy_by_component_pj: dict[str, float] = field(default_factory=dict)   # qsim.npu.energy
+    events: dict[str, int] = field(default_factory=dict)                     # counts behind it
+
+    @property
+    def cycles(self) -> int:
+        return self.compute_cycles + self.fill_drain_cycles + self.stall_cycles
+
+    @property
+    def dram_bytes(self) -> int:
+        return self.dram_input_bytes + self.dram_weight_bytes + self.dram_output_bytes
+
+    @property
+    def energy_pj(self) -> float:
+        return sum(self.energy_by_component_pj.values())
 
 
-def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
-    import matplotlib
+@dataclass(frozen=True)
+class ThroughputReport:
+    model: str
+    engine: str
+    config: dict[str, Any]             # at least rows, cols, dataflow, clock_mhz, dram_bytes_per_cycle
+    layers: tuple[LayerThroughput, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    tech: dict[str, Any] = field(default_factory=dict)   # the energy table used (name, figures)
+
+    @property
+    def pes(self) -> int:
+        return int(self.config["rows"]) * int(self.config["cols"])
+
+    @property
+    def total_cycles(self) -> int:
+        return sum(layer.cycles for layer in self.layers)
+
+    @property
+    def total_macs(self) -> int:
+        return sum(layer.macs for layer in self.layers)
+
+    @property
+    def latency_s(self) -> float:
+        return self.total_cycles / (float(self.config["clock_mhz"]) * 1e6)
+
+    @property
+    def inferences_per_s(self) -> float:
+        return 1.0 / self.latency_s if self.total_cycles else float("inf")
+
+    @property
+    def gops(self) -> float:
+        """Achieved giga-operations per second (one MAC = 2 operations)."""
+        return 2.0 * self.total_macs / self.latency_s / 1e9 if self.total_cycles else 0.0
+
+    @property
+    def total_energy_pj(self) -> float:
+        return sum(layer.energy_pj for layer in self.layers)
+
+    @property
+    def energy_by_component_pj(self) -> dict[str, float]:
+        """Whole-run energy per component, components in the layers' order."""
+        total: dict[str, float] = {}
+        for layer in self.layers:
+            for key, value in layer.energy_by_component_pj.items():
+                total[key] = total.get(key, 0.0) + value
+        return total
+
+    def utilization(self, layer: LayerThroughput) -> float:
+        """MACs done over MAC slots available during the layer (all its cycles)."""
+        return layer.macs / (self.pes * layer.cycles) if layer.cycles and layer.unit == "array" else 0.0
+
+    def compute_utilization(self, layer: LayerThroughput) -> float:
+        busy = layer.cycles - layer.stall_cycles
+        return layer.macs / (self.pes * busy) if busy and layer.unit == "array" else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        layers = []
+        for layer in self.layers:
+            row = asdict(layer)
+            row.update(cycles=layer.cycles, utilization=self.utilization(layer),
+                       dram_bytes=layer.dram_bytes, energy_pj=layer.energy_pj)
+            layers.append(row)
+        return {"model": self.model, "engine": self.engine, "config": self.config,
+                "layers": layers, "total_cycles": self.total_cycles, "total_macs": self.total_macs,
+                "latency_ms": self.latency_s * 1e3, "inferences_per_s": self.inferences_per_s,
+                "gops": self.gops, "all_verified": all(l.verified is not False for l in self.layers),
+                # one run of the model on one input is one inference (as latency_ms counts it)
+                "total_energy_pj": self.total_energy_pj, "energy_per_inference_pj": self.total_energy_pj,
+                "energy_by_component_pj": self.energy_by_component_pj, "tech": self.tech,
+                "notes": list(self.notes)}
+
+    def scalesim_csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(SCALESIM_COMPUTE_COLUMNS)
+        for i, layer in enumerate(self.layers):
+            writer.writerow([i, layer.cycles, layer.stall_cycles,
+                             f"{100 * self.utilization(layer):.4f}",
+                             f"{100 * layer.mapping_efficiency:.4f}",
+                             f"{100 * self.compute_utilization(layer):.4f}"])
+        return buf.getvalue()
+
+
+def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None = None) -> ThroughputReport:
+    config = run.config
+    tech = load_tech(None) if tech is None else tech
+    layers = []
+    for s in run.stages:
+        layers.append(LayerThroughput(
+            name=s.stage.name, op=s.stage.op_text, unit=s.stage.unit.value, macs=s.macs,
+            compute_cycles=s.compute_cycles, fill_drain_cycles=s.fill_drain_cycles,
+            stall_cycles=s.stall_cycles,
+            mapping_efficiency=s.macs / s.mac_slots if s.mac_slots else 0.0,
+            dram_input_bytes=s.dram_input_bytes, dram_weight_bytes=s.dram_weight_bytes,
+            dram_output_bytes=s.dram_output_bytes, verified=s.verified, rtl=s.rtl,
+            energy_by_component_pj=energy_by_component(s.events, tech, config.geometry),
+            events=s.events.to_json()))
+    notes = [f"{s.stage.name}: {s.stage.note}" for s in run.stages if s.stage.note]
+    where = ("the numpy cycle model (same values and cycles as the RTL)" if run.engine is Engine.MODEL
+             else f"the RTL ({run.engine.value} engine)")
+    notes.append(f"array layers run on {where}; vector-unit layers use the documented cost model "
+                 "(docs/npu.md) with the kernels' values; host layers (reshapes, and array "
+                 "operators the array cannot take) cost no NPU cycles.")
+    notes += [s.mismatch for s in run.stages if s.mismatch]
+    cfg = {"name": config.name, "rows": config.rows, "cols": config.cols,
+           "dataflow": config.dataflow.value, "input_buffer_bytes": config.input_buffer_bytes,
+           "weight_buffer_bytes": config.weight_buffer_bytes,
+           "accumulator_buffer_bytes": config.accumulator_buffer_bytes,
+           "dram_bytes_per_cycle": config.dram_bytes_per_cycle, "clock_mhz": config.clock_mhz}
+    notes.append(f"energy: event counts of each stage's program (MACs, buffer words, DRAM bytes, "
+                 f"vector operations) x the '{tech.name}' table ({tech.source}); host stages count "
+                 "none (docs/npu.md, Energy).")
+    return ThroughputReport(model=model_name, engine=run.engine.value, config=cfg,
+                            layers=tuple(layers), notes=tuple(notes), tech=tech.to_json())
+
+
+
+def summary_lines(report: ThroughputReport) -> list[str]:
+    """The console table: one line per layer, then the totals."""
+    head = (f"{'layer':<22} {'op':<28} {'unit':<6} {'MACs':>9} {'cycles':>8} {'compute':>8} "
+            f"{'fill/dr':>8} {'stall':>7} {'util%':>6} {'DRAM B':>8} {'nJ':>8}  verified")
+    lines = [head, "-" * len(head)]
+    for layer in report.layers:
+        verified = {True: "yes", False: "MISMATCH", None: "-"}[layer.verified]
+        lines.append(f"{layer.name[:22]:<22} {layer.op[:28]:<28} {layer.unit:<6} {layer.macs:>9} "
+                     f"{layer.cycles:>8} {layer.compute_cycles:>8} {layer.fill_drain_cycles:>8} "
+                     f"{layer.stall_cycles:>7} {100 * report.utilization(layer):>6.1f} "
+                     f"{layer.dram_bytes:>8} {layer.energy_pj / 1e3:>8.2f}  {verified}")
+    cfg = report.config
+    lines.append("-" * len(head))
+    lines.append(f"total: {report.total_cycles} cycles, {report.total_macs} MACs on {cfg['rows']}x"
+                 f"{cfg['cols']} {cfg['dataflow']} at {cfg['clock_mhz']:g} MHz: latency "
+                 f"{report.latency_s * 1e6:.2f} us, {report.inferences_per_s:.0f} inferences/s, "
+                 f"{report.gops:.2f} GOPS; engine {report.engine}")
+    parts = ", ".join(f"{name} {pj / 1e3:.1f}" for name, pj in report.energy_by_component_pj.items() if pj)
+    lines.append(f"energy ({report.tech.get('name', '?')}): {report.total_energy_pj / 1e3:.2f} nJ per "
+                 f"inference ({parts} nJ)")
+    return lines
+
+
+
+def _pyplot():
+    import matplotlib                   # deferred: matplotlib takes ~1 s to import
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt     # deferred: as above
+    return plt
 
+
+def _png(fig, plt) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _width(report: ThroughputReport) -> float:
+    return max(6.0, 0.35 * len(report.layers) + 2)
+
+
+def _cycles_plot(report: ThroughputReport) -> bytes:
+    plt = _pyplot()
     names = [layer.name for layer in report.layers]
     x = range(len(names))
-    width = max(6.0, 0.35 * len(names) + 2)
-    paths = {"cycles_plot": out / "cycles.png", "utilization_plot": out / "utilization.png",
-             "roofline_plot": out / "roofline.png", "energy_plot": out / "energy.png"}
-
-    fig, ax = plt.subplots(figsize=(width, 4))
+    fig, ax = plt.subplots(figsize=(_width(report), 4))
     bottom = [0] * len(names)
     for label, attr, color in (("compute", "compute_cycles", "#3b7dd8"),
                                ("fill/drain", "fill_drain_cycles", "#e9a23b"),
@@ -57,19 +234,25 @@ def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
                  f"({report.config.get('dataflow', '?')}): cycles per layer")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(paths["cycles_plot"], dpi=110)
-    plt.close(fig)
+    return _png(fig, plt)
 
-    fig, ax = plt.subplots(figsize=(width, 3.5))
+
+def _utilization_plot(report: ThroughputReport) -> bytes:
+    plt = _pyplot()
+    names = [layer.name for layer in report.layers]
+    x = range(len(names))
+    fig, ax = plt.subplots(figsize=(_width(report), 3.5))
     ax.bar(x, [100 * report.utilization(layer) for layer in report.layers], color="#3b7dd8")
     ax.set_xticks(list(x), names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("PE utilization (%)")
     ax.set_ylim(0, 100)
     ax.set_title("PE utilization per layer (array layers)")
     fig.tight_layout()
-    fig.savefig(paths["utilization_plot"], dpi=110)
-    plt.close(fig)
+    return _png(fig, plt)
 
+
+def _roofline_plot(report: ThroughputReport) -> bytes:
+    plt = _pyplot()
     clock_hz = float(report.config["clock_mhz"]) * 1e6
     peak_gops = 2.0 * report.pes * clock_hz / 1e9
     bw_gbs = float(report.config["dram_bytes_per_cycle"]) * clock_hz / 1e9
@@ -93,10 +276,7 @@ def _plots(report: ThroughputReport, out: Path) -> dict[str, Path]:
     ax.set_title(f"roofline: peak {peak_gops:.1f} GOPS, DRAM {bw_gbs:.1f} GB/s")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(paths["roofline_plot"], dpi=110)
-    plt.close(fig)
-    _energy_plot(report, paths["energy_plot"], plt)
-    return paths
+    return _png(fig, plt)
 
 
 # One colour per qsim.npu.energy.COMPONENTS entry (other names fall back to grey).
@@ -105,8 +285,9 @@ COMPONENT_COLORS = {"mac": "#3b7dd8", "input_buffer": "#6fb36f", "weight_buffer"
                      "output_buffer": "#f4d03f", "dram": "#c44", "vector": "#555"}
 
 
-def _energy_plot(report: ThroughputReport, path: Path, plt) -> None:
+def _energy_plot(report: ThroughputReport) -> bytes:
     """Left: energy per layer, stacked by component; right: the run's total by component."""
+    plt = _pyplot()
     names = [layer.name for layer in report.layers]
     x = range(len(names))
     totals = report.energy_by_component_pj
@@ -130,20 +311,19 @@ def _energy_plot(report: ThroughputReport, path: Path, plt) -> None:
     right.set_xticks([0], ["total"])
     right.set_title(f"total {report.total_energy_pj / 1e3:,.0f} nJ", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return _png(fig, plt)
 
 
-def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> dict[str, Path]:
-    """Writes report.json, compute_report.csv, cycles/utilization/roofline PNGs, report.html."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out / "report.json", "csv": out / "compute_report.csv",
-             "html": out / "report.html"}
-    atomic_write_text(paths["json"], json.dumps(report.to_json(), indent=2) + "\n")
-    atomic_write_text(paths["csv"], scalesim_csv(report))
-    paths.update(_plots(report, out))
+# The report's PNG plots: file name -> (renderer, alt text), in the HTML's order.
+PLOTS = {"cycles.png": (_cycles_plot, "cycles per layer"),
+         "utilization.png": (_utilization_plot, "utilization"),
+         "roofline.png": (_roofline_plot, "roofline"),
+         "energy.png": (_energy_plot, "energy per layer and component")}
+DOCUMENTS = "documents"         # the part holding report.json, compute_report.csv, report.html
+PARTS = (DOCUMENTS, *PLOTS)     # render_part's parts: independent, so each can be a task
 
+
+def _html(report: ThroughputReport) -> str:
     page = Page(f"qsim throughput report: {report.model}")
     cfg = report.config
     page.table(["measure", "value"], [
@@ -172,8 +352,31 @@ def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> di
         ["component", "nJ", "share %"],
         [[name, pj / 1e3, 100 * pj / total if total else 0.0]
          for name, pj in report.energy_by_component_pj.items()])
-    for key, alt in (("cycles_plot", "cycles per layer"), ("utilization_plot", "utilization"),
-                     ("roofline_plot", "roofline"), ("energy_plot", "energy per layer and component")):
-        page.image(paths[key].name, alt)
-    atomic_write_text(paths["html"], page.render())
+    for file, (_, alt) in PLOTS.items():
+        page.image(file, alt)
+    return page.render()
+
+
+def render_part(report: ThroughputReport, part: str) -> dict[str, bytes]:
+    """One part of the report's files, file name -> bytes: DOCUMENTS (JSON, CSV, HTML) or one
+    plot. A sweep renders every part of every point as a task, so the plotting (the largest
+    per-point cost after the layers of a small model) spreads evenly over the workers."""
+    if part == DOCUMENTS:
+        return {"report.json": (json.dumps(report.to_json(), indent=2) + "\n").encode(),
+                "compute_report.csv": report.scalesim_csv().encode(),
+                "report.html": _html(report).encode()}
+    render, _ = PLOTS[part]
+    return {part: render(report)}
+
+
+def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> dict[str, Path]:
+    """Writes report.json, compute_report.csv, report.html and the PNG plots into `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for part in PARTS:
+        for name, data in render_part(report, part).items():
+            paths[name] = out / name
+            with atomic_file(paths[name]) as tmp:
+                tmp.write_bytes(data)
     return paths

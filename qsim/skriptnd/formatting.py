@@ -59,7 +59,7 @@ def format_value(v, where: str) -> str:
     if isinstance(v, np.ndarray):
         raise UnsupportedError(f"{where}: attribute value is a tensor (numpy array of shape "
                                f"{list(v.shape)}); SkriptND attributes are compile-time values",
-                               hint="TOSA graphs: write qsim.quant.sknd_form.to_sknd_form(graph), "
+                               hint="TOSA graphs: write qsim.tosa.sknd_form.to_sknd_form(graph), "
                                     "which turns tensor attributes into @variable inputs")
     raise UnsupportedError(f"{where}: attribute value {v!r} ({type(v).__name__}) has no SkriptND form")
 

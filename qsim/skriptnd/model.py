@@ -11,12 +11,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-import numpy as np
-
 from .. import ir
 from ..errors import DataError, SemanticError, UsageError
 from ..tensorfile import read_tensor, resolve_tensor_path
 from .compose import ComposeOptions, Composer
+from .integer_form import to_ir_form
 from .modules import ModuleSet
 from .values import TensorValue
 
@@ -92,7 +91,7 @@ def compose_graphs(path: str, *, graph: str | None = None, all_graphs: bool = Fa
                             location=where,
                             hint=f"put {missing[0]}.dat next to main.sknd (NNEF tensor file)")
         if not missing:
-            built = _integer_form(built).verify()
+            built = to_ir_form(built).verify()
         results.append(Composed(built, missing, unresolved))
     return results
 
@@ -110,33 +109,6 @@ def unresolved_imports(modules: ModuleSet, module) -> list[str]:
                 raise
             notes.append(f"{imp.loc}: import of unknown module '{imp.module}' (unused by the composed graphs)")
     return notes
-
-
-def _integer_form(graph: ir.Graph) -> ir.Graph:
-    """A quantized model (TOSA operators) in qsim's IR form: SkriptND `int` tensors take the width
-    of their @quantize entry, @variable inputs holding tensor attributes (weights, tables) move
-    back into the ops' attributes (stdlib/tosa.sknd conventions, qsim.quant.sknd_form)."""
-    dialects = {op.kind.dialect for op in graph.ops}
-    if "tosa" in dialects:
-        from ..quant.sknd_form import from_sknd_form
-        return from_sknd_form(graph)
-    if "cvm" in dialects:
-        return _cvm_form(graph)
-    return graph
-
-
-def _cvm_form(graph: ir.Graph) -> ir.Graph:
-    """CVM tensors are int8 or int32 (docs/cvm.md): a SkriptND `int` tensor whose @quantize entry
-    gives at most 8 signed bits (its CVM precision) is int8, any other int32."""
-    tensors = {}
-    for name, t in graph.tensors.items():
-        if t.dtype.is_integer:
-            q = t.quant
-            dtype = ir.DType.I8 if q is not None and q.signed and int(q.bits) <= 8 else ir.DType.I32
-            data = None if t.data is None else np.asarray(t.data).astype(dtype.numpy)
-            t = ir.Tensor(t.name, dtype, t.shape, data, t.quant, t.max_shape)
-        tensors[name] = t
-    return ir.Graph(graph.name, graph.inputs, graph.outputs, graph.ops, tensors)
 
 
 def load_skriptnd(path: str, *, graph: str | None = None, keep: Iterable[str] = DEFAULT_KEEP,

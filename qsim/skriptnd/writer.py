@@ -19,7 +19,8 @@ the second write reproduces it exactly:
 - Types. SkriptND tensors are `real`, `int` or `bool`. An integer tensor's width is kept in its
   @quantize entry (bits, signed; stdlib/tosa.sknd's convention): a tensor of another integer
   type than int32/int64 without a QuantInfo gets a width-only entry (scale 1, zero point 0,
-  symmetric), as qsim.quant.sknd_form does. Integer data files are stored at the entry's width
+  symmetric: skriptnd.integer_form.width_quant, the one rule qsim.tosa.sknd_form uses too).
+  Integer data files are stored at the entry's width
   when the values fit it, else at 32 bits when they fit, else 64: all decided from what the
   folder itself holds, so a reloaded int64 tensor is stored as before.
 - QuantInfo.source is not representable; entries read back as source "annotation".
@@ -30,7 +31,7 @@ Control-flow ops (control.if, control.loop) are written as `if ... then {...} el
 `with ... for ... while {...} do ..(i -> n) {...}` blocks (writer_control.py).
 
 Not representable (a located QsimError says which op or tensor): tensor-valued (numpy)
-attributes (convert TOSA graphs with qsim.quant.sknd_form.to_sknd_form first), float16/float64
+attributes (convert TOSA graphs with qsim.tosa.sknd_form.to_sknd_form first), float16/float64
 tensors, a null attribute whose operator default is not null, computed tensors without a
 producer, a QuantInfo on a tensor inside a control-flow body.
 """
@@ -46,10 +47,13 @@ import numpy as np
 from .. import ir
 from ..atomic import atomic_directory
 from ..errors import InvalidGraphError, QsimError, UnsupportedError, UsageError
+from ..tensorfile import write_tensor
 from . import ast
 from .evaluate import Evaluator, free_names
+from .integer_form import width_quant
 from .formatting import RESERVED, format_value, is_identifier, quant_entry
 from .modules import ModuleSet
+from .writer_control import write_control
 from .writer_own import definition_text, module_text
 from .values import Uniform, same
 
@@ -64,21 +68,26 @@ _STORAGE = {(4, True): np.int8, (8, True): np.int8, (8, False): np.uint8, (16, T
 
 def write_model(graph: ir.Graph, folder, *, header: str | None = None) -> None:
     """Writes `graph` as a SkriptND model folder at `folder` (replaced atomically if it exists)."""
-    writer = _Writer(graph)
-    text, files = writer.render(DEFAULT_HEADER if header is None else header)
-    modules = writer.module_files()
     target = Path(os.fspath(folder))
     try:
         with atomic_directory(target) as tmp:
-            (tmp / "main.sknd").write_text(text, encoding="utf-8")
-            for filename, module in modules.items():
-                (tmp / filename).write_text(module, encoding="utf-8")
-            from ..tensorfile import write_tensor
-            for filename, array, bits, signed in files:
-                write_tensor(tmp / filename, array, bits=bits, signed=signed)
+            write_model_files(graph, tmp, header=header)
     except OSError as err:
         raise UsageError(f"cannot write the model folder {target}: {err.strerror or err}",
                          hint="choose a writable output folder") from None
+
+
+def write_model_files(graph: ir.Graph, folder: Path, *, header: str | None = None) -> None:
+    """Writes main.sknd, its modules and the .dat files of `graph` into `folder`, a folder being
+    built inside qsim.atomic.atomic_directory (the caller's: it may hold other outputs too)."""
+    writer = _Writer(graph)
+    text, files = writer.render(DEFAULT_HEADER if header is None else header)
+    modules = writer.module_files()
+    (folder / "main.sknd").write_text(text, encoding="utf-8")
+    for filename, module in modules.items():
+        (folder / filename).write_text(module, encoding="utf-8")
+    for filename, array, bits, signed in files:
+        write_tensor(folder / filename, array, bits=bits, signed=signed)
 
 
 def render(graph: ir.Graph, *, header: str | None = None) -> tuple[str, list]:
@@ -98,12 +107,7 @@ def _tensor_type(t: ir.Tensor, where: str) -> str:
 
 def _width_quant(t: ir.Tensor) -> ir.QuantInfo | None:
     """The QuantInfo written for `t`: its own, or one recording an integer width (module doc)."""
-    if t.quant is not None:
-        return t.quant
-    if t.dtype.is_integer and t.dtype not in (ir.DType.I32, ir.DType.I64):
-        return ir.QuantInfo(scale=1.0, zero_point=0, bits=t.dtype.bits, signed=t.dtype.signed,
-                            symmetric=True, source="derived")
-    return None
+    return t.quant if t.quant is not None else width_quant(t.dtype)
 
 
 def _storage(data: np.ndarray, quant: ir.QuantInfo | None) -> tuple[np.ndarray, int | None, bool | None]:
@@ -271,7 +275,6 @@ class _Writer:
         return module, definition
 
     def statements(self, ops, dialects: list, where: str) -> list[str]:
-        from .writer_control import write_control
         return [write_control(self, op, dialects) if op.subgraphs else self._invocation(op, dialects, where)
                 for op in ops]
 

@@ -8,7 +8,8 @@ from qsim import cli
 from qsim.commands import quantize, simulate
 from qsim.npu.engines import Engine
 from qsim.quant.observers import ObserverKind
-from qsim.quant.params import Granularity, Precision, Rounding, Target, WeightRounding
+from qsim.quant.params import Granularity, Precision, Rounding, WeightRounding
+from qsim.quant.target import TargetKind
 from qsim.runtime.executor import Backend
 
 
@@ -19,7 +20,7 @@ def _option(command: str, flag: str) -> argparse.Action:
 
 
 @pytest.mark.parametrize("command,flag,enum", [
-    ("quantize", "--target", Target), ("quantize", "--observer", ObserverKind),
+    ("quantize", "--target", TargetKind), ("quantize", "--observer", ObserverKind),
     ("quantize", "--precision", Precision), ("quantize", "--weights", Granularity),
     ("quantize", "--rounding", Rounding), ("quantize", "--weight-rounding", WeightRounding),
     ("quantize", "--backend", Backend), ("run", "--backend", Backend)])
@@ -32,17 +33,17 @@ def test_choices_are_the_enum_values(command, flag, enum):
 def test_quantize_passes_enum_members(monkeypatch):
     seen = {}
 
-    def fake_quantize_command(model, calib, out, options, **kwargs):
+    def fake_quantize_to_folder(model, calib, out, options, **kwargs):
         seen.update(options=options, **kwargs)
         raise SystemExit(0)
-    monkeypatch.setattr(quantize, "quantize_command", fake_quantize_command)
+    monkeypatch.setattr(quantize, "quantize_to_folder", fake_quantize_to_folder)
     args = cli.build_parser().parse_args(
         ["quantize", "--target", "cvm", "--observer", "mse", "--precision", "16x8", "--weights",
          "per-tensor", "--rounding", "double", "--weight-rounding", "nearest", "--backend", "reference"])
     with pytest.raises(SystemExit):
         quantize.run(args)
     options = seen["options"]
-    assert seen["target"] is Target.CVM
+    assert seen["target"] is TargetKind.CVM
     assert options.observer is ObserverKind.MSE and options.precision is Precision.INT16X8
     assert options.weight_granularity is Granularity.PER_TENSOR and options.double_round is True
     assert options.weight_rounding is WeightRounding.NEAREST and options.backend is Backend.REFERENCE

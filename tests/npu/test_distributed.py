@@ -62,13 +62,15 @@ def test_sweep_on_the_cluster_equals_the_serial_run(pool, capsys, tmp_path, engi
     assert got == want
     assert all(p["all_verified"] for p in got["sweep.json"]["points"])
     # the progress counts tasks: per point one per array or vector layer (5 + 2 in the embedded
-    # model) and one rendering its report
-    assert f"tasks: {8 * points} steps" in err and f"tasks: {8 * points} done" in err
+    # model) and one per part of its report (JSON/CSV/HTML, 4 plots), and one drawing sweep.png
+    tasks = (5 + 2 + 5) * points + 1
+    assert f"tasks: {tasks} steps" in err and f"tasks: {tasks} done" in err
     assert f"({engine}, Dask cluster at {address}) tasks" in err
     for name in ("compute_report.csv", "report.html", "cycles.png", "utilization.png", "roofline.png"):
         for point in got["sweep.json"]["points"]:
             folder = point["config"]["name"]
             assert (spread / folder / name).read_bytes() == (serial / folder / name).read_bytes(), name
+    assert (spread / "sweep.png").read_bytes() == (serial / "sweep.png").read_bytes()
 
 
 def _same_runs(a, b):
@@ -172,8 +174,9 @@ def test_one_worker_runs_in_this_process_without_dask(tmp_path):
     with open_pool(workers=1) as in_process:
         assert isinstance(in_process, InProcess)
     folder = tmp_path / "fashion"
-    from qsim.quant.qmodel import save_quantized
-    save_quantized(embedded_quantized_model(), folder)
+    from qsim.quant.qmodel import save_quantized_model
+    from qsim.quant.target_tosa import TosaTarget
+    save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
     code = textwrap.dedent(f"""
         import sys
         from qsim.cli import main

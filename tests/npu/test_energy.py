@@ -181,7 +181,7 @@ def _only(key: str) -> str:
 
 def test_counts_agree_with_the_cycle_model(embedded_run):
     """MAC events = R x C x streaming cycles and DRAM events = the DMA bytes, per layer."""
-    from qsim.npu.simulate import throughput_report
+    from qsim.report.throughput import throughput_report
     macs = throughput_report("m", embedded_run, parse_tech(_only("mac"))).to_json()
     dram = throughput_report("m", embedded_run, parse_tech(_only("dram_byte"))).to_json()
     vec = throughput_report("m", embedded_run, parse_tech(_only("vector_op"))).to_json()
@@ -196,7 +196,7 @@ def test_counts_agree_with_the_cycle_model(embedded_run):
 
 
 def test_every_layer_has_unit_rtl_and_energy(embedded_run):
-    from qsim.npu.simulate import throughput_report
+    from qsim.report.throughput import throughput_report
     doc = throughput_report("m", embedded_run).to_json()
     units = {layer["op"].split("+")[0]: layer["unit"] for layer in doc["layers"]}
     assert units == {"TRANSPOSE": "vector", "CONV2D": "array", "AVG_POOL2D": "vector",
@@ -218,7 +218,7 @@ def test_rtl_engine_layers_say_rtl(rng):
     from tests.npu.test_simulate import _tiny_graph
     from qsim.npu.config import parse_config
     from qsim.npu.program import run_graph_on_npu
-    from qsim.npu.simulate import throughput_report
+    from qsim.report.throughput import throughput_report
     config = parse_config("[npu]\nrows = 2\ncols = 2\ndataflow = 'ws'\ninput_buffer_bytes = 64\n"
                           "weight_buffer_bytes = 32\naccumulator_buffer_bytes = 128\n"
                           "dram_bytes_per_cycle = 4\n")

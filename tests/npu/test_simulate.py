@@ -184,9 +184,10 @@ def test_vcd_of_first_mismatch_verilator_window(rng, tmp_path):
 
 def test_simulate_a_quantized_model_folder(tmp_path, capsys):
     from qsim.quant.pipeline import embedded_quantized_model
-    from qsim.quant.qmodel import save_quantized
+    from qsim.quant.qmodel import save_quantized_model
+    from qsim.quant.target_tosa import TosaTarget
     folder = tmp_path / "fashion-int8"
-    save_quantized(embedded_quantized_model(), folder)
+    save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
     code, text, _ = _run(capsys, str(folder), "--engine", "model", "--config", "8x8", "-q",
                          "-o", str(tmp_path / "rep"))
     assert code == 0, text

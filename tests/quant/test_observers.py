@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from qsim.errors import DataError, UsageError
-from qsim.quant.observers import (MseObserver, ObserverKind, PercentileObserver,
+from qsim.quant.observers import (OBSERVER_CLASSES, MinMaxObserver, MseObserver, ObserverKind, PercentileObserver,
                                   StreamingHistogram, make_observer)
 from qsim.quant.params import QuantScheme, dequantize, quantize
 
@@ -28,6 +28,21 @@ def test_kinds_by_name():
     assert isinstance(make_observer("percentile"), PercentileObserver)
     with pytest.raises(UsageError, match="minmax, percentile, mse"):
         ObserverKind.from_name("kl")
+
+
+def test_unknown_observer_kind_is_an_error_not_mse():
+    # an unknown kind used to fall back to the MSE observer silently
+    for bad in ("kl", "", None, 3):
+        with pytest.raises(UsageError, match=f"unknown observer {bad!r}") as err:
+            make_observer(bad)
+        assert err.value.hint == "choose one of minmax, percentile, mse"
+
+
+def test_every_observer_kind_makes_its_own_observer():
+    made = {kind: type(make_observer(kind)) for kind in ObserverKind}
+    assert made == {ObserverKind.MINMAX: MinMaxObserver, ObserverKind.PERCENTILE: PercentileObserver,
+                    ObserverKind.MSE: MseObserver}
+    assert set(OBSERVER_CLASSES) == set(ObserverKind)
 
 
 @pytest.mark.parametrize("scheme", [ASYM, SYM])
@@ -163,3 +178,38 @@ def test_a_constant_tensor_far_from_zero_folds_without_a_huge_histogram(kind, va
     observer.update(np.full((2, 3), value, np.float32))
     lo, hi = observer.value_range(SYM)
     assert float(hi[0]) == pytest.approx(abs(value), rel=1e-6) and float(lo[0]) == -float(hi[0])
+
+
+def _state(obs):
+    """Everything an observer keeps, for comparing two of them exactly."""
+    if hasattr(obs, "histograms"):
+        return [(h.log2_width, h.first, h.counts.tolist(), h.zeros, h.lo, h.hi) for h in obs.histograms]
+    return obs.lo.tolist(), obs.hi.tolist(), obs.count
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_float32_batches_keep_the_statistics_of_the_float64_path(rng, kind):
+    """Per-tensor observers scan float32 activations in compiled passes; the histograms,
+    extremes and counts equal those of the same values given as float64 (the numpy path),
+    through range growth (bin merges), exact and signed zeros, and tiny values."""
+    batches = [rng.normal(size=(2, 3, 5, 5)).astype(np.float32) * 1e-3,
+               np.maximum(rng.normal(size=(2, 3, 5, 5)), 0).astype(np.float32),
+               np.array([-0.0, 0.0, 1e-30, -1e-30, 3e-45, -3e-45], np.float32),
+               (rng.standard_t(2, size=(4, 100)) * 50).astype(np.float32)]
+    fast, slow = make_observer(kind, name="t"), make_observer(kind, name="t")
+    for b in batches:
+        fast.update(b)
+        slow.update(b.astype(np.float64))
+        assert _state(fast) == _state(slow)
+    assert fast.count == slow.count == sum(b.size for b in batches)
+    for scheme in (ASYM, SYM):
+        f, s = fast.params(scheme), slow.params(scheme)
+        assert np.array_equal(f.scale, s.scale) and np.array_equal(f.zero_point, s.zero_point)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_float32_non_finite_values_are_a_data_error(bad):
+    obs = make_observer(ObserverKind.PERCENTILE, name="conv7")
+    with pytest.raises(DataError, match="conv7: calibration produced non-finite"):
+        obs.update(np.array([[1.0, 2.0], [bad, 0.0]], np.float32))
+    assert obs.count == 0

@@ -8,11 +8,13 @@ import pytest
 
 from qsim import zoo
 from qsim.errors import UsageError
+from qsim.commands.quantize import quantize_to_folder
 from qsim.quant.data import Samples
 from qsim.quant.pipeline import (QuantizeOptions, calibrate_model, embedded_quantized_model,
-                                 load_float_model, quantize_command)
+                                 load_float_model)
 from qsim.quant.rounding import ConvGeometry, PatchMoments, adaptive_round, conv_patches
 from qsim.quant.evaluate import quantize_feed
+from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
 
 QUIET = QuantizeOptions(show_progress=False)
@@ -24,7 +26,7 @@ def _correlated_moments(rng, k, n=400):
     base = rng.normal(size=(n, 1))
     x = base + 0.3 * rng.normal(size=(n, k))
     m = PatchMoments(1, k)
-    m.add(x[:, None, :])
+    m.add(x[None, :, :])
     return m.second_moment(centered=False)
 
 
@@ -110,11 +112,12 @@ def test_patches_line_up_with_the_weight_layout(groups, icg, oc):
     g = ConvGeometry(groups, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0))
     x = rng.normal(size=(2, groups * icg, 9, 8))
     w = rng.normal(size=(oc, icg, 3, 2))
-    patches = conv_patches(x, g)                                   # [P, groups, K]
+    patches = conv_patches(x, g)                                   # [groups, P, K]
     expected = _direct_conv(x, w, g)                               # [N, OC, OH, OW]
     per_group = oc // groups
     flat = w.reshape(oc, -1)
-    got = np.stack([patches[:, o // per_group, :] @ flat[o] for o in range(oc)], axis=1)
+    assert patches.flags.c_contiguous
+    got = np.stack([patches[o // per_group] @ flat[o] for o in range(oc)], axis=1)
     np.testing.assert_allclose(got, expected.transpose(0, 2, 3, 1).reshape(-1, oc), atol=1e-10)
 
 
@@ -122,8 +125,8 @@ def test_centered_moments_are_the_patch_covariance():
     rng = np.random.default_rng(5)
     x = rng.normal(size=(300, 2, 4)) + np.arange(4)
     m = PatchMoments(2, 4)
-    m.add(x[:100])
-    m.add(x[100:])
+    m.add(x[:100].transpose(1, 0, 2))
+    m.add(x[100:].transpose(1, 0, 2))
     # the moments are of the float32 patches, their products summed by a float32 GEMM of at
     # most 300 rows per flush: |error| <= 300 * eps32 * sum|x_i x_j| / n per entry
     xf = x.astype(np.float32).astype(np.float64)
@@ -146,7 +149,8 @@ def test_embedded_model_changes_only_integers_within_one_step_and_lowers_each_la
     adaptive = dataclasses.replace(QUIET, weight_rounding="adaptive")
     near, adapt = embedded_quantized_model(NEAREST), embedded_quantized_model(adaptive)
     graph = load_float_model(zoo.default_model().path)
-    stats = calibrate_model(graph, Samples(zoo.calibration_images()), "input", adaptive)
+    target = TosaTarget(adaptive.config)
+    stats = calibrate_model(graph, Samples(zoo.calibration_images()), "input", adaptive, target)
     wn, wa = _weights(near), _weights(adapt)
     assert wn.keys() == wa.keys() and len(wn) == 5
     changed = 0
@@ -158,7 +162,7 @@ def test_embedded_model_changes_only_integers_within_one_step_and_lowers_each_la
     # every conv / linear layer was watched during calibration and rounded from its moments
     watched = [op for op in graph.ops if op.kind.name in ("nn.conv", "nn.linear")]
     assert {op.outputs[0] for op in watched} == set(stats.input_moments.moments)
-    stats.lower(graph)
+    target.lower(graph, stats)
     assert set(stats.input_moments.rounded) == set(stats.input_moments.moments)
     # scales are those of nearest rounding: the RESCALE multipliers are identical
     rn = [op.attrs["multiplier"] for op in near.graph.ops if op.kind.name == "tosa.RESCALE"]
@@ -180,7 +184,7 @@ def test_adaptive_model_runs_identically_on_both_backends():
 
 def test_cvm_target_refuses_adaptive_rounding(tmp_path):
     with pytest.raises(UsageError, match="adaptive is a TOSA option"):
-        quantize_command(None, None, str(tmp_path / "out"),
+        quantize_to_folder(None, None, str(tmp_path / "out"),
                          dataclasses.replace(QUIET, weight_rounding="adaptive"), subset_only=True,
                          target="cvm")
     assert not (tmp_path / "out").exists()
@@ -190,7 +194,7 @@ def test_unknown_rounding_mode_is_a_usage_error():
     graph = load_float_model(zoo.default_model().path)
     with pytest.raises(UsageError, match="unknown weight rounding 'stochastic'"):
         calibrate_model(graph, Samples(zoo.calibration_images()[:2]), "input",
-                        dataclasses.replace(QUIET, weight_rounding="stochastic"))
+                        dataclasses.replace(QUIET, weight_rounding="stochastic"), TosaTarget())
 
 
 def test_adaptive_is_the_tosa_default_and_recorded_in_the_settings():
@@ -216,7 +220,7 @@ def test_compiled_passes_give_the_numpy_loops_integers(monkeypatch, groups, thre
         oc = per_group * groups
         base = rng.normal(size=(300, groups, 1))
         m = PatchMoments(groups, k)
-        m.add(base + 0.3 * rng.normal(size=(300, groups, k)))
+        m.add((base + 0.3 * rng.normal(size=(300, groups, k))).transpose(1, 0, 2))   # [g, P, K]
         h = m.second_moment(centered=True)
         w = rng.normal(size=(oc, k))
         s = np.abs(w).max(axis=1) / 127 * rng.uniform(5, 40)   # coarse steps: many moves
@@ -230,3 +234,56 @@ def test_compiled_passes_give_the_numpy_loops_integers(monkeypatch, groups, thre
         moved += int(np.sum(reference != nearest))
         np.testing.assert_array_equal(compiled, reference)
     assert moved > 10                             # the cases exercise the moves
+
+
+@pytest.mark.parametrize("g,p,k", [(1, 3000, 2), (3, 2000, 9), (2, 500, 144), (1, 4000, 1), (5, 1, 7)])
+def test_patch_sums_have_numpys_bits(g, p, k):
+    """PatchMoments' first moments (compiled row sums) equal numpy's float64 sum bit for bit,
+    on values whose exponents span 2^-60..2^60, where the order of additions shows."""
+    from qsim.quant.rounding import _column_sums
+    rng = np.random.default_rng(g * 1000 + k)
+    x = (rng.standard_normal((g, p, k)) * np.exp2(rng.integers(-60, 60, size=(g, p, k)))).astype(np.float32)
+    got = _column_sums(x)
+    want = x.sum(axis=1, dtype=np.float64)
+    assert got.dtype == np.float64 and got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+
+
+def test_buffered_moments_have_the_bits_of_concatenated_flushes():
+    """PatchMoments fills one growing buffer instead of concatenating per-sample arrays; the
+    GEMM and the sums see the same rows in the same flushes, so the moments are bit-equal to
+    the concatenate-then-flush formulation, written out here."""
+    from qsim.quant.rounding import FLUSH_ROWS
+    rng = np.random.default_rng(3)
+    for groups, k, rows in [(1, 40, 300), (3, 9, 49), (2, 5, 1500), (1, 7, 1024), (4, 3, 7)]:
+        m = PatchMoments(groups, k)
+        outer, sums, pending = np.zeros((groups, k, k)), np.zeros((groups, k)), []
+        for _ in range(9):
+            x = (rng.standard_normal((groups, rows, k)) * np.exp2(rng.integers(-20, 20, (groups, rows, k))))
+            x = x.astype(np.float32)
+            m.add(x)
+            pending.append(x)
+            if sum(p.shape[1] for p in pending) >= FLUSH_ROWS:
+                p = np.concatenate(pending, axis=1)
+                outer += np.matmul(p.transpose(0, 2, 1), p)
+                sums += p.sum(axis=1, dtype=np.float64)
+                pending = []
+        if pending:
+            p = np.concatenate(pending, axis=1)
+            outer += np.matmul(p.transpose(0, 2, 1), p)
+            sums += p.sum(axis=1, dtype=np.float64)
+        h = m.second_moment(centered=False)          # flushes what is pending
+        assert m.sum_outer.tobytes() == outer.tobytes() and m.sum_x.tobytes() == sums.tobytes()
+        assert h.shape == (groups, k, k) and m.count == 9 * rows
+
+
+def test_patches_written_in_place_equal_the_new_array():
+    rng = np.random.default_rng(4)
+    g = ConvGeometry(2, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0))
+    x = rng.normal(size=(2, 6, 9, 8)).astype(np.float32)
+    want = conv_patches(x, g)
+    buf = np.full((2, want.shape[1] + 5, want.shape[2]), np.nan, np.float32)
+    conv_patches(x, g, buf[:, 2:2 + want.shape[1]])
+    np.testing.assert_array_equal(buf[:, 2:2 + want.shape[1]], want)
+    assert np.isnan(buf[:, :2]).all() and np.isnan(buf[:, 2 + want.shape[1]:]).all()
+    with pytest.raises(ValueError, match="out has shape"):
+        conv_patches(x, g, buf)

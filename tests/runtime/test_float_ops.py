@@ -266,9 +266,9 @@ def test_compiled_depthwise_gives_the_numpy_loops_bits(rng, monkeypatch, threads
     monkeypatch.setenv("QSIM_THREADS", threads)
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal(ws).astype(np.float32)
-    assert float_nn._depthwise_kernel() is not None
+    assert float_nn._float_conv() is not None
     compiled = run_op("nn.conv", [x, w], attrs)[0]
-    monkeypatch.setattr(float_nn, "_depthwise_kernel", lambda: None)
+    monkeypatch.setattr(float_nn, "_float_conv", lambda: None)
     loop = run_op("nn.conv", [x, w], attrs)[0]
     assert compiled.dtype == loop.dtype == np.float32
     np.testing.assert_array_equal(compiled, loop)

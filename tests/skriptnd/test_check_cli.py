@@ -57,7 +57,7 @@ def test_check_all_and_graph(tmp_path, capsys):
 
 def test_check_quantized_model_shows_quantization(tmp_path, capsys):
     from qsim.quant.pipeline import embedded_quantized_model
-    from qsim.quant.sknd_form import to_sknd_form
+    from qsim.tosa.sknd_form import to_sknd_form
     from qsim.skriptnd.writer import write_model
     write_model(to_sknd_form(embedded_quantized_model().graph), tmp_path / "q")
     assert main(["check", str(tmp_path / "q")]) == 0

@@ -78,7 +78,8 @@ def _tosa_graph():
 
 
 def test_tosa_integer_graph_round_trip(tmp_path):
-    from qsim.quant.sknd_form import to_sknd_form
+    from qsim.tosa.sknd_form import to_sknd_form
+    from qsim.runtime.executor import execute
     g = _tosa_graph()
     loaded = round_trip(g, tmp_path, prepare=to_sknd_form)
     text = (tmp_path / "a" / "main.sknd").read_text()
@@ -112,8 +113,10 @@ def test_tosa_integer_graph_round_trip(tmp_path):
 
 
 def test_cvm_integer_graph_round_trip(tmp_path):
-    from qsim.quant.cvm_pipeline import embedded_cvm_model
-    g = embedded_cvm_model().graph
+    from qsim.quant.pipeline import embedded_quantized_model
+    from qsim.quant.target_cvm import CvmTarget
+    from qsim.runtime.executor import execute
+    g = embedded_quantized_model(target=CvmTarget()).graph
     loaded = round_trip(g, tmp_path)
     assert "import cvm;" in (tmp_path / "a" / "main.sknd").read_text()
     for name, t in g.tensors.items():

@@ -7,8 +7,9 @@ import math
 
 import numpy as np
 
-from .base import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
-from ...kernels.extensions import extension
+from ...numerics import ceil_div
+from .base import check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ...kernels import float_conv
 from ...threads import apply_blas_threads, split_rows
 from .math import erf
 
@@ -141,17 +142,24 @@ def conv(ins, at):
             out = out + bias.reshape((n,) + (1,) * d)
         return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
     # cols[b, c, k, X]: im2col with the kernel offsets in row-major order like the filter
-    # im2col copies each input element once per kernel offset: it can outgrow every tensor
-    check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
-    cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
-    for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
-        cols[:, :, k] = win
+    if K == 1 and all(s == 1 for s in stride) and not any(before) and list(ox) == list(x.shape[2:]) \
+            and x.dtype == np.result_type(x, w):
+        cols = np.ascontiguousarray(x).reshape(b, ic, 1, X)     # 1x1, stride 1: x is its im2col
+    else:
+        # im2col copies each input element once per kernel offset: it can outgrow every tensor
+        check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
+        cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
+        for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
+            cols[:, :, k] = win
     cols = cols.reshape(b, g, fc * K, X).transpose(1, 2, 0, 3).reshape(g, fc * K, b * X)
     apply_blas_threads()                                        # QSIM_THREADS for the GEMM
     out = np.matmul(w.reshape(g, m, fc * K), cols)             # [g, m, b * X]
     out = out.reshape(n, b, *ox).swapaxes(0, 1)
     if bias is not None:
-        out = out + bias.reshape((n,) + (1,) * d)
+        if out.dtype == np.result_type(out, bias):
+            out += bias.reshape((n,) + (1,) * d)                # the GEMM's result is ours to change
+        else:
+            out = out + bias.reshape((n,) + (1,) * d)
     return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
 
 
@@ -162,16 +170,11 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
     b, ic = x.shape[:2]
     dtype = np.result_type(x, w)
     check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
-    kernel = _depthwise_kernel() if x.ndim == 4 and dtype == np.float32 else None
-    if kernel is not None:
+    compiled = _float_conv() if x.ndim == 4 and dtype == np.float32 else None
+    if compiled is not None:
         # the same operations in the same order as the loop below, compiled (same bits)
-        xc = np.ascontiguousarray(x, dtype=np.float32)
-        wc = np.ascontiguousarray(w.reshape(ic * m, *fx), dtype=np.float32)
-        out = np.empty((b, ic * m) + tuple(ox), dtype=np.float32)
-        split_rows(b * ic * m, lambda lo, hi: kernel(xc, wc, out, m, stride[0], stride[1], dilation[0],
-                                                     dilation[1], before[0], before[1], lo, hi),
-                   min_rows=8)
-        return out
+        return compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),
+                                         m, stride, dilation, before, ox)
     out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
     term = np.empty_like(out)
     wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
@@ -182,9 +185,9 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
     return out.reshape((b, ic * m) + tuple(ox))
 
 
-def _depthwise_kernel():
-    """kernels/float_ops.pyx's depthwise loop; a missing build is an error, as for every kernel."""
-    return extension("_float_ops").depthwise2d_f32
+def _float_conv():
+    """qsim.kernels.float_conv (compiled loops); a missing build is an error, as for every kernel."""
+    return float_conv
 
 
 @register("nn.deconv")

@@ -4,7 +4,8 @@ import pytest
 
 from qsim import ir
 from qsim.errors import UnsupportedError
-from qsim.quant.lower import compose_perm, lower_graph
+from qsim.quant.float_side import compose_perm
+from qsim.quant.target_tosa import lower_graph
 from qsim.quant.params import QuantConfig, dequantize, quantize
 from qsim.runtime.executor import execute
 
@@ -487,7 +488,7 @@ def test_bias_correction_removes_the_mean_shift_of_weight_rounding(rng):
 
 
 def test_tap_coverage_by_hand():
-    from qsim.quant.lower_linear import tap_coverage
+    from qsim.quant.rules_tosa_linear import tap_coverage
     # 4 rows, 3-tap filter, padding 1 each side, stride 1: taps 0 and 2 read padding once
     # in 4 outputs; 5 cols, stride 2, no padding, 3 taps: every tap always reads input
     cov = tap_coverage((4, 5), (4, 2), (1, 0), (1, 2), (1, 1), (3, 3))

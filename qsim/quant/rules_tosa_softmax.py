@@ -29,7 +29,11 @@ import math
 import numpy as np
 
 from .. import ir
-from .lower import Lowered, LoweringContext, rule
+from ..numerics import nnef_round
+from .float_side import Lowered
+from .rules import rule
+from .target import TargetKind
+from .tosa_context import TosaContext
 
 SOFTMAX_OUTPUT = ir.QuantInfo(scale=1.0 / 256.0, zero_point=-128, bits=8, signed=True,
                               source="derived")
@@ -40,57 +44,57 @@ EXP_TABLE_ONE = 32767
 def softmax_exp_table(scale: float) -> np.ndarray:
     """513 int16 entries: entry i is exp(scale * (i - 256)) * 32767, for i <= 256 (d <= 0)."""
     d = np.arange(513, dtype=np.float64) - 256.0
-    values = np.floor(EXP_TABLE_ONE * np.exp(scale * np.minimum(d, 0.0)) + 0.5)
+    values = nnef_round(EXP_TABLE_ONE * np.exp(scale * np.minimum(d, 0.0)))
     return values.astype(np.int16)
 
 
-@rule("nn.softmax")
-def lower_softmax(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "nn.softmax")
+def lower_softmax(ctx: TosaContext, op: ir.Op) -> None:
     if ctx.act_dtype is not ir.DType.I8:
-        raise ctx.unsupported("the integer softmax is lowered in int8 mode only")
-    x = ctx.value(op.inputs[0])
-    shape = ctx.float_shape(op.inputs[0])
+        raise ctx.f.unsupported("the integer softmax is lowered in int8 mode only")
+    x = ctx.f.value(op.inputs[0])
+    shape = ctx.f.float_shape(op.inputs[0])
     rank = len(shape)
     axes = sorted({int(a) % rank for a in op.attrs.get("axes", (1,))})
     extent = math.prod(shape[a] for a in axes)
     if extent > MAX_SOFTMAX_EXTENT:
-        raise ctx.unsupported(f"softmax over {extent} elements; the integer softmax sums "
+        raise ctx.f.unsupported(f"softmax over {extent} elements; the integer softmax sums "
                               f"at most {MAX_SOFTMAX_EXTENT} exp values in int32")
     name = op.outputs[0]
     int_axes = [x.perm.index(a) for a in axes]
-    where = ctx.where()
+    where = ctx.f.where()
 
     m = x.name
     for a in int_axes:
-        m = ctx.b.emit("REDUCE_MAX", [m], {"axis": a}, hint=f"{name}.max", label=where)
+        m = ctx.emit("REDUCE_MAX", [m], {"axis": a}, hint=f"{name}.max", label=where)
     raw = Lowered(x.name, ir.QuantInfo(scale=1.0, zero_point=0), x.perm)
     xi = ctx.to_int32(raw, 1.0, f"{name}.q32")
     mi = ctx.to_int32(Lowered(m, raw.quant, x.perm), 1.0, f"{name}.max32")
-    d = ctx.b.emit("SUB", [xi, mi], {}, hint=f"{name}.diff", label=where)
+    d = ctx.emit("SUB", [xi, mi], {}, hint=f"{name}.diff", label=where)
     d7 = ctx.rescale(d, scale=128.0, input_zp=0, output_zp=0, out_dtype=ir.DType.I16,
                      hint=f"{name}.diff7", quant=ir.QuantInfo(
                          scale=float(x.quant.scales()[0]) / 128.0, zero_point=0, bits=16,
                          symmetric=True, source="derived"))
-    e = ctx.b.emit("TABLE", [d7], {"table": softmax_exp_table(float(x.quant.scales()[0]))},
+    e = ctx.emit("TABLE", [d7], {"table": softmax_exp_table(float(x.quant.scales()[0]))},
                    hint=f"{name}.exp", label=where)
     shift = 0
     while extent * ((EXP_TABLE_ONE << 7) >> shift) >= 2 ** 31 - extent:
         shift += 1
     if shift:
         k = ctx.constant_tensor(f"{name}.kshift", np.full((1,) * rank, shift), ir.DType.I32)
-        e = ctx.b.emit("ARITHMETIC_RIGHT_SHIFT", [e, k], {"round": True}, hint=f"{name}.exp_k",
+        e = ctx.emit("ARITHMETIC_RIGHT_SHIFT", [e, k], {"round": True}, hint=f"{name}.exp_k",
                        label=where)
     total = e
     for a in int_axes:
-        total = ctx.b.emit("REDUCE_SUM", [total], {"axis": a}, hint=f"{name}.sum", label=where)
+        total = ctx.emit("REDUCE_SUM", [total], {"axis": a}, hint=f"{name}.sum", label=where)
     ones = (1,) * rank
     k256 = ctx.constant_tensor(f"{name}.k256", np.full(ones, 256), ir.DType.I32)
     k1 = ctx.constant_tensor(f"{name}.k1", np.full(ones, 1), ir.DType.I32)
-    scaled = ctx.b.emit("MUL", [e, k256], {"shift": 0}, hint=f"{name}.scaled", label=where)
-    half = ctx.b.emit("ARITHMETIC_RIGHT_SHIFT", [total, k1], {"round": False},
+    scaled = ctx.emit("MUL", [e, k256], {"shift": 0}, hint=f"{name}.scaled", label=where)
+    half = ctx.emit("ARITHMETIC_RIGHT_SHIFT", [total, k1], {"round": False},
                       hint=f"{name}.half", label=where)
-    num = ctx.b.emit("ADD", [scaled, half], {}, hint=f"{name}.num", label=where)
-    p = ctx.b.emit("INTDIV", [num, total], {}, hint=f"{name}.p256", label=where)
+    num = ctx.emit("ADD", [scaled, half], {}, hint=f"{name}.num", label=where)
+    p = ctx.emit("INTDIV", [num, total], {}, hint=f"{name}.p256", label=where)
     out = ctx.rescale(p, scale=1.0, input_zp=0, output_zp=-128, out_dtype=ir.DType.I8,
                       hint=name, quant=SOFTMAX_OUTPUT, exact=True)
-    ctx.bind(name, Lowered(out, SOFTMAX_OUTPUT, x.perm))
+    ctx.f.bind(name, Lowered(out, SOFTMAX_OUTPUT, x.perm))

@@ -1,4 +1,4 @@
-"""Float graph → CVM graph (qsim/quant/cvm_lower*.py): hand-worked integers, every rule on a
+"""Float graph → CVM graph (qsim/quant/target_cvm.py, cvm_context.py, rules_cvm.py): hand-worked integers, every rule on a
 small CNN, error paths, and the embedded model (accuracy bound, kernels == reference)."""
 import math
 
@@ -7,12 +7,13 @@ import pytest
 
 from qsim import ir, zoo
 from qsim.errors import UnsupportedError
-from qsim.quant.cvm_lower import (CalibrationScheme, CvmConfig, exponent_for, exponent_of,
-                                  lower_cvm_graph)
-from qsim.quant.cvm_pipeline import cvm_batched, cvm_quantize_graph, embedded_cvm_model
+from qsim.quant.cvm_context import CalibrationScheme, CvmConfig, exponent_for, exponent_of
 from qsim.quant.data import Samples
 from qsim.quant.evaluate import float_view, quantize_feed
-from qsim.quant.pipeline import QuantizeOptions, load_float_model
+from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
+                                 load_float_model, quantize_graph)
+from qsim.quant.target import TargetKind
+from qsim.quant.target_cvm import CvmTarget, lower_cvm_graph
 from qsim.runtime.executor import execute
 
 from .lowering_models import FloatGraph, calibrate_minmax, small_cnn
@@ -179,7 +180,7 @@ def test_bad_precisions_are_refused():
 # ---- the embedded model ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def embedded():
-    return load_float_model(zoo.default_model().path), embedded_cvm_model()
+    return load_float_model(zoo.default_model().path), embedded_quantized_model(QUIET, CvmTarget())
 
 
 def test_embedded_model_lowering_shape(embedded):
@@ -197,8 +198,8 @@ def test_embedded_model_batched_bits_kernels_and_reference(embedded):
     kernels (conv2d / dense) equal the reference on every tensor of the whole graph."""
     graph, model = embedded
     path = zoo.default_model().path
-    batched = cvm_batched(model, _embedded_qparams(), CvmConfig(),
-                          lambda n: load_float_model(path, batch=n), 8)
+    batched = batched_models(graph, model, _embedded_calibration(), CvmTarget(),
+                             lambda n: load_float_model(path, batch=n), 8)
     assert batched is not None
     images, _ = zoo.test_subset()
     x = images[:8]
@@ -211,10 +212,9 @@ def test_embedded_model_batched_bits_kernels_and_reference(embedded):
         np.testing.assert_array_equal(one["output"], kern["output"][i:i + 1])
 
 
-def _embedded_qparams():
-    from qsim.quant.cvm_pipeline import cvm_calibrate
+def _embedded_calibration():
     graph = load_float_model(zoo.default_model().path)
-    return cvm_calibrate(graph, Samples(zoo.calibration_images()), CvmConfig(), QUIET)
+    return calibrate_model(graph, Samples(zoo.calibration_images()), "input", QUIET, CvmTarget())
 
 
 def test_embedded_model_accuracy_within_two_points_of_float(embedded):
@@ -224,8 +224,8 @@ def test_embedded_model_accuracy_within_two_points_of_float(embedded):
     graph, _ = embedded
     path = zoo.default_model().path
     images, labels = zoo.test_subset()
-    result = cvm_quantize_graph(graph, Samples(zoo.calibration_images()), Samples(images, labels),
-                                QUIET, load_batch=lambda n: load_float_model(path, batch=n))
+    result = quantize_graph(graph, Samples(zoo.calibration_images()), Samples(images, labels),
+                            QUIET, CvmTarget(), load_batch=lambda n: load_float_model(path, batch=n))
     r = result.report
     assert r.eval_samples == 1000
     assert r.int8_top1 >= r.float_top1 - 0.02
@@ -241,12 +241,13 @@ def test_cvm_model_folder_round_trip(embedded, tmp_path):
     import json
 
     from qsim.errors import DataError
-    from qsim.quant.cvm_pipeline import load_cvm_model, save_cvm_model
+    from qsim.quant.qmodel import load_quantized_model, save_quantized_model
     _, model = embedded
-    folder = save_cvm_model(model, tmp_path / "cvm", source="fashion_cnn", settings={"precision": 8})
+    folder = save_quantized_model(model, CvmTarget(), tmp_path / "cvm", source="fashion_cnn",
+                                  settings={"precision": "int8"})
     text = (folder / "main.sknd").read_text()
     assert "import cvm;" in text and "cvm.cvm_right_shift" in text and "tosa." not in text
-    back = load_cvm_model(folder)
+    back = load_quantized_model(folder)
     assert [op.kind.name for op in back.graph.ops] == [op.kind.name for op in model.graph.ops]
     assert back.input_quant["input"].scale == model.input_quant["input"].scale
     assert set(back.tensor_map) == set(model.tensor_map)
@@ -258,11 +259,15 @@ def test_cvm_model_folder_round_trip(embedded, tmp_path):
         for name in model.tensor_map:
             np.testing.assert_array_equal(float_view(model, name, a), float_view(back, name, b))
     doc = json.loads((folder / "quantization.json").read_text())
-    assert doc["settings"] == {"precision": 8, "target": "cvm"}
+    # the target declares its settings (over the options' TOSA precision name)
+    assert doc["settings"] == {"precision": 8, "target": "cvm", "weight_precision": 8}
+    with pytest.raises(DataError, match=r"[/\\]cvm: a CVM model, not a TOSA one") as err:
+        load_quantized_model(folder, expect=TargetKind.TOSA)
+    assert "--target tosa" in err.value.hint
     doc["settings"]["target"] = "tosa"
     (folder / "quantization.json").write_text(json.dumps(doc))
-    with pytest.raises(DataError, match="not a CVM model"):
-        load_cvm_model(folder)
+    with pytest.raises(DataError, match="describes a TOSA integer model, but main.sknd holds other"):
+        load_quantized_model(folder)
 
 
 # ---- the remaining rules, each against float ----------------------------------------------------------

@@ -1,23 +1,21 @@
-"""Building a TOSA integer ir.Graph op by op, validated as it grows.
+"""Building the integer ir.Graph of a lowering op by op (any target: TOSA, CVM).
 
-Every `emit` binds the operator with the TOSA validation of qsim.tosa (ERROR_IF
-checks and shape inference), so a lowering rule that produces an invalid op
-fails at the rule, naming the float op it was lowering, not later in verify().
+The builder hands out tensor names (the float graph's names are reserved, so integer
+tensors keep the names of the values they hold), holds tensors and ops, and builds the
+verified graph. Each target's context appends its own operators, validated as they are
+emitted (tosa_context.TosaContext.emit, cvm_context.CvmContext.emit), so a rule that
+produces an invalid op fails at the rule, not later in verify().
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from .. import ir
-from ..errors import InvalidGraphError, UnsupportedError
-from ..tosa.run import operator as tosa_operator
-from ..tosa.signature import storage_name
-from ..tosa.validate import bind, output_types
 
 
-class GraphBuilder:
+class IntegerGraphBuilder:
     def __init__(self) -> None:
         self.tensors: dict[str, ir.Tensor] = {}
         self.ops: list[ir.Op] = []
@@ -71,34 +69,9 @@ class GraphBuilder:
     def tensor(self, name: str) -> ir.Tensor:
         return self.tensors[name]
 
-    def emit(self, op: str, inputs: Sequence[str], attrs: dict[str, Any], *, hint: str,
-             label: str, out_dtype: ir.DType | None = None,
-             quant: ir.QuantInfo | None = None, exact: bool = False) -> str:
-        """Appends TOSA operator `op` reading `inputs`; returns its (single) output tensor name.
-
-        `out_dtype` is needed where the inputs do not imply the output type (RESCALE, CAST).
-        """
-        opdef = tosa_operator(op)
-        ins = [self.tensors[n] for n in inputs]
-        attrs = dict(attrs)
-        if out_dtype is not None and op in ("RESCALE", "CAST"):
-            attrs["out_t"] = storage_name(out_dtype)
-        try:
-            call = bind(opdef, [t.dtype for t in ins], [tuple(t.shape) for t in ins], attrs,
-                        f"tosa.{op} {label!r}", out_type=out_dtype)
-        except InvalidGraphError as err:
-            raise UnsupportedError(f"lowering {label!r} produced an invalid {op}: {err.message}",
-                                   hint="this is a qsim lowering limitation for this layer's "
-                                        "attributes; please report it") from None
-        (shape,), (dtype,) = call.out_shapes, output_types(call)
-        if quant is None and dtype is not ir.DType.I32 and ins and ins[0].dtype is dtype:
-            quant = ins[0].quant   # data movement (SLICE, TRANSPOSE, ...) keeps the grid
-        out = self.add_tensor(hint, dtype, shape, quant=quant, exact=exact)
-        stored = {k: v for k, v in attrs.items() if k != "out_t"}
-        if op in ("RESCALE", "CAST"):
-            stored["out_t"] = storage_name(dtype)
-        self.ops.append(ir.Op(ir.OpKind.get(f"tosa.{op}"), tuple(inputs), (out,), stored, name=label))
-        return out
+    def append(self, op: ir.Op) -> None:
+        """Appends `op` (its output tensors added before, with add_tensor)."""
+        self.ops.append(op)
 
     def build(self, name: str, inputs: Sequence[str], outputs: Sequence[str]) -> ir.Graph:
         used = set(inputs) | set(outputs)

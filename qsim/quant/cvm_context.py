@@ -1,8 +1,8 @@
-"""Lowering a float ir.Graph (NNEF operators) to a CVM integer graph (`cvm.*` ops only).
+"""The CVM integer side of a lowering (`cvm.*` ops only): what the CVM rules call.
 
-The TOSA lowering (lower.py) and this one share the float-graph side (LoweringContext:
-shapes, constants, fusion bookkeeping, batch-norm folding); what differs is the integer
-arithmetic, which here is the CVM formalization's:
+The TOSA lowering (tosa_context.py) and this one share the float side (float_side.FloatSide:
+shapes, constants, fusion bookkeeping; float_patterns: batch-norm folding, fused
+activations); what differs is the integer arithmetic, which here is the CVM formalization's:
 
 - every tensor's scale is a power of two, 2^e (QuantInfo.scale = 2.0**e, zero point 0,
   symmetric): the real value of integer q is q * 2^e;
@@ -19,36 +19,23 @@ arithmetic, which here is the CVM formalization's:
 - every tensor's QuantInfo.bits is its CVM precision (the rule of its operator), which is
   what the cvm dialect's runner and verifier read.
 
-Rules live in cvm_lower_rules.py. An operator without a rule, or with attributes CVM
+Rules live in rules_cvm.py; the target (pipeline entry) is target_cvm.CvmTarget. An operator without a rule, or with attributes CVM
 cannot express, is an UnsupportedError naming it; there is no float fallback.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from .. import ir
+from .. import cvm, ir
+from ..cvm.precision import precision_of
 from ..errors import InvalidGraphError, QsimError, UnsupportedError
-from .lower import Lowered, LoweredModel, LoweringContext, apply_rules, identity
-from .params import QuantConfig, QuantScheme, nnef_round
-
-CvmRule = Callable[["CvmLoweringContext", ir.Op], None]
-CVM_RULES: dict[str, CvmRule] = {}
-
-
-def cvm_rule(*kinds: str):
-    """Registers a CVM lowering rule for float op kinds (qualified names, e.g. "nn.conv")."""
-    def register(fn: CvmRule) -> CvmRule:
-        for kind in kinds:
-            if kind in CVM_RULES:
-                raise ValueError(f"two CVM lowering rules for {kind}")
-            CVM_RULES[kind] = fn
-        return fn
-    return register
-
+from ..numerics import nnef_round
+from .float_side import FloatSide, Lowered, Wording, identity
+from .params import QuantScheme
 
 @dataclass(frozen=True)
 class CvmConfig:
@@ -117,70 +104,69 @@ def range_of(quant: ir.QuantInfo) -> float:
     return max(abs((scheme.qmin - zp) * s), abs((scheme.qmax - zp) * s))
 
 
-class CvmLoweringContext(LoweringContext):
-    """LoweringContext whose integer side emits `cvm.*` ops on power-of-two scales.
+CVM_WORDING = Wording(onto=" to CVM",
+                      default_hint="qsim lowers to CVM only what the CVM operators express "
+                                   "exactly; change the model or use --target tosa")
+
+
+class CvmContext:
+    """The CVM integer side of a lowering: owns the shared float side (`f`) and emits `cvm.*`
+    ops on power-of-two scales.
 
     `nonneg` holds integer tensors known to be >= 0 (relu outputs): max_pool2d pads with 0,
     which equals NNEF's border only on such tensors.
     """
 
-    def __init__(self, graph: ir.Graph, qparams: dict[str, ir.QuantInfo], config: CvmConfig):
-        super().__init__(graph, qparams, QuantConfig())
+    def __init__(self, f: FloatSide, config: CvmConfig):
+        self.f = f
         self.cvm = config
         self.nonneg: set[str] = set()
-
-    def unsupported(self, what: str, hint: str | None = None) -> UnsupportedError:
-        return UnsupportedError(f"cannot lower {self.where()} to CVM: {what}",
-                                hint=hint or "qsim lowers to CVM only what the CVM operators "
-                                             "express exactly; change the model or use --target tosa")
 
     # -- exponents -------------------------------------------------------------------------
     def activation_exponent(self, name: str) -> int:
         """The power-of-two exponent of float activation `name` from its calibrated range."""
-        return exponent_for(range_of(self.activation_quant(name)), self.cvm.precision)
+        return exponent_for(range_of(self.f.activation_quant(name)), self.cvm.precision)
 
     def exponent(self, v: Lowered) -> int:
         return exponent_of(v.quant)
 
     def precision(self, name: str) -> int:
-        return int(self.b.tensor(name).quant.bits)
+        return int(self.f.builder.tensor(name).quant.bits)
 
     # -- emission --------------------------------------------------------------------------
     def emit(self, op: str, inputs: Sequence[str], attrs: dict[str, Any], *, hint: str, e: int,
              exact: bool = False, nonneg: bool = False) -> Lowered:
         """Appends `cvm.<op>` reading `inputs`; its output has scale 2^e and the precision of
         the operator's rule (i8 when it is at most 8 bits, else i32)."""
-        from .. import cvm
-        ins = [self.b.tensor(n) for n in inputs]
+        ins = [self.f.builder.tensor(n) for n in inputs]
         try:
             (shape,), (prec,) = cvm.infer(op, [t.shape for t in ins], attrs,
                                           [int(t.quant.bits) for t in ins])
         except QsimError as err:
-            raise UnsupportedError(f"lowering {self.where()} to CVM produced an invalid "
+            raise UnsupportedError(f"lowering {self.f.where()} to CVM produced an invalid "
                                    f"cvm.{op}: {err.message}",
                                    hint="this layer's values or attributes do not fit CVM's "
                                         "precision rules; please report it") from None
         dtype = ir.DType.I8 if prec <= 8 else ir.DType.I32
-        out = self.b.add_tensor(hint, dtype, shape, quant=power_of_two_quant(e, prec), exact=exact)
-        self.b.ops.append(ir.Op(ir.OpKind.get(f"cvm.{op}"), tuple(inputs), (out,), dict(attrs),
-                                name=self.where()))
+        out = self.f.builder.add_tensor(hint, dtype, shape, quant=power_of_two_quant(e, prec), exact=exact)
+        self.f.builder.append(ir.Op(ir.OpKind.get(f"cvm.{op}"), tuple(inputs), (out,), dict(attrs),
+                                name=self.f.where()))
         if nonneg:
             self.nonneg.add(out)
-        return Lowered(out, self.b.tensor(out).quant, identity(len(shape)))
+        return Lowered(out, self.f.builder.tensor(out).quant, identity(len(shape)))
 
     def constant_int(self, hint: str, values: np.ndarray, e: int,
                      bits: int | None = None) -> Lowered:
         """A constant integer tensor at scale 2^e; precision `bits` or the data's tightest."""
-        from ..cvm.precision import precision_of
         data = np.asarray(values, dtype=np.int64)
         bits = precision_of(data) if bits is None else bits
         if bits > 32:
-            raise self.unsupported(f"constant {hint!r} needs {bits} bits, more than INT32",
+            raise self.f.unsupported(f"constant {hint!r} needs {bits} bits, more than INT32",
                                    hint="the layer's input or weight scale is extremely small")
         dtype = ir.DType.I8 if bits <= 8 else ir.DType.I32
-        name = self.b.add_tensor(hint, dtype, data.shape, data=data.astype(dtype.numpy),
+        name = self.f.builder.add_tensor(hint, dtype, data.shape, data=data.astype(dtype.numpy),
                                  quant=power_of_two_quant(e, bits))
-        return Lowered(name, self.b.tensor(name).quant, identity(data.ndim))
+        return Lowered(name, self.f.builder.tensor(name).quant, identity(data.ndim))
 
     def quantize_constant(self, hint: str, data: np.ndarray, bits: int) -> Lowered:
         """Float constant → integers on the power-of-two grid covering max |data| at `bits`."""
@@ -204,7 +190,7 @@ class CvmLoweringContext(LoweringContext):
         if d < 0:
             s = -d
             if s > 31:
-                raise self.unsupported(f"rescaling {v.name!r} by 2^{s} exceeds INT32")
+                raise self.f.unsupported(f"rescaling {v.name!r} by 2^{s} exceeds INT32")
             if p + s > 32:   # CVM: X * 2^s must fit INT32; larger values would be clipped anyway
                 v = self.emit("cvm_clip", [v.name], {"precision": 32 - s}, hint=f"{hint}.fit",
                               e=self.exponent(v), nonneg=keep)
@@ -223,37 +209,7 @@ class CvmLoweringContext(LoweringContext):
 
     def quantize_input(self, name: str) -> None:
         e = self.activation_exponent(name)
-        shape = self.float_shape(name)
+        shape = self.f.float_shape(name)
         p = self.cvm.precision
-        out = self.b.add_tensor(name, ir.DType.I8, shape, quant=power_of_two_quant(e, p), exact=True)
-        self.bind(name, Lowered(out, self.b.tensor(out).quant, identity(len(shape))))
-
-
-def cvm_lowering_rules() -> dict[str, CvmRule]:
-    from . import cvm_lower_rules  # noqa: F401  (registers the rules)
-    return dict(CVM_RULES)
-
-
-def lower_cvm_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
-                    config: CvmConfig = CvmConfig()) -> LoweredModel:
-    """Lowers `graph` (float, NNEF operators) to a verified graph of `cvm.*` operators.
-
-    `qparams`: per-tensor QuantInfo of every float activation (calibration on
-    CalibrationScheme(config.precision), or any per-tensor QuantInfo: only its range is
-    used). The result's input/output QuantInfo are power-of-two and symmetric, so
-    quantize/dequantize (params.py) map floats to CVM integers and back."""
-    import qsim.cvm  # noqa: F401  (registers the cvm.* op kinds and the executor dialect)
-    ctx = CvmLoweringContext(graph, qparams, config)
-    apply_rules(ctx, cvm_lowering_rules(), "CVM")
-    outputs = []
-    for name in graph.outputs:
-        v = ctx.value(name)
-        if v.name != name:   # deliver each output under its float name (a same-grid cvm_clip)
-            v = ctx.requantize(v, ctx.exponent(v), ctx.precision(v.name), name, exact=True, force=True)
-            ctx.bind(name, v)
-        outputs.append(v.name)
-    int_graph = ctx.b.build(f"{graph.name}_cvm", [ctx.values[n].name for n in graph.inputs], outputs)
-    return LoweredModel(int_graph,
-                        {n: ctx.values[n].quant for n in graph.inputs},
-                        {n: ctx.values[n].quant for n in graph.outputs},
-                        dict(ctx.values))
+        out = self.f.builder.add_tensor(name, ir.DType.I8, shape, quant=power_of_two_quant(e, p), exact=True)
+        self.f.bind(name, Lowered(out, self.f.builder.tensor(out).quant, identity(len(shape))))

@@ -17,15 +17,18 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ir
-from .lower import Lowered, LoweringContext, identity, rule
-from .lower_linear import fused_activation
+from .float_patterns import clamp_bounds, fused_activation
+from .float_side import Lowered, identity
 from .params import QuantScheme, params_from_range, quantize
+from .rules import rule
 from .tables import Int8Table, UnaryFunction, make_table
+from .target import TargetKind
+from .tosa_context import TosaContext
 
 COMMON_SCALE_BITS = 11
 
 
-def _operand(ctx: LoweringContext, name: str, out_rank: int, align, hint: str,
+def _operand(ctx: TosaContext, name: str, out_rank: int, align, hint: str,
              transform=None) -> Lowered:
     """An operand as a computed or constant Lowered value, expanded to `out_rank`
     (`transform` maps a constant's float data first, e.g. to its reciprocal).
@@ -34,8 +37,8 @@ def _operand(ctx: LoweringContext, name: str, out_rank: int, align, hint: str,
     like numpy); TOSA needs equal ranks, so the operand is RESHAPEd (in its float
     layout) to insert the extents of size 1.
     """
-    if ctx.is_constant(name):
-        data = ctx.constant(name)
+    if ctx.f.is_constant(name):
+        data = ctx.f.constant(name)
         if transform is not None:
             data = transform(data)
             name = f"{name}.{transform.__name__}"
@@ -45,38 +48,38 @@ def _operand(ctx: LoweringContext, name: str, out_rank: int, align, hint: str,
         v = Lowered(ctx.constant_tensor(f"{name}.q", q, ctx.act_dtype, quant), quant,
                     identity(data.ndim))
     else:
-        v = ctx.value(name)
+        v = ctx.f.value(name)
     rank = len(v.perm)
     if rank == out_rank:
         return v
     v = ctx.to_float_layout(v, f"{hint}.float")
-    shape = ctx.b.tensor(v.name).shape
+    shape = ctx.f.builder.tensor(v.name).shape
     lead = out_rank - rank if align is None else (align if align >= 0 else out_rank + align - rank + 1)
     new_shape = (1,) * lead + tuple(shape) + (1,) * (out_rank - rank - lead)
-    out = ctx.b.emit("RESHAPE", [v.name], {"new_shape": new_shape}, hint=f"{hint}.expanded",
-                     label=ctx.where(), quant=v.quant)
+    out = ctx.emit("RESHAPE", [v.name], {"new_shape": new_shape}, hint=f"{hint}.expanded",
+                     label=ctx.f.where(), quant=v.quant)
     return Lowered(out, v.quant, identity(out_rank))
 
 
-def _binary_operands(ctx: LoweringContext, op: ir.Op, rhs_transform=None) -> tuple[Lowered, Lowered]:
-    out_rank = len(ctx.float_shape(op.outputs[0]))
+def _binary_operands(ctx: TosaContext, op: ir.Op, rhs_transform=None) -> tuple[Lowered, Lowered]:
+    out_rank = len(ctx.f.float_shape(op.outputs[0]))
     a = _operand(ctx, op.inputs[0], out_rank, op.attrs.get("lhs_align"), f"{op.outputs[0]}.lhs")
     b = _operand(ctx, op.inputs[1], out_rank, op.attrs.get("rhs_align"), f"{op.outputs[0]}.rhs",
                  rhs_transform)
     # one layout for both: that of a computed operand (constants are laid out freely)
-    target = a.perm if not ctx.is_constant(op.inputs[0]) else b.perm
+    target = a.perm if not ctx.f.is_constant(op.inputs[0]) else b.perm
     return (ctx.transpose_to(a, target, f"{op.outputs[0]}.lhs.t"),
             ctx.transpose_to(b, target, f"{op.outputs[0]}.rhs.t"))
 
 
-def _result(ctx: LoweringContext, op: ir.Op, acc: str, acc_scale: float, perm) -> None:
+def _result(ctx: TosaContext, op: ir.Op, acc: str, acc_scale: float, perm) -> None:
     """RESCALE an int32 result at `acc_scale` to the output grid; CLAMP a fused activation."""
-    act = fused_activation(ctx, op.outputs[0])
+    act = fused_activation(ctx.f, op.outputs[0])
     last = op.outputs[0]
     if act is not None:
-        ctx.fused.add(id(act[0]))
+        ctx.f.fused.add(id(act[0]))
         last = act[0].outputs[0]
-    quant = ctx.activation_quant(last)
+    quant = ctx.f.activation_quant(last)
     ratio = acc_scale / float(quant.scales()[0])
     zp = int(quant.zero_points()[0])
     if act is None:
@@ -86,19 +89,19 @@ def _result(ctx: LoweringContext, op: ir.Op, acc: str, acc_scale: float, perm) -
         pre = ctx.rescale(acc, scale=ratio, input_zp=0, output_zp=zp, out_dtype=ctx.act_dtype,
                           hint=f"{op.outputs[0]}.rescaled", quant=quant)
         lo, hi = ctx.clamp_range(quant, act[1], act[2])
-        out = ctx.b.emit("CLAMP", [pre], {"min_val": lo, "max_val": hi}, hint=last,
-                         label=ctx.where(), quant=quant, exact=True)
-    ctx.bind(last, Lowered(out, quant, perm))
+        out = ctx.emit("CLAMP", [pre], {"min_val": lo, "max_val": hi}, hint=last,
+                         label=ctx.f.where(), quant=quant, exact=True)
+    ctx.f.bind(last, Lowered(out, quant, perm))
 
 
-@rule("math.add", "math.sub")
-def lower_add_sub(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "math.add", "math.sub")
+def lower_add_sub(ctx: TosaContext, op: ir.Op) -> None:
     a, b = _binary_operands(ctx, op)
     s_c = max(float(a.quant.scales()[0]), float(b.quant.scales()[0])) / (1 << COMMON_SCALE_BITS)
     ai = ctx.to_int32(a, float(a.quant.scales()[0]) / s_c, f"{op.outputs[0]}.lhs32")
     bi = ctx.to_int32(b, float(b.quant.scales()[0]) / s_c, f"{op.outputs[0]}.rhs32")
     tosa_op = "ADD" if op.kind.name == "math.add" else "SUB"
-    acc = ctx.b.emit(tosa_op, [ai, bi], {}, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    acc = ctx.emit(tosa_op, [ai, bi], {}, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
     _result(ctx, op, acc, s_c, a.perm)
 
 
@@ -106,85 +109,80 @@ def reciprocal(data: np.ndarray) -> np.ndarray:
     return 1.0 / data.astype(np.float64)
 
 
-@rule("math.mul", "math.div")
-def lower_mul(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "math.mul", "math.div")
+def lower_mul(ctx: TosaContext, op: ir.Op) -> None:
     """MUL of the int32-widened operands; a division by a constant is a MUL by its
     reciprocal (quantized like any constant operand). Division by a computed tensor has no
     exact integer counterpart in TOSA 0.30 (INTDIV truncates) and is refused."""
     if op.kind.name == "math.div":
-        if not ctx.is_constant(op.inputs[1]):
-            raise ctx.unsupported("division by a computed tensor is not lowered (only by constants)")
-        if np.any(ctx.constant(op.inputs[1]) == 0):
-            raise ctx.unsupported(f"division by a constant {op.inputs[1]!r} holding zero")
+        if not ctx.f.is_constant(op.inputs[1]):
+            raise ctx.f.unsupported("division by a computed tensor is not lowered (only by constants)")
+        if np.any(ctx.f.constant(op.inputs[1]) == 0):
+            raise ctx.f.unsupported(f"division by a constant {op.inputs[1]!r} holding zero")
         a, b = _binary_operands(ctx, op, rhs_transform=reciprocal)
     else:
         a, b = _binary_operands(ctx, op)
     ai = ctx.to_int32(a, 1.0, f"{op.outputs[0]}.lhs32")
     bi = ctx.to_int32(b, 1.0, f"{op.outputs[0]}.rhs32")
-    acc = ctx.b.emit("MUL", [ai, bi], {"shift": 0}, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    acc = ctx.emit("MUL", [ai, bi], {"shift": 0}, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
     _result(ctx, op, acc, float(a.quant.scales()[0]) * float(b.quant.scales()[0]), a.perm)
 
 
-@rule("math.min", "math.max")
-def lower_min_max(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "math.min", "math.max")
+def lower_min_max(ctx: TosaContext, op: ir.Op) -> None:
     """MINIMUM/MAXIMUM take int32 only (TOSA 2.5.12/13): both operands go to int32 on the
     output's scale (rounding is monotone, so min/max commute with it), then back."""
     a, b = _binary_operands(ctx, op)
-    s_out = float(ctx.activation_quant(op.outputs[0]).scales()[0])
+    s_out = float(ctx.f.activation_quant(op.outputs[0]).scales()[0])
     ai = ctx.to_int32(a, float(a.quant.scales()[0]) / s_out, f"{op.outputs[0]}.lhs32")
     bi = ctx.to_int32(b, float(b.quant.scales()[0]) / s_out, f"{op.outputs[0]}.rhs32")
     tosa_op = "MINIMUM" if op.kind.name == "math.min" else "MAXIMUM"
-    acc = ctx.b.emit(tosa_op, [ai, bi], {}, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    acc = ctx.emit(tosa_op, [ai, bi], {}, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
     _result(ctx, op, acc, s_out, a.perm)
 
 
-def _clamp_to(ctx: LoweringContext, op: ir.Op, lo: float | None, hi: float | None) -> None:
-    x = ctx.value(op.inputs[0])
-    quant = ctx.activation_quant(op.outputs[0])
+def _clamp_to(ctx: TosaContext, op: ir.Op, lo: float | None, hi: float | None) -> None:
+    x = ctx.f.value(op.inputs[0])
+    quant = ctx.f.activation_quant(op.outputs[0])
     x = ctx.requantize(x, quant, f"{op.outputs[0]}.rq")
     qlo, qhi = ctx.clamp_range(quant, lo, hi)
-    out = ctx.b.emit("CLAMP", [x.name], {"min_val": qlo, "max_val": qhi}, hint=op.outputs[0],
-                     label=ctx.where(), quant=quant, exact=True)
-    ctx.bind(op.outputs[0], Lowered(out, quant, x.perm))
+    out = ctx.emit("CLAMP", [x.name], {"min_val": qlo, "max_val": qhi}, hint=op.outputs[0],
+                     label=ctx.f.where(), quant=quant, exact=True)
+    ctx.f.bind(op.outputs[0], Lowered(out, quant, x.perm))
 
 
-@rule("nn.relu")
-def lower_relu(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "nn.relu")
+def lower_relu(ctx: TosaContext, op: ir.Op) -> None:
     _clamp_to(ctx, op, 0.0, None)
 
 
-@rule("math.clamp")
-def lower_clamp(ctx: LoweringContext, op: ir.Op) -> None:
-    bounds = []
-    for name in op.inputs[1:3]:
-        data = ctx.constant(name) if ctx.is_constant(name) else None
-        if data is None or data.size != 1:
-            raise ctx.unsupported("clamp bounds must be scalar constants")
-        bounds.append(float(data.reshape(-1)[0]))
+@rule(TargetKind.TOSA, "math.clamp")
+def lower_clamp(ctx: TosaContext, op: ir.Op) -> None:
+    bounds = clamp_bounds(ctx.f, op)
     _clamp_to(ctx, op, bounds[0], bounds[1])
 
 
-@rule("math.iden")
-def lower_identity(ctx: LoweringContext, op: ir.Op) -> None:
-    ctx.bind(op.outputs[0], ctx.value(op.inputs[0]))
+@rule(TargetKind.TOSA, "math.iden")
+def lower_identity(ctx: TosaContext, op: ir.Op) -> None:
+    ctx.f.bind(op.outputs[0], ctx.f.value(op.inputs[0]))
 
 
-@rule(*(f.value for f in UnaryFunction if "." in f.value))
-def lower_table(ctx: LoweringContext, op: ir.Op) -> None:
-    x = ctx.value(op.inputs[0])
-    quant = ctx.activation_quant(op.outputs[0])
+@rule(TargetKind.TOSA, *(f.value for f in UnaryFunction if "." in f.value))
+def lower_table(ctx: TosaContext, op: ir.Op) -> None:
+    x = ctx.f.value(op.inputs[0])
+    quant = ctx.f.activation_quant(op.outputs[0])
     attrs = {k: v for k, v in op.attrs.items() if k in ("alpha", "approximate", "lambda", "theta")}
-    table = make_table(UnaryFunction(op.kind.name), x.quant, quant, what=ctx.where(), **attrs)
+    table = make_table(UnaryFunction(op.kind.name), x.quant, quant, what=ctx.f.where(), **attrs)
     if isinstance(table, Int8Table):
-        out = ctx.b.emit("TABLE", [x.name], {"table": table.table}, hint=op.outputs[0],
-                         label=ctx.where(), quant=quant, exact=True)
+        out = ctx.emit("TABLE", [x.name], {"table": table.table}, hint=op.outputs[0],
+                         label=ctx.f.where(), quant=quant, exact=True)
     else:
-        looked = ctx.b.emit("TABLE", [x.name], {"table": table.table}, hint=f"{op.outputs[0]}.16_7",
-                            label=ctx.where())
+        looked = ctx.emit("TABLE", [x.name], {"table": table.table}, hint=f"{op.outputs[0]}.16_7",
+                            label=ctx.f.where())
         fp = table.output_rescale
-        out = ctx.b.emit("RESCALE", [looked], {
+        out = ctx.emit("RESCALE", [looked], {
             "input_zp": 0, "output_zp": 0, "multiplier": fp.multiplier.astype(np.int16),
             "shift": fp.shift.astype(np.int8), "scale32": False, "double_round": False,
-            "per_channel": False}, hint=op.outputs[0], label=ctx.where(), out_dtype=ir.DType.I16,
+            "per_channel": False}, hint=op.outputs[0], label=ctx.f.where(), out_dtype=ir.DType.I16,
             quant=quant, exact=True)
-    ctx.bind(op.outputs[0], Lowered(out, quant, x.perm))
+    ctx.f.bind(op.outputs[0], Lowered(out, quant, x.perm))

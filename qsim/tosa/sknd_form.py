@@ -1,5 +1,8 @@
 """The TOSA integer graph in the form a SkriptND model folder can hold, and back.
 
+Importing qsim.tosa registers `from_sknd_form` with the SkriptND front end
+(skriptnd.integer_form), so loading a TOSA model gives the IR form.
+
 In qsim's IR (and qsim.tosa.run), a TOSA op keeps the Base Inference profile's
 tensor attributes (weight, bias, multiplier, shift, table) in `Op.attrs` as numpy
 arrays. SkriptND attributes cannot be tensors, so stdlib/tosa.sknd declares them as
@@ -9,7 +12,8 @@ pack. SkriptND's `int` has no width either: a tensor's integer type travels in i
 
 - `to_sknd_form(graph)`: array attributes become constant tensors named
   `<op output>.<attribute>`; integer tensors get a QuantInfo carrying their width
-  where they have none (except int32, the default width on the way back).
+  where they have none (skriptnd.integer_form.width_quant: none for int32, the default
+  width on the way back).
 - `from_sknd_form(graph)`: the inverse; integer tensor widths from their QuantInfo
   (int32 without one), constant inputs moved back into attributes.
 For a graph whose int8/int16/int48 tensors all have a QuantInfo (every graph the
@@ -21,7 +25,8 @@ import numpy as np
 
 from .. import ir
 from ..errors import InvalidGraphError
-from ..tosa.signature import OPERATORS, AttrKind
+from ..skriptnd.integer_form import register_text_form, width_quant
+from .signature import OPERATORS, AttrKind
 
 WIDTHS = {(4, True): ir.DType.I4, (8, True): ir.DType.I8, (8, False): ir.DType.U8,
           (16, True): ir.DType.I16, (16, False): ir.DType.U16, (32, True): ir.DType.I32,
@@ -65,7 +70,7 @@ def to_sknd_form(graph: ir.Graph) -> ir.Graph:
                                         f"{attr!r} attribute of {op.label!r}")
             dtype = _width_dtype(data, name, attr, op)
             tensors[name] = ir.Tensor(name, dtype, data.shape, data=data,
-                                      quant=_width_quant(dtype))
+                                      quant=width_quant(dtype))
             inputs.append(name)
         attrs.pop("weight_t", None)
         if kind == "PAD" and "padding" in attrs:
@@ -73,17 +78,9 @@ def to_sknd_form(graph: ir.Graph) -> ir.Graph:
         ops.append(ir.Op(op.kind, tuple(inputs), op.outputs, attrs, op.subgraphs, op.name))
     for name, t in tensors.items():
         if t.dtype.is_integer and t.dtype is not ir.DType.I32 and t.quant is None:
-            tensors[name] = ir.Tensor(t.name, t.dtype, t.shape, t.data, _width_quant(t.dtype),
+            tensors[name] = ir.Tensor(t.name, t.dtype, t.shape, t.data, width_quant(t.dtype),
                                       t.max_shape)
     return ir.Graph(graph.name, graph.inputs, graph.outputs, tuple(ops), tensors)
-
-
-def _width_quant(dtype: ir.DType) -> ir.QuantInfo | None:
-    """A QuantInfo that only records a width (the tensor has no real-number meaning)."""
-    if dtype is ir.DType.I32:
-        return None
-    return ir.QuantInfo(scale=1.0, zero_point=0, bits=dtype.bits, signed=dtype.signed,
-                        symmetric=True, source="derived")
 
 
 def integer_dtype(t: ir.Tensor) -> ir.DType:
@@ -143,3 +140,6 @@ def from_sknd_form(graph: ir.Graph) -> ir.Graph:
     for name in moved - still_used:
         del tensors[name]
     return ir.Graph(graph.name, graph.inputs, graph.outputs, tuple(ops), tensors)
+
+
+register_text_form("tosa", from_sknd_form)

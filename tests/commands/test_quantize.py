@@ -8,10 +8,12 @@ import qsim
 from qsim import zoo
 from qsim.cli import main
 from qsim.quant.evaluate import quantize_feed
-from qsim.quant.pipeline import QuantizeOptions, quantize_command
-from qsim.quant.qmodel import load_quantized, save_quantized
+from qsim.commands.quantize import quantize_to_folder
+from qsim.quant.pipeline import QuantizeOptions
+from qsim.quant.qmodel import load_quantized_model, save_quantized_model
+from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
-from qsim.tosa import run as tosa_run
+from qsim.kernels.run import run as tosa_run
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,7 @@ def test_output_folder_holds_model_and_report(quantized):
 
 
 def test_folder_loads_back_as_the_same_integer_graph(quantized, tmp_path):
-    model = load_quantized(quantized)
+    model = load_quantized_model(quantized)
     g = qsim.load(quantized)
     assert [op.kind.name for op in g.ops] == [op.kind.name for op in model.graph.ops]
     assert all(op.kind.dialect == "tosa" for op in g.ops)
@@ -48,7 +50,7 @@ def test_folder_loads_back_as_the_same_integer_graph(quantized, tmp_path):
     assert set(conv.attrs) >= {"weight", "bias", "pad", "stride", "dilation", "input_zp", "weight_zp"}
     # lossless: writing the loaded model again gives identical files
     again = tmp_path / "again"
-    save_quantized(model, again)
+    save_quantized_model(model, TosaTarget(), again)
     for f in quantized.iterdir():
         if f.suffix in (".sknd", ".dat"):
             assert (again / f.name).read_bytes() == f.read_bytes(), f.name
@@ -57,7 +59,7 @@ def test_folder_loads_back_as_the_same_integer_graph(quantized, tmp_path):
 def test_loaded_model_computes_what_the_in_memory_model_computes(quantized):
     from qsim.quant.pipeline import embedded_quantized_model
     images, _ = zoo.test_subset()
-    loaded = load_quantized(quantized)
+    loaded = load_quantized_model(quantized)
     memory = embedded_quantized_model()
     for i in (0, 7, 99):
         a = execute(loaded.graph, quantize_feed(loaded, {"input": images[i:i + 1]}))
@@ -112,7 +114,7 @@ def test_corrupt_metadata_is_a_clear_error(quantized, tmp_path):
     shutil.copytree(quantized, copy)
     (copy / "quantization.json").write_text("{ not json")
     with pytest.raises(qsim.errors.DataError, match=r"quantization.json:1:3: not valid JSON"):
-        load_quantized(copy)
+        load_quantized_model(copy)
 
 
 def test_quantize_command_with_explicit_data(tmp_path):
@@ -122,7 +124,7 @@ def test_quantize_command_with_explicit_data(tmp_path):
     np.savez(calib, x=zoo.calibration_images()[:32])
     ev = tmp_path / "eval.npz"
     np.savez(ev, x=images[:50], y=labels[:50])
-    result = quantize_command(str(zoo.default_model().path), str(calib), str(tmp_path / "out"),
+    result = quantize_to_folder(str(zoo.default_model().path), str(calib), str(tmp_path / "out"),
                               QuantizeOptions(show_progress=False), evaluation=str(ev))
     assert result.report.eval_samples == 50 and result.report.int8_top1 is not None
     doc = json.loads((tmp_path / "out" / "quantization.json").read_text())

@@ -15,155 +15,42 @@ import dataclasses
 import numpy as np
 
 from .. import ir
-from .lower import (NHWC_FROM_NCHW, Lowered, LoweringContext, identity, quantize_weights, rule)
+from .float_patterns import batch_norm_affine, fold_tail, fused_activation, packed_ints, spatial_padding
+from .float_side import NHWC_FROM_NCHW, Lowered, identity
 from .params import bias_quant, quantize, quantize_bias
 from .rounding import round_layer
+from .rules import rule
+from .target import TargetKind
+from .tosa_context import TosaContext
 
 
-def _ints(value, n: int, what: str, ctx: LoweringContext) -> tuple[int, ...]:
-    """An NNEF packed attribute (a scalar is a uniform pack) as n ints."""
-    if value is None:
-        raise ctx.unsupported(f"attribute {what} is missing")
-    if isinstance(value, (int, np.integer)):
-        return (int(value),) * n
-    values = tuple(int(v) for v in value)
-    if len(values) == 1 and n > 1:
-        values = values * n
-    if len(values) != n:
-        raise ctx.unsupported(f"attribute {what} has {len(values)} values, expected {n}")
-    return values
 
 
-def spatial_padding(ctx: LoweringContext, op: ir.Op, ix, fx, stride, dilation):
-    """(begin, end) padding per spatial axis as nn.conv / pooling define it (NNEF 2.0 4.4),
-    adjusted so TOSA's exact output-size division holds (spec 2.3: idiv_check).
-
-    Returns (begins, ends, crop) where crop[i] input rows/cols are dropped at the end
-    (floor mode can leave trailing input unused, more than the end padding can absorb).
-    """
-    d = len(ix)
-    # TOSA 0.30 gives stride, dilation and pad as int32 attributes (stride, dilation >= 1)
-    for name, values in (("stride", stride), ("dilation", dilation)):
-        if any(not 1 <= int(v) <= INT32_MAX for v in values):
-            raise ctx.unsupported(f"{name} {list(values)} is outside TOSA's int32 attribute range "
-                                  f"[1, {INT32_MAX}]")
-    padding = op.attrs.get("padding")
-    align = op.attrs.get("padding_align", "UPPER")
-    ceil_mode = bool(op.attrs.get("ceil_mode", False))
-    fd = [(f - 1) * dl + 1 for f, dl in zip(fx, dilation)]
-    if padding is not None:
-        pads = _ints(padding, 2 * d, "padding", ctx)
-        begins, ends = list(pads[:d]), list(pads[d:])
-    else:
-        begins, ends = [], []
-        for i in range(d):
-            q = -(-ix[i] // stride[i]) if ceil_mode else ix[i] // stride[i]
-            total = (q - 1) * stride[i] + fd[i] - ix[i]
-            if total < 0:
-                raise ctx.unsupported(f"automatic padding is negative ({total}) on spatial axis {i}")
-            begin = total // 2 if align == "UPPER" else -(-total // 2)
-            begins.append(begin)
-            ends.append(total - begin)
-    crop = [0] * d
-    for i in range(d):
-        if begins[i] < 0 or ends[i] < 0:
-            raise ctx.unsupported(f"negative padding {begins[i], ends[i]} on spatial axis {i}")
-        span = ix[i] + begins[i] + ends[i] - fd[i]
-        if span < 0:
-            raise ctx.unsupported("the padded input is smaller than the (dilated) filter")
-        r = span % stride[i]
-        if r:
-            if ceil_mode:
-                ends[i] += stride[i] - r      # one more output; the extra padding is unused
-            elif ends[i] >= r:
-                ends[i] -= r                  # the last r rows would not be read
-            else:
-                crop[i] = r - ends[i]
-                ends[i] = 0
-    if any(p > INT32_MAX for p in begins + ends):
-        raise ctx.unsupported(f"padding {begins + ends} is outside TOSA's int32 attribute range")
-    return begins, ends, crop
-
-
-INT32_MAX = 2 ** 31 - 1
-
-
-def _crop_input(ctx: LoweringContext, x: Lowered, crop, hint: str) -> Lowered:
+def _crop_input(ctx: TosaContext, x: Lowered, crop, hint: str) -> Lowered:
     """Drops trailing rows/cols (NHWC) that floor-mode windows never read."""
     if not any(crop):
         return x
-    shape = ctx.b.tensor(x.name).shape
+    shape = ctx.f.builder.tensor(x.name).shape
     size = (shape[0], shape[1] - crop[0], shape[2] - crop[1], shape[3])
-    out = ctx.b.emit("SLICE", [x.name], {"start": (0, 0, 0, 0), "size": size}, hint=hint,
-                     label=ctx.where(), quant=x.quant)
+    out = ctx.emit("SLICE", [x.name], {"start": (0, 0, 0, 0), "size": size}, hint=hint,
+                     label=ctx.f.where(), quant=x.quant)
     return Lowered(out, x.quant, x.perm)
 
 
-def _annotated(ctx: LoweringContext, name: str) -> bool:
-    """An annotated tensor is materialized with its own parameters, never fused away."""
-    from .calibrate import annotated
-    return annotated(ctx.graph.tensor(name))
-
-
-def fused_activation(ctx: LoweringContext, name: str):
-    """The relu/clamp reading only `name`, as (op, real lo, real hi), else None (also when
-    `name` carries an annotation, which must then appear in the integer graph)."""
-    if _annotated(ctx, name):
-        return None
-    op = ctx.only_consumer(name)
-    if op is None:
-        return None
-    if op.kind.name == "nn.relu":
-        return op, 0.0, None
-    if op.kind.name == "math.clamp" and op.inputs[0] == name:
-        lo, hi = (ctx.constant(n) if ctx.is_constant(n) else None for n in op.inputs[1:3])
-        if lo is not None and hi is not None and lo.size == 1 and hi.size == 1:
-            return op, float(lo.reshape(-1)[0]), float(hi.reshape(-1)[0])
-    return None
-
-
-def folded_batch_norm(ctx: LoweringContext, name: str, channels: int):
-    """A batch norm reading only `name` (channel axis 1), as (op, a, c) with bn(x) = a*x + c
-    (None when `name` is annotated: folding would remove it)."""
-    if _annotated(ctx, name):
-        return None
-    op = ctx.only_consumer(name)
-    if op is None or op.kind.name != "nn.batch_norm" or op.inputs[0] != name:
-        return None
-    if int(op.attrs.get("channel_axis", 1)) != 1:
-        return None
-    if not all(n == "" or ctx.is_constant(n) for n in op.inputs[1:]):
-        return None
-    a, c = _batch_norm_affine(ctx, op, channels)
-    return op, a, c
-
-
-def _batch_norm_affine(ctx: LoweringContext, op: ir.Op, channels: int):
-    mean, variance = ctx.constant(op.inputs[1]), ctx.constant(op.inputs[2])
-    names = list(op.inputs) + ["", ""]
-    bias = ctx.constant(names[3]) if names[3] else None
-    scale = ctx.constant(names[4]) if names[4] else None
-    eps = float(op.attrs.get("epsilon", 1e-5))
-    inv = 1.0 / np.sqrt(variance.reshape(-1) + eps)
-    a = inv * (scale.reshape(-1) if scale is not None else 1.0)
-    c = (bias.reshape(-1) if bias is not None else 0.0) - mean.reshape(-1) * a
-    return np.broadcast_to(a, (channels,)).copy(), np.broadcast_to(c, (channels,)).copy()
-
-
-def _weight_annotation(ctx: LoweringContext, op: ir.Op, bn) -> ir.QuantInfo | None:
+def _weight_annotation(ctx: TosaContext, op: ir.Op, bn) -> ir.QuantInfo | None:
     """The filter's @quantize annotation, honoured unless a folded batch norm changed the values."""
-    quant = ctx.graph.tensor(op.inputs[1]).quant
+    quant = ctx.f.graph.tensor(op.inputs[1]).quant
     if quant is not None and bn is not None:
-        raise ctx.unsupported(f"filter {op.inputs[1]!r} is annotated with @quantize, but the batch "
+        raise ctx.f.unsupported(f"filter {op.inputs[1]!r} is annotated with @quantize, but the batch "
                               f"norm {bn[0].label!r} after it would change the annotated values",
                               hint="annotate the folded weights instead, or remove the annotation")
     return quant
 
 
-def _finish(ctx: LoweringContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.QuantInfo,
+def _finish(ctx: TosaContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.QuantInfo,
             last_float: str, act, out_perm, hint: str) -> None:
     """RESCALE the accumulator to the output's grid, CLAMP for a fused activation, bind."""
-    out_quant = ctx.activation_quant(last_float)
+    out_quant = ctx.f.activation_quant(last_float)
     s_x = float(in_quant.scales()[0])
     ratios = s_x * w_quant.scales() / float(out_quant.scales()[0])
     per_channel = w_quant.per_channel
@@ -178,9 +65,9 @@ def _finish(ctx: LoweringContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.
                           output_zp=zp_out, out_dtype=ctx.act_dtype, hint=f"{hint}.rescaled",
                           quant=out_quant, per_channel=per_channel)
         qlo, qhi = ctx.clamp_range(out_quant, lo, hi)
-        out = ctx.b.emit("CLAMP", [pre], {"min_val": qlo, "max_val": qhi}, hint=last_float,
-                         label=ctx.where(), quant=out_quant, exact=True)
-    ctx.bind(last_float, Lowered(out, out_quant, out_perm))
+        out = ctx.emit("CLAMP", [pre], {"min_val": qlo, "max_val": qhi}, hint=last_float,
+                         label=ctx.f.where(), quant=out_quant, exact=True)
+    ctx.f.bind(last_float, Lowered(out, out_quant, out_perm))
 
 
 def tap_coverage(in_size, out_size, begins, stride, dilation, kernel) -> np.ndarray:
@@ -224,20 +111,6 @@ def _bias_values(ctx, bias_float, in_quant, w_quant, channels: int, what: str) -
     return q.astype(ctx.acc_dtype.numpy)
 
 
-def _tail(ctx: LoweringContext, op: ir.Op, channels: int):
-    """Folds a following batch norm and finds a fused activation: (bn, act, last float name)."""
-    last = op.outputs[0]
-    bn = folded_batch_norm(ctx, last, channels)
-    if bn is not None:
-        ctx.fused.add(id(bn[0]))
-        last = bn[0].outputs[0]
-    act = fused_activation(ctx, last)
-    if act is not None:
-        ctx.fused.add(id(act[0]))
-        last = act[0].outputs[0]
-    return bn, act, last
-
-
 MIN_RESCALE_RATIO = 2.0 ** -31   # TOSA RESCALE reaches 2^-32 with a normalized multiplier
 
 
@@ -252,7 +125,7 @@ def _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last, note, what):
     if note is not None:
         return wq, w_quant
     s_x = float(x_quant.scales()[0])
-    s_y = float(ctx.activation_quant(last).scales()[0])
+    s_y = float(ctx.f.activation_quant(last).scales()[0])
     need = np.full(w.shape[0], s_y * MIN_RESCALE_RATIO / s_x)
     if bias is not None:
         bq = bias_quant(x_quant, w_quant, ctx.acc_dtype)
@@ -277,31 +150,31 @@ def _rounded(ctx, op: ir.Op, w, wq, w_quant, note):
                        centered=bool(ctx.channel_means))
 
 
-@rule("nn.conv")
-def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "nn.conv")
+def lower_conv(ctx: TosaContext, op: ir.Op) -> None:
     if op.attrs.get("data_format", "NCX") != "NCX" or op.attrs.get("filter_format", "NCX") != "NCX":
-        raise ctx.unsupported("only data_format='NCX' and filter_format='NCX' are lowered")
-    xshape = ctx.float_shape(op.inputs[0])
+        raise ctx.f.unsupported("only data_format='NCX' and filter_format='NCX' are lowered")
+    xshape = ctx.f.float_shape(op.inputs[0])
     if len(xshape) != 4:
-        raise ctx.unsupported(f"only 2-D convolutions are lowered (input rank {len(xshape)})")
-    w = ctx.constant(op.inputs[1])
-    bias = ctx.constant(op.inputs[2]) if len(op.inputs) > 2 else None
+        raise ctx.f.unsupported(f"only 2-D convolutions are lowered (input rank {len(xshape)})")
+    w = ctx.f.constant(op.inputs[1])
+    bias = ctx.f.constant(op.inputs[2]) if len(op.inputs) > 2 else None
     oc, icg, kh, kw = w.shape
     ic = xshape[1]
     groups = int(op.attrs.get("groups", 1)) or ic
-    stride = _ints(op.attrs.get("stride", 1), 2, "stride", ctx)
-    dilation = _ints(op.attrs.get("dilation", 1), 2, "dilation", ctx)
-    begins, ends, crop = spatial_padding(ctx, op, xshape[2:], (kh, kw), stride, dilation)
+    stride = packed_ints(op.attrs.get("stride", 1), 2, "stride", ctx.f)
+    dilation = packed_ints(op.attrs.get("dilation", 1), 2, "dilation", ctx.f)
+    begins, ends, crop = spatial_padding(ctx.f, op, xshape[2:], (kh, kw), stride, dilation)
 
-    bn, act, last = _tail(ctx, op, oc)
+    bn, act, last = fold_tail(ctx.f, op, oc)
     if bn is not None:
         _, a, c = bn
         w = w * a.reshape(-1, 1, 1, 1)
         bias = (bias.reshape(-1) if bias is not None else 0.0) * a + c
     note = _weight_annotation(ctx, op, bn)
-    wq, w_quant = quantize_weights(ctx, w, 0, note, f"{op.inputs[1]!r}")
+    wq, w_quant = ctx.quantize_weights(w, 0, note, f"{op.inputs[1]!r}")
 
-    x = ctx.transpose_to(ctx.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
+    x = ctx.transpose_to(ctx.f.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
     x = _crop_input(ctx, x, crop, f"{op.inputs[0]}.cropped")
     x_quant = x.quant
     common = {"pad": (begins[0], ends[0], begins[1], ends[1]), "stride": stride,
@@ -309,185 +182,185 @@ def lower_conv(ctx: LoweringContext, op: ir.Op) -> None:
     hint = op.outputs[0]
     wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last, note, op.inputs[1])
     wq = _rounded(ctx, op, w, wq, w_quant, note)
-    out_hw = ctx.float_shape(op.outputs[0])[2:]
+    out_hw = ctx.f.float_shape(op.outputs[0])[2:]
     coverage = tap_coverage(xshape[2:], out_hw, begins, stride, dilation, (kh, kw))
     bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups, coverage)
-    bias_q = _bias_values(ctx, bias, x_quant, w_quant, oc, f"{ctx.where()} bias")
+    bias_q = _bias_values(ctx, bias, x_quant, w_quant, oc, f"{ctx.f.where()} bias")
     if groups == 1:
-        acc = ctx.b.emit("CONV2D", [x.name], dict(common, weight=wq.transpose(0, 2, 3, 1).copy(),
-                                                  bias=bias_q), hint=f"{hint}.acc", label=ctx.where())
+        acc = ctx.emit("CONV2D", [x.name], dict(common, weight=wq.transpose(0, 2, 3, 1).copy(),
+                                                  bias=bias_q), hint=f"{hint}.acc", label=ctx.f.where())
     elif groups == ic and icg == 1:
         m = oc // ic   # depthwise: output channel ic*M + m reads input channel ic (both NNEF and TOSA)
         hwim = wq.reshape(ic, m, kh, kw).transpose(2, 3, 0, 1).copy()
-        acc = ctx.b.emit("DEPTHWISE_CONV2D", [x.name], dict(common, weight=hwim, bias=bias_q),
-                         hint=f"{hint}.acc", label=ctx.where())
+        acc = ctx.emit("DEPTHWISE_CONV2D", [x.name], dict(common, weight=hwim, bias=bias_q),
+                         hint=f"{hint}.acc", label=ctx.f.where())
     else:
         acc = _grouped_conv(ctx, x, wq, bias_q, groups, common, hint)
     _finish(ctx, acc, x_quant, w_quant, last, act, NHWC_FROM_NCHW, hint)
 
 
-@rule("nn.deconv")
-def lower_deconv(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "nn.deconv")
+def lower_deconv(ctx: TosaContext, op: ir.Op) -> None:
     """nn.deconv (4.4.2) → TRANSPOSE_CONV2D. NNEF adds input[i] * filter[j] into output
     position stride * i + j - offset; TOSA into i * stride - out_pad_top + j (2.3.11): the
     same sum with out_pad = (offset, paddings - offset) per axis. TOSA has no dilation or
     groups here, and its output extent is exactly (IH - 1) * stride + KH - paddings."""
     if op.attrs.get("data_format", "NCX") != "NCX" or op.attrs.get("filter_format", "NCX") != "NCX":
-        raise ctx.unsupported("only data_format='NCX' and filter_format='NCX' are lowered")
-    xshape = ctx.float_shape(op.inputs[0])
+        raise ctx.f.unsupported("only data_format='NCX' and filter_format='NCX' are lowered")
+    xshape = ctx.f.float_shape(op.inputs[0])
     if len(xshape) != 4:
-        raise ctx.unsupported(f"only 2-D deconvolutions are lowered (input rank {len(xshape)})")
-    w = ctx.constant(op.inputs[1])                      # [IC, OC, KH, KW] (groups = 1)
-    bias = ctx.constant(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
+        raise ctx.f.unsupported(f"only 2-D deconvolutions are lowered (input rank {len(xshape)})")
+    w = ctx.f.constant(op.inputs[1])                      # [IC, OC, KH, KW] (groups = 1)
+    bias = ctx.f.constant(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
     ic, oc, kh, kw = w.shape
     if int(op.attrs.get("groups", 1)) not in (1,) and not (int(op.attrs.get("groups", 1)) == 0 and ic == 1):
-        raise ctx.unsupported("grouped deconvolution is not lowered (TRANSPOSE_CONV2D has no groups)")
-    stride = _ints(op.attrs.get("stride", 1), 2, "stride", ctx)
-    if _ints(op.attrs.get("dilation", 1), 2, "dilation", ctx) != (1, 1):
-        raise ctx.unsupported("dilated deconvolution is not lowered (TRANSPOSE_CONV2D has no dilation)")
+        raise ctx.f.unsupported("grouped deconvolution is not lowered (TRANSPOSE_CONV2D has no groups)")
+    stride = packed_ints(op.attrs.get("stride", 1), 2, "stride", ctx.f)
+    if packed_ints(op.attrs.get("dilation", 1), 2, "dilation", ctx.f) != (1, 1):
+        raise ctx.f.unsupported("dilated deconvolution is not lowered (TRANSPOSE_CONV2D has no dilation)")
     ix = xshape[2:]
     fx = (kh, kw)
     padding = op.attrs.get("padding")
     if padding is not None:
-        pads = _ints(padding, 4, "padding", ctx)
+        pads = packed_ints(padding, 4, "padding", ctx.f)
         begins, totals = pads[:2], tuple(pads[i] + pads[i + 2] for i in range(2))
     else:
         totals = tuple((ix[i] - 1) * stride[i] + fx[i] - ix[i] * stride[i] for i in range(2))
         upper = op.attrs.get("padding_align", "UPPER") == "UPPER"
         begins = tuple(t // 2 if upper else -(-t // 2) for t in totals)
-    out_shape = ctx.float_shape(op.outputs[0])
+    out_shape = ctx.f.float_shape(op.outputs[0])
     exact = tuple((ix[i] - 1) * stride[i] + fx[i] - totals[i] for i in range(2))
     if tuple(out_shape[2:]) != exact:
-        raise ctx.unsupported(f"output_size {list(out_shape[2:])} is not the exact extent "
+        raise ctx.f.unsupported(f"output_size {list(out_shape[2:])} is not the exact extent "
                               f"{list(exact)} TRANSPOSE_CONV2D computes")
     if any(b < 0 or t - b < 0 for b, t in zip(begins, totals)):
-        raise ctx.unsupported(f"negative padding {list(begins)} / {list(totals)}")
+        raise ctx.f.unsupported(f"negative padding {list(begins)} / {list(totals)}")
 
     w = w.transpose(1, 0, 2, 3)                         # [OC, IC, KH, KW]
-    bn, act, last = _tail(ctx, op, oc)
+    bn, act, last = fold_tail(ctx.f, op, oc)
     if bn is not None:
         _, a, c = bn
         w = w * a.reshape(-1, 1, 1, 1)
         bias = (bias.reshape(-1) if bias is not None else 0.0) * a + c
     note = _weight_annotation(ctx, op, bn)
     if note is not None and note.per_channel:
-        raise ctx.unsupported(f"filter {op.inputs[1]!r} has a per-channel annotation; per-channel "
+        raise ctx.f.unsupported(f"filter {op.inputs[1]!r} has a per-channel annotation; per-channel "
                               "deconvolution filters are quantized by qsim (remove the annotation)")
-    wq, w_quant = quantize_weights(ctx, w, 0, note, f"{op.inputs[1]!r}")
-    x = ctx.transpose_to(ctx.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
-    n = ctx.b.tensor(x.name).shape[0]
-    bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.where()} bias")
-    acc = ctx.b.emit("TRANSPOSE_CONV2D", [x.name], {
+    wq, w_quant = ctx.quantize_weights(w, 0, note, f"{op.inputs[1]!r}")
+    x = ctx.transpose_to(ctx.f.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
+    n = ctx.f.builder.tensor(x.name).shape[0]
+    bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.f.where()} bias")
+    acc = ctx.emit("TRANSPOSE_CONV2D", [x.name], {
         "weight": wq.transpose(0, 2, 3, 1).copy(), "bias": bias_q,
         "out_pad": (begins[0], totals[0] - begins[0], begins[1], totals[1] - begins[1]),
         "stride": stride, "out_shape": (n, exact[0], exact[1], oc),
         "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
-    }, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    }, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
     _finish(ctx, acc, x.quant, w_quant, last, act, NHWC_FROM_NCHW, op.outputs[0])
 
 
 def _grouped_conv(ctx, x: Lowered, wq, bias_q, groups: int, common, hint: str) -> str:
     """1 < groups < channels: one CONV2D per group on a channel SLICE, then CONCAT."""
-    n, h, w_, c = ctx.b.tensor(x.name).shape
+    n, h, w_, c = ctx.f.builder.tensor(x.name).shape
     icg, ocg = c // groups, wq.shape[0] // groups
     parts = []
     for g in range(groups):
-        xs = ctx.b.emit("SLICE", [x.name], {"start": (0, 0, 0, g * icg), "size": (n, h, w_, icg)},
-                        hint=f"{hint}.group{g}.in", label=ctx.where())
+        xs = ctx.emit("SLICE", [x.name], {"start": (0, 0, 0, g * icg), "size": (n, h, w_, icg)},
+                        hint=f"{hint}.group{g}.in", label=ctx.f.where())
         wg = wq[g * ocg:(g + 1) * ocg].transpose(0, 2, 3, 1).copy()
-        parts.append(ctx.b.emit("CONV2D", [xs], dict(common, weight=wg,
+        parts.append(ctx.emit("CONV2D", [xs], dict(common, weight=wg,
                                                      bias=bias_q[g * ocg:(g + 1) * ocg].copy()),
-                                hint=f"{hint}.group{g}.acc", label=ctx.where()))
-    return ctx.b.emit("CONCAT", parts, {"axis": 3}, hint=f"{hint}.acc", label=ctx.where())
+                                hint=f"{hint}.group{g}.acc", label=ctx.f.where()))
+    return ctx.emit("CONCAT", parts, {"axis": 3}, hint=f"{hint}.acc", label=ctx.f.where())
 
 
-@rule("nn.linear")
-def lower_linear(ctx: LoweringContext, op: ir.Op) -> None:
-    w = ctx.constant(op.inputs[1])
-    bias = ctx.constant(op.inputs[2]) if len(op.inputs) > 2 else None
+@rule(TargetKind.TOSA, "nn.linear")
+def lower_linear(ctx: TosaContext, op: ir.Op) -> None:
+    w = ctx.f.constant(op.inputs[1])
+    bias = ctx.f.constant(op.inputs[2]) if len(op.inputs) > 2 else None
     oc = w.shape[0]
-    bn, act, last = _tail(ctx, op, oc)
+    bn, act, last = fold_tail(ctx.f, op, oc)
     if bn is not None:
         _, a, c = bn
         w = w * a.reshape(-1, 1)
         bias = (bias.reshape(-1) if bias is not None else 0.0) * a + c
     note = _weight_annotation(ctx, op, bn)
-    wq, w_quant = quantize_weights(ctx, w, 0, note, f"{op.inputs[1]!r}")
-    x = ctx.to_float_layout(ctx.value(op.inputs[0]), f"{op.inputs[0]}.rows")
+    wq, w_quant = ctx.quantize_weights(w, 0, note, f"{op.inputs[1]!r}")
+    x = ctx.to_float_layout(ctx.f.value(op.inputs[0]), f"{op.inputs[0]}.rows")
     wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x.quant, last, note, op.inputs[1])
     wq = _rounded(ctx, op, w, wq, w_quant, note)
     bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0])
-    bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.where()} bias")
-    acc = ctx.b.emit("FULLY_CONNECTED", [x.name], {
+    bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.f.where()} bias")
+    acc = ctx.emit("FULLY_CONNECTED", [x.name], {
         "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
-    }, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    }, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
     _finish(ctx, acc, x.quant, w_quant, last, act, identity(2), op.outputs[0])
 
 
-@rule("nn.batch_norm")
-def lower_batch_norm(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "nn.batch_norm")
+def lower_batch_norm(ctx: TosaContext, op: ir.Op) -> None:
     """A batch norm that could not be folded: a 1x1 DEPTHWISE_CONV2D with bias (NHWC)."""
-    shape = ctx.float_shape(op.inputs[0])
+    shape = ctx.f.float_shape(op.inputs[0])
     if len(shape) != 4 or int(op.attrs.get("channel_axis", 1)) != 1:
-        raise ctx.unsupported("a batch norm that is not folded must be on an NCHW tensor, channel axis 1")
+        raise ctx.f.unsupported("a batch norm that is not folded must be on an NCHW tensor, channel axis 1")
     c = shape[1]
-    a, bias = _batch_norm_affine(ctx, op, c)
-    wq, w_quant = quantize_weights(ctx, a.reshape(c, 1, 1, 1), 0, what=f"{ctx.where()} scale")
-    act = fused_activation(ctx, op.outputs[0])
+    a, bias = batch_norm_affine(ctx.f, op, c)
+    wq, w_quant = ctx.quantize_weights(a.reshape(c, 1, 1, 1), 0, what=f"{ctx.f.where()} scale")
+    act = fused_activation(ctx.f, op.outputs[0])
     last = op.outputs[0]
     if act is not None:
-        ctx.fused.add(id(act[0]))
+        ctx.f.fused.add(id(act[0]))
         last = act[0].outputs[0]
-    x = ctx.transpose_to(ctx.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
-    bias_q = _bias_values(ctx, bias, x.quant, w_quant, c, f"{ctx.where()} bias")
-    acc = ctx.b.emit("DEPTHWISE_CONV2D", [x.name], {
+    x = ctx.transpose_to(ctx.f.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
+    bias_q = _bias_values(ctx, bias, x.quant, w_quant, c, f"{ctx.f.where()} bias")
+    acc = ctx.emit("DEPTHWISE_CONV2D", [x.name], {
         "weight": wq.reshape(1, 1, c, 1), "bias": bias_q, "pad": (0, 0, 0, 0), "stride": (1, 1),
         "dilation": (1, 1), "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
-    }, hint=f"{op.outputs[0]}.acc", label=ctx.where())
+    }, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
     _finish(ctx, acc, x.quant, w_quant, last, act, NHWC_FROM_NCHW, op.outputs[0])
 
 
-@rule("linalg.matmul")
-def lower_matmul(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "linalg.matmul")
+def lower_matmul(ctx: TosaContext, op: ir.Op) -> None:
     """Two computed operands → MATMUL ([N,H,C] x [N,C,W]); a constant B → FULLY_CONNECTED."""
     if len(op.inputs) > 2 and op.inputs[2]:
-        raise ctx.unsupported("matmul with an added C input is not lowered; use a separate add")
+        raise ctx.f.unsupported("matmul with an added C input is not lowered; use a separate add")
     ta, tb = bool(op.attrs.get("transA", False)), bool(op.attrs.get("transB", False))
-    a_shape, b_shape = ctx.float_shape(op.inputs[0]), ctx.float_shape(op.inputs[1])
+    a_shape, b_shape = ctx.f.float_shape(op.inputs[0]), ctx.f.float_shape(op.inputs[1])
     out = op.outputs[0]
-    out_shape = ctx.float_shape(out)
-    act = fused_activation(ctx, out)
+    out_shape = ctx.f.float_shape(out)
+    act = fused_activation(ctx.f, out)
     last = out
     if act is not None:
-        ctx.fused.add(id(act[0]))
+        ctx.f.fused.add(id(act[0]))
         last = act[0].outputs[0]
-    if ctx.is_constant(op.inputs[1]) and len(a_shape) == 2 and not ta:
-        w = ctx.constant(op.inputs[1])
+    if ctx.f.is_constant(op.inputs[1]) and len(a_shape) == 2 and not ta:
+        w = ctx.f.constant(op.inputs[1])
         w = w if tb else w.T                              # FULLY_CONNECTED weight is [OC, IC]
-        note = ctx.graph.tensor(op.inputs[1]).quant
+        note = ctx.f.graph.tensor(op.inputs[1]).quant
         if note is not None and note.per_channel:
             # the annotation's axis refers to B's own layout, the output channels are B's
             # last axis (first when transB): re-express it on the [OC, IC] weight.
             axis = note.axis % 2
             if axis != (0 if tb else 1):
-                raise ctx.unsupported(f"B {op.inputs[1]!r} is quantized per channel along its "
+                raise ctx.f.unsupported(f"B {op.inputs[1]!r} is quantized per channel along its "
                                       "reduction axis; only per-output-channel weights are lowered")
             note = ir.QuantInfo(note.scale, note.zero_point, 0, note.bits, note.signed,
                                 note.symmetric, note.source)
-        wq, w_quant = quantize_weights(ctx, w, 0, note, f"{op.inputs[1]!r}")
+        wq, w_quant = ctx.quantize_weights(w, 0, note, f"{op.inputs[1]!r}")
         wq = _rounded(ctx, op, w, wq, w_quant, note)
-        x = ctx.to_float_layout(ctx.value(op.inputs[0]), f"{op.inputs[0]}.rows")
-        bias_q = _bias_values(ctx, None, x.quant, w_quant, w.shape[0], f"{ctx.where()} bias")
-        acc = ctx.b.emit("FULLY_CONNECTED", [x.name], {
+        x = ctx.to_float_layout(ctx.f.value(op.inputs[0]), f"{op.inputs[0]}.rows")
+        bias_q = _bias_values(ctx, None, x.quant, w_quant, w.shape[0], f"{ctx.f.where()} bias")
+        acc = ctx.emit("FULLY_CONNECTED", [x.name], {
             "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
-        }, hint=f"{out}.acc", label=ctx.where())
+        }, hint=f"{out}.acc", label=ctx.f.where())
         _finish(ctx, acc, x.quant, w_quant, last, act, identity(2), out)
         return
     if ctx.config.precision.activation_dtype is not ir.DType.I8:
-        raise ctx.unsupported("MATMUL of two computed tensors is lowered in int8 mode only")
+        raise ctx.f.unsupported("MATMUL of two computed tensors is lowered in int8 mode only")
     if len(a_shape) != len(b_shape) or len(a_shape) not in (2, 3):
-        raise ctx.unsupported("MATMUL operands must both be rank 2 or both rank 3 (same batch)")
-    a, b = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
+        raise ctx.f.unsupported("MATMUL operands must both be rank 2 or both rank 3 (same batch)")
+    a, b = ctx.f.value(op.inputs[0]), ctx.f.value(op.inputs[1])
     a = ctx.to_float_layout(a, f"{op.inputs[0]}.rows")
     b = ctx.to_float_layout(b, f"{op.inputs[1]}.rows")
     rank = len(a_shape)
@@ -496,18 +369,18 @@ def lower_matmul(ctx: LoweringContext, op: ir.Op) -> None:
         t = v.name
         if trans:
             perm = tuple(range(rank - 2)) + (rank - 1, rank - 2)
-            t = ctx.b.emit("TRANSPOSE", [t], {"perms": perm}, hint=f"{nm}.t", label=ctx.where())
+            t = ctx.emit("TRANSPOSE", [t], {"perms": perm}, hint=f"{nm}.t", label=ctx.f.where())
         if rank == 2:
-            shape = ctx.b.tensor(t).shape
-            t = ctx.b.emit("RESHAPE", [t], {"new_shape": (1,) + tuple(shape)}, hint=f"{nm}.3d",
-                           label=ctx.where())
+            shape = ctx.f.builder.tensor(t).shape
+            t = ctx.emit("RESHAPE", [t], {"new_shape": (1,) + tuple(shape)}, hint=f"{nm}.3d",
+                           label=ctx.f.where())
         names.append(t)
-    acc = ctx.b.emit("MATMUL", names, {"A_zp": int(a.quant.zero_points()[0]),
+    acc = ctx.emit("MATMUL", names, {"A_zp": int(a.quant.zero_points()[0]),
                                         "B_zp": int(b.quant.zero_points()[0])},
-                     hint=f"{out}.acc", label=ctx.where())
+                     hint=f"{out}.acc", label=ctx.f.where())
     if rank == 2:
-        acc = ctx.b.emit("RESHAPE", [acc], {"new_shape": tuple(out_shape)}, hint=f"{out}.acc2d",
-                         label=ctx.where())
+        acc = ctx.emit("RESHAPE", [acc], {"new_shape": tuple(out_shape)}, hint=f"{out}.acc2d",
+                         label=ctx.f.where())
     s = float(a.quant.scales()[0]) * float(b.quant.scales()[0])
     unit = ir.QuantInfo(scale=1.0, zero_point=0, source="derived")
     _finish(ctx, acc, ir.QuantInfo(scale=s, zero_point=0, source="derived"), unit, last, act,

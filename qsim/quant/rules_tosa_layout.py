@@ -12,27 +12,32 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ir
-from .lower import NHWC_FROM_NCHW, Lowered, LoweringContext, identity, rule
-from .lower_linear import _crop_input, _ints, spatial_padding
+from ..numerics import RESIZE_ROUNDING, nnef_round
+from .float_patterns import packed_ints, spatial_padding
+from .float_side import NHWC_FROM_NCHW, Lowered, identity
+from .rules import rule
+from .rules_tosa_linear import _crop_input
+from .target import TargetKind
+from .tosa_context import TosaContext
 
 
 def _norm_axes(axes, rank: int) -> tuple[int, ...]:
     return tuple(int(a) % rank for a in axes)
 
 
-@rule("layout.reshape", "layout.flatten", "layout.unflatten", "layout.squeeze", "layout.unsqueeze")
-def lower_reshape(ctx: LoweringContext, op: ir.Op) -> None:
-    x = ctx.to_float_layout(ctx.value(op.inputs[0]), f"{op.inputs[0]}.float")
-    shape = ctx.float_shape(op.outputs[0])
-    out = ctx.b.emit("RESHAPE", [x.name], {"new_shape": shape}, hint=op.outputs[0],
-                     label=ctx.where(), quant=x.quant, exact=True)
-    ctx.bind(op.outputs[0], Lowered(out, x.quant, identity(len(shape))))
+@rule(TargetKind.TOSA, "layout.reshape", "layout.flatten", "layout.unflatten", "layout.squeeze", "layout.unsqueeze")
+def lower_reshape(ctx: TosaContext, op: ir.Op) -> None:
+    x = ctx.to_float_layout(ctx.f.value(op.inputs[0]), f"{op.inputs[0]}.float")
+    shape = ctx.f.float_shape(op.outputs[0])
+    out = ctx.emit("RESHAPE", [x.name], {"new_shape": shape}, hint=op.outputs[0],
+                     label=ctx.f.where(), quant=x.quant, exact=True)
+    ctx.f.bind(op.outputs[0], Lowered(out, x.quant, identity(len(shape))))
 
 
-@rule("layout.transpose")
-def lower_transpose(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "layout.transpose")
+def lower_transpose(ctx: TosaContext, op: ir.Op) -> None:
     """No op: the output is the same integer tensor seen through a composed layout."""
-    x = ctx.value(op.inputs[0])
+    x = ctx.f.value(op.inputs[0])
     rank = len(x.perm)
     axis = int(op.attrs.get("axis", 0)) % max(rank, 1)
     perm = op.attrs.get("perm")
@@ -41,135 +46,135 @@ def lower_transpose(ctx: LoweringContext, op: ir.Op) -> None:
     # float_out = transpose(float_in, full); int = transpose(float_in, x.perm)
     # = transpose(float_out, q) with full[q[i]] = x.perm[i].
     q = tuple(full.index(p) for p in x.perm)
-    ctx.bind(op.outputs[0], Lowered(x.name, x.quant, q))
+    ctx.f.bind(op.outputs[0], Lowered(x.name, x.quant, q))
 
 
-@rule("layout.pad")
-def lower_pad(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "layout.pad")
+def lower_pad(ctx: TosaContext, op: ir.Op) -> None:
     if op.attrs.get("method", "CONSTANT") != "CONSTANT":
-        raise ctx.unsupported(f"pad method {op.attrs.get('method')!r}; only CONSTANT is lowered")
+        raise ctx.f.unsupported(f"pad method {op.attrs.get('method')!r}; only CONSTANT is lowered")
     if len(op.inputs) > 1 and op.inputs[1]:
-        value = ctx.constant(op.inputs[1])
+        value = ctx.f.constant(op.inputs[1])
         if value is None or float(value.reshape(-1)[0]) != 0.0:
-            raise ctx.unsupported("only padding with 0 is lowered (it is the zero point exactly)")
-    x = ctx.value(op.inputs[0])
+            raise ctx.f.unsupported("only padding with 0 is lowered (it is the zero point exactly)")
+    x = ctx.f.value(op.inputs[0])
     rank = len(x.perm)
     axes = _norm_axes(op.attrs.get("axes", range(rank)), rank)
-    pads = _ints(op.attrs.get("padding"), 2 * len(axes), "padding", ctx)
+    pads = packed_ints(op.attrs.get("padding"), 2 * len(axes), "padding", ctx.f)
     before, after = [0] * rank, [0] * rank
     for k, a in enumerate(axes):
         before[a], after[a] = pads[k], pads[len(axes) + k]
     padding = tuple((before[p], after[p]) for p in x.perm)      # in the integer layout
-    out = ctx.b.emit("PAD", [x.name], {"padding": np.array(padding, dtype=np.int32),
+    out = ctx.emit("PAD", [x.name], {"padding": np.array(padding, dtype=np.int32),
                                        "pad_const": int(x.quant.zero_points()[0])},
-                     hint=op.outputs[0], label=ctx.where(), quant=x.quant, exact=True)
-    ctx.bind(op.outputs[0], Lowered(out, x.quant, x.perm))
+                     hint=op.outputs[0], label=ctx.f.where(), quant=x.quant, exact=True)
+    ctx.f.bind(op.outputs[0], Lowered(out, x.quant, x.perm))
 
 
-@rule("layout.slice")
-def lower_slice(ctx: LoweringContext, op: ir.Op) -> None:
-    x = ctx.value(op.inputs[0])
-    in_shape = ctx.float_shape(op.inputs[0])
-    out_shape = ctx.float_shape(op.outputs[0])
+@rule(TargetKind.TOSA, "layout.slice")
+def lower_slice(ctx: TosaContext, op: ir.Op) -> None:
+    x = ctx.f.value(op.inputs[0])
+    in_shape = ctx.f.float_shape(op.inputs[0])
+    out_shape = ctx.f.float_shape(op.outputs[0])
     rank = len(in_shape)
     axes = _norm_axes(op.attrs.get("axes", range(rank)), rank)
-    stride = _ints(op.attrs.get("stride", 1), len(axes), "stride", ctx)
+    stride = packed_ints(op.attrs.get("stride", 1), len(axes), "stride", ctx.f)
     if any(s != 1 for s in stride):
-        raise ctx.unsupported("strided slices are not lowered (TOSA SLICE has no stride)")
-    begin = _ints(op.attrs.get("begin"), len(axes), "begin", ctx)
+        raise ctx.f.unsupported("strided slices are not lowered (TOSA SLICE has no stride)")
+    begin = packed_ints(op.attrs.get("begin"), len(axes), "begin", ctx.f)
     start = [0] * rank
     for a, bgn in zip(axes, begin):
         start[a] = bgn + in_shape[a] if bgn < 0 else min(bgn, in_shape[a])
-    out = ctx.b.emit("SLICE", [x.name], {"start": tuple(start[p] for p in x.perm),
+    out = ctx.emit("SLICE", [x.name], {"start": tuple(start[p] for p in x.perm),
                                          "size": tuple(out_shape[p] for p in x.perm)},
-                     hint=op.outputs[0], label=ctx.where(), quant=x.quant, exact=True)
-    ctx.bind(op.outputs[0], Lowered(out, x.quant, x.perm))
+                     hint=op.outputs[0], label=ctx.f.where(), quant=x.quant, exact=True)
+    ctx.f.bind(op.outputs[0], Lowered(out, x.quant, x.perm))
 
 
-@rule("layout.concat")
-def lower_concat(ctx: LoweringContext, op: ir.Op) -> None:
-    quant = ctx.activation_quant(op.outputs[0])
-    first = ctx.value(op.inputs[0])
+@rule(TargetKind.TOSA, "layout.concat")
+def lower_concat(ctx: TosaContext, op: ir.Op) -> None:
+    quant = ctx.f.activation_quant(op.outputs[0])
+    first = ctx.f.value(op.inputs[0])
     rank = len(first.perm)
     axis = int(op.attrs.get("axis", 0)) % rank
     parts = []
     for k, name in enumerate(op.inputs):
-        v = ctx.transpose_to(ctx.value(name), first.perm, f"{op.outputs[0]}.in{k}.t")
+        v = ctx.transpose_to(ctx.f.value(name), first.perm, f"{op.outputs[0]}.in{k}.t")
         parts.append(ctx.requantize(v, quant, f"{op.outputs[0]}.in{k}.rq").name)
-    out = ctx.b.emit("CONCAT", parts, {"axis": first.perm.index(axis)}, hint=op.outputs[0],
-                     label=ctx.where(), quant=quant, exact=True)
-    ctx.bind(op.outputs[0], Lowered(out, quant, first.perm))
+    out = ctx.emit("CONCAT", parts, {"axis": first.perm.index(axis)}, hint=op.outputs[0],
+                     label=ctx.f.where(), quant=quant, exact=True)
+    ctx.f.bind(op.outputs[0], Lowered(out, quant, first.perm))
 
 
-def _pool_args(ctx: LoweringContext, op: ir.Op):
-    shape = ctx.float_shape(op.inputs[0])
+def _pool_args(ctx: TosaContext, op: ir.Op):
+    shape = ctx.f.float_shape(op.inputs[0])
     if len(shape) != 4:
-        raise ctx.unsupported(f"only 2-D pooling on NCHW tensors is lowered (rank {len(shape)})")
+        raise ctx.f.unsupported(f"only 2-D pooling on NCHW tensors is lowered (rank {len(shape)})")
     axes = _norm_axes(op.attrs.get("axes", (2, 3)), 4)
-    size = _ints(op.attrs.get("size"), len(axes), "size", ctx)
+    size = packed_ints(op.attrs.get("size"), len(axes), "size", ctx.f)
     full = dict(zip(axes, size))
     if sorted(axes) != [2, 3] and any(full.get(a, 1) != 1 for a in (0, 1)):
-        raise ctx.unsupported("pooling over the batch or channel axis is not lowered")
+        raise ctx.f.unsupported("pooling over the batch or channel axis is not lowered")
     kernel = (full.get(2, 1), full.get(3, 1))
-    stride_map = dict(zip(axes, _ints(op.attrs.get("stride", 1), len(axes), "stride", ctx)))
-    dil_map = dict(zip(axes, _ints(op.attrs.get("dilation", 1), len(axes), "dilation", ctx)))
+    stride_map = dict(zip(axes, packed_ints(op.attrs.get("stride", 1), len(axes), "stride", ctx.f)))
+    dil_map = dict(zip(axes, packed_ints(op.attrs.get("dilation", 1), len(axes), "dilation", ctx.f)))
     stride = (stride_map.get(2, 1), stride_map.get(3, 1))
     if dil_map.get(2, 1) != 1 or dil_map.get(3, 1) != 1:
-        raise ctx.unsupported("dilated pooling is not lowered (TOSA pools have no dilation)")
+        raise ctx.f.unsupported("dilated pooling is not lowered (TOSA pools have no dilation)")
     if op.attrs.get("padding") is not None and len(axes) != 2:
-        raise ctx.unsupported("explicit pooling padding must list the two spatial axes")
-    begins, ends, crop = spatial_padding(ctx, op, shape[2:], kernel, stride, (1, 1))
+        raise ctx.f.unsupported("explicit pooling padding must list the two spatial axes")
+    begins, ends, crop = spatial_padding(ctx.f, op, shape[2:], kernel, stride, (1, 1))
     return kernel, stride, (begins[0], ends[0], begins[1], ends[1]), crop
 
 
-@rule("nn.max_pool", "nn.avg_pool")
-def lower_pool(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "nn.max_pool", "nn.avg_pool")
+def lower_pool(ctx: TosaContext, op: ir.Op) -> None:
     kernel, stride, pad, crop = _pool_args(ctx, op)
-    x = ctx.transpose_to(ctx.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
+    x = ctx.transpose_to(ctx.f.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
     x = _crop_input(ctx, x, crop, f"{op.inputs[0]}.cropped")
     attrs = {"kernel": kernel, "stride": stride, "pad": pad}
     if op.kind.name == "nn.avg_pool":
         if not op.attrs.get("ignore_border", True) and any(pad):
-            raise ctx.unsupported("avg_pool with ignore_border=false and padding: TOSA AVG_POOL2D "
+            raise ctx.f.unsupported("avg_pool with ignore_border=false and padding: TOSA AVG_POOL2D "
                                   "divides by the count of valid elements only")
         zp = int(x.quant.zero_points()[0])
         attrs.update(input_zp=zp, output_zp=zp)
     tosa_op = "MAX_POOL2D" if op.kind.name == "nn.max_pool" else "AVG_POOL2D"
-    out = ctx.b.emit(tosa_op, [x.name], attrs, hint=op.outputs[0], label=ctx.where(),
+    out = ctx.emit(tosa_op, [x.name], attrs, hint=op.outputs[0], label=ctx.f.where(),
                      quant=x.quant, exact=True)
-    ctx.bind(op.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))
+    ctx.f.bind(op.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))
 
 
-@rule("math.mean_reduce", "math.sum_reduce")
-def lower_mean_sum(ctx: LoweringContext, op: ir.Op) -> None:
-    in_shape = ctx.float_shape(op.inputs[0])
+@rule(TargetKind.TOSA, "math.mean_reduce", "math.sum_reduce")
+def lower_mean_sum(ctx: TosaContext, op: ir.Op) -> None:
+    in_shape = ctx.f.float_shape(op.inputs[0])
     rank = len(in_shape)
     axes = sorted(_norm_axes(op.attrs.get("axes", range(rank)), rank))
     squeeze = bool(op.attrs.get("squeeze", False))
     mean = op.kind.name == "math.mean_reduce"
-    x = ctx.value(op.inputs[0])
+    x = ctx.f.value(op.inputs[0])
     if mean and rank == 4 and axes == [2, 3] and in_shape[2] * in_shape[3] > 1:
         # global average pooling: one AVG_POOL2D over the whole plane
         x = ctx.transpose_to(x, NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
         zp = int(x.quant.zero_points()[0])
-        pooled = ctx.b.emit("AVG_POOL2D", [x.name], {
+        pooled = ctx.emit("AVG_POOL2D", [x.name], {
             "kernel": (in_shape[2], in_shape[3]), "stride": (1, 1), "pad": (0, 0, 0, 0),
             "input_zp": zp, "output_zp": zp}, hint=op.outputs[0] if not squeeze else
-            f"{op.outputs[0]}.pooled", label=ctx.where(), quant=x.quant, exact=not squeeze)
+            f"{op.outputs[0]}.pooled", label=ctx.f.where(), quant=x.quant, exact=not squeeze)
         v = Lowered(pooled, x.quant, NHWC_FROM_NCHW)
         if squeeze:
-            out = ctx.b.emit("RESHAPE", [pooled], {"new_shape": ctx.float_shape(op.outputs[0])},
-                             hint=op.outputs[0], label=ctx.where(), quant=x.quant, exact=True)
+            out = ctx.emit("RESHAPE", [pooled], {"new_shape": ctx.f.float_shape(op.outputs[0])},
+                             hint=op.outputs[0], label=ctx.f.where(), quant=x.quant, exact=True)
             v = Lowered(out, x.quant, identity(rank - 2))
-        ctx.bind(op.outputs[0], v)
+        ctx.f.bind(op.outputs[0], v)
         return
     # general case: REDUCE_SUM axis by axis in int32, then one RESCALE (count folded in)
     count = int(np.prod([in_shape[a] for a in axes])) if mean else 1
     acc = ctx.to_int32(x, 1.0, f"{op.outputs[0]}.in32")
     for a in axes:
-        acc = ctx.b.emit("REDUCE_SUM", [acc], {"axis": x.perm.index(a)}, hint=f"{op.outputs[0]}.sum",
-                         label=ctx.where())
-    quant = ctx.activation_quant(op.outputs[0])
+        acc = ctx.emit("REDUCE_SUM", [acc], {"axis": x.perm.index(a)}, hint=f"{op.outputs[0]}.sum",
+                         label=ctx.f.where())
+    quant = ctx.f.activation_quant(op.outputs[0])
     ratio = float(x.quant.scales()[0]) / (count * float(quant.scales()[0]))
     out_hint = f"{op.outputs[0]}.kept" if squeeze else op.outputs[0]
     out = ctx.rescale(acc, scale=ratio, input_zp=0, output_zp=int(quant.zero_points()[0]),
@@ -177,33 +182,33 @@ def lower_mean_sum(ctx: LoweringContext, op: ir.Op) -> None:
     v = Lowered(out, quant, x.perm)
     if squeeze:
         v = ctx.to_float_layout(v, f"{op.outputs[0]}.float")
-        out = ctx.b.emit("RESHAPE", [v.name], {"new_shape": ctx.float_shape(op.outputs[0])},
-                         hint=op.outputs[0], label=ctx.where(), quant=quant, exact=True)
-        v = Lowered(out, quant, identity(len(ctx.float_shape(op.outputs[0]))))
-    ctx.bind(op.outputs[0], v)
+        out = ctx.emit("RESHAPE", [v.name], {"new_shape": ctx.f.float_shape(op.outputs[0])},
+                         hint=op.outputs[0], label=ctx.f.where(), quant=quant, exact=True)
+        v = Lowered(out, quant, identity(len(ctx.f.float_shape(op.outputs[0]))))
+    ctx.f.bind(op.outputs[0], v)
 
 
-@rule("math.max_reduce", "math.min_reduce")
-def lower_max_min_reduce(ctx: LoweringContext, op: ir.Op) -> None:
-    in_shape = ctx.float_shape(op.inputs[0])
+@rule(TargetKind.TOSA, "math.max_reduce", "math.min_reduce")
+def lower_max_min_reduce(ctx: TosaContext, op: ir.Op) -> None:
+    in_shape = ctx.f.float_shape(op.inputs[0])
     rank = len(in_shape)
     axes = sorted(_norm_axes(op.attrs.get("axes", range(rank)), rank))
-    x = ctx.value(op.inputs[0])
+    x = ctx.f.value(op.inputs[0])
     name = x.name
     tosa_op = "REDUCE_MAX" if op.kind.name == "math.max_reduce" else "REDUCE_MIN"
     squeeze = bool(op.attrs.get("squeeze", False))
     for k, a in enumerate(axes):
         last = k == len(axes) - 1 and not squeeze
-        name = ctx.b.emit(tosa_op, [name], {"axis": x.perm.index(a)},
-                          hint=op.outputs[0] if last else f"{op.outputs[0]}.part", label=ctx.where(),
+        name = ctx.emit(tosa_op, [name], {"axis": x.perm.index(a)},
+                          hint=op.outputs[0] if last else f"{op.outputs[0]}.part", label=ctx.f.where(),
                           quant=x.quant, exact=last)
     v = Lowered(name, x.quant, x.perm)
     if squeeze:
         v = ctx.to_float_layout(v, f"{op.outputs[0]}.float")
-        out = ctx.b.emit("RESHAPE", [v.name], {"new_shape": ctx.float_shape(op.outputs[0])},
-                         hint=op.outputs[0], label=ctx.where(), quant=x.quant, exact=True)
-        v = Lowered(out, x.quant, identity(len(ctx.float_shape(op.outputs[0]))))
-    ctx.bind(op.outputs[0], v)
+        out = ctx.emit("RESHAPE", [v.name], {"new_shape": ctx.f.float_shape(op.outputs[0])},
+                         hint=op.outputs[0], label=ctx.f.where(), quant=x.quant, exact=True)
+        v = Lowered(out, x.quant, identity(len(ctx.f.float_shape(op.outputs[0]))))
+    ctx.f.bind(op.outputs[0], v)
 
 
 def _nearest_source_rows(op: ir.Op, axis_pos: int, in_size: int, out_size: int) -> np.ndarray:
@@ -217,13 +222,12 @@ def _nearest_source_rows(op: ir.Op, axis_pos: int, in_size: int, out_size: int) 
         scale = 0.0 if out_size <= 1 else (in_size - 1) / (out_size - 1)
     offset = 0.5 * scale - 0.5 if transform == "SYMMETRIC" else 0.0
     x = np.arange(out_size, dtype=np.float64) * scale + offset
-    r = {"FLOOR": np.floor(x), "CEIL": np.ceil(x), "ROUND_PREFER_FLOOR": np.ceil(x - 0.5)}.get(
-        rounding, np.floor(x + 0.5))
+    r = RESIZE_ROUNDING.get(rounding, nnef_round)(x)
     return np.minimum(r.astype(np.int64), in_size - 1)
 
 
-@rule("image.nearest_upsample", "image.nearest_resize")
-def lower_nearest_resize(ctx: LoweringContext, op: ir.Op) -> None:
+@rule(TargetKind.TOSA, "image.nearest_upsample", "image.nearest_resize")
+def lower_nearest_resize(ctx: TosaContext, op: ir.Op) -> None:
     """Nearest-neighbour upsampling of H and W by power-of-two factors → RESIZE NEAREST.
 
     TOSA 2.12.1 (integer): with unit = 1 << shift, output row oy reads input row
@@ -231,36 +235,36 @@ def lower_nearest_resize(ctx: LoweringContext, op: ir.Op) -> None:
     offset = -unit / 2 make that floor(oy / f): row i repeated f times, which is what
     nearest_upsample computes and what nearest_resize computes when its coordinate rule
     gives the same rows (checked here against the operator's own formula)."""
-    in_shape = ctx.float_shape(op.inputs[0])
-    out_shape = ctx.float_shape(op.outputs[0])
+    in_shape = ctx.f.float_shape(op.inputs[0])
+    out_shape = ctx.f.float_shape(op.outputs[0])
     if len(in_shape) != 4 or tuple(in_shape[:2]) != tuple(out_shape[:2]):
-        raise ctx.unsupported("only resizing H and W of an NCHW tensor is lowered (TOSA RESIZE)")
+        raise ctx.f.unsupported("only resizing H and W of an NCHW tensor is lowered (TOSA RESIZE)")
     factors = []
     for axis in (2, 3):
         i, o = in_shape[axis], out_shape[axis]
         f = o // i
         if o % i or f & (f - 1) or f > 1 << 10:
-            raise ctx.unsupported(f"axis {axis}: {i} -> {o} is not an upsampling by a power of two "
+            raise ctx.f.unsupported(f"axis {axis}: {i} -> {o} is not an upsampling by a power of two "
                                   "(the only exact integer RESIZE qsim lowers)")
         if op.kind.name == "image.nearest_resize":
             rows = _nearest_source_rows(op, axis, i, o)
             if not np.array_equal(rows, np.arange(o) // f):
-                raise ctx.unsupported(f"axis {axis}: this coordinate_transform/rounding_method "
+                raise ctx.f.unsupported(f"axis {axis}: this coordinate_transform/rounding_method "
                                       "does not repeat each input row f times")
         factors.append(f)
     shift = 11
     unit = 1 << shift
-    x = ctx.transpose_to(ctx.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
+    x = ctx.transpose_to(ctx.f.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
     if factors == [1, 1]:
-        ctx.bind(op.outputs[0], x)
+        ctx.f.bind(op.outputs[0], x)
         return
     stride = tuple(unit // f for f in factors)
     offset = (-unit // 2, -unit // 2)
     # OH = idiv((IH - 1) * unit - offset, stride) + 1 + border must be IH * f
     border = tuple(in_shape[2 + k] * factors[k] - ((in_shape[2 + k] - 1) * unit - offset[k])
                    // stride[k] - 1 for k in range(2))
-    out = ctx.b.emit("RESIZE", [x.name], {
+    out = ctx.emit("RESIZE", [x.name], {
         "output_size": (out_shape[2], out_shape[3]), "stride": stride, "offset": offset,
         "border": border, "shift": shift, "mode": "NEAREST"}, hint=op.outputs[0],
-        label=ctx.where(), quant=x.quant, exact=True)
-    ctx.bind(op.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))
+        label=ctx.f.where(), quant=x.quant, exact=True)
+    ctx.f.bind(op.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))

@@ -1,11 +1,11 @@
 import numpy as np
 
 from qsim import ir
-from qsim.quant.lower import lower_graph
-from qsim.quant.sknd_form import from_sknd_form, to_sknd_form
+from qsim.quant.target_tosa import lower_graph
+from qsim.tosa.sknd_form import from_sknd_form, to_sknd_form
 from qsim.runtime.executor import execute
 
-from .lowering_models import calibrate_minmax, small_cnn
+from tests.quant.lowering_models import calibrate_minmax, small_cnn
 
 
 def _same_graph(a: ir.Graph, b: ir.Graph):

@@ -1,0 +1,57 @@
+"""The lowering rules, one registry keyed by target: RULES[TargetKind][float op kind].
+
+A rule is `fn(ctx, op)`: it lowers float op `op` with the target's context (which owns the
+shared float side, `ctx.f`) and binds the integer counterparts of the op's outputs. Rule
+modules register with `@rule(TargetKind.X, "nn.conv", ...)` when imported: the TOSA rules
+live in rules_tosa_*.py, the CVM rules in rules_cvm.py; each target imports its own.
+"""
+from __future__ import annotations
+
+from ..errors import UnsupportedError
+from .target import Rule, TargetKind
+
+RULES: dict[TargetKind, dict[str, Rule]] = {kind: {} for kind in TargetKind}
+
+# how the error for an op without a rule names the operator set
+_RULE_SET_NAME = {TargetKind.TOSA: "integer", TargetKind.CVM: "CVM"}
+
+
+def rule(target: TargetKind, *kinds: str):
+    """Registers a lowering rule of `target` for float op kinds (qualified names, "nn.conv")."""
+    def register(fn: Rule) -> Rule:
+        for kind in kinds:
+            if kind in RULES[target]:
+                raise ValueError(f"two {target.value} lowering rules for {kind}")
+            RULES[target][kind] = fn
+        return fn
+    return register
+
+
+def apply_rules(ctx, target: TargetKind) -> None:
+    """Quantizes the graph inputs, then lowers each float op (in graph order) by its rule;
+    ops a rule folded into an earlier one are skipped."""
+    f = ctx.f
+    rules = RULES[target]
+    for name in f.graph.inputs:
+        ctx.quantize_input(name)
+    for op in f.graph.ops:
+        if id(op) in f.fused:
+            continue
+        fn = rules.get(op.kind.name)
+        if fn is None:
+            defined = op.definition is not None     # the model's own operator: where it is defined
+            raise UnsupportedError(
+                f"cannot lower {op.kind.name} {op.label!r}: no {_RULE_SET_NAME[target]} lowering "
+                f"for {op.kind.name}"
+                + (f" (operator '{op.definition.name}' is defined by the model)" if defined else ""),
+                location=op.definition.loc if defined else None,
+                hint=("define it with a @compose block of standard operators; " if defined else "")
+                     + ("control flow is lowered only once composed away: write a loop of "
+                        "compile-time count with 'unroll' instead of 'do'; " if op.subgraphs else "")
+                     + "operators with a rule: " + ", ".join(sorted(rules)))
+        f.op = op
+        fn(ctx, op)
+        for out in op.outputs:
+            if out not in f.values and out in f.graph.outputs:
+                raise f.unsupported(f"output {out!r} was not produced")
+    f.op = None

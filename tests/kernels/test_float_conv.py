@@ -1,0 +1,100 @@
+"""The float executor's compiled depthwise convolution (qsim/kernels/float_conv.py) gives the
+bits of the plain float32 loop: +0.0, then out = out + w * x per tap in row-major order."""
+import numpy as np
+import pytest
+
+from qsim.kernels import float_conv
+from qsim.kernels.cpu_features import forced_isa, supported_isas
+
+
+def loop_depthwise(x, w, m, stride, dilation, before, out_size):
+    """The definition, written out: padded input, one float32 multiply and add per tap."""
+    B, C, H, W = x.shape
+    KH, KW = w.shape[2:]
+    (sy, sx), (dy, dx), (OH, OW) = stride, dilation, out_size
+    pad = 16                            # more than any case reads outside the input
+    xp = np.zeros((B, C, H + 2 * pad, W + 2 * pad), dtype=np.float32)
+    xp[:, :, pad:pad + H, pad:pad + W] = x
+    xr = np.repeat(xp, m, axis=1)       # output channel c*m + i reads input channel c
+    out = np.zeros((B, C * m, OH, OW), dtype=np.float32)
+    for ky in range(KH):
+        for kx in range(KW):
+            ys, xs = pad - before[0] + ky * dy, pad - before[1] + kx * dx
+            win = xr[:, :, ys:ys + sy * (OH - 1) + 1:sy, xs:xs + sx * (OW - 1) + 1:sx]
+            with np.errstate(invalid="ignore"):
+                out = out + w[None, :, 0, ky, kx, None, None] * win
+    return out
+
+
+CASES = [   # (B, C, H, W), m, K, stride, dilation, before, out_size
+    ((1, 130, 9, 8), 1, (3, 3), (1, 1), (1, 1), (1, 1), (9, 8)),
+    ((2, 70, 7, 7), 1, (5, 5), (2, 2), (1, 1), (2, 2), (4, 4)),
+    ((1, 64, 6, 11), 1, (3, 2), (2, 1), (2, 3), (0, 2), (2, 12)),
+    ((1, 5, 8, 8), 1, (3, 3), (1, 1), (1, 1), (-1, -2), (4, 3)),       # negative padding crops
+    ((1, 1, 4, 4), 1, (1, 1), (1, 1), (1, 1), (0, 0), (4, 4)),
+    ((2, 3, 7, 6), 2, (3, 3), (2, 1), (1, 2), (1, 2), (4, 6)),         # multiplier 2: plane loop
+    ((1, 4, 6, 150), 1, (3, 3), (1, 1), (1, 1), (1, 1), (6, 150)),     # wide rows: plane loop,
+    ((1, 3, 6, 80), 1, (3, 3), (2, 2), (1, 2), (1, -1), (3, 38)),      # full and partial blocks
+]
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("shape,m,k,stride,dilation,before,out_size", CASES)
+def test_depthwise_gives_the_loops_bits_on_every_path(rng, monkeypatch, threads, shape, m, k, stride,
+                                                      dilation, before, out_size):
+    monkeypatch.setenv("QSIM_THREADS", threads)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[..., 0, 0] = -0.0                 # signed zeros and their sums must come out the same
+    w = rng.standard_normal((shape[1] * m, 1) + k).astype(np.float32)
+    want = loop_depthwise(x, w, m, stride, dilation, before, out_size)
+    for isa in supported_isas():
+        with forced_isa(isa):
+            got = float_conv.depthwise2d(x, w, m, stride, dilation, before, out_size)
+        assert got.dtype == np.float32 and got.shape == want.shape and got.flags.c_contiguous
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=isa.value)
+
+
+def test_non_finite_values_propagate_like_the_loop(rng):
+    x = rng.standard_normal((1, 20, 5, 5)).astype(np.float32)
+    x[0, 3, 2, 2], x[0, 4, 1, 1], x[0, 5, 0, 0] = np.nan, np.inf, -np.inf
+    w = rng.standard_normal((20, 1, 3, 3)).astype(np.float32)
+    w[7] = 0.0
+    x[0, 7, 2, 2] = np.inf              # 0 * inf = NaN
+    want = loop_depthwise(x, w, 1, (1, 1), (1, 1), (1, 1), (5, 5))
+    got = float_conv.depthwise2d(x, w, 1, (1, 1), (1, 1), (1, 1), (5, 5))
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[0, 3]).sum() > 0 and np.isnan(got[0, 7]).sum() > 0
+
+
+@pytest.mark.parametrize("groups,c,oc,k,stride", [(1, 16, 24, 3, 1), (1, 3, 8, 7, 2), (32, 32, 32, 5, 1),
+                                                  (1, 40, 12, 1, 1)])
+def test_float_conv_within_float32_rounding_of_onnxruntime(rng, groups, c, oc, k, stride):
+    """The float executor's conv (im2col + BLAS, or the depthwise loops) and onnxruntime's Conv
+    both round in float32: each differs from the exact sum by at most about K * eps32 *
+    sum|w x| (K products per output), so they differ from each other by at most twice that."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    from qsim.runtime.float_ops import run_op
+    x = rng.standard_normal((1, c, 15, 13)).astype(np.float32)
+    w = rng.standard_normal((oc, c // groups, k, k)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    p = k // 2
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=groups, strides=[stride] * 2,
+                            pads=[p] * 4)
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel()),
+                               helper.make_tensor("b", TensorProto.FLOAT, b.shape, b)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    got = run_op("nn.conv", [x, w, b], dict(stride=[stride] * 2, padding=[p] * 4, groups=groups))[0]
+    assert got.shape == want.shape and got.dtype == np.float32
+    # sum |w x| + |b| per output, in float64 (the same convolution of the absolute values)
+    magnitude = run_op("nn.conv", [np.abs(x).astype(np.float64), np.abs(w).astype(np.float64),
+                                   np.abs(b).astype(np.float64)],
+                       dict(stride=[stride] * 2, padding=[p] * 4, groups=groups))[0]
+    terms = (c // groups) * k * k + 1
+    bound = 2 * terms * np.finfo(np.float32).eps * magnitude
+    assert np.all(np.abs(got.astype(np.float64) - want) <= bound)
