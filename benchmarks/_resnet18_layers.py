@@ -114,13 +114,13 @@ def synthetic(layer: ConvLayer, seed: int = 0):
 def expected_outputs(layers, seed):
     """Every layer's data (synthetic), its kernels-backend output (CONV2D -> RESCALE -> CLAMP)
     and the seconds the kernels took."""
-    from qsim import tosa
+    from qsim.kernels.run import run as kernels_run
     data, outputs, start = [], [], time.perf_counter()
     for layer in layers:
         x, conv, rescale, clamp = synthetic(layer, seed)
-        acc, = tosa.run("CONV2D", [x], conv, backend="kernels")
-        out, = tosa.run("RESCALE", [acc], rescale, backend="kernels")
-        out, = tosa.run("CLAMP", [out], clamp, backend="kernels")
+        acc, = kernels_run("CONV2D", [x], conv, backend="kernels")
+        out, = kernels_run("RESCALE", [acc], rescale, backend="kernels")
+        out, = kernels_run("CLAMP", [out], clamp, backend="kernels")
         data.append((x, conv, rescale, clamp))
         outputs.append(out)
     return data, outputs, time.perf_counter() - start

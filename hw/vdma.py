@@ -23,9 +23,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .params import Geometry
-from .vector import VECTOR_LATENCY_CYCLES, VectorUnit
+from .vector import VectorUnit
 from .vector_isa import (INSTR_FIELDS, PATTERN_BITS, PATTERN_FIELDS, REDUCTIONS, STREAM_LEVELS,
-                         VectorOp, config_bits)
+                         VECTOR_LATENCY_CYCLES, VectorOp, config_bits)
 
 CREDIT_BITS = 48
 ASSEMBLY_CYCLES = 2         # last read issued at s -> data captured at s + 1 -> beat offered at s + 2

@@ -23,11 +23,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .scale import ApplyScale, saturate
-from .vector_isa import INSTR_FIELDS, LANE_FIELDS, REDUCTIONS, VectorOp
-
-VECTOR_LATENCY_CYCLES = 5     # beat accepted in cycle t -> its result valid in cycle t + 5
-TABLE_DEPTH = 512             # lo[i] = table[i], hi[i] = table[i + 1]: one read of each per lookup
-DEFAULT_MAX_POOL_COUNT = 1024  # reciprocal ROM depth: AVG groups of up to this many beats
+from .vector_isa import (DEFAULT_MAX_POOL_COUNT, INSTR_FIELDS, LANE_FIELDS, REDUCTIONS, TABLE_DEPTH,
+                         VECTOR_LATENCY_CYCLES, VectorOp)
 
 
 def _fields_layout(spec) -> data.StructLayout:

@@ -102,3 +102,46 @@ def add_bin_counts_f32(const float[::1] x, int log2_width, int64_t first, int64_
             if q < <double>j:
                 j -= 1
             counts[j - first] += 1
+
+
+def row_sums_f64(const float[:, :, :] p, double[:, ::1] out):
+    """out[g, k] = sum over i of p[g, i, k] in float64, added in order i = 0, 1, ... -- the
+    order numpy's p.sum(axis=1, dtype=np.float64) takes for K >= 2 (tested; for K == 1 numpy
+    sums pairwise, and the caller keeps numpy), at memory speed instead of numpy's
+    buffered cast along a strided axis."""
+    cdef Py_ssize_t g, i, k, G = p.shape[0], P = p.shape[1], K = p.shape[2]
+    with nogil:
+        for g in range(G):
+            for k in range(K):
+                out[g, k] = 0.0
+            for i in range(P):
+                for k in range(K):
+                    out[g, k] = out[g, k] + <double>p[g, i, k]
+
+
+def add_clipped_histogram(const double[::1] x, double first, double last, const double[::1] edges,
+                          int64_t[::1] counts):
+    """counts += np.histogram(np.clip(x, first, last), bins=len(counts), range=(first, last))[0]
+    for the evaluation's error histograms, in one pass: numpy's equal-width algorithm step by
+    step (index ((v - first) / (last - first)) * bins, then the edge corrections against
+    edges = np.linspace(first, last, bins + 1)); NaN is counted nowhere, as there."""
+    cdef Py_ssize_t i, n = x.shape[0]
+    cdef int64_t bins = counts.shape[0], j
+    cdef double denom = last - first, v
+    with nogil:
+        for i in range(n):
+            v = x[i]
+            if v != v:
+                continue
+            if v < first:
+                v = first
+            elif v > last:
+                v = last
+            j = <int64_t>(((v - first) / denom) * <double>bins)
+            if j == bins:
+                j -= 1
+            if v < edges[j]:
+                j -= 1
+            if v >= edges[j + 1] and j != bins - 1:
+                j += 1
+            counts[j] += 1

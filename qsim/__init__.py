@@ -1,6 +1,8 @@
 """qsim: bit-exact integer quantization and NPU simulation of NNEF models."""
 from __future__ import annotations
 
+from . import cvm, tosa  # noqa: F401  (the integer dialects register their text forms: qsim.load
+#                          gives a quantized model's ops in the IR form their runners take)
 from .loader import load  # qsim.load(path) -> ir.Graph
 from .version import __version__
 

@@ -49,12 +49,14 @@ def _round_half_up(a: np.ndarray) -> np.ndarray:
 def nnef_round(x):
     """NNEF `round`: floor(x + 0.5) exactly, ties towards +inf (NNEF 1.0 4.2.1).
 
-    A float array keeps its dtype; an int array becomes float64; a Python scalar gives a float.
+    A float array keeps its dtype, an int array becomes float64; a scalar gives a numpy scalar
+    (np.float64 for a Python number: a float that also has the array methods, e.g. astype).
     """
     if isinstance(x, np.ndarray):
         return _round_half_up(_float_array(x))
-    r = _round_half_up(np.asarray(float(x)) if isinstance(x, (int, float)) else _float_array(x))
-    return float(r) if isinstance(x, (int, float)) else r[()]
+    if isinstance(x, (int, float)):
+        x = np.float64(x)
+    return _round_half_up(_float_array(x))[()]
 
 
 def round_half_down(x):

@@ -69,6 +69,7 @@ def test_round_keeps_float_dtypes_and_makes_ints_float64():
     ints = numerics.nnef_round(np.array([1, -2], np.int32))
     assert ints.dtype == np.float64 and ints.tolist() == [1.0, -2.0]
     assert numerics.nnef_round(7) == 7.0
+    assert numerics.nnef_round(2.5).astype(np.int64) == 3        # a numpy scalar, as quant uses it
     scalar32 = numerics.nnef_round(np.float32(1.5))
     assert isinstance(scalar32, np.float32) and scalar32 == 2.0
 

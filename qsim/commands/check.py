@@ -21,7 +21,7 @@ HELP = "parse and compose a model (.sknd, model folder, graph.nnef, .tgz) and su
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="a .sknd file, a folder with main.sknd or graph.nnef, or a .tgz/.tar")
+    parser.add_argument("model", help="a .sknd file, a folder with main.sknd or graph.nnef, a .tgz/.tar, or a .onnx file")
     parser.add_argument("--all", action="store_true", help="compose every graph of the main module")
     parser.add_argument("--graph", help="compose the graph of this name (default: the first)")
     parser.add_argument("--keep", help="comma-separated compound operators to keep whole, e.g. nn.softmax")

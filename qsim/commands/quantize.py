@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser
     p.add_argument("model", nargs="?", metavar="MODEL",
                    help="float model: folder with main.sknd or graph.nnef, a .sknd file, "
-                        "graph.nnef or .tgz (default: the embedded Fashion-MNIST CNN)")
+                        "graph.nnef, .tgz or .onnx (default: the embedded Fashion-MNIST CNN)")
     p.add_argument("--calib", metavar="DATA", help="calibration inputs: .npy, .npz or a folder "
                    "of images (required with MODEL; default: the embedded calibration images)")
     p.add_argument("--eval", metavar="DATA", help="evaluation inputs (.npy/.npz/image folder, "

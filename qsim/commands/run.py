@@ -25,7 +25,7 @@ HELP = "execute a model on numpy inputs: a float model, or a quantized model wri
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", help="model folder, main.sknd, graph.nnef or .tgz")
+    parser.add_argument("model", metavar="MODEL", help="model folder, main.sknd, graph.nnef, .tgz or .onnx")
     parser.add_argument("--input", action="append", metavar="[NAME=]X.npy",
                         help="an input array (.npy), in graph input order or by name; repeatable")
     parser.add_argument("--output", metavar="OUT", help="write the output (.npy; .npz when several)")

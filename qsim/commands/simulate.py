@@ -17,6 +17,7 @@ from ..errors import UsageError
 from ..npu.config import load_config
 from ..npu.distributed import Task, open_pool, scheduler_address
 from ..npu.energy import load_tech
+from ..npu.engines import Engine
 from ..npu.golden_vectors import read_inputs
 from ..npu.simulate import (dump_vcd, finish_sweep, load_qmodel, parse_sweep, prepare_engine,
                             prepare_sweep, resolve_engine, simulate_one)
@@ -75,14 +76,13 @@ def default_out(model_name: str, sweep: bool) -> Path:
     return Path("qsim-out") / f"{model_name}-npu{'-sweep' if sweep else ''}"
 
 
-def simulate_command(model: str | None, config_spec: str, engine_name: str, input_path: str | None,
+def simulate_command(model: str | None, config_spec: str, engine: Engine, input_path: str | None,
                      out: str | None, sweep: list[str] | None = None, vcd: str | None = None,
                      show_progress: bool = True, tech: str | None = None, workers: int | None = 1,
                      scheduler: str | None = None) -> SimulateResult:
     """The whole `qsim simulate` job; the output folder appears complete or not at all.
     The array layers (of every sweep point) run as tasks on `workers` local processes or
     the Dask cluster at `scheduler` (qsim.npu.distributed.open_pool)."""
-    engine = resolve_engine(engine_name, vcd)
     base = load_config(config_spec)
     table = load_tech(tech)
     configs = parse_sweep(sweep, base) if sweep else [base]
@@ -156,7 +156,8 @@ def _write_files(folder: Path, files: dict[str, bytes]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = simulate_command(args.model, args.config, args.engine, args.input, args.out,
+    engine = resolve_engine(args.engine, args.vcd)       # a bad name fails before any work
+    result = simulate_command(args.model, args.config, engine, args.input, args.out,
                               sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
                               tech=args.tech, workers=args.workers, scheduler=args.scheduler)
     for report in result.reports:

@@ -25,7 +25,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
                   "max_pool", "avg_pool", "rescale", "table_i8", "table_i16", "clamp", "elementwise",
                   "reduce"),
     "_cvm_conv": ("conv2d", "dense"),
-    "_quant_ops": ("round_passes", "scan_f32", "add_bin_counts_f32"),
+    "_quant_ops": ("round_passes", "scan_f32", "add_bin_counts_f32", "row_sums_f64",
+                   "add_clipped_histogram"),
     "_float_ops": ("depthwise_nchw_f32", "depthwise_nhwc_f32"),
 }
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import UnsupportedError, UsageError
-from ..hw.vector import DEFAULT_MAX_POOL_COUNT, TABLE_DEPTH, VECTOR_LATENCY_CYCLES
-from ..hw.vector_isa import REDUCTIONS, STREAM_LEVELS, VectorInstr, VectorOp
+from ..hw.vector_isa import (DEFAULT_MAX_POOL_COUNT, REDUCTIONS, STREAM_LEVELS, TABLE_DEPTH,
+                             VECTOR_LATENCY_CYCLES, VectorInstr, VectorOp)
 from ..tosa.arith import (INT32_MAX, INT32_MIN, apply_add, apply_clip, apply_lookup, apply_scale_16,
                           apply_scale_32, apply_sub, reciprocal_scale, require_running_sums)
 from ..tosa.run import run as run_tosa
@@ -140,7 +140,7 @@ class VectorUnitModel:
             return apply_sub(va, vb, INT32_MIN, INT32_MAX, "vector unit SUB")
         if op is VectorOp.MUL:
             return run_tosa("MUL", [va.astype(np.int32), vb.astype(np.int32)],
-                            {"shift": instr.mul_shift}, backend="reference")[0].astype(np.int64)
+                            {"shift": instr.mul_shift})[0].astype(np.int64)
         if op is VectorOp.MAXIMUM:
             return np.maximum(va, vb)
         if op is VectorOp.MINIMUM:

@@ -33,8 +33,8 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..hw.params import Geometry
-from ..hw.vector import DEFAULT_MAX_POOL_COUNT
-from ..hw.vector_isa import INT32_MAX, INT32_MIN, STREAM_LEVELS, VectorInstr, VectorOp
+from ..hw.vector_isa import (DEFAULT_MAX_POOL_COUNT, INT32_MAX, INT32_MIN, STREAM_LEVELS, VectorInstr,
+                             VectorOp)
 from .vector_program import DramImage, Stream, make_config, vector_program
 
 SIGNED = {np.dtype(np.int8): 1, np.dtype("<i2"): 2, np.dtype("<i4"): 4}

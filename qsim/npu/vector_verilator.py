@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MismatchError
-from ..hw.vector import DEFAULT_MAX_POOL_COUNT, VectorUnit
+from ..hw.vector import VectorUnit
+from ..hw.vector_isa import DEFAULT_MAX_POOL_COUNT
 from ..hw.vector_isa import INSTR_BITS, LANE_BITS, VectorInstr
 from .sim_verilator import (CXX_FLAGS, MAKE_OPTS, VERILATOR_FLAGS, _ZERO_MEMORY_INIT, _build_into,
                             _verilator, _version, cache_root,

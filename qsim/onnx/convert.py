@@ -13,12 +13,11 @@ Broadcasting: ONNX aligns ranks on the right (numpy rules), which is the 2.0 def
 """
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy as np
 
-from .. import ir
+from .. import ir, numerics
 from ..limits import check_tensor_size
 from .builder import BOOL, F32, NodeContext, Value
 from .protobuf import dtype_of
@@ -87,12 +86,8 @@ def _unary(ctx: NodeContext) -> list:
     return [unary(ctx, _UNARY[ctx.op_type], x, final=True)]
 
 
-def _erf(a):
-    return np.vectorize(math.erf, otypes=[np.float64])(a).astype(a.dtype)
-
-
 _UNARY_NUMPY = {"Sigmoid": lambda a: 1 / (1 + np.exp(-a)), "Tanh": np.tanh, "Exp": np.exp, "Log": np.log,
-                "Sqrt": np.sqrt, "Neg": np.negative, "Abs": np.abs, "Erf": _erf,
+                "Sqrt": np.sqrt, "Neg": np.negative, "Abs": np.abs, "Erf": lambda a: numerics.erf(a).astype(a.dtype),
                 "Reciprocal": lambda a: 1 / a, "Floor": np.floor, "Ceil": np.ceil,
                 "Softplus": lambda a: np.logaddexp(a, 0), "Not": np.logical_not, "Sin": np.sin,
                 "Cos": np.cos, "Sign": np.sign, "Relu": lambda a: np.maximum(a, 0)}
@@ -155,14 +150,6 @@ def _binary(ctx: NodeContext) -> list:
     return [binary(ctx, _BINARY[ctx.op_type], x, y, final=True, dtype=dtype)]
 
 
-def _int_div(a, b):
-    # ONNX integer division truncates towards zero (C semantics); division by 0 is refused
-    if np.any(b == 0):
-        raise ZeroDivisionError
-    q = np.abs(a) // np.abs(b)
-    return (np.sign(a) * np.sign(b) * q).astype(np.result_type(a, b))
-
-
 _BINARY_NUMPY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Pow": np.power,
                  "Equal": np.equal, "Less": np.less, "Greater": np.greater, "LessOrEqual": np.less_equal,
                  "GreaterOrEqual": np.greater_equal, "And": np.logical_and, "Or": np.logical_or,
@@ -184,10 +171,10 @@ def _fold_binary(ctx: NodeContext, arrays: list) -> list:
         for b in arrays[1:]:
             if ctx.op_type == "Div":
                 if out.dtype.kind in "iu" and b.dtype.kind in "iu":
-                    try:
-                        out = _int_div(out, b)
-                    except ZeroDivisionError:
+                    if np.any(b == 0):
                         ctx.fail("integer division by zero in a constant sub-graph")
+                    # ONNX integer division truncates towards zero (C semantics)
+                    out = np.asarray(numerics.trunc_div(out, b)).astype(np.result_type(out, b))
                 else:
                     out = np.divide(out, b).astype(out.dtype)
             elif ctx.op_type == "Pow":
@@ -214,7 +201,7 @@ def _fold_mod(ctx: NodeContext, arrays: list) -> list:
     if b.dtype.kind in "iu" and np.any(b == 0):
         ctx.fail("integer modulo by zero in a constant sub-graph")
     with np.errstate(all="ignore"):
-        return [np.asarray(np.fmod(a, b) if ctx.attr("fmod", 0) else np.mod(a, b)).astype(a.dtype)]
+        return [np.asarray(np.fmod(a, b) if ctx.attr("fmod", 0) else numerics.floor_mod(a, b)).astype(a.dtype)]
 
 
 @converter("Min", "Max", "Sum")

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .. import ir
+from .. import ir, numerics
 from ..limits import check_tensor_size
 from .builder import F32, I64, NodeContext, Value, constant_value
 from .convert import broadcast_shape, converter, folder
@@ -210,7 +210,7 @@ def _split_sizes(ctx: NodeContext, shape: tuple) -> tuple[int, list[int]]:
         count = int(ctx.attr("num_outputs", outputs))
         if count <= 0:
             ctx.fail(f"num_outputs {count} is not positive")
-        chunk = -(-extent // count)
+        chunk = numerics.ceil_div(extent, count)
         if ctx.attr("num_outputs") is None and extent % count:
             ctx.fail(f"extent {extent} does not split evenly into {count} outputs")
         sizes = [min(chunk, extent - i * chunk) for i in range(count)]
@@ -261,7 +261,7 @@ def _slice_params(ctx: NodeContext, shape: tuple):
             b, e = min(max(b, 0), dim), min(max(e, 0), dim)
         else:
             b, e = min(max(b, 0), dim - 1), min(max(e, -1), dim - 1)
-        out[ax] = max(0, -(-(e - b) // st))
+        out[ax] = max(0, numerics.ceil_div(e - b, st))
         begin.append(b)
         end.append(e)
     return axes, begin, end, steps, tuple(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import numerics
 from ..limits import check_tensor_size
 from .builder import F32, NodeContext, Value
 from .convert import binary, broadcast_shape, converter, folder, unary
@@ -42,7 +43,7 @@ def _padding(ctx: NodeContext, extents, kernel, strides, dilations) -> list[tupl
         ctx.fail(f"auto_pad {auto!r} is not NOTSET, VALID, SAME_UPPER or SAME_LOWER")
     out = []
     for X, k, s, d in zip(extents, kernel, strides, dilations):
-        total = max((-(-X // s) - 1) * s + (k - 1) * d + 1 - X, 0)
+        total = max((numerics.ceil_div(X, s) - 1) * s + (k - 1) * d + 1 - X, 0)
         small, large = total // 2, total - total // 2
         out.append((small, large) if auto == "SAME_UPPER" else (large, small))
     return out
@@ -53,7 +54,7 @@ def _down_extent(ctx: NodeContext, X, k, s, d, p, q, ceil_mode=False) -> int:
     if X + p + q < fd:
         ctx.fail(f"padded extent {p}+{X}+{q} is smaller than the dilated kernel {fd}")
     span = X + p + q - fd
-    out = (-(-span // s) if ceil_mode else span // s) + 1
+    out = (numerics.ceil_div(span, s) if ceil_mode else span // s) + 1
     if ceil_mode and (out - 1) * s >= X + p:   # the last window must start inside input or left padding
         out -= 1
     return out

@@ -13,8 +13,11 @@ import numpy as np
 
 from .. import ir
 from ..errors import DataError
+from ..threads import apply_blas_threads
 from ..progress import progress
+from ..threads import apply_blas_threads
 from ..runtime.executor import execute
+from ..threads import apply_blas_threads
 from .observers import ObserverKind, make_observer
 from .params import QuantConfig
 
@@ -38,8 +41,6 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     `input_moments` (rounding.InputMoments), when given, accumulates the input patch moments
     of the layers it watches, which adaptive weight rounding uses.
     """
-    from ..threads import apply_blas_threads
-
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
     observers = {}

@@ -33,8 +33,9 @@ import numpy as np
 from .. import cvm, ir
 from ..cvm.precision import precision_of
 from ..errors import InvalidGraphError, QsimError, UnsupportedError
+from ..numerics import nnef_round
 from .float_side import FloatSide, Lowered, Wording, identity
-from .params import QuantScheme, nnef_round
+from .params import QuantScheme
 
 @dataclass(frozen=True)
 class CvmConfig:

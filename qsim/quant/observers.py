@@ -23,7 +23,8 @@ import numpy as np
 from ..errors import DataError, UsageError
 from ..ir import QuantInfo
 from ..kernels.extensions import extension
-from .params import QuantScheme, nnef_round, params_from_range
+from ..numerics import nnef_round
+from .params import QuantScheme, params_from_range
 
 MAX_BINS = 2048          # histogram resolution: at least range / 2048
 MIN_BIN_LOG2 = -40       # finest bin width 2^-40 (keeps all-zero/constant data bounded)
@@ -370,7 +371,7 @@ class MseObserver(_HistogramObserver):
 
 def _sawtooth_integral(x, step):
     """Integral from 0 to x of (u - step * round(u / step))^2 du (rounding half up)."""
-    k = np.floor(x / step + 0.5)
+    k = nnef_round(x / step)
     v = x - k * step
     return k * step ** 3 / 12 + v ** 3 / 3
 
@@ -393,7 +394,7 @@ def _expected_error(left, right, counts, clip_lo, clip_hi, step):
     below = np.where(a < lo, ((lo - a) ** 3 - (lo - below_b) ** 3) / (3 * safe), 0.0)
     # a zero-width bin is a point mass at a: its rounding or clipping error directly
     c = np.clip(a, lo, hi)
-    at_point = (a - c) ** 2 + (c - s * np.floor(c / s + 0.5)) ** 2
+    at_point = (a - c) ** 2 + (c - s * nnef_round(c / s)) ** 2
     per_bin = np.where(point, at_point, rounding + above + below)
     return (n * per_bin).sum(axis=1)
 

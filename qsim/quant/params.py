@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import DataError, UnsupportedError
 from ..ir import DType, QuantInfo
+from ..numerics import nnef_round
 
 
 class Precision(enum.Enum):
@@ -112,11 +113,6 @@ class QuantConfig:
     def weight_scheme(self, output_channel_axis: int = 0) -> QuantScheme:
         axis = output_channel_axis if self.weight_granularity is Granularity.PER_CHANNEL else None
         return QuantScheme(bits=8, signed=True, symmetric=True, channel_axis=axis)
-
-
-def nnef_round(x) -> np.ndarray:
-    """NNEF round: floor(x + 0.5), ties towards +inf (float64 in, float64 out)."""
-    return np.floor(np.asarray(x, dtype=np.float64) + 0.5)
 
 
 def params_from_range(lo, hi, scheme: QuantScheme, source: str = "calibration",

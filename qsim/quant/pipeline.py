@@ -29,6 +29,7 @@ from .float_side import LoweredModel
 from .observers import ObserverKind
 from .params import Granularity, Precision, QuantConfig
 from .rounding import InputMoments
+from .qmodel import METADATA_FILE, is_quantized_model
 from .rules import RULES
 from .target import Target, TargetKind
 from .target_cvm import CvmTarget
@@ -119,7 +120,7 @@ def same_but_batch(graph: ir.Graph, model: LoweredModel, big: ir.Graph, big_mode
                    size: int) -> bool:
     """Whether the float graph `big` and its lowering `big_model` are `graph` and `model` with
     every non-constant tensor's leading extent 1 -> size and otherwise the same operators,
-    parameters and constants: then each sample of a batch gets exactly the batch-1 bits (no
+    parameters and constants (constant tensors and tensor-valued attributes): then each sample of a batch gets exactly the batch-1 bits (no
     operator a lowering emits mixes batch rows)."""
     def batch_of(a: ir.Tensor, b: ir.Tensor | None) -> bool:
         return (b is not None and bool(a.shape) and a.shape[0] == 1
@@ -135,6 +136,10 @@ def same_but_batch(graph: ir.Graph, model: LoweredModel, big: ir.Graph, big_mode
     for a, b in zip(small.ops, large.ops):
         if a.inputs != b.inputs or a.outputs != b.outputs:
             return False
+        for key, value in a.attrs.items():     # tensor attributes (TOSA weights, tables, ...)
+            if isinstance(value, np.ndarray) and not (isinstance(b.attrs.get(key), np.ndarray)
+                                                      and np.array_equal(value, b.attrs[key])):
+                return False
     for name, t in small.tensors.items():
         u = large.tensors.get(name)
         if u is None or u.quant != t.quant or u.dtype is not t.dtype:
@@ -211,7 +216,11 @@ def make_target(kind: TargetKind, options: QuantizeOptions = QuantizeOptions(),
 def load_float_model(path, batch: int | None = None) -> ir.Graph:
     """Loads a float model keeping whole every compound operator some target has a rule for
     (nn.conv, nn.batch_norm, nn.linear, ...): the rules see the operator, not its expansion.
-    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none)."""
+    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none).
+    A quantized-model folder is a UsageError: it holds integer operators already."""
+    if is_quantized_model(path):
+        raise UsageError(f"{path} is a quantized model folder (it has {METADATA_FILE}); qsim quantize "
+                         "takes a float model", hint="quantize the float model it was made from")
     if model_kind(str(path)) == "skriptnd":
         keep = {kind for rules in RULES.values() for kind in rules}
         return load(path, keep=keep, attribs=None if batch is None else {"batch": batch})

@@ -118,7 +118,7 @@ def _check_entries(doc: dict, where: str, hint: str) -> None:
     settings = doc.get("settings", {})
     if not isinstance(settings, dict):
         fail(f'"settings" must be an object, not {type(settings).__name__}')
-    if settings.get("target", "tosa") not in [k.value for k in TargetKind]:
+    if settings.get("target", TargetKind.TOSA.value) not in [k.value for k in TargetKind]:
         fail(f'"settings.target" is {settings.get("target")!r}; expected '
              + " or ".join(f'"{k.value}"' for k in TargetKind))
     tensor_map = doc.get("tensor_map", {})
@@ -145,9 +145,15 @@ def _quant_from(graph: ir.Graph, names, where: str) -> dict[str, ir.QuantInfo]:
 TARGETS: dict[TargetKind, Target] = {TargetKind.TOSA: TosaTarget(), TargetKind.CVM: CvmTarget()}
 
 
+def _declared_target(doc: dict) -> Target:
+    """The target a checked quantization.json declares (TOSA when it names none: the format
+    predates CVM)."""
+    return TARGETS[TargetKind(doc.get("settings", {}).get("target", TargetKind.TOSA.value))]
+
+
 def target_of(folder: str | Path) -> Target:
-    """The target (operator set) a quantized model folder declares (TOSA when it says none)."""
-    return TARGETS[TargetKind(read_metadata(folder).get("settings", {}).get("target", "tosa"))]
+    """The target (operator set) of a quantized model folder."""
+    return _declared_target(read_metadata(folder))
 
 
 def load_quantized_model(folder: str | Path, expect: TargetKind | None = None) -> LoweredModel:
@@ -162,7 +168,7 @@ def load_quantized_model(folder: str | Path, expect: TargetKind | None = None) -
         raise UsageError(f"{folder} is not a quantized model folder (no {METADATA_FILE}): a float "
                          "model, or not a model", hint="quantize it first: qsim quantize MODEL -o DIR")
     doc = read_metadata(folder)
-    target = TARGETS[TargetKind(doc.get("settings", {}).get("target", "tosa"))]
+    target = _declared_target(doc)
     if expect is not None and target.kind is not expect:
         raise DataError(f"{folder}: a {target.title} model, not a {TARGETS[expect].title} one",
                         hint=f"quantize the model with --target {expect.value}")

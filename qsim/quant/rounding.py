@@ -24,12 +24,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ir
+from ..numerics import nnef_round
+from ..kernels.extensions import extension
 from ..threads import split_rows
 from .float_patterns import packed_ints, spatial_padding
 
 FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
+KEEP_BUFFER_BYTES = 8 << 20   # PatchMoments keeps a pending-row buffer up to this size
 MAX_PASSES = 8                 # passes over the K weights of every channel (converges in 2-4)
 ROUNDING_MODES = ("nearest", "adaptive")
+
+_quant_ops = extension("_quant_ops")   # raises KernelsUnavailableError when missing or broken
 
 
 @dataclass
@@ -44,11 +49,17 @@ class PatchMoments:
     def __post_init__(self):
         self.sum_outer = np.zeros((self.groups, self.patch, self.patch))
         self.sum_x = np.zeros((self.groups, self.patch))
-        self._pending: list[np.ndarray] = []
+        self._rows = np.zeros((self.groups, 0, self.patch), dtype=np.float32)  # pending rows
         self._pending_rows = 0
 
     def add(self, patches: np.ndarray) -> None:
-        """patches: [groups, P, K] (one row per output position and sample).
+        """patches: [groups, P, K] (one row per output position and sample)."""
+        self.reserve(patches.shape[1])[...] = patches
+        self.commit(patches.shape[1])
+
+    def reserve(self, rows: int) -> np.ndarray:
+        """The float32 [groups, rows, K] place of the next `rows` patch rows, for the caller to
+        fill before commit(rows): the patches go straight into the pending buffer.
 
         Rows are buffered until FLUSH_ROWS are pending (a layer with few output positions,
         like a late convolution or a linear layer, would otherwise pay a K x K float64
@@ -56,20 +67,31 @@ class PatchMoments:
         syrk; the activations are float32 already) and added to float64 totals: the moments
         carry a relative error of about sqrt(FLUSH_ROWS) * 2^-24, far below what moves a
         rounding decision except at exact ties of the objective."""
-        p = np.ascontiguousarray(patches, dtype=np.float32)                      # [g, P, K]
-        self._pending.append(p)
-        self._pending_rows += p.shape[1]
-        self.count += p.shape[1]
+        need = self._pending_rows + rows
+        if need > self._rows.shape[1]:
+            grown = np.empty((self.groups, max(need, min(FLUSH_ROWS + rows, 2 * need)), self.patch),
+                             dtype=np.float32)
+            grown[:, :self._pending_rows] = self._rows[:, :self._pending_rows]
+            self._rows = grown
+        return self._rows[:, self._pending_rows:need]
+
+    def commit(self, rows: int) -> None:
+        self._pending_rows += rows
+        self.count += rows
         if self._pending_rows >= FLUSH_ROWS:
             self._flush()
 
     def _flush(self) -> None:
-        if not self._pending:
+        if not self._pending_rows:
             return
-        p = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending, axis=1)
-        self._pending, self._pending_rows = [], 0
+        # each group's [rows, K] block is C-contiguous (row stride K) wherever it sits in the
+        # buffer: BLAS gets the operands a contiguous copy would give it, so the same sums
+        p = self._rows[:, :self._pending_rows]
+        self._pending_rows = 0
         self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
-        self.sum_x += p.sum(axis=1, dtype=np.float64)
+        self.sum_x += _column_sums(p)
+        if self._rows.nbytes > KEEP_BUFFER_BYTES:       # bounded memory between samples
+            self._rows = self._rows[:, :0]
 
     def second_moment(self, centered: bool) -> np.ndarray:
         """[groups, K, K]: E[x x^T], minus E[x] E[x]^T when `centered`."""
@@ -80,6 +102,16 @@ class PatchMoments:
             m = self.sum_x / n
             h -= m[:, :, None] * m[:, None, :]
         return h
+
+
+def _column_sums(p: np.ndarray) -> np.ndarray:
+    """p.sum(axis=1, dtype=np.float64) of float32 [g, P, K] (made contiguous), with numpy's
+    bits: compiled for K >= 2, where numpy adds the rows in order (kernels/quant_ops.pyx)."""
+    if p.shape[2] < 2:
+        return np.ascontiguousarray(p).sum(axis=1, dtype=np.float64)
+    out = np.empty((p.shape[0], p.shape[2]), dtype=np.float64)
+    _quant_ops.row_sums_f64(p, out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -93,22 +125,38 @@ class ConvGeometry:
     crop: tuple[int, int]
 
 
-def conv_patches(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """[groups, N*OH*OW, icg*KH*KW] input patches of an NCHW convolution, C-contiguous (the
-    layout PatchMoments sums; one copy of the data); padding reads real zero, which the
-    integer graph represents exactly by the zero point."""
+def conv_patches(x: np.ndarray, g: ConvGeometry, out: np.ndarray | None = None) -> np.ndarray:
+    """[groups, N*OH*OW, icg*KH*KW] input patches of an NCHW convolution (the layout
+    PatchMoments sums), written into `out` when given (e.g. PatchMoments.reserve's place),
+    else into a new C-contiguous array; padding reads real zero, which the integer graph
+    represents exactly by the zero point."""
     n, c, h, w = x.shape
     x = x[:, :, :h - g.crop[0], :w - g.crop[1]]
     if any(g.begins) or any(g.ends):
         x = np.pad(x, ((0, 0), (0, 0), (g.begins[0], g.ends[0]), (g.begins[1], g.ends[1])))
     (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
-    span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
-    win = np.lib.stride_tricks.sliding_window_view(x, (span_h, span_w), axis=(2, 3))
+    win = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
     win = win[:, :, ::sh, ::sw, ::dh, ::dw]                       # [N, C, OH, OW, KH, KW]
     oh, ow = win.shape[2], win.shape[3]
     icg = c // g.groups
     win = win.reshape(n, g.groups, icg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    return np.ascontiguousarray(win).reshape(g.groups, n * oh * ow, icg * kh * kw)
+    shape = (g.groups, n * oh * ow, icg * kh * kw)
+    if out is None:
+        return np.ascontiguousarray(win).reshape(shape)
+    if out.shape != shape:
+        raise ValueError(f"conv_patches: out has shape {out.shape}, the patches {shape}")
+    dst = out.view()
+    dst.shape = win.shape               # splits axes only: a view (raises rather than copy)
+    np.copyto(dst, win)
+    return out
+
+
+def conv_patch_shape(x_shape, g: ConvGeometry) -> tuple[int, int, int]:
+    """(rows, groups, K) of conv_patches for an input of shape x_shape."""
+    n, c, h, w = x_shape
+    size = [h - g.crop[0] + g.begins[0] + g.ends[0], w - g.crop[1] + g.begins[1] + g.ends[1]]
+    out = [(size[a] - (g.kernel[a] - 1) * g.dilation[a] - 1) // g.stride[a] + 1 for a in range(2)]
+    return n * out[0] * out[1], g.groups, (c // g.groups) * g.kernel[0] * g.kernel[1]
 
 
 @dataclass
@@ -131,12 +179,18 @@ class InputMoments:
         for key, (name, geometry) in self.layers.items():
             x = np.asarray(values[name], dtype=np.float32)
             if geometry is None:
-                patches = x.reshape(1, -1, x.shape[-1])
+                rows, groups, patch = x.size // x.shape[-1], 1, x.shape[-1]
             else:
-                patches = conv_patches(x, geometry)
-            if key not in self.moments:
-                self.moments[key] = PatchMoments(patches.shape[0], patches.shape[2])
-            self.moments[key].add(patches)
+                rows, groups, patch = conv_patch_shape(x.shape, geometry)
+            stats = self.moments.get(key)
+            if stats is None:
+                stats = self.moments[key] = PatchMoments(groups, patch)
+            place = stats.reserve(rows)
+            if geometry is None:
+                place[0] = x.reshape(rows, patch)
+            else:
+                conv_patches(x, geometry, place)
+            stats.commit(rows)
 
 
 def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
@@ -151,7 +205,7 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
     groups = h.shape[0]
     s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
     v = w / s[:, None]                                             # weights in steps
-    q = np.clip(np.floor(v + 0.5), qmin, qmax)
+    q = np.clip(nnef_round(v), qmin, qmax)
     floor = np.clip(np.floor(v), qmin, qmax)
     ceil = np.clip(floor + 1, qmin, qmax)
     # per-channel objective in step units: (q - v)^T (s^2 H) (q - v); s^2 > 0 changes no
@@ -184,8 +238,7 @@ def _round_passes_kernel():
     """The compiled pass loop (kernels/quant_ops.pyx). A missing or broken build is an error
     (KernelsUnavailableError, with the rebuild hint), never a silent switch to the numpy loop
     below, which stays as the reference the compiled loop is tested against."""
-    from ..kernels.extensions import extension
-    return extension("_quant_ops").round_passes
+    return _quant_ops.round_passes
 
 
 def _round_passes_numpy(q, floor, ceil, grad, diag, hmat, groups, tol):

@@ -26,12 +26,12 @@ import dataclasses
 import numpy as np
 
 from .. import ir
+from ..numerics import nnef_round
 from .cvm_context import CvmContext as Ctx
 from .cvm_context import alpha
 from .float_patterns import (batch_norm_affine, clamp_bounds, fold_tail, fused_activation, packed_ints,
                              spatial_padding)
 from .float_side import Lowered
-from .params import nnef_round
 from .rules import rule
 from .target import TargetKind
 

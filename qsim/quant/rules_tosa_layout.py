@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ir
+from ..numerics import RESIZE_ROUNDING, nnef_round
 from .float_patterns import packed_ints, spatial_padding
 from .float_side import NHWC_FROM_NCHW, Lowered, identity
 from .rules import rule
@@ -221,8 +222,7 @@ def _nearest_source_rows(op: ir.Op, axis_pos: int, in_size: int, out_size: int) 
         scale = 0.0 if out_size <= 1 else (in_size - 1) / (out_size - 1)
     offset = 0.5 * scale - 0.5 if transform == "SYMMETRIC" else 0.0
     x = np.arange(out_size, dtype=np.float64) * scale + offset
-    r = {"FLOOR": np.floor(x), "CEIL": np.ceil(x), "ROUND_PREFER_FLOOR": np.ceil(x - 0.5)}.get(
-        rounding, np.floor(x + 0.5))
+    r = RESIZE_ROUNDING.get(rounding, nnef_round)(x)
     return np.minimum(r.astype(np.int64), in_size - 1)
 
 

@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from .. import ir
+from ..numerics import nnef_round
 from .float_side import Lowered
 from .rules import rule
 from .target import TargetKind
@@ -43,7 +44,7 @@ EXP_TABLE_ONE = 32767
 def softmax_exp_table(scale: float) -> np.ndarray:
     """513 int16 entries: entry i is exp(scale * (i - 256)) * 32767, for i <= 256 (d <= 0)."""
     d = np.arange(513, dtype=np.float64) - 256.0
-    values = np.floor(EXP_TABLE_ONE * np.exp(scale * np.minimum(d, 0.0)) + 0.5)
+    values = nnef_round(EXP_TABLE_ONE * np.exp(scale * np.minimum(d, 0.0)))
     return values.astype(np.int16)
 
 

@@ -27,15 +27,14 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..ir import QuantInfo
+from ..numerics import erf, nnef_round
 from ..tosa import arith
-from .params import nnef_round
 from .scale import FixedPointScale, ScaleWidth, fixed_point_scale
 
 FloatFunction = Callable[[np.ndarray], np.ndarray]
 INT16_TABLE_OUTPUT_SCALE = 2.0 ** -7      # 16.7 → int16 (2.5.17)
 _LARGE = 2.0 ** 40                        # finite stand-in for overflowing values before rounding
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _sigmoid(x):
@@ -109,7 +108,7 @@ class UnaryFunction(enum.Enum):
                   f.RCP: lambda x: 1.0 / x, f.SQR: np.square, f.RSQR: lambda x: 1.0 / np.square(x),
                   f.SIN: np.sin, f.COS: np.cos, f.SINH: np.sinh, f.COSH: np.cosh,
                   f.ATAN: np.arctan, f.ASINH: np.arcsinh, f.ABS: np.abs, f.NEG: np.negative,
-                  f.ERF: _erf}
+                  f.ERF: erf}
         if self in simple:
             return simple[self]
         if self is f.THRESHOLDED_RELU:
@@ -124,7 +123,7 @@ class UnaryFunction(enum.Enum):
             return lambda x: np.where(x < 0.0, alpha * np.expm1(np.minimum(x, 0.0)), x)
         approximate = attributes.get("approximate")
         if approximate is None:
-            return lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+            return lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
         if approximate == "TANH":
             k = math.sqrt(2.0 / math.pi)
             return lambda x: 0.5 * x * (1.0 + np.tanh(k * (x + 0.044715 * x ** 3)))

@@ -87,11 +87,18 @@ class TosaTarget:
         return lower_graph(graph, calibration.qparams, self.config, calibration.channel_means,
                            calibration.input_moments)
 
+    def _config_settings(self) -> dict:
+        # the target's own config is what the lowering used: it wins over the options'
+        return {"precision": self.config.precision.value,
+                "weights": self.config.weight_granularity.value,
+                "rounding": "double" if self.config.double_round else "single"}
+
     def report_settings(self, options) -> dict:
-        return options.settings()
+        return dict(options.settings(), **self._config_settings())
 
     def folder_settings(self, settings: dict) -> dict:
-        return dict(settings)     # (no "target" entry: a folder without one is TOSA)
+        # (no "target" entry: a folder without one is TOSA)
+        return {k: self._config_settings().get(k, v) for k, v in settings.items()}
 
     def folder_name(self, model_name: str) -> str:
         suffix = "int8" if self.config.precision is Precision.INT8 else "int16x8"

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import ast as A
 from ..errors import SemanticError
-from ..numerics import ceil_div, erf, floor_div, floor_mod, nnef_round
+from .semantics import BINARY, cast_value, is_runtime
 
 
 class LowerError(SemanticError):
@@ -60,22 +60,6 @@ class StackedPack:
     item: Any
 
 
-def is_runtime(v) -> bool:
-    return isinstance(v, np.ndarray)
-
-
-def is_int(v) -> bool:
-    if isinstance(v, (bool, np.bool_)):
-        return False
-    if isinstance(v, (int, np.integer)):
-        return True
-    return isinstance(v, np.ndarray) and v.dtype.kind in "iu"
-
-
-def is_real(v) -> bool:
-    return isinstance(v, (float, np.floating)) or (isinstance(v, np.ndarray) and v.dtype.kind == "f")
-
-
 def _both(f):
     """Lifts a binary scalar/array function over packs (element-wise) and nulls."""
     def lifted(a, b):
@@ -92,70 +76,8 @@ def _both(f):
     return lifted
 
 
-def _div(a, b):
-    if is_int(a) and is_int(b):
-        return floor_div(a, b)
-    return np.true_divide(a, b) if is_runtime(a) or is_runtime(b) else a / b
-
-
-def _ceil_div(a, b):
-    if is_int(a) and is_int(b):
-        return ceil_div(a, b)
-    # 2.4 defines '\\' for ints; on reals it is the quotient rounded up, as the compile-time
-    # evaluator has it (chapter 4's layout.range counts `int((last - first) \\ stride)`)
-    return np.ceil(_div(a, b))
-
-
-def _logic(np_fn, py_fn):
-    def f(a, b):
-        if is_runtime(a) or is_runtime(b):
-            return np_fn(a, b)
-        return py_fn(bool(a), bool(b))
-    return f
-
-
-def _minmax(np_fn, py_fn):
-    def f(a, b):
-        if is_runtime(a) or is_runtime(b):
-            return np_fn(a, b)
-        return py_fn(a, b)
-    return f
-
-
-def _pow(a, b):
-    if is_runtime(a) or is_runtime(b):
-        return np.power(np.asarray(a, dtype=np.float64) if is_real(a) or is_real(b) else a, b)
-    return a ** b
-
-
-BINARY = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": _div, "\\": _ceil_div,
-    "%": floor_mod,
-    "**": _pow,
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-    "==": lambda a, b: np.equal(a, b) if is_runtime(a) or is_runtime(b) else a == b,
-    "!=": lambda a, b: np.not_equal(a, b) if is_runtime(a) or is_runtime(b) else a != b,
-    "is": lambda a, b: a == b,
-    "&&": _logic(np.logical_and, lambda a, b: a and b),
-    "||": _logic(np.logical_or, lambda a, b: a or b),
-    "^": _logic(np.logical_xor, lambda a, b: a != b),
-    "=>": _logic(lambda a, b: np.logical_or(np.logical_not(a), b), lambda a, b: (not a) or b),
-    "<?": _minmax(np.minimum, min), ">?": _minmax(np.maximum, max),
-}
-LIFTED = {op: _both(f) for op, f in BINARY.items()}
-
-
-def _frac(x):
-    return x - np.floor(x)
-
-
-BUILTINS = {
-    "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "tan": np.tan,
-    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
-    "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
-    "round": nnef_round, "floor": np.floor, "ceil": np.ceil, "frac": _frac, "abs": np.abs,
-    "sign": np.sign, "erf": erf,
-}
+# `is` compares compile-time values symbolically (2.4 "The identity operator")
+LIFTED = {op: _both(f) for op, f in {**BINARY, "is": operator.eq}.items()}
 
 
 def _scalar(v):
@@ -180,20 +102,13 @@ def cast(type_name: str, v):
         return None
     if isinstance(v, tuple):
         return tuple(cast(type_name, x) for x in v)
-    if type_name == "real":
-        return v.astype(np.float64) if is_runtime(v) else float(v)
-    if type_name == "int":
-        if is_runtime(v):
-            return np.trunc(v).astype(np.int64) if v.dtype.kind == "f" else v.astype(np.int64)
-        return int(v)
-    if type_name == "bool":
-        return v.astype(bool) if is_runtime(v) else bool(v)
+    if type_name in ("int", "real", "bool"):
+        return cast_value(type_name, v)
     if type_name == "str":
         return str(v)
     raise LowerError(f"cannot cast to {type_name!r}")
 
 
-DEFAULTS = {"int": 0, "real": 0.0, "bool": False, "str": ""}
 FOLD_INIT = {"+": 0, "*": 1, "&&": True, "||": False}
 
 

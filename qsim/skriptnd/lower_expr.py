@@ -6,8 +6,10 @@ from typing import Any
 import numpy as np
 
 from . import ast as A
-from .lower_eval import (BUILTINS, DEFAULTS, LIFTED, FullRange, GuardIdx, LowerError, StackedPack,
-                         _scalar, cast, fail, fold, is_runtime, lift1)
+from .lower_eval import (LIFTED, FullRange, GuardIdx, LowerError, StackedPack, _scalar, cast, fail, fold,
+                         lift1)
+from .semantics import BUILTINS, is_runtime
+from .values import DEFAULTS
 
 
 class Evaluator:

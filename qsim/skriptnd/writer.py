@@ -53,6 +53,7 @@ from .evaluate import Evaluator, free_names
 from .integer_form import width_quant
 from .formatting import RESERVED, format_value, is_identifier, quant_entry
 from .modules import ModuleSet
+from .writer_control import write_control
 from .writer_own import definition_text, module_text
 from .values import Uniform, same
 
@@ -274,7 +275,6 @@ class _Writer:
         return module, definition
 
     def statements(self, ops, dialects: list, where: str) -> list[str]:
-        from .writer_control import write_control
         return [write_control(self, op, dialects) if op.subgraphs else self._invocation(op, dialects, where)
                 for op in ops]
 

@@ -1,6 +1,7 @@
 """TOSA 0.30 integer operators: signatures, validation, shape inference, numpy reference.
 
-`run(op, inputs, attrs, backend)` runs one operator (docs/tosa.md); `OPERATORS` maps spec
+`run(op, inputs, attrs)` runs one operator on the reference (docs/tosa.md; qsim.kernels.run
+adds the compiled backend); `OPERATORS` maps spec
 names to their definitions; importing this package registers every operator as the ir
 op kind "tosa.<NAME>" with a verifier, and the SkriptND text form (sknd_form.py) with the
 front end, so a loaded TOSA model comes back in the form the verifiers check.
@@ -9,7 +10,10 @@ from . import (activation, comparison, control_flow, convolution, data_layout, d
                elementwise_binary, elementwise_unary, image, pooling, reduction, scatter_gather,
                type_conversion)
 from . import sknd_form  # noqa: F401  (registers the text form with the front end)
-from .run import kernel_for, operator, run
+from .run import operator, run
 from .signature import OPERATORS, OperatorDef
+from .verify import register_kinds
 
-__all__ = ["run", "operator", "kernel_for", "OPERATORS", "OperatorDef"]
+register_kinds()
+
+__all__ = ["run", "operator", "OPERATORS", "OperatorDef"]

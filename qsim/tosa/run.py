@@ -1,7 +1,10 @@
-"""`qsim.tosa.run`: one TOSA operator on numpy arrays, validated first, then computed by
-the numpy reference (backend="reference") or, with backend="kernels", by the compiled kernel
-(`qsim.kernels.registry`: the reference for the operators it lists as ON_REFERENCE). See
-docs/tosa.md for the calling convention.
+"""`qsim.tosa.run`: one TOSA operator on numpy arrays, validated first, then computed by the
+numpy reference. See docs/tosa.md for the calling convention.
+
+`prepare` (validation) and `execute_call(call, arrays, fn)` (computation with REQUIRE failures
+labelled) are the two halves; qsim.kernels.run puts a compiled kernel in for `fn`. The
+dependency goes one way: the kernels use this package's validation, reference and arithmetic
+helpers, and nothing here knows of them.
 """
 from __future__ import annotations
 
@@ -13,9 +16,6 @@ from ..errors import UnpredictableError, UsageError
 from .signature import OPERATORS, OperatorDef
 from .validate import bind, contiguous, dtype_of_array, parse_type_name
 
-BACKENDS = ("kernels", "reference")
-
-
 def operator(name: str) -> OperatorDef:
     """The definition of TOSA operator `name` (spec name, e.g. "CONV2D")."""
     opdef = OPERATORS.get(str(name).upper()) if isinstance(name, str) else None
@@ -25,26 +25,23 @@ def operator(name: str) -> OperatorDef:
     return opdef
 
 
-def kernel_for(name: str):
-    """The compiled kernel of operator `name`, or None where the kernels backend runs the
-    reference by design (qsim.kernels.registry.ON_REFERENCE). Raises KernelsUnavailableError
-    when the compiled extension is missing or broken: never a silent fallback."""
-    from ..kernels.registry import kernel_for as registered_kernel  # deferred: loads the .so kernels
-    return registered_kernel(name)
-
-
-def run(op: str, inputs: list, attrs: dict | None = None, backend: str = "kernels") -> list[np.ndarray]:
-    """Runs TOSA operator `op` on `inputs` (the spec's Input rows in table order).
+def run(op: str, inputs: list, attrs: dict | None = None) -> list[np.ndarray]:
+    """Runs TOSA operator `op` on `inputs` (the spec's Input rows in table order) with the
+    numpy reference.
 
     `attrs` holds every Attribute row by spec name, plus `out_t` where the inputs
     do not imply the output type (RESCALE, CAST) and `weight_t="int4"` for int4
     weights (held in int8 arrays). Returns the outputs (spec Output rows) as arrays;
     int48_t values are held in int64 arrays.
     """
+    call, arrays = prepare(op, inputs, attrs)
+    return execute_call(call, arrays, call.opdef.ref)
+
+
+def prepare(op: str, inputs: list, attrs: dict | None = None):
+    """Validates a call of TOSA operator `op` (ERROR_IF); returns the bound call and the arrays."""
     opdef = operator(op)
     label = opdef.name
-    if backend not in BACKENDS:
-        raise UsageError(f"{label}: unknown backend {backend!r}", hint="use 'kernels' or 'reference'")
     if not isinstance(inputs, (list, tuple)):
         raise UsageError(f"{label}: inputs must be a list of numpy arrays, got {type(inputs).__name__}")
     attrs = {} if attrs is None else attrs
@@ -61,19 +58,12 @@ def run(op: str, inputs: list, attrs: dict | None = None, backend: str = "kernel
                              "[-2^47, 2^47-1]")
     out_type = parse_type_name(attrs["out_t"], "out_t", label) if isinstance(attrs, dict) and "out_t" in attrs else None
     call = bind(opdef, types, [x.shape for x in arrays], attrs, label, out_type=out_type)
-    return execute_call(call, arrays, backend)
+    return call, arrays
 
 
-def execute_call(call, arrays: list[np.ndarray], backend: str) -> list[np.ndarray]:
-    """Computes a validated call; REQUIRE failures are reported with the call's label."""
-    opdef = call.opdef
-    fn = None
-    if backend == "kernels":
-        kernel = kernel_for(opdef.name)     # loads the extension: a broken build fails every op
-        # kernels implement the integer (Base Inference) modes; floating-point modes run the reference
-        fn = kernel if call.mode.profile == "BI" else None
-    if fn is None:
-        fn = opdef.ref
+def execute_call(call, arrays: list[np.ndarray], fn) -> list[np.ndarray]:
+    """Computes a validated call with `fn(arrays, attrs)` (the reference `call.opdef.ref`, or a
+    kernel); REQUIRE failures are reported with the call's label."""
     arrays = [contiguous(x) for x in arrays]
     try:
         # numpy turns rank-0 results into scalars: hand back arrays of every rank

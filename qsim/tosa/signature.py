@@ -157,12 +157,11 @@ OPERATORS: dict[str, OperatorDef] = {}
 
 
 def define(opdef: OperatorDef) -> OperatorDef:
-    """Registers an operator definition under its spec name and as ir kind 'tosa.NAME'."""
+    """Registers an operator definition under its spec name (qsim.tosa's __init__ registers
+    every definition as the ir kind 'tosa.NAME' once all are defined: verify.register_kinds)."""
     if opdef.name in OPERATORS:
         raise ValueError(f"TOSA operator {opdef.name} defined twice")
     OPERATORS[opdef.name] = opdef
-    from .verify import register_kind   # late: verify imports this module
-    register_kind(opdef)
     return opdef
 
 

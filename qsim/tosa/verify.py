@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..errors import InvalidGraphError
 from ..ir import Graph, Op, register_op_kind
-from .signature import OperatorDef, spec_type_name
+from .signature import OPERATORS, OperatorDef, spec_type_name
+from .validate import bind, output_types
 
 
 def op_label(op: Op) -> str:
@@ -16,7 +17,6 @@ def op_label(op: Op) -> str:
 
 def bind_op(opdef: OperatorDef, op: Op, graph: Graph):
     """Validates `op` of `graph` against `opdef`; returns the Call (mode, normalized attrs)."""
-    from .validate import bind
     label = op_label(op)
     tensors = [graph.tensor(n) for n in op.inputs]
     for t in tensors:
@@ -34,7 +34,6 @@ def bind_op(opdef: OperatorDef, op: Op, graph: Graph):
 
 def register_kind(opdef: OperatorDef) -> None:
     def verifier(op: Op, graph: Graph) -> None:
-        from .validate import output_types
         call = bind_op(opdef, op, graph)
         label = op_label(op)
         if len(op.outputs) != len(call.out_shapes):
@@ -51,3 +50,9 @@ def register_kind(opdef: OperatorDef) -> None:
                                         hint="fix the output tensor's shape or the operator's attributes")
 
     register_op_kind(f"tosa.{opdef.name}", verifier, doc=f"TOSA 0.30 {opdef.name} (spec {opdef.section})")
+
+
+def register_kinds() -> None:
+    """Registers every defined operator as the ir kind 'tosa.NAME' with its verifier."""
+    for opdef in OPERATORS.values():
+        register_kind(opdef)

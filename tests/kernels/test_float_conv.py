@@ -64,3 +64,37 @@ def test_non_finite_values_propagate_like_the_loop(rng):
     got = float_conv.depthwise2d(x, w, 1, (1, 1), (1, 1), (1, 1), (5, 5))
     np.testing.assert_array_equal(got, want)
     assert np.isnan(got[0, 3]).sum() > 0 and np.isnan(got[0, 7]).sum() > 0
+
+
+@pytest.mark.parametrize("groups,c,oc,k,stride", [(1, 16, 24, 3, 1), (1, 3, 8, 7, 2), (32, 32, 32, 5, 1),
+                                                  (1, 40, 12, 1, 1)])
+def test_float_conv_within_float32_rounding_of_onnxruntime(rng, groups, c, oc, k, stride):
+    """The float executor's conv (im2col + BLAS, or the depthwise loops) and onnxruntime's Conv
+    both round in float32: each differs from the exact sum by at most about K * eps32 *
+    sum|w x| (K products per output), so they differ from each other by at most twice that."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    from qsim.runtime.float_ops import run_op
+    x = rng.standard_normal((1, c, 15, 13)).astype(np.float32)
+    w = rng.standard_normal((oc, c // groups, k, k)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    p = k // 2
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=groups, strides=[stride] * 2,
+                            pads=[p] * 4)
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel()),
+                               helper.make_tensor("b", TensorProto.FLOAT, b.shape, b)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    got = run_op("nn.conv", [x, w, b], dict(stride=[stride] * 2, padding=[p] * 4, groups=groups))[0]
+    assert got.shape == want.shape and got.dtype == np.float32
+    # sum |w x| + |b| per output, in float64 (the same convolution of the absolute values)
+    magnitude = run_op("nn.conv", [np.abs(x).astype(np.float64), np.abs(w).astype(np.float64),
+                                   np.abs(b).astype(np.float64)],
+                       dict(stride=[stride] * 2, padding=[p] * 4, groups=groups))[0]
+    terms = (c // groups) * k * k + 1
+    bound = 2 * terms * np.finfo(np.float32).eps * magnitude
+    assert np.all(np.abs(got.astype(np.float64) - want) <= bound)

@@ -61,9 +61,9 @@ def test_sweep_on_the_cluster_equals_the_serial_run(pool, capsys, tmp_path, engi
     assert points in (2, 4) and len(want) == 1 + points       # sweep.json + one report.json each
     assert got == want
     assert all(p["all_verified"] for p in got["sweep.json"]["points"])
-    # the progress counts tasks: per point one per array layer (5 in the embedded model) and
-    # one per part of its report (JSON/CSV/HTML, 4 plots), and one drawing sweep.png
-    tasks = (5 + 5) * points + 1
+    # the progress counts tasks: per point one per array or vector layer (5 + 2 in the embedded
+    # model) and one per part of its report (JSON/CSV/HTML, 4 plots), and one drawing sweep.png
+    tasks = (5 + 2 + 5) * points + 1
     assert f"tasks: {tasks} steps" in err and f"tasks: {tasks} done" in err
     assert f"({engine}, Dask cluster at {address}) tasks" in err
     for name in ("compute_report.csv", "report.html", "cycles.png", "utilization.png", "roofline.png"):
@@ -90,7 +90,7 @@ def test_layers_of_one_run_spread_over_workers_equal_the_serial_run(pool, embedd
     spread = run_graph_on_npu(graph, feeds, config, engine="model", expected=values, pool=pool,
                               on_task=lambda: done.append(1))
     _same_runs(serial, spread)
-    assert spread.verified and len(done) == 5
+    assert spread.verified and len(done) == 7          # 5 array and 2 vector layers
 
 
 def test_a_mismatch_on_a_worker_names_the_layer_and_first_element(pool, embedded):

@@ -20,7 +20,6 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import qsim.onnx
-import qsim.skriptnd.execute  # noqa: F401  (registers the standard operators' runner)
 from qsim.runtime.executor import execute
 
 EPS32 = float(np.finfo(np.float32).eps)   # 2^-23 = 2u
@@ -86,6 +85,20 @@ def magnitude(model: onnx.ModelProto, feeds: dict) -> dict:
         if a.dtype.kind == "f":
             t.CopyFrom(numpy_helper.from_array(np.abs(a), t.name))
     return run_ort(absolute, {k: np.abs(v) if v.dtype.kind == "f" else v for k, v in feeds.items()})
+
+
+def abs_block(model: onnx.ModelProto, feeds: dict) -> dict:
+    """The model on |inputs| with |initializers| and batch-norm means 0: for blocks of sums of
+    products and monotone 1-Lipschitz activations it bounds every partial sum's magnitude
+    (test_onnx_blocks' module doc)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    means = {n.input[3] for n in m.graph.node if n.op_type == "BatchNormalization"}
+    for t in m.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype.kind == "f":
+            t.CopyFrom(numpy_helper.from_array(np.zeros_like(a) if t.name in means else np.abs(a), t.name))
+    return run_ort(m, {k: np.abs(v) if v.dtype.kind == "f" else v for k, v in feeds.items()})
 
 
 def assert_within(got: np.ndarray, ref: np.ndarray, bound, what: str = "") -> None:

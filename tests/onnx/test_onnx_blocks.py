@@ -22,7 +22,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from onnx_helpers import EPS32, assert_within, gamma, init, make_model, run_ort, run_qsim, save, tensor_info
+from onnx_helpers import EPS32, abs_block, assert_within, gamma, init, make_model, run_ort, run_qsim, save, tensor_info
 
 R = np.random.default_rng(7)
 
@@ -34,18 +34,6 @@ def normal(*shape, scale=1.0):
 def kaiming(*shape):
     fan_in = int(np.prod(shape[1:]))
     return normal(*shape, scale=np.sqrt(2.0 / fan_in))
-
-
-def abs_block(model: onnx.ModelProto, feeds: dict) -> dict:
-    """The model on |inputs| with |initializers| and batch-norm means 0 (see the module doc)."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    means = {n.input[3] for n in m.graph.node if n.op_type == "BatchNormalization"}
-    for t in m.graph.initializer:
-        a = numpy_helper.to_array(t)
-        if a.dtype.kind == "f":
-            t.CopyFrom(numpy_helper.from_array(np.zeros_like(a) if t.name in means else np.abs(a), t.name))
-    return run_ort(m, {k: np.abs(v) if v.dtype.kind == "f" else v for k, v in feeds.items()})
 
 
 def bn(prefix: str, c: int, x: str, y: str):

@@ -13,7 +13,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 import qsim
 import qsim.onnx
-import qsim.skriptnd.execute  # noqa: F401  (the standard operators' runner)
 from qsim.runtime.executor import execute
 from qsim.errors import DataError, ErrorKind, InvalidGraphError, QsimError, UnsupportedError, UsageError
 from onnx_helpers import init, make_model, save

@@ -181,6 +181,10 @@ CASES = [
     Case("Mod-folded", [helper.make_node("Mod", ["c", "d"], ["m"]), helper.make_node("Cast", ["m"], ["mf"], to=1),
                         helper.make_node("Add", ["x", "mf"], ["y"])], [("x", [4])], {"x": normal(4)}, ulps(1),
          [const_i64("c", [-7, 7, 5, -5]), const_i64("d", [3, -3, 5, 2])]),
+    Case("Div-int-folded-truncates", [helper.make_node("Div", ["c", "d"], ["m"]),
+                                      helper.make_node("Cast", ["m"], ["mf"], to=1),
+                                      helper.make_node("Add", ["x", "mf"], ["y"])], [("x", [4])], {"x": normal(4)},
+         ulps(1), [const_i64("c", [-7, 7, 5, -5]), const_i64("d", [2, -2, 5, -3])]),
     # normalization, softmax, reductions
     Case("Softmax-op13-last", [helper.make_node("Softmax", ["x"], ["y"])], [("x", [2, 3, 7])],
          {"x": normal(2, 3, 7, scale=3)}, library(4 + 2 * 8), opset=13),

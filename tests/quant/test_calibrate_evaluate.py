@@ -65,3 +65,19 @@ def test_evaluate_reports_agreement_accuracy_and_sqnr(rng):
     edges = np.array(hist.error_edges)
     inside = (edges[:-1] >= -0.5 - 1e-9) & (edges[1:] <= 0.5 + 1e-9)
     assert np.array(hist.error_counts)[~inside].sum() == 0
+
+
+def test_error_histogram_counts_like_numpys_clip_and_histogram():
+    """evaluate's one-pass error histogram equals np.histogram(np.clip(...)) on values at and
+    one ulp around every bin edge, beyond the range, infinite and NaN."""
+    from qsim.quant.evaluate import ERROR_EDGES_LSB, _quant_ops
+    edges = ERROR_EDGES_LSB
+    rng = np.random.default_rng(9)
+    x = np.concatenate([edges, np.nextafter(edges, np.inf), np.nextafter(edges, -np.inf),
+                        [-1e300, 1e300, -np.inf, np.inf, np.nan, -0.0, 0.0],
+                        rng.standard_normal(5000) * 3, rng.uniform(-4, 4, 5000)])
+    want = np.histogram(np.clip(x, edges[0], edges[-1]), bins=len(edges) - 1, range=(edges[0], edges[-1]))[0]
+    counts = np.zeros(len(edges) - 1, np.int64)
+    _quant_ops.add_clipped_histogram(x, edges[0], edges[-1], edges, counts)
+    assert counts.tolist() == want.tolist()
+    assert counts.sum() == x.size - 1                  # every value but the NaN

@@ -12,7 +12,8 @@ from qsim.quant.data import Samples
 from qsim.quant.evaluate import quantize_feed
 from qsim.quant.params import Precision
 from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
-                                 load_float_model, quantize_graph)
+                                 load_float_model, quantize_graph, same_but_batch)
+from qsim.quant.target_cvm import CvmTarget
 from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
 
@@ -283,3 +284,51 @@ def test_graph_quant_values_appear_unchanged(tmp_path, rng):
     # (input rounding through the 3x3x2 filter, then two output roundings)
     np.testing.assert_allclose(got, np.clip(floats, 0, 2.48), atol=0.05)
     assert got.max() == pytest.approx(2.48) and np.clip(floats, 0, 2.48).max() == pytest.approx(2.48)
+
+
+@pytest.mark.parametrize("target", [TosaTarget(), CvmTarget()], ids=["tosa", "cvm"])
+def test_one_batch_check_for_both_targets(float_graph, target):
+    """The batch-size-n lowering is used for evaluation only when it differs from the batch-1
+    one in the batch axis alone; a changed constant, parameter or operator turns it off."""
+    model = embedded_quantized_model(QUIET, target)
+    calibration = calibrate_model(float_graph, Samples(zoo.calibration_images()[:8]), "input",
+                                  QUIET, target)
+    path = zoo.default_model().path
+    big = load_float_model(path, batch=4)
+    big_model = target.lower(big, calibration)
+    small_model = target.lower(float_graph, calibration)
+    assert same_but_batch(float_graph, small_model, big, big_model, 4)
+    assert not same_but_batch(float_graph, small_model, big, big_model, 5)
+    g = big_model.graph
+    constants = [(n, t) for n, t in g.tensors.items() if t.is_constant and t.data.size > 1]
+    if constants:                               # CVM: weights are constant tensors
+        name, t = constants[0]
+        data = t.data.copy()
+        data.reshape(-1)[0] += 1
+        changed = dataclasses.replace(g, tensors=dict(g.tensors, **{name: dataclasses.replace(t, data=data)}))
+    else:                                       # TOSA: weights are tensor attributes
+        i, op = next((i, op) for i, op in enumerate(g.ops) if isinstance(op.attrs.get("weight"), np.ndarray))
+        weight = op.attrs["weight"].copy()
+        weight.reshape(-1)[0] += 1
+        ops = list(g.ops)
+        ops[i] = dataclasses.replace(op, attrs=dict(op.attrs, weight=weight))
+        changed = dataclasses.replace(g, ops=tuple(ops))
+    assert not same_but_batch(float_graph, small_model, big, dataclasses.replace(big_model, graph=changed), 4)
+    assert model.graph.ops[0].kind.dialect == target.dialect
+
+
+def test_the_target_config_is_what_the_settings_record():
+    """The TOSA target's own config (what the lowering uses) wins over the options' fields in
+    the report and in quantization.json; CVM records its precisions and its name."""
+    from qsim.quant.cvm_context import CvmConfig
+    from qsim.quant.params import Granularity, QuantConfig
+    target = TosaTarget(QuantConfig(precision=Precision.INT16X8, weight_granularity=Granularity.PER_TENSOR,
+                                    double_round=True))
+    report = target.report_settings(QUIET)
+    assert (report["precision"], report["weights"], report["rounding"]) == ("16x8", "per-tensor", "double")
+    assert report["observer"] == QUIET.observer.value
+    folder = target.folder_settings(dict(QUIET.settings(), calibration="embedded"))
+    assert list(folder) == list(QUIET.settings()) + ["calibration"]       # key order kept
+    assert folder["precision"] == "16x8" and "target" not in folder
+    cvm = CvmTarget(CvmConfig(precision=4)).folder_settings(QUIET.settings())
+    assert cvm["target"] == "cvm" and cvm["precision"] == 4 and cvm["weight_precision"] == 8

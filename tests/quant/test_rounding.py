@@ -234,3 +234,56 @@ def test_compiled_passes_give_the_numpy_loops_integers(monkeypatch, groups, thre
         moved += int(np.sum(reference != nearest))
         np.testing.assert_array_equal(compiled, reference)
     assert moved > 10                             # the cases exercise the moves
+
+
+@pytest.mark.parametrize("g,p,k", [(1, 3000, 2), (3, 2000, 9), (2, 500, 144), (1, 4000, 1), (5, 1, 7)])
+def test_patch_sums_have_numpys_bits(g, p, k):
+    """PatchMoments' first moments (compiled row sums) equal numpy's float64 sum bit for bit,
+    on values whose exponents span 2^-60..2^60, where the order of additions shows."""
+    from qsim.quant.rounding import _column_sums
+    rng = np.random.default_rng(g * 1000 + k)
+    x = (rng.standard_normal((g, p, k)) * np.exp2(rng.integers(-60, 60, size=(g, p, k)))).astype(np.float32)
+    got = _column_sums(x)
+    want = x.sum(axis=1, dtype=np.float64)
+    assert got.dtype == np.float64 and got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+
+
+def test_buffered_moments_have_the_bits_of_concatenated_flushes():
+    """PatchMoments fills one growing buffer instead of concatenating per-sample arrays; the
+    GEMM and the sums see the same rows in the same flushes, so the moments are bit-equal to
+    the concatenate-then-flush formulation, written out here."""
+    from qsim.quant.rounding import FLUSH_ROWS
+    rng = np.random.default_rng(3)
+    for groups, k, rows in [(1, 40, 300), (3, 9, 49), (2, 5, 1500), (1, 7, 1024), (4, 3, 7)]:
+        m = PatchMoments(groups, k)
+        outer, sums, pending = np.zeros((groups, k, k)), np.zeros((groups, k)), []
+        for _ in range(9):
+            x = (rng.standard_normal((groups, rows, k)) * np.exp2(rng.integers(-20, 20, (groups, rows, k))))
+            x = x.astype(np.float32)
+            m.add(x)
+            pending.append(x)
+            if sum(p.shape[1] for p in pending) >= FLUSH_ROWS:
+                p = np.concatenate(pending, axis=1)
+                outer += np.matmul(p.transpose(0, 2, 1), p)
+                sums += p.sum(axis=1, dtype=np.float64)
+                pending = []
+        if pending:
+            p = np.concatenate(pending, axis=1)
+            outer += np.matmul(p.transpose(0, 2, 1), p)
+            sums += p.sum(axis=1, dtype=np.float64)
+        h = m.second_moment(centered=False)          # flushes what is pending
+        assert m.sum_outer.tobytes() == outer.tobytes() and m.sum_x.tobytes() == sums.tobytes()
+        assert h.shape == (groups, k, k) and m.count == 9 * rows
+
+
+def test_patches_written_in_place_equal_the_new_array():
+    rng = np.random.default_rng(4)
+    g = ConvGeometry(2, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0))
+    x = rng.normal(size=(2, 6, 9, 8)).astype(np.float32)
+    want = conv_patches(x, g)
+    buf = np.full((2, want.shape[1] + 5, want.shape[2]), np.nan, np.float32)
+    conv_patches(x, g, buf[:, 2:2 + want.shape[1]])
+    np.testing.assert_array_equal(buf[:, 2:2 + want.shape[1]], want)
+    assert np.isnan(buf[:, :2]).all() and np.isnan(buf[:, 2 + want.shape[1]:]).all()
+    with pytest.raises(ValueError, match="out has shape"):
+        conv_patches(x, g, buf)

@@ -338,3 +338,52 @@ def test_every_spec_definition_validates():
         modules.add("main", merged)
         checked += validate_module(modules, "main") > 0
     assert checked >= 20
+
+
+# ---- the two evaluators compute the same values (qsim.skriptnd.semantics) ----------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from qsim.skriptnd import lower_expr  # noqa: E402
+
+_INT_OPS = ["+", "-", "*", "/", "\\", "%", "<?", ">?", "<", "<=", "==", "!="]
+_REAL_OPS = ["+", "-", "*", "/", "\\", "<?", ">?", "<", ">=", "==", "!="]
+_FUNCS = ["round", "floor", "ceil", "frac", "abs", "sign", "erf", "exp", "tanh"]
+
+
+def _both(text: str, env: dict):
+    expr = parse_expr(text)
+    compile_time = Evaluator(dict(env), "test").eval(expr)
+    in_lower = lower_expr.Evaluator(dict(env)).eval(expr)
+    return compile_time, in_lower
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(st.sampled_from(_INT_OPS), st.integers(-2 ** 62, 2 ** 62),
+       st.integers(-2 ** 62, 2 ** 62).filter(lambda v: v != 0))
+def test_int_operators_agree_between_compile_time_and_lower(op, a, b):
+    compile_time, in_lower = _both(f"a {op} b", {"a": a, "b": b})
+    assert compile_time == in_lower and type(compile_time) is type(in_lower)
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(st.sampled_from(_REAL_OPS), st.floats(-1e6, 1e6), st.floats(-1e6, 1e6).filter(lambda v: v != 0))
+def test_real_operators_agree_between_compile_time_and_lower(op, a, b):
+    compile_time, in_lower = _both(f"a {op} b", {"a": a, "b": b})
+    assert compile_time == in_lower and type(compile_time) is type(in_lower)
+
+
+@settings(derandomize=True, deadline=None, max_examples=200)
+@given(st.sampled_from(_FUNCS), st.one_of(st.floats(-50.0, 50.0), st.sampled_from([2.5, -2.5, 0.5, -0.5])))
+def test_builtin_functions_agree_between_compile_time_and_lower(func, x):
+    compile_time, in_lower = _both(f"{func}(x)", {"x": x})
+    assert compile_time == in_lower and isinstance(compile_time, float) and isinstance(in_lower, float)
+
+
+def test_division_and_rounding_follow_the_spec_in_both_evaluators():
+    # '/' rounds downwards, '\\' upwards, '%' is the remainder of '/' (2.4); round is floor(x + 0.5)
+    env = {"a": -7, "b": 2, "x": -2.5, "r": 7.0, "s": 2.0}
+    for text, want in [("a / b", -4), ("a \\ b", -3), ("a % b", 1), ("round(x)", -2.0),
+                       ("r \\ s", 4.0), ("int(x)", -2)]:
+        assert _both(text, env) == (want, want), text

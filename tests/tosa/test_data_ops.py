@@ -4,7 +4,7 @@ import pytest
 
 import tosa_oracle as oracle
 from qsim.errors import InvalidGraphError, UnpredictableError
-from qsim.tosa import run
+from qsim.kernels.run import run
 
 LAYOUT_TYPES = [np.bool_, np.int8, np.int16, np.int32]
 

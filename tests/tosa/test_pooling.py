@@ -4,7 +4,7 @@ import pytest
 
 import tosa_oracle as oracle
 from qsim.errors import InvalidGraphError
-from qsim.tosa import run
+from qsim.kernels.run import run
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16])

@@ -1,4 +1,4 @@
-"""qsim.tosa.run: bad calls give a QsimError naming the problem and the fix; backend dispatch
+"""qsim.kernels.run (qsim.tosa.run plus the backend): bad calls give a QsimError naming the problem and the fix; backend dispatch
 hands kernels the validated, normalized call; every operator has a definition."""
 
 import numpy as np
@@ -6,7 +6,8 @@ import pytest
 
 from qsim.errors import InvalidGraphError, QsimError, UsageError
 from qsim.ir import OpKind
-from qsim.tosa import OPERATORS, run
+from qsim.kernels.run import run
+from qsim.tosa import OPERATORS
 
 FC_ATTRS = dict(weight=np.ones((2, 3), np.int8), bias=np.zeros(2, np.int32), input_zp=0, weight_zp=0)
 

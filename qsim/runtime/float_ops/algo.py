@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import fail, norm_axis, register, sk_round
+from ...numerics import nnef_round
+from .base import fail, norm_axis, register
 
 
 def _per_channel(op, value, x, axis, name):
@@ -36,7 +37,7 @@ def zero_point_linear_quantize(ins, at):
     sc = _per_channel(op, at["scale"], x, axis, "scale")
     if np.any(sc <= 0):
         fail(op, f"scale must be positive; got {at['scale']}")
-    q = np.clip(zp + sk_round(x / sc), m, r)
+    q = np.clip(zp + nnef_round(x / sc), m, r)
     return [((q - zp) * sc).astype(x.dtype)]
 
 
@@ -49,7 +50,7 @@ def min_max_linear_quantize(ins, at):
     mn = _per_channel(op, at["min"], x, axis, "min")
     mx = _per_channel(op, at["max"], x, axis, "max")
     sc = mx - mn
-    q = sk_round((np.clip(x, mn, mx) - mn) / sc * r) - p
+    q = nnef_round((np.clip(x, mn, mx) - mn) / sc * r) - p
     return [((q + p) / r * sc + mn).astype(x.dtype)]
 
 

@@ -10,7 +10,7 @@ interpreter (the spec's own formulas) on small shapes; operators the spec leaves
 (ROI pools, cubic resampling, top_k, nonmax_suppress) are defined here only.
 
 Numbers: `real` computes in the input's float dtype (f32 models stay f32), `int` results are
-int64. Rounding of the built-in `round` is floor(x + 0.5) (NNEF 1.0 4.2.1; 2.0 does not say).
+int64. Rounding (`round`), integer division and erf are qsim.numerics'.
 """
 from __future__ import annotations
 
@@ -97,20 +97,6 @@ def norm_axes(axes: Any, rank: int, op: str) -> tuple[int, ...]:
 
 def norm_axis(axis: Any, rank: int, op: str) -> int:
     return norm_axes((axis,), rank, op)[0]
-
-
-def floor_div(a, b):
-    """SkriptND `/` on ints: rounds downwards (2.4)."""
-    return a // b
-
-
-def ceil_div(a, b):
-    """SkriptND `\\` on ints: rounds upwards (2.4)."""
-    return -((-a) // b)
-
-
-def sk_round(x: np.ndarray) -> np.ndarray:
-    return np.floor(x + 0.5)
 
 
 def real_dtype(*arrays) -> np.dtype:

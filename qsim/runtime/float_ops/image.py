@@ -10,7 +10,8 @@ import itertools
 
 import numpy as np
 
-from .base import check_alloc, fail, norm_axes, pack, register, seq, sk_round
+from ...numerics import RESIZE_ROUNDING, nnef_round
+from .base import check_alloc, fail, norm_axes, pack, register, seq
 from .nn import sum_pool
 
 COORDINATE_TRANSFORMS = ("SYMMETRIC", "ASYMMETRIC", "ALIGNED")
@@ -146,9 +147,7 @@ def nearest_resize(ins, at):
     method = at.get("rounding_method", "ROUND_PREFER_FLOOR")
     if method not in ROUNDING_METHODS:
         fail(op, f"'rounding_method' must be one of {list(ROUNDING_METHODS)}; got {method!r}")
-    rnd = {"FLOOR": np.floor, "CEIL": np.ceil,
-           "ROUND_PREFER_FLOOR": lambda v: np.ceil(v - 0.5),
-           "ROUND_PREFER_CEIL": lambda v: np.floor(v + 0.5)}[method]
+    rnd = RESIZE_ROUNDING[method]
     for a, n in zip(axes, size):
         src = rnd(_source_coords(op, x.shape[a], n, transform)).astype(np.int64)
         # the @lower clamps only above (int(r) <? s - 1); FLOOR of a negative SYMMETRIC
@@ -230,7 +229,7 @@ def rescale(ins, at):
     axes = tuple(range(x.ndim)) if axes is None else norm_axes(axes, x.ndim, "image.rescale")
     factor = pack(at["factor"], len(axes), "image.rescale", "factor")
     with np.errstate(over="ignore", invalid="ignore"):      # checked just below
-        scaled = [sk_round(np.float64(x.shape[a]) * f) for a, f in zip(axes, factor)]
+        scaled = [nnef_round(np.float64(x.shape[a]) * f) for a, f in zip(axes, factor)]
     if not all(np.isfinite(scaled)):
         fail("image.rescale", f"'factor' {list(factor)} gives no finite size for input shape "
              f"{list(x.shape)}")
@@ -254,8 +253,8 @@ def _roi_pool(op, ins, at, reduce):
         bi = int(index[r])
         if not 0 <= bi < x.shape[0]:
             fail(op, f"roi {r} refers to batch item {bi} of {x.shape[0]}")
-        lo = sk_round(rois[r, :d]).astype(np.int64)
-        hi = sk_round(rois[r, d:]).astype(np.int64)
+        lo = nnef_round(rois[r, :d]).astype(np.int64)
+        hi = nnef_round(rois[r, d:]).astype(np.int64)
         extent = np.maximum(hi - lo, 1)
         cell = -(-extent // out_size)                 # ceil(r / p)
         step = extent // out_size                     # floor(r / p)
@@ -318,7 +317,7 @@ def _grid_sample(op, ins, at, mode):
         fail(op, f"grid's last extent {grid.shape[-1]} must equal the {d} spatial dims of input")
     sizes = x.shape[2:]
     if mode == "NEAREST":
-        idx, valid = zip(*[_remap(sk_round(coords[..., a]).astype(np.int64), sizes[a], padding)
+        idx, valid = zip(*[_remap(nnef_round(coords[..., a]).astype(np.int64), sizes[a], padding)
                            for a in range(d)])
         mask = np.logical_and.reduce(valid)
         return [_gather_nc(x, idx) * mask[:, None].astype(x.dtype)]

@@ -7,7 +7,8 @@ import numpy as np
 
 from ...errors import DataError
 from ...ir import DType
-from .base import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ...numerics import ceil_div
+from .base import check_alloc, fail, norm_axes, norm_axis, pack, register, seq
 
 _SCALAR_TYPES = {"int": np.int64, "real": np.float32, "bool": np.bool_}
 

@@ -1,19 +1,15 @@
 """`math` module operators (NNEF 2.0 4.2) and `linalg` (4.3) as numpy."""
 from __future__ import annotations
 
-import math as _pymath
-
 import numpy as np
 
-from .base import fail, norm_axes, norm_axis, real_dtype, register, sk_round
+from ... import numerics
+from .base import fail, norm_axes, norm_axis, real_dtype, register
 
 # ---- 4.2.1 unary ---------------------------------------------------------------------------
 
-_erf = np.vectorize(_pymath.erf, otypes=[np.float64])
-
-
 def erf(x: np.ndarray) -> np.ndarray:
-    return _erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+    return numerics.erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
 
 
 _UNARY = {
@@ -25,7 +21,7 @@ _UNARY = {
     "tanh": np.tanh, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "abs": np.abs,
     "sign": np.sign, "not": np.logical_not, "floor": np.floor, "ceil": np.ceil,
-    "round": sk_round,
+    "round": numerics.nnef_round,
 }
 
 
@@ -65,7 +61,7 @@ def broadcast_check(op: str, arrays: list[np.ndarray]) -> None:
 
 
 _BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "mod": np.mod, "pow": np.power,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "mod": numerics.floor_mod, "pow": np.power,
     "min": np.minimum, "max": np.maximum, "lt": np.less, "gt": np.greater,
     "le": np.less_equal, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
     "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
@@ -75,7 +71,7 @@ _BINARY = {
 def _div(x, y):
     # int / int rounds downwards in SkriptND (2.4); real division otherwise.
     if x.dtype.kind in "iu" and y.dtype.kind in "iu":
-        return np.floor_divide(x, y)
+        return numerics.floor_div(x, y)
     return np.divide(x, y)
 
 

@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from .base import ceil_div, check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from ...numerics import ceil_div
+from .base import check_alloc, fail, norm_axes, norm_axis, pack, register, seq
 from ...kernels import float_conv
 from ...threads import apply_blas_threads, split_rows
 from .math import erf

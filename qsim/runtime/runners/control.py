@@ -58,11 +58,11 @@ def _run_loop(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
     scan_out: list[list] = []
     step = 0
     while count is None or step < count:
-        if step >= MAX_LOOP_STEPS:
-            raise UnsupportedError(f"{op.kind.name} '{op.label}': more than {MAX_LOOP_STEPS} iterations; "
-                                   "is the loop condition ever false?")
         if pre is not None and not _truth(_run_sub(pre, own(step), context)[0]):
             break
+        if step >= MAX_LOOP_STEPS:      # about to start one step more than a loop may take
+            raise UnsupportedError(f"{op.kind.name} '{op.label}': more than {MAX_LOOP_STEPS} iterations; "
+                                   "is the loop condition ever false?")
         results = _run_sub(body, own(step), context)
         state = results[:n_carried]
         for j, v in enumerate(results[n_carried:]):

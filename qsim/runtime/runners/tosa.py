@@ -1,5 +1,5 @@
 """Runner of the TOSA 0.30 operators (qsim.tosa): each op validated against the graph, then
-computed by the backend (qsim.tosa.run.execute_call). COND_IF and WHILE_LOOP (2.16) run their
+computed by the backend (qsim.kernels.run.implementation). COND_IF and WHILE_LOOP (2.16) run their
 graphs with the executor and the same backend."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 from ... import ir
 from ...tosa import OPERATORS
 from ...tosa.control_flow import cond_if, while_loop
+from ...kernels.run import implementation
 from ...tosa.run import execute_call
 from ...tosa.verify import bind_op
 
@@ -24,6 +25,6 @@ def run_tosa(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
         return cond_if(inputs, call.attrs, sub)
     if opdef.name == "WHILE_LOOP":
         return while_loop(inputs, call.attrs, sub)
-    outs = execute_call(call, inputs, context.backend)
+    outs = execute_call(call, inputs, implementation(call, context.backend))
     # i48 tensors are stored int64; every other output already has its storage dtype
     return [o.astype(graph.tensor(n).dtype.numpy, copy=False) for o, n in zip(outs, op.outputs)]
