@@ -270,7 +270,8 @@ def markdown(doc: dict) -> str:
               f"preparation (vector stages on the kernels) {1000 * parts['prepare_s_per_point']:.1f} ms, "
               f"assembly and verification {1000 * parts['finish_s_per_point']:.1f} ms; once per sweep: "
               f"golden values {1000 * parts['golden_s']:.1f} ms. Rendering one point's report (a task): "
-              f"{parts['render_s_per_point']:.2f} s (three PNG plots, HTML, JSON, CSV).", ""]
+              f"{parts['render_s_per_point']:.2f} s (four PNG plots, HTML, JSON, CSV; a sweep renders them as "
+              "five tasks per point, plus one for sweep.png).", ""]
     if "layer_tasks" in doc:
         lines += ["## Per-task costs: ResNet convolutions as layer tasks", "",
                   "Each convolution (224x224 network input, synthetic int8, CONV2D+RESCALE+CLAMP; "

@@ -1,9 +1,9 @@
 """`qsim export-vectors --cocotb DIR`: the golden vectors of a model plus a runnable cocotb
 testbench that drives a DUT with them and checks every output (docs/cocotb.md).
 
-DIR holds vectors/ (the golden-vector folder, docs/vectors.md), programs/ (per array layer,
-the qsim NPU programs that compute it from those vectors: instruction words and initial DRAM
-images, compiled as `qsim simulate` compiles them), npu.toml (the configuration they are
+DIR holds vectors/ (the golden-vector folder, docs/vectors.md), programs/ (per layer, the
+qsim NPU programs that compute it from those vectors on the array or the vector unit:
+instruction words and initial DRAM images, compiled as `qsim simulate` compiles them), npu.toml (the configuration they are
 compiled for: `qsim export-rtl --config DIR/npu.toml` writes the matching RTL), and the
 testbench files of qsim/npu/cocotb_tb/ copied as they are.
 """
@@ -20,11 +20,11 @@ from ..hw.isa import INSTR_BYTES, pack_program
 from ..outpath import require_new_or_empty
 from ..version import __version__
 from .config import NpuConfig
+from .cycle_model import cycle_stats
 from .engines import Engine
 from .golden_vectors import (LayerVectors, group_ops, layer_folder, layers_of, load_model,
                              read_inputs, run_values, write_vector_files)
-from .cycle_model import cycle_stats
-from .program import Unit, plan, run_array_stage
+from .program import Unit, _vector_program, plan, run_array_stage
 
 TESTBENCH_FILES = ("golden_check.py", "npu_driver.py", "test_golden.py", "run.py")
 PROGRAMS_FORMAT = "qsim-npu-programs"
@@ -43,25 +43,46 @@ def checked_role(layer: LayerVectors, fused_all: bool) -> str:
 
 
 def layer_programs(graph, values: dict, layers: list[LayerVectors], config: NpuConfig) -> dict:
-    """Per layer folder: the role the qsim NPU writes and its programs (as LayerResult.runs),
-    or why it does not run on the array."""
+    """Per layer folder: `runs`, one per NPU stage computing the layer (an array stage, a vector
+    stage, or both when the array stores int32 sums and the vector unit rescales them), each
+    with the role it writes and its programs as (where, Program); or one run saying why the
+    NPU does not compute the layer. The stages and programs are those `qsim simulate` runs."""
     geom = config.geometry
-    group_of = {id(group[0]): (index, len(group)) for index, group in enumerate(group_ops(graph))}
-    out = {}
+    groups = group_ops(graph)
+    head_of = {id(group[0]): index for index, group in enumerate(groups)}
+    output_of = {group[-1].outputs[0]: index for index, group in enumerate(groups)}
+    group_of_op = {id(op): index for index, group in enumerate(groups) for op in group}
+    values = {**{n: t.data for n, t in graph.tensors.items() if t.is_constant}, **values}
+    runs: dict[int, list] = {}
+    why: dict[int, str] = {}
     for stage in plan(graph):
-        index, size = group_of.get(id(stage.ops[0]), (None, 0))
-        if index is None:           # a RESCALE/CLAMP left to the vector unit: part of its layer
+        if stage.unit is Unit.ARRAY:
+            index = head_of[id(stage.ops[0])]
+            inputs = [values[n] for n in stage.ops[0].inputs if n]
+            result = run_array_stage(geom, Engine.MODEL, stage, inputs, want=None)
+            role = checked_role(layers[index], len(stage.ops) == len(groups[index]))
+            runs.setdefault(index, []).append({"check": role, "unit": "array", "records": [
+                (record.where, record.program) for record in result.runs]})
             continue
-        folder = layer_folder(index, layers[index].name)
-        if stage.unit is not Unit.ARRAY:
-            why = ("a vector-unit operator: the exported qsim_npu has no vector unit yet"
-                   if stage.unit is Unit.VECTOR else "a host operator (no NPU work)")
-            out[folder] = {"check": None, "why_not": stage.note or why, "programs": []}
+        index = output_of.get(stage.output)
+        program, reason = (_vector_program(geom, graph, stage, values) if stage.unit is Unit.VECTOR
+                           else (None, stage.note or "a host operator (no NPU work)"))
+        if program is not None and index is not None:
+            runs.setdefault(index, []).append({"check": "output", "unit": "vector",
+                                               "records": [(None, program)]})
+            for op in stage.ops[:-1]:       # layers fused into this vector program
+                inner = group_of_op[id(op)]
+                if inner != index:
+                    why.setdefault(inner, f"computed inside the vector program of layer "
+                                          f"{layer_folder(index, layers[index].name)}")
             continue
-        inputs = [values[n] for n in stage.ops[0].inputs if n]
-        result = run_array_stage(geom, Engine.MODEL, stage, inputs, want=None)
-        out[folder] = {"check": checked_role(layers[index], len(stage.ops) == size),
-                       "runs": result.runs}
+        for op in stage.ops:
+            why.setdefault(group_of_op[id(op)], reason or "not mapped to the NPU")
+    out = {}
+    for index, layer in enumerate(layers):
+        folder = layer_folder(index, layer.name)
+        out[folder] = {"runs": runs.get(index) or [{"check": None, "why_not": why.get(index, ""),
+                                                    "records": []}]}
     return out
 
 
@@ -72,20 +93,22 @@ def _write_programs(folder: Path, runs_by_layer: dict, config: NpuConfig) -> Non
            "array": {"rows": config.rows, "cols": config.cols, "dataflow": config.dataflow.value},
            "layers": {}}
     for name, entry in runs_by_layer.items():
-        programs = []
-        for number, record in enumerate(entry.pop("runs", ())):
-            program = record.program
-            (folder / name).mkdir(exist_ok=True)
-            instrs, dram = f"{name}/p{number}.instr", f"{name}/p{number}.dram"
-            (folder / instrs).write_bytes(pack_program(program.instrs))
-            (folder / dram).write_bytes(np.ascontiguousarray(program.dram, np.uint8).tobytes())
-            batch, cols = (record.where if isinstance(record.where, tuple) else (None, record.where))
-            programs.append({"instrs": instrs, "dram": dram, "out_addr": int(program.out_addr),
-                             "out_shape": [int(d) for d in program.out_shape],
-                             "out_dtype": np.dtype(program.out_dtype).name,
-                             "cycles": int(cycle_stats(geom, program.instrs).total_cycles),
-                             "batch": batch, "cols": [int(cols.start), int(cols.stop)]})
-        entry["programs"] = programs        # the runs are now files: the entry is JSON
+        for part, run in enumerate(entry["runs"]):
+            programs = []
+            for number, (where, program) in enumerate(run.pop("records")):
+                (folder / name).mkdir(exist_ok=True)
+                stem = f"{name}/p{number}" if not part else f"{name}/part{part}_p{number}"
+                (folder / f"{stem}.instr").write_bytes(pack_program(program.instrs))
+                (folder / f"{stem}.dram").write_bytes(np.ascontiguousarray(program.dram, np.uint8).tobytes())
+                batch, cols = (where if isinstance(where, tuple) else (None, where))
+                programs.append({"instrs": f"{stem}.instr", "dram": f"{stem}.dram",
+                                 "out_addr": int(program.out_addr),
+                                 "out_shape": [int(d) for d in program.out_shape],
+                                 "out_dtype": np.dtype(program.out_dtype).name,
+                                 "cycles": int(cycle_stats(geom, program.instrs, program.dram).total_cycles),
+                                 "batch": batch,
+                                 "cols": None if cols is None else [int(cols.start), int(cols.stop)]})
+            run["programs"] = programs      # the records are now files: the entry is JSON
         doc["layers"][name] = entry
     (folder / "manifest.json").write_text(json.dumps(doc, indent=1) + "\n")
 
@@ -115,7 +138,7 @@ def export_cocotb(model_path: str | None, input_specs: list[str] | None, config:
         for name in TESTBENCH_FILES:
             (tmp / name).write_text(bench.joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
         (tmp / "README.md").write_text(readme(model.graph.name, config, layers, runs), encoding="utf-8")
-    return out, layers, sum(1 for r in runs.values() if r["programs"])
+    return out, layers, sum(1 for entry in runs.values() for run in entry["runs"] if run["programs"])
 
 
 def readme(model_name: str, config: NpuConfig, layers: list[LayerVectors], runs: dict) -> str:
@@ -133,9 +156,9 @@ def readme(model_name: str, config: NpuConfig, layers: list[LayerVectors], runs:
              f"Array: {config.rows}x{config.cols}, {config.dataflow.name.lower()} (npu.toml).\n",
              "| layer | op | checked tensor | programs |", "|---|---|---|---|"]
     for index, layer in enumerate(layers):
-        run = runs.get(layer_folder(index, layer.name), {})
-        checked = (f"`{run['check']}`" if run.get("programs")
-                   else f"not run: {run.get('why_not', 'part of the layer before')}")
-        lines.append(f"| {layer_folder(index, layer.name)} | {layer.op} | {checked} | "
-                     f"{len(run.get('programs', ()))} |")
+        for run in runs[layer_folder(index, layer.name)]["runs"]:
+            checked = (f"`{run['check']}` ({run['unit']} unit)" if run["programs"]
+                       else f"not run: {run['why_not']}")
+            lines.append(f"| {layer_folder(index, layer.name)} | {layer.op} | {checked} | "
+                         f"{len(run['programs'])} |")
     return "\n".join(lines) + "\n"

@@ -16,11 +16,12 @@ from qsim.errors import UsageError
 from qsim.npu import cocotb_export
 from qsim.npu.cocotb_tb import golden_check
 from qsim.npu.config import load_config
-from qsim.npu.cycle_model import execute as model_execute
+from qsim.npu.cycle_model import cycle_stats, execute as model_execute
 
-# The embedded model on the 8x8 array: its array layers and the tensor each writes.
-ARRAY_LAYERS = {"001_relu1": "output", "002_relu2": "output", "003_relu3": "output",
-                "004_relu4": "output", "007_output": "output"}
+# The embedded model on the 8x8 array: the layers the NPU computes, with their unit.
+NPU_LAYERS = {"000_input.nhwc": "vector", "001_relu1": "array", "002_relu2": "array",
+              "003_relu3": "array", "004_relu4": "array", "005_pool.pooled": "vector",
+              "007_output": "array"}
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +29,13 @@ def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("cocotb") / "tb"
     assert main(["export-vectors", "--config", "8x8", "--cocotb", str(out)]) == 0
     layers = json.loads((out / "vectors" / "manifest.json").read_text())["layers"]
-    return out, layers, len(ARRAY_LAYERS)
+    return out, layers, len(NPU_LAYERS)
 
 
 def test_command_prints_how_to_run_it(tmp_path, capsys):
     assert main(["export-vectors", "--config", "8x8", "--cocotb", str(tmp_path / "tb")]) == 0
     printed = capsys.readouterr().out
-    assert "cocotb testbench of 8 layers (5 run on the NPU and checked)" in printed
+    assert "cocotb testbench of 8 layers (7 run on the NPU and checked)" in printed
     assert f"python {tmp_path / 'tb'}/run.py --verilog RTL/qsim_npu.v" in printed
 
 
@@ -55,13 +56,18 @@ def test_folder_holds_vectors_programs_and_testbench(bench):
         assert (path / name).is_file(), name
     programs = json.loads((path / "programs" / "manifest.json").read_text())
     assert programs["instr_bytes"] == 20 and programs["dram_port_bytes"] == 72    # 9C, C = 8
-    checked = {name: entry["check"] for name, entry in programs["layers"].items() if entry["programs"]}
-    assert checked == ARRAY_LAYERS
-    skipped = {name: entry["why_not"] for name, entry in programs["layers"].items() if not entry["programs"]}
-    assert set(skipped) == {"000_input.nhwc", "005_pool.pooled", "006_pool"}
-    assert "vector unit" in skipped["005_pool.pooled"] and "host" in skipped["006_pool"]
+    runs = {name: entry["runs"] for name, entry in programs["layers"].items()}
+    assert all(len(r) == 1 for r in runs.values())
+    checked = {name: r[0]["unit"] for name, r in runs.items() if r[0]["programs"]}
+    assert checked == NPU_LAYERS
+    assert all(r[0]["check"] == "output" for name, r in runs.items() if name in NPU_LAYERS)
+    assert runs["006_pool"][0] == {"check": None, "why_not": "a host operator (no NPU work)", "programs": []}
+    vector = runs["005_pool.pooled"][0]["programs"][0]
+    assert vector["cols"] is None and vector["out_shape"] == [1, 1, 1, 64]
     readme = (path / "README.md").read_text()
-    assert "qsim export-rtl --config npu.toml --out rtl" in readme and "| 002_relu2 | CONV2D+RESCALE+CLAMP | `output` | 1 |" in readme
+    assert "qsim export-rtl --config npu.toml --out rtl" in readme
+    assert "| 002_relu2 | CONV2D+RESCALE+CLAMP | `output` (array unit) | 1 |" in readme
+    assert "| 005_pool.pooled | AVG_POOL2D | `output` (vector unit) | 1 |" in readme
 
 
 def test_programs_reproduce_the_golden_vectors(bench):
@@ -78,6 +84,7 @@ def test_programs_reproduce_the_golden_vectors(bench):
             dram = program.dram.copy()
             instrs = _decode(program.instrs)
             model_execute(geom, instrs, dram)
+            assert cycle_stats(geom, instrs, program.dram).total_cycles == program.cycles
             results.append(program.result(dram))
         actual = golden_check.assemble(layer, expected.shape, expected.dtype, results)
         assert np.array_equal(actual, expected), layer.name
@@ -169,8 +176,10 @@ def test_testbench_passes_on_the_exported_npu_and_fails_on_a_flipped_element(ben
     done = subprocess.run(run, capture_output=True, text=True, timeout=600)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-4000:]
-    assert "qsim golden vectors: 5 of 5 layers pass" in log
-    assert "layer 'relu3' (CONV2D+RESCALE+CLAMP): 3136 elements of output equal the golden vectors" in log
+    assert "qsim golden vectors: 7 of 7 layers pass" in log
+    assert ("layer 'relu3' (CONV2D+RESCALE+CLAMP, array unit): 3136 elements of output equal the "
+            "golden vectors") in log
+    assert "layer 'pool.pooled' (AVG_POOL2D, vector unit): 64 elements of output equal" in log
 
     golden = path / "vectors" / "002_relu2" / "output.npy"
     values = np.load(golden)
@@ -184,3 +193,28 @@ def test_testbench_passes_on_the_exported_npu_and_fails_on_a_flipped_element(ben
     assert ("layer 'relu2' (CONV2D+RESCALE+CLAMP): element [0, 3, 4, 7] of vectors/002_relu2/output.npy: "
             f"golden {values[0, 3, 4, 7]}") in log
     assert "1 of 6272 elements differ" in log
+
+
+def test_a_layer_on_both_units_is_two_testbench_layers(tmp_path):
+    """An array layer that stores int32 sums for a vector-unit RESCALE has two runs: the array's
+    (checked against array_sums) and the vector unit's (checked against output)."""
+    (tmp_path / "vectors").mkdir()
+    (tmp_path / "programs" / "001_x").mkdir(parents=True)
+    tensors = {role: {"npy": f"001_x/{role}.npy"} for role in ("array_sums", "output")}
+    (tmp_path / "vectors" / "manifest.json").write_text(json.dumps({"layers": [
+        {"name": "x", "dir": "001_x", "op": "CONV2D+RESCALE", "kind": "npu", "tensors": tensors}]}))
+    program = {"instrs": "001_x/p0.instr", "dram": "001_x/p0.dram", "out_addr": 0, "out_shape": [1, 2],
+               "out_dtype": "int32", "cycles": 7, "batch": None, "cols": [0, 2]}
+    vector = dict(program, instrs="001_x/part1_p0.instr", dram="001_x/part1_p0.dram", cols=None,
+                  out_shape=[1, 1, 2], out_dtype="int8")
+    for name in ("p0", "part1_p0"):
+        (tmp_path / "programs" / "001_x" / f"{name}.instr").write_bytes(bytes(20))
+        (tmp_path / "programs" / "001_x" / f"{name}.dram").write_bytes(bytes(8))
+    (tmp_path / "programs" / "manifest.json").write_text(json.dumps({"layers": {"001_x": {"runs": [
+        {"check": "array_sums", "unit": "array", "programs": [program]},
+        {"check": "output", "unit": "vector", "programs": [vector]}]}}}))
+    first, second = golden_check.load_layers(tmp_path)
+    assert (first.test_name, first.unit, first.check) == ("001_x", "array", "array_sums")
+    assert (second.test_name, second.unit, second.check) == ("001_x.1", "vector", "output")
+    whole = golden_check.assemble(second, (1, 1, 2), np.int8, [second.programs[0].result(bytes([5, 250] + [0] * 6))])
+    assert whole.tolist() == [[[5, -6]]]

@@ -243,3 +243,24 @@ def test_cli_tech_option(tmp_path, capsys):
     code = main(["simulate", "--engine", "model", "-q", "--tech", "9nm", "-o", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and "no energy table '9nm'" in err and not (tmp_path / "x").exists()
+
+
+# Published per-operation figures (pJ) the packaged tables derive from: Horowitz, ISSCC 2014
+# (45 nm, 0.9 V) and Jouppi et al., ISCA 2021, Table 2 (7 nm); docs/npu.md, Energy.
+PUBLISHED = {"45nm": {"mult8": 0.2, "add32": 0.1, "dram_64bit": 1300.0,
+                      "sram_64bit": {8192: 10.0, 32768: 20.0, 1048576: 100.0}},
+             "7nm": {"mult8": 0.07, "add32": 0.03, "dram_64bit": 1300.0, "sram_8kb": 7.5}}
+
+
+@pytest.mark.parametrize("name", ["45nm", "7nm"])
+def test_packaged_tables_follow_the_stated_derivations(name):
+    """Every entry is a published figure or the documented formula applied to them."""
+    table, src = load_tech(name), PUBLISHED[name]
+    pj = table.energy_pj
+    assert pj["mac"] == pytest.approx(src["mult8"] + src["add32"])
+    assert pj["vector_op"] == pytest.approx(src["add32"])
+    assert pj["register_byte"] == pytest.approx(pj["mac"] / 2)
+    assert pj["dram_byte"] == pytest.approx(src["dram_64bit"] / 8)
+    sram_45 = PUBLISHED["45nm"]["sram_64bit"]
+    scale = 1.0 if name == "45nm" else src["sram_8kb"] / sram_45[8192]
+    assert dict(table.sram_pj_per_64bit) == pytest.approx({s: scale * e for s, e in sram_45.items()})

@@ -24,25 +24,25 @@ MANIFEST = "manifest.json"
 @dataclass(frozen=True)
 class Program:
     """One program of the qsim NPU: run `instrs` on a DRAM holding `dram`; the program's result
-    is then the [M, N] matrix of `out_dtype` at byte `out_addr`, and lands in the layer's
-    checked tensor at `where` (`batch` None: rows = the tensor's leading axes flattened)."""
+    is then the `out_shape` array of `out_dtype` at byte `out_addr`. An array program's result
+    is an [M, N] matrix landing in the checked tensor at columns `cols` (`batch` None: rows =
+    the tensor's leading axes flattened); a vector program's (`cols` None) is the whole tensor."""
     instrs: bytes
     dram: np.ndarray                 # uint8
     out_addr: int
-    out_shape: tuple[int, int]
+    out_shape: tuple
     out_dtype: np.dtype
     cycles: int                      # cycles the qsim NPU takes (qsim's cycle model)
     batch: int | None
-    cols: tuple[int, int]            # [first, last) column of the checked tensor's last axis
+    cols: tuple[int, int] | None     # [first, last) column of the checked tensor's last axis
 
     def result(self, dram: bytes | bytearray | np.ndarray) -> np.ndarray:
-        m, n = self.out_shape
-        size = m * n * self.out_dtype.itemsize
+        size = int(np.prod(self.out_shape)) * self.out_dtype.itemsize
         raw = np.frombuffer(bytes(dram[self.out_addr:self.out_addr + size]), np.uint8)
         if raw.size != size:
             raise ValueError(f"DRAM of {len(dram)} bytes ends before the result at byte "
                              f"{self.out_addr} + {size}")
-        return raw.view(self.out_dtype).reshape(m, n).copy()
+        return raw.view(self.out_dtype).reshape(self.out_shape).copy()
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,16 @@ class Layer:
     kind: str                        # "npu" or "host" (docs/vectors.md)
     scalars: dict
     tensors: dict                    # role -> manifest entry (npy, hex, shape, dtype, ...)
-    check: str | None                # the role the qsim NPU writes (None: not an array layer)
+    check: str | None                # the role the qsim NPU writes (None: not run on the NPU)
     programs: tuple[Program, ...]
     why_not: str                     # why the qsim NPU does not run it (when check is None)
+    unit: str = ""                   # "array" or "vector": the NPU unit the programs use
+    part: int = 0                    # a layer on both units (int32 sums, then a vector RESCALE)
+                                     # is two testbench layers: part 0 array, part 1 vector
+
+    @property
+    def test_name(self) -> str:
+        return self.folder if not self.part else f"{self.folder}.{self.part}"
 
     def path(self, tb_dir: Path, role: str) -> Path:
         return Path(tb_dir) / VECTORS / self.tensors[role]["npy"]
@@ -72,12 +79,13 @@ def load_layers(tb_dir: str | Path) -> list[Layer]:
     programs = json.loads((tb / PROGRAMS / MANIFEST).read_text())
     layers = []
     for index, entry in enumerate(vectors["layers"]):
-        run = programs["layers"].get(entry["dir"], {})
-        progs = tuple(_program(tb, p) for p in run.get("programs", ()))
-        layers.append(Layer(index=index, name=entry["name"], folder=entry["dir"], op=entry["op"],
-                            kind=entry["kind"], scalars=entry.get("scalars", {}),
-                            tensors=entry["tensors"], check=run.get("check"), programs=progs,
-                            why_not=run.get("why_not", "")))
+        runs = programs["layers"].get(entry["dir"], {}).get("runs") or [{}]
+        for part, run in enumerate(runs):
+            progs = tuple(_program(tb, p) for p in run.get("programs", ()))
+            layers.append(Layer(index=index, name=entry["name"], folder=entry["dir"], op=entry["op"],
+                                kind=entry["kind"], scalars=entry.get("scalars", {}),
+                                tensors=entry["tensors"], check=run.get("check"), programs=progs,
+                                why_not=run.get("why_not", ""), unit=run.get("unit", ""), part=part))
     return layers
 
 
@@ -86,11 +94,13 @@ def _program(tb: Path, entry: dict) -> Program:
                    dram=np.fromfile(tb / PROGRAMS / entry["dram"], np.uint8),
                    out_addr=entry["out_addr"], out_shape=tuple(entry["out_shape"]),
                    out_dtype=np.dtype(entry["out_dtype"]), cycles=entry["cycles"],
-                   batch=entry["batch"], cols=tuple(entry["cols"]))
+                   batch=entry["batch"], cols=None if entry["cols"] is None else tuple(entry["cols"]))
 
 
 def assemble(layer: Layer, shape, dtype, results: list[np.ndarray]) -> np.ndarray:
-    """The checked tensor from its programs' [M, N] results, in program order."""
+    """The checked tensor from its programs' results, in program order."""
+    if len(layer.programs) == 1 and layer.programs[0].cols is None:      # a vector program
+        return results[0].reshape(shape)
     out = np.zeros(shape, dtype)
     rows = out.reshape(-1, out.shape[-1]) if out.ndim > 1 else out.reshape(1, -1)
     for program, result in zip(layer.programs, results):

@@ -1,7 +1,8 @@
 """Drives a DUT with the qsim NPU's port protocol (the `qsim_npu` of `qsim export-rtl`; its
 README lists the ports): an instruction stream in, a DRAM port out, one clock, synchronous
-reset. The driver models the DRAM as the qsim harness does: read data one cycle after
-`dram_re`, writes of `dram_wlen` bytes, reads past the end return zeros.
+reset. The driver models the DRAM as the qsim harness does: separate read and write channels,
+read data one cycle after `dram_re`, a write of `dram_wlen` bytes at `dram_waddr` landing
+before the same cycle's read, reads past the end returning zeros.
 
 Your own RTL:
 - same protocol, other port names: edit SIGNALS (testbench name -> your port name), or pass
@@ -26,7 +27,8 @@ SIGNALS = {
     "instr_valid": "instr__valid", "instr_ready": "instr__ready", "instr_payload": "instr__payload",
     "idle": "idle",
     "dram_addr": "dram_addr", "dram_re": "dram_re", "dram_rdata": "dram_rdata",
-    "dram_we": "dram_we", "dram_wdata": "dram_wdata", "dram_wlen": "dram_wlen",
+    "dram_we": "dram_we", "dram_waddr": "dram_waddr", "dram_wdata": "dram_wdata",
+    "dram_wlen": "dram_wlen",
 }
 CLOCK_NS = 10
 RESET_CYCLES = 2
@@ -95,11 +97,12 @@ class QsimNpuDriver:
                 raise DutTimeout(f"{what}: not idle after {cycle} cycles (qsim's cycle model: "
                                  f"{program.cycles}); {index} of {count} instructions accepted")
             addr = int(s["dram_addr"].value)
-            if int(s["dram_we"].value):
-                n = min(int(s["dram_wlen"].value), max(0, size - addr))
+            if int(s["dram_we"].value):                 # lands before this cycle's read
+                waddr = int(s["dram_waddr"].value)
+                n = min(int(s["dram_wlen"].value), max(0, size - waddr))
                 if n:
                     data = int(s["dram_wdata"].value).to_bytes(port, "little")
-                    dram[addr:addr + n] = data[:n]
+                    dram[waddr:waddr + n] = data[:n]
             accepted = pending and int(s["instr_ready"].value)
             s["instr_valid"].value = int(pending)
             if pending and shown != index:

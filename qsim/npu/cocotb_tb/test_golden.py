@@ -22,7 +22,7 @@ LAYERS = load_layers(TB_DIR)
 RUN = [layer for layer in LAYERS if layer.programs]
 ONLY = os.environ.get("QSIM_TB_LAYERS")          # comma-separated layer folders, for a quick rerun
 if ONLY:
-    RUN = [layer for layer in RUN if layer.folder in ONLY.split(",")]
+    RUN = [layer for layer in RUN if layer.folder in ONLY.split(",") or layer.test_name in ONLY.split(",")]
 
 
 def make_driver(dut) -> QsimNpuDriver:
@@ -32,13 +32,13 @@ def make_driver(dut) -> QsimNpuDriver:
 
 
 @cocotb.test()
-@cocotb.parametrize(folder=[layer.folder for layer in RUN])
-async def layer(dut, folder: str) -> None:
-    layer = next(lay for lay in RUN if lay.folder == folder)
+@cocotb.parametrize(name=[layer.test_name for layer in RUN])
+async def layer(dut, name: str) -> None:
+    layer = next(lay for lay in RUN if lay.test_name == name)
     driver = make_driver(dut)
     expected = layer.golden(TB_DIR)
     actual, cycles = await driver.run_layer(layer, expected.shape, expected.dtype)
     problem = mismatch(layer, layer.check, expected, np.asarray(actual))
     assert problem is None, problem
-    dut._log.info("layer %r (%s): %d elements of %s equal the golden vectors, %d cycles",
-                  layer.name, layer.op, expected.size, layer.check, sum(cycles))
+    dut._log.info("layer %r (%s, %s unit): %d elements of %s equal the golden vectors, %d cycles",
+                  layer.name, layer.op, layer.unit, expected.size, layer.check, sum(cycles))
