@@ -12,14 +12,19 @@ import os
 import sys
 
 from . import limits, threads
-from .commands import check, export_rtl, export_vectors, quantize, run, selftest, simulate
 from .errors import QsimError, UsageError
 from .version import __version__
 
 
-# The commands in `qsim --help` order; each module has NAME, HELP, add_arguments(parser) and
-# run(args) -> exit code.
-COMMANDS = (selftest, run, quantize, export_rtl, simulate, export_vectors, check)
+def commands() -> tuple:
+    """The command modules in `qsim --help` order; each has NAME, HELP, add_arguments(parser) and
+    run(args) -> exit code."""
+    # The commands load the compiled kernels when imported: a missing or stale build raises
+    # KernelsUnavailableError, which main reports (exit 2, with the rebuild hint) instead of a
+    # traceback at `import qsim.cli`.
+    from .commands import (check, export_rtl, export_vectors,  # deferred: see the comment above
+                           quantize, run, selftest, simulate)
+    return (selftest, run, quantize, export_rtl, simulate, export_vectors, check)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compute on N threads (float BLAS and integer kernels; results are "
                              "the same for any N; default all cores, or $QSIM_THREADS)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in COMMANDS:
+    for command in commands():
         command_parser = sub.add_parser(command.NAME, help=command.HELP)
         command.add_arguments(command_parser)
         command_parser.set_defaults(handler=command.run)
@@ -68,7 +73,11 @@ def check_path_arguments(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except QsimError as err:        # e.g. a broken kernel build, found while the commands import
+        print(f"qsim: {err.format()}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)

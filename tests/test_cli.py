@@ -78,3 +78,17 @@ def test_no_command_is_a_usage_error_with_the_help(capsys):
     assert main([]) == 2
     err = capsys.readouterr().err
     assert "qsim: usage error: no command given" in err and "quantize" in err
+
+
+def test_a_missing_kernel_build_is_a_clear_error_for_every_command_not_a_traceback():
+    # the commands load the compiled kernels when they are imported; without them the CLI
+    # (imported in a fresh process) says what is missing and how to rebuild, exit 2
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['qsim.kernels._tosa_ops'] = None\n"
+            "from qsim import cli\n"
+            "sys.exit(cli.main(['check', 'model.sknd']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "qsim.kernels._tosa_ops" in proc.stderr and "build_ext --inplace" in proc.stderr
