@@ -87,6 +87,16 @@ def is_annotated(f: FloatSide, name: str) -> bool:
     return annotated(f.graph.tensor(name))
 
 
+def relu_bounds(op: ir.Op) -> tuple[float, float | None] | None:
+    """The real bounds (0, max) of nn.relu `op` (NNEF 2.0 nn.relu: `max` caps it, e.g. relu6), or
+    None for a leaky relu (`alpha` > 0), which is no clamp."""
+    alpha = op.attrs.get("alpha")
+    if alpha is not None and float(alpha) != 0.0:
+        return None
+    cap = op.attrs.get("max")
+    return 0.0, None if cap is None else float(cap)
+
+
 def fused_activation(f: FloatSide, name: str):
     """The relu/clamp reading only `name`, as (op, real lo, real hi), else None (also when
     `name` carries an annotation, which must then appear in the integer graph)."""
@@ -96,7 +106,8 @@ def fused_activation(f: FloatSide, name: str):
     if op is None:
         return None
     if op.kind.name == "nn.relu":
-        return op, 0.0, None
+        bounds = relu_bounds(op)
+        return None if bounds is None else (op, *bounds)
     if op.kind.name == "math.clamp" and op.inputs[0] == name:
         lo, hi = (f.constant(n) if f.is_constant(n) else None for n in op.inputs[1:3])
         if lo is not None and hi is not None and lo.size == 1 and hi.size == 1:

@@ -29,7 +29,7 @@ from .. import ir
 from ..numerics import nnef_round
 from .cvm_context import CvmContext as Ctx
 from .cvm_context import alpha
-from .float_patterns import (batch_norm_affine, clamp_bounds, fold_tail, fused_activation, packed_ints,
+from .float_patterns import (batch_norm_affine, clamp_bounds, fold_tail, fused_activation, packed_ints, relu_bounds,
                              spatial_padding)
 from .float_side import Lowered
 from .rules import rule
@@ -274,7 +274,7 @@ def _elementwise_result(ctx: Ctx, op: ir.Op, acc: Lowered) -> None:
 @rule(TargetKind.CVM, "nn.relu")
 def lower_relu(ctx: Ctx, op: ir.Op) -> None:
     x = ctx.f.value(op.inputs[0])
-    ctx.f.bind(op.outputs[0], _bounded(ctx, x, 0.0, None, op.outputs[0]))
+    ctx.f.bind(op.outputs[0], _bounded(ctx, x, *_relu_bounds(ctx, op), op.outputs[0]))
 
 
 @rule(TargetKind.CVM, "math.clamp")
@@ -434,3 +434,12 @@ def lower_slice(ctx: Ctx, op: ir.Op) -> None:
                                      {"begin": tuple(starts), "end": tuple(ends), "strides": tuple(strides)},
                                      hint=op.outputs[0], e=ctx.exponent(x), exact=True,
                                      nonneg=x.name in ctx.nonneg))
+
+
+def _relu_bounds(ctx, op: ir.Op) -> tuple[float, float | None]:
+    """nn.relu's clamp bounds; a leaky relu (alpha > 0) is refused rather than lowered as a relu."""
+    bounds = relu_bounds(op)
+    if bounds is None:
+        raise ctx.f.unsupported(f"nn.relu with alpha={op.attrs['alpha']} (a leaky relu) has no "
+                                "integer lowering yet; it is not a clamp")
+    return bounds

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ir
-from .float_patterns import clamp_bounds, fused_activation
+from .float_patterns import clamp_bounds, fused_activation, relu_bounds
 from .float_side import Lowered, identity
 from .params import QuantScheme, params_from_range, quantize
 from .rules import rule
@@ -153,7 +153,7 @@ def _clamp_to(ctx: TosaContext, op: ir.Op, lo: float | None, hi: float | None) -
 
 @rule(TargetKind.TOSA, "nn.relu")
 def lower_relu(ctx: TosaContext, op: ir.Op) -> None:
-    _clamp_to(ctx, op, 0.0, None)
+    _clamp_to(ctx, op, *_relu_bounds(ctx, op))
 
 
 @rule(TargetKind.TOSA, "math.clamp")
@@ -186,3 +186,12 @@ def lower_table(ctx: TosaContext, op: ir.Op) -> None:
             "per_channel": False}, hint=op.outputs[0], label=ctx.f.where(), out_dtype=ir.DType.I16,
             quant=quant, exact=True)
     ctx.f.bind(op.outputs[0], Lowered(out, quant, x.perm))
+
+
+def _relu_bounds(ctx, op: ir.Op) -> tuple[float, float | None]:
+    """nn.relu's clamp bounds; a leaky relu (alpha > 0) is refused rather than lowered as a relu."""
+    bounds = relu_bounds(op)
+    if bounds is None:
+        raise ctx.f.unsupported(f"nn.relu with alpha={op.attrs['alpha']} (a leaky relu) has no "
+                                "integer lowering yet; it is not a clamp")
+    return bounds
