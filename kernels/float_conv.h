@@ -14,6 +14,7 @@
 #define QSIM_FLOAT_CONV_H
 
 #include <stdint.h>
+#include <string.h>
 #include "isa_paths.h"
 
 #define QSIM_DWF_CB 64   /* outputs per register block: 4 zmm / 8 ymm of accumulators */
@@ -120,6 +121,43 @@ static void qsim_depthwise_nhwc_f32(int isa, const float *xp, int64_t PH, int64_
                                     int64_t sx, int64_t dy, int64_t dx, float *out, int64_t OH,
                                     int64_t OW, int64_t r0, int64_t r1) {
     QSIM_DISPATCH(isa, qsim_dw_f32, xp, PH, PW, C, wt, KH, KW, sy, sx, dy, dx, out, OH, OW, r0, r1);
+}
+
+/* ---- im2col of a 2-D NCHW float32 convolution, for the float executor's GEMM:
+ * cols[b][c][ky][kx][oy][ox] = x[b][c][oy*sy + ky*dy - pt][ox*sx + kx*dx - pl], +0.0f outside
+ * the input (a copy: the GEMM sees exactly the buffer numpy's window copies would build).
+ * Planes p = b*C + c in [p0, p1). */
+static void qsim_im2col_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH,
+                            int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
+                            int64_t pt, int64_t pl, int64_t OH, int64_t OW, float *cols,
+                            int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++) {
+        const float *plane = x + p * H * W;
+        float *o = cols + p * KH * KW * OH * OW;
+        for (int64_t ky = 0; ky < KH; ky++)
+            for (int64_t kx = 0; kx < KW; kx++) {
+                const int64_t off = kx * dx - pl;
+                /* output columns reading inside the row: ox in [first, last) */
+                int64_t first = off >= 0 ? 0 : (-off + sx - 1) / sx;
+                int64_t last = W - 1 - off >= 0 ? (W - 1 - off) / sx + 1 : 0;
+                if (last > OW) last = OW;
+                if (first > last) first = last;
+                for (int64_t oy = 0; oy < OH; oy++, o += OW) {
+                    const int64_t iy = oy * sy + ky * dy - pt;
+                    if (iy < 0 || iy >= H) {
+                        for (int64_t ox = 0; ox < OW; ox++) o[ox] = 0.0f;
+                        continue;
+                    }
+                    const float *row = plane + iy * W + off;
+                    for (int64_t ox = 0; ox < first; ox++) o[ox] = 0.0f;
+                    if (sx == 1)
+                        memcpy(o + first, row + first, (size_t)(last - first) * sizeof(float));
+                    else
+                        for (int64_t ox = first; ox < last; ox++) o[ox] = row[ox * sx];
+                    for (int64_t ox = last; ox < OW; ox++) o[ox] = 0.0f;
+                }
+            }
+    }
 }
 
 #endif

@@ -13,6 +13,9 @@ from libc.stdlib cimport free, malloc
 
 
 cdef extern from "float_conv.h" nogil:
+    void qsim_im2col_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
+                         int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
+                         int64_t OH, int64_t OW, float *cols, int64_t p0, int64_t p1)
     void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W,
                                  const float *w, int64_t m, int64_t KH, int64_t KW, int64_t sy,
                                  int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
@@ -53,3 +56,18 @@ def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, :
         qsim_depthwise_nchw_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], m,
                                 KH, KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, scratch, p0, p1)
     free(scratch)
+
+
+def im2col_f32(const float[:, :, :, ::1] x, float[:, :, :, :, ::1] cols, int64_t KH, int64_t KW,
+               int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t p0,
+               int64_t p1):
+    """cols[B][C][KH*KW][OH][OW] of the NCHW input x (zero outside), planes b*C + c in [p0, p1)
+    (kernels/float_conv.h)."""
+    cdef int64_t OH = cols.shape[3], OW = cols.shape[4]
+    if cols.shape[2] != KH * KW:
+        raise ValueError("im2col_f32: cols must have KH * KW kernel offsets")
+    if p1 <= p0 or KH * KW == 0 or OH == 0 or OW == 0:
+        return
+    with nogil:
+        qsim_im2col_f32(&x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], KH, KW, sy, sx, dy, dx,
+                        pt, pl, OH, OW, &cols[0, 0, 0, 0, 0], p0, p1)

@@ -1,4 +1,4 @@
-"""The float executor's depthwise convolution on the compiled loops (kernels/float_conv.h).
+"""The float executor's depthwise convolution and 2-D im2col on compiled loops (kernels/float_conv.h).
 
 Two loops, both giving the bits of the numpy reference (qsim.runtime.float_ops.nn._depthwise:
 per output element, +0.0 then one float32 multiply and one add per tap in row-major kernel
@@ -65,3 +65,17 @@ def depthwise2d(x: np.ndarray, w: np.ndarray, m: int, stride, dilation, before, 
                                                                       before[0], before[1], lo, hi),
                min_rows=4)
     return out
+
+
+def im2col2d(x: np.ndarray, kernel, stride, dilation, before, out_size) -> np.ndarray:
+    """float32 cols [B][C][KH*KW][OH][OW]: cols[b, c, ky*KW + kx, oy, ox] =
+    x[b, c, oy*sy + ky*dy - before[0], ox*sx + kx*dx - before[1]], +0.0 outside x (the im2col
+    of the float executor's conv GEMM, a copy: the same buffer as numpy's window copies)."""
+    B, C = x.shape[:2]
+    KH, KW = kernel
+    xc = np.ascontiguousarray(x, dtype=np.float32)
+    cols = np.empty((B, C, KH * KW) + tuple(out_size), dtype=np.float32)
+    split_rows(B * C, lambda lo, hi: _float_ops.im2col_f32(xc, cols, KH, KW, stride[0], stride[1], dilation[0],
+                                                          dilation[1], before[0], before[1], lo, hi),
+               min_rows=8)
+    return cols

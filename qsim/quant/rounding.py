@@ -30,7 +30,7 @@ from ..threads import split_rows
 from .float_patterns import packed_ints, spatial_padding
 
 FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
-KEEP_BUFFER_BYTES = 8 << 20   # PatchMoments keeps a pending-row buffer up to this size
+KEEP_BUFFER_BYTES = 2 << 20   # PatchMoments keeps a pending-row buffer up to this size
 MAX_PASSES = 8                 # passes over the K weights of every channel (converges in 2-4)
 ROUNDING_MODES = ("nearest", "adaptive")
 
@@ -96,6 +96,7 @@ class PatchMoments:
     def second_moment(self, centered: bool) -> np.ndarray:
         """[groups, K, K]: E[x x^T], minus E[x] E[x]^T when `centered`."""
         self._flush()
+        self._rows = self._rows[:, :0]                  # calibration is over: free the buffer
         n = max(self.count, 1)
         h = self.sum_outer / n
         if centered:

@@ -279,7 +279,7 @@ def _unroll(c, frame, b, loop, carried, scans, count, hints):
             env[loop.count.index] = b.constant(f"{frame.scope}{label}.{loop.count.index}_{i}", i, loop.loc)
         inner = Frame(frame.module, frame.op, frame.qualname, f"{frame.scope}{label}_{i}.", env,
                       frame.public, frame.where)
-        results = compose_part(c, inner, b, loop.body, _step_hints(hints, len(carried), i, count), f"step")
+        results = compose_part(c, inner, b, loop.body, _step_hints(hints, len(carried), i, count), "step")
         if len(results) < len(carried):
             raise error(f"{frame.where}: the loop body gives {len(results)} results for {len(carried)} loop "
                         "variables", loop.body.loc)

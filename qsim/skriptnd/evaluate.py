@@ -473,7 +473,7 @@ def _no_tensors(op: str, values, e, ev: Evaluator) -> None:
         name = _TENSOR_OPERATORS.get(op)
         raise ev.fail(f"'{op}' is applied to tensor '{tensor.name}': expression operators work on "
                       f"compile-time values only (2.4)", e,
-                      hint=f"invoke an operator on the right-hand side of an @compose assignment"
+                      hint="invoke an operator on the right-hand side of an @compose assignment"
                            + (f", e.g. {name}(...)" if name else ""))
 
 

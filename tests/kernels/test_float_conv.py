@@ -98,3 +98,24 @@ def test_float_conv_within_float32_rounding_of_onnxruntime(rng, groups, c, oc, k
     terms = (c // groups) * k * k + 1
     bound = 2 * terms * np.finfo(np.float32).eps * magnitude
     assert np.all(np.abs(got.astype(np.float64) - want) <= bound)
+
+
+@pytest.mark.parametrize("shape,k,stride,dilation,before,out_size", [
+    ((2, 3, 9, 11), (3, 3), (1, 1), (1, 1), (1, 1), (9, 11)),
+    ((1, 4, 10, 9), (7, 7), (2, 2), (1, 1), (3, 3), (5, 5)),
+    ((1, 2, 8, 8), (3, 2), (2, 3), (2, 1), (0, 2), (2, 4)),
+    ((1, 2, 8, 8), (3, 3), (1, 1), (1, 1), (-1, -2), (4, 3)),
+])
+def test_im2col_is_the_window_copy(rng, shape, k, stride, dilation, before, out_size):
+    x = rng.standard_normal(shape).astype(np.float32)
+    pad = 16
+    xp = np.zeros(shape[:2] + (shape[2] + 2 * pad, shape[3] + 2 * pad), np.float32)
+    xp[:, :, pad:pad + shape[2], pad:pad + shape[3]] = x
+    want = np.empty(shape[:2] + (k[0] * k[1],) + out_size, np.float32)
+    for ky in range(k[0]):
+        for kx in range(k[1]):
+            ys, xs = pad - before[0] + ky * dilation[0], pad - before[1] + kx * dilation[1]
+            want[:, :, ky * k[1] + kx] = xp[:, :, ys:ys + stride[0] * (out_size[0] - 1) + 1:stride[0],
+                                            xs:xs + stride[1] * (out_size[1] - 1) + 1:stride[1]]
+    got = float_conv.im2col2d(x, k, stride, dilation, before, out_size)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

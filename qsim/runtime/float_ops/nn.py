@@ -148,9 +148,12 @@ def conv(ins, at):
     else:
         # im2col copies each input element once per kernel offset: it can outgrow every tensor
         check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
-        cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
-        for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
-            cols[:, :, k] = win
+        if d == 2 and x.dtype == w.dtype == np.float32:
+            cols = _float_conv().im2col2d(x, fx, stride, dilation, before, ox)   # compiled, same buffer
+        else:
+            cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
+            for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
+                cols[:, :, k] = win
     cols = cols.reshape(b, g, fc * K, X).transpose(1, 2, 0, 3).reshape(g, fc * K, b * X)
     apply_blas_threads()                                        # QSIM_THREADS for the GEMM
     out = np.matmul(w.reshape(g, m, fc * K), cols)             # [g, m, b * X]
