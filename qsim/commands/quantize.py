@@ -30,7 +30,7 @@ from ..quant.pipeline import (QuantizeOptions, QuantizeResult, load_float_model,
 from ..quant.qmodel import write_quantized_model
 from ..quant.target import TargetKind
 from ..report.accuracy import write_accuracy_report
-from ..runtime.executor import Backend
+from ..kernels.backend import Backend
 from ..zoo.fashion_mnist import DEBIAN_DIR
 from .arguments import whole_number
 

@@ -16,7 +16,8 @@ from ..atomic import atomic_directory, atomic_file
 from ..loader import load
 from ..outpath import TENSOR_DUMP, check_output
 from ..quant import qmodel
-from ..runtime.executor import Backend, execute
+from ..kernels.backend import Backend
+from ..runtime.executor import execute
 from ..userdata import read_inputs
 from .arguments import input_files
 

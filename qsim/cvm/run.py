@@ -20,11 +20,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import InvalidGraphError, MismatchError, UsageError
+from ..kernels.backend import BACKENDS
 from .opdef import Checker, OpDef, lookup
 from .precision import (MAX_PRECISION, check_data, check_precision_value, first_violation,
                         infer_data_precision)
 
-BACKENDS = ("kernels", "reference")
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UsageError
+from .backend import BACKENDS
 from ..tosa.run import execute_call, prepare
 from .extensions import extension
 from .registry import kernel_for
 
-BACKENDS = ("kernels", "reference")
 
 
 def run(op: str, inputs: list, attrs: dict | None = None, backend: str = "kernels") -> list[np.ndarray]:

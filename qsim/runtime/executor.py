@@ -15,7 +15,6 @@ Every op output is checked against its declared shape and stored in its declared
 from __future__ import annotations
 
 import dataclasses
-import enum
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -23,18 +22,9 @@ import numpy as np
 
 from ..errors import DataError, InvalidGraphError, MismatchError, UnsupportedError, UsageError
 from ..ir import Graph, Op
+from ..kernels.backend import BACKENDS
 from ..skriptnd import dynattr
 from .runners import BUILTIN_RUNNERS, run_defined
-
-
-class Backend(enum.StrEnum):
-    """Which implementation runs the integer operators (the same bits either way). A str enum:
-    the dialect runners still compare the backend with these strings."""
-    KERNELS = "kernels"         # the compiled Cython kernels
-    REFERENCE = "reference"     # the numpy transcription of the spec pseudocode
-
-
-BACKENDS = tuple(backend.value for backend in Backend)
 
 
 @dataclass(frozen=True)

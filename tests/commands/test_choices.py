@@ -10,7 +10,7 @@ from qsim.npu.engines import Engine
 from qsim.quant.observers import ObserverKind
 from qsim.quant.params import Granularity, Precision, Rounding, WeightRounding
 from qsim.quant.target import TargetKind
-from qsim.runtime.executor import Backend
+from qsim.kernels.backend import Backend
 
 
 def _option(command: str, flag: str) -> argparse.Action:

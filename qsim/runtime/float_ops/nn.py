@@ -8,9 +8,9 @@ import math
 import numpy as np
 
 from ...numerics import ceil_div
-from .base import check_alloc, fail, norm_axes, norm_axis, pack, register, seq
+from .base import check_alloc, fail, norm_axes, norm_axis, pack, register
 from ...kernels import float_conv
-from ...threads import apply_blas_threads, split_rows
+from ...threads import apply_blas_threads
 from .math import erf
 
 
