@@ -2,76 +2,35 @@
 MTCNN's RNet, a SqueezeNet fire module, a ShuffleNetV2 unit and a torch.nn.TransformerEncoder
 at several opsets; qsim.onnx loads them, folds their shape arithmetic, and agrees with
 onnxruntime within the first-order bound of test_onnx_blocks (2·γ_n·S, S from the |x|, |W|,
-batch-norm-mean-0 model). Skipped where torch is not installed (it is no qsim dependency)."""
+batch-norm-mean-0 model). The exports are files in tests/onnx/torch_exports/, written by its
+make_exports.py (torch is no qsim dependency, so the tests read the files)."""
 from __future__ import annotations
 
-import io
+from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
-from onnx_helpers import abs_block, assert_within, gamma, run_ort, run_qsim, save
+from onnx_helpers import abs_block, assert_within, gamma, run_ort, run_qsim
 
-torch = pytest.importorskip("torch", reason="needs torch to export models")
-nn = torch.nn
-
-
-def export(module, x: np.ndarray, opset: int) -> onnx.ModelProto:
-    torch.manual_seed(0)
-    buf = io.BytesIO()
-    torch.onnx.export(module.eval(), (torch.from_numpy(x),), buf, input_names=["x"], opset_version=opset,
-                      dynamo=False, dynamic_axes={"x": {0: "N"}})
-    return onnx.load_from_string(buf.getvalue())
+EXPORTS = Path(__file__).resolve().parent / "torch_exports"
 
 
-class RNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(3, 28, 3), nn.PReLU(28), nn.MaxPool2d(3, 2, ceil_mode=True),
-                                      nn.Conv2d(28, 48, 3), nn.PReLU(48), nn.MaxPool2d(3, 2, ceil_mode=True),
-                                      nn.Conv2d(48, 64, 2), nn.PReLU(64))
-        self.fc, self.prelu = nn.Linear(64 * 3 * 3, 128), nn.PReLU(128)
-        self.box = nn.Linear(128, 4)
-
-    def forward(self, x):
-        h = self.features(x).permute(0, 3, 2, 1).contiguous().view(x.shape[0], -1)
-        return self.box(self.prelu(self.fc(h)))
-
-
-class Fire(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.squeeze, self.e1, self.e3 = nn.Conv2d(3, 4, 1), nn.Conv2d(4, 8, 1), nn.Conv2d(4, 8, 3, padding=1)
-
-    def forward(self, x):
-        x = nn.functional.max_pool2d(torch.relu(self.squeeze(x)), 3, 2, ceil_mode=True)
-        return torch.cat([torch.relu(self.e1(x)), torch.relu(self.e3(x))], 1)
-
-
-class ShuffleUnit(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.branch = nn.Sequential(nn.Conv2d(4, 4, 1), nn.ReLU(), nn.Conv2d(4, 4, 3, 1, 1, groups=4))
-
-    def forward(self, x):
-        a, b = x.chunk(2, dim=1)
-        out = torch.cat((a, self.branch(b)), 1)
-        n, c, h, w = out.size()
-        return out.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+def exported(name: str, opset: int) -> tuple[onnx.ModelProto, str]:
+    path = EXPORTS / f"{name}_opset{opset}.onnx"
+    return onnx.load(str(path)), str(path)
 
 
 @pytest.mark.parametrize("opset", [11, 17])
-@pytest.mark.parametrize("name, module, shape, terms", [
-    ("rnet", RNet, (2, 3, 24, 24), 27 + 252 + 192 + 576 + 128 + 8),
-    ("fire", Fire, (2, 3, 12, 12), 3 + 36 + 4),
-    ("shuffle", ShuffleUnit, (2, 8, 6, 6), 4 + 9 + 4),
+@pytest.mark.parametrize("name, shape, terms", [
+    ("rnet", (2, 3, 24, 24), 27 + 252 + 192 + 576 + 128 + 8),
+    ("fire", (2, 3, 12, 12), 3 + 36 + 4),
+    ("shuffle", (2, 8, 6, 6), 4 + 9 + 4),
 ])
-def test_torch_export_matches_onnxruntime(tmp_path, name, module, shape, terms, opset):
-    torch.manual_seed(0)
+def test_torch_export_matches_onnxruntime(name, shape, terms, opset):
     x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
-    model = export(module(), x, opset)
-    path = save(model, tmp_path)
+    model, path = exported(name, opset)
     got = run_qsim(path, {"x": x}, batch=shape[0])
     ref = run_ort(model, {"x": x})
     s = abs_block(model, {"x": x})
@@ -82,13 +41,9 @@ def test_torch_export_matches_onnxruntime(tmp_path, name, module, shape, terms, 
     assert not kinds & {"layout.shape", "layout.gather", "layout.cast"}, kinds   # shape arithmetic folded
 
 
-def test_torch_transformer_encoder_loads_and_matches(tmp_path):
-    torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", batch_first=True)
-    encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+def test_torch_transformer_encoder_loads_and_matches():
     x = np.random.default_rng(1).normal(size=(2, 5, 16)).astype(np.float32)
-    model = export(encoder, x, 17)
-    path = save(model, tmp_path)
+    model, path = exported("encoder", 17)
     got = run_qsim(path, {"x": x}, batch=2)
     ref = run_ort(model, {"x": x})
     import qsim.onnx

@@ -288,3 +288,17 @@ def test_reshape_volume_is_exact_past_int64():
     # 4 * (8 + 2^62) = 32 + 2^64, which int64 arithmetic wraps to the input's volume 32
     with pytest.raises(QsimError, match=r"the volume of 'shape' \[4, 4611686018427387912\] must equal"):
         run_op("layout.reshape", [x], {"shape": [4, 8 + 2 ** 62]})
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_conv_with_a_stride_beyond_int64_runs_on_the_numpy_windows(groups):
+    # a hostile stride (2^63) cannot enter the compiled loops' int64 geometry: the numpy path
+    # (Python ints) computes the single output position, which reads the padded top-left window
+    x = np.arange(2 * 4 * 4, dtype=np.float32).reshape(1, 2, 4, 4)
+    w = np.ones((2, 2 // groups, 3, 3), np.float32)
+    y, = run_op("nn.conv", [x, w], dict(stride=[2 ** 63, 2 ** 63], padding=[1, 1, 1, 1],
+                                        groups=groups))
+    assert y.shape == (1, 2, 1, 1)
+    window = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))[0, :, :3, :3]
+    want = window.sum() if groups == 1 else window.sum(axis=(1, 2))
+    np.testing.assert_array_equal(y.reshape(-1), np.broadcast_to(want, (2,)))

@@ -148,7 +148,10 @@ def conv(ins, at):
     else:
         # im2col copies each input element once per kernel offset: it can outgrow every tensor
         check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
-        if d == 2 and x.dtype == w.dtype == np.float32:
+        # the compiled copy takes its geometry as int64; a stride beyond that (a hostile model)
+        # takes the numpy windows, which index with Python ints
+        if d == 2 and x.dtype == w.dtype == np.float32 and \
+                max(map(abs, (*stride, *dilation, *before))) < 2 ** 31:
             cols = _float_conv().im2col2d(x, fx, stride, dilation, before, ox)   # compiled, same buffer
         else:
             cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
@@ -173,7 +176,8 @@ def _depthwise(x, w, m, fx, stride, dilation, before, ox):
     b, ic = x.shape[:2]
     dtype = np.result_type(x, w)
     check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
-    compiled = _float_conv() if x.ndim == 4 and dtype == np.float32 else None
+    compiled = _float_conv() if x.ndim == 4 and dtype == np.float32 and \
+        max(map(abs, (*stride, *dilation, *before))) < 2 ** 31 else None     # int64 geometry in C
     if compiled is not None:
         # the same operations in the same order as the loop below, compiled (same bits)
         return compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),

@@ -1,0 +1,85 @@
+"""Writes tests/onnx/torch_exports/*.onnx: real PyTorch (TorchScript exporter, dynamo=False)
+exports of MTCNN's RNet, a SqueezeNet fire module and a ShuffleNetV2 unit at opsets 11 and 17, and
+a torch.nn.TransformerEncoder (GELU, 2 heads) at opset 17, with seeded weights. The tests load
+these files, so they need no torch; run this script (with torch installed) to regenerate them:
+
+    python tests/onnx/torch_exports/make_exports.py
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+
+nn = torch.nn
+HERE = Path(__file__).resolve().parent
+# name -> (module factory, input shape, opsets)
+
+
+def export(module, x: np.ndarray, opset: int) -> onnx.ModelProto:
+    torch.manual_seed(0)
+    buf = io.BytesIO()
+    torch.onnx.export(module.eval(), (torch.from_numpy(x),), buf, input_names=["x"], opset_version=opset,
+                      dynamo=False, dynamic_axes={"x": {0: "N"}})
+    return onnx.load_from_string(buf.getvalue())
+
+
+class RNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 28, 3), nn.PReLU(28), nn.MaxPool2d(3, 2, ceil_mode=True),
+                                      nn.Conv2d(28, 48, 3), nn.PReLU(48), nn.MaxPool2d(3, 2, ceil_mode=True),
+                                      nn.Conv2d(48, 64, 2), nn.PReLU(64))
+        self.fc, self.prelu = nn.Linear(64 * 3 * 3, 128), nn.PReLU(128)
+        self.box = nn.Linear(128, 4)
+
+    def forward(self, x):
+        h = self.features(x).permute(0, 3, 2, 1).contiguous().view(x.shape[0], -1)
+        return self.box(self.prelu(self.fc(h)))
+
+
+class Fire(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.squeeze, self.e1, self.e3 = nn.Conv2d(3, 4, 1), nn.Conv2d(4, 8, 1), nn.Conv2d(4, 8, 3, padding=1)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.squeeze(x)), 3, 2, ceil_mode=True)
+        return torch.cat([torch.relu(self.e1(x)), torch.relu(self.e3(x))], 1)
+
+
+class ShuffleUnit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.branch = nn.Sequential(nn.Conv2d(4, 4, 1), nn.ReLU(), nn.Conv2d(4, 4, 3, 1, 1, groups=4))
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=1)
+        out = torch.cat((a, self.branch(b)), 1)
+        n, c, h, w = out.size()
+        return out.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+
+
+def encoder():
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", batch_first=True)
+    return nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+
+
+MODELS = {"rnet": (RNet, (2, 3, 24, 24), (11, 17)), "fire": (Fire, (2, 3, 12, 12), (11, 17)),
+          "shuffle": (ShuffleUnit, (2, 8, 6, 6), (11, 17)), "encoder": (encoder, (2, 5, 16), (17,))}
+
+
+def main() -> None:
+    for name, (factory, shape, opsets) in MODELS.items():
+        for opset in opsets:
+            torch.manual_seed(0)
+            x = np.zeros(shape, np.float32)
+            onnx.save(export(factory(), x, opset), HERE / f"{name}_opset{opset}.onnx")
+            print(f"wrote {name}_opset{opset}.onnx")
+
+
+if __name__ == "__main__":
+    main()
