@@ -29,8 +29,8 @@ from .. import ir
 from ..numerics import nnef_round
 from .cvm_context import CvmContext as Ctx
 from .cvm_context import alpha
-from .float_patterns import (batch_norm_affine, clamp_bounds, fold_tail, fused_activation, packed_ints, relu_bounds,
-                             spatial_padding)
+from .float_patterns import (batch_norm_affine, clamp_bounds, conv_operands, fold_tail, fused_activation,
+                             packed_ints, relu_bounds, spatial_padding)
 from .float_side import Lowered
 from .rules import rule
 from .target import TargetKind
@@ -117,13 +117,7 @@ def _divide_by_count(ctx: Ctx, total: Lowered, n: int, hint: str) -> Lowered:
 # ---- MAC operators ---------------------------------------------------------------------------
 @rule(TargetKind.CVM, "nn.conv")
 def lower_conv(ctx: Ctx, op: ir.Op) -> None:
-    if op.attrs.get("data_format", "NCX") != "NCX" or op.attrs.get("filter_format", "NCX") != "NCX":
-        raise ctx.f.unsupported("only data_format='NCX' and filter_format='NCX' are lowered")
-    xshape = ctx.f.float_shape(op.inputs[0])
-    if len(xshape) != 4:
-        raise ctx.f.unsupported(f"CVM has 2-D convolutions only (input rank {len(xshape)})")
-    w = ctx.f.constant(op.inputs[1])
-    bias = ctx.f.constant(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
+    xshape, w, bias = conv_operands(ctx.f, op)
     oc, icg, kh, kw = w.shape
     c = xshape[1]
     groups = int(op.attrs.get("groups", 1)) or c

@@ -15,7 +15,8 @@ import dataclasses
 import numpy as np
 
 from .. import ir
-from .float_patterns import batch_norm_affine, fold_tail, fused_activation, packed_ints, spatial_padding
+from .float_patterns import (batch_norm_affine, conv_operands, fold_tail, fused_activation, packed_ints,
+                             spatial_padding)
 from .float_side import NHWC_FROM_NCHW, Lowered, identity
 from .params import bias_quant, quantize, quantize_bias
 from .rounding import round_layer
@@ -152,13 +153,7 @@ def _rounded(ctx, op: ir.Op, w, wq, w_quant, note):
 
 @rule(TargetKind.TOSA, "nn.conv")
 def lower_conv(ctx: TosaContext, op: ir.Op) -> None:
-    if op.attrs.get("data_format", "NCX") != "NCX" or op.attrs.get("filter_format", "NCX") != "NCX":
-        raise ctx.f.unsupported("only data_format='NCX' and filter_format='NCX' are lowered")
-    xshape = ctx.f.float_shape(op.inputs[0])
-    if len(xshape) != 4:
-        raise ctx.f.unsupported(f"only 2-D convolutions are lowered (input rank {len(xshape)})")
-    w = ctx.f.constant(op.inputs[1])
-    bias = ctx.f.constant(op.inputs[2]) if len(op.inputs) > 2 else None
+    xshape, w, bias = conv_operands(ctx.f, op)
     oc, icg, kh, kw = w.shape
     ic = xshape[1]
     groups = int(op.attrs.get("groups", 1)) or ic
