@@ -210,20 +210,9 @@ def _output_error(target: Path, err: OSError) -> UsageError:
 
 
 @contextlib.contextmanager
-def atomic_directory(target: str | os.PathLike, overwrite: bool = True) -> Iterator[Path]:
-    """Yields a fresh temporary directory; on success it takes the place of `target`.
-
-    On an exception the temporary directory is removed and `target` is left as it was. With
-    overwrite=False an existing `target` is an error."""
-    # the folder part as the OS will reach it once created ('new/../x' is './x'); the last
-    # name is kept as given, so an output that is a symbolic link stays one
-    target = Path(target)
-    target = Path(os.path.realpath(target.parent)) / target.name
-    if target.exists() and not overwrite:
-        raise UsageError(f"output {target} already exists", hint="choose another -o/--out or remove it")
-    if target.exists() and not target.is_dir():
-        raise UsageError(f"output {target} exists and is not a directory",
-                         hint="choose another -o/--out path")
+def _staging_directory(target: Path) -> Iterator[Path]:
+    """A fresh temporary directory beside `target`, named so that `recover` finds it after a
+    crash; removed when the body raises. The caller publishes it when the body completes."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         recover(target)
@@ -238,6 +227,25 @@ def atomic_directory(target: str | os.PathLike, overwrite: bool = True) -> Itera
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _crash_point("built")
+
+
+@contextlib.contextmanager
+def atomic_directory(target: str | os.PathLike, overwrite: bool = True) -> Iterator[Path]:
+    """Yields a fresh temporary directory; on success it takes the place of `target`.
+
+    On an exception the temporary directory is removed and `target` is left as it was. With
+    overwrite=False an existing `target` is an error."""
+    # the folder part as the OS will reach it once created ('new/../x' is './x'); the last
+    # name is kept as given, so an output that is a symbolic link stays one
+    target = Path(target)
+    target = Path(os.path.realpath(target.parent)) / target.name
+    if target.exists() and not overwrite:
+        raise UsageError(f"output {target} already exists", hint="choose another -o/--out or remove it")
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"output {target} exists and is not a directory",
+                         hint="choose another -o/--out path")
+    with _staging_directory(target) as tmp:
+        yield tmp
     try:
         _place(tmp, target)
     except BaseException as err:
@@ -256,16 +264,8 @@ def atomic_directory_once(target: str | os.PathLike) -> Iterator[Path]:
     meanwhile, in which case this copy is discarded (never a swap: a process may be using
     the files of the published one). On an exception the temporary directory is removed."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    recover(target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-", dir=target.parent))
-    _crash_point("partial-created")
-    try:
+    with _staging_directory(target) as tmp:
         yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _crash_point("built")
     try:
         if not renameat2(tmp, target, _RENAME_NOREPLACE):
             os.rename(tmp, target)      # onto an existing non-empty folder: ENOTEMPTY/EEXIST

@@ -66,15 +66,20 @@ def _flat_pads(pads) -> tuple:
 
 # ---------------------------------------------------------------------- convolution
 
-@converter("Conv")
-def _conv(ctx: NodeContext) -> list:
+def _conv_operands(ctx: NodeContext):
+    """Conv/ConvTranspose operands X, W, B (optional), the spatial rank and the kernel shape
+    (kernel_shape, or the weights' spatial extents)."""
     x = ctx.float_input(ctx.input(0, "X"), "X")
     w = ctx.float_input(ctx.input(1, "W"), "W")
     bias = ctx.optional(2)
     if x.rank < 3 or w.rank != x.rank:
         ctx.fail(f"input {list(x.shape)} and weights {list(w.shape)} must have equal rank of at least 3")
-    spatial = x.rank - 2
-    kernel = list(ctx.attr("kernel_shape") or w.shape[2:])
+    return x, w, bias, x.rank - 2, list(ctx.attr("kernel_shape") or w.shape[2:])
+
+
+@converter("Conv")
+def _conv(ctx: NodeContext) -> list:
+    x, w, bias, spatial, kernel = _conv_operands(ctx)
     if tuple(kernel) != tuple(w.shape[2:]):
         ctx.fail(f"kernel_shape {kernel} differs from the weights' spatial shape {list(w.shape[2:])}")
     groups = int(ctx.attr("group", 1))
@@ -95,13 +100,7 @@ def _conv(ctx: NodeContext) -> list:
 
 @converter("ConvTranspose")
 def _conv_transpose(ctx: NodeContext) -> list:
-    x = ctx.float_input(ctx.input(0, "X"), "X")
-    w = ctx.float_input(ctx.input(1, "W"), "W")
-    bias = ctx.optional(2)
-    if x.rank < 3 or w.rank != x.rank:
-        ctx.fail(f"input {list(x.shape)} and weights {list(w.shape)} must have equal rank of at least 3")
-    spatial = x.rank - 2
-    kernel = list(ctx.attr("kernel_shape") or w.shape[2:])
+    x, w, bias, spatial, kernel = _conv_operands(ctx)
     groups = int(ctx.attr("group", 1))
     if tuple(kernel) != tuple(w.shape[2:]) or groups <= 0 or w.shape[0] != x.shape[1] or x.shape[1] % groups:
         ctx.fail(f"weights {list(w.shape)} with group={groups} do not fit input {list(x.shape)}",

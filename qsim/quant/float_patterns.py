@@ -168,9 +168,10 @@ def clamp_bounds(f: FloatSide, op: ir.Op) -> tuple[float, float]:
     return bounds[0], bounds[1]
 
 
-def conv_operands(f: FloatSide, op: ir.Op) -> tuple[tuple, np.ndarray, np.ndarray | None]:
-    """nn.conv `op`'s input shape, constant filter and constant bias (None when omitted), for a
-    target that lowers 2-D NCX convolutions with constant weights (both targets do)."""
+def conv_operands(f: FloatSide, op: ir.Op):
+    """nn.conv `op`'s input shape, constant filter, constant bias (None when omitted), groups,
+    stride and dilation, for a target that lowers 2-D NCX convolutions with constant weights
+    (both targets do)."""
     if op.attrs.get("data_format", "NCX") != "NCX" or op.attrs.get("filter_format", "NCX") != "NCX":
         raise f.unsupported("only data_format='NCX' and filter_format='NCX' are lowered")
     xshape = f.float_shape(op.inputs[0])
@@ -178,4 +179,7 @@ def conv_operands(f: FloatSide, op: ir.Op) -> tuple[tuple, np.ndarray, np.ndarra
         raise f.unsupported(f"only 2-D convolutions are lowered (input rank {len(xshape)})")
     w = f.constant(op.inputs[1])
     bias = f.constant(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
-    return xshape, w, bias
+    groups = int(op.attrs.get("groups", 1)) or xshape[1]
+    stride = packed_ints(op.attrs.get("stride", 1), 2, "stride", f)
+    dilation = packed_ints(op.attrs.get("dilation", 1), 2, "dilation", f)
+    return xshape, w, bias, groups, stride, dilation

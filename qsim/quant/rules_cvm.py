@@ -117,12 +117,9 @@ def _divide_by_count(ctx: Ctx, total: Lowered, n: int, hint: str) -> Lowered:
 # ---- MAC operators ---------------------------------------------------------------------------
 @rule(TargetKind.CVM, "nn.conv")
 def lower_conv(ctx: Ctx, op: ir.Op) -> None:
-    xshape, w, bias = conv_operands(ctx.f, op)
+    xshape, w, bias, groups, stride, dilation = conv_operands(ctx.f, op)
     oc, icg, kh, kw = w.shape
     c = xshape[1]
-    groups = int(op.attrs.get("groups", 1)) or c
-    stride = packed_ints(op.attrs.get("stride", 1), 2, "stride", ctx.f)
-    dilation = packed_ints(op.attrs.get("dilation", 1), 2, "dilation", ctx.f)
     padding = _symmetric_padding(ctx, op, xshape[2:], (kh, kw), stride, dilation, "convolution")
     bn, act, last = fold_tail(ctx.f, op, oc)
     if bn is not None:

@@ -153,12 +153,9 @@ def _rounded(ctx, op: ir.Op, w, wq, w_quant, note):
 
 @rule(TargetKind.TOSA, "nn.conv")
 def lower_conv(ctx: TosaContext, op: ir.Op) -> None:
-    xshape, w, bias = conv_operands(ctx.f, op)
+    xshape, w, bias, groups, stride, dilation = conv_operands(ctx.f, op)
     oc, icg, kh, kw = w.shape
     ic = xshape[1]
-    groups = int(op.attrs.get("groups", 1)) or ic
-    stride = packed_ints(op.attrs.get("stride", 1), 2, "stride", ctx.f)
-    dilation = packed_ints(op.attrs.get("dilation", 1), 2, "dilation", ctx.f)
     begins, ends, crop = spatial_padding(ctx.f, op, xshape[2:], (kh, kw), stride, dilation)
 
     bn, act, last = fold_tail(ctx.f, op, oc)
