@@ -48,7 +48,7 @@ def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str,
     out = {}
     for name, value in feed.items():
         t = model.graph.tensor(model.tensor_map[name].name)
-        out[t.name] = quantize(value, model.input_quant[name], what=name).astype(t.dtype.numpy)
+        out[t.name] = quantize(value, model.input_quant[t.name], what=name).astype(t.dtype.numpy)
     return out
 
 

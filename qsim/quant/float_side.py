@@ -40,7 +40,10 @@ class Lowered:
 class LoweredModel:
     """A quantized model: the integer graph and how it stands for the float one."""
     graph: ir.Graph                       # the integer graph
-    input_quant: dict[str, ir.QuantInfo]  # how float inputs are quantized to the graph inputs
+    # by integer graph input/output name (as a loaded folder has them; tensor_map gives the
+    # integer name of a float one): how float inputs are quantized to the graph inputs, and
+    # what the integer outputs mean
+    input_quant: dict[str, ir.QuantInfo]
     output_quant: dict[str, ir.QuantInfo]
     tensor_map: dict[str, Lowered]        # float tensor name -> its integer counterpart
 
@@ -157,6 +160,6 @@ class FloatSide:
         graph = self.graph
         int_graph = self.builder.build(name, [self.values[n].name for n in graph.inputs], outputs)
         return LoweredModel(int_graph,
-                            {n: self.values[n].quant for n in graph.inputs},
-                            {n: self.values[n].quant for n in graph.outputs},
+                            {self.values[n].name: self.values[n].quant for n in graph.inputs},
+                            {self.values[n].name: self.values[n].quant for n in graph.outputs},
                             dict(self.values))

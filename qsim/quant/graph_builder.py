@@ -8,11 +8,26 @@ produces an invalid op fails at the rule, not later in verify().
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
 
 from .. import ir
+from ..skriptnd.formatting import is_identifier
+
+
+def is_text_safe(name: str) -> bool:
+    """True when the SkriptND writer keeps `name` as it is: an identifier, or a dotted path of
+    identifiers (scoped names, 2.10)."""
+    return all(is_identifier(part) for part in name.split("."))
+
+
+def _sanitized(name: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "t"
+    if base[0].isdigit():
+        base = "t_" + base
+    return base if is_identifier(base) else base + "_"
 
 
 class IntegerGraphBuilder:
@@ -21,17 +36,38 @@ class IntegerGraphBuilder:
         self.ops: list[ir.Op] = []
         self._used: set[str] = set()
         self._reserved: set[str] = set()
+        self._safe: dict[str, str] = {}     # name the text cannot keep -> the name used instead
 
     def reserve(self, names) -> None:
         """Names that `fresh` must not hand out (they are claimed exactly, e.g. the float
         graph's tensor names, so integer tensors keep the names of the values they hold)."""
         self._reserved.update(names)
 
+    def safe(self, name: str) -> str:
+        """The name the integer graph uses for `name`: itself when the SkriptND text keeps it,
+        else one fixed identifier per name ('/layer1/Relu_output_0' → '_layer1_Relu_output_0',
+        'input.1' → 'input_1'), never a reserved or another name's. Naming the graph this way
+        from the start keeps main.sknd and quantization.json's tensor_map in agreement for
+        ONNX names."""
+        if is_text_safe(name):
+            return name
+        if name not in self._safe:
+            base = _sanitized(name)
+            taken = self._used | self._reserved | set(self._safe.values())
+            candidate, k = base, 1
+            while candidate in taken:
+                k += 1
+                candidate = f"{base}_{k}"
+            self._safe[name] = candidate
+        return self._safe[name]
+
     def fresh(self, hint: str, exact: bool = False) -> str:
         """A tensor name not used yet: `hint`, else `hint_2`, `hint_3`, ...
 
         With exact=True, `hint` itself (a reserved name) is claimed or it is an error.
+        Either way `hint` is first made safe (see `safe`).
         """
+        hint = self.safe(hint)
         if exact:
             if hint in self._used:
                 raise ValueError(f"tensor name {hint!r} is already used")

@@ -33,7 +33,7 @@ def lower_cvm_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
     outputs = []
     for name in graph.outputs:
         v = f.value(name)
-        if v.name != name:   # deliver each output under its float name (a same-grid cvm_clip)
+        if v.name != f.builder.safe(name):   # deliver each output under its float name (a same-grid cvm_clip)
             v = ctx.requantize(v, ctx.exponent(v), ctx.precision(v.name), name, exact=True, force=True)
             f.bind(name, v)
         outputs.append(v.name)

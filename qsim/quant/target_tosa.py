@@ -39,15 +39,17 @@ def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
     apply_rules(ctx, TargetKind.TOSA)
     outputs = []
     for name in graph.outputs:
-        # A graph output is delivered in the float tensor's own layout under its own name.
-        if name in f.builder.tensors and f.value(name).perm != identity(len(f.value(name).perm)):
-            f.rename(name, f"{name}.int_layout")
+        # A graph output is delivered in the float tensor's own layout under its own name
+        # (its text-safe form: `safe`).
+        safe = f.builder.safe(name)
+        if safe in f.builder.tensors and f.value(name).perm != identity(len(f.value(name).perm)):
+            f.rename(safe, f"{name}.int_layout")
         v = f.value(name)
         if v.perm != identity(len(v.perm)):
             v = ctx.to_float_layout(v, hint=name, exact=True)
-        elif v.name != name:
-            if name in f.builder.tensors:
-                f.rename(name, f"{name}.int")
+        elif v.name != safe:
+            if safe in f.builder.tensors:
+                f.rename(safe, f"{name}.int")
             v = Lowered(ctx.emit("IDENTITY", [v.name], {}, hint=name, label=name, quant=v.quant,
                                  exact=True), v.quant, v.perm)
         f.bind(name, v)
