@@ -165,8 +165,10 @@ def markdown(results: dict) -> str:
                          + (f", {100 * o['top1_agreement']:.1f} %" if o.get("top1_agreement") is not None else "")
                          for o in r.get("outputs", []))
         sim = r.get("simulate")
-        sim_cell = (("verified" if sim["verified"] else "MISMATCH") + f", {sim['layers']} layers, "
+        sim_cell = (("verified" if sim["verified"] else "**MISMATCH**") + f", {sim['layers']} layers, "
                     f"{sim['cycles']} cycles") if sim else ""
+        if sim and not sim["verified"] and sim["messages"]:
+            sim_cell += ": " + sim["messages"][0].replace("|", "\\|")
         times = ", ".join(f"{k} {v}" for k, v in r.get("seconds", {}).items())
         if "failed" in r:
             f = r["failed"]
@@ -177,9 +179,9 @@ def markdown(results: dict) -> str:
             else:
                 sim_cell = cell
         lines.append(f"| {r['model']} | {r['weights']} | {float_cell} | {outs} | {sim_cell} | {times} |")
-    failed = [r for r in results["models"] if "failed" in r]
-    lines += ["", f"{len(results['models']) - len(failed)} of {len(results['models'])} models go through "
-              "quantize and a verified simulation."]
+    through = [r for r in results["models"] if "failed" not in r and r.get("simulate", {}).get("verified")]
+    lines += ["", f"{len(through)} of {len(results['models'])} models go through quantize and a verified "
+              "simulation."]
     warned = [r for r in results["models"] if r.get("warnings")]
     if warned:
         lines += ["", "Report warnings (per-output scoring, docs/quantize.md):"]
