@@ -319,8 +319,9 @@ def watch_layers(graph: ir.Graph) -> InputMoments:
                 groups, kernel, stride, dilation, tuple(begins), tuple(ends), tuple(crop)))
         elif kind == "nn.linear" and graph.tensor(op.inputs[1]).data is not None:
             moments.watch_linear(op.outputs[0], op.inputs[0])
-        elif (kind == "linalg.matmul" and len(op.inputs) == 2
+        elif (kind == "linalg.matmul" and (len(op.inputs) == 2 or not op.inputs[2])
               and graph.tensor(op.inputs[1]).data is not None
-              and len(graph.tensor(op.inputs[0]).shape) == 2 and not op.attrs.get("transA", False)):
+              and len(graph.tensor(op.inputs[0]).shape) >= 2 and not op.attrs.get("transA", False)
+              and all(d == 1 for d in graph.tensor(op.inputs[1]).shape[:-2])):
             moments.watch_linear(op.outputs[0], op.inputs[0])
     return moments
