@@ -49,25 +49,31 @@ def _weight_annotation(ctx: TosaContext, op: ir.Op, bn) -> ir.QuantInfo | None:
 
 
 def _finish(ctx: TosaContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.QuantInfo,
-            last_float: str, act, out_perm, hint: str) -> None:
-    """RESCALE the accumulator to the output's grid, CLAMP for a fused activation, bind."""
+            last_float: str, act, out_perm, hint: str, out_shape: tuple[int, ...] | None = None) -> None:
+    """RESCALE the accumulator to the output's grid, CLAMP for a fused activation, bind;
+    then RESHAPE to `out_shape` when given (RESHAPE takes no int48 accumulator)."""
     out_quant = ctx.f.activation_quant(last_float)
     s_x = float(in_quant.scales()[0])
     ratios = s_x * w_quant.scales() / float(out_quant.scales()[0])
     per_channel = w_quant.per_channel
     zp_out = int(out_quant.zero_points()[0])
+    reshape = out_shape is not None and tuple(ctx.f.builder.tensor(acc).shape) != tuple(out_shape)
+    final = f"{hint}.rows" if reshape else last_float
     if act is None:
         out = ctx.rescale(acc, scale=ratios if per_channel else float(ratios[0]), input_zp=0,
-                          output_zp=zp_out, out_dtype=ctx.act_dtype, hint=last_float,
-                          quant=out_quant, exact=True, per_channel=per_channel)
+                          output_zp=zp_out, out_dtype=ctx.act_dtype, hint=final,
+                          quant=out_quant, exact=not reshape, per_channel=per_channel)
     else:
         _, lo, hi = act
         pre = ctx.rescale(acc, scale=ratios if per_channel else float(ratios[0]), input_zp=0,
                           output_zp=zp_out, out_dtype=ctx.act_dtype, hint=f"{hint}.rescaled",
                           quant=out_quant, per_channel=per_channel)
         qlo, qhi = ctx.clamp_range(out_quant, lo, hi)
-        out = ctx.emit("CLAMP", [pre], {"min_val": qlo, "max_val": qhi}, hint=last_float,
-                         label=ctx.f.where(), quant=out_quant, exact=True)
+        out = ctx.emit("CLAMP", [pre], {"min_val": qlo, "max_val": qhi}, hint=final,
+                         label=ctx.f.where(), quant=out_quant, exact=not reshape)
+    if reshape:
+        out = ctx.emit("RESHAPE", [out], {"new_shape": tuple(out_shape)}, hint=last_float,
+                       label=ctx.f.where(), quant=out_quant, exact=True)
     ctx.f.bind(last_float, Lowered(out, out_quant, out_perm))
 
 

@@ -116,10 +116,7 @@ def _lower_fully_connected(ctx: TosaContext, op: ir.Op, tb: bool) -> None:
     acc = ctx.emit("FULLY_CONNECTED", [x.name], {
         "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
     }, hint=f"{out}.acc", label=ctx.f.where())
-    if len(out_shape) != 2:
-        acc = ctx.emit("RESHAPE", [acc], {"new_shape": tuple(out_shape)}, hint=f"{out}.acc_nd",
-                       label=ctx.f.where())
-    _finish(ctx, acc, x.quant, w_quant, last, act, identity(len(out_shape)), out)
+    _finish(ctx, acc, x.quant, w_quant, last, act, identity(len(out_shape)), out, out_shape)
 
 
 def _constant_operand(ctx: TosaContext, name: str, trans: bool, per_channel: bool) -> Lowered:
@@ -209,9 +206,6 @@ def _lower_batched(ctx: TosaContext, op: ir.Op, ta: bool, tb: bool) -> None:
     names = [_to_batch3(ctx, a, batch, f"{out}.A"), _to_batch3(ctx, b, batch, f"{out}.B")]
     acc = ctx.emit("MATMUL", names, {"A_zp": zps[0], "B_zp": zps[1]}, hint=f"{out}.acc",
                    label=ctx.f.where())
-    if tuple(ctx.f.builder.tensor(acc).shape) != tuple(out_shape):
-        acc = ctx.emit("RESHAPE", [acc], {"new_shape": tuple(out_shape)}, hint=f"{out}.acc_nd",
-                       label=ctx.f.where())
     act = fused_activation(ctx.f, out)
     last = out
     if act is not None:
@@ -219,7 +213,7 @@ def _lower_batched(ctx: TosaContext, op: ir.Op, ta: bool, tb: bool) -> None:
         last = act[0].outputs[0]
     s_a = float(a.quant.scales()[0])
     _finish(ctx, acc, ir.QuantInfo(scale=s_a, zero_point=0, source="derived"), b.quant, last, act,
-            identity(len(out_shape)), out)
+            identity(len(out_shape)), out, out_shape)
 
 
 @rule(TargetKind.TOSA, "linalg.matmul")
