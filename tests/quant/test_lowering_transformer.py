@@ -332,3 +332,51 @@ def test_rsqrt_seed_table_holds_rsqrt_in_q13():
     used = v >= 1 << 13
     assert np.all(np.abs(table[used] - 8192 / np.sqrt(v[used] / 32768)) <= 0.5)
     assert np.all(np.abs(np.diff(table)) <= 32767)        # apply_lookup's slope REQUIRE
+
+
+# ---------------------------------------------------------------- gather
+
+@pytest.mark.parametrize("axis, index, out_shape", [
+    (1, [2, 0, 2, 1], (1, 4, 6)),                 # a permutation with a repeat: no slice
+    (2, [[5, 0], [1, 1]], (1, 3, 2, 2)),          # 2-D indices on the last axis
+    (1, 2, (1, 6)),                               # a scalar index drops the axis
+])
+def test_gather_with_constant_indices_is_tosa_gather(rng, axis, index, out_shape):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 3, 6))
+    t = g.op("math.tanh", [x], "t", (1, 3, 6))
+    idx = np.asarray(index, np.int64)
+    g.tensors["idx"] = ir.Tensor("idx", ir.DType.I64, idx.shape, data=idx)
+    g.op("layout.gather", [t, "idx"], "y", out_shape, axis=axis)
+    graph = g.graph(["y"])
+    calib = [rng.normal(0, 1, (1, 3, 6)).astype(np.float32) for _ in range(3)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    assert "tosa.GATHER" in _kinds(model)
+    ints = _run_both(model, calib[0])
+    expected = np.take(ints["t"], idx, axis=axis)
+    assert np.array_equal(ints["y"], expected)            # values move without arithmetic
+    assert model.output_quant["y"] == model.tensor_map["t"].quant
+
+
+def test_gather_with_computed_indices_is_refused(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 4))
+    g.op("layout.gather", [g.const("table", rng.normal(size=(10, 3))), x], "y", (1, 4, 3), axis=0)
+    graph = g.graph(["y"])
+    qp = {n: ir.QuantInfo(scale=0.05, zero_point=0) for n in ("x", "y")}
+    with pytest.raises(UnsupportedError) as err:
+        lower_graph(graph, qp)
+    assert "layout.gather 'y'" in err.value.message and "computed at run time" in err.value.message
+    assert err.value.hint
+
+
+def test_gather_index_out_of_range_is_refused(rng):
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 3, 6))
+    t = g.op("math.tanh", [x], "t", (1, 3, 6))
+    g.tensors["idx"] = ir.Tensor("idx", ir.DType.I64, (2,), data=np.array([0, 3], np.int64))
+    g.op("layout.gather", [t, "idx"], "y", (1, 2, 6), axis=1)
+    graph = g.graph(["y"])
+    qp = {n: ir.QuantInfo(scale=0.05, zero_point=0) for n in ("x", "t", "y")}
+    with pytest.raises(UnsupportedError, match=r"outside \[0, 3\) on axis 1"):
+        lower_graph(graph, qp)

@@ -8,9 +8,9 @@
 
 The task is generated here, deterministically (numpy seed 2026): six symbols are fixed random
 unit vectors in R^8; a sequence of 12 tokens has class c in 0..3; each token is symbol c
-with probability 0.4, else one of the five others, plus Gaussian noise (sigma 0.9). The class
-is the generating symbol, so even the Bayes-optimal classifier errs now and then: float top-1
-is below 100 % and the int8 model's accuracy can be compared with it. Solving it takes
+with probability 0.55, else one of the five others, plus Gaussian noise (sigma 0.6). The class
+is the generating symbol, so even the Bayes-optimal classifier errs (it reaches 88 %): float
+top-1 is below 100 % and the int8 model's accuracy can be compared with it. Solving it takes
 attention over the whole sequence (a per-token vote under heavy noise).
 
 Needs torch (not a qsim dependency); the tests read the written files:
@@ -32,7 +32,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 SEQ, FEATURES, SYMBOLS, CLASSES = 12, 8, 6, 4
-MAJOR, NOISE = 0.4, 0.9
+MAJOR, NOISE = 0.55, 0.6
 D_MODEL, HEADS, FF, LAYERS = 32, 4, 64, 2
 
 
@@ -67,7 +67,7 @@ class Classifier(torch.nn.Module):
         return self.head(self.encoder(self.embed(x)).mean(dim=1))
 
 
-def train(model: Classifier, x: np.ndarray, y: np.ndarray, epochs: int = 40) -> None:
+def train(model: Classifier, x: np.ndarray, y: np.ndarray, epochs: int = 30) -> None:
     torch.manual_seed(0)
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
@@ -98,7 +98,7 @@ def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = Classifier()
-    x_train, y_train = sequences(20000, seed=1)
+    x_train, y_train = sequences(40000, seed=1)
     x_eval, y_eval = sequences(args.eval_count, seed=2)
     x_calib, _ = sequences(64, seed=3)
     train(model, x_train, y_train)
