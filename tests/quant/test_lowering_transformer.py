@@ -3,16 +3,25 @@ layer norm, softmax over attention scores, gather; replayed on the TOSA referenc
 (bit for bit, `_run_both`), checked against independent integer/float formulas, corners included."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
+import qsim.onnx
 from qsim import ir
 from qsim.errors import UnsupportedError
+from qsim.quant.data import Samples
 from qsim.quant.params import Precision, QuantConfig, dequantize, quantize
+from qsim.quant.pipeline import QuantizeOptions, quantize_graph
 from qsim.quant.rules_tosa_norm import rsqrt_seed_table
 from qsim.quant.target_tosa import lower_graph
 from qsim.runtime.executor import execute
 
 from .lowering_models import FloatGraph, calibrate_minmax
+
+TORCH_EXPORTS = Path(__file__).resolve().parents[1] / "onnx" / "torch_exports"
 from .test_target_tosa import _run_both, sqnr_db
 
 
@@ -218,28 +227,32 @@ def _layer_norm_graph(rng, shape, axes, eps=1e-5, gamma=True, beta=True, form="s
     return g.graph([out]), out
 
 
-def _exact_layer_norm(graph, q_in, in_quant, axes, out_quant, out_name):
+def _exact_layer_norm(q_in, in_quant, axes, eps, gamma, beta, out_quant):
     """The layer norm of the dequantized input in float64, on the output grid (the best an
     integer implementation can give)."""
     x = dequantize(q_in, in_quant)
     mean = x.mean(axis=axes, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
-    eps = float(graph.tensors["eps"].data)
     y = (x - mean) / np.sqrt(var + eps)
-    if "gamma" in graph.tensors:
-        y = y * graph.tensors["gamma"].data.astype(np.float64)
-    if "beta" in graph.tensors:
-        y = y + graph.tensors["beta"].data.astype(np.float64)
+    if gamma is not None:
+        y = y * np.asarray(gamma, np.float64)
+    if beta is not None:
+        y = y + np.asarray(beta, np.float64)
     zp, s = int(out_quant.zero_points()[0]), float(out_quant.scales()[0])
     bits = out_quant.bits
     return np.clip(np.floor(y / s + 0.5) + zp, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
 
 
-def _check_layer_norm(model, graph, q_in, axes, out):
-    x_real = dequantize(q_in, model.input_quant["x"]).astype(np.float32)
+def _affine_of(graph):
+    data = {n: None if n not in graph.tensors else graph.tensors[n].data for n in ("gamma", "beta")}
+    return float(graph.tensors["eps"].data), data["gamma"], data["beta"]
+
+
+def _check_layer_norm(model, q_in, axes, out, affine, x="x"):
+    x_real = dequantize(q_in, model.input_quant[x]).astype(np.float32)
     ints = _run_both(model, x_real)
-    assert np.array_equal(ints["x"], q_in)
-    exact = _exact_layer_norm(graph, q_in, model.input_quant["x"], axes, model.output_quant[out], out)
+    assert np.array_equal(ints[x], q_in)
+    exact = _exact_layer_norm(q_in, model.input_quant[x], axes, *affine, model.output_quant[out])
     diff = np.abs(ints[out].astype(np.int64) - exact)
     assert diff.max() <= 1, f"max error {diff.max()} output steps"
     return ints, diff
@@ -256,7 +269,7 @@ def test_layer_norm_is_integer_and_within_one_step_of_exact(rng, form, shape, ax
     assert all(k.startswith("tosa.") for k in kinds)
     assert {"tosa.CLZ", "tosa.TABLE", "tosa.REDUCE_SUM"} <= set(kinds) and "tosa.INTDIV" not in kinds
     q_in = quantize(calib[3], model.input_quant["x"]).astype(np.int8)
-    _, diff = _check_layer_norm(model, graph, q_in, axes, out)
+    _, diff = _check_layer_norm(model, q_in, axes, out, _affine_of(graph))
     assert (diff == 0).mean() > 0.9
 
 
@@ -277,9 +290,9 @@ def test_layer_norm_corners(rng, zp):
     q[0, 4] = -128
     q[0, 4, 5] = 127                                          # one outlier: y = sqrt(L - 1)
     q[0, 5] = np.arange(16) * 17 - 128
-    ints, _ = _check_layer_norm(model, graph, q.astype(np.int8), axes, out)
-    beta_q = _exact_layer_norm(graph, np.full(shape, zp, np.int8), model.input_quant["x"], axes,
-                               model.output_quant[out], out)
+    ints, _ = _check_layer_norm(model, q.astype(np.int8), axes, out, _affine_of(graph))
+    beta_q = _exact_layer_norm(np.full(shape, zp, np.int8), model.input_quant["x"], axes,
+                               *_affine_of(graph), model.output_quant[out])
     assert np.array_equal(ints[out][0, 1:4], beta_q[0, 1:4])
 
 
@@ -289,7 +302,7 @@ def test_layer_norm_without_affine_and_large_epsilon(rng):
     calib = [rng.normal(0, 0.5, shape).astype(np.float32) for _ in range(4)]
     model = lower_graph(graph, calibrate_minmax(graph, calib))
     q_in = quantize(calib[0], model.input_quant["x"]).astype(np.int8)
-    _check_layer_norm(model, graph, q_in, axes, out)
+    _check_layer_norm(model, q_in, axes, out, _affine_of(graph))
 
 
 def test_layer_norm_16x8(rng):
@@ -300,7 +313,7 @@ def test_layer_norm_16x8(rng):
     model = lower_graph(graph, calibrate_minmax(graph, calib, config), config)
     assert model.graph.tensors[out].dtype is ir.DType.I16
     q_in = quantize(calib[1], model.input_quant["x"]).astype(np.int16)
-    _check_layer_norm(model, graph, q_in, axes, out)
+    _check_layer_norm(model, q_in, axes, out, _affine_of(graph))
 
 
 def test_layer_norm_row_too_long_is_refused(rng):
@@ -380,3 +393,89 @@ def test_gather_index_out_of_range_is_refused(rng):
     qp = {n: ir.QuantInfo(scale=0.05, zero_point=0) for n in ("x", "t", "y")}
     with pytest.raises(UnsupportedError, match=r"outside \[0, 3\) on axis 1"):
         lower_graph(graph, qp)
+
+
+# ---------------------------------------------------------------- ONNX forms and the torch export
+
+def _onnx_layer_norm(tmp_path, rng, form: str):
+    """x [1, 5, 16] → layer norm over the last axis, as opset 17's LayerNormalization or as the
+    opset 16 export writes it (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add)."""
+    gamma, beta = rng.normal(0, 1, 16).astype(np.float32), rng.normal(0, 0.5, 16).astype(np.float32)
+    inits = [numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(beta, "beta")]
+    n = helper.make_node
+    if form == "opset17":
+        nodes, opset = [n("LayerNormalization", ["x", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-5)], 17
+    else:
+        inits += [numpy_helper.from_array(np.float32(2.0), "two"), numpy_helper.from_array(np.float32(1e-5), "eps")]
+        nodes = [n("ReduceMean", ["x"], ["m"], axes=[-1]), n("Sub", ["x", "m"], ["d"]),
+                 n("Pow", ["d", "two"], ["p"]), n("ReduceMean", ["p"], ["v"], axes=[-1]),
+                 n("Add", ["v", "eps"], ["ve"]), n("Sqrt", ["ve"], ["s"]), n("Div", ["d", "s"], ["q"]),
+                 n("Mul", ["q", "gamma"], ["g"]), n("Add", ["g", "beta"], ["y"])]
+        opset = 16
+    graph = helper.make_graph(nodes, "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    path = tmp_path / f"ln_{form}.onnx"
+    onnx.save(model, path)
+    return qsim.onnx.load(str(path)), (1e-5, gamma, beta)
+
+
+@pytest.mark.parametrize("form", ["opset17", "opset16"])
+def test_onnx_layer_norm_forms_lower_to_the_integer_layer_norm(tmp_path, rng, form):
+    graph, affine = _onnx_layer_norm(tmp_path, rng, form)
+    calib = Samples((rng.normal(0, 2, (16, 5, 16)) + rng.normal(0, 1, (16, 5, 1))).astype(np.float32))
+    result = quantize_graph(graph, calib, options=QuantizeOptions(show_progress=False))
+    model = result.model
+    kinds = _kinds(model)
+    assert all(k.startswith("tosa.") for k in kinds) and "tosa.CLZ" in kinds
+    q_in = quantize(calib.inputs[:1], model.input_quant["x"]).astype(np.int8)
+    _, diff = _check_layer_norm(model, q_in, (2,), "y", affine)
+    assert (diff == 0).mean() > 0.9
+
+
+def test_torch_transformer_encoder_export_lowers_and_tracks_float(rng):
+    """tests/onnx/torch_exports/encoder_opset17.onnx (torch.nn.TransformerEncoder, GELU, 2 heads):
+    every operator becomes TOSA (attention MATMULs, integer softmax and layer norms), both
+    backends agree bit for bit, and the output follows float."""
+    graph = qsim.onnx.load(str(TORCH_EXPORTS / "encoder_opset17.onnx"))
+    calib = Samples(rng.normal(0, 1, (32, 5, 16)).astype(np.float32))
+    result = quantize_graph(graph, calib, options=QuantizeOptions(show_progress=False))
+    model = result.model
+    kinds = _kinds(model)
+    assert all(k.startswith("tosa.") for k in kinds)
+    assert kinds.count("tosa.MATMUL") == 2 and kinds.count("tosa.CLZ") == 2
+    assert kinds.count("tosa.FULLY_CONNECTED") == 4            # in-proj, out-proj, two feed-forward
+    out = graph.outputs[0]
+    x = rng.normal(0, 1, (1, 5, 16)).astype(np.float32)
+    ints = _run_both(model, x)
+    v = model.tensor_map[out]
+    got = dequantize(ints[v.name], v.quant)
+    assert sqnr_db(execute(graph, {"x": x})[out], got) > 25.0
+
+
+# ---------------------------------------------------------------- softmax over attention scores
+
+@pytest.mark.parametrize("shape, perm", [((1, 6, 9), None), ((1, 2, 5, 7), None), ((1, 2, 5, 7), (0, 1, 3, 2))])
+def test_softmax_over_the_last_axis_of_attention_scores(rng, shape, perm):
+    """Rank 3 and 4 scores, softmax over the last axis; with `perm` the scores arrive as a lazy
+    transpose (the softmax axis is not last in the integer layout). Oracle: the exact softmax
+    of the quantized scores on the 1/256 grid, within one step (docs/quantize.md)."""
+    g = FloatGraph(rng)
+    x = g.input("x", shape if perm is None else tuple(shape[p] for p in perm))
+    t = g.op("math.tanh", [x], "t", g.tensors[x].shape)
+    s = t if perm is None else g.op("layout.transpose", [t], "s", shape, perm=perm)
+    s = g.op("math.mul", [s, g.const("k", 3.0)], "scores", shape)
+    g.op("nn.softmax", [s], "p", shape, axes=(len(shape) - 1,))
+    graph = g.graph(["p"])
+    calib = [rng.normal(0, 1.5, g.tensors[x].shape).astype(np.float32) for _ in range(5)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    for xs in calib[:3]:
+        ints = _run_both(model, xs)
+        v = model.tensor_map["scores"]
+        q = ints[v.name].transpose(np.argsort(v.perm))         # the scores in the float layout
+        xq = dequantize(q, v.quant)
+        p = np.exp(xq - xq.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        want = np.clip(np.floor(p * 256 + 0.5) - 128, -128, 127)
+        assert np.abs(ints["p"].astype(int) - want).max() <= 1
