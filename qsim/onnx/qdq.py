@@ -177,8 +177,12 @@ class _Stripper:
         if scale.ndim > 1:
             self.fail(i, f"scale has shape {list(scale.shape)} (block quantization)",
                       hint="quantize per tensor or per channel instead", unsupported=True)
+        if scale.size == 1:
+            scale = scale.reshape(())     # one scale: per tensor (onnxruntime writes biases' as [1])
         if len(node.input) > 2 and node.input[2]:
             zp, elem = self.constant(i, node.input[2], "zero point")
+            if zp.size == 1 and scale.ndim == 0:
+                zp = zp.reshape(())
             if elem == _P.FLOAT or zp.shape != scale.shape:
                 self.fail(i, f"zero point {list(zp.shape)} {element_type_name(elem)} does not match scale "
                              f"{list(scale.shape)}", hint="the zero point is an integer tensor shaped like scale")
