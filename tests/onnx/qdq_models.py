@@ -166,3 +166,59 @@ def compare_with_ort(path: str, inputs: list[np.ndarray], calib=None, backend: s
                 max_lsb[level] = max(max_lsb[level], int(diff.max()))
         elements += sum(int(np.prod(graph.tensor(n).shape)) for n in float_out)
     return Agreement(elements, differing, max_lsb)
+
+
+# ---------------------------------------------------------------------- hand-written QDQ models
+
+def scalar_constant(name: str, value, dtype) -> onnx.NodeProto:
+    """A Constant node (PyTorch's exporter writes quantization parameters this way)."""
+    return helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(np.asarray(value, dtype), name),
+                            name=f"{name}_const")
+
+
+def q_dq(tensor: str, scale: str, zero_point: str, out: str, **attrs) -> list[onnx.NodeProto]:
+    return [helper.make_node("QuantizeLinear", [tensor, scale, zero_point], [f"{tensor}_q"], name=f"{tensor}_Q", **attrs),
+            helper.make_node("DequantizeLinear", [f"{tensor}_q", scale, zero_point], [out], name=f"{tensor}_DQ",
+                             **attrs)]
+
+
+TIE_SHIFT = {"x": -4, "w": -5, "y": -8}   # s_x * s_w / s_y = 2^-4 * 2^-5 / 2^-8 = 1/2
+
+
+def tie_model(opset: int = 19, seed: int = 3, out_zero_point: int = -3) -> tuple[onnx.ModelProto, dict]:
+    """One convolution whose requantization ratio s_x * s_w / s_y is exactly 1/2, so every odd
+    accumulator is a rounding tie: int8 activations, parameters in Constant nodes, a
+    fake-quantized float weight (float initializer -> QuantizeLinear -> DequantizeLinear, per
+    channel) and an int32 bias through DequantizeLinear. Returns the model and its integers
+    (xscale, weights, bias, zero point) for an independent evaluation."""
+    rng = np.random.default_rng(seed)
+    wq = rng.integers(-6, 7, size=(3, 2, 3, 3)).astype(np.int8)     # small: few results saturate
+    wq[0, 0, 0, 0] = -127                                              # the int8 extremes still occur
+    wq[1, 1, 2, 2] = 127
+    bq = rng.integers(-60, 61, size=(3,)).astype(np.int32)
+    sx, sw, sy = (2.0 ** TIE_SHIFT[k] for k in ("x", "w", "y"))
+    nodes = [scalar_constant("sx", sx, np.float32), scalar_constant("zx", 0, np.int8),
+             scalar_constant("sy", sy, np.float32), scalar_constant("zy", out_zero_point, np.int8),
+             *q_dq("x", "sx", "zx", "x_dq"),
+             helper.make_node("QuantizeLinear", ["wf", "sw", "zw"], ["wf_q"], axis=0, name="w_Q"),
+             helper.make_node("DequantizeLinear", ["wf_q", "sw", "zw"], ["w_dq"], axis=0, name="w_DQ"),
+             helper.make_node("DequantizeLinear", ["bq", "sb"], ["b_dq"], name="b_DQ"),
+             helper.make_node("Conv", ["x_dq", "w_dq", "b_dq"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             *q_dq("c", "sy", "zy", "y")]
+    inits = [init("wf", (wq.astype(np.float32) * np.float32(sw))), init("sw", np.full(3, sw, np.float32)),
+             init("zw", np.zeros(3, np.int8)), init("bq", bq), init("sb", np.float32(sx * sw))]
+    model = make_model(nodes, [("x", [1, 2, 5, 5])], [("y", [1, 3, 5, 5])], inits, opset=opset)
+    return model, {"wq": wq, "bq": bq, "zy": out_zero_point}
+
+
+def tie_accumulators(xq: np.ndarray, wq: np.ndarray, bq: np.ndarray) -> np.ndarray:
+    """int64 convolution (pads 1, stride 1) of integer input and weights plus the int32 bias:
+    the accumulator both executions round, computed directly."""
+    n, c, h, w = xq.shape
+    padded = np.pad(xq.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    acc = np.zeros((n, wq.shape[0], h, w), np.int64)
+    for i in range(3):
+        for j in range(3):
+            patch = padded[:, :, i:i + h, j:j + w]
+            acc += np.einsum("nchw,oc->nohw", patch, wq[:, :, i, j].astype(np.int64))
+    return acc + bq.astype(np.int64).reshape(1, -1, 1, 1)
