@@ -10,6 +10,7 @@ samples → integer model + accuracy figures, in memory.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -21,6 +22,7 @@ from .. import ir, zoo
 from ..errors import QsimError, UsageError
 from ..loader import load, model_kind
 from .accuracy import AccuracyReport
+from .annotations import MissingParameters, annotated_input_samples, annotated_parameters
 from .calibrate import calibrate
 from .cvm_context import CvmConfig
 from .data import Samples
@@ -104,9 +106,12 @@ class Calibration:
     input_moments: InputMoments | None = None
 
 
-def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
+def calibrate_model(graph: ir.Graph, calib: Samples | None, input_name: str,
                     options: QuantizeOptions, target: Target) -> Calibration:
-    """Runs the float graph over the calibration samples (at most options.calib_limit)."""
+    """Runs the float graph over the calibration samples (at most options.calib_limit); with
+    no samples, the model's own annotations are the parameters (annotated_calibration)."""
+    if calib is None:
+        return Calibration(annotated_parameters(graph))
     means, moments = target.weight_statistics(graph, options)
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
     qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
@@ -114,6 +119,27 @@ def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
                         show_progress=options.show_progress, channel_means=means,
                         input_moments=moments)
     return Calibration(qparams, means, moments)
+
+
+def lower_annotated(graph: ir.Graph, calibration: Calibration, target: Target) -> LoweredModel:
+    """Lowers a model quantized by its annotations alone; a tensor the lowering needs that has
+    none is a UsageError naming every such tensor (found by lowering once with placeholders)."""
+    recording = MissingParameters(calibration.qparams)
+    try:
+        model = target.lower(graph, dataclasses.replace(calibration, qparams=recording))
+    except QsimError:
+        if not recording.missing:
+            raise
+        model = None
+    if recording.missing:
+        names = ", ".join(repr(n) for n in recording.missing[:10])
+        more = f" and {len(recording.missing) - 10} more" if len(recording.missing) > 10 else ""
+        raise UsageError(f"model {graph.name!r} has no quantization annotation for {len(recording.missing)} "
+                         f"tensor(s) the integer graph needs: {names}{more}",
+                         hint="pass --calib DATA to calibrate them (annotated tensors keep their "
+                              "parameters), or quantize them in the model (QuantizeLinear/"
+                              "DequantizeLinear pairs, @quantize, graph.quant)")
+    return model
 
 
 def same_but_batch(graph: ir.Graph, model: LoweredModel, big: ir.Graph, big_model: LoweredModel,
@@ -171,12 +197,14 @@ def batched_models(graph: ir.Graph, model: LoweredModel, calibration: Calibratio
     return Batched(size, big, big_model)
 
 
-def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None = None,
+def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples | None = None,
                    options: QuantizeOptions = QuantizeOptions(), target: Target | None = None,
                    name: str | None = None, notes: tuple[str, ...] = (),
                    load_batch: Callable[[int], ir.Graph] | None = None) -> QuantizeResult:
     """Calibrates, lowers to `target`'s operators (default: TOSA with the options' config) and
-    evaluates `graph` (no files read or written). `load_batch(n)`, when given, loads the same
+    evaluates `graph` (no files read or written). With `calib` None the model's annotations
+    (@quantize, graph.quant, ONNX QDQ pairs) are its only parameters: no calibration, no bias
+    correction or adaptive rounding (they need data). `load_batch(n)`, when given, loads the same
     float model at batch n, to evaluate n samples at a time."""
     target = target or TosaTarget(options.config)
     target.check_options(options)
@@ -188,12 +216,17 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
     calibration = calibrate_model(graph, calib, input_name, options, target)
     seconds["calibrate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    model = target.lower(graph, calibration)
+    model = target.lower(graph, calibration) if calib is not None else lower_annotated(graph, calibration, target)
     seconds["lower"] = time.perf_counter() - t0
-    if evaluation is None:
+    if evaluation is None and calib is not None:
         evaluation = calib
         notes = notes + ("No evaluation data was given: the report compares float and integer "
                          "results on the calibration data.",)
+    elif evaluation is None:
+        evaluation = annotated_input_samples(graph, input_name)
+        notes = notes + (f"No calibration or evaluation data was given: the report compares float and "
+                         f"integer results on {len(evaluation)} seeded random inputs spread over the "
+                         "input's annotated range; pass --eval for figures on real data.",)
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
     batched = batched_models(graph, model, calibration, target, load_batch, min(EVAL_BATCH, n_eval))
