@@ -30,7 +30,7 @@ from ..hw.vector_isa import config_words, decode_config
 from ..hw.window_isa import window_base, window_words
 from ..hw.params import PARAM_DEPTH_WORDS, PARAM_LANE_BYTES, REQUANT_LATENCY_CYCLES, Dataflow, Geometry
 from ..tosa.arith import apply_scale_32
-from .vector_model import VectorUnitModel, vrun_execute, vrun_timing
+from .vector_model import VectorUnitModel, vrun_execute, vrun_timing, vrun_write_cycles
 from .window import window_timing, window_words_values
 
 
@@ -143,6 +143,18 @@ def schedule(geom: Geometry, instrs, dram=None) -> tuple[np.ndarray, int]:
             free[unit] = t + instr_duration(geom, instr, configs.get(i)) + 1
         dispatch[i] = prev = t
     return dispatch, max(prev + 1, free["dma"], free["compute"])
+
+
+def vector_write_cycle(geom: Geometry, instrs, dram, byte_addr: int) -> int | None:
+    """Program-relative cycle of the last VRUN write of DRAM byte `byte_addr` (None if no
+    VRUN writes it): a VRUN dispatched in cycle t has busy cycle 0 at t + 1."""
+    dispatch, _ = schedule(geom, instrs, dram)
+    found = None
+    for index, config in vrun_configs(geom, instrs, dram).items():
+        if instrs[index].opcode is Opcode.VRUN:
+            for busy in vrun_write_cycles(config, geom.dram_bytes_per_cycle, byte_addr):
+                found = int(dispatch[index]) + 1 + busy
+    return found
 
 
 class NpuState:
