@@ -203,6 +203,13 @@ class TosaContext:
                 raise self.f.unsupported(f"{what} are annotated as {quant.bits}-bit "
                                          f"{'signed' if quant.signed else 'unsigned'}; TOSA "
                                          "convolutions take signed int8 weights")
+            if np.any(quant.zero_points() != 0):
+                # the rules give TOSA weight_zp 0: other zero points would be silently ignored
+                raise self.f.unsupported(f"{what} are annotated with zero point "
+                                         f"{quant.zero_points().tolist()}; qsim lowers symmetric "
+                                         "weights (zero point 0)",
+                                         hint="quantize the weights symmetrically (onnxruntime: "
+                                              "weight_type=QInt8, the default)")
         else:
             scheme = self.config.weight_scheme(channel_axis)
             if scheme.channel_axis is None:
