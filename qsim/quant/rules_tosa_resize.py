@@ -102,42 +102,85 @@ def _nearest_source_rows(op: ir.Op, axis_pos: int, in_size: int, out_size: int) 
     return np.minimum(r.astype(np.int64), in_size - 1)
 
 
+def _tosa_nearest_rows(out_size: int, stride: int, offset: int, shift: int, in_size: int):
+    """The input row RESIZE NEAREST reads for each output row (2.12.1), None where its
+    REQUIRE(i0 <= i1) fails."""
+    unit = 1 << shift
+    pos = np.arange(out_size, dtype=np.int64) * stride + offset
+    i = pos >> shift
+    d = pos - (i << shift)
+    i0, i1 = np.maximum(i, 0), np.minimum(i + 1, in_size - 1)
+    if np.any(i0 > i1):
+        return None
+    return np.where(d >= unit // 2, i1, i0)
+
+
+def _nearest_geometry(rows: np.ndarray, in_size: int, out_size: int) -> tuple[int, int] | None:
+    """(stride, offset) at shift MAX_SHIFT with which RESIZE NEAREST reads exactly `rows`,
+    else None. Output o reads floor((o·stride + offset)/unit + 1/2) clamped to the input, so
+    row r (not clamped) needs r·unit - unit/2 <= o·stride + offset < (r + 1)·unit - unit/2;
+    a row clamped at 0 or at the last row bounds one side only. Strides next to unit·in/out
+    and unit·(in - 1)/(out - 1) (ALIGNED) are tried; a candidate is checked on every row."""
+    unit = 1 << MAX_SHIFT
+    o = np.arange(out_size, dtype=np.int64)
+    scales = [Fraction(in_size, out_size)] + ([Fraction(in_size - 1, out_size - 1)] if out_size > 1 else [])
+    strides = dict.fromkeys(round(scale * unit) + k for scale in scales for k in (0, -1, 1))
+    for stride in strides:
+        if not 0 < stride < 16 * unit:
+            continue
+        lower = rows * unit - unit // 2 - o * stride
+        upper = (rows + 1) * unit - unit // 2 - o * stride - 1
+        lo = int(lower[rows > 0].max()) if np.any(rows > 0) else -(16 * unit) + 1
+        hi = int(upper[rows < in_size - 1].min()) if np.any(rows < in_size - 1) else 16 * unit - 1
+        for offset in (lo, hi):
+            if -(16 * unit) < offset < 16 * unit and -32768 <= offset <= 32767:
+                got = _tosa_nearest_rows(out_size, stride, offset, MAX_SHIFT, in_size)
+                if got is not None and np.array_equal(got, rows):
+                    return stride, offset
+    return None
+
+
 @rule(TargetKind.TOSA, "image.nearest_upsample", "image.nearest_resize")
 def lower_nearest_resize(ctx: TosaContext, op: ir.Op) -> None:
-    """Nearest-neighbour upsampling of H and W by power-of-two factors → RESIZE NEAREST.
+    """Nearest-neighbour resizing of H and W → RESIZE NEAREST (shift 11).
 
     TOSA 2.12.1 (integer): with unit = 1 << shift, output row oy reads input row
-    floor((oy * stride + offset + unit / 2) / unit), clamped. stride = unit / f and
-    offset = -unit / 2 make that floor(oy / f): row i repeated f times, which is what
-    nearest_upsample computes and what nearest_resize computes when its coordinate rule
-    gives the same rows (checked here against the operator's own formula)."""
+    floor((oy * stride + offset + unit / 2) / unit), clamped. For a power-of-two factor f,
+    stride = unit / f and offset = -unit / 2 make that floor(oy / f): row i repeated f times,
+    which is what nearest_upsample computes. Other sizes (×3, 6 → 4, ...): the stride and
+    offset that read exactly the rows the float operator reads (its coordinate transform and
+    rounding method, `_nearest_source_rows`), found and checked on every output row
+    (`_nearest_geometry`); none found is an error."""
     in_shape, out_shape = _hw_sizes(ctx, op)
-    factors = []
+    shift = MAX_SHIFT
+    unit = 1 << shift
+    stride, offset = [], []
     for axis in (2, 3):
         i, o = in_shape[axis], out_shape[axis]
-        f = o // i
-        if o % i or f & (f - 1) or f > 1 << 10:
-            raise ctx.f.unsupported(f"axis {axis}: {i} -> {o} is not an upsampling by a power of two "
-                                  "(the only exact integer RESIZE qsim lowers)")
         if op.kind.name == "image.nearest_resize":
             rows = _nearest_source_rows(op, axis, i, o)
-            if not np.array_equal(rows, np.arange(o) // f):
-                raise ctx.f.unsupported(f"axis {axis}: this coordinate_transform/rounding_method "
-                                      "does not repeat each input row f times")
-        factors.append(f)
-    shift = 11
-    unit = 1 << shift
+        else:
+            rows = np.arange(o) // max(o // i, 1)
+        f = o // i
+        legacy = (unit // f, -unit // 2) if o % i == 0 and not f & (f - 1) and f <= 1 << 10 else None
+        if legacy is not None and np.array_equal(_tosa_nearest_rows(o, *legacy, shift, i), rows):
+            geometry = legacy
+        else:
+            geometry = _nearest_geometry(rows, i, o)
+        if geometry is None:
+            raise ctx.f.unsupported(f"axis {axis}: no RESIZE NEAREST stride/offset (shift {shift}) reads "
+                                    f"the input rows this {i} -> {o} resize reads")
+        stride.append(geometry[0])
+        offset.append(geometry[1])
     x = ctx.transpose_to(ctx.f.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
-    if factors == [1, 1]:
+    if tuple(in_shape) == tuple(out_shape):
         ctx.f.bind(op.outputs[0], x)
         return
-    stride = tuple(unit // f for f in factors)
-    offset = (-unit // 2, -unit // 2)
-    # OH = idiv((IH - 1) * unit - offset, stride) + 1 + border must be IH * f
-    border = tuple(in_shape[2 + k] * factors[k] - ((in_shape[2 + k] - 1) * unit - offset[k])
-                   // stride[k] - 1 for k in range(2))
+    # OH = idiv((IH - 1) * unit - offset, stride) + 1 + border must be the float size
+    border = tuple(out_shape[2 + k] - (trunc_div((in_shape[2 + k] - 1) * unit - offset[k], stride[k]) + 1)
+                   for k in range(2))
     out = ctx.emit("RESIZE", [x.name], {
-        "output_size": (out_shape[2], out_shape[3]), "stride": stride, "offset": offset,
+        "output_size": (out_shape[2], out_shape[3]), "stride": tuple(stride), "offset": tuple(offset),
         "border": border, "shift": shift, "mode": "NEAREST"}, hint=op.outputs[0],
         label=ctx.f.where(), quant=x.quant, exact=True)
     ctx.f.bind(op.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))

@@ -286,3 +286,43 @@ def test_blocks_quantize_and_simulate_every_layer(tmp_path, rng, capsys):
     capsys.readouterr()
     assert cli.main(["simulate", out, "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "sim")]) == 0
     assert "every layer bit-exact" in capsys.readouterr().out
+
+
+def _nearest_rows(size: int, n: int, transform: str, mode: str) -> np.ndarray:
+    """ONNX Resize (nearest): the source index of each output index, from the ONNX definition."""
+    o = np.arange(n, dtype=np.float64)
+    if transform == "align_corners":
+        r = o * (size - 1) / (n - 1) if n > 1 else np.zeros(1)
+    elif transform == "asymmetric":
+        r = o * size / n
+    else:
+        r = (o + 0.5) * size / n - 0.5
+    if mode == "floor":
+        idx = np.floor(r)
+    elif mode == "ceil":
+        idx = np.ceil(r)
+    elif mode == "round_prefer_floor":
+        idx = np.where(r - np.floor(r) == 0.5, np.floor(r), np.floor(r + 0.5))
+    else:
+        idx = np.where(r - np.floor(r) == 0.5, np.ceil(r), np.floor(r + 0.5))
+    return np.clip(idx, 0, size - 1).astype(np.int64)
+
+
+@pytest.mark.parametrize("transform,mode,in_hw,out_hw", [
+    ("asymmetric", "floor", (5, 4), (15, 12)), ("half_pixel", "round_prefer_floor", (6, 9), (4, 6)),
+    ("align_corners", "round_prefer_ceil", (4, 5), (7, 13)), ("half_pixel", "ceil", (3, 3), (7, 5)),
+    ("asymmetric", "floor", (4, 4), (8, 16))])
+def test_nearest_resize_reads_the_onnx_rows(tmp_path, rng, transform, mode, in_hw, out_hw):
+    shape = (1, 2) + in_hw
+    model = onnx_model([node("Resize", ["x", "", "", "sizes"], ["y"], name="near", mode="nearest",
+                             coordinate_transformation_mode=transform, nearest_mode=mode)], shape, ["y"],
+                       [init("sizes", np.asarray((1, 2) + out_hw, np.int64))], 13)
+    graph, lowered = quantize_onnx(tmp_path, model, rng.normal(0, 1, (4,) + shape[1:]).astype(np.float32))
+    assert "tosa.RESIZE" in tosa_kinds(lowered)
+    codes = rng.integers(-128, 128, shape)
+    ints = replay(lowered, codes)
+    v = lowered.tensor_map["y"]
+    got = ints[v.name].transpose(np.argsort(v.perm))
+    rows = _nearest_rows(in_hw[0], out_hw[0], transform, mode)
+    cols = _nearest_rows(in_hw[1], out_hw[1], transform, mode)
+    assert np.array_equal(got, codes[:, :, rows][:, :, :, cols])
