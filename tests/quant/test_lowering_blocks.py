@@ -4,7 +4,8 @@ lowering), squeeze-and-excitation (MUL of [N,C,1,1] by [N,C,H,W], two computed t
 channel shuffle (Split, 5-D reshape and transpose), and Resize (TOSA RESIZE). Each integer
 graph is replayed on the TOSA reference and the kernels (equal on every tensor); data
 movement is checked code for code, arithmetic against float by SQNR and exact bounds, and
-the CLI route `qsim quantize → run / simulate / export-vectors` on written folders.
+the CLI route `qsim quantize → run / simulate / export-vectors` on written folders (simulate on
+the NPU's numpy cycle model, which tests/npu hold equal to the RTL).
 """
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def test_a_scalar_constant_survives_the_written_folder(tmp_path, rng, capsys):
     from qsim.quant.params import quantize
     ints = replay(lowered, quantize(x, lowered.input_quant["x"]))
     assert np.array_equal(y, ints[lowered.tensor_map["y"].name])
-    assert cli.main(["simulate", out, "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "sim")]) == 0
+    assert cli.main(["simulate", out, "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "sim"),
+                     "--engine", "model"]) == 0
     assert "every layer bit-exact" in capsys.readouterr().out
     assert cli.main(["export-vectors", out, "--input", str(tmp_path / "x.npy"), "--out", str(tmp_path / "v")]) == 0
 
@@ -119,7 +121,8 @@ def test_weight_sub_graphs_quantize_and_simulate(tmp_path, rng, target, capsys):
                      "--target", target]) == 0
     np.save(tmp_path / "x.npy", np.load(tmp_path / "calib.npy")[:1])
     if target == "tosa":
-        assert cli.main(["simulate", str(out), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "s")]) == 0
+        assert cli.main(["simulate", str(out), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "s"),
+                         "--engine", "model"]) == 0
         assert "every layer bit-exact" in capsys.readouterr().out
 
 
@@ -284,7 +287,8 @@ def test_blocks_quantize_and_simulate_every_layer(tmp_path, rng, capsys):
     out = _cli_quantize(tmp_path, model, calib)
     np.save(tmp_path / "x.npy", calib[:1])
     capsys.readouterr()
-    assert cli.main(["simulate", out, "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "sim")]) == 0
+    assert cli.main(["simulate", out, "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "sim"),
+                     "--engine", "model"]) == 0
     assert "every layer bit-exact" in capsys.readouterr().out
 
 
