@@ -15,7 +15,7 @@ import numpy as np
 from .. import ir
 from .float_patterns import is_annotated, packed_ints, spatial_padding
 from .float_side import NHWC_FROM_NCHW, Lowered, identity
-from .rules import rule
+from .rules import pattern_rule, rule
 from .rules_tosa_linear import _crop_input
 from .target import TargetKind
 from .tosa_context import TosaContext
@@ -45,15 +45,55 @@ def lower_reshape(ctx: TosaContext, op: ir.Op) -> None:
     ctx.f.bind(op.outputs[0], Lowered(out, x.quant, identity(len(shape))))
 
 
+def _full_perm(op: ir.Op, rank: int) -> tuple[int, ...]:
+    """layout.transpose's permutation of all `rank` axes (its `perm` applies from `axis` on)."""
+    axis = int(op.attrs.get("axis", 0)) % max(rank, 1)
+    perm = op.attrs.get("perm")
+    perm = tuple(range(rank - axis))[::-1] if perm is None else tuple(int(p) for p in perm)
+    return tuple(range(axis)) + tuple(axis + p for p in perm) + tuple(range(axis + len(perm), rank))
+
+
+@pattern_rule(TargetKind.TOSA)
+def lower_channel_shuffle(ctx: TosaContext, op: ir.Op) -> bool:
+    """ShuffleNet's channel shuffle on an NHWC integer tensor, with one TRANSPOSE:
+    reshape [N, C, H, W] → [N, g, C/g, H, W], transpose (0, 2, 1, 3, 4), reshape → [N, C, H, W]
+    moves channel i·C/g + j to j·g + i. In NHWC that is RESHAPE [N, H, W, g, C/g], TRANSPOSE
+    (0, 1, 2, 4, 3), RESHAPE [N, H, W, C], with no change of layout (the rules op by op
+    would TRANSPOSE to NCHW and back around the 5-D permutation)."""
+    f = ctx.f
+    if op.kind.name != "layout.reshape" or op.inputs[0] not in f.values:
+        return False
+    x = f.value(op.inputs[0])
+    swap, last = f.only_consumer(op.outputs[0]), None
+    if swap is not None and swap.kind.name == "layout.transpose":
+        last = f.only_consumer(swap.outputs[0])
+    if last is None or last.kind.name != "layout.reshape" or x.perm != NHWC_FROM_NCHW:
+        return False
+    if any(is_annotated(f, name) for name in (op.outputs[0], swap.outputs[0])):
+        return False
+    n, c, h, w = f.float_shape(op.inputs[0])
+    grouped = f.float_shape(op.outputs[0])
+    if (len(grouped) != 5 or grouped[0] != n or grouped[1] * grouped[2] != c or grouped[3:] != (h, w)
+            or _full_perm(swap, 5) != (0, 2, 1, 3, 4) or f.float_shape(last.outputs[0]) != (n, c, h, w)):
+        return False
+    g = grouped[1]
+    split = ctx.emit("RESHAPE", [x.name], {"new_shape": (n, h, w, g, c // g)}, hint=f"{op.outputs[0]}.nhwc",
+                     label=f.where(), quant=x.quant)
+    swapped = ctx.emit("TRANSPOSE", [split], {"perms": (0, 1, 2, 4, 3)}, hint=f"{swap.outputs[0]}.nhwc",
+                       label=f.where(swap), quant=x.quant)
+    out = ctx.emit("RESHAPE", [swapped], {"new_shape": (n, h, w, c)}, hint=last.outputs[0],
+                   label=f.where(last), quant=x.quant, exact=True)
+    f.bind(last.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))
+    f.fused.update((id(swap), id(last)))
+    return True
+
+
 @rule(TargetKind.TOSA, "layout.transpose")
 def lower_transpose(ctx: TosaContext, op: ir.Op) -> None:
     """No op: the output is the same integer tensor seen through a composed layout."""
     x = ctx.f.value(op.inputs[0])
     rank = len(x.perm)
-    axis = int(op.attrs.get("axis", 0)) % max(rank, 1)
-    perm = op.attrs.get("perm")
-    perm = tuple(range(rank - axis))[::-1] if perm is None else tuple(int(p) for p in perm)
-    full = tuple(range(axis)) + tuple(axis + p for p in perm) + tuple(range(axis + len(perm), rank))
+    full = _full_perm(op, rank)
     # float_out = transpose(float_in, full); int = transpose(float_in, x.perm)
     # = transpose(float_out, q) with full[q[i]] = x.perm[i].
     q = tuple(full.index(p) for p in x.perm)

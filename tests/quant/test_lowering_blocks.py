@@ -209,6 +209,30 @@ def test_channel_shuffle_moves_codes_exactly(tmp_path, rng):
     assert sqnr_db(execute(graph, {"x": x})["y"], run_quantized(lowered, x)) > 30.0
 
 
+def test_channel_shuffle_of_an_nhwc_tensor_takes_one_transpose(tmp_path, rng):
+    """After a convolution the integer tensor is NHWC: the shuffle is RESHAPE, one TRANSPOSE of
+    the last two axes, RESHAPE (no round trip through NCHW)."""
+    conv, inits = _conv("conv", "x", "c", rng.normal(0, 0.5, (6, 3, 3, 3)))
+    model = onnx_model([conv, node("Reshape", ["c", "shape5"], ["g5"], name="reshape5"),
+                        node("Transpose", ["g5"], ["t5"], name="shuffle", perm=[0, 2, 1, 3, 4]),
+                        node("Reshape", ["t5", "shape4"], ["y"], name="reshape4")], (1, 3, 4, 4), ["y"],
+                       inits + [init("shape5", np.asarray([1, 3, 2, 4, 4], np.int64)),
+                                init("shape4", np.asarray([1, 6, 4, 4], np.int64))], 13)
+    calib = rng.normal(0, 1, (8, 3, 4, 4)).astype(np.float32)
+    graph, lowered = quantize_onnx(tmp_path, model, calib)
+    transposes = [op for op in lowered.graph.ops if op.kind.name == "tosa.TRANSPOSE"]
+    assert [op.attrs["perms"] for op in transposes if len(op.attrs["perms"]) == 5] == [(0, 1, 2, 4, 3)]
+    assert len(transposes) == 3            # x to NHWC, the shuffle, y back to the float layout
+    from qsim.quant.params import quantize
+    ints = replay(lowered, quantize(calib[:1], lowered.input_quant["x"]))
+    c, y = lowered.tensor_map["c"], lowered.tensor_map["y"]
+    c_codes = ints[c.name].transpose(np.argsort(c.perm))
+    y_codes = ints[y.name].transpose(np.argsort(y.perm))
+    # output channel j·3 + i is input channel i·2 + j (g = 3 groups of 2)
+    order = [i * 2 + j for j in range(2) for i in range(3)]
+    assert np.array_equal(y_codes, c_codes[:, order])
+
+
 # ---------------------------------------------------------------- resize
 
 def _bilinear(codes: np.ndarray, out_hw, transform: str) -> np.ndarray:
