@@ -332,3 +332,19 @@ def test_prelu_halves_are_exact_for_any_slopes_and_grids(slopes, lo, hi, out_lo,
     target = np.where(real < 0, slopes.reshape(1, 3, 1, 1) * real, real) / sy + zy
     rail = np.clip(target, dt.min, dt.max)
     assert np.all(np.abs(got - rail) <= 0.5 + 1e-6 * np.maximum(1.0, np.abs(target)))
+
+
+def test_a_chain_too_steep_for_an_int16_table_falls_back_to_its_ops(tmp_path, rng):
+    """clamp(1000·x + 18, -1, 1) in 16x8: between two of the 513 table points (about 0.036
+    apart; the step at x = -0.018 falls between two) the output would jump by 2 / s_out = 65534
+    steps, more than an int16 slope holds (1.9.5), so the ops are lowered one by one instead."""
+    model = onnx_model([node("Mul", ["x", "k"], ["m"], name="steep"), node("Add", ["m", "c"], ["a"], name="shift"),
+                        node("Clip", ["a", "lo", "hi"], ["y"], name="clip")], SHAPE, ["y"],
+                       [init("k", np.float32(1000)), init("c", np.float32(18)), init("lo", np.float32(-1)),
+                        init("hi", np.float32(1))])
+    graph, lowered = quantize_onnx(tmp_path, model, _calibration(rng, "mid"), "16x8")
+    kinds = tosa_kinds(lowered)
+    assert "tosa.TABLE" not in kinds and "tosa.MUL" in kinds and "tosa.CLAMP" in kinds
+    x = rng.normal(0, 2.5, (1,) + SHAPE[1:]).astype(np.float32)
+    got = run_quantized(lowered, x)
+    assert np.abs(got - np.clip(1000.0 * x + 18, -1, 1)).max() < 0.05
