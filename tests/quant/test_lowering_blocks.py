@@ -1,6 +1,7 @@
 """Integer lowerings of the small blocks of today's CNNs, from ONNX models built in code and from
-NNEF 1.0 text: scalar constants in a written folder, weight sub-graphs (folded before
-lowering), squeeze-and-excitation (MUL of [N,C,1,1] by [N,C,H,W], two computed tensors),
+NNEF 1.0 text: scalar constants in a written folder, weight sub-graphs as nnef-tools writes
+them (copy / unsqueeze / transpose of variables, folded before lowering; a PReLU slope among
+them, as in nnef-tools' MTCNN), squeeze-and-excitation (MUL of [N,C,1,1] by [N,C,H,W], two computed tensors),
 channel shuffle (Split, 5-D reshape and transpose), and Resize (TOSA RESIZE). Each integer
 graph is replayed on the TOSA reference and the kernels (equal on every tensor); data
 movement is checked code for code, arithmetic against float by SQNR and exact bounds, and
@@ -69,27 +70,30 @@ def test_a_scalar_constant_survives_the_written_folder(tmp_path, rng, capsys):
 WEIGHT_SUBGRAPHS = """version 1.0;
 
 graph g( input ) -> ( output )
-{
+{{
     input = external<scalar>(shape = [1, 2, 6, 6]);
     variable1 = variable<scalar>(shape = [4, 2, 3, 3], label = "variable1");
     variable2 = variable<scalar>(shape = [4], label = "variable2");
     variable3 = variable<scalar>(shape = [4, 2, 1, 1], label = "variable3");
+    variable4 = variable<scalar>(shape = [4], label = "variable4");
     filter = copy(variable1);
     bias = unsqueeze(variable2, axes = [0]);
     filter2 = transpose(variable3, axes = [1, 0, 2, 3]);
+    slope = unsqueeze(variable4, axes = [0]);
     conv = conv(input, filter, bias, padding = [(1, 1), (1, 1)]);
-    hidden = relu(conv);
+    hidden = {activation};
     output = conv(hidden, filter2, 0.0);
-}
+}}
 """
 
 
-def _weight_subgraph_model(tmp_path, rng):
+def _weight_subgraph_model(tmp_path, rng, activation="prelu(conv, slope)"):
+    """(folder, weights); CVM has no PReLU: `activation` "relu(conv)" leaves the slope unused."""
     folder = tmp_path / "nnef"
     folder.mkdir()
-    (folder / "graph.nnef").write_text(WEIGHT_SUBGRAPHS)
+    (folder / "graph.nnef").write_text(WEIGHT_SUBGRAPHS.format(activation=activation))
     weights = {"variable1": rng.normal(0, 0.3, (4, 2, 3, 3)), "variable2": rng.normal(0, 0.1, (4,)),
-               "variable3": rng.normal(0, 0.5, (4, 2, 1, 1))}
+               "variable3": rng.normal(0, 0.5, (4, 2, 1, 1)), "variable4": np.array([0.25, -0.1, 0.0, 0.5])}
     for name, w in weights.items():
         write_tensor(folder / f"{name}.dat", w.astype(np.float32))
     np.save(tmp_path / "calib.npy", rng.normal(0, 1, (8, 2, 6, 6)).astype(np.float32))
@@ -102,7 +106,7 @@ def test_constant_sub_graphs_fold_into_constants(tmp_path, rng):
     kinds = [op.kind.name for op in graph.ops]
     folded = fold_constant_ops(graph)
     assert [op.kind.name for op in graph.ops] == kinds              # the input graph is unchanged
-    assert [op.kind.name for op in folded.ops] == ["nn.conv", "nn.relu", "nn.conv"]
+    assert [op.kind.name for op in folded.ops] == ["nn.conv", "nn.prelu", "nn.conv"]
     conv1, _, conv2 = folded.ops
     assert np.array_equal(folded.tensor(conv1.inputs[1]).data, weights["variable1"].astype(np.float32))
     assert np.array_equal(folded.tensor(conv1.inputs[2]).data.reshape(-1), weights["variable2"].astype(np.float32))
@@ -115,7 +119,7 @@ def test_constant_sub_graphs_fold_into_constants(tmp_path, rng):
 
 @pytest.mark.parametrize("target", ["tosa", "cvm"])
 def test_weight_sub_graphs_quantize_and_simulate(tmp_path, rng, target, capsys):
-    folder, _ = _weight_subgraph_model(tmp_path, rng)
+    folder, _ = _weight_subgraph_model(tmp_path, rng, "prelu(conv, slope)" if target == "tosa" else "relu(conv)")
     out = tmp_path / "q"
     assert cli.main(["quantize", str(folder), "--calib", str(tmp_path / "calib.npy"), "-o", str(out), "-q",
                      "--target", target]) == 0
