@@ -111,6 +111,30 @@ def corrected_bias(ctx, bias, w, wq, w_quant, input_name: str, groups: int = 1,
     return base - shift
 
 
+OWN_BIAS_SCALE_TOLERANCE = 2.0 ** -20   # float32 products: an exporter's s_x * s_w is within 2^-24
+
+
+def _layer_bias(ctx, op: ir.Op, bias, bn, w, wq, w_quant, x_quant, channels: int,
+                groups: int = 1, coverage=None) -> np.ndarray:
+    """The accumulator bias. An annotated bias (a QDQ model's int32 bias through
+    DequantizeLinear) whose scale is the accumulator's, input_scale * weight_scale, keeps its
+    own integers: no bias correction, they are the model's (onnxruntime adds them as they are).
+    Otherwise the float bias, corrected for the weight rounding, on the accumulator's grid."""
+    what = f"{ctx.f.where()} bias"
+    name = op.inputs[2] if len(op.inputs) > 2 else ""
+    note = ctx.f.graph.tensor(name).quant if name and bn is None else None
+    if note is not None and bias is not None:
+        own = np.broadcast_to(note.scales(), (channels,))
+        bq = bias_quant(x_quant, w_quant, ctx.acc_dtype)
+        target = np.broadcast_to(bq.scales(), (channels,))
+        if np.all(np.abs(own - target) <= OWN_BIAS_SCALE_TOLERANCE * target):
+            q = ir.QuantInfo(own.copy(), np.zeros(channels, np.int64), 0, bq.bits, True, True, "annotation")
+            return quantize_bias(np.broadcast_to(bias.reshape(-1), (channels,)), q, what=what).astype(
+                ctx.acc_dtype.numpy)
+    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups, coverage)
+    return _bias_values(ctx, bias, x_quant, w_quant, channels, what)
+
+
 def _bias_values(ctx, bias_float, in_quant, w_quant, channels: int, what: str) -> np.ndarray:
     bq = bias_quant(in_quant, w_quant, ctx.acc_dtype)
     if bias_float is None:
@@ -184,8 +208,7 @@ def lower_conv(ctx: TosaContext, op: ir.Op) -> None:
     wq = _rounded(ctx, op, w, wq, w_quant, note)
     out_hw = ctx.f.float_shape(op.outputs[0])[2:]
     coverage = tap_coverage(xshape[2:], out_hw, begins, stride, dilation, (kh, kw))
-    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups, coverage)
-    bias_q = _bias_values(ctx, bias, x_quant, w_quant, oc, f"{ctx.f.where()} bias")
+    bias_q = _layer_bias(ctx, op, bias, bn, w, wq, w_quant, x_quant, oc, groups, coverage)
     if groups == 1:
         acc = ctx.emit("CONV2D", [x.name], dict(common, weight=wq.transpose(0, 2, 3, 1).copy(),
                                                   bias=bias_q), hint=f"{hint}.acc", label=ctx.f.where())
@@ -289,8 +312,7 @@ def lower_linear(ctx: TosaContext, op: ir.Op) -> None:
     x = ctx.to_float_layout(ctx.f.value(op.inputs[0]), f"{op.inputs[0]}.rows")
     wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x.quant, last, note, op.inputs[1])
     wq = _rounded(ctx, op, w, wq, w_quant, note)
-    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0])
-    bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.f.where()} bias")
+    bias_q = _layer_bias(ctx, op, bias, bn, w, wq, w_quant, x.quant, oc)
     acc = ctx.emit("FULLY_CONNECTED", [x.name], {
         "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
     }, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
