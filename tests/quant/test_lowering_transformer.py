@@ -16,7 +16,7 @@ from qsim.errors import UnsupportedError
 from qsim.quant.data import Samples
 from qsim.quant.params import Precision, QuantConfig, dequantize, quantize
 from qsim.quant.pipeline import QuantizeOptions, quantize_graph
-from qsim.quant.rules_tosa_norm import rsqrt_seed_table
+from qsim.quant.integer_newton import reciprocal_seed_table, rsqrt_seed_table
 from qsim.quant.target_tosa import lower_graph
 from qsim.runtime.executor import execute
 
@@ -514,3 +514,59 @@ def test_trained_encoder_quantize_then_simulate_verifies_every_layer(tmp_path, c
     assert main(["simulate", str(out), "--input", str(x1), "--engine", "model", "-o",
                  str(tmp_path / "sim")]) == 0
     assert "every layer bit-exact with the kernels" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- division by a computed tensor
+
+def _division_graph(rng, shape):
+    g = FloatGraph(rng)
+    x = g.input("x", shape)
+    a = g.op("math.tanh", [x], "a", shape)
+    b = g.op("math.mul", [x, g.const("k", 1.5)], "b", shape)
+    g.op("math.div", [a, b], "y", shape)
+    return g.graph(["y"])
+
+
+def _exact_quotient(ints, model, rails):
+    qa, qb = ints["a"].astype(np.int64), ints["b"].astype(np.int64)
+    va, vb = model.tensor_map["a"].quant, model.tensor_map["b"].quant
+    oq = model.output_quant["y"]
+    num = (qa - int(va.zero_points()[0])) * float(va.scales()[0])
+    den = (qb - int(vb.zero_points()[0])) * float(vb.scales()[0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.where(den != 0, num / np.where(den != 0, den, 1.0), np.sign(num) * np.inf)
+    y = np.nan_to_num(y, nan=0.0, posinf=1e30, neginf=-1e30)
+    return np.clip(np.floor(y / float(oq.scales()[0]) + 0.5) + int(oq.zero_points()[0]), *rails)
+
+
+@pytest.mark.parametrize("precision", [Precision.INT8, Precision.INT16X8])
+def test_division_by_a_computed_tensor_is_the_exact_quotient_within_one_step(rng, precision):
+    """a / b with b crossing 0 (its quantized value hits 0 exactly: a / 0 goes to the rail of
+    a's sign, 0 / 0 to 0), every other element within one output step of the exact quotient
+    of the quantized operands."""
+    shape = (1, 3, 40)
+    graph = _division_graph(rng, shape)
+    config = QuantConfig(precision=precision)
+    calib = [rng.normal(0, 2, shape).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib, config), config)
+    kinds = _kinds(model)
+    assert "tosa.CLZ" in kinds and "tosa.TABLE" in kinds and "tosa.INTDIV" not in kinds
+    dt = model.graph.tensors["y"].dtype.numpy
+    rails = (np.iinfo(dt).min, np.iinfo(dt).max)
+    zero_divisors = 0
+    sweep = np.linspace(-3, 3, 120, dtype=np.float32).reshape(shape)
+    sweep[0, 0, :3] = 0.0                                         # 0 / 0 and a / 0
+    for xs in calib[:2] + [sweep]:
+        ints = _run_both(model, xs)
+        exact = _exact_quotient(ints, model, rails)
+        assert np.abs(ints["y"].astype(np.int64) - exact).max() <= 1
+        zero_divisors += int((ints["b"] == int(model.tensor_map["b"].quant.zero_points()[0])).sum())
+    assert zero_divisors > 0
+
+
+def test_reciprocal_seed_table_holds_the_reciprocal_in_q13():
+    table = reciprocal_seed_table().astype(np.int64)
+    v = 128 * np.arange(513) - 32768
+    used = v >= 1 << 14
+    assert np.all(np.abs(table[used] - 8192 * 32768 / v[used]) <= 0.5)
+    assert np.all(np.abs(np.diff(table)) <= 32767)
