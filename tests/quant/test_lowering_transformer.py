@@ -503,14 +503,22 @@ def test_trained_encoder_classifier_int8_within_one_point_of_float():
     assert kinds.count("tosa.MATMUL") == 4 and kinds.count("tosa.CLZ") == 4   # 2 layers
 
 
-def test_trained_encoder_quantize_then_simulate_verifies_every_layer(tmp_path, capsys):
+@pytest.mark.parametrize("model", ["trained", "torch_export"])
+def test_encoder_quantize_then_simulate_verifies_every_layer(tmp_path, capsys, model):
     """The README route: qsim quantize model.onnx --calib … && qsim simulate (every NPU layer,
-    the attention MATMULs with their zero points included, bit-exact with the kernels)."""
+    the attention MATMULs with their zero points included, bit-exact with the kernels), on the
+    trained classifier and on the stock torch.nn.TransformerEncoder export (GELU)."""
     x1 = tmp_path / "x1.npy"
-    np.save(x1, np.load(TRAINED / "encoder_eval.npz")["x"][:1])
+    if model == "trained":
+        path, calib = TRAINED / "encoder_classifier.onnx", TRAINED / "encoder_calib.npz"
+        np.save(x1, np.load(TRAINED / "encoder_eval.npz")["x"][:1])
+    else:
+        rng = np.random.default_rng(7)
+        path, calib = TORCH_EXPORTS / "encoder_opset17.onnx", tmp_path / "calib.npy"
+        np.save(calib, rng.normal(0, 1, (16, 5, 16)).astype(np.float32))
+        np.save(x1, rng.normal(0, 1, (1, 5, 16)).astype(np.float32))
     out = tmp_path / "q"
-    assert main(["quantize", str(TRAINED / "encoder_classifier.onnx"), "--calib",
-                 str(TRAINED / "encoder_calib.npz"), "--eval-limit", "4", "-o", str(out), "-q"]) == 0
+    assert main(["quantize", str(path), "--calib", str(calib), "--eval-limit", "4", "-o", str(out), "-q"]) == 0
     assert main(["simulate", str(out), "--input", str(x1), "--engine", "model", "-o",
                  str(tmp_path / "sim")]) == 0
     assert "every layer bit-exact with the kernels" in capsys.readouterr().out
