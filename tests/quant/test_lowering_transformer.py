@@ -200,9 +200,15 @@ def test_matrix_vector_product_is_refused_with_a_hint(rng):
 
 # ---------------------------------------------------------------- layer norm
 
-def _layer_norm_graph(rng, shape, axes, eps=1e-5, gamma=True, beta=True, form="sqrt_div"):
+def _layer_norm_graph(rng, shape, axes, eps=1e-5, gamma=True, beta=True, form="sqrt_div", perm=None):
+    """A composed layer norm of x over `axes`; with `perm`, of a lazy transpose of the input
+    (the normalized axes sit elsewhere in the integer layout)."""
     g = FloatGraph(rng)
-    x = g.input("x", shape)
+    if perm is None:
+        x = g.input("x", shape)
+    else:
+        src = g.input("x_in", tuple(shape[p] for p in np.argsort(perm)))
+        x = g.op("layout.transpose", [src], "x", shape, perm=tuple(perm))
     red = tuple(1 if i in axes else e for i, e in enumerate(shape))
     mean = g.op("math.mean_reduce", [x], "mean", red, axes=axes)
     d = g.op("math.sub", [x, mean], "d", shape)
@@ -296,6 +302,22 @@ def test_layer_norm_corners(rng, zp):
     beta_q = _exact_layer_norm(np.full(shape, zp, np.int8), model.input_quant["x"], axes,
                                *_affine_of(graph), model.output_quant[out])
     assert np.array_equal(ints[out][0, 1:4], beta_q[0, 1:4])
+
+
+def test_layer_norm_of_a_lazy_transpose(rng):
+    """The input arrives transposed (seq-first exports): the reduction axes, gamma and beta
+    follow the integer layout."""
+    shape, axes = (1, 5, 16), (2,)
+    graph, out = _layer_norm_graph(rng, shape, axes, perm=(0, 2, 1))
+    calib = [rng.normal(0, 1.5, (1, 16, 5)).astype(np.float32) for _ in range(4)]
+    model = lower_graph(graph, calibrate_minmax(graph, calib))
+    v = model.tensor_map["x"]
+    assert v.perm != (0, 1, 2)                     # the transpose stayed lazy
+    ints = _run_both(model, calib[0])
+    q = ints[v.name].transpose(np.argsort(v.perm))
+    got = ints[model.tensor_map[out].name].transpose(np.argsort(model.tensor_map[out].perm))
+    exact = _exact_layer_norm(q, v.quant, axes, *_affine_of(graph), model.tensor_map[out].quant)
+    assert np.abs(got.astype(np.int64) - exact).max() <= 1
 
 
 def test_layer_norm_without_affine_and_large_epsilon(rng):
