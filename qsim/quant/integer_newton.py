@@ -14,10 +14,10 @@ seed instead of a bit-length guess).
     reciprocal:  r = r0 (2 - mu r0)                MUL(m, r0, 30), SUB(2^30, .), MUL(r0, ., 29)
 
 Results: 1/sqrt(w) = r 2^(e - 44) with e = (c - 2) >> 1; 1/w = r 2^(c - 61). The seeds are
-within 2^-13 relative, one Newton step squares that: measured within 1.3e-8 (rsqrt) relative
-over 2^21 values of w including every power of two and every w < 200000 (the tests bound the
-reciprocal the same way). Every intermediate stays below 2^31: r <= 2 in Q29 is 2^30, r0^2 <= 4
-in Q28 is 2^30.
+within about 2^-13 relative (the reciprocal's 9.7e-5), one Newton step squares that: measured
+within 1.3e-8 (rsqrt) and 1.1e-8 (reciprocal) relative over 2.2 million values of w including
+every power of two, every 2^k - 1 and every w < 200000. Every intermediate stays below 2^31:
+r <= 2 in Q29 is 2^30, r0^2 <= 4 in Q28 is 2^30.
 """
 from __future__ import annotations
 
