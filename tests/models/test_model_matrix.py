@@ -64,8 +64,6 @@ SQNR_FLOOR_DB = {"resnet_basic_blocks": 30.0, "inverted_residual": 30.0, "mobile
 PENDING = {
     "shufflenet_unit": "cannot lower layout.split 'split2': no integer lowering for layout.split",
     "prelu_cnn": "cannot lower nn.prelu 'prelu5': no integer lowering for nn.prelu",
-    "transformer_encoder_layer": "cannot lower linalg.matmul 'matmul3': MATMUL operands must both be rank 2 "
-                                 "or both rank 3 (same batch)",
     "mobilenetv3_block": "constant 'hardswish8_const_q' has data of shape [1] but is declared []",
 }
 
