@@ -61,8 +61,6 @@ SQNR_FLOOR_DB = {"resnet_basic_blocks": 30.0, "inverted_residual": 30.0, "mobile
 
 # what stops each block today (issue 13: batched MatMul, LayerNorm, GELU: helper "xfmr")
 PENDING = {
-    "transformer_encoder_layer": "cannot lower linalg.matmul 'matmul3': MATMUL operands must both be rank 2 "
-                                 "or both rank 3 (same batch)",
 }
 
 
