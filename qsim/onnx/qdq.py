@@ -218,8 +218,10 @@ class _Stripper:
                       hint="qsim gives a tensor one scale and zero point; requantization (a second "
                            "QuantizeLinear with other parameters) is not supported")
 
-    def constant_operand(self, i: int, name: str, params: _Params, quantize_first: bool) -> None:
-        """DequantizeLinear i of a constant (weights, biases): a float initializer of its values."""
+    def constant_operand(self, i: int, name: str, params: _Params, quantizer: int | None = None) -> None:
+        """DequantizeLinear i of a constant (weights, biases), or of QuantizeLinear `quantizer` of
+        a float constant: a float initializer of its values."""
+        quantize_first = quantizer is not None
         data, elem = self.constant(i, name, "quantized input" if not quantize_first else "input")
         out = self.nodes[i].output[0]
         if params.axis is not None:
@@ -234,8 +236,11 @@ class _Stripper:
         zp = params.zero_point.reshape(shape) if axis is not None else params.zero_point
         if quantize_first:   # QuantizeLinear: saturate(round_half_even(x / scale) + zp)
             if elem != _P.FLOAT:
-                self.fail(i, f"quantizes '{name}', which is {element_type_name(elem)}",
+                self.fail(quantizer, f"quantizes '{name}', which is {element_type_name(elem)}",
                           hint="QuantizeLinear reads float32")
+            if not np.all(np.isfinite(data)):
+                self.fail(quantizer, f"quantizes '{name}', which holds non-finite values",
+                          hint="QuantizeLinear of NaN or infinity has no integer value; fix the weights")
             bits, signed = params.bits_signed
             lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
             with np.errstate(all="ignore"):
@@ -262,7 +267,7 @@ class _Stripper:
             x = node.input[0]
             if self.is_constant(x):
                 elem = self.inits[x].data_type if x in self.inits else None
-                self.constant_operand(i, x, self.params(i, elem), quantize_first=False)
+                self.constant_operand(i, x, self.params(i, elem))
                 continue
             q = self.producer.get(x)
             if q is None or self.nodes[q].op_type != QUANTIZE:
@@ -278,7 +283,7 @@ class _Stripper:
                                                        "scale and zero point")
             source = self.nodes[q].input[0]
             if self.is_constant(source):
-                self.constant_operand(i, source, p_dq, quantize_first=True)
+                self.constant_operand(i, source, p_dq, quantizer=q)
                 continue
             if p_dq.axis is not None:
                 self.fail(i, f"quantizes activation '{source}' per axis ({p_dq.describe()})",
