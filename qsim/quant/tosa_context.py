@@ -20,6 +20,7 @@ from ..tosa.validate import bind, output_types
 from .float_side import FloatSide, Lowered, compose_perm, identity
 from .params import Precision, QuantConfig, params_from_range, quantize
 from .scale import ScaleWidth, fixed_point_scale
+from .tables import Int8Table, Int16Table
 
 
 class TosaContext:
@@ -124,6 +125,22 @@ class TosaContext:
             "double_round": bool(self.config.double_round and width.scale32),
             "per_channel": per_channel,
         }, hint=hint, label=self.f.where(), out_dtype=out_dtype, quant=quant, exact=exact)
+
+    def table(self, x: str, table: Int8Table | Int16Table, *, hint: str, quant: ir.QuantInfo,
+              exact: bool = True) -> str:
+        """TABLE of int8 `x` (one op), or of int16 `x` followed by the RESCALE of its 16.7
+        result to int16 (tables.py): the output on `quant`'s grid."""
+        if isinstance(table, Int8Table):
+            return self.emit("TABLE", [x], {"table": table.table}, hint=hint, label=self.f.where(),
+                             quant=quant, exact=exact)
+        looked = self.emit("TABLE", [x], {"table": table.table}, hint=f"{hint}.16_7",
+                           label=self.f.where())
+        fp = table.output_rescale
+        return self.emit("RESCALE", [looked], {
+            "input_zp": 0, "output_zp": 0, "multiplier": fp.multiplier.astype(np.int16),
+            "shift": fp.shift.astype(np.int8), "scale32": False, "double_round": False,
+            "per_channel": False}, hint=hint, label=self.f.where(), out_dtype=ir.DType.I16,
+            quant=quant, exact=exact)
 
     def requantize(self, v: Lowered, quant: ir.QuantInfo, hint: str, exact: bool = False) -> Lowered:
         """`v` re-expressed on `quant`'s grid (no op when the parameters are equal)."""
