@@ -18,8 +18,8 @@ from qsim.quant.pipeline import quantize_graph
 from qsim.runtime.executor import execute
 from tests.onnx.onnx_helpers import init, make_model, save
 from tests.onnx.qdq_models import (QUIET, TIE_SHIFT, cnn_model, compare_with_ort, concat_model, depthwise_model,
-                                   on_signed_grid, ort_session, q_dq, quantize_linear, quantize_qdq, samples,
-                                   scalar_constant, tie_accumulators, tie_model)
+                                   on_signed_grid, ort_session, prelu_model, q_dq, quantize_linear, quantize_qdq,
+                                   samples, scalar_constant, tie_accumulators, tie_model)
 
 # (float model, opset, per-channel weights, activation type): every model in each opset 13/17/21,
 # per tensor and per channel, uint8 and int8 activations
@@ -319,3 +319,21 @@ def test_fake_quantized_weights_must_be_finite(tmp_path):
     data[1, 0, 0, 0] = np.nan
     wf.CopyFrom(onnx.numpy_helper.from_array(data, "wf"))
     _expect(tmp_path, model, DataError, "node 'w_Q' (QuantizeLinear", "'wf'", "non-finite")
+
+
+def test_unquantized_tensors_before_grid_keeping_operators_take_their_parameters(tmp_path):
+    """PRelu outputs that onnxruntime leaves unquantized, read only by MaxPool or by Transpose ->
+    Flatten whose outputs are quantized, take those parameters: no calibration is needed, and the
+    result is onnxruntime's (max and layout moves commute with quantization)."""
+    model = prelu_model()
+    path = quantize_qdq(model, tmp_path, per_channel=True)
+    stripped = onnx.load(path)
+    quantized = {n.input[0] for n in stripped.graph.node if n.op_type == "QuantizeLinear"}
+    assert "p1" not in quantized and "p2" not in quantized and {"m1", "f"} <= quantized
+    graph = load(path)
+    for unquantized, after in (("p1", "m1"), ("p2", "f"), ("t", "f")):
+        assert graph.tensor(unquantized).quant == graph.tensor(after).quant
+    agreement = compare_with_ort(path, samples(model, 40, seed=8, spread=1.5))
+    for level in agreement.max_lsb:
+        assert agreement.max_lsb[level] <= 1, agreement
+        assert agreement.differing[level] <= MAX_DIFFERING_FRACTION * agreement.elements, agreement
