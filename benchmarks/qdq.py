@@ -122,7 +122,8 @@ def run_model(name: str, args) -> dict:
         t0 = time.perf_counter()
         agreement = compare_with_ort(str(qdq), [x[i:i + 1] for i in range(len(x))])
         result["compare_s"] = round(time.perf_counter() - t0, 1)
-        result.update(elements=agreement.elements, differing=agreement.differing, max_lsb=agreement.max_lsb)
+        result.update(elements=agreement.elements, differing=agreement.differing, max_lsb=agreement.max_lsb,
+                      per_output=agreement.per_output)
         stage = "layers"
         layers = layer_differences(qdq, x[:args.layer_inputs])
         result["layers"] = layers
@@ -153,6 +154,14 @@ def markdown(results: dict) -> str:
         d, m = r["differing"], r["max_lsb"]
         lines.append(f"| {r['model']} | {r['elements']} | {d['ORT_ENABLE_ALL']} | {m['ORT_ENABLE_ALL']} | "
                      f"{d['ORT_DISABLE_ALL']} | {m['ORT_DISABLE_ALL']} | {r['layers_max_lsb']} LSB |")
+    multi = [r for r in results["models"] if len(r.get("per_output", {})) > 1]
+    if multi:
+        lines += ["", "Models with several outputs, per output (differing / elements, max LSB):", "",
+                  "| model | output | ENABLE_ALL | DISABLE_ALL |", "| --- | --- | --- | --- |"]
+        for r in multi:
+            for out, by_level in r["per_output"].items():
+                cells = [f"{d} / {n}, {m} LSB" for d, m, n in (by_level[k] for k in ("ORT_ENABLE_ALL", "ORT_DISABLE_ALL"))]
+                lines.append(f"| {r['model']} | `{out}` | {cells[0]} | {cells[1]} |")
     for r in results["models"]:
         if "layers" not in r:
             continue
