@@ -94,6 +94,12 @@ class PatchMoments:
         if self._rows.nbytes > KEEP_BUFFER_BYTES:       # bounded memory between samples
             self._rows = self._rows[:, :0]
 
+    def means(self) -> np.ndarray:
+        """[groups, K]: E[x] over the rows seen (valid after second_moment consumed the
+        K x K totals: the sums of x are kept)."""
+        self._flush()
+        return self.sum_x / max(self.count, 1)
+
     def second_moment(self, centered: bool, consume: bool = False) -> np.ndarray:
         """[groups, K, K]: E[x x^T], minus E[x] E[x]^T when `centered`. With `consume`, the
         totals become the result (no second K x K float64 array: a wide layer's is 170 MB)

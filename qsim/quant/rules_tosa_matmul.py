@@ -71,8 +71,7 @@ def _row_means(ctx: TosaContext, op: ir.Op, k: int) -> np.ndarray | None:
     stats = None if moments is None else moments.moments.get(op.outputs[0])
     if not ctx.channel_means or stats is None or stats.patch != k or stats.count == 0:
         return None
-    stats.second_moment(False)          # flushes the pending rows into sum_x
-    return stats.sum_x[0] / stats.count
+    return stats.means()[0]
 
 
 def _lower_fully_connected(ctx: TosaContext, op: ir.Op, tb: bool) -> None:
