@@ -154,6 +154,12 @@ def markdown(results: dict) -> str:
         d, m = r["differing"], r["max_lsb"]
         lines.append(f"| {r['model']} | {r['elements']} | {d['ORT_ENABLE_ALL']} | {m['ORT_ENABLE_ALL']} | "
                      f"{d['ORT_DISABLE_ALL']} | {m['ORT_DISABLE_ALL']} | {r['layers_max_lsb']} LSB |")
+    lines += ["", "Where they differ: TOSA's RESCALE rounds half up with a 31-bit multiplier, onnxruntime rounds "
+              "half to even after a float32 multiplication, so a layer's results differ by 1 LSB at ties and "
+              "within float32 rounding of them (a few per million elements); those differences then move "
+              "later layers' results (the per-activation tables below). A Softmax output (MTCNN's `prob`) "
+              "differs more from the default mode: there onnxruntime runs QLinearSoftmax, its own table "
+              "approximation, while the float path (DISABLE_ALL) computes the QDQ model's definition."]
     multi = [r for r in results["models"] if len(r.get("per_output", {})) > 1]
     if multi:
         lines += ["", "Models with several outputs, per output (differing / elements, max LSB):", "",
