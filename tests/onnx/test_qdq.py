@@ -46,14 +46,20 @@ def test_quantize_static_models_match_onnxruntime(tmp_path, build, opset, per_ch
         assert agreement.differing[level] <= MAX_DIFFERING_FRACTION * agreement.elements, (level, agreement)
 
 
-def test_reference_and_kernels_agree_on_a_qdq_model(tmp_path):
-    model = cnn_model(17)
-    path = quantize_qdq(model, tmp_path, per_channel=True)
+@pytest.mark.parametrize("build", [cnn_model, depthwise_model, concat_model])
+def test_reference_and_kernels_agree_on_a_qdq_model(tmp_path, build):
+    """The integer graph of a QDQ model (max pool, global average pool to its own grid, concat
+    requantizing, residual add) runs bit-exactly on the TOSA reference and the kernels, on
+    seeded inputs and on both rails (every input -128, every input 127)."""
+    model = build(17)
+    path = quantize_qdq(model, tmp_path, per_channel=True, activations="QInt8")
     graph = load(path)
     lowered = quantize_graph(graph, None, None, QUIET).model
     x_quant = graph.tensor("x").quant
-    for x in samples(model, 3, seed=11, spread=2.0):
-        feed = {lowered.tensor_map["x"].name: on_signed_grid(quantize_linear(x, x_quant), x_quant).astype(np.int8)}
+    feeds = [on_signed_grid(quantize_linear(x, x_quant), x_quant) for x in samples(model, 3, seed=11, spread=2.0)]
+    feeds += [np.full(feeds[0].shape, -128), np.full(feeds[0].shape, 127)]
+    for xq in feeds:
+        feed = {lowered.tensor_map["x"].name: xq.astype(np.int8)}
         ref, ker = execute(lowered.graph, feed, "reference"), execute(lowered.graph, feed, "kernels")
         for name in lowered.graph.outputs:
             np.testing.assert_array_equal(ref[name], ker[name])
