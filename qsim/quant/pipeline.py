@@ -245,9 +245,13 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
     return QuantizeResult(model, report, target, None, seconds)
 
 
-def scored_outputs(graph: ir.Graph, samples: Samples, requested: tuple[str, ...] = ()) -> tuple[ScoredOutput, ...]:
+def scored_outputs(graph: ir.Graph, samples: Samples | None,
+                   requested: tuple[str, ...] = ()) -> tuple[ScoredOutput, ...]:
     """The outputs the report scores (qsim.quant.scoring), with the samples' labels checked
-    against each labelled output's classes."""
+    against each labelled output's classes (None: no samples, a model quantized by its
+    annotations and evaluated on generated inputs, so no labels)."""
+    if samples is None:
+        return choose_outputs(graph, requested, labelled=(), unnamed_labels=False)
     outputs = choose_outputs(graph, requested, labelled=tuple(samples.output_labels),
                              unnamed_labels=samples.labels is not None)
     by_name = {o.name: o for o in outputs}
