@@ -110,7 +110,7 @@ def test_double_buffering_overlaps_dma_with_compute(rng):
     a = rng.integers(-128, 128, (8, 8)).astype(np.int8)
     w = rng.integers(-128, 128, (8, 4)).astype(np.int8)
     program = compile_gemm(geom, Gemm(a, w))
-    stats = cycle_stats(geom, program.instrs)
+    stats = cycle_stats(geom, program.instrs, program.dram)
     # Overlap: the run is shorter than DMA and compute busy times laid end to end.
     assert stats.total_cycles < stats.dma_busy_cycles + stats.compute_cycles + stats.fill_drain_cycles
     assert stats.compute_cycles + stats.fill_drain_cycles + stats.stall_cycles == stats.total_cycles
