@@ -31,6 +31,7 @@ from .float_patterns import packed_ints, spatial_padding
 
 FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
 KEEP_BUFFER_BYTES = 2 << 20   # PatchMoments keeps a pending-row buffer up to this size
+MOMENT_ROWS = 256              # rows of E[x] E[x]^T formed at a time by second_moment
 MAX_PASSES = 8                 # passes over the K weights of every channel (converges in 2-4)
 ROUNDING_MODES = ("nearest", "adaptive")
 
@@ -93,15 +94,33 @@ class PatchMoments:
         if self._rows.nbytes > KEEP_BUFFER_BYTES:       # bounded memory between samples
             self._rows = self._rows[:, :0]
 
-    def second_moment(self, centered: bool) -> np.ndarray:
-        """[groups, K, K]: E[x x^T], minus E[x] E[x]^T when `centered`."""
+    def means(self) -> np.ndarray:
+        """[groups, K]: E[x] over the rows seen (valid after second_moment consumed the
+        K x K totals: the sums of x are kept)."""
+        self._flush()
+        return self.sum_x / max(self.count, 1)
+
+    def second_moment(self, centered: bool, consume: bool = False) -> np.ndarray:
+        """[groups, K, K]: E[x x^T], minus E[x] E[x]^T when `centered`. With `consume`, the
+        totals become the result (no second K x K float64 array: a wide layer's is 170 MB)
+        and this PatchMoments is spent. Either way each element is (sum / n) - m_i m_j,
+        rounded as numpy's `sum_outer / n - m[:, None] * m[None, :]` rounds it."""
         self._flush()
         self._rows = self._rows[:, :0]                  # calibration is over: free the buffer
+        if self.sum_outer is None:
+            raise ValueError("PatchMoments.second_moment: the moments were consumed already")
         n = max(self.count, 1)
-        h = self.sum_outer / n
+        if consume:
+            h, self.sum_outer = self.sum_outer, None
+            h /= n
+        else:
+            h = self.sum_outer / n
         if centered:
             m = self.sum_x / n
-            h -= m[:, :, None] * m[:, None, :]
+            # the outer product in row blocks of MOMENT_ROWS: no K x K temporary
+            for g in range(self.groups):
+                for r in range(0, self.patch, MOMENT_ROWS):
+                    h[g, r:r + MOMENT_ROWS] -= m[g, r:r + MOMENT_ROWS, None] * m[g, None, :]
         return h
 
 
@@ -269,15 +288,17 @@ def round_layer(moments: InputMoments | None, key: str, w: np.ndarray, wq: np.nd
                 quant: ir.QuantInfo, centered: bool) -> np.ndarray:
     """The int8 weights of layer `key` (w and wq in their float layout, output channels
     first) rounded adaptively when calibration collected its input moments, else wq."""
-    if moments is None or key not in moments.moments:
+    if moments is None:
         return wq
     if key in moments.rounded:
         return moments.rounded[key]
-    stats = moments.moments[key]
+    stats = moments.moments.get(key)
     flat = w.reshape(w.shape[0], -1)
-    if flat.shape[1] != stats.patch or w.shape[0] % stats.groups:
+    if stats is None or flat.shape[1] != stats.patch or w.shape[0] % stats.groups:
         return wq
-    q = adaptive_round(flat, quant.scales(), stats.second_moment(centered))
+    # the layer's integers are cached below, so its moments are needed no more: consumed
+    # (each layer's K x K totals freed as it is rounded bounds the lowering's peak memory)
+    q = adaptive_round(flat, quant.scales(), stats.second_moment(centered, consume=True))
     out = q.reshape(w.shape).astype(wq.dtype)
     moments.rounded[key] = out
     return out
@@ -319,8 +340,9 @@ def watch_layers(graph: ir.Graph) -> InputMoments:
                 groups, kernel, stride, dilation, tuple(begins), tuple(ends), tuple(crop)))
         elif kind == "nn.linear" and graph.tensor(op.inputs[1]).data is not None:
             moments.watch_linear(op.outputs[0], op.inputs[0])
-        elif (kind == "linalg.matmul" and len(op.inputs) == 2
+        elif (kind == "linalg.matmul" and (len(op.inputs) == 2 or not op.inputs[2])
               and graph.tensor(op.inputs[1]).data is not None
-              and len(graph.tensor(op.inputs[0]).shape) == 2 and not op.attrs.get("transA", False)):
+              and len(graph.tensor(op.inputs[0]).shape) >= 2 and not op.attrs.get("transA", False)
+              and all(d == 1 for d in graph.tensor(op.inputs[1]).shape[:-2])):
             moments.watch_linear(op.outputs[0], op.inputs[0])
     return moments
