@@ -140,7 +140,7 @@ def _npu_scalars(steps: list[Step]) -> dict:
     output type's range intersected with the CLAMP's, hw/README.md COMPUTE)."""
     out = {}
     first = steps[0].attrs
-    for key in ("input_zp", "weight_zp", "a_zp", "b_zp", "pad", "stride", "dilation"):
+    for key in ("input_zp", "weight_zp", "A_zp", "B_zp", "pad", "stride", "dilation"):
         if key in first:
             out[key] = _scalar(first[key])
     for step in steps[1:]:
