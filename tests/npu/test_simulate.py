@@ -255,3 +255,23 @@ def test_verified_vector_stage_keeps_no_program(embedded):
     run = run_graph_on_npu(graph, feeds, load_config("16x16"), engine="model", expected=expected)
     vector = [s for s in run.stages if s.stage.unit.value == "vector"]
     assert vector and all(s.verified and s.program is None for s in vector)
+
+
+def test_a_cold_build_runs_in_the_background_until_needed(rng, tmp_path, monkeypatch):
+    """A cold build (no Verilog cached) starts in a child process and completes the cache
+    entry there: the parent's later build() finds it without compiling; a warm one starts
+    nothing."""
+    from qsim.npu import sim_verilator
+    monkeypatch.setenv("QSIM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(sim_verilator, "_BUILT", {})
+    geom = _tiny_fault(rng)[3].geometry
+    child = sim_verilator.build_in_background(geom)
+    assert child is not None
+    child.join()
+    assert child.exitcode == 0
+
+    def no_second_build(*args, **kw):
+        raise AssertionError("the parent compiled the NPU again")
+    monkeypatch.setattr(sim_verilator, "_build_into", no_second_build)
+    assert sim_verilator.build(geom).is_file()
+    assert sim_verilator.build_in_background(geom) is None
