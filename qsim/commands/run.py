@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import ir
 from ..atomic import atomic_directory, atomic_file
-from ..loader import load
+from ..loader import load, model_kind
 from ..outpath import TENSOR_DUMP, check_output
 from ..quant import qmodel
 from ..kernels.backend import Backend
@@ -52,13 +52,30 @@ def run(args: argparse.Namespace) -> int:
     else:
         model = None
         graph = load(args.model)
-        values = execute(graph, read_inputs(graph.inputs, specs), backend=Backend(args.backend))
+        arrays = read_inputs(graph.inputs, specs)
+        batch = onnx_batch(args.model, graph, arrays)
+        if batch is not None:
+            graph = load(args.model, batch=batch)
+        values = execute(graph, arrays, backend=Backend(args.backend))
     write_outputs(graph, values, args.output, args.dump)
     print(summary(graph, values))
     if model is not None:
         for name in graph.outputs:
             print(qmodel.dequantized_summary(name, values[name], model.output_quant[name]))
     return 0
+
+
+def onnx_batch(path: str, graph: ir.Graph, arrays: Mapping[str, np.ndarray]) -> int | None:
+    """The batch an ONNX model loaded at batch 1 is to be loaded at instead: the leading extent of
+    the first input's array where that array has the input's rank and another leading extent
+    (the importer gives a dynamic first dimension that extent; a fixed one stays, and the
+    executor then reports the shape mismatch). None for other models or a batch of 1."""
+    if model_kind(path) != "onnx" or not graph.inputs or graph.inputs[0] not in arrays:
+        return None
+    array, shape = arrays[graph.inputs[0]], graph.tensor(graph.inputs[0]).shape
+    if array.ndim != len(shape) or array.ndim == 0 or array.shape[0] in (0, shape[0]):
+        return None
+    return int(array.shape[0])
 
 
 def _file_name(tensor_name: str) -> str:

@@ -162,24 +162,27 @@ def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:
     engine = run.engine if engine is None else engine
     found = run.first_mismatch
     stage = next(s for s in run.stages if s.stage.name == found.stage)
-    if stage.layer is None:
+    if stage.layer is not None:
+        program = stage.layer.runs[found.program].program
+    elif stage.program is not None and found.program_cycle is not None:
+        program = stage.program             # a vector stage: its VCONFIG + VRUN program
+    else:
         return (f"no waveform: layer {found.stage!r} runs on the {stage.stage.unit.value} unit, "
                 "not on the RTL")
-    record = stage.layer.runs[found.program]
     geom = run.config.geometry
-    dram = record.program.dram.copy()
+    dram = program.dram.copy()
     if engine is Engine.MODEL:
         raise UsageError("the model engine has no waveform", hint="use the verilator or amaranth engine")
     if engine is Engine.AMARANTH:
         from .sim_amaranth import run_amaranth     # deferred: amaranth's simulator
         with atomic_file(path) as tmp:
-            run_amaranth(geom, record.program.instrs, dram, vcd_path=str(tmp))
+            run_amaranth(geom, program.instrs, dram, vcd_path=str(tmp))
         return f"wrote {path}: the whole program {found.program} of layer {found.stage!r} (amaranth)"
     from .sim_verilator import run_verilator   # deferred: exporting the Verilog needs amaranth
     first = max(0, found.program_cycle - VCD_BEFORE)
     last = found.program_cycle + VCD_AFTER
     with atomic_file(path) as tmp:
-        run_verilator(geom, record.program.instrs, dram, vcd_path=str(tmp), vcd_window=(first, last))
+        run_verilator(geom, program.instrs, dram, vcd_path=str(tmp), vcd_window=(first, last))
     return (f"wrote {path}: cycles {first}..{last} of program {found.program} of layer "
             f"{found.stage!r} (verilator --trace; the write is in cycle {found.program_cycle}, "
             f"VCD time 10 x cycle)")

@@ -2,7 +2,9 @@
 
 - `.npy`: an array of samples [N, *input_shape] (or one sample of exactly input_shape).
 - `.npz`: the samples under the graph input's name, or `x`/`inputs`/`images`, or the only
-  array; labels (optional, int class ids [N]) under `y`/`labels`.
+  array; labels (optional, int class ids [N]) under `y`/`labels`, and labels of a named
+  output under `labels/<output name>` (qsim.quant.scoring says which output unnamed labels
+  belong to).
 - a folder of images (.png, .jpg, .jpeg, .bmp, sorted by name), preprocessed as documented
   in the README: decoded to float in [0, 1], converted to the input's channel count (grey
   = mean of RGB; grey replicated to RGB), resized to the input's H x W (bilinear, align
@@ -14,7 +16,7 @@ Every failure names the file and what was expected.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -23,6 +25,9 @@ import numpy as np
 from ..errors import DataError
 from ..userdata import check_finite, read_npy, read_npz
 from ..textfile import decode_utf8
+from .scoring import UNNAMED
+
+LABEL_PREFIX = "labels/"    # .npz key of an output's labels: labels/<output name>
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 
@@ -31,16 +36,21 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 class Samples:
     """Float samples for one graph input, with optional labels."""
     inputs: np.ndarray                 # [N, *input_shape] float32
-    labels: np.ndarray | None = None   # [N] int64
+    labels: np.ndarray | None = None   # [N] int64, naming no output
+    output_labels: dict[str, np.ndarray] = field(default_factory=dict)   # output name -> [N] int64
 
     def __len__(self) -> int:
         return int(self.inputs.shape[0])
 
-    def feeds(self, input_name: str, limit: int | None = None) -> Iterator[tuple[dict, int | None]]:
-        """(feed dict with a batch axis of 1, label) per sample."""
+    def feeds(self, input_name: str, limit: int | None = None) -> Iterator[tuple[dict, object]]:
+        """(feed dict with a batch axis of 1, labels) per sample: labels are None, an int
+        (unnamed labels only) or {output name (UNNAMED for unnamed labels): int}."""
         n = len(self) if limit is None else min(limit, len(self))
         for i in range(n):
             label = None if self.labels is None else int(self.labels[i])
+            if self.output_labels:
+                named = {k: int(v[i]) for k, v in self.output_labels.items()}
+                label = named if label is None else dict(named, **{UNNAMED: label})
             yield {input_name: self.inputs[i:i + 1]}, label
 
 
@@ -90,7 +100,7 @@ def load_samples(path: str | Path, input_name: str, input_shape: Sequence[int], 
         keys = list(archive)
         key = next((k for k in (input_name, "x", "inputs", "images") if k in keys), None)
         if key is None:
-            arrays = [k for k in keys if k not in ("y", "labels")]
+            arrays = [k for k in keys if k not in ("y", "labels") and not k.startswith(LABEL_PREFIX)]
             if len(arrays) != 1:
                 raise DataError(f"{path}: cannot tell which array holds the inputs (arrays: "
                                 f"{', '.join(keys)})", hint=f"name it {input_name!r} or 'x'")
@@ -98,7 +108,9 @@ def load_samples(path: str | Path, input_name: str, input_shape: Sequence[int], 
         inputs = _fit(archive[key], input_shape, f"{path}[{key}]", input_name)
         label_key = next((k for k in ("y", "labels") if k in keys), None)
         labels = _labels(archive[label_key], inputs.shape[0], f"{path}[{label_key}]") if label_key else None
-        return Samples(inputs, labels)
+        named = {k[len(LABEL_PREFIX):]: _labels(archive[k], inputs.shape[0], f"{path}[{k}]")
+                 for k in keys if k.startswith(LABEL_PREFIX)}
+        return Samples(inputs, labels, named)
     raise DataError(f"{path}: unknown data format {path.suffix!r}",
                     hint="use .npy, .npz or a folder of images")
 

@@ -2,9 +2,11 @@
 
 Per float tensor with an integer counterpart: SQNR of the dequantized integer
 values against the float values (accumulated over all samples), and a histogram
-of the error in units of the tensor's quantization step. On the outputs: top-1
-agreement between float and integer, and top-1 accuracy of each when labels
-are known. The result is an AccuracyReport (qsim.quant.accuracy).
+of the error in units of the tensor's quantization step. Per scored output
+(qsim.quant.scoring): SQNR, largest error and share of elements within one step;
+for class-vector outputs also top-1 agreement between float and integer, and
+top-1 accuracy of each when labels are known. The result is an AccuracyReport
+(qsim.quant.accuracy).
 """
 from __future__ import annotations
 
@@ -16,13 +18,13 @@ import numpy as np
 
 from .. import ir
 from ..kernels.extensions import extension
-from ..threads import apply_blas_threads
 from ..progress import Progress
-from .accuracy import AccuracyReport, TensorAccuracy
+from .accuracy import AccuracyReport, OutputAccuracy, TensorAccuracy
 from ..runtime.executor import execute
 from ..threads import apply_blas_threads
 from .float_side import LoweredModel
 from .params import dequantize, quantize
+from .scoring import UNNAMED, OutputRole, ScoredOutput, choose_outputs, label_targets, old_rule_warning
 
 ERROR_EDGES_LSB = np.linspace(-4.0, 4.0, 65)   # histogram of (dequantized - float) / scale
 
@@ -82,8 +84,59 @@ def _batches(samples, size: int):
 
 
 def _stack(feeds, labels):
+    """Labels per output over the batch: {output name (UNNAMED: unnamed labels): [rows] int64}."""
     feed = {n: np.concatenate([f[n] for f in feeds]) for n in feeds[0]}
-    return feed, (None if any(x is None for x in labels) else np.asarray(labels, np.int64))
+    if any(x is None for x in labels):
+        return feed, {}
+    rows = [x if isinstance(x, dict) else {UNNAMED: x} for x in labels]
+    return feed, {k: np.asarray([r[k] for r in rows], np.int64) for k in rows[0]}
+
+
+@dataclass
+class _OutputStats:
+    """Running figures of one scored output over the evaluation samples."""
+    output: ScoredOutput
+    scale: float
+    signal: float = 0.0
+    noise: float = 0.0
+    max_error_lsb: float = 0.0
+    elements: int = 0
+    within_one_lsb: int = 0
+    agree: int = 0
+    labelled: int = 0
+    float_correct: int = 0
+    int_correct: int = 0
+
+    def add(self, f: np.ndarray, q: np.ndarray, labels: np.ndarray | None) -> None:
+        err = q - f
+        self.signal += float(np.sum(f * f))
+        self.noise += float(np.sum(err * err))
+        lsb = np.abs(err) / self.scale
+        if lsb.size:
+            self.max_error_lsb = max(self.max_error_lsb, float(lsb.max()))
+        self.elements += int(lsb.size)
+        self.within_one_lsb += int(np.count_nonzero(lsb <= 1.0))
+        if self.output.role is OutputRole.CLASSES:
+            rows = f.shape[0]
+            f_top = np.argmax(f.reshape(rows, -1), axis=1)
+            i_top = np.argmax(q.reshape(rows, -1), axis=1)
+            self.agree += int(np.sum(f_top == i_top))
+            if labels is not None:
+                self.labelled += rows
+                self.float_correct += int(np.sum(f_top == labels))
+                self.int_correct += int(np.sum(i_top == labels))
+
+    def result(self, samples: int) -> OutputAccuracy:
+        classes = self.output.role is OutputRole.CLASSES
+        return OutputAccuracy(
+            name=self.output.name, sample_shape=self.output.sample_shape, role=self.output.role.value,
+            reason=self.output.reason, sqnr_db=_TensorStats(self.signal, self.noise).sqnr_db(),
+            max_error_lsb=self.max_error_lsb,
+            within_one_lsb=self.within_one_lsb / self.elements if self.elements else 0.0,
+            top1_agreement=(self.agree / samples if samples else 0.0) if classes else None,
+            float_top1=self.float_correct / self.labelled if self.labelled else None,
+            int8_top1=self.int_correct / self.labelled if self.labelled else None,
+            labelled=self.labelled)
 
 
 def _pad_rows(feed: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
@@ -96,20 +149,27 @@ def _pad_rows(feed: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
 
 
 def evaluate(float_graph: ir.Graph, model: LoweredModel,
-             samples: Iterable[tuple[dict[str, np.ndarray], int | None]], *, total: int | None = None,
+             samples: Iterable[tuple[dict[str, np.ndarray], object]], *, total: int | None = None,
              backend: str = "kernels", name: str = "model", settings: dict | None = None,
              show_progress: bool = True, notes: tuple[str, ...] = (),
-             batched: Batched | None = None) -> AccuracyReport:
-    """Runs both graphs on every (feed, label) sample (feeds with a batch axis of 1) and
-    summarizes the agreement. With `batched`, samples run `batched.size` at a time."""
+             batched: Batched | None = None,
+             outputs: tuple[ScoredOutput, ...] | None = None) -> AccuracyReport:
+    """Runs both graphs on every (feed, labels) sample (feeds with a batch axis of 1; labels
+    None, an int, or {output name: int} as Samples.feeds gives them) and summarizes the
+    agreement. `outputs`: the scored outputs (default: every output, scoring.choose_outputs,
+    unnamed labels going to the classification outputs). With `batched`, samples run
+    `batched.size` at a time."""
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
+    if outputs is None:
+        outputs = choose_outputs(float_graph)
     watched = [n for n in model.tensor_map if not float_graph.tensor(n).is_constant]
     stats = {n: _TensorStats() for n in watched}
-    out_name = float_graph.outputs[0]
+    scored = [_OutputStats(o, float(model.tensor_map[o.name].quant.scales()[0])) for o in outputs]
+    unnamed_targets = label_targets(outputs)
     size = batched.size if batched is not None else 1
     fgraph, imodel = (batched.float_graph, batched.model) if batched is not None else (float_graph, model)
-    n_samples = agree = float_correct = int_correct = labelled = 0
+    n_samples = 0
     bar = Progress("evaluating", total, enabled=show_progress)
     try:
         for feed, labels in _batches(samples, size):
@@ -127,26 +187,29 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
                 # np.histogram(np.clip(lsb, -4, 4), 64 bins, range (-4, 4)), in one pass
                 _quant_ops.add_clipped_histogram(np.ascontiguousarray(lsb).reshape(-1), ERROR_EDGES_LSB[0],
                                                  ERROR_EDGES_LSB[-1], ERROR_EDGES_LSB, s.counts)
-            f_top = np.argmax(np.asarray(fvals[out_name])[:rows].reshape(rows, -1), axis=1)
-            i_top = np.argmax(float_view(imodel, out_name, ivals)[:rows].reshape(rows, -1), axis=1)
+            for o in scored:
+                n = o.output.name
+                own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)
+                o.add(np.asarray(fvals[n], dtype=np.float64)[:rows], float_view(imodel, n, ivals)[:rows], own)
             n_samples += rows
-            agree += int(np.sum(f_top == i_top))
-            if labels is not None:
-                labelled += rows
-                float_correct += int(np.sum(f_top == labels))
-                int_correct += int(np.sum(i_top == labels))
             bar.advance(rows)
     finally:
         bar.close()
     tensors = tuple(TensorAccuracy(n, _producer_kind(float_graph, n), stats[n].sqnr_db(),
                                    tuple(int(c) for c in stats[n].counts),
                                    tuple(float(e) for e in ERROR_EDGES_LSB)) for n in watched)
+    per_output = tuple(o.result(n_samples) for o in scored)
+    primary = next((o for o in per_output if o.top1_agreement is not None), None)
+    # only where every output is scored: a user who chose outputs knows what the report shows
+    every = {o.name for o in outputs} == set(float_graph.outputs)
+    warning = old_rule_warning(float_graph, outputs) if every else None
     return AccuracyReport(
         model=name, eval_samples=n_samples,
-        top1_agreement=agree / n_samples if n_samples else 0.0,
-        float_top1=float_correct / labelled if labelled else None,
-        int8_top1=int_correct / labelled if labelled else None,
-        tensors=tensors, settings=dict(settings or {}), notes=notes)
+        top1_agreement=primary.top1_agreement if primary else None,
+        float_top1=primary.float_top1 if primary else None,
+        int8_top1=primary.int8_top1 if primary else None,
+        tensors=tensors, settings=dict(settings or {}), notes=notes, outputs=per_output,
+        warnings=(warning,) if warning else ())
 
 
 def _producer_kind(graph: ir.Graph, name: str) -> str:

@@ -10,6 +10,7 @@ samples → integer model + accuracy figures, in memory.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -21,6 +22,7 @@ from .. import ir, zoo
 from ..errors import QsimError, UsageError
 from ..loader import load, model_kind
 from .accuracy import AccuracyReport
+from .annotations import MissingParameters, annotated_input_samples, annotated_parameters
 from .calibrate import calibrate
 from .cvm_context import CvmConfig
 from .data import Samples
@@ -31,6 +33,7 @@ from .params import Granularity, Precision, QuantConfig
 from .rounding import InputMoments
 from .qmodel import METADATA_FILE, is_quantized_model
 from .rules import RULES
+from .scoring import ScoredOutput, check_label_range, choose_outputs, label_targets
 from .target import Target, TargetKind
 from .target_cvm import CvmTarget
 from .target_tosa import TosaTarget
@@ -50,6 +53,7 @@ class QuantizeOptions:
     calib_limit: int | None = None        # use at most this many calibration samples
     eval_limit: int | None = None
     show_progress: bool = True
+    score_outputs: tuple[str, ...] = ()   # outputs the report scores (default: every output)
 
     @property
     def config(self) -> QuantConfig:
@@ -67,7 +71,8 @@ class QuantizeOptions:
                 "rounding": "double" if self.double_round else "single",
                 "bias_correction": self.bias_correction,
                 "weight_rounding": self.rounding_mode,
-                "backend": self.backend}
+                "backend": self.backend} | ({"score_outputs": list(self.score_outputs)}
+                                            if self.score_outputs else {})
 
 
 @dataclass(frozen=True)
@@ -104,9 +109,12 @@ class Calibration:
     input_moments: InputMoments | None = None
 
 
-def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
+def calibrate_model(graph: ir.Graph, calib: Samples | None, input_name: str,
                     options: QuantizeOptions, target: Target) -> Calibration:
-    """Runs the float graph over the calibration samples (at most options.calib_limit)."""
+    """Runs the float graph over the calibration samples (at most options.calib_limit); with
+    no samples, the model's own annotations are the parameters (annotated_calibration)."""
+    if calib is None:
+        return Calibration(annotated_parameters(graph))
     means, moments = target.weight_statistics(graph, options)
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
     qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
@@ -114,6 +122,27 @@ def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
                         show_progress=options.show_progress, channel_means=means,
                         input_moments=moments)
     return Calibration(qparams, means, moments)
+
+
+def lower_annotated(graph: ir.Graph, calibration: Calibration, target: Target) -> LoweredModel:
+    """Lowers a model quantized by its annotations alone; a tensor the lowering needs that has
+    none is a UsageError naming every such tensor (found by lowering once with placeholders)."""
+    recording = MissingParameters(calibration.qparams)
+    try:
+        model = target.lower(graph, dataclasses.replace(calibration, qparams=recording))
+    except QsimError:
+        if not recording.missing:
+            raise
+        model = None
+    if recording.missing:
+        names = ", ".join(repr(n) for n in recording.missing[:10])
+        more = f" and {len(recording.missing) - 10} more" if len(recording.missing) > 10 else ""
+        raise UsageError(f"model {graph.name!r} has no quantization annotation for {len(recording.missing)} "
+                         f"tensor(s) the integer graph needs: {names}{more}",
+                         hint="pass --calib DATA to calibrate them (annotated tensors keep their "
+                              "parameters), or quantize them in the model (QuantizeLinear/"
+                              "DequantizeLinear pairs, @quantize, graph.quant)")
+    return model
 
 
 def same_but_batch(graph: ir.Graph, model: LoweredModel, big: ir.Graph, big_model: LoweredModel,
@@ -156,7 +185,8 @@ def batched_models(graph: ir.Graph, model: LoweredModel, calibration: Calibratio
                    load_batch: Callable[[int], ir.Graph] | None,
                    size: int = EVAL_BATCH) -> Batched | None:
     """The float graph and its lowering at batch `size`, when the model can be loaded at
-    another batch size (a SkriptND graph attribute `batch`) and the lowering, reusing the
+    another batch size (a SkriptND graph attribute `batch`, an ONNX dynamic first input
+    dimension) and the lowering, reusing the
     batch-1 calibration (so the integer weights and scales are identical), differs from the
     batch-1 one in the batch axis only (same_but_batch); else None."""
     if load_batch is None or size <= 1:
@@ -171,37 +201,60 @@ def batched_models(graph: ir.Graph, model: LoweredModel, calibration: Calibratio
     return Batched(size, big, big_model)
 
 
-def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None = None,
+def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples | None = None,
                    options: QuantizeOptions = QuantizeOptions(), target: Target | None = None,
                    name: str | None = None, notes: tuple[str, ...] = (),
                    load_batch: Callable[[int], ir.Graph] | None = None) -> QuantizeResult:
     """Calibrates, lowers to `target`'s operators (default: TOSA with the options' config) and
-    evaluates `graph` (no files read or written). `load_batch(n)`, when given, loads the same
+    evaluates `graph` (no files read or written). With `calib` None the model's annotations
+    (@quantize, graph.quant, ONNX QDQ pairs) are its only parameters: no calibration, no bias
+    correction or adaptive rounding (they need data). `load_batch(n)`, when given, loads the same
     float model at batch n, to evaluate n samples at a time."""
     target = target or TosaTarget(options.config)
     target.check_options(options)
     name = name or graph.name
     input_name, _ = single_input(graph)
+    outputs = scored_outputs(graph, evaluation or calib, options.score_outputs)
     target.check_graph(graph)
     seconds = {}
     t0 = time.perf_counter()
     calibration = calibrate_model(graph, calib, input_name, options, target)
     seconds["calibrate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    model = target.lower(graph, calibration)
+    model = target.lower(graph, calibration) if calib is not None else lower_annotated(graph, calibration, target)
     seconds["lower"] = time.perf_counter() - t0
-    if evaluation is None:
+    if evaluation is None and calib is not None:
         evaluation = calib
         notes = notes + ("No evaluation data was given: the report compares float and integer "
                          "results on the calibration data.",)
+    elif evaluation is None:
+        evaluation = annotated_input_samples(graph, input_name)
+        notes = notes + (f"No calibration or evaluation data was given: the report compares float and "
+                         f"integer results on {len(evaluation)} seeded random inputs spread over the "
+                         "input's annotated range; pass --eval for figures on real data.",)
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
     batched = batched_models(graph, model, calibration, target, load_batch, min(EVAL_BATCH, n_eval))
     report = evaluate(graph, model, evaluation.feeds(input_name, n_eval), total=n_eval,
                       backend=options.backend, name=name, settings=target.report_settings(options),
-                      show_progress=options.show_progress, notes=notes, batched=batched)
+                      show_progress=options.show_progress, notes=notes, batched=batched, outputs=outputs)
     seconds["evaluate"] = time.perf_counter() - t0
     return QuantizeResult(model, report, target, None, seconds)
+
+
+def scored_outputs(graph: ir.Graph, samples: Samples, requested: tuple[str, ...] = ()) -> tuple[ScoredOutput, ...]:
+    """The outputs the report scores (qsim.quant.scoring), with the samples' labels checked
+    against each labelled output's classes."""
+    outputs = choose_outputs(graph, requested, labelled=tuple(samples.output_labels),
+                             unnamed_labels=samples.labels is not None)
+    by_name = {o.name: o for o in outputs}
+    for out_name, labels in samples.output_labels.items():
+        if out_name in by_name:
+            check_label_range(out_name, labels, by_name[out_name].classes, f"labels/{out_name}")
+    if samples.labels is not None:
+        for target_name in label_targets(outputs):
+            check_label_range(target_name, samples.labels, by_name[target_name].classes)
+    return outputs
 
 
 def make_target(kind: TargetKind, options: QuantizeOptions = QuantizeOptions(),
@@ -216,7 +269,8 @@ def make_target(kind: TargetKind, options: QuantizeOptions = QuantizeOptions(),
 def load_float_model(path, batch: int | None = None) -> ir.Graph:
     """Loads a float model keeping whole every compound operator some target has a rule for
     (nn.conv, nn.batch_norm, nn.linear, ...): the rules see the operator, not its expansion.
-    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none).
+    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none) or an
+    ONNX model's dynamic first input dimension (an error if its inputs have a fixed one).
     A quantized-model folder is a UsageError: it holds integer operators already."""
     if is_quantized_model(path):
         raise UsageError(f"{path} is a quantized model folder (it has {METADATA_FILE}); qsim quantize "
@@ -224,6 +278,12 @@ def load_float_model(path, batch: int | None = None) -> ir.Graph:
     if model_kind(str(path)) == "skriptnd":
         keep = {kind for rules in RULES.values() for kind in rules}
         return load(path, keep=keep, attribs=None if batch is None else {"batch": batch})
+    if model_kind(str(path)) == "onnx":
+        graph = load(path, batch=batch or 1)
+        if batch is not None and any(graph.tensor(n).shape[:1] != (batch,) for n in graph.inputs):
+            raise UsageError(f"{path}: the ONNX model's inputs have a fixed batch size",
+                             hint="export it with a dynamic first dimension to evaluate in batches")
+        return graph
     if batch is not None:
         raise UsageError(f"{path}: an NNEF 1.0 model has a fixed batch size")
     return load(path)

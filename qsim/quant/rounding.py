@@ -109,6 +109,12 @@ class PatchMoments:
         if self._rows.nbytes > KEEP_BUFFER_BYTES or self._rows.base is not None:
             self._rows = self._no_rows()     # bounded memory between samples; scratch let go
 
+    def means(self) -> np.ndarray:
+        """[groups, K]: E[x] over the rows seen (valid after second_moment consumed the
+        K x K totals: the sums of x are kept)."""
+        self._flush()
+        return self.sum_x / max(self.count, 1)
+
     def second_moment(self, centered: bool, consume: bool = False) -> np.ndarray:
         """[groups, K, K]: E[x x^T], minus E[x] E[x]^T when `centered`. With `consume`, the
         totals become the result (no second K x K float64 array: a wide layer's is 170 MB)
@@ -375,8 +381,9 @@ def watch_layers(graph: ir.Graph) -> InputMoments:
                 groups, kernel, stride, dilation, tuple(begins), tuple(ends), tuple(crop)))
         elif kind == "nn.linear" and graph.tensor(op.inputs[1]).data is not None:
             moments.watch_linear(op.outputs[0], op.inputs[0])
-        elif (kind == "linalg.matmul" and len(op.inputs) == 2
+        elif (kind == "linalg.matmul" and (len(op.inputs) == 2 or not op.inputs[2])
               and graph.tensor(op.inputs[1]).data is not None
-              and len(graph.tensor(op.inputs[0]).shape) == 2 and not op.attrs.get("transA", False)):
+              and len(graph.tensor(op.inputs[0]).shape) >= 2 and not op.attrs.get("transA", False)
+              and all(d == 1 for d in graph.tensor(op.inputs[1]).shape[:-2])):
             moments.watch_linear(op.outputs[0], op.inputs[0])
     return moments

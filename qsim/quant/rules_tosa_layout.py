@@ -5,7 +5,8 @@ input's quantization (whatever calibration saw for them): reshape-like ops
 become RESHAPE of the float-layout tensor, transpose only changes the lazy
 layout (no op), pad pads with the zero point (real 0), slice and concat map
 their axes through the layout. Max pooling commutes with quantization; average
-pooling keeps the input's grid (an average stays within its inputs' range).
+pooling keeps the input's grid (an average stays within its inputs' range), unless the
+output is annotated with its own grid (an ONNX QDQ model's QLinearGlobalAveragePool).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from .. import ir
 from ..numerics import RESIZE_ROUNDING, nnef_round
-from .float_patterns import packed_ints, spatial_padding
+from .float_patterns import is_annotated, packed_ints, spatial_padding
 from .float_side import NHWC_FROM_NCHW, Lowered, identity
 from .rules import rule
 from .rules_tosa_linear import _crop_input
@@ -23,6 +24,17 @@ from .tosa_context import TosaContext
 
 def _norm_axes(axes, rank: int) -> tuple[int, ...]:
     return tuple(int(a) % rank for a in axes)
+
+
+def _own_annotation(ctx: TosaContext, name: str, kept: ir.QuantInfo) -> ir.QuantInfo | None:
+    """The annotation of output `name` (@quantize, graph.quant, an ONNX QDQ pair) when it is not
+    the grid `kept` that a pooling keeps from its input; annotations are honoured exactly."""
+    if not is_annotated(ctx.f, name):
+        return None
+    own = ctx.f.activation_quant(name)
+    same = (float(own.scales()[0]) == float(kept.scales()[0])
+            and int(own.zero_points()[0]) == int(kept.zero_points()[0]))
+    return None if same else own
 
 
 @rule(TargetKind.TOSA, "layout.reshape", "layout.flatten", "layout.unflatten", "layout.squeeze", "layout.unsqueeze")
@@ -140,12 +152,16 @@ def lower_pool(ctx: TosaContext, op: ir.Op) -> None:
         zp = int(x.quant.zero_points()[0])
         attrs.update(input_zp=zp, output_zp=zp)
     tosa_op = "MAX_POOL2D" if op.kind.name == "nn.max_pool" else "AVG_POOL2D"
-    out = ctx.emit(tosa_op, [x.name], attrs, hint=op.outputs[0], label=ctx.f.where(),
-                     quant=x.quant, exact=True)
-    ctx.f.bind(op.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))
+    own = _own_annotation(ctx, op.outputs[0], x.quant)
+    out = ctx.emit(tosa_op, [x.name], attrs, hint=op.outputs[0] if own is None else f"{op.outputs[0]}.pooled",
+                   label=ctx.f.where(), quant=x.quant, exact=own is None)
+    v = Lowered(out, x.quant, NHWC_FROM_NCHW)
+    if own is not None:    # then RESCALE to the output's own grid (a second rounding for averages)
+        v = ctx.requantize(v, own, op.outputs[0], exact=True)
+    ctx.f.bind(op.outputs[0], v)
 
 
-@rule(TargetKind.TOSA, "math.mean_reduce", "math.sum_reduce")
+@rule(TargetKind.TOSA, "math.sum_reduce")     # math.mean_reduce: rules_tosa_norm (layer norms)
 def lower_mean_sum(ctx: TosaContext, op: ir.Op) -> None:
     in_shape = ctx.f.float_shape(op.inputs[0])
     rank = len(in_shape)
@@ -153,8 +169,10 @@ def lower_mean_sum(ctx: TosaContext, op: ir.Op) -> None:
     squeeze = bool(op.attrs.get("squeeze", False))
     mean = op.kind.name == "math.mean_reduce"
     x = ctx.f.value(op.inputs[0])
-    if mean and rank == 4 and axes == [2, 3] and in_shape[2] * in_shape[3] > 1:
-        # global average pooling: one AVG_POOL2D over the whole plane
+    if (mean and rank == 4 and axes == [2, 3] and in_shape[2] * in_shape[3] > 1
+            and _own_annotation(ctx, op.outputs[0], x.quant) is None):
+        # global average pooling: one AVG_POOL2D over the whole plane (an output annotated on
+        # another grid takes the general path below: one rounding, not AVG_POOL2D's and a RESCALE's)
         x = ctx.transpose_to(x, NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
         zp = int(x.quant.zero_points()[0])
         pooled = ctx.emit("AVG_POOL2D", [x.name], {

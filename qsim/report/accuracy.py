@@ -21,7 +21,8 @@ def _plot_sqnr(report: AccuracyReport, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [t.name for t in report.tensors]
+    outputs = {o.name for o in report.outputs}
+    names = [f"{t.name} (output)" if t.name in outputs else t.name for t in report.tensors]
     finite = [t.sqnr_db for t in report.tensors if math.isfinite(t.sqnr_db)]
     cap = (max(finite) + 10.0) if finite else 100.0
     values = [t.sqnr_db if math.isfinite(t.sqnr_db) else cap for t in report.tensors]
@@ -35,6 +36,9 @@ def _plot_sqnr(report: AccuracyReport, path: Path) -> None:
             ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, " exact",
                     va="center", fontsize=8)
     ax.set_yticks(range(len(names)), names, fontsize=8)
+    for label, t in zip(ax.get_yticklabels(), report.tensors):
+        if t.name in outputs:
+            label.set_fontweight("bold")
     ax.invert_yaxis()
     ax.set_xlabel("SQNR (dB), float vs dequantized integer; higher is better")
     ax.set_title(f"{report.model}: per-tensor SQNR")
@@ -50,7 +54,10 @@ def _plot_histograms(report: AccuracyReport, path: Path, most: int = 12) -> None
     import matplotlib.pyplot as plt
 
     with_hist = [t for t in report.tensors if t.error_counts]
-    worst = sorted(with_hist, key=lambda t: t.sqnr_db)[:most]
+    outputs = {o.name for o in report.outputs}
+    # the scored outputs first (what a user reads), then the lowest-SQNR tensors
+    worst = ([t for t in with_hist if t.name in outputs]
+             + sorted((t for t in with_hist if t.name not in outputs), key=lambda t: t.sqnr_db))[:most]
     cols = 3
     rows = max(1, math.ceil(len(worst) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(11, 2.6 * rows), squeeze=False)
@@ -63,7 +70,7 @@ def _plot_histograms(report: AccuracyReport, path: Path, most: int = 12) -> None
         ax.set_title(f"{t.name} ({t.sqnr_db:.1f} dB)", fontsize=8)
         ax.set_xlabel("error (LSB)", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.suptitle(f"{report.model}: error histograms of the {len(worst)} lowest-SQNR tensors")
+    fig.suptitle(f"{report.model}: error histograms of the scored outputs and the lowest-SQNR tensors")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -84,14 +91,27 @@ def write_accuracy_report(report: AccuracyReport, out_dir: str | Path) -> dict[s
     _plot_histograms(report, paths["error_plot"])
 
     page = Page(f"qsim accuracy report: {report.model}")
+    primary = report.primary_output
+    of = f" ('{primary}')" if primary is not None and len(report.outputs) > 1 else ""
     page.table(["measure", "value"], [
         ["evaluation samples", report.eval_samples],
-        ["float top-1", _pct(report.float_top1)],
-        ["integer top-1", _pct(report.int8_top1)],
-        ["top-1 agreement (float vs integer)", _pct(report.top1_agreement)],
+        [f"float top-1{of}", _pct(report.float_top1)],
+        [f"integer top-1{of}", _pct(report.int8_top1)],
+        [f"top-1 agreement (float vs integer){of}", _pct(report.top1_agreement)],
     ] + [[k, v] for k, v in sorted(report.settings.items())])
+    for warning in report.warnings:
+        page.paragraph("Warning: " + warning, css="bad")
     for note in report.notes:
         page.paragraph(note, css="note")
+    if report.outputs:
+        page.heading("Per-output accuracy")
+        page.table(["output", "per sample", "scored as", "SQNR (dB)", "max error (LSB)", "within 1 LSB",
+                    "top-1 agreement", "float top-1", "integer top-1"],
+                   [[o.name, "x".join(map(str, o.sample_shape)) or "scalar",
+                     f"class vector ({o.reason})" if o.top1_agreement is not None else f"values ({o.reason})",
+                     "exact" if not math.isfinite(o.sqnr_db) else round(o.sqnr_db, 2),
+                     round(o.max_error_lsb, 2), _pct(o.within_one_lsb), _pct(o.top1_agreement),
+                     _pct(o.float_top1), _pct(o.int8_top1)] for o in report.outputs])
     page.heading("Per-tensor SQNR").image(paths["sqnr_plot"].name, "per-tensor SQNR")
     page.table(["tensor", "op", "SQNR (dB)"],
                [[t.name, t.op, "exact" if not math.isfinite(t.sqnr_db) else round(t.sqnr_db, 2)]

@@ -167,4 +167,4 @@ def test_default_job_evaluates_on_the_full_test_set_when_installed(tmp_path, cap
         assert "full Fashion-MNIST test set (10000 labelled images" in notes
     else:
         assert "embedded Fashion-MNIST test subset" in notes
-    assert "top-1 accuracy: float" in capsys.readouterr().out
+    assert "top-1 accuracy float" in capsys.readouterr().out

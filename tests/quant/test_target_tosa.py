@@ -98,10 +98,10 @@ def test_floor_mode_stride_crops_or_trims_padding(rng):
 def test_unsupported_operator_is_named(rng):
     g = FloatGraph(rng)
     x = g.input("x", (1, 4))
-    g.op("math.floor", [x], "y", (1, 4))
+    g.op("math.mod", [x, g.const("two", 2.0)], "y", (1, 4))
     graph = g.graph(["y"])
     qp = calibrate_minmax(graph, [rng.normal(size=(1, 4)).astype(np.float32)])
-    with pytest.raises(UnsupportedError, match=r"math.floor .y.: no integer lowering for math.floor"):
+    with pytest.raises(UnsupportedError, match=r"math.mod .y.: no integer lowering for math.mod"):
         lower_graph(graph, qp)
 
 

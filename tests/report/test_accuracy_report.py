@@ -40,3 +40,27 @@ def test_html_escapes_names(tmp_path):
                        tensors=(TensorAccuracy("a<b>", "X&Y", 10.0),))
     page = write_accuracy_report(r, tmp_path)["html"].read_text()
     assert "a&lt;b&gt;" in page and "X&amp;Y" in page and "<m>" not in page
+
+
+def test_per_output_figures_and_warnings_in_json_and_html(tmp_path):
+    from qsim.quant.accuracy import OutputAccuracy
+    box = OutputAccuracy("box", (4,), "values", "several outputs, no softmax, no labels", math.inf, 0.0, 1.0)
+    prob = OutputAccuracy("prob", (2,), "classes", "softmax", 31.5, 1.25, 0.875, top1_agreement=0.75,
+                          float_top1=0.5, int8_top1=0.625, labelled=8)
+    r = AccuracyReport(model="rnet", eval_samples=8, top1_agreement=0.75, float_top1=0.5, int8_top1=0.625,
+                       tensors=(TensorAccuracy("box", "nn.linear", math.inf), TensorAccuracy("prob", "nn.softmax", 31.5)),
+                       outputs=(box, prob), warnings=("outputs[0] 'box' is not a class vector",))
+    paths = write_accuracy_report(r, tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert data["outputs"][0] == {"name": "box", "sample_shape": [4], "role": "values",
+                                  "reason": "several outputs, no softmax, no labels", "sqnr_db": None,
+                                  "max_error_lsb": 0.0, "within_one_lsb": 1.0, "top1_agreement": None,
+                                  "float_top1": None, "int8_top1": None, "labelled": 0}
+    assert data["outputs"][1]["top1_agreement"] == 0.75 and data["outputs"][1]["labelled"] == 8
+    assert data["warnings"] == ["outputs[0] 'box' is not a class vector"]
+    page = paths["html"].read_text()
+    assert "Per-output accuracy" in page and "class vector (softmax)" in page
+    assert "<td>box</td><td>4</td><td>values (several outputs, no softmax, no labels)</td><td>exact</td>" in page
+    assert "62.50 %" in page and "87.50 %" in page                  # prob's integer top-1, within 1 LSB
+    assert '<p class="bad">Warning: outputs[0] &#x27;box&#x27; is not a class vector</p>' in page
+    assert "top-1 agreement (float vs integer) (&#x27;prob&#x27;)" in page

@@ -1,0 +1,220 @@
+"""Real-size architectures through qsim's whole flow: ONNX → quantize → simulate.
+
+    python benchmarks/models.py [--models resnet18,mobilenet_v2,...] [--calib 32] [--eval 32]
+                                [--work DIR] [--out reports]
+
+Per model (benchmarks/_architectures.py; random weights except MTCNN's, which are real):
+- float: qsim's float execution of the ONNX model vs onnxruntime on the evaluation inputs
+  (largest |difference|, and relative to the largest |output|);
+- quantize: `qsim quantize model.onnx --calib calib.npy --eval eval.npy` (the default recipe),
+  each output's SQNR, top-1 agreement where it is a class vector, and the seconds per stage;
+- simulate: `qsim simulate` on the NPU's numpy cycle model (16x16, one input), whether every
+  layer is bit-exact with the kernels, the cycle count and the seconds.
+A model that stops at any stage is recorded with the stage and qsim's message.
+
+Writes reports/models.md and reports/models.json. Benchmark-only packages: torch (the
+architectures are exported with torch.onnx), onnxruntime, scikit-image and scikit-learn (the
+photographs the 224x224 inputs are cropped from), facenet-pytorch (MTCNN's weights: `pip install
+--no-deps facenet-pytorch`). Nothing is downloaded at run time. Times are CPU-load dependent:
+the load average is recorded; no figure here is compared against a fixed time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))     # this checkout's qsim, not another installed one
+
+from qsim.atomic import atomic_write_text  # noqa: E402
+from qsim.commands.quantize import quantize_to_folder  # noqa: E402
+from qsim.commands.simulate import simulate_command  # noqa: E402
+from qsim.errors import QsimError  # noqa: E402
+from qsim.npu.engines import Engine  # noqa: E402
+from qsim.quant.pipeline import QuantizeOptions, load_float_model  # noqa: E402
+from qsim.runtime.executor import execute  # noqa: E402
+
+from _architectures import ARCHITECTURES, inputs  # noqa: E402
+
+CALIB_SEED, EVAL_SEED = 1, 2
+FLOAT_BATCH = 4
+
+
+def _check_packages() -> None:
+    missing = []
+    for module, hint in (("torch", "pip install torch"), ("onnxruntime", "pip install onnxruntime"),
+                         ("skimage", "pip install scikit-image"), ("sklearn", "pip install scikit-learn")):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(f"{module} ({hint})")
+    if missing:
+        raise SystemExit("benchmark-only packages missing: " + ", ".join(missing))
+
+
+def run_ort(path: Path, x: np.ndarray) -> dict[str, np.ndarray]:
+    import onnxruntime as ort   # deferred: benchmark-only dependency
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, {session.get_inputs()[0].name: x})))
+
+
+def prepare(name: str, work: Path, n_calib: int, n_eval: int) -> dict:
+    """Exports the model and writes its calibration and evaluation inputs (reused when present)."""
+    import onnx   # deferred: benchmark-only dependency
+    arch = ARCHITECTURES[name]
+    folder = work / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.onnx"
+    t0 = time.perf_counter()
+    if not path.exists():
+        onnx.save(arch.build(), path)
+    files = {"model": path, "calib": folder / f"calib{n_calib}.npy", "eval": folder / f"eval{n_eval}.npy"}
+    for key, n, seed in (("calib", n_calib, CALIB_SEED), ("eval", n_eval, EVAL_SEED)):
+        if not files[key].exists():
+            np.save(files[key], inputs(arch, n, seed))
+    return dict(files, export_s=time.perf_counter() - t0)
+
+
+def float_check(path: Path, x: np.ndarray) -> dict:
+    """qsim's float graph vs onnxruntime on the first FLOAT_BATCH evaluation inputs."""
+    batch = min(FLOAT_BATCH, len(x))
+    graph = load_float_model(path, batch=batch)
+    got = execute(graph, {graph.inputs[0]: x[:batch]})
+    ref = run_ort(path, x[:batch])
+    diffs = {}
+    for out, r in ref.items():
+        d = float(np.max(np.abs(np.asarray(got[out], np.float64) - r)))
+        diffs[out] = {"max_abs_diff": d, "relative": d / float(np.max(np.abs(r)) or 1.0)}
+    return {"samples": batch, "outputs": diffs}
+
+
+def run_model(name: str, args) -> dict:
+    arch = ARCHITECTURES[name]
+    row = {"model": name, "weights": arch.weights, "input": list(arch.input_shape)}
+    stage = "export"
+    try:
+        files = prepare(name, Path(args.work), args.calib, args.eval)
+        row["seconds"] = {"export": round(files["export_s"], 1)}
+        stage = "float"
+        t0 = time.perf_counter()
+        row["float"] = float_check(files["model"], np.load(files["eval"]))
+        row["seconds"]["float_check"] = round(time.perf_counter() - t0, 1)
+        stage = "quantize"
+        out = Path(args.work) / name / "int8"
+        result = quantize_to_folder(str(files["model"]), str(files["calib"]), str(out),
+                                    QuantizeOptions(show_progress=False), evaluation=str(files["eval"]))
+        row["seconds"].update({k: round(v, 1) for k, v in result.seconds.items()})
+        row["integer_ops"] = len(result.model.graph.ops)
+        row["outputs"] = [o.__dict__ | {"sample_shape": list(o.sample_shape)} for o in result.report.outputs]
+        row["warnings"] = list(result.report.warnings)
+        stage = "simulate"
+        x1 = Path(args.work) / name / "x1.npy"
+        np.save(x1, np.load(files["eval"])[:1])
+        t0 = time.perf_counter()
+        sim = simulate_command(str(out), args.config, Engine.MODEL, str(x1), str(Path(args.work) / name / "npu"),
+                               show_progress=False, workers=1)
+        row["seconds"]["simulate"] = round(time.perf_counter() - t0, 1)
+        row["simulate"] = {"verified": sim.verified, "cycles": sim.reports[0].total_cycles,
+                           "layers": len(sim.reports[0].layers), "messages": sim.messages[:3]}
+    except QsimError as err:
+        row["failed"] = {"stage": stage, "message": str(err).splitlines()[0]}
+    except Exception as err:  # a traceback is a qsim bug: recorded with its stack, the run goes on
+        row["failed"] = {"stage": stage, "message": f"{type(err).__name__}: {err}",
+                         "traceback": traceback.format_exc(limit=6)}
+    return row
+
+
+def _fmt_sqnr(o) -> str:
+    return "exact" if o["sqnr_db"] is None or not np.isfinite(o["sqnr_db"]) else f"{o['sqnr_db']:.1f} dB"
+
+
+def markdown(results: dict) -> str:
+    lines = ["# Models: ONNX → quantize → simulate", "",
+             f"Generated by `python benchmarks/models.py` on {results['machine']} ({results['date']}, load "
+             f"average {results['load']} on {os.cpu_count()} cores, shared; times are wall-clock under that "
+             "load and indicative only).", "",
+             "Architectures: benchmarks/_architectures.py. **The CNNs and the transformer have random weights** "
+             "(torchvision's layer structure, seeded PyTorch initialization): the flow, the bit-exactness and the "
+             "numerical agreement are what is measured, not task accuracy. MTCNN RNet/ONet carry their real "
+             "trained weights (facenet-pytorch's package data). Inputs: "
+             f"{results['calib']} calibration and {results['eval']} evaluation samples (224x224 crops of the "
+             "photographs bundled with scikit-image/scikit-learn; MTCNN: crops of the embedded images; "
+             "transformer: N(0, 1) embeddings). Recipe: qsim quantize's defaults (int8, percentile, adaptive "
+             f"weight rounding, bias correction). Simulation: the NPU's cycle model, {results['config']}, one "
+             "input.", "",
+             "| model | weights | float vs onnxruntime (max abs / relative) | outputs: SQNR, top-1 agreement | "
+             "simulate | times (s) |", "|---|---|---|---|---|---|"]
+    for r in results["models"]:
+        fl = r.get("float")
+        float_cell = "; ".join(f"{d['max_abs_diff']:.2e} / {d['relative']:.1e}" for d in fl["outputs"].values()) \
+            if fl else ""
+        outs = "; ".join(f"{o['name']}: {_fmt_sqnr(o)}"
+                         + (f", {100 * o['top1_agreement']:.1f} %" if o.get("top1_agreement") is not None else "")
+                         for o in r.get("outputs", []))
+        sim = r.get("simulate")
+        sim_cell = (("verified" if sim["verified"] else "MISMATCH") + f", {sim['layers']} layers, "
+                    f"{sim['cycles']} cycles") if sim else ""
+        times = ", ".join(f"{k} {v}" for k, v in r.get("seconds", {}).items())
+        if "failed" in r:
+            f = r["failed"]
+            message = f["message"].replace("|", "\\|")
+            cell = f"**stops at {f['stage']}**: {message}"
+            if not outs:
+                outs = cell
+            else:
+                sim_cell = cell
+        lines.append(f"| {r['model']} | {r['weights']} | {float_cell} | {outs} | {sim_cell} | {times} |")
+    failed = [r for r in results["models"] if "failed" in r]
+    lines += ["", f"{len(results['models']) - len(failed)} of {len(results['models'])} models go through "
+              "quantize and a verified simulation."]
+    warned = [r for r in results["models"] if r.get("warnings")]
+    if warned:
+        lines += ["", "Report warnings (per-output scoring, docs/quantize.md):"]
+        lines += [f"- {r['model']}: {w}" for r in warned for w in r["warnings"]]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(ARCHITECTURES))
+    parser.add_argument("--calib", type=int, default=32)
+    parser.add_argument("--eval", type=int, default=32)
+    parser.add_argument("--config", default="16x16")
+    parser.add_argument("--work", default="/tmp/qsim-bench-models", help="exported models and data (reused)")
+    parser.add_argument("--out", default="reports")
+    args = parser.parse_args(argv)
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in names if m not in ARCHITECTURES]
+    if unknown:
+        raise SystemExit(f"unknown models {unknown}; known: {', '.join(ARCHITECTURES)}")
+    _check_packages()
+    results = {"machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
+               "date": time.strftime("%Y-%m-%d"), "load": round(os.getloadavg()[0], 1),
+               "calib": args.calib, "eval": args.eval, "config": args.config, "models": []}
+    for name in names:
+        print(f"{name} ...", flush=True)
+        row = run_model(name, args)
+        results["models"].append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "outputs"}, default=str)[:600], flush=True)
+    out = Path(args.out)
+    atomic_write_text(out / "models.json", json.dumps(results, indent=2, default=float) + "\n")
+    text = markdown(results)
+    atomic_write_text(out / "models.md", text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
