@@ -133,26 +133,37 @@ def conv_patches_f32(const float[:, :, :, :] x, float[:, :, :] out, int64_t grou
     if out.shape[2] > 1 and out.strides[2] != sizeof(float):
         raise ValueError("conv_patches_f32: out's last axis must be contiguous")
     cdef int64_t N = x.shape[0], H = x.shape[2], W = x.shape[3]
-    cdef int64_t icg = x.shape[1] // groups, g, n, oy, ox, c, ky, kx, iy, ix, row, col
+    cdef int64_t icg = x.shape[1] // groups, g, n, oy, ox, c, ky, kx, iy, ix, row
+    # strides in floats (a float32 array's strides are multiples of 4 bytes)
+    cdef int64_t xs0 = x.strides[0] // 4, xs1 = x.strides[1] // 4, xs2 = x.strides[2] // 4
+    cdef int64_t xs3 = x.strides[3] // 4, os0 = out.strides[0] // 4, os1 = out.strides[1] // 4
+    cdef const float *xb
+    cdef const float *src
+    cdef float *ob
     cdef float *dst
+    if N == 0 or OH <= 0 or OW <= 0 or out.shape[2] == 0 or groups == 0:
+        return
+    xb = &x[0, 0, 0, 0]
+    ob = &out[0, 0, 0]
     with nogil:
         for g in range(groups):
             row = 0
             for n in range(N):
                 for oy in range(OH):
                     for ox in range(OW):
-                        dst = &out[g, row, 0]
-                        col = 0
+                        dst = ob + g * os0 + row * os1
                         for c in range(icg):
                             for ky in range(KH):
                                 iy = oy * sy + ky * dy - pt
-                                for kx in range(KW):
-                                    ix = ox * sx + kx * dx - pl
-                                    if 0 <= iy < H and 0 <= ix < W:
-                                        dst[col] = x[n, g * icg + c, iy, ix]
-                                    else:
-                                        dst[col] = 0.0
-                                    col += 1
+                                if iy < 0 or iy >= H:
+                                    for kx in range(KW):
+                                        dst[kx] = 0.0
+                                else:
+                                    src = xb + n * xs0 + (g * icg + c) * xs1 + iy * xs2
+                                    for kx in range(KW):
+                                        ix = ox * sx + kx * dx - pl
+                                        dst[kx] = src[ix * xs3] if 0 <= ix < W else 0.0
+                                dst += KW
                         row += 1
 
 
