@@ -6,8 +6,8 @@ rest depends on the opcode. README.md renders the same tables for users.
 
 Execution model (README.md, "Dispatch"): instructions dispatch in order, one per
 cycle at most, to the DMA unit (LOAD, STORE), the compute unit (COMPUTE) or the
-vector DMA with its vector unit (VRUN). LOAD, STORE and VRUN share the DRAM
-channels, so they exclude each other: each counts as the "DMA" for dispatch and
+vector DMA with its vector unit (VRUN), or the window DMA (LOADW). LOAD, STORE, LOADW
+and VRUN share the DRAM channels, so they exclude each other: each counts as the "DMA" for dispatch and
 for wait_dma. An
 instruction waits until its unit is idle, and additionally until the DMA unit
 is idle (wait_dma) and/or the compute unit is idle (wait_compute). Double
@@ -28,6 +28,8 @@ class Opcode(enum.IntEnum):
     STORE = 2     # output / accumulator buffer -> DRAM
     COMPUTE = 3   # buffers -> array -> accumulators (-> requantization -> output buffer)
     VRUN = 4      # DRAM -> vector unit -> DRAM, as configured by the VCONFIG register file
+    LOADW = 5     # DRAM tensor -> input buffer through convolution windows (im2col in hardware),
+                  # as the window descriptor in the register file says (hw/window_isa.py)
 
 
 class LoadBuffer(enum.IntEnum):
@@ -48,6 +50,8 @@ HEADER = (("opcode", 3, False), ("wait_dma", 1, False), ("wait_compute", 1, Fals
 FIELDS = {
     Opcode.NOP: (),
     Opcode.VRUN: (),
+    # LOADW: `count` input-buffer words from `buf_addr` (the descriptor gives the rest)
+    Opcode.LOADW: (("buf_addr", 16, False), ("count", 16, False)),
     Opcode.LOAD: (("buf", 2, False), ("buf_addr", 16, False), ("count", 16, False),
                   ("dram_addr", 32, False), ("dram_stride", 24, False),
                   ("word_bytes", 16, False)),
@@ -111,6 +115,10 @@ def store(buf: StoreBuffer, buf_addr: int, count: int, dram_addr: int, dram_stri
     return Instr(Opcode.STORE, fields=dict(buf=int(buf), buf_addr=buf_addr, count=count,
                                            dram_addr=dram_addr, dram_stride=dram_stride,
                                            word_bytes=word_bytes), **flags)
+
+
+def loadw(buf_addr: int, count: int, **flags) -> Instr:
+    return Instr(Opcode.LOADW, fields=dict(buf_addr=buf_addr, count=count), **flags)
 
 
 def compute(**kw) -> Instr:

@@ -1,5 +1,5 @@
-"""The NPU: in-order dispatcher, DMA unit, compute unit, vector DMA + vector unit, on-chip
-buffers, DRAM port.
+"""The NPU: in-order dispatcher, DMA unit, window DMA (LOADW), compute unit, vector DMA +
+vector unit, on-chip buffers, DRAM port.
 
 Dispatch (README.md): an instruction accepted from the `instr` stream sits in
 one register; it dispatches in the first cycle its unit is idle and its wait
@@ -25,7 +25,9 @@ from .dma import DMA, field
 from .isa import INSTR_BITS, Opcode
 from .params import PARAM_DEPTH_WORDS, Geometry
 from .vdma import VectorDMA
-from .vector_isa import config_bits, config_words
+from .vector_isa import config_bits
+from .wdma import WindowDMA
+from .window_isa import WINDOW_BITS, window_base, window_words
 
 
 class NPU(wiring.Component):
@@ -46,13 +48,17 @@ class NPU(wiring.Component):
         m.submodules.dma = dma = DMA(g)
         m.submodules.compute = cu = ComputeUnit(g)
         m.submodules.vdma = vd = VectorDMA(g)
-        # The vector configuration register file: LOAD ... VCONFIG writes whole words.
-        vcfg = [Signal(8 * g.dram_port_bytes, name=f"vconfig{k}")
-                for k in range(config_words(g.cols, g.dram_port_bytes))]
+        m.submodules.wdma = wd = WindowDMA(g)
+        # The configuration register file: LOAD ... VCONFIG writes whole words; the vector
+        # configuration first, then the window descriptor (hw/window_isa.py).
+        P = g.dram_port_bytes
+        wbase = window_base(g.cols, P)
+        vcfg = [Signal(8 * P, name=f"vconfig{k}") for k in range(wbase + window_words(P))]
         for k, word in enumerate(vcfg):
             with m.If(dma.wr_vconfig & (dma.wr_addr == k)):
                 m.d.sync += word.eq(dma.wr_data)
-        m.d.comb += vd.cfg.eq(Cat(*vcfg)[:config_bits(g.cols)])
+        m.d.comb += [vd.cfg.eq(Cat(*vcfg[:wbase])[:config_bits(g.cols)]),
+                     wd.desc.eq(Cat(*vcfg[wbase:])[:WINDOW_BITS])]
 
         # Buffers: synchronous read ports (data one cycle after the address).
         m.submodules.input_buf = input_buf = memory.Memory(
@@ -66,8 +72,11 @@ class NPU(wiring.Component):
         m.submodules.output_buf = output_buf = memory.Memory(
             shape=unsigned(8 * g.output_word_bytes), depth=g.acc_depth_words, init=[])
 
-        for mem, en, width in ((input_buf, dma.wr_input, g.input_word_bytes),
-                               (weight_buf, dma.wr_weight, g.weight_word_bytes),
+        wp = input_buf.write_port()     # LOAD or LOADW (never both: one DRAM mover at a time)
+        m.d.comb += [wp.addr.eq(Mux(wd.wr_en, wd.wr_addr, dma.wr_addr)),
+                     wp.data.eq(Mux(wd.wr_en, wd.wr_data, dma.wr_data[:8 * g.input_word_bytes])),
+                     wp.en.eq(dma.wr_input | wd.wr_en)]
+        for mem, en, width in ((weight_buf, dma.wr_weight, g.weight_word_bytes),
                                (param_buf, dma.wr_param, g.param_word_bytes)):
             wp = mem.write_port()
             m.d.comb += [wp.addr.eq(dma.wr_addr), wp.data.eq(dma.wr_data[:8 * width]), wp.en.eq(en)]
@@ -85,12 +94,13 @@ class NPU(wiring.Component):
             m.d.comb += [rp.addr.eq(dma.rd_addr), data.eq(rp.data)]
 
         vbusy = vd.busy
-        m.d.comb += [self.dram_addr.eq(Mux(vbusy, vd.raddr, dma.dram_addr)),
-                     self.dram_re.eq(dma.dram_re | vd.re), self.dram_we.eq(dma.dram_we | vd.we),
+        m.d.comb += [self.dram_addr.eq(Mux(vbusy, vd.raddr, Mux(wd.busy, wd.raddr, dma.dram_addr))),
+                     self.dram_re.eq(dma.dram_re | vd.re | wd.re), self.dram_we.eq(dma.dram_we | vd.we),
                      self.dram_waddr.eq(Mux(vbusy, vd.waddr, dma.dram_addr)),
                      self.dram_wdata.eq(Mux(vbusy, vd.wdata, dma.dram_wdata)),
                      self.dram_wlen.eq(Mux(vbusy, vd.wlen, dma.dram_wlen)),
-                     dma.dram_rdata.eq(self.dram_rdata), vd.rdata.eq(self.dram_rdata)]
+                     dma.dram_rdata.eq(self.dram_rdata), vd.rdata.eq(self.dram_rdata),
+                     wd.rdata.eq(self.dram_rdata)]
 
         # In-order dispatcher.
         cur = Signal(INSTR_BITS)
@@ -98,15 +108,17 @@ class NPU(wiring.Component):
         opcode = field(cur, Opcode.NOP, "opcode")
         wait_dma = field(cur, Opcode.NOP, "wait_dma")
         wait_compute = field(cur, Opcode.NOP, "wait_compute")
-        # LOAD, STORE and VRUN share the DRAM channels: one "DMA" for dispatch and wait_dma.
-        to_dma = (opcode == Opcode.LOAD) | (opcode == Opcode.STORE) | (opcode == Opcode.VRUN)
+        # LOAD, STORE, LOADW and VRUN share the DRAM channels: one "DMA" for dispatch and wait_dma.
+        to_dma = ((opcode == Opcode.LOAD) | (opcode == Opcode.STORE) | (opcode == Opcode.VRUN)
+                  | (opcode == Opcode.LOADW))
         to_compute = opcode == Opcode.COMPUTE
-        dram_busy = dma.busy | vd.busy
+        dram_busy = dma.busy | vd.busy | wd.busy
         fire = Signal()
         m.d.comb += fire.eq(cur_valid & ~(to_dma & dram_busy) & ~(to_compute & cu.busy)
                             & ~(wait_dma & dram_busy) & ~(wait_compute & cu.busy))
         m.d.comb += [self.instr.ready.eq(~cur_valid | fire),
-                     dma.instr.eq(cur), cu.instr.eq(cur),
+                     dma.instr.eq(cur), cu.instr.eq(cur), wd.instr.eq(cur),
+                     wd.start.eq(fire & (opcode == Opcode.LOADW)),
                      dma.start.eq(fire & ((opcode == Opcode.LOAD) | (opcode == Opcode.STORE))),
                      vd.start.eq(fire & (opcode == Opcode.VRUN)), cu.start.eq(fire & to_compute),
                      self.idle.eq(~cur_valid & ~dram_busy & ~cu.busy)]

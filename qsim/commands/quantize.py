@@ -21,6 +21,7 @@ from .. import zoo
 from ..atomic import atomic_directory
 from ..errors import UsageError
 from ..outpath import QUANTIZED_MODEL, check_output
+from ..quant.annotations import annotated_parameters
 from ..quant.data import Samples, load_samples
 from ..quant.observers import ObserverKind
 from ..quant.params import Granularity, Precision, Rounding, WeightRounding
@@ -44,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="float model: folder with main.sknd or graph.nnef, a .sknd file, "
                         "graph.nnef, .tgz or .onnx (default: the embedded Fashion-MNIST CNN)")
     p.add_argument("--calib", metavar="DATA", help="calibration inputs: .npy, .npz or a folder "
-                   "of images (required with MODEL; default: the embedded calibration images)")
+                   "of images (required with MODEL unless it is quantized already, e.g. an ONNX QDQ "
+                   "model; default: the embedded calibration images)")
     p.add_argument("--eval", metavar="DATA", help="evaluation inputs (.npy/.npz/image folder, "
                    "with labels for top-1 accuracy); default: the Fashion-MNIST test set for "
                    "the embedded model, else the calibration data")
@@ -121,8 +123,9 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     """The whole `qsim quantize` job; returns the result with the folder written.
 
     With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
-    evaluated on the Fashion-MNIST test set. Otherwise `calib` is required; `evaluation`
-    defaults to the calibration data (the report says so)."""
+    evaluated on the Fashion-MNIST test set. Otherwise `calib` is required unless the model
+    carries its own quantization (annotations, an ONNX QDQ model); `evaluation` defaults to the
+    calibration data (the report says so)."""
     try:
         kind = TargetKind(target)
     except ValueError:
@@ -138,9 +141,6 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         model_path = zoo.default_model().path
     else:
         model_path = Path(model)
-        if calib is None:
-            raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
-                             "images)", hint=f"qsim quantize {model} --calib calib.npz")
     model_name = model_name_of(model_path)
     out_dir = Path(out) if out is not None else Path("qsim-out") / chosen.folder_name(model_name)
     check_output(out if out is not None else out_dir,
@@ -151,8 +151,13 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     input_name, sample_shape = single_input(graph)
     if calib is not None:
         calib_samples = load_samples(calib, input_name, sample_shape)
-    else:
+    elif model is None:
         calib_samples = Samples(zoo.calibration_images())
+    elif annotated_parameters(graph):
+        calib_samples = None     # quantized by the model's own annotations (e.g. an ONNX QDQ model)
+    else:
+        raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
+                         "images)", hint=f"qsim quantize {model} --calib calib.npz")
     if evaluation is not None:
         eval_samples = load_samples(evaluation, input_name, sample_shape)
     elif model is None:
@@ -164,8 +169,11 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
                             load_batch=load_batch)
     t0 = time.perf_counter()
-    settings = dict(options.settings(), calibration=calib or "embedded", evaluation=evaluation
-                    or ("embedded test set" if model is None else "calibration data"))
+    by_annotations = model is not None and calib is None
+    settings = dict(options.settings(), calibration=calib or ("model annotations" if by_annotations else
+                                                              "embedded"),
+                    evaluation=evaluation or ("embedded test set" if model is None else "random inputs"
+                                              if by_annotations else "calibration data"))
     with atomic_directory(out_dir) as tmp:
         write_quantized_model(result.model, chosen, tmp, source=str(model_path), settings=settings)
         write_accuracy_report(result.report, tmp)

@@ -5,15 +5,18 @@
 with requant = bias add, apply_scale_32, output zero point and clamp (hw/requant.py);
 without requant the raw int32 sums are stored (the caller adds any bias on the host).
 
-DRAM image, each region 64-byte aligned: A as the dataflow consumes it, W, the
-parameter words, then the output (M x N, row-major, int8 or int32 LE).
-- Weight-stationary: K is cut into folds of R (padded lanes hold in_zp, so they
-  contribute 0); A is stored fold-major [nF, M, R]; W as [nN, nF, R, C]. M is cut
-  into chunks of Mc rows that fit half the accumulator buffer; a group is one
-  (chunk, column tile) and its steps are the folds, accumulated in place.
-- Output-stationary: a group is one tile of R rows x C columns; A is stored per
-  row tile transposed [nM, K, R] and W as [nN, K, C]; the steps are chunks of K
-  that fit half the input and weight buffers.
+DRAM image, each region 64-byte aligned: the A operand as the layer holds it (an NHWC
+int8 tensor or an [M, K] matrix; qsim/npu/window.py), W, the parameter words, the output
+(M x N, row-major, int8 or int32 LE), then the LOADW window descriptors. A never exists
+expanded: every A word is assembled by LOADW (im2col in hardware) from the tensor, with
+the padding taps and the lanes beyond K filled with in_zp (they contribute 0).
+- Weight-stationary: K is cut into folds of R lanes; W is stored as [nN, nF, R, C] (rows
+  beyond K hold w_zp). M is cut into chunks of Mc rows that fit half the accumulator
+  buffer; a group is one (chunk, column tile) and its steps are the folds, accumulated in
+  place. LOADW word m of fold f = output pixel m0 + m, lanes k in [fR, fR + R).
+- Output-stationary: a group is one tile of R rows x C columns; W is stored as [nN, K, C];
+  the steps are chunks of K that fit half the input and weight buffers. LOADW word j =
+  K index k0 + j, lane r = output pixel m0 + r.
 Double buffering: steps alternate between the halves of the input and weight
 buffers and groups between the halves of the accumulator/output buffers and the
 two parameter words; see _emit for why the in-order dispatcher keeps every
@@ -29,6 +32,8 @@ from ..errors import UnsupportedError
 from ..hw import isa
 from ..hw.isa import LoadBuffer, StoreBuffer
 from ..hw.params import PARAM_LANE_BYTES, Dataflow, Geometry
+from ..hw.window_isa import window_base
+from .window import Window, descriptor_bytes, descriptor_words, window_timing
 
 ALIGN = 64
 
@@ -46,16 +51,21 @@ class Requant:
 
 @dataclass(frozen=True)
 class Gemm:
-    a: np.ndarray             # int8 [M, K]
+    a: np.ndarray             # int8: the A operand as DRAM holds it, read through `window`
     w: np.ndarray             # int8 [K, N]
     in_zp: int = 0
     w_zp: int = 0
     requant: Requant | None = None
+    window: Window | None = None   # default: `a` is the [M, K] matrix itself
+
+    @property
+    def reading(self) -> Window:
+        return self.window if self.window is not None else Window.matrix(*self.a.shape)
 
     @property
     def shape(self) -> tuple[int, int, int]:
-        (M, K), N = self.a.shape, self.w.shape[1]
-        return M, K, N
+        M, K = self.reading.gemm_shape
+        return M, K, self.w.shape[1]
 
 
 @dataclass
@@ -66,7 +76,7 @@ class Program:
     out_shape: tuple              # (M, N) of a GEMM; any tensor shape for a vector program
     out_dtype: np.dtype
     macs: int
-    dram_input_bytes: int     # bytes of A, as stored for the array (padding included)
+    dram_input_bytes: int     # bytes of A the LOADWs move (padding taps are not read)
     dram_weight_bytes: int    # bytes of W and parameter words
     dram_output_bytes: int
 
@@ -120,22 +130,20 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
     R, C = geom.rows, geom.cols
     ws = geom.dataflow is Dataflow.WEIGHT_STATIONARY
     nN = _ceil(N, C)
-    a_zp_fill, w_zp_fill = np.int8(gemm.in_zp), np.int8(gemm.w_zp)
+    w_zp_fill = np.int8(gemm.w_zp)
+    x = np.ascontiguousarray(gemm.a)
+    window = gemm.reading
+    if x.size != int(np.prod(window.shape)):
+        raise ValueError(f"A operand of {x.shape} does not match its window {window.shape}")
 
-    # Operand images in the order the array consumes them.
+    # W in the order the array consumes it; A stays as the layer holds it.
     if ws:
         nF = _ceil(K, R)
-        a_pad = np.full((M, nF * R), a_zp_fill, np.int8)
-        a_pad[:, :K] = gemm.a
-        a_img = a_pad.reshape(M, nF, R).transpose(1, 0, 2).copy()        # [nF, M, R]
         w_pad = np.full((nF * R, nN * C), w_zp_fill, np.int8)
         w_pad[:K, :N] = gemm.w
         w_img = w_pad.reshape(nF, R, nN, C).transpose(2, 0, 1, 3).copy()   # [nN, nF, R, C]
     else:
         nM = _ceil(M, R)
-        a_pad = np.full((nM * R, K), a_zp_fill, np.int8)
-        a_pad[:M] = gemm.a
-        a_img = a_pad.reshape(nM, R, K).transpose(0, 2, 1).copy()       # [nM, K, R]
         w_pad = np.full((K, nN * C), w_zp_fill, np.int8)
         w_pad[:, :N] = gemm.w
         w_img = w_pad.reshape(K, nN, C).transpose(1, 0, 2).copy()        # [nN, K, C]
@@ -143,14 +151,14 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
     out_dtype = np.dtype(np.int8) if gemm.requant is not None else np.dtype("<i4")
     eb = out_dtype.itemsize
 
+    P = geom.dram_port_bytes
     a_base = 0
-    w_base = _align(a_img.nbytes)
+    w_base = _align(x.nbytes)
     p_base = w_base + _align(w_img.nbytes)
     o_base = p_base + _align(params.nbytes)
-    dram = np.zeros(o_base + _align(M * N * eb), np.uint8)
-    dram[a_base:a_base + a_img.nbytes] = a_img.view(np.uint8).ravel()
-    dram[w_base:w_base + w_img.nbytes] = w_img.view(np.uint8).ravel()
-    dram[p_base:p_base + params.nbytes] = params.ravel()
+    d_base = o_base + _align(M * N * eb)
+    d_words = descriptor_words(P)
+    descriptors: dict[tuple, int] = {}          # (pixel, k, os) -> index in the descriptor region
 
     in_half, w_half, acc_half = (geom.input_depth_words // 2, geom.weight_depth_words // 2,
                                  geom.acc_depth_words // 2)
@@ -169,13 +177,12 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
         steps = [(k0, min(k_chunk, K - k0)) for k0 in range(0, K, k_chunk)]
 
     def a_load(m0, rows, k0, klen, buf_addr):
-        """LOAD of A for rows m0.. (ws: fold starting at k0) or k0.. (os: row tile m0)."""
-        if ws:
-            f = k0 // R
-            addr = a_base + (f * M + m0) * R
-            return isa.load(LoadBuffer.INPUT, buf_addr, rows, addr, R, R)
-        addr = a_base + ((m0 // R) * K + k0) * R
-        return isa.load(LoadBuffer.INPUT, buf_addr, klen, addr, R, R)
+        """The window descriptor for rows m0.. from K index k0 (ws: one fold of `rows` words;
+        os: `klen` words of row tile m0) into the register file, then LOADW."""
+        key = (m0, k0, not ws)
+        index = descriptors.setdefault(key, len(descriptors))
+        return [isa.load(LoadBuffer.VCONFIG, window_base(C, P), d_words, d_base + index * d_words * P, P, P),
+                isa.loadw(buf_addr, rows if ws else klen)]
 
     def w_load(j, k0, klen, buf_addr):
         if ws:
@@ -186,8 +193,21 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
 
     instrs = _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load,
                    p_base, params.shape[1], o_base, N, eb, in_half, w_half, acc_half)
-    a_bytes = sum(i.get("count") * i.get("word_bytes") for i in instrs
-                  if i.opcode is isa.Opcode.LOAD and i.get("buf") == LoadBuffer.INPUT)
+    blobs = [b""] * len(descriptors)
+    for (m0, k0, os), index in descriptors.items():
+        blobs[index] = descriptor_bytes(window.descriptor(a_base, m0, k0, os, gemm.in_zp), P)
+    dram = np.zeros(d_base + len(blobs) * d_words * P, np.uint8)
+    dram[a_base:a_base + x.nbytes] = x.view(np.uint8).ravel()
+    dram[w_base:w_base + w_img.nbytes] = w_img.view(np.uint8).ravel()
+    dram[p_base:p_base + params.nbytes] = params.ravel()
+    if blobs:
+        dram[d_base:] = np.frombuffer(b"".join(blobs), np.uint8)
+    a_bytes = 0
+    for k, instr in enumerate(instrs):
+        if instr.opcode is isa.Opcode.LOADW:
+            addr = instrs[k - 1].get("dram_addr")
+            a_bytes += window_timing(dram[addr:addr + d_words * P].tobytes(), instr.get("count"), R,
+                                     geom.dram_bytes_per_cycle).read_bytes
     wp_bytes = sum(i.get("count") * i.get("word_bytes") for i in instrs
                    if i.opcode is isa.Opcode.LOAD and i.get("buf") != LoadBuffer.INPUT)
     return Program(instrs=instrs, dram=dram, out_addr=o_base, out_shape=(M, N), out_dtype=out_dtype,
@@ -218,7 +238,7 @@ def _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load, p_base, p_byt
             last_a_key = a_key
             a_half = (chunk_index % 2) * in_half
             for s, (k0, klen) in enumerate(steps):
-                instrs.append(a_load(m0, rows, k0, klen, a_half + (s * rows if ws else 0)))
+                instrs.extend(a_load(m0, rows, k0, klen, a_half + (s * rows if ws else 0)))
         instrs.append(isa.load(LoadBuffer.PARAM, g % 2, 1, p_base + j * p_bytes, 0, p_bytes))
         for s, (k0, klen) in enumerate(steps):
             half = step_index % 2
@@ -226,7 +246,7 @@ def _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load, p_base, p_byt
                 a_addr = (chunk_index % 2) * in_half + (s * rows if ws else 0)
             else:
                 a_addr = half * in_half
-                instrs.append(a_load(m0, rows, k0, klen, a_addr))
+                instrs.extend(a_load(m0, rows, k0, klen, a_addr))
             w_addr = half * w_half
             instrs.append(w_load(j, k0, klen, w_addr))
             last = s == len(steps) - 1

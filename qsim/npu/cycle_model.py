@@ -11,8 +11,10 @@ Durations (n words of W bytes at B bytes/cycle; R x C array; L requant latency):
   COMPUTE os   K + 2R + C - 1 + L'    (K = count)
   VRUN         from the stream pattern in the VCONFIG register file (hw/vdma.py,
                qsim/npu/vector_model.py vrun_timing); it occupies the DMA unit
+  LOADW        from the window descriptor behind it in the same register file (hw/wdma.py,
+               qsim/npu/window.py window_timing); it occupies the DMA unit
 Values: each instruction is executed on numpy buffers, a whole tile at a time.
-VRUN durations depend on the configuration words the program LOADs into VCONFIG,
+VRUN and LOADW durations depend on the configuration words the program LOADs into VCONFIG,
 so timing functions take the program's initial DRAM image (configurations are
 constants there, never written by the program).
 """
@@ -25,9 +27,11 @@ import numpy as np
 from ..errors import UsageError
 from ..hw.isa import Instr, LoadBuffer, Opcode, StoreBuffer
 from ..hw.vector_isa import config_words, decode_config
+from ..hw.window_isa import window_base, window_words
 from ..hw.params import PARAM_DEPTH_WORDS, PARAM_LANE_BYTES, REQUANT_LATENCY_CYCLES, Dataflow, Geometry
 from ..tosa.arith import apply_scale_32
-from .vector_model import VectorUnitModel, vrun_execute, vrun_timing
+from .vector_model import VectorUnitModel, vrun_execute, vrun_timing, vrun_write_cycles
+from .window import window_timing, window_words_values
 
 
 @dataclass
@@ -60,15 +64,29 @@ def compute_duration(geom: Geometry, count: int, requant: bool) -> int:
 
 
 def instr_unit(instr: Instr) -> str | None:
-    if instr.opcode in (Opcode.LOAD, Opcode.STORE, Opcode.VRUN):
+    if instr.opcode in (Opcode.LOAD, Opcode.STORE, Opcode.VRUN, Opcode.LOADW):
         return "dma"
     return "compute" if instr.opcode is Opcode.COMPUTE else None
 
 
+def register_words(geom: Geometry) -> int:
+    """Words of the register file LOAD buf=3 fills: the vector configuration, then the
+    window descriptor."""
+    P = geom.dram_port_bytes
+    return window_base(geom.cols, P) + window_words(P)
+
+
+def _window_blob(geom: Geometry, regs: np.ndarray) -> bytes:
+    base = window_base(geom.cols, geom.dram_port_bytes)
+    return regs[base:].tobytes()
+
+
 def vrun_configs(geom: Geometry, instrs, dram) -> dict:
-    """instruction index -> the VectorConfig each VRUN executes: the VCONFIG register file
-    as the program's LOADs leave it (read from the initial DRAM image)."""
-    words = config_words(geom.cols, geom.dram_port_bytes)
+    """instruction index -> what each VRUN (its VectorConfig) and LOADW (its window
+    descriptor, bytes) executes: the register file as the program's LOADs leave it (read
+    from the initial DRAM image)."""
+    words = register_words(geom)
+    vwords = config_words(geom.cols, geom.dram_port_bytes)
     P = geom.dram_port_bytes
     regs = np.zeros((words, P), np.uint8)
     out = {}
@@ -81,16 +99,19 @@ def vrun_configs(geom: Geometry, instrs, dram) -> dict:
                 row[:take] = dram[addr:addr + take]
                 if instr.get("buf_addr") + k < words:
                     regs[instr.get("buf_addr") + k] = row
-        elif instr.opcode is Opcode.VRUN:
+        elif instr.opcode in (Opcode.VRUN, Opcode.LOADW):
             if dram is None:
-                raise UsageError("the timing of a program with VRUN needs its DRAM image")
-            out[i] = decode_config(regs.tobytes(), geom.cols)
+                raise UsageError(f"the timing of a program with {instr.opcode.name} needs its DRAM image")
+            out[i] = (decode_config(regs[:vwords].tobytes(), geom.cols) if instr.opcode is Opcode.VRUN
+                      else _window_blob(geom, regs))
     return out
 
 
 def instr_duration(geom: Geometry, instr: Instr, vconfig=None) -> int:
     if instr.opcode is Opcode.VRUN:
         return vrun_timing(vconfig, geom.dram_bytes_per_cycle).duration
+    if instr.opcode is Opcode.LOADW:
+        return window_timing(vconfig, instr.get("count"), geom.rows, geom.dram_bytes_per_cycle).duration
     if instr.opcode in (Opcode.LOAD, Opcode.STORE):
         return dma_duration(instr.get("count"), instr.get("word_bytes"), geom.dram_bytes_per_cycle)
     if instr.opcode is Opcode.COMPUTE:
@@ -98,10 +119,14 @@ def instr_duration(geom: Geometry, instr: Instr, vconfig=None) -> int:
     return 0
 
 
+def _configured(instrs) -> bool:
+    return any(i.opcode in (Opcode.VRUN, Opcode.LOADW) for i in instrs)
+
+
 def schedule(geom: Geometry, instrs, dram=None) -> tuple[np.ndarray, int]:
     """Dispatch cycle of every instruction and the total cycle count (`dram`: the initial
     image, needed for VRUN)."""
-    configs = vrun_configs(geom, instrs, dram) if any(i.opcode is Opcode.VRUN for i in instrs) else {}
+    configs = vrun_configs(geom, instrs, dram) if _configured(instrs) else {}
     free = {"dma": 0, "compute": 0}
     dispatch = np.zeros(len(instrs), dtype=np.int64)
     prev = 0
@@ -120,6 +145,18 @@ def schedule(geom: Geometry, instrs, dram=None) -> tuple[np.ndarray, int]:
     return dispatch, max(prev + 1, free["dma"], free["compute"])
 
 
+def vector_write_cycle(geom: Geometry, instrs, dram, byte_addr: int) -> int | None:
+    """Program-relative cycle of the last VRUN write of DRAM byte `byte_addr` (None if no
+    VRUN writes it): a VRUN dispatched in cycle t has busy cycle 0 at t + 1."""
+    dispatch, _ = schedule(geom, instrs, dram)
+    found = None
+    for index, config in vrun_configs(geom, instrs, dram).items():
+        if instrs[index].opcode is Opcode.VRUN:
+            for busy in vrun_write_cycles(config, geom.dram_bytes_per_cycle, byte_addr):
+                found = int(dispatch[index]) + 1 + busy
+    return found
+
+
 class NpuState:
     """The NPU's buffers as numpy arrays (uint8 words; accumulators as int32 lanes)."""
 
@@ -130,7 +167,7 @@ class NpuState:
         self.param = np.zeros((PARAM_DEPTH_WORDS, g.param_word_bytes), np.uint8)
         self.acc = np.zeros((g.acc_depth_words, g.cols), np.int32)
         self.output = np.zeros((g.acc_depth_words, g.output_word_bytes), np.uint8)
-        self.vconfig = np.zeros((config_words(g.cols, g.dram_port_bytes), g.dram_port_bytes), np.uint8)
+        self.vconfig = np.zeros((register_words(g), g.dram_port_bytes), np.uint8)
         self.vector = VectorUnitModel(g.cols)
 
     def _rows(self, buffer: np.ndarray, start: int, count: int, what: str) -> slice:
@@ -151,6 +188,15 @@ class NpuState:
         words = np.zeros((n, buf.shape[1]), np.uint8)
         words[:, :take] = dram[index]
         buf[rows] = words
+
+    def loadw(self, instr: Instr, dram: np.ndarray) -> None:
+        n = instr.get("count")
+        rows = self._rows(self.input, instr.get("buf_addr"), n, "LOADW")
+        try:
+            words = window_words_values(_window_blob(self.geom, self.vconfig), n, self.geom.rows, dram)
+        except IndexError as err:
+            raise UsageError(str(err)) from None
+        self.input[rows] = words
 
     def store(self, instr: Instr, dram: np.ndarray) -> None:
         n, wb = instr.get("count"), instr.get("word_bytes")
@@ -202,7 +248,7 @@ def cycle_stats(geom: Geometry, instrs, dram=None) -> CycleStats:
     per cycle at best: its beats count as compute, its fixed pipeline overhead as
     fill/drain, and its bandwidth and gather waits as stall."""
     _, total = schedule(geom, instrs, dram)
-    configs = vrun_configs(geom, instrs, dram) if any(i.opcode is Opcode.VRUN for i in instrs) else {}
+    configs = vrun_configs(geom, instrs, dram) if _configured(instrs) else {}
     stats = CycleStats(total_cycles=total, instructions=len(instrs))
     for index, instr in enumerate(instrs):
         if instr.opcode is Opcode.VRUN:
@@ -213,6 +259,11 @@ def cycle_stats(geom: Geometry, instrs, dram=None) -> CycleStats:
             stats.fill_drain_cycles += timing.fill_cycles
             stats.dram_read_bytes["vector"] = stats.dram_read_bytes.get("vector", 0) + timing.read_bytes
             stats.dram_write_bytes += timing.write_bytes
+            stats.dma_busy_cycles += timing.duration
+            continue
+        if instr.opcode is Opcode.LOADW:
+            timing = window_timing(configs[index], instr.get("count"), geom.rows, geom.dram_bytes_per_cycle)
+            stats.dram_read_bytes["input"] += timing.read_bytes
             stats.dma_busy_cycles += timing.duration
             continue
         busy = instr_duration(geom, instr)
@@ -240,6 +291,8 @@ def execute(geom: Geometry, instrs, dram: np.ndarray) -> None:
             state.load(instr, dram)
         elif instr.opcode is Opcode.STORE:
             state.store(instr, dram)
+        elif instr.opcode is Opcode.LOADW:
+            state.loadw(instr, dram)
         elif instr.opcode is Opcode.COMPUTE:
             state.compute(instr)
         elif instr.opcode is Opcode.VRUN:

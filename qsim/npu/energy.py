@@ -88,8 +88,9 @@ def buffer_bytes(geom: Geometry) -> dict[str, int]:
             "output": geom.acc_depth_words * geom.output_word_bytes}
 
 
-def program_events(geom: Geometry, instrs) -> EventCounts:
-    """The events of one program (module docstring)."""
+def program_events(geom: Geometry, instrs, window_read_bytes: int = 0) -> EventCounts:
+    """The events of one program (module docstring); `window_read_bytes`: the DRAM bytes its
+    LOADWs move (Program.dram_input_bytes: they depend on the window descriptors)."""
     R, C = geom.rows, geom.cols
     ws = geom.dataflow is Dataflow.WEIGHT_STATIONARY
     n = {f.name: 0 for f in fields(EventCounts)}
@@ -100,7 +101,10 @@ def program_events(geom: Geometry, instrs) -> EventCounts:
     for instr in instrs:
         if instr.opcode is Opcode.LOAD:
             n["dram_read_bytes"] += instr.get("count") * instr.get("word_bytes")
-            words(_BUFFER_OF_LOAD[LoadBuffer(instr.get("buf"))], "write", instr.get("count"))
+            if instr.get("buf") != LoadBuffer.VCONFIG:      # registers, not a buffer
+                words(_BUFFER_OF_LOAD[LoadBuffer(instr.get("buf"))], "write", instr.get("count"))
+        elif instr.opcode is Opcode.LOADW:
+            words("input", "write", instr.get("count"))
         elif instr.opcode is Opcode.STORE:
             n["dram_write_bytes"] += instr.get("count") * instr.get("word_bytes")
             words(_BUFFER_OF_STORE[StoreBuffer(instr.get("buf"))], "read", instr.get("count"))
@@ -116,6 +120,7 @@ def program_events(geom: Geometry, instrs) -> EventCounts:
             if instr.get("requant"):
                 words("param", "read", 1)
                 words("output", "write", results)
+    n["dram_read_bytes"] += window_read_bytes
     return EventCounts(**n)
 
 

@@ -39,6 +39,7 @@ class ProgramRun:
     stats: CycleStats
     engine: Engine
     table_bytes: int = 0        # vector programs: bytes of tensor attributes (TABLE contents) read
+    program: Program | None = None   # kept when the output mismatched: fault location and waveforms
 
 
 def run_program(geom: Geometry, program: Program, engine="model", what: str = "program") -> ProgramRun:

@@ -4,15 +4,17 @@ each optionally followed by a fused RESCALE (+ CLAMP) in the requantization unit
 Attributes use the TOSA 0.30 names (qsim.tosa.run): CONV2D weight [OC,KH,KW,IC],
 bias, pad [top, bottom, left, right], stride [y, x], dilation [y, x], input_zp,
 weight_zp; DEPTHWISE_CONV2D weight [KH,KW,C,M] (output channel c*M + m);
-FULLY_CONNECTED weight [OC,IC]; MATMUL a_zp, b_zp. RESCALE: input_zp (must be 0),
+FULLY_CONNECTED weight [OC,IC]; MATMUL A_zp, B_zp. RESCALE: input_zp (must be 0),
 output_zp, multiplier, shift, scale32, double_round, per_channel; CLAMP: min_val, max_val.
 
-Lowering (implicit GEMM done on the host, see docs/npu.md): convolutions are
-im2col'd with padding filled with input_zp, so padded taps contribute
+Lowering (implicit GEMM, docs/npu.md): DRAM holds the input tensor as it is (NHWC
+int8) and the array's A rows are read through convolution windows by LOADW (im2col in
+hardware, qsim/npu/window.py): padded taps read as input_zp, so they contribute
 (input_zp - input_zp) * w = 0 exactly as TOSA's padding does. Depthwise channels
-are packed block-diagonally, cols // M channels per GEMM (off-diagonal weights =
-weight_zp, contributing 0). Without a fused RESCALE the int32 accumulators are
-stored and the bias is added on the host.
+are packed block-diagonally, cols // M channels per GEMM, K ordered tap-major so a
+fold reads one tap's contiguous channels (off-diagonal weights = weight_zp,
+contributing 0). Without a fused RESCALE the int32 accumulators are stored and the
+bias is added on the host.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from .compile import Gemm, Program, Requant, compile_gemm
 from .energy import EventCounts, program_events
 from .engines import Engine, run_program
 from .cycle_model import CycleStats, schedule
+from .window import Window
 
 LAYER_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL")
 
@@ -77,7 +80,7 @@ class ProgramRecord:
         its STORE dispatched at t writes beat j at t + 2 + max(j, ceil((j+1)W/B) - 1)
         (hw/README.md, LOAD/STORE timing)."""
         addr = self.program.out_addr + (row * self.program.out_shape[1] + col) * self.program.out_dtype.itemsize
-        dispatch, _ = schedule(geom, self.program.instrs)
+        dispatch, _ = schedule(geom, self.program.instrs, self.program.dram)
         for t, instr in zip(dispatch, self.program.instrs):
             if instr.opcode is not Opcode.STORE:
                 continue
@@ -115,59 +118,41 @@ def _requant(rescale: dict | None, clamp: dict | None, channels: int, bias) -> R
                    double_round=bool(rescale.get("double_round", False)))
 
 
-def im2col(x: np.ndarray, kh: int, kw: int, pad, stride, dilation, fill: int) -> tuple[np.ndarray, tuple]:
-    """[N,H,W,C] -> ([N*OH*OW, KH*KW*C] in (ky, kx, c) order, (N, OH, OW))."""
-    n, h, w, c = x.shape
-    top, bottom, left, right = pad
-    sy, sx = stride
-    dy, dx = dilation
-    oh = (h - 1 + top + bottom - (kh - 1) * dy) // sy + 1
-    ow = (w - 1 + left + right - (kw - 1) * dx) // sx + 1
-    if oh <= 0 or ow <= 0:
-        raise InvalidGraphError(f"convolution output {oh}x{ow} is empty for input {h}x{w}")
-    xp = np.full((n, h + top + bottom, w + left + right, c), fill, x.dtype)
-    xp[:, top:top + h, left:left + w] = x
-    taps = [xp[:, ky * dy: ky * dy + (oh - 1) * sy + 1: sy, kx * dx: kx * dx + (ow - 1) * sx + 1: sx]
-            for ky in range(kh) for kx in range(kw)]
-    cols = np.stack(taps, axis=3)                     # [N, OH, OW, KH*KW, C]
-    return cols.reshape(n * oh * ow, kh * kw * c), (n, oh, ow)
-
-
 def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
     """[(Gemm, output slice assembler info)] plus the output shape and real MAC count."""
     x = np.asarray(inputs[0])
+    if op in ("CONV2D", "DEPTHWISE_CONV2D"):
+        w = np.asarray(attrs["weight"])
+        geometry = dict(pad=tuple(attrs.get("pad", (0, 0, 0, 0))), stride=tuple(attrs.get("stride", (1, 1))),
+                        dilation=tuple(attrs.get("dilation", (1, 1))))
+        in_zp, w_zp = attrs.get("input_zp", 0), attrs.get("weight_zp", 0)
     if op == "CONV2D":
-        w = np.asarray(attrs["weight"])
         oc, kh, kw, ic = w.shape
-        a, (n, oh, ow) = im2col(x, kh, kw, attrs.get("pad", (0, 0, 0, 0)), attrs.get("stride", (1, 1)),
-                                attrs.get("dilation", (1, 1)), attrs.get("input_zp", 0))
+        window = Window(x.shape, (kh, kw), **geometry)
+        (oh, ow), (M, K) = window.out_hw, window.gemm_shape
         req = _requant(rescale, clamp, oc, attrs.get("bias"))
-        gemm = Gemm(a, np.ascontiguousarray(w.reshape(oc, -1).T), attrs.get("input_zp", 0),
-                    attrs.get("weight_zp", 0), req)
-        return [(gemm, slice(0, oc))], (n, oh, ow, oc), a.shape[0] * a.shape[1] * oc
+        gemm = Gemm(x, np.ascontiguousarray(w.reshape(oc, -1).T), in_zp, w_zp, req, window)
+        return [(gemm, slice(0, oc))], (x.shape[0], oh, ow, oc), M * K * oc
     if op == "DEPTHWISE_CONV2D":
-        w = np.asarray(attrs["weight"])
         kh, kw, c, mult = w.shape
         taps = kh * kw
-        a_all, (n, oh, ow) = im2col(x, kh, kw, attrs.get("pad", (0, 0, 0, 0)), attrs.get("stride", (1, 1)),
-                                    attrs.get("dilation", (1, 1)), attrs.get("input_zp", 0))
-        a_all = a_all.reshape(-1, taps, c)
         req_all = _requant(rescale, clamp, c * mult, attrs.get("bias"))
-        w_zp = attrs.get("weight_zp", 0)
         group = max(1, geom.cols // mult)
         out = []
         for c0 in range(0, c, group):
             g = min(group, c - c0)
-            a = np.ascontiguousarray(a_all[:, :, c0:c0 + g].transpose(0, 2, 1).reshape(-1, g * taps))
-            wg = np.full((g * taps, g * mult), w_zp, np.int8)
+            window = Window(x.shape, (kh, kw), c0=c0, ck=g, **geometry)
+            # K = (tap, channel i): row t*g + i feeds output columns i*mult .. i*mult + mult - 1
+            wg = np.full((taps, g, g * mult), w_zp, np.int8)
             for i in range(g):
-                wg[i * taps:(i + 1) * taps, i * mult:(i + 1) * mult] = w[:, :, c0 + i, :].reshape(taps, mult)
+                wg[:, i, i * mult:(i + 1) * mult] = w[:, :, c0 + i, :].reshape(taps, mult)
             cols = slice(c0 * mult, (c0 + g) * mult)
             req = None if req_all is None else Requant(
                 req_all.bias[cols], req_all.multiplier[cols], req_all.shift[cols], req_all.out_zp,
                 req_all.clamp_lo, req_all.clamp_hi, req_all.double_round)
-            out.append((Gemm(a, wg, attrs.get("input_zp", 0), w_zp, req), cols))
-        return out, (n, oh, ow, c * mult), a_all.shape[0] * taps * c * mult
+            out.append((Gemm(x, wg.reshape(taps * g, g * mult), in_zp, w_zp, req, window), cols))
+        (oh, ow), M = window.out_hw, window.gemm_shape[0]
+        return out, (x.shape[0], oh, ow, c * mult), M * taps * c * mult
     if op == "FULLY_CONNECTED":
         w = np.asarray(attrs["weight"])
         req = _requant(rescale, clamp, w.shape[0], attrs.get("bias"))
@@ -181,8 +166,8 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
         out = []
         for i in range(nb):
             req = _requant(rescale, clamp, width, None)
-            out.append((Gemm(np.ascontiguousarray(x[i]), np.ascontiguousarray(b[i]), attrs.get("a_zp", 0),
-                             attrs.get("b_zp", 0), req), (i, slice(0, width))))
+            out.append((Gemm(np.ascontiguousarray(x[i]), np.ascontiguousarray(b[i]), attrs.get("A_zp", 0),
+                             attrs.get("B_zp", 0), req), (i, slice(0, width))))
         return out, (nb, h, width), nb * h * c * width
     raise UnsupportedError(f"tosa.{op} does not run on the NPU array",
                            hint=f"the array runs {', '.join('tosa.' + o for o in LAYER_OPS)}")
@@ -214,7 +199,7 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
         dram["input"] += program.dram_input_bytes
         dram["weight"] += program.dram_weight_bytes
         dram["output"] += program.dram_output_bytes
-        events = events + program_events(geom, program.instrs)
+        events = events + program_events(geom, program.instrs, program.dram_input_bytes)
     if not fused and attrs.get("bias") is not None:
         bias = np.asarray(attrs["bias"], np.int64)
         out[...] = (out.astype(np.int64) + bias).astype(np.uint32).astype(np.int32)

@@ -33,6 +33,8 @@ from ..runtime.executor import execute, run_op
 from .config import NpuConfig
 from .distributed import InProcess, Task
 from .energy import EventCounts, vector_events
+from .compile import Program
+from .cycle_model import vector_write_cycle
 from .engines import Engine, ProgramRun, run_program
 from .layers import LAYER_OPS, LayerResult, run_layer
 from .vector_ops import (HOST_OPS, compile_vector_chain, compile_vector_op, fusable_input_rescale,
@@ -210,6 +212,7 @@ class StageResult:
     layer: LayerResult | None = None    # array stages: per-program records for fault location
     events: EventCounts = field(default_factory=EventCounts)   # energy events (qsim.npu.energy)
     engine: str = ""                    # the engine that computed values and cycles ("" on the host)
+    program: Program | None = None      # vector stages whose output mismatched: their program
 
     @property
     def rtl(self) -> bool:
@@ -260,7 +263,7 @@ class Mismatch:
         hexed = lambda v: f"0x{int(v) & ((1 << bits) - 1):0{bits // 4}x}"   # noqa: E731
         where = (f"; written to DRAM in cycle {self.cycle} of the model run (cycle "
                  f"{self.program_cycle} of program {self.program} of the layer)"
-                 if self.cycle is not None else "; computed on the vector unit/host (no RTL cycle)")
+                 if self.cycle is not None else "; computed on the host (no RTL cycle)")
         return (f"NPU mismatch in layer {self.stage!r} (tosa.{self.op_text} {self.op_label!r}): "
                 f"tensor {self.tensor!r} index {list(self.index)}: expected {self.expected} "
                 f"({hexed(self.expected)}), NPU {self.actual} ({hexed(self.actual)}){where}; "
@@ -277,6 +280,12 @@ def _first_mismatch(result: StageResult, expected: np.ndarray, geom) -> Mismatch
         program = result.layer.runs.index(record)
         program_cycle = record.write_cycle(geom, row, col)
         cycle = result.start_cycle + record.start_cycle + program_cycle
+    elif result.program is not None:        # a vector stage: the VRUN write of that element
+        prog = result.program
+        byte = prog.out_addr + int(np.ravel_multi_index(index, actual.shape)) * prog.out_dtype.itemsize
+        program_cycle = vector_write_cycle(geom, prog.instrs, prog.dram, byte)
+        if program_cycle is not None:
+            program, cycle = 0, result.start_cycle + program_cycle
     stage = result.stage
     return Mismatch(stage=stage.name, op_text=stage.op_text, op_label=stage.ops[0].label,
                     tensor=stage.output, index=index, expected=int(expected[index]),
@@ -322,6 +331,8 @@ def run_vector_stage(geom, engine: Engine, program, what: str, want) -> ProgramR
     DRAM image holds the stage's golden inputs)."""
     run = run_program(geom, program, engine, what=what)
     run.table_bytes = program.dram_weight_bytes
+    if want is None or run.output.dtype != want.dtype or not np.array_equal(run.output, want):
+        run.program = program           # fault location and the waveform re-run need it
     return run
 
 
@@ -446,7 +457,7 @@ def finish_run(prepared: PreparedRun, layers: list[LayerResult],
             result = StageResult(stage, out, 0, st.compute_cycles, st.fill_drain_cycles, st.stall_cycles, 0,
                                  streamed - run_.table_bytes,
                                  run_.table_bytes + st.dram_read_bytes.get("vconfig", 0),
-                                 st.dram_write_bytes, cycle, engine=run_.engine.value,
+                                 st.dram_write_bytes, cycle, engine=run_.engine.value, program=run_.program,
                                  events=vector_events(st.vector_ops, sum(st.dram_read_bytes.values()),
                                                       st.dram_write_bytes))
         else:

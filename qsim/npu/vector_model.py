@@ -314,6 +314,20 @@ def vrun_timing(config, bytes_per_cycle: int) -> VrunTiming:
                       fill_cycles=fill, read_bytes=int(cost.sum()) - written, write_bytes=written)
 
 
+def vrun_write_cycles(config, bytes_per_cycle: int, byte_addr: int) -> list[int]:
+    """Busy cycles of the VRUN's DRAM writes that cover `byte_addr`: a result is written in
+    the cycle it leaves the vector unit, VECTOR_LATENCY_CYCLES after its beat entered."""
+    timing = vrun_timing(config, bytes_per_cycle)
+    emitting = np.flatnonzero(vrun_emits(config))
+    if not emitting.size:
+        return []
+    rows = _addresses(config.field("o_base"), _levels(config, "o_"),
+                      [config.field(f"o_step{i}") for i in range(STREAM_LEVELS)])[:emitting.size]
+    width = config.field("lanes") * config.field("o_bytes")
+    hits = np.flatnonzero((rows <= byte_addr) & (byte_addr < rows + width))
+    return [int(timing.push_cycles[emitting[r]]) + VECTOR_LATENCY_CYCLES for r in hits]
+
+
 def vrun_execute(config, dram: np.ndarray, unit: "VectorUnitModel") -> None:
     """The values of one VRUN: gathers the beats, runs the vector unit, writes the results."""
     lanes = config.field("lanes")

@@ -23,6 +23,7 @@ from .. import ir
 from ..errors import InvalidGraphError, QsimError, UnsupportedError, UsageError
 from .builder import Builder, NodeContext, Value, constant_value
 from .convert import CONVERTERS, FOLDERS
+from .qdq import attach_annotations, has_qdq, strip_qdq
 from .protobuf import ModelFile, attributes, dtype_of, read_model, tensor_array
 
 # element types a graph input may have (float data, or indices for Gather / embeddings)
@@ -36,7 +37,12 @@ def load(path: str, *, batch: int = 1, input_shapes: Mapping[str, Any] | None = 
     if not isinstance(batch, int) or isinstance(batch, bool) or batch <= 0:
         raise UsageError(f"batch {batch!r} is not a positive whole number")
     model = read_model(path)
-    return _Importer(model, batch, dict(input_shapes or {})).run()
+    if not has_qdq(model):
+        return _Importer(model, batch, dict(input_shapes or {})).run()
+    # a QDQ model: the float graph without the pairs, their parameters as annotations (qdq.py)
+    model, annotations = strip_qdq(model)
+    graph = _Importer(model, batch, dict(input_shapes or {})).run()
+    return attach_annotations(graph, annotations).verify()
 
 
 class _Importer:

@@ -1,15 +1,17 @@
 """The quantization pipeline, one for every target (target.py): float graph + calibration
 samples → integer model + accuracy figures, in memory.
 
-    calibrate (observers over float execution, with the target's activation scheme and
-    weight statistics) → lower (the target's rules) → evaluate (float vs integer on the
-    evaluation samples, a batch at a time where the lowering allows it)
+    fold constant sub-graphs (fold_constants.py) → calibrate (observers over float
+    execution, with the target's activation scheme and weight statistics) → lower (the
+    target's rules) → evaluate (float vs integer on the evaluation samples, a batch at a
+    time where the lowering allows it)
 
 `quantize_graph` reads and writes no files: the `qsim quantize` command
 (qsim.commands.quantize) loads the data, writes the folder (qmodel.py) and the report.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -21,11 +23,13 @@ from .. import ir, zoo
 from ..errors import QsimError, UsageError
 from ..loader import load, model_kind
 from .accuracy import AccuracyReport
+from .annotations import MissingParameters, annotated_input_samples, annotated_parameters
 from .calibrate import calibrate
 from .cvm_context import CvmConfig
 from .data import Samples
 from .evaluate import Batched, evaluate
 from .float_side import LoweredModel
+from .fold_constants import fold_constant_ops
 from .observers import ObserverKind
 from .params import Granularity, Precision, QuantConfig
 from .rounding import InputMoments
@@ -107,9 +111,12 @@ class Calibration:
     input_moments: InputMoments | None = None
 
 
-def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
+def calibrate_model(graph: ir.Graph, calib: Samples | None, input_name: str,
                     options: QuantizeOptions, target: Target) -> Calibration:
-    """Runs the float graph over the calibration samples (at most options.calib_limit)."""
+    """Runs the float graph over the calibration samples (at most options.calib_limit); with
+    no samples, the model's own annotations are the parameters (annotated_calibration)."""
+    if calib is None:
+        return Calibration(annotated_parameters(graph))
     means, moments = target.weight_statistics(graph, options)
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
     qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
@@ -117,6 +124,27 @@ def calibrate_model(graph: ir.Graph, calib: Samples, input_name: str,
                         show_progress=options.show_progress, channel_means=means,
                         input_moments=moments)
     return Calibration(qparams, means, moments)
+
+
+def lower_annotated(graph: ir.Graph, calibration: Calibration, target: Target) -> LoweredModel:
+    """Lowers a model quantized by its annotations alone; a tensor the lowering needs that has
+    none is a UsageError naming every such tensor (found by lowering once with placeholders)."""
+    recording = MissingParameters(calibration.qparams)
+    try:
+        model = target.lower(graph, dataclasses.replace(calibration, qparams=recording))
+    except QsimError:
+        if not recording.missing:
+            raise
+        model = None
+    if recording.missing:
+        names = ", ".join(repr(n) for n in recording.missing[:10])
+        more = f" and {len(recording.missing) - 10} more" if len(recording.missing) > 10 else ""
+        raise UsageError(f"model {graph.name!r} has no quantization annotation for {len(recording.missing)} "
+                         f"tensor(s) the integer graph needs: {names}{more}",
+                         hint="pass --calib DATA to calibrate them (annotated tensors keep their "
+                              "parameters), or quantize them in the model (QuantizeLinear/"
+                              "DequantizeLinear pairs, @quantize, graph.quant)")
+    return model
 
 
 def same_but_batch(graph: ir.Graph, model: LoweredModel, big: ir.Graph, big_model: LoweredModel,
@@ -166,7 +194,7 @@ def batched_models(graph: ir.Graph, model: LoweredModel, calibration: Calibratio
     if load_batch is None or size <= 1:
         return None
     try:
-        big = load_batch(size)
+        big = fold_constant_ops(load_batch(size))
         big_model = target.lower(big, calibration)
     except QsimError:
         return None
@@ -175,16 +203,19 @@ def batched_models(graph: ir.Graph, model: LoweredModel, calibration: Calibratio
     return Batched(size, big, big_model)
 
 
-def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None = None,
+def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples | None = None,
                    options: QuantizeOptions = QuantizeOptions(), target: Target | None = None,
                    name: str | None = None, notes: tuple[str, ...] = (),
                    load_batch: Callable[[int], ir.Graph] | None = None) -> QuantizeResult:
     """Calibrates, lowers to `target`'s operators (default: TOSA with the options' config) and
-    evaluates `graph` (no files read or written). `load_batch(n)`, when given, loads the same
+    evaluates `graph` (no files read or written). With `calib` None the model's annotations
+    (@quantize, graph.quant, ONNX QDQ pairs) are its only parameters: no calibration, no bias
+    correction or adaptive rounding (they need data). `load_batch(n)`, when given, loads the same
     float model at batch n, to evaluate n samples at a time."""
     target = target or TosaTarget(options.config)
     target.check_options(options)
     name = name or graph.name
+    graph = fold_constant_ops(graph)      # weights computed from constants become constants
     input_name, _ = single_input(graph)
     outputs = scored_outputs(graph, evaluation or calib, options.score_outputs)
     target.check_graph(graph)
@@ -193,12 +224,17 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
     calibration = calibrate_model(graph, calib, input_name, options, target)
     seconds["calibrate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    model = target.lower(graph, calibration)
+    model = target.lower(graph, calibration) if calib is not None else lower_annotated(graph, calibration, target)
     seconds["lower"] = time.perf_counter() - t0
-    if evaluation is None:
+    if evaluation is None and calib is not None:
         evaluation = calib
         notes = notes + ("No evaluation data was given: the report compares float and integer "
                          "results on the calibration data.",)
+    elif evaluation is None:
+        evaluation = annotated_input_samples(graph, input_name)
+        notes = notes + (f"No calibration or evaluation data was given: the report compares float and "
+                         f"integer results on {len(evaluation)} seeded random inputs spread over the "
+                         "input's annotated range; pass --eval for figures on real data.",)
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
     batched = batched_models(graph, model, calibration, target, load_batch, min(EVAL_BATCH, n_eval))
@@ -209,9 +245,13 @@ def quantize_graph(graph: ir.Graph, calib: Samples, evaluation: Samples | None =
     return QuantizeResult(model, report, target, None, seconds)
 
 
-def scored_outputs(graph: ir.Graph, samples: Samples, requested: tuple[str, ...] = ()) -> tuple[ScoredOutput, ...]:
+def scored_outputs(graph: ir.Graph, samples: Samples | None,
+                   requested: tuple[str, ...] = ()) -> tuple[ScoredOutput, ...]:
     """The outputs the report scores (qsim.quant.scoring), with the samples' labels checked
-    against each labelled output's classes."""
+    against each labelled output's classes (None: no samples, a model quantized by its
+    annotations and evaluated on generated inputs, so no labels)."""
+    if samples is None:
+        return choose_outputs(graph, requested, labelled=(), unnamed_labels=False)
     outputs = choose_outputs(graph, requested, labelled=tuple(samples.output_labels),
                              unnamed_labels=samples.labels is not None)
     by_name = {o.name: o for o in outputs}

@@ -4,13 +4,22 @@ A rule is `fn(ctx, op)`: it lowers float op `op` with the target's context (whic
 shared float side, `ctx.f`) and binds the integer counterparts of the op's outputs. Rule
 modules register with `@rule(TargetKind.X, "nn.conv", ...)` when imported: the TOSA rules
 live in rules_tosa_*.py, the CVM rules in rules_cvm.py; each target imports its own.
+
+A pattern rule (`@pattern_rule(TargetKind.X)`) is tried on every op before its kind's rule:
+`fn(ctx, op) -> bool` lowers a group of float ops starting at `op` (marking the others
+fused) and returns True, or returns False and leaves `op` to its kind's rule (e.g. a chain
+of element-wise ops of one tensor becoming one TABLE, rules_tosa_activation.py).
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
+from .. import ir
 from ..errors import UnsupportedError
 from .target import Rule, TargetKind
 
 RULES: dict[TargetKind, dict[str, Rule]] = {kind: {} for kind in TargetKind}
+PATTERN_RULES: dict[TargetKind, list[Callable[[Any, ir.Op], bool]]] = {kind: [] for kind in TargetKind}
 
 # how the error for an op without a rule names the operator set
 _RULE_SET_NAME = {TargetKind.TOSA: "integer", TargetKind.CVM: "CVM"}
@@ -27,6 +36,14 @@ def rule(target: TargetKind, *kinds: str):
     return register
 
 
+def pattern_rule(target: TargetKind):
+    """Registers a pattern rule of `target` (module doc), tried in registration order."""
+    def register(fn: Callable[[Any, ir.Op], bool]) -> Callable[[Any, ir.Op], bool]:
+        PATTERN_RULES[target].append(fn)
+        return fn
+    return register
+
+
 def apply_rules(ctx, target: TargetKind) -> None:
     """Quantizes the graph inputs, then lowers each float op (in graph order) by its rule;
     ops a rule folded into an earlier one are skipped."""
@@ -36,6 +53,9 @@ def apply_rules(ctx, target: TargetKind) -> None:
         ctx.quantize_input(name)
     for op in f.graph.ops:
         if id(op) in f.fused:
+            continue
+        f.op = op
+        if any(pattern(ctx, op) for pattern in PATTERN_RULES[target]):
             continue
         fn = rules.get(op.kind.name)
         if fn is None:
@@ -49,7 +69,6 @@ def apply_rules(ctx, target: TargetKind) -> None:
                      + ("control flow is lowered only once composed away: write a loop of "
                         "compile-time count with 'unroll' instead of 'do'; " if op.subgraphs else "")
                      + "operators with a rule: " + ", ".join(sorted(rules)))
-        f.op = op
         fn(ctx, op)
         for out in op.outputs:
             if out not in f.values and out in f.graph.outputs:

@@ -9,6 +9,7 @@
   RESCALEd to the output's scale (int32 for MINIMUM/MAXIMUM, which take int32 only),
   then MINIMUM/MAXIMUM/CLAMP.
 - other unary functions: TABLE (256 entries for int8, 513 interpolated for int16).
+- leaky relu (alpha > 0): rules_tosa_activation.
 - softmax: an integer decomposition, see `lower_softmax`.
 Constant operands are quantized per tensor at compile time and become CONST ops.
 """
@@ -21,7 +22,9 @@ from .float_patterns import clamp_bounds, fused_activation, relu_bounds
 from .float_side import Lowered, identity
 from .params import QuantScheme, params_from_range, quantize
 from .rules import rule
-from .tables import Int8Table, UnaryFunction, make_table
+from .rules_tosa_division import lower_division
+from .rules_tosa_activation import lower_leaky_relu
+from .tables import UnaryFunction, make_table, operator_function
 from .target import TargetKind
 from .tosa_context import TosaContext
 
@@ -112,11 +115,12 @@ def reciprocal(data: np.ndarray) -> np.ndarray:
 @rule(TargetKind.TOSA, "math.mul", "math.div")
 def lower_mul(ctx: TosaContext, op: ir.Op) -> None:
     """MUL of the int32-widened operands; a division by a constant is a MUL by its
-    reciprocal (quantized like any constant operand). Division by a computed tensor has no
-    exact integer counterpart in TOSA 0.30 (INTDIV truncates) and is refused."""
+    reciprocal (quantized like any constant operand); by a computed tensor, the integer
+    reciprocal of rules_tosa_division.lower_division."""
     if op.kind.name == "math.div":
         if not ctx.f.is_constant(op.inputs[1]):
-            raise ctx.f.unsupported("division by a computed tensor is not lowered (only by constants)")
+            lower_division(ctx, op, *_binary_operands(ctx, op))   # reciprocal: TABLE + Newton
+            return
         if np.any(ctx.f.constant(op.inputs[1]) == 0):
             raise ctx.f.unsupported(f"division by a constant {op.inputs[1]!r} holding zero")
         a, b = _binary_operands(ctx, op, rhs_transform=reciprocal)
@@ -153,7 +157,11 @@ def _clamp_to(ctx: TosaContext, op: ir.Op, lo: float | None, hi: float | None) -
 
 @rule(TargetKind.TOSA, "nn.relu")
 def lower_relu(ctx: TosaContext, op: ir.Op) -> None:
-    _clamp_to(ctx, op, *_relu_bounds(ctx, op))
+    bounds = relu_bounds(op)
+    if bounds is None:                   # a leaky relu (alpha > 0) is no clamp
+        lower_leaky_relu(ctx, op)
+        return
+    _clamp_to(ctx, op, *bounds)
 
 
 @rule(TargetKind.TOSA, "math.clamp")
@@ -171,27 +179,6 @@ def lower_identity(ctx: TosaContext, op: ir.Op) -> None:
 def lower_table(ctx: TosaContext, op: ir.Op) -> None:
     x = ctx.f.value(op.inputs[0])
     quant = ctx.f.activation_quant(op.outputs[0])
-    attrs = {k: v for k, v in op.attrs.items() if k in ("alpha", "approximate", "lambda", "theta")}
-    table = make_table(UnaryFunction(op.kind.name), x.quant, quant, what=ctx.f.where(), **attrs)
-    if isinstance(table, Int8Table):
-        out = ctx.emit("TABLE", [x.name], {"table": table.table}, hint=op.outputs[0],
-                         label=ctx.f.where(), quant=quant, exact=True)
-    else:
-        looked = ctx.emit("TABLE", [x.name], {"table": table.table}, hint=f"{op.outputs[0]}.16_7",
-                            label=ctx.f.where())
-        fp = table.output_rescale
-        out = ctx.emit("RESCALE", [looked], {
-            "input_zp": 0, "output_zp": 0, "multiplier": fp.multiplier.astype(np.int16),
-            "shift": fp.shift.astype(np.int8), "scale32": False, "double_round": False,
-            "per_channel": False}, hint=op.outputs[0], label=ctx.f.where(), out_dtype=ir.DType.I16,
-            quant=quant, exact=True)
+    table = make_table(operator_function(op.kind.name, op.attrs), x.quant, quant, what=ctx.f.where())
+    out = ctx.table(x.name, table, hint=op.outputs[0], quant=quant)
     ctx.f.bind(op.outputs[0], Lowered(out, quant, x.perm))
-
-
-def _relu_bounds(ctx, op: ir.Op) -> tuple[float, float | None]:
-    """nn.relu's clamp bounds; a leaky relu (alpha > 0) is refused rather than lowered as a relu."""
-    bounds = relu_bounds(op)
-    if bounds is None:
-        raise ctx.f.unsupported(f"nn.relu with alpha={op.attrs['alpha']} (a leaky relu) has no "
-                                "integer lowering yet; it is not a clamp")
-    return bounds

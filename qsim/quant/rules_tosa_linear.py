@@ -1,5 +1,5 @@
-"""Lowering rules for the MAC-heavy operators: nn.conv, nn.deconv, nn.linear, linalg.matmul,
-nn.batch_norm.
+"""Lowering rules for the MAC-heavy operators: nn.conv, nn.deconv, nn.linear, nn.batch_norm
+(linalg.matmul: rules_tosa_matmul.py).
 
 Pattern (TOSA 1.9.3): int8 input (zero point zp_x) and int8 weights (symmetric,
 per output channel) → CONV2D / DEPTHWISE_CONV2D / FULLY_CONNECTED / MATMUL with an
@@ -49,25 +49,31 @@ def _weight_annotation(ctx: TosaContext, op: ir.Op, bn) -> ir.QuantInfo | None:
 
 
 def _finish(ctx: TosaContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.QuantInfo,
-            last_float: str, act, out_perm, hint: str) -> None:
-    """RESCALE the accumulator to the output's grid, CLAMP for a fused activation, bind."""
+            last_float: str, act, out_perm, hint: str, out_shape: tuple[int, ...] | None = None) -> None:
+    """RESCALE the accumulator to the output's grid, CLAMP for a fused activation, bind;
+    then RESHAPE to `out_shape` when given (RESHAPE takes no int48 accumulator)."""
     out_quant = ctx.f.activation_quant(last_float)
     s_x = float(in_quant.scales()[0])
     ratios = s_x * w_quant.scales() / float(out_quant.scales()[0])
     per_channel = w_quant.per_channel
     zp_out = int(out_quant.zero_points()[0])
+    reshape = out_shape is not None and tuple(ctx.f.builder.tensor(acc).shape) != tuple(out_shape)
+    final = f"{hint}.rows" if reshape else last_float
     if act is None:
         out = ctx.rescale(acc, scale=ratios if per_channel else float(ratios[0]), input_zp=0,
-                          output_zp=zp_out, out_dtype=ctx.act_dtype, hint=last_float,
-                          quant=out_quant, exact=True, per_channel=per_channel)
+                          output_zp=zp_out, out_dtype=ctx.act_dtype, hint=final,
+                          quant=out_quant, exact=not reshape, per_channel=per_channel)
     else:
         _, lo, hi = act
         pre = ctx.rescale(acc, scale=ratios if per_channel else float(ratios[0]), input_zp=0,
                           output_zp=zp_out, out_dtype=ctx.act_dtype, hint=f"{hint}.rescaled",
                           quant=out_quant, per_channel=per_channel)
         qlo, qhi = ctx.clamp_range(out_quant, lo, hi)
-        out = ctx.emit("CLAMP", [pre], {"min_val": qlo, "max_val": qhi}, hint=last_float,
-                         label=ctx.f.where(), quant=out_quant, exact=True)
+        out = ctx.emit("CLAMP", [pre], {"min_val": qlo, "max_val": qhi}, hint=final,
+                         label=ctx.f.where(), quant=out_quant, exact=not reshape)
+    if reshape:
+        out = ctx.emit("RESHAPE", [out], {"new_shape": tuple(out_shape)}, hint=last_float,
+                       label=ctx.f.where(), quant=out_quant, exact=True)
     ctx.f.bind(last_float, Lowered(out, out_quant, out_perm))
 
 
@@ -82,13 +88,15 @@ def tap_coverage(in_size, out_size, begins, stride, dilation, kernel) -> np.ndar
 
 
 def corrected_bias(ctx, bias, w, wq, w_quant, input_name: str, groups: int = 1,
-                   coverage: np.ndarray | None = None):
+                   coverage: np.ndarray | None = None, means: np.ndarray | None = None):
     """Bias correction: rounding the weights shifts each output's mean by
     sum_k (w_q[k] * s_w - w[k]) * E[x_k]; subtracting that shift (E[x] per input channel
     from calibration, ctx.channel_means) keeps the mean of every output where float has it.
     `coverage` ([KH, KW], tap_coverage) weights each tap of a convolution by how often it
-    reads real input. Returns the float bias unchanged when no channel means were collected."""
-    means = ctx.channel_means.get(input_name)
+    reads real input. `means` gives E[x] per input channel where calibration's channel
+    means (axis 1) are not the layer's input channels. Returns the float bias unchanged when
+    no means were collected."""
+    means = ctx.channel_means.get(input_name) if means is None else means
     oc, icg = w.shape[0], w.shape[1]
     if means is None or means.shape != (icg * groups,):
         return bias
@@ -101,6 +109,30 @@ def corrected_bias(ctx, bias, w, wq, w_quant, input_name: str, groups: int = 1,
     shift = (err * m).sum(axis=1)
     base = np.broadcast_to(np.asarray(bias, np.float64).reshape(-1), (oc,)) if bias is not None else 0.0
     return base - shift
+
+
+OWN_BIAS_SCALE_TOLERANCE = 2.0 ** -20   # float32 products: an exporter's s_x * s_w is within 2^-24
+
+
+def _layer_bias(ctx, op: ir.Op, bias, bn, w, wq, w_quant, x_quant, channels: int,
+                groups: int = 1, coverage=None) -> np.ndarray:
+    """The accumulator bias. An annotated bias (a QDQ model's int32 bias through
+    DequantizeLinear) whose scale is the accumulator's, input_scale * weight_scale, keeps its
+    own integers: no bias correction, they are the model's (onnxruntime adds them as they are).
+    Otherwise the float bias, corrected for the weight rounding, on the accumulator's grid."""
+    what = f"{ctx.f.where()} bias"
+    name = op.inputs[2] if len(op.inputs) > 2 else ""
+    note = ctx.f.graph.tensor(name).quant if name and bn is None else None
+    if note is not None and bias is not None:
+        own = np.broadcast_to(note.scales(), (channels,))
+        bq = bias_quant(x_quant, w_quant, ctx.acc_dtype)
+        target = np.broadcast_to(bq.scales(), (channels,))
+        if np.all(np.abs(own - target) <= OWN_BIAS_SCALE_TOLERANCE * target):
+            q = ir.QuantInfo(own.copy(), np.zeros(channels, np.int64), 0, bq.bits, True, True, "annotation")
+            return quantize_bias(np.broadcast_to(bias.reshape(-1), (channels,)), q, what=what).astype(
+                ctx.acc_dtype.numpy)
+    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups, coverage)
+    return _bias_values(ctx, bias, x_quant, w_quant, channels, what)
 
 
 def _bias_values(ctx, bias_float, in_quant, w_quant, channels: int, what: str) -> np.ndarray:
@@ -176,8 +208,7 @@ def lower_conv(ctx: TosaContext, op: ir.Op) -> None:
     wq = _rounded(ctx, op, w, wq, w_quant, note)
     out_hw = ctx.f.float_shape(op.outputs[0])[2:]
     coverage = tap_coverage(xshape[2:], out_hw, begins, stride, dilation, (kh, kw))
-    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], groups, coverage)
-    bias_q = _bias_values(ctx, bias, x_quant, w_quant, oc, f"{ctx.f.where()} bias")
+    bias_q = _layer_bias(ctx, op, bias, bn, w, wq, w_quant, x_quant, oc, groups, coverage)
     if groups == 1:
         acc = ctx.emit("CONV2D", [x.name], dict(common, weight=wq.transpose(0, 2, 3, 1).copy(),
                                                   bias=bias_q), hint=f"{hint}.acc", label=ctx.f.where())
@@ -281,8 +312,7 @@ def lower_linear(ctx: TosaContext, op: ir.Op) -> None:
     x = ctx.to_float_layout(ctx.f.value(op.inputs[0]), f"{op.inputs[0]}.rows")
     wq, w_quant = _fit_channel_scales(ctx, w, wq, w_quant, bias, x.quant, last, note, op.inputs[1])
     wq = _rounded(ctx, op, w, wq, w_quant, note)
-    bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0])
-    bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.f.where()} bias")
+    bias_q = _layer_bias(ctx, op, bias, bn, w, wq, w_quant, x.quant, oc)
     acc = ctx.emit("FULLY_CONNECTED", [x.name], {
         "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
     }, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
@@ -310,70 +340,3 @@ def lower_batch_norm(ctx: TosaContext, op: ir.Op) -> None:
         "dilation": (1, 1), "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
     }, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
     _finish(ctx, acc, x.quant, w_quant, last, act, NHWC_FROM_NCHW, op.outputs[0])
-
-
-@rule(TargetKind.TOSA, "linalg.matmul")
-def lower_matmul(ctx: TosaContext, op: ir.Op) -> None:
-    """Two computed operands → MATMUL ([N,H,C] x [N,C,W]); a constant B → FULLY_CONNECTED."""
-    if len(op.inputs) > 2 and op.inputs[2]:
-        raise ctx.f.unsupported("matmul with an added C input is not lowered; use a separate add")
-    ta, tb = bool(op.attrs.get("transA", False)), bool(op.attrs.get("transB", False))
-    a_shape, b_shape = ctx.f.float_shape(op.inputs[0]), ctx.f.float_shape(op.inputs[1])
-    out = op.outputs[0]
-    out_shape = ctx.f.float_shape(out)
-    act = fused_activation(ctx.f, out)
-    last = out
-    if act is not None:
-        ctx.f.fused.add(id(act[0]))
-        last = act[0].outputs[0]
-    if ctx.f.is_constant(op.inputs[1]) and len(a_shape) == 2 and not ta:
-        w = ctx.f.constant(op.inputs[1])
-        w = w if tb else w.T                              # FULLY_CONNECTED weight is [OC, IC]
-        note = ctx.f.graph.tensor(op.inputs[1]).quant
-        if note is not None and note.per_channel:
-            # the annotation's axis refers to B's own layout, the output channels are B's
-            # last axis (first when transB): re-express it on the [OC, IC] weight.
-            axis = note.axis % 2
-            if axis != (0 if tb else 1):
-                raise ctx.f.unsupported(f"B {op.inputs[1]!r} is quantized per channel along its "
-                                      "reduction axis; only per-output-channel weights are lowered")
-            note = ir.QuantInfo(note.scale, note.zero_point, 0, note.bits, note.signed,
-                                note.symmetric, note.source)
-        wq, w_quant = ctx.quantize_weights(w, 0, note, f"{op.inputs[1]!r}")
-        wq = _rounded(ctx, op, w, wq, w_quant, note)
-        x = ctx.to_float_layout(ctx.f.value(op.inputs[0]), f"{op.inputs[0]}.rows")
-        bias_q = _bias_values(ctx, None, x.quant, w_quant, w.shape[0], f"{ctx.f.where()} bias")
-        acc = ctx.emit("FULLY_CONNECTED", [x.name], {
-            "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
-        }, hint=f"{out}.acc", label=ctx.f.where())
-        _finish(ctx, acc, x.quant, w_quant, last, act, identity(2), out)
-        return
-    if ctx.config.precision.activation_dtype is not ir.DType.I8:
-        raise ctx.f.unsupported("MATMUL of two computed tensors is lowered in int8 mode only")
-    if len(a_shape) != len(b_shape) or len(a_shape) not in (2, 3):
-        raise ctx.f.unsupported("MATMUL operands must both be rank 2 or both rank 3 (same batch)")
-    a, b = ctx.f.value(op.inputs[0]), ctx.f.value(op.inputs[1])
-    a = ctx.to_float_layout(a, f"{op.inputs[0]}.rows")
-    b = ctx.to_float_layout(b, f"{op.inputs[1]}.rows")
-    rank = len(a_shape)
-    names = []
-    for v, trans, nm in ((a, ta, op.inputs[0]), (b, tb, op.inputs[1])):
-        t = v.name
-        if trans:
-            perm = tuple(range(rank - 2)) + (rank - 1, rank - 2)
-            t = ctx.emit("TRANSPOSE", [t], {"perms": perm}, hint=f"{nm}.t", label=ctx.f.where())
-        if rank == 2:
-            shape = ctx.f.builder.tensor(t).shape
-            t = ctx.emit("RESHAPE", [t], {"new_shape": (1,) + tuple(shape)}, hint=f"{nm}.3d",
-                           label=ctx.f.where())
-        names.append(t)
-    acc = ctx.emit("MATMUL", names, {"A_zp": int(a.quant.zero_points()[0]),
-                                        "B_zp": int(b.quant.zero_points()[0])},
-                     hint=f"{out}.acc", label=ctx.f.where())
-    if rank == 2:
-        acc = ctx.emit("RESHAPE", [acc], {"new_shape": tuple(out_shape)}, hint=f"{out}.acc2d",
-                         label=ctx.f.where())
-    s = float(a.quant.scales()[0]) * float(b.quant.scales()[0])
-    unit = ir.QuantInfo(scale=1.0, zero_point=0, source="derived")
-    _finish(ctx, acc, ir.QuantInfo(scale=s, zero_point=0, source="derived"), unit, last, act,
-            identity(rank), out)

@@ -133,6 +133,16 @@ class UnaryFunction(enum.Enum):
                                "'TANH', 'SIGMOID'")
 
 
+TABLE_ATTRIBUTES = ("alpha", "approximate", "lambda", "theta")
+
+
+def operator_function(kind: str, attrs: dict) -> FloatFunction:
+    """The float64 function of NNEF unary operator `kind` (a UnaryFunction value) with the
+    attributes of its op (those a TABLE reads; absent or None ones take their defaults)."""
+    given = {k: v for k, v in attrs.items() if k in TABLE_ATTRIBUTES and v is not None}
+    return UnaryFunction(kind).reference(**given)
+
+
 @dataclass(frozen=True)
 class Int8Table:
     """TABLE attribute for int8 input and output (TABLE_SIZE 256)."""

@@ -20,6 +20,7 @@ from ..tosa.validate import bind, output_types
 from .float_side import FloatSide, Lowered, compose_perm, identity
 from .params import Precision, QuantConfig, params_from_range, quantize
 from .scale import ScaleWidth, fixed_point_scale
+from .tables import Int8Table, Int16Table
 
 
 class TosaContext:
@@ -125,6 +126,22 @@ class TosaContext:
             "per_channel": per_channel,
         }, hint=hint, label=self.f.where(), out_dtype=out_dtype, quant=quant, exact=exact)
 
+    def table(self, x: str, table: Int8Table | Int16Table, *, hint: str, quant: ir.QuantInfo,
+              exact: bool = True) -> str:
+        """TABLE of int8 `x` (one op), or of int16 `x` followed by the RESCALE of its 16.7
+        result to int16 (tables.py): the output on `quant`'s grid."""
+        if isinstance(table, Int8Table):
+            return self.emit("TABLE", [x], {"table": table.table}, hint=hint, label=self.f.where(),
+                             quant=quant, exact=exact)
+        looked = self.emit("TABLE", [x], {"table": table.table}, hint=f"{hint}.16_7",
+                           label=self.f.where())
+        fp = table.output_rescale
+        return self.emit("RESCALE", [looked], {
+            "input_zp": 0, "output_zp": 0, "multiplier": fp.multiplier.astype(np.int16),
+            "shift": fp.shift.astype(np.int8), "scale32": False, "double_round": False,
+            "per_channel": False}, hint=hint, label=self.f.where(), out_dtype=ir.DType.I16,
+            quant=quant, exact=exact)
+
     def requantize(self, v: Lowered, quant: ir.QuantInfo, hint: str, exact: bool = False) -> Lowered:
         """`v` re-expressed on `quant`'s grid (no op when the parameters are equal)."""
         same = (float(v.quant.scales()[0]) == float(quant.scales()[0])
@@ -186,6 +203,13 @@ class TosaContext:
                 raise self.f.unsupported(f"{what} are annotated as {quant.bits}-bit "
                                          f"{'signed' if quant.signed else 'unsigned'}; TOSA "
                                          "convolutions take signed int8 weights")
+            if np.any(quant.zero_points() != 0):
+                # the rules give TOSA weight_zp 0: other zero points would be silently ignored
+                raise self.f.unsupported(f"{what} are annotated with zero point "
+                                         f"{quant.zero_points().tolist()}; qsim lowers symmetric "
+                                         "weights (zero point 0)",
+                                         hint="quantize the weights symmetrically (onnxruntime: "
+                                              "weight_type=QInt8, the default)")
         else:
             scheme = self.config.weight_scheme(channel_axis)
             if scheme.channel_axis is None:

@@ -27,6 +27,7 @@ from .. import ir
 from ..errors import InvalidGraphError
 from ..skriptnd.integer_form import register_text_form, width_quant
 from .signature import OPERATORS, AttrKind
+from .validate import contiguous
 
 WIDTHS = {(4, True): ir.DType.I4, (8, True): ir.DType.I8, (8, False): ir.DType.U8,
           (16, True): ir.DType.I16, (16, False): ir.DType.U16, (32, True): ir.DType.I32,
@@ -63,7 +64,7 @@ def to_sknd_form(graph: ir.Graph) -> ir.Graph:
         for attr in _array_attrs(kind):
             if attr not in attrs:
                 continue
-            data = np.ascontiguousarray(attrs.pop(attr))
+            data = contiguous(attrs.pop(attr))
             name = f"{op.outputs[0]}.{attr}"
             if name in tensors:
                 raise InvalidGraphError(f"tensor name {name!r} is taken; cannot hold the "
@@ -102,7 +103,7 @@ def from_sknd_form(graph: ir.Graph) -> ir.Graph:
             dtype = integer_dtype(t)
             data = t.data
             if data is not None:
-                data = np.ascontiguousarray(data).astype(dtype.numpy)
+                data = contiguous(data, dtype.numpy)     # rank 0 stays rank 0 (a scalar constant)
             t = ir.Tensor(t.name, dtype, t.shape, data, t.quant, t.max_shape)
         tensors[name] = t
     ops = []

@@ -60,14 +60,8 @@ SQNR_FLOOR_DB = {"resnet_basic_blocks": 30.0, "inverted_residual": 30.0, "mobile
                  "shufflenet_unit": 30.0, "squeezenet_fire": 35.0, "prelu_cnn": 30.0,
                  "transformer_encoder_layer": 25.0}
 
-# what stops each block today (issue 13: PReLU / channel shuffle split: helper "act"; batched
-# MatMul, LayerNorm, GELU: helper "xfmr"; scalar constants that do not reload: item 3)
+# what stops each block today (issue 13: batched MatMul, LayerNorm, GELU: helper "xfmr")
 PENDING = {
-    "shufflenet_unit": "cannot lower layout.split 'split2': no integer lowering for layout.split",
-    "prelu_cnn": "cannot lower nn.prelu 'prelu5': no integer lowering for nn.prelu",
-    "transformer_encoder_layer": "cannot lower linalg.matmul 'matmul3': MATMUL operands must both be rank 2 "
-                                 "or both rank 3 (same batch)",
-    "mobilenetv3_block": "constant 'hardswish8_const_q' has data of shape [1] but is declared []",
 }
 
 # blocks that quantize but whose simulation does not verify today: name -> the mismatch message

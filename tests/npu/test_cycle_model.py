@@ -71,8 +71,10 @@ def test_tiling_respects_buffer_sizes(rng):
     program = compile_gemm(g, Gemm(a, w))
     depth = {LoadBuffer.INPUT: 16, LoadBuffer.WEIGHT: 8, LoadBuffer.PARAM: 4}
     for i in program.instrs:
-        if i.opcode is isa.Opcode.LOAD:
+        if i.opcode is isa.Opcode.LOAD and i.get("buf") != LoadBuffer.VCONFIG:
             assert i.get("buf_addr") + i.get("count") <= depth[LoadBuffer(i.get("buf"))]
+        if i.opcode is isa.Opcode.LOADW:
+            assert i.get("buf_addr") + i.get("count") <= depth[LoadBuffer.INPUT]
         if i.opcode is isa.Opcode.COMPUTE:
             assert i.get("acc_addr") + i.get("count") <= 8
     dram = program.dram.copy()

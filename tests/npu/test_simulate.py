@@ -169,10 +169,12 @@ def test_vcd_of_first_mismatch_amaranth(rng, tmp_path):
     assert "whole program" in note and "$enddefinitions" in text and "dram_we" in text
 
 
-def test_vcd_of_first_mismatch_verilator_window(rng, tmp_path):
-    faulty, feeds, expected, config = _tiny_fault(rng)
+@pytest.mark.parametrize("fault", ["array", "vector"])
+def test_vcd_of_first_mismatch_verilator_window(rng, tmp_path, fault):
+    faulty, feeds, expected, config = (_tiny_fault if fault == "array" else _tiny_vector_fault)(rng)
     run = run_graph_on_npu(faulty, feeds, config, engine="model", expected=expected)
     found = run.first_mismatch
+    assert found.program_cycle is not None
     note = dump_vcd(run, str(tmp_path / "w.vcd"), engine=Engine.VERILATOR)
     text = (tmp_path / "w.vcd").read_text()
     assert "$enddefinitions" in text and "dram_we" in text
@@ -211,3 +213,65 @@ def test_int16_activations_run_on_the_host_and_say_so():
     run = run_graph_on_npu(model.graph, default_input(model), load_config("16x16"), engine="model")
     assert run.verified
     assert all(r.cycles == 0 for r in run.stages if r.stage.unit is Unit.HOST)
+
+
+def _tiny_vector_fault(rng):
+    """x[1, 5, 8] -> CLAMP (a vector-unit stage); the run's CLAMP bound is off by one from the
+    graph the expected values come from (an injected fault)."""
+    clamp_kind = ir.OpKind.get("tosa.CLAMP")
+    tensors = {"x": ir.Tensor("x", ir.DType.I8, (1, 5, 8)), "z": ir.Tensor("z", ir.DType.I8, (1, 5, 8))}
+    clamp = ir.Op(clamp_kind, ("x",), ("z",), {"min_val": -100, "max_val": 90}, name="clip")
+    graph = ir.Graph("tinyv", ("x",), ("z",), (clamp,), tensors).verify()
+    feeds = {"x": np.arange(-20, 20, dtype=np.int8).reshape(1, 5, 8) * 5}     # -100 .. 95
+    expected = execute(graph, feeds, backend="kernels")
+    bad = dataclasses.replace(clamp, attrs={**clamp.attrs, "max_val": 89})
+    _, _, _, config = _tiny_fault(rng)
+    return dataclasses.replace(graph, ops=(bad,)), feeds, expected, config
+
+
+def test_vector_stage_mismatch_is_located_and_dumped_amaranth(rng, tmp_path):
+    """A vector-stage mismatch carries the cycle of the VRUN's DRAM write of that element
+    (checked against the RTL's own write log), and --vcd writes the program's waveform."""
+    from qsim.npu.sim_amaranth import run_amaranth
+    faulty, feeds, expected, config = _tiny_vector_fault(rng)
+    run = run_graph_on_npu(faulty, feeds, config, engine="amaranth", expected=expected)
+    found = run.first_mismatch
+    # 90 and 95 are clamped to 89 instead of 90: elements 38 and 39, the first is [0, 4, 6]
+    assert (found.stage, found.index, found.expected, found.actual, found.differing) == ("z", (0, 4, 6), 90, 89, 2)
+    program = run.stages[0].program
+    log = []
+    run_amaranth(config.geometry, program.instrs, program.dram.copy(), write_log=log)
+    addr = program.out_addr + 38
+    assert found.program_cycle == [c for c, a, n in log if a <= addr < a + n][-1]
+    assert found.program == 0 and f"cycle {found.program_cycle} of program 0" in found.message()
+    note = dump_vcd(run, str(tmp_path / "v.vcd"))
+    text = (tmp_path / "v.vcd").read_text()
+    assert "whole program" in note and "$enddefinitions" in text and "dram_we" in text
+
+
+def test_verified_vector_stage_keeps_no_program(embedded):
+    from qsim.npu.config import load_config
+    graph, feeds, expected = embedded
+    run = run_graph_on_npu(graph, feeds, load_config("16x16"), engine="model", expected=expected)
+    vector = [s for s in run.stages if s.stage.unit.value == "vector"]
+    assert vector and all(s.verified and s.program is None for s in vector)
+
+
+def test_a_cold_build_runs_in_the_background_until_needed(rng, tmp_path, monkeypatch):
+    """A cold build (no Verilog cached) starts in a child process and completes the cache
+    entry there: the parent's later build() finds it without compiling; a warm one starts
+    nothing."""
+    from qsim.npu import sim_verilator
+    monkeypatch.setenv("QSIM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(sim_verilator, "_BUILT", {})
+    geom = _tiny_fault(rng)[3].geometry
+    child = sim_verilator.build_in_background(geom)
+    assert child is not None
+    child.join()
+    assert child.exitcode == 0
+
+    def no_second_build(*args, **kw):
+        raise AssertionError("the parent compiled the NPU again")
+    monkeypatch.setattr(sim_verilator, "_build_into", no_second_build)
+    assert sim_verilator.build(geom).is_file()
+    assert sim_verilator.build_in_background(geom) is None
