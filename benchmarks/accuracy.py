@@ -483,7 +483,11 @@ def main(argv=None) -> int:
     if "fashion" in models:
         results["fashion"] = fashion(args, recipes)
     if "peer" in models:
-        results["peer"] = peer(args)
+        ran = peer(args)
+        # models not compared this time keep their rows (in the architectures' order)
+        from _architectures import ARCHITECTURES
+        rows = dict(results.get("peer", {}).get("models", {}), **ran["models"])
+        results["peer"] = dict(ran, models={n: rows[n] for n in ARCHITECTURES if n in rows})
     atomic_write_text(out / "accuracy.json", json.dumps(results, indent=2) + "\n")
     text = markdown(results)
     atomic_write_text(out / "accuracy.md", text + "\n")
