@@ -101,7 +101,10 @@ def _lower_fully_connected(ctx: TosaContext, op: ir.Op, tb: bool) -> None:
     if act is not None:
         ctx.f.fused.add(id(act[0]))
         last = act[0].outputs[0]
-    wq, w_quant = ctx.quantize_weights(w, 0, note, f"{op.inputs[1]!r}")
+    # an annotated per-tensor zero point (a QDQ model's constant operand quantized like an
+    # activation) is FULLY_CONNECTED's weight_zp (TOSA 0.30: allowed for int8 weights)
+    wq, w_quant = ctx.quantize_weights(w, 0, note, f"{op.inputs[1]!r}", zero_point_ok=True)
+    weight_zp = 0 if w_quant.per_channel else int(w_quant.zero_points()[0])
     wq = _rounded(ctx, op, w, wq, w_quant, note)
     x = ctx.to_float_layout(ctx.f.value(op.inputs[0]), f"{op.inputs[0]}.float")
     rows = math.prod(a_shape[:-1])
@@ -113,7 +116,7 @@ def _lower_fully_connected(ctx: TosaContext, op: ir.Op, tb: bool) -> None:
         bias = corrected_bias(ctx, bias, w, wq, w_quant, op.inputs[0], means=means)
     bias_q = _bias_values(ctx, bias, x.quant, w_quant, oc, f"{ctx.f.where()} bias")
     acc = ctx.emit("FULLY_CONNECTED", [x.name], {
-        "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
+        "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": weight_zp,
     }, hint=f"{out}.acc", label=ctx.f.where())
     _finish(ctx, acc, x.quant, w_quant, last, act, identity(len(out_shape)), out, out_shape)
 

@@ -187,7 +187,8 @@ class TosaContext:
         self.f.bind(name, Lowered(out, quant, identity(len(shape))))
 
     def quantize_weights(self, weights: np.ndarray, channel_axis: int,
-                         annotation: ir.QuantInfo | None = None, what: str = "weights"):
+                         annotation: ir.QuantInfo | None = None, what: str = "weights",
+                         zero_point_ok: bool = False):
         """int8 weights: on the @quantize/graph.quant `annotation` if given (honoured exactly),
         else on the run's weight scheme (symmetric, per output channel by default).
 
@@ -203,7 +204,7 @@ class TosaContext:
                 raise self.f.unsupported(f"{what} are annotated as {quant.bits}-bit "
                                          f"{'signed' if quant.signed else 'unsigned'}; TOSA "
                                          "convolutions take signed int8 weights")
-            if np.any(quant.zero_points() != 0):
+            if np.any(quant.zero_points() != 0) and not (zero_point_ok and not quant.per_channel):
                 # the rules give TOSA weight_zp 0: other zero points would be silently ignored
                 raise self.f.unsupported(f"{what} are annotated with zero point "
                                          f"{quant.zero_points().tolist()}; qsim lowers symmetric "

@@ -387,3 +387,29 @@ def test_asymmetric_sixteen_bit_activations_are_refused(tmp_path):
     with pytest.raises(UnsupportedError, match=r"tensor 'x' has zero point -?\d+ on TOSA's signed 16-bit grid") as err:
         quantize_graph(load(path), None, None, QuantizeOptions(show_progress=False, precision=Precision.INT16X8))
     assert "ActivationSymmetric" in err.value.hint
+
+
+def test_constant_matmul_operand_with_a_zero_point(tmp_path):
+    """A constant MatMul operand quantized like an activation (per tensor, zero point -1: what
+    onnxruntime writes for a weight that reaches MatMul through a Transpose) becomes
+    FULLY_CONNECTED's weight_zp, exactly; the outputs are within 1 LSB of onnxruntime."""
+    rng = np.random.default_rng(9)
+    bq = rng.integers(-128, 128, (8, 5)).astype(np.int8)
+    nodes = [*q_dq("x", "sx", "zx", "x_dq"),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["b"], name="b_DQ"),
+             helper.make_node("MatMul", ["x_dq", "b"], ["m"], name="mm"),
+             *q_dq("m", "sy", "zy", "y")]
+    inits = [init("sx", np.float32(0.02)), init("zx", np.int8(3)), init("bq", bq), init("sb", np.float32(0.01)),
+             init("zb", np.int8(-1)), init("sy", np.float32(0.05)), init("zy", np.int8(-2))]
+    model = make_model(nodes, [("x", [1, 3, 8])], [("y", [1, 3, 5])], inits, opset=17)
+    path = save(model, tmp_path, "mm.onnx")
+    lowered = quantize_graph(load(path), None, None, QUIET).model
+    fc = next(op for op in lowered.graph.ops if op.kind.name == "tosa.FULLY_CONNECTED")
+    assert fc.attrs["weight_zp"] == -1
+    np.testing.assert_array_equal(np.asarray(fc.attrs["weight"]).reshape(5, 8), bq.T)
+    for corner in (-128, 127):   # both rails: the reference and the kernels agree bit for bit
+        feed = {lowered.graph.inputs[0]: np.full((1, 3, 8), corner, np.int8)}
+        ref, ker = execute(lowered.graph, feed, "reference"), execute(lowered.graph, feed, "kernels")
+        np.testing.assert_array_equal(ref[lowered.graph.outputs[0]], ker[lowered.graph.outputs[0]])
+    agreement = compare_with_ort(path, [(rng.standard_normal((1, 3, 8)) * 1.5).astype(np.float32) for _ in range(30)])
+    assert max(agreement.max_lsb.values()) <= 1, agreement
