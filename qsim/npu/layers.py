@@ -4,7 +4,7 @@ each optionally followed by a fused RESCALE (+ CLAMP) in the requantization unit
 Attributes use the TOSA 0.30 names (qsim.tosa.run): CONV2D weight [OC,KH,KW,IC],
 bias, pad [top, bottom, left, right], stride [y, x], dilation [y, x], input_zp,
 weight_zp; DEPTHWISE_CONV2D weight [KH,KW,C,M] (output channel c*M + m);
-FULLY_CONNECTED weight [OC,IC]; MATMUL a_zp, b_zp. RESCALE: input_zp (must be 0),
+FULLY_CONNECTED weight [OC,IC]; MATMUL A_zp, B_zp. RESCALE: input_zp (must be 0),
 output_zp, multiplier, shift, scale32, double_round, per_channel; CLAMP: min_val, max_val.
 
 Lowering (implicit GEMM, docs/npu.md): DRAM holds the input tensor as it is (NHWC
@@ -80,7 +80,7 @@ class ProgramRecord:
         its STORE dispatched at t writes beat j at t + 2 + max(j, ceil((j+1)W/B) - 1)
         (hw/README.md, LOAD/STORE timing)."""
         addr = self.program.out_addr + (row * self.program.out_shape[1] + col) * self.program.out_dtype.itemsize
-        dispatch, _ = schedule(geom, self.program.instrs)
+        dispatch, _ = schedule(geom, self.program.instrs, self.program.dram)
         for t, instr in zip(dispatch, self.program.instrs):
             if instr.opcode is not Opcode.STORE:
                 continue
@@ -166,8 +166,8 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
         out = []
         for i in range(nb):
             req = _requant(rescale, clamp, width, None)
-            out.append((Gemm(np.ascontiguousarray(x[i]), np.ascontiguousarray(b[i]), attrs.get("a_zp", 0),
-                             attrs.get("b_zp", 0), req), (i, slice(0, width))))
+            out.append((Gemm(np.ascontiguousarray(x[i]), np.ascontiguousarray(b[i]), attrs.get("A_zp", 0),
+                             attrs.get("B_zp", 0), req), (i, slice(0, width))))
         return out, (nb, h, width), nb * h * c * width
     raise UnsupportedError(f"tosa.{op} does not run on the NPU array",
                            hint=f"the array runs {', '.join('tosa.' + o for o in LAYER_OPS)}")

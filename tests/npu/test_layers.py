@@ -40,7 +40,7 @@ def _layer_cases(rng):
     mm_exp = np.einsum("nhc,ncw->nhw", a.astype(np.int64) - 3, b.astype(np.int64) + 4)
     return {"CONV2D": ([x], conv, conv_exp, 6), "DEPTHWISE_CONV2D": ([x], dw, dw_exp, 10),
             "FULLY_CONNECTED": ([xf], fc, fc_exp, 7),
-            "MATMUL": ([a, b], dict(a_zp=3, b_zp=-4), mm_exp, 6)}
+            "MATMUL": ([a, b], dict(A_zp=3, B_zp=-4), mm_exp, 6)}
 
 
 @pytest.mark.parametrize("dataflow", [WS, OS])
