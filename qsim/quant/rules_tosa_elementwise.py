@@ -22,6 +22,7 @@ from .float_patterns import clamp_bounds, fused_activation, relu_bounds
 from .float_side import Lowered, identity
 from .params import QuantScheme, params_from_range, quantize
 from .rules import rule
+from .rules_tosa_division import lower_division
 from .rules_tosa_activation import lower_leaky_relu
 from .tables import UnaryFunction, make_table, operator_function
 from .target import TargetKind
@@ -114,11 +115,12 @@ def reciprocal(data: np.ndarray) -> np.ndarray:
 @rule(TargetKind.TOSA, "math.mul", "math.div")
 def lower_mul(ctx: TosaContext, op: ir.Op) -> None:
     """MUL of the int32-widened operands; a division by a constant is a MUL by its
-    reciprocal (quantized like any constant operand). Division by a computed tensor has no
-    exact integer counterpart in TOSA 0.30 (INTDIV truncates) and is refused."""
+    reciprocal (quantized like any constant operand); by a computed tensor, the integer
+    reciprocal of rules_tosa_division.lower_division."""
     if op.kind.name == "math.div":
         if not ctx.f.is_constant(op.inputs[1]):
-            raise ctx.f.unsupported("division by a computed tensor is not lowered (only by constants)")
+            lower_division(ctx, op, *_binary_operands(ctx, op))   # reciprocal: TABLE + Newton
+            return
         if np.any(ctx.f.constant(op.inputs[1]) == 0):
             raise ctx.f.unsupported(f"division by a constant {op.inputs[1]!r} holding zero")
         a, b = _binary_operands(ctx, op, rhs_transform=reciprocal)

@@ -13,17 +13,9 @@ so that (x - mean) / sqrt(var + eps) = D sqrt(L) / (2^(s2/2) sqrt(W)). s2 is the
 with L^3 w^2 / 4 / 2^s2 + L/2 + E + 1 < 2^30 (Popoviciu: a row's sum of squared deviations
 is at most L w^2 / 4, and each rounded square adds at most 1/2).
 
-rsqrt(W), integer only:
-    c   = CLZ(W) in [2, 31];  e = (c - 2) >> 1 in [0, 14]
-    m   = LOGICAL_LEFT_SHIFT(W, 2e)                 in [2^28, 2^30): mu = m / 2^30 in [1/4, 1)
-    t   = CAST16(m >> 15)                           in [2^13, 2^15)
-    r0  = TABLE(t) << 9                             Q29 seed: the 513-entry int16 table holds
-                                                    2^13 rsqrt(v / 2^15), interpolated (2.5.17)
-    r   = r0 (3 - mu r0^2) / 2                      one Newton step in MUL-with-shift arithmetic:
-                                                    a = MUL(r0, r0, 30) (Q28), b = MUL(m, a, 30)
-                                                    (Q28), r = MUL(r0, SUB(3 << 28, b), 29)
-  then 1 / sqrt(W) = r 2^(e - 44) to 1.3e-8 relative (seed 2^-13; measured over 2^21 values
-  of W including every power of two and every W < 200000).
+rsqrt(W), integer only (integer_newton.rsqrt: CLZ normalization, TABLE seed, one Newton
+step in MUL-with-shift arithmetic): 1 / sqrt(W) = r 2^(e - 44), e = (CLZ(W) - 2) >> 1 in [0, 14],
+to 1.3e-8 relative.
 
 Normalized and scaled:
     P   = MUL(D, r, shift sA)                       sA = bit length of L w: |P| < 2^30
@@ -48,6 +40,7 @@ import numpy as np
 from .. import ir
 from ..numerics import nnef_round
 from .float_side import Lowered
+from .integer_newton import MAX_RSQRT_EXPONENT, Emitter, rsqrt
 from .layer_norm_pattern import LayerNorm, match_layer_norm
 from .rules import rule
 from .rules_tosa_layout import lower_mean_sum
@@ -55,19 +48,7 @@ from .target import TargetKind
 from .tosa_context import TosaContext
 
 W_LIMIT = 1 << 30               # W < 2^30 keeps CLZ(W) >= 2
-RSQRT_INPUT_BITS = 15           # t = m >> 15 indexes the int16 table
-RSQRT_SEED_SHIFT = 9            # 16.7 TABLE result (2^20 rsqrt) << 9 = Q29
-MAX_EXPONENT = 14               # e = (CLZ(W) - 2) >> 1 <= (31 - 2) >> 1
 PRODUCT_LIMIT_BITS = 29         # |G + beta_q| <= 2^29: int32 with a factor 2 of margin
-
-
-def rsqrt_seed_table() -> np.ndarray:
-    """513 int16 entries: entry i (table input v = 128 i - 32768) holds
-    round(2^13 / sqrt(v / 2^15)) for v >= 2^13; below 2^13 (never read: t >= 2^13) the
-    value at 2^13, so every slope stays within int16."""
-    v = 128 * np.arange(513, dtype=np.float64) - 32768.0
-    v = np.maximum(v, float(1 << 13))
-    return nnef_round(8192.0 / np.sqrt(v / 32768.0)).astype(np.int16)
 
 
 @dataclass(frozen=True)
@@ -100,7 +81,7 @@ def layer_norm_plan(count: int, bits: int, s_x: float, eps: float, gamma: np.nda
         raise ValueError(f"{what}: epsilon {eps} is too large against the input scale {s_x}")
     eps_q = int(nnef_round(np.float64(e_real / 2.0 ** s2)))
     s_a = max(1, (count * w).bit_length())
-    s_n = math.sqrt(count) * 2.0 ** (s_a + MAX_EXPONENT - 44 - s2 / 2.0)
+    s_n = math.sqrt(count) * 2.0 ** (s_a + MAX_RSQRT_EXPONENT - 44 - s2 / 2.0)
     ones = np.ones((1,) * rank)
     g = ones if gamma is None else np.asarray(gamma, np.float64)
     b = None if beta is None else np.asarray(beta, np.float64)
@@ -123,10 +104,6 @@ def layer_norm_plan(count: int, bits: int, s_x: float, eps: float, gamma: np.nda
                          None if beta_q is None else beta_q.astype(np.int32), k)
 
 
-def _const(ctx: TosaContext, hint: str, value: int, rank: int) -> str:
-    return ctx.constant_tensor(hint, np.full((1,) * rank, value), ir.DType.I32)
-
-
 def _int_layout(values: np.ndarray, perm: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(values, perm))
 
@@ -144,11 +121,9 @@ def lower_layer_norm(ctx: TosaContext, ln: LayerNorm) -> None:
                                ln.beta, float(out_quant.scales()[0]), rank, ctx.f.where())
     except ValueError as err:
         raise ctx.f.unsupported(f"layer norm over {list(ln.axes)}: {err}") from None
-    name, where = ln.output, ctx.f.where()
+    name = ln.output
     int_axes = [x.perm.index(a) for a in ln.axes]
-
-    def emit(op, inputs, attrs, hint, **kw):
-        return ctx.emit(op, inputs, attrs, hint=f"{name}.{hint}", label=where, **kw)
+    emit = Emitter(ctx, name, rank)
 
     def reduce_sum(t, hint):
         for a in int_axes:
@@ -157,16 +132,16 @@ def lower_layer_norm(ctx: TosaContext, ln: LayerNorm) -> None:
 
     xc = ctx.to_int32(x, 1.0, f"{name}.xc")
     total = reduce_sum(xc, "sum")
-    scaled = emit("MUL", [xc, _const(ctx, f"{name}.count", count, rank)], {"shift": 0}, "lx")
+    scaled = emit("MUL", [xc, emit.const("count", count)], {"shift": 0}, "lx")
     d = emit("SUB", [scaled, total], {}, "dev")
     sq = emit("MUL", [d, d], {"shift": plan.square_shift}, "sq")
     w = reduce_sum(sq, "var")
     if plan.eps_q:
-        w = emit("ADD", [w, _const(ctx, f"{name}.eps", plan.eps_q, rank)], {}, "var_eps")
-    w = emit("MAXIMUM", [w, _const(ctx, f"{name}.one", 1, rank)], {}, "var_pos")
-    r, e = _rsqrt(ctx, w, rank, emit, name)
+        w = emit("ADD", [w, emit.const("eps", plan.eps_q)], {}, "var_eps")
+    w = emit("MAXIMUM", [w, emit.const("one", 1)], {}, "var_pos")
+    r, e = rsqrt(emit, w)
     p = emit("MUL", [d, r], {"shift": plan.product_shift}, "scaled_dev")
-    amount = emit("SUB", [_const(ctx, f"{name}.k14", MAX_EXPONENT, rank), e], {}, "norm_shift")
+    amount = emit("SUB", [emit.const("k14", MAX_RSQRT_EXPONENT), e], {}, "norm_shift")
     n = emit("ARITHMETIC_RIGHT_SHIFT", [p, amount], {"round": True}, "normalized")
     gamma = ctx.constant_tensor(f"{name}.gamma_q", _int_layout(plan.gamma_q, x.perm), ir.DType.I32)
     acc = emit("MUL", [n, gamma], {"shift": plan.gamma_shift}, "affine")
@@ -177,24 +152,6 @@ def lower_layer_norm(ctx: TosaContext, ln: LayerNorm) -> None:
                       output_zp=int(out_quant.zero_points()[0]), out_dtype=ctx.act_dtype, hint=name,
                       quant=out_quant, exact=True)
     ctx.f.bind(name, Lowered(out, out_quant, x.perm))
-
-
-def _rsqrt(ctx: TosaContext, w: str, rank: int, emit, name: str) -> tuple[str, str]:
-    """(r, e) with 1 / sqrt(w) = r 2^(e - 44), for int32 w in [1, 2^30) (module docstring)."""
-    c = emit("CLZ", [w], {}, "clz")
-    e = emit("ARITHMETIC_RIGHT_SHIFT", [emit("SUB", [c, _const(ctx, f"{name}.two", 2, rank)], {}, "clz2"),
-                                        _const(ctx, f"{name}.one_bit", 1, rank)], {"round": False}, "exp")
-    m = emit("LOGICAL_LEFT_SHIFT", [w, emit("ADD", [e, e], {}, "exp2")], {}, "mant")
-    t = emit("ARITHMETIC_RIGHT_SHIFT", [m, _const(ctx, f"{name}.k15", RSQRT_INPUT_BITS, rank)],
-             {"round": False}, "mant15")
-    t16 = emit("CAST", [t], {}, "mant16", out_dtype=ir.DType.I16)
-    seed = emit("TABLE", [t16], {"table": rsqrt_seed_table()}, "seed")
-    r0 = emit("LOGICAL_LEFT_SHIFT", [seed, _const(ctx, f"{name}.k9", RSQRT_SEED_SHIFT, rank)], {}, "r0")
-    sq = emit("MUL", [r0, r0], {"shift": 30}, "r0sq")
-    prod = emit("MUL", [m, sq], {"shift": 30}, "mr0sq")
-    corr = emit("SUB", [_const(ctx, f"{name}.three", 3 << 28, rank), prod], {}, "newton")
-    r = emit("MUL", [r0, corr], {"shift": 29}, "rsqrt")
-    return r, e
 
 
 @rule(TargetKind.TOSA, "math.mean_reduce")
