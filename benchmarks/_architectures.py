@@ -240,9 +240,10 @@ def export_torch(name: str, input_shape: tuple[int, ...], seed: int = 0):
     module = _modules()[name]().eval()
     _randomize_batch_norms(module, seed)
     buf = io.BytesIO()
-    with torch.no_grad():
-        torch.onnx.export(module, (torch.zeros(1, *input_shape),), buf, input_names=["x"], output_names=["logits"],
-                          opset_version=17, dynamo=False, dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+    # with gradients enabled (no torch.no_grad): an eval-mode TransformerEncoderLayer under no_grad
+    # takes its fused fast path, aten::_transformer_encoder_layer_fwd, which has no ONNX export
+    torch.onnx.export(module, (torch.zeros(1, *input_shape),), buf, input_names=["x"], output_names=["logits"],
+                      opset_version=17, dynamo=False, dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
     return onnx.load_from_string(buf.getvalue())
 
 

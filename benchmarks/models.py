@@ -12,7 +12,8 @@ Per model (benchmarks/_architectures.py; random weights except MTCNN's, which ar
   layer is bit-exact with the kernels, the cycle count and the seconds.
 A model that stops at any stage is recorded with the stage and qsim's message.
 
-Writes reports/models.md and reports/models.json. Benchmark-only packages: torch (the
+Writes reports/models.md and reports/models.json (models not run keep their previous rows).
+Benchmark-only packages: torch (the
 architectures are exported with torch.onnx), onnxruntime, scikit-image and scikit-learn (the
 photographs the 224x224 inputs are cropped from), facenet-pytorch (MTCNN's weights: `pip install
 --no-deps facenet-pytorch`). Nothing is downloaded at run time. Times are CPU-load dependent:
@@ -209,6 +210,11 @@ def main(argv=None) -> int:
         results["models"].append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "outputs"}, default=str)[:600], flush=True)
     out = Path(args.out)
+    previous = out / "models.json"
+    if previous.exists():   # models not run this time keep their rows (in the architectures' order)
+        rows = {r["model"]: r for r in json.loads(previous.read_text()).get("models", [])}
+        rows.update({r["model"]: r for r in results["models"]})
+        results["models"] = [rows[n] for n in ARCHITECTURES if n in rows]
     atomic_write_text(out / "models.json", json.dumps(results, indent=2, default=float) + "\n")
     text = markdown(results)
     atomic_write_text(out / "models.md", text + "\n")

@@ -205,6 +205,7 @@ def measure(jobs: list[str], repeat: int, thread_counts: list[int]) -> dict:
             for threads in thread_counts:
                 key = f"{ours}@{threads}"
                 runs, ref_runs = [], []
+                load = [round(v, 1) for v in os.getloadavg()]      # the machine is shared: say how busy
                 # interleaved, so that a change of machine load hits both sides alike
                 n = 1 if group in ("efficientnet", "float") else repeat
                 for _ in range(n):
@@ -212,7 +213,8 @@ def measure(jobs: list[str], repeat: int, thread_counts: list[int]) -> dict:
                     if theirs:
                         ref_runs.append(run_child(theirs, threads))
                 entry = dict(runs=runs, median_seconds=statistics.median(r["seconds"] for r in runs),
-                             peak_mb=max(r["peak_mb"] for r in runs))
+                             peak_mb=max(r["peak_mb"] for r in runs), load=load,
+                             load_after=[round(v, 1) for v in os.getloadavg()])
                 if ref_runs:
                     entry["ort_runs"] = ref_runs
                     entry["ort_median_seconds"] = statistics.median(r["seconds"] for r in ref_runs)
@@ -251,6 +253,8 @@ def markdown(data: dict) -> str:
                 notes += f"; output SQNR {r['output_sqnr_db']:.1f} dB"
             if "ort_runs" in e:
                 notes += f"; ort output SQNR {e['ort_runs'][0]['output_sqnr_db']:.1f} dB"
+        if "load" in e:
+            notes += f"; load {e['load'][0]}-{e['load_after'][0]}"
         lines.append(f"| {job} | {threads} | {e['median_seconds']:.2f} | "
                      f"{'-' if ort_s is None else f'{ort_s:.2f}'} | {ratio} | {e['peak_mb']:.0f} | {notes} |")
     lines += ["", "ResNet-18 has seeded random weights (torchvision's architecture built with "

@@ -130,12 +130,18 @@ static void qsim_depthwise_nhwc_f32(int isa, const float *xp, int64_t PH, int64_
 static void qsim_im2col_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH,
                             int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
                             int64_t pt, int64_t pl, int64_t OH, int64_t OW, float *cols,
-                            int64_t p0, int64_t p1) {
+                            int64_t p0, int64_t p1, int64_t B, int batch_inner) {
+    /* layout of cols: [B][C][KH*KW][OH*OW], or with batch_inner [C][KH*KW][B][OH*OW] (the
+     * GEMM's [C*KH*KW][B*OH*OW] operand of a batch, with no transposing copy) */
+    const int64_t X = OH * OW;
+    const int64_t tap_stride = batch_inner ? B * X : X;
     for (int64_t p = p0; p < p1; p++) {
         const float *plane = x + p * H * W;
-        float *o = cols + p * KH * KW * OH * OW;
+        const int64_t b = p / C, c = p % C;
+        float *o0 = batch_inner ? cols + c * KH * KW * B * X + b * X : cols + p * KH * KW * X;
         for (int64_t ky = 0; ky < KH; ky++)
             for (int64_t kx = 0; kx < KW; kx++) {
+                float *o = o0 + (ky * KW + kx) * tap_stride;
                 const int64_t off = kx * dx - pl;
                 /* output columns reading inside the row: ox in [first, last) */
                 int64_t first = off >= 0 ? 0 : (-off + sx - 1) / sx;

@@ -15,7 +15,8 @@ from libc.stdlib cimport free, malloc
 cdef extern from "float_conv.h" nogil:
     void qsim_im2col_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
                          int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
-                         int64_t OH, int64_t OW, float *cols, int64_t p0, int64_t p1)
+                         int64_t OH, int64_t OW, float *cols, int64_t p0, int64_t p1, int64_t B,
+                         int batch_inner)
     void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W,
                                  const float *w, int64_t m, int64_t KH, int64_t KW, int64_t sy,
                                  int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
@@ -60,14 +61,17 @@ def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, :
 
 def im2col_f32(const float[:, :, :, ::1] x, float[:, :, :, :, ::1] cols, int64_t KH, int64_t KW,
                int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t p0,
-               int64_t p1):
+               int64_t p1, bint batch_inner=False):
     """cols[B][C][KH*KW][OH][OW] of the NCHW input x (zero outside), planes b*C + c in [p0, p1)
-    (kernels/float_conv.h)."""
-    cdef int64_t OH = cols.shape[3], OW = cols.shape[4]
-    if cols.shape[2] != KH * KW:
-        raise ValueError("im2col_f32: cols must have KH * KW kernel offsets")
+    (kernels/float_conv.h); with batch_inner, cols is [C][KH*KW][B][OH][OW]."""
+    cdef int64_t B = x.shape[0], C = x.shape[1], OH = cols.shape[3], OW = cols.shape[4]
+    expected = (C, KH * KW, B) if batch_inner else (B, C, KH * KW)
+    got = (cols.shape[0], cols.shape[1], cols.shape[2])
+    if got != expected:
+        raise ValueError(f"im2col_f32: cols must start with {expected} "
+                         f"({'[C][KH*KW][B]' if batch_inner else '[B][C][KH*KW]'}); got {got}")
     if p1 <= p0 or KH * KW == 0 or OH == 0 or OW == 0:
         return
     with nogil:
-        qsim_im2col_f32(&x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], KH, KW, sy, sx, dy, dx,
-                        pt, pl, OH, OW, &cols[0, 0, 0, 0, 0], p0, p1)
+        qsim_im2col_f32(&x[0, 0, 0, 0], C, x.shape[2], x.shape[3], KH, KW, sy, sx, dy, dx,
+                        pt, pl, OH, OW, &cols[0, 0, 0, 0, 0], p0, p1, B, batch_inner)

@@ -6,6 +6,8 @@ output channel at a time. Channels never interact, so rows [lo, hi) can run on t
 thread (the GIL is released); per channel the arithmetic is the numpy loop's, operation by
 operation in the same order (gain = (2*delta)*grad + (delta*delta)*diag, grad += delta*H[j]),
 so the integers are identical to the numpy version for any split of the rows.
+
+conv_patches_f32: a convolution's input patches, gathered for the moments adaptive rounding reads.
 The build passes -ffp-contract=off: no fused multiply-add may change a rounding.
 
 scan_f32, add_bin_counts_f32: the calibration observers' passes over one float32 activation
@@ -117,6 +119,52 @@ def row_sums_f64(const float[:, :, :] p, double[:, ::1] out):
             for i in range(P):
                 for k in range(K):
                     out[g, k] = out[g, k] + <double>p[g, i, k]
+
+
+def conv_patches_f32(const float[:, :, :, :] x, float[:, :, :] out, int64_t groups,
+                     int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
+                     int64_t pt, int64_t pl, int64_t OH, int64_t OW):
+    """The input patches of an NCHW convolution for adaptive rounding's moments
+    (qsim/quant/rounding.py conv_patches): out[g, (n*OH + oy)*OW + ox, (c*KH + ky)*KW + kx] =
+    x[n, g*icg + c, oy*sy + ky*dy - pt, ox*sx + kx*dx - pl], 0.0 outside the input (padding).
+    A copy: the same floats as the numpy formulation (pad, sliding window, transpose), in one
+    pass over the output instead of a padded copy and a 7-axis strided copy. Any strides, but
+    out's last axis contiguous (a pending buffer's tail is strided along the others)."""
+    if out.shape[2] > 1 and out.strides[2] != sizeof(float):
+        raise ValueError("conv_patches_f32: out's last axis must be contiguous")
+    cdef int64_t N = x.shape[0], H = x.shape[2], W = x.shape[3]
+    cdef int64_t icg = x.shape[1] // groups, g, n, oy, ox, c, ky, kx, iy, ix, row
+    # strides in floats (a float32 array's strides are multiples of 4 bytes)
+    cdef int64_t xs0 = x.strides[0] // 4, xs1 = x.strides[1] // 4, xs2 = x.strides[2] // 4
+    cdef int64_t xs3 = x.strides[3] // 4, os0 = out.strides[0] // 4, os1 = out.strides[1] // 4
+    cdef const float *xb
+    cdef const float *src
+    cdef float *ob
+    cdef float *dst
+    if N == 0 or OH <= 0 or OW <= 0 or out.shape[2] == 0 or groups == 0:
+        return
+    xb = &x[0, 0, 0, 0]
+    ob = &out[0, 0, 0]
+    with nogil:
+        for g in range(groups):
+            row = 0
+            for n in range(N):
+                for oy in range(OH):
+                    for ox in range(OW):
+                        dst = ob + g * os0 + row * os1
+                        for c in range(icg):
+                            for ky in range(KH):
+                                iy = oy * sy + ky * dy - pt
+                                if iy < 0 or iy >= H:
+                                    for kx in range(KW):
+                                        dst[kx] = 0.0
+                                else:
+                                    src = xb + n * xs0 + (g * icg + c) * xs1 + iy * xs2
+                                    for kx in range(KW):
+                                        ix = ox * sx + kx * dx - pl
+                                        dst[kx] = src[ix * xs3] if 0 <= ix < W else 0.0
+                                dst += KW
+                        row += 1
 
 
 def add_clipped_histogram(const double[::1] x, double first, double last, const double[::1] edges,

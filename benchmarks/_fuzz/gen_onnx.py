@@ -148,24 +148,32 @@ def _npy(shape, rng: random.Random) -> bytes:
     return buf.getvalue()
 
 
+def serialized_variant(rng: random.Random, model: onnx.ModelProto, mutate_structure, structured: float,
+                       max_structural: int, max_byte: int, truncated: float) -> tuple[bytes, str]:
+    """`model` as bytes with the kind of change: up to `max_structural` structural mutations
+    (share `structured`), byte flips/splices (up to 0.85), truncation (the next `truncated`), or
+    valid."""
+    pick = rng.random()
+    if pick < structured:
+        kinds = [mutate_structure(rng, model) for _ in range(rng.randint(1, max_structural))]
+        return model.SerializeToString(), "structured:" + "+".join(kinds)
+    if pick < 0.85:
+        blob = model.SerializeToString()
+        for _ in range(rng.randint(1, max_byte)):
+            blob = rng.choice((mutate.byte_flip, mutate.byte_splice))(rng, blob)
+        return blob, "bytes"
+    if pick < 0.85 + truncated:
+        blob = model.SerializeToString()
+        return blob[:rng.randrange(len(blob))], "truncated"
+    return model.SerializeToString(), "valid"
+
+
 def gen_onnx(rng: random.Random, corpus) -> Case:
     seed = rng.choice(SEEDS)
     model = seed(np.random.default_rng(rng.randrange(2 ** 32)))
     files: dict[str, bytes] = {}
-    pick = rng.random()
-    if pick < 0.6:
-        kinds = [_mutate_structure(rng, model) for _ in range(rng.randint(1, 3))]
-        blob, kind = model.SerializeToString(), "structured:" + "+".join(kinds)
-    elif pick < 0.85:
-        blob = model.SerializeToString()
-        for _ in range(rng.randint(1, 4)):
-            blob = rng.choice((mutate.byte_flip, mutate.byte_splice))(rng, blob)
-        kind = "bytes"
-    elif pick < 0.9:
-        blob = model.SerializeToString()
-        blob, kind = blob[:rng.randrange(len(blob))], "truncated"
-    else:
-        blob, kind = model.SerializeToString(), "valid"
+    blob, kind = serialized_variant(rng, model, _mutate_structure, structured=0.6, max_structural=3, max_byte=4,
+                                    truncated=0.05)
     files["m.onnx"] = blob
     if rng.random() < 0.2:
         files["w.bin"] = bytes(rng.randrange(64))

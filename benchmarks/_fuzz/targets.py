@@ -17,6 +17,8 @@ Targets and what they feed:
               qsim.npu.config.load_config, or used by simulate/export-vectors/export-rtl.
   onnx        ONNX models (small CNN, shape chain, attention core) mutated as bytes and as
               structure (gen_onnx.py); `qsim check` or `qsim run`.
+  qdq         ONNX QDQ models (QuantizeLinear/DequantizeLinear pairs) with their parameters,
+              types and pairing mutated (gen_qdq.py); `qsim check`, `run` or `quantize` (no --calib).
 """
 from __future__ import annotations
 
@@ -446,6 +448,7 @@ def gen_npu_config(rng: random.Random, corpus: Corpus) -> Case:
 
 from .gen_cli import RTL_ADDRESS_SPACE, gen_cli  # noqa: E402  (the CLI generator uses the helpers above)
 from .gen_onnx import gen_onnx  # noqa: E402
+from .gen_qdq import gen_qdq  # noqa: E402
 
 TARGETS = {
     "sknd": gen_sknd,
@@ -456,7 +459,8 @@ TARGETS = {
     "cli": gen_cli,
     "npu-config": gen_npu_config,
     "onnx": gen_onnx,
+    "qdq": gen_qdq,
 }
 # Share of the inputs each target gets when --targets names several (heavier targets less).
 WEIGHTS = {"sknd": 20, "nnef1": 20, "dat": 20, "quant": 12, "container": 8, "cli": 7, "npu-config": 13,
-           "onnx": 15}
+           "onnx": 15, "qdq": 10}

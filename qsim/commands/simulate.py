@@ -19,7 +19,7 @@ from ..npu.distributed import Task, open_pool, scheduler_address
 from ..npu.energy import load_tech
 from ..npu.engines import Engine
 from ..npu.golden_vectors import read_inputs
-from ..npu.simulate import (dump_vcd, finish_sweep, load_qmodel, parse_sweep, prepare_engine,
+from ..npu.simulate import (dump_vcd, finish_sweep, load_qmodel, parse_sweep, start_builds,
                             prepare_sweep, resolve_engine, simulate_one)
 from ..outpath import SIMULATION_REPORT, check_output
 from ..progress import Progress
@@ -89,10 +89,9 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
     if vcd and sweep:
         raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
     if scheduler_address(scheduler) is None:
-        # Verilator builds (or their cache lookups) here, before local workers are forked from
-        # this process: they inherit the looked-up libraries instead of each repeating it
-        for config in configs:
-            prepare_engine(config, engine)
+        # cold Verilator builds start now, in child processes, and overlap loading the model,
+        # the golden values and the programs; simulate_one / prepare_sweep wait for them
+        start_builds(configs, engine)
     with open_pool(workers, scheduler) as pool:
         loaded = load_qmodel(model)
         feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)

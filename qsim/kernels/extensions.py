@@ -26,7 +26,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
                   "reduce"),
     "_cvm_conv": ("conv2d", "dense"),
     "_quant_ops": ("round_passes", "scan_f32", "add_bin_counts_f32", "row_sums_f64",
-                   "add_clipped_histogram"),
+                   "add_clipped_histogram", "conv_patches_f32"),
     "_float_ops": ("depthwise_nchw_f32", "depthwise_nhwc_f32", "im2col_f32"),
 }
 

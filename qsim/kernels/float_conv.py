@@ -67,15 +67,20 @@ def depthwise2d(x: np.ndarray, w: np.ndarray, m: int, stride, dilation, before, 
     return out
 
 
-def im2col2d(x: np.ndarray, kernel, stride, dilation, before, out_size) -> np.ndarray:
+def im2col2d(x: np.ndarray, kernel, stride, dilation, before, out_size,
+             batch_inner: bool = False) -> np.ndarray:
     """float32 cols [B][C][KH*KW][OH][OW]: cols[b, c, ky*KW + kx, oy, ox] =
     x[b, c, oy*sy + ky*dy - before[0], ox*sx + kx*dx - before[1]], +0.0 outside x (the im2col
-    of the float executor's conv GEMM, a copy: the same buffer as numpy's window copies)."""
+    of the float executor's conv GEMM, a copy: the same buffer as numpy's window copies).
+    batch_inner: laid out [C][KH*KW][B][OH][OW] instead, which is the GEMM operand
+    [C*KH*KW][B*OH*OW] of a batch as it is (no transposing copy)."""
     B, C = x.shape[:2]
     KH, KW = kernel
     xc = np.ascontiguousarray(x, dtype=np.float32)
-    cols = np.empty((B, C, KH * KW) + tuple(out_size), dtype=np.float32)
+    shape = (C, KH * KW, B) if batch_inner else (B, C, KH * KW)
+    cols = np.empty(shape + tuple(out_size), dtype=np.float32)
     split_rows(B * C, lambda lo, hi: _float_ops.im2col_f32(xc, cols, KH, KW, stride[0], stride[1], dilation[0],
-                                                          dilation[1], before[0], before[1], lo, hi),
+                                                          dilation[1], before[0], before[1], lo, hi,
+                                                          batch_inner),
                min_rows=8)
     return cols

@@ -80,7 +80,7 @@ class ProgramRecord:
         its STORE dispatched at t writes beat j at t + 2 + max(j, ceil((j+1)W/B) - 1)
         (hw/README.md, LOAD/STORE timing)."""
         addr = self.program.out_addr + (row * self.program.out_shape[1] + col) * self.program.out_dtype.itemsize
-        dispatch, _ = schedule(geom, self.program.instrs)
+        dispatch, _ = schedule(geom, self.program.instrs, self.program.dram)
         for t, instr in zip(dispatch, self.program.instrs):
             if instr.opcode is not Opcode.STORE:
                 continue

@@ -99,15 +99,40 @@ def _exclusive(key: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _verilog_path(geom: Geometry) -> Path:
+    return cache_root() / "verilog" / f"{_hw_fingerprint(geom)}.v"
+
+
+def build_in_background(geom: Geometry):
+    """A cold build (no exported Verilog cached yet) started in a forked child process, so
+    that its Verilog export (~15 s of Python) and C++ compile overlap the caller's own work
+    (golden values, compiling the programs); None when the Verilog is cached (a warm build
+    is a lookup) or fork is unavailable. Whoever needs the library next calls build(): the
+    entry locks make it wait for the child and find the result, or build it (and raise the
+    build's error) itself if the child failed."""
+    import multiprocessing    # deferred: only cold builds start a process
+    if _verilog_path(geom).is_file() or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    child = multiprocessing.get_context("fork").Process(target=_build_quietly, args=(geom,), daemon=True)
+    child.start()
+    return child
+
+
+def _build_quietly(geom: Geometry) -> None:
+    try:
+        build(geom)
+    except Exception:       # noqa: BLE001 - the parent's own build() call reports it
+        raise SystemExit(1) from None
+
+
 def cached_verilog(geom: Geometry) -> str:
     """The exported Verilog, reused from the cache when the hw/ sources are unchanged
     (conversion takes ~10 s for a 16x16 array); the build itself is keyed by the
     Verilog's own hash."""
-    key = _hw_fingerprint(geom)
-    path = cache_root() / "verilog" / f"{key}.v"
+    path = _verilog_path(geom)
     if path.is_file():
         return path.read_text()
-    with _exclusive(f"verilog-{key}"):
+    with _exclusive(f"verilog-{path.stem}"):
         if path.is_file():      # made by the process we waited for
             return path.read_text()
         text = verilog_text(geom)

@@ -119,13 +119,23 @@ def prepare_engine(config: NpuConfig, engine: Engine, stream=sys.stderr) -> None
               file=stream)
 
 
+def start_builds(configs: list[NpuConfig], engine: Engine) -> list:
+    """Cold Verilator builds started in the background (sim_verilator.build_in_background)
+    before the golden values and programs are prepared; prepare_engine waits for them."""
+    if engine is not Engine.VERILATOR:
+        return []
+    from .sim_verilator import build_in_background   # deferred: exporting the Verilog needs amaranth
+    return [child for child in (build_in_background(c.geometry) for c in configs) if child is not None]
+
+
 def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: Engine,
                  show_progress: bool = True, pool=None) -> GraphRun:
-    """One configuration; its array layers run as tasks on `pool` (default: this process)."""
-    if pool is None or isinstance(pool, InProcess):
-        prepare_engine(config, engine)       # the build message before the bar (workers build their own)
+    """One configuration; its array layers run as tasks on `pool` (default: this process).
+    The programs are prepared first, so that a cold build started by start_builds overlaps
+    that work; then the build (or its cache lookup) before the progress bar."""
     pool = pool or InProcess()
     prepared = prepare_run(loaded.model.graph, feeds, config, engine)
+    prepare_engine(config, engine)
     bar = Progress(f"simulate {config.name} ({engine.value}, {pool.what}) tasks", len(prepared.tasks),
                    enabled=show_progress)
     try:
@@ -140,11 +150,11 @@ def prepare_sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], en
     """Every configuration's run, split into tasks (qsim.npu.program.prepare_run); the golden
     values are computed once. The caller sends all points' tasks to the pool as one batch, so
     workers stay busy across configuration boundaries, and assembles with finish_sweep."""
-    if isinstance(pool, InProcess):
-        for config in configs:
-            prepare_engine(config, engine)
     expected = execute(loaded.model.graph, feeds, backend="kernels")     # the same for every point
-    return [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
+    prepared = [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
+    for config in configs:
+        prepare_engine(config, engine)
+    return prepared
 
 
 def finish_sweep(prepared: list[PreparedRun], layers: list) -> list[GraphRun]:

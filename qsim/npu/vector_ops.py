@@ -23,6 +23,11 @@ Operators and their vector instruction (hw/vector_isa.py):
                                            PASS jobs, the fill clamped to one value)
   REDUCE_SUM, REDUCE_MAX, REDUCE_MIN, ARGMAX   the reduction over the axis group
   TRANSPOSE, SLICE, CONCAT, PAD, REVERSE   PASS over the address pattern (PAD: fill, then copy)
+  TILE                                     one PASS copy of the input per repetition
+  GATHER (constant indices)                one PASS copy per run of consecutive indices of a
+                                           batch (the indices are part of the program, like a
+                                           layout; indices computed at run time would need
+                                           indirect addressing, which the vector DMA lacks)
 Anything else raises UnsupportedError with the reason, and the planner runs it on the host.
 """
 from __future__ import annotations
@@ -43,7 +48,8 @@ ELEMENTWISE = {"ADD": VectorOp.ADD, "SUB": VectorOp.SUB, "MUL": VectorOp.MUL,
 REDUCE = {"REDUCE_SUM": VectorOp.REDUCE_SUM, "REDUCE_MAX": VectorOp.REDUCE_MAX,
           "REDUCE_MIN": VectorOp.REDUCE_MIN, "ARGMAX": VectorOp.ARGMAX}
 VECTOR_OPS = frozenset({*ELEMENTWISE, *REDUCE, "CLAMP", "RESCALE", "CAST", "TABLE", "MAX_POOL2D",
-                        "AVG_POOL2D", "TRANSPOSE", "SLICE", "CONCAT", "PAD", "REVERSE"})
+                        "AVG_POOL2D", "TRANSPOSE", "SLICE", "CONCAT", "PAD", "REVERSE", "TILE",
+                        "GATHER"})
 
 
 def element_bytes(dtype, what: str) -> int:
@@ -214,6 +220,8 @@ def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_sh
     C = geom.cols
     image = DramImage()
     arrays = [np.ascontiguousarray(x) for x in inputs if x is not None]
+    if op == "GATHER":          # the indices shape the address pattern; only the values stream
+        indices = np.asarray(arrays.pop(1), np.int64)
     sizes = [element_bytes(x.dtype, f"tosa.{op} input") for x in arrays]
     bases = [image.add(x) for x in arrays]
     o_bytes = element_bytes(out_dtype, f"tosa.{op} output")
@@ -295,6 +303,14 @@ def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_sh
             configs += Job(plain(), x.shape, out_base + offset * out_strides[axis], out_strides, o_bytes,
                            [(bases[k], _strides(x.shape, sizes[k]), sizes[k])]).configs(C)
             offset += x.shape[axis]
+    elif op == "TILE":
+        x = arrays[0]
+        for reps in np.ndindex(*(int(m) for m in attrs["multiples"])):
+            offset = sum(r * n * st for r, n, st in zip(reps, x.shape, out_strides))
+            configs += Job(plain(), x.shape, out_base + offset, out_strides, o_bytes,
+                           [(bases[0], _strides(x.shape, sizes[0]), sizes[0])]).configs(C)
+    elif op == "GATHER":
+        configs += _gather(arrays[0], bases[0], sizes[0], indices, out_base, out_strides, o_bytes, C)
     elif op == "PAD":
         configs += _pad(arrays[0], bases[0], sizes[0], [tuple(p) for p in attrs["padding"]],
                         int(attrs.get("pad_const", 0)), out_shape, out_base, out_strides, o_bytes, C)
@@ -312,6 +328,27 @@ def _fill_and_copy(x_base, x_shape, x_bytes, value, region_shape, region_base, r
     copy = Job(lambda f, n: VectorInstr(VectorOp.PASS, 0), x_shape, inner, region_strides, o_bytes,
                [(x_base, _strides(x_shape, x_bytes), x_bytes)])
     return fill.configs(C) + copy.configs(C)
+
+
+def _gather(values, base, nbytes, indices, out_base, out_strides, o_bytes, C) -> list:
+    """GATHER [N, K, Ch] by constant indices [N, W]: output row (n, w) is values[n, indices[n, w]];
+    each run of consecutive indices is one copy job."""
+    n_batch, extent, ch = values.shape
+    if indices.size and (indices.min() < 0 or indices.max() >= extent):
+        raise UnsupportedError(f"GATHER indices outside [0, {extent})")
+    row = _strides(values.shape, nbytes)
+    out = []
+    for n in range(n_batch):
+        w = 0
+        while w < indices.shape[1]:
+            run = 1
+            while w + run < indices.shape[1] and indices[n, w + run] == indices[n, w] + run:
+                run += 1
+            out += Job(lambda f, k: VectorInstr(VectorOp.PASS, 0), (run, ch),
+                       out_base + n * out_strides[0] + w * out_strides[1], out_strides[1:], o_bytes,
+                       [(base + n * row[0] + int(indices[n, w]) * row[1], row[1:], nbytes)]).configs(C)
+            w += run
+    return out
 
 
 def _pad(x, x_base, x_bytes, padding, value, out_shape, out_base, out_strides, o_bytes, C) -> list:
@@ -382,6 +419,9 @@ def vector_support(graph, op) -> str | None:
         if dtype.short not in _STREAMED:
             return (f"tensor {name!r} is {dtype.short}: the vector DMA streams signed 8-, 16- and "
                     "32-bit integers")
+    if short == "GATHER" and not graph.tensor(op.inputs[1]).is_constant:
+        return ("GATHER with indices computed at run time: the vector DMA has no indirect addressing "
+                "(constant indices become its address pattern)")
     if short == "AVG_POOL2D" and any(int(p) for p in op.attrs.get("pad", (0, 0, 0, 0))):
         return ("AVG_POOL2D with padding: TOSA divides by each window's count of valid taps, the "
                 "vector unit's reciprocal by the window's length")

@@ -230,19 +230,26 @@ def window_timing(blob: bytes, count: int, lanes: int, bytes_per_cycle: int) -> 
     return _timing(bytes(blob), int(count), int(lanes), int(bytes_per_cycle))
 
 
-def window_words_values(blob: bytes, count: int, lanes: int, dram: np.ndarray) -> np.ndarray:
-    """The [count, lanes] uint8 words LOADW writes into the input buffer."""
+@functools.lru_cache(maxsize=256)     # <= 256 x (count x lanes x 8 B): 32 MiB for 1024 x 16
+def _sources(blob: bytes, count: int, lanes: int) -> tuple[np.ndarray, int]:
+    """[count, lanes] DRAM address of every lane LOADW fills (-1: the zero point), and zp."""
     d = unpack_window(blob)
     tr = transactions(d, count, lanes)
-    words = np.full((count, lanes), np.uint8(d["zp"] & 0xFF), np.uint8)
+    src = np.full((count, lanes), -1, np.int64)
     take = tr.nbytes > 0
     n = tr.nbytes[take]
     if n.size:
         starts = np.cumsum(n) - n
         rep = np.repeat(np.arange(n.size), n)
         off = np.arange(int(n.sum())) - starts[rep]
-        src = tr.addr[take][rep] + off
-        if src.max() >= dram.size:
-            raise IndexError(f"LOADW reads DRAM byte {int(src.max())} beyond its {dram.size} bytes")
-        words[tr.word[take][rep], tr.dst[take][rep] + off] = dram[src]
-    return words
+        src[tr.word[take][rep], tr.dst[take][rep] + off] = tr.addr[take][rep] + off
+    src.flags.writeable = False
+    return src, d["zp"]
+
+
+def window_words_values(blob: bytes, count: int, lanes: int, dram: np.ndarray) -> np.ndarray:
+    """The [count, lanes] uint8 words LOADW writes into the input buffer."""
+    src, zp = _sources(bytes(blob), int(count), int(lanes))
+    if src.size and src.max() >= dram.size:
+        raise IndexError(f"LOADW reads DRAM byte {int(src.max())} beyond its {dram.size} bytes")
+    return np.where(src >= 0, dram[np.maximum(src, 0)], np.uint8(zp & 0xFF)).astype(np.uint8)

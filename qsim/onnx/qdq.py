@@ -17,6 +17,10 @@ does, so `qsim quantize` needs no calibration data:
   QAT exports): quantized here exactly as QuantizeLinear defines it (round half to even,
   saturate), then as a weight.
 
+A tensor no pair quantizes whose only reader is an operator that commutes with quantization
+(MaxPool, Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Identity, Concat) with a quantized
+output takes that output's parameters (the same result: the operator only selects or moves values).
+
 uint8 tensors keep their unsigned annotation: calibrate.as_signed maps them exactly onto TOSA's
 signed grid (q - 128, zero point - 128: the same real values), and unsigned weights are mapped
 the same way here, so a uint8 weight must have zero point 128 (TOSA weights are symmetric).
@@ -47,7 +51,9 @@ _P = onnx.TensorProto
 # quantized element types qsim carries: (bits, signed)
 _INTEGER_TYPES = {_P.INT8: (8, True), _P.UINT8: (8, False), _P.INT16: (16, True),
                   _P.UINT16: (16, False), _P.INT32: (32, True)}
-BIAS_BITS = 32
+# operators whose result on quantized values is their result on the reals, quantized (they only
+# select or move values): an input they alone read can take their output's quantization
+GRID_KEEPING = ("MaxPool", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat")
 
 
 def has_qdq(model: ModelFile) -> bool:
@@ -218,8 +224,10 @@ class _Stripper:
                       hint="qsim gives a tensor one scale and zero point; requantization (a second "
                            "QuantizeLinear with other parameters) is not supported")
 
-    def constant_operand(self, i: int, name: str, params: _Params, quantize_first: bool) -> None:
-        """DequantizeLinear i of a constant (weights, biases): a float initializer of its values."""
+    def constant_operand(self, i: int, name: str, params: _Params, quantizer: int | None = None) -> None:
+        """DequantizeLinear i of a constant (weights, biases), or of QuantizeLinear `quantizer` of
+        a float constant: a float initializer of its values."""
+        quantize_first = quantizer is not None
         data, elem = self.constant(i, name, "quantized input" if not quantize_first else "input")
         out = self.nodes[i].output[0]
         if params.axis is not None:
@@ -234,8 +242,11 @@ class _Stripper:
         zp = params.zero_point.reshape(shape) if axis is not None else params.zero_point
         if quantize_first:   # QuantizeLinear: saturate(round_half_even(x / scale) + zp)
             if elem != _P.FLOAT:
-                self.fail(i, f"quantizes '{name}', which is {element_type_name(elem)}",
+                self.fail(quantizer, f"quantizes '{name}', which is {element_type_name(elem)}",
                           hint="QuantizeLinear reads float32")
+            if not np.all(np.isfinite(data)):
+                self.fail(quantizer, f"quantizes '{name}', which holds non-finite values",
+                          hint="QuantizeLinear of NaN or infinity has no integer value; fix the weights")
             bits, signed = params.bits_signed
             lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
             with np.errstate(all="ignore"):
@@ -262,7 +273,7 @@ class _Stripper:
             x = node.input[0]
             if self.is_constant(x):
                 elem = self.inits[x].data_type if x in self.inits else None
-                self.constant_operand(i, x, self.params(i, elem), quantize_first=False)
+                self.constant_operand(i, x, self.params(i, elem))
                 continue
             q = self.producer.get(x)
             if q is None or self.nodes[q].op_type != QUANTIZE:
@@ -278,7 +289,7 @@ class _Stripper:
                                                        "scale and zero point")
             source = self.nodes[q].input[0]
             if self.is_constant(source):
-                self.constant_operand(i, source, p_dq, quantize_first=True)
+                self.constant_operand(i, source, p_dq, quantizer=q)
                 continue
             if p_dq.axis is not None:
                 self.fail(i, f"quantizes activation '{source}' per axis ({p_dq.describe()})",
@@ -288,7 +299,37 @@ class _Stripper:
             pairs.append((i, source))
         for i, source in pairs:
             self.annotate(self.resolve(source), self.params(i, None), i)
+        self.annotate_through_grid_keeping_ops()
         return self.rewritten()
+
+    def annotate_through_grid_keeping_ops(self) -> None:
+        """A tensor no pair quantizes, read only by an operator that commutes with quantization
+        (max pooling, layout moves, concatenation: Q(op(v)) = op(Q(v)) for the monotone Q) whose
+        output is quantized, takes that output's parameters: onnxruntime leaves such operators
+        unquantized between a float operator and the next pair (e.g. PRelu -> MaxPool -> Q in
+        MTCNN), and the result is the same either way."""
+        readers: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            if i not in self.removed:
+                for name in set(node.input):
+                    if name:
+                        readers.setdefault(self.resolve(name), []).append(i)
+        changed = True
+        while changed:
+            changed = False
+            for i, node in enumerate(self.nodes):
+                if i in self.removed or node.op_type not in GRID_KEEPING or not node.output:
+                    continue
+                done = self.annotations.get(node.output[0])
+                if done is None:
+                    continue
+                data_inputs = node.input if node.op_type == "Concat" else node.input[:1]
+                for name in (self.resolve(n) for n in data_inputs if n):
+                    if (name in self.annotations or self.is_constant(name) or name in self.graph_outputs
+                            or readers.get(name) != [i]):
+                        continue
+                    self.annotations[name] = _Annotation(done.params, f"{done.where}, through {self.where(i)}")
+                    changed = True
 
     def check_quantize(self, i: int) -> None:
         out = self.nodes[i].output[0]

@@ -58,6 +58,14 @@ def check_annotation(t: ir.Tensor, precision: Precision) -> None:
                                    "quantized per tensor in TOSA (one RESCALE zero point and "
                                    "input scale per tensor)",
                                    hint="give the activation one scale and zero point")
+    if not t.is_constant and t.dtype.is_float and q.bits == 16:
+        zp = as_signed(q).zero_points()
+        if np.any(zp != 0):
+            raise UnsupportedError(f"{_what(t)} has zero point {int(zp[zp != 0][0])} on TOSA's signed 16-bit "
+                                   "grid; TOSA 0.30's 16-bit operators (CONV2D, FULLY_CONNECTED, "
+                                   "AVG_POOL2D, TABLE) take zero point 0",
+                                   hint="quantize 16-bit activations symmetrically (onnxruntime: "
+                                        "extra_options={'ActivationSymmetric': True})")
     if not t.is_constant and t.dtype.is_float:
         expected = precision.activation_dtype.bits
         if q.bits != expected:

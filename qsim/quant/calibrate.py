@@ -13,9 +13,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import DataError
-from ..threads import apply_blas_threads
 from ..progress import progress
-from ..threads import apply_blas_threads
 from ..runtime.executor import execute
 from ..threads import apply_blas_threads
 from .observers import ObserverKind, make_observer
@@ -62,6 +60,8 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
                     axes = tuple(a for a in range(v.ndim) if a != 1)
                     sums[name] = sums.get(name, 0.0) + v.mean(axis=axes)
         seen += 1
+    if input_moments is not None:
+        input_moments.calibration_done()
     if seen == 0:
         raise DataError("no calibration samples were given",
                         hint="pass --calib with a .npy/.npz array or a folder of images")

@@ -139,8 +139,12 @@ class FloatSide:
             return self.values[name]
         except KeyError:
             if self.is_constant(name):
-                raise self.unsupported(f"constant input {name!r} is used where a computed tensor "
-                                       "is expected") from None
+                raise self.unsupported(
+                    f"constant input {name!r} is used where a computed tensor is expected",
+                    hint="the pipeline folds operators that read only constants; this one mixes a "
+                         "constant with computed inputs in a place its lowering takes computed "
+                         "data only: fold the constant into the model's weights (or make it "
+                         "an operator attribute), or file an issue with the model") from None
             raise self.unsupported(f"input {name!r} has not been lowered") from None
 
     def bind(self, float_name: str, value: Lowered) -> Lowered:

@@ -176,6 +176,13 @@ class StreamingHistogram:
         peak = max(abs(lo), abs(hi))
         if peak > 0:
             k = max(k, math.frexp(peak)[1] - MANTISSA_BITS)
+        # a width below (hi - lo) / MAX_BINS needs more than MAX_BINS bins (the bin count is at
+        # least the span over the width): start just under that bound (one below for the
+        # rounding of the quotient), so the loop below takes a step or two, not dozens; it
+        # still returns the smallest width that fits, as the count only falls as k grows
+        span = hi - lo
+        if span > 0 and math.isfinite(span):
+            k = max(k, math.frexp(span / MAX_BINS)[1] - 2)
         while math.floor(hi / math.ldexp(1.0, k)) - math.floor(lo / math.ldexp(1.0, k)) + 1 > MAX_BINS:
             k += 1
         return k

@@ -1,9 +1,10 @@
 """The quantization pipeline, one for every target (target.py): float graph + calibration
 samples → integer model + accuracy figures, in memory.
 
-    calibrate (observers over float execution, with the target's activation scheme and
-    weight statistics) → lower (the target's rules) → evaluate (float vs integer on the
-    evaluation samples, a batch at a time where the lowering allows it)
+    fold constant sub-graphs (fold_constants.py) → calibrate (observers over float
+    execution, with the target's activation scheme and weight statistics) → lower (the
+    target's rules) → evaluate (float vs integer on the evaluation samples, a batch at a
+    time where the lowering allows it)
 
 `quantize_graph` reads and writes no files: the `qsim quantize` command
 (qsim.commands.quantize) loads the data, writes the folder (qmodel.py) and the report.
@@ -28,6 +29,7 @@ from .cvm_context import CvmConfig
 from .data import Samples
 from .evaluate import Batched, evaluate
 from .float_side import LoweredModel
+from .fold_constants import fold_constant_ops
 from .observers import ObserverKind
 from .params import Granularity, Precision, QuantConfig
 from .rounding import InputMoments
@@ -192,7 +194,7 @@ def batched_models(graph: ir.Graph, model: LoweredModel, calibration: Calibratio
     if load_batch is None or size <= 1:
         return None
     try:
-        big = load_batch(size)
+        big = fold_constant_ops(load_batch(size))
         big_model = target.lower(big, calibration)
     except QsimError:
         return None
@@ -213,6 +215,7 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
     target = target or TosaTarget(options.config)
     target.check_options(options)
     name = name or graph.name
+    graph = fold_constant_ops(graph)      # weights computed from constants become constants
     input_name, _ = single_input(graph)
     outputs = scored_outputs(graph, evaluation or calib, options.score_outputs)
     target.check_graph(graph)
@@ -242,9 +245,13 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
     return QuantizeResult(model, report, target, None, seconds)
 
 
-def scored_outputs(graph: ir.Graph, samples: Samples, requested: tuple[str, ...] = ()) -> tuple[ScoredOutput, ...]:
+def scored_outputs(graph: ir.Graph, samples: Samples | None,
+                   requested: tuple[str, ...] = ()) -> tuple[ScoredOutput, ...]:
     """The outputs the report scores (qsim.quant.scoring), with the samples' labels checked
-    against each labelled output's classes."""
+    against each labelled output's classes (None: no samples, a model quantized by its
+    annotations and evaluated on generated inputs, so no labels)."""
+    if samples is None:
+        return choose_outputs(graph, requested, labelled=(), unnamed_labels=False)
     outputs = choose_outputs(graph, requested, labelled=tuple(samples.output_labels),
                              unnamed_labels=samples.labels is not None)
     by_name = {o.name: o for o in outputs}

@@ -50,15 +50,19 @@ class PatchMoments:
     def __post_init__(self):
         self.sum_outer = np.zeros((self.groups, self.patch, self.patch))
         self.sum_x = np.zeros((self.groups, self.patch))
-        self._rows = np.zeros((self.groups, 0, self.patch), dtype=np.float32)  # pending rows
+        self._rows = self._no_rows()                  # pending rows
         self._pending_rows = 0
+
+    def _no_rows(self) -> np.ndarray:
+        """An empty pending buffer (a fresh array: a zero-row view would keep its base alive)."""
+        return np.zeros((self.groups, 0, self.patch), dtype=np.float32)
 
     def add(self, patches: np.ndarray) -> None:
         """patches: [groups, P, K] (one row per output position and sample)."""
         self.reserve(patches.shape[1])[...] = patches
         self.commit(patches.shape[1])
 
-    def reserve(self, rows: int) -> np.ndarray:
+    def reserve(self, rows: int, scratch: np.ndarray | None = None) -> np.ndarray:
         """The float32 [groups, rows, K] place of the next `rows` patch rows, for the caller to
         fill before commit(rows): the patches go straight into the pending buffer.
 
@@ -67,10 +71,21 @@ class PatchMoments:
         accumulation per sample), then their products are summed by one float32 GEMM (BLAS
         syrk; the activations are float32 already) and added to float64 totals: the moments
         carry a relative error of about sqrt(FLUSH_ROWS) * 2^-24, far below what moves a
-        rounding decision except at exact ties of the objective."""
+        rounding decision except at exact ties of the objective.
+
+        `scratch` (float32, flat): a buffer shared by all layers, used for `rows` >= FLUSH_ROWS
+        when nothing is pending, as commit sums those rows at once (no fresh pages per layer and
+        sample). Fewer rows are buffered with room for FLUSH_ROWS + rows from the start, so the
+        buffer is allocated once per flush (untouched room costs no memory) and never copied.
+        The rows summed by each GEMM are the same either way."""
         need = self._pending_rows + rows
+        size = self.groups * rows * self.patch
+        if (scratch is not None and self._pending_rows == 0 and rows >= FLUSH_ROWS
+                and scratch.size >= size):
+            self._rows = scratch[:size].reshape(self.groups, rows, self.patch)
+            return self._rows
         if need > self._rows.shape[1]:
-            grown = np.empty((self.groups, max(need, min(FLUSH_ROWS + rows, 2 * need)), self.patch),
+            grown = np.empty((self.groups, max(need, FLUSH_ROWS + rows), self.patch),
                              dtype=np.float32)
             grown[:, :self._pending_rows] = self._rows[:, :self._pending_rows]
             self._rows = grown
@@ -91,8 +106,8 @@ class PatchMoments:
         self._pending_rows = 0
         self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
         self.sum_x += _column_sums(p)
-        if self._rows.nbytes > KEEP_BUFFER_BYTES:       # bounded memory between samples
-            self._rows = self._rows[:, :0]
+        if self._rows.nbytes > KEEP_BUFFER_BYTES or self._rows.base is not None:
+            self._rows = self._no_rows()     # bounded memory between samples; scratch let go
 
     def means(self) -> np.ndarray:
         """[groups, K]: E[x] over the rows seen (valid after second_moment consumed the
@@ -106,7 +121,7 @@ class PatchMoments:
         and this PatchMoments is spent. Either way each element is (sum / n) - m_i m_j,
         rounded as numpy's `sum_outer / n - m[:, None] * m[None, :]` rounds it."""
         self._flush()
-        self._rows = self._rows[:, :0]                  # calibration is over: free the buffer
+        self._rows = self._no_rows()                    # calibration is over: free the buffer
         if self.sum_outer is None:
             raise ValueError("PatchMoments.second_moment: the moments were consumed already")
         n = max(self.count, 1)
@@ -149,7 +164,29 @@ def conv_patches(x: np.ndarray, g: ConvGeometry, out: np.ndarray | None = None) 
     """[groups, N*OH*OW, icg*KH*KW] input patches of an NCHW convolution (the layout
     PatchMoments sums), written into `out` when given (e.g. PatchMoments.reserve's place),
     else into a new C-contiguous array; padding reads real zero, which the integer graph
-    represents exactly by the zero point."""
+    represents exactly by the zero point. float32 input is gathered by one compiled pass
+    (kernels/quant_ops.pyx conv_patches_f32: the same floats as conv_patches_numpy)."""
+    shape = conv_patch_shape(x.shape, g)
+    shape = (shape[1], shape[0], shape[2])
+    if out is None:
+        out = np.empty(shape, dtype=x.dtype)
+    elif out.shape != shape:
+        raise ValueError(f"conv_patches: out has shape {out.shape}, the patches {shape}")
+    if (x.dtype != np.float32 or out.dtype != np.float32 or (shape[2] > 1 and out.strides[2] != 4)
+            or g.kernel == (1, 1)):
+        # a 1x1 kernel's patches are a plain transpose, which numpy's copy does faster
+        return conv_patches_numpy(x, g, out)
+    n, c, h, w = x.shape
+    oh, ow = _output_size(x.shape, g)
+    _quant_ops.conv_patches_f32(x[:, :, :h - g.crop[0], :w - g.crop[1]], out, g.groups,
+                                g.kernel[0], g.kernel[1], g.stride[0], g.stride[1],
+                                g.dilation[0], g.dilation[1], g.begins[0], g.begins[1], oh, ow)
+    return out
+
+
+def conv_patches_numpy(x: np.ndarray, g: ConvGeometry, out: np.ndarray) -> np.ndarray:
+    """conv_patches in numpy (any dtype or layout; the reference the compiled gather is
+    tested against)."""
     n, c, h, w = x.shape
     x = x[:, :, :h - g.crop[0], :w - g.crop[1]]
     if any(g.begins) or any(g.ends):
@@ -160,23 +197,22 @@ def conv_patches(x: np.ndarray, g: ConvGeometry, out: np.ndarray | None = None) 
     oh, ow = win.shape[2], win.shape[3]
     icg = c // g.groups
     win = win.reshape(n, g.groups, icg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    shape = (g.groups, n * oh * ow, icg * kh * kw)
-    if out is None:
-        return np.ascontiguousarray(win).reshape(shape)
-    if out.shape != shape:
-        raise ValueError(f"conv_patches: out has shape {out.shape}, the patches {shape}")
     dst = out.view()
     dst.shape = win.shape               # splits axes only: a view (raises rather than copy)
     np.copyto(dst, win)
     return out
 
 
+def _output_size(x_shape, g: ConvGeometry) -> tuple[int, int]:
+    size = [x_shape[2 + a] - g.crop[a] + g.begins[a] + g.ends[a] for a in range(2)]
+    return tuple((size[a] - (g.kernel[a] - 1) * g.dilation[a] - 1) // g.stride[a] + 1 for a in range(2))
+
+
 def conv_patch_shape(x_shape, g: ConvGeometry) -> tuple[int, int, int]:
     """(rows, groups, K) of conv_patches for an input of shape x_shape."""
-    n, c, h, w = x_shape
-    size = [h - g.crop[0] + g.begins[0] + g.ends[0], w - g.crop[1] + g.begins[1] + g.ends[1]]
-    out = [(size[a] - (g.kernel[a] - 1) * g.dilation[a] - 1) // g.stride[a] + 1 for a in range(2)]
-    return n * out[0] * out[1], g.groups, (c // g.groups) * g.kernel[0] * g.kernel[1]
+    n, c = x_shape[0], x_shape[1]
+    oh, ow = _output_size(x_shape, g)
+    return n * oh * ow, g.groups, (c // g.groups) * g.kernel[0] * g.kernel[1]
 
 
 @dataclass
@@ -188,6 +224,11 @@ class InputMoments:
     layers: dict[str, tuple[str, ConvGeometry | None]] = field(default_factory=dict)
     moments: dict[str, PatchMoments] = field(default_factory=dict)
     rounded: dict[str, np.ndarray] = field(default_factory=dict)
+    _scratch: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32), repr=False)
+
+    def calibration_done(self) -> None:
+        """Frees the shared gather buffer (the largest layer's patches of one execution)."""
+        self._scratch = np.empty(0, np.float32)
 
     def watch_conv(self, key: str, input_name: str, geometry: ConvGeometry) -> None:
         self.layers[key] = (input_name, geometry)
@@ -205,7 +246,9 @@ class InputMoments:
             stats = self.moments.get(key)
             if stats is None:
                 stats = self.moments[key] = PatchMoments(groups, patch)
-            place = stats.reserve(rows)
+            if rows >= FLUSH_ROWS and self._scratch.size < groups * rows * patch:
+                self._scratch = np.empty(groups * rows * patch, np.float32)   # the largest layer's
+            place = stats.reserve(rows, self._scratch)
             if geometry is None:
                 place[0] = x.reshape(rows, patch)
             else:

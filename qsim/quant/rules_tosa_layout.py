@@ -13,10 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ir
-from ..numerics import RESIZE_ROUNDING, nnef_round
 from .float_patterns import is_annotated, packed_ints, spatial_padding
 from .float_side import NHWC_FROM_NCHW, Lowered, identity
-from .rules import rule
+from .rules import pattern_rule, rule
 from .rules_tosa_linear import _crop_input
 from .target import TargetKind
 from .tosa_context import TosaContext
@@ -46,15 +45,55 @@ def lower_reshape(ctx: TosaContext, op: ir.Op) -> None:
     ctx.f.bind(op.outputs[0], Lowered(out, x.quant, identity(len(shape))))
 
 
+def _full_perm(op: ir.Op, rank: int) -> tuple[int, ...]:
+    """layout.transpose's permutation of all `rank` axes (its `perm` applies from `axis` on)."""
+    axis = int(op.attrs.get("axis", 0)) % max(rank, 1)
+    perm = op.attrs.get("perm")
+    perm = tuple(range(rank - axis))[::-1] if perm is None else tuple(int(p) for p in perm)
+    return tuple(range(axis)) + tuple(axis + p for p in perm) + tuple(range(axis + len(perm), rank))
+
+
+@pattern_rule(TargetKind.TOSA)
+def lower_channel_shuffle(ctx: TosaContext, op: ir.Op) -> bool:
+    """ShuffleNet's channel shuffle on an NHWC integer tensor, with one TRANSPOSE:
+    reshape [N, C, H, W] → [N, g, C/g, H, W], transpose (0, 2, 1, 3, 4), reshape → [N, C, H, W]
+    moves channel i·C/g + j to j·g + i. In NHWC that is RESHAPE [N, H, W, g, C/g], TRANSPOSE
+    (0, 1, 2, 4, 3), RESHAPE [N, H, W, C], with no change of layout (the rules op by op
+    would TRANSPOSE to NCHW and back around the 5-D permutation)."""
+    f = ctx.f
+    if op.kind.name != "layout.reshape" or op.inputs[0] not in f.values:
+        return False
+    x = f.value(op.inputs[0])
+    swap, last = f.only_consumer(op.outputs[0]), None
+    if swap is not None and swap.kind.name == "layout.transpose":
+        last = f.only_consumer(swap.outputs[0])
+    if last is None or last.kind.name != "layout.reshape" or x.perm != NHWC_FROM_NCHW:
+        return False
+    if any(is_annotated(f, name) for name in (op.outputs[0], swap.outputs[0])):
+        return False
+    n, c, h, w = f.float_shape(op.inputs[0])
+    grouped = f.float_shape(op.outputs[0])
+    if (len(grouped) != 5 or grouped[0] != n or grouped[1] * grouped[2] != c or grouped[3:] != (h, w)
+            or _full_perm(swap, 5) != (0, 2, 1, 3, 4) or f.float_shape(last.outputs[0]) != (n, c, h, w)):
+        return False
+    g = grouped[1]
+    split = ctx.emit("RESHAPE", [x.name], {"new_shape": (n, h, w, g, c // g)}, hint=f"{op.outputs[0]}.nhwc",
+                     label=f.where(), quant=x.quant)
+    swapped = ctx.emit("TRANSPOSE", [split], {"perms": (0, 1, 2, 4, 3)}, hint=f"{swap.outputs[0]}.nhwc",
+                       label=f.where(swap), quant=x.quant)
+    out = ctx.emit("RESHAPE", [swapped], {"new_shape": (n, h, w, c)}, hint=last.outputs[0],
+                   label=f.where(last), quant=x.quant, exact=True)
+    f.bind(last.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))
+    f.fused.update((id(swap), id(last)))
+    return True
+
+
 @rule(TargetKind.TOSA, "layout.transpose")
 def lower_transpose(ctx: TosaContext, op: ir.Op) -> None:
     """No op: the output is the same integer tensor seen through a composed layout."""
     x = ctx.f.value(op.inputs[0])
     rank = len(x.perm)
-    axis = int(op.attrs.get("axis", 0)) % max(rank, 1)
-    perm = op.attrs.get("perm")
-    perm = tuple(range(rank - axis))[::-1] if perm is None else tuple(int(p) for p in perm)
-    full = tuple(range(axis)) + tuple(axis + p for p in perm) + tuple(range(axis + len(perm), rank))
+    full = _full_perm(op, rank)
     # float_out = transpose(float_in, full); int = transpose(float_in, x.perm)
     # = transpose(float_out, q) with full[q[i]] = x.perm[i].
     q = tuple(full.index(p) for p in x.perm)
@@ -101,6 +140,25 @@ def lower_slice(ctx: TosaContext, op: ir.Op) -> None:
                                          "size": tuple(out_shape[p] for p in x.perm)},
                      hint=op.outputs[0], label=ctx.f.where(), quant=x.quant, exact=True)
     ctx.f.bind(op.outputs[0], Lowered(out, x.quant, x.perm))
+
+
+@rule(TargetKind.TOSA, "layout.split")
+def lower_split(ctx: TosaContext, op: ir.Op) -> None:
+    """One SLICE per output, at the running offset along the split axis (channel shuffle
+    units split the channels in two)."""
+    x = ctx.f.value(op.inputs[0])
+    rank = len(x.perm)
+    axis = int(op.attrs.get("axis", 0)) % rank
+    offset = 0
+    for name in op.outputs:
+        shape = ctx.f.float_shape(name)
+        start = [0] * rank
+        start[axis] = offset
+        out = ctx.emit("SLICE", [x.name], {"start": tuple(start[p] for p in x.perm),
+                                             "size": tuple(shape[p] for p in x.perm)},
+                       hint=name, label=ctx.f.where(), quant=x.quant, exact=True)
+        ctx.f.bind(name, Lowered(out, x.quant, x.perm))
+        offset += shape[axis]
 
 
 @rule(TargetKind.TOSA, "layout.concat")
@@ -227,62 +285,3 @@ def lower_max_min_reduce(ctx: TosaContext, op: ir.Op) -> None:
                          hint=op.outputs[0], label=ctx.f.where(), quant=x.quant, exact=True)
         v = Lowered(out, x.quant, identity(len(ctx.f.float_shape(op.outputs[0]))))
     ctx.f.bind(op.outputs[0], v)
-
-
-def _nearest_source_rows(op: ir.Op, axis_pos: int, in_size: int, out_size: int) -> np.ndarray:
-    """For image.nearest_resize (4.5): the input row each output row reads on one axis,
-    by the operator's own formula (coordinate transform, rounding, clamp to the last row)."""
-    transform = op.attrs.get("coordinate_transform", "SYMMETRIC")
-    rounding = op.attrs.get("rounding_method", "ROUND_PREFER_FLOOR")
-    if transform != "ALIGNED":
-        scale = in_size / out_size
-    else:
-        scale = 0.0 if out_size <= 1 else (in_size - 1) / (out_size - 1)
-    offset = 0.5 * scale - 0.5 if transform == "SYMMETRIC" else 0.0
-    x = np.arange(out_size, dtype=np.float64) * scale + offset
-    r = RESIZE_ROUNDING.get(rounding, nnef_round)(x)
-    return np.minimum(r.astype(np.int64), in_size - 1)
-
-
-@rule(TargetKind.TOSA, "image.nearest_upsample", "image.nearest_resize")
-def lower_nearest_resize(ctx: TosaContext, op: ir.Op) -> None:
-    """Nearest-neighbour upsampling of H and W by power-of-two factors → RESIZE NEAREST.
-
-    TOSA 2.12.1 (integer): with unit = 1 << shift, output row oy reads input row
-    floor((oy * stride + offset + unit / 2) / unit), clamped. stride = unit / f and
-    offset = -unit / 2 make that floor(oy / f): row i repeated f times, which is what
-    nearest_upsample computes and what nearest_resize computes when its coordinate rule
-    gives the same rows (checked here against the operator's own formula)."""
-    in_shape = ctx.f.float_shape(op.inputs[0])
-    out_shape = ctx.f.float_shape(op.outputs[0])
-    if len(in_shape) != 4 or tuple(in_shape[:2]) != tuple(out_shape[:2]):
-        raise ctx.f.unsupported("only resizing H and W of an NCHW tensor is lowered (TOSA RESIZE)")
-    factors = []
-    for axis in (2, 3):
-        i, o = in_shape[axis], out_shape[axis]
-        f = o // i
-        if o % i or f & (f - 1) or f > 1 << 10:
-            raise ctx.f.unsupported(f"axis {axis}: {i} -> {o} is not an upsampling by a power of two "
-                                  "(the only exact integer RESIZE qsim lowers)")
-        if op.kind.name == "image.nearest_resize":
-            rows = _nearest_source_rows(op, axis, i, o)
-            if not np.array_equal(rows, np.arange(o) // f):
-                raise ctx.f.unsupported(f"axis {axis}: this coordinate_transform/rounding_method "
-                                      "does not repeat each input row f times")
-        factors.append(f)
-    shift = 11
-    unit = 1 << shift
-    x = ctx.transpose_to(ctx.f.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
-    if factors == [1, 1]:
-        ctx.f.bind(op.outputs[0], x)
-        return
-    stride = tuple(unit // f for f in factors)
-    offset = (-unit // 2, -unit // 2)
-    # OH = idiv((IH - 1) * unit - offset, stride) + 1 + border must be IH * f
-    border = tuple(in_shape[2 + k] * factors[k] - ((in_shape[2 + k] - 1) * unit - offset[k])
-                   // stride[k] - 1 for k in range(2))
-    out = ctx.emit("RESIZE", [x.name], {
-        "output_size": (out_shape[2], out_shape[3]), "stride": stride, "offset": offset,
-        "border": border, "shift": shift, "mode": "NEAREST"}, hint=op.outputs[0],
-        label=ctx.f.where(), quant=x.quant, exact=True)
-    ctx.f.bind(op.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))

@@ -116,8 +116,11 @@ def _one(s: Fraction, width: ScaleWidth, what: str) -> tuple[int, int]:
     f = width.fraction_bits
     e = _floor_log2(s)
     shift = f - e
-    scaled = s * (Fraction(1 << shift) if shift >= 0 else Fraction(1, 1 << -shift))
-    multiplier = (2 * scaled.numerator + scaled.denominator) // (2 * scaled.denominator)
+    # round(s * 2^shift) half up, = floor((2 num + den) / (2 den)) for any num/den equal to
+    # s * 2^shift: plain integers, no Fraction (whose every result pays a gcd)
+    num, den = (s.numerator << shift, s.denominator) if shift >= 0 else \
+        (s.numerator, s.denominator << -shift)
+    multiplier = (2 * num + den) // (2 * den)
     if multiplier == 1 << (f + 1):      # rounding carried out of [2^F, 2^(F+1))
         multiplier >>= 1
         e += 1

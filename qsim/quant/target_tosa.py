@@ -16,7 +16,7 @@ from ..errors import UsageError
 from ..tosa.sknd_form import to_sknd_form
 from . import (rules_tosa_activation, rules_tosa_elementwise, rules_tosa_gather,  # noqa: F401  (register the rules)
                rules_tosa_layout, rules_tosa_linear, rules_tosa_matmul, rules_tosa_norm,
-               rules_tosa_softmax)
+               rules_tosa_resize, rules_tosa_softmax)
 from .annotations import check_annotations
 from .float_side import FloatSide, Lowered, LoweredModel, Wording, identity
 from .params import Precision, QuantConfig

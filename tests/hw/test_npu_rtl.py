@@ -78,7 +78,7 @@ def test_small_buffers_force_streaming_and_k_chunks(rng, dataflow):
     w = rng.integers(-128, 128, (11, 3)).astype(np.int8)
     program = compile_gemm(geom, Gemm(a, w, in_zp=-128, w_zp=127))
     assert max(i.get("buf_addr") + i.get("count") for i in program.instrs
-               if i.opcode is isa.Opcode.LOAD and i.get("buf") == LoadBuffer.INPUT) <= 8
+               if i.opcode is isa.Opcode.LOADW) <= 8
     cm, cr, om, orr = _both_engines(geom, program)
     assert cm == cr
     np.testing.assert_array_equal(orr, _oracle(a, w, -128, 127, None))
@@ -110,7 +110,7 @@ def test_double_buffering_overlaps_dma_with_compute(rng):
     a = rng.integers(-128, 128, (8, 8)).astype(np.int8)
     w = rng.integers(-128, 128, (8, 4)).astype(np.int8)
     program = compile_gemm(geom, Gemm(a, w))
-    stats = cycle_stats(geom, program.instrs)
+    stats = cycle_stats(geom, program.instrs, program.dram)
     # Overlap: the run is shorter than DMA and compute busy times laid end to end.
     assert stats.total_cycles < stats.dma_busy_cycles + stats.compute_cycles + stats.fill_drain_cycles
     assert stats.compute_cycles + stats.fill_drain_cycles + stats.stall_cycles == stats.total_cycles

@@ -119,3 +119,6 @@ def test_im2col_is_the_window_copy(rng, shape, k, stride, dilation, before, out_
                                             xs:xs + stride[1] * (out_size[1] - 1) + 1:stride[1]]
     got = float_conv.im2col2d(x, k, stride, dilation, before, out_size)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    # the batch laid out as the GEMM operand [C][KH*KW][B][OH][OW]: the same floats, moved
+    inner = float_conv.im2col2d(x, k, stride, dilation, before, out_size, batch_inner=True)
+    np.testing.assert_array_equal(inner.view(np.uint32), want.transpose(1, 2, 0, 3, 4).view(np.uint32))

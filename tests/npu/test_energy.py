@@ -34,13 +34,15 @@ def _gemm(rng, m, k, n, requant):
 
 def test_ws_gemm_events_worked_by_hand(rng):
     # M=3, K=8, N=4 on 4x4 WS: two folds of K (R=4), one group of 3 rows, A resident.
-    # Program: LOAD A fold 0 (3 words x 4 B), LOAD A fold 1 (12 B), LOAD param (1 word, 36 B),
-    # LOAD W fold 0 (4 words x 4 B), COMPUTE (3 rows), LOAD W fold 1, COMPUTE (3 rows,
-    # accumulate, requant), STORE output (3 words x 4 B).
+    # Program: per fold a window descriptor (3 register words of P = 36 B) and LOADW of A
+    # (3 words x 4 B moved), LOAD param (1 word, 36 B), LOAD W fold 0 (4 words x 4 B),
+    # COMPUTE (3 rows), LOAD W fold 1, COMPUTE (3 rows, accumulate, requant), STORE output
+    # (3 words x 4 B).
     program = compile_gemm(GEOM_WS, _gemm(rng, 3, 8, 4, requant=True))
-    assert [i.opcode for i in program.instrs] == [Opcode.LOAD] * 4 + [Opcode.COMPUTE, Opcode.LOAD,
-                                                                       Opcode.COMPUTE, Opcode.STORE]
-    events = program_events(GEOM_WS, program.instrs)
+    assert [i.opcode for i in program.instrs] == [Opcode.LOAD, Opcode.LOADW] * 2 + [
+        Opcode.LOAD, Opcode.LOAD, Opcode.COMPUTE, Opcode.LOAD, Opcode.COMPUTE, Opcode.STORE]
+    assert program.dram_input_bytes == 3 * 8            # A once, as the tensor holds it
+    events = program_events(GEOM_WS, program.instrs, program.dram_input_bytes)
     assert events == EventCounts(
         macs=4 * 4 * 3 * 2,                       # R x C PEs x 3 streaming cycles x 2 computes
         input_write_bytes=2 * 3 * 4, input_read_bytes=2 * 3 * 4,
@@ -48,21 +50,22 @@ def test_ws_gemm_events_worked_by_hand(rng):
         param_write_bytes=36, param_read_bytes=36,                     # read by the requant COMPUTE
         accumulator_write_bytes=2 * 3 * 16, accumulator_read_bytes=3 * 16,   # only fold 1 reads
         output_write_bytes=3 * 4, output_read_bytes=3 * 4,
-        dram_read_bytes=12 + 12 + 36 + 16 + 16, dram_write_bytes=3 * 4)
+        dram_read_bytes=2 * 3 * 36 + 12 + 12 + 36 + 16 + 16, dram_write_bytes=3 * 4)
     assert events.macs == 3 * 8 * 4          # no padding here: every PE slot is a useful MAC
 
 
 def test_os_gemm_events_worked_by_hand(rng):
-    # M=4, K=6, N=4 on 4x4 OS without requant: one tile, one K chunk of 6. Program: LOAD A
-    # (6 words x 4 B), LOAD param (36 B), LOAD W (6 words x 4 B), COMPUTE (K = 6), STORE the
-    # int32 accumulators (4 words x 16 B).
+    # M=4, K=6, N=4 on 4x4 OS without requant: one tile, one K chunk of 6. Program: window
+    # descriptor (3 words of 36 B), LOADW of A (6 words x 4 B), LOAD param (36 B), LOAD W
+    # (6 words x 4 B), COMPUTE (K = 6), STORE the int32 accumulators (4 words x 16 B).
     gemm = _gemm(rng, 4, 6, 4, requant=False)
     program = compile_gemm(GEOM_OS, gemm)
-    events = program_events(GEOM_OS, program.instrs)
+    assert program.dram_input_bytes == 24
+    events = program_events(GEOM_OS, program.instrs, program.dram_input_bytes)
     assert events == EventCounts(
         macs=4 * 4 * 6, input_write_bytes=24, input_read_bytes=24, weight_write_bytes=24,
         weight_read_bytes=24, param_write_bytes=36, accumulator_write_bytes=4 * 16,
-        accumulator_read_bytes=4 * 16, dram_read_bytes=24 + 36 + 24, dram_write_bytes=4 * 16)
+        accumulator_read_bytes=4 * 16, dram_read_bytes=3 * 36 + 24 + 36 + 24, dram_write_bytes=4 * 16)
     # the program is the one the engine runs: its output is the GEMM
     run = run_program(GEOM_OS, program, "model")
     expected = (gemm.a.astype(np.int64) - 3) @ gemm.w.astype(np.int64)

@@ -63,3 +63,23 @@ def test_too_many_loop_levels_is_unsupported():
     x = np.zeros((2, 2, 2, 2, 2, 2, 3), np.int8)      # 6 outer dimensions + the lane tile
     with pytest.raises(UnsupportedError, match="7 loop levels; the vector DMA has 6"):
         compile_vector_op(geom, "CLAMP", {"min_val": 0, "max_val": 3}, [x], x.shape, np.int8)
+
+
+def test_gather_runs_on_the_vector_unit_only_with_constant_indices():
+    """Constant indices are part of the program (an address pattern); indices computed at run
+    time stay on the host, and the planner says why."""
+    from qsim import ir
+    from qsim.npu.vector_ops import vector_support
+    kind = ir.OpKind.get("tosa.GATHER")
+    picks = np.array([[2, 0]], np.int32)
+    for constant in (True, False):
+        tensors = {"v": ir.Tensor("v", ir.DType.I8, (1, 3, 4)),
+                   "i": ir.Tensor("i", ir.DType.I32, (1, 2), data=picks if constant else None),
+                   "o": ir.Tensor("o", ir.DType.I8, (1, 2, 4))}
+        graph = ir.Graph("g", ("v",) if constant else ("v", "i"), ("o",),
+                         (ir.Op(kind, ("v", "i"), ("o",), {}, name="g"),), tensors).verify()
+        why = vector_support(graph, graph.ops[0])
+        if constant:
+            assert why is None
+        else:
+            assert "indices computed at run time" in why and "indirect addressing" in why

@@ -73,5 +73,9 @@ def cases(seed: int = 0) -> list:
         ("concat", "CONCAT", [ints(I8, 2, 3), ints(I8, 2, 2)], {"axis": 1}),
         ("pad", "PAD", [ints(I8, 2, 3)], {"padding": [(1, 0), (2, 1)], "pad_const": -7}),
         ("reverse", "REVERSE", [ints(I8, 2, 5)], {"axis": 1}),
+        ("tile", "TILE", [ints(I8, 2, 3)], {"multiples": [2, 3]}),
+        ("tile int16 batch", "TILE", [ints(I16, 1, 2, 3, 4)], {"multiples": [3, 1, 1, 1]}),
+        # runs of consecutive indices (0, 1, 2) become one copy; repeats and reversals their own
+        ("gather constant indices", "GATHER", [ints(I8, 2, 5, 3), np.array([[4, 0, 1, 2, 4], [3, 3, 2, 1, 0]], I32)], {}),
     ]
     return out

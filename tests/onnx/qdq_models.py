@@ -11,7 +11,7 @@ integer results differ from each and by how much.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -112,6 +112,7 @@ def quantize_qdq(model: onnx.ModelProto, folder, *, per_channel: bool, activatio
 def ort_session(path: str, level: str) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
+    options.log_severity_level = 3       # errors only (not its notes on unused initializers)
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
@@ -134,6 +135,7 @@ class Agreement:
     elements: int
     differing: dict[str, int]     # ORT level -> output elements that differ
     max_lsb: dict[str, int]       # ORT level -> largest difference in steps of the output scale
+    per_output: dict = field(default_factory=dict)   # output -> ORT level -> [differing, max LSB, elements]
 
 
 def compare_with_ort(path: str, inputs: list[np.ndarray], calib=None, backend: str = "kernels",
@@ -151,6 +153,7 @@ def compare_with_ort(path: str, inputs: list[np.ndarray], calib=None, backend: s
     sessions = {level: ort_session(path, level) for level in ORT_LEVELS}
     differing = {level: 0 for level in ORT_LEVELS}
     max_lsb = {level: 0 for level in ORT_LEVELS}
+    per_output: dict = {}
     elements = 0
     for x in inputs:
         xq = on_signed_grid(quantize_linear(x, in_quant), in_quant)
@@ -164,8 +167,12 @@ def compare_with_ort(path: str, inputs: list[np.ndarray], calib=None, backend: s
                 diff = np.abs(ours - theirs)
                 differing[level] += int(np.count_nonzero(diff))
                 max_lsb[level] = max(max_lsb[level], int(diff.max()))
+                tally = per_output.setdefault(name, {}).setdefault(level, [0, 0, 0])
+                tally[0] += int(np.count_nonzero(diff))
+                tally[1] = max(tally[1], int(diff.max()))
+                tally[2] += diff.size
         elements += sum(int(np.prod(graph.tensor(n).shape)) for n in float_out)
-    return Agreement(elements, differing, max_lsb)
+    return Agreement(elements, differing, max_lsb, per_output)
 
 
 # ---------------------------------------------------------------------- hand-written QDQ models
@@ -222,3 +229,37 @@ def tie_accumulators(xq: np.ndarray, wq: np.ndarray, bq: np.ndarray) -> np.ndarr
             patch = padded[:, :, i:i + h, j:j + w]
             acc += np.einsum("nchw,oc->nohw", patch, wq[:, :, i, j].astype(np.int64))
     return acc + bq.astype(np.int64).reshape(1, -1, 1, 1)
+
+
+def prelu_model(opset: int = 17, seed: int = 5) -> onnx.ModelProto:
+    """MTCNN's pattern: conv -> PRelu -> MaxPool, conv -> PRelu -> Transpose -> Flatten -> gemm.
+    onnxruntime's quantize_static quantizes neither PRelu output (it has no QDQ PRelu), only the
+    MaxPool and Flatten outputs after them."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1"),
+             helper.make_node("PRelu", ["c1", "a1"], ["p1"], name="prelu1"),
+             helper.make_node("MaxPool", ["p1"], ["m1"], kernel_shape=[2, 2], strides=[2, 2], name="pool1"),
+             helper.make_node("Conv", ["m1", "w2", "b2"], ["c2"], name="conv2"),
+             helper.make_node("PRelu", ["c2", "a2"], ["p2"], name="prelu2"),
+             helper.make_node("Transpose", ["p2"], ["t"], perm=[0, 3, 2, 1], name="permute"),
+             helper.make_node("Flatten", ["t"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1, name="fc")]
+    inits = [init("w1", _weights(rng, (4, 3, 3, 3))), init("b1", _weights(rng, (4,))),
+             init("a1", np.full((4, 1, 1), 0.25, np.float32)),
+             init("w2", _weights(rng, (6, 4, 2, 2))), init("b2", _weights(rng, (6,))),
+             init("a2", rng.uniform(0.05, 0.4, (6, 1, 1)).astype(np.float32)),
+             init("w3", _weights(rng, (5, 6 * 3 * 3), 0.2)), init("b3", _weights(rng, (5,)))]
+    return make_model(nodes, [("x", [1, 3, 10, 10])], [("y", [1, 5])], inits, opset=opset)
+
+
+def attention_model(opset: int = 17, seed: int = 6, d: int = 8, tokens: int = 6) -> onnx.ModelProto:
+    """A self-attention core: q/k/v projections (MatMul by constants), q·kᵀ (two computed
+    operands), softmax, ·v, residual add."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "wq"], ["q"], name="q_proj"), n("MatMul", ["x", "wk"], ["k"], name="k_proj"),
+             n("MatMul", ["x", "wv"], ["v"], name="v_proj"), n("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="kt"),
+             n("MatMul", ["q", "kt"], ["s"], name="scores"), n("Softmax", ["s"], ["p"], axis=-1, name="softmax"),
+             n("MatMul", ["p", "v"], ["a"], name="mix"), n("Add", ["a", "x"], ["y"], name="residual")]
+    inits = [init(name, _weights(rng, (d, d))) for name in ("wq", "wk", "wv")]
+    return make_model(nodes, [("x", [1, tokens, d])], [("y", [1, tokens, d])], inits, opset=opset)

@@ -20,11 +20,16 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from qsim import cli
 from qsim.errors import UnsupportedError
+from qsim.quant.params import QuantConfig, params_from_range
+from qsim.quant.target_tosa import lower_graph
 
-from .onnx_quantize import (init, node, onnx_model, quantize_onnx, replay, run_quantized, sqnr_db,
+from .lowering_models import FloatGraph
+from .onnx_quantize import (PRECISIONS, init, node, onnx_model, quantize_onnx, replay, run_quantized, sqnr_db,
                             tosa_kinds)
 
 _erf = np.vectorize(math.erf)
@@ -254,3 +259,92 @@ def test_a_result_used_twice_ends_the_chain(tmp_path, rng):
     graph, lowered = quantize_onnx(tmp_path, model, _calibration(rng, "mid"))
     kinds = tosa_kinds(lowered)
     assert kinds.count("tosa.TABLE") == 1 and "tosa.MUL" in kinds
+
+
+NNEF_TOOLS_GELU = """version 1.0;
+
+extension KHR_enable_fragment_definitions;
+extension KHR_enable_operator_expressions;
+
+fragment erf( x: tensor<scalar> ) -> ( y: tensor<scalar> )
+{
+    t = 1.0 / (1.0 + 0.3275911 * abs(x));
+    z = 1.0 - (((((1.061405429 * t + -1.453152027) * t) + 1.421413741) * t + -0.284496736) * t + 0.254829592) * t * exp(-x * x);
+    y = sign(x) * z;
+}
+
+graph g( external1 ) -> ( mul2 )
+{
+    external1 = external<scalar>(shape = [1, 4, 8, 8]);
+    variable3 = variable<scalar>(shape = [], label = 'variable3');
+    div1 = div(external1, 1.4142135381698608);
+    erf1 = erf(div1);
+    add1 = add(erf1, variable3);
+    mul1 = mul(external1, add1);
+    mul2 = mul(mul1, 0.5);
+}
+"""
+
+
+def test_nnef_tools_gelu_with_its_erf_fragment_is_one_table(tmp_path, rng):
+    """nnef-tools writes ONNX Erf as a fragment whose body divides by a computed tensor (the
+    issue's "math.div 'erf1': division by a computed tensor"): the whole GELU is one chain."""
+    from qsim.tensorfile import write_tensor
+    folder = tmp_path / "gelu"
+    folder.mkdir()
+    (folder / "graph.nnef").write_text(NNEF_TOOLS_GELU)
+    write_tensor(folder / "variable3.dat", np.asarray(1.0, np.float32))
+    np.save(tmp_path / "c.npy", _calibration(rng, "mid"))
+    out = tmp_path / "q"
+    assert cli.main(["quantize", str(folder), "--calib", str(tmp_path / "c.npy"), "-o", str(out), "-q"]) == 0
+    text = (out / "main.sknd").read_text()
+    assert text.count("tosa.TABLE") == 1 and "tosa.MUL" not in text
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(slopes=st.lists(st.floats(-2.0, 2.0), min_size=3, max_size=3),
+       lo=st.floats(-8.0, 0.0), hi=st.floats(0.01, 8.0), out_lo=st.floats(-8.0, 0.0),
+       out_hi=st.floats(0.01, 8.0), precision=st.sampled_from(list(PRECISIONS)))
+def test_prelu_halves_are_exact_for_any_slopes_and_grids(slopes, lo, hi, out_lo, out_hi, precision):
+    """Random per-channel slopes (negative, zero, > 1) and input/output grids: every code of
+    each channel (int8: all 256; int16: 256 spread over the range with both rails) within 1/2
+    output step of the exact value, or at the rail it saturates to."""
+    slopes = np.asarray(slopes)
+    if np.all(slopes == slopes[0]):
+        slopes[0] += 0.5                               # per-channel: the rescaled-halves path
+    config = QuantConfig(precision=PRECISIONS[precision])
+    g = FloatGraph(np.random.default_rng(0))
+    x = g.input("x", (1, 3, 16, 16))
+    g.op("nn.prelu", [x, g.const("slope", slopes)], "y", (1, 3, 16, 16), axis=1)
+    graph = g.graph(["y"])
+    scheme = config.activation_scheme()
+    qp = {"x": params_from_range(lo, hi, scheme, what="x"), "y": params_from_range(out_lo, out_hi, scheme, what="y")}
+    model = lower_graph(graph, qp, config)
+    dt = model.graph.tensors["x"].dtype
+    codes = np.linspace(dt.min, dt.max, 256).round().astype(np.int64)
+    codes = np.tile(codes.reshape(1, 1, 16, 16), (1, 3, 1, 1))
+    ints = replay(model, codes)
+    v = model.tensor_map["y"]
+    got = ints[v.name].transpose(np.argsort(v.perm))
+    sx, zx = float(qp["x"].scales()[0]), int(qp["x"].zero_points()[0])
+    sy, zy = float(qp["y"].scales()[0]), int(qp["y"].zero_points()[0])
+    real = (codes - zx) * sx
+    target = np.where(real < 0, slopes.reshape(1, 3, 1, 1) * real, real) / sy + zy
+    rail = np.clip(target, dt.min, dt.max)
+    assert np.all(np.abs(got - rail) <= 0.5 + 1e-6 * np.maximum(1.0, np.abs(target)))
+
+
+def test_a_chain_too_steep_for_an_int16_table_falls_back_to_its_ops(tmp_path, rng):
+    """clamp(1000·x + 18, -1, 1) in 16x8: between two of the 513 table points (about 0.036
+    apart; the step at x = -0.018 falls between two) the output would jump by 2 / s_out = 65534
+    steps, more than an int16 slope holds (1.9.5), so the ops are lowered one by one instead."""
+    model = onnx_model([node("Mul", ["x", "k"], ["m"], name="steep"), node("Add", ["m", "c"], ["a"], name="shift"),
+                        node("Clip", ["a", "lo", "hi"], ["y"], name="clip")], SHAPE, ["y"],
+                       [init("k", np.float32(1000)), init("c", np.float32(18)), init("lo", np.float32(-1)),
+                        init("hi", np.float32(1))])
+    graph, lowered = quantize_onnx(tmp_path, model, _calibration(rng, "mid"), "16x8")
+    kinds = tosa_kinds(lowered)
+    assert "tosa.TABLE" not in kinds and "tosa.MUL" in kinds and "tosa.CLAMP" in kinds
+    x = rng.normal(0, 2.5, (1,) + SHAPE[1:]).astype(np.float32)
+    got = run_quantized(lowered, x)
+    assert np.abs(got - np.clip(1000.0 * x + 18, -1, 1)).max() < 0.05

@@ -213,3 +213,37 @@ def test_float32_non_finite_values_are_a_data_error(bad):
     with pytest.raises(DataError, match="conv7: calibration produced non-finite"):
         obs.update(np.array([[1.0, 2.0], [bad, 0.0]], np.float32))
     assert obs.count == 0
+
+
+def _needed_log2_by_steps(lo, hi):
+    """The histogram width rule written as the plain search: from the finest width allowed by
+    the peak, one power of two at a time until the range fits MAX_BINS bins."""
+    import math
+    from qsim.quant.observers import MANTISSA_BITS, MAX_BINS, MIN_BIN_LOG2
+    k = MIN_BIN_LOG2
+    if max(abs(lo), abs(hi)) > 0:
+        k = max(k, math.frexp(max(abs(lo), abs(hi)))[1] - MANTISSA_BITS)
+    while math.floor(hi / 2.0 ** k) - math.floor(lo / 2.0 ** k) + 1 > MAX_BINS:
+        k += 1
+    return k
+
+
+def test_histogram_width_jump_finds_the_smallest_width_that_fits():
+    """_needed_log2 starts its search near (hi - lo) / MAX_BINS; it returns the width of the
+    one-step-at-a-time search on random ranges and on spans of exactly MAX_BINS - 1..+1 bins."""
+    import math
+    from qsim.quant.observers import MAX_BINS
+    rng = np.random.default_rng(0)
+    h = StreamingHistogram()
+    cases = []
+    for _ in range(20000):
+        a = float(rng.uniform(-1, 1) * 10.0 ** rng.uniform(-30, 30))
+        b = float(a + rng.uniform(0, 1) * 10.0 ** rng.uniform(-30, 30))
+        cases.append((a, b))
+    for e in range(-50, 50, 7):
+        for m in (MAX_BINS - 1, MAX_BINS, MAX_BINS + 1):
+            for lo in (0.0, -math.ldexp(m, e), math.ldexp(1, e)):
+                cases.append((lo, lo + math.ldexp(m, e)))
+    cases += [(0.0, 0.0), (-1.0, -1.0), (0.0, 1.0)]
+    for lo, hi in cases:
+        assert h._needed_log2(lo, hi) == _needed_log2_by_steps(lo, hi), (lo, hi)

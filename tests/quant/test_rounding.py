@@ -287,3 +287,61 @@ def test_patches_written_in_place_equal_the_new_array():
     assert np.isnan(buf[:, :2]).all() and np.isnan(buf[:, 2 + want.shape[1]:]).all()
     with pytest.raises(ValueError, match="out has shape"):
         conv_patches(x, g, buf)
+
+
+def _numpy_patches(x, g):
+    from qsim.quant.rounding import conv_patch_shape, conv_patches_numpy
+    rows, groups, k = conv_patch_shape(x.shape, g)
+    return conv_patches_numpy(x, g, np.empty((groups, rows, k), x.dtype))
+
+
+@pytest.mark.parametrize("groups,kernel,stride,dilation,begins,ends,crop", [
+    (1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0)),
+    (4, (3, 3), (2, 2), (1, 1), (0, 0), (1, 1), (0, 0)),       # depthwise-like, asymmetric pad
+    (2, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0)),       # dilation, crop
+    (1, (1, 1), (1, 1), (1, 1), (0, 0), (0, 0), (0, 0)),
+    (4, (5, 5), (1, 2), (2, 1), (2, 3), (0, 2), (0, 1)),
+    (1, (7, 7), (2, 2), (1, 1), (3, 3), (3, 3), (0, 0)),       # window wider than some outputs
+])
+def test_compiled_patches_equal_numpys(groups, kernel, stride, dilation, begins, ends, crop):
+    """The compiled gather (kernels/quant_ops.pyx conv_patches_f32) copies the floats the
+    numpy formulation copies, bit for bit: NaN payloads, -0.0 and padding's +0.0 included."""
+    rng = np.random.default_rng(sum(kernel) + groups)
+    g = ConvGeometry(groups, kernel, stride, dilation, begins, ends, crop)
+    x = rng.normal(size=(2, 4, 11, 9)).astype(np.float32)
+    x[0, 0, 0, :3] = [-0.0, np.nan, np.inf]
+    want = _numpy_patches(x, g)
+    got = conv_patches(x, g)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes()
+    # into a strided place (a pending buffer's tail) and from a strided input (a cropped view)
+    buf = np.full((groups, want.shape[1] + 3, want.shape[2]), 7.0, np.float32)
+    conv_patches(x, g, buf[:, 1:1 + want.shape[1]])
+    assert buf[:, 1:1 + want.shape[1]].tobytes() == want.tobytes()
+    assert (buf[:, 0] == 7).all() and (buf[:, 1 + want.shape[1]:] == 7).all()
+    wide = np.zeros((2, 4, 11, 12), np.float32)
+    wide[..., :9] = x
+    assert conv_patches(wide[..., :9], g).tobytes() == want.tobytes()
+
+
+def test_shared_scratch_gives_the_moments_bits():
+    """InputMoments gathers layers with >= FLUSH_ROWS rows per sample into one shared scratch
+    buffer; the moments are the bytes of PatchMoments.add on the same patches."""
+    from qsim.quant.rounding import FLUSH_ROWS, InputMoments
+    rng = np.random.default_rng(5)
+    g_big = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))     # 34*34 rows
+    g_small = ConvGeometry(2, (3, 3), (2, 2), (1, 1), (0, 0), (0, 0), (0, 0))   # 16*16 rows
+    moments = InputMoments()
+    moments.watch_conv("big", "a", g_big)
+    moments.watch_conv("small", "b", g_small)
+    plain = {"big": PatchMoments(1, 27), "small": PatchMoments(2, 18)}
+    for _ in range(5):
+        values = {"a": rng.normal(size=(1, 3, 34, 34)).astype(np.float32),
+                  "b": rng.normal(size=(1, 4, 33, 33)).astype(np.float32)}
+        moments.update(values)
+        plain["big"].add(conv_patches(values["a"], g_big))
+        plain["small"].add(conv_patches(values["b"], g_small))
+    assert 34 * 34 >= FLUSH_ROWS > 16 * 16 and moments._scratch.size == 34 * 34 * 27
+    for key, ref in plain.items():
+        got = moments.moments[key]
+        assert got.second_moment(True).tobytes() == ref.second_moment(True).tobytes()
+        assert got.sum_outer.tobytes() == ref.sum_outer.tobytes() and got.count == ref.count

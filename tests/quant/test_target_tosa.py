@@ -306,13 +306,23 @@ def test_nearest_upsampling_becomes_resize_repeating_rows(rng, kind, attrs, out_
                                atol=model.input_quant["x"].scale / 2 + 1e-6)
 
 
-def test_upsampling_by_three_is_refused(rng):
+def test_upsampling_by_three_repeats_rows_and_channel_resizing_is_refused(rng):
     g = FloatGraph(rng)
     x = g.input("x", (1, 2, 4, 4))
     g.op("image.nearest_upsample", [x], "y", (1, 2, 12, 12), axes=(2, 3), factor=(3, 3))
     graph = g.graph(["y"])
     qp = calibrate_minmax(graph, [rng.normal(size=(1, 2, 4, 4)).astype(np.float32)])
-    with pytest.raises(UnsupportedError, match="not an upsampling by a power of two"):
+    model = lower_graph(graph, qp)
+    ints = _run_both(model, rng.normal(size=(1, 2, 4, 4)).astype(np.float32))
+    xq = ints[model.graph.inputs[0]]
+    y = ints[model.tensor_map["y"].name].transpose(np.argsort(model.tensor_map["y"].perm))
+    assert np.array_equal(y, xq.repeat(3, axis=2).repeat(3, axis=3))   # each row and column 3 times
+    g = FloatGraph(rng)
+    x = g.input("x", (1, 2, 4, 4))
+    g.op("image.nearest_upsample", [x], "y", (1, 4, 4, 4), axes=(1,), factor=(2,))
+    graph = g.graph(["y"])
+    qp = calibrate_minmax(graph, [rng.normal(size=(1, 2, 4, 4)).astype(np.float32)])
+    with pytest.raises(UnsupportedError, match="only resizing H and W"):
         lower_graph(graph, qp)
 
 

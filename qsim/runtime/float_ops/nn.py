@@ -142,6 +142,7 @@ def conv(ins, at):
             out = out + bias.reshape((n,) + (1,) * d)
         return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
     # cols[b, c, k, X]: im2col with the kernel offsets in row-major order like the filter
+    gemm_cols = None              # the GEMM operand [g, fc*K, b*X] when built in that layout
     if K == 1 and all(s == 1 for s in stride) and not any(before) and list(ox) == list(x.shape[2:]) \
             and x.dtype == np.result_type(x, w):
         cols = np.ascontiguousarray(x).reshape(b, ic, 1, X)     # 1x1, stride 1: x is its im2col
@@ -152,14 +153,17 @@ def conv(ins, at):
         # takes the numpy windows, which index with Python ints
         if d == 2 and x.dtype == w.dtype == np.float32 and \
                 max(map(abs, (*stride, *dilation, *before))) < 2 ** 31:
-            cols = _float_conv().im2col2d(x, fx, stride, dilation, before, ox)   # compiled, same buffer
+            # compiled, same buffer; a batch straight in the GEMM's layout (same values)
+            gemm_cols = _float_conv().im2col2d(x, fx, stride, dilation, before, ox, batch_inner=True)
+            gemm_cols = gemm_cols.reshape(g, fc * K, b * X)
         else:
             cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
             for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
                 cols[:, :, k] = win
-    cols = cols.reshape(b, g, fc * K, X).transpose(1, 2, 0, 3).reshape(g, fc * K, b * X)
+    if gemm_cols is None:
+        gemm_cols = cols.reshape(b, g, fc * K, X).transpose(1, 2, 0, 3).reshape(g, fc * K, b * X)
     apply_blas_threads()                                        # QSIM_THREADS for the GEMM
-    out = np.matmul(w.reshape(g, m, fc * K), cols)             # [g, m, b * X]
+    out = np.matmul(w.reshape(g, m, fc * K), gemm_cols)        # [g, m, b * X]
     out = out.reshape(n, b, *ox).swapaxes(0, 1)
     if bias is not None:
         if out.dtype == np.result_type(out, bias):
@@ -328,9 +332,11 @@ def relu(ins, at):
         fail("nn.relu", f"'alpha' must be between 0 and 1 (inclusive); got {alpha}")
     if mx is not None and mx <= 0.0:
         fail("nn.relu", f"'max' must be positive; got {mx}")
-    t = x if mx is None else np.minimum(x, x.dtype.type(mx))
     lo = x.dtype.type(0) if alpha is None else x * x.dtype.type(alpha)
-    return [np.maximum(t, lo)]
+    if mx is None:
+        return [np.maximum(x, lo)]
+    t = np.minimum(x, x.dtype.type(mx))
+    return [np.maximum(t, lo, out=t)]                 # t is ours: no second fresh array
 
 
 @register("nn.prelu")
@@ -388,12 +394,21 @@ def batch_norm(ins, at):
     if x.shape[axis] != mean.shape[0]:
         fail("nn.batch_norm", f"input shape {list(x.shape)} at channel axis {axis} must match "
              f"size of mean and variance ({mean.shape[0]})")
-    y = (x - _along(mean, axis, x.ndim)) / np.sqrt(_along(var + _t(var, eps), axis, x.ndim))
+    y = x - _along(mean, axis, x.ndim)           # a new array: the steps below may reuse it
+    y = _into(np.divide, y, np.sqrt(_along(var + _t(var, eps), axis, x.ndim)))
     if scale is not None:
-        y = y * _along(scale, axis, x.ndim)
+        y = _into(np.multiply, y, _along(scale, axis, x.ndim))
     if bias is not None:
-        y = y + _along(bias, axis, x.ndim)
+        y = _into(np.add, y, _along(bias, axis, x.ndim))
     return [y]
+
+
+def _into(ufunc, y, v):
+    """ufunc(y, v), written over y (an intermediate of the caller) when that keeps y's shape and
+    dtype: the same values as the new array numpy would return, without a pass over fresh memory."""
+    if np.result_type(y, v) == y.dtype and np.broadcast_shapes(y.shape, np.shape(v)) == y.shape:
+        return ufunc(y, v, out=y)
+    return ufunc(y, v)
 
 
 @register("nn.mean_variance_norm")

@@ -1,0 +1,207 @@
+"""QDQ models of real-size architectures: qsim's integer execution vs onnxruntime's.
+
+    python benchmarks/qdq.py [--models resnet18,mobilenet_v2,...] [--calib 8] [--eval 4]
+                             [--work DIR] [--out reports]
+
+Per model (benchmarks/_architectures.py, as models.py: random weights except MTCNN's):
+onnxruntime's quantize_static writes the QDQ model (per-channel int8 weights, int8 activations,
+MinMax on the calibration inputs, benchmarks/accuracy.py `ort_quantized`); qsim reads it and
+quantizes it with no calibration data (its QuantizeLinear/DequantizeLinear parameters are the
+annotations); the integer outputs are compared on the evaluation inputs with onnxruntime's in
+both of its modes: ORT_ENABLE_ALL (the default: QLinearConv, QLinearAdd, QGemm, ... kernels)
+and ORT_DISABLE_ALL (float operators between fake-quantizing pairs). Both sides start from the
+same integer input (onnxruntime's QuantizeLinear of the float input).
+
+Per quantized activation ("taps": every QuantizeLinear output made a graph output, run in the
+default mode) the elements that differ and the largest difference show where differences
+start (ties of TOSA's round-half-up vs onnxruntime's round-half-even, float32 requantization in
+onnxruntime) and how they grow through the layers.
+
+Writes reports/qdq.md and reports/qdq.json. Benchmark-only packages: torch, onnxruntime,
+scikit-image, scikit-learn (as models.py). CPU times depend on the load; none is compared with
+a fixed figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))     # this checkout's qsim and tests, not another installed one
+
+from qsim.atomic import atomic_write_text  # noqa: E402
+from qsim.errors import QsimError  # noqa: E402
+from qsim.onnx import load  # noqa: E402
+from qsim.quant.pipeline import QuantizeOptions, quantize_graph  # noqa: E402
+from qsim.runtime.executor import execute  # noqa: E402
+from tests.onnx.qdq_models import compare_with_ort, on_signed_grid, ort_session, quantize_linear  # noqa: E402
+
+DEFAULT_MODELS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2")
+
+
+def with_taps(path: Path) -> tuple[Path, dict[str, str]]:
+    """The QDQ model with every activation QuantizeLinear output as a graph output; returns the
+    new file and {QuantizeLinear output: the float tensor it quantizes}."""
+    import onnx
+    from onnx import helper
+    model = onnx.load(str(path))
+    inits = {t.name: t for t in model.graph.initializer}
+    taps = {}
+    for node in model.graph.node:
+        if node.op_type == "QuantizeLinear" and node.input[0] not in inits:
+            zp = inits.get(node.input[2]) if len(node.input) > 2 else None
+            elem = zp.data_type if zp is not None else onnx.TensorProto.UINT8
+            taps[node.output[0]] = node.input[0]
+            model.graph.output.append(helper.make_tensor_value_info(node.output[0], elem, None))
+    out = path.with_name(path.stem + "_taps.onnx")
+    onnx.save(model, str(out))
+    return out, taps
+
+
+def layer_differences(path: Path, x: np.ndarray) -> list[dict]:
+    """Per quantized activation, in graph order: elements differing from onnxruntime (default
+    mode) and the largest difference, over the inputs x (one at a time)."""
+    tapped, taps = with_taps(path)
+    graph = load(str(path))
+    lowered = quantize_graph(graph, None, None, QuantizeOptions(show_progress=False)).model
+    in_name = graph.inputs[0]
+    in_quant = graph.tensor(in_name).quant
+    session = ort_session(str(tapped), "ORT_ENABLE_ALL")
+    names = [o.name for o in session.get_outputs()]
+    stats: dict[str, list[int]] = {}
+    for i in range(len(x)):
+        xq = on_signed_grid(quantize_linear(x[i:i + 1], in_quant), in_quant)
+        values = execute(lowered.graph, {lowered.tensor_map[in_name].name: xq.astype(np.int8)})
+        theirs_all = dict(zip(names, session.run(None, {in_name: x[i:i + 1]})))
+        for q_out, source in taps.items():
+            v = lowered.tensor_map.get(source)
+            if v is None or v.name not in values or source not in graph.tensors:
+                continue    # fused away in qsim (e.g. a conv output before its relu)
+            ours = np.transpose(values[v.name], np.argsort(v.perm)).astype(np.int64)
+            theirs = on_signed_grid(theirs_all[q_out].astype(np.int64), graph.tensor(source).quant)
+            if ours.shape != theirs.shape:
+                continue
+            d = np.abs(ours - theirs)
+            s = stats.setdefault(source, [0, 0, 0])
+            s[0] += int(np.count_nonzero(d))
+            s[1] = max(s[1], int(d.max()))
+            s[2] += d.size
+    order = {name: k for k, op in enumerate(graph.ops) for name in op.outputs}
+    rows = []
+    for name in sorted(stats, key=lambda n: order.get(n, -1)):
+        op = graph.producer(name)
+        rows.append({"tensor": name, "op": op.kind.name if op else "input", "differing": stats[name][0],
+                     "elements": stats[name][2], "max_lsb": stats[name][1]})
+    return rows
+
+
+def run_model(name: str, args) -> dict:
+    from accuracy import ort_quantized
+    from models import prepare
+    result: dict = {"model": name}
+    stage = "export"
+    try:
+        files = prepare(name, Path(args.work), args.calib, args.eval)
+        stage = "quantize_static"
+        qdq = Path(args.work) / name / f"{name}_qdq.onnx"
+        t0 = time.perf_counter()
+        if not qdq.exists():
+            ort_quantized(files["model"], np.load(files["calib"]), qdq)
+        result["quantize_static_s"] = round(time.perf_counter() - t0, 1)
+        stage = "qsim"
+        x = np.load(files["eval"])
+        t0 = time.perf_counter()
+        agreement = compare_with_ort(str(qdq), [x[i:i + 1] for i in range(len(x))])
+        result["compare_s"] = round(time.perf_counter() - t0, 1)
+        result.update(elements=agreement.elements, differing=agreement.differing, max_lsb=agreement.max_lsb,
+                      per_output=agreement.per_output)
+        stage = "layers"
+        layers = layer_differences(qdq, x[:args.layer_inputs])
+        result["layers"] = layers
+        result["layers_max_lsb"] = max((r["max_lsb"] for r in layers), default=0)
+    except QsimError as err:
+        result["failed"] = {"stage": stage, "message": err.format()}
+    except Exception as err:  # noqa: BLE001 - a benchmark records what stopped a model and goes on
+        result["failed"] = {"stage": stage, "message": f"{type(err).__name__}: {err}",
+                            "traceback": traceback.format_exc(limit=4)}
+    return result
+
+
+def markdown(results: dict) -> str:
+    lines = ["# QDQ models: qsim vs onnxruntime (benchmarks/qdq.py)", "",
+             f"Run {results['date']} on {results['machine']} (load average {results['load']}), onnxruntime "
+             f"{results['onnxruntime']}, {results['eval']} evaluation inputs per model, calibration "
+             f"{results['calib']} inputs (onnxruntime's MinMax); random weights (the flow, not accuracy).", "",
+             "qsim quantizes each QDQ model with no calibration data; its integer outputs are compared "
+             "element by element with onnxruntime's (same integer input).", "",
+             "| model | output elements | differing (ENABLE_ALL) | max LSB | differing (DISABLE_ALL) | max LSB | "
+             "largest intermediate difference |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results["models"]:
+        if "failed" in r:
+            lines.append(f"| {r['model']} | stopped at {r['failed']['stage']}: "
+                         f"{r['failed']['message'].splitlines()[0][:160]} | | | | | |")
+            continue
+        d, m = r["differing"], r["max_lsb"]
+        lines.append(f"| {r['model']} | {r['elements']} | {d['ORT_ENABLE_ALL']} | {m['ORT_ENABLE_ALL']} | "
+                     f"{d['ORT_DISABLE_ALL']} | {m['ORT_DISABLE_ALL']} | {r['layers_max_lsb']} LSB |")
+    lines += ["", "Where they differ: TOSA's RESCALE rounds half up with a 31-bit multiplier, onnxruntime rounds "
+              "half to even after a float32 multiplication, so a layer's results differ by 1 LSB at ties and "
+              "within float32 rounding of them (a few per million elements); those differences then move "
+              "later layers' results (the per-activation tables below). A Softmax output (MTCNN's `prob`) "
+              "differs more from the default mode: there onnxruntime runs QLinearSoftmax, its own table "
+              "approximation, while the float path (DISABLE_ALL) computes the QDQ model's definition."]
+    multi = [r for r in results["models"] if len(r.get("per_output", {})) > 1]
+    if multi:
+        lines += ["", "Models with several outputs, per output (differing / elements, max LSB):", "",
+                  "| model | output | ENABLE_ALL | DISABLE_ALL |", "| --- | --- | --- | --- |"]
+        for r in multi:
+            for out, by_level in r["per_output"].items():
+                cells = [f"{d} / {n}, {m} LSB" for d, m, n in (by_level[k] for k in ("ORT_ENABLE_ALL", "ORT_DISABLE_ALL"))]
+                lines.append(f"| {r['model']} | `{out}` | {cells[0]} | {cells[1]} |")
+    for r in results["models"]:
+        if "layers" not in r:
+            continue
+        lines += ["", f"## {r['model']}: per quantized activation (ENABLE_ALL, {results['layer_inputs']} inputs)", "",
+                  "| tensor | op | differing | elements | max LSB |", "| --- | --- | ---: | ---: | ---: |"]
+        lines += [f"| `{x['tensor']}` | {x['op']} | {x['differing']} | {x['elements']} | {x['max_lsb']} |"
+                  for x in r["layers"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    p.add_argument("--calib", type=int, default=8)
+    p.add_argument("--eval", type=int, default=4)
+    p.add_argument("--layer-inputs", type=int, default=2)
+    p.add_argument("--work", default="qsim-out/qdq-bench")
+    p.add_argument("--out", default=str(HERE.parent / "reports"))
+    args = p.parse_args(argv)
+    import onnxruntime
+    results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.processor() or
+               platform.machine(), "load": " ".join(f"{v:.1f}" for v in os.getloadavg()),
+               "onnxruntime": onnxruntime.__version__, "calib": args.calib, "eval": args.eval,
+               "layer_inputs": args.layer_inputs, "models": []}
+    for name in args.models.split(","):
+        print(f"{name} ...", flush=True)
+        results["models"].append(run_model(name, args))
+        print(json.dumps({k: v for k, v in results["models"][-1].items() if k != "layers"}), flush=True)
+    out = Path(args.out)
+    atomic_write_text(out / "qdq.json", json.dumps(results, indent=1) + "\n")
+    atomic_write_text(out / "qdq.md", markdown(results))
+    print(f"wrote {out / 'qdq.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
