@@ -185,15 +185,15 @@ def test_integer_softmax_matches_float_within_one_step(rng, shape):
     model = lower_graph(graph, calibrate_minmax(graph, calib))
     for xs in calib:
         ints = _run_both(model, xs)
-        # oracle: the exact softmax of the *quantized* input, on the 1/256 grid
+        # oracle: the exact softmax of the *quantized* input, on the 1/255 grid
         xq = dequantize(quantize(xs, model.input_quant["x"]), model.input_quant["x"])
         p = np.exp(xq - xq.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
-        want = np.clip(np.floor(p * 256 + 0.5) - 128, -128, 127)
+        want = np.floor(p * 255 + 0.5) - 128          # 1/255 grid: p = 1 is 127
         assert np.abs(ints["y"].astype(int) - want).max() <= 1
         # the integer winner is a float winner up to one output step
         picked = p[np.arange(p.shape[0]), np.argmax(ints["y"], axis=1)]
-        assert np.all(picked >= p.max(axis=1) - 1 / 256)
+        assert np.all(picked >= p.max(axis=1) - 1 / 255)
     assert any(op.kind.name == "tosa.ARITHMETIC_RIGHT_SHIFT" and "exp_k" in op.outputs[0]
                for op in model.graph.ops) == (shape[1] > 511)
 
