@@ -106,8 +106,10 @@ def _number(key: str, value: str):
 
 # -- one configuration ------------------------------------------------------------------------
 
-def prepare_engine(config: NpuConfig, engine: Engine, stream=sys.stderr) -> None:
-    """Builds (or finds cached) the Verilator model before the progress bar starts."""
+def prepare_engine(config: NpuConfig, engine: Engine, stream=None) -> None:
+    """Builds (or finds cached) the Verilator model before the progress bar starts. The note
+    goes to `stream`, default the sys.stderr of the moment of the call (not of import: an
+    in-process caller may have replaced it since)."""
     if engine is not Engine.VERILATOR:
         return
     from .sim_verilator import build       # deferred: exporting the Verilog needs amaranth
@@ -116,7 +118,7 @@ def prepare_engine(config: NpuConfig, engine: Engine, stream=sys.stderr) -> None
     took = time.perf_counter() - start
     if took > 1.0:
         print(f"verilator: built the {config.name} NPU model in {took:.1f} s (cached for next time)",
-              file=stream)
+              file=stream if stream is not None else sys.stderr)
 
 
 def start_builds(configs: list[NpuConfig], engine: Engine) -> list:
