@@ -5,6 +5,8 @@ QDQ model, differing only where TOSA's round-half-up meets onnxruntime's round-h
 """
 import json
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -274,38 +276,15 @@ def test_constant_nodes_and_output_names(tmp_path):
     assert scalar_constant("k", 1.0, np.float32).op_type == "Constant"
 
 
-def _torch_fake_quant_export(folder) -> str:
-    """A PyTorch model with fake quantization (QAT style), exported by the TorchScript exporter:
-    QuantizeLinear/DequantizeLinear pairs with parameters in Constant nodes, float weights
-    quantized through a pair, float biases, a Relu between Conv and its pair."""
-    torch = pytest.importorskip("torch")
-
-    class FakeQuant(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
-            self.fc = torch.nn.Linear(4 * 6 * 6, 5)
-
-        def forward(self, x):
-            fq, fqc = torch.fake_quantize_per_tensor_affine, torch.fake_quantize_per_channel_affine
-            x = fq(x, 0.03, 0, -128, 127)
-            w = fqc(self.conv.weight, torch.full((4,), 0.01), torch.zeros(4, dtype=torch.int32), 0, -128, 127)
-            y = fq(torch.relu(torch.nn.functional.conv2d(x, w, self.conv.bias, padding=1)), 0.02, -128, -128, 127)
-            w2 = fqc(self.fc.weight, torch.full((5,), 0.005), torch.zeros(5, dtype=torch.int32), 0, -128, 127)
-            return fq(torch.nn.functional.linear(y.flatten(1), w2, self.fc.bias), 0.05, 3, -128, 127)
-
-    torch.manual_seed(0)
-    path = str(folder / "torch_qdq.onnx")
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(FakeQuant().eval(), torch.randn(1, 3, 6, 6), path, opset_version=17, dynamo=False,
-                          input_names=["x"], output_names=["y"])
-    return path
+# A PyTorch model with fake quantization (QAT style), exported by the TorchScript exporter:
+# QuantizeLinear/DequantizeLinear pairs with parameters in Constant nodes, float weights quantized
+# through a pair, float biases, a Relu between Conv and its pair. Written by
+# tests/onnx/torch_exports/make_exports.py (FakeQuant), so the test needs no torch.
+TORCH_FAKE_QUANT = str(Path(__file__).resolve().parent / "torch_exports" / "fake_quant_qdq_opset17.onnx")
 
 
-def test_pytorch_fake_quant_export(tmp_path):
-    path = _torch_fake_quant_export(tmp_path)
+def test_pytorch_fake_quant_export():
+    path = TORCH_FAKE_QUANT
     graph = load(path)
     assert graph.outputs == ("y",) and graph.tensor("y").quant.zero_point == 3
     assert sum(t.quant is not None for t in graph.tensors.values()) == 5    # x, relu, y, two weights

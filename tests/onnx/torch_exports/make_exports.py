@@ -1,6 +1,8 @@
 """Writes tests/onnx/torch_exports/*.onnx: real PyTorch (TorchScript exporter, dynamo=False)
 exports of MTCNN's RNet, a SqueezeNet fire module and a ShuffleNetV2 unit at opsets 11 and 17, and
-a torch.nn.TransformerEncoder (GELU, 2 heads) at opset 17, with seeded weights. The tests load
+a torch.nn.TransformerEncoder (GELU, 2 heads) at opset 17, with seeded weights, and a fake-quantized
+(QAT-style) conv + linear model whose export carries QuantizeLinear/DequantizeLinear pairs
+(fake_quant_qdq_opset17.onnx, for tests/onnx/test_qdq.py). The tests load
 these files, so they need no torch; run this script (with torch installed) to regenerate them:
 
     python tests/onnx/torch_exports/make_exports.py
@@ -72,6 +74,32 @@ MODELS = {"rnet": (RNet, (2, 3, 24, 24), (11, 17)), "fire": (Fire, (2, 3, 12, 12
           "shuffle": (ShuffleUnit, (2, 8, 6, 6), (11, 17)), "encoder": (encoder, (2, 5, 16), (17,))}
 
 
+class FakeQuant(nn.Module):
+    """Fake quantization as PyTorch's QAT writes it: per-tensor activations, per-channel weights,
+    float biases, a Relu between the conv and its pair."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x):
+        fq, fqc = torch.fake_quantize_per_tensor_affine, torch.fake_quantize_per_channel_affine
+        x = fq(x, 0.03, 0, -128, 127)
+        w = fqc(self.conv.weight, torch.full((4,), 0.01), torch.zeros(4, dtype=torch.int32), 0, -128, 127)
+        y = fq(torch.relu(nn.functional.conv2d(x, w, self.conv.bias, padding=1)), 0.02, -128, -128, 127)
+        w2 = fqc(self.fc.weight, torch.full((5,), 0.005), torch.zeros(5, dtype=torch.int32), 0, -128, 127)
+        return fq(nn.functional.linear(y.flatten(1), w2, self.fc.bias), 0.05, 3, -128, 127)
+
+
+def fake_quant_export() -> None:
+    torch.manual_seed(0)
+    path = HERE / "fake_quant_qdq_opset17.onnx"
+    torch.onnx.export(FakeQuant().eval(), torch.randn(1, 3, 6, 6), str(path), opset_version=17, dynamo=False,
+                      input_names=["x"], output_names=["y"])
+    print(f"wrote {path.name}")
+
+
 def main() -> None:
     for name, (factory, shape, opsets) in MODELS.items():
         for opset in opsets:
@@ -79,6 +107,7 @@ def main() -> None:
             x = np.zeros(shape, np.float32)
             onnx.save(export(factory(), x, opset), HERE / f"{name}_opset{opset}.onnx")
             print(f"wrote {name}_opset{opset}.onnx")
+    fake_quant_export()
 
 
 if __name__ == "__main__":
