@@ -124,16 +124,18 @@ def label_targets(scored: Sequence[ScoredOutput]) -> tuple[str, ...]:
 
 
 def old_rule_warning(graph: ir.Graph, scored: Sequence[ScoredOutput]) -> str | None:
-    """A warning when the single top-1 figure of earlier reports (argmax over outputs[0]) would
-    have misled: outputs[0] is not scored as a class vector."""
+    """A warning for a model with several outputs whose first one is not scored as a class
+    vector (MTCNN: outputs[0] is the box regression), where a reader, or a tool that takes
+    outputs[0] as the prediction (earlier qsim reports did), would misread the figures. A
+    single output that is not a class vector misleads nobody: its SQNR is what is reported."""
     first = graph.outputs[0]
     role = next((s.role for s in scored if s.name == first), None)
-    if role is OutputRole.CLASSES:
+    if role is OutputRole.CLASSES or len(graph.outputs) == 1:
         return None
     shape = [int(d) for d in graph.tensor(first).shape[1:]]
-    return (f"outputs[0] '{first}' (values per sample {shape}) is not a class vector: the top-1 "
-            "agreement qsim reported before per-output scoring was the argmax of this output, "
-            "which means nothing here. Read the per-output figures; choose outputs with --score-output.")
+    return (f"outputs[0] '{first}' (values per sample {shape}) is not a class vector: it has no "
+            "top-1 figure, only SQNR and LSB errors; the model's class output, if any, is another "
+            "one. Choose the outputs to score with --score-output.")
 
 
 def check_label_range(name: str, labels, classes: int, where: str = "labels") -> None:

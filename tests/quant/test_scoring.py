@@ -1,4 +1,6 @@
 """qsim.quant.scoring: which outputs the accuracy report scores, and as what."""
+import dataclasses
+
 import numpy as np
 import onnx
 import pytest
@@ -28,6 +30,14 @@ def test_the_only_output_of_class_vector_shape_is_a_classification(tmp_path, rng
     (out,) = choose_outputs(graph)
     assert (out.name, out.role, out.reason, out.classes) == ("logits", OutputRole.CLASSES, "only output", 10)
     assert old_rule_warning(graph, (out,)) is None
+
+
+def test_a_single_output_that_is_not_a_class_vector_gets_no_warning(tmp_path, rng):
+    graph = _graph(two_heads(rng), tmp_path)
+    box, _ = choose_outputs(graph)
+    single = dataclasses.replace(graph, outputs=("box",))
+    assert old_rule_warning(single, (box,)) is None
+    assert old_rule_warning(graph, (box,)) is not None     # the same output first of two: warned
 
 
 def test_mtcnn_like_heads_box_is_values_softmax_is_classes(tmp_path, rng):
