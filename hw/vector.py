@@ -131,6 +131,30 @@ class VectorUnit(wiring.Component):
         return m
 
 
+def _count_leading_zeros(m: Module, value, name: str):
+    """Leading zero bits of the 32-bit `value` (32 for 0): the highest set bit wins."""
+    out = Signal(6, name=name)
+    m.d.comb += out.eq(32)
+    for bit in range(32):           # later statements take priority: ascending, so the highest
+        with m.If(value[bit]):
+            m.d.comb += out.eq(31 - bit)
+    return out
+
+
+def _truncating_divide(m: Module, a, b, name: str):
+    """a / b rounded toward zero (C division, spec 3.3.2 idiv), low 32 bits: the magnitudes
+    divided unsigned, the sign applied after. Where TOSA REQUIREs (b != 0, no minimum / -1)
+    the hardware gives -1 for b = 0 (all quotient bits set, as a restoring divider and RISC-V's
+    DIV do) and minimum for minimum / -1 (the quotient 2^31 wrapped)."""
+    mag_a, mag_b = Signal(32, name=f"{name}_a"), Signal(32, name=f"{name}_b")
+    m.d.comb += [mag_a.eq(Mux(a < 0, -a, a)), mag_b.eq(Mux(b < 0, -b, b))]
+    quotient = Signal(32, name=f"{name}_q")
+    m.d.comb += quotient.eq(mag_a // Mux(mag_b == 0, 1, mag_b))
+    out = Signal(signed(32), name=name)
+    m.d.comb += out.eq(Mux(b == 0, -1, Mux((a < 0) ^ (b < 0), -quotient, quotient)[:32]))
+    return out
+
+
 def _any_of(op, ops):
     out = Const(0)
     for o in ops:
@@ -162,6 +186,9 @@ class _Lane:
         """P2: the ALU, MUL, table lookups and reduction accumulators; returns the value for P3."""
         m, c, ins, adv = self.m, self.c, self.ins, self.adv
         op = ins.op
+        amount = Signal(5, name=f"amount{c}")          # shift amount: B' modulo 32
+        amount_less_1 = Signal(5, name=f"amount_less_1_{c}")   # wraps to 31 for 0 (then unused)
+        m.d.comb += [amount.eq(b[:5]), amount_less_1.eq(amount - 1)]
         alu = Signal(signed(32), name=f"alu_next{c}")
         with m.Switch(op):
             with m.Case(VectorOp.ADD):
@@ -172,6 +199,37 @@ class _Lane:
                 m.d.comb += alu.eq(Mux(a > b, a, b))
             with m.Case(VectorOp.MINIMUM):
                 m.d.comb += alu.eq(Mux(a < b, a, b))
+            with m.Case(VectorOp.ASR):
+                m.d.comb += alu.eq(a >> amount)
+            with m.Case(VectorOp.ASR_ROUND):
+                # round: bit amount-1 of a, the last bit shifted out (spec 2.5.2); |a >> 1| + 1 fits
+                m.d.comb += alu.eq((a >> amount) + ((amount != 0) & a.bit_select(amount_less_1, 1)))
+            with m.Case(VectorOp.LSL):
+                m.d.comb += alu.eq((a << amount)[:32])
+            with m.Case(VectorOp.LSR):
+                # (unsigned in_out_t)a: the type's bits (mul_shift = 8, 16 or 32) zero-extended
+                unsigned_a = Mux(ins.mul_shift == 8, a[:8], Mux(ins.mul_shift == 16, a[:16], a[:32]))
+                m.d.comb += alu.eq(unsigned_a.as_unsigned() >> amount)
+            with m.Case(VectorOp.CLZ):
+                m.d.comb += alu.eq(_count_leading_zeros(m, a, f"clz{c}"))
+            with m.Case(VectorOp.INTDIV):
+                m.d.comb += alu.eq(_truncating_divide(m, a, b, f"div{c}"))
+            with m.Case(VectorOp.GREATER):
+                m.d.comb += alu.eq(a > b)
+            with m.Case(VectorOp.GREATER_EQUAL):
+                m.d.comb += alu.eq(a >= b)
+            with m.Case(VectorOp.EQUAL):
+                m.d.comb += alu.eq(a == b)
+            with m.Case(VectorOp.SELECT):
+                m.d.comb += alu.eq(Mux(a != 0, b, 0))
+            with m.Case(VectorOp.AND):
+                m.d.comb += alu.eq(a & b)
+            with m.Case(VectorOp.OR):
+                m.d.comb += alu.eq(a | b)
+            with m.Case(VectorOp.XOR):
+                m.d.comb += alu.eq(a ^ b)
+            with m.Case(VectorOp.ABS):
+                m.d.comb += alu.eq(Mux(a < 0, -a, a)[:32])
             with m.Default():
                 m.d.comb += alu.eq(a)
         alu2 = Signal(signed(32), name=f"alu{c}")
@@ -209,6 +267,8 @@ class _Lane:
         # Reductions: the accumulator starts from the group's first value (equal to the
         # spec's start from minimum<in_t> for MAX/ARGMAX, as inputs are >= that minimum).
         acc, index_of_max = Signal(signed(32), name=f"acc{c}"), Signal(24, name=f"argmax{c}")
+        product = Signal(signed(32), name=f"product{c}")      # DOT: low 32 bits of A' * B'
+        m.d.comb += product.eq((a * b)[:32])
         greater, less = a > acc, a < acc
         with m.If(adv & self.valid1):
             with m.Switch(op):
@@ -220,6 +280,8 @@ class _Lane:
                         m.d.sync += index_of_max.eq(pos)
                 with m.Case(VectorOp.REDUCE_MIN):
                     m.d.sync += acc.eq(Mux(first | less, a, acc))
+                with m.Case(VectorOp.DOT):
+                    m.d.sync += acc.eq(Mux(first, product, (acc + product)[:32]))
 
         out = Signal(signed(32), name=f"v2_{c}")
         with m.Switch(op):
@@ -229,7 +291,8 @@ class _Lane:
                 m.d.comb += out.eq(lo_rd.data)
             with m.Case(VectorOp.TABLE16):
                 m.d.comb += out.eq(lookup)
-            with m.Case(VectorOp.REDUCE_SUM, VectorOp.AVG, VectorOp.REDUCE_MAX, VectorOp.REDUCE_MIN):
+            with m.Case(VectorOp.REDUCE_SUM, VectorOp.AVG, VectorOp.REDUCE_MAX, VectorOp.REDUCE_MIN,
+                        VectorOp.DOT):
                 m.d.comb += out.eq(acc)
             with m.Case(VectorOp.ARGMAX):
                 m.d.comb += out.eq(index_of_max)
