@@ -131,28 +131,26 @@ class VectorUnit(wiring.Component):
         return m
 
 
-def _count_leading_zeros(m: Module, value, name: str):
-    """Leading zero bits of the 32-bit `value` (32 for 0): the highest set bit wins."""
-    out = Signal(6, name=name)
-    m.d.comb += out.eq(32)
-    for bit in range(32):           # later statements take priority: ascending, so the highest
-        with m.If(value[bit]):
-            m.d.comb += out.eq(31 - bit)
+def _count_leading_zeros(value):
+    """Leading zero bits of the 32-bit `value` (32 for 0) as one expression: the highest set
+    bit wins. No named signals, so a simulator can leave it unevaluated unless CLZ is selected."""
+    out = Const(32, 6)
+    for bit in range(32):           # the outermost Mux tests the highest bit
+        out = Mux(value[bit], 31 - bit, out)
     return out
 
 
-def _truncating_divide(m: Module, a, b, name: str):
-    """a / b rounded toward zero (C division, spec 3.3.2 idiv), low 32 bits: the magnitudes
-    divided unsigned, the sign applied after. Where TOSA REQUIREs (b != 0, no minimum / -1)
-    the hardware gives -1 for b = 0 (all quotient bits set, as a restoring divider and RISC-V's
-    DIV do) and minimum for minimum / -1 (the quotient 2^31 wrapped)."""
-    mag_a, mag_b = Signal(32, name=f"{name}_a"), Signal(32, name=f"{name}_b")
-    m.d.comb += [mag_a.eq(Mux(a < 0, -a, a)), mag_b.eq(Mux(b < 0, -b, b))]
-    quotient = Signal(32, name=f"{name}_q")
-    m.d.comb += quotient.eq(mag_a // Mux(mag_b == 0, 1, mag_b))
-    out = Signal(signed(32), name=name)
-    m.d.comb += out.eq(Mux(b == 0, -1, Mux((a < 0) ^ (b < 0), -quotient, quotient)[:32]))
-    return out
+def _truncating_divide(a, b):
+    """a / b rounded toward zero (C division, spec 3.3.2 idiv), low 32 bits, as one expression:
+    the magnitudes divided unsigned, the sign applied after. Where TOSA REQUIREs (b != 0, no
+    minimum / -1) the hardware gives -1 for b = 0 (all quotient bits set, as a restoring divider
+    and RISC-V's DIV do) and minimum for minimum / -1 (the quotient 2^31 wrapped)."""
+    mag_a = Mux(a < 0, -a, a)[:32]
+    mag_b = Mux(b < 0, -b, b)[:32]
+    quotient = (mag_a // Mux(mag_b == 0, 1, mag_b))[:32]
+    negative = (a < 0) ^ (b < 0)
+    signed_quotient = ((quotient ^ negative.replicate(32)) + negative)[:32]   # -q as ~q + 1: one divider
+    return Mux(b == 0, -1, signed_quotient.as_signed())
 
 
 def _any_of(op, ops):
@@ -211,9 +209,9 @@ class _Lane:
                 unsigned_a = Mux(ins.mul_shift == 8, a[:8], Mux(ins.mul_shift == 16, a[:16], a[:32]))
                 m.d.comb += alu.eq(unsigned_a.as_unsigned() >> amount)
             with m.Case(VectorOp.CLZ):
-                m.d.comb += alu.eq(_count_leading_zeros(m, a, f"clz{c}"))
+                m.d.comb += alu.eq(_count_leading_zeros(a))
             with m.Case(VectorOp.INTDIV):
-                m.d.comb += alu.eq(_truncating_divide(m, a, b, f"div{c}"))
+                m.d.comb += alu.eq(_truncating_divide(a, b))
             with m.Case(VectorOp.GREATER):
                 m.d.comb += alu.eq(a > b)
             with m.Case(VectorOp.GREATER_EQUAL):

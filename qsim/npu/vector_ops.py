@@ -12,6 +12,14 @@ DMA, with the vector unit passing the values through.
 
 Operators and their vector instruction (hw/vector_isa.py):
   ADD, SUB, MUL (shift), MAXIMUM, MINIMUM  the op on A and B (B broadcast by strides)
+  ARITHMETIC_RIGHT_SHIFT, LOGICAL_LEFT/RIGHT_SHIFT, INTDIV, GREATER, GREATER_EQUAL, EQUAL,
+  BITWISE_AND/OR/XOR, LOGICAL_AND/OR/XOR   likewise (ASR or ASR_ROUND, LSL/LSR unclamped: the
+                                           writer keeps the type's low bytes, as TOSA truncates;
+                                           LSR's mul_shift is the type's width)
+  CLZ, ABS                                 the unary op on A
+  NEGATE, BITWISE_NOT, LOGICAL_NOT         SUB from a broadcast 0 (zp_b = input1_zp), XOR with a
+                                           broadcast -1 / 1 (one element in DRAM)
+  SELECT                                   three jobs: c ? x : 0, c ? 0 : y, their OR
   CLAMP                                    PASS, clamp [min_val, max_val]
   RESCALE                                  PASS with zp_a = input_zp and the output scaler
                                            (per-channel: one configuration per lane tile)
@@ -20,7 +28,11 @@ Operators and their vector instruction (hw/vector_isa.py):
   MAX_POOL2D, AVG_POOL2D                   REDUCE_MAX / AVG over the window group; padding of
                                            MAX_POOL2D: the input is first copied into a
                                            scratch region filled with the type's minimum (two
-                                           PASS jobs, the fill clamped to one value)
+                                           PASS jobs, the fill clamped to one value); padding
+                                           of AVG_POOL2D: runs of equally clipped windows
+                                           (vector_windows.py)
+  RESIZE                                   runs of one sampling phase (vector_windows.py):
+                                           PASS (nearest) or DOT over the taps (bilinear)
   REDUCE_SUM, REDUCE_MAX, REDUCE_MIN, ARGMAX   the reduction over the axis group
   TRANSPOSE, SLICE, CONCAT, PAD, REVERSE   PASS over the address pattern (PAD: fill, then copy)
   TILE                                     one PASS copy of the input per repetition
@@ -36,7 +48,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..hw.params import Geometry
-from ..hw.vector_isa import (DEFAULT_MAX_POOL_COUNT, INT32_MAX, INT32_MIN, VectorInstr,
+from ..hw.vector_isa import (INT32_MAX, INT32_MIN, VectorInstr,
                              VectorOp)
 from . import vector_windows
 from .vector_program import DramImage, Job, Stream, make_config, vector_program
@@ -252,14 +264,14 @@ def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_sh
         weight_bytes += table.size * (1 if len(table) == 256 else 2)
         kind = VectorOp.TABLE8 if len(table) == 256 else VectorOp.TABLE16
         configs += Job(plain(kind), out_shape, out_base, out_strides, o_bytes, [operand(0)]).configs(C)
-    elif op == "AVG_POOL2D" and any(int(p) for p in attrs["pad"]):
-        configs += vector_windows.avg_pool(attrs, arrays[0], bases[0], sizes[0], out_shape, out_base, o_bytes,
-                                           lo, hi, C)
+    elif op == "AVG_POOL2D":
+        configs += vector_windows.avg_pool(image, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base,
+                                           o_bytes, lo, hi, C)
     elif op == "RESIZE":
         configs += vector_windows.resize(image, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base,
                                          o_bytes, C)
-    elif op in ("MAX_POOL2D", "AVG_POOL2D"):
-        configs += _pool(op, attrs, arrays[0], bases[0], sizes[0], image, out_shape, out_base, out_strides,
+    elif op == "MAX_POOL2D":
+        configs += _max_pool(attrs, arrays[0], bases[0], sizes[0], image, out_shape, out_base, out_strides,
                          o_bytes, lo, hi, C)
     elif op in REDUCE:
         configs += _reduce(op, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base, o_bytes, lo, hi, C)
@@ -353,13 +365,13 @@ def _pad(x, x_base, x_bytes, padding, value, out_shape, out_base, out_strides, o
                           [b for b, _ in padding], C)
 
 
-def _pool(op, attrs, x, x_base, x_bytes, image, out_shape, out_base, out_strides, o_bytes, lo, hi, C):
+def _max_pool(attrs, x, x_base, x_bytes, image, out_shape, out_base, out_strides, o_bytes, lo, hi, C):
     ky, kx = (int(v) for v in attrs["kernel"])
     sy, sx = (int(v) for v in attrs["stride"])
     pt, pb, pl, pr = (int(v) for v in attrs["pad"])
     n, h, w, ch = x.shape
     configs = []
-    if any((pt, pb, pl, pr)):          # MAX_POOL2D (a padded AVG_POOL2D is vector_windows.avg_pool)
+    if any((pt, pb, pl, pr)):
         low = int(np.iinfo(x.dtype).min)     # MAX_POOL2D pads with minimum<in_out_t>
         shape = (n, h + pt + pb, w + pl + pr, ch)
         base = image.reserve(int(np.prod(shape)) * x_bytes)
@@ -367,20 +379,10 @@ def _pool(op, attrs, x, x_base, x_bytes, image, out_shape, out_base, out_strides
         configs += _fill_and_copy(x_base, x.shape, x_bytes, low, shape, base, strides, x_bytes,
                                   (0, pt, pl, 0), C)
         x_base, (n, h, w, ch) = base, shape
-    if ky * kx > DEFAULT_MAX_POOL_COUNT and op == "AVG_POOL2D":
-        raise UnsupportedError(f"AVG_POOL2D window of {ky * kx} taps: the reciprocal table holds "
-                               f"counts up to {DEFAULT_MAX_POOL_COUNT}")
     s = _strides((n, h, w, ch), x_bytes)
     view = [s[0], sy * s[1], sx * s[2], s[3]]
-    if op == "AVG_POOL2D":
-        def instr(first, lanes):
-            return VectorInstr(VectorOp.AVG, 0, zp_a=int(attrs.get("input_zp", 0)),
-                               zp_o=int(attrs.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi)
-    else:
-        def instr(first, lanes):
-            return VectorInstr(VectorOp.REDUCE_MAX, 0, clamp_lo=lo, clamp_hi=hi)
-    job = Job(instr, out_shape, out_base, out_strides, o_bytes, [(x_base, view, x_bytes)],
-              group=[(kx, [s[2]]), (ky, [s[1]])])
+    job = Job(lambda first, lanes: VectorInstr(VectorOp.REDUCE_MAX, 0, clamp_lo=lo, clamp_hi=hi), out_shape,
+              out_base, out_strides, o_bytes, [(x_base, view, x_bytes)], group=[(kx, [s[2]]), (ky, [s[1]])])
     return configs + job.configs(C)
 
 

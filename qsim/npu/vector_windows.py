@@ -13,6 +13,9 @@ and 2^shift / gcd(stride, 2^shift) for RESIZE (the phase repeats after P outputs
 - AVG_POOL2D: the window group walks only the valid taps (kx' columns, ky' rows), so the
   vector unit's AVG divides by reciprocal_scale(kx'·ky'), the spec's count of valid taps;
   padded taps are never read (TOSA skips them, it does not read them as the zero point).
+  A window of more taps than the unit's reciprocal ROM holds (a global pool over 56 x 56)
+  is a REDUCE_SUM job into int32 and a PASS job whose output scaler is the compiler's
+  reciprocal_scale(count): the spec's sum-then-scale, in two steps.
 - RESIZE NEAREST: a PASS copy from the nearer tap (d >= 2^shift / 2 picks i1, as the spec).
 - RESIZE BILINEAR (int8 -> int32): a DOT group over the taps (x0, x1) x (y0, y1) with the
   run's four weights (2^shift - dy)(2^shift - dx), ..., dy·dx broadcast from DRAM; a tap whose
@@ -28,6 +31,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..hw.vector_isa import DEFAULT_MAX_POOL_COUNT, INT32_MAX, INT32_MIN, VectorInstr, VectorOp
+from ..tosa.arith import reciprocal_scale
 from .vector_program import Job
 
 MAX_JOBS = 4096         # beyond this many (row run, column run) jobs the operator stays on the host
@@ -80,14 +84,14 @@ def _window_job(instr_of, yr: Run, xr: Run, x_shape, x_base, x_bytes, out_shape,
     """The job of one (row run, column run): outputs [n, yr.count, xr.count, ch]."""
     xs, os_ = _nhwc_strides(x_shape, x_bytes), _nhwc_strides(out_shape, o_bytes)
     shape = (out_shape[0], yr.count, xr.count, out_shape[3])
-    o_strides = [os_[0], yr.step * os_[1], xr.step * os_[2], os_[3]]
+    o_strides = _run_strides(out_shape, yr, xr, o_bytes)
     base = out_base + yr.first * os_[1] + xr.first * os_[2]
     a = (x_base + yr.start * xs[1] + xr.start * xs[2], [xs[0], yr.start_step * xs[1], xr.start_step * xs[2], xs[3]],
          x_bytes)
     return Job(instr_of, shape, base, o_strides, o_bytes, [a, *extra], lane_dim=3, group=group_of(xs))
 
 
-def avg_pool(attrs, x, x_base, x_bytes, out_shape, out_base, o_bytes, lo, hi, lanes) -> list:
+def avg_pool(image, attrs, x, x_base, x_bytes, out_shape, out_base, o_bytes, lo, hi, lanes) -> list:
     """AVG_POOL2D (any padding) as runs of equally clipped windows."""
     ky, kx = (int(v) for v in attrs["kernel"])
     sy, sx = (int(v) for v in attrs["stride"])
@@ -103,19 +107,41 @@ def avg_pool(attrs, x, x_base, x_bytes, out_shape, out_base, o_bytes, lo, hi, la
 
     rows, cols = axis(h, out_shape[1], ky, sy, pt), axis(w, out_shape[2], kx, sx, pl)
     _check_jobs(rows, cols, "AVG_POOL2D")
-    instr = lambda first, n: VectorInstr(VectorOp.AVG, 0, zp_a=int(attrs.get("input_zp", 0)),  # noqa: E731
-                                         zp_o=int(attrs.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi)
+    izp, ozp = int(attrs.get("input_zp", 0)), int(attrs.get("output_zp", 0))
+    sums = None                     # int32 scratch of the window sums, for windows beyond the ROM
     configs = []
     for yr in rows:
         for xr in cols:
             taps = yr.key[0] * xr.key[0]
-            if taps > DEFAULT_MAX_POOL_COUNT:
-                raise UnsupportedError(f"AVG_POOL2D window of {taps} valid taps: the reciprocal table "
-                                       f"holds counts up to {DEFAULT_MAX_POOL_COUNT}")
-            job = _window_job(instr, yr, xr, x.shape, x_base, x_bytes, out_shape, out_base, o_bytes,
-                              lambda xs, yr=yr, xr=xr: [(xr.key[0], [xs[2]]), (yr.key[0], [xs[1]])])
-            configs += job.configs(lanes)
+
+            def job(instr, base, nbytes, yr=yr, xr=xr):
+                return _window_job(instr, yr, xr, x.shape, x_base, x_bytes, out_shape, base, nbytes,
+                                   lambda xs: [(xr.key[0], [xs[2]]), (yr.key[0], [xs[1]])])
+            if taps <= DEFAULT_MAX_POOL_COUNT:
+                configs += job(lambda f, n: VectorInstr(VectorOp.AVG, 0, zp_a=izp, zp_o=ozp, clamp_lo=lo,
+                                                        clamp_hi=hi), out_base, o_bytes).configs(lanes)
+                continue
+            # beyond the reciprocal ROM: the spec's two steps as two jobs, the int32 sums
+            # (REDUCE_SUM) and apply_scale_32(sum, reciprocal_scale(taps)) + output_zp (PASS with
+            # the output scaler, single rounding), the compiler computing reciprocal_scale
+            if sums is None:
+                sums = image.reserve(int(np.prod(out_shape)) * 4)
+            configs += job(lambda f, n: VectorInstr(VectorOp.REDUCE_SUM, 0, zp_a=izp), sums, 4).configs(lanes)
+            multiplier, shift = reciprocal_scale(taps)
+            scale = Job(lambda f, n: VectorInstr(VectorOp.PASS, 0, scale_o=True, mult_o=(int(multiplier),),
+                                                 shift_o=(int(shift),), zp_o=ozp, clamp_lo=lo, clamp_hi=hi),
+                        (out_shape[0], yr.count, xr.count, out_shape[3]),
+                        out_base + (yr.first * out_shape[2] + xr.first) * out_shape[3] * o_bytes,
+                        _run_strides(out_shape, yr, xr, o_bytes), o_bytes,
+                        [(sums + (yr.first * out_shape[2] + xr.first) * out_shape[3] * 4,
+                          _run_strides(out_shape, yr, xr, 4), 4)], lane_dim=3)
+            configs += scale.configs(lanes)
     return configs
+
+
+def _run_strides(shape, yr: Run, xr: Run, nbytes: int) -> list[int]:
+    s = _nhwc_strides(shape, nbytes)
+    return [s[0], yr.step * s[1], xr.step * s[2], s[3]]
 
 
 def _resize_axis(out: int, stride: int, offset: int, shift: int, size: int):

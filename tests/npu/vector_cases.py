@@ -122,6 +122,8 @@ def cases(seed: int = 0) -> list:
          {"kernel": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1], "input_zp": -128, "output_zp": 127}),
         ("avg pool padded asymmetric int16", "AVG_POOL2D", [ints(I16, 2, 4, 5, 3)],
          {"kernel": [2, 3], "stride": [1, 2], "pad": [1, 0, 2, 0], "input_zp": 0, "output_zp": 0}),
+        ("avg pool beyond the reciprocal rom", "AVG_POOL2D", [ints(I8, 1, 33, 33, 3)],
+         {"kernel": [33, 33], "stride": [1, 1], "pad": [0, 0, 1, 0], "input_zp": -128, "output_zp": 127}),
         ("resize nearest x2", "RESIZE", [ints(I8, 1, 3, 4, 5)], _resize((3, 4), (1, 1), (0, 0), (1, 1), 1, "NEAREST")),
         ("resize bilinear half pixel x2", "RESIZE", [np.concatenate([rail8.reshape(1, 1, 7, 1).repeat(3, 3),
                                                                       ints(I8, 1, 2, 7, 3)], axis=1)],
