@@ -117,7 +117,7 @@ class _OutputStats:
         self.elements += int(lsb.size)
         self.within_one_lsb += int(np.count_nonzero(lsb <= 1.0))
         if self.output.role is OutputRole.CLASSES:
-            rows = f.shape[0]
+            rows = f.size // max(1, self.output.classes)
             f_top = np.argmax(f.reshape(rows, -1), axis=1)
             i_top = np.argmax(q.reshape(rows, -1), axis=1)
             self.agree += int(np.sum(f_top == i_top))
@@ -173,13 +173,17 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
     bar = Progress("evaluating", total, enabled=show_progress)
     try:
         for feed, labels in _batches(samples, size):
-            rows = next(iter(feed.values())).shape[0]
-            feed = _pad_rows(feed, size)
+            # one sample at a time unless batched: its batch axis need not lead (a sequence-first
+            # [S, 1, E] input), so nothing is padded or cut
+            rows = next(iter(feed.values())).shape[0] if batched is not None else 1
+            cut = slice(rows) if batched is not None else slice(None)
+            if batched is not None:
+                feed = _pad_rows(feed, size)
             fvals = execute(fgraph, feed)
             ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend)
             for n in watched:
-                f = np.asarray(fvals[n], dtype=np.float64)[:rows]
-                err = float_view(imodel, n, ivals)[:rows] - f
+                f = np.asarray(fvals[n], dtype=np.float64)[cut]
+                err = float_view(imodel, n, ivals)[cut] - f
                 s = stats[n]
                 s.signal += float(np.sum(f * f))
                 s.noise += float(np.sum(err * err))
@@ -190,7 +194,7 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)
-                o.add(np.asarray(fvals[n], dtype=np.float64)[:rows], float_view(imodel, n, ivals)[:rows], own)
+                o.add(np.asarray(fvals[n], dtype=np.float64)[cut], float_view(imodel, n, ivals)[cut], own)
             n_samples += rows
             bar.advance(rows)
     finally:

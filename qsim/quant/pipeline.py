@@ -35,6 +35,7 @@ from .params import Granularity, Precision, QuantConfig
 from .rounding import InputMoments
 from .qmodel import METADATA_FILE, is_quantized_model
 from .rules import RULES
+from .softmax_mask import masked_tensors
 from .scoring import ScoredOutput, check_label_range, choose_outputs, label_targets
 from .target import Target, TargetKind
 from .target_cvm import CvmTarget
@@ -87,15 +88,27 @@ class QuantizeResult:
 
 
 def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
+    """The model's one input and the shape of one sample: the input's shape without its batch
+    axis, the first axis of extent 1 (the leading one for batch-first models; axis 1 of a
+    sequence-first [S, 1, E] transformer input). Which extent-1 axis is dropped does not change
+    a sample's element order, so `input_feeds` reshapes a sample back to the input's shape."""
     if len(graph.inputs) != 1:
         raise UsageError(f"model {graph.name!r} has {len(graph.inputs)} inputs; qsim quantize "
                          "calibrates single-input models", hint="see README: multi-input models")
     name = graph.inputs[0]
     shape = graph.tensor(name).shape
-    if any(d is None for d in shape) or not shape or shape[0] != 1:
+    if any(d is None for d in shape) or 1 not in shape:
         raise UsageError(f"model input {name!r} has shape {list(shape)}; qsim quantize needs a "
                          "static shape with batch 1", hint="declare the input as [1, ...]")
-    return name, tuple(int(d) for d in shape[1:])
+    batch_axis = list(shape).index(1)
+    return name, tuple(int(d) for i, d in enumerate(shape) if i != batch_axis)
+
+
+def input_feeds(graph: ir.Graph, samples: Samples, input_name: str, limit: int | None = None):
+    """`samples.feeds` with each sample in the input's shape (its batch axis where the model has it)."""
+    shape = tuple(int(d) for d in graph.tensor(input_name).shape)
+    for feed, label in samples.feeds(input_name, limit):
+        yield {k: v.reshape(shape) for k, v in feed.items()}, label
 
 
 EVAL_BATCH = 100
@@ -119,10 +132,10 @@ def calibrate_model(graph: ir.Graph, calib: Samples | None, input_name: str,
         return Calibration(annotated_parameters(graph))
     means, moments = target.weight_statistics(graph, options)
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
-    qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
+    qparams = calibrate(graph, (feed for feed, _ in input_feeds(graph, calib, input_name, n_calib)),
                         target.calibration_scheme(), options.observer, total=n_calib,
                         show_progress=options.show_progress, channel_means=means,
-                        input_moments=moments)
+                        input_moments=moments, skip=masked_tensors(graph))
     return Calibration(qparams, means, moments)
 
 
@@ -238,7 +251,7 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
     batched = batched_models(graph, model, calibration, target, load_batch, min(EVAL_BATCH, n_eval))
-    report = evaluate(graph, model, evaluation.feeds(input_name, n_eval), total=n_eval,
+    report = evaluate(graph, model, input_feeds(graph, evaluation, input_name, n_eval), total=n_eval,
                       backend=options.backend, name=name, settings=target.report_settings(options),
                       show_progress=options.show_progress, notes=notes, batched=batched, outputs=outputs)
     seconds["evaluate"] = time.perf_counter() - t0

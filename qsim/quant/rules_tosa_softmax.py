@@ -32,7 +32,8 @@ import numpy as np
 from .. import ir
 from ..numerics import nnef_round
 from .float_side import Lowered
-from .rules import rule
+from .rules import pattern_rule, rule
+from .softmax_mask import MaskedSoftmax, match_masked_softmax
 from .target import TargetKind
 from .tosa_context import TosaContext
 
@@ -52,10 +53,30 @@ def softmax_exp_table(scale: float) -> np.ndarray:
 
 @rule(TargetKind.TOSA, "nn.softmax")
 def lower_softmax(ctx: TosaContext, op: ir.Op) -> None:
+    _integer_softmax(ctx, op, op.inputs[0])
+
+
+@pattern_rule(TargetKind.TOSA)
+def lower_masked_softmax(ctx: TosaContext, op: ir.Op) -> bool:
+    """Scores + a -inf mask (or masked_fill) → softmax (softmax_mask.py): the integer softmax of
+    the scores with the mask as a boolean constant; masked positions get probability exactly 0."""
+    match = match_masked_softmax(ctx.f.graph, op)
+    if match is None:
+        return False
+    ctx.f.fused.add(id(match.softmax))
+    _integer_softmax(ctx, match.softmax, match.scores, match)
+    return True
+
+
+def _integer_softmax(ctx: TosaContext, op: ir.Op, scores: str, mask: MaskedSoftmax | None = None) -> None:
+    """The module doc's sequence over `scores` (the softmax's input, or the scores before its
+    mask). With a mask, the maximum is taken over kept positions only (masked ones read as the
+    int8 minimum) and the exp values of masked positions are replaced by 0 before the sum; a row
+    with no kept position (possible only with such a mask) gets sum max(0, 1), so p = 0."""
     if ctx.act_dtype is not ir.DType.I8:
         raise ctx.f.unsupported("the integer softmax is lowered in int8 mode only")
-    x = ctx.f.value(op.inputs[0])
-    shape = ctx.f.float_shape(op.inputs[0])
+    x = ctx.f.value(scores)
+    shape = ctx.f.float_shape(scores)
     rank = len(shape)
     axes = sorted({int(a) % rank for a in op.attrs.get("axes", (1,))})
     extent = math.prod(shape[a] for a in axes)
@@ -65,14 +86,24 @@ def lower_softmax(ctx: TosaContext, op: ir.Op) -> None:
     name = op.outputs[0]
     int_axes = [x.perm.index(a) for a in axes]
     where = ctx.f.where()
+    keep = None
+    if mask is not None:
+        # the mask in the scores' integer layout, extent 1 where it broadcasts
+        keep = ctx.constant_tensor(f"{name}.keep", np.ascontiguousarray(mask.keep.transpose(x.perm)),
+                                   ir.DType.BOOL)
 
     m = x.name
+    if keep is not None:
+        lowest = ctx.constant_tensor(f"{name}.lowest", np.full((1,) * rank, -128), ir.DType.I8)
+        m = ctx.emit("SELECT", [keep, m, lowest], {}, hint=f"{name}.kept", label=where)
     for a in int_axes:
         m = ctx.emit("REDUCE_MAX", [m], {"axis": a}, hint=f"{name}.max", label=where)
     raw = Lowered(x.name, ir.QuantInfo(scale=1.0, zero_point=0), x.perm)
     xi = ctx.to_int32(raw, 1.0, f"{name}.q32")
     mi = ctx.to_int32(Lowered(m, raw.quant, x.perm), 1.0, f"{name}.max32")
     d = ctx.emit("SUB", [xi, mi], {}, hint=f"{name}.diff", label=where)
+    # masked positions may lie above the kept maximum (d up to 255): the table reads them as
+    # d = 0 and the SELECT below zeroes them
     d7 = ctx.rescale(d, scale=128.0, input_zp=0, output_zp=0, out_dtype=ir.DType.I16,
                      hint=f"{name}.diff7", quant=ir.QuantInfo(
                          scale=float(x.quant.scales()[0]) / 128.0, zero_point=0, bits=16,
@@ -86,10 +117,16 @@ def lower_softmax(ctx: TosaContext, op: ir.Op) -> None:
         k = ctx.constant_tensor(f"{name}.kshift", np.full((1,) * rank, shift), ir.DType.I32)
         e = ctx.emit("ARITHMETIC_RIGHT_SHIFT", [e, k], {"round": True}, hint=f"{name}.exp_k",
                        label=where)
+    ones = (1,) * rank
+    if keep is not None:
+        zero = ctx.constant_tensor(f"{name}.zero", np.zeros(ones), ir.DType.I32)
+        e = ctx.emit("SELECT", [keep, e, zero], {}, hint=f"{name}.exp_kept", label=where)
     total = e
     for a in int_axes:
         total = ctx.emit("REDUCE_SUM", [total], {"axis": a}, hint=f"{name}.sum", label=where)
-    ones = (1,) * rank
+    if mask is not None and mask.fully_masked_rows(shape, tuple(axes)):
+        one = ctx.constant_tensor(f"{name}.one", np.ones(ones), ir.DType.I32)
+        total = ctx.emit("MAXIMUM", [total, one], {}, hint=f"{name}.sum_nz", label=where)
     steps = ctx.constant_tensor(f"{name}.ksteps", np.full(ones, SOFTMAX_STEPS), ir.DType.I32)
     k1 = ctx.constant_tensor(f"{name}.k1", np.full(ones, 1), ir.DType.I32)
     scaled = ctx.emit("MUL", [e, steps], {"shift": 0}, hint=f"{name}.scaled", label=where)
