@@ -22,6 +22,7 @@ from ..progress import Progress
 from .accuracy import AccuracyReport, OutputAccuracy, TensorAccuracy
 from ..runtime.executor import execute
 from ..threads import apply_blas_threads
+from .integer_inputs import INDEX_DTYPE, narrow_integers
 from .float_side import LoweredModel
 from .params import dequantize, quantize
 from .scoring import UNNAMED, OutputRole, ScoredOutput, choose_outputs, label_targets, old_rule_warning
@@ -50,6 +51,9 @@ def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str,
     out = {}
     for name, value in feed.items():
         t = model.graph.tensor(model.tensor_map[name].name)
+        if t.dtype is INDEX_DTYPE:      # an integer input (token ids) takes integers as they are
+            out[t.name] = narrow_integers(value, t.dtype, name)
+            continue
         out[t.name] = quantize(value, model.input_quant[t.name], what=name).astype(t.dtype.numpy)
     return out
 

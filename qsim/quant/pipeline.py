@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import ir, zoo
-from ..errors import QsimError, UsageError
+from ..errors import DataError, QsimError, UsageError
 from ..loader import load, model_kind
 from .accuracy import AccuracyReport
 from .annotations import MissingParameters, annotated_input_samples, annotated_parameters
@@ -105,10 +105,19 @@ def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
 
 
 def input_feeds(graph: ir.Graph, samples: Samples, input_name: str, limit: int | None = None):
-    """`samples.feeds` with each sample in the input's shape (its batch axis where the model has it)."""
-    shape = tuple(int(d) for d in graph.tensor(input_name).shape)
+    """`samples.feeds` with each sample in the input's shape (its batch axis where the model has
+    it) and type: float32, or integers for an integer input (token ids), which float data cannot
+    feed."""
+    t = graph.tensor(input_name)
+    shape = tuple(int(d) for d in t.shape)
+    integer = t.dtype.numpy is not None and np.dtype(t.dtype.numpy).kind in "iu"
+    if integer and np.asarray(samples.inputs).dtype.kind not in "iu":
+        raise DataError(f"model input {input_name!r} is {t.dtype.name} (indices, e.g. token ids); the "
+                        f"samples are {np.asarray(samples.inputs).dtype}",
+                        hint="store the ids as an integer array (int64)")
     for feed, label in samples.feeds(input_name, limit):
-        yield {k: v.reshape(shape) for k, v in feed.items()}, label
+        yield {k: v.reshape(shape) if integer else v.reshape(shape).astype(np.float32, copy=False)
+               for k, v in feed.items()}, label
 
 
 EVAL_BATCH = 100

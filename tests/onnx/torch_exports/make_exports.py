@@ -2,7 +2,7 @@
 exports of MTCNN's RNet, a SqueezeNet fire module and a ShuffleNetV2 unit at opsets 11 and 17, and
 a torch.nn.TransformerEncoder (GELU, 2 heads) at opset 17, its sequence-first
 (batch_first=False) forms (ReLU post-norm; GELU pre-norm), causal-masked forms (mask argument,
-is_causal=True), with seeded weights, and a fake-quantized
+is_causal=True), an nn.Embedding on int64 token ids feeding an encoder, with seeded weights, and a fake-quantized
 (QAT-style) conv + linear model whose export carries QuantizeLinear/DequantizeLinear pairs
 (fake_quant_qdq_opset17.onnx, for tests/onnx/test_qdq.py). The tests load
 these files, so they need no torch; run this script (with torch installed) to regenerate them:
@@ -99,10 +99,26 @@ class CausalEncoder(nn.Module):
         return self.encoder(x, mask=mask, is_causal=self.flag)
 
 
+class EmbeddingEncoder(nn.Module):
+    """Token ids (int64 input [N, 6]) → nn.Embedding(20, 16) → 1 encoder layer → mean → 3 logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(20, 16)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, ids):
+        return self.head(self.encoder(self.embedding(ids)).mean(1))
+
+
 MODELS = {"rnet": (RNet, (2, 3, 24, 24), (11, 17)), "fire": (Fire, (2, 3, 12, 12), (11, 17)),
           "shuffle": (ShuffleUnit, (2, 8, 6, 6), (11, 17)), "encoder": (encoder, (2, 5, 16), (17,)),
           "encoder_causal_mask": (lambda: CausalEncoder(False), (2, 5, 16), (17,)),
           "encoder_is_causal": (lambda: CausalEncoder(True), (2, 5, 16), (17,))}
+# integer (token id) inputs: name -> (factory, input shape, opsets)
+INTEGER_INPUTS = {"embedding_encoder": (EmbeddingEncoder, (2, 6), (17,))}
 # sequence-first exports: name -> (factory, input shape [S, N, E], opsets); the batch is axis 1
 SEQ_FIRST = {"encoder_seq_first": (encoder_seq_first, (5, 2, 16), (17,)),
              "encoder_norm_first_gelu": (encoder_norm_first_gelu, (5, 2, 16), (17,))}
@@ -139,6 +155,12 @@ def main() -> None:
         for opset in opsets:
             torch.manual_seed(0)
             x = np.zeros(shape, np.float32)
+            onnx.save(export(factory(), x, opset), HERE / f"{name}_opset{opset}.onnx")
+            print(f"wrote {name}_opset{opset}.onnx")
+    for name, (factory, shape, opsets) in INTEGER_INPUTS.items():
+        for opset in opsets:
+            torch.manual_seed(0)
+            x = np.zeros(shape, np.int64)
             onnx.save(export(factory(), x, opset), HERE / f"{name}_opset{opset}.onnx")
             print(f"wrote {name}_opset{opset}.onnx")
     for name, (factory, shape, opsets) in SEQ_FIRST.items():
