@@ -151,24 +151,14 @@ def fake_quant_export() -> None:
 
 
 def main() -> None:
-    for name, (factory, shape, opsets) in MODELS.items():
-        for opset in opsets:
-            torch.manual_seed(0)
-            x = np.zeros(shape, np.float32)
-            onnx.save(export(factory(), x, opset), HERE / f"{name}_opset{opset}.onnx")
-            print(f"wrote {name}_opset{opset}.onnx")
-    for name, (factory, shape, opsets) in INTEGER_INPUTS.items():
-        for opset in opsets:
-            torch.manual_seed(0)
-            x = np.zeros(shape, np.int64)
-            onnx.save(export(factory(), x, opset), HERE / f"{name}_opset{opset}.onnx")
-            print(f"wrote {name}_opset{opset}.onnx")
-    for name, (factory, shape, opsets) in SEQ_FIRST.items():
-        for opset in opsets:
-            torch.manual_seed(0)
-            x = np.zeros(shape, np.float32)
-            onnx.save(export(factory(), x, opset, batch_axis=1), HERE / f"{name}_opset{opset}.onnx")
-            print(f"wrote {name}_opset{opset}.onnx")
+    # (models, input element type, batch axis)
+    for table, dtype, batch_axis in ((MODELS, np.float32, 0), (INTEGER_INPUTS, np.int64, 0), (SEQ_FIRST, np.float32, 1)):
+        for name, (factory, shape, opsets) in table.items():
+            for opset in opsets:
+                torch.manual_seed(0)
+                model = export(factory(), np.zeros(shape, dtype), opset, batch_axis=batch_axis)
+                onnx.save(model, HERE / f"{name}_opset{opset}.onnx")
+                print(f"wrote {name}_opset{opset}.onnx")
     fake_quant_export()
 
 
