@@ -136,3 +136,17 @@ def test_a_dynamic_dimension_not_named_as_a_batch_is_still_refused(tmp_path):
         assert "dynamic dimension" in str(err.value) and "input_shapes" in err.value.hint
     path = save(make_model(nodes, [("x", (3, "Batch", 4))], [("y", None)]), tmp_path)
     assert qsim.onnx.load(path, batch=2).tensor("x").shape == (3, 2, 4)
+
+
+def test_qsim_run_takes_the_batch_from_the_sequence_first_array(tmp_path):
+    """`qsim run` loads the model at the array's batch, found on the input's extent-1 axis (axis 1
+    here), and matches onnxruntime (the float bound of the first test, with margin 1e-5 rel)."""
+    x = np.random.default_rng(5).normal(size=(SEQ, 3, EMBED)).astype(np.float32)
+    xin, out = tmp_path / "x.npy", tmp_path / "y.npy"
+    np.save(xin, x)
+    path = _path("encoder_seq_first")
+    assert main(["run", str(path), "--input", str(xin), "--output", str(out)]) == 0
+    (ref,) = run_ort(onnx.load(str(path)), {"x": x}).values()
+    got = np.load(out)
+    assert got.shape == (SEQ, 3, EMBED)
+    assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
