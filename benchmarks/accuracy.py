@@ -35,9 +35,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -47,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's qsim
 
-from qsim.atomic import atomic_directory, atomic_write_text  # noqa: E402
+from qsim.atomic import atomic_directory  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
 from qsim.quant.data import Samples  # noqa: E402
 from qsim.quant.evaluate import float_view, quantize_feed  # noqa: E402
@@ -56,6 +53,8 @@ from qsim.quant.params import Precision  # noqa: E402
 from qsim.quant.pipeline import QuantizeOptions, load_float_model, quantize_graph  # noqa: E402
 from qsim.report.accuracy import write_accuracy_report  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
+
+from _rows import machine, merged_rows, read_previous, run_header, write_report  # noqa: E402
 
 SEED = 20261122
 CONFIDENT = 0.5
@@ -311,8 +310,7 @@ def peer(args) -> dict:
         except Exception as err:  # onnxruntime's own failures are the peer's result, recorded
             row["ort_error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         rows[name] = row
-    return dict(calib=args.peer_calib, eval=args.peer_eval, date=time.strftime("%Y-%m-%d"),
-                load=round(os.getloadavg()[0], 1), models=rows)
+    return dict(run_header(), calib=args.peer_calib, eval=args.peer_eval, models=rows)
 
 
 def _finite(x):
@@ -464,11 +462,9 @@ def main(argv=None) -> int:
     for recipe in recipes:
         recipe_options(recipe)                      # unknown words stop here, before any work
     out = Path(args.out)
-    previous = out / "accuracy.json"
     # the models not run this time keep their figures (e.g. --models peer keeps Fashion-MNIST's)
-    results = json.loads(previous.read_text()) if previous.exists() else {}
-    results.update({"machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
-                    "date": time.strftime("%Y-%m-%d"), "seed": SEED})
+    results = read_previous(out / "accuracy.json")
+    results.update({"machine": machine(), "date": time.strftime("%Y-%m-%d"), "seed": SEED})
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if "efficientnet" in models:
         try:
@@ -484,14 +480,10 @@ def main(argv=None) -> int:
         results["fashion"] = fashion(args, recipes)
     if "peer" in models:
         ran = peer(args)
-        # models not compared this time keep their rows (in the architectures' order)
         from _architectures import ARCHITECTURES
-        rows = dict(results.get("peer", {}).get("models", {}), **ran["models"])
-        results["peer"] = dict(ran, models={n: rows[n] for n in ARCHITECTURES if n in rows})
-    atomic_write_text(out / "accuracy.json", json.dumps(results, indent=2) + "\n")
-    text = markdown(results)
-    atomic_write_text(out / "accuracy.md", text + "\n")
-    print(text)
+        results["peer"] = dict(ran, models=merged_rows(results.get("peer", {}).get("models", {}),
+                                                       ran["models"], ARCHITECTURES))
+    write_report(out, "accuracy", results, markdown)
     return 0
 
 

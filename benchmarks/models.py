@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 import traceback
@@ -36,7 +35,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))     # this checkout's qsim, not another installed one
 
-from qsim.atomic import atomic_write_text  # noqa: E402
 from qsim.commands.quantize import quantize_to_folder  # noqa: E402
 from qsim.commands.simulate import simulate_command  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
@@ -45,6 +43,7 @@ from qsim.quant.pipeline import QuantizeOptions, load_float_model  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
 from _architectures import ARCHITECTURES, inputs  # noqa: E402
+from _rows import merged_rows, read_previous, run_header, write_report  # noqa: E402
 
 CALIB_SEED, EVAL_SEED = 1, 2
 FLOAT_BATCH = 4
@@ -203,24 +202,17 @@ def main(argv=None) -> int:
     if unknown:
         raise SystemExit(f"unknown models {unknown}; known: {', '.join(ARCHITECTURES)}")
     _check_packages()
-    results = {"machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
-               "date": time.strftime("%Y-%m-%d"), "load": round(os.getloadavg()[0], 1),
-               "calib": args.calib, "eval": args.eval, "config": args.config, "models": []}
+    results = dict(run_header(), calib=args.calib, eval=args.eval, config=args.config, models=[])
     for name in names:
         print(f"{name} ...", flush=True)
         row = run_model(name, args)
         results["models"].append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "outputs"}, default=str)[:600], flush=True)
     out = Path(args.out)
-    previous = out / "models.json"
-    if previous.exists():   # models not run this time keep their rows (in the architectures' order)
-        rows = {r["model"]: r for r in json.loads(previous.read_text()).get("models", [])}
-        rows.update({r["model"]: r for r in results["models"]})
-        results["models"] = [rows[n] for n in ARCHITECTURES if n in rows]
-    atomic_write_text(out / "models.json", json.dumps(results, indent=2, default=float) + "\n")
-    text = markdown(results)
-    atomic_write_text(out / "models.md", text + "\n")
-    print(text)
+    previous = {r["model"]: r for r in read_previous(out / "models.json").get("models", [])}
+    results["models"] = list(merged_rows(previous, {r["model"]: r for r in results["models"]},
+                                         ARCHITECTURES).values())
+    write_report(out, "models", results, markdown)
     return 0
 
 
