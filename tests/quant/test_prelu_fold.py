@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qsim import ir
-from qsim.quant.params import QuantConfig, Precision
+from qsim.quant.params import Granularity, QuantConfig, Precision
 from qsim.quant.target_tosa import lower_graph
 
 from .lowering_models import FloatGraph
@@ -79,16 +79,19 @@ def _expected(acc, slopes, ratio, zp_y):
 @settings(derandomize=True, deadline=None, max_examples=40)
 @given(slopes=st.lists(st.sampled_from(DYADIC_SLOPES), min_size=4, max_size=4),
        zp_x=st.sampled_from([-128, 127, 0, -7]), zp_y=st.sampled_from([-128, 127, 0, 33]),
-       y_log2=st.integers(-12, -2), seed=st.integers(0, 2 ** 16))
-def test_folded_prelu_rounds_the_accumulator_once_exactly(slopes, zp_x, zp_y, y_log2, seed):
+       y_log2=st.integers(-12, -2), seed=st.integers(0, 2 ** 16),
+       weights=st.sampled_from([Granularity.PER_CHANNEL, Granularity.PER_TENSOR]))
+def test_folded_prelu_rounds_the_accumulator_once_exactly(slopes, zp_x, zp_y, y_log2, seed, weights):
     """Power-of-two scales and dyadic slopes (negative, 0, tiny, > 1): the output is exactly
     the rounded (half up, towards +inf) and saturated value for every element, ties included
     (ratio 2^-10 / 2^y_log2 is a power of two, so odd accumulators hit x.5); with y_log2 -12
-    most of the accumulator's span saturates at both rails."""
+    most of the accumulator's span saturates at both rails. Per-tensor weights: one positive
+    multiplier, per-channel negative ones."""
     rng = np.random.default_rng(seed)
     graph, _ = _conv_prelu(slopes, rng)
     # no parameters for the conv output "c": the fold never materializes it
-    model = lower_graph(graph, {"x": _q(S_X, zp_x), "y": _q(2.0 ** y_log2, zp_y)})
+    model = lower_graph(graph, {"x": _q(S_X, zp_x), "y": _q(2.0 ** y_log2, zp_y)},
+                        QuantConfig(weight_granularity=weights))
     kinds = [op.kind.name for op in model.graph.ops]
     assert {"tosa.MAXIMUM", "tosa.MINIMUM"} <= set(kinds) and kinds.count("tosa.RESCALE") == 3
     assert "tosa.TABLE" not in kinds and "tosa.CLAMP" not in kinds
