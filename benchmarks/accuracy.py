@@ -374,6 +374,11 @@ def peer_markdown(pe: dict) -> list[str]:
             ort_cells = [r["ort_error"], ""] if "ort_error" in r else [_db(p), _pct(pa) if pa is not None else ""]
             lines.append(f"| {name} | {samples} | {run} | {out} | {qsim_cells[0]} | {ort_cells[0]} | {qsim_cells[1]} | "
                          f"{ort_cells[1]} | {better} |")
+    if any(r.get("calib", PEER_CALIB) != PEER_CALIB or r.get("eval", PEER_EVAL) != PEER_EVAL
+           for r in pe["models"].values()):
+        lines += ["", "Rows at other sample counts check that a figure is not decided by a few samples: "
+                  "MTCNN's face probability nearly is, its error sits in the logits of a few uncertain crops "
+                  "(docs/quantize.md, PReLU and leaky ReLU)."]
     return lines + [""]
 
 
