@@ -1,14 +1,16 @@
 # cython: language_level=3
-"""Float executor loops that numpy runs far from the machine's speed: the depthwise
-convolution (kernels/float_conv.h), plane by plane on NCHW data (depthwise_nchw_f32, any
-channel multiplier) or across channels on a padded NHWC buffer (depthwise_nhwc_f32,
-multiplier 1). Each output element is summed tap by tap in row-major kernel order, starting
-from +0.0, one float32 multiply and one float32 add per tap (padding reads 0.0 and is added
-too), exactly the operations of fastops_nn._depthwise's numpy loop: the results are the same
-bits. Row or plane ranges are independent, so callers split them over threads (the GIL is
+"""Float executor loops that numpy runs far from the machine's speed.
+
+- depthwise_nchw_f32: the depthwise convolution (kernels/float_conv.h), plane by plane on
+  NCHW data, any channel multiplier and stride. Each output element is summed tap by tap in
+  row-major kernel order, starting from +0.0, one float32 multiply and one float32 add per
+  tap (padding reads 0.0 and is added too), then + bias (one float32 add): exactly the
+  operations of float_ops.nn._depthwise's numpy loop and numpy's out + bias, so the same bits.
+- im2col_f32: the conv GEMM's im2col copy.
+- add_row_bias_f32: a conv GEMM tile's bias, in place (qsim/runtime/float_ops/conv_gemm.py).
+- bounded_f32: relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/bounds.py).
+Plane, row or element ranges are independent, so callers split them over threads (the GIL is
 released). Built with -ffp-contract=off: no fused multiply-add may change a rounding.
-add_row_bias_f32 adds a conv GEMM tile's bias in place (qsim/runtime/float_ops/conv_gemm.py);
-bounded_f32 is relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/chunked.py).
 """
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
@@ -19,46 +21,47 @@ cdef extern from "float_conv.h" nogil:
                          int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
                          int64_t OH, int64_t OW, float *cols, int64_t p0, int64_t p1, int64_t B,
                          int batch_inner)
+    int64_t qsim_dw_scratch_floats(int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sy,
+                                   int64_t sx, int64_t dy, int64_t dx)
     void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W,
-                                 const float *w, int64_t m, int64_t KH, int64_t KW, int64_t sy,
-                                 int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
-                                 float *out, int64_t OH, int64_t OW, float *scratch, int64_t p0,
-                                 int64_t p1)
-    void qsim_depthwise_nhwc_f32(int isa, const float *xp, int64_t PH, int64_t PW, int64_t C,
-                                 const float *wt, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
-                                 int64_t dy, int64_t dx, float *out, int64_t OH, int64_t OW,
-                                 int64_t r0, int64_t r1)
+                                 const float *w, const float *bias, int64_t m, int64_t KH, int64_t KW,
+                                 int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
+                                 float *out, int64_t OH, int64_t OW, float *scratch, int64_t *off,
+                                 int64_t p0, int64_t p1)
 
 
-def depthwise_nhwc_f32(int isa, const float[:, :, :, ::1] xp, const float[:, ::1] wt,
-                       float[:, :, :, ::1] out, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
-                       int64_t dy, int64_t dx, int64_t r0, int64_t r1):
-    """Depthwise convolution (multiplier 1) of the padded NHWC buffer xp with wt[KH*KW][C] into
-    out[B][OH][OW][C], output rows b*OH + oy in [r0, r1) (kernels/float_conv.h)."""
-    if r1 <= r0 or out.shape[3] == 0:
-        return
-    with nogil:
-        qsim_depthwise_nhwc_f32(isa, &xp[0, 0, 0, 0], xp.shape[1], xp.shape[2], xp.shape[3], &wt[0, 0],
-                                KH, KW, sy, sx, dy, dx, &out[0, 0, 0, 0], out.shape[1], out.shape[2],
-                                r0, r1)
-
-
-def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, ::1] w,
+def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, ::1] w, bias,
                        float[:, :, :, ::1] out, int64_t m, int64_t sy, int64_t sx, int64_t dy,
                        int64_t dx, int64_t pt, int64_t pl, int64_t p0, int64_t p1):
-    """Depthwise convolution of NCHW x with w[C*m][KH][KW] (channel multiplier m) into
-    out[B][C*m][OH][OW], output planes b*C*m + oc in [p0, p1) (kernels/float_conv.h)."""
+    """Depthwise convolution of NCHW x with w[C*m][KH][KW] (channel multiplier m), plus bias[C*m]
+    when bias is not None, into out[B][C*m][OH][OW], output planes b*C*m + oc in [p0, p1)
+    (kernels/float_conv.h)."""
     cdef int64_t OH = out.shape[2], OW = out.shape[3], KH = w.shape[1], KW = w.shape[2]
-    cdef int64_t PH = sy * (OH - 1) + dy * (KH - 1) + 1, PW = sx * (OW - 1) + dx * (KW - 1) + 1
+    cdef const float[::1] b
+    cdef const float *bp = NULL
+    if sy < 1 or sx < 1 or dy < 1 or dx < 1:
+        raise ValueError(f"depthwise_nchw_f32: stride ({sy}, {sx}) and dilation ({dy}, {dx}) must be positive")
+    if not (0 <= p0 <= p1 <= out.shape[0] * out.shape[1]) or out.shape[1] != x.shape[1] * m \
+            or w.shape[0] != out.shape[1]:
+        raise ValueError("depthwise_nchw_f32: shapes or plane range do not agree")
+    if bias is not None:
+        b = bias
+        if b.shape[0] != out.shape[1]:
+            raise ValueError(f"depthwise_nchw_f32: bias has {b.shape[0]} values for {out.shape[1]} channels")
+        bp = &b[0]
     if p1 <= p0 or OH == 0 or OW == 0:
         return
-    cdef float *scratch = <float *>malloc(PH * PW * sizeof(float))
-    if scratch == NULL:
+    cdef float *scratch = <float *>malloc(qsim_dw_scratch_floats(OH, OW, KH, KW, sy, sx, dy, dx) * sizeof(float))
+    cdef int64_t *off = <int64_t *>malloc(KH * KW * sizeof(int64_t) + 8)
+    if scratch == NULL or off == NULL:
+        free(scratch)
+        free(off)
         raise MemoryError()
     with nogil:
-        qsim_depthwise_nchw_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], m,
-                                KH, KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, scratch, p0, p1)
+        qsim_depthwise_nchw_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], bp, m,
+                                KH, KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, scratch, off, p0, p1)
     free(scratch)
+    free(off)
 
 
 def im2col_f32(const float[:, :, :, ::1] x, float[:, :, :, :, ::1] cols, int64_t KH, int64_t KW,

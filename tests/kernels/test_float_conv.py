@@ -1,5 +1,6 @@
 """The float executor's compiled depthwise convolution (qsim/kernels/float_conv.py) gives the
-bits of the plain float32 loop: +0.0, then out = out + w * x per tap in row-major order."""
+bits of the plain float32 loop: +0.0, then out = out + w * x per tap in row-major order, then
++ bias as numpy adds it."""
 import numpy as np
 import pytest
 
@@ -33,8 +34,12 @@ CASES = [   # (B, C, H, W), m, K, stride, dilation, before, out_size
     ((1, 5, 8, 8), 1, (3, 3), (1, 1), (1, 1), (-1, -2), (4, 3)),       # negative padding crops
     ((1, 1, 4, 4), 1, (1, 1), (1, 1), (1, 1), (0, 0), (4, 4)),
     ((2, 3, 7, 6), 2, (3, 3), (2, 1), (1, 2), (1, 2), (4, 6)),         # multiplier 2: plane loop
-    ((1, 4, 6, 150), 1, (3, 3), (1, 1), (1, 1), (1, 1), (6, 150)),     # wide rows: plane loop,
+    ((1, 4, 6, 150), 1, (3, 3), (1, 1), (1, 1), (1, 1), (6, 150)),     # wide rows,
     ((1, 3, 6, 80), 1, (3, 3), (2, 2), (1, 2), (1, -1), (3, 38)),      # full and partial blocks
+    ((1, 5, 9, 70), 1, (3, 3), (2, 2), (1, 1), (2, 2), (5, 35)),       # stride 2, even first column
+    ((1, 4, 10, 67), 1, (3, 3), (3, 3), (2, 2), (1, 0), (3, 21)),      # stride 3 with dilation
+    ((2, 3, 8, 40), 2, (5, 5), (2, 2), (1, 1), (2, 1), (4, 19)),       # multiplier 2, stride 2
+    ((1, 2, 5, 5), 1, (1, 1), (2, 2), (1, 1), (0, 0), (3, 3)),         # 1x1 taps, stride 2
 ]
 
 
@@ -46,12 +51,16 @@ def test_depthwise_gives_the_loops_bits_on_every_path(rng, monkeypatch, threads,
     x = rng.standard_normal(shape).astype(np.float32)
     x[..., 0, 0] = -0.0                 # signed zeros and their sums must come out the same
     w = rng.standard_normal((shape[1] * m, 1) + k).astype(np.float32)
+    bias = rng.standard_normal(shape[1] * m).astype(np.float32)
     want = loop_depthwise(x, w, m, stride, dilation, before, out_size)
+    with_bias = want + bias.reshape(-1, 1, 1)
     for isa in supported_isas():
         with forced_isa(isa):
             got = float_conv.depthwise2d(x, w, m, stride, dilation, before, out_size)
+            got_b = float_conv.depthwise2d(x, w, m, stride, dilation, before, out_size, bias)
         assert got.dtype == np.float32 and got.shape == want.shape and got.flags.c_contiguous
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=isa.value)
+        np.testing.assert_array_equal(got_b.view(np.uint32), with_bias.view(np.uint32), err_msg=isa.value)
 
 
 def test_non_finite_values_propagate_like_the_loop(rng):
@@ -122,3 +131,17 @@ def test_im2col_is_the_window_copy(rng, shape, k, stride, dilation, before, out_
     # the batch laid out as the GEMM operand [C][KH*KW][B][OH][OW]: the same floats, moved
     inner = float_conv.im2col2d(x, k, stride, dilation, before, out_size, batch_inner=True)
     np.testing.assert_array_equal(inner.view(np.uint32), want.transpose(1, 2, 0, 3, 4).view(np.uint32))
+
+
+def test_depthwise_kernel_refuses_disagreeing_shapes(rng):
+    from qsim.kernels.extensions import extension
+    ops = extension("_float_ops")
+    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3)).astype(np.float32)
+    out = np.empty((1, 3, 5, 5), np.float32)
+    with pytest.raises(ValueError, match="bias has 2 values for 3 channels"):
+        ops.depthwise_nchw_f32(0, x, w, np.zeros(2, np.float32), out, 1, 1, 1, 1, 1, 1, 1, 0, 3)
+    with pytest.raises(ValueError, match="must be positive"):
+        ops.depthwise_nchw_f32(0, x, w, None, out, 1, 0, 1, 1, 1, 1, 1, 0, 3)
+    with pytest.raises(ValueError, match="do not agree"):
+        ops.depthwise_nchw_f32(0, x, w, None, out, 1, 1, 1, 1, 1, 1, 1, 0, 4)

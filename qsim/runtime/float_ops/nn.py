@@ -139,10 +139,8 @@ def conv(ins, at):
     K = math.prod(fx)
     X = math.prod(ox)
     if g > 1 and fc == 1:
-        out = _depthwise(x, w, m, fx, stride, dilation, before, ox)
-        if bias is not None:
-            out = out + bias.reshape((n,) + (1,) * d)
-        return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
+        return [np.ascontiguousarray(_from_ncx(_depthwise(x, w, bias, m, fx, stride, dilation, before, ox),
+                                               at.get("data_format", "NCX"), d))]
     # cols[b, g, c*k, X]: im2col with the kernel offsets in row-major order like the filter
     if K == 1 and all(s == 1 for s in stride) and not any(before) and list(ox) == list(x.shape[2:]) \
             and x.dtype == np.result_type(x, w):
@@ -171,27 +169,32 @@ def conv(ins, at):
     return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
 
 
-def _depthwise(x, w, m, fx, stride, dilation, before, ox):
+def _depthwise(x, w, bias, m, fx, stride, dilation, before, ox):
     """One input channel per group (depthwise): a multiply-add per kernel offset over strided
     window views, out[b, c*m + i] = sum_k w[c*m + i, 0, k] * window_k[b, c] (k in row-major
-    order). A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed."""
+    order), then + bias. A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed."""
     b, ic = x.shape[:2]
     dtype = np.result_type(x, w)
     check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
     compiled = _float_conv() if x.ndim == 4 and dtype == np.float32 and \
         max(map(abs, (*stride, *dilation, *before))) < 2 ** 31 else None     # int64 geometry in C
-    if compiled is not None:
+    if compiled is not None and (bias is None or bias.dtype == np.float32):
         # the same operations in the same order as the loop below, compiled (same bits)
         return compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),
-                                         m, stride, dilation, before, ox)
-    out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
-    term = np.empty_like(out)
-    wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
-    spatial = (1,) * len(ox)
-    for k, win in enumerate(padded_windows(x, range(2, x.ndim), fx, stride, dilation, before, ox, 0)):
-        np.multiply(wk[None, :, :, k].reshape((1, ic, m) + spatial), win[:, :, None], out=term)
-        out += term
-    return out.reshape((b, ic * m) + tuple(ox))
+                                    m, stride, dilation, before, ox, bias)
+    if compiled is not None:
+        out = compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),
+                                   m, stride, dilation, before, ox)
+    else:
+        out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
+        term = np.empty_like(out)
+        wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
+        spatial = (1,) * len(ox)
+        for k, win in enumerate(padded_windows(x, range(2, x.ndim), fx, stride, dilation, before, ox, 0)):
+            np.multiply(wk[None, :, :, k].reshape((1, ic, m) + spatial), win[:, :, None], out=term)
+            out += term
+        out = out.reshape((b, ic * m) + tuple(ox))
+    return out if bias is None else out + bias.reshape((ic * m,) + (1,) * len(ox))
 
 
 def _float_conv():
