@@ -26,7 +26,7 @@
  * the flat index i = oy*PWp + ox every tap is one contiguous run at a fixed offset, whatever
  * the stride and however narrow the image: the outputs are computed QSIM_DWF_CB at a time on
  * that flat index (accumulators in registers), then the OW valid columns of each row are
- * stored with the bias. (Columns ox >= OW of the flat grid are computed and dropped: PWp is at
+ * stored with the bias (and, given y, the following relu/clamp into y). (Columns ox >= OW of the flat grid are computed and dropped: PWp is at
  * least OW + (kx*dx)/sx for every tap, so valid outputs never read across a row.)
  * pt, pl: leading padding (negative: the first input rows/columns are cropped).
  * scratch: qsim_dw_scratch_floats(...) floats. */
@@ -105,6 +105,7 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
                                         int64_t m, int64_t KH, int64_t KW,
                                         int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt,
                                         int64_t pl, float *restrict out, int64_t OH, int64_t OW,
+                                        float *restrict y, float lo, float hi, int has_hi,
                                         float *restrict scratch, int64_t *restrict off,
                                         int64_t p0, int64_t p1) {
     const int64_t OC = C * m;
@@ -145,30 +146,40 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
         for (int64_t i = 0; i < flat; i += QSIM_DWF_CB)
             qsim_dw_flat_block(scratch + i, off, wp, KH * KW, acc + i);
         float *o = out + p * OH * OW;
-        if (bias != NULL) {
-            const float bv = bias[oc];
-            for (int64_t oy = 0; oy < OH; oy++)
-                for (int64_t ox = 0; ox < OW; ox++) o[oy * OW + ox] = acc[oy * PWp + ox] + bv;
-        } else {
-            for (int64_t oy = 0; oy < OH; oy++)
-                for (int64_t ox = 0; ox < OW; ox++) o[oy * OW + ox] = acc[oy * PWp + ox];
+        const float bv = bias != NULL ? bias[oc] : 0.0f;
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                float v = acc[oy * PWp + ox];
+                if (bias != NULL) v = v + bv;
+                o[oy * OW + ox] = v;
+            }
+        if (y != NULL) {                      /* the following relu/clamp, as numpy's maximum/minimum */
+            float *yo = y + p * OH * OW;
+            for (int64_t i = 0; i < OH * OW; i++) {
+                float v = o[i];
+                v = (v > lo || v != v) ? v : lo;
+                if (has_hi) v = (v < hi || v != v) ? v : hi;
+                yo[i] = v;
+            }
         }
     }
 }
 
 #define QSIM_DW_PLANE_F32_PARAMS (const float *x, int64_t C, int64_t H, int64_t W, const float *w, \
     const float *bias, int64_t m, int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t dy,      \
-    int64_t dx, int64_t pt, int64_t pl, float *out, int64_t OH, int64_t OW, float *scratch,         \
-    int64_t *off, int64_t p0, int64_t p1)
+    int64_t dx, int64_t pt, int64_t pl, float *out, int64_t OH, int64_t OW, float *y, float lo,     \
+    float hi, int has_hi, float *scratch, int64_t *off, int64_t p0, int64_t p1)
 QSIM_VERSIONS(qsim_dw_plane_f32, QSIM_DW_PLANE_F32_PARAMS,
-              (x, C, H, W, w, bias, m, KH, KW, sy, sx, dy, dx, pt, pl, out, OH, OW, scratch, off, p0, p1))
+              (x, C, H, W, w, bias, m, KH, KW, sy, sx, dy, dx, pt, pl, out, OH, OW, y, lo, hi, has_hi,
+               scratch, off, p0, p1))
 static void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W,
                                     const float *w, const float *bias, int64_t m, int64_t KH,
                                     int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
                                     int64_t pt, int64_t pl, float *out, int64_t OH, int64_t OW,
+                                    float *y, float lo, float hi, int has_hi,
                                     float *scratch, int64_t *off, int64_t p0, int64_t p1) {
     QSIM_DISPATCH(isa, qsim_dw_plane_f32, x, C, H, W, w, bias, m, KH, KW, sy, sx, dy, dx, pt, pl, out,
-                  OH, OW, scratch, off, p0, p1);
+                  OH, OW, y, lo, hi, has_hi, scratch, off, p0, p1);
 }
 
 /* ---- im2col of a 2-D NCHW float32 convolution, for the float executor's GEMM:
@@ -212,6 +223,79 @@ static void qsim_im2col_f32(const float *x, int64_t C, int64_t H, int64_t W, int
                 }
             }
     }
+}
+
+/* ---- the im2col of one GEMM tile: channels [c0, c1) of sample b, output rows [oy0, oy1):
+ * cols[c - c0][ky*KW + kx][oy - oy0][ox] = x[b][c][oy*sy + ky*dy - pt][ox*sx + kx*dx - pl], +0.0f
+ * outside the input (the same floats as qsim_im2col_f32 writes for those rows, so the tile's
+ * GEMM sees the columns it would see in the whole im2col; small enough to stay in the cache). */
+static void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH,
+                                 int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
+                                 int64_t pt, int64_t pl, int64_t OW, float *cols, int64_t b,
+                                 int64_t c0, int64_t c1, int64_t oy0, int64_t oy1) {
+    const int64_t rows = oy1 - oy0;
+    for (int64_t c = c0; c < c1; c++) {
+        const float *plane = x + (b * C + c) * H * W;
+        for (int64_t ky = 0; ky < KH; ky++)
+            for (int64_t kx = 0; kx < KW; kx++) {
+                float *o = cols + (((c - c0) * KH + ky) * KW + kx) * rows * OW;
+                const int64_t off = kx * dx - pl;
+                int64_t first = off >= 0 ? 0 : (-off + sx - 1) / sx;
+                int64_t last = W - 1 - off >= 0 ? (W - 1 - off) / sx + 1 : 0;
+                if (last > OW) last = OW;
+                if (first > last) first = last;
+                for (int64_t oy = oy0; oy < oy1; oy++, o += OW) {
+                    const int64_t iy = oy * sy + ky * dy - pt;
+                    if (iy < 0 || iy >= H) {
+                        for (int64_t ox = 0; ox < OW; ox++) o[ox] = 0.0f;
+                        continue;
+                    }
+                    const float *row = plane + iy * W + off;
+                    for (int64_t ox = 0; ox < first; ox++) o[ox] = 0.0f;
+                    if (sx == 1)
+                        memcpy(o + first, row + first, (size_t)(last - first) * sizeof(float));
+                    else
+                        for (int64_t ox = first; ox < last; ox++) o[ox] = row[ox * sx];
+                    for (int64_t ox = last; ox < OW; ox++) o[ox] = 0.0f;
+                }
+            }
+    }
+}
+
+/* ---- the conv GEMM's epilogue on one tile of out[rows][ld] (qsim/runtime/float_ops/conv_gemm.py):
+ * out[r][c] = out[r][c] + bias[r] for r in [r0, r1), c in [c0, c1), one float32 add each (as
+ * numpy's out += bias); then, with `bounded`, y[r][c] = minimum(maximum(out, lo), hi) (numpy's
+ * values: a NaN stays NaN, two equal zeros give the bound) written to a second array of the
+ * same layout while the tile is in the cache. */
+QSIM_INLINE void qsim_tile_epilogue_f32_body(float *restrict out, float *restrict y, int64_t ld,
+                                             const float *restrict bias, int64_t r0, int64_t r1,
+                                             int64_t c0, int64_t c1, int bounded, float lo, float hi,
+                                             int has_hi) {
+    for (int64_t r = r0; r < r1; r++) {
+        float *restrict o = out + r * ld;
+        if (bias != NULL) {
+            const float bv = bias[r];
+            for (int64_t c = c0; c < c1; c++) o[c] = o[c] + bv;
+        }
+        if (bounded) {
+            float *restrict yr = y + r * ld;
+            for (int64_t c = c0; c < c1; c++) {
+                float v = o[c];
+                v = (v > lo || v != v) ? v : lo;
+                if (has_hi) v = (v < hi || v != v) ? v : hi;
+                yr[c] = v;
+            }
+        }
+    }
+}
+#define QSIM_TILE_EPILOGUE_PARAMS (float *out, float *y, int64_t ld, const float *bias, int64_t r0, \
+    int64_t r1, int64_t c0, int64_t c1, int bounded, float lo, float hi, int has_hi)
+QSIM_VERSIONS(qsim_tile_epilogue_f32, QSIM_TILE_EPILOGUE_PARAMS,
+              (out, y, ld, bias, r0, r1, c0, c1, bounded, lo, hi, has_hi))
+static void qsim_tile_epilogue_f32(int isa, float *out, float *y, int64_t ld, const float *bias, int64_t r0,
+                                   int64_t r1, int64_t c0, int64_t c1, int bounded, float lo, float hi,
+                                   int has_hi) {
+    QSIM_DISPATCH(isa, qsim_tile_epilogue_f32, out, y, ld, bias, r0, r1, c0, c1, bounded, lo, hi, has_hi);
 }
 
 #endif
