@@ -182,53 +182,10 @@ static void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t 
                   OH, OW, y, lo, hi, has_hi, scratch, off, p0, p1);
 }
 
-/* ---- im2col of a 2-D NCHW float32 convolution, for the float executor's GEMM:
- * cols[b][c][ky][kx][oy][ox] = x[b][c][oy*sy + ky*dy - pt][ox*sx + kx*dx - pl], +0.0f outside
- * the input (a copy: the GEMM sees exactly the buffer numpy's window copies would build).
- * Planes p = b*C + c in [p0, p1). */
-static void qsim_im2col_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH,
-                            int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
-                            int64_t pt, int64_t pl, int64_t OH, int64_t OW, float *cols,
-                            int64_t p0, int64_t p1, int64_t B, int batch_inner) {
-    /* layout of cols: [B][C][KH*KW][OH*OW], or with batch_inner [C][KH*KW][B][OH*OW] (the
-     * GEMM's [C*KH*KW][B*OH*OW] operand of a batch, with no transposing copy) */
-    const int64_t X = OH * OW;
-    const int64_t tap_stride = batch_inner ? B * X : X;
-    for (int64_t p = p0; p < p1; p++) {
-        const float *plane = x + p * H * W;
-        const int64_t b = p / C, c = p % C;
-        float *o0 = batch_inner ? cols + c * KH * KW * B * X + b * X : cols + p * KH * KW * X;
-        for (int64_t ky = 0; ky < KH; ky++)
-            for (int64_t kx = 0; kx < KW; kx++) {
-                float *o = o0 + (ky * KW + kx) * tap_stride;
-                const int64_t off = kx * dx - pl;
-                /* output columns reading inside the row: ox in [first, last) */
-                int64_t first = off >= 0 ? 0 : (-off + sx - 1) / sx;
-                int64_t last = W - 1 - off >= 0 ? (W - 1 - off) / sx + 1 : 0;
-                if (last > OW) last = OW;
-                if (first > last) first = last;
-                for (int64_t oy = 0; oy < OH; oy++, o += OW) {
-                    const int64_t iy = oy * sy + ky * dy - pt;
-                    if (iy < 0 || iy >= H) {
-                        for (int64_t ox = 0; ox < OW; ox++) o[ox] = 0.0f;
-                        continue;
-                    }
-                    const float *row = plane + iy * W + off;
-                    for (int64_t ox = 0; ox < first; ox++) o[ox] = 0.0f;
-                    if (sx == 1)
-                        memcpy(o + first, row + first, (size_t)(last - first) * sizeof(float));
-                    else
-                        for (int64_t ox = first; ox < last; ox++) o[ox] = row[ox * sx];
-                    for (int64_t ox = last; ox < OW; ox++) o[ox] = 0.0f;
-                }
-            }
-    }
-}
-
 /* ---- the im2col of one GEMM tile: channels [c0, c1) of sample b, output rows [oy0, oy1):
  * cols[c - c0][ky*KW + kx][oy - oy0][ox] = x[b][c][oy*sy + ky*dy - pt][ox*sx + kx*dx - pl], +0.0f
- * outside the input (the same floats as qsim_im2col_f32 writes for those rows, so the tile's
- * GEMM sees the columns it would see in the whole im2col; small enough to stay in the cache). */
+ * outside the input (a copy: the GEMM sees exactly the columns numpy's window copies would
+ * build; one tile's, small enough to stay in the cache). */
 static void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH,
                                  int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
                                  int64_t pt, int64_t pl, int64_t OW, float *cols, int64_t b,

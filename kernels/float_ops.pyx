@@ -6,7 +6,7 @@
   row-major kernel order, starting from +0.0, one float32 multiply and one float32 add per
   tap (padding reads 0.0 and is added too), then + bias (one float32 add): exactly the
   operations of float_ops.nn._depthwise's numpy loop and numpy's out + bias, so the same bits.
-- im2col_f32, im2col_rows_f32: the conv GEMM's im2col copy, whole or one tile's.
+- im2col_rows_f32: the im2col copy of one conv GEMM tile.
 - tile_epilogue_f32: a conv GEMM tile's bias, in place, and a following relu/clamp
   (qsim/runtime/float_ops/conv_gemm.py).
 - bounded_f32: relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/bounds.py).
@@ -18,10 +18,6 @@ from libc.stdlib cimport free, malloc
 
 
 cdef extern from "float_conv.h" nogil:
-    void qsim_im2col_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
-                         int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
-                         int64_t OH, int64_t OW, float *cols, int64_t p0, int64_t p1, int64_t B,
-                         int batch_inner)
     void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
                               int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
                               int64_t OW, float *cols, int64_t b, int64_t c0, int64_t c1, int64_t oy0,
@@ -81,24 +77,6 @@ def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, :
                                 has_hi, scratch, off, p0, p1)
     free(scratch)
     free(off)
-
-
-def im2col_f32(const float[:, :, :, ::1] x, float[:, :, :, :, ::1] cols, int64_t KH, int64_t KW,
-               int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t p0,
-               int64_t p1, bint batch_inner=False):
-    """cols[B][C][KH*KW][OH][OW] of the NCHW input x (zero outside), planes b*C + c in [p0, p1)
-    (kernels/float_conv.h); with batch_inner, cols is [C][KH*KW][B][OH][OW]."""
-    cdef int64_t B = x.shape[0], C = x.shape[1], OH = cols.shape[3], OW = cols.shape[4]
-    expected = (C, KH * KW, B) if batch_inner else (B, C, KH * KW)
-    got = (cols.shape[0], cols.shape[1], cols.shape[2])
-    if got != expected:
-        raise ValueError(f"im2col_f32: cols must start with {expected} "
-                         f"({'[C][KH*KW][B]' if batch_inner else '[B][C][KH*KW]'}); got {got}")
-    if p1 <= p0 or KH * KW == 0 or OH == 0 or OW == 0:
-        return
-    with nogil:
-        qsim_im2col_f32(&x[0, 0, 0, 0], C, x.shape[2], x.shape[3], KH, KW, sy, sx, dy, dx,
-                        pt, pl, OH, OW, &cols[0, 0, 0, 0, 0], p0, p1, B, batch_inner)
 
 
 def im2col_rows_f32(const float[:, :, :, ::1] x, float[:, :, :, ::1] cols, int64_t KH, int64_t KW,

@@ -1,4 +1,4 @@
-"""The float executor's depthwise convolution and 2-D im2col on compiled loops (kernels/float_conv.h).
+"""The float executor's depthwise convolution and conv-tile im2col on compiled loops (kernels/float_conv.h).
 
 The depthwise loop gives the bits of the numpy reference (qsim.runtime.float_ops.nn._depthwise:
 per output element, +0.0 then one float32 multiply and one add per tap in row-major kernel
@@ -41,20 +41,13 @@ def depthwise2d(x: np.ndarray, w: np.ndarray, m: int, stride, dilation, before, 
     return out if bound is None else (out, y)
 
 
-def im2col2d(x: np.ndarray, kernel, stride, dilation, before, out_size,
-             batch_inner: bool = False) -> np.ndarray:
-    """float32 cols [B][C][KH*KW][OH][OW]: cols[b, c, ky*KW + kx, oy, ox] =
-    x[b, c, oy*sy + ky*dy - before[0], ox*sx + kx*dx - before[1]], +0.0 outside x (the im2col
-    of the float executor's conv GEMM, a copy: the same buffer as numpy's window copies).
-    batch_inner: laid out [C][KH*KW][B][OH][OW] instead, which is the GEMM operand
-    [C*KH*KW][B*OH*OW] of a batch as it is (no transposing copy)."""
-    B, C = x.shape[:2]
+def im2col_rows(x: np.ndarray, kernel, stride, dilation, before, out_width: int, b: int, c0: int, c1: int,
+                oy0: int, oy1: int) -> np.ndarray:
+    """float32 cols [c1 - c0][KH*KW][oy1 - oy0][OW] of sample b of the NCHW float32 x:
+    cols[c - c0, ky*KW + kx, oy - oy0, ox] = x[b, c, oy*sy + ky*dy - before[0], ox*sx + kx*dx - before[1]],
+    +0.0 outside x (the im2col of one conv GEMM tile, a copy: the floats of numpy's window copies)."""
     KH, KW = kernel
-    xc = np.ascontiguousarray(x, dtype=np.float32)
-    shape = (C, KH * KW, B) if batch_inner else (B, C, KH * KW)
-    cols = np.empty(shape + tuple(out_size), dtype=np.float32)
-    split_rows(B * C, lambda lo, hi: _float_ops.im2col_f32(xc, cols, KH, KW, stride[0], stride[1], dilation[0],
-                                                          dilation[1], before[0], before[1], lo, hi,
-                                                          batch_inner),
-               min_rows=8)
+    cols = np.empty((c1 - c0, KH * KW, oy1 - oy0, out_width), dtype=np.float32)
+    _float_ops.im2col_rows_f32(x, cols, KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0],
+                               before[1], b, c0, oy0)
     return cols

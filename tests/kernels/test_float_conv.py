@@ -126,22 +126,17 @@ def test_im2col_is_the_window_copy(rng, shape, k, stride, dilation, before, out_
             ys, xs = pad - before[0] + ky * dilation[0], pad - before[1] + kx * dilation[1]
             want[:, :, ky * k[1] + kx] = xp[:, :, ys:ys + stride[0] * (out_size[0] - 1) + 1:stride[0],
                                             xs:xs + stride[1] * (out_size[1] - 1) + 1:stride[1]]
-    got = float_conv.im2col2d(x, k, stride, dilation, before, out_size)
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    # the batch laid out as the GEMM operand [C][KH*KW][B][OH][OW]: the same floats, moved
-    inner = float_conv.im2col2d(x, k, stride, dilation, before, out_size, batch_inner=True)
-    np.testing.assert_array_equal(inner.view(np.uint32), want.transpose(1, 2, 0, 3, 4).view(np.uint32))
+    B, C = shape[:2]
+    OH, OW = out_size
+    for b in range(B):
+        got = float_conv.im2col_rows(x, k, stride, dilation, before, OW, b, 0, C, 0, OH)
+        np.testing.assert_array_equal(got.view(np.uint32), want[b].view(np.uint32))
+        # one tile: a channel range and a run of output rows
+        part = float_conv.im2col_rows(x, k, stride, dilation, before, OW, b, 1, C, 1, OH)
+        np.testing.assert_array_equal(part.view(np.uint32), want[b, 1:, :, 1:].view(np.uint32))
 
 
-def test_depthwise_kernel_refuses_disagreeing_shapes(rng):
-    from qsim.kernels.extensions import extension
-    ops = extension("_float_ops")
-    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
-    w = rng.standard_normal((3, 3, 3)).astype(np.float32)
-    out = np.empty((1, 3, 5, 5), np.float32)
-    with pytest.raises(ValueError, match="bias has 2 values for 3 channels"):
-        ops.depthwise_nchw_f32(0, x, w, np.zeros(2, np.float32), out, 1, 1, 1, 1, 1, 1, 1, 0, 3)
-    with pytest.raises(ValueError, match="must be positive"):
-        ops.depthwise_nchw_f32(0, x, w, None, out, 1, 0, 1, 1, 1, 1, 1, 0, 3)
-    with pytest.raises(ValueError, match="do not agree"):
-        ops.depthwise_nchw_f32(0, x, w, None, out, 1, 1, 1, 1, 1, 1, 1, 0, 4)
+def test_im2col_rows_refuses_a_tile_outside_the_input(rng):
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    with pytest.raises(ValueError, match="do not fit x"):
+        float_conv.im2col_rows(x, (3, 3), (1, 1), (1, 1), (1, 1), 5, 0, 1, 3, 0, 5)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...kernels.cpu_features import current_isa
 from ...kernels.extensions import extension
+from ...kernels.float_conv import im2col_rows
 from ...numerics import ceil_div
 from ...threads import single_thread_blas, split_rows, thread_count
 from .bounds import bounded
@@ -76,10 +77,8 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
 
     def columns(gi, b, c0, c1):
         oy0, oy1 = c0 // OW, c1 // OW
-        buf = np.empty((fc, KH * KW, oy1 - oy0, OW), dtype=np.float32)
-        _float_ops.im2col_rows_f32(x, buf, KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0],
-                                   before[1], b, gi * fc, oy0)
-        return buf.reshape(fc * KH * KW, (oy1 - oy0) * OW)
+        cols = im2col_rows(x, kernel, stride, dilation, before, OW, b, gi * fc, (gi + 1) * fc, oy0, oy1)
+        return cols.reshape(fc * KH * KW, (oy1 - oy0) * OW)
 
     _run_tiles(w, bias, bound, out, y, [(gi, b, (oy0 * OW, oy1 * OW)) for gi in range(g) for b in range(batch)
                                         for oy0, oy1 in row_spans], columns)
