@@ -37,10 +37,14 @@ def commit() -> str | None:
     return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
+START_COMMIT = commit()   # the code this process runs: taken once, commits made during a run do not count
+
+
 def run_header() -> dict:
-    """machine, date, commit and the 1-minute load average at the time of the call (the machine is
-    shared: every time in a report is read against it)."""
-    return {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "commit": commit(),
+    """machine, date, commit (of the checkout when this process started) and the 1-minute load
+    average at the time of the call (the machine is shared: every time in a report is read
+    against it)."""
+    return {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "commit": START_COMMIT,
             "load": round(os.getloadavg()[0], 1)}
 
 
