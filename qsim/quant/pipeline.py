@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import ir, zoo
-from ..errors import QsimError, UsageError
+from ..errors import DataError, QsimError, UsageError
 from ..loader import load, model_kind
 from .accuracy import AccuracyReport
 from .annotations import MissingParameters, annotated_input_samples, annotated_parameters
@@ -35,6 +35,7 @@ from .params import Granularity, Precision, QuantConfig
 from .rounding import InputMoments
 from .qmodel import METADATA_FILE, is_quantized_model
 from .rules import RULES
+from .softmax_mask import masked_tensors
 from .scoring import ScoredOutput, check_label_range, choose_outputs, label_targets
 from .target import Target, TargetKind
 from .target_cvm import CvmTarget
@@ -87,18 +88,55 @@ class QuantizeResult:
 
 
 def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
+    """The model's one input and the shape of one sample: the input's shape without its batch
+    axis, the first axis of extent 1 (the leading one for batch-first models; axis 1 of a
+    sequence-first [S, 1, E] transformer input). Which extent-1 axis is dropped does not change
+    a sample's element order, so `input_feeds` reshapes a sample back to the input's shape."""
     if len(graph.inputs) != 1:
         raise UsageError(f"model {graph.name!r} has {len(graph.inputs)} inputs; qsim quantize "
                          "calibrates single-input models", hint="see README: multi-input models")
     name = graph.inputs[0]
     shape = graph.tensor(name).shape
-    if any(d is None for d in shape) or not shape or shape[0] != 1:
+    if any(d is None for d in shape) or 1 not in shape:
         raise UsageError(f"model input {name!r} has shape {list(shape)}; qsim quantize needs a "
                          "static shape with batch 1", hint="declare the input as [1, ...]")
-    return name, tuple(int(d) for d in shape[1:])
+    batch_axis = list(shape).index(1)
+    return name, tuple(int(d) for i, d in enumerate(shape) if i != batch_axis)
 
 
-EVAL_BATCH = 100
+def input_feeds(graph: ir.Graph, samples: Samples, input_name: str, limit: int | None = None):
+    """`samples.feeds` with each sample in the input's shape (its batch axis where the model has
+    it) and type: float32, or integers for an integer input (token ids), which float data cannot
+    feed."""
+    t = graph.tensor(input_name)
+    shape = tuple(int(d) for d in t.shape)
+    integer = t.dtype.numpy is not None and np.dtype(t.dtype.numpy).kind in "iu"
+    if integer and np.asarray(samples.inputs).dtype.kind not in "iu":
+        raise DataError(f"model input {input_name!r} is {t.dtype.name} (indices, e.g. token ids); the "
+                        f"samples are {np.asarray(samples.inputs).dtype}",
+                        hint="store the ids as an integer array (int64)")
+    for feed, label in samples.feeds(input_name, limit):
+        yield {k: v.reshape(shape) if integer else v.reshape(shape).astype(np.float32, copy=False)
+               for k, v in feed.items()}, label
+
+
+EVAL_BATCH = 100                 # samples per evaluation batch at most ...
+EVAL_BATCH_BYTES = 256 << 20     # ... and at most this many bytes of float + integer activations
+                                 # (the executor keeps every tensor of a batch: a 224x224 model's
+                                 # 100-sample batch would hold gigabytes and run slower than 1)
+
+
+def activation_bytes(graph: ir.Graph) -> int:
+    """Bytes of every non-constant tensor of `graph` (one execution's values)."""
+    return sum(int(np.prod(t.shape, dtype=np.int64)) * t.dtype.numpy.itemsize
+               for t in graph.tensors.values() if not t.is_constant and t.is_static)
+
+
+def eval_batch_size(graph: ir.Graph, model: LoweredModel, samples: int) -> int:
+    """Samples per evaluation batch: EVAL_BATCH, fewer when a batch's activations (float and
+    integer graph) would pass EVAL_BATCH_BYTES, never more than there are samples."""
+    per_sample = max(1, activation_bytes(graph) + activation_bytes(model.graph))
+    return max(1, min(EVAL_BATCH, samples, EVAL_BATCH_BYTES // per_sample))
 
 
 @dataclass
@@ -119,10 +157,10 @@ def calibrate_model(graph: ir.Graph, calib: Samples | None, input_name: str,
         return Calibration(annotated_parameters(graph))
     means, moments = target.weight_statistics(graph, options)
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
-    qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
+    qparams = calibrate(graph, (feed for feed, _ in input_feeds(graph, calib, input_name, n_calib)),
                         target.calibration_scheme(), options.observer, total=n_calib,
                         show_progress=options.show_progress, channel_means=means,
-                        input_moments=moments)
+                        input_moments=moments, skip=masked_tensors(graph))
     return Calibration(qparams, means, moments)
 
 
@@ -237,8 +275,9 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
                          "input's annotated range; pass --eval for figures on real data.",)
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
-    batched = batched_models(graph, model, calibration, target, load_batch, min(EVAL_BATCH, n_eval))
-    report = evaluate(graph, model, evaluation.feeds(input_name, n_eval), total=n_eval,
+    batched = batched_models(graph, model, calibration, target, load_batch,
+                             eval_batch_size(graph, model, n_eval))
+    report = evaluate(graph, model, input_feeds(graph, evaluation, input_name, n_eval), total=n_eval,
                       backend=options.backend, name=name, settings=target.report_settings(options),
                       show_progress=options.show_progress, notes=notes, batched=batched, outputs=outputs)
     seconds["evaluate"] = time.perf_counter() - t0
@@ -276,8 +315,9 @@ def make_target(kind: TargetKind, options: QuantizeOptions = QuantizeOptions(),
 def load_float_model(path, batch: int | None = None) -> ir.Graph:
     """Loads a float model keeping whole every compound operator some target has a rule for
     (nn.conv, nn.batch_norm, nn.linear, ...): the rules see the operator, not its expansion.
-    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none) or an
-    ONNX model's dynamic first input dimension (an error if its inputs have a fixed one).
+    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none), an
+    ONNX model's dynamic first input dimension (an error if its inputs have a fixed one) or
+    the leading extent 1 of an NNEF 1.0 model's external inputs.
     A quantized-model folder is a UsageError: it holds integer operators already."""
     if is_quantized_model(path):
         raise UsageError(f"{path} is a quantized model folder (it has {METADATA_FILE}); qsim quantize "
@@ -291,9 +331,9 @@ def load_float_model(path, batch: int | None = None) -> ir.Graph:
             raise UsageError(f"{path}: the ONNX model's inputs have a fixed batch size",
                              hint="export it with a dynamic first dimension to evaluate in batches")
         return graph
-    if batch is not None:
-        raise UsageError(f"{path}: an NNEF 1.0 model has a fixed batch size")
-    return load(path)
+    # NNEF 1.0: the external inputs' leading extent 1 becomes `batch` (batched_models checks
+    # that the result is the same model on more samples)
+    return load(path, batch=batch or 1)
 
 
 def model_name_of(path: str | Path) -> str:
