@@ -22,14 +22,15 @@ def machine() -> str:
 
 
 def commit() -> str | None:
-    """The checkout's git commit (with "+changes" when the tree has uncommitted edits), None
-    outside git: which code a report's figures come from."""
+    """The checkout's git commit (with "+changes" when code outside reports/ has uncommitted
+    edits), None outside git: which code a report's figures come from."""
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=30)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=30)
+        # reports/ is what the benchmarks write: edits there are results, not code
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)reports"], cwd=root, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     if head.returncode != 0:
