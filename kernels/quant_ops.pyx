@@ -16,6 +16,7 @@ float64 copy and half a dozen temporaries; integers and exact extremes, so the h
 are the ones numpy's formulation gives.
 """
 from libc.stdint cimport int64_t
+from libc.math cimport frexp
 
 
 def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
@@ -167,6 +168,38 @@ def conv_patches_f32(const float[:, :, :, :] x, float[:, :, :] out, int64_t grou
                         row += 1
 
 
+cdef inline int64_t _edge_bin(double v, double first, double last, double inv_width,
+                              const double *edges, int64_t bins) noexcept nogil:
+    """The bin of np.histogram(np.clip(v, first, last), bins, (first, last)) (v not NaN):
+    numpy's equal-width index ((v - first) / (last - first)) * bins, then its corrections
+    against the exact edges. inv_width is 1 / (last - first) when that is a power of two
+    (then x * inv_width == x / (last - first) exactly, one division fewer), else 0."""
+    cdef int64_t j
+    if v < first:
+        v = first
+    elif v > last:
+        v = last
+    if inv_width != 0.0:
+        j = <int64_t>(((v - first) * inv_width) * <double>bins)
+    else:
+        j = <int64_t>(((v - first) / (last - first)) * <double>bins)
+    if j == bins:
+        j -= 1
+    if v < edges[j]:
+        j -= 1
+    if v >= edges[j + 1] and j != bins - 1:
+        j += 1
+    return j
+
+
+cdef double _exact_inverse(double width):
+    """1 / width when width is a power of two (an exact reciprocal), else 0."""
+    cdef int e
+    if width > 0.0 and frexp(width, &e) == 0.5:
+        return 1.0 / width
+    return 0.0
+
+
 def add_clipped_histogram(const double[::1] x, double first, double last, const double[::1] edges,
                           int64_t[::1] counts):
     """counts += np.histogram(np.clip(x, first, last), bins=len(counts), range=(first, last))[0]
@@ -174,22 +207,126 @@ def add_clipped_histogram(const double[::1] x, double first, double last, const 
     step (index ((v - first) / (last - first)) * bins, then the edge corrections against
     edges = np.linspace(first, last, bins + 1)); NaN is counted nowhere, as there."""
     cdef Py_ssize_t i, n = x.shape[0]
-    cdef int64_t bins = counts.shape[0], j
-    cdef double denom = last - first, v
+    cdef int64_t bins = counts.shape[0]
+    cdef double v, inv_width = _exact_inverse(last - first)
     with nogil:
         for i in range(n):
             v = x[i]
-            if v != v:
+            if v == v:
+                counts[_edge_bin(v, first, last, inv_width, &edges[0], bins)] += 1
+
+
+ctypedef fused int_codes:
+    signed char
+    short
+    int
+    int64_t
+
+ctypedef fused real_values:
+    float
+    double
+
+
+def add_error_stats(const int_codes[::1] q, const real_values[::1] f, const double[::1] scale,
+                    const int64_t[::1] zero_point, int64_t inner, double lsb_scale,
+                    const double[::1] edges, int64_t[::1] counts):
+    """One pass of the evaluation's per-tensor statistics over a tensor's integer codes q and
+    its float values f (same layout, flat): d = (q - zp[c]) * scale[c] in float64 (params.
+    dequantize), e = d - f; counts += the clipped error histogram of e / lsb_scale in the
+    bins of `edges` (as add_clipped_histogram); returns (sum f^2, sum e^2). The channel of
+    element i is (i // inner) % len(scale) (one scale: per tensor). The sums are added in
+    blocks of 1024 elements (four interleaved partial sums each), then block by block: a fixed
+    order, so deterministic, and as accurate as numpy's pairwise sums to a few ulps (not the
+    same bits)."""
+    cdef Py_ssize_t i, n = q.shape[0], start, stop
+    cdef int64_t C = scale.shape[0], bins = counts.shape[0], c, lane, j
+    cdef double first = edges[0], last = edges[edges.shape[0] - 1]
+    cdef double inv_width = _exact_inverse(last - first)
+    cdef double signal = 0.0, noise = 0.0, bs, bn, x, d, e, v
+    # four interleaved copies of the counts: consecutive elements usually fall in one bin,
+    # and one counter incremented back to back waits on its own store
+    cdef int64_t lanes[4][256]
+    cdef double block[1024]
+    cdef double bs4[4]
+    cdef double bn4[4]
+    if f.shape[0] != n or zero_point.shape[0] != C or C == 0 or inner <= 0:
+        raise ValueError("add_error_stats: q, f, scale and zero_point do not fit")
+    if edges.shape[0] != bins + 1 or bins > 256 or bins == 0:
+        raise ValueError("add_error_stats: edges must have len(counts) + 1 entries, 1..256 bins")
+    with nogil:
+        for lane in range(4):
+            for j in range(bins):
+                lanes[lane][j] = 0
+        start = 0
+        while start < n:
+            stop = start + 1024 if start + 1024 < n else n
+            for lane in range(4):
+                bs4[lane] = 0.0
+                bn4[lane] = 0.0
+            # arithmetic first, four partial sums (element i into sum i % 4: no single
+            # chain of dependent additions), then the binning
+            for i in range(start, stop):
+                c = (i // inner) % C if C > 1 else 0
+                d = <double>(<int64_t>q[i] - zero_point[c]) * scale[c]
+                x = <double>f[i]
+                e = d - x
+                bs4[i & 3] += x * x
+                bn4[i & 3] += e * e
+                block[i - start] = e / lsb_scale
+            bs = (bs4[0] + bs4[1]) + (bs4[2] + bs4[3])
+            bn = (bn4[0] + bn4[1]) + (bn4[2] + bn4[3])
+            for i in range(start, stop):
+                v = block[i - start]
+                if v == v:
+                    lanes[i & 3][_edge_bin(v, first, last, inv_width, &edges[0], bins)] += 1
+            signal = signal + bs
+            noise = noise + bn
+            start = stop
+        for j in range(bins):
+            counts[j] += lanes[0][j] + lanes[1][j] + lanes[2][j] + lanes[3][j]
+    return signal, noise
+
+
+def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
+                          double[:, ::1] r, const double[:, ::1] xt, double[:, ::1] g,
+                          const double[:, ::1] hb, const double[::1] diag, double tol, int64_t j0,
+                          const signed char[::1] active, int64_t[::1] moved, int64_t lo, int64_t hi):
+    """One block of adaptive rounding's greedy pass in the rows form (qsim/quant/rounding.py
+    round_from_rows), channels lo..hi-1 in place: for each weight j = j0 + t of the block in
+    order, the move to the other candidate is taken when 2 d g[o, t] + d^2 diag[j] < -tol;
+    then r[o] += d xt[j] (the channel's residual X e over the P rows) and g[o, t'] += d hb[t, t']
+    for the block's later weights (hb = the block's X^T X). g [OC, b] holds the block's
+    gradient X^T r at the block's start. Channels with active[o] == 0 are skipped; moved[o]
+    counts the moves. Channels never interact: any split of the rows gives the same integers."""
+    cdef int64_t o, t, u, j, p, b = g.shape[1], P = r.shape[1]
+    cdef double cur, other, delta, gain
+    cdef double *rr
+    cdef const double *xr
+    cdef double *gr
+    cdef const double *hr
+    if hi <= lo or b == 0:
+        return
+    with nogil:
+        for o in range(lo, hi):
+            if not active[o]:
                 continue
-            if v < first:
-                v = first
-            elif v > last:
-                v = last
-            j = <int64_t>(((v - first) / denom) * <double>bins)
-            if j == bins:
-                j -= 1
-            if v < edges[j]:
-                j -= 1
-            if v >= edges[j + 1] and j != bins - 1:
-                j += 1
-            counts[j] += 1
+            rr = &r[o, 0]
+            gr = &g[o, 0]
+            for t in range(b):
+                j = j0 + t
+                cur = q[o, j]
+                other = ceil_[o, j] if cur == floor_[o, j] else floor_[o, j]
+                delta = other - cur
+                if delta == 0.0:
+                    continue
+                gain = (2.0 * delta) * gr[t] + (delta * delta) * diag[j]
+                if not gain < -tol:
+                    continue
+                q[o, j] = other
+                xr = &xt[j, 0]
+                for p in range(P):
+                    rr[p] = rr[p] + delta * xr[p]
+                hr = &hb[t, 0]
+                for u in range(t + 1, b):
+                    gr[u] = gr[u] + delta * hr[u]
+                moved[o] += 1

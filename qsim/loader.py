@@ -49,6 +49,7 @@ def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
     `keep` names compound operators to keep as single ops (e.g. {"nn.conv"}), `attribs` gives
     graph attribute values, `require_data=False` accepts variables without .dat files.
     ONNX option: `batch` is the extent of a dynamic first input dimension (default 1).
+    NNEF 1.0 option: `batch` replaces the first extent of external inputs declared 1.
     """
     path = os.fspath(path)
     kind = model_kind(path)
@@ -62,4 +63,4 @@ def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
         from .onnx import load as load_onnx  # deferred: imports the onnx package (protobuf), a real cost
         return load_onnx(path, batch=batch)
     from .nnef1 import load_nnef1  # deferred: NNEF 1.0 front end: +0.07 s CPU (as above)
-    return load_nnef1(path)
+    return load_nnef1(path, batch=None if batch == 1 else batch)

@@ -64,6 +64,9 @@ class Composer:
     load_variable: VariableLoader
     keep: frozenset[str] | None = None     # compound fragments kept whole; None = all convertible
     builder: DocumentGraphBuilder = field(default_factory=DocumentGraphBuilder)
+    # the first extent of every external input declared with extent 1 becomes this (None:
+    # as declared): the same model on a batch of samples (qsim.loader.load's `batch`)
+    external_batch: int | None = None
 
     def __post_init__(self):
         self.fragments = dict(standard_fragments())

@@ -51,6 +51,9 @@ def conversion(*names: str, compound: bool = False):
 @conversion("external")
 def _external(ctx: ConvertContext, a: dict) -> list:
     shape = _positive_shape(ctx, a["shape"])
+    batch = ctx.composer.external_batch
+    if batch is not None and shape and shape[0] == 1:
+        shape[0] = batch
     name = ctx.builder.fresh(ctx.hint + ".external")
     return [ctx.builder.add_tensor(name, ctx.generic, shape)]
 

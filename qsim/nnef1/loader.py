@@ -92,17 +92,20 @@ class ModelSource:
         return decode_text(blob, display)
 
 
-def load_nnef1(path: str, keep: Iterable[str] | None = None) -> ir.Graph:
+def load_nnef1(path: str, keep: Iterable[str] | None = None, batch: int | None = None) -> ir.Graph:
     """Loads an NNEF 1.0 model into an ir.Graph of NNEF 2.0 operators.
 
     `keep`: names of 1.0 compound fragments to convert whole (None: every compound that has a
     2.0 operator, e.g. linear, max_pool, softmax; () expands all compounds into primitives).
+    `batch`: the first extent of every external input declared with extent 1 (the model on
+    `batch` samples at once; a model whose operators spell out that extent fails to load or
+    gives other shapes, which the caller checks).
     """
     with ModelSource(path) as source:
-        return _load(source, keep)
+        return _load(source, keep, batch)
 
 
-def _load(source: ModelSource, keep: Iterable[str] | None) -> ir.Graph:
+def _load(source: ModelSource, keep: Iterable[str] | None, batch: int | None = None) -> ir.Graph:
     graph_name = source.display(source.graph_file)
     text = source.text_of(source.graph_file)
     if text is None:
@@ -113,7 +116,8 @@ def _load(source: ModelSource, keep: Iterable[str] | None) -> ir.Graph:
     def load_variable(label: str, shape: tuple, item: str, loc: Location):
         return _load_variable(source, label, shape, item, loc)
 
-    composer = Composer(document, load_variable, None if keep is None else frozenset(keep))
+    composer = Composer(document, load_variable, None if keep is None else frozenset(keep),
+                        external_batch=batch)
     graph = composer.compose()
     quant_text = source.text_of("graph.quant")
     if quant_text is None:

@@ -469,7 +469,7 @@ def finish_run(prepared: PreparedRun, layers: list[LayerResult],
                                  run_.table_bytes + st.dram_read_bytes.get("vconfig", 0),
                                  st.dram_write_bytes, cycle, engine=run_.engine.value, program=run_.program,
                                  events=vector_events(st.vector_ops, sum(st.dram_read_bytes.values()),
-                                                      st.dram_write_bytes))
+                                                      st.dram_write_bytes, st.vector_mul_ops, st.vector_div_ops))
         else:
             result = StageResult(stage, done, 0, 0, 0, 0, 0, 0, 0, 0, cycle)
             out = done

@@ -46,6 +46,46 @@ class _TensorStats:
         return 10.0 * math.log10(self.signal / self.noise)
 
 
+@dataclass(frozen=True)
+class _IntegerView:
+    """Where float tensor `name`'s integer counterpart is and how to read it in the float
+    layout: the integer tensor's name, the axes that bring it to the float layout, its
+    scales and zero points along the float layout's channel axis (one of each: per tensor)."""
+    int_name: str
+    axes: tuple[int, ...]
+    scale: np.ndarray           # [C] float64
+    zero_point: np.ndarray      # [C] int64
+    channel_axis: int | None    # in the float layout
+    lsb: float                  # the histogram's unit: the first scale
+
+    @staticmethod
+    def of(model: LoweredModel, name: str) -> "_IntegerView":
+        v = model.tensor_map[name]
+        perm = np.asarray(v.perm, dtype=np.int64)
+        axis = None if v.quant.axis is None else int(perm[v.quant.axis])
+        return _IntegerView(v.name, tuple(int(a) for a in np.argsort(perm)),
+                            np.ascontiguousarray(v.quant.scales(), dtype=np.float64).reshape(-1),
+                            np.ascontiguousarray(v.quant.zero_points(), dtype=np.int64).reshape(-1),
+                            axis, float(v.quant.scales()[0]))
+
+    def add(self, stats: _TensorStats, float_value, int_values: dict[str, np.ndarray], rows: int | None) -> None:
+        """Adds the first `rows` samples' (None: the whole value's) signal, noise and error histogram to `stats`, one
+        compiled pass (kernels/quant_ops.pyx add_error_stats) with the per-element values of
+        float_view: (q - zp) * scale - f in float64, in units of `lsb`."""
+        f = np.asarray(float_value)
+        if f.dtype not in (np.float32, np.float64):
+            f = f.astype(np.float64)
+        f = np.ascontiguousarray(f[:rows])
+        q = np.ascontiguousarray(int_values[self.int_name].transpose(self.axes)[:rows])
+        if q.dtype not in (np.int8, np.int16, np.int32, np.int64):
+            q = q.astype(np.int64)
+        inner = 1 if self.channel_axis is None else int(np.prod(f.shape[self.channel_axis + 1:], dtype=np.int64))
+        signal, noise = _quant_ops.add_error_stats(q.reshape(-1), f.reshape(-1), self.scale, self.zero_point,
+                                                   max(inner, 1), self.lsb, ERROR_EDGES_LSB, stats.counts)
+        stats.signal += signal
+        stats.noise += noise
+
+
 def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Float graph inputs → integer graph inputs (on each input's QuantInfo)."""
     out = {}
@@ -173,6 +213,7 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
     unnamed_targets = label_targets(outputs)
     size = batched.size if batched is not None else 1
     fgraph, imodel = (batched.float_graph, batched.model) if batched is not None else (float_graph, model)
+    views = {n: _IntegerView.of(imodel, n) for n in watched}
     n_samples = 0
     bar = Progress("evaluating", total, enabled=show_progress)
     try:
@@ -186,15 +227,7 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             fvals = execute(fgraph, feed)
             ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend)
             for n in watched:
-                f = np.asarray(fvals[n], dtype=np.float64)[cut]
-                err = float_view(imodel, n, ivals)[cut] - f
-                s = stats[n]
-                s.signal += float(np.sum(f * f))
-                s.noise += float(np.sum(err * err))
-                lsb = err / float(imodel.tensor_map[n].quant.scales()[0])
-                # np.histogram(np.clip(lsb, -4, 4), 64 bins, range (-4, 4)), in one pass
-                _quant_ops.add_clipped_histogram(np.ascontiguousarray(lsb).reshape(-1), ERROR_EDGES_LSB[0],
-                                                 ERROR_EDGES_LSB[-1], ERROR_EDGES_LSB, s.counts)
+                views[n].add(stats[n], fvals[n], ivals, cut.stop)
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)

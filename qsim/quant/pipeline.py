@@ -120,7 +120,23 @@ def input_feeds(graph: ir.Graph, samples: Samples, input_name: str, limit: int |
                for k, v in feed.items()}, label
 
 
-EVAL_BATCH = 100
+EVAL_BATCH = 100                 # samples per evaluation batch at most ...
+EVAL_BATCH_BYTES = 256 << 20     # ... and at most this many bytes of float + integer activations
+                                 # (the executor keeps every tensor of a batch: a 224x224 model's
+                                 # 100-sample batch would hold gigabytes and run slower than 1)
+
+
+def activation_bytes(graph: ir.Graph) -> int:
+    """Bytes of every non-constant tensor of `graph` (one execution's values)."""
+    return sum(int(np.prod(t.shape, dtype=np.int64)) * t.dtype.numpy.itemsize
+               for t in graph.tensors.values() if not t.is_constant and t.is_static)
+
+
+def eval_batch_size(graph: ir.Graph, model: LoweredModel, samples: int) -> int:
+    """Samples per evaluation batch: EVAL_BATCH, fewer when a batch's activations (float and
+    integer graph) would pass EVAL_BATCH_BYTES, never more than there are samples."""
+    per_sample = max(1, activation_bytes(graph) + activation_bytes(model.graph))
+    return max(1, min(EVAL_BATCH, samples, EVAL_BATCH_BYTES // per_sample))
 
 
 @dataclass
@@ -259,7 +275,8 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
                          "input's annotated range; pass --eval for figures on real data.",)
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
-    batched = batched_models(graph, model, calibration, target, load_batch, min(EVAL_BATCH, n_eval))
+    batched = batched_models(graph, model, calibration, target, load_batch,
+                             eval_batch_size(graph, model, n_eval))
     report = evaluate(graph, model, input_feeds(graph, evaluation, input_name, n_eval), total=n_eval,
                       backend=options.backend, name=name, settings=target.report_settings(options),
                       show_progress=options.show_progress, notes=notes, batched=batched, outputs=outputs)
@@ -298,8 +315,9 @@ def make_target(kind: TargetKind, options: QuantizeOptions = QuantizeOptions(),
 def load_float_model(path, batch: int | None = None) -> ir.Graph:
     """Loads a float model keeping whole every compound operator some target has a rule for
     (nn.conv, nn.batch_norm, nn.linear, ...): the rules see the operator, not its expansion.
-    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none) or an
-    ONNX model's dynamic first input dimension (an error if its inputs have a fixed one).
+    `batch` sets a SkriptND model's graph attribute `batch` (an error if it has none), an
+    ONNX model's dynamic first input dimension (an error if its inputs have a fixed one) or
+    the leading extent 1 of an NNEF 1.0 model's external inputs.
     A quantized-model folder is a UsageError: it holds integer operators already."""
     if is_quantized_model(path):
         raise UsageError(f"{path} is a quantized model folder (it has {METADATA_FILE}); qsim quantize "
@@ -313,9 +331,9 @@ def load_float_model(path, batch: int | None = None) -> ir.Graph:
             raise UsageError(f"{path}: the ONNX model's inputs have a fixed batch size",
                              hint="export it with a dynamic first dimension to evaluate in batches")
         return graph
-    if batch is not None:
-        raise UsageError(f"{path}: an NNEF 1.0 model has a fixed batch size")
-    return load(path)
+    # NNEF 1.0: the external inputs' leading extent 1 becomes `batch` (batched_models checks
+    # that the result is the same model on more samples)
+    return load(path, batch=batch or 1)
 
 
 def model_name_of(path: str | Path) -> str:

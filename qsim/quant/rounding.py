@@ -33,6 +33,7 @@ FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMo
 KEEP_BUFFER_BYTES = 2 << 20   # PatchMoments keeps a pending-row buffer up to this size
 MOMENT_ROWS = 256              # rows of E[x] E[x]^T formed at a time by second_moment
 MAX_PASSES = 8                 # passes over the K weights of every channel (converges in 2-4)
+BLOCK_COLUMNS = 64             # weights per gradient GEMM of round_from_rows
 ROUNDING_MODES = ("nearest", "adaptive")
 
 _quant_ops = extension("_quant_ops")   # raises KernelsUnavailableError when missing or broken
@@ -40,7 +41,15 @@ _quant_ops = extension("_quant_ops")   # raises KernelsUnavailableError when mis
 
 @dataclass
 class PatchMoments:
-    """Running sums over every input patch a layer reads: x and x x^T per group."""
+    """Running sums over every input patch a layer reads: x and x x^T per group.
+
+    A wide layer (one group, K > FLUSH_ROWS) that has seen no more than K rows keeps its rows
+    instead (`held_rows`): its K x K second moment has rank <= rows, and adaptive rounding
+    works on the rows themselves (round_from_rows), which is cheaper than forming H (a
+    rows x K^2 GEMM) and then reading K x K doubles per moved weight. Once a held layer sees
+    more than K rows, the held rows are summed in exactly the blocks the flushes would have
+    summed (so the totals have the bits of a layer that never held), and it goes on as usual.
+    """
     groups: int
     patch: int                                  # K = input channels per group x taps
     sum_outer: np.ndarray = None                # [groups, K, K]
@@ -52,10 +61,33 @@ class PatchMoments:
         self.sum_x = np.zeros((self.groups, self.patch))
         self._rows = self._no_rows()                  # pending rows
         self._pending_rows = 0
+        self._holding = self.groups == 1 and self.patch > FLUSH_ROWS
+        self._flush_points: list[int] = []            # held: where the flushes would have been
 
     def _no_rows(self) -> np.ndarray:
         """An empty pending buffer (a fresh array: a zero-row view would keep its base alive)."""
         return np.zeros((self.groups, 0, self.patch), dtype=np.float32)
+
+    @property
+    def holding(self) -> bool:
+        """Whether the layer keeps its rows (one group, K > FLUSH_ROWS, at most K rows seen)."""
+        return self._holding
+
+    def held_rows(self) -> np.ndarray:
+        """[rows, K] float32: every row seen, while `holding`."""
+        if not self._holding:
+            raise ValueError("PatchMoments.held_rows: the rows were summed (more than K of them)")
+        return self._rows[0, :self._pending_rows]
+
+    def consume_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(held rows [rows, K], E[x] [groups, K]) of a holding layer; the layer lets its rows
+        go (means() stays valid, second_moment is spent)."""
+        rows, mean = self.held_rows(), self.means()
+        self.sum_x = mean * max(self.count, 1)
+        self.sum_outer = None
+        self._holding = False
+        self._rows, self._pending_rows, self._flush_points = self._no_rows(), 0, []
+        return rows, mean
 
     def add(self, patches: np.ndarray) -> None:
         """patches: [groups, P, K] (one row per output position and sample)."""
@@ -77,16 +109,18 @@ class PatchMoments:
         when nothing is pending, as commit sums those rows at once (no fresh pages per layer and
         sample). Fewer rows are buffered with room for FLUSH_ROWS + rows from the start, so the
         buffer is allocated once per flush (untouched room costs no memory) and never copied.
-        The rows summed by each GEMM are the same either way."""
+        The rows summed by each GEMM are the same either way. A holding layer never uses the
+        scratch (its rows must outlive the sample) and doubles its buffer as it grows."""
         need = self._pending_rows + rows
         size = self.groups * rows * self.patch
         if (scratch is not None and self._pending_rows == 0 and rows >= FLUSH_ROWS
-                and scratch.size >= size):
+                and scratch.size >= size and not self._holding):
             self._rows = scratch[:size].reshape(self.groups, rows, self.patch)
             return self._rows
         if need > self._rows.shape[1]:
-            grown = np.empty((self.groups, max(need, FLUSH_ROWS + rows), self.patch),
-                             dtype=np.float32)
+            room = (max(need, min(2 * self._rows.shape[1], self.patch)) if self._holding
+                    else max(need, FLUSH_ROWS + rows))
+            grown = np.empty((self.groups, room, self.patch), dtype=np.float32)
             grown[:, :self._pending_rows] = self._rows[:, :self._pending_rows]
             self._rows = grown
         return self._rows[:, self._pending_rows:need]
@@ -94,24 +128,57 @@ class PatchMoments:
     def commit(self, rows: int) -> None:
         self._pending_rows += rows
         self.count += rows
+        if self._holding:
+            last = self._flush_points[-1] if self._flush_points else 0
+            if self._pending_rows - last >= FLUSH_ROWS:
+                self._flush_points.append(self._pending_rows)
+            if self.count > self.patch:
+                self._release()
+            return
         if self._pending_rows >= FLUSH_ROWS:
             self._flush()
 
-    def _flush(self) -> None:
-        if not self._pending_rows:
-            return
+    def _release(self) -> None:
+        """Stops holding: sums the held rows block by block where the flushes would have been,
+        and keeps the rest pending (the state of a layer that never held)."""
+        self._holding = False
+        begin = 0
+        for end in self._flush_points:
+            self._add_rows(self._rows[:, begin:end])
+            begin = end
+        rest = self._rows[:, begin:self._pending_rows]
+        self._rows = np.empty((self.groups, FLUSH_ROWS + rest.shape[1], self.patch), dtype=np.float32)
+        self._rows[:, :rest.shape[1]] = rest
+        self._pending_rows = rest.shape[1]
+        self._flush_points = []
+
+    def _add_rows(self, p: np.ndarray) -> None:
         # each group's [rows, K] block is C-contiguous (row stride K) wherever it sits in the
         # buffer: BLAS gets the operands a contiguous copy would give it, so the same sums
-        p = self._rows[:, :self._pending_rows]
-        self._pending_rows = 0
         self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
         self.sum_x += _column_sums(p)
+
+    def _flush(self) -> None:
+        if not self._pending_rows or self._holding:
+            return
+        p = self._rows[:, :self._pending_rows]
+        self._pending_rows = 0
+        self._add_rows(p)
         if self._rows.nbytes > KEEP_BUFFER_BYTES or self._rows.base is not None:
             self._rows = self._no_rows()     # bounded memory between samples; scratch let go
 
     def means(self) -> np.ndarray:
         """[groups, K]: E[x] over the rows seen (valid after second_moment consumed the
-        K x K totals: the sums of x are kept)."""
+        K x K totals: the sums of x are kept). A holding layer sums its rows' x in the
+        flushes' blocks (the bits a layer that never held has)."""
+        if self._holding:
+            total = np.zeros((self.groups, self.patch))
+            begin = 0
+            for end in self._flush_points + [self._pending_rows]:
+                if end > begin:
+                    total += _column_sums(self._rows[:, begin:end])
+                begin = end
+            return total / max(self.count, 1)
         self._flush()
         return self.sum_x / max(self.count, 1)
 
@@ -120,6 +187,8 @@ class PatchMoments:
         totals become the result (no second K x K float64 array: a wide layer's is 170 MB)
         and this PatchMoments is spent. Either way each element is (sum / n) - m_i m_j,
         rounded as numpy's `sum_outer / n - m[:, None] * m[None, :]` rounds it."""
+        if self._holding:
+            self._release()
         self._flush()
         self._rows = self._no_rows()                    # calibration is over: free the buffer
         if self.sum_outer is None:
@@ -266,11 +335,7 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
     round, floor(x + 0.5), as params.quantize) and only takes moves that lower the objective."""
     oc, k = w.shape
     groups = h.shape[0]
-    s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
-    v = w / s[:, None]                                             # weights in steps
-    q = np.clip(nnef_round(v), qmin, qmax)
-    floor = np.clip(np.floor(v), qmin, qmax)
-    ceil = np.clip(floor + 1, qmin, qmax)
+    v, q, floor, ceil = _candidates(w, scales, qmin, qmax)
     # per-channel objective in step units: (q - v)^T (s^2 H) (q - v); s^2 > 0 changes no
     # decision, so H alone is used.
     e = q - v
@@ -295,6 +360,55 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
                                              lo, hi), min_rows=1)
         return q.astype(np.int64)
     return _round_passes_numpy(q, floor, ceil, grad, diag, h if groups == 1 else hg, groups, tol)
+
+
+def _candidates(w: np.ndarray, scales, qmin: int, qmax: int):
+    """(w / scale, round-to-nearest start, floor, floor + 1), float64 [OC, K], in the range."""
+    oc = w.shape[0]
+    s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
+    v = w / s[:, None]                                             # weights in steps
+    q = np.clip(nnef_round(v), qmin, qmax)
+    floor = np.clip(np.floor(v), qmin, qmax)
+    ceil = np.clip(floor + 1, qmin, qmax)
+    return v, q, floor, ceil
+
+
+def round_from_rows(w: np.ndarray, scales: np.ndarray, rows: np.ndarray, mean: np.ndarray | None,
+                    qmin: int = -127, qmax: int = 127) -> np.ndarray:
+    """adaptive_round's integers for a layer of one group whose H = X^T X / P comes from few
+    rows X [P, K] (P <= K; minus the mean row `mean` first when given: the covariance), without
+    forming H. Per channel the residual r = X e (P values) replaces the gradient H e (K values):
+    a move of weight j costs P multiply-adds on r instead of K on a K x K matrix's row, and
+    the gradient X^T r is formed a block of BLOCK_COLUMNS weights at a time by one GEMM over
+    all channels. Same search (start at nearest, weights in order, a move taken when it lowers
+    e^T H e by more than the tolerance, up to MAX_PASSES passes; a pass without moves ends a
+    channel's search); the objective is the same quadratic form, rounded otherwise, so only
+    near-ties can go the other way. Channels are split over threads (same integers)."""
+    oc, k = w.shape
+    v, q, floor, ceil = _candidates(w, scales, qmin, qmax)
+    x = rows.astype(np.float64)
+    if mean is not None:
+        x -= mean.reshape(1, -1)
+    xt = np.ascontiguousarray(x.T)                                 # [K, P]
+    del x
+    diag = np.einsum("kp,kp->k", xt, xt)                           # X^T X's diagonal
+    tol = 1e-12 * float(np.max(diag)) if diag.size else 0.0
+    r = np.ascontiguousarray((q - v) @ xt)                         # [OC, P]: X e per channel
+    q, floor, ceil = (np.ascontiguousarray(a) for a in (q, floor, ceil))
+    blocks = [(j0, xt[j0:j0 + BLOCK_COLUMNS]) for j0 in range(0, k, BLOCK_COLUMNS)]
+    grams = [np.ascontiguousarray(xb @ xb.T) for _, xb in blocks]  # each block's X^T X
+    active = np.ones(oc, np.int8)
+    kernel = _quant_ops.round_block_from_rows
+    for _ in range(MAX_PASSES):
+        moved = np.zeros(oc, np.int64)
+        for (j0, xb), hb in zip(blocks, grams):
+            g = np.ascontiguousarray(r @ xb.T)                     # [OC, b]: X^T r on the block
+            split_rows(oc, lambda lo, hi: kernel(q, floor, ceil, r, xt, g, hb, diag, tol, j0,
+                                                 active, moved, lo, hi), min_rows=1)
+        active &= (moved > 0).astype(np.int8)
+        if not active.any():
+            break
+    return q.astype(np.int64)
 
 
 def _round_passes_kernel():
@@ -339,9 +453,15 @@ def round_layer(moments: InputMoments | None, key: str, w: np.ndarray, wq: np.nd
     flat = w.reshape(w.shape[0], -1)
     if stats is None or flat.shape[1] != stats.patch or w.shape[0] % stats.groups:
         return wq
-    # the layer's integers are cached below, so its moments are needed no more: consumed
-    # (each layer's K x K totals freed as it is rounded bounds the lowering's peak memory)
-    q = adaptive_round(flat, quant.scales(), stats.second_moment(centered, consume=True))
+    if stats.holding:
+        # few rows (<= K): round on the rows themselves, no K x K matrix
+        rows, mean = stats.consume_rows()
+        q = round_from_rows(flat, quant.scales(), rows, mean[0] if centered else None)
+        del rows
+    else:
+        # the layer's integers are cached below, so its moments are needed no more: consumed
+        # (each layer's K x K totals freed as it is rounded bounds the lowering's peak memory)
+        q = adaptive_round(flat, quant.scales(), stats.second_moment(centered, consume=True))
     out = q.reshape(w.shape).astype(wq.dtype)
     moments.rounded[key] = out
     return out

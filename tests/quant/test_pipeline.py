@@ -332,3 +332,90 @@ def test_the_target_config_is_what_the_settings_record():
     assert folder["precision"] == "16x8" and "target" not in folder
     cvm = CvmTarget(CvmConfig(precision=4)).folder_settings(QUIET.settings())
     assert cvm["target"] == "cvm" and cvm["precision"] == 4 and cvm["weight_precision"] == 8
+
+
+NNEF1_BATCHABLE = """version 1.0;
+
+graph g( input ) -> ( output )
+{
+    input = external<scalar>(shape = [1, 2, 6, 6]);
+    filter = variable<scalar>(shape = [4, 2, 3, 3], label = "filter");
+    bias = variable<scalar>(shape = [1, 4], label = "bias");
+    conv = conv(input, filter, bias, padding = [(1, 1), (1, 1)]);
+    pooled = mean_reduce(relu(conv), axes = [2, 3]);
+    flat = reshape(pooled, shape = [0, -1]);
+    weights = variable<scalar>(shape = [3, 4], label = "weights");
+    offset = variable<scalar>(shape = [1, 3], label = "offset");
+    output = linear(flat, weights, offset);
+}
+"""
+
+
+def _nnef1_model(tmp_path, rng, text=NNEF1_BATCHABLE):
+    from qsim.tensorfile import write_tensor
+    (tmp_path / "graph.nnef").write_text(text)
+    write_tensor(tmp_path / "filter.dat", rng.normal(0, 0.3, (4, 2, 3, 3)).astype(np.float32))
+    write_tensor(tmp_path / "bias.dat", rng.normal(0, 0.1, (1, 4)).astype(np.float32))
+    write_tensor(tmp_path / "weights.dat", rng.normal(0, 0.5, (3, 4)).astype(np.float32))
+    write_tensor(tmp_path / "offset.dat", rng.normal(0, 0.1, (1, 3)).astype(np.float32))
+    return tmp_path
+
+
+def test_nnef1_model_loads_at_another_batch_and_evaluates_in_batches(tmp_path, rng):
+    """An NNEF 1.0 model's external input of extent 1 takes the batch: the batch-5 graph runs
+    five samples as the batch-1 graph runs each (float32 bounds), its lowering passes the
+    same-but-batch check, and the batched evaluation has the per-sample integer figures."""
+    from qsim.quant.pipeline import load_float_model
+    path = _nnef1_model(tmp_path, rng)
+    one, five = load_float_model(path), load_float_model(path, batch=5)
+    assert one.tensor(one.inputs[0]).shape == (1, 2, 6, 6)
+    assert five.tensor(five.inputs[0]).shape == (5, 2, 6, 6)
+    x = rng.normal(0, 1, (5, 2, 6, 6)).astype(np.float32)
+    big = execute(five, {five.inputs[0]: x})[five.outputs[0]]
+    assert big.shape == (5, 3)
+    for i in range(5):
+        small = execute(one, {one.inputs[0]: x[i:i + 1]})[one.outputs[0]]
+        np.testing.assert_allclose(big[i:i + 1], small, rtol=1e-5, atol=1e-6)
+    samples = Samples(rng.normal(0, 1, (12, 2, 6, 6)).astype(np.float32))
+    target = TosaTarget(QUIET.config)
+    calibration = calibrate_model(one, samples, one.inputs[0], QUIET, target)
+    model = target.lower(one, calibration)
+    batched = batched_models(one, model, calibration, target, lambda n: load_float_model(path, batch=n), 4)
+    assert batched is not None and batched.size == 4
+    plain = quantize_graph(one, samples, samples, QUIET)
+    in_batches = quantize_graph(one, samples, samples, QUIET, load_batch=lambda n: load_float_model(path, batch=n))
+    for a, b in zip(plain.report.tensors, in_batches.report.tensors):
+        assert a.sqnr_db == pytest.approx(b.sqnr_db, rel=1e-4), a.name
+    assert plain.report.outputs[0].max_error_lsb == pytest.approx(in_batches.report.outputs[0].max_error_lsb, abs=0.01)
+
+
+def test_nnef1_model_that_spells_out_its_batch_is_evaluated_one_sample_at_a_time(tmp_path, rng):
+    """A reshape to [1, -1] would merge the samples of a batch: the batch-3 lowering is not the
+    batch-1 one with a batch axis, so batched_models gives None (evaluation per sample)."""
+    from qsim.quant.pipeline import load_float_model
+    path = _nnef1_model(tmp_path, rng, NNEF1_BATCHABLE.replace("shape = [0, -1]", "shape = [1, -1]"))
+    one = load_float_model(path)
+    samples = Samples(rng.normal(0, 1, (6, 2, 6, 6)).astype(np.float32))
+    target = TosaTarget(QUIET.config)
+    calibration = calibrate_model(one, samples, one.inputs[0], QUIET, target)
+    model = target.lower(one, calibration)
+    assert batched_models(one, model, calibration, target, lambda n: load_float_model(path, batch=n), 3) is None
+
+
+def test_evaluation_batches_are_bounded_by_their_activation_bytes(float_graph):
+    """eval_batch_size: EVAL_BATCH samples for a small model, fewer when a batch's float and
+    integer activations would pass EVAL_BATCH_BYTES, never more than the samples, at least 1."""
+    from qsim.quant import pipeline
+    model = embedded_quantized_model()
+    per_sample = pipeline.activation_bytes(float_graph) + pipeline.activation_bytes(model.graph)
+    assert 0 < per_sample < pipeline.EVAL_BATCH_BYTES // pipeline.EVAL_BATCH
+    assert pipeline.eval_batch_size(float_graph, model, 10_000) == pipeline.EVAL_BATCH
+    assert pipeline.eval_batch_size(float_graph, model, 7) == 7
+    budget = pipeline.EVAL_BATCH_BYTES
+    try:
+        pipeline.EVAL_BATCH_BYTES = per_sample * 3 + 1
+        assert pipeline.eval_batch_size(float_graph, model, 10_000) == 3
+        pipeline.EVAL_BATCH_BYTES = 1
+        assert pipeline.eval_batch_size(float_graph, model, 10_000) == 1
+    finally:
+        pipeline.EVAL_BATCH_BYTES = budget

@@ -345,3 +345,96 @@ def test_shared_scratch_gives_the_moments_bits():
         got = moments.moments[key]
         assert got.second_moment(True).tobytes() == ref.second_moment(True).tobytes()
         assert got.sum_outer.tobytes() == ref.sum_outer.tobytes() and got.count == ref.count
+
+
+@pytest.mark.parametrize("rows, adds", [(150, 9), (150, 5), (1200, 2), (40, 30)])
+def test_wide_layer_holds_its_rows_and_sums_them_in_the_flushes_blocks(rows, adds):
+    """A one-group layer with K > FLUSH_ROWS keeps its rows while it has seen at most K of them
+    (held_rows); past K, or when second_moment is asked for, the held rows are summed in the
+    blocks the flushes would have summed: the totals and means have the bits of the
+    concatenate-then-flush formulation."""
+    from qsim.quant.rounding import FLUSH_ROWS
+    rng = np.random.default_rng(5)
+    k = FLUSH_ROWS + 76
+    m = PatchMoments(1, k)
+    assert m.holding
+    outer, sums, pending, seen = np.zeros((1, k, k)), np.zeros((1, k)), [], []
+    for _ in range(adds):
+        x = (rng.standard_normal((1, rows, k)) * np.exp2(rng.integers(-8, 8, (1, rows, k)))).astype(np.float32)
+        m.add(x)
+        pending.append(x)
+        seen.append(x)
+        if sum(p.shape[1] for p in pending) >= FLUSH_ROWS:
+            p = np.concatenate(pending, axis=1)
+            outer += np.matmul(p.transpose(0, 2, 1), p)
+            sums += p.sum(axis=1, dtype=np.float64)
+            pending = []
+        total = sum(p.shape[1] for p in seen)
+        assert m.holding == (total <= k)
+        if m.holding:
+            assert m.held_rows().tobytes() == np.concatenate(seen, axis=1)[0].tobytes()
+    if pending:
+        p = np.concatenate(pending, axis=1)
+        outer += np.matmul(p.transpose(0, 2, 1), p)
+        sums += p.sum(axis=1, dtype=np.float64)
+    means = m.means()
+    assert means.tobytes() == (sums / m.count).tobytes()
+    m.second_moment(centered=False)
+    assert not m.holding
+    assert m.sum_outer.tobytes() == outer.tobytes() and m.sum_x.tobytes() == sums.tobytes()
+
+
+def test_narrow_or_grouped_layers_never_hold():
+    from qsim.quant.rounding import FLUSH_ROWS
+    assert not PatchMoments(1, FLUSH_ROWS).holding
+    assert not PatchMoments(2, FLUSH_ROWS + 10).holding
+    with pytest.raises(ValueError, match="summed"):
+        PatchMoments(1, 9).held_rows()
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_rounding_from_rows_matches_rounding_from_h(centered):
+    """round_from_rows (residual X e per channel, block GEMMs for X^T r) takes the moves
+    adaptive_round takes on H = X^T X / P of the same rows: the same integers on random
+    correlated rows (no objective ties), never worse than nearest, within one step."""
+    from qsim.quant.rounding import round_from_rows
+    rng = np.random.default_rng(11)
+    for p, k, oc in [(30, 150, 6), (200, 700, 12), (64, 64, 4)]:
+        x = (rng.standard_normal((p, 1)) + 0.4 * rng.standard_normal((p, k))
+             + rng.standard_normal(k)).astype(np.float32)
+        w = rng.normal(0, 0.05, (oc, k))
+        s = np.abs(w).max(axis=1) / 127
+        mean = x.astype(np.float64).mean(axis=0)
+        xc = x.astype(np.float64) - (mean if centered else 0.0)
+        h = (xc.T @ xc / p)[None]
+        want = adaptive_round(w, s, h)
+        got = round_from_rows(w, s, x, mean if centered else None)
+        assert got.dtype == np.int64 and got.tolist() == want.tolist()
+        nearest = np.clip(np.floor(w / s[:, None] + 0.5), -127, 127)
+        assert np.all(_objective(w, got, s, h) <= _objective(w, nearest, s, h) + 1e-12)
+        assert np.all(np.abs(got - w / s[:, None]) < 1)
+
+
+def test_round_layer_rounds_a_holding_layer_from_its_rows_and_keeps_its_means():
+    """round_layer on a layer that held its rows: the integers of round_from_rows, the layer's
+    rows let go, and its means (bias correction reads them) still those of the rows."""
+    from qsim import ir
+    from qsim.quant.rounding import FLUSH_ROWS, InputMoments, round_from_rows, round_layer
+    rng = np.random.default_rng(2)
+    k, oc = FLUSH_ROWS + 8, 5
+    x = (rng.standard_normal((60, 1)) + 0.5 * rng.standard_normal((60, k))).astype(np.float32)
+    moments = InputMoments()
+    moments.moments["y"] = PatchMoments(1, k)
+    moments.moments["y"].add(x[None])
+    w = rng.normal(0, 0.05, (oc, k))
+    s = np.abs(w).max(axis=1) / 127
+    quant = ir.QuantInfo(scale=s, zero_point=np.zeros(oc, np.int64), axis=0, bits=8, signed=True,
+                         symmetric=True, source="derived")
+    wq = np.clip(np.floor(w / s[:, None] + 0.5), -127, 127).astype(np.int8)
+    mean = x.astype(np.float64).mean(axis=0)
+    got = round_layer(moments, "y", w, wq, quant, centered=True)
+    assert got.tolist() == round_from_rows(w, s, x, mean).astype(np.int8).tolist()
+    stats = moments.moments["y"]
+    assert not stats.holding and stats.sum_outer is None
+    np.testing.assert_allclose(stats.means()[0], mean, rtol=1e-12)
+    assert round_layer(moments, "y", w, wq, quant, centered=True) is got      # cached
