@@ -143,12 +143,17 @@ def conv(ins, at):
         out, y = _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound)
         return _conv_outputs(out, y, bound, at.get("data_format", "NCX"), d)
     dtype = np.result_type(x, w)
+    one_by_one = K == 1 and all(s == 1 for s in stride) and not any(before) and \
+        list(ox) == list(x.shape[2:]) and x.dtype == dtype
+    if not one_by_one:
+        # im2col copies each input element once per kernel offset: it can outgrow every tensor.
+        # Checked at its whole size even where it is built tile by tile (a bound on every tile)
+        check_alloc(op, (b, ic, K) + tuple(ox), dtype, "im2col buffer")
     fused_bias = bias is not None and np.result_type(dtype, bias) == dtype
     tile_bound = bound if fused_bias or bias is None else None
     w3 = w.reshape(g, m, fc * K).astype(dtype, copy=False)
     # cols[b, g, c*k, X]: im2col with the kernel offsets in row-major order like the filter
-    if K == 1 and all(s == 1 for s in stride) and not any(before) and list(ox) == list(x.shape[2:]) \
-            and x.dtype == dtype:
+    if one_by_one:
         cols = np.ascontiguousarray(x).reshape(b, g, fc, X)     # 1x1, stride 1: x is its im2col
         out, y = conv_gemm(w3, cols, bias if fused_bias else None, dtype, tile_bound)
     elif d == 2 and x.dtype == w.dtype == np.float32 and (bias is None or bias.dtype == np.float32) and \
@@ -159,8 +164,6 @@ def conv(ins, at):
         check_alloc(op, (b, n) + tuple(ox), dtype)
         out, y = conv_im2col_gemm(np.ascontiguousarray(x), w3, fx, stride, dilation, before, ox, bias, bound)
     else:
-        # im2col copies each input element once per kernel offset: it can outgrow every tensor
-        check_alloc(op, (b, ic, K) + tuple(ox), dtype, "im2col buffer")
         cols = np.empty((b, ic, K) + tuple(ox), dtype=dtype)
         for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
             cols[:, :, k] = win
