@@ -147,25 +147,46 @@ def conv_patches_f32(const float[:, :, :, :] x, float[:, :, :] out, int64_t grou
     xb = &x[0, 0, 0, 0]
     ob = &out[0, 0, 0]
     with nogil:
-        for g in range(groups):
+        if os0 < os1:
+            # rows outermost: out's groups of one row are side by side (PatchMoments' row-major
+            # buffer), so the writes go through memory in order
             row = 0
             for n in range(N):
                 for oy in range(OH):
                     for ox in range(OW):
-                        dst = ob + g * os0 + row * os1
-                        for c in range(icg):
-                            for ky in range(KH):
-                                iy = oy * sy + ky * dy - pt
-                                if iy < 0 or iy >= H:
-                                    for kx in range(KW):
-                                        dst[kx] = 0.0
-                                else:
-                                    src = xb + n * xs0 + (g * icg + c) * xs1 + iy * xs2
-                                    for kx in range(KW):
-                                        ix = ox * sx + kx * dx - pl
-                                        dst[kx] = src[ix * xs3] if 0 <= ix < W else 0.0
-                                dst += KW
+                        for g in range(groups):
+                            _patch(xb + n * xs0 + g * icg * xs1, ob + g * os0 + row * os1, icg, KH, KW,
+                                   oy * sy - pt, ox * sx - pl, dy, dx, H, W, xs1, xs2, xs3)
                         row += 1
+        else:
+            for g in range(groups):
+                row = 0
+                for n in range(N):
+                    for oy in range(OH):
+                        for ox in range(OW):
+                            _patch(xb + n * xs0 + g * icg * xs1, ob + g * os0 + row * os1, icg, KH, KW,
+                                   oy * sy - pt, ox * sx - pl, dy, dx, H, W, xs1, xs2, xs3)
+                            row += 1
+
+
+cdef inline void _patch(const float *xg, float *dst, int64_t icg, int64_t KH, int64_t KW,
+                        int64_t y0, int64_t x0, int64_t dy, int64_t dx, int64_t H, int64_t W,
+                        int64_t xs1, int64_t xs2, int64_t xs3) noexcept nogil:
+    """One patch row: dst[(c*KH + ky)*KW + kx] = x_g[c, y0 + ky*dy, x0 + kx*dx], 0 outside."""
+    cdef int64_t c, ky, kx, iy, ix
+    cdef const float *src
+    for c in range(icg):
+        for ky in range(KH):
+            iy = y0 + ky * dy
+            if iy < 0 or iy >= H:
+                for kx in range(KW):
+                    dst[kx] = 0.0
+            else:
+                src = xg + c * xs1 + iy * xs2
+                for kx in range(KW):
+                    ix = x0 + kx * dx
+                    dst[kx] = src[ix * xs3] if 0 <= ix < W else 0.0
+            dst += KW
 
 
 cdef inline int64_t _edge_bin(double v, double first, double last, double inv_width,
