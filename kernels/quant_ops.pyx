@@ -309,19 +309,21 @@ def add_error_stats(const int_codes[::1] q, const real_values[::1] f, const doub
 
 
 def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
-                          double[:, ::1] r, const double[:, ::1] xt, double[:, ::1] g,
+                          double[:, ::1] r, float[:, ::1] r32, const double[:, ::1] xt, double[:, ::1] g,
                           const double[:, ::1] hb, const double[::1] diag, double tol, int64_t j0,
                           const signed char[::1] active, int64_t[::1] moved, int64_t lo, int64_t hi):
     """One block of adaptive rounding's greedy pass in the rows form (qsim/quant/rounding.py
     round_from_rows), channels lo..hi-1 in place: for each weight j = j0 + t of the block in
     order, the move to the other candidate is taken when 2 d g[o, t] + d^2 diag[j] < -tol;
-    then r[o] += d xt[j] (the channel's residual X e over the P rows) and g[o, t'] += d hb[t, t']
+    then r[o] += d xt[j] (the channel's residual X e over the P rows; r32 its float32 copy, for
+    the next block's gradient GEMM) and g[o, t'] += d hb[t, t']
     for the block's later weights (hb = the block's X^T X). g [OC, b] holds the block's
     gradient X^T r at the block's start. Channels with active[o] == 0 are skipped; moved[o]
     counts the moves. Channels never interact: any split of the rows gives the same integers."""
     cdef int64_t o, t, u, j, p, b = g.shape[1], P = r.shape[1]
     cdef double cur, other, delta, gain
     cdef double *rr
+    cdef float *rs
     cdef const double *xr
     cdef double *gr
     cdef const double *hr
@@ -332,6 +334,7 @@ def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const d
             if not active[o]:
                 continue
             rr = &r[o, 0]
+            rs = &r32[o, 0]
             gr = &g[o, 0]
             for t in range(b):
                 j = j0 + t
@@ -347,6 +350,7 @@ def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const d
                 xr = &xt[j, 0]
                 for p in range(P):
                     rr[p] = rr[p] + delta * xr[p]
+                    rs[p] = <float>rr[p]
                 hr = &hb[t, 0]
                 for u in range(t + 1, b):
                     gr[u] = gr[u] + delta * hr[u]
