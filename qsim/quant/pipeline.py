@@ -99,7 +99,7 @@ def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
 
 
 EVAL_BATCH = 100                 # samples per evaluation batch at most ...
-EVAL_BATCH_BYTES = 256 << 20     # ... and at most this many bytes of float + integer activations
+EVAL_BATCH_BYTES = 512 << 20     # ... and at most this many bytes of float + integer activations
                                  # (the executor keeps every tensor of a batch: a 224x224 model's
                                  # 100-sample batch would hold gigabytes and run slower than 1)
 
