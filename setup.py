@@ -59,7 +59,9 @@ def package_data(package_dirs: dict[str, str]) -> dict[str, list[str]]:
     """Every other file below each package's folder ships with it.
 
     Globbing by file kind once lost `qsim/nnef1/stdlib.nnef` from the wheel; walking the
-    folders means a new data file ships without anyone remembering to list it. Sub-folders
+    folders means a new data file ships without anyone remembering to list it (the grammars
+    qsim/nnef1/nnef1.lark and qsim/skriptnd/skriptnd.lark, the NNEF 1.0 stdlib, the energy
+    tables; tests/test_packaging.py checks the wheel's list). Sub-folders
     that are packages of their own are left to that package.
     """
     data = {}

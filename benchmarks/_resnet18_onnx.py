@@ -70,17 +70,23 @@ def _resnet18_graph(rng: np.random.Generator):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-def build(folder: Path, seed: int = 0) -> tuple[Path, Path]:
-    """Writes folder/resnet18.onnx and the NNEF 1.0 folder folder/resnet18.nnef (reused when
-    present); returns their paths."""
+def build_onnx(folder: Path, seed: int = 0) -> Path:
+    """Writes folder/resnet18.onnx (reused when present); returns its path."""
     import onnx
 
     folder.mkdir(parents=True, exist_ok=True)
-    onnx_path, nnef_path = folder / "resnet18.onnx", folder / "resnet18.nnef"
+    onnx_path = folder / "resnet18.onnx"
     if not onnx_path.exists():
         model = _resnet18_graph(np.random.default_rng(seed))
         onnx.checker.check_model(model)
         onnx.save(model, str(onnx_path))
+    return onnx_path
+
+
+def build(folder: Path, seed: int = 0) -> tuple[Path, Path]:
+    """Writes folder/resnet18.onnx and the NNEF 1.0 folder folder/resnet18.nnef (reused when
+    present); returns their paths."""
+    onnx_path, nnef_path = build_onnx(folder, seed), folder / "resnet18.nnef"
     if not (nnef_path / "graph.nnef").exists():
         subprocess.run([sys.executable, "-m", "nnef_tools.convert", "--input-format", "onnx",
                         "--output-format", "nnef", "--input-model", str(onnx_path),

@@ -18,11 +18,14 @@ evaluated on the full 10k test set when Debian's dataset-fashion-mnist is instal
 1k subset otherwise); float vs int8 top-1 (goal: within 0.2 points).
 
 Peer comparison (`--models peer`, the models of benchmarks/models.py: ResNet-18, MobileNetV2,
-MobileNetV3-Small, SqueezeNet 1.1, ShuffleNetV2, MTCNN RNet/ONet, a TransformerEncoder): the same
+MobileNetV3-Small, SqueezeNet 1.1, ShuffleNetV2, MTCNN RNet/ONet, a TransformerEncoder,
+EfficientNet-Lite0 exported straight to ONNX): the same
 ONNX file and the same calibration samples through qsim's default recipe and through
 onnxruntime's quantize_static (QDQ, int8 activations and weights, per-channel weights, MinMax
 calibration: its defaults with per_channel=True), each evaluated against its own float execution
 on the same evaluation samples: per-output SQNR and, for class-vector outputs, top-1 agreement.
+Rows are per model at 32 calibration / 32 evaluation samples (`--peer-calib`, `--peer-eval`);
+a run with other counts adds rows named with them.
 
 Writes reports/accuracy.md, reports/accuracy.json (the models not run keep their previous
 figures) and one qsim accuracy report per model and
@@ -35,9 +38,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -47,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's qsim
 
-from qsim.atomic import atomic_directory, atomic_write_text  # noqa: E402
+from qsim.atomic import atomic_directory  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
 from qsim.quant.data import Samples  # noqa: E402
 from qsim.quant.evaluate import float_view, quantize_feed  # noqa: E402
@@ -57,7 +58,10 @@ from qsim.quant.pipeline import QuantizeOptions, load_float_model, quantize_grap
 from qsim.report.accuracy import write_accuracy_report  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
+from _rows import machine, merged_rows, read_previous, run_header, write_report  # noqa: E402
+
 SEED = 20261122
+PEER_CALIB, PEER_EVAL = 32, 32   # the peer comparison's default sample counts (models.py's)
 CONFIDENT = 0.5
 EMULATED = 20        # crops for the fake-quantization cross-check, per recipe
 SENSITIVITY = 4      # crops for the one-layer-at-a-time weight sensitivity
@@ -276,10 +280,14 @@ def peer(args) -> dict:
     from qsim.quant.scoring import choose_outputs
 
     names = [m for m in (args.peer_models or ",".join(ARCHITECTURES)).split(",") if m]
+    unknown = [m for m in names if m not in ARCHITECTURES]
+    if unknown:
+        raise SystemExit(f"unknown peer models {unknown}; known: {', '.join(ARCHITECTURES)}")
     rows = {}
     for name in names:
         print(f"peer: {name} ...", flush=True)
-        row = {"weights": ARCHITECTURES[name].weights}
+        row = dict(run_header(), model=name, weights=ARCHITECTURES[name].weights, calib=args.peer_calib,
+                   eval=args.peer_eval)
         try:
             files = prepare(name, Path(args.work_models), args.peer_calib, args.peer_eval)
             x_eval = np.load(files["eval"])
@@ -310,9 +318,22 @@ def peer(args) -> dict:
                                                                 == q[out].reshape(n, -1).argmax(1)))
         except Exception as err:  # onnxruntime's own failures are the peer's result, recorded
             row["ort_error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        rows[name] = row
-    return dict(calib=args.peer_calib, eval=args.peer_eval, date=time.strftime("%Y-%m-%d"),
-                load=round(os.getloadavg()[0], 1), models=rows)
+        rows[peer_key(name, args.peer_calib, args.peer_eval)] = row
+    return dict(run_header(), models=rows)
+
+
+def peer_key(name: str, calib: int, evaluation: int) -> str:
+    """A peer row's key: the model's name at the default sample counts, else the name with its
+    counts, so a run on more samples adds rows instead of replacing the default ones."""
+    if (calib, evaluation) == (PEER_CALIB, PEER_EVAL):
+        return name
+    return f"{name} ({calib} calib / {evaluation} eval)"
+
+
+def peer_order(keys, architectures) -> list[str]:
+    """Row keys grouped by architecture (in its order), default counts first."""
+    return [k for n in architectures for k in sorted(keys, key=lambda k: (k != n, k))
+            if k == n or k.startswith(n + " (")]
 
 
 def _finite(x):
@@ -320,17 +341,26 @@ def _finite(x):
 
 
 def peer_markdown(pe: dict) -> list[str]:
+    default = QuantizeOptions()
     lines = ["## Peer comparison: qsim vs onnxruntime quantize_static", "",
-             f"The same ONNX model and the same {pe['calib']} calibration samples through qsim's default "
-             "recipe (int8, percentile, adaptive weight rounding, bias correction, per-channel weights) and "
-             "through onnxruntime's `quantize_static` (QDQ, int8 activations and weights, per-channel weights, "
-             f"MinMax); each evaluated against its own float execution on the same {pe['eval']} evaluation "
-             "samples (benchmarks/models.py's inputs). Random weights except MTCNN (real); the figures compare "
-             "the two quantizers on the same networks, they are not task accuracy. Goal: qsim at least as "
-             "accurate as onnxruntime on every model.", "",
-             "| model | output | qsim SQNR | onnxruntime SQNR | qsim top-1 agreement | onnxruntime top-1 agreement | "
-             "qsim >= onnxruntime |", "|---|---|---|---|---|---|---|"]
-    for name, r in pe["models"].items():
+             "The same ONNX model and the same calibration samples through qsim's default recipe "
+             f"(int8, {default.observer.value} observer, {default.rounding_mode} weight rounding, bias "
+             "correction, per-channel weights; PReLU folded into its convolution) and through "
+             "onnxruntime's `quantize_static` (QDQ, int8 activations and weights, per-channel weights, "
+             "MinMax; onnxruntime runs PRelu, Softmax and the like in float between the pairs); each "
+             "evaluated against its own float execution on the same evaluation samples (benchmarks/"
+             "models.py's inputs; the sample counts are per row). Random weights except MTCNN and "
+             "EfficientNet-Lite0 (real); the figures compare the two quantizers on the same networks, "
+             "they are not task accuracy. Goal: qsim at least as accurate as onnxruntime on every "
+             f"model. Last run on {pe.get('date', '?')}, {os.cpu_count()} shared cores; the load average is "
+             "the 1-minute figure at the start of each model's run (times in accuracy.json).", "",
+             "| model | samples (calib / eval) | run: commit, load | output | qsim SQNR | onnxruntime SQNR | "
+             "qsim top-1 agreement | onnxruntime top-1 agreement | qsim >= onnxruntime |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, r in pe["models"].items():
+        samples = f"{r.get('calib', pe.get('calib'))} / {r.get('eval', pe.get('eval'))}"
+        run = f"{r.get('commit', '?')}, {r.get('load', '?')}"
+        name = r.get("model", key)
         for out, o in r.get("outputs", {}).items():
             q, p = o.get("qsim_sqnr_db"), o.get("ort_sqnr_db")
             qa, pa = o.get("qsim_top1_agreement"), o.get("ort_top1_agreement")
@@ -342,8 +372,13 @@ def peer_markdown(pe: dict) -> list[str]:
                     "yes" if (q is None or (p is not None and q >= p)) and (qa is None or pa is None or qa >= pa)
                     else "**no**")
             ort_cells = [r["ort_error"], ""] if "ort_error" in r else [_db(p), _pct(pa) if pa is not None else ""]
-            lines.append(f"| {name} | {out} | {qsim_cells[0]} | {ort_cells[0]} | {qsim_cells[1]} | {ort_cells[1]} | "
-                         f"{better} |")
+            lines.append(f"| {name} | {samples} | {run} | {out} | {qsim_cells[0]} | {ort_cells[0]} | {qsim_cells[1]} | "
+                         f"{ort_cells[1]} | {better} |")
+    if any(r.get("calib", PEER_CALIB) != PEER_CALIB or r.get("eval", PEER_EVAL) != PEER_EVAL
+           for r in pe["models"].values()):
+        lines += ["", "Rows at other sample counts check that a figure is not decided by a few samples: "
+                  "MTCNN's face probability nearly is, its error sits in the logits of a few uncertain crops "
+                  "(docs/quantize.md, PReLU and leaky ReLU)."]
     return lines + [""]
 
 
@@ -455,8 +490,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="reports")
     parser.add_argument("--peer-models", default="", help="peer comparison: models of benchmarks/models.py "
                         "(default: all)")
-    parser.add_argument("--peer-calib", type=int, default=32)
-    parser.add_argument("--peer-eval", type=int, default=32)
+    parser.add_argument("--peer-calib", type=int, default=PEER_CALIB)
+    parser.add_argument("--peer-eval", type=int, default=PEER_EVAL)
     parser.add_argument("--work-models", default="/tmp/qsim-bench-models",
                         help="peer comparison: exported models and data (shared with models.py, reused)")
     args = parser.parse_args(argv)
@@ -464,11 +499,9 @@ def main(argv=None) -> int:
     for recipe in recipes:
         recipe_options(recipe)                      # unknown words stop here, before any work
     out = Path(args.out)
-    previous = out / "accuracy.json"
     # the models not run this time keep their figures (e.g. --models peer keeps Fashion-MNIST's)
-    results = json.loads(previous.read_text()) if previous.exists() else {}
-    results.update({"machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
-                    "date": time.strftime("%Y-%m-%d"), "seed": SEED})
+    results = read_previous(out / "accuracy.json")
+    results.update({"machine": machine(), "date": time.strftime("%Y-%m-%d"), "seed": SEED})
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if "efficientnet" in models:
         try:
@@ -484,14 +517,13 @@ def main(argv=None) -> int:
         results["fashion"] = fashion(args, recipes)
     if "peer" in models:
         ran = peer(args)
-        # models not compared this time keep their rows (in the architectures' order)
         from _architectures import ARCHITECTURES
-        rows = dict(results.get("peer", {}).get("models", {}), **ran["models"])
-        results["peer"] = dict(ran, models={n: rows[n] for n in ARCHITECTURES if n in rows})
-    atomic_write_text(out / "accuracy.json", json.dumps(results, indent=2) + "\n")
-    text = markdown(results)
-    atomic_write_text(out / "accuracy.md", text + "\n")
-    print(text)
+        previous = results.get("peer", {})
+        rows = dict(previous.get("models", {}), **ran["models"])
+        header = {k: v for k, v in ran.items() if k != "models"}
+        results["peer"] = dict(previous, **header, models=merged_rows(previous.get("models", {}), ran["models"],
+                                                                      peer_order(rows, ARCHITECTURES)))
+    write_report(out, "accuracy", results, markdown)
     return 0
 
 

@@ -157,9 +157,14 @@ def markdown(results: dict) -> str:
     lines += ["", "Where they differ: TOSA's RESCALE rounds half up with a 31-bit multiplier, onnxruntime rounds "
               "half to even after a float32 multiplication, so a layer's results differ by 1 LSB at ties and "
               "within float32 rounding of them (a few per million elements); those differences then move "
-              "later layers' results (the per-activation tables below). A Softmax output (MTCNN's `prob`) "
-              "differs more from the default mode: there onnxruntime runs QLinearSoftmax, its own table "
-              "approximation, while the float path (DISABLE_ALL) computes the QDQ model's definition."]
+              "later layers' results (the per-activation tables below). A Softmax output (MTCNN's `prob`, "
+              "the encoder's attention) differs more from the default mode: there onnxruntime fuses uint8 "
+              "softmaxes into QLinearSoftmax, which multiplies by floor(1 / y_scale) = 254 for the 1/255 grid "
+              "(float32's 1/255 inverts to 254.99998), i.e. computes round(254 p) where the QDQ model "
+              "defines round(255 p): up to 1 step under it for large p, 2 where the roundings add "
+              "(tests/onnx/test_qdq_softmax.py). The float path (DISABLE_ALL) computes the definition, "
+              "which qsim's integer softmax follows within one step; in the encoder the attention's p·v "
+              "product then carries a 1-step difference of p to a few steps."]
     multi = [r for r in results["models"] if len(r.get("per_output", {})) > 1]
     if multi:
         lines += ["", "Models with several outputs, per output (differing / elements, max LSB):", "",

@@ -55,9 +55,9 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def run_cli(model: str | None, out: Path, extra: list[str]) -> float:
-    argv = [sys.executable, "-m", "qsim", "simulate", *([model] if model else []), "--engine", "verilator",
-            "--sweep", *SWEEP, "-q", "-o", str(out), *extra]
+def run_cli(model: str | None, out: Path, extra: list[str], sweep=SWEEP, engine: str = "verilator") -> float:
+    argv = [sys.executable, "-m", "qsim", "simulate", *([model] if model else []), "--engine", engine,
+            "--sweep", *sweep, "-q", "-o", str(out), *extra]
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -70,14 +70,16 @@ def reports_of(folder: Path) -> dict:
     return {p.relative_to(folder).as_posix(): json.loads(p.read_text()) for p in sorted(folder.rglob("*.json"))}
 
 
-def compare_cli(model, work: Path, name: str, settings: dict[str, list[str]], repeat: int) -> dict:
-    """Each setting `repeat` times, alternated; all outputs must be equal."""
+def compare_cli(model, work: Path, name: str, settings: dict[str, list[str]], repeat: int,
+                **how) -> dict:
+    """Each setting `repeat` times, alternated; all outputs must be equal. `how`: run_cli's
+    sweep and engine."""
     times = {key: [] for key in settings}
     reference = None
     for r in range(repeat):
         for key, extra in settings.items():
             out = work / f"{name}-{key}-{r}"
-            times[key].append(run_cli(model, out, extra))
+            times[key].append(run_cli(model, out, extra, **how))
             got = reports_of(out)
             if reference is None:
                 reference = got
@@ -85,6 +87,27 @@ def compare_cli(model, work: Path, name: str, settings: dict[str, list[str]], re
                 raise SystemExit(f"{name} {key} run {r}: reports differ from the first run")
     return {"runs_s": times, "median_s": {k: statistics.median(v) for k, v in times.items()},
             "identical": True, "files_compared": len(reference)}
+
+
+RESNET_SWEEP = ["size=16,32", "dataflow=ws,os"]
+
+
+def resnet18_sweep(work: Path, repeat: int) -> dict:
+    """The 4-point sweep of a real-size network, where the simulation itself is the work: ResNet-18
+    (random weights, benchmarks/_resnet18_onnx.py) quantized on 4 noise images, one 224x224 input,
+    model engine, `--workers 1` vs `--workers 2`."""
+    from _resnet18_onnx import build_onnx
+    onnx_path = build_onnx(work / "resnet18")
+    rng = np.random.default_rng(0)
+    np.save(work / "calib.npy", rng.standard_normal((4, 3, 224, 224)).astype(np.float32))
+    np.save(work / "x.npy", rng.standard_normal((1, 3, 224, 224)).astype(np.float32))
+    folder = work / "resnet18-int8"
+    subprocess.run([sys.executable, "-m", "qsim", "quantize", str(onnx_path), "--calib", str(work / "calib.npy"),
+                    "-q", "-o", str(folder)], cwd=ROOT, check=True, capture_output=True)
+    inputs = ["--input", str(work / "x.npy")]
+    return compare_cli(str(folder), work, "resnet18", {"workers1": ["--workers", "1", *inputs],
+                                                       "workers2": ["--workers", "2", *inputs]},
+                       repeat, sweep=RESNET_SWEEP, engine="model")
 
 
 def sweep_parts(folder: str) -> dict:
@@ -184,6 +207,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "reports"))
     parser.add_argument("--skip-resnet", action="store_true", help="no per-task ResNet measurement")
+    parser.add_argument("--skip-resnet-sweep", action="store_true", help="no ResNet-18 sweep command")
     args = parser.parse_args(argv)
     from qsim.npu.sim_verilator import build
     from qsim.quant.pipeline import embedded_quantized_model
@@ -201,6 +225,9 @@ def main(argv=None) -> int:
         folder = str(work / "fashion-int8")
         save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
         one, two = ["--workers", "1"], ["--workers", "2"]
+        if not args.skip_resnet_sweep:
+            doc["cli_resnet18"] = resnet18_sweep(work, args.repeat)
+            print("resnet18:", doc["cli_resnet18"]["median_s"], flush=True)
         doc["cli_embedded"] = compare_cli(None, work, "embedded", {"workers1": one, "workers2": two},
                                           args.repeat)
         print("embedded:", doc["cli_embedded"]["median_s"], flush=True)
@@ -259,6 +286,10 @@ def markdown(doc: dict) -> str:
         med = doc[key]["median_s"]
         lines.append(f"| {what} | {med['workers1']:.2f} s | {med[other]:.2f} s | "
                      f"{_ratio(med, 'workers1', other)} |")
+    if "cli_resnet18" in doc:
+        med = doc["cli_resnet18"]["median_s"]
+        lines.append(f"| whole command, ResNet-18 folder, `--sweep {' '.join(RESNET_SWEEP)}`, model engine | "
+                     f"{med['workers1']:.2f} s | {med['workers2']:.2f} s | {_ratio(med, 'workers1', 'workers2')} |")
     phase = doc["task_phase"]
     lines.append(f"| task phase only: the sweep's {phase['tasks']} layer tasks (warm workers) | "
                  f"{phase['median_serial_s']:.2f} s | {phase['median_two_workers_s']:.2f} s | "

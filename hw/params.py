@@ -15,6 +15,13 @@ PARAM_DEPTH_WORDS = 4       # two banks of two words: one word per output-column
 REQUANT_LATENCY_CYCLES = 3  # bias add | multiply + round | shift, zero point, clamp
 
 
+class Units(enum.Flag):
+    """Which execution units an NPU instance has (hw/top.py): the whole NPU, or one side."""
+    ARRAY = 1       # compute unit (systolic array + requantization), window DMA, buffers
+    VECTOR = 2      # vector DMA + vector unit
+    ALL = ARRAY | VECTOR
+
+
 class Dataflow(enum.Enum):
     WEIGHT_STATIONARY = "ws"
     OUTPUT_STATIONARY = "os"

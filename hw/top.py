@@ -15,15 +15,23 @@ DRAM[addr+k]); dram_we writes dram_wlen low bytes of dram_wdata at dram_waddr
 time (and also drives dram_addr = dram_waddr for its writes); the vector DMA
 reads and writes in the same cycle. The DRAM itself is modelled by the simulation harness;
 its bandwidth is enforced by the DMA unit's credit counter.
+
+Units: `NPU(geom)` is the whole NPU (what `qsim export-rtl` writes). `NPU(geom, Units.ARRAY)`
+leaves out the vector DMA and vector unit, `NPU(geom, Units.VECTOR)` the compute unit, the
+window DMA and the array's buffers: the same RTL minus a unit, for simulators that run a
+program needing only one of them (the verilator engine: Verilator evaluates every unit every
+cycle, and the idle vector unit halved the array's simulation speed). A program that uses
+only the units present behaves identically, cycle for cycle, on the whole NPU: an absent
+unit's busy is 0 and its DRAM port drives nothing, exactly as an idle one does.
 """
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .compute import ComputeUnit
 from .dma import DMA, field
 from .isa import INSTR_BITS, Opcode
-from .params import PARAM_DEPTH_WORDS, Geometry
+from .params import PARAM_DEPTH_WORDS, Geometry, Units
 from .vdma import VectorDMA
 from .vector_isa import config_bits
 from .wdma import WindowDMA
@@ -31,8 +39,9 @@ from .window_isa import WINDOW_BITS, window_base, window_words
 
 
 class NPU(wiring.Component):
-    def __init__(self, geom: Geometry):
+    def __init__(self, geom: Geometry, units: Units = Units.ALL):
         self.geom = geom
+        self.units = units
         P = geom.dram_port_bytes
         super().__init__({
             "instr": In(stream.Signature(unsigned(INSTR_BITS))),
@@ -46,21 +55,72 @@ class NPU(wiring.Component):
         m = Module()
         g = self.geom
         m.submodules.dma = dma = DMA(g)
-        m.submodules.compute = cu = ComputeUnit(g)
-        m.submodules.vdma = vd = VectorDMA(g)
-        m.submodules.wdma = wd = WindowDMA(g)
+        array, vector = Units.ARRAY in self.units, Units.VECTOR in self.units
         # The configuration register file: LOAD ... VCONFIG writes whole words; the vector
-        # configuration first, then the window descriptor (hw/window_isa.py).
+        # configuration first, then the window descriptor (hw/window_isa.py). Only the words
+        # of the units present exist (the addresses stay those of the whole NPU).
         P = g.dram_port_bytes
         wbase = window_base(g.cols, P)
-        vcfg = [Signal(8 * P, name=f"vconfig{k}") for k in range(wbase + window_words(P))]
-        for k, word in enumerate(vcfg):
+        present = [k for k in range(wbase + window_words(P)) if (vector if k < wbase else array)]
+        vcfg = {k: Signal(8 * P, name=f"vconfig{k}") for k in present}
+        for k, word in vcfg.items():
             with m.If(dma.wr_vconfig & (dma.wr_addr == k)):
                 m.d.sync += word.eq(dma.wr_data)
-        m.d.comb += [vd.cfg.eq(Cat(*vcfg[:wbase])[:config_bits(g.cols)]),
-                     wd.desc.eq(Cat(*vcfg[wbase:])[:WINDOW_BITS])]
+        # An absent unit is an idle one: busy 0, no DRAM request.
+        cu_busy = wd_busy = vd_busy = Const(0)
+        rd_addr, re, we = dma.dram_addr, dma.dram_re, dma.dram_we
+        waddr, wdata, wlen = dma.dram_addr, dma.dram_wdata, dma.dram_wlen
+        if array:
+            m.submodules.compute = cu = ComputeUnit(g)
+            m.submodules.wdma = wd = WindowDMA(g)
+            m.d.comb += wd.desc.eq(Cat(*(vcfg[k] for k in range(wbase, wbase + window_words(P))))[:WINDOW_BITS])
+            self._buffers(m, g, dma, cu, wd)
+            cu_busy, wd_busy = cu.busy, wd.busy
+            rd_addr, re = Mux(wd.busy, wd.raddr, rd_addr), re | wd.re
+            m.d.comb += wd.rdata.eq(self.dram_rdata)
+        if vector:
+            m.submodules.vdma = vd = VectorDMA(g)
+            m.d.comb += [vd.cfg.eq(Cat(*(vcfg[k] for k in range(wbase)))[:config_bits(g.cols)]),
+                         vd.rdata.eq(self.dram_rdata)]
+            vd_busy = vd.busy
+            rd_addr, re, we = Mux(vd.busy, vd.raddr, rd_addr), re | vd.re, we | vd.we
+            waddr, wdata, wlen = (Mux(vd.busy, vd.waddr, waddr), Mux(vd.busy, vd.wdata, wdata),
+                                  Mux(vd.busy, vd.wlen, wlen))
+        m.d.comb += [self.dram_addr.eq(rd_addr), self.dram_re.eq(re), self.dram_we.eq(we),
+                     self.dram_waddr.eq(waddr), self.dram_wdata.eq(wdata), self.dram_wlen.eq(wlen),
+                     dma.dram_rdata.eq(self.dram_rdata)]
 
-        # Buffers: synchronous read ports (data one cycle after the address).
+        # In-order dispatcher.
+        cur = Signal(INSTR_BITS)
+        cur_valid = Signal()
+        opcode = field(cur, Opcode.NOP, "opcode")
+        wait_dma = field(cur, Opcode.NOP, "wait_dma")
+        wait_compute = field(cur, Opcode.NOP, "wait_compute")
+        # LOAD, STORE, LOADW and VRUN share the DRAM channels: one "DMA" for dispatch and wait_dma.
+        to_dma = ((opcode == Opcode.LOAD) | (opcode == Opcode.STORE) | (opcode == Opcode.VRUN)
+                  | (opcode == Opcode.LOADW))
+        to_compute = opcode == Opcode.COMPUTE
+        dram_busy = dma.busy | vd_busy | wd_busy
+        fire = Signal()
+        m.d.comb += fire.eq(cur_valid & ~(to_dma & dram_busy) & ~(to_compute & cu_busy)
+                            & ~(wait_dma & dram_busy) & ~(wait_compute & cu_busy))
+        m.d.comb += [self.instr.ready.eq(~cur_valid | fire), dma.instr.eq(cur),
+                     dma.start.eq(fire & ((opcode == Opcode.LOAD) | (opcode == Opcode.STORE))),
+                     self.idle.eq(~cur_valid & ~dram_busy & ~cu_busy)]
+        if array:
+            m.d.comb += [cu.instr.eq(cur), wd.instr.eq(cur), cu.start.eq(fire & to_compute),
+                         wd.start.eq(fire & (opcode == Opcode.LOADW))]
+        if vector:
+            m.d.comb += vd.start.eq(fire & (opcode == Opcode.VRUN))
+        with m.If(self.instr.valid & self.instr.ready):
+            m.d.sync += [cur.eq(self.instr.payload), cur_valid.eq(1)]
+        with m.Elif(fire):
+            m.d.sync += cur_valid.eq(0)
+        return m
+
+    @staticmethod
+    def _buffers(m, g: Geometry, dma, cu, wd) -> None:
+        """The array's on-chip buffers: synchronous read ports (data one cycle after the address)."""
         m.submodules.input_buf = input_buf = memory.Memory(
             shape=unsigned(8 * g.input_word_bytes), depth=g.input_depth_words, init=[])
         m.submodules.weight_buf = weight_buf = memory.Memory(
@@ -93,37 +153,3 @@ class NPU(wiring.Component):
             rp = mem.read_port()
             m.d.comb += [rp.addr.eq(dma.rd_addr), data.eq(rp.data)]
 
-        vbusy = vd.busy
-        m.d.comb += [self.dram_addr.eq(Mux(vbusy, vd.raddr, Mux(wd.busy, wd.raddr, dma.dram_addr))),
-                     self.dram_re.eq(dma.dram_re | vd.re | wd.re), self.dram_we.eq(dma.dram_we | vd.we),
-                     self.dram_waddr.eq(Mux(vbusy, vd.waddr, dma.dram_addr)),
-                     self.dram_wdata.eq(Mux(vbusy, vd.wdata, dma.dram_wdata)),
-                     self.dram_wlen.eq(Mux(vbusy, vd.wlen, dma.dram_wlen)),
-                     dma.dram_rdata.eq(self.dram_rdata), vd.rdata.eq(self.dram_rdata),
-                     wd.rdata.eq(self.dram_rdata)]
-
-        # In-order dispatcher.
-        cur = Signal(INSTR_BITS)
-        cur_valid = Signal()
-        opcode = field(cur, Opcode.NOP, "opcode")
-        wait_dma = field(cur, Opcode.NOP, "wait_dma")
-        wait_compute = field(cur, Opcode.NOP, "wait_compute")
-        # LOAD, STORE, LOADW and VRUN share the DRAM channels: one "DMA" for dispatch and wait_dma.
-        to_dma = ((opcode == Opcode.LOAD) | (opcode == Opcode.STORE) | (opcode == Opcode.VRUN)
-                  | (opcode == Opcode.LOADW))
-        to_compute = opcode == Opcode.COMPUTE
-        dram_busy = dma.busy | vd.busy | wd.busy
-        fire = Signal()
-        m.d.comb += fire.eq(cur_valid & ~(to_dma & dram_busy) & ~(to_compute & cu.busy)
-                            & ~(wait_dma & dram_busy) & ~(wait_compute & cu.busy))
-        m.d.comb += [self.instr.ready.eq(~cur_valid | fire),
-                     dma.instr.eq(cur), cu.instr.eq(cur), wd.instr.eq(cur),
-                     wd.start.eq(fire & (opcode == Opcode.LOADW)),
-                     dma.start.eq(fire & ((opcode == Opcode.LOAD) | (opcode == Opcode.STORE))),
-                     vd.start.eq(fire & (opcode == Opcode.VRUN)), cu.start.eq(fire & to_compute),
-                     self.idle.eq(~cur_valid & ~dram_busy & ~cu.busy)]
-        with m.If(self.instr.valid & self.instr.ready):
-            m.d.sync += [cur.eq(self.instr.payload), cur_valid.eq(1)]
-        with m.Elif(fire):
-            m.d.sync += cur_valid.eq(0)
-        return m

@@ -131,6 +131,28 @@ class VectorUnit(wiring.Component):
         return m
 
 
+def _count_leading_zeros(value):
+    """Leading zero bits of the 32-bit `value` (32 for 0) as one expression: the highest set
+    bit wins. No named signals, so a simulator can leave it unevaluated unless CLZ is selected."""
+    out = Const(32, 6)
+    for bit in range(32):           # the outermost Mux tests the highest bit
+        out = Mux(value[bit], 31 - bit, out)
+    return out
+
+
+def _truncating_divide(a, b):
+    """a / b rounded toward zero (C division, spec 3.3.2 idiv), low 32 bits, as one expression:
+    the magnitudes divided unsigned, the sign applied after. Where TOSA REQUIREs (b != 0, no
+    minimum / -1) the hardware gives -1 for b = 0 (all quotient bits set, as a restoring divider
+    and RISC-V's DIV do) and minimum for minimum / -1 (the quotient 2^31 wrapped)."""
+    mag_a = Mux(a < 0, -a, a)[:32]
+    mag_b = Mux(b < 0, -b, b)[:32]
+    quotient = (mag_a // Mux(mag_b == 0, 1, mag_b))[:32]
+    negative = (a < 0) ^ (b < 0)
+    signed_quotient = ((quotient ^ negative.replicate(32)) + negative)[:32]   # -q as ~q + 1: one divider
+    return Mux(b == 0, -1, signed_quotient.as_signed())
+
+
 def _any_of(op, ops):
     out = Const(0)
     for o in ops:
@@ -162,6 +184,9 @@ class _Lane:
         """P2: the ALU, MUL, table lookups and reduction accumulators; returns the value for P3."""
         m, c, ins, adv = self.m, self.c, self.ins, self.adv
         op = ins.op
+        amount = Signal(5, name=f"amount{c}")          # shift amount: B' modulo 32
+        amount_less_1 = Signal(5, name=f"amount_less_1_{c}")   # wraps to 31 for 0 (then unused)
+        m.d.comb += [amount.eq(b[:5]), amount_less_1.eq(amount - 1)]
         alu = Signal(signed(32), name=f"alu_next{c}")
         with m.Switch(op):
             with m.Case(VectorOp.ADD):
@@ -172,6 +197,37 @@ class _Lane:
                 m.d.comb += alu.eq(Mux(a > b, a, b))
             with m.Case(VectorOp.MINIMUM):
                 m.d.comb += alu.eq(Mux(a < b, a, b))
+            with m.Case(VectorOp.ASR):
+                m.d.comb += alu.eq(a >> amount)
+            with m.Case(VectorOp.ASR_ROUND):
+                # round: bit amount-1 of a, the last bit shifted out (spec 2.5.2); |a >> 1| + 1 fits
+                m.d.comb += alu.eq((a >> amount) + ((amount != 0) & a.bit_select(amount_less_1, 1)))
+            with m.Case(VectorOp.LSL):
+                m.d.comb += alu.eq((a << amount)[:32])
+            with m.Case(VectorOp.LSR):
+                # (unsigned in_out_t)a: the type's bits (mul_shift = 8, 16 or 32) zero-extended
+                unsigned_a = Mux(ins.mul_shift == 8, a[:8], Mux(ins.mul_shift == 16, a[:16], a[:32]))
+                m.d.comb += alu.eq(unsigned_a.as_unsigned() >> amount)
+            with m.Case(VectorOp.CLZ):
+                m.d.comb += alu.eq(_count_leading_zeros(a))
+            with m.Case(VectorOp.INTDIV):
+                m.d.comb += alu.eq(_truncating_divide(a, b))
+            with m.Case(VectorOp.GREATER):
+                m.d.comb += alu.eq(a > b)
+            with m.Case(VectorOp.GREATER_EQUAL):
+                m.d.comb += alu.eq(a >= b)
+            with m.Case(VectorOp.EQUAL):
+                m.d.comb += alu.eq(a == b)
+            with m.Case(VectorOp.SELECT):
+                m.d.comb += alu.eq(Mux(a != 0, b, 0))
+            with m.Case(VectorOp.AND):
+                m.d.comb += alu.eq(a & b)
+            with m.Case(VectorOp.OR):
+                m.d.comb += alu.eq(a | b)
+            with m.Case(VectorOp.XOR):
+                m.d.comb += alu.eq(a ^ b)
+            with m.Case(VectorOp.ABS):
+                m.d.comb += alu.eq(Mux(a < 0, -a, a)[:32])
             with m.Default():
                 m.d.comb += alu.eq(a)
         alu2 = Signal(signed(32), name=f"alu{c}")
@@ -209,6 +265,8 @@ class _Lane:
         # Reductions: the accumulator starts from the group's first value (equal to the
         # spec's start from minimum<in_t> for MAX/ARGMAX, as inputs are >= that minimum).
         acc, index_of_max = Signal(signed(32), name=f"acc{c}"), Signal(24, name=f"argmax{c}")
+        product = Signal(signed(32), name=f"product{c}")      # DOT: low 32 bits of A' * B'
+        m.d.comb += product.eq((a * b)[:32])
         greater, less = a > acc, a < acc
         with m.If(adv & self.valid1):
             with m.Switch(op):
@@ -220,6 +278,8 @@ class _Lane:
                         m.d.sync += index_of_max.eq(pos)
                 with m.Case(VectorOp.REDUCE_MIN):
                     m.d.sync += acc.eq(Mux(first | less, a, acc))
+                with m.Case(VectorOp.DOT):
+                    m.d.sync += acc.eq(Mux(first, product, (acc + product)[:32]))
 
         out = Signal(signed(32), name=f"v2_{c}")
         with m.Switch(op):
@@ -229,7 +289,8 @@ class _Lane:
                 m.d.comb += out.eq(lo_rd.data)
             with m.Case(VectorOp.TABLE16):
                 m.d.comb += out.eq(lookup)
-            with m.Case(VectorOp.REDUCE_SUM, VectorOp.AVG, VectorOp.REDUCE_MAX, VectorOp.REDUCE_MIN):
+            with m.Case(VectorOp.REDUCE_SUM, VectorOp.AVG, VectorOp.REDUCE_MAX, VectorOp.REDUCE_MIN,
+                        VectorOp.DOT):
                 m.d.comb += out.eq(acc)
             with m.Case(VectorOp.ARGMAX):
                 m.d.comb += out.eq(index_of_max)

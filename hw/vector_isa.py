@@ -31,10 +31,26 @@ class VectorOp(enum.IntEnum):
     REDUCE_MIN = 11
     ARGMAX = 12       # index (beat position in the group) of the first maximum of A'
     AVG = 13          # AVG_POOL2D: sum of A', then apply_scale_32 by reciprocal_scale(count)
+    # Shifts take the amount from B' (low 5 bits: 0..31; TOSA REQUIREs 0 <= B' < bits of in_out_t).
+    ASR = 14          # A' >> s, arithmetic (ARITHMETIC_RIGHT_SHIFT, round false)
+    ASR_ROUND = 15    # (A' >> s) + bit s-1 of A' when s > 0 (ARITHMETIC_RIGHT_SHIFT, round true)
+    LSL = 16          # (A' << s) low 32 bits (LOGICAL_LEFT_SHIFT; the writer keeps the type's bytes)
+    LSR = 17          # (A' zero-extended from mul_shift bits = 8, 16 or 32) >> s (LOGICAL_RIGHT_SHIFT)
+    CLZ = 18          # leading zeros of A' as 32 bits (32 for 0)
+    INTDIV = 19       # A' / B' truncated toward zero; B' = 0 gives -1, minimum / -1 gives minimum
+    GREATER = 20      # 1 if A' > B' else 0
+    GREATER_EQUAL = 21
+    EQUAL = 22
+    SELECT = 23       # B' where A' != 0, else 0 (SELECT is two of these and an OR)
+    AND = 24          # bitwise on the 32-bit lanes (BITWISE_*, LOGICAL_* on 0/1 booleans)
+    OR = 25
+    XOR = 26
+    ABS = 27          # |A'| (32-bit wrap: |minimum| is minimum, where TOSA REQUIREs it fits)
+    DOT = 28          # per group: sum of A' * B' (low 32 bits; RESIZE's bilinear taps x weights)
 
 
 REDUCTIONS = frozenset({VectorOp.REDUCE_SUM, VectorOp.REDUCE_MAX, VectorOp.REDUCE_MIN,
-                        VectorOp.ARGMAX, VectorOp.AVG})
+                        VectorOp.ARGMAX, VectorOp.AVG, VectorOp.DOT})
 
 # The unit's timing and memory depths, which its drivers and the numpy model (qsim/npu/
 # vector_model.py) rely on; here rather than in vector.py so that they need no amaranth.
@@ -44,7 +60,7 @@ DEFAULT_MAX_POOL_COUNT = 1024  # reciprocal ROM depth: AVG groups of up to this 
 
 # (name, width in bits, signed)
 INSTR_FIELDS = (
-    ("op", 4, False), ("count", 24, False),
+    ("op", 5, False), ("count", 24, False),
     # operand A: A' = scale_a ? apply_scale_32(a - zp_a, mult_a, shift_a, dr_a) : a - zp_a
     ("zp_a", 17, True), ("scale_a", 1, False), ("mult_a", 31, False), ("shift_a", 6, False),
     ("dr_a", 1, False),

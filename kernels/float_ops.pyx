@@ -7,6 +7,8 @@ from +0.0, one float32 multiply and one float32 add per tap (padding reads 0.0 a
 too), exactly the operations of fastops_nn._depthwise's numpy loop: the results are the same
 bits. Row or plane ranges are independent, so callers split them over threads (the GIL is
 released). Built with -ffp-contract=off: no fused multiply-add may change a rounding.
+add_row_bias_f32 adds a conv GEMM tile's bias in place (qsim/runtime/float_ops/conv_gemm.py);
+bounded_f32 is relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/chunked.py).
 """
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
@@ -75,3 +77,40 @@ def im2col_f32(const float[:, :, :, ::1] x, float[:, :, :, :, ::1] cols, int64_t
     with nogil:
         qsim_im2col_f32(&x[0, 0, 0, 0], C, x.shape[2], x.shape[3], KH, KW, sy, sx, dy, dx,
                         pt, pl, OH, OW, &cols[0, 0, 0, 0, 0], p0, p1, B, batch_inner)
+
+
+def add_row_bias_f32(float[:, ::1] out, const float[::1] bias, int64_t r0, int64_t r1, int64_t c0, int64_t c1):
+    """out[r, c] = out[r, c] + bias[r] for r in [r0, r1), c in [c0, c1): one float32 add per
+    element, as numpy's out += bias[:, None] (the conv GEMM's bias on one tile of its rows)."""
+    cdef int64_t r, c
+    cdef float v
+    if not (0 <= r0 <= r1 <= out.shape[0] and 0 <= c0 <= c1 <= out.shape[1] and r1 <= bias.shape[0]):
+        raise ValueError(f"add_row_bias_f32: tile [{r0}:{r1}, {c0}:{c1}] outside {out.shape[0]} x "
+                         f"{out.shape[1]} (bias {bias.shape[0]})")
+    with nogil:
+        for r in range(r0, r1):
+            v = bias[r]
+            for c in range(c0, c1):
+                out[r, c] = out[r, c] + v
+
+
+cdef inline void _bounded_f32(const float *x, float *out, int64_t n, float lo, float hi, bint has_hi) noexcept nogil:
+    cdef int64_t i
+    cdef float v
+    for i in range(n):
+        v = x[i]
+        v = v if (v > lo or v != v) else lo          # numpy's maximum(v, lo): NaN stays, (-0, +0) -> lo
+        if has_hi:
+            v = v if (v < hi or v != v) else hi      # numpy's minimum(v, hi)
+        out[i] = v
+
+
+def bounded_f32(const float[::1] x, float[::1] out, float lo, float hi, bint has_hi, int64_t i0, int64_t i1):
+    """out[i] = minimum(maximum(x[i], lo), hi) for i in [i0, i1), numpy's results (a NaN input
+    stays NaN; where two zeros compare equal the bound is taken, as numpy does), one pass."""
+    if not (0 <= i0 <= i1 <= x.shape[0] and x.shape[0] == out.shape[0]):
+        raise ValueError(f"bounded_f32: range [{i0}:{i1}] outside {x.shape[0]} (out {out.shape[0]})")
+    if i1 == i0:
+        return
+    with nogil:
+        _bounded_f32(&x[i0], &out[i0], i1 - i0, lo, hi, has_hi)

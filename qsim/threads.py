@@ -2,21 +2,27 @@
 
 `thread_count()`: the environment variable QSIM_THREADS (a positive whole number), else every
 core this process may run on. The CLI's global `--threads N` sets the same variable for the run.
-Two users of the count:
-- the float executor's GEMMs run in numpy's BLAS (OpenBLAS), whose thread count
-  `apply_blas_threads()` sets through OpenBLAS's own setter (found in numpy's bundled library
-  with ctypes; a numpy built on another BLAS keeps that BLAS's own setting);
-- the integer kernels release the GIL, so `split_rows` runs disjoint row ranges of one GEMM on
-  a pool of Python threads. Every output row is computed by one thread from the same inputs
-  in the same order, so results are bit-identical for any thread count.
+Users of the count:
+- the integer kernels and the float executor's loops release the GIL, so `split_rows` runs
+  disjoint row ranges (or tiles) of one operation on a pool of Python threads. Every output
+  element is computed by one thread from the same inputs in the same order, so results are
+  bit-identical for any thread count;
+- the float convolution's GEMM runs in fixed tiles on that pool, each tile a single-threaded
+  BLAS call (`single_thread_blas`): OpenBLAS's own worker threads spin while they wait for
+  work, and on a shared machine a spinning worker keeps the core its partner needs (measured:
+  ResNet-18 at 2 OpenBLAS threads under load 10 took 7x the CPU time of 1 thread);
+- other GEMMs (quantization statistics) use numpy's BLAS (OpenBLAS) with the count set by
+  `apply_blas_threads()` through OpenBLAS's own setter (found in numpy's bundled library
+  with ctypes; a numpy built on another BLAS keeps that BLAS's own setting).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Iterator
 
 from .errors import UsageError
 
@@ -88,10 +94,8 @@ def blas_threads() -> int | None:
     return None
 
 
-def apply_blas_threads() -> None:
-    """Tells numpy's OpenBLAS to use thread_count() threads (once per distinct count)."""
+def _set_blas_threads(n: int) -> None:
     global _blas_threads
-    n = thread_count()
     if n == _blas_threads:
         return
     lib = _openblas()
@@ -102,6 +106,22 @@ def apply_blas_threads() -> None:
             fn(n)
             break
     _blas_threads = n
+
+
+def apply_blas_threads() -> None:
+    """Tells numpy's OpenBLAS to use thread_count() threads (once per distinct count)."""
+    _set_blas_threads(thread_count())
+
+
+@contextlib.contextmanager
+def single_thread_blas() -> Iterator[None]:
+    """numpy's OpenBLAS on one thread inside the block (for BLAS calls that qsim's own pool
+    runs side by side); thread_count() threads again after it."""
+    _set_blas_threads(1)
+    try:
+        yield
+    finally:
+        apply_blas_threads()
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -66,16 +66,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def onnx_batch(path: str, graph: ir.Graph, arrays: Mapping[str, np.ndarray]) -> int | None:
-    """The batch an ONNX model loaded at batch 1 is to be loaded at instead: the leading extent of
-    the first input's array where that array has the input's rank and another leading extent
-    (the importer gives a dynamic first dimension that extent; a fixed one stays, and the
+    """The batch an ONNX model loaded at batch 1 is to be loaded at instead: the first input's
+    array extent on the one axis where it differs from the input's shape and the input has
+    extent 1 there (the batch axis: the leading one, or a sequence-first [S, 1, E] input's
+    axis 1; the importer gives a dynamic batch dimension that extent, a fixed one stays and the
     executor then reports the shape mismatch). None for other models or a batch of 1."""
     if model_kind(path) != "onnx" or not graph.inputs or graph.inputs[0] not in arrays:
         return None
     array, shape = arrays[graph.inputs[0]], graph.tensor(graph.inputs[0]).shape
-    if array.ndim != len(shape) or array.ndim == 0 or array.shape[0] in (0, shape[0]):
+    if array.ndim != len(shape) or array.ndim == 0:
         return None
-    return int(array.shape[0])
+    differing = [a for a in range(array.ndim) if array.shape[a] != shape[a]]
+    if len(differing) != 1 or shape[differing[0]] != 1 or array.shape[differing[0]] == 0:
+        return None
+    return int(array.shape[differing[0]])
 
 
 def _file_name(tensor_name: str) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..hw.isa import Instr, LoadBuffer, Opcode, StoreBuffer
-from ..hw.vector_isa import config_words, decode_config
+from ..hw.vector_isa import VectorOp, config_words, decode_config
 from ..hw.window_isa import window_base, window_words
 from ..hw.params import PARAM_DEPTH_WORDS, PARAM_LANE_BYTES, REQUANT_LATENCY_CYCLES, Dataflow, Geometry
 from ..tosa.arith import apply_scale_32
@@ -48,6 +48,8 @@ class CycleStats:
     instructions: int = 0
     vector_beats: int = 0         # beats through the vector unit (VRUN)
     vector_ops: int = 0           # element operations of the vector unit: beats x lanes in use
+    vector_mul_ops: int = 0       # of them, through MUL or DOT (energy.py)
+    vector_div_ops: int = 0       # of them, through INTDIV
 
 
 def dma_duration(count: int, word_bytes: int, bytes_per_cycle: int) -> int:
@@ -255,6 +257,11 @@ def cycle_stats(geom: Geometry, instrs, dram=None) -> CycleStats:
             timing = vrun_timing(configs[index], geom.dram_bytes_per_cycle)
             stats.vector_beats += timing.beats
             stats.vector_ops += timing.beats * configs[index].field("lanes")
+            op = configs[index].instr.op
+            if op in (VectorOp.MUL, VectorOp.DOT):
+                stats.vector_mul_ops += timing.beats * configs[index].field("lanes")
+            elif op is VectorOp.INTDIV:
+                stats.vector_div_ops += timing.beats * configs[index].field("lanes")
             stats.compute_cycles += timing.beats
             stats.fill_drain_cycles += timing.fill_cycles
             stats.dram_read_bytes["vector"] = stats.dram_read_bytes.get("vector", 0) + timing.read_bytes

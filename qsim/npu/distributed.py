@@ -37,6 +37,7 @@ class Task:
     fn: Callable[..., Any]      # module-level, so workers import it by name
     args: tuple
     label: str                  # names the task in Dask's dashboard and logs
+    cost: float = 0.0           # relative work estimate: a pool starts the costliest tasks first
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,10 @@ class DaskPool:
         # outcome (and which of several failures is raised) does not depend on timing.
         # Unique keys: Dask must never merge two tasks of different runs; the label keeps
         # the dashboard readable.
+        # Costliest first (longest-processing-time order): a long task started last would
+        # leave the other workers idle while it finishes. Ties keep submission order.
         results: list = [None] * len(tasks)
-        queue = iter(range(len(tasks)))
+        queue = iter(sorted(range(len(tasks)), key=lambda i: -tasks[i].cost))
         running = as_completed(loop=self.client.loop, with_results=False)
         index_of = {}
 

@@ -15,11 +15,15 @@ and the RTL both execute), one instruction at a time, following hw/compute.py an
 
 MACs are PE slots: every PE fires every streaming cycle, padded lanes (holding the zero
 point) included, so the MAC events of a layer are >= its useful MACs. Vector-unit stages
-count one `vector_op` per lane of every beat through the vector unit (cycle_model.py) and their
-DRAM bytes; host stages count nothing (they are not NPU work).
+count one `vector_op` per lane of every beat through the vector unit (cycle_model.py), plus one
+`vector_mul` per lane of a MUL or DOT beat and one `vector_div` per lane of an INTDIV beat (their
+multiplier and divider; the input and output scalers, like the array's requantization unit, are
+part of the element operation), and their DRAM bytes; host stages count nothing (they are not
+NPU work).
 
 Energy tables (qsim/npu/tech/<name>.toml or a user file of the same form, docs/npu.md):
-[energy_pj] mac, vector_op, register_byte, dram_byte; [sram_pj_per_64bit] size_bytes = pJ
+[energy_pj] mac, vector_op, register_byte, dram_byte (optional: vector_mul, vector_div, default 0);
+[sram_pj_per_64bit] size_bytes = pJ
 for a 64-bit access. A buffer of S bytes costs, per byte, the log-log interpolation of the
 SRAM points at S (clamped to the end points) divided by 8; writes cost as much as reads.
 The parameter buffer (4 words) is a register file: register_byte per byte.
@@ -40,6 +44,9 @@ from .config import check_keys, is_file, read_utf8
 
 DEFAULT_TECH = "45nm"
 ENERGY_KEYS = ("mac", "vector_op", "register_byte", "dram_byte")
+# Optional entries (absent: 0, so a table written before they existed costs what it did):
+# the extra energy of a vector lane that multiplies (MUL, DOT) or divides (INTDIV).
+OPTIONAL_ENERGY_KEYS = ("vector_mul", "vector_div")
 BUFFERS = ("input", "weight", "param", "accumulator", "output")
 # Components of the per-layer breakdown, in plot order.
 COMPONENTS = ("mac", "input_buffer", "weight_buffer", "param_buffer", "accumulator_buffer",
@@ -65,6 +72,8 @@ class EventCounts:
     dram_read_bytes: int = 0
     dram_write_bytes: int = 0
     vector_ops: int = 0
+    vector_mul_ops: int = 0          # lanes of beats through MUL or DOT: a 32 x 32-bit multiply each
+    vector_div_ops: int = 0          # lanes of beats through INTDIV: a 32-bit division each
 
     def __add__(self, other: "EventCounts") -> "EventCounts":
         return EventCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name)
@@ -124,10 +133,12 @@ def program_events(geom: Geometry, instrs, window_read_bytes: int = 0) -> EventC
     return EventCounts(**n)
 
 
-def vector_events(work: int, dram_read_bytes: int, dram_write_bytes: int) -> EventCounts:
-    """A vector-unit stage: its element operations, streamed from and to DRAM."""
-    return EventCounts(vector_ops=work, dram_read_bytes=dram_read_bytes,
-                       dram_write_bytes=dram_write_bytes)
+def vector_events(work: int, dram_read_bytes: int, dram_write_bytes: int, multiplies: int = 0,
+                  divisions: int = 0) -> EventCounts:
+    """A vector-unit stage: its element operations (and how many of them multiply or divide),
+    streamed from and to DRAM."""
+    return EventCounts(vector_ops=work, dram_read_bytes=dram_read_bytes, dram_write_bytes=dram_write_bytes,
+                       vector_mul_ops=multiplies, vector_div_ops=divisions)
 
 
 # -- tables ------------------------------------------------------------------------------------
@@ -228,8 +239,9 @@ def parse_tech(text: str, file: str = "<tech>", source: str | None = None) -> En
         return float(value)
 
     energy = doc["energy_pj"]
-    check_keys(energy, ENERGY_KEYS, (), "energy_pj", fail)
-    values = {key: picojoules(key, energy[key], "[energy_pj]") for key in ENERGY_KEYS}
+    check_keys(energy, ENERGY_KEYS, OPTIONAL_ENERGY_KEYS, "energy_pj", fail)
+    values = {key: picojoules(key, energy[key], "[energy_pj]") for key in ENERGY_KEYS + OPTIONAL_ENERGY_KEYS
+              if key in energy}
     points = []
     for key, value in doc["sram_pj_per_64bit"].items():
         if not key.isdigit() or int(key) <= 0:
@@ -255,5 +267,6 @@ def energy_by_component(events: EventCounts, table: EnergyTable, geom: Geometry)
         per_byte = pj["register_byte"] if buffer == "param" else table.sram_pj_per_byte(sizes[buffer])
         out[f"{buffer}_buffer"] = traffic * per_byte
     out["dram"] = (events.dram_read_bytes + events.dram_write_bytes) * pj["dram_byte"]
-    out["vector"] = events.vector_ops * pj["vector_op"]
+    out["vector"] = (events.vector_ops * pj["vector_op"] + events.vector_mul_ops * pj.get("vector_mul", 0.0)
+                     + events.vector_div_ops * pj.get("vector_div", 0.0))
     return {key: out[key] for key in COMPONENTS}

@@ -375,6 +375,15 @@ def _vector_program(geom, graph: Graph, stage: Stage, values: dict):
         return None, err.message
 
 
+def _array_cost(inputs: list, want) -> float:
+    """About the layer's MACs, to order tasks (qsim.npu.distributed.Task.cost): output elements
+    times the second operand's elements per output channel (KH*KW*IC for CONV2D, KH*KW for
+    DEPTHWISE_CONV2D, IC for FULLY_CONNECTED; an upper bound for MATMUL)."""
+    if want is None or len(inputs) < 2 or want.ndim == 0:
+        return 0.0
+    return float(want.size) * inputs[1].size / max(1, want.shape[-1])
+
+
 def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator",
                 expected: dict | None = None) -> PreparedRun:
     engine = Engine.parse(engine)
@@ -389,7 +398,8 @@ def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator"
         want = expected.get(stage.output)
         if stage.unit is Unit.ARRAY:
             inputs = [values[n] for n in stage.ops[0].inputs if n]
-            task = Task(run_array_stage, (geom, engine, stage, inputs, want), f"{config.name}-{stage.name}")
+            task = Task(run_array_stage, (geom, engine, stage, inputs, want), f"{config.name}-{stage.name}",
+                        cost=_array_cost(inputs, want))
             _check_shape(stage, None, graph.tensor(stage.output).shape, want)
             if want is None:        # nothing to continue with but this layer's own output: run it now
                 local[index] = run_array_stage(*task.args)
@@ -407,7 +417,7 @@ def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator"
                     stage = stages[index] = Stage(stage.ops, Unit.HOST, note=f"not on the vector unit: {why}")
             if stage.unit is Unit.VECTOR:
                 task = Task(run_vector_stage, (geom, engine, program, f"{stage.name} (tosa.{stage.op_text})", want),
-                            f"{config.name}-{stage.name}")
+                            f"{config.name}-{stage.name}", cost=float(np.prod(program.out_shape)))
                 _check_shape(stage, program.out_dtype, program.out_shape, want)
                 if want is None:
                     local[index] = run_vector_stage(*task.args)
@@ -459,7 +469,7 @@ def finish_run(prepared: PreparedRun, layers: list[LayerResult],
                                  run_.table_bytes + st.dram_read_bytes.get("vconfig", 0),
                                  st.dram_write_bytes, cycle, engine=run_.engine.value, program=run_.program,
                                  events=vector_events(st.vector_ops, sum(st.dram_read_bytes.values()),
-                                                      st.dram_write_bytes))
+                                                      st.dram_write_bytes, st.vector_mul_ops, st.vector_div_ops))
         else:
             result = StageResult(stage, done, 0, 0, 0, 0, 0, 0, 0, 0, cycle)
             out = done

@@ -11,17 +11,19 @@ import numpy as np
 
 from ..errors import MismatchError
 from ..hw.isa import INSTR_BYTES, pack_program
-from ..hw.params import Geometry
+from ..hw.params import Geometry, Units
 from ..hw.top import NPU
 
 
 def run_amaranth(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1_000_000,
-                 vcd_path: str | None = None, write_log: list | None = None) -> int:
-    """Runs `instrs` on `dram` (uint8, modified in place); returns the cycle count.
-    `write_log`, when given, receives (cycle, dram_addr, bytes) for every DRAM write."""
+                 vcd_path: str | None = None, write_log: list | None = None,
+                 units: Units = Units.ALL) -> int:
+    """Runs `instrs` on `dram` (uint8, modified in place) on the NPU with `units` (default:
+    the whole NPU); returns the cycle count. `write_log`, when given, receives
+    (cycle, dram_addr, bytes) for every DRAM write."""
     from amaranth.sim import Simulator
 
-    dut = NPU(geom)
+    dut = NPU(geom, units)
     blob = pack_program(instrs)
     words = [int.from_bytes(blob[i:i + INSTR_BYTES], "little") for i in range(0, len(blob), INSTR_BYTES)]
     port = geom.dram_port_bytes

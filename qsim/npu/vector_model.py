@@ -25,11 +25,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import UnsupportedError, UsageError
+from ..errors import UnpredictableError, UnsupportedError, UsageError
 from ..hw.vector_isa import (DEFAULT_MAX_POOL_COUNT, REDUCTIONS, STREAM_LEVELS, TABLE_DEPTH,
                              VECTOR_LATENCY_CYCLES, VectorInstr, VectorOp)
 from ..tosa.arith import (INT32_MAX, INT32_MIN, apply_add, apply_clip, apply_lookup, apply_scale_16,
-                          apply_scale_32, apply_sub, reciprocal_scale, require_running_sums)
+                          apply_scale_32, apply_sub, count_leading_zeros, reciprocal_scale,
+                          require_running_sums)
 from ..tosa.run import run as run_tosa
 
 TABLE_ENTRIES = TABLE_DEPTH + 1     # 513: the int16 table; int8 tables use the first 256
@@ -111,7 +112,7 @@ class VectorUnitModel:
             groups = group_bounds(last)
             emits = np.zeros(len(a), bool)
             emits[[e - 1 for _, e in groups]] = True
-            v = self._reduce(op, va, groups)
+            v = self._reduce(op, va, vb, groups)
             if op is VectorOp.AVG:
                 counts = np.array([e - s for s, e in groups], np.int64)[:, None]
                 if counts.size and counts.max() > self.max_pool_count:
@@ -149,14 +150,31 @@ class VectorUnitModel:
             return self.table[(va + 128) & 0xFF]          # int8 entries, held sign-extended
         if op is VectorOp.TABLE16:
             return apply_lookup(self.table, va, context="apply_lookup").astype(np.int64)
+        if op in _SHIFTS:      # the int32 reference: it REQUIREs amounts in [0, 31] as the lanes do
+            return run_tosa(_SHIFTS[op], [va.astype(np.int32), vb.astype(np.int32)],
+                            {"round": op is VectorOp.ASR_ROUND} if op is not VectorOp.LSL else {}
+                            )[0].astype(np.int64)
+        if op is VectorOp.LSR:
+            return _logical_right_shift(va, vb, instr.mul_shift)
+        if op is VectorOp.CLZ:
+            return count_leading_zeros(va, 32).astype(np.int64)
+        if op in (VectorOp.INTDIV, VectorOp.ABS):
+            operands = [va.astype(np.int32)] + ([vb.astype(np.int32)] if op is VectorOp.INTDIV else [])
+            return run_tosa(op.name, operands, {})[0].astype(np.int64)
+        if op in _LOGIC:
+            return _LOGIC[op](va, vb).astype(np.int64)
+        if op is VectorOp.SELECT:
+            return np.where(va != 0, vb, 0)
         raise UsageError(f"vector unit: {op.name} is not an elementwise operation")
 
     @staticmethod
-    def _reduce(op: VectorOp, va, groups) -> np.ndarray:
+    def _reduce(op: VectorOp, va, vb, groups) -> np.ndarray:
         out = np.zeros((len(groups), va.shape[1]), np.int64)
         for g, (s, e) in enumerate(groups):
             part = va[s:e]
-            if op in (VectorOp.REDUCE_SUM, VectorOp.AVG):
+            if op is VectorOp.DOT:          # products and sum wrap at 32 bits, as the lanes do
+                out[g] = _wrap32((_wrap32(part * vb[s:e])).sum(axis=0))
+            elif op in (VectorOp.REDUCE_SUM, VectorOp.AVG):
                 out[g] = require_running_sums(part, INT32_MIN, INT32_MAX, f"vector unit {op.name}", axis=0)
             elif op is VectorOp.REDUCE_MAX:
                 out[g] = part.max(axis=0)
@@ -165,6 +183,23 @@ class VectorUnitModel:
             else:
                 out[g] = part.argmax(axis=0)       # the first maximum, like the spec's strict >
         return out
+
+
+_SHIFTS = {VectorOp.ASR: "ARITHMETIC_RIGHT_SHIFT", VectorOp.ASR_ROUND: "ARITHMETIC_RIGHT_SHIFT",
+           VectorOp.LSL: "LOGICAL_LEFT_SHIFT"}
+_LOGIC = {VectorOp.GREATER: np.greater, VectorOp.GREATER_EQUAL: np.greater_equal, VectorOp.EQUAL: np.equal,
+          VectorOp.AND: np.bitwise_and, VectorOp.OR: np.bitwise_or, VectorOp.XOR: np.bitwise_xor}
+
+
+def _logical_right_shift(va, vb, bits: int) -> np.ndarray:
+    """LOGICAL_RIGHT_SHIFT (spec 2.5.9) of lanes holding sign-extended `bits`-bit values: the
+    value as unsigned `bits` bits, shifted; the writer keeps the type's low bytes."""
+    if bits not in (8, 16, 32):
+        raise UsageError(f"vector unit LSR: mul_shift = {bits} is not an element width (8, 16, 32)")
+    if not ((vb >= 0) & (vb <= 31)).all():
+        raise UnpredictableError(f"REQUIRE(0 <= value2 && value2 <= 31) fails: shift amounts range over "
+                                 f"[{int(vb.min())}, {int(vb.max())}]")
+    return _wrap32((va & ((1 << bits) - 1)) >> vb)
 
 
 def _wrap16(values) -> np.ndarray:

@@ -12,6 +12,14 @@ DMA, with the vector unit passing the values through.
 
 Operators and their vector instruction (hw/vector_isa.py):
   ADD, SUB, MUL (shift), MAXIMUM, MINIMUM  the op on A and B (B broadcast by strides)
+  ARITHMETIC_RIGHT_SHIFT, LOGICAL_LEFT/RIGHT_SHIFT, INTDIV, GREATER, GREATER_EQUAL, EQUAL,
+  BITWISE_AND/OR/XOR, LOGICAL_AND/OR/XOR   likewise (ASR or ASR_ROUND, LSL/LSR unclamped: the
+                                           writer keeps the type's low bytes, as TOSA truncates;
+                                           LSR's mul_shift is the type's width)
+  CLZ, ABS                                 the unary op on A
+  NEGATE, BITWISE_NOT, LOGICAL_NOT         SUB from a broadcast 0 (zp_b = input1_zp), XOR with a
+                                           broadcast -1 / 1 (one element in DRAM)
+  SELECT                                   three jobs: c ? x : 0, c ? 0 : y, their OR
   CLAMP                                    PASS, clamp [min_val, max_val]
   RESCALE                                  PASS with zp_a = input_zp and the output scaler
                                            (per-channel: one configuration per lane tile)
@@ -20,7 +28,11 @@ Operators and their vector instruction (hw/vector_isa.py):
   MAX_POOL2D, AVG_POOL2D                   REDUCE_MAX / AVG over the window group; padding of
                                            MAX_POOL2D: the input is first copied into a
                                            scratch region filled with the type's minimum (two
-                                           PASS jobs, the fill clamped to one value)
+                                           PASS jobs, the fill clamped to one value); padding
+                                           of AVG_POOL2D: runs of equally clipped windows
+                                           (vector_windows.py)
+  RESIZE                                   runs of one sampling phase (vector_windows.py):
+                                           PASS (nearest) or DOT over the taps (bilinear)
   REDUCE_SUM, REDUCE_MAX, REDUCE_MIN, ARGMAX   the reduction over the axis group
   TRANSPOSE, SLICE, CONCAT, PAD, REVERSE   PASS over the address pattern (PAD: fill, then copy)
   TILE                                     one PASS copy of the input per repetition
@@ -32,100 +44,52 @@ Anything else raises UnsupportedError with the reason, and the planner runs it o
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ..errors import UnsupportedError
 from ..hw.params import Geometry
-from ..hw.vector_isa import (DEFAULT_MAX_POOL_COUNT, INT32_MAX, INT32_MIN, STREAM_LEVELS, VectorInstr,
+from ..hw.vector_isa import (INT32_MAX, INT32_MIN, VectorInstr,
                              VectorOp)
-from .vector_program import DramImage, Stream, make_config, vector_program
+from . import vector_windows
+from .vector_program import DramImage, Job, Stream, make_config, vector_program
+from .vector_program import strides_of as _strides
 
-SIGNED = {np.dtype(np.int8): 1, np.dtype("<i2"): 2, np.dtype("<i4"): 4}
+# Booleans are bytes holding 0 or 1 (numpy's and the kernels' layout): streamed as int8.
+SIGNED = {np.dtype(np.int8): 1, np.dtype("<i2"): 2, np.dtype("<i4"): 4, np.dtype(bool): 1}
 ELEMENTWISE = {"ADD": VectorOp.ADD, "SUB": VectorOp.SUB, "MUL": VectorOp.MUL,
-               "MAXIMUM": VectorOp.MAXIMUM, "MINIMUM": VectorOp.MINIMUM}
+               "MAXIMUM": VectorOp.MAXIMUM, "MINIMUM": VectorOp.MINIMUM,
+               "LOGICAL_LEFT_SHIFT": VectorOp.LSL, "LOGICAL_RIGHT_SHIFT": VectorOp.LSR,
+               "INTDIV": VectorOp.INTDIV, "GREATER": VectorOp.GREATER,
+               "GREATER_EQUAL": VectorOp.GREATER_EQUAL, "EQUAL": VectorOp.EQUAL,
+               "BITWISE_AND": VectorOp.AND, "BITWISE_OR": VectorOp.OR, "BITWISE_XOR": VectorOp.XOR,
+               "LOGICAL_AND": VectorOp.AND, "LOGICAL_OR": VectorOp.OR, "LOGICAL_XOR": VectorOp.XOR}
+# Results that are the low bytes of a 32-bit lane (TOSA truncates them to in_out_t), not clamped.
+TRUNCATED = frozenset({"LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT"})
+# Unary operators with a constant second operand (one element in DRAM, broadcast to every lane):
+# op(constant, x) for NEGATE (0 - (x - input1_zp)), op(x, constant) for the NOTs.
+UNARY_WITH_CONSTANT = {"NEGATE": (VectorOp.SUB, 0), "BITWISE_NOT": (VectorOp.XOR, -1),
+                       "LOGICAL_NOT": (VectorOp.XOR, 1)}
+UNARY = {"CLZ": VectorOp.CLZ, "ABS": VectorOp.ABS}
 REDUCE = {"REDUCE_SUM": VectorOp.REDUCE_SUM, "REDUCE_MAX": VectorOp.REDUCE_MAX,
           "REDUCE_MIN": VectorOp.REDUCE_MIN, "ARGMAX": VectorOp.ARGMAX}
-VECTOR_OPS = frozenset({*ELEMENTWISE, *REDUCE, "CLAMP", "RESCALE", "CAST", "TABLE", "MAX_POOL2D",
-                        "AVG_POOL2D", "TRANSPOSE", "SLICE", "CONCAT", "PAD", "REVERSE", "TILE",
-                        "GATHER"})
+VECTOR_OPS = frozenset({*ELEMENTWISE, *UNARY, *UNARY_WITH_CONSTANT, *REDUCE, "ARITHMETIC_RIGHT_SHIFT",
+                        "SELECT", "CLAMP", "RESCALE", "CAST", "TABLE", "MAX_POOL2D", "AVG_POOL2D",
+                        "RESIZE", "TRANSPOSE", "SLICE", "CONCAT", "PAD", "REVERSE", "TILE", "GATHER"})
 
 
 def element_bytes(dtype, what: str) -> int:
     dtype = np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).itemsize > 1 else np.dtype(dtype)
     if dtype not in SIGNED:
         raise UnsupportedError(f"{what} is {np.dtype(dtype)}: the vector DMA streams signed 8-, 16- and "
-                               "32-bit integers (it sign-extends every element)")
+                               "32-bit integers and booleans (it sign-extends every element)")
     return SIGNED[dtype]
 
 
 def _range(dtype) -> tuple[int, int]:
+    if np.dtype(dtype) == bool:
+        return 0, 1
     info = np.iinfo(dtype)
     return max(int(info.min), INT32_MIN), min(int(info.max), INT32_MAX)
-
-
-def _strides(shape, nbytes: int) -> list[int]:
-    out, step = [], nbytes
-    for d in reversed(shape):
-        out.append(step)
-        step *= int(d)
-    return out[::-1]
-
-
-class Job:
-    """One vector job: an instruction over the output index space (module docstring)."""
-
-    def __init__(self, instr_of, out_shape, out_base: int, out_strides, o_bytes: int,
-                 operands, lane_dim: int | None = None, group=(), per_tile: bool = False):
-        self.instr_of = instr_of          # (first lane index, lanes) -> VectorInstr
-        self.out_shape = [int(d) for d in out_shape] or [1]
-        self.out_base, self.out_strides, self.o_bytes = out_base, list(out_strides) or [o_bytes], o_bytes
-        self.operands = operands          # [(base, strides per output dim, nbytes)], A then B
-        # lanes along the innermost dimension of extent > 1 (contiguous: the ones after it are 1)
-        wide = [d for d, n in enumerate(self.out_shape) if n > 1]
-        self.lane_dim = (wide[-1] if wide else len(self.out_shape) - 1) if lane_dim is None else lane_dim
-        self.group = list(group)          # [(count, [stride per operand])], innermost first
-        self.per_tile = per_tile
-
-    def configs(self, lanes: int) -> list:
-        shape, ld = self.out_shape, self.lane_dim
-        if self.out_strides[ld] != self.o_bytes:
-            raise UnsupportedError("the vector DMA writes the lanes contiguously")
-        D = shape[ld]
-        full, tail = divmod(D, lanes)
-        pieces = ([(t * lanes, lanes, 1) for t in range(full)] if self.per_tile else
-                  ([(0, lanes, full)] if full else []))
-        if tail:
-            pieces.append((full * lanes, tail, 1))
-        outer = [d for d in range(len(shape)) if d != ld and shape[d] > 1][::-1]   # innermost first
-        group_size = int(np.prod([c for c, _ in self.group])) if self.group else 1
-        out = []
-        for first, n_lanes, tiles in pieces:
-            counts = [c for c, _ in self.group] + [tiles] + [shape[d] for d in outer]
-            levels = [i for i, c in enumerate(counts) if c > 1 or i == 0]
-            if len(levels) > STREAM_LEVELS:
-                raise UnsupportedError(f"an address pattern of {len(levels)} loop levels; the vector DMA "
-                                       f"has {STREAM_LEVELS}")
-
-            def pattern(strides_of_out, group_strides, base):
-                full_strides = list(group_strides) + [strides_of_out[ld] * lanes] + \
-                    [strides_of_out[d] for d in outer]
-                return Stream(base + first * strides_of_out[ld], tuple(full_strides[i] for i in levels),
-                              strides_of_out[ld], 0)
-
-            streams = []
-            for k, (base, strides, nbytes) in enumerate(self.operands):
-                s = pattern(strides, [g[k] for _, g in self.group], base)
-                streams.append(replace(s, nbytes=nbytes))
-            o = pattern(self.out_strides, [0] * len(self.group), self.out_base)
-            o = replace(o, nbytes=self.o_bytes)
-            kept = [counts[i] for i in levels]
-            o_counts = [1 if i < len(self.group) else counts[i] for i in levels]
-            out.append(make_config(self.instr_of(first, n_lanes), n_lanes, kept, streams[0], o,
-                                   out_counts=o_counts, b=streams[1] if len(streams) > 1 else None,
-                                   group=group_size if self.group else 1))
-        return out
 
 
 def _table_load(table: np.ndarray, image: DramImage) -> list:
@@ -246,10 +210,32 @@ def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_sh
         return (bases[k], [0 if padded[d] == 1 and out_shape[d] != 1 else pstr[d] for d in range(rank)],
                 sizes[k])
 
-    if op in ELEMENTWISE:
+    if op in ELEMENTWISE or op == "ARITHMETIC_RIGHT_SHIFT":
+        if op == "ARITHMETIC_RIGHT_SHIFT":
+            kind = VectorOp.ASR_ROUND if attrs.get("round", False) else VectorOp.ASR
+        else:
+            kind = ELEMENTWISE[op]
         kw = {"mul_shift": int(attrs.get("shift", 0))} if op == "MUL" else {}
-        configs += Job(plain(ELEMENTWISE[op], **kw), out_shape, out_base, out_strides, o_bytes,
+        if op == "LOGICAL_RIGHT_SHIFT":                     # the type's width: (unsigned in_out_t)
+            kw["mul_shift"] = 8 * sizes[0]
+        if op in TRUNCATED:
+            kw.update(clamp_lo=INT32_MIN, clamp_hi=INT32_MAX)
+        configs += Job(plain(kind, **kw), out_shape, out_base, out_strides, o_bytes,
                        [operand(0), operand(1)]).configs(C)
+    elif op in UNARY:
+        configs += Job(plain(UNARY[op]), out_shape, out_base, out_strides, o_bytes, [operand(0)]).configs(C)
+    elif op in UNARY_WITH_CONSTANT:
+        kind, value = UNARY_WITH_CONSTANT[op]
+        constant = (image.add(np.array([value], arrays[0].dtype)), [0] * len(out_shape), sizes[0])
+        if op == "NEGATE":
+            instr = plain(kind, zp_b=int(attrs.get("input1_zp", 0)), zp_o=int(attrs.get("output_zp", 0)))
+            pair = [constant, operand(0)]
+        else:
+            instr, pair = plain(kind), [operand(0), constant]
+        configs += Job(instr, out_shape, out_base, out_strides, o_bytes, pair).configs(C)
+    elif op == "SELECT":
+        configs += _select(image, [operand(k) for k in range(3)], out_shape, out_strides, o_bytes, out_base,
+                           lo, hi, C)
     elif op in ("CLAMP", "CAST"):
         clamp = (max(lo, int(attrs["min_val"])), min(hi, int(attrs["max_val"]))) if op == "CLAMP" \
             else (INT32_MIN, INT32_MAX)
@@ -278,8 +264,14 @@ def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_sh
         weight_bytes += table.size * (1 if len(table) == 256 else 2)
         kind = VectorOp.TABLE8 if len(table) == 256 else VectorOp.TABLE16
         configs += Job(plain(kind), out_shape, out_base, out_strides, o_bytes, [operand(0)]).configs(C)
-    elif op in ("MAX_POOL2D", "AVG_POOL2D"):
-        configs += _pool(op, attrs, arrays[0], bases[0], sizes[0], image, out_shape, out_base, out_strides,
+    elif op == "AVG_POOL2D":
+        configs += vector_windows.avg_pool(image, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base,
+                                           o_bytes, lo, hi, C)
+    elif op == "RESIZE":
+        configs += vector_windows.resize(image, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base,
+                                         o_bytes, C)
+    elif op == "MAX_POOL2D":
+        configs += _max_pool(attrs, arrays[0], bases[0], sizes[0], image, out_shape, out_base, out_strides,
                          o_bytes, lo, hi, C)
     elif op in REDUCE:
         configs += _reduce(op, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base, o_bytes, lo, hi, C)
@@ -316,6 +308,23 @@ def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_sh
                         int(attrs.get("pad_const", 0)), out_shape, out_base, out_strides, o_bytes, C)
     program = vector_program(geom, image, configs, out_base, out_shape, out_dtype, in_bytes, weight_bytes)
     return program
+
+
+def _select(image, operands, out_shape, out_strides, o_bytes, out_base, lo, hi, C) -> list:
+    """SELECT(cond, x, y) with two operand streams: t = cond ? x : 0, u = cond ? 0 : y (the
+    condition's zero point 1 turns 1/0 into 0/-1), then out = t | u (one of them is 0)."""
+    cond, x, y = operands
+    size = int(np.prod(out_shape, dtype=np.int64)) * o_bytes
+    t, u = image.reserve(size), image.reserve(size)
+    dense = _strides(out_shape, o_bytes)
+
+    def instr(op, zp_a=0):
+        return lambda f, n: VectorInstr(op, 0, zp_a=zp_a, clamp_lo=lo, clamp_hi=hi)
+    jobs = [Job(instr(VectorOp.SELECT), out_shape, t, dense, o_bytes, [cond, x]),
+            Job(instr(VectorOp.SELECT, zp_a=1), out_shape, u, dense, o_bytes, [cond, y]),
+            Job(instr(VectorOp.OR), out_shape, out_base, out_strides, o_bytes,
+                [(t, dense, o_bytes), (u, dense, o_bytes)])]
+    return [config for job in jobs for config in job.configs(C)]
 
 
 def _fill_and_copy(x_base, x_shape, x_bytes, value, region_shape, region_base, region_strides, o_bytes,
@@ -356,17 +365,13 @@ def _pad(x, x_base, x_bytes, padding, value, out_shape, out_base, out_strides, o
                           [b for b, _ in padding], C)
 
 
-def _pool(op, attrs, x, x_base, x_bytes, image, out_shape, out_base, out_strides, o_bytes, lo, hi, C):
+def _max_pool(attrs, x, x_base, x_bytes, image, out_shape, out_base, out_strides, o_bytes, lo, hi, C):
     ky, kx = (int(v) for v in attrs["kernel"])
     sy, sx = (int(v) for v in attrs["stride"])
     pt, pb, pl, pr = (int(v) for v in attrs["pad"])
     n, h, w, ch = x.shape
     configs = []
     if any((pt, pb, pl, pr)):
-        if op == "AVG_POOL2D":
-            raise UnsupportedError("AVG_POOL2D with padding: TOSA divides by each window's count of "
-                                   "valid taps, and the vector unit's reciprocal follows the group "
-                                   "length (whole windows)")
         low = int(np.iinfo(x.dtype).min)     # MAX_POOL2D pads with minimum<in_out_t>
         shape = (n, h + pt + pb, w + pl + pr, ch)
         base = image.reserve(int(np.prod(shape)) * x_bytes)
@@ -374,20 +379,10 @@ def _pool(op, attrs, x, x_base, x_bytes, image, out_shape, out_base, out_strides
         configs += _fill_and_copy(x_base, x.shape, x_bytes, low, shape, base, strides, x_bytes,
                                   (0, pt, pl, 0), C)
         x_base, (n, h, w, ch) = base, shape
-    if ky * kx > DEFAULT_MAX_POOL_COUNT and op == "AVG_POOL2D":
-        raise UnsupportedError(f"AVG_POOL2D window of {ky * kx} taps: the reciprocal table holds "
-                               f"counts up to {DEFAULT_MAX_POOL_COUNT}")
     s = _strides((n, h, w, ch), x_bytes)
     view = [s[0], sy * s[1], sx * s[2], s[3]]
-    if op == "AVG_POOL2D":
-        def instr(first, lanes):
-            return VectorInstr(VectorOp.AVG, 0, zp_a=int(attrs.get("input_zp", 0)),
-                               zp_o=int(attrs.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi)
-    else:
-        def instr(first, lanes):
-            return VectorInstr(VectorOp.REDUCE_MAX, 0, clamp_lo=lo, clamp_hi=hi)
-    job = Job(instr, out_shape, out_base, out_strides, o_bytes, [(x_base, view, x_bytes)],
-              group=[(kx, [s[2]]), (ky, [s[1]])])
+    job = Job(lambda first, lanes: VectorInstr(VectorOp.REDUCE_MAX, 0, clamp_lo=lo, clamp_hi=hi), out_shape,
+              out_base, out_strides, o_bytes, [(x_base, view, x_bytes)], group=[(kx, [s[2]]), (ky, [s[1]])])
     return configs + job.configs(C)
 
 
@@ -406,7 +401,7 @@ def _reduce(op, attrs, x, x_base, x_bytes, out_shape, out_base, o_bytes, lo, hi,
 
 # Operators that only reinterpret a tensor (the DRAM bytes already are the result): host, free.
 HOST_OPS = frozenset({"RESHAPE", "IDENTITY", "CONST"})
-_STREAMED = {"i8", "i16", "i32"}
+_STREAMED = {"i8", "i16", "i32", "bool"}
 
 
 def vector_support(graph, op) -> str | None:
@@ -418,11 +413,8 @@ def vector_support(graph, op) -> str | None:
         dtype = graph.tensor(name).dtype
         if dtype.short not in _STREAMED:
             return (f"tensor {name!r} is {dtype.short}: the vector DMA streams signed 8-, 16- and "
-                    "32-bit integers")
+                    "32-bit integers and booleans")
     if short == "GATHER" and not graph.tensor(op.inputs[1]).is_constant:
         return ("GATHER with indices computed at run time: the vector DMA has no indirect addressing "
                 "(constant indices become its address pattern)")
-    if short == "AVG_POOL2D" and any(int(p) for p in op.attrs.get("pad", (0, 0, 0, 0))):
-        return ("AVG_POOL2D with padding: TOSA divides by each window's count of valid taps, the "
-                "vector unit's reciprocal by the window's length")
     return None

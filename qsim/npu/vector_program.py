@@ -8,7 +8,7 @@ region, each 64-byte aligned.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,6 +28,70 @@ class Stream:
     strides: tuple
     lane: int
     nbytes: int
+
+
+def strides_of(shape, nbytes: int) -> list[int]:
+    """Row-major byte strides of `shape` with `nbytes` elements."""
+    out, step = [], nbytes
+    for d in reversed(shape):
+        out.append(step)
+        step *= int(d)
+    return out[::-1]
+
+
+class Job:
+    """One vector job: an instruction over the output index space (module docstring)."""
+
+    def __init__(self, instr_of, out_shape, out_base: int, out_strides, o_bytes: int,
+                 operands, lane_dim: int | None = None, group=(), per_tile: bool = False):
+        self.instr_of = instr_of          # (first lane index, lanes) -> VectorInstr
+        self.out_shape = [int(d) for d in out_shape] or [1]
+        self.out_base, self.out_strides, self.o_bytes = out_base, list(out_strides) or [o_bytes], o_bytes
+        self.operands = operands          # [(base, strides per output dim, nbytes)], A then B
+        # lanes along the innermost dimension of extent > 1 (contiguous: the ones after it are 1)
+        wide = [d for d, n in enumerate(self.out_shape) if n > 1]
+        self.lane_dim = (wide[-1] if wide else len(self.out_shape) - 1) if lane_dim is None else lane_dim
+        self.group = list(group)          # [(count, [stride per operand])], innermost first
+        self.per_tile = per_tile
+
+    def configs(self, lanes: int) -> list:
+        shape, ld = self.out_shape, self.lane_dim
+        if self.out_strides[ld] != self.o_bytes:
+            raise UnsupportedError("the vector DMA writes the lanes contiguously")
+        D = shape[ld]
+        full, tail = divmod(D, lanes)
+        pieces = ([(t * lanes, lanes, 1) for t in range(full)] if self.per_tile else
+                  ([(0, lanes, full)] if full else []))
+        if tail:
+            pieces.append((full * lanes, tail, 1))
+        outer = [d for d in range(len(shape)) if d != ld and shape[d] > 1][::-1]   # innermost first
+        group_size = int(np.prod([c for c, _ in self.group])) if self.group else 1
+        out = []
+        for first, n_lanes, tiles in pieces:
+            counts = [c for c, _ in self.group] + [tiles] + [shape[d] for d in outer]
+            levels = [i for i, c in enumerate(counts) if c > 1 or i == 0]
+            if len(levels) > STREAM_LEVELS:
+                raise UnsupportedError(f"an address pattern of {len(levels)} loop levels; the vector DMA "
+                                       f"has {STREAM_LEVELS}")
+
+            def pattern(strides_of_out, group_strides, base):
+                full_strides = list(group_strides) + [strides_of_out[ld] * lanes] + \
+                    [strides_of_out[d] for d in outer]
+                return Stream(base + first * strides_of_out[ld], tuple(full_strides[i] for i in levels),
+                              strides_of_out[ld], 0)
+
+            streams = []
+            for k, (base, strides, nbytes) in enumerate(self.operands):
+                s = pattern(strides, [g[k] for _, g in self.group], base)
+                streams.append(replace(s, nbytes=nbytes))
+            o = pattern(self.out_strides, [0] * len(self.group), self.out_base)
+            o = replace(o, nbytes=self.o_bytes)
+            kept = [counts[i] for i in levels]
+            o_counts = [1 if i < len(self.group) else counts[i] for i in levels]
+            out.append(make_config(self.instr_of(first, n_lanes), n_lanes, kept, streams[0], o,
+                                   out_counts=o_counts, b=streams[1] if len(streams) > 1 else None,
+                                   group=group_size if self.group else 1))
+        return out
 
 
 def _steps(counts, strides) -> list[int]:
@@ -68,7 +132,6 @@ def make_config(instr: VectorInstr, lanes: int, counts, a: Stream, out: Stream, 
 
 
 def replace_count(instr: VectorInstr, count: int) -> VectorInstr:
-    from dataclasses import replace
     return replace(instr, count=count)
 
 

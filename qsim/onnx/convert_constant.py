@@ -97,3 +97,24 @@ def _fold_cast(ctx: NodeContext, arrays: list) -> list:
     _check_size(ctx, arrays[0].shape, target.numpy.itemsize)
     with np.errstate(all="ignore"):
         return [arrays[0].astype(target.numpy)]
+
+
+@converter("Trilu")
+def _trilu(ctx: NodeContext) -> list:
+    """Only of constants (folded below): what torch writes for a causal attention mask
+    (generate_square_subsequent_mask, is_causal=True), whose shape is static."""
+    ctx.fail("Trilu of a tensor computed at run time", unsupported=True,
+             hint="qsim folds Trilu of constants (causal attention masks); export the mask as a constant")
+
+
+@folder("Trilu")
+def _fold_trilu(ctx: NodeContext, arrays: list) -> list:
+    x = arrays[0]
+    if x.ndim < 2:
+        ctx.fail(f"input of rank {x.ndim}; Trilu needs rank 2 or more")
+    k = 0 if len(arrays) < 2 or arrays[1] is None else arrays[1]
+    if np.asarray(k).size != 1:
+        ctx.fail("k must be a scalar")
+    k = int(np.asarray(k).reshape(-1)[0])
+    # numpy's triu/tril keep the diagonal k like ONNX and apply to the last two axes
+    return [np.triu(x, k) if int(ctx.attr("upper", 1)) else np.tril(x, k)]

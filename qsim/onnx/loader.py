@@ -45,6 +45,23 @@ def load(path: str, *, batch: int = 1, input_shapes: Mapping[str, Any] | None = 
     return attach_annotations(graph, annotations).verify()
 
 
+# dim_param names that mark a dynamic dimension as the batch where it is not the first one (a
+# sequence-first [S, N, E] transformer input: torch's batch_first=False layout)
+_BATCH_NAMES = ("n", "b", "bs", "batch", "batch_size", "batchsize", "batch_dim")
+
+
+def _batch_axis(dims) -> int | None:
+    """The input's batch axis: a dynamic first dimension, else the one dynamic dimension whose
+    name is a batch name (_BATCH_NAMES, case-insensitive); None when there is none."""
+    dynamic = [i for i, d in enumerate(dims) if not (d.HasField("dim_value") and d.dim_value > 0)]
+    if not dynamic:
+        return None
+    if dynamic[0] == 0:
+        return 0
+    named = [i for i in dynamic if dims[i].dim_param.strip().lower() in _BATCH_NAMES]
+    return named[0] if len(named) == 1 else None
+
+
 class _Importer:
     def __init__(self, model: ModelFile, batch: int, input_shapes: dict):
         self.model = model
@@ -100,15 +117,18 @@ class _Importer:
                 self.fail(f"{where} has no shape", kind=UnsupportedError,
                           hint="give its shape with input_shapes={name: [...]}, or export with a fixed shape")
             shape = []
-            for i, dim in enumerate(ttype.shape.dim):
+            dims = list(ttype.shape.dim)
+            batch_axis = _batch_axis(dims)
+            for i, dim in enumerate(dims):
                 if dim.HasField("dim_value") and dim.dim_value > 0:
                     shape.append(int(dim.dim_value))
-                elif i == 0:
+                elif i == batch_axis:
                     shape.append(self.batch)    # a dynamic batch dimension
                 else:
                     label = dim.dim_param or "?"
                     self.fail(f"{where} has a dynamic dimension {i} ('{label}')", kind=UnsupportedError,
-                              hint="qsim needs static shapes beyond the batch: export with a fixed shape, or "
+                              hint="qsim needs static shapes beyond the batch (a dynamic first dimension, or "
+                                   "one named like a batch: N, B, batch...): export with a fixed shape, or "
                                    "give input_shapes={" + repr(name) + ": [...]}")
         self.values[name] = self.builder.add(name, dtype, shape)
         return name

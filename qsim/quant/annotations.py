@@ -116,5 +116,7 @@ def annotated_input_samples(graph: ir.Graph, input_name: str, count: int = ANNOT
     s, zp = float(q.scales()[0]), int(q.zero_points()[0])
     lo, hi = s * (-(1 << (q.bits - 1)) - zp), s * ((1 << (q.bits - 1)) - 1 - zp)
     rng = np.random.default_rng(seed)
-    shape = (count,) + tuple(int(d) for d in t.shape[1:])
+    dims = [int(d) for d in t.shape]
+    del dims[dims.index(1) if 1 in dims else 0]     # the batch axis (pipeline.single_input)
+    shape = (count,) + tuple(dims)
     return Samples(rng.uniform(lo, hi, size=shape).astype(np.float32))

@@ -7,7 +7,7 @@ exactly; every other non-constant tensor gets parameters from an observer
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Collection, Iterable
 
 import numpy as np
 
@@ -30,7 +30,7 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
               config: QuantConfig = QuantConfig(), observer: ObserverKind | str = ObserverKind.MINMAX,
               total: int | None = None, show_progress: bool = True,
               channel_means: dict[str, np.ndarray] | None = None,
-              input_moments=None) -> dict[str, ir.QuantInfo]:
+              input_moments=None, skip: Collection[str] = ()) -> dict[str, ir.QuantInfo]:
     """QuantInfo for every non-constant tensor of the float `graph`.
 
     `batches` yields {input name: float array}; each is one execution of the graph.
@@ -38,13 +38,15 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     over all other axes and all samples), which bias correction uses.
     `input_moments` (rounding.InputMoments), when given, accumulates the input patch moments
     of the layers it watches, which adaptive weight rounding uses.
+    `skip`: tensors no observer watches and that get no parameters (attention scores after a
+    -inf mask, which only the integer softmax reads: softmax_mask.py).
     """
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
     observers = {}
     sums: dict[str, np.ndarray] = {}
     for name, t in graph.tensors.items():
-        if not t.is_constant and not annotated(t):
+        if not t.is_constant and not annotated(t) and name not in skip:
             observers[name] = make_observer(observer, name=name)
     seen = 0
     for feed in progress(batches, "calibrating", total=total, enabled=show_progress):

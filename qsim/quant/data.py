@@ -35,7 +35,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 @dataclass(frozen=True)
 class Samples:
     """Float samples for one graph input, with optional labels."""
-    inputs: np.ndarray                 # [N, *input_shape] float32
+    inputs: np.ndarray                 # [N, *input_shape] float32 (int64 from integer data)
     labels: np.ndarray | None = None   # [N] int64, naming no output
     output_labels: dict[str, np.ndarray] = field(default_factory=dict)   # output name -> [N] int64
 
@@ -71,7 +71,9 @@ def _fit(array: np.ndarray, input_shape: Sequence[int], where: str, input_name: 
                         hint="store at least one sample")
     # before the cast, which would turn 1e300 into inf
     check_finite(array, f"{where} (samples of input '{input_name}')")
-    return array.astype(np.float32)
+    # integer samples stay integers (token ids for an integer model input; for a float input
+    # pipeline.input_feeds converts them)
+    return array.astype(np.int64) if array.dtype.kind in "iu" else array.astype(np.float32)
 
 
 def _labels(labels, n: int, where: str) -> np.ndarray | None:

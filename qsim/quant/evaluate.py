@@ -22,6 +22,7 @@ from ..progress import Progress
 from .accuracy import AccuracyReport, OutputAccuracy, TensorAccuracy
 from ..runtime.executor import execute
 from ..threads import apply_blas_threads
+from .integer_inputs import INDEX_DTYPE, narrow_integers
 from .float_side import LoweredModel
 from .params import dequantize, quantize
 from .scoring import UNNAMED, OutputRole, ScoredOutput, choose_outputs, label_targets, old_rule_warning
@@ -67,8 +68,8 @@ class _IntegerView:
                             np.ascontiguousarray(v.quant.zero_points(), dtype=np.int64).reshape(-1),
                             axis, float(v.quant.scales()[0]))
 
-    def add(self, stats: _TensorStats, float_value, int_values: dict[str, np.ndarray], rows: int) -> None:
-        """Adds the first `rows` samples' signal, noise and error histogram to `stats`, one
+    def add(self, stats: _TensorStats, float_value, int_values: dict[str, np.ndarray], rows: int | None) -> None:
+        """Adds the first `rows` samples' (None: the whole value's) signal, noise and error histogram to `stats`, one
         compiled pass (kernels/quant_ops.pyx add_error_stats) with the per-element values of
         float_view: (q - zp) * scale - f in float64, in units of `lsb`."""
         f = np.asarray(float_value)
@@ -90,6 +91,9 @@ def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str,
     out = {}
     for name, value in feed.items():
         t = model.graph.tensor(model.tensor_map[name].name)
+        if t.dtype is INDEX_DTYPE:      # an integer input (token ids) takes integers as they are
+            out[t.name] = narrow_integers(value, t.dtype, name)
+            continue
         out[t.name] = quantize(value, model.input_quant[t.name], what=name).astype(t.dtype.numpy)
     return out
 
@@ -157,7 +161,7 @@ class _OutputStats:
         self.elements += int(lsb.size)
         self.within_one_lsb += int(np.count_nonzero(lsb <= 1.0))
         if self.output.role is OutputRole.CLASSES:
-            rows = f.shape[0]
+            rows = f.size // max(1, self.output.classes)
             f_top = np.argmax(f.reshape(rows, -1), axis=1)
             i_top = np.argmax(q.reshape(rows, -1), axis=1)
             self.agree += int(np.sum(f_top == i_top))
@@ -214,16 +218,20 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
     bar = Progress("evaluating", total, enabled=show_progress)
     try:
         for feed, labels in _batches(samples, size):
-            rows = next(iter(feed.values())).shape[0]
-            feed = _pad_rows(feed, size)
+            # one sample at a time unless batched: its batch axis need not lead (a sequence-first
+            # [S, 1, E] input), so nothing is padded or cut
+            rows = next(iter(feed.values())).shape[0] if batched is not None else 1
+            cut = slice(rows) if batched is not None else slice(None)
+            if batched is not None:
+                feed = _pad_rows(feed, size)
             fvals = execute(fgraph, feed)
             ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend)
             for n in watched:
-                views[n].add(stats[n], fvals[n], ivals, rows)
+                views[n].add(stats[n], fvals[n], ivals, cut.stop)
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)
-                o.add(np.asarray(fvals[n], dtype=np.float64)[:rows], float_view(imodel, n, ivals)[:rows], own)
+                o.add(np.asarray(fvals[n], dtype=np.float64)[cut], float_view(imodel, n, ivals)[cut], own)
             n_samples += rows
             bar.advance(rows)
     finally:

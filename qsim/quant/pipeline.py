@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import ir, zoo
-from ..errors import QsimError, UsageError
+from ..errors import DataError, QsimError, UsageError
 from ..loader import load, model_kind
 from .accuracy import AccuracyReport
 from .annotations import MissingParameters, annotated_input_samples, annotated_parameters
@@ -35,6 +35,7 @@ from .params import Granularity, Precision, QuantConfig
 from .rounding import InputMoments
 from .qmodel import METADATA_FILE, is_quantized_model
 from .rules import RULES
+from .softmax_mask import masked_tensors
 from .scoring import ScoredOutput, check_label_range, choose_outputs, label_targets
 from .target import Target, TargetKind
 from .target_cvm import CvmTarget
@@ -87,15 +88,36 @@ class QuantizeResult:
 
 
 def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
+    """The model's one input and the shape of one sample: the input's shape without its batch
+    axis, the first axis of extent 1 (the leading one for batch-first models; axis 1 of a
+    sequence-first [S, 1, E] transformer input). Which extent-1 axis is dropped does not change
+    a sample's element order, so `input_feeds` reshapes a sample back to the input's shape."""
     if len(graph.inputs) != 1:
         raise UsageError(f"model {graph.name!r} has {len(graph.inputs)} inputs; qsim quantize "
                          "calibrates single-input models", hint="see README: multi-input models")
     name = graph.inputs[0]
     shape = graph.tensor(name).shape
-    if any(d is None for d in shape) or not shape or shape[0] != 1:
+    if any(d is None for d in shape) or 1 not in shape:
         raise UsageError(f"model input {name!r} has shape {list(shape)}; qsim quantize needs a "
                          "static shape with batch 1", hint="declare the input as [1, ...]")
-    return name, tuple(int(d) for d in shape[1:])
+    batch_axis = list(shape).index(1)
+    return name, tuple(int(d) for i, d in enumerate(shape) if i != batch_axis)
+
+
+def input_feeds(graph: ir.Graph, samples: Samples, input_name: str, limit: int | None = None):
+    """`samples.feeds` with each sample in the input's shape (its batch axis where the model has
+    it) and type: float32, or integers for an integer input (token ids), which float data cannot
+    feed."""
+    t = graph.tensor(input_name)
+    shape = tuple(int(d) for d in t.shape)
+    integer = t.dtype.numpy is not None and np.dtype(t.dtype.numpy).kind in "iu"
+    if integer and np.asarray(samples.inputs).dtype.kind not in "iu":
+        raise DataError(f"model input {input_name!r} is {t.dtype.name} (indices, e.g. token ids); the "
+                        f"samples are {np.asarray(samples.inputs).dtype}",
+                        hint="store the ids as an integer array (int64)")
+    for feed, label in samples.feeds(input_name, limit):
+        yield {k: v.reshape(shape) if integer else v.reshape(shape).astype(np.float32, copy=False)
+               for k, v in feed.items()}, label
 
 
 EVAL_BATCH = 100                 # samples per evaluation batch at most ...
@@ -135,10 +157,10 @@ def calibrate_model(graph: ir.Graph, calib: Samples | None, input_name: str,
         return Calibration(annotated_parameters(graph))
     means, moments = target.weight_statistics(graph, options)
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
-    qparams = calibrate(graph, (feed for feed, _ in calib.feeds(input_name, n_calib)),
+    qparams = calibrate(graph, (feed for feed, _ in input_feeds(graph, calib, input_name, n_calib)),
                         target.calibration_scheme(), options.observer, total=n_calib,
                         show_progress=options.show_progress, channel_means=means,
-                        input_moments=moments)
+                        input_moments=moments, skip=masked_tensors(graph))
     return Calibration(qparams, means, moments)
 
 
@@ -255,7 +277,7 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
     batched = batched_models(graph, model, calibration, target, load_batch,
                              eval_batch_size(graph, model, n_eval))
-    report = evaluate(graph, model, evaluation.feeds(input_name, n_eval), total=n_eval,
+    report = evaluate(graph, model, input_feeds(graph, evaluation, input_name, n_eval), total=n_eval,
                       backend=options.backend, name=name, settings=target.report_settings(options),
                       show_progress=options.show_progress, notes=notes, batched=batched, outputs=outputs)
     seconds["evaluate"] = time.perf_counter() - t0

@@ -21,6 +21,16 @@ leaky ReLU.
   exactly rounded value (1/2 output step, saturated; a negative slope rounds its ties
   towards zero). Every op is a vector-unit op of the NPU.
   int16 with a relu `max`: the interpolated TABLE.
+- A PReLU or leaky ReLU right after a convolution or dense layer (int8) folds into the layer's
+  output RESCALE (prelu_after, rescale_with_slopes; called by rules_tosa_linear): the same two
+  halves, taken of the int32 accumulator instead of an int8 tensor,
+      P = RESCALE(MAXIMUM(acc, 0) -> int32, r_c)        r_c = s_x s_w[c] / s_y
+      N = RESCALE(MINIMUM(acc, 0) -> int32, |a_c| r_c)   [MUL by sign(a_c)]
+      y = RESCALE(ADD(P, N) -> int8, 1, output_zp zp_out)
+  so the layer's output is rounded once, on the PReLU output's grid: the convolution's own
+  output is never rounded to int8 (unfolded, it costs ~4.5 dB on MTCNN's layers, a second
+  rounding on a grid that also spans the negative half). A slope with |a_c| r_c < 2^-32
+  gives |product| < 1/2 for every int32, i.e. 0: it is lowered as slope 0 (MUL by 0).
 """
 from __future__ import annotations
 
@@ -29,6 +39,7 @@ import numpy as np
 from .. import ir
 from ..errors import UnsupportedError
 from .float_chains import ElementwiseChain, elementwise_chain
+from .float_patterns import is_annotated
 from .float_side import Lowered
 from .params import Precision
 from .rules import RULES, pattern_rule, rule
@@ -109,27 +120,77 @@ def _slope_halves(ctx: TosaContext, op: ir.Op, x: Lowered, slopes: np.ndarray,
     if per_channel and x.perm[-1] != axis:
         x = ctx.transpose_to(x, tuple(p for p in x.perm if p != axis) + (axis,), f"{name}.channels_last")
     dt = ctx.act_dtype
-    zp_in, zp_out = int(x.quant.zero_points()[0]), int(quant.zero_points()[0])
-    r = float(x.quant.scales()[0]) / float(quant.scales()[0])
+    zp_in = int(x.quant.zero_points()[0])
+    r = np.asarray([float(x.quant.scales()[0]) / float(quant.scales()[0])])
     positive = ctx.emit("CLAMP", [x.name], {"min_val": zp_in, "max_val": dt.max},
                         hint=f"{name}.nonneg", label=f.where(), quant=x.quant)
     negative = ctx.emit("CLAMP", [x.name], {"min_val": dt.min, "max_val": zp_in},
                         hint=f"{name}.neg", label=f.where(), quant=x.quant)
-    p32 = ctx.rescale(positive, scale=r, input_zp=zp_in, output_zp=0, out_dtype=ir.DType.I32,
-                      hint=f"{name}.nonneg32")
-    # a slope whose products all round to 0 over the input's whole span is a slope of 0
-    span = float(dt.max - dt.min)
-    sign = np.where(np.abs(slopes) * r * span < 0.5, 0, np.sign(slopes)).astype(np.int64)
-    magnitude = np.where(sign == 0, 1.0, np.abs(slopes)) * r
-    n32 = ctx.rescale(negative, scale=magnitude if per_channel else float(magnitude[0]),
+    out = _combine_halves(ctx, positive, negative, zp_in, r, slopes, float(dt.max - dt.min),
+                          len(x.perm), quant, name)
+    f.bind(name, Lowered(out, quant, x.perm))
+
+
+def _combine_halves(ctx: TosaContext, positive: str, negative: str, zp_in: int, ratios: np.ndarray,
+                    slopes: np.ndarray, span: float, rank: int, quant, name: str) -> str:
+    """RESCALE(positive, ratios) + sign·RESCALE(negative, |slopes|·ratios), rounded once, to the
+    activation type on `quant`'s grid (module doc). `positive` - zp_in >= 0 and `negative` -
+    zp_in <= 0, and one of them is 0 for every element; `ratios` and `slopes` hold one value
+    or one per channel (the last axis); `span` bounds |negative - zp_in|."""
+    f = ctx.f
+    p32 = ctx.rescale(positive, scale=ratios if ratios.size > 1 else float(ratios[0]), input_zp=zp_in,
+                      output_zp=0, out_dtype=ir.DType.I32, hint=f"{name}.nonneg32",
+                      per_channel=ratios.size > 1)
+    # a slope whose products all round to 0 over the whole span is a slope of 0
+    channels = max(ratios.size, slopes.size)
+    products = np.broadcast_to(np.abs(slopes) * ratios, (channels,))
+    sign = np.where(products * span < 0.5, 0, np.broadcast_to(np.sign(slopes), (channels,))).astype(np.int64)
+    magnitude = np.where(sign == 0, np.broadcast_to(ratios, (channels,)), products)
+    n32 = ctx.rescale(negative, scale=magnitude if channels > 1 else float(magnitude[0]),
                       input_zp=zp_in, output_zp=0, out_dtype=ir.DType.I32, hint=f"{name}.neg32",
-                      per_channel=per_channel)
+                      per_channel=channels > 1)
     if np.any(sign != 1):
-        rank = len(x.perm)
         shape = (1,) * (rank - 1) + (sign.size,)
         signs = ctx.constant_tensor(f"{name}.slope_sign", sign.reshape(shape), ir.DType.I32)
         n32 = ctx.emit("MUL", [n32, signs], {"shift": 0}, hint=f"{name}.neg32_signed", label=f.where())
     total = ctx.emit("ADD", [p32, n32], {}, hint=f"{name}.acc", label=f.where())
-    out = ctx.rescale(total, scale=1.0, input_zp=0, output_zp=zp_out, out_dtype=dt, hint=name,
-                      quant=quant, exact=True)
-    f.bind(name, Lowered(out, quant, x.perm))
+    return ctx.rescale(total, scale=1.0, input_zp=0, output_zp=int(quant.zero_points()[0]),
+                       out_dtype=ctx.act_dtype, hint=name, quant=quant, exact=True)
+
+
+def prelu_after(ctx: TosaContext, name: str, channels: int) -> tuple[ir.Op, np.ndarray] | None:
+    """The PReLU (slopes on axis 1) or leaky ReLU (no `max`) that alone reads `name`, the
+    output of a layer with `channels` output channels on axis 1, as (op, slopes: one or one
+    per channel), when it can fold into the layer's output RESCALE (module doc): int8 (an
+    int32 accumulator), `name` not annotated (an annotated tensor must appear)."""
+    f = ctx.f
+    if ctx.config.precision is not Precision.INT8 or is_annotated(f, name):
+        return None
+    op = f.only_consumer(name)
+    if op is None or op.inputs[0] != name:
+        return None
+    if op.kind.name == "nn.relu":
+        alpha = op.attrs.get("alpha")
+        if alpha is None or float(alpha) == 0.0 or op.attrs.get("max") is not None:
+            return None
+        return op, np.asarray([float(alpha)])
+    if op.kind.name != "nn.prelu" or not f.is_constant(op.inputs[1]):
+        return None
+    if int(op.attrs.get("axis", 1)) % len(f.float_shape(name)) != 1:
+        return None
+    slopes = np.asarray(f.constant(op.inputs[1]), np.float64).reshape(-1)
+    return (op, slopes) if slopes.size in (1, channels) else None
+
+
+def rescale_with_slopes(ctx: TosaContext, acc: str, ratios: np.ndarray, slopes: np.ndarray,
+                        quant, name: str) -> str:
+    """The int32 accumulator `acc` (channels last) to the activation type on `quant`'s grid:
+    ratios[c]·acc where acc >= 0, slopes[c]·ratios[c]·acc below (module doc: PReLU folded into
+    the output RESCALE). Returns the output tensor (named after `name`)."""
+    f = ctx.f
+    rank = len(f.builder.tensor(acc).shape)
+    zero = ctx.constant_tensor(f"{name}.zero", np.zeros((1,) * rank, np.int32), ir.DType.I32)
+    positive = ctx.emit("MAXIMUM", [acc, zero], {}, hint=f"{name}.acc_nonneg", label=f.where())
+    negative = ctx.emit("MINIMUM", [acc, zero], {}, hint=f"{name}.acc_neg", label=f.where())
+    return _combine_halves(ctx, positive, negative, 0, np.asarray(ratios, np.float64).reshape(-1),
+                           slopes, 2.0 ** 31, rank, quant, name)

@@ -6,7 +6,8 @@ per output channel) → CONV2D / DEPTHWISE_CONV2D / FULLY_CONNECTED / MATMUL wit
 int32 accumulator (int48 in 16x8 mode) and an int32 bias at scale s_x * s_w[c]
 → RESCALE by s_x * s_w[c] / s_y (per channel where the weights are) → CLAMP for
 a fused relu/clamp. A batch norm right after a convolution is folded into its
-weights and bias at compile time.
+weights and bias at compile time; a PReLU or leaky ReLU after it (int8) folds into the
+output RESCALE, one per sign of the accumulator (rules_tosa_activation.rescale_with_slopes).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from .float_side import NHWC_FROM_NCHW, Lowered, identity
 from .params import bias_quant, quantize, quantize_bias
 from .rounding import round_layer
 from .rules import rule
+from .rules_tosa_activation import prelu_after, rescale_with_slopes
 from .target import TargetKind
 from .tosa_context import TosaContext
 
@@ -48,10 +50,25 @@ def _weight_annotation(ctx: TosaContext, op: ir.Op, bn) -> ir.QuantInfo | None:
     return quant
 
 
+def _layer_tail(ctx: TosaContext, op: ir.Op, channels: int):
+    """fold_tail, then a PReLU / leaky ReLU folded into the output RESCALE when no relu/clamp
+    was fused: (bn, act, slopes or None, last float name)."""
+    bn, act, last = fold_tail(ctx.f, op, channels)
+    if act is not None:
+        return bn, act, None, last
+    prelu = prelu_after(ctx, last, channels)
+    if prelu is None:
+        return bn, None, None, last
+    ctx.f.fused.add(id(prelu[0]))
+    return bn, None, prelu[1], prelu[0].outputs[0]
+
+
 def _finish(ctx: TosaContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.QuantInfo,
-            last_float: str, act, out_perm, hint: str, out_shape: tuple[int, ...] | None = None) -> None:
-    """RESCALE the accumulator to the output's grid, CLAMP for a fused activation, bind;
-    then RESHAPE to `out_shape` when given (RESHAPE takes no int48 accumulator)."""
+            last_float: str, act, out_perm, hint: str, out_shape: tuple[int, ...] | None = None,
+            slopes: np.ndarray | None = None) -> None:
+    """RESCALE the accumulator to the output's grid, CLAMP for a fused activation (or, with
+    `slopes`, one RESCALE per sign of the accumulator: a folded PReLU), bind; then RESHAPE to
+    `out_shape` when given (RESHAPE takes no int48 accumulator)."""
     out_quant = ctx.f.activation_quant(last_float)
     s_x = float(in_quant.scales()[0])
     ratios = s_x * w_quant.scales() / float(out_quant.scales()[0])
@@ -59,7 +76,9 @@ def _finish(ctx: TosaContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.Quan
     zp_out = int(out_quant.zero_points()[0])
     reshape = out_shape is not None and tuple(ctx.f.builder.tensor(acc).shape) != tuple(out_shape)
     final = f"{hint}.rows" if reshape else last_float
-    if act is None:
+    if slopes is not None:
+        out = rescale_with_slopes(ctx, acc, ratios, slopes, out_quant, final)
+    elif act is None:
         out = ctx.rescale(acc, scale=ratios if per_channel else float(ratios[0]), input_zp=0,
                           output_zp=zp_out, out_dtype=ctx.act_dtype, hint=final,
                           quant=out_quant, exact=not reshape, per_channel=per_channel)
@@ -190,7 +209,7 @@ def lower_conv(ctx: TosaContext, op: ir.Op) -> None:
     ic = xshape[1]
     begins, ends, crop = spatial_padding(ctx.f, op, xshape[2:], (kh, kw), stride, dilation)
 
-    bn, act, last = fold_tail(ctx.f, op, oc)
+    bn, act, slopes, last = _layer_tail(ctx, op, oc)
     if bn is not None:
         _, a, c = bn
         w = w * a.reshape(-1, 1, 1, 1)
@@ -219,7 +238,7 @@ def lower_conv(ctx: TosaContext, op: ir.Op) -> None:
                          hint=f"{hint}.acc", label=ctx.f.where())
     else:
         acc = _grouped_conv(ctx, x, wq, bias_q, groups, common, hint)
-    _finish(ctx, acc, x_quant, w_quant, last, act, NHWC_FROM_NCHW, hint)
+    _finish(ctx, acc, x_quant, w_quant, last, act, NHWC_FROM_NCHW, hint, slopes=slopes)
 
 
 @rule(TargetKind.TOSA, "nn.deconv")
@@ -302,7 +321,7 @@ def lower_linear(ctx: TosaContext, op: ir.Op) -> None:
     w = ctx.f.constant(op.inputs[1])
     bias = ctx.f.constant(op.inputs[2]) if len(op.inputs) > 2 else None
     oc = w.shape[0]
-    bn, act, last = fold_tail(ctx.f, op, oc)
+    bn, act, slopes, last = _layer_tail(ctx, op, oc)
     if bn is not None:
         _, a, c = bn
         w = w * a.reshape(-1, 1)
@@ -316,7 +335,7 @@ def lower_linear(ctx: TosaContext, op: ir.Op) -> None:
     acc = ctx.emit("FULLY_CONNECTED", [x.name], {
         "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
     }, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
-    _finish(ctx, acc, x.quant, w_quant, last, act, identity(2), op.outputs[0])
+    _finish(ctx, acc, x.quant, w_quant, last, act, identity(2), op.outputs[0], slopes=slopes)
 
 
 @rule(TargetKind.TOSA, "nn.batch_norm")

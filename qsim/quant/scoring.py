@@ -75,7 +75,10 @@ def choose_outputs(graph: ir.Graph, requested: Sequence[str] = (), labelled: Col
     names = [n for n in outputs if n in set(requested)] if requested else outputs
     scored = []
     for name in names:
-        sample_shape = tuple(int(d) for d in graph.tensor(name).shape[1:])
+        dims = [int(d) for d in graph.tensor(name).shape]
+        if dims:    # the batch axis: the first of extent 1 (axis 1 of a sequence-first [S, 1, E])
+            del dims[dims.index(1) if 1 in dims else 0]
+        sample_shape = tuple(dims)
         producer = graph.producer(name)
         extent = class_vector_extent(sample_shape)
         if extent is None:

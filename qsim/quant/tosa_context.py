@@ -17,6 +17,7 @@ from ..errors import InvalidGraphError, UnsupportedError
 from ..tosa.run import operator as tosa_operator
 from ..tosa.signature import storage_name
 from ..tosa.validate import bind, output_types
+from .integer_inputs import INDEX_DTYPE, INTEGER_INPUT, is_integer_input
 from .float_side import FloatSide, Lowered, compose_perm, identity
 from .params import Precision, QuantConfig, params_from_range, quantize
 from .scale import ScaleWidth, fixed_point_scale
@@ -180,9 +181,14 @@ class TosaContext:
         return self.f.builder.add_tensor(hint, dtype, data.shape, data=data, quant=quant)
 
     def quantize_input(self, name: str) -> None:
-        """A float graph input becomes an integer graph input (quantized outside the graph)."""
-        quant = self.f.activation_quant(name)
+        """A float graph input becomes an integer graph input (quantized outside the graph);
+        an integer one (token ids) stays integer, as int32 (integer_inputs.py)."""
         shape = self.f.float_shape(name)
+        if is_integer_input(self.f.graph.tensor(name).dtype):
+            out = self.f.builder.add_tensor(name, INDEX_DTYPE, shape, quant=INTEGER_INPUT, exact=True)
+            self.f.bind(name, Lowered(out, INTEGER_INPUT, identity(len(shape))))
+            return
+        quant = self.f.activation_quant(name)
         out = self.f.builder.add_tensor(name, self.act_dtype, shape, quant=quant, exact=True)
         self.f.bind(name, Lowered(out, quant, identity(len(shape))))
 

@@ -18,7 +18,7 @@ from qsim.npu.vector_stream import pool_result, pool_stream, reduction_result, r
 from qsim.kernels.run import run
 from qsim.tosa.arith import reciprocal_scale
 
-from .vector_bench import LANES, Job, random_pattern, run_and_compare
+from .vector_bench import LANES, Job, random_pattern, run_and_compare, verilator_equals_model
 
 RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535),
          "int32": (INT32_MIN, INT32_MAX)}
@@ -525,13 +525,7 @@ def test_verilator_build_equals_model_on_every_operation_group(rng):
             Job(VectorInstr(VectorOp.AVG, len(pool_beats), zp_a=-128, zp_o=127, clamp_lo=-128, clamp_hi=127),
                 pool_beats, last=pool_last),
             _reduce_job(VectorOp.ARGMAX, x16.reshape(8, 5, 4), 1)]
-    for job in jobs:
-        job.source_valid = random_pattern(rng, 300, 0.7)
-        job.sink_ready = random_pattern(rng, 300, 0.6)
-        got = rtl.run(job.instr, job.a, job.b, job.last, job.source_valid, job.sink_ready)
-        want = model.run(job.instr, job.a, job.b, job.last, job.source_valid, job.sink_ready)
-        for name in ("outputs", "accept_cycles", "output_cycles", "cycles"):
-            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"{job.instr.op.name} {name}")
+    verilator_equals_model(rtl, model, jobs, rng, 300)
     want_table = tosa("TABLE", [x16.astype(np.int16)], {"table": table.astype(np.int16)})
     np.testing.assert_array_equal(rtl.run(jobs[3].instr, x16).outputs, want_table)
 

@@ -209,3 +209,7 @@ def test_simulate_verifies_every_layer(block_files, quantized, name, tmp_path):
     assert sim.verified, sim.messages
     compared = [layer for layer in sim.reports[0].layers if layer.verified is not None]
     assert compared and all(layer.verified for layer in compared)
+    # issue 14: the host keeps only the free reinterpretations; everything else runs on the NPU
+    on_host = [(layer.name, layer.op) for layer in sim.reports[0].layers
+               if layer.unit == "host" and layer.op not in ("RESHAPE", "IDENTITY", "CONST")]
+    assert not on_host, on_host

@@ -146,6 +146,26 @@ def test_more_tasks_than_the_submission_window_come_back_in_order(pool):
     assert len(done) == count
 
 
+def _log_start(log, i):
+    with open(log, "a") as f:
+        f.write(f"{i}\n")
+    return i
+
+
+def test_costliest_tasks_start_first_and_results_keep_submission_order(pool, tmp_path):
+    # costs ascend with the index, so submission order alone would start the cheapest first
+    log = tmp_path / "started"
+    window = pool.workers * distributed.IN_FLIGHT_PER_WORKER
+    count = 3 * window
+    tasks = [Task(_log_start, (str(log), i), "t", cost=float(i)) for i in range(count)]
+    assert pool.run(tasks) == list(range(count))
+    started = [int(line) for line in log.read_text().split()]
+    assert sorted(started) == list(range(count))
+    costliest = set(range(count - window, count))
+    assert set(started[:pool.workers]) <= costliest
+    assert InProcess().run(tasks[:3]) == [0, 1, 2]      # in this process: plain order
+
+
 def _fail_once(marker, value):
     if not os.path.exists(marker):
         Path(marker).write_text("")

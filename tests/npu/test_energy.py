@@ -117,7 +117,8 @@ def test_packaged_tables_hold_the_documented_figures():
     t45, t7 = load_tech(None), load_tech("7nm")
     assert t45.name == "45nm" and t7.name == "7nm"
     # Horowitz ISSCC 2014: 8-bit mult 0.2 + 32-bit add 0.1; DRAM 1.3 nJ / 64 bits
-    assert t45.energy_pj == {"mac": 0.3, "vector_op": 0.1, "register_byte": 0.15, "dram_byte": 162.5}
+    assert t45.energy_pj == {"mac": 0.3, "vector_op": 0.1, "register_byte": 0.15, "dram_byte": 162.5,
+                             "vector_mul": 3.1, "vector_div": 3.2}
     assert t45.sram_pj_per_64bit == ((8192, 10.0), (32768, 20.0), (1 << 20, 100.0))
     assert t7.sram_pj_per_64bit == tuple((s, 0.75 * e) for s, e in t45.sram_pj_per_64bit)
     assert t7.energy_pj["mac"] == pytest.approx(0.07 + 0.03) and t7.energy_pj["dram_byte"] == 162.5
@@ -250,9 +251,9 @@ def test_cli_tech_option(tmp_path, capsys):
 
 # Published per-operation figures (pJ) the packaged tables derive from: Horowitz, ISSCC 2014
 # (45 nm, 0.9 V) and Jouppi et al., ISCA 2021, Table 2 (7 nm); docs/npu.md, Energy.
-PUBLISHED = {"45nm": {"mult8": 0.2, "add32": 0.1, "dram_64bit": 1300.0,
+PUBLISHED = {"45nm": {"mult8": 0.2, "add32": 0.1, "mult32": 3.1, "dram_64bit": 1300.0,
                       "sram_64bit": {8192: 10.0, 32768: 20.0, 1048576: 100.0}},
-             "7nm": {"mult8": 0.07, "add32": 0.03, "dram_64bit": 1300.0, "sram_8kb": 7.5}}
+             "7nm": {"mult8": 0.07, "add32": 0.03, "mult32": 1.48, "dram_64bit": 1300.0, "sram_8kb": 7.5}}
 
 
 @pytest.mark.parametrize("name", ["45nm", "7nm"])
@@ -262,8 +263,32 @@ def test_packaged_tables_follow_the_stated_derivations(name):
     pj = table.energy_pj
     assert pj["mac"] == pytest.approx(src["mult8"] + src["add32"])
     assert pj["vector_op"] == pytest.approx(src["add32"])
+    assert pj["vector_mul"] == pytest.approx(src["mult32"])
+    assert pj["vector_div"] == pytest.approx(32 * src["add32"])          # one subtract per quotient bit
     assert pj["register_byte"] == pytest.approx(pj["mac"] / 2)
     assert pj["dram_byte"] == pytest.approx(src["dram_64bit"] / 8)
     sram_45 = PUBLISHED["45nm"]["sram_64bit"]
     scale = 1.0 if name == "45nm" else src["sram_8kb"] / sram_45[8192]
     assert dict(table.sram_pj_per_64bit) == pytest.approx({s: scale * e for s, e in sram_45.items()})
+
+
+def test_vector_multiplies_and_divisions_are_their_own_events(tmp_path):
+    """MUL and DOT lanes count `vector_mul`, INTDIV lanes `vector_div` (beats x lanes each), on top
+    of their `vector_op`; a table without the optional entries costs them 0 (tables written
+    before they existed keep their figures)."""
+    from qsim.npu.cycle_model import cycle_stats
+    from qsim.npu.vector_ops import compile_vector_op
+    geom = Geometry(4, 4, Dataflow.WEIGHT_STATIONARY, 256, 256, 1024, 4)
+    x = np.arange(1, 31, dtype=np.int32).reshape(5, 6)             # 5 rows x (4 + 2 lanes): 10 beats
+    counts = {}
+    for op in ("MUL", "INTDIV", "ADD"):
+        program = compile_vector_op(geom, op, {"shift": 0} if op == "MUL" else {}, [x, x], x.shape, np.int32)
+        st = cycle_stats(geom, program.instrs, program.dram)
+        counts[op] = (st.vector_ops, st.vector_mul_ops, st.vector_div_ops)
+    assert counts == {"MUL": (30, 30, 0), "INTDIV": (30, 0, 30), "ADD": (30, 0, 0)}
+    events = EventCounts(vector_ops=30, vector_mul_ops=10, vector_div_ops=5)
+    pj = energy_by_component(events, load_tech("45nm"), geom)["vector"]
+    assert pj == pytest.approx(30 * 0.1 + 10 * 3.1 + 5 * 3.2)
+    old = parse_tech("[tech]\n[energy_pj]\nmac = 1\nvector_op = 2\nregister_byte = 1\ndram_byte = 1\n"
+                     "[sram_pj_per_64bit]\n8192 = 1\n")
+    assert energy_by_component(events, old, geom)["vector"] == 60

@@ -265,13 +265,15 @@ def test_a_cold_build_runs_in_the_background_until_needed(rng, tmp_path, monkeyp
     monkeypatch.setenv("QSIM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(sim_verilator, "_BUILT", {})
     geom = _tiny_fault(rng)[3].geometry
-    child = sim_verilator.build_in_background(geom)
-    assert child is not None
-    child.join()
-    assert child.exitcode == 0
+    children = sim_verilator.build_in_background(geom)
+    assert len(children) == 2           # the array-side and the vector-side model, side by side
+    for child in children:
+        child.join()
+        assert child.exitcode == 0
 
     def no_second_build(*args, **kw):
         raise AssertionError("the parent compiled the NPU again")
     monkeypatch.setattr(sim_verilator, "_build_into", no_second_build)
-    assert sim_verilator.build(geom).is_file()
-    assert sim_verilator.build_in_background(geom) is None
+    for units in sim_verilator.SPLIT:
+        assert sim_verilator.build(geom, units=units).is_file()
+    assert sim_verilator.build_in_background(geom) == []

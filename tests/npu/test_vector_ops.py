@@ -48,14 +48,20 @@ def test_issue_cycles_closed_form_equals_replay(cost, bandwidth):
 def test_unsupported_operator_and_type_say_why():
     geom = GEOMS[0]
     x = np.zeros((2, 3), np.uint8)
-    with pytest.raises(UnsupportedError, match="tosa.INTDIV has no vector-unit mapping"):
-        compile_vector_op(geom, "INTDIV", {}, [x, x], (2, 3), np.int32)
+    with pytest.raises(UnsupportedError, match="tosa.SCATTER has no vector-unit mapping"):
+        compile_vector_op(geom, "SCATTER", {}, [x, x], (2, 3), np.int32)
     with pytest.raises(UnsupportedError, match=r"tosa.CLAMP input is uint8: the vector DMA streams signed"):
         compile_vector_op(geom, "CLAMP", {"min_val": 0, "max_val": 3}, [x], (2, 3), np.uint8)
-    y = np.zeros((1, 4, 4, 2), np.int8)
-    with pytest.raises(UnsupportedError, match="AVG_POOL2D with padding"):
-        compile_vector_op(geom, "AVG_POOL2D", {"kernel": [2, 2], "stride": [1, 1], "pad": [1, 0, 0, 0],
-                                               "input_zp": 0, "output_zp": 0}, [y], (1, 4, 3, 2), np.int8)
+    y = np.zeros((1, 4, 4, 2), np.int16)
+    resize = {"output_size": [7, 7], "stride": [1, 1], "offset": [0, 0], "border": [0, 0], "shift": 1,
+              "mode": "BILINEAR"}
+    with pytest.raises(UnsupportedError, match="tosa.RESIZE output is int64: the vector DMA streams signed"):
+        compile_vector_op(geom, "RESIZE", resize, [y], (1, 7, 7, 2), np.int64)
+    # a scale whose phase never repeats within the output: one job per output pixel, too many
+    big = np.zeros((1, 80, 80, 1), np.int8)
+    odd = dict(resize, stride=[2047, 2047], shift=11, mode="NEAREST", output_size=[81, 81], border=[0, 0])
+    with pytest.raises(UnsupportedError, match=r"RESIZE needs 81 x 81 vector jobs .* stops at 4096"):
+        compile_vector_op(geom, "RESIZE", odd, [big], (1, 81, 81, 1), np.int8)
 
 
 def test_too_many_loop_levels_is_unsupported():

@@ -20,6 +20,14 @@ def _rescale(multiplier, shift, **kw):
     return attrs
 
 
+def _resize(in_hw, stride, offset, border, shift, mode):
+    """RESIZE attributes with the output size the spec derives (2.12.1)."""
+    size = [int(np.trunc(((n - 1) * (1 << shift) - o) / s)) + 1 + b
+            for n, s, o, b in zip(in_hw, stride, offset, border)]
+    return {"output_size": size, "stride": list(stride), "offset": list(offset), "border": list(border),
+            "shift": shift, "mode": mode}
+
+
 def cases(seed: int = 0) -> list:
     rng = np.random.default_rng(seed)
 
@@ -77,5 +85,53 @@ def cases(seed: int = 0) -> list:
         ("tile int16 batch", "TILE", [ints(I16, 1, 2, 3, 4)], {"multiples": [3, 1, 1, 1]}),
         # runs of consecutive indices (0, 1, 2) become one copy; repeats and reversals their own
         ("gather constant indices", "GATHER", [ints(I8, 2, 5, 3), np.array([[4, 0, 1, 2, 4], [3, 3, 2, 1, 0]], I32)], {}),
+    ]
+    shifts8 = np.array([[0, 7, 1, 3, 7, 0, 6]], I8)
+    rail32 = np.array([[-2**31, 2**31 - 1, -1, 1, 0, 5, -6]], I32)
+    shifts32 = np.array([[31, 31, 0, 31, 5, 0, 1]], I32)
+    cond = rng.integers(0, 2, (1, 3, 1)).astype(bool)
+    out += [
+        ("asr round int8 rails", "ARITHMETIC_RIGHT_SHIFT", [rail8, shifts8], {"round": True}),
+        ("asr int32 shifts 0 31", "ARITHMETIC_RIGHT_SHIFT", [rail32, shifts32], {"round": False}),
+        ("asr round int16 broadcast", "ARITHMETIC_RIGHT_SHIFT", [ints(I16, 2, 5), ints(I16, 1, 5, lo=0, hi=15)],
+         {"round": True}),
+        ("lsl int16", "LOGICAL_LEFT_SHIFT", [ints(I16, 2, 5), ints(I16, 2, 5, lo=0, hi=31)], {}),
+        ("lsl int32 shift 31", "LOGICAL_LEFT_SHIFT", [rail32, shifts32], {}),
+        ("lsr int8 rails", "LOGICAL_RIGHT_SHIFT", [rail8, shifts8], {}),
+        ("lsr int32", "LOGICAL_RIGHT_SHIFT", [rail32, shifts32], {}),
+        ("clz", "CLZ", [np.concatenate([rail32, ints(I32, 1, 7)])], {}),
+        ("intdiv", "INTDIV", [np.concatenate([rail32, ints(I32, 2, 7)]),
+                              np.concatenate([np.array([[1, -1, 1, -1, 3, 2, -4]], I32),
+                                              ints(I32, 2, 7, lo=1, hi=1000) * np.int32(-1) ** ints(I32, 2, 7, lo=0, hi=1)])],
+         {}),
+        ("greater broadcast", "GREATER", [rail32.reshape(7, 1), rail32], {}),
+        ("greater equal", "GREATER_EQUAL", [rail32, rail32[:, ::-1].copy()], {}),
+        ("equal", "EQUAL", [rail32, np.array([[-2**31, 0, -1, 0, 0, 0, -6]], I32)], {}),
+        ("select int8 broadcast", "SELECT", [cond, ints(I8, 2, 3, 4), ints(I8, 2, 1, 4)], {}),
+        ("select int32 rails", "SELECT", [np.array([[True, False, True, False, True, False, True]]), rail32,
+                                          rail32[:, ::-1].copy()], {}),
+        ("logical and", "LOGICAL_AND", [cond.reshape(1, 3), np.array([[True, False, True]])], {}),
+        ("logical or xor", "LOGICAL_XOR", [cond.reshape(3, 1), np.array([[True, False, True]])], {}),
+        ("logical not", "LOGICAL_NOT", [cond], {}),
+        ("bitwise and", "BITWISE_AND", [ints(I16, 2, 5), ints(I16, 2, 5)], {}),
+        ("bitwise or xor", "BITWISE_XOR", [rail8, rail8[:, ::-1].copy()], {}),
+        ("bitwise not", "BITWISE_NOT", [ints(I32, 2, 5)], {}),
+        ("negate int8 zp extremes", "NEGATE", [rail8], {"input1_zp": -128, "output_zp": 127}),
+        ("negate int32", "NEGATE", [np.array([[-2**31 + 1, 2**31 - 1, -1, 0]], I32)], {"input1_zp": 0, "output_zp": 0}),
+        ("avg pool padded zp extremes", "AVG_POOL2D", [ints(I8, 1, 5, 5, 6)],
+         {"kernel": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1], "input_zp": -128, "output_zp": 127}),
+        ("avg pool padded asymmetric int16", "AVG_POOL2D", [ints(I16, 2, 4, 5, 3)],
+         {"kernel": [2, 3], "stride": [1, 2], "pad": [1, 0, 2, 0], "input_zp": 0, "output_zp": 0}),
+        ("avg pool beyond the reciprocal rom", "AVG_POOL2D", [ints(I8, 1, 33, 33, 3)],
+         {"kernel": [33, 33], "stride": [1, 1], "pad": [0, 0, 1, 0], "input_zp": -128, "output_zp": 127}),
+        ("resize nearest x2", "RESIZE", [ints(I8, 1, 3, 4, 5)], _resize((3, 4), (1, 1), (0, 0), (1, 1), 1, "NEAREST")),
+        ("resize bilinear half pixel x2", "RESIZE", [np.concatenate([rail8.reshape(1, 1, 7, 1).repeat(3, 3),
+                                                                      ints(I8, 1, 2, 7, 3)], axis=1)],
+         _resize((3, 7), (2, 2), (-1, -1), (1, 1), 2, "BILINEAR")),
+        ("resize bilinear odd scale", "RESIZE", [ints(I8, 2, 4, 5, 3)],
+         _resize((4, 5), (1365, 1500), (100, -300), (0, 1), 11, "BILINEAR")),
+        ("resize nearest int16 down", "RESIZE", [ints(I16, 1, 7, 6, 2)],
+         _resize((7, 6), (5, 3), (1, 0), (0, 0), 1, "NEAREST")),
+        ("abs int32", "ABS", [np.array([[-2**31 + 1, 2**31 - 1, -1, 0, 7]], I32)], {}),
     ]
     return out

@@ -395,7 +395,9 @@ def test_gather_with_constant_indices_is_tosa_gather(rng, axis, index, out_shape
     assert model.output_quant["y"] == model.tensor_map["t"].quant
 
 
-def test_gather_with_computed_indices_is_refused(rng):
+def test_gather_by_indices_computed_from_quantized_values_is_refused(rng):
+    """Only integer model inputs (token ids, tests/quant/test_embedding_gather.py) index at run
+    time; a float tensor's quantized codes are no indices."""
     g = FloatGraph(rng)
     x = g.input("x", (1, 4))
     g.op("layout.gather", [g.const("table", rng.normal(size=(10, 3))), x], "y", (1, 4, 3), axis=0)
@@ -403,7 +405,8 @@ def test_gather_with_computed_indices_is_refused(rng):
     qp = {n: ir.QuantInfo(scale=0.05, zero_point=0) for n in ("x", "y")}
     with pytest.raises(UnsupportedError) as err:
         lower_graph(graph, qp)
-    assert "layout.gather 'y'" in err.value.message and "computed at run time" in err.value.message
+    assert "layout.gather 'y'" in err.value.message and "computed from quantized values" in err.value.message
+    assert "integer model input" in err.value.hint
     assert err.value.hint
 
 

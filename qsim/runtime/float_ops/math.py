@@ -5,6 +5,7 @@ import numpy as np
 
 from ... import numerics
 from .base import fail, norm_axes, norm_axis, real_dtype, register
+from .bounds import bounded
 
 # ---- 4.2.1 unary ---------------------------------------------------------------------------
 
@@ -147,9 +148,7 @@ def clamp(ins, at):
     if a.size == 1 and b.size == 1 and a.dtype == b.dtype == x.dtype and a.ravel()[0] <= b.ravel()[0]:
         # constant bounds in order (relu6): the same values, without np.where's two temporaries
         # (NaN stays NaN both ways)
-        lo, hi = a.reshape(()), b.reshape(())
-        y = np.maximum(x, lo)
-        np.minimum(y, hi, out=y)                                # in place: one array, not two
+        y = bounded(x, a.reshape(()), b.reshape(()))           # numpy's values, one pass
         return [y.reshape(np.broadcast_shapes(x.shape, a.shape, b.shape))]
     return [np.where(x < a, a, np.where(x > b, b, x))]
 

@@ -11,6 +11,8 @@ from ...numerics import ceil_div
 from .base import check_alloc, fail, norm_axes, norm_axis, pack, register
 from ...kernels import float_conv
 from ...threads import apply_blas_threads
+from .bounds import bounded
+from .conv_gemm import conv_gemm
 from .math import erf
 
 
@@ -141,11 +143,10 @@ def conv(ins, at):
         if bias is not None:
             out = out + bias.reshape((n,) + (1,) * d)
         return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
-    # cols[b, c, k, X]: im2col with the kernel offsets in row-major order like the filter
-    gemm_cols = None              # the GEMM operand [g, fc*K, b*X] when built in that layout
+    # cols[b, g, c*k, X]: im2col with the kernel offsets in row-major order like the filter
     if K == 1 and all(s == 1 for s in stride) and not any(before) and list(ox) == list(x.shape[2:]) \
             and x.dtype == np.result_type(x, w):
-        cols = np.ascontiguousarray(x).reshape(b, ic, 1, X)     # 1x1, stride 1: x is its im2col
+        cols = np.ascontiguousarray(x).reshape(b, g, fc, X)     # 1x1, stride 1: x is its im2col
     else:
         # im2col copies each input element once per kernel offset: it can outgrow every tensor
         check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
@@ -153,23 +154,20 @@ def conv(ins, at):
         # takes the numpy windows, which index with Python ints
         if d == 2 and x.dtype == w.dtype == np.float32 and \
                 max(map(abs, (*stride, *dilation, *before))) < 2 ** 31:
-            # compiled, same buffer; a batch straight in the GEMM's layout (same values)
-            gemm_cols = _float_conv().im2col2d(x, fx, stride, dilation, before, ox, batch_inner=True)
-            gemm_cols = gemm_cols.reshape(g, fc * K, b * X)
+            # compiled, the same buffer as the windows below
+            cols = _float_conv().im2col2d(x, fx, stride, dilation, before, ox)
         else:
             cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
             for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
                 cols[:, :, k] = win
-    if gemm_cols is None:
-        gemm_cols = cols.reshape(b, g, fc * K, X).transpose(1, 2, 0, 3).reshape(g, fc * K, b * X)
-    apply_blas_threads()                                        # QSIM_THREADS for the GEMM
-    out = np.matmul(w.reshape(g, m, fc * K), gemm_cols)        # [g, m, b * X]
-    out = out.reshape(n, b, *ox).swapaxes(0, 1)
-    if bias is not None:
-        if out.dtype == np.result_type(out, bias):
-            out += bias.reshape((n,) + (1,) * d)                # the GEMM's result is ours to change
-        else:
-            out = out + bias.reshape((n,) + (1,) * d)
+        cols = cols.reshape(b, g, fc * K, X)
+    dtype = np.result_type(x, w)
+    fused_bias = bias is not None and np.result_type(dtype, bias) == dtype
+    out = conv_gemm(w.reshape(g, m, fc * K).astype(dtype, copy=False), cols,
+                    bias if fused_bias else None, dtype)           # [b, n, X], bias added
+    out = out.reshape((b, n) + tuple(ox))
+    if bias is not None and not fused_bias:
+        out = out + bias.reshape((n,) + (1,) * d)                 # a wider bias widens the result
     return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
 
 
@@ -332,7 +330,9 @@ def relu(ins, at):
         fail("nn.relu", f"'alpha' must be between 0 and 1 (inclusive); got {alpha}")
     if mx is not None and mx <= 0.0:
         fail("nn.relu", f"'max' must be positive; got {mx}")
-    lo = x.dtype.type(0) if alpha is None else x * x.dtype.type(alpha)
+    if alpha is None:           # max(x, 0) and min(., max): numpy's values, one pass
+        return [bounded(x, x.dtype.type(0), None if mx is None else x.dtype.type(mx))]
+    lo = x * x.dtype.type(alpha)
     if mx is None:
         return [np.maximum(x, lo)]
     t = np.minimum(x, x.dtype.type(mx))

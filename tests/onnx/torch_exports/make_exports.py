@@ -1,6 +1,8 @@
 """Writes tests/onnx/torch_exports/*.onnx: real PyTorch (TorchScript exporter, dynamo=False)
 exports of MTCNN's RNet, a SqueezeNet fire module and a ShuffleNetV2 unit at opsets 11 and 17, and
-a torch.nn.TransformerEncoder (GELU, 2 heads) at opset 17, with seeded weights, and a fake-quantized
+a torch.nn.TransformerEncoder (GELU, 2 heads) at opset 17, its sequence-first
+(batch_first=False) forms (ReLU post-norm; GELU pre-norm), causal-masked forms (mask argument,
+is_causal=True), an nn.Embedding on int64 token ids feeding an encoder, with seeded weights, and a fake-quantized
 (QAT-style) conv + linear model whose export carries QuantizeLinear/DequantizeLinear pairs
 (fake_quant_qdq_opset17.onnx, for tests/onnx/test_qdq.py). The tests load
 these files, so they need no torch; run this script (with torch installed) to regenerate them:
@@ -21,11 +23,12 @@ HERE = Path(__file__).resolve().parent
 # name -> (module factory, input shape, opsets)
 
 
-def export(module, x: np.ndarray, opset: int) -> onnx.ModelProto:
+def export(module, x: np.ndarray, opset: int, batch_axis: int = 0) -> onnx.ModelProto:
     torch.manual_seed(0)
     buf = io.BytesIO()
+    # a batch axis that is not the first is named "batch" (how qsim.onnx tells it from other dimensions)
     torch.onnx.export(module.eval(), (torch.from_numpy(x),), buf, input_names=["x"], opset_version=opset,
-                      dynamo=False, dynamic_axes={"x": {0: "N"}})
+                      dynamo=False, dynamic_axes={"x": {batch_axis: "N" if batch_axis == 0 else "batch"}})
     return onnx.load_from_string(buf.getvalue())
 
 
@@ -70,8 +73,55 @@ def encoder():
     return nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
 
 
+def encoder_seq_first():
+    """The stock layout: batch_first=False ([S, N, E] input), ReLU, post-norm, 2 layers."""
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+
+def encoder_norm_first_gelu():
+    """batch_first=False with norm_first=True (pre-norm) and activation="gelu", 2 layers."""
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", norm_first=True)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+
+class CausalEncoder(nn.Module):
+    """batch_first, 1 layer, ReLU, with a causal mask: generate_square_subsequent_mask (a 0/-inf
+    constant after folding) or, with `flag`, also is_causal=True (the mask made inside attention)."""
+
+    def __init__(self, flag: bool):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder, self.flag = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False), flag
+
+    def forward(self, x):
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.encoder(x, mask=mask, is_causal=self.flag)
+
+
+class EmbeddingEncoder(nn.Module):
+    """Token ids (int64 input [N, 6]) → nn.Embedding(20, 16) → 1 encoder layer → mean → 3 logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(20, 16)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, ids):
+        return self.head(self.encoder(self.embedding(ids)).mean(1))
+
+
 MODELS = {"rnet": (RNet, (2, 3, 24, 24), (11, 17)), "fire": (Fire, (2, 3, 12, 12), (11, 17)),
-          "shuffle": (ShuffleUnit, (2, 8, 6, 6), (11, 17)), "encoder": (encoder, (2, 5, 16), (17,))}
+          "shuffle": (ShuffleUnit, (2, 8, 6, 6), (11, 17)), "encoder": (encoder, (2, 5, 16), (17,)),
+          "encoder_causal_mask": (lambda: CausalEncoder(False), (2, 5, 16), (17,)),
+          "encoder_is_causal": (lambda: CausalEncoder(True), (2, 5, 16), (17,))}
+# integer (token id) inputs: name -> (factory, input shape, opsets)
+INTEGER_INPUTS = {"embedding_encoder": (EmbeddingEncoder, (2, 6), (17,))}
+# sequence-first exports: name -> (factory, input shape [S, N, E], opsets); the batch is axis 1
+SEQ_FIRST = {"encoder_seq_first": (encoder_seq_first, (5, 2, 16), (17,)),
+             "encoder_norm_first_gelu": (encoder_norm_first_gelu, (5, 2, 16), (17,))}
 
 
 class FakeQuant(nn.Module):
@@ -101,12 +151,14 @@ def fake_quant_export() -> None:
 
 
 def main() -> None:
-    for name, (factory, shape, opsets) in MODELS.items():
-        for opset in opsets:
-            torch.manual_seed(0)
-            x = np.zeros(shape, np.float32)
-            onnx.save(export(factory(), x, opset), HERE / f"{name}_opset{opset}.onnx")
-            print(f"wrote {name}_opset{opset}.onnx")
+    # (models, input element type, batch axis)
+    for table, dtype, batch_axis in ((MODELS, np.float32, 0), (INTEGER_INPUTS, np.int64, 0), (SEQ_FIRST, np.float32, 1)):
+        for name, (factory, shape, opsets) in table.items():
+            for opset in opsets:
+                torch.manual_seed(0)
+                model = export(factory(), np.zeros(shape, dtype), opset, batch_axis=batch_axis)
+                onnx.save(model, HERE / f"{name}_opset{opset}.onnx")
+                print(f"wrote {name}_opset{opset}.onnx")
     fake_quant_export()
 
 

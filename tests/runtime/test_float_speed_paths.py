@@ -1,0 +1,135 @@
+"""The float executor's fast paths (issue 15): the conv GEMM in shape-fixed tiles on qsim's
+threads, the one-pass relu/clamp kernel, and the allocator setting.
+
+Oracles: float64 sums written here (float32 rounding bounds), numpy's own maximum/minimum (bit
+for bit), and the same computation on another thread count or batch (bit for bit: the tiles
+never depend on either)."""
+import numpy as np
+import pytest
+
+from qsim.runtime.float_ops import conv_gemm as conv_gemm_module
+from qsim.runtime.float_ops import memory, run_op
+from qsim.runtime.float_ops.bounds import bounded
+from qsim.runtime.float_ops.conv_gemm import spans
+
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def float64_conv(x, w, b, stride, pad):
+    """sum over c, ky, kx of w * x (zero padded) + b, in float64, and the same sum of |w x| + |b|
+    (the magnitude that float32 rounding errors scale with)."""
+    B, C, H, W = x.shape
+    N, _, KH, KW = w.shape
+    xp = np.zeros((B, C, H + 2 * pad, W + 2 * pad))
+    xp[:, :, pad:pad + H, pad:pad + W] = x
+    OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+    exact = np.zeros((B, N, OH, OW)) + b.reshape(1, N, 1, 1)
+    mag = np.zeros((B, N, OH, OW)) + np.abs(b).reshape(1, N, 1, 1)
+    for ky in range(KH):
+        for kx in range(KW):
+            win = xp[:, :, ky:ky + stride * (OH - 1) + 1:stride, kx:kx + stride * (OW - 1) + 1:stride]
+            exact += np.einsum("bchw,nc->bnhw", win, w[:, :, ky, kx].astype(np.float64))
+            mag += np.einsum("bchw,nc->bnhw", np.abs(win), np.abs(w[:, :, ky, kx]).astype(np.float64))
+    return exact, mag
+
+
+# (B, C, H, W), N, k, stride: tiles along rows (N > ROW_TILE), along columns (X > COL_TILE), both, one
+CASES = [((2, 8, 40, 40), 40, 3, 1), ((1, 5, 9, 9), 300, 1, 1), ((3, 6, 38, 36), 150, 3, 2),
+         ((2, 3, 7, 7), 5, 3, 1), ((1, 16, 48, 48), 24, 1, 1)]
+
+
+@pytest.mark.parametrize("shape,n,k,stride", CASES)
+def test_conv_within_float32_rounding_and_the_same_bits_on_any_thread_count(rng, monkeypatch, shape, n, k,
+                                                                           stride):
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((n, shape[1], k, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    attrs = dict(stride=[stride] * 2, padding=[k // 2] * 4)
+    results = {}
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("QSIM_THREADS", threads)
+        results[threads] = run_op("nn.conv", [x, w, b], attrs)[0]
+    exact, mag = float64_conv(x, w, b, stride, k // 2)
+    got = results["1"]
+    assert got.dtype == np.float32 and got.shape == exact.shape and got.flags.c_contiguous
+    terms = shape[1] * k * k + 1          # float32 products and sums per output, bias included
+    assert np.all(np.abs(got - exact) <= terms * EPS32 * mag)
+    for threads in ("2", "3"):
+        np.testing.assert_array_equal(results[threads].view(np.uint32), got.view(np.uint32), err_msg=threads)
+
+
+@pytest.mark.parametrize("shape,n,k,stride", CASES)
+def test_a_sample_in_a_batch_gives_the_bits_it_gives_alone(rng, monkeypatch, shape, n, k, stride):
+    monkeypatch.setenv("QSIM_THREADS", "2")
+    x = rng.standard_normal((5,) + shape[1:]).astype(np.float32)
+    w = rng.standard_normal((n, shape[1], k, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    attrs = dict(stride=[stride] * 2, padding=[k // 2] * 4)
+    batch = run_op("nn.conv", [x, w, b], attrs)[0]
+    for i in (0, 3, 4):
+        alone = run_op("nn.conv", [x[i:i + 1], w, b], attrs)[0]
+        np.testing.assert_array_equal(batch[i:i + 1].view(np.uint32), alone.view(np.uint32), err_msg=str(i))
+
+
+def test_tiles_cover_each_output_once_and_follow_the_shape_only(monkeypatch):
+    for n, most in [(1, 128), (128, 128), (129, 128), (3136, 1024), (12544, 1024), (49, 1024), (0, 8)]:
+        parts = spans(n, most)
+        covered = [i for lo, hi in parts for i in range(lo, hi)]
+        assert covered == list(range(n)), (n, parts)
+        assert all(hi - lo <= most for lo, hi in parts)
+        assert all(lo % conv_gemm_module.ALIGN == 0 for lo, _ in parts)
+    assert len(spans(3136, 1024)) == 4 and len(spans(1024, 1024)) == 1
+
+
+def test_conv_keeps_a_wider_bias_dtype_and_other_dtypes(rng):
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b64 = rng.standard_normal(4)
+    got = run_op("nn.conv", [x, w, b64], dict(padding=[1] * 4))[0]
+    exact, mag = float64_conv(x, w, b64, 1, 1)
+    assert got.dtype == np.float64 and np.all(np.abs(got - exact) <= 28 * EPS32 * mag)
+    got64 = run_op("nn.conv", [x.astype(np.float64), w.astype(np.float64), b64], dict(padding=[1] * 4))[0]
+    assert got64.dtype == np.float64
+    np.testing.assert_allclose(got64, exact, rtol=1e-12, atol=1e-12)
+
+
+SPECIALS = np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, 3.0, 7.0, -1.0, 6.0, 1e-45, -1e-45, 5.999999],
+                    np.float32)
+
+
+@pytest.mark.parametrize("lo,hi", [(0.0, 6.0), (-0.0, 6.0), (0.0, 0.0), (-0.0, -0.0), (0.0, -0.0),
+                                   (-0.0, 0.0), (-1.0, 1.0), (6.0, 6.0), (0.0, None), (-0.0, None)])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_bounded_gives_numpys_bits(rng, monkeypatch, lo, hi, threads):
+    """NaN stays NaN, and where two zeros compare equal the bound is taken, as in numpy's
+    maximum/minimum, for every length (vector bodies and tails) and on threads."""
+    monkeypatch.setenv("QSIM_THREADS", threads)
+    lo32, hi32 = np.float32(lo), None if hi is None else np.float32(hi)
+    for n in (1, 5, 16, 17, 100, 4099, 300_001):
+        x = rng.choice(SPECIALS, n) * rng.choice(np.float32([1, 1, 0.5]), n)
+        want = np.maximum(x, lo32)
+        if hi32 is not None:
+            want = np.minimum(want, hi32)
+        got = bounded(x, lo32, hi32)
+        assert got.dtype == np.float32 and got.shape == x.shape
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"n={n}")
+
+
+def test_relu_and_clamp_ops_use_it_and_keep_shapes_and_other_dtypes(rng):
+    x = (rng.standard_normal((2, 3, 4, 5)) * 4).astype(np.float32)
+    np.testing.assert_array_equal(run_op("nn.relu", [x], {})[0], np.maximum(x, 0))
+    np.testing.assert_array_equal(run_op("nn.relu", [x], dict(max=6.0))[0], np.clip(x, 0, 6))
+    lo, hi = np.zeros((1,), np.float32), np.full((1,), 6.0, np.float32)
+    y = run_op("math.clamp", [x, lo, hi], {})[0]
+    assert y.shape == x.shape
+    np.testing.assert_array_equal(y, np.clip(x, 0, 6))
+    xt = x.transpose(0, 2, 3, 1)                           # not contiguous
+    np.testing.assert_array_equal(run_op("nn.relu", [xt], {})[0], np.maximum(xt, 0))
+    xi = np.arange(-5, 5, dtype=np.int32)
+    got = run_op("nn.relu", [xi], {})[0]
+    assert got.dtype == np.int32 and got.tolist() == [0] * 5 + [0, 1, 2, 3, 4]
+
+
+def test_keep_freed_memory_is_applied_once():
+    assert memory.keep_freed_memory() is True    # glibc (the CI and this machine)
+    assert memory.keep_freed_memory() is True
