@@ -60,13 +60,14 @@ def _qsim_job(model_dir: Path, calib: np.ndarray, evaluation: np.ndarray) -> dic
     from qsim.quant.pipeline import QuantizeOptions, load_float_model, quantize_graph
 
     graph = load_float_model(model_dir)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = quantize_graph(graph, Samples(calib), Samples(evaluation),
-                            QuantizeOptions(show_progress=False))
-    seconds = time.perf_counter() - t0
+                            QuantizeOptions(show_progress=False),
+                            load_batch=lambda n: load_float_model(model_dir, batch=n))
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     out = graph.outputs[0]
     sqnr = {t.name: t.sqnr_db for t in result.report.tensors}
-    return dict(seconds=seconds, parts={k: round(v, 3) for k, v in result.seconds.items()},
+    return dict(seconds=seconds, cpu_seconds=cpu, parts={k: round(v, 3) for k, v in result.seconds.items()},
                 output_sqnr_db=sqnr.get(out), lowest_sqnr_db=min(sqnr.values()),
                 top1_agreement=result.report.top1_agreement)
 
@@ -90,16 +91,16 @@ def _ort_job(onnx_path: Path, calib: np.ndarray, evaluation: np.ndarray, threads
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     qpath = WORK / f"resnet18_int8_{os.getpid()}.onnx"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     quantize_static(str(onnx_path), str(qpath), Reader(), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
     f_sess, q_sess = session(onnx_path), session(qpath)
     f_out = [f_sess.run(None, {"input": evaluation[i:i + 1]})[0] for i in range(len(evaluation))]
     q_out = [q_sess.run(None, {"input": evaluation[i:i + 1]})[0] for i in range(len(evaluation))]
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     f, q = np.concatenate(f_out).astype(np.float64), np.concatenate(q_out).astype(np.float64)
     qpath.unlink(missing_ok=True)
-    return dict(seconds=seconds, output_sqnr_db=float(10 * np.log10(np.sum(f * f) / np.sum((f - q) ** 2))),
+    return dict(seconds=seconds, cpu_seconds=cpu, output_sqnr_db=float(10 * np.log10(np.sum(f * f) / np.sum((f - q) ** 2))),
                 top1_agreement=float(np.mean(f.argmax(1) == q.argmax(1))))
 
 
@@ -156,11 +157,11 @@ def _embedded_job() -> dict:
     from qsim.commands.quantize import quantize_to_folder
     from qsim.quant.pipeline import QuantizeOptions
     out = WORK / f"embedded_{os.getpid()}"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = quantize_to_folder(None, None, str(out), QuantizeOptions(show_progress=False))
-    total = time.perf_counter() - t0
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
     work = sum(v for k, v in result.seconds.items() if k in ("calibrate", "lower", "evaluate"))
-    return dict(seconds=work, total_with_loading_and_writing=total,
+    return dict(seconds=work, cpu_seconds_with_loading_and_writing=cpu, total_with_loading_and_writing=total,
                 parts={k: round(v, 3) for k, v in result.seconds.items()},
                 top1_agreement=result.report.top1_agreement)
 
@@ -280,6 +281,13 @@ def markdown(data: dict) -> str:
                 notes += f"; output SQNR {r['output_sqnr_db']:.1f} dB"
             if "ort_runs" in e:
                 notes += f"; ort output SQNR {e['ort_runs'][0]['output_sqnr_db']:.1f} dB"
+            cpu = [x["cpu_seconds"] for x in e["runs"] if "cpu_seconds" in x]
+            ort_cpu = [x["cpu_seconds"] for x in e.get("ort_runs", []) if "cpu_seconds" in x]
+            if cpu and ort_cpu:
+                notes += (f"; CPU s qsim {statistics.median(cpu):.2f} / ort {statistics.median(ort_cpu):.2f}"
+                          f" = {statistics.median(cpu) / statistics.median(ort_cpu):.2f}x")
+            elif cpu:
+                notes += f"; CPU s {statistics.median(cpu):.2f}"
         if "load" in e:
             notes += f"; load {e['load'][0]}-{e['load_after'][0]}"
         lines.append(f"| {job} | {threads} | {e['median_seconds']:.2f} | "

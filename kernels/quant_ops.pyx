@@ -147,25 +147,46 @@ def conv_patches_f32(const float[:, :, :, :] x, float[:, :, :] out, int64_t grou
     xb = &x[0, 0, 0, 0]
     ob = &out[0, 0, 0]
     with nogil:
-        for g in range(groups):
+        if os0 < os1:
+            # rows outermost: out's groups of one row are side by side (PatchMoments' row-major
+            # buffer), so the writes go through memory in order
             row = 0
             for n in range(N):
                 for oy in range(OH):
                     for ox in range(OW):
-                        dst = ob + g * os0 + row * os1
-                        for c in range(icg):
-                            for ky in range(KH):
-                                iy = oy * sy + ky * dy - pt
-                                if iy < 0 or iy >= H:
-                                    for kx in range(KW):
-                                        dst[kx] = 0.0
-                                else:
-                                    src = xb + n * xs0 + (g * icg + c) * xs1 + iy * xs2
-                                    for kx in range(KW):
-                                        ix = ox * sx + kx * dx - pl
-                                        dst[kx] = src[ix * xs3] if 0 <= ix < W else 0.0
-                                dst += KW
+                        for g in range(groups):
+                            _patch(xb + n * xs0 + g * icg * xs1, ob + g * os0 + row * os1, icg, KH, KW,
+                                   oy * sy - pt, ox * sx - pl, dy, dx, H, W, xs1, xs2, xs3)
                         row += 1
+        else:
+            for g in range(groups):
+                row = 0
+                for n in range(N):
+                    for oy in range(OH):
+                        for ox in range(OW):
+                            _patch(xb + n * xs0 + g * icg * xs1, ob + g * os0 + row * os1, icg, KH, KW,
+                                   oy * sy - pt, ox * sx - pl, dy, dx, H, W, xs1, xs2, xs3)
+                            row += 1
+
+
+cdef inline void _patch(const float *xg, float *dst, int64_t icg, int64_t KH, int64_t KW,
+                        int64_t y0, int64_t x0, int64_t dy, int64_t dx, int64_t H, int64_t W,
+                        int64_t xs1, int64_t xs2, int64_t xs3) noexcept nogil:
+    """One patch row: dst[(c*KH + ky)*KW + kx] = x_g[c, y0 + ky*dy, x0 + kx*dx], 0 outside."""
+    cdef int64_t c, ky, kx, iy, ix
+    cdef const float *src
+    for c in range(icg):
+        for ky in range(KH):
+            iy = y0 + ky * dy
+            if iy < 0 or iy >= H:
+                for kx in range(KW):
+                    dst[kx] = 0.0
+            else:
+                src = xg + c * xs1 + iy * xs2
+                for kx in range(KW):
+                    ix = x0 + kx * dx
+                    dst[kx] = src[ix * xs3] if 0 <= ix < W else 0.0
+            dst += KW
 
 
 cdef inline int64_t _edge_bin(double v, double first, double last, double inv_width,
@@ -288,19 +309,21 @@ def add_error_stats(const int_codes[::1] q, const real_values[::1] f, const doub
 
 
 def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
-                          double[:, ::1] r, const double[:, ::1] xt, double[:, ::1] g,
+                          double[:, ::1] r, float[:, ::1] r32, const double[:, ::1] xt, double[:, ::1] g,
                           const double[:, ::1] hb, const double[::1] diag, double tol, int64_t j0,
                           const signed char[::1] active, int64_t[::1] moved, int64_t lo, int64_t hi):
     """One block of adaptive rounding's greedy pass in the rows form (qsim/quant/rounding.py
     round_from_rows), channels lo..hi-1 in place: for each weight j = j0 + t of the block in
     order, the move to the other candidate is taken when 2 d g[o, t] + d^2 diag[j] < -tol;
-    then r[o] += d xt[j] (the channel's residual X e over the P rows) and g[o, t'] += d hb[t, t']
+    then r[o] += d xt[j] (the channel's residual X e over the P rows; r32 its float32 copy, for
+    the next block's gradient GEMM) and g[o, t'] += d hb[t, t']
     for the block's later weights (hb = the block's X^T X). g [OC, b] holds the block's
     gradient X^T r at the block's start. Channels with active[o] == 0 are skipped; moved[o]
     counts the moves. Channels never interact: any split of the rows gives the same integers."""
     cdef int64_t o, t, u, j, p, b = g.shape[1], P = r.shape[1]
     cdef double cur, other, delta, gain
     cdef double *rr
+    cdef float *rs
     cdef const double *xr
     cdef double *gr
     cdef const double *hr
@@ -311,6 +334,7 @@ def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const d
             if not active[o]:
                 continue
             rr = &r[o, 0]
+            rs = &r32[o, 0]
             gr = &g[o, 0]
             for t in range(b):
                 j = j0 + t
@@ -326,6 +350,7 @@ def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const d
                 xr = &xt[j, 0]
                 for p in range(P):
                     rr[p] = rr[p] + delta * xr[p]
+                    rs[p] = <float>rr[p]
                 hr = &hb[t, 0]
                 for u in range(t + 1, b):
                     gr[u] = gr[u] + delta * hr[u]

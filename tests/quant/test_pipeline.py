@@ -410,7 +410,9 @@ def test_evaluation_batches_are_bounded_by_their_activation_bytes(float_graph):
     per_sample = pipeline.activation_bytes(float_graph) + pipeline.activation_bytes(model.graph)
     assert 0 < per_sample < pipeline.EVAL_BATCH_BYTES // pipeline.EVAL_BATCH
     assert pipeline.eval_batch_size(float_graph, model, 10_000) == pipeline.EVAL_BATCH
-    assert pipeline.eval_batch_size(float_graph, model, 7) == 7
+    few = pipeline.EVAL_BATCH_MIN_SAMPLES
+    assert pipeline.eval_batch_size(float_graph, model, few + 7) == few + 7
+    assert pipeline.eval_batch_size(float_graph, model, few - 1) == 1
     budget = pipeline.EVAL_BATCH_BYTES
     try:
         pipeline.EVAL_BATCH_BYTES = per_sample * 3 + 1

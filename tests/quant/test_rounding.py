@@ -438,3 +438,21 @@ def test_round_layer_rounds_a_holding_layer_from_its_rows_and_keeps_its_means():
     assert not stats.holding and stats.sum_outer is None
     np.testing.assert_allclose(stats.means()[0], mean, rtol=1e-12)
     assert round_layer(moments, "y", w, wq, quant, centered=True) is got      # cached
+
+
+def test_rounding_from_rows_is_independent_of_the_thread_count(monkeypatch):
+    """round_from_rows splits channels over threads: the integers are the same for 1 and 2
+    threads, on a case with many moves over several blocks and passes."""
+    from qsim.quant.rounding import BLOCK_COLUMNS, round_from_rows
+    rng = np.random.default_rng(21)
+    k, p, oc = 3 * BLOCK_COLUMNS + 5, 90, 33
+    x = (rng.standard_normal((p, 1)) + 0.3 * rng.standard_normal((p, k))).astype(np.float32)
+    w = rng.normal(size=(oc, k))
+    s = np.abs(w).max(axis=1) / 127 * 20                           # coarse steps: many moves
+    results = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("QSIM_THREADS", threads)
+        results.append(round_from_rows(w, s, x, x.astype(np.float64).mean(axis=0)))
+    nearest = np.clip(np.floor(w / s[:, None] + 0.5), -127, 127)
+    assert int(np.sum(results[0] != nearest)) > 100
+    assert results[0].tolist() == results[1].tolist()
