@@ -22,14 +22,15 @@ def machine() -> str:
 
 
 def commit() -> str | None:
-    """The checkout's git commit (with "+changes" when the tree has uncommitted edits), None
-    outside git: which code a report's figures come from."""
+    """The checkout's git commit (with "+changes" when code outside reports/ has uncommitted
+    edits), None outside git: which code a report's figures come from."""
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=30)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=30)
+        # reports/ is what the benchmarks write: edits there are results, not code
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)reports"], cwd=root, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     if head.returncode != 0:
@@ -37,10 +38,14 @@ def commit() -> str | None:
     return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
+START_COMMIT = commit()   # the code this process runs: taken once, commits made during a run do not count
+
+
 def run_header() -> dict:
-    """machine, date, commit and the 1-minute load average at the time of the call (the machine is
-    shared: every time in a report is read against it)."""
-    return {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "commit": commit(),
+    """machine, date, commit (of the checkout when this process started) and the 1-minute load
+    average at the time of the call (the machine is shared: every time in a report is read
+    against it)."""
+    return {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "commit": START_COMMIT,
             "load": round(os.getloadavg()[0], 1)}
 
 

@@ -13,7 +13,8 @@ Jobs (each run in its own child process, so that its peak memory is its own):
 - embedded-qsim: the default job (`qsim quantize` without a model: the embedded Fashion-MNIST
   CNN, its calibration images and the 10k test images).
 - float-resnet18 / float-efficientnet: one float inference of qsim's executor vs onnxruntime
-  (same thread count), median over repeats.
+  (same thread count), alternated, medians over repeats of wall and CPU time;
+  float-resnet18-b16: the same for a batch of 16 images (qsim's ONNX front end at batch 16).
 
 Each job runs at 1 thread and at all cores (QSIM_THREADS / intra_op_num_threads); times are
 the quantize work after loading (calibrate + lower + evaluate for qsim, quantize_static + both
@@ -102,36 +103,52 @@ def _ort_job(onnx_path: Path, calib: np.ndarray, evaluation: np.ndarray, threads
                 top1_agreement=float(np.mean(f.argmax(1) == q.argmax(1))))
 
 
-def _float_job(model_dir: Path, onnx_path: Path, threads: int, repeat: int) -> dict:
-    """One float inference: qsim's executor vs onnxruntime (median of `repeat`), and the
-    largest difference of their outputs relative to the output's magnitude."""
+def _float_job(model_dir: Path, onnx_path: Path, threads: int, repeat: int, batch: int = 1) -> dict:
+    """Float inference of `batch` images: qsim's executor vs onnxruntime, alternated (median of
+    `repeat` each, wall and CPU seconds), and the largest difference of their outputs. Batch 1
+    runs the NNEF model; a batch > 1 loads the ONNX model with qsim's ONNX front end at that
+    batch (the NNEF 1.0 export fixes batch 1) and gives onnxruntime a copy with that batch."""
+    import onnx
     import onnxruntime as ort
 
     from qsim.quant.pipeline import load_float_model
     from qsim.runtime.executor import execute
 
-    graph = load_float_model(model_dir)
-    x = _images(1, SEED + 7)
+    if batch == 1:
+        graph = load_float_model(model_dir)
+        ort_path = onnx_path
+    else:
+        from qsim.onnx import load as load_onnx
+        model = onnx.load(str(onnx_path))
+        iname = model.graph.input[0].name
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = batch
+        ort_path = WORK / f"{onnx_path.stem}_b{batch}_{os.getpid()}.onnx"
+        onnx.save(model, str(ort_path))
+        graph = load_onnx(str(onnx_path), input_shapes={iname: (batch, 3, 224, 224)})
+    x = _images(batch, SEED + 7)
     name = graph.inputs[0]
-    execute(graph, {name: x})
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        ours = np.asarray(execute(graph, {name: x})[graph.outputs[0]])
-        times.append(time.perf_counter() - t0)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    sess = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(ort_path), options, providers=["CPUExecutionProvider"])
     iname = sess.get_inputs()[0].name
-    sess.run(None, {iname: x})
-    ort_times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        ref = sess.run(None, {iname: x})[0]
+    ours = np.asarray(execute(graph, {name: x})[graph.outputs[0]])
+    ref = sess.run(None, {iname: x})[0]
+    times, cpu, ort_times, ort_cpu = [], [], [], []
+    for _ in range(repeat):           # alternated: a change of machine load hits both sides alike
+        t0, c0 = time.perf_counter(), time.process_time()
+        execute(graph, {name: x})
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        t0, c0 = time.perf_counter(), time.process_time()
+        sess.run(None, {iname: x})
         ort_times.append(time.perf_counter() - t0)
+        ort_cpu.append(time.process_time() - c0)
+    if ort_path != onnx_path:
+        ort_path.unlink(missing_ok=True)
     return dict(seconds=statistics.median(times), ort_seconds=statistics.median(ort_times),
-                max_abs_diff=float(np.max(np.abs(ours.reshape(ref.shape) - ref))),
+                cpu_seconds=statistics.median(cpu), ort_cpu_seconds=statistics.median(ort_cpu),
+                batch=batch, max_abs_diff=float(np.max(np.abs(ours.reshape(ref.shape) - ref))),
                 max_abs_output=float(np.max(np.abs(ref))))
 
 
@@ -150,7 +167,7 @@ def _embedded_job() -> dict:
 
 def worker(job: str, threads: int, repeat: int) -> dict:
     """Runs one job in this (child) process; QSIM_THREADS is already set by the parent."""
-    if job.startswith("resnet18") or job == "float-resnet18":
+    if job.startswith("resnet18") or job.startswith("float-resnet18"):
         import _resnet18_onnx as r18
         onnx_path, nnef_dir = r18.build(WORK)
     if job == "resnet18-qsim":
@@ -159,6 +176,8 @@ def worker(job: str, threads: int, repeat: int) -> dict:
         result = _ort_job(onnx_path, _images(16, SEED), _images(16, SEED + 1), threads)
     elif job == "float-resnet18":
         result = _float_job(nnef_dir, onnx_path, threads, repeat)
+    elif job == "float-resnet18-b16":
+        result = _float_job(nnef_dir, onnx_path, threads, max(3, repeat // 4), batch=16)
     elif job in ("efficientnet-qsim", "float-efficientnet"):
         import _efficientnet as en
         nnef_dir = en.build_nnef(en.pretrained_model(), WORK / "efficientnet")
@@ -194,7 +213,7 @@ GROUPS = {
     "resnet18": [("resnet18-qsim", "resnet18-ort")],
     "efficientnet": [("efficientnet-qsim", None)],
     "embedded": [("embedded-qsim", None)],
-    "float": [("float-resnet18", None), ("float-efficientnet", None)],
+    "float": [("float-resnet18", None), ("float-efficientnet", None), ("float-resnet18-b16", None)],
 }
 
 
@@ -223,6 +242,8 @@ def measure(jobs: list[str], repeat: int, thread_counts: list[int]) -> dict:
                 if group == "float":
                     entry["ort_median_seconds"] = statistics.median(r["ort_seconds"] for r in runs)
                     entry["speed_vs_ort"] = entry["ort_median_seconds"] / entry["median_seconds"]
+                    entry["cpu_speed_vs_ort"] = (statistics.median(r["ort_cpu_seconds"] for r in runs)
+                                                 / statistics.median(r["cpu_seconds"] for r in runs))
                 results[key] = entry
                 print(f"{key}: {entry['median_seconds']:.2f} s"
                       + (f", ort {entry['ort_median_seconds']:.2f} s" if "ort_median_seconds" in entry else "")
@@ -244,7 +265,13 @@ def markdown(data: dict) -> str:
         if job.startswith("float"):
             ratio = f"{e['speed_vs_ort']:.2f}x ort speed"
             r = e["runs"][0]
-            notes = f"one inference; max abs diff {r['max_abs_diff']:.2e} (output max {r['max_abs_output']:.1f})"
+            b = r.get("batch", 1)
+            notes = "one inference" if b == 1 else \
+                f"batch {b}: {b / e['median_seconds']:.1f} vs {b / ort_s:.1f} images/s"
+            if "cpu_speed_vs_ort" in e:
+                notes += (f"; CPU-time ratio {e['cpu_speed_vs_ort']:.2f}x (qsim {r['cpu_seconds']:.3f} s, "
+                          f"ort {r['ort_cpu_seconds']:.3f} s)")
+            notes += f"; max abs diff {r['max_abs_diff']:.2e} (output max {r['max_abs_output']:.1f})"
         else:
             ratio = f"{e['ratio_qsim_over_ort']:.2f}" if "ratio_qsim_over_ort" in e else "-"
             r = e["runs"][0]

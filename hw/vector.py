@@ -8,7 +8,8 @@ Ports (README.md, "Vector unit", has the full contract):
 - `o`: stream of C int32 lanes (the feeder's writer narrows them to the output type).
 
 Pipeline (one beat per cycle, stall-all back-pressure: every register holds while
-`o` is valid and not ready), beat accepted in cycle t, result valid in t + 5:
+`o` is valid and not ready; a stage's registers load only when it receives a beat, so an
+idle unit computes nothing), beat accepted in cycle t, result valid in t + 5:
   P0  a - zp_a, b - zp_b                                   (32-bit wrap)
   P1  input scalers A', B' (ApplyScale, hw/scale.py)        or bypass
   P2  ALU / MUL (ApplyScale with a signed multiplier) / table read / reduction
@@ -105,28 +106,33 @@ class VectorUnit(wiring.Component):
         rom = Memory(shape=unsigned(37), depth=self.max_pool_count, init=reciprocal_rom(self.max_pool_count))
         m.submodules.reciprocal = rom
         rom_rd = rom.read_port()
-        m.d.comb += [rom_rd.addr.eq(pos), rom_rd.en.eq(adv)]
+        # Each stage register loads only when its stage holds a beat (and the pipeline advances):
+        # results are unchanged, and an idle unit does no arithmetic (Verilator evaluates the
+        # stage logic only when its register loads, so an idle vector unit costs the NPU's array
+        # programs little).
+        en1, en2, en3, en4 = adv & valid0, adv & valid1, adv & valid2, adv & valid3
+        m.d.comb += [rom_rd.addr.eq(pos), rom_rd.en.eq(en2)]
         rom_mult, rom_shift = rom_rd.data[:31], rom_rd.data[31:37]
 
         for c in range(C):
-            lane = _Lane(m, c, ins, adv, valid1)
+            lane = _Lane(m, c, ins, en2, valid1)
             # P0
             a0, b0 = Signal(signed(32), name=f"a0_{c}"), Signal(signed(32), name=f"b0_{c}")
-            with m.If(adv):
+            with m.If(take):
                 m.d.sync += [a0.eq((self.i.payload.a[c] - ins.zp_a)[:32]),
                              b0.eq((self.i.payload.b[c] - ins.zp_b)[:32])]
             # P1
-            a1 = lane.scaled(a0, ins.scale_a, ins.mult_a, ins.shift_a, ins.dr_a, "a")
-            b1 = lane.scaled(b0, ins.scale_b, ins.mult_b, ins.shift_b, ins.dr_b, "b")
+            a1 = lane.scaled(a0, ins.scale_a, ins.mult_a, ins.shift_a, ins.dr_a, "a", en1)
+            b1 = lane.scaled(b0, ins.scale_b, ins.mult_b, ins.shift_b, ins.dr_b, "b", en1)
             # P2
             v2 = lane.combine(a1, b1, first, pos, self.i.payload.a[0], take & is_table_load, beat)
             # P3
             y3 = lane.scaled(v2, ins.scale_o | is_avg, Mux(is_avg, rom_mult, cfg.lanes[c].mult_o),
-                             Mux(is_avg, rom_shift, cfg.lanes[c].shift_o), ins.dr_o & ~is_avg, "o")
+                             Mux(is_avg, rom_shift, cfg.lanes[c].shift_o), ins.dr_o & ~is_avg, "o", en3)
             # P4
             with_zp = Signal(signed(34), name=f"with_zp{c}")
             m.d.comb += with_zp.eq(y3 + ins.zp_o)
-            with m.If(adv):
+            with m.If(en4):
                 m.d.sync += self.o.payload[c].eq(saturate(with_zp, ins.clamp_lo, ins.clamp_hi))
         return m
 
@@ -163,18 +169,20 @@ def _any_of(op, ops):
 class _Lane:
     """The per-lane datapath of P1..P3, built into the unit's module."""
 
-    def __init__(self, m: Module, c: int, ins, adv, valid1):
-        self.m, self.c, self.ins, self.adv, self.valid1 = m, c, ins, adv, valid1
+    def __init__(self, m: Module, c: int, ins, en2, valid1):
+        # en2: P2's registers load (a beat in P1 and the pipeline advancing)
+        self.m, self.c, self.ins, self.en2, self.valid1 = m, c, ins, en2, valid1
 
-    def scaled(self, value, enable, multiplier, shift, double_round, name):
-        """One register stage: apply_scale_32 of `value` when `enable`, else `value` delayed."""
+    def scaled(self, value, enable, multiplier, shift, double_round, name, load):
+        """One register stage, loaded when `load`: apply_scale_32 of `value` when `enable`, else
+        `value` delayed."""
         m, c = self.m, self.c
         scale = ApplyScale()
         m.submodules[f"scale_{name}{c}"] = scale
-        m.d.comb += [scale.en.eq(self.adv), scale.value.eq(value), scale.multiplier.eq(multiplier),
+        m.d.comb += [scale.en.eq(load), scale.value.eq(value), scale.multiplier.eq(multiplier),
                      scale.shift.eq(shift), scale.double_round.eq(double_round)]
         bypass = Signal(signed(32), name=f"{name}_bypass{c}")
-        with m.If(self.adv):
+        with m.If(load):
             m.d.sync += bypass.eq(value)
         out = Signal(signed(32), name=f"{name}_scaled{c}")
         m.d.comb += out.eq(Mux(enable, scale.result, bypass))
@@ -182,7 +190,7 @@ class _Lane:
 
     def combine(self, a, b, first, pos, table_data, table_we, table_addr):
         """P2: the ALU, MUL, table lookups and reduction accumulators; returns the value for P3."""
-        m, c, ins, adv = self.m, self.c, self.ins, self.adv
+        m, c, ins, adv = self.m, self.c, self.ins, self.en2
         op = ins.op
         amount = Signal(5, name=f"amount{c}")          # shift amount: B' modulo 32
         amount_less_1 = Signal(5, name=f"amount_less_1_{c}")   # wraps to 31 for 0 (then unused)

@@ -1,97 +1,131 @@
 # cython: language_level=3
-"""Float executor loops that numpy runs far from the machine's speed: the depthwise
-convolution (kernels/float_conv.h), plane by plane on NCHW data (depthwise_nchw_f32, any
-channel multiplier) or across channels on a padded NHWC buffer (depthwise_nhwc_f32,
-multiplier 1). Each output element is summed tap by tap in row-major kernel order, starting
-from +0.0, one float32 multiply and one float32 add per tap (padding reads 0.0 and is added
-too), exactly the operations of fastops_nn._depthwise's numpy loop: the results are the same
-bits. Row or plane ranges are independent, so callers split them over threads (the GIL is
+"""Float executor loops that numpy runs far from the machine's speed.
+
+- depthwise_nchw_f32: the depthwise convolution (kernels/float_conv.h), plane by plane on
+  NCHW data, any channel multiplier and stride. Each output element is summed tap by tap in
+  row-major kernel order, starting from +0.0, one float32 multiply and one float32 add per
+  tap (padding reads 0.0 and is added too), then + bias (one float32 add): exactly the
+  operations of float_ops.nn._depthwise's numpy loop and numpy's out + bias, so the same bits.
+- im2col_rows_f32: the im2col copy of one conv GEMM tile.
+- tile_epilogue_f32: a conv GEMM tile's bias, in place, and a following relu/clamp
+  (qsim/runtime/float_ops/conv_gemm.py).
+- bounded_f32: relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/bounds.py).
+Plane, row or element ranges are independent, so callers split them over threads (the GIL is
 released). Built with -ffp-contract=off: no fused multiply-add may change a rounding.
-add_row_bias_f32 adds a conv GEMM tile's bias in place (qsim/runtime/float_ops/conv_gemm.py);
-bounded_f32 is relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/chunked.py).
 """
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
 
 cdef extern from "float_conv.h" nogil:
-    void qsim_im2col_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
-                         int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
-                         int64_t OH, int64_t OW, float *cols, int64_t p0, int64_t p1, int64_t B,
-                         int batch_inner)
+    void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
+                              int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
+                              int64_t OW, float *cols, int64_t b, int64_t c0, int64_t c1, int64_t oy0,
+                              int64_t oy1)
+    int64_t qsim_dw_scratch_floats(int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sy,
+                                   int64_t sx, int64_t dy, int64_t dx)
+    void qsim_tile_epilogue_f32(int isa, float *out, float *y, int64_t ld, const float *bias, int64_t r0,
+                                int64_t r1, int64_t c0, int64_t c1, int bounded, float lo, float hi, int has_hi)
     void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W,
-                                 const float *w, int64_t m, int64_t KH, int64_t KW, int64_t sy,
-                                 int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
-                                 float *out, int64_t OH, int64_t OW, float *scratch, int64_t p0,
-                                 int64_t p1)
-    void qsim_depthwise_nhwc_f32(int isa, const float *xp, int64_t PH, int64_t PW, int64_t C,
-                                 const float *wt, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
-                                 int64_t dy, int64_t dx, float *out, int64_t OH, int64_t OW,
-                                 int64_t r0, int64_t r1)
+                                 const float *w, const float *bias, int64_t m, int64_t KH, int64_t KW,
+                                 int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
+                                 float *out, int64_t OH, int64_t OW, float *y, float lo, float hi,
+                                 int has_hi, float *scratch, int64_t *off, int64_t p0, int64_t p1)
 
 
-def depthwise_nhwc_f32(int isa, const float[:, :, :, ::1] xp, const float[:, ::1] wt,
-                       float[:, :, :, ::1] out, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
-                       int64_t dy, int64_t dx, int64_t r0, int64_t r1):
-    """Depthwise convolution (multiplier 1) of the padded NHWC buffer xp with wt[KH*KW][C] into
-    out[B][OH][OW][C], output rows b*OH + oy in [r0, r1) (kernels/float_conv.h)."""
-    if r1 <= r0 or out.shape[3] == 0:
-        return
-    with nogil:
-        qsim_depthwise_nhwc_f32(isa, &xp[0, 0, 0, 0], xp.shape[1], xp.shape[2], xp.shape[3], &wt[0, 0],
-                                KH, KW, sy, sx, dy, dx, &out[0, 0, 0, 0], out.shape[1], out.shape[2],
-                                r0, r1)
-
-
-def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, ::1] w,
+def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, ::1] w, bias,
                        float[:, :, :, ::1] out, int64_t m, int64_t sy, int64_t sx, int64_t dy,
-                       int64_t dx, int64_t pt, int64_t pl, int64_t p0, int64_t p1):
-    """Depthwise convolution of NCHW x with w[C*m][KH][KW] (channel multiplier m) into
-    out[B][C*m][OH][OW], output planes b*C*m + oc in [p0, p1) (kernels/float_conv.h)."""
+                       int64_t dx, int64_t pt, int64_t pl, int64_t p0, int64_t p1, y=None, lo=0.0, hi=None):
+    """Depthwise convolution of NCHW x with w[C*m][KH][KW] (channel multiplier m), plus bias[C*m]
+    when bias is not None, into out[B][C*m][OH][OW], output planes b*C*m + oc in [p0, p1)
+    (kernels/float_conv.h); given y (like out), also y = minimum(maximum(out, lo), hi) as numpy
+    computes it (hi None: maximum only)."""
     cdef int64_t OH = out.shape[2], OW = out.shape[3], KH = w.shape[1], KW = w.shape[2]
-    cdef int64_t PH = sy * (OH - 1) + dy * (KH - 1) + 1, PW = sx * (OW - 1) + dx * (KW - 1) + 1
+    cdef const float[::1] b
+    cdef const float *bp = NULL
+    cdef float[:, :, :, ::1] yv
+    cdef float *yp = NULL
+    cdef float lo_f = lo
+    cdef float hi_f = 0.0 if hi is None else hi
+    cdef int has_hi = hi is not None
+    if sy < 1 or sx < 1 or dy < 1 or dx < 1:
+        raise ValueError(f"depthwise_nchw_f32: stride ({sy}, {sx}) and dilation ({dy}, {dx}) must be positive")
+    if not (0 <= p0 <= p1 <= out.shape[0] * out.shape[1]) or out.shape[1] != x.shape[1] * m \
+            or w.shape[0] != out.shape[1]:
+        raise ValueError("depthwise_nchw_f32: shapes or plane range do not agree")
+    if bias is not None:
+        b = bias
+        if b.shape[0] != out.shape[1]:
+            raise ValueError(f"depthwise_nchw_f32: bias has {b.shape[0]} values for {out.shape[1]} channels")
+        bp = &b[0]
     if p1 <= p0 or OH == 0 or OW == 0:
         return
-    cdef float *scratch = <float *>malloc(PH * PW * sizeof(float))
-    if scratch == NULL:
+    if y is not None:
+        yv = y
+        if yv.shape[0] != out.shape[0] or yv.shape[1] != out.shape[1] or yv.shape[2] != OH or yv.shape[3] != OW:
+            raise ValueError("depthwise_nchw_f32: y must have out's shape")
+        yp = &yv[0, 0, 0, 0]
+    cdef float *scratch = <float *>malloc(qsim_dw_scratch_floats(OH, OW, KH, KW, sy, sx, dy, dx) * sizeof(float))
+    cdef int64_t *off = <int64_t *>malloc(KH * KW * sizeof(int64_t) + 8)
+    if scratch == NULL or off == NULL:
+        free(scratch)
+        free(off)
         raise MemoryError()
     with nogil:
-        qsim_depthwise_nchw_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], m,
-                                KH, KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, scratch, p0, p1)
+        qsim_depthwise_nchw_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], bp, m,
+                                KH, KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, yp, lo_f, hi_f,
+                                has_hi, scratch, off, p0, p1)
     free(scratch)
+    free(off)
 
 
-def im2col_f32(const float[:, :, :, ::1] x, float[:, :, :, :, ::1] cols, int64_t KH, int64_t KW,
-               int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t p0,
-               int64_t p1, bint batch_inner=False):
-    """cols[B][C][KH*KW][OH][OW] of the NCHW input x (zero outside), planes b*C + c in [p0, p1)
-    (kernels/float_conv.h); with batch_inner, cols is [C][KH*KW][B][OH][OW]."""
-    cdef int64_t B = x.shape[0], C = x.shape[1], OH = cols.shape[3], OW = cols.shape[4]
-    expected = (C, KH * KW, B) if batch_inner else (B, C, KH * KW)
-    got = (cols.shape[0], cols.shape[1], cols.shape[2])
-    if got != expected:
-        raise ValueError(f"im2col_f32: cols must start with {expected} "
-                         f"({'[C][KH*KW][B]' if batch_inner else '[B][C][KH*KW]'}); got {got}")
-    if p1 <= p0 or KH * KW == 0 or OH == 0 or OW == 0:
+def im2col_rows_f32(const float[:, :, :, ::1] x, float[:, :, :, ::1] cols, int64_t KH, int64_t KW,
+                    int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t b,
+                    int64_t c0, int64_t oy0):
+    """The im2col of one conv GEMM tile: cols[c - c0][ky*KW + kx][oy - oy0][ox] for channels
+    [c0, c0 + cols.shape[0]) of sample b and output rows [oy0, oy0 + cols.shape[2]) of the NCHW
+    input x, +0.0 outside it (kernels/float_conv.h)."""
+    cdef int64_t c1 = c0 + cols.shape[0], oy1 = oy0 + cols.shape[2], OW = cols.shape[3]
+    if not (0 <= b < x.shape[0] and 0 <= c0 <= c1 <= x.shape[1] and cols.shape[1] == KH * KW and oy0 >= 0):
+        raise ValueError(f"im2col_rows_f32: cols {cols.shape[0]} x {cols.shape[1]} from channel {c0} of sample "
+                         f"{b} do not fit x ({x.shape[0]} x {x.shape[1]}) and {KH}x{KW} taps")
+    if c1 == c0 or oy1 == oy0 or OW == 0 or KH * KW == 0:
         return
     with nogil:
-        qsim_im2col_f32(&x[0, 0, 0, 0], C, x.shape[2], x.shape[3], KH, KW, sy, sx, dy, dx,
-                        pt, pl, OH, OW, &cols[0, 0, 0, 0, 0], p0, p1, B, batch_inner)
+        qsim_im2col_rows_f32(&x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], KH, KW, sy, sx, dy, dx, pt, pl,
+                             OW, &cols[0, 0, 0, 0], b, c0, c1, oy0, oy1)
 
 
-def add_row_bias_f32(float[:, ::1] out, const float[::1] bias, int64_t r0, int64_t r1, int64_t c0, int64_t c1):
-    """out[r, c] = out[r, c] + bias[r] for r in [r0, r1), c in [c0, c1): one float32 add per
-    element, as numpy's out += bias[:, None] (the conv GEMM's bias on one tile of its rows)."""
-    cdef int64_t r, c
-    cdef float v
-    if not (0 <= r0 <= r1 <= out.shape[0] and 0 <= c0 <= c1 <= out.shape[1] and r1 <= bias.shape[0]):
-        raise ValueError(f"add_row_bias_f32: tile [{r0}:{r1}, {c0}:{c1}] outside {out.shape[0]} x "
-                         f"{out.shape[1]} (bias {bias.shape[0]})")
+def tile_epilogue_f32(int isa, float[:, ::1] out, bias, y, lo, hi, int64_t r0, int64_t r1, int64_t c0, int64_t c1):
+    """On the tile [r0:r1, c0:c1] of out: out[r, c] = out[r, c] + bias[r] (one float32 add, as
+    numpy's out += bias[:, None]; bias None: nothing added), then, when y is an array like out,
+    y[r, c] = minimum(maximum(out[r, c], lo), hi) as numpy computes it (hi None: maximum only)
+    (kernels/float_conv.h; the conv GEMM's epilogue, qsim/runtime/float_ops/conv_gemm.py)."""
+    cdef const float[::1] b
+    cdef float[:, ::1] yv
+    cdef const float *bp = NULL
+    cdef float *yp = NULL
+    cdef float lo_f = 0.0, hi_f = 0.0
+    cdef int has_hi = hi is not None
+    if not (0 <= r0 <= r1 <= out.shape[0] and 0 <= c0 <= c1 <= out.shape[1]):
+        raise ValueError(f"tile_epilogue_f32: tile [{r0}:{r1}, {c0}:{c1}] outside {out.shape[0]} x {out.shape[1]}")
+    if bias is not None:
+        b = bias
+        if b.shape[0] < r1:
+            raise ValueError(f"tile_epilogue_f32: bias has {b.shape[0]} values for rows up to {r1}")
+        bp = &b[0]
+    if y is not None:
+        yv = y
+        if yv.shape[0] != out.shape[0] or yv.shape[1] != out.shape[1]:
+            raise ValueError("tile_epilogue_f32: y must have out's shape")
+        lo_f = lo
+        hi_f = hi if has_hi else 0.0
+        if out.shape[0] and out.shape[1]:
+            yp = &yv[0, 0]
+    if r1 <= r0 or c1 <= c0:
+        return
     with nogil:
-        for r in range(r0, r1):
-            v = bias[r]
-            for c in range(c0, c1):
-                out[r, c] = out[r, c] + v
+        qsim_tile_epilogue_f32(isa, &out[0, 0], yp, out.shape[1], bp, r0, r1, c0, c1, yp != NULL, lo_f, hi_f, has_hi)
 
 
 cdef inline void _bounded_f32(const float *x, float *out, int64_t n, float lo, float hi, bint has_hi) noexcept nogil:

@@ -63,14 +63,18 @@ def _attention(rng: np.random.Generator) -> onnx.ModelProto:
     d = 8
     f = np.float32
     nodes = [n("MatMul", ["x", "wq"], ["q"]), n("MatMul", ["x", "wk"], ["k"]), n("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
-             n("MatMul", ["q", "kt"], ["s"]), n("Div", ["s", "sc"], ["ss"]), n("Softmax", ["ss"], ["p"], axis=-1),
+             n("MatMul", ["q", "kt"], ["s"]), n("Div", ["s", "sc"], ["ss"]),
+             # a causal mask as torch writes it: Trilu of constants (folded), 0 / -inf added to the scores
+             n("Trilu", ["ninf", "one"], ["cm"], upper=1), n("Add", ["ss", "cm"], ["ms"]),
+             n("Softmax", ["ms"], ["p"], axis=-1),
              n("MatMul", ["p", "x"], ["a"]), n("Add", ["a", "x"], ["r"]),
              n("LayerNormalization", ["r", "lg", "lb"], ["ln"], axis=-1),
              n("Gelu", ["ln"], ["ge"]), n("HardSwish", ["ge"], ["hs"]), n("Sigmoid", ["hs"], ["sg"]),
              n("Where", ["msk", "sg", "hs"], ["w"]), n("ReduceMean", ["w", "rax"], ["y"], keepdims=1)]
     inits = [_init("wq", rng.normal(size=(d, d)).astype(f)), _init("wk", rng.normal(size=(d, d)).astype(f)),
              _init("sc", f(np.sqrt(d))), _init("lg", np.ones(d, f)), _init("lb", np.zeros(d, f)),
-             _init("msk", rng.random((3, d)) < 0.5), _init("rax", np.asarray([-1], np.int64))]
+             _init("msk", rng.random((3, d)) < 0.5), _init("rax", np.asarray([-1], np.int64)),
+             _init("ninf", np.full((3, 3), -np.inf, f)), _init("one", np.int64(1))]
     return _model(nodes, [("x", ["N", 3, d])], inits, 20)
 
 
@@ -129,11 +133,11 @@ def _mutate_structure(rng: random.Random, model: onnx.ModelProto) -> str:
         if dims:
             d = dims[rng.randrange(len(dims))]
             if rng.random() < 0.5:
-                d.dim_param = "S"
+                d.dim_param = rng.choice(("S", "batch"))     # "batch": the batch wherever it is
             else:
                 d.dim_value = rng.choice(EXTREMES)
     elif what == "op-type":
-        rng.choice(list(g.node)).op_type = rng.choice(("Conv", "Loop", "If", "Gelu", "Nope", "Split", "Resize", ""))
+        rng.choice(list(g.node)).op_type = rng.choice(("Conv", "Loop", "If", "Gelu", "Nope", "Split", "Resize", "Trilu", ""))
     elif what == "drop-node" and len(g.node) > 1:
         del g.node[rng.randrange(len(g.node))]
     return what

@@ -9,7 +9,7 @@ RESCALE/CLAMP becomes its own vector-unit stage after an array stage that stores
 sums. Every other operator runs on the vector unit (a VCONFIG + VRUN program compiled by
 qsim/npu/vector_ops.py, on the same engine as the array layers) or, for pure reshapes,
 on the host at no cost; operators neither unit can take (array operators with int16
-operands, operators without a vector mapping, unsigned or boolean tensors, ...) run on
+operands, operators without a vector mapping, unsigned or int48 tensors, ...) run on
 the host too, uncounted, and the stage's note says why.
 
 Run and verify: every stage runs on its golden inputs (the kernels' tensors), and its

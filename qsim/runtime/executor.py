@@ -24,6 +24,7 @@ from ..errors import DataError, InvalidGraphError, MismatchError, UnsupportedErr
 from ..ir import Graph, Op
 from ..kernels.backend import BACKENDS
 from ..skriptnd import dynattr
+from .float_ops.fusion import execution_order
 from .runners import BUILTIN_RUNNERS, run_defined
 
 
@@ -150,7 +151,7 @@ def execute(graph: Graph, inputs, backend: str = "kernels") -> dict[str, np.ndar
     for name in graph.inputs:
         values[name] = _check_input(graph, name, feeds[name])
     context = RunContext(graph, backend, values)
-    for op in graph.ops:
+    for op in execution_order(graph):        # graph.ops, a conv and its relu/clamp as one step
         if any(dynattr.has_runtime(v) for v in op.attrs.values()):
             op = _with_runtime_attrs(op, values)
         outs = runner_for(op)(op, [values[n] if n else None for n in op.inputs], context)

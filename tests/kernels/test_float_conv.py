@@ -1,5 +1,6 @@
 """The float executor's compiled depthwise convolution (qsim/kernels/float_conv.py) gives the
-bits of the plain float32 loop: +0.0, then out = out + w * x per tap in row-major order."""
+bits of the plain float32 loop: +0.0, then out = out + w * x per tap in row-major order, then
++ bias as numpy adds it."""
 import numpy as np
 import pytest
 
@@ -33,8 +34,12 @@ CASES = [   # (B, C, H, W), m, K, stride, dilation, before, out_size
     ((1, 5, 8, 8), 1, (3, 3), (1, 1), (1, 1), (-1, -2), (4, 3)),       # negative padding crops
     ((1, 1, 4, 4), 1, (1, 1), (1, 1), (1, 1), (0, 0), (4, 4)),
     ((2, 3, 7, 6), 2, (3, 3), (2, 1), (1, 2), (1, 2), (4, 6)),         # multiplier 2: plane loop
-    ((1, 4, 6, 150), 1, (3, 3), (1, 1), (1, 1), (1, 1), (6, 150)),     # wide rows: plane loop,
+    ((1, 4, 6, 150), 1, (3, 3), (1, 1), (1, 1), (1, 1), (6, 150)),     # wide rows,
     ((1, 3, 6, 80), 1, (3, 3), (2, 2), (1, 2), (1, -1), (3, 38)),      # full and partial blocks
+    ((1, 5, 9, 70), 1, (3, 3), (2, 2), (1, 1), (2, 2), (5, 35)),       # stride 2, even first column
+    ((1, 4, 10, 67), 1, (3, 3), (3, 3), (2, 2), (1, 0), (3, 21)),      # stride 3 with dilation
+    ((2, 3, 8, 40), 2, (5, 5), (2, 2), (1, 1), (2, 1), (4, 19)),       # multiplier 2, stride 2
+    ((1, 2, 5, 5), 1, (1, 1), (2, 2), (1, 1), (0, 0), (3, 3)),         # 1x1 taps, stride 2
 ]
 
 
@@ -46,12 +51,16 @@ def test_depthwise_gives_the_loops_bits_on_every_path(rng, monkeypatch, threads,
     x = rng.standard_normal(shape).astype(np.float32)
     x[..., 0, 0] = -0.0                 # signed zeros and their sums must come out the same
     w = rng.standard_normal((shape[1] * m, 1) + k).astype(np.float32)
+    bias = rng.standard_normal(shape[1] * m).astype(np.float32)
     want = loop_depthwise(x, w, m, stride, dilation, before, out_size)
+    with_bias = want + bias.reshape(-1, 1, 1)
     for isa in supported_isas():
         with forced_isa(isa):
             got = float_conv.depthwise2d(x, w, m, stride, dilation, before, out_size)
+            got_b = float_conv.depthwise2d(x, w, m, stride, dilation, before, out_size, bias)
         assert got.dtype == np.float32 and got.shape == want.shape and got.flags.c_contiguous
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=isa.value)
+        np.testing.assert_array_equal(got_b.view(np.uint32), with_bias.view(np.uint32), err_msg=isa.value)
 
 
 def test_non_finite_values_propagate_like_the_loop(rng):
@@ -117,8 +126,17 @@ def test_im2col_is_the_window_copy(rng, shape, k, stride, dilation, before, out_
             ys, xs = pad - before[0] + ky * dilation[0], pad - before[1] + kx * dilation[1]
             want[:, :, ky * k[1] + kx] = xp[:, :, ys:ys + stride[0] * (out_size[0] - 1) + 1:stride[0],
                                             xs:xs + stride[1] * (out_size[1] - 1) + 1:stride[1]]
-    got = float_conv.im2col2d(x, k, stride, dilation, before, out_size)
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    # the batch laid out as the GEMM operand [C][KH*KW][B][OH][OW]: the same floats, moved
-    inner = float_conv.im2col2d(x, k, stride, dilation, before, out_size, batch_inner=True)
-    np.testing.assert_array_equal(inner.view(np.uint32), want.transpose(1, 2, 0, 3, 4).view(np.uint32))
+    B, C = shape[:2]
+    OH, OW = out_size
+    for b in range(B):
+        got = float_conv.im2col_rows(x, k, stride, dilation, before, OW, b, 0, C, 0, OH)
+        np.testing.assert_array_equal(got.view(np.uint32), want[b].view(np.uint32))
+        # one tile: a channel range and a run of output rows
+        part = float_conv.im2col_rows(x, k, stride, dilation, before, OW, b, 1, C, 1, OH)
+        np.testing.assert_array_equal(part.view(np.uint32), want[b, 1:, :, 1:].view(np.uint32))
+
+
+def test_im2col_rows_refuses_a_tile_outside_the_input(rng):
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    with pytest.raises(ValueError, match="do not fit x"):
+        float_conv.im2col_rows(x, (3, 3), (1, 1), (1, 1), (1, 1), 5, 0, 1, 3, 0, 5)

@@ -14,6 +14,11 @@ from ...threads import split_rows
 
 _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when missing or broken
 
+# The attribute by which the executor's fusion (fusion.py) asks nn.conv for its output and the
+# bounded output of the relu/clamp after it: (lo, hi), hi None for a plain relu. Not a name a
+# model can spell (':' is no identifier character in SkriptND or NNEF).
+THEN_BOUND = "qsim:then_bound"
+
 MIN_PER_THREAD = 1 << 16   # elements: below this a thread hand-off costs more than it saves
 
 

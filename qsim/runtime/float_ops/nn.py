@@ -11,8 +11,8 @@ from ...numerics import ceil_div
 from .base import check_alloc, fail, norm_axes, norm_axis, pack, register
 from ...kernels import float_conv
 from ...threads import apply_blas_threads
-from .bounds import bounded
-from .conv_gemm import conv_gemm
+from .bounds import THEN_BOUND, bounded
+from .conv_gemm import conv_gemm, conv_im2col_gemm
 from .math import erf
 
 
@@ -138,60 +138,85 @@ def conv(ins, at):
     m = n // g
     K = math.prod(fx)
     X = math.prod(ox)
+    bound = at.get(THEN_BOUND)        # (lo, hi): a relu/clamp after this conv (fusion.py)
     if g > 1 and fc == 1:
-        out = _depthwise(x, w, m, fx, stride, dilation, before, ox)
-        if bias is not None:
-            out = out + bias.reshape((n,) + (1,) * d)
-        return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
-    # cols[b, g, c*k, X]: im2col with the kernel offsets in row-major order like the filter
-    if K == 1 and all(s == 1 for s in stride) and not any(before) and list(ox) == list(x.shape[2:]) \
-            and x.dtype == np.result_type(x, w):
-        cols = np.ascontiguousarray(x).reshape(b, g, fc, X)     # 1x1, stride 1: x is its im2col
-    else:
-        # im2col copies each input element once per kernel offset: it can outgrow every tensor
-        check_alloc(op, (b, ic, K) + tuple(ox), np.result_type(x, w), "im2col buffer")
-        # the compiled copy takes its geometry as int64; a stride beyond that (a hostile model)
-        # takes the numpy windows, which index with Python ints
-        if d == 2 and x.dtype == w.dtype == np.float32 and \
-                max(map(abs, (*stride, *dilation, *before))) < 2 ** 31:
-            # compiled, the same buffer as the windows below
-            cols = _float_conv().im2col2d(x, fx, stride, dilation, before, ox)
-        else:
-            cols = np.empty((b, ic, K) + tuple(ox), dtype=np.result_type(x, w))
-            for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
-                cols[:, :, k] = win
-        cols = cols.reshape(b, g, fc * K, X)
+        out, y = _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound)
+        return _conv_outputs(out, y, bound, at.get("data_format", "NCX"), d)
     dtype = np.result_type(x, w)
+    one_by_one = K == 1 and all(s == 1 for s in stride) and not any(before) and \
+        list(ox) == list(x.shape[2:]) and x.dtype == dtype
+    if not one_by_one:
+        # im2col copies each input element once per kernel offset: it can outgrow every tensor.
+        # Checked at its whole size even where it is built tile by tile (a bound on every tile)
+        check_alloc(op, (b, ic, K) + tuple(ox), dtype, "im2col buffer")
     fused_bias = bias is not None and np.result_type(dtype, bias) == dtype
-    out = conv_gemm(w.reshape(g, m, fc * K).astype(dtype, copy=False), cols,
-                    bias if fused_bias else None, dtype)           # [b, n, X], bias added
+    tile_bound = bound if fused_bias or bias is None else None
+    w3 = w.reshape(g, m, fc * K).astype(dtype, copy=False)
+    # cols[b, g, c*k, X]: im2col with the kernel offsets in row-major order like the filter
+    if one_by_one:
+        cols = np.ascontiguousarray(x).reshape(b, g, fc, X)     # 1x1, stride 1: x is its im2col
+        out, y = conv_gemm(w3, cols, bias if fused_bias else None, dtype, tile_bound)
+    elif d == 2 and x.dtype == w.dtype == np.float32 and (bias is None or bias.dtype == np.float32) and \
+            max(map(abs, (*stride, *dilation, *before))) < 2 ** 31:
+        # compiled im2col, one cache-sized tile at a time: the same columns as the windows below
+        # (the compiled copy takes its geometry as int64; a stride beyond that, from a hostile
+        # model, takes the numpy windows, which index with Python ints)
+        check_alloc(op, (b, n) + tuple(ox), dtype)
+        out, y = conv_im2col_gemm(np.ascontiguousarray(x), w3, fx, stride, dilation, before, ox, bias, bound)
+    else:
+        cols = np.empty((b, ic, K) + tuple(ox), dtype=dtype)
+        for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
+            cols[:, :, k] = win
+        out, y = conv_gemm(w3, cols.reshape(b, g, fc * K, X), bias if fused_bias else None, dtype, tile_bound)
     out = out.reshape((b, n) + tuple(ox))
     if bias is not None and not fused_bias:
         out = out + bias.reshape((n,) + (1,) * d)                 # a wider bias widens the result
-    return [np.ascontiguousarray(_from_ncx(out, at.get("data_format", "NCX"), d))]
+    return _conv_outputs(out, y, bound, at.get("data_format", "NCX"), d)
 
 
-def _depthwise(x, w, m, fx, stride, dilation, before, ox):
+def _conv_outputs(out, y, bound, fmt, d):
+    """[conv result] in the data format, and with a fused bound also the bounded result: y when
+    the kernels made it, else numpy's maximum/minimum on the float32 result (what the
+    relu/clamp op would have received from the executor)."""
+    outs = [np.ascontiguousarray(_from_ncx(out, fmt, d))]
+    if bound is not None:
+        if y is not None and y.dtype == np.float32:
+            outs.append(np.ascontiguousarray(_from_ncx(y.reshape(out.shape), fmt, d)))
+        else:
+            lo, hi = bound
+            outs.append(bounded(outs[0].astype(np.float32, copy=False), np.float32(lo),
+                                None if hi is None else np.float32(hi)))
+    return outs
+
+
+def _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound=None):
     """One input channel per group (depthwise): a multiply-add per kernel offset over strided
     window views, out[b, c*m + i] = sum_k w[c*m + i, 0, k] * window_k[b, c] (k in row-major
-    order). A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed."""
+    order), then + bias. A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed.
+    Returns (out, y): y is the bounded result when the compiled loop made it (bound given), else None."""
     b, ic = x.shape[:2]
     dtype = np.result_type(x, w)
     check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
     compiled = _float_conv() if x.ndim == 4 and dtype == np.float32 and \
         max(map(abs, (*stride, *dilation, *before))) < 2 ** 31 else None     # int64 geometry in C
-    if compiled is not None:
+    if compiled is not None and (bias is None or bias.dtype == np.float32):
         # the same operations in the same order as the loop below, compiled (same bits)
-        return compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),
-                                         m, stride, dilation, before, ox)
-    out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
-    term = np.empty_like(out)
-    wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
-    spatial = (1,) * len(ox)
-    for k, win in enumerate(padded_windows(x, range(2, x.ndim), fx, stride, dilation, before, ox, 0)):
-        np.multiply(wk[None, :, :, k].reshape((1, ic, m) + spatial), win[:, :, None], out=term)
-        out += term
-    return out.reshape((b, ic * m) + tuple(ox))
+        made = compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),
+                                    m, stride, dilation, before, ox, bias, bound)
+        return made if bound is not None else (made, None)
+    if compiled is not None:
+        out = compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),
+                                   m, stride, dilation, before, ox)
+    else:
+        out = np.zeros((b, ic, m) + tuple(ox), dtype=dtype)
+        term = np.empty_like(out)
+        wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
+        spatial = (1,) * len(ox)
+        for k, win in enumerate(padded_windows(x, range(2, x.ndim), fx, stride, dilation, before, ox, 0)):
+            np.multiply(wk[None, :, :, k].reshape((1, ic, m) + spatial), win[:, :, None], out=term)
+            out += term
+        out = out.reshape((b, ic * m) + tuple(ox))
+    return (out if bias is None else out + bias.reshape((ic * m,) + (1,) * len(ox))), None
 
 
 def _float_conv():
