@@ -182,16 +182,17 @@ def main(argv=None) -> int:
                            "model_seconds": model_s, "model_seconds_all": model_times}
 
     if not args.no_verilator:
+        from qsim.hw.params import Units
         from qsim.npu import sim_verilator
         cache = Path(tempfile.mkdtemp(prefix="qsim-npubench-cache-"))
         old = os.environ.get("QSIM_CACHE_DIR")
         os.environ["QSIM_CACHE_DIR"] = str(cache)
         try:
             t = time.perf_counter()
-            sim_verilator.cached_verilog(geom)
+            sim_verilator.cached_verilog(geom, Units.ARRAY)     # convolutions: the array side
             export_s = time.perf_counter() - t
             t = time.perf_counter()
-            sim_verilator.build(geom)
+            sim_verilator.build(geom, units=Units.ARRAY)
             build_s = time.perf_counter() - t
             print(f"  verilator: export {export_s:.1f} s, build {build_s:.1f} s (fresh cache)")
             v_rows, v_run_s = run_resnet(geom, layers, data, expected, "verilator")

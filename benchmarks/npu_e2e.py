@@ -7,11 +7,13 @@ vector unit, cold (fresh build cache: Verilog export + Verilator build + run) an
 ResNet-18: torchvision's architecture with seeded random weights (benchmarks/_resnet18_onnx.py,
 ONNX -> nnef-tools -> NNEF 1.0), quantized by `qsim quantize` with 4 seeded random
 calibration images (not timed), simulated on one seeded random image. Each `qsim simulate`
-runs as a child process (`--workers 1`, so the numbers are one process's); wall clock and CPU
+runs as a child process (`--workers 1`, so the numbers are one process's; ResNet-18 cold also
+with the default workers, one Dask worker per core, the wall-clock goal's setting); wall clock and CPU
 time (user + system of the child and its children: the C++ compiler of a cold build) are
 measured. Verilator simulation speed: cycles per CPU second of the array and vector programs
 alone, measured in this process on the warm build (engine time only, no golden values, no
-report). Writes reports/npu_e2e.md and reports/npu_e2e.json.
+report), each program on the NPU side it uses and, in the same run, on the whole NPU (A/B).
+Writes reports/npu_e2e.md and reports/npu_e2e.json.
 """
 from __future__ import annotations
 
@@ -61,10 +63,10 @@ def resnet18_quantized() -> tuple[Path, Path]:
     return qmodel, image
 
 
-def simulate(model: list[str], config: str, cache: Path, out: Path) -> dict:
+def simulate(model: list[str], config: str, cache: Path, out: Path, workers: str = "1") -> dict:
     env = dict(os.environ, QSIM_CACHE_DIR=str(cache))
     result = timed([sys.executable, "-m", "qsim", "simulate", *model, "--engine", "verilator",
-                    "--config", config, "--workers", "1", "-q", "-o", str(out)], env)
+                    "--config", config, *(["--workers", workers] if workers else []), "-q", "-o", str(out)], env)
     report = json.loads((out / "report.json").read_text())
     result.update(total_cycles=report["total_cycles"], all_verified=report["all_verified"],
                   layers=len(report["layers"]),
@@ -75,8 +77,12 @@ def simulate(model: list[str], config: str, cache: Path, out: Path) -> dict:
     return result
 
 
-def engine_speed(qmodel: Path, image: Path, config: str) -> dict:
-    """Cycles per CPU second of the verilator engine alone (warm build), per unit."""
+def engine_speed(qmodel: Path, image: Path, config: str, whole: bool = False) -> dict:
+    """Cycles per CPU second of the verilator engine alone (warm build), per unit; `whole`:
+    every program on the whole NPU (array and vector unit in one model, as before the engine
+    ran each program on the side it uses), for the A/B comparison."""
+    from qsim.hw.params import Units
+    from qsim.npu import sim_verilator
     from qsim.npu.config import load_config
     from qsim.npu.golden_vectors import load_model, read_inputs
     from qsim.npu.program import Unit, prepare_run, run_array_stage
@@ -85,6 +91,16 @@ def engine_speed(qmodel: Path, image: Path, config: str) -> dict:
     cfg = load_config(config)
     prepared = prepare_run(model.graph, feeds, cfg, engine="verilator")
     stages = [s for s in prepared.stages if s.unit is not Unit.HOST]
+    chosen = sim_verilator.program_units
+    if whole:
+        sim_verilator.program_units = lambda geom, instrs: Units.ALL
+    try:
+        return _time_stages(prepared, stages, Unit, run_array_stage)
+    finally:
+        sim_verilator.program_units = chosen
+
+
+def _time_stages(prepared, stages, Unit, run_array_stage) -> dict:
     out = {}
     for unit in (Unit.ARRAY, Unit.VECTOR):
         cpu, cycles = 0.0, 0
@@ -103,7 +119,7 @@ def engine_speed(qmodel: Path, image: Path, config: str) -> dict:
 def markdown(data: dict) -> str:
     lines = ["# Whole models on the RTL (verilator engine, vector unit included)", "",
              f"Written by `python benchmarks/npu_e2e.py` on {data['machine']}; `qsim simulate --engine "
-             f"verilator --config {data['config']} --workers 1`, every layer checked bit-exact against "
+             f"verilator --config {data['config']} --workers 1` (the last row: the default, one Dask worker per core), every layer checked bit-exact against "
              "the kernels. Cold = a fresh build cache (Verilog export + Verilator build + run); CPU = "
              "user + system of the command and its children (the C++ compiler).", "",
              "| run | layers (array / vector / host) | RTL layers | cycles | of which vector | wall | CPU | all bit-exact |",
@@ -113,10 +129,13 @@ def markdown(data: dict) -> str:
         lines.append(f"| {name} | {r['layers']} ({u['array']} / {u['vector']} / {u['host']}) | {r['rtl_layers']} | "
                      f"{r['total_cycles']:,} | {r['vector_cycles']:,} | {r['wall_s']} s | {r['cpu_s']} s | "
                      f"{'yes' if r['all_verified'] else 'NO'} |")
-    lines += ["", "Verilator simulation speed of the ResNet-18 programs (warm build, engine time only):", "",
-              "| unit | cycles | CPU | cycles per CPU second |", "|---|---:|---:|---:|"]
-    for unit, s in data["speed"].items():
-        lines.append(f"| {unit} | {s['cycles']:,} | {s['cpu_s']} s | {s['cycles_per_cpu_s']:,} |")
+    lines += ["", "Verilator simulation speed of the ResNet-18 programs (warm build, engine time only), each "
+              "program on the NPU side it uses (the engine's default) and, in the same run, on the whole "
+              "NPU:", "",
+              "| unit | cycles | model | CPU | cycles per CPU second |", "|---|---:|---|---:|---:|"]
+    for model, speed in (("one side", data["speed"]), ("whole NPU", data.get("speed_whole", {}))):
+        for unit, s in speed.items():
+            lines.append(f"| {unit} | {s['cycles']:,} | {model} | {s['cpu_s']} s | {s['cycles_per_cpu_s']:,} |")
     return "\n".join(lines) + "\n"
 
 
@@ -127,18 +146,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     qmodel, image = resnet18_quantized()
     runs = {}
-    for name, model, cold in (("embedded, cold", [], True), ("embedded, warm", [], False),
-                              ("ResNet-18, cold", [str(qmodel), "--input", str(image)], True),
-                              ("ResNet-18, warm", [str(qmodel), "--input", str(image)], False)):
+    r18 = [str(qmodel), "--input", str(image)]
+    for name, model, cold, workers in (("embedded, cold", [], True, "1"), ("embedded, warm", [], False, "1"),
+                                       ("ResNet-18, cold", r18, True, "1"), ("ResNet-18, warm", r18, False, "1"),
+                                       ("ResNet-18, cold, default workers", r18, True, None)):
         cache = WORK / "cache"
         if cold:
             shutil.rmtree(cache, ignore_errors=True)
-        runs[name] = simulate(model, args.config, cache, WORK / "out" / name.replace(", ", "-"))
+        runs[name] = simulate(model, args.config, cache, WORK / "out" / name.replace(", ", "-").replace(" ", "-"),
+                              workers)
         print(name, runs[name], flush=True)
     os.environ["QSIM_CACHE_DIR"] = str(WORK / "cache")
     speed = engine_speed(qmodel, image, args.config)
+    speed_whole = engine_speed(qmodel, image, args.config, whole=True)
     data = {"config": args.config, "machine": f"{os.cpu_count()} cores, load average "
-            f"{os.getloadavg()[0]:.1f} at the end", "runs": runs, "speed": speed}
+            f"{os.getloadavg()[0]:.1f} at the end", "runs": runs, "speed": speed, "speed_whole": speed_whole}
     out = Path(args.out)
     (out / "npu_e2e.json").write_text(json.dumps(data, indent=1) + "\n")
     (out / "npu_e2e.md").write_text(markdown(data))

@@ -25,10 +25,11 @@ from ..quant.pipeline import embedded_quantized_model, model_name_of
 from ..quant.qmodel import load_quantized_model
 from ..quant.target import TargetKind
 from ..runtime.executor import execute
+from ..hw.params import Units
 from .config import NpuConfig, parse_config
 from .distributed import InProcess
 from .engines import Engine
-from .program import GraphRun, PreparedRun, finish_run, prepare_run
+from .program import GraphRun, PreparedRun, Unit, finish_run, prepare_run
 
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
@@ -106,16 +107,19 @@ def _number(key: str, value: str):
 
 # -- one configuration ------------------------------------------------------------------------
 
-def prepare_engine(config: NpuConfig, engine: Engine, stream=None) -> None:
-    """Builds (or finds cached) the Verilator model before the progress bar starts. The note
-    goes to `stream`, default the sys.stderr of the moment of the call (not of import: an
-    in-process caller may have replaced it since)."""
+def prepare_engine(config: NpuConfig, engine: Engine, stream=None, prepared: PreparedRun | None = None) -> None:
+    """Builds (or finds cached) the Verilator models before the progress bar starts: both NPU
+    sides, or those `prepared`'s stages use. The note goes to `stream`, default the sys.stderr
+    of the moment of the call (not of import: an in-process caller may have replaced it since)."""
     if engine is not Engine.VERILATOR:
         return
     from .sim_verilator import SPLIT, build       # deferred: exporting the Verilog needs amaranth
     start = time.perf_counter()
+    used = {s.unit for s in prepared.stages} if prepared is not None else None
+    side = {Units.ARRAY: Unit.ARRAY, Units.VECTOR: Unit.VECTOR}
     for units in SPLIT:
-        build(config.geometry, units=units)
+        if used is None or side[units] in used:
+            build(config.geometry, units=units)
     took = time.perf_counter() - start
     if took > 1.0:
         print(f"verilator: built the {config.name} NPU model in {took:.1f} s (cached for next time)",
@@ -138,7 +142,7 @@ def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: En
     that work; then the build (or its cache lookup) before the progress bar."""
     pool = pool or InProcess()
     prepared = prepare_run(loaded.model.graph, feeds, config, engine)
-    prepare_engine(config, engine)
+    prepare_engine(config, engine, prepared=prepared)
     bar = Progress(f"simulate {config.name} ({engine.value}, {pool.what}) tasks", len(prepared.tasks),
                    enabled=show_progress)
     try:
@@ -155,8 +159,8 @@ def prepare_sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], en
     workers stay busy across configuration boundaries, and assembles with finish_sweep."""
     expected = execute(loaded.model.graph, feeds, backend="kernels")     # the same for every point
     prepared = [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
-    for config in configs:
-        prepare_engine(config, engine)
+    for config, run in zip(configs, prepared):
+        prepare_engine(config, engine, prepared=run)
     return prepared
 
 

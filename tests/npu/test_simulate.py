@@ -277,3 +277,29 @@ def test_a_cold_build_runs_in_the_background_until_needed(rng, tmp_path, monkeyp
     for units in sim_verilator.SPLIT:
         assert sim_verilator.build(geom, units=units).is_file()
     assert sim_verilator.build_in_background(geom) == []
+
+
+def test_prepare_engine_builds_the_sides_the_stages_use(monkeypatch):
+    """Both NPU sides without a plan; with one, only those its stages run on (a model
+    without vector stages compiles no vector side)."""
+    from types import SimpleNamespace
+    from qsim.hw.params import Units
+    from qsim.npu import sim_verilator
+    from qsim.npu.engines import Engine
+    from qsim.npu.program import Unit
+    from qsim.npu.simulate import prepare_engine
+    built = []
+    monkeypatch.setattr(sim_verilator, "build", lambda geom, units: built.append(units))
+    config = load_config("16x16")
+    stages = lambda *units: SimpleNamespace(stages=[SimpleNamespace(unit=u) for u in units])  # noqa: E731
+    prepare_engine(config, Engine.VERILATOR, prepared=stages(Unit.ARRAY, Unit.HOST, Unit.ARRAY))
+    assert built == [Units.ARRAY]
+    built.clear()
+    prepare_engine(config, Engine.VERILATOR, prepared=stages(Unit.VECTOR, Unit.ARRAY))
+    assert built == [Units.ARRAY, Units.VECTOR]
+    built.clear()
+    prepare_engine(config, Engine.VERILATOR)
+    assert built == [Units.ARRAY, Units.VECTOR]
+    built.clear()
+    prepare_engine(config, Engine.MODEL, prepared=stages(Unit.ARRAY))
+    assert built == []
