@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-resnet", action="store_true", help="no per-task ResNet measurement")
     parser.add_argument("--skip-resnet-sweep", action="store_true", help="no ResNet-18 sweep command")
     args = parser.parse_args(argv)
-    from qsim.npu.sim_verilator import build
+    from qsim.npu.simulate import prepare_engine
     from qsim.quant.pipeline import embedded_quantized_model
     from qsim.quant.qmodel import save_quantized_model
     from qsim.quant.target_tosa import TosaTarget
@@ -219,7 +219,7 @@ def main(argv=None) -> int:
                        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())},
            "sweep": " ".join(SWEEP), "engine": "verilator", "repeat": args.repeat}
     for name in SWEEP_CONFIGS:
-        build(load_config(name).geometry)                # cached builds: the measurement excludes them
+        prepare_engine(load_config(name), Engine.VERILATOR)   # both NPU sides cached: the measurement excludes builds
     with tempfile.TemporaryDirectory(prefix="qsim-sweep-scale-") as tmp:
         work = Path(tmp)
         folder = str(work / "fashion-int8")
