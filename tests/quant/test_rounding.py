@@ -248,31 +248,43 @@ def test_patch_sums_have_numpys_bits(g, p, k):
     assert got.dtype == np.float64 and got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
 
 
+class _FlushedSums:
+    """The reference for PatchMoments' totals: rows concatenated and flushed into a float64
+    GEMM and sum each time FLUSH_ROWS of them are pending, then once more at the end."""
+
+    def __init__(self, groups: int, k: int):
+        from qsim.quant.rounding import FLUSH_ROWS
+        self.flush_rows = FLUSH_ROWS
+        self.outer, self.sums, self.pending = np.zeros((groups, k, k)), np.zeros((groups, k)), []
+
+    def add(self, x: np.ndarray) -> None:
+        self.pending.append(x)
+        if sum(p.shape[1] for p in self.pending) >= self.flush_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            p = np.concatenate(self.pending, axis=1)
+            self.outer += np.matmul(p.transpose(0, 2, 1), p)
+            self.sums += p.sum(axis=1, dtype=np.float64)
+            self.pending = []
+
+
 def test_buffered_moments_have_the_bits_of_concatenated_flushes():
     """PatchMoments fills one growing buffer instead of concatenating per-sample arrays; the
     GEMM and the sums see the same rows in the same flushes, so the moments are bit-equal to
     the concatenate-then-flush formulation, written out here."""
-    from qsim.quant.rounding import FLUSH_ROWS
     rng = np.random.default_rng(3)
     for groups, k, rows in [(1, 40, 300), (3, 9, 49), (2, 5, 1500), (1, 7, 1024), (4, 3, 7)]:
-        m = PatchMoments(groups, k)
-        outer, sums, pending = np.zeros((groups, k, k)), np.zeros((groups, k)), []
+        m, ref = PatchMoments(groups, k), _FlushedSums(groups, k)
         for _ in range(9):
             x = (rng.standard_normal((groups, rows, k)) * np.exp2(rng.integers(-20, 20, (groups, rows, k))))
             x = x.astype(np.float32)
             m.add(x)
-            pending.append(x)
-            if sum(p.shape[1] for p in pending) >= FLUSH_ROWS:
-                p = np.concatenate(pending, axis=1)
-                outer += np.matmul(p.transpose(0, 2, 1), p)
-                sums += p.sum(axis=1, dtype=np.float64)
-                pending = []
-        if pending:
-            p = np.concatenate(pending, axis=1)
-            outer += np.matmul(p.transpose(0, 2, 1), p)
-            sums += p.sum(axis=1, dtype=np.float64)
+            ref.add(x)
+        ref.flush()
         h = m.second_moment(centered=False)          # flushes what is pending
-        assert m.sum_outer.tobytes() == outer.tobytes() and m.sum_x.tobytes() == sums.tobytes()
+        assert m.sum_outer.tobytes() == ref.outer.tobytes() and m.sum_x.tobytes() == ref.sums.tobytes()
         assert h.shape == (groups, k, k) and m.count == 9 * rows
 
 
@@ -358,30 +370,22 @@ def test_wide_layer_holds_its_rows_and_sums_them_in_the_flushes_blocks(rows, add
     k = FLUSH_ROWS + 76
     m = PatchMoments(1, k)
     assert m.holding
-    outer, sums, pending, seen = np.zeros((1, k, k)), np.zeros((1, k)), [], []
+    ref, seen = _FlushedSums(1, k), []
     for _ in range(adds):
         x = (rng.standard_normal((1, rows, k)) * np.exp2(rng.integers(-8, 8, (1, rows, k)))).astype(np.float32)
         m.add(x)
-        pending.append(x)
+        ref.add(x)
         seen.append(x)
-        if sum(p.shape[1] for p in pending) >= FLUSH_ROWS:
-            p = np.concatenate(pending, axis=1)
-            outer += np.matmul(p.transpose(0, 2, 1), p)
-            sums += p.sum(axis=1, dtype=np.float64)
-            pending = []
         total = sum(p.shape[1] for p in seen)
         assert m.holding == (total <= k)
         if m.holding:
             assert m.held_rows().tobytes() == np.concatenate(seen, axis=1)[0].tobytes()
-    if pending:
-        p = np.concatenate(pending, axis=1)
-        outer += np.matmul(p.transpose(0, 2, 1), p)
-        sums += p.sum(axis=1, dtype=np.float64)
+    ref.flush()
     means = m.means()
-    assert means.tobytes() == (sums / m.count).tobytes()
+    assert means.tobytes() == (ref.sums / m.count).tobytes()
     m.second_moment(centered=False)
     assert not m.holding
-    assert m.sum_outer.tobytes() == outer.tobytes() and m.sum_x.tobytes() == sums.tobytes()
+    assert m.sum_outer.tobytes() == ref.outer.tobytes() and m.sum_x.tobytes() == ref.sums.tobytes()
 
 
 def test_narrow_or_grouped_layers_never_hold():
