@@ -81,13 +81,25 @@ def package_data(package_dirs: dict[str, str]) -> dict[str, list[str]]:
 
 
 PACKAGE_DIRS = {"qsim.stdlib": "stdlib", "qsim.hw": "hw"}
+# Files qsim cannot run without, named as well as walked: the front ends' grammars and the
+# NNEF 1.0 standard library (the walk finds them too; naming them keeps them in package_data
+# even if a folder rule above ever changes).
+REQUIRED_DATA = {"qsim.nnef1": ["nnef1.lark", "stdlib.nnef"], "qsim.skriptnd": ["skriptnd.lark"]}
+
+
+def with_required(data: dict[str, list[str]]) -> dict[str, list[str]]:
+    for package, names in REQUIRED_DATA.items():
+        data[package] = sorted(set(data.get(package, [])) | set(names))
+    return data
+
+
 ALL_PACKAGES = packages()
 setup(
     packages=ALL_PACKAGES,
     package_dir=PACKAGE_DIRS,
-    package_data=package_data({
+    package_data=with_required(package_data({
         p: PACKAGE_DIRS.get(p, p.replace(".", "/")) for p in ALL_PACKAGES
-        if not any(p.startswith(m + ".") for m in PACKAGE_DIRS)}),
+        if not any(p.startswith(m + ".") for m in PACKAGE_DIRS)})),
     # QSIM_BUILD_NO_KERNELS=1 lays out the pure-Python package only (tests/test_packaging.py
     # checks what ships without spending a minute in Cython and the C compiler)
     ext_modules=[] if os.environ.get("QSIM_BUILD_NO_KERNELS") else kernel_extensions(),
