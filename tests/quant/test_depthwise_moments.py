@@ -126,3 +126,47 @@ def test_add_depthwise_refuses_a_layer_it_does_not_take():
         PatchMoments(4, 9).add_depthwise(x, grouped)
     with pytest.raises(ValueError, match="not a depthwise layer"):
         PatchMoments(3, 9).add_depthwise(x, _geometry(4, 3, 3, 1, 1, (1, 1), (1, 1)))
+
+
+def test_sample_stride_reads_a_sub_lattice_of_the_output_positions():
+    """Past max(ROWS_PER_WEIGHT x K, MIN_ROWS) rows over the calibration, a convolution's
+    moments read every a-th row and b-th column of its output positions (a x b covers the
+    excess, a and b within one of each other): the patches of the sampled geometry are
+    exactly those rows of the full gather."""
+    from qsim.quant import rounding
+    from qsim.quant.rounding import conv_patches, sample_stride
+    g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
+    shape = (1, 2, 40, 30)                                  # 1200 rows per sample, K = 18
+    assert sample_stride(shape, g, None) is g               # unknown sample count: all rows
+    assert sample_stride(shape, g, 13) is g                 # 15600 <= MIN_ROWS
+    # excess = ceil(samples x 1200 / MIN_ROWS): 2, 3, 8, 74
+    for samples, want in ((14, (1, 2)), (40, (1, 3)), (100, (2, 4)), (1000, (8, 10))):
+        assert max(rounding.ROWS_PER_WEIGHT * 18, rounding.MIN_ROWS) == 16384
+        assert sample_stride(shape, g, samples).stride == want
+    x = np.random.default_rng(6).normal(size=shape).astype(np.float32)
+    sampled = sample_stride(shape, g, 100)
+    full = conv_patches(x, g).reshape(1, 40, 30, 18)
+    assert np.array_equal(conv_patches(x, sampled).reshape(-1, 18),
+                          full[:, ::2, ::4].reshape(-1, 18))
+    # depthwise layers are summed without gathering: never sampled
+    dw = _geometry(2, 3, 3, 1, 1, (1, 1), (1, 1))
+    assert sample_stride(shape, dw, 1000) is dw
+
+
+def test_input_moments_sum_the_sampled_rows_when_told_the_sample_count():
+    from qsim.quant.rounding import conv_patches, sample_stride
+    g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
+    rng = np.random.default_rng(7)
+    xs = [rng.normal(size=(1, 2, 40, 30)).astype(np.float32) for _ in range(3)]
+    moments = InputMoments()
+    moments.watch_conv("y", "x", g)
+    moments.expect_samples(100)
+    for x in xs:
+        moments.update({"x": x})
+    sampled = sample_stride(xs[0].shape, g, 100)
+    plain = PatchMoments(1, 18)
+    for x in xs:
+        plain.add(conv_patches(x, sampled))
+    got = moments.moments["y"]
+    assert got.count == 3 * 20 * 8 == plain.count          # 40 x 30 outputs, every 2nd row, 4th column
+    assert got.second_moment(True).tobytes() == plain.second_moment(True).tobytes()
