@@ -425,3 +425,106 @@ cdef void _padded_plane(const float *xc, double *xp, int64_t Hp, int64_t Wp, int
         for j in range(Wp):
             ix = j - pl
             xp[r * Wp + j] = <double>xc[iy * xs2 + ix * xs3] if (0 <= iy < H and 0 <= ix < W) else 0.0
+
+
+def scan_bins_f32(const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
+    """scan_f32 and add_bin_counts_f32 in one pass, for a histogram whose bins are already
+    set: returns (min, max, exact zeros, all finite, inside) and adds every value's bin to
+    counts[floor(v / 2^log2_width) - first] while it falls inside counts. inside is False when
+    a value fell outside (counts then hold only part of the values and the caller discards
+    them) or was not finite (no bin is computed for it). Extremes, zeros and counts are
+    exact, as in the two separate passes."""
+    cdef Py_ssize_t i, n = x.shape[0]
+    cdef int64_t size = counts.shape[0], zeros = 0, j
+    cdef double inv = 2.0 ** (-log2_width), q
+    cdef float lo = 0, hi = 0, v
+    cdef bint finite = True, inside = True
+    if n == 0:
+        return 0.0, 0.0, 0, True, True
+    lo = hi = x[0]
+    with nogil:
+        for i in range(n):
+            v = x[i]
+            if not (v - v == 0):           # inf - inf and NaN - NaN are NaN
+                finite = False
+                inside = False
+                break
+            if v < lo:
+                lo = v
+            if v > hi:
+                hi = v
+            if v == 0:
+                zeros += 1
+            q = <double>v * inv
+            if not (-4.0e18 < q < 4.0e18):  # far outside any bin: no int64 conversion
+                inside = False
+                continue
+            j = <int64_t>q                  # truncates toward zero: one less below 0
+            if q < <double>j:
+                j -= 1
+            j -= first
+            if 0 <= j < size:
+                counts[j] += 1
+            else:
+                inside = False
+    return <double>lo, <double>hi, zeros, finite, inside
+
+
+cdef double _pairwise_sum(const float *a, Py_ssize_t n) noexcept nogil:
+    """numpy's pairwise summation of float64 values (numpy/_core/src/umath/loops_utils.h
+    pairwise_sum, which np.add.reduce runs along a contiguous axis), of float32 values widened
+    to float64: sequential below 8 values, eight interleaved partial sums up to 128, halves
+    (cut at a multiple of 8) above. The same operations in the same order, so the same bits."""
+    cdef double res, r0, r1, r2, r3, r4, r5, r6, r7
+    cdef Py_ssize_t i, n2
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res = res + <double>a[i]
+        return res
+    elif n <= 128:
+        r0 = <double>a[0]
+        r1 = <double>a[1]
+        r2 = <double>a[2]
+        r3 = <double>a[3]
+        r4 = <double>a[4]
+        r5 = <double>a[5]
+        r6 = <double>a[6]
+        r7 = <double>a[7]
+        i = 8
+        while i < n - (n % 8):
+            r0 = r0 + <double>a[i + 0]
+            r1 = r1 + <double>a[i + 1]
+            r2 = r2 + <double>a[i + 2]
+            r3 = r3 + <double>a[i + 3]
+            r4 = r4 + <double>a[i + 4]
+            r5 = r5 + <double>a[i + 5]
+            r6 = r6 + <double>a[i + 6]
+            r7 = r7 + <double>a[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res = res + <double>a[i]
+            i += 1
+        return res
+    else:
+        n2 = n // 2
+        n2 -= n2 % 8
+        return _pairwise_sum(a, n2) + _pairwise_sum(a + n2, n - n2)
+
+
+def channel_sums_f32(const float[:, :, ::1] x, double[::1] out):
+    """out[c] = sum over n and r of x[n, c, r] as float64, the bits of numpy's
+    x.astype(np.float64).sum(axis=(0, 2)) for one sample (n = 1: one pairwise sum per channel;
+    the calibration's channel means, qsim/quant/calibrate.py). Tested against numpy."""
+    cdef Py_ssize_t n, c, N = x.shape[0], C = x.shape[1], R = x.shape[2]
+    cdef double acc
+    if out.shape[0] != C:
+        raise ValueError("channel_sums_f32: out must have one entry per channel")
+    with nogil:
+        for c in range(C):
+            acc = 0.0
+            for n in range(N):
+                if R:
+                    acc = acc + _pairwise_sum(&x[n, c, 0], R)
+            out[c] = acc
