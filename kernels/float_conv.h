@@ -26,7 +26,8 @@
  * the flat index i = oy*PWp + ox every tap is one contiguous run at a fixed offset, whatever
  * the stride and however narrow the image: the outputs are computed QSIM_DWF_CB at a time on
  * that flat index (accumulators in registers), then the OW valid columns of each row are
- * stored with the bias (and, given y, the following relu/clamp into y). (Columns ox >= OW of the flat grid are computed and dropped: PWp is at
+ * stored with the bias (and, given y, the following relu/clamp into y; with bound_only that
+ * relu/clamp is applied before the store and out holds only the bounded values). (Columns ox >= OW of the flat grid are computed and dropped: PWp is at
  * least OW + (kx*dx)/sx for every tap, so valid outputs never read across a row.)
  * pt, pl: leading padding (negative: the first input rows/columns are cropped).
  * scratch: qsim_dw_scratch_floats(...) floats. */
@@ -105,7 +106,7 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
                                         int64_t m, int64_t KH, int64_t KW,
                                         int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt,
                                         int64_t pl, float *restrict out, int64_t OH, int64_t OW,
-                                        float *restrict y, float lo, float hi, int has_hi,
+                                        float *restrict y, float lo, float hi, int has_hi, int bound_only,
                                         float *restrict scratch, int64_t *restrict off,
                                         int64_t p0, int64_t p1) {
     const int64_t OC = C * m;
@@ -151,6 +152,10 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
             for (int64_t ox = 0; ox < OW; ox++) {
                 float v = acc[oy * PWp + ox];
                 if (bias != NULL) v = v + bv;
+                if (bound_only) {             /* only the bounded value is wanted: out holds it */
+                    v = (v > lo || v != v) ? v : lo;
+                    if (has_hi) v = (v < hi || v != v) ? v : hi;
+                }
                 o[oy * OW + ox] = v;
             }
         if (y != NULL) {                      /* the following relu/clamp, as numpy's maximum/minimum */
@@ -168,18 +173,18 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
 #define QSIM_DW_PLANE_F32_PARAMS (const float *x, int64_t C, int64_t H, int64_t W, const float *w, \
     const float *bias, int64_t m, int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t dy,      \
     int64_t dx, int64_t pt, int64_t pl, float *out, int64_t OH, int64_t OW, float *y, float lo,     \
-    float hi, int has_hi, float *scratch, int64_t *off, int64_t p0, int64_t p1)
+    float hi, int has_hi, int bound_only, float *scratch, int64_t *off, int64_t p0, int64_t p1)
 QSIM_VERSIONS(qsim_dw_plane_f32, QSIM_DW_PLANE_F32_PARAMS,
               (x, C, H, W, w, bias, m, KH, KW, sy, sx, dy, dx, pt, pl, out, OH, OW, y, lo, hi, has_hi,
-               scratch, off, p0, p1))
+               bound_only, scratch, off, p0, p1))
 static void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W,
                                     const float *w, const float *bias, int64_t m, int64_t KH,
                                     int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
                                     int64_t pt, int64_t pl, float *out, int64_t OH, int64_t OW,
-                                    float *y, float lo, float hi, int has_hi,
+                                    float *y, float lo, float hi, int has_hi, int bound_only,
                                     float *scratch, int64_t *off, int64_t p0, int64_t p1) {
     QSIM_DISPATCH(isa, qsim_dw_plane_f32, x, C, H, W, w, bias, m, KH, KW, sy, sx, dy, dx, pt, pl, out,
-                  OH, OW, y, lo, hi, has_hi, scratch, off, p0, p1);
+                  OH, OW, y, lo, hi, has_hi, bound_only, scratch, off, p0, p1);
 }
 
 /* ---- the im2col of one GEMM tile: channels [c0, c1) of sample b, output rows [oy0, oy1):
@@ -223,17 +228,27 @@ static void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W
  * out[r][c] = out[r][c] + bias[r] for r in [r0, r1), c in [c0, c1), one float32 add each (as
  * numpy's out += bias); then, with `bounded`, y[r][c] = minimum(maximum(out, lo), hi) (numpy's
  * values: a NaN stays NaN, two equal zeros give the bound) written to a second array of the
- * same layout while the tile is in the cache. */
+ * same layout while the tile is in the cache; with bounded == 2 (nobody reads the unbounded
+ * result) into out itself instead, y unused: the same values, half the memory traffic. */
 QSIM_INLINE void qsim_tile_epilogue_f32_body(float *restrict out, float *restrict y, int64_t ld,
                                              const float *restrict bias, int64_t r0, int64_t r1,
                                              int64_t c0, int64_t c1, int bounded, float lo, float hi,
                                              int has_hi) {
     for (int64_t r = r0; r < r1; r++) {
         float *restrict o = out + r * ld;
-        if (bias != NULL) {
-            const float bv = bias[r];
-            for (int64_t c = c0; c < c1; c++) o[c] = o[c] + bv;
+        const float bv = bias != NULL ? bias[r] : 0.0f;
+        if (bounded == 2) {                   /* only the bounded value is wanted: one pass, in place */
+            for (int64_t c = c0; c < c1; c++) {
+                float v = o[c];
+                if (bias != NULL) v = v + bv;
+                v = (v > lo || v != v) ? v : lo;
+                if (has_hi) v = (v < hi || v != v) ? v : hi;
+                o[c] = v;
+            }
+            continue;
         }
+        if (bias != NULL)
+            for (int64_t c = c0; c < c1; c++) o[c] = o[c] + bv;
         if (bounded) {
             float *restrict yr = y + r * ld;
             for (int64_t c = c0; c < c1; c++) {
