@@ -18,6 +18,13 @@ from libc.stdlib cimport free, malloc
 
 
 cdef extern from "float_conv.h" nogil:
+    int64_t qsim_dwc_scratch_floats(int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sy,
+                                    int64_t sx, int64_t dy, int64_t dx)
+    void qsim_depthwise_cblock_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W, const float *w,
+                                   const float *bias, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
+                                   int64_t dy, int64_t dx, int64_t pt, int64_t pl, float *out, int64_t OH,
+                                   int64_t OW, float *y, float lo, float hi, int has_hi, int bound_only,
+                                   float *scratch, int64_t q0, int64_t q1)
     void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
                               int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
                               int64_t OW, float *cols, int64_t b, int64_t c0, int64_t c1, int64_t oy0,
@@ -82,6 +89,50 @@ def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, :
                                 has_hi, bound_only, scratch, off, p0, p1)
     free(scratch)
     free(off)
+
+
+def depthwise_cblock_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, ::1] w, bias,
+                         float[:, :, :, ::1] out, int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt,
+                         int64_t pl, int64_t q0, int64_t q1, y=None, lo=0.0, hi=None, bint bound_only=False):
+    """The depthwise convolution of depthwise_nchw_f32 for channel multiplier 1, 16 channels at a
+    time vectorized across channels (kernels/float_conv.h; the same bits): work units
+    q = b * ceil(C / 16) + channel block in [q0, q1)."""
+    cdef int64_t C = x.shape[1], OH = out.shape[2], OW = out.shape[3], KH = w.shape[1], KW = w.shape[2]
+    cdef int64_t nblk = (C + 15) // 16
+    cdef const float[::1] b
+    cdef const float *bp = NULL
+    cdef float[:, :, :, ::1] yv
+    cdef float *yp = NULL
+    cdef float lo_f = lo
+    cdef float hi_f = 0.0 if hi is None else hi
+    cdef int has_hi = hi is not None
+    if bound_only and y is not None:
+        raise ValueError("depthwise_cblock_f32: bound_only writes the bounded values to out; y must be None")
+    if sy < 1 or sx < 1 or dy < 1 or dx < 1:
+        raise ValueError(f"depthwise_cblock_f32: stride ({sy}, {sx}) and dilation ({dy}, {dx}) must be positive")
+    if not (0 <= q0 <= q1 <= out.shape[0] * nblk) or out.shape[1] != C or w.shape[0] != C \
+            or out.shape[0] != x.shape[0]:
+        raise ValueError("depthwise_cblock_f32: shapes or block range do not agree")
+    if bias is not None:
+        b = bias
+        if b.shape[0] != C:
+            raise ValueError(f"depthwise_cblock_f32: bias has {b.shape[0]} values for {C} channels")
+        bp = &b[0]
+    if q1 <= q0 or OH == 0 or OW == 0:
+        return
+    if y is not None:
+        yv = y
+        if yv.shape[0] != out.shape[0] or yv.shape[1] != C or yv.shape[2] != OH or yv.shape[3] != OW:
+            raise ValueError("depthwise_cblock_f32: y must have out's shape")
+        yp = &yv[0, 0, 0, 0]
+    cdef float *scratch = <float *>malloc(qsim_dwc_scratch_floats(OH, OW, KH, KW, sy, sx, dy, dx) * sizeof(float))
+    if scratch == NULL:
+        raise MemoryError()
+    with nogil:
+        qsim_depthwise_cblock_f32(isa, &x[0, 0, 0, 0], C, x.shape[2], x.shape[3], &w[0, 0, 0], bp, KH, KW, sy, sx,
+                                  dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, yp, lo_f, hi_f, has_hi, bound_only,
+                                  scratch, q0, q1)
+    free(scratch)
 
 
 def im2col_rows_f32(const float[:, :, :, ::1] x, float[:, :, :, ::1] cols, int64_t KH, int64_t KW,
