@@ -101,6 +101,18 @@ QSIM_INLINE void qsim_dw_split_pairs(const float *restrict src, int64_t x0, int6
     if (xx < x1) even[j] = src[xx];
 }
 
+/* yo[i] = minimum(maximum(o[i], lo), hi) (hi unused without has_hi), numpy's values: a NaN stays
+ * NaN, two equal zeros give the bound */
+QSIM_INLINE void qsim_bound_copy(const float *restrict o, float *restrict yo, int64_t n, float lo, float hi,
+                                 int has_hi) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = o[i];
+        v = (v > lo || v != v) ? v : lo;
+        if (has_hi) v = (v < hi || v != v) ? v : hi;
+        yo[i] = v;
+    }
+}
+
 QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int64_t H, int64_t W,
                                         const float *restrict w, const float *restrict bias,
                                         int64_t m, int64_t KH, int64_t KW,
@@ -158,15 +170,8 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
                 }
                 o[oy * OW + ox] = v;
             }
-        if (y != NULL) {                      /* the following relu/clamp, as numpy's maximum/minimum */
-            float *yo = y + p * OH * OW;
-            for (int64_t i = 0; i < OH * OW; i++) {
-                float v = o[i];
-                v = (v > lo || v != v) ? v : lo;
-                if (has_hi) v = (v < hi || v != v) ? v : hi;
-                yo[i] = v;
-            }
-        }
+        if (y != NULL)                        /* the following relu/clamp, as numpy's maximum/minimum */
+            qsim_bound_copy(o, y + p * OH * OW, OH * OW, lo, hi, has_hi);
     }
 }
 
@@ -323,15 +328,8 @@ QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H
         for (int64_t c = 0; c < nc; c++) {
             float *o = out0 + c * OHW;
             for (int64_t j = i; j < OHW; j++) o[j] = res[j * QSIM_DWC + c];
-            if (y != NULL) {                              /* the following relu/clamp, numpy's values */
-                float *yo = y + (b * C + c0 + c) * OHW;
-                for (int64_t j = 0; j < OHW; j++) {
-                    float v = o[j];
-                    v = (v > lo || v != v) ? v : lo;
-                    if (has_hi) v = (v < hi || v != v) ? v : hi;
-                    yo[j] = v;
-                }
-            }
+            if (y != NULL)                                /* the following relu/clamp, numpy's values */
+                qsim_bound_copy(o, y + (b * C + c0 + c) * OHW, OHW, lo, hi, has_hi);
         }
     }
 }

@@ -45,14 +45,10 @@ def depthwise2d(x: np.ndarray, w: np.ndarray, m: int, stride, dilation, before, 
     y = None if bound is None or bound_only else np.empty_like(out)
     lo, hi = (0.0, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
     isa = current_isa().code
-    if m == 1 and OW <= CHANNEL_BLOCK_MAX_WIDTH:
-        split_rows(B * -(-C // 16), lambda q0, q1: _float_ops.depthwise_cblock_f32(
-            isa, xc, wc, bc, out, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1], q0, q1,
-            y, lo, hi, bound_only), min_rows=1)
-    else:
-        split_rows(B * C * m, lambda p0, p1: _float_ops.depthwise_nchw_f32(
-            isa, xc, wc, bc, out, m, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1], p0, p1,
-            y, lo, hi, bound_only), min_rows=4)
+    blocks = m == 1 and OW <= CHANNEL_BLOCK_MAX_WIDTH
+    split_rows(B * -(-C // 16) if blocks else B * C * m, lambda p0, p1: _float_ops.depthwise_nchw_f32(
+        isa, xc, wc, bc, out, m, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1], p0, p1,
+        y, lo, hi, bound_only, blocks), min_rows=1 if blocks else 4)
     if bound is None:
         return out
     return (None, out) if bound_only else (out, y)
