@@ -106,9 +106,18 @@ def _ort_job(onnx_path: Path, calib: np.ndarray, evaluation: np.ndarray, threads
                 top1_agreement=float(np.mean(f.argmax(1) == q.argmax(1))))
 
 
+# onnxruntime's intra-op threads spin-wait after a run (measured here: ~30 ms of CPU over the next
+# ~50-100 ms at 2 threads), so a qsim run right after one would share its cores with that
+# spinning (and count its CPU time); the alternated float job waits this long before each
+# side's run (both alike: each starts from the same idle pause), outside the timed parts.
+# onnxruntime keeps its default (spinning) settings.
+ORT_SPIN_SETTLE_SECONDS = 0.2
+
+
 def _float_job(model_dir: Path, onnx_path: Path, threads: int, repeat: int, batch: int = 1) -> dict:
     """Float inference of `batch` images: qsim's executor vs onnxruntime, alternated (median of
-    `repeat` each, wall and CPU seconds), and the largest difference of their outputs. Batch 1
+    `repeat` each, wall and CPU seconds; a pause after each onnxruntime run so that its spinning
+    threads are not running during qsim's), and the largest difference of their outputs. Batch 1
     runs the NNEF model; a batch > 1 loads the ONNX model with qsim's ONNX front end at that
     batch (the NNEF 1.0 export fixes batch 1) and gives onnxruntime a copy with that batch."""
     import onnx
@@ -144,10 +153,12 @@ def _float_job(model_dir: Path, onnx_path: Path, threads: int, repeat: int, batc
              for what, kw in (("outputs_only", outputs_only), ("keep_all", {}))}
     times, cpu, ort_times, ort_cpu = [], [], [], []
     for _ in range(repeat):           # alternated: a change of machine load hits both sides alike
+        time.sleep(ORT_SPIN_SETTLE_SECONDS)      # untimed, before each side alike (see the constant)
         t0, c0 = time.perf_counter(), time.process_time()
         execute(graph, {name: x}, **outputs_only)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+        time.sleep(ORT_SPIN_SETTLE_SECONDS)
         t0, c0 = time.perf_counter(), time.process_time()
         sess.run(None, {iname: x})
         ort_times.append(time.perf_counter() - t0)
@@ -295,6 +306,7 @@ def markdown(data: dict) -> str:
                           f"ort {r['ort_cpu_seconds']:.3f} s)")
             notes += f"; max abs diff {r['max_abs_diff']:.2e} (output max {r['max_abs_output']:.1f})"
             if "inference_peak_mb" in r:
+                notes += f"; {ORT_SPIN_SETTLE_SECONDS} s pause before each run (onnxruntime's threads spin after theirs)"
                 notes += (f"; qsim runs outputs only (execute keep=outputs), arrays of one inference peak "
                           f"{r['inference_peak_mb']:.0f} MB (every tensor kept: {r['keep_all_peak_mb']:.0f} MB)")
         else:
