@@ -26,7 +26,7 @@ from ...kernels.cpu_features import current_isa
 from ...kernels.extensions import extension
 from ...kernels.float_conv import im2col_rows
 from ...numerics import ceil_div
-from ...threads import single_thread_blas, split_rows, thread_count
+from ...threads import apply_blas_threads, single_thread_blas, split_rows, thread_count
 from .bounds import bounded
 
 _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when missing or broken
@@ -117,8 +117,9 @@ def _run_tiles(w, bias, bound, out, y, column_tiles, columns_of) -> None:
     rows = spans(m, ROW_TILE)
     lo, hi = (None, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
     in_place = bound is not None and y is None
+    threads = thread_count()
     # enough tasks for the threads: split a column tile's row spans when there are few column tiles
-    groups = max(1, min(len(rows), ceil_div(thread_count(), len(column_tiles))))
+    groups = max(1, min(len(rows), ceil_div(threads, len(column_tiles))))
     row_groups = [rows[i * len(rows) // groups:(i + 1) * len(rows) // groups] for i in range(groups)]
     tasks = [(tile, rg) for tile in column_tiles for rg in row_groups]
     isa = current_isa().code
@@ -134,6 +135,10 @@ def _run_tiles(w, bias, bound, out, y, column_tiles, columns_of) -> None:
                     _float_ops.tile_epilogue_f32(isa, out[b], bias, None if y is None else y[b], lo, hi,
                                                  r0, r1, c0, c1, in_place)
 
+    if threads == 1:                  # no pool hand-off: a small layer's tiles cost ~10 us less
+        apply_blas_threads()          # numpy's BLAS on one thread too (a no-op once it is)
+        work(0, len(tasks))
+        return
     with single_thread_blas():
         split_rows(len(tasks), work, min_rows=1)
 

@@ -2,6 +2,8 @@
 window views and batched matmul (BLAS), activations, normalizations, LSTM."""
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import math
 
@@ -115,6 +117,12 @@ def _from_ncx(y, fmt, d):
 
 
 def _conv_setup(op, ins, at):
+    x, w, bias, d = _conv_arrays(op, ins, at)
+    return (x, w, bias, d) + _conv_attrs(op, d, at)
+
+
+def _conv_arrays(op, ins, at):
+    """(x, w, bias, d): input and filter as NCX arrays, the number of spatial axes."""
     x, w = np.asarray(ins[0]), np.asarray(ins[1])
     bias = ins[2] if len(ins) > 2 else None
     d = x.ndim - 2
@@ -122,33 +130,73 @@ def _conv_setup(op, ins, at):
         fail(op, f"input rank {x.ndim} and filter rank {w.ndim} must be equal and at least 2")
     x = _to_ncx(x, at.get("data_format", "NCX"), d, op)
     w = _to_ncx(w, at.get("filter_format", "NCX"), d, op, "filter_format")
+    return x, w, bias, d
+
+
+def _conv_attrs(op, d, at):
+    """(stride, dilation, padding, groups) packed and checked."""
     stride = pack(at.get("stride", 1), d, op, "stride")
     dilation = pack(at.get("dilation", 1), d, op, "dilation")
     padding = pack(at.get("padding"), 2 * d, op, "padding")
     groups = int(at.get("groups", 1))
     if groups < 0:
         fail(op, f"'groups' must not be negative; got {groups}")
-    return x, w, bias, d, stride, dilation, padding, groups
+    return stride, dilation, padding, groups
+
+
+@dataclasses.dataclass(frozen=True)
+class _ConvGeometry:
+    d: int
+    stride: tuple
+    dilation: tuple
+    g: int
+    m: int
+    fc: int
+    fx: tuple
+    before: tuple
+    ox: tuple
+    K: int
+    X: int
+
+
+_GEOMETRY_ATTRS = ("stride", "dilation", "padding", "groups", "padding_align", "ceil_mode")
+
+
+@functools.lru_cache(maxsize=1024)
+def _conv_geometry(x_shape: tuple, w_shape: tuple, bias_shape, attrs: tuple) -> _ConvGeometry:
+    """The checked geometry of a conv from its (NCX) shapes and attributes, cached: a model runs
+    the same few dozen layers on every inference, and working this out took ~10 us a call."""
+    op, at = "nn.conv", dict(attrs)
+    d = len(x_shape) - 2
+    stride, dilation, padding, groups = _conv_attrs(op, d, at)
+    ic, (n, fc) = x_shape[1], w_shape[:2]
+    g = ic if groups == 0 else groups
+    if n % g or ic != fc * g:
+        fail(op, f"input-channels ({ic}) must equal filter-channels ({fc}) * groups ({g}) "
+             f"and output-channels ({n}) be divisible by groups")
+    if bias_shape is not None and bias_shape != (n,):
+        fail(op, f"bias-size {list(bias_shape)} must equal output-channels {n}")
+    fx = tuple(w_shape[2:])
+    before, ox = window_geometry(op, x_shape[2:], fx, stride, dilation, padding,
+                                 at.get("padding_align", "UPPER"), bool(at.get("ceil_mode", False)))
+    return _ConvGeometry(d, stride, dilation, g, n // g, fc, fx, tuple(before), tuple(ox), math.prod(fx),
+                         math.prod(ox))
+
+
+def _hashable(value):
+    return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple, np.ndarray)) else value
 
 
 @register("nn.conv")
 def conv(ins, at):
     op = "nn.conv"
-    x, w, bias, d, stride, dilation, padding, groups = _conv_setup(op, ins, at)
+    x, w, bias, d = _conv_arrays(op, ins, at)
+    geo = _conv_geometry(x.shape, w.shape, None if bias is None else np.shape(bias),
+                         tuple((k, _hashable(at[k])) for k in _GEOMETRY_ATTRS if k in at))
+    stride, dilation, g, m, fc, fx = geo.stride, geo.dilation, geo.g, geo.m, geo.fc, geo.fx
+    before, ox, K, X = list(geo.before), list(geo.ox), geo.K, geo.X
     b, ic = x.shape[:2]
-    n, fc = w.shape[:2]
-    g = ic if groups == 0 else groups
-    if n % g or ic != fc * g:
-        fail(op, f"input-channels ({ic}) must equal filter-channels ({fc}) * groups ({g}) "
-             f"and output-channels ({n}) be divisible by groups")
-    if bias is not None and bias.shape != (n,):
-        fail(op, f"bias-size {list(bias.shape)} must equal output-channels {n}")
-    fx = w.shape[2:]
-    before, ox = window_geometry(op, x.shape[2:], fx, stride, dilation, padding,
-                                 at.get("padding_align", "UPPER"), bool(at.get("ceil_mode", False)))
-    m = n // g
-    K = math.prod(fx)
-    X = math.prod(ox)
+    n = g * m
     bound = at.get(THEN_BOUND)        # (lo, hi): a relu/clamp after this conv (fusion.py)
     only = bound is not None and bool(at.get(BOUND_ONLY, False))     # the conv's own output unread
     if g > 1 and fc == 1:
