@@ -102,9 +102,8 @@ QSIM_INLINE void qsim_dw_split_pairs(const float *restrict src, int64_t x0, int6
 }
 
 /* yo[i] = minimum(maximum(o[i], lo), hi) (hi unused without has_hi), numpy's values: a NaN stays
- * NaN, two equal zeros give the bound */
-QSIM_INLINE void qsim_bound_copy(const float *restrict o, float *restrict yo, int64_t n, float lo, float hi,
-                                 int has_hi) {
+ * NaN, two equal zeros give the bound; yo may be o (in place) */
+QSIM_INLINE void qsim_bound_copy(const float *o, float *yo, int64_t n, float lo, float hi, int has_hi) {
     for (int64_t i = 0; i < n; i++) {
         float v = o[i];
         v = (v > lo || v != v) ? v : lo;
@@ -160,16 +159,16 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
             qsim_dw_flat_block(scratch + i, off, wp, KH * KW, acc + i);
         float *o = out + p * OH * OW;
         const float bv = bias != NULL ? bias[oc] : 0.0f;
-        for (int64_t oy = 0; oy < OH; oy++)
-            for (int64_t ox = 0; ox < OW; ox++) {
-                float v = acc[oy * PWp + ox];
-                if (bias != NULL) v = v + bv;
-                if (bound_only) {             /* only the bounded value is wanted: out holds it */
-                    v = (v > lo || v != v) ? v : lo;
-                    if (has_hi) v = (v < hi || v != v) ? v : hi;
-                }
-                o[oy * OW + ox] = v;
-            }
+        for (int64_t oy = 0; oy < OH; oy++) {
+            const float *restrict a = acc + oy * PWp;
+            float *restrict orow = o + oy * OW;
+            if (bias != NULL)
+                for (int64_t ox = 0; ox < OW; ox++) orow[ox] = a[ox] + bv;
+            else
+                for (int64_t ox = 0; ox < OW; ox++) orow[ox] = a[ox];
+            if (bound_only)                   /* only the bounded value is wanted: out holds it */
+                qsim_bound_copy(orow, orow, OW, lo, hi, has_hi);
+        }
         if (y != NULL)                        /* the following relu/clamp, as numpy's maximum/minimum */
             qsim_bound_copy(o, y + p * OH * OW, OH * OW, lo, hi, has_hi);
     }
