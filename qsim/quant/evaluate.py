@@ -17,6 +17,7 @@ from typing import Iterable
 import numpy as np
 
 from .. import ir
+from ..kernels.cpu_features import current_isa
 from ..kernels.extensions import extension
 from ..progress import Progress
 from .accuracy import AccuracyReport, OutputAccuracy, TensorAccuracy
@@ -71,19 +72,44 @@ class _IntegerView:
     def add(self, stats: _TensorStats, float_value, int_values: dict[str, np.ndarray], rows: int | None) -> None:
         """Adds the first `rows` samples' (None: the whole value's) signal, noise and error histogram to `stats`, one
         compiled pass (kernels/quant_ops.pyx add_error_stats) with the per-element values of
-        float_view: (q - zp) * scale - f in float64, in units of `lsb`."""
+        float_view: (q - zp) * scale - f in float64, in units of `lsb`. The integer tensor is
+        read in place through its transposed view (no copy in the float layout)."""
         f = np.asarray(float_value)
         if f.dtype not in (np.float32, np.float64):
             f = f.astype(np.float64)
         f = np.ascontiguousarray(f[:rows])
-        q = np.ascontiguousarray(int_values[self.int_name].transpose(self.axes)[:rows])
+        q = int_values[self.int_name]
         if q.dtype not in (np.int8, np.int16, np.int32, np.int64):
             q = q.astype(np.int64)
+        q = _three_axes(q.transpose(self.axes)[:rows])
         inner = 1 if self.channel_axis is None else int(np.prod(f.shape[self.channel_axis + 1:], dtype=np.int64))
-        signal, noise = _quant_ops.add_error_stats(q.reshape(-1), f.reshape(-1), self.scale, self.zero_point,
+        signal, noise = _quant_ops.add_error_stats(current_isa().code, q, f.reshape(-1), self.scale, self.zero_point,
                                                    max(inner, 1), self.lsb, ERROR_EDGES_LSB, stats.counts)
         stats.signal += signal
         stats.noise += noise
+
+
+def _three_axes(a: np.ndarray) -> np.ndarray:
+    """`a` (any strides) as a 3-D view with the same elements in the same (C) order: extent-1
+    axes dropped, neighbours merged where the outer one steps over the inner one exactly
+    (an NHWC tensor read as NCHW becomes [N, C, H*W] with strides [HWC, 1, C]); a copy only
+    when more than three axes remain."""
+    shape, strides = [], []
+    for extent, stride in zip(a.shape, a.strides):
+        if extent == 1:
+            continue
+        if shape and strides[-1] == extent * stride:
+            shape[-1] *= extent
+            strides[-1] = stride
+        else:
+            shape.append(extent)
+            strides.append(stride)
+    if len(shape) > 3:
+        return np.ascontiguousarray(a).reshape(1, 1, -1)
+    while len(shape) < 3:
+        shape.insert(0, 1)
+        strides.insert(0, 0)
+    return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=False)
 
 
 def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
