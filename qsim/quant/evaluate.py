@@ -22,7 +22,7 @@ from ..kernels.extensions import extension
 from ..progress import Progress
 from .accuracy import AccuracyReport, OutputAccuracy, TensorAccuracy
 from ..runtime.executor import execute
-from ..threads import apply_blas_threads
+from ..threads import apply_blas_threads, split_rows, thread_count
 from .integer_inputs import INDEX_DTYPE, narrow_integers
 from .float_side import LoweredModel
 from .params import dequantize, quantize
@@ -110,6 +110,39 @@ def _three_axes(a: np.ndarray) -> np.ndarray:
         shape.insert(0, 1)
         strides.insert(0, 0)
     return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=False)
+
+
+def _add_tensor_stats(views: dict[str, _IntegerView], stats: dict[str, _TensorStats], watched: list[str],
+                      fvals: dict, ivals: dict, rows: int | None) -> None:
+    """Every watched tensor's statistics of one batch, the tensors spread over qsim's threads in
+    contiguous groups of about equal element counts (add_error_stats releases the GIL). Each
+    tensor's figures come from one call on one thread, so they are the same for any thread
+    count."""
+    sizes = [int(np.asarray(fvals[n]).size) for n in watched]
+    groups = _balanced_groups(sizes, thread_count())
+
+    def work(lo: int, hi: int) -> None:
+        for g in range(lo, hi):
+            for i in groups[g]:
+                views[watched[i]].add(stats[watched[i]], fvals[watched[i]], ivals, rows)
+
+    split_rows(len(groups), work, min_rows=1)
+
+
+def _balanced_groups(sizes: list[int], parts: int) -> list[range]:
+    """Consecutive index ranges covering sizes, at most `parts` of them, cut where the running
+    total passes each k/parts of the whole."""
+    total = sum(sizes)
+    if parts <= 1 or total == 0:
+        return [range(len(sizes))]
+    cuts, running, k = [0], 0, 1
+    for i, s in enumerate(sizes):
+        running += s
+        if k < parts and running * parts >= k * total and i + 1 < len(sizes):
+            cuts.append(i + 1)
+            k += 1
+    cuts.append(len(sizes))
+    return [range(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
 def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -252,8 +285,7 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
                 feed = _pad_rows(feed, size)
             fvals = execute(fgraph, feed)
             ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend)
-            for n in watched:
-                views[n].add(stats[n], fvals[n], ivals, cut.stop)
+            _add_tensor_stats(views, stats, watched, fvals, ivals, cut.stop)
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)

@@ -173,3 +173,34 @@ def test_error_stats_refuse_mismatched_arrays():
     with pytest.raises(ValueError, match="edges"):
         _quant_ops.add_error_stats(current_isa().code, q, np.zeros(4, np.float32), np.ones(1), np.zeros(1, np.int64), 1, 1.0,
                                    ERROR_EDGES_LSB[:10], counts)
+
+
+def test_balanced_groups_cover_every_tensor_in_order():
+    from qsim.quant.evaluate import _balanced_groups
+    assert _balanced_groups([5, 5, 5, 5], 2) == [range(0, 2), range(2, 4)]
+    assert _balanced_groups([100, 1, 1, 1], 2) == [range(0, 1), range(1, 4)]
+    assert _balanced_groups([3, 4], 1) == [range(0, 2)]
+    assert _balanced_groups([1, 1], 8) == [range(0, 1), range(1, 2)]
+    assert _balanced_groups([], 2) == [range(0, 0)]
+    for sizes, parts in (([7, 1, 9, 2, 2, 30, 4], 3), ([1] * 10, 4)):
+        groups = _balanced_groups(sizes, parts)
+        assert [i for g in groups for i in g] == list(range(len(sizes))) and len(groups) <= parts
+
+
+def test_evaluation_report_is_the_same_for_any_thread_count(rng, monkeypatch):
+    """The tensors' statistics run on qsim's threads (grouped by size): the report, every SQNR
+    bit and histogram count included, is the one-thread report."""
+    from qsim.quant.calibrate import calibrate
+    from qsim.quant.evaluate import evaluate
+    from qsim.quant.target_tosa import lower_graph
+
+    from .lowering_models import small_cnn
+    graph = small_cnn(rng)
+    xs = [rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32) for _ in range(6)]
+    model = lower_graph(graph, calibrate(graph, [{"x": x} for x in xs[:3]], show_progress=False))
+    reports = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("QSIM_THREADS", threads)
+        reports.append(evaluate(graph, model, [({"x": x}, None) for x in xs], show_progress=False))
+    assert len(reports[0].tensors) >= 5
+    assert reports[1] == reports[0] and reports[2] == reports[0]
