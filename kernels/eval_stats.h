@@ -3,7 +3,7 @@
  * (isa_paths.h) from one body each. quant_ops is built with -ffp-contract=off, so no path fuses
  * a multiply and an add: every path computes the same doubles, the same sums and the same bins.
  *
- * e[k] = (double)(q[k] - zp) * scale - (double)f[k]      (q already gathered into int32)
+ * e[k] = (double)(q[k * stride] - zp) * scale - (double)f[k]   (q read in place)
  * sums: element k into partial sum k % 4 (a 4-wide vector of accumulators: lane l adds
  *       elements l, l + 4, ... in order), as the scalar definition does.
  * bins (m % 4 == 0): bin[k] = floor(t) clamped to [0, bins - 1], t = (e * r - first) * inv_step, or -1 when
@@ -21,17 +21,24 @@
 
 typedef double qsim_v4d __attribute__((vector_size(32)));
 
-/* e[k] = (double)(q[k] - zp) * scale - (double)f[k], for float32 and float64 values */
-#define QSIM_STATS_ERRORS_DEF(name, real_t)                                                     \
-QSIM_INLINE void name##_body(const int32_t *q, const real_t *f, int64_t m, int64_t zp,          \
-                             double scale, double *e) {                                         \
+/* e[k] = (double)(q[k * stride] - zp) * scale - (double)f[k]: the integer codes read in place
+ * (a strided row of the transposed integer tensor), for every code width and float32/float64 */
+#define QSIM_STATS_ERRORS_DEF(name, q_t, real_t)                                                \
+QSIM_INLINE void name##_body(const q_t *q, int64_t stride, const real_t *f, int64_t m,          \
+                             int64_t zp, double scale, double *e) {                             \
     for (int64_t k = 0; k < m; k++)                                                             \
-        e[k] = (double)((int64_t)q[k] - zp) * scale - (double)f[k];                             \
+        e[k] = (double)((int64_t)q[k * stride] - zp) * scale - (double)f[k];                    \
 }                                                                                               \
-QSIM_VERSIONS(name, (const int32_t *q, const real_t *f, int64_t m, int64_t zp, double scale,    \
-                     double *e), (q, f, m, zp, scale, e))
-QSIM_STATS_ERRORS_DEF(qsim_stats_errors_f32, float)
-QSIM_STATS_ERRORS_DEF(qsim_stats_errors_f64, double)
+QSIM_VERSIONS(name, (const q_t *q, int64_t stride, const real_t *f, int64_t m, int64_t zp,      \
+                     double scale, double *e), (q, stride, f, m, zp, scale, e))
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i8_f32, int8_t, float)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i16_f32, int16_t, float)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i32_f32, int32_t, float)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i64_f32, int64_t, float)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i8_f64, int8_t, double)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i16_f64, int16_t, double)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i32_f64, int32_t, double)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i64_f64, int64_t, double)
 
 /* sums[0..3] += lane sums of x^2 (x = f as double), sums[4..7] += of e^2; m % 4 == 0 */
 #define QSIM_STATS_SUMS_DEF(name, real_t)                                                       \
@@ -182,13 +189,27 @@ static QSIM_TARGET_AVX2 void qsim_stats_bins_avx2(const double *e, int64_t m, do
 #endif
 
 /* the entry points: the copy of the caller's path (cpu_features.py) */
-static void qsim_stats_errors_f32(int isa, const int32_t *q, const float *f, int64_t m, int64_t zp,
-                                  double scale, double *e) {
-    QSIM_DISPATCH(isa, qsim_stats_errors_f32, q, f, m, zp, scale, e);
-}
-static void qsim_stats_errors_f64(int isa, const int32_t *q, const double *f, int64_t m, int64_t zp,
-                                  double scale, double *e) {
-    QSIM_DISPATCH(isa, qsim_stats_errors_f64, q, f, m, zp, scale, e);
+/* q_bytes: the integer codes' width (1, 2, 4, 8); f_bytes: 4 (float32) or 8 (float64) */
+static void qsim_stats_errors(int isa, int q_bytes, const void *q, int64_t stride, int f_bytes,
+                              const void *f, int64_t m, int64_t zp, double scale, double *e) {
+#define QSIM_STATS_ERRORS_CALL(qn, q_t, fn, real_t) \
+    QSIM_DISPATCH(isa, qsim_stats_errors_##qn##_##fn, (const q_t *)q, stride, (const real_t *)f, m, zp, scale, e)
+    if (f_bytes == 4) {
+        switch (q_bytes) {
+        case 1: QSIM_STATS_ERRORS_CALL(i8, int8_t, f32, float); break;
+        case 2: QSIM_STATS_ERRORS_CALL(i16, int16_t, f32, float); break;
+        case 4: QSIM_STATS_ERRORS_CALL(i32, int32_t, f32, float); break;
+        default: QSIM_STATS_ERRORS_CALL(i64, int64_t, f32, float); break;
+        }
+    } else {
+        switch (q_bytes) {
+        case 1: QSIM_STATS_ERRORS_CALL(i8, int8_t, f64, double); break;
+        case 2: QSIM_STATS_ERRORS_CALL(i16, int16_t, f64, double); break;
+        case 4: QSIM_STATS_ERRORS_CALL(i32, int32_t, f64, double); break;
+        default: QSIM_STATS_ERRORS_CALL(i64, int64_t, f64, double); break;
+        }
+    }
+#undef QSIM_STATS_ERRORS_CALL
 }
 static void qsim_stats_sums_f32(int isa, const float *f, const double *e, int64_t m, double *sums) {
     QSIM_DISPATCH(isa, qsim_stats_sums_f32, f, e, m, sums);
@@ -199,6 +220,22 @@ static void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64
 static void qsim_stats_bins(int isa, const double *e, int64_t m, double r, double first,
                             double inv_step, double tol_k, int32_t bins, int32_t *bin) {
     QSIM_DISPATCH(isa, qsim_stats_bins, e, m, r, first, inv_step, tol_k, bins, bin);
+}
+
+/* lanes[(k % QSIM_STATS_LANES) * 256 + bin[k]] += 1 for every bin[k] >= 0 (interleaved copies of
+ * the counts: consecutive elements usually share a bin, and one counter incremented back to
+ * back waits on its own store); returns how many bin[k] are -1 (near an edge: the caller's) */
+#define QSIM_STATS_LANES 8
+static int64_t qsim_stats_count(const int32_t *bin, int64_t m, int64_t *lanes) {
+    int64_t near = 0;
+    for (int64_t k = 0; k < m; k++) {
+        const int32_t j = bin[k];
+        if (j >= 0)
+            lanes[(k & (QSIM_STATS_LANES - 1)) * 256 + j] += 1;
+        else
+            near += j == -1;
+    }
+    return near;
 }
 
 #endif

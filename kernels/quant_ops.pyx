@@ -241,19 +241,19 @@ from libc.math cimport fabs
 from libc.stdint cimport int32_t
 
 cdef extern from "eval_stats.h" nogil:
-    void qsim_stats_errors_f32(int isa, const int32_t *q, const float *f, int64_t m, int64_t zp,
-                               double scale, double *e)
-    void qsim_stats_errors_f64(int isa, const int32_t *q, const double *f, int64_t m, int64_t zp,
-                               double scale, double *e)
+    int QSIM_STATS_LANES
+    void qsim_stats_errors(int isa, int q_bytes, const void *q, int64_t stride, int f_bytes,
+                           const void *f, int64_t m, int64_t zp, double scale, double *e)
     void qsim_stats_sums_f32(int isa, const float *f, const double *e, int64_t m, double *sums)
     void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64_t m, double *sums)
     void qsim_stats_bins(int isa, const double *e, int64_t m, double r, double first,
                          double inv_step, double tol_k, int32_t bins, int32_t *bin)
+    int64_t qsim_stats_count(const int32_t *bin, int64_t m, int64_t *lanes)
 
 cdef enum:
     STATS_BLOCK = 1024     # add_error_stats' blocks: its sums' fixed order
     STATS_MAX_BINS = 256
-    STATS_LANES = 8        # interleaved copies of the histogram (a power of two)
+    STATS_LANES = 8        # interleaved copies of the histogram (eval_stats.h QSIM_STATS_LANES)
 
 ctypedef fused int_codes:
     signed char
@@ -334,7 +334,6 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
         # roundings from e / lsb, v one; the subtraction one more): 2^-49 covers it 4x over
         tol_k = inv_step * 2.0 ** -49
     cdef int64_t lanes[STATS_LANES][STATS_MAX_BINS]
-    cdef int32_t qb[STATS_BLOCK]
     cdef int32_t jb[STATS_BLOCK]
     cdef double eb[STATS_BLOCK]
     cdef double sums[8]
@@ -363,16 +362,8 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
                 if run_left < seg:
                     seg = run_left
                 p = base + a * s0 + b * s1 + d * s2
-                if int_codes is int64_t:     # codes beyond int32: the formula element by element
-                    for k in range(seg):
-                        eb[i - start + k] = <double>(<int64_t>p[k * s2] - zero_point[c]) * scale[c] - <double>f[i + k]
-                else:
-                    for k in range(seg):
-                        qb[i - start + k] = <int32_t>p[k * s2]
-                    if real_values is float:
-                        qsim_stats_errors_f32(isa, &qb[i - start], &f[i], seg, zero_point[c], scale[c], &eb[i - start])
-                    else:
-                        qsim_stats_errors_f64(isa, &qb[i - start], &f[i], seg, zero_point[c], scale[c], &eb[i - start])
+                qsim_stats_errors(isa, sizeof(int_codes), p, s2, sizeof(real_values), &f[i], seg,
+                                  zero_point[c], scale[c], &eb[i - start])
                 i += seg
                 d += seg
                 if d == D:
@@ -411,13 +402,11 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
             else:
                 for k in range(m):
                     jb[k] = -1 if eb[k] == eb[k] else -2
-            for k in range(m):
-                j = jb[k]
-                if j == -1:
-                    j = _edge_bin(eb[k] / lsb_scale, first, last, inv_width, &edges[0], bins)
-                elif j == -2:
-                    continue
-                lanes[k & (STATS_LANES - 1)][j] += 1
+            if qsim_stats_count(jb, m, &lanes[0][0]):
+                for k in range(m):
+                    if jb[k] == -1:
+                        j = _edge_bin(eb[k] / lsb_scale, first, last, inv_width, &edges[0], bins)
+                        lanes[k & (STATS_LANES - 1)][j] += 1
             start = stop
         for lane in range(STATS_LANES):
             for j in range(bins):
