@@ -17,17 +17,22 @@ are the ones numpy's formulation gives.
 """
 from libc.stdint cimport int64_t
 from libc.math cimport frexp
+from libc.stdlib cimport malloc, free
 
 
 def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
                  double[:, ::1] grad, const double[:, :, ::1] h, const int64_t[::1] group_of,
-                 double tol, int max_passes, int64_t lo, int64_t hi):
+                 double tol, int max_passes, int64_t lo, int64_t hi, double stop_fraction,
+                 double[::1] objective, int64_t[::1] passes):
     """Runs up to max_passes passes over the K weights of channels lo..hi-1 in place:
     q [OC, K] current integers (as float), floor_/ceil_ the two candidates, grad = H e,
-    h [groups, K, K], group_of[o] the group of channel o."""
+    h [groups, K, K], group_of[o] the group of channel o.
+    A channel stops after a pass with no move, or whose moves lowered its objective by less
+    than stop_fraction times objective[o] (e^T H e at nearest rounding; stop_fraction 0: only
+    the first rule); passes[o] = the passes it ran."""
     cdef int64_t o, j, k, K = q.shape[1], g
     cdef int p, moved
-    cdef double other, delta, gain, cur
+    cdef double other, delta, gain, cur, drop
     cdef double *gr
     cdef double *qr
     cdef const double *hr
@@ -41,6 +46,7 @@ def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, 
             gr, qr, fr, cr = &grad[o, 0], &q[o, 0], &floor_[o, 0], &ceil_[o, 0]
             for p in range(max_passes):
                 moved = 0
+                drop = 0.0
                 for j in range(K):
                     cur = qr[j]
                     other = cr[j] if cur == fr[j] else fr[j]
@@ -54,7 +60,9 @@ def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, 
                     qr[j] = other
                     _axpy(gr, hr, delta, K)
                     moved += 1
-                if moved == 0:
+                    drop = drop - gain
+                passes[o] = p + 1
+                if moved == 0 or drop < stop_fraction * objective[o]:
                     break
 
 
@@ -417,7 +425,8 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
 def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
                           double[:, ::1] r, float[:, ::1] r32, const double[:, ::1] xt, double[:, ::1] g,
                           const double[:, ::1] hb, const double[::1] diag, double tol, int64_t j0,
-                          const signed char[::1] active, int64_t[::1] moved, int64_t lo, int64_t hi):
+                          const signed char[::1] active, int64_t[::1] moved, double[::1] drop,
+                          int64_t lo, int64_t hi):
     """One block of adaptive rounding's greedy pass in the rows form (qsim/quant/rounding.py
     round_from_rows), channels lo..hi-1 in place: for each weight j = j0 + t of the block in
     order, the move to the other candidate is taken when 2 d g[o, t] + d^2 diag[j] < -tol;
@@ -425,7 +434,7 @@ def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const d
     the next block's gradient GEMM) and g[o, t'] += d hb[t, t']
     for the block's later weights (hb = the block's X^T X). g [OC, b] holds the block's
     gradient X^T r at the block's start. Channels with active[o] == 0 are skipped; moved[o]
-    counts the moves. Channels never interact: any split of the rows gives the same integers."""
+    counts the moves and drop[o] adds up how much they lowered the objective (-gain). Channels never interact: any split of the rows gives the same integers."""
     cdef int64_t o, t, u, j, p, b = g.shape[1], P = r.shape[1]
     cdef double cur, other, delta, gain
     cdef double *rr
@@ -461,3 +470,64 @@ def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const d
                 for u in range(t + 1, b):
                     gr[u] = gr[u] + delta * hr[u]
                 moved[o] += 1
+                drop[o] = drop[o] - gain
+
+
+
+cdef extern from "dw_moments.h" nogil:
+    void qsim_dw_moments_channel(int isa, const double *xp, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,
+                                 int64_t sy, int64_t sx, int64_t OH, int64_t OW, double *tsum,
+                                 double *so, double *s1)
+
+
+def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] sum_outer,
+                          double[:, ::1] sum_x, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
+                          int64_t pt, int64_t pl, int64_t OH, int64_t OW, int64_t lo, int64_t hi):
+    """Adds the input patch moments of a depthwise convolution (dilation 1) for channels
+    lo..hi-1 straight from its NCHW input x, without gathering the patches
+    (qsim/quant/rounding.py PatchMoments.add_depthwise):
+        sum_outer[c, a, b] += sum over n, oy, ox of v(a) v(b),   sum_x[c, a] += sum of v(a),
+    v(a) = x[n, c, oy*sy + ay - pt, ox*sx + ax - pl] (0 outside x: padding), a = ay*KW + ax.
+    Float64 sums of exact products in a fixed order (kernels/dw_moments.h), one channel per
+    call: the same bits for any split of the channels over threads. Per sample, the window
+    of the channel the outputs read is copied to doubles; the upper triangle (a <= b) is
+    summed and copied to the lower, so each [K, K] total stays exactly symmetric. `isa`: the
+    instruction-set path (qsim/kernels/cpu_features.py), the same bits on each."""
+    cdef int64_t N = x.shape[0], H = x.shape[2], W = x.shape[3], K = KH * KW
+    cdef int64_t Hp = (OH - 1) * sy + KH, Wp = (OW - 1) * sx + KW
+    if hi <= lo or N == 0 or OH <= 0 or OW <= 0:
+        return
+    if sum_outer.shape[1] != K or sum_outer.shape[2] != K or sum_x.shape[1] != K or KW > 64:
+        raise ValueError("depthwise_moments_f32: totals do not have K = KH * KW columns (KW <= 64)")
+    cdef int64_t xs0 = x.strides[0] // 4, xs1 = x.strides[1] // 4, xs2 = x.strides[2] // 4
+    cdef int64_t xs3 = x.strides[3] // 4
+    cdef const float *xb = &x[0, 0, 0, 0]
+    cdef double *xp = <double *>malloc(Hp * Wp * sizeof(double))
+    cdef double *tsum = <double *>malloc(KH * Wp * sizeof(double))
+    cdef int64_t c, n, a, b
+    if xp == NULL or tsum == NULL:
+        free(xp)
+        free(tsum)
+        raise MemoryError("depthwise_moments_f32: scratch rows")
+    with nogil:
+        for c in range(lo, hi):
+            for n in range(N):
+                _padded_plane(xb + n * xs0 + c * xs1, xp, Hp, Wp, H, W, pt, pl, xs2, xs3)
+                qsim_dw_moments_channel(isa, xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum,
+                                        &sum_outer[c, 0, 0], &sum_x[c, 0])
+            for a in range(K):
+                for b in range(a + 1, K):
+                    sum_outer[c, b, a] = sum_outer[c, a, b]
+    free(xp)
+    free(tsum)
+
+
+cdef void _padded_plane(const float *xc, double *xp, int64_t Hp, int64_t Wp, int64_t H, int64_t W,
+                        int64_t pt, int64_t pl, int64_t xs2, int64_t xs3) noexcept nogil:
+    """xp[r][j] = x[r - pt][j - pl] as double, 0 outside x."""
+    cdef int64_t r, j, iy, ix
+    for r in range(Hp):
+        iy = r - pt
+        for j in range(Wp):
+            ix = j - pl
+            xp[r * Wp + j] = <double>xc[iy * xs2 + ix * xs3] if (0 <= iy < H and 0 <= ix < W) else 0.0
