@@ -95,7 +95,9 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
         # the golden values and the programs; simulate_one / prepare_sweep wait for them
         start_builds(configs, engine)
     with open_pool(workers, scheduler) as pool:
-        loaded = load_qmodel(model)
+        if sweep:
+            pool.warm_up(_load_plotting)    # the workers render the reports, and are idle until
+        loaded = load_qmodel(model)         # the model is loaded and its tasks are made
         feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
         target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
         inputs = [("quantized model", model), ("NPU configuration", config_spec),
@@ -159,6 +161,23 @@ def _sweep(loaded, feeds: dict, configs: list, engine, tmp: Path, show_progress:
                                                      indent=2) + "\n")
     mismatches = [s.mismatch for k in range(len(configs)) for s in runs[k].stages if s.mismatch]
     return summaries, mismatches
+
+
+def _load_plotting() -> None:
+    """Imports matplotlib and draws a small figure, so that a worker's first report plot does not
+    pay for it (~0.4 s: the import, the Agg backend, the font cache)."""
+    import io
+
+    import matplotlib                   # deferred: the worker's warm-up is the point
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt     # deferred: as above
+    fig, ax = plt.subplots()
+    ax.bar([0, 1], [1, 2], label="warm-up")
+    ax.set_title("warm-up")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(io.BytesIO(), format="png")
+    plt.close(fig)
 
 
 def _write_files(folder: Path, files: dict[str, bytes]) -> None:

@@ -81,21 +81,36 @@ def _call(fn: Callable, args: tuple) -> Any:
 _worker_threads_set_in: int | None = None     # the pid whose compute threads are set to one
 
 
-def _call_on_worker(fn: Callable, args: tuple) -> Any:
-    """`_call` on a Dask worker: one compute thread (module docstring), set once per process
-    (a restarted worker is a new process)."""
+@dataclass(frozen=True)
+class _Ref:
+    """Stands for the shared value at `index` of the run's bundle in a task's arguments."""
+    index: int
+
+
+def _call_on_worker(fn: Callable, args: tuple, shared: tuple[int, ...] = (), bundle: tuple = ()) -> Any:
+    """`_call` on a Dask worker, with the `_Ref`s at positions `shared` of `args` replaced by
+    the values of the run's `bundle` (which Dask resolved from its future: a worker fetches it
+    once and keeps it while the run lasts). One compute thread (module docstring), set once per
+    process (a restarted worker is a new process)."""
     global _worker_threads_set_in
     if _worker_threads_set_in != os.getpid():
         from ..threads import set_threads       # deferred: only worker processes need it
         set_threads(1)
         _worker_threads_set_in = os.getpid()
+    if shared:
+        resolve = lambda v: bundle[v.index] if isinstance(v, _Ref) else v   # noqa: E731
+        args = list(args)
+        for i in shared:
+            value = args[i]
+            args[i] = type(value)(map(resolve, value)) if isinstance(value, (list, tuple)) else resolve(value)
+        args = tuple(args)
     return _call(fn, args)
 
 
-def _shared_value(value: Any) -> Any:
-    """The task that holds a shared argument on the workers: the scheduler keeps its input, so a
-    value lost with its worker is made again, like any task's result."""
-    return value
+def _bundle(*values: Any) -> tuple:
+    """The task whose result is a run's shared values: the scheduler keeps its input, so a
+    bundle lost with its worker is made again, like any task's result."""
+    return values
 
 
 def _unwrap(value: Any) -> Any:
@@ -126,6 +141,9 @@ class InProcess:
     workers = 1
     what = "in this process"
 
+    def warm_up(self, fn: Callable[[], Any]) -> None:
+        """Nothing to do: this process does the work itself, when it comes to it."""
+
     def run(self, tasks: list[Task], on_done: Callable[[], None] | None = None) -> list:
         return self.run_with_follow_ups(tasks, (), on_done)[0]
 
@@ -149,36 +167,48 @@ class InProcess:
 
 
 class _SharedArguments:
-    """The shared arguments of one run (Task.shared) as futures of `_shared_value` tasks, one
-    per distinct object (by identity; the objects are kept alive here so no id is reused)."""
+    """The shared arguments of a run's tasks (Task.shared): every distinct object (by identity)
+    once in one bundle task, and each task's arguments with `_Ref`s in their place. One task
+    for all of them: each Dask task costs milliseconds of scheduler and client time, and a
+    ResNet sweep shares ~40 values."""
 
-    def __init__(self, client):
+    def __init__(self, client, tasks: list[Task]):
         self.client = client
-        self.held: dict[int, tuple[Any, Any]] = {}
+        self.index: dict[int, int] = {}
+        values: list = []
+        for task in tasks:
+            for i in task.shared:
+                value = task.args[i]
+                for item in value if isinstance(value, (list, tuple)) else (value,):
+                    if self._shareable(item) and id(item) not in self.index:
+                        self.index[id(item)] = len(values)
+                        values.append(item)       # kept alive (in the task) for the run: ids stay unique
+        self.future = None
+        if values:
+            import dask      # deferred: only Dask pools get here
+            # the bundle is large on purpose: it replaces the same data in every task
+            with dask.config.set({"distributed.admin.large-graph-warning-threshold": "4GiB"}):
+                self.future = client.submit(_bundle, *values, key=f"shared-{uuid.uuid4().hex}",
+                                            pure=False, retries=TASK_RETRIES)
+
+    @staticmethod
+    def _shareable(value: Any) -> bool:
+        return value is not None and not (isinstance(value, np.ndarray) and value.nbytes < SHARE_MIN_BYTES)
 
     def args_of(self, task: Task) -> tuple:
-        if not task.shared:
-            return task.args
+        """(args with _Refs, shared positions, bundle future) for _call_on_worker."""
+        if not task.shared or self.future is None:
+            return task.args, (), ()
+        ref = lambda v: _Ref(self.index[id(v)]) if self._shareable(v) else v   # noqa: E731
         args = list(task.args)
         for i in task.shared:
             value = args[i]
-            args[i] = type(value)(map(self._one, value)) if isinstance(value, (list, tuple)) else self._one(value)
-        return tuple(args)
-
-    def _one(self, value: Any) -> Any:
-        if value is None or (isinstance(value, np.ndarray) and value.nbytes < SHARE_MIN_BYTES):
-            return value
-        held = self.held.get(id(value))
-        if held is None:
-            future = self.client.submit(_shared_value, value, key=f"shared-{uuid.uuid4().hex}",
-                                        pure=False, retries=TASK_RETRIES)
-            held = self.held[id(value)] = (value, future)
-        return held[1]
+            args[i] = type(value)(map(ref, value)) if isinstance(value, (list, tuple)) else ref(value)
+        return tuple(args), task.shared, self.future
 
     def release(self) -> None:
-        for _, future in self.held.values():
-            future.release()
-        self.held.clear()
+        if self.future is not None:
+            self.future.release()
 
 
 class DaskPool:
@@ -187,6 +217,15 @@ class DaskPool:
     def __init__(self, client, what: str):
         self.client = client
         self.what = what                # for progress lines: "LocalCluster of 2 worker processes"
+        self.warming: list = []         # warm-up futures, held so that Dask does not drop them
+
+    def warm_up(self, fn: Callable[[], Any]) -> None:
+        """Runs `fn` (module-level, no arguments: e.g. importing a library the tasks will need)
+        once on every worker now, ahead of any task, without waiting for it: the workers do it
+        while this process still prepares the tasks."""
+        for address in self.client.scheduler_info().get("workers", {}):
+            self.warming.append(self.client.submit(fn, key=f"warm-up-{uuid.uuid4().hex}", pure=False,
+                                                   workers=[address], allow_other_workers=False))
 
     @property
     def workers(self) -> int:
@@ -217,11 +256,11 @@ class DaskPool:
                 waiting_on.setdefault(i, []).append(j)
         queue = iter(sorted(range(len(tasks)), key=lambda i: -tasks[i].cost))
         running = as_completed(loop=self.client.loop, with_results=False)
-        shared = _SharedArguments(self.client)
+        shared = _SharedArguments(self.client, tasks)
         place = {}                      # future key -> (index of task, None) or (follow-up, position)
 
         def submit(task: Task, where: tuple, priority: int = 0) -> None:
-            future = self.client.submit(_call_on_worker, task.fn, shared.args_of(task),
+            future = self.client.submit(_call_on_worker, task.fn, *shared.args_of(task),
                                         key=f"{task.label}-{uuid.uuid4().hex}", retries=TASK_RETRIES,
                                         pure=False, priority=priority)
             place[future.key] = where
