@@ -13,6 +13,8 @@ import argparse
 
 import dataclasses
 import math
+import resource
+import sys
 import time
 from pathlib import Path
 
@@ -193,11 +195,18 @@ def summary_lines(result: QuantizeResult) -> list[str]:
         worst = min(finite, key=lambda t: t.sqnr_db)
         lines.append(f"  lowest per-tensor SQNR: {worst.sqnr_db:.1f} dB ({worst.name})")
     timing = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
-    lines.append(f"  time: {timing}")
+    lines.append(f"  time: {timing}; peak memory {peak_memory_mb():.0f} MB")
     if result.out_dir is not None:
         lines.append(f"wrote {result.out_dir}/ (main.sknd, .dat files, quantization.json, "
                      "report.json, report.html, plots)")
     return lines
+
+
+def peak_memory_mb() -> float:
+    """The largest resident set this process has had so far, in MB (the whole run's peak when
+    read at its end: loading, calibration, lowering, evaluation and writing)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10   # bytes on macOS, KiB on Linux
 
 
 def output_lines(r: AccuracyReport) -> list[str]:

@@ -168,3 +168,17 @@ def test_default_job_evaluates_on_the_full_test_set_when_installed(tmp_path, cap
     else:
         assert "embedded Fashion-MNIST test subset" in notes
     assert "top-1 accuracy float" in capsys.readouterr().out
+
+
+def test_summary_reports_the_runs_peak_memory(tmp_path, capsys):
+    """The time line ends with the process's peak resident memory: at least what it holds now
+    (/proc/self/statm's resident pages), which the peak can never be below."""
+    import os
+    import re
+    assert main(["quantize", "-o", str(tmp_path / "q"), "--subset", "--eval-limit", "50"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("time:"))
+    match = re.search(r"; peak memory (\d+) MB$", line)
+    assert match, line
+    with open("/proc/self/statm") as f:
+        resident_mb = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    assert int(match.group(1)) >= int(resident_mb) - 1
