@@ -331,9 +331,10 @@ def sample_stride(x_shape, g: ConvGeometry, samples: int | None) -> ConvGeometry
     positions, every a-th row and b-th column, by multiplying the stride: excess =
     ceil(rows / budget), a = floor(sqrt(excess)), b = ceil(excess / a) (each at most the
     output's extent). A deterministic choice of whole patches, the same in every sample;
-    measured on ResNet-18 and EfficientNet-Lite0 in docs/quantize.md. Depthwise layers
-    (summed without gathering) and an unknown sample count keep every position."""
-    if samples is None or depthwise_direct(x_shape, g):
+    measured on ResNet-18 and EfficientNet-Lite0 in docs/quantize.md. An unknown sample count
+    keeps every position. (A depthwise layer that keeps every position is summed without
+    gathering; a sampled one gathers its few patches: InputMoments.update.)"""
+    if samples is None:
         return g
     rows, _, k = conv_patch_shape(x_shape, g)
     oh, ow = _output_size(x_shape, g)
@@ -392,8 +393,11 @@ class InputMoments:
     def update(self, values: dict[str, np.ndarray]) -> None:
         for key, (name, geometry) in self.layers.items():
             x = np.asarray(values[name], dtype=np.float32)
+            direct = geometry is not None and depthwise_direct(x.shape, geometry)
             if geometry is not None:
-                geometry = self._sampled(key, x.shape, geometry)
+                sampled = self._sampled(key, x.shape, geometry)
+                direct = direct and sampled is geometry
+                geometry = sampled
             if geometry is None:
                 rows, groups, patch = x.size // x.shape[-1], 1, x.shape[-1]
             else:
@@ -401,7 +405,7 @@ class InputMoments:
             stats = self.moments.get(key)
             if stats is None:
                 stats = self.moments[key] = PatchMoments(groups, patch)
-            if geometry is not None and depthwise_direct(x.shape, geometry):
+            if direct:
                 stats.add_depthwise(x, geometry)
                 continue
             if rows >= FLUSH_ROWS and self._scratch.size < groups * rows * patch:
