@@ -29,7 +29,7 @@ from .. import ir
 from ..numerics import nnef_round
 from ..kernels.cpu_features import current_isa
 from ..kernels.extensions import extension
-from ..threads import split_rows
+from ..threads import single_thread_blas, split_rows
 from .float_patterns import packed_ints, spatial_padding
 
 FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
@@ -192,8 +192,12 @@ class PatchMoments:
 
     def _add_rows(self, p: np.ndarray) -> None:
         # each group's [rows, K] block is C-contiguous (row stride K) wherever it sits in the
-        # buffer: BLAS gets the operands a contiguous copy would give it, so the same sums
-        self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
+        # buffer: BLAS gets the operands a contiguous copy would give it, so the same sums.
+        # One BLAS thread: the same bits for any QSIM_THREADS, and no OpenBLAS worker
+        # spinning on a loaded machine (threads.py; measured: ResNet-18's calibration at 2
+        # threads took 1.4-1.8x the wall time of 1 thread under load 10)
+        with single_thread_blas():
+            self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
         self.sum_x += _column_sums(p)
 
     def _flush(self) -> None:
@@ -476,6 +480,15 @@ def _candidates(w: np.ndarray, scales, qmin: int, qmax: int):
 
 def round_from_rows(w: np.ndarray, scales: np.ndarray, rows: np.ndarray, mean: np.ndarray | None,
                     qmin: int = -127, qmax: int = 127, stop_fraction: float | None = None) -> np.ndarray:
+    """See _round_from_rows; its GEMMs run on one BLAS thread (the channels' moves are split
+    over qsim's threads): the same integers for any thread count, and no OpenBLAS worker
+    spinning between the many block GEMMs (measured under load 10: the lowering of
+    ResNet-18 took 3.5x the wall time at 2 threads than at 1 with BLAS on 2 threads)."""
+    with single_thread_blas():
+        return _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction)
+
+
+def _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction) -> np.ndarray:
     """adaptive_round's integers for a layer of one group whose H = X^T X / P comes from few
     rows X [P, K] (P <= K; minus the mean row `mean` first when given: the covariance), without
     forming H. Per channel the residual r = X e (P values) replaces the gradient H e (K values):
