@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -55,15 +56,20 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def run_cli(model: str | None, out: Path, extra: list[str], sweep=SWEEP, engine: str = "verilator") -> float:
+def run_cli(model: str | None, out: Path, extra: list[str], sweep=SWEEP, engine: str = "verilator",
+            tree: Path = ROOT) -> tuple[float, float]:
+    """One `qsim simulate --sweep` command in a new process, run from `tree` (a qsim checkout):
+    its wall-clock seconds and the CPU seconds of it and its children (the Dask workers)."""
     argv = [sys.executable, "-m", "qsim", "simulate", *([model] if model else []), "--engine", engine,
             "--sweep", *sweep, "-q", "-o", str(out), *extra]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=tree, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout}{done.stderr}")
-    return seconds
+        raise SystemExit(f"{' '.join(argv)} (in {tree}) failed:\n{done.stdout}{done.stderr}")
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def reports_of(folder: Path) -> dict:
@@ -71,31 +77,39 @@ def reports_of(folder: Path) -> dict:
 
 
 def compare_cli(model, work: Path, name: str, settings: dict[str, list[str]], repeat: int,
-                **how) -> dict:
-    """Each setting `repeat` times, alternated; all outputs must be equal. `how`: run_cli's
-    sweep and engine."""
-    times = {key: [] for key in settings}
+                trees: dict[str, Path] | None = None, **how) -> dict:
+    """Each setting `repeat` times, alternated; all outputs must be equal. `trees`: the settings
+    run from each of these qsim checkouts in turn (keys prefixed "TREE "), default this one.
+    `how`: run_cli's sweep and engine."""
+    trees = trees or {"": ROOT}
+    keys = [(f"{t} {k}".strip(), k, tree) for t, tree in trees.items() for k in settings]
+    times = {key: [] for key, _, _ in keys}
+    cpu = {key: [] for key, _, _ in keys}
     reference = None
     for r in range(repeat):
-        for key, extra in settings.items():
-            out = work / f"{name}-{key}-{r}"
-            times[key].append(run_cli(model, out, extra, **how))
+        for key, setting, tree in keys:
+            out = work / f"{name}-{key.replace(' ', '-')}-{r}"
+            wall, used = run_cli(model, out, settings[setting], tree=tree, **how)
+            times[key].append(wall)
+            cpu[key].append(used)
             got = reports_of(out)
             if reference is None:
                 reference = got
             elif got != reference:
                 raise SystemExit(f"{name} {key} run {r}: reports differ from the first run")
     return {"runs_s": times, "median_s": {k: statistics.median(v) for k, v in times.items()},
-            "identical": True, "files_compared": len(reference)}
+            "cpu_s": cpu, "median_cpu_s": {k: statistics.median(v) for k, v in cpu.items()},
+            "load_average_end": load_average(), "identical": True, "files_compared": len(reference)}
 
 
 RESNET_SWEEP = ["size=16,32", "dataflow=ws,os"]
 
 
-def resnet18_sweep(work: Path, repeat: int) -> dict:
+def resnet18_sweep(work: Path, repeat: int, peer: Path | None = None) -> dict:
     """The 4-point sweep of a real-size network, where the simulation itself is the work: ResNet-18
     (random weights, benchmarks/_resnet18_onnx.py) quantized on 4 noise images, one 224x224 input,
-    model engine, `--workers 1` vs `--workers 2`."""
+    model engine, `--workers 1` vs `--workers 2`; with `peer` (another qsim checkout, e.g. main)
+    the same commands from there too, alternated with this tree's in the same window."""
     from _resnet18_onnx import build_onnx
     onnx_path = build_onnx(work / "resnet18")
     rng = np.random.default_rng(0)
@@ -105,9 +119,10 @@ def resnet18_sweep(work: Path, repeat: int) -> dict:
     subprocess.run([sys.executable, "-m", "qsim", "quantize", str(onnx_path), "--calib", str(work / "calib.npy"),
                     "-q", "-o", str(folder)], cwd=ROOT, check=True, capture_output=True)
     inputs = ["--input", str(work / "x.npy")]
+    trees = {"": ROOT, "peer": peer} if peer is not None else None
     return compare_cli(str(folder), work, "resnet18", {"workers1": ["--workers", "1", *inputs],
                                                        "workers2": ["--workers", "2", *inputs]},
-                       repeat, sweep=RESNET_SWEEP, engine="model")
+                       repeat, trees=trees, sweep=RESNET_SWEEP, engine="model")
 
 
 def sweep_parts(folder: str) -> dict:
@@ -208,6 +223,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(ROOT / "reports"))
     parser.add_argument("--skip-resnet", action="store_true", help="no per-task ResNet measurement")
     parser.add_argument("--skip-resnet-sweep", action="store_true", help="no ResNet-18 sweep command")
+    parser.add_argument("--peer", metavar="DIR",
+                        help="another qsim checkout (e.g. /work/main) whose ResNet-18 sweep runs alternate "
+                             "with this tree's, for a comparison in the same window")
+    parser.add_argument("--only-resnet-sweep", action="store_true",
+                        help="just the ResNet-18 sweep (prints its table; writes no report)")
     args = parser.parse_args(argv)
     from qsim.npu.simulate import prepare_engine
     from qsim.quant.pipeline import embedded_quantized_model
@@ -217,7 +237,7 @@ def main(argv=None) -> int:
     doc = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "load_average_start": load_average(),
                        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())},
-           "sweep": " ".join(SWEEP), "engine": "verilator", "repeat": args.repeat}
+           "sweep": " ".join(SWEEP), "engine": "verilator", "repeat": args.repeat, "peer": args.peer}
     for name in SWEEP_CONFIGS:
         prepare_engine(load_config(name), Engine.VERILATOR)   # both NPU sides cached: the measurement excludes builds
     with tempfile.TemporaryDirectory(prefix="qsim-sweep-scale-") as tmp:
@@ -226,8 +246,10 @@ def main(argv=None) -> int:
         save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
         one, two = ["--workers", "1"], ["--workers", "2"]
         if not args.skip_resnet_sweep:
-            doc["cli_resnet18"] = resnet18_sweep(work, args.repeat)
-            print("resnet18:", doc["cli_resnet18"]["median_s"], flush=True)
+            doc["cli_resnet18"] = resnet18_sweep(work, args.repeat, Path(args.peer) if args.peer else None)
+            print("\n".join(resnet18_lines(doc["cli_resnet18"], args.peer)), flush=True)
+            if args.only_resnet_sweep:
+                return 0
         doc["cli_embedded"] = compare_cli(None, work, "embedded", {"workers1": one, "workers2": two},
                                           args.repeat)
         print("embedded:", doc["cli_embedded"]["median_s"], flush=True)
@@ -262,6 +284,28 @@ def main(argv=None) -> int:
     (out / "sweep_scale.md").write_text(text)
     print((out / "sweep_scale.md").read_text())
     return 0
+
+
+def resnet18_lines(result: dict, peer: str | None = None) -> list[str]:
+    """The ResNet-18 sweep's table: per tree, median wall and CPU seconds (the command and its
+    Dask workers) of --workers 1 and 2, and the speed-up; then every run."""
+    med, cpu = result["median_s"], result["median_cpu_s"]
+    lines = [f"ResNet-18 folder, `qsim simulate --sweep {' '.join(RESNET_SWEEP)} --engine model`, "
+             f"medians of {len(result['runs_s']['workers1'])} runs per setting, settings alternated"
+             + (f" with the same commands from {peer} (\"peer\")" if peer else "")
+             + f"; load average at the end {result['load_average_end']}. All runs' reports identical "
+             "(checked). CPU: the command's and its workers' user + system seconds.", "",
+             "| tree | --workers 1 | --workers 2 | speed-up | CPU, 1 worker | CPU, 2 workers |",
+             "|---|---|---|---|---|---|"]
+    for prefix, name in (("", "this tree"), ("peer ", f"peer ({peer})")):
+        one, two = prefix + "workers1", prefix + "workers2"
+        if one in med:
+            lines.append(f"| {name} | {med[one]:.2f} s | {med[two]:.2f} s | {med[one] / med[two]:.2f}x | "
+                         f"{cpu[one]:.1f} s | {cpu[two]:.1f} s |")
+    lines += ["", "Runs (wall / CPU seconds): " + "; ".join(
+        f"{key}: " + ", ".join(f"{w:.1f}/{c:.1f}" for w, c in zip(result["runs_s"][key], result["cpu_s"][key]))
+        for key in result["runs_s"]), ""]
+    return lines
 
 
 def _ratio(medians: dict, slow: str, fast: str) -> str:
@@ -303,6 +347,9 @@ def markdown(doc: dict) -> str:
               f"golden values {1000 * parts['golden_s']:.1f} ms. Rendering one point's report (a task): "
               f"{parts['render_s_per_point']:.2f} s (four PNG plots, HTML, JSON, CSV; a sweep renders them as "
               "five tasks per point, plus one for sweep.png).", ""]
+    if "cli_resnet18" in doc:
+        lines += ["", "## The ResNet-18 sweep (issue 15: 2 workers at least 1.5x faster than 1)", ""]
+        lines += resnet18_lines(doc["cli_resnet18"], doc.get("peer"))
     if "layer_tasks" in doc:
         lines += ["## Per-task costs: ResNet convolutions as layer tasks", "",
                   "Each convolution (224x224 network input, synthetic int8, CONV2D+RESCALE+CLAMP; "
@@ -349,32 +396,38 @@ def extrapolation(doc: dict) -> list[str]:
     parts = doc["sweep_parts"]
     render_s = parts["render_s_per_point"]
     sched_s = doc["scheduler_overhead_s_per_task"] * tasks_per_point * points
-    sent = sum(r["bytes_sent"] for r in r50["layers"]) * points
-    transfer_s = sent / NETWORK_BYTES_PER_S
+    # A layer task's data (golden input, weights, expected output) is the same at every sweep
+    # point, and a Dask pool sends it to each worker once (qsim.npu.distributed, Task.shared):
+    # the transfer grows with the workers, not with the points. Without the sharing it would be
+    # `per_point` bytes for every point.
+    per_point = sum(r["bytes_sent"] for r in r50["layers"])
+    unshared_s = per_point * points / NETWORK_BYTES_PER_S
     doc["extrapolation"] = {"points": points, "verilator_cycles_per_s_32x32": rate,
                             "resnet50_cycles_32x32": r50["total_cycles"],
                             "verilator_point_s": verilator_point_s, "model_point_s": r50["serial_s"],
                             "render_s_per_point": render_s, "scheduler_s": sched_s,
-                            "bytes_sent": sent, "transfer_s": transfer_s}
+                            "bytes_per_worker": per_point, "unshared_transfer_s": unshared_s}
     lines = ["## Extrapolated: a 1000-point sweep of ResNet-50 at 32x32", "",
              f"Measured here: ResNet-50's 53 convolutions at 32x32 take {r50['total_cycles']} cycles "
              f"(model engine, {r50['serial_s']:.1f} s per point); the verilator engine runs "
              f"{rate / 1e6:.2f} M cycles/s at 32x32 (ResNet-18's convolutions). Extrapolated: "
              f"{verilator_point_s:.0f} s per point on the verilator engine, {render_s:.1f} s per point "
              f"to render its report (the embedded model's; more layers draw longer), "
-             f"{tasks_per_point} layer tasks per point, {sent / 1e9:.0f} GB of task data for the sweep "
-             f"({sent / points / 1e6:.0f} MB per point; {_duration(transfer_s)} at an assumed "
-             f"{NETWORK_BYTES_PER_S / 1e9:.0f} GB/s), scheduler round trips "
+             f"{tasks_per_point} layer tasks per point, whose data (golden inputs, weights, expected "
+             f"outputs: {per_point / 1e6:.0f} MB) is the same at every point and goes to each worker once "
+             f"({_duration(per_point / NETWORK_BYTES_PER_S)} per worker at an assumed "
+             f"{NETWORK_BYTES_PER_S / 1e9:.0f} GB/s from one sender; sent with every point's tasks it would be "
+             f"{per_point * points / 1e9:.0f} GB, {_duration(unshared_s)}), scheduler round trips "
              f"{_duration(sched_s)} in total (serial in the scheduler). Builds, one per distinct "
              "array geometry, come on top (docs/scale.md). Wall time = the largest of the "
              "workers' share of the tasks, the scheduler's round trips and the transfer; "
              "the limiting one in parentheses.", "",
              "| workers | verilator engine | model engine |", "|---|---|---|"]
-    floors = {"scheduler": sched_s, "task data transfer": transfer_s}
     for n in WORKER_COUNTS:
         cells = []
         for point_s in (verilator_point_s, r50["serial_s"]):
-            parts = {"simulation on the workers": points * (point_s + render_s) / n, **floors}
+            parts = {"simulation on the workers": points * (point_s + render_s) / n, "scheduler": sched_s,
+                     "golden data to the workers": n * per_point / NETWORK_BYTES_PER_S}
             limit = max(parts, key=parts.get)
             cells.append(f"{_duration(parts[limit])} ({limit})")
         lines.append(f"| {n} | {cells[0]} | {cells[1]} |")

@@ -2,8 +2,9 @@
 sweep), verify every layer against the kernels, write the report folder (one report, or one
 per sweep point with sweep.json and sweep.png) and print the cycle and energy summary.
 
-The array layers (of every sweep point) and the sweep points' report renderings run as tasks
-on the pool of qsim.npu.distributed: this process for --workers 1, else Dask workers."""
+The array and vector layers (of every sweep point) and the sweep points' report renderings
+run as tasks on the pool of qsim.npu.distributed: this process for --workers 1, else Dask
+workers; a point's renderings start as soon as its layers are done."""
 from __future__ import annotations
 
 import argparse
@@ -15,12 +16,13 @@ from pathlib import Path
 from ..atomic import atomic_directory, atomic_write_text
 from ..errors import UsageError
 from ..npu.config import load_config
-from ..npu.distributed import Task, open_pool, scheduler_address
+from ..npu.distributed import FollowUp, Task, open_pool, scheduler_address
 from ..npu.energy import load_tech
 from ..npu.engines import Engine
 from ..npu.golden_vectors import read_inputs
-from ..npu.simulate import (dump_vcd, finish_sweep, load_qmodel, parse_sweep, start_builds,
-                            prepare_sweep, resolve_engine, simulate_one)
+from ..npu.program import finish_run
+from ..npu.simulate import (dump_vcd, load_qmodel, parse_sweep, point_tasks, prepare_sweep,
+                            resolve_engine, simulate_one, start_builds)
 from ..outpath import SIMULATION_REPORT, check_output
 from ..progress import Progress
 from ..report.sweep import sweep_plot_png, sweep_summary
@@ -93,7 +95,9 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
         # the golden values and the programs; simulate_one / prepare_sweep wait for them
         start_builds(configs, engine)
     with open_pool(workers, scheduler) as pool:
-        loaded = load_qmodel(model)
+        if sweep:
+            pool.warm_up(_load_plotting)    # the workers render the reports, and are idle until
+        loaded = load_qmodel(model)         # the model is loaded and its tasks are made
         feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
         target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
         inputs = [("quantized model", model), ("NPU configuration", config_spec),
@@ -120,30 +124,60 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
 
 
 def _sweep(loaded, feeds: dict, configs: list, engine, tmp: Path, show_progress: bool, pool, table):
-    """Every configuration's array layers as one batch of tasks on `pool`, then every part of
-    every point's report (qsim.report.throughput.PARTS) and the sweep plot as tasks; writes
-    each point's report folder, sweep.json and sweep.png."""
+    """Every configuration's array and vector layers as one batch of tasks on `pool`; as soon as
+    a point's layers are in, its run is assembled and verified here and every part of its
+    report (qsim.report.throughput.PARTS) becomes a task, while other points' layers still run;
+    once all are in, the sweep plot is one more. Writes each point's report folder, sweep.json
+    and sweep.png."""
     prepared = prepare_sweep(loaded, feeds, configs, engine, pool)
     tasks = [task for p in prepared for task in p.tasks]
-    parts = [(config, part) for config in configs for part in PARTS]
+    runs, reports = {}, {}
+
+    def report_parts(k: int):
+        def make(layers: list) -> list[Task]:
+            runs[k] = finish_run(prepared[k], layers)
+            report = reports[k] = throughput_report(loaded.name, runs[k], table)
+            return [Task(render_part, (report, part), f"report-{configs[k].name}-{part}") for part in PARTS]
+        return make
+
+    def sweep_plot(_: list) -> list[Task]:
+        return [Task(sweep_plot_png, ([sweep_summary(reports[k]) for k in range(len(configs))],), "sweep-plot")]
+
+    spans = point_tasks(prepared)
+    follow_ups = [FollowUp(span, report_parts(k)) for k, span in enumerate(spans)]
+    follow_ups.append(FollowUp(range(len(tasks)), sweep_plot))      # after every point's (list order)
     bar = Progress(f"sweep of {len(configs)} configurations ({engine.value}, {pool.what}) tasks",
-                   len(tasks) + len(parts) + 1, enabled=show_progress)
+                   len(tasks) + len(PARTS) * len(configs) + 1, enabled=show_progress)
     try:
-        runs = finish_sweep(prepared, pool.run(tasks, bar.advance))
-        reports = {c.name: throughput_report(loaded.name, run, table) for c, run in zip(configs, runs)}
-        summaries = [sweep_summary(reports[c.name]) for c in configs]
-        rendered = pool.run([Task(render_part, (reports[c.name], part), f"report-{c.name}-{part}")
-                             for c, part in parts]
-                            + [Task(sweep_plot_png, (summaries,), "sweep-plot")], bar.advance)
+        _, rendered = pool.run_with_follow_ups(tasks, follow_ups, bar.advance)
     finally:
         bar.close()
-    for (config, _), files in zip(parts, rendered):
-        _write_files(tmp / config.name, files)
-    (tmp / "sweep.png").write_bytes(rendered[-1])
+    for k, config in enumerate(configs):
+        for files in rendered[k]:
+            _write_files(tmp / config.name, files)
+    (tmp / "sweep.png").write_bytes(rendered[-1][0])
+    summaries = [sweep_summary(reports[k]) for k in range(len(configs))]
     atomic_write_text(tmp / "sweep.json", json.dumps({"engine": engine.value, "points": summaries},
                                                      indent=2) + "\n")
-    mismatches = [s.mismatch for run in runs for s in run.stages if s.mismatch]
+    mismatches = [s.mismatch for k in range(len(configs)) for s in runs[k].stages if s.mismatch]
     return summaries, mismatches
+
+
+def _load_plotting() -> None:
+    """Imports matplotlib and draws a small figure, so that a worker's first report plot does not
+    pay for it (~0.4 s: the import, the Agg backend, the font cache)."""
+    import io
+
+    import matplotlib                   # deferred: the worker's warm-up is the point
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt     # deferred: as above
+    fig, ax = plt.subplots()
+    ax.bar([0, 1], [1, 2], label="warm-up")
+    ax.set_title("warm-up")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(io.BytesIO(), format="png")
+    plt.close(fig)
 
 
 def _write_files(folder: Path, files: dict[str, bytes]) -> None:

@@ -14,6 +14,14 @@ so a run's outcome never depends on which worker finished first.
   process dies is rescheduled by the scheduler (up to `distributed.scheduler.allowed-failures`
   deaths). A `QsimError` (a mismatch, an unsupported layer) is deterministic: it is returned
   as a value and raised here once, never retried.
+
+Follow-ups (`FollowUp`): work that needs some tasks' results (a sweep point's report, once its
+layers are in) is made here as soon as those results arrive and runs while the other tasks
+still do: no barrier between phases. Shared arguments (`Task.shared`): the values many tasks
+pass (a network's golden tensors and layer weights, the same for every sweep point) go to a
+worker once, not once per task. On a Dask worker a task computes on one thread
+(qsim.threads): the workers are the parallelism, and a worker's kernels or BLAS spreading over
+all cores would fight the other workers for them.
 """
 from __future__ import annotations
 
@@ -22,7 +30,9 @@ import sys
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
 
 from ..errors import QsimError, UnsupportedError, UsageError
 
@@ -30,6 +40,7 @@ SCHEDULER_ENV = "QSIM_SCHEDULER"
 TASK_RETRIES = 2
 IN_FLIGHT_PER_WORKER = 4        # tasks submitted ahead per worker: keeps every worker fed
 CONNECT_TIMEOUT_S = 10.0
+SHARE_MIN_BYTES = 64 * 1024     # smaller arrays travel inside their task: a Dask key costs more
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,20 @@ class Task:
     args: tuple
     label: str                  # names the task in Dask's dashboard and logs
     cost: float = 0.0           # relative work estimate: a pool starts the costliest tasks first
+    # positions in `args` of large read-only values that other tasks of the run pass too (the
+    # same object): a pool sends each distinct one to a worker once. A list or tuple there is
+    # shared element by element; None and arrays under SHARE_MIN_BYTES travel with the task.
+    shared: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """Tasks made, in the calling process, from the results of the tasks at `needs` (indices
+    into the run's tasks) as soon as all of them are in. `make` gets those results in the order
+    of `needs`. Follow-ups are made in list order, each after those before it that became
+    ready at the same moment; a follow-up whose needed task failed is not made."""
+    needs: Sequence[int]
+    make: Callable[[list], list[Task]]
 
 
 @dataclass(frozen=True)
@@ -53,10 +78,62 @@ def _call(fn: Callable, args: tuple) -> Any:
         return _Failed(error)
 
 
+_worker_threads_set_in: int | None = None     # the pid whose compute threads are set to one
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """Stands for the shared value at `index` of the run's bundle in a task's arguments."""
+    index: int
+
+
+def _call_on_worker(fn: Callable, args: tuple, shared: tuple[int, ...] = (), bundle: tuple = ()) -> Any:
+    """`_call` on a Dask worker, with the `_Ref`s at positions `shared` of `args` replaced by
+    the values of the run's `bundle` (which Dask resolved from its future: a worker fetches it
+    once and keeps it while the run lasts). One compute thread (module docstring), set once per
+    process (a restarted worker is a new process)."""
+    global _worker_threads_set_in
+    if _worker_threads_set_in != os.getpid():
+        from ..threads import set_threads       # deferred: only worker processes need it
+        set_threads(1)
+        _worker_threads_set_in = os.getpid()
+    if shared:
+        resolve = lambda v: bundle[v.index] if isinstance(v, _Ref) else v   # noqa: E731
+        args = list(args)
+        for i in shared:
+            value = args[i]
+            args[i] = type(value)(map(resolve, value)) if isinstance(value, (list, tuple)) else resolve(value)
+        args = tuple(args)
+    return _call(fn, args)
+
+
+def _bundle(*values: Any) -> tuple:
+    """The task whose result is a run's shared values: the scheduler keeps its input, so a
+    bundle lost with its worker is made again, like any task's result."""
+    return values
+
+
 def _unwrap(value: Any) -> Any:
     if isinstance(value, _Failed):
         raise value.error
     return value
+
+
+def _make(follow: FollowUp, results: list) -> list[Task] | _Failed:
+    try:
+        return follow.make([results[i] for i in follow.needs])
+    except QsimError as error:          # raised in its turn, after the tasks' own failures
+        return _Failed(error)
+
+
+def _raise_first_failure(results: list, later: list) -> None:
+    """The first failure in canonical order (the tasks by index, then each follow-up's making
+    and its tasks): the serial run stops at the same one."""
+    for value in results:
+        _unwrap(value)
+    for made in later:
+        for value in _unwrap(made):
+            _unwrap(value)
 
 
 class InProcess:
@@ -64,13 +141,74 @@ class InProcess:
     workers = 1
     what = "in this process"
 
+    def warm_up(self, fn: Callable[[], Any]) -> None:
+        """Nothing to do: this process does the work itself, when it comes to it."""
+
     def run(self, tasks: list[Task], on_done: Callable[[], None] | None = None) -> list:
+        return self.run_with_follow_ups(tasks, (), on_done)[0]
+
+    def run_with_follow_ups(self, tasks: list[Task], follow_ups: Sequence[FollowUp] = (),
+                            on_done: Callable[[], None] | None = None) -> tuple[list, list[list]]:
+        """The tasks' results in order, and each follow-up's tasks' results."""
         results = []
         for task in tasks:
             results.append(_unwrap(_call(task.fn, task.args)))
             if on_done is not None:
                 on_done()
-        return results
+        later = []
+        for follow in follow_ups:
+            made = []
+            for task in _unwrap(_make(follow, results)):
+                made.append(_unwrap(_call(task.fn, task.args)))
+                if on_done is not None:
+                    on_done()
+            later.append(made)
+        return results, later
+
+
+class _SharedArguments:
+    """The shared arguments of a run's tasks (Task.shared): every distinct object (by identity)
+    once in one bundle task, and each task's arguments with `_Ref`s in their place. One task
+    for all of them: each Dask task costs milliseconds of scheduler and client time, and a
+    ResNet sweep shares ~40 values."""
+
+    def __init__(self, client, tasks: list[Task]):
+        self.client = client
+        self.index: dict[int, int] = {}
+        values: list = []
+        for task in tasks:
+            for i in task.shared:
+                value = task.args[i]
+                for item in value if isinstance(value, (list, tuple)) else (value,):
+                    if self._shareable(item) and id(item) not in self.index:
+                        self.index[id(item)] = len(values)
+                        values.append(item)       # kept alive (in the task) for the run: ids stay unique
+        self.future = None
+        if values:
+            import dask      # deferred: only Dask pools get here
+            # the bundle is large on purpose: it replaces the same data in every task
+            with dask.config.set({"distributed.admin.large-graph-warning-threshold": "4GiB"}):
+                self.future = client.submit(_bundle, *values, key=f"shared-{uuid.uuid4().hex}",
+                                            pure=False, retries=TASK_RETRIES)
+
+    @staticmethod
+    def _shareable(value: Any) -> bool:
+        return value is not None and not (isinstance(value, np.ndarray) and value.nbytes < SHARE_MIN_BYTES)
+
+    def args_of(self, task: Task) -> tuple:
+        """(args with _Refs, shared positions, bundle future) for _call_on_worker."""
+        if not task.shared or self.future is None:
+            return task.args, (), ()
+        ref = lambda v: _Ref(self.index[id(v)]) if self._shareable(v) else v   # noqa: E731
+        args = list(task.args)
+        for i in task.shared:
+            value = args[i]
+            args[i] = type(value)(map(ref, value)) if isinstance(value, (list, tuple)) else ref(value)
+        return tuple(args), task.shared, self.future
+
+    def release(self) -> None:
+        if self.future is not None:
+            self.future.release()
 
 
 class DaskPool:
@@ -79,52 +217,100 @@ class DaskPool:
     def __init__(self, client, what: str):
         self.client = client
         self.what = what                # for progress lines: "LocalCluster of 2 worker processes"
+        self.warming: list = []         # warm-up futures, held so that Dask does not drop them
+
+    def warm_up(self, fn: Callable[[], Any]) -> None:
+        """Runs `fn` (module-level, no arguments: e.g. importing a library the tasks will need)
+        once on every worker now, ahead of any task, without waiting for it: the workers do it
+        while this process still prepares the tasks."""
+        for address in self.client.scheduler_info().get("workers", {}):
+            self.warming.append(self.client.submit(fn, key=f"warm-up-{uuid.uuid4().hex}", pure=False,
+                                                   workers=[address], allow_other_workers=False))
 
     @property
     def workers(self) -> int:
         return max(1, len(self.client.nthreads()))
 
     def run(self, tasks: list[Task], on_done: Callable[[], None] | None = None) -> list:
+        return self.run_with_follow_ups(tasks, (), on_done)[0]
+
+    def run_with_follow_ups(self, tasks: list[Task], follow_ups: Sequence[FollowUp] = (),
+                            on_done: Callable[[], None] | None = None) -> tuple[list, list[list]]:
         from distributed import KilledWorker, as_completed
-        # At most IN_FLIGHT_PER_WORKER tasks per worker are submitted at a time: a task carries
-        # its own data (no scattered inputs, so a task whose worker died can be rerun anywhere
-        # from the scheduler's copy), and a large sweep's data must not all wait in the
-        # scheduler's memory. Results are fetched as tasks finish and stored by index, so the
-        # outcome (and which of several failures is raised) does not depend on timing.
+        # At most IN_FLIGHT_PER_WORKER tasks per worker are submitted at a time: a large
+        # sweep's data must not all wait in the scheduler's memory. Results are fetched as
+        # tasks finish and stored by index, so the outcome (and which of several failures is
+        # raised) does not depend on timing.
         # Unique keys: Dask must never merge two tasks of different runs; the label keeps
         # the dashboard readable.
         # Costliest first (longest-processing-time order): a long task started last would
         # leave the other workers idle while it finishes. Ties keep submission order.
+        # Follow-up tasks skip the queue (and run before queued work on their worker): they
+        # were made from results, so the work they finish is what the run waits for.
         results: list = [None] * len(tasks)
+        later: list = [None] * len(follow_ups)
+        missing = [set(f.needs) for f in follow_ups]
+        waiting_on: dict[int, list[int]] = {}
+        for j, follow in enumerate(follow_ups):
+            for i in follow.needs:
+                waiting_on.setdefault(i, []).append(j)
         queue = iter(sorted(range(len(tasks)), key=lambda i: -tasks[i].cost))
         running = as_completed(loop=self.client.loop, with_results=False)
-        index_of = {}
+        shared = _SharedArguments(self.client, tasks)
+        place = {}                      # future key -> (index of task, None) or (follow-up, position)
+
+        def submit(task: Task, where: tuple, priority: int = 0) -> None:
+            future = self.client.submit(_call_on_worker, task.fn, *shared.args_of(task),
+                                        key=f"{task.label}-{uuid.uuid4().hex}", retries=TASK_RETRIES,
+                                        pure=False, priority=priority)
+            place[future.key] = where
+            running.add(future)
 
         def submit_next() -> None:
             i = next(queue, None)
             if i is not None:
-                t = tasks[i]
-                future = self.client.submit(_call, t.fn, t.args, key=f"{t.label}-{uuid.uuid4().hex}",
-                                            retries=TASK_RETRIES, pure=False)
-                index_of[future.key] = i
-                running.add(future)
+                submit(tasks[i], (i, None))
 
+        def make_ready(ready: list[int]) -> None:
+            for j in sorted(ready):
+                made = later[j] = _make(follow_ups[j], results)
+                if isinstance(made, _Failed):
+                    continue
+                later[j] = [None] * len(made)
+                for k, task in enumerate(made):
+                    submit(task, (j, k), priority=1)
+
+        make_ready([j for j, need in enumerate(missing) if not need])
         for _ in range(max(1, self.workers) * IN_FLIGHT_PER_WORKER):
             submit_next()
         try:
             for future in running:
-                results[index_of.pop(future.key)] = future.result()
+                i, k = place.pop(future.key)
+                value = future.result()
                 future.release()
+                if k is not None:
+                    later[i][k] = value
+                else:
+                    results[i] = value
+                    submit_next()
+                    ready = []
+                    for j in waiting_on.get(i, ()):
+                        missing[j].discard(i)
+                        if not missing[j] and not any(isinstance(results[n], _Failed)
+                                                      for n in follow_ups[j].needs):
+                            ready.append(j)
+                    make_ready(ready)
                 if on_done is not None:
                     on_done()
-                submit_next()
         except KilledWorker as error:
             raise UnsupportedError(f"a simulation task killed every Dask worker that ran it ({error})",
                                    hint="a worker may run out of memory: use fewer --workers per "
                                         "machine, or more memory per worker") from None
         finally:
             running.clear()
-        return [_unwrap(r) for r in results]
+            shared.release()
+        _raise_first_failure(results, [made if made is not None else [] for made in later])
+        return results, later
 
 
 def default_workers() -> int:

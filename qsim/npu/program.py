@@ -375,31 +375,41 @@ def _vector_program(geom, graph: Graph, stage: Stage, values: dict):
         return None, err.message
 
 
-def _array_cost(inputs: list, want) -> float:
-    """About the layer's MACs, to order tasks (qsim.npu.distributed.Task.cost): output elements
-    times the second operand's elements per output channel (KH*KW*IC for CONV2D, KH*KW for
-    DEPTHWISE_CONV2D, IC for FULLY_CONNECTED; an upper bound for MATMUL)."""
-    if want is None or len(inputs) < 2 or want.ndim == 0:
+def _array_cost(stage: Stage, inputs: list, want) -> float:
+    """About the layer's MACs plus its weight bytes, to order tasks (qsim.npu.distributed.Task.cost).
+    MACs: output elements times the weights' elements per output channel (KH*KW*IC for CONV2D,
+    KH*KW for DEPTHWISE_CONV2D, IC for FULLY_CONNECTED; an upper bound for MATMUL). The weights
+    are the second operand, or the `weight` attribute of a layer that carries them there. The
+    weight bytes break ties between layers of equal MACs: a layer with more weights loads more
+    weight tiles, and takes longer on every engine (ResNet-18's 512-channel 3x3 convolutions
+    take 6x as long as its 256-channel ones of the same MACs at 16x16 ws, model engine)."""
+    weight = inputs[1] if len(inputs) > 1 else stage.ops[0].attrs.get("weight")
+    if want is None or weight is None or want.ndim == 0:
         return 0.0
-    return float(want.size) * inputs[1].size / max(1, want.shape[-1])
+    weight = np.asarray(weight)
+    return float(want.size) * weight.size / max(1, want.shape[-1]) + weight.size
 
 
 def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator",
-                expected: dict | None = None) -> PreparedRun:
+                expected: dict | None = None, stages: list[Stage] | None = None) -> PreparedRun:
+    """`graph`'s run on `config`, split into tasks. A sweep passes `expected` (the golden values)
+    and `stages` (plan(graph)) made once for all points: its points' tasks then pass the very
+    same golden tensors and Stage objects, which a Dask pool sends to each worker once
+    (Task.shared)."""
     engine = Engine.parse(engine)
     if expected is None:
         expected = execute(graph, feeds, backend="kernels")
     geom = config.geometry
     values = {name: t.data for name, t in graph.tensors.items() if t.is_constant}
     values.update(feeds)
-    stages = plan(graph)
+    stages = plan(graph) if stages is None else list(stages)   # a copy: host fallbacks replace entries
     tasks, local = [], {}
     for index, stage in enumerate(stages):
         want = expected.get(stage.output)
         if stage.unit is Unit.ARRAY:
             inputs = [values[n] for n in stage.ops[0].inputs if n]
             task = Task(run_array_stage, (geom, engine, stage, inputs, want), f"{config.name}-{stage.name}",
-                        cost=_array_cost(inputs, want))
+                        cost=_array_cost(stage, inputs, want), shared=(2, 3, 4))
             _check_shape(stage, None, graph.tensor(stage.output).shape, want)
             if want is None:        # nothing to continue with but this layer's own output: run it now
                 local[index] = run_array_stage(*task.args)
@@ -417,7 +427,8 @@ def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator"
                     stage = stages[index] = Stage(stage.ops, Unit.HOST, note=f"not on the vector unit: {why}")
             if stage.unit is Unit.VECTOR:
                 task = Task(run_vector_stage, (geom, engine, program, f"{stage.name} (tosa.{stage.op_text})", want),
-                            f"{config.name}-{stage.name}", cost=float(np.prod(program.out_shape)))
+                            f"{config.name}-{stage.name}", cost=float(np.prod(program.out_shape)),
+                            shared=(4,))
                 _check_shape(stage, program.out_dtype, program.out_shape, want)
                 if want is None:
                     local[index] = run_vector_stage(*task.args)

@@ -29,7 +29,7 @@ from ..hw.params import Units
 from .config import NpuConfig, parse_config
 from .distributed import InProcess
 from .engines import Engine
-from .program import GraphRun, PreparedRun, Unit, finish_run, prepare_run
+from .program import GraphRun, PreparedRun, Unit, finish_run, plan, prepare_run
 
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
@@ -155,22 +155,26 @@ def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: En
 def prepare_sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: Engine,
                   pool) -> list[PreparedRun]:
     """Every configuration's run, split into tasks (qsim.npu.program.prepare_run); the golden
-    values are computed once. The caller sends all points' tasks to the pool as one batch, so
-    workers stay busy across configuration boundaries, and assembles with finish_sweep."""
-    expected = execute(loaded.model.graph, feeds, backend="kernels")     # the same for every point
-    prepared = [prepare_run(loaded.model.graph, feeds, c, engine, expected) for c in configs]
+    values and the plan are made once, so every point's tasks pass the same golden tensors and
+    layers (sent to each Dask worker once). The caller sends all points' tasks to the pool as
+    one batch, so workers stay busy across configuration boundaries, and assembles each point
+    from its slice of the results (point_tasks) as soon as that slice is in."""
+    graph = loaded.model.graph
+    expected = execute(graph, feeds, backend="kernels")     # the same for every point
+    stages = plan(graph)
+    prepared = [prepare_run(graph, feeds, c, engine, expected, stages) for c in configs]
     for config, run in zip(configs, prepared):
         prepare_engine(config, engine, prepared=run)
     return prepared
 
 
-def finish_sweep(prepared: list[PreparedRun], layers: list) -> list[GraphRun]:
-    """The runs from the results of all points' tasks, in the order prepare_sweep made them."""
-    runs, start = [], 0
+def point_tasks(prepared: list[PreparedRun]) -> list[range]:
+    """Where each point's tasks sit in the batch of all points' tasks, in prepare_sweep's order."""
+    spans, start = [], 0
     for p in prepared:
-        runs.append(finish_run(p, layers[start:start + len(p.tasks)]))
+        spans.append(range(start, start + len(p.tasks)))
         start += len(p.tasks)
-    return runs
+    return spans
 
 
 def dump_vcd(run: GraphRun, path: str, engine: Engine | None = None) -> str:

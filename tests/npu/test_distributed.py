@@ -1,6 +1,7 @@
 """Simulation tasks on dask.distributed: one real LocalCluster of 2 worker processes per module
 (made by qsim's own open_pool), whose results must equal the serial in-process run exactly;
 retries after a raised exception and after a killed worker; the --workers/--scheduler errors."""
+import functools
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ from qsim.cli import main
 from qsim.errors import MismatchError, UnsupportedError, UsageError
 from qsim.npu import distributed
 from qsim.npu.config import load_config
-from qsim.npu.distributed import DaskPool, InProcess, Task, open_pool
+from qsim.npu.distributed import DaskPool, FollowUp, InProcess, Task, open_pool
 from qsim.npu.program import run_graph_on_npu
 from qsim.quant.pipeline import embedded_quantized_model
 from tests.npu.test_program import _faulty
@@ -267,3 +268,144 @@ def test_a_local_cluster_that_cannot_start_is_a_clear_error(monkeypatch):
             dask_pool.run([Task(abs, (-1,), "never")])
     assert "could not start a local Dask cluster of 2 worker processes (Nanny failed to start.)" in str(caught.value)
     assert "--workers 1" in caught.value.hint
+
+
+# -- follow-ups, shared arguments, warm-up ------------------------------------------------------
+
+def _wait_for(marker, seconds=60.0):
+    """Returns 'released' once `marker` exists, 'timed out' after `seconds`."""
+    import time
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(marker):
+        if time.monotonic() > deadline:
+            return "timed out"
+        time.sleep(0.02)
+    return "released"
+
+
+def _touch(marker):
+    Path(marker).write_text("")
+    return "touched"
+
+
+def test_a_follow_up_runs_while_other_tasks_still_run(pool, tmp_path):
+    # task 1 waits until the follow-up of task 0 has run: with a barrier between the tasks and
+    # their follow-ups it would wait for nothing and time out
+    marker = str(tmp_path / "follow-up-ran")
+    made = []
+
+    def make(results):
+        made.append(list(results))
+        return [Task(_touch, (marker,), "touch")]
+
+    results, later = pool.run_with_follow_ups(
+        [Task(abs, (-5,), "quick", cost=0.0), Task(_wait_for, (marker,), "waiting", cost=1.0)],
+        [FollowUp([0], make)])
+    assert results == [5, "released"] and later == [["touched"]] and made == [[5]]
+
+
+def _fail_with(text):
+    raise MismatchError(text)
+
+
+@pytest.mark.parametrize("in_process", [True, False])
+def test_follow_ups_come_back_in_order_and_failures_are_raised_as_in_the_serial_run(pool, in_process):
+    runner = InProcess() if in_process else pool
+    tasks = [Task(abs, (-i,), "n", cost=float(i)) for i in range(6)]
+    follow_ups = [FollowUp([4, 1], lambda r: [Task(abs, (-sum(r),), "sum"), Task(abs, (-1,), "one")]),
+                  FollowUp(range(6), lambda r: [Task(abs, (-len(r),), "count")]),
+                  FollowUp([], lambda r: [])]
+    done = []
+    results, later = runner.run_with_follow_ups(tasks, follow_ups, lambda: done.append(1))
+    assert results == [0, 1, 2, 3, 4, 5] and later == [[5, 1], [6], []] and len(done) == 9
+    # a task's failure comes first, and a follow-up of a failed task is not made
+    def never(_):
+        raise AssertionError("made from a failed task")
+    with pytest.raises(MismatchError, match="task 2"):
+        runner.run_with_follow_ups(tasks[:2] + [Task(_fail_with, ("task 2",), "bad")],
+                                   [FollowUp([0], lambda r: [Task(_fail_with, ("follow-up",), "bad")]),
+                                    FollowUp([2], never)])
+    with pytest.raises(MismatchError, match="making it"):
+        runner.run_with_follow_ups(tasks[:2], [FollowUp([0], lambda r: _fail_with("making it")),
+                                               FollowUp([1], lambda r: [Task(_fail_with, ("later",), "bad")])])
+
+
+class _Logged:
+    """A value that appends this process's id to `log` whenever it is unpickled."""
+
+    def __init__(self, log, payload):
+        self.log, self.payload = log, payload
+
+    def __reduce__(self):
+        return (_unpickle_logged, (self.log, self.payload))
+
+
+def _unpickle_logged(log, payload):
+    with open(log, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    return _Logged(log, payload)
+
+
+def _payload_sum(logged, arrays, scale):
+    return int(logged.payload.sum()) * scale + sum(int(a.sum()) for a in arrays)
+
+
+def test_shared_arguments_reach_each_worker_once(pool, tmp_path):
+    log = str(tmp_path / "unpickled")
+    logged = _Logged(log, np.arange(100_000, dtype=np.int64))
+    big = np.ones(distributed.SHARE_MIN_BYTES, dtype=np.uint8)           # shared: over the limit
+    small = np.ones(16, dtype=np.uint8)                                   # travels with each task
+    tasks = [Task(_payload_sum, (logged, [big, small], k), f"t{k}", shared=(0, 1)) for k in range(24)]
+    want = [int(logged.payload.sum()) * k + big.size + small.size for k in range(24)]
+    assert InProcess().run(tasks) == want
+    Path(log).unlink(missing_ok=True)
+    assert pool.run(tasks) == want
+    workers = set(pool.client.run(os.getpid).values())
+    pids = [int(p) for p in Path(log).read_text().split()]
+    on_workers = [p for p in pids if p in workers]
+    assert on_workers and len(on_workers) == len(set(on_workers)) <= 2    # once per worker, not per task
+
+
+def _record_pid(log):
+    with open(log, "a") as f:
+        f.write(f"{os.getpid()}\n")
+
+
+def test_warm_up_runs_once_on_every_worker(pool, tmp_path):
+    log = tmp_path / "warm"
+    pool.warm_up(functools.partial(_record_pid, str(log)))
+    pool.client.gather(pool.warming)
+    assert sorted(int(p) for p in log.read_text().split()) == sorted(pool.client.run(os.getpid).values())
+    InProcess().warm_up(functools.partial(_record_pid, str(tmp_path / "never")))
+    assert not (tmp_path / "never").exists()
+
+
+def test_sweep_points_pass_the_same_golden_tensors_and_layers(embedded):
+    from qsim.npu.engines import Engine
+    from qsim.npu.simulate import LoadedModel, parse_sweep, point_tasks, prepare_sweep
+    graph, feeds, _ = embedded
+    model = embedded_quantized_model()
+    configs = parse_sweep(["size=8,16"], load_config("8x8"))
+    prepared = prepare_sweep(LoadedModel(model, "m", "embedded"), feeds, configs, Engine.MODEL, InProcess())
+    first, second = (p.tasks for p in prepared)
+    assert [t.label.split("-", 2)[-1] for t in first] == [t.label.split("-", 2)[-1] for t in second]
+    for a, b in zip(first, second):
+        assert a.shared
+        for i in a.shared:
+            x, y = a.args[i], b.args[i]
+            assert all(p is q for p, q in (zip(x, y) if isinstance(x, list) else [(x, y)])), (a.label, i)
+    assert point_tasks(prepared) == [range(0, len(first)), range(len(first), 2 * len(first))]
+
+
+def test_array_tasks_cost_their_macs_plus_weights_so_the_longest_start_first(embedded):
+    # the embedded model's layers carry their weights as an attribute (OHWI / OI), not as a
+    # second operand; the cost must still count them (it was 0 for every such layer, so the
+    # pool's longest-first order fell back to submission order)
+    from qsim.npu.program import prepare_run
+    graph, feeds, values = embedded
+    prepared = prepare_run(graph, feeds, load_config("8x8"), "model", values)
+    costs = {t.label.split("-", 1)[1]: t.cost for t in prepared.tasks if t.fn.__name__ == "run_array_stage"}
+    # output elements x weights per output channel + weight elements, from the layer shapes
+    assert costs == {"relu1": 28 * 28 * 16 * 9 + 16 * 9, "relu2": 14 * 14 * 32 * 9 * 16 + 32 * 9 * 16,
+                     "relu3": 7 * 7 * 64 * 9 * 32 + 64 * 9 * 32, "relu4": 4 * 4 * 64 * 9 * 64 + 64 * 9 * 64,
+                     "output": 10 * 64 + 10 * 64}
