@@ -73,29 +73,82 @@ cdef inline void _axpy(double *y, const double *x, double a, int64_t n) noexcept
         y[k] = y[k] + a * x[k]
 
 
+cdef inline int64_t _floor_bin(double q) noexcept nogil:
+    """floor(q) as int64 for |q| < 2^63 (exact: the truncation of a double is exact)."""
+    cdef int64_t j = <int64_t>q             # truncates toward zero: one less below 0
+    if q < <double>j:
+        j -= 1
+    return j
+
+
+cdef bint _scan_count(const float *x, Py_ssize_t n, double inv, int64_t first, int64_t *counts,
+                      int64_t size, float *lo_out, float *hi_out, int64_t *zeros_out,
+                      bint *inside_out) noexcept nogil:
+    """The observers' pass over n > 0 float32 values: extremes and exact zeros, and with
+    counts (not NULL) each value's bin floor(v * inv) - first counted while it falls inside
+    counts (inside_out False once one does not). Stops at the first value that is not
+    finite and returns False then (the extremes and counts cover the values before it)."""
+    cdef Py_ssize_t i
+    cdef float lo = x[0], hi = x[0], v
+    cdef int64_t zeros = 0, j
+    cdef double q
+    cdef bint finite = True
+    for i in range(n):
+        v = x[i]
+        if not (v - v == 0):               # inf - inf and NaN - NaN are NaN
+            finite = False
+            inside_out[0] = False
+            break
+        if v < lo:
+            lo = v
+        if v > hi:
+            hi = v
+        if v == 0:
+            zeros += 1
+        if counts != NULL:
+            q = <double>v * inv
+            if not (-4.0e18 < q < 4.0e18):  # far outside any bin: no int64 conversion
+                inside_out[0] = False
+                continue
+            j = _floor_bin(q) - first
+            if 0 <= j < size:
+                counts[j] += 1
+            else:
+                inside_out[0] = False
+    lo_out[0], hi_out[0], zeros_out[0] = lo, hi, zeros
+    return finite
+
+
 def scan_f32(const float[::1] x):
     """(min, max, number of exact zeros, all finite) of float32 values in one pass, for the
     calibration observers (qsim/quant/observers.py); min and max are exact (as doubles)."""
-    cdef Py_ssize_t i, n = x.shape[0]
-    cdef float lo = 0, hi = 0, v
+    cdef float lo = 0, hi = 0
     cdef int64_t zeros = 0
-    cdef bint finite = True
-    if n == 0:
+    cdef bint finite = True, inside = True
+    if x.shape[0] == 0:
         return 0.0, 0.0, 0, True
-    lo = hi = x[0]
     with nogil:
-        for i in range(n):
-            v = x[i]
-            if not (v - v == 0):           # inf - inf and NaN - NaN are NaN
-                finite = False
-                break
-            if v < lo:
-                lo = v
-            if v > hi:
-                hi = v
-            if v == 0:
-                zeros += 1
+        finite = _scan_count(&x[0], x.shape[0], 1.0, 0, NULL, 0, &lo, &hi, &zeros, &inside)
     return <double>lo, <double>hi, zeros, finite
+
+
+def scan_bins_f32(const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
+    """scan_f32 and add_bin_counts_f32 in one pass, for a histogram whose bins are already
+    set: returns (min, max, exact zeros, all finite, inside) and adds every value's bin to
+    counts[floor(v / 2^log2_width) - first] while it falls inside counts. inside is False when
+    a value fell outside (counts then hold only part of the values and the caller discards
+    them) or was not finite. Extremes, zeros and counts are exact, as in the two passes."""
+    cdef float lo = 0, hi = 0
+    cdef int64_t zeros = 0
+    cdef bint finite = True, inside = True
+    cdef int64_t dummy = 0
+    if x.shape[0] == 0:
+        return 0.0, 0.0, 0, True, True
+    with nogil:
+        finite = _scan_count(&x[0], x.shape[0], 2.0 ** (-log2_width), first,
+                             &counts[0] if counts.shape[0] else &dummy, counts.shape[0],
+                             &lo, &hi, &zeros, &inside)
+    return <double>lo, <double>hi, zeros, finite, inside
 
 
 def add_bin_counts_f32(const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
@@ -104,15 +157,10 @@ def add_bin_counts_f32(const float[::1] x, int log2_width, int64_t first, int64_
     chooses the width so), and the floor of such a double is an exact int64. The caller sizes
     counts to cover floor(min / width) .. floor(max / width)."""
     cdef Py_ssize_t i, n = x.shape[0]
-    cdef double inv = 2.0 ** (-log2_width), q
-    cdef int64_t j
+    cdef double inv = 2.0 ** (-log2_width)
     with nogil:
         for i in range(n):
-            q = <double>x[i] * inv
-            j = <int64_t>q                  # truncates toward zero: one less below 0
-            if q < <double>j:
-                j -= 1
-            counts[j - first] += 1
+            counts[_floor_bin(<double>x[i] * inv) - first] += 1
 
 
 def row_sums_f64(const float[:, :, :] p, double[:, ::1] out):
@@ -531,3 +579,63 @@ cdef void _padded_plane(const float *xc, double *xp, int64_t Hp, int64_t Wp, int
         for j in range(Wp):
             ix = j - pl
             xp[r * Wp + j] = <double>xc[iy * xs2 + ix * xs3] if (0 <= iy < H and 0 <= ix < W) else 0.0
+
+
+cdef double _pairwise_sum(const float *a, Py_ssize_t n) noexcept nogil:
+    """numpy's pairwise summation of float64 values (numpy/_core/src/umath/loops_utils.h
+    pairwise_sum, which np.add.reduce runs along a contiguous axis), of float32 values widened
+    to float64: sequential below 8 values, eight interleaved partial sums up to 128, halves
+    (cut at a multiple of 8) above. The same operations in the same order, so the same bits."""
+    cdef double res, r0, r1, r2, r3, r4, r5, r6, r7
+    cdef Py_ssize_t i, n2
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res = res + <double>a[i]
+        return res
+    elif n <= 128:
+        r0 = <double>a[0]
+        r1 = <double>a[1]
+        r2 = <double>a[2]
+        r3 = <double>a[3]
+        r4 = <double>a[4]
+        r5 = <double>a[5]
+        r6 = <double>a[6]
+        r7 = <double>a[7]
+        i = 8
+        while i < n - (n % 8):
+            r0 = r0 + <double>a[i + 0]
+            r1 = r1 + <double>a[i + 1]
+            r2 = r2 + <double>a[i + 2]
+            r3 = r3 + <double>a[i + 3]
+            r4 = r4 + <double>a[i + 4]
+            r5 = r5 + <double>a[i + 5]
+            r6 = r6 + <double>a[i + 6]
+            r7 = r7 + <double>a[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res = res + <double>a[i]
+            i += 1
+        return res
+    else:
+        n2 = n // 2
+        n2 -= n2 % 8
+        return _pairwise_sum(a, n2) + _pairwise_sum(a + n2, n - n2)
+
+
+def channel_sums_f32(const float[:, :, ::1] x, double[::1] out):
+    """out[c] = sum over n and r of x[n, c, r] as float64, the bits of numpy's
+    x.astype(np.float64).sum(axis=(0, 2)) for one sample (n = 1: one pairwise sum per channel;
+    the calibration's channel means, qsim/quant/calibrate.py). Tested against numpy."""
+    cdef Py_ssize_t n, c, N = x.shape[0], C = x.shape[1], R = x.shape[2]
+    cdef double acc
+    if out.shape[0] != C:
+        raise ValueError("channel_sums_f32: out must have one entry per channel")
+    with nogil:
+        for c in range(C):
+            acc = 0.0
+            for n in range(N):
+                if R:
+                    acc = acc + _pairwise_sum(&x[n, c, 0], R)
+            out[c] = acc

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import DataError
+from ..kernels.extensions import extension
 from ..progress import progress
 from ..runtime.executor import execute
 from ..threads import apply_blas_threads
@@ -20,6 +21,8 @@ from .observers import ObserverKind, make_observer
 from .params import QuantConfig
 
 ANNOTATION_SOURCES = ("annotation", "graph.quant")
+
+_quant_ops = extension("_quant_ops")   # raises KernelsUnavailableError when missing or broken
 
 
 def annotated(t: ir.Tensor) -> bool:
@@ -60,9 +63,7 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
         if channel_means is not None:
             for name, t in graph.tensors.items():
                 if not t.is_constant and len(t.shape) >= 2:
-                    v = np.asarray(values[name], dtype=np.float64)
-                    axes = tuple(a for a in range(v.ndim) if a != 1)
-                    sums[name] = sums.get(name, 0.0) + v.mean(axis=axes)
+                    sums[name] = sums.get(name, 0.0) + channel_mean(values[name])
         seen += 1
     if input_moments is not None:
         input_moments.calibration_done()
@@ -77,6 +78,20 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
         if annotated(t) and not t.is_constant:
             params[name] = as_signed(t.quant)
     return params
+
+
+def channel_mean(value) -> np.ndarray:
+    """The mean per channel (axis 1) over every other axis, in float64: numpy's
+    `value.astype(np.float64).mean(axis=(0, 2, ...))`, bit for bit. A float32 sample (batch 1,
+    every calibration execution) is summed by one compiled pass (kernels/quant_ops.pyx
+    channel_sums_f32: numpy's pairwise summation, without the float64 copy of the tensor)."""
+    v = np.asarray(value)
+    if v.dtype == np.float32 and v.ndim >= 2 and v.shape[0] == 1 and v.size:
+        sums = np.empty(v.shape[1])
+        _quant_ops.channel_sums_f32(np.ascontiguousarray(v).reshape(1, v.shape[1], -1), sums)
+        return sums / (v.size // v.shape[1])
+    v = v.astype(np.float64)
+    return v.mean(axis=tuple(a for a in range(v.ndim) if a != 1))
 
 
 def as_signed(q: ir.QuantInfo) -> ir.QuantInfo:

@@ -96,7 +96,12 @@ class Observer:
         """update() of a per-tensor observer on float32 data (every float activation), in two
         compiled passes (kernels/quant_ops.pyx) instead of a float64 copy and numpy passes;
         the same statistics: extremes, zeros and bin counts are exact either way."""
-        lo, hi, zeros, finite = _quant_ops.scan_f32(flat)
+        fused = self._scan_and_accumulate_f32(flat) if flat.size else None
+        if fused is None:
+            lo, hi, zeros, finite = _quant_ops.scan_f32(flat)
+            done = False
+        else:
+            lo, hi, zeros, finite, done = fused
         if not finite:
             raise DataError(f"{self.name}: calibration produced non-finite values (inf/NaN)",
                             hint="check the calibration data and the float model")
@@ -104,7 +109,13 @@ class Observer:
         if flat.size == 0:
             return
         self.count += flat.size
-        self._accumulate_f32(flat, lo, hi, zeros)
+        if not done:
+            self._accumulate_f32(flat, lo, hi, zeros)
+
+    def _scan_and_accumulate_f32(self, flat: np.ndarray):
+        """(min, max, zeros, finite, accumulated) of a scan that also accumulated the values
+        when it could, or None: scan_f32 alone, then _accumulate_f32."""
+        return None
 
     def _accumulate(self, rows: np.ndarray) -> None:
         raise NotImplementedError
@@ -201,6 +212,25 @@ class StreamingHistogram:
         log2 = self.log2_width
         self._count((lo, hi), lambda grown, lo_j: _quant_ops.add_bin_counts_f32(values, log2, lo_j, grown))
 
+    def scan_and_add_f32(self, values: np.ndarray):
+        """One compiled pass (kernels/quant_ops.pyx scan_bins_f32) that scans float32 values
+        and counts them into the current bins: (min, max, zeros, finite, added). The counts
+        are kept only when every value fell inside the bins and the range still needs the
+        current width, which is exactly when add_f32 would neither coarsen nor grow the bins;
+        then the state is the one add_f32 leaves (same extremes, zeros and integer counts).
+        Otherwise nothing changes and the caller goes the two-pass way (added False)."""
+        counts = np.zeros(self.counts.size, dtype=np.int64)
+        lo, hi, zeros, finite, inside = _quant_ops.scan_bins_f32(values, self.log2_width,
+                                                                 self.first, counts)
+        if (not finite or not inside
+                or self._needed_log2(min(self.lo, lo), max(self.hi, hi)) != self.log2_width):
+            return lo, hi, zeros, finite, False
+        self.zeros += zeros
+        self.lo = min(self.lo, lo)
+        self.hi = max(self.hi, hi)
+        self.counts += counts
+        return lo, hi, zeros, finite, True
+
     def _widen(self, lo: float, hi: float, zeros: int) -> None:
         """Takes a batch's extremes and zero count; coarsens the bins when the range outgrew them."""
         self.zeros += zeros
@@ -290,6 +320,11 @@ class _HistogramObserver(Observer):
         if not self.histograms:
             self.histograms = [StreamingHistogram()]
         self.histograms[0].add_f32(flat, lo, hi, zeros)
+
+    def _scan_and_accumulate_f32(self, flat):
+        if not self.histograms or self.histograms[0].log2_width is None:
+            return None
+        return self.histograms[0].scan_and_add_f32(flat)
 
     def value_range(self, scheme):
         self._check_seen()

@@ -29,7 +29,7 @@ from .. import ir
 from ..numerics import nnef_round
 from ..kernels.cpu_features import current_isa
 from ..kernels.extensions import extension
-from ..threads import split_rows
+from ..threads import single_thread_blas, split_rows
 from .float_patterns import packed_ints, spatial_padding
 
 FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
@@ -192,8 +192,12 @@ class PatchMoments:
 
     def _add_rows(self, p: np.ndarray) -> None:
         # each group's [rows, K] block is C-contiguous (row stride K) wherever it sits in the
-        # buffer: BLAS gets the operands a contiguous copy would give it, so the same sums
-        self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
+        # buffer: BLAS gets the operands a contiguous copy would give it, so the same sums.
+        # One BLAS thread: the same bits for any QSIM_THREADS, and no OpenBLAS worker
+        # spinning on a loaded machine (threads.py; measured: ResNet-18's calibration at 2
+        # threads took 1.4-1.8x the wall time of 1 thread under load 10)
+        with single_thread_blas():
+            self.sum_outer += np.matmul(p.transpose(0, 2, 1), p)
         self.sum_x += _column_sums(p)
 
     def _flush(self) -> None:
@@ -331,9 +335,10 @@ def sample_stride(x_shape, g: ConvGeometry, samples: int | None) -> ConvGeometry
     positions, every a-th row and b-th column, by multiplying the stride: excess =
     ceil(rows / budget), a = floor(sqrt(excess)), b = ceil(excess / a) (each at most the
     output's extent). A deterministic choice of whole patches, the same in every sample;
-    measured on ResNet-18 and EfficientNet-Lite0 in docs/quantize.md. Depthwise layers
-    (summed without gathering) and an unknown sample count keep every position."""
-    if samples is None or depthwise_direct(x_shape, g):
+    measured on ResNet-18 and EfficientNet-Lite0 in docs/quantize.md. An unknown sample count
+    keeps every position. (A depthwise layer that keeps every position is summed without
+    gathering; a sampled one gathers its few patches: InputMoments.update.)"""
+    if samples is None:
         return g
     rows, _, k = conv_patch_shape(x_shape, g)
     oh, ow = _output_size(x_shape, g)
@@ -392,8 +397,11 @@ class InputMoments:
     def update(self, values: dict[str, np.ndarray]) -> None:
         for key, (name, geometry) in self.layers.items():
             x = np.asarray(values[name], dtype=np.float32)
+            direct = geometry is not None and depthwise_direct(x.shape, geometry)
             if geometry is not None:
-                geometry = self._sampled(key, x.shape, geometry)
+                sampled = self._sampled(key, x.shape, geometry)
+                direct = direct and sampled is geometry
+                geometry = sampled
             if geometry is None:
                 rows, groups, patch = x.size // x.shape[-1], 1, x.shape[-1]
             else:
@@ -401,7 +409,7 @@ class InputMoments:
             stats = self.moments.get(key)
             if stats is None:
                 stats = self.moments[key] = PatchMoments(groups, patch)
-            if geometry is not None and depthwise_direct(x.shape, geometry):
+            if direct:
                 stats.add_depthwise(x, geometry)
                 continue
             if rows >= FLUSH_ROWS and self._scratch.size < groups * rows * patch:
@@ -472,6 +480,15 @@ def _candidates(w: np.ndarray, scales, qmin: int, qmax: int):
 
 def round_from_rows(w: np.ndarray, scales: np.ndarray, rows: np.ndarray, mean: np.ndarray | None,
                     qmin: int = -127, qmax: int = 127, stop_fraction: float | None = None) -> np.ndarray:
+    """See _round_from_rows; its GEMMs run on one BLAS thread (the channels' moves are split
+    over qsim's threads): the same integers for any thread count, and no OpenBLAS worker
+    spinning between the many block GEMMs (measured under load 10: the lowering of
+    ResNet-18 took 3.5x the wall time at 2 threads than at 1 with BLAS on 2 threads)."""
+    with single_thread_blas():
+        return _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction)
+
+
+def _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction) -> np.ndarray:
     """adaptive_round's integers for a layer of one group whose H = X^T X / P comes from few
     rows X [P, K] (P <= K; minus the mean row `mean` first when given: the covariance), without
     forming H. Per channel the residual r = X e (P values) replaces the gradient H e (K values):

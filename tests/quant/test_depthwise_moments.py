@@ -148,9 +148,9 @@ def test_sample_stride_reads_a_sub_lattice_of_the_output_positions():
     full = conv_patches(x, g).reshape(1, 40, 30, 18)
     assert np.array_equal(conv_patches(x, sampled).reshape(-1, 18),
                           full[:, ::2, ::4].reshape(-1, 18))
-    # depthwise layers are summed without gathering: never sampled
+    # depthwise layers are sampled alike (and then gathered: the next test)
     dw = _geometry(2, 3, 3, 1, 1, (1, 1), (1, 1))
-    assert sample_stride(shape, dw, 1000) is dw
+    assert sample_stride(shape, dw, 1000).stride == (8, 10)
 
 
 def test_input_moments_sum_the_sampled_rows_when_told_the_sample_count():
@@ -170,3 +170,26 @@ def test_input_moments_sum_the_sampled_rows_when_told_the_sample_count():
     got = moments.moments["y"]
     assert got.count == 3 * 20 * 8 == plain.count          # 40 x 30 outputs, every 2nd row, 4th column
     assert got.second_moment(True).tobytes() == plain.second_moment(True).tobytes()
+
+
+def test_a_sampled_depthwise_layer_gathers_its_patches_and_an_unsampled_one_does_not():
+    from qsim.quant.rounding import conv_patches, sample_stride
+    dw = _geometry(2, 3, 3, 1, 1, (1, 1), (1, 1))
+    rng = np.random.default_rng(8)
+    xs = [rng.normal(size=(1, 2, 40, 30)).astype(np.float32) for _ in range(2)]
+    for samples in (None, 100):
+        moments = InputMoments()
+        moments.watch_conv("y", "x", dw)
+        moments.expect_samples(samples)
+        for x in xs:
+            moments.update({"x": x})
+        got = moments.moments["y"]
+        if samples is None:
+            want = _direct(xs[0], dw)
+            want.add_depthwise(xs[1], dw)
+        else:
+            want = PatchMoments(2, 9)
+            for x in xs:
+                want.add(conv_patches(x, sample_stride(x.shape, dw, samples)))
+        assert got.count == want.count == 2 * (1200 if samples is None else 160)
+        assert got.second_moment(True).tobytes() == want.second_moment(True).tobytes()

@@ -1,6 +1,7 @@
 """Observer properties: coverage, streaming invariance, outlier robustness, MSE optimality."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from qsim.errors import DataError, UsageError
 from qsim.quant.observers import (OBSERVER_CLASSES, MinMaxObserver, MseObserver, ObserverKind, PercentileObserver,
@@ -247,3 +248,60 @@ def test_histogram_width_jump_finds_the_smallest_width_that_fits():
     cases += [(0.0, 0.0), (-1.0, -1.0), (0.0, 1.0)]
     for lo, hi in cases:
         assert h._needed_log2(lo, hi) == _needed_log2_by_steps(lo, hi), (lo, hi)
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(st.lists(st.tuples(st.floats(1e-3, 1e3), st.floats(-2.0, 2.0), st.integers(1, 300)),
+                min_size=2, max_size=6), st.integers(0, 2 ** 31))
+def test_one_pass_scan_and_count_keeps_the_two_pass_statistics(parts, seed):
+    """Once a histogram has bins, a float32 batch is scanned and counted in one pass
+    (scan_bins_f32) and kept when it fits the bins; otherwise the two passes run. Either way
+    the histogram, extremes, zeros and count equal the float64 (numpy) path's after every
+    batch (both ways are checked one by one in the next test)."""
+    from qsim.quant import observers
+    rng = np.random.default_rng(seed)
+    taken = []
+    original = observers.StreamingHistogram.scan_and_add_f32
+
+    def spy(self, values):
+        result = original(self, values)
+        taken.append(result[4])
+        return result
+
+    fast, slow = make_observer("percentile", name="t"), make_observer("percentile", name="t")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(observers.StreamingHistogram, "scan_and_add_f32", spy)
+        for scale, shift, n in parts:
+            b = ((rng.normal(size=n) + shift) * scale).astype(np.float32)
+            b[rng.random(n) < 0.2] = 0.0
+            fast.update(b)
+            slow.update(b.astype(np.float64))
+            assert _state(fast) == _state(slow)
+    assert len(taken) == len(parts) - 1
+
+
+def test_the_one_pass_scan_keeps_a_batch_inside_the_bins_and_leaves_others():
+    rng = np.random.default_rng(1)
+    obs = make_observer("percentile", name="t")
+    obs.update(rng.normal(size=1000).astype(np.float32))
+    hist = obs.histograms[0]
+    state = (hist.counts.copy(), hist.lo, hist.hi, hist.zeros)
+    inside = rng.uniform(hist.lo, hist.hi, 500).astype(np.float32)
+    assert hist.scan_and_add_f32(inside)[4] is True
+    assert hist.counts.sum() == state[0].sum() + 500
+    before = (hist.counts.copy(), hist.lo, hist.hi, hist.zeros)
+    outside = np.array([0.5, 100.0], np.float32)
+    assert hist.scan_and_add_f32(outside)[4] is False          # left untouched
+    assert np.array_equal(hist.counts, before[0]) and (hist.lo, hist.hi, hist.zeros) == before[1:]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_values_in_a_later_batch_are_a_data_error(bad):
+    """The one-pass scan (a later batch) finds a NaN or infinity as the two-pass one does,
+    and the observer is left as it was."""
+    obs = make_observer(ObserverKind.PERCENTILE, name="conv9")
+    obs.update(np.array([1.0, -2.0, 0.5], np.float32))
+    state, count = _state(obs), obs.count
+    with pytest.raises(DataError, match="conv9: calibration produced non-finite"):
+        obs.update(np.array([0.25, bad, 0.0], np.float32))
+    assert _state(obs) == state and obs.count == count

@@ -1,0 +1,35 @@
+"""Calibration's channel means (qsim.quant.calibrate.channel_mean): numpy's float64 means, bit
+for bit, without the float64 copy of each activation."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from qsim.quant.calibrate import channel_mean
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(st.lists(st.integers(0, 300), min_size=0, max_size=3), st.integers(1, 9),
+       st.floats(1e-3, 1e3), st.integers(0, 2 ** 31))
+def test_channel_mean_has_numpys_bits(rest, channels, scale, seed):
+    """A float32 sample (compiled pairwise sums: sequential below 8 values, 8 partial sums up
+    to 128, halves above) and a batch of two (numpy itself) give numpy's float64 mean over
+    every axis but 1, bit for bit."""
+    shape = (1, channels, *rest)
+    x = (np.random.default_rng(seed).standard_normal(shape) * scale + 0.3).astype(np.float32)
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    if x.size == 0:
+        return
+    assert channel_mean(x).tobytes() == x.astype(np.float64).mean(axis=axes).tobytes()
+    batch = np.concatenate([x, -x])
+    assert channel_mean(batch).tobytes() == batch.astype(np.float64).mean(axis=axes).tobytes()
+
+
+def test_channel_mean_of_a_strided_view_and_of_float64():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 4, 50, 60)).astype(np.float32)
+    view = x[:, :, ::2, 1:]
+    assert not view.flags.c_contiguous
+    want = view.astype(np.float64).mean(axis=(0, 2, 3))
+    assert channel_mean(view).tobytes() == want.tobytes()
+    d = x.astype(np.float64)
+    assert channel_mean(d).tobytes() == d.mean(axis=(0, 2, 3)).tobytes()
+    assert channel_mean(x).tobytes() != channel_mean(x[:, :, :, :59]).tobytes()
