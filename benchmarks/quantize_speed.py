@@ -13,7 +13,9 @@ Jobs (each run in its own child process, so that its peak memory is its own):
 - embedded-qsim: the default job (`qsim quantize` without a model: the embedded Fashion-MNIST
   CNN, its calibration images and the 10k test images).
 - float-resnet18 / float-efficientnet: one float inference of qsim's executor vs onnxruntime
-  (same thread count), alternated, medians over repeats of wall and CPU time;
+  (same thread count), alternated, medians over repeats of wall and CPU time; qsim runs it as
+  a user does (`execute(..., keep=graph.outputs)`: outputs only, intermediates dropped), and
+  the peak of its arrays is traced for that and for keeping every tensor;
   float-resnet18-b16: the same for a batch of 16 images (qsim's ONNX front end at batch 16).
 
 Each job runs at 1 thread and at all cores (QSIM_THREADS / intra_op_num_threads); times are
@@ -104,9 +106,18 @@ def _ort_job(onnx_path: Path, calib: np.ndarray, evaluation: np.ndarray, threads
                 top1_agreement=float(np.mean(f.argmax(1) == q.argmax(1))))
 
 
+# onnxruntime's intra-op threads spin-wait after a run (measured here: ~30 ms of CPU over the next
+# ~50-100 ms at 2 threads), so a qsim run right after one would share its cores with that
+# spinning (and count its CPU time); the alternated float job waits this long before each
+# side's run (both alike: each starts from the same idle pause), outside the timed parts.
+# onnxruntime keeps its default (spinning) settings.
+ORT_SPIN_SETTLE_SECONDS = 0.2
+
+
 def _float_job(model_dir: Path, onnx_path: Path, threads: int, repeat: int, batch: int = 1) -> dict:
     """Float inference of `batch` images: qsim's executor vs onnxruntime, alternated (median of
-    `repeat` each, wall and CPU seconds), and the largest difference of their outputs. Batch 1
+    `repeat` each, wall and CPU seconds; a pause after each onnxruntime run so that its spinning
+    threads are not running during qsim's), and the largest difference of their outputs. Batch 1
     runs the NNEF model; a batch > 1 loads the ONNX model with qsim's ONNX front end at that
     batch (the NNEF 1.0 export fixes batch 1) and gives onnxruntime a copy with that batch."""
     import onnx
@@ -133,14 +144,21 @@ def _float_job(model_dir: Path, onnx_path: Path, threads: int, repeat: int, batc
     options.inter_op_num_threads = 1
     sess = ort.InferenceSession(str(ort_path), options, providers=["CPUExecutionProvider"])
     iname = sess.get_inputs()[0].name
-    ours = np.asarray(execute(graph, {name: x})[graph.outputs[0]])
+    # a plain inference as a user runs one: the outputs only (execute's keep), so every other
+    # activation is dropped after its last reader and each conv + relu6 writes one array
+    outputs_only = dict(keep=graph.outputs)
+    ours = np.asarray(execute(graph, {name: x}, **outputs_only)[graph.outputs[0]])
     ref = sess.run(None, {iname: x})[0]
+    peaks = {what: _traced_peak_mb(lambda: execute(graph, {name: x}, **kw))
+             for what, kw in (("outputs_only", outputs_only), ("keep_all", {}))}
     times, cpu, ort_times, ort_cpu = [], [], [], []
     for _ in range(repeat):           # alternated: a change of machine load hits both sides alike
+        time.sleep(ORT_SPIN_SETTLE_SECONDS)      # untimed, before each side alike (see the constant)
         t0, c0 = time.perf_counter(), time.process_time()
-        execute(graph, {name: x})
+        execute(graph, {name: x}, **outputs_only)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+        time.sleep(ORT_SPIN_SETTLE_SECONDS)
         t0, c0 = time.perf_counter(), time.process_time()
         sess.run(None, {iname: x})
         ort_times.append(time.perf_counter() - t0)
@@ -150,7 +168,21 @@ def _float_job(model_dir: Path, onnx_path: Path, threads: int, repeat: int, batc
     return dict(seconds=statistics.median(times), ort_seconds=statistics.median(ort_times),
                 cpu_seconds=statistics.median(cpu), ort_cpu_seconds=statistics.median(ort_cpu),
                 batch=batch, max_abs_diff=float(np.max(np.abs(ours.reshape(ref.shape) - ref))),
-                max_abs_output=float(np.max(np.abs(ref))))
+                max_abs_output=float(np.max(np.abs(ref))),
+                inference_peak_mb=round(peaks["outputs_only"], 1), keep_all_peak_mb=round(peaks["keep_all"], 1))
+
+
+def _traced_peak_mb(run) -> float:
+    """Peak of the memory numpy and Python allocate while `run()` runs, above what was allocated
+    before (tracemalloc: numpy reports its array buffers to it), in MB."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        run()
+        return (tracemalloc.get_traced_memory()[1] - base) / 1e6
+    finally:
+        tracemalloc.stop()
 
 
 def _embedded_job() -> dict:
@@ -273,6 +305,10 @@ def markdown(data: dict) -> str:
                 notes += (f"; CPU-time ratio {e['cpu_speed_vs_ort']:.2f}x (qsim {r['cpu_seconds']:.3f} s, "
                           f"ort {r['ort_cpu_seconds']:.3f} s)")
             notes += f"; max abs diff {r['max_abs_diff']:.2e} (output max {r['max_abs_output']:.1f})"
+            if "inference_peak_mb" in r:
+                notes += f"; {ORT_SPIN_SETTLE_SECONDS} s pause before each run (onnxruntime's threads spin after theirs)"
+                notes += (f"; qsim runs outputs only (execute keep=outputs), arrays of one inference peak "
+                          f"{r['inference_peak_mb']:.0f} MB (every tensor kept: {r['keep_all_peak_mb']:.0f} MB)")
         else:
             ratio = f"{e['ratio_qsim_over_ort']:.2f}" if "ratio_qsim_over_ort" in e else "-"
             r = e["runs"][0]

@@ -26,7 +26,8 @@
  * the flat index i = oy*PWp + ox every tap is one contiguous run at a fixed offset, whatever
  * the stride and however narrow the image: the outputs are computed QSIM_DWF_CB at a time on
  * that flat index (accumulators in registers), then the OW valid columns of each row are
- * stored with the bias (and, given y, the following relu/clamp into y). (Columns ox >= OW of the flat grid are computed and dropped: PWp is at
+ * stored with the bias (and, given y, the following relu/clamp into y; with bound_only that
+ * relu/clamp is applied before the store and out holds only the bounded values). (Columns ox >= OW of the flat grid are computed and dropped: PWp is at
  * least OW + (kx*dx)/sx for every tap, so valid outputs never read across a row.)
  * pt, pl: leading padding (negative: the first input rows/columns are cropped).
  * scratch: qsim_dw_scratch_floats(...) floats. */
@@ -100,12 +101,23 @@ QSIM_INLINE void qsim_dw_split_pairs(const float *restrict src, int64_t x0, int6
     if (xx < x1) even[j] = src[xx];
 }
 
+/* yo[i] = minimum(maximum(o[i], lo), hi) (hi unused without has_hi), numpy's values: a NaN stays
+ * NaN, two equal zeros give the bound; yo may be o (in place) */
+QSIM_INLINE void qsim_bound_copy(const float *o, float *yo, int64_t n, float lo, float hi, int has_hi) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = o[i];
+        v = (v > lo || v != v) ? v : lo;
+        if (has_hi) v = (v < hi || v != v) ? v : hi;
+        yo[i] = v;
+    }
+}
+
 QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int64_t H, int64_t W,
                                         const float *restrict w, const float *restrict bias,
                                         int64_t m, int64_t KH, int64_t KW,
                                         int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt,
                                         int64_t pl, float *restrict out, int64_t OH, int64_t OW,
-                                        float *restrict y, float lo, float hi, int has_hi,
+                                        float *restrict y, float lo, float hi, int has_hi, int bound_only,
                                         float *restrict scratch, int64_t *restrict off,
                                         int64_t p0, int64_t p1) {
     const int64_t OC = C * m;
@@ -147,39 +159,194 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
             qsim_dw_flat_block(scratch + i, off, wp, KH * KW, acc + i);
         float *o = out + p * OH * OW;
         const float bv = bias != NULL ? bias[oc] : 0.0f;
-        for (int64_t oy = 0; oy < OH; oy++)
-            for (int64_t ox = 0; ox < OW; ox++) {
-                float v = acc[oy * PWp + ox];
-                if (bias != NULL) v = v + bv;
-                o[oy * OW + ox] = v;
-            }
-        if (y != NULL) {                      /* the following relu/clamp, as numpy's maximum/minimum */
-            float *yo = y + p * OH * OW;
-            for (int64_t i = 0; i < OH * OW; i++) {
-                float v = o[i];
-                v = (v > lo || v != v) ? v : lo;
-                if (has_hi) v = (v < hi || v != v) ? v : hi;
-                yo[i] = v;
-            }
+        for (int64_t oy = 0; oy < OH; oy++) {
+            const float *restrict a = acc + oy * PWp;
+            float *restrict orow = o + oy * OW;
+            if (bias != NULL)
+                for (int64_t ox = 0; ox < OW; ox++) orow[ox] = a[ox] + bv;
+            else
+                for (int64_t ox = 0; ox < OW; ox++) orow[ox] = a[ox];
+            if (bound_only)                   /* only the bounded value is wanted: out holds it */
+                qsim_bound_copy(orow, orow, OW, lo, hi, has_hi);
         }
+        if (y != NULL)                        /* the following relu/clamp, as numpy's maximum/minimum */
+            qsim_bound_copy(o, y + p * OH * OW, OH * OW, lo, hi, has_hi);
     }
 }
 
 #define QSIM_DW_PLANE_F32_PARAMS (const float *x, int64_t C, int64_t H, int64_t W, const float *w, \
     const float *bias, int64_t m, int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t dy,      \
     int64_t dx, int64_t pt, int64_t pl, float *out, int64_t OH, int64_t OW, float *y, float lo,     \
-    float hi, int has_hi, float *scratch, int64_t *off, int64_t p0, int64_t p1)
+    float hi, int has_hi, int bound_only, float *scratch, int64_t *off, int64_t p0, int64_t p1)
 QSIM_VERSIONS(qsim_dw_plane_f32, QSIM_DW_PLANE_F32_PARAMS,
               (x, C, H, W, w, bias, m, KH, KW, sy, sx, dy, dx, pt, pl, out, OH, OW, y, lo, hi, has_hi,
-               scratch, off, p0, p1))
+               bound_only, scratch, off, p0, p1))
 static void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W,
                                     const float *w, const float *bias, int64_t m, int64_t KH,
                                     int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
                                     int64_t pt, int64_t pl, float *out, int64_t OH, int64_t OW,
-                                    float *y, float lo, float hi, int has_hi,
+                                    float *y, float lo, float hi, int has_hi, int bound_only,
                                     float *scratch, int64_t *off, int64_t p0, int64_t p1) {
     QSIM_DISPATCH(isa, qsim_dw_plane_f32, x, C, H, W, w, bias, m, KH, KW, sy, sx, dy, dx, pt, pl, out,
-                  OH, OW, y, lo, hi, has_hi, scratch, off, p0, p1);
+                  OH, OW, y, lo, hi, has_hi, bound_only, scratch, off, p0, p1);
+}
+
+/* ---- NCHW, multiplier 1, QSIM_DWC channels side by side: for small planes (14x14, 7x7) the
+ * flat blocks above waste most of their lanes on the dropped columns and pay a plane's setup
+ * for a few hundred outputs. Here a block of 16 channels of one sample is copied into a
+ * zero-padded [PH][PW][16] scratch (channel innermost), the 16 channels' taps into [taps][16],
+ * and each output pixel is one vector of 16 channels: acc = +0.0, then acc = acc + w*x per tap
+ * in row-major kernel order (padding read as +0.0 and added too), then + bias, then the
+ * relu/clamp: per element exactly the operations of the plane kernel, so the same bits. Eight
+ * output pixels of a row are summed side by side (eight independent add chains; a row's last
+ * block too, its pixels past the row dropped). The results
+ * go to a [OH*OW][16] scratch and are copied back plane by plane (out, and y when given).
+ * Work unit q = b * ceil(C / 16) + channel block; callers split [q0, q1) over threads.
+ * scratch: qsim_dwc_scratch_floats(...) floats. */
+#define QSIM_DWC 16
+#define QSIM_DWC_PIX 8
+
+/* r[i][l] <- r[l][i] for 16 vectors of 16 lanes: four butterfly stages, stage b swapping bit b
+ * of the row index with bit b of the lane index (two-source shuffles with constant indices) */
+QSIM_INLINE void qsim_v16_transpose(qsim_v16f *r) {
+#define QSIM_T_STAGE(b, lo_idx, hi_idx)                                                           \
+    for (int i = 0; i < 16; i++)                                                                  \
+        if (!(i & (b))) {                                                                         \
+            const qsim_v16f p = r[i], q = r[i + (b)];                                              \
+            r[i] = __builtin_shuffle(p, q, (qsim_v16i)lo_idx);                                     \
+            r[i + (b)] = __builtin_shuffle(p, q, (qsim_v16i)hi_idx);                               \
+        }
+    QSIM_T_STAGE(1, ((qsim_v16i){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
+                 ((qsim_v16i){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}))
+    QSIM_T_STAGE(2, ((qsim_v16i){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
+                 ((qsim_v16i){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}))
+    QSIM_T_STAGE(4, ((qsim_v16i){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
+                 ((qsim_v16i){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}))
+    QSIM_T_STAGE(8, ((qsim_v16i){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
+                 ((qsim_v16i){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}))
+#undef QSIM_T_STAGE
+}
+
+static inline int64_t qsim_dwc_scratch_floats(int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sy,
+                                              int64_t sx, int64_t dy, int64_t dx) {
+    const int64_t PH = sy * (OH - 1) + dy * (KH - 1) + 1, PW = sx * (OW - 1) + dx * (KW - 1) + 1;
+    return QSIM_DWC * (PH * PW + QSIM_DWC_PIX * sx + KH * KW + OH * OW);
+}
+
+QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H, int64_t W,
+                                   const float *restrict w, const float *restrict bias, int64_t KH, int64_t KW,
+                                   int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
+                                   float *restrict out, int64_t OH, int64_t OW, float *restrict y, float lo,
+                                   float hi, int has_hi, int bound_only, float *restrict scratch,
+                                   int64_t q0, int64_t q1) {
+    const int64_t PH = sy * (OH - 1) + dy * (KH - 1) + 1, PW = sx * (OW - 1) + dx * (KW - 1) + 1;
+    const int64_t taps = KH * KW, nblk = (C + QSIM_DWC - 1) / QSIM_DWC, HW = H * W, OHW = OH * OW;
+    float *restrict pad = scratch;                        /* [PH][PW][16] */
+    float *restrict wt = pad + (PH * PW + QSIM_DWC_PIX * sx) * QSIM_DWC;   /* [taps][16] after the slack */
+    float *restrict res = wt + taps * QSIM_DWC;           /* [OH*OW][16] */
+    const int64_t y0 = pt > 0 ? 0 : -pt, y1 = H < PH - pt ? H : PH - pt;    /* input rows kept */
+    const int64_t x0 = pl > 0 ? 0 : -pl, x1 = W < PW - pl ? W : PW - pl;
+    for (int64_t q = q0; q < q1; q++) {
+        const int64_t b = q / nblk, c0 = (q % nblk) * QSIM_DWC;
+        const int64_t nc = C - c0 < QSIM_DWC ? C - c0 : QSIM_DWC;
+        for (int64_t i = 0; i < (PH * PW + QSIM_DWC_PIX * sx) * QSIM_DWC; i++) pad[i] = 0.0f;
+        for (int64_t i = 0; i < taps * QSIM_DWC; i++) wt[i] = 0.0f;
+        const float *plane0 = x + (b * C + c0) * HW;
+        int64_t done = 0;                     /* input pixels copied 16 at a time (whole image only) */
+        if (y0 == 0 && y1 == H && x0 == 0 && x1 == W) {
+            int64_t yy = 0, xx = 0;
+            for (; done + QSIM_DWC <= HW; done += QSIM_DWC) {
+                qsim_v16f r[QSIM_DWC];
+                for (int c = 0; c < QSIM_DWC; c++) {
+                    r[c] = (qsim_v16f){0};
+                    if (c < nc) r[c] = *(const qsim_v16f_u *)(plane0 + c * HW + done);
+                }
+                qsim_v16_transpose(r);        /* r[k]: pixel done + k, its 16 channels */
+                for (int k = 0; k < QSIM_DWC; k++) {
+                    *(qsim_v16f_u *)(pad + ((yy + pt) * PW + xx + pl) * QSIM_DWC) = r[k];
+                    if (++xx == W) { xx = 0; yy++; }
+                }
+            }
+        }
+        for (int64_t c = 0; c < nc; c++) {
+            const float *src = plane0 + c * HW;
+            for (int64_t yy = y0; yy < y1; yy++) {
+                float *dst = pad + ((yy + pt) * PW + pl) * QSIM_DWC + c;
+                int64_t xx = x0;
+                if (yy * W + xx < done) xx = done - yy * W > x1 ? x1 : done - yy * W;
+                for (; xx < x1; xx++) dst[xx * QSIM_DWC] = src[yy * W + xx];
+            }
+            for (int64_t t = 0; t < taps; t++) wt[t * QSIM_DWC + c] = w[(c0 + c) * taps + t];
+        }
+        for (int64_t oy = 0; oy < OH; oy++) {
+            for (int64_t ox = 0; ox < OW; ox += QSIM_DWC_PIX) {
+                /* a row's last block runs whole too: its extra pixels read the next row or the
+                 * zeroed slack after the scratch, and are dropped */
+                qsim_v16f a[QSIM_DWC_PIX];
+                for (int r = 0; r < QSIM_DWC_PIX; r++) a[r] = (qsim_v16f){0};
+                for (int64_t ky = 0; ky < KH; ky++) {
+                    const float *row = pad + ((oy * sy + ky * dy) * PW + ox * sx) * QSIM_DWC;
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        const qsim_v16f wv = *(const qsim_v16f_u *)(wt + (ky * KW + kx) * QSIM_DWC);
+                        const float *src = row + kx * dx * QSIM_DWC;
+                        for (int r = 0; r < QSIM_DWC_PIX; r++)
+                            a[r] = a[r] + wv * *(const qsim_v16f_u *)(src + r * sx * QSIM_DWC);
+                    }
+                }
+                const int64_t n = OW - ox < QSIM_DWC_PIX ? OW - ox : QSIM_DWC_PIX;
+                for (int r = 0; r < n; r++)
+                    *(qsim_v16f_u *)(res + (oy * OW + ox + r) * QSIM_DWC) = a[r];
+            }
+        }
+        /* + bias, and the bound where only the bounded values are wanted (scalar code over the
+         * 16 lanes, which the compiler vectorizes; GCC's generic 16-lane comparisons came out
+         * lane by lane), then back to NCHW, 16 pixels at a time through the transpose */
+        float bv[QSIM_DWC];
+        for (int c = 0; c < QSIM_DWC; c++) bv[c] = (bias != NULL && c < nc) ? bias[c0 + c] : 0.0f;
+        if (bias != NULL || bound_only)
+            for (int64_t i = 0; i < OHW; i++) {
+                float *restrict rv = res + i * QSIM_DWC;
+                for (int c = 0; c < QSIM_DWC; c++) {
+                    float v = rv[c];
+                    if (bias != NULL) v = v + bv[c];
+                    if (bound_only) {
+                        v = (v > lo || v != v) ? v : lo;
+                        if (has_hi) v = (v < hi || v != v) ? v : hi;
+                    }
+                    rv[c] = v;
+                }
+            }
+        float *out0 = out + (b * C + c0) * OHW;
+        int64_t i = 0;
+        for (; i + QSIM_DWC <= OHW; i += QSIM_DWC) {
+            qsim_v16f r[QSIM_DWC];
+            for (int k = 0; k < QSIM_DWC; k++) r[k] = *(const qsim_v16f_u *)(res + (i + k) * QSIM_DWC);
+            qsim_v16_transpose(r);            /* r[c]: channel c, pixels i .. i + 15 */
+            for (int c = 0; c < nc; c++) *(qsim_v16f_u *)(out0 + c * OHW + i) = r[c];
+        }
+        for (int64_t c = 0; c < nc; c++) {
+            float *o = out0 + c * OHW;
+            for (int64_t j = i; j < OHW; j++) o[j] = res[j * QSIM_DWC + c];
+            if (y != NULL)                                /* the following relu/clamp, numpy's values */
+                qsim_bound_copy(o, y + (b * C + c0 + c) * OHW, OHW, lo, hi, has_hi);
+        }
+    }
+}
+
+#define QSIM_DWC_F32_PARAMS (const float *x, int64_t C, int64_t H, int64_t W, const float *w,        \
+    const float *bias, int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,         \
+    int64_t pt, int64_t pl, float *out, int64_t OH, int64_t OW, float *y, float lo, float hi,          \
+    int has_hi, int bound_only, float *scratch, int64_t q0, int64_t q1)
+QSIM_VERSIONS(qsim_dwc_f32, QSIM_DWC_F32_PARAMS,
+              (x, C, H, W, w, bias, KH, KW, sy, sx, dy, dx, pt, pl, out, OH, OW, y, lo, hi, has_hi, bound_only,
+               scratch, q0, q1))
+static void qsim_depthwise_cblock_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W, const float *w,
+                                      const float *bias, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
+                                      int64_t dy, int64_t dx, int64_t pt, int64_t pl, float *out, int64_t OH,
+                                      int64_t OW, float *y, float lo, float hi, int has_hi, int bound_only,
+                                      float *scratch, int64_t q0, int64_t q1) {
+    QSIM_DISPATCH(isa, qsim_dwc_f32, x, C, H, W, w, bias, KH, KW, sy, sx, dy, dx, pt, pl, out, OH, OW, y, lo,
+                  hi, has_hi, bound_only, scratch, q0, q1);
 }
 
 /* ---- the im2col of one GEMM tile: channels [c0, c1) of sample b, output rows [oy0, oy1):
@@ -223,17 +390,27 @@ static void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W
  * out[r][c] = out[r][c] + bias[r] for r in [r0, r1), c in [c0, c1), one float32 add each (as
  * numpy's out += bias); then, with `bounded`, y[r][c] = minimum(maximum(out, lo), hi) (numpy's
  * values: a NaN stays NaN, two equal zeros give the bound) written to a second array of the
- * same layout while the tile is in the cache. */
+ * same layout while the tile is in the cache; with bounded == 2 (nobody reads the unbounded
+ * result) into out itself instead, y unused: the same values, half the memory traffic. */
 QSIM_INLINE void qsim_tile_epilogue_f32_body(float *restrict out, float *restrict y, int64_t ld,
                                              const float *restrict bias, int64_t r0, int64_t r1,
                                              int64_t c0, int64_t c1, int bounded, float lo, float hi,
                                              int has_hi) {
     for (int64_t r = r0; r < r1; r++) {
         float *restrict o = out + r * ld;
-        if (bias != NULL) {
-            const float bv = bias[r];
-            for (int64_t c = c0; c < c1; c++) o[c] = o[c] + bv;
+        const float bv = bias != NULL ? bias[r] : 0.0f;
+        if (bounded == 2) {                   /* only the bounded value is wanted: one pass, in place */
+            for (int64_t c = c0; c < c1; c++) {
+                float v = o[c];
+                if (bias != NULL) v = v + bv;
+                v = (v > lo || v != v) ? v : lo;
+                if (has_hi) v = (v < hi || v != v) ? v : hi;
+                o[c] = v;
+            }
+            continue;
         }
+        if (bias != NULL)
+            for (int64_t c = c0; c < c1; c++) o[c] = o[c] + bv;
         if (bounded) {
             float *restrict yr = y + r * ld;
             for (int64_t c = c0; c < c1; c++) {

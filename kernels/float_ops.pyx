@@ -2,13 +2,15 @@
 """Float executor loops that numpy runs far from the machine's speed.
 
 - depthwise_nchw_f32: the depthwise convolution (kernels/float_conv.h), plane by plane on
-  NCHW data, any channel multiplier and stride. Each output element is summed tap by tap in
+  NCHW data, any channel multiplier and stride, or (multiplier 1, narrow images) 16 channels
+  side by side. Each output element is summed tap by tap in
   row-major kernel order, starting from +0.0, one float32 multiply and one float32 add per
   tap (padding reads 0.0 and is added too), then + bias (one float32 add): exactly the
   operations of float_ops.nn._depthwise's numpy loop and numpy's out + bias, so the same bits.
 - im2col_rows_f32: the im2col copy of one conv GEMM tile.
-- tile_epilogue_f32: a conv GEMM tile's bias, in place, and a following relu/clamp
-  (qsim/runtime/float_ops/conv_gemm.py).
+- tile_epilogue_f32: a conv GEMM tile's bias, in place, and a following relu/clamp (into a
+  second array, or in place when only the bounded values are wanted;
+  qsim/runtime/float_ops/conv_gemm.py).
 - bounded_f32: relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/bounds.py).
 Plane, row or element ranges are independent, so callers split them over threads (the GIL is
 released). Built with -ffp-contract=off: no fused multiply-add may change a rounding.
@@ -18,6 +20,13 @@ from libc.stdlib cimport free, malloc
 
 
 cdef extern from "float_conv.h" nogil:
+    int64_t qsim_dwc_scratch_floats(int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sy,
+                                    int64_t sx, int64_t dy, int64_t dx)
+    void qsim_depthwise_cblock_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W, const float *w,
+                                   const float *bias, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
+                                   int64_t dy, int64_t dx, int64_t pt, int64_t pl, float *out, int64_t OH,
+                                   int64_t OW, float *y, float lo, float hi, int has_hi, int bound_only,
+                                   float *scratch, int64_t q0, int64_t q1)
     void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
                               int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
                               int64_t OW, float *cols, int64_t b, int64_t c0, int64_t c1, int64_t oy0,
@@ -30,17 +39,22 @@ cdef extern from "float_conv.h" nogil:
                                  const float *w, const float *bias, int64_t m, int64_t KH, int64_t KW,
                                  int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
                                  float *out, int64_t OH, int64_t OW, float *y, float lo, float hi,
-                                 int has_hi, float *scratch, int64_t *off, int64_t p0, int64_t p1)
+                                 int has_hi, int bound_only, float *scratch, int64_t *off, int64_t p0,
+                                 int64_t p1)
 
 
 def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, ::1] w, bias,
                        float[:, :, :, ::1] out, int64_t m, int64_t sy, int64_t sx, int64_t dy,
-                       int64_t dx, int64_t pt, int64_t pl, int64_t p0, int64_t p1, y=None, lo=0.0, hi=None):
+                       int64_t dx, int64_t pt, int64_t pl, int64_t p0, int64_t p1, y=None, lo=0.0, hi=None,
+                       bint bound_only=False, bint channel_blocks=False):
     """Depthwise convolution of NCHW x with w[C*m][KH][KW] (channel multiplier m), plus bias[C*m]
     when bias is not None, into out[B][C*m][OH][OW], output planes b*C*m + oc in [p0, p1)
     (kernels/float_conv.h); given y (like out), also y = minimum(maximum(out, lo), hi) as numpy
-    computes it (hi None: maximum only)."""
+    computes it (hi None: maximum only); with bound_only (y None) out gets those bounded values
+    instead of the convolution's. channel_blocks (m == 1): the loop that runs 16 channels side by
+    side (same bits); [p0, p1) are then work units b * ceil(C / 16) + channel block."""
     cdef int64_t OH = out.shape[2], OW = out.shape[3], KH = w.shape[1], KW = w.shape[2]
+    cdef int64_t units = out.shape[0] * ((out.shape[1] + 15) // 16 if channel_blocks else out.shape[1])
     cdef const float[::1] b
     cdef const float *bp = NULL
     cdef float[:, :, :, ::1] yv
@@ -48,10 +62,12 @@ def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, :
     cdef float lo_f = lo
     cdef float hi_f = 0.0 if hi is None else hi
     cdef int has_hi = hi is not None
+    if bound_only and y is not None:
+        raise ValueError("depthwise_nchw_f32: bound_only writes the bounded values to out; y must be None")
     if sy < 1 or sx < 1 or dy < 1 or dx < 1:
         raise ValueError(f"depthwise_nchw_f32: stride ({sy}, {sx}) and dilation ({dy}, {dx}) must be positive")
-    if not (0 <= p0 <= p1 <= out.shape[0] * out.shape[1]) or out.shape[1] != x.shape[1] * m \
-            or w.shape[0] != out.shape[1]:
+    if not (0 <= p0 <= p1 <= units) or out.shape[1] != x.shape[1] * m or w.shape[0] != out.shape[1] \
+            or out.shape[0] != x.shape[0] or (channel_blocks and m != 1):
         raise ValueError("depthwise_nchw_f32: shapes or plane range do not agree")
     if bias is not None:
         b = bias
@@ -65,16 +81,23 @@ def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, :
         if yv.shape[0] != out.shape[0] or yv.shape[1] != out.shape[1] or yv.shape[2] != OH or yv.shape[3] != OW:
             raise ValueError("depthwise_nchw_f32: y must have out's shape")
         yp = &yv[0, 0, 0, 0]
-    cdef float *scratch = <float *>malloc(qsim_dw_scratch_floats(OH, OW, KH, KW, sy, sx, dy, dx) * sizeof(float))
+    cdef int64_t floats = (qsim_dwc_scratch_floats if channel_blocks else qsim_dw_scratch_floats)(
+        OH, OW, KH, KW, sy, sx, dy, dx)
+    cdef float *scratch = <float *>malloc(floats * sizeof(float))
     cdef int64_t *off = <int64_t *>malloc(KH * KW * sizeof(int64_t) + 8)
     if scratch == NULL or off == NULL:
         free(scratch)
         free(off)
         raise MemoryError()
     with nogil:
-        qsim_depthwise_nchw_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], bp, m,
-                                KH, KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, yp, lo_f, hi_f,
-                                has_hi, scratch, off, p0, p1)
+        if channel_blocks:
+            qsim_depthwise_cblock_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], bp, KH,
+                                      KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, yp, lo_f, hi_f, has_hi,
+                                      bound_only, scratch, p0, p1)
+        else:
+            qsim_depthwise_nchw_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], bp, m,
+                                    KH, KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, yp, lo_f, hi_f,
+                                    has_hi, bound_only, scratch, off, p0, p1)
     free(scratch)
     free(off)
 
@@ -96,10 +119,12 @@ def im2col_rows_f32(const float[:, :, :, ::1] x, float[:, :, :, ::1] cols, int64
                              OW, &cols[0, 0, 0, 0], b, c0, c1, oy0, oy1)
 
 
-def tile_epilogue_f32(int isa, float[:, ::1] out, bias, y, lo, hi, int64_t r0, int64_t r1, int64_t c0, int64_t c1):
+def tile_epilogue_f32(int isa, float[:, ::1] out, bias, y, lo, hi, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                      bint bound_only=False):
     """On the tile [r0:r1, c0:c1] of out: out[r, c] = out[r, c] + bias[r] (one float32 add, as
     numpy's out += bias[:, None]; bias None: nothing added), then, when y is an array like out,
-    y[r, c] = minimum(maximum(out[r, c], lo), hi) as numpy computes it (hi None: maximum only)
+    y[r, c] = minimum(maximum(out[r, c], lo), hi) as numpy computes it (hi None: maximum only);
+    with bound_only (y None) those bounded values go to out itself, in the same pass
     (kernels/float_conv.h; the conv GEMM's epilogue, qsim/runtime/float_ops/conv_gemm.py)."""
     cdef const float[::1] b
     cdef float[:, ::1] yv
@@ -114,7 +139,13 @@ def tile_epilogue_f32(int isa, float[:, ::1] out, bias, y, lo, hi, int64_t r0, i
         if b.shape[0] < r1:
             raise ValueError(f"tile_epilogue_f32: bias has {b.shape[0]} values for rows up to {r1}")
         bp = &b[0]
-    if y is not None:
+    cdef int mode = 2 if bound_only else 0       # 2: bounded in place, 1: bounded into y
+    if bound_only:
+        if y is not None:
+            raise ValueError("tile_epilogue_f32: bound_only writes the bounded values to out; y must be None")
+        lo_f = lo
+        hi_f = hi if has_hi else 0.0
+    elif y is not None:
         yv = y
         if yv.shape[0] != out.shape[0] or yv.shape[1] != out.shape[1]:
             raise ValueError("tile_epilogue_f32: y must have out's shape")
@@ -122,10 +153,11 @@ def tile_epilogue_f32(int isa, float[:, ::1] out, bias, y, lo, hi, int64_t r0, i
         hi_f = hi if has_hi else 0.0
         if out.shape[0] and out.shape[1]:
             yp = &yv[0, 0]
+            mode = 1
     if r1 <= r0 or c1 <= c0:
         return
     with nogil:
-        qsim_tile_epilogue_f32(isa, &out[0, 0], yp, out.shape[1], bp, r0, r1, c0, c1, yp != NULL, lo_f, hi_f, has_hi)
+        qsim_tile_epilogue_f32(isa, &out[0, 0], yp, out.shape[1], bp, r0, r1, c0, c1, mode, lo_f, hi_f, has_hi)
 
 
 cdef inline void _bounded_f32(const float *x, float *out, int64_t n, float lo, float hi, bint has_hi) noexcept nogil:

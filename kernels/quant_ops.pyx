@@ -17,17 +17,22 @@ are the ones numpy's formulation gives.
 """
 from libc.stdint cimport int64_t
 from libc.math cimport frexp
+from libc.stdlib cimport malloc, free
 
 
 def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
                  double[:, ::1] grad, const double[:, :, ::1] h, const int64_t[::1] group_of,
-                 double tol, int max_passes, int64_t lo, int64_t hi):
+                 double tol, int max_passes, int64_t lo, int64_t hi, double stop_fraction,
+                 double[::1] objective, int64_t[::1] passes):
     """Runs up to max_passes passes over the K weights of channels lo..hi-1 in place:
     q [OC, K] current integers (as float), floor_/ceil_ the two candidates, grad = H e,
-    h [groups, K, K], group_of[o] the group of channel o."""
+    h [groups, K, K], group_of[o] the group of channel o.
+    A channel stops after a pass with no move, or whose moves lowered its objective by less
+    than stop_fraction times objective[o] (e^T H e at nearest rounding; stop_fraction 0: only
+    the first rule); passes[o] = the passes it ran."""
     cdef int64_t o, j, k, K = q.shape[1], g
     cdef int p, moved
-    cdef double other, delta, gain, cur
+    cdef double other, delta, gain, cur, drop
     cdef double *gr
     cdef double *qr
     cdef const double *hr
@@ -41,6 +46,7 @@ def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, 
             gr, qr, fr, cr = &grad[o, 0], &q[o, 0], &floor_[o, 0], &ceil_[o, 0]
             for p in range(max_passes):
                 moved = 0
+                drop = 0.0
                 for j in range(K):
                     cur = qr[j]
                     other = cr[j] if cur == fr[j] else fr[j]
@@ -54,7 +60,9 @@ def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, 
                     qr[j] = other
                     _axpy(gr, hr, delta, K)
                     moved += 1
-                if moved == 0:
+                    drop = drop - gain
+                passes[o] = p + 1
+                if moved == 0 or drop < stop_fraction * objective[o]:
                     break
 
 
@@ -237,6 +245,24 @@ def add_clipped_histogram(const double[::1] x, double first, double last, const 
                 counts[_edge_bin(v, first, last, inv_width, &edges[0], bins)] += 1
 
 
+from libc.math cimport fabs
+from libc.stdint cimport int32_t
+
+cdef extern from "eval_stats.h" nogil:
+    int QSIM_STATS_LANES
+    void qsim_stats_errors(int isa, int q_bytes, const void *q, int64_t stride, int f_bytes,
+                           const void *f, int64_t m, int64_t zp, double scale, double *e)
+    void qsim_stats_sums_f32(int isa, const float *f, const double *e, int64_t m, double *sums)
+    void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64_t m, double *sums)
+    void qsim_stats_bins(int isa, const double *e, int64_t m, double r, double first,
+                         double inv_step, double tol_k, int32_t bins, int32_t *bin)
+    int64_t qsim_stats_count(const int32_t *bin, int64_t m, int64_t *lanes)
+
+cdef enum:
+    STATS_BLOCK = 1024     # add_error_stats' blocks: its sums' fixed order
+    STATS_MAX_BINS = 256
+    STATS_LANES = 8        # interleaved copies of the histogram (eval_stats.h QSIM_STATS_LANES)
+
 ctypedef fused int_codes:
     signed char
     short
@@ -248,70 +274,159 @@ ctypedef fused real_values:
     double
 
 
-def add_error_stats(const int_codes[::1] q, const real_values[::1] f, const double[::1] scale,
+cdef bint _is_power_of_two_grid(const double[::1] edges, int64_t bins, double *step):
+    """True when edges[k] == first + k * w exactly (as real numbers) with w a power of two:
+    w = (last - first) / bins exact, first a whole multiple of w (so every first + k * w is a
+    double) and each edge equal to it."""
+    cdef double first = edges[0], w = (edges[bins] - edges[0]) / <double>bins
+    cdef int64_t k
+    if _exact_inverse(w) == 0.0 or w * <double>bins != edges[bins] - first:
+        return False
+    if fabs(first / w) > 2.0 ** 52 or first / w != <double>(<int64_t>(first / w)):
+        return False
+    for k in range(bins + 1):
+        if edges[k] != first + <double>k * w:
+            return False
+    step[0] = w
+    return True
+
+
+def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] f, const double[::1] scale,
                     const int64_t[::1] zero_point, int64_t inner, double lsb_scale,
                     const double[::1] edges, int64_t[::1] counts):
-    """One pass of the evaluation's per-tensor statistics over a tensor's integer codes q and
-    its float values f (same layout, flat): d = (q - zp[c]) * scale[c] in float64 (params.
-    dequantize), e = d - f; counts += the clipped error histogram of e / lsb_scale in the
-    bins of `edges` (as add_clipped_histogram); returns (sum f^2, sum e^2). The channel of
-    element i is (i // inner) % len(scale) (one scale: per tensor). The sums are added in
-    blocks of 1024 elements (four interleaved partial sums each), then block by block: a fixed
-    order, so deterministic, and as accurate as numpy's pairwise sums to a few ulps (not the
-    same bits)."""
-    cdef Py_ssize_t i, n = q.shape[0], start, stop
-    cdef int64_t C = scale.shape[0], bins = counts.shape[0], c, lane, j
-    cdef double first = edges[0], last = edges[edges.shape[0] - 1]
-    cdef double inv_width = _exact_inverse(last - first)
-    cdef double signal = 0.0, noise = 0.0, bs, bn, x, d, e, v
-    # four interleaved copies of the counts: consecutive elements usually fall in one bin,
-    # and one counter incremented back to back waits on its own store
-    cdef int64_t lanes[4][256]
-    cdef double block[1024]
-    cdef double bs4[4]
-    cdef double bn4[4]
+    """One pass of the evaluation's per-tensor statistics (qsim/quant/evaluate.py
+    _IntegerView.add). Per element (the definition): d = (q - zp[c]) * scale[c] in float64
+    (params.dequantize), e = d - f, v = e / lsb_scale; counts += the histogram of v clipped to
+    the edges' range in numpy's equal-width bins (np.histogram(np.clip(v, first, last), bins,
+    (first, last)), as add_clipped_histogram; NaN counted nowhere); returns (sum f^2, sum e^2).
+    Element i of f (flat) is q[a, b, d] with i = (a * B + b) * D + d: q is a strided view (the
+    float layout's transpose of the integer tensor, merged to three axes), never copied. The
+    channel of element i is (i // inner) % len(scale) (one scale: per tensor).
+
+    Bins at memory speed with the same counts: on a grid edges[k] == first + k * w with w a
+    power of two (ERROR_EDGES_LSB) the bin of v is floor((v - first) / w) clamped to the bins;
+    it is taken from t = (e * (1 / lsb) - first) / w, a multiply instead of a division,
+    whenever t is farther from every interior edge than the roundings separating it from v
+    can move it (exact zeros are exact); the rare others, and every element on other edges,
+    take the division and numpy's edge corrections. The vector parts are kernels/eval_stats.h,
+    on the ISA path `isa` (qsim/kernels/cpu_features.py; every path gives the same bits).
+
+    The sums: blocks of STATS_BLOCK elements from the call's first element, element i into
+    partial sum i % 4 of its block, combined as (s0 + s1) + (s2 + s3), then the blocks in
+    order: fixed, so deterministic, and as accurate as numpy's pairwise sums to a few ulps
+    (not the same bits). The build passes -ffp-contract=off (no fused multiply-add)."""
+    cdef int64_t A = q.shape[0], B = q.shape[1], D = q.shape[2]
+    cdef Py_ssize_t n = A * B * D
+    cdef int64_t C = scale.shape[0], bins = counts.shape[0]
+    cdef int64_t item = sizeof(int_codes)
     if f.shape[0] != n or zero_point.shape[0] != C or C == 0 or inner <= 0:
         raise ValueError("add_error_stats: q, f, scale and zero_point do not fit")
-    if edges.shape[0] != bins + 1 or bins > 256 or bins == 0:
+    if edges.shape[0] != bins + 1 or bins > STATS_MAX_BINS or bins == 0:
         raise ValueError("add_error_stats: edges must have len(counts) + 1 entries, 1..256 bins")
+    if q.strides[0] % item or q.strides[1] % item or q.strides[2] % item:
+        raise ValueError("add_error_stats: q's strides are not whole elements")
+    if n == 0:
+        return 0.0, 0.0
+    cdef int64_t s0 = q.strides[0] // item, s1 = q.strides[1] // item, s2 = q.strides[2] // item
+    cdef const int_codes *base = &q[0, 0, 0]
+    cdef double first = edges[0], last = edges[bins]
+    cdef double inv_width = _exact_inverse(last - first)
+    cdef double step = 0.0, inv_step = 0.0, r = 0.0, tol_k = 0.0
+    # the multiply path: a grid of powers of two and a reciprocal of lsb that is a normal number
+    cdef bint fast = _is_power_of_two_grid(edges, bins, &step)
+    if fast:
+        inv_step = 1.0 / step
+        r = 1.0 / lsb_scale
+        fast = lsb_scale > 2.0 ** -1000 and lsb_scale < 2.0 ** 1000
+        # |t - (v - first) / w| <= (4.02 |v'| + |first|) * 2^-53 / w (v' = e * r: two
+        # roundings from e / lsb, v one; the subtraction one more): 2^-49 covers it 4x over
+        tol_k = inv_step * 2.0 ** -49
+    cdef int64_t lanes[STATS_LANES][STATS_MAX_BINS]
+    cdef int32_t jb[STATS_BLOCK]
+    cdef double eb[STATS_BLOCK]
+    cdef double sums[8]
+    cdef double signal = 0.0, noise = 0.0, x
+    cdef Py_ssize_t start = 0, stop, i, k, m, m4, seg
+    cdef int64_t a, b, d, c, run_left, j, lane
+    cdef const int_codes *p
     with nogil:
-        for lane in range(4):
+        for lane in range(STATS_LANES):
             for j in range(bins):
                 lanes[lane][j] = 0
-        start = 0
         while start < n:
-            stop = start + 1024 if start + 1024 < n else n
-            for lane in range(4):
-                bs4[lane] = 0.0
-                bn4[lane] = 0.0
-            # arithmetic first, four partial sums (element i into sum i % 4: no single
-            # chain of dependent additions), then the binning
-            for i in range(start, stop):
-                c = (i // inner) % C if C > 1 else 0
-                d = <double>(<int64_t>q[i] - zero_point[c]) * scale[c]
-                x = <double>f[i]
-                e = d - x
-                bs4[i & 3] += x * x
-                bn4[i & 3] += e * e
-                block[i - start] = e / lsb_scale
-            bs = (bs4[0] + bs4[1]) + (bs4[2] + bs4[3])
-            bn = (bn4[0] + bn4[1]) + (bn4[2] + bn4[3])
-            for i in range(start, stop):
-                v = block[i - start]
-                if v == v:
-                    lanes[i & 3][_edge_bin(v, first, last, inv_width, &edges[0], bins)] += 1
-            signal = signal + bs
-            noise = noise + bn
+            stop = start + STATS_BLOCK if start + STATS_BLOCK < n else n
+            m = stop - start
+            # 1. q gathered into int32 and e computed, in runs of one channel and one row of q
+            d = start % D
+            b = (start // D) % B
+            a = start // (D * B)
+            c = (start // inner) % C
+            run_left = inner - start % inner if C > 1 else n    # one scale: one run
+            i = start
+            while i < stop:
+                seg = stop - i
+                if D - d < seg:
+                    seg = D - d
+                if run_left < seg:
+                    seg = run_left
+                p = base + a * s0 + b * s1 + d * s2
+                qsim_stats_errors(isa, sizeof(int_codes), p, s2, sizeof(real_values), &f[i], seg,
+                                  zero_point[c], scale[c], &eb[i - start])
+                i += seg
+                d += seg
+                if d == D:
+                    d = 0
+                    b += 1
+                    if b == B:
+                        b = 0
+                        a += 1
+                run_left -= seg
+                if run_left == 0:
+                    run_left = inner
+                    c += 1
+                    if c == C:
+                        c = 0
+            # 2. the block's sums: element start + k into partial sum k % 4
+            for k in range(8):
+                sums[k] = 0.0
+            m4 = m - m % 4
+            if real_values is float:
+                qsim_stats_sums_f32(isa, &f[start], eb, m4, sums)
+            else:
+                qsim_stats_sums_f64(isa, &f[start], eb, m4, sums)
+            for k in range(m4, m):
+                x = <double>f[start + k]
+                sums[k & 3] += x * x
+                sums[4 + (k & 3)] += eb[k] * eb[k]
+            signal = signal + ((sums[0] + sums[1]) + (sums[2] + sums[3]))
+            noise = noise + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
+            # 3. the bins (-1: near an edge, divide; -2: NaN), counted in STATS_LANES
+            # interleaved copies (consecutive elements usually share a bin; one counter
+            # incremented back to back waits on its own store)
+            if fast:
+                for k in range(m, m4 + 4 if m4 < m else m):    # the vector paths take 4 at a time
+                    eb[k] = 0.0
+                qsim_stats_bins(isa, eb, m4 + 4 if m4 < m else m, r, first, inv_step, tol_k, <int32_t>bins, jb)
+            else:
+                for k in range(m):
+                    jb[k] = -1 if eb[k] == eb[k] else -2
+            if qsim_stats_count(jb, m, &lanes[0][0]):
+                for k in range(m):
+                    if jb[k] == -1:
+                        j = _edge_bin(eb[k] / lsb_scale, first, last, inv_width, &edges[0], bins)
+                        lanes[k & (STATS_LANES - 1)][j] += 1
             start = stop
-        for j in range(bins):
-            counts[j] += lanes[0][j] + lanes[1][j] + lanes[2][j] + lanes[3][j]
+        for lane in range(STATS_LANES):
+            for j in range(bins):
+                counts[j] += lanes[lane][j]
     return signal, noise
 
 
 def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
                           double[:, ::1] r, float[:, ::1] r32, const double[:, ::1] xt, double[:, ::1] g,
                           const double[:, ::1] hb, const double[::1] diag, double tol, int64_t j0,
-                          const signed char[::1] active, int64_t[::1] moved, int64_t lo, int64_t hi):
+                          const signed char[::1] active, int64_t[::1] moved, double[::1] drop,
+                          int64_t lo, int64_t hi):
     """One block of adaptive rounding's greedy pass in the rows form (qsim/quant/rounding.py
     round_from_rows), channels lo..hi-1 in place: for each weight j = j0 + t of the block in
     order, the move to the other candidate is taken when 2 d g[o, t] + d^2 diag[j] < -tol;
@@ -319,7 +434,7 @@ def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const d
     the next block's gradient GEMM) and g[o, t'] += d hb[t, t']
     for the block's later weights (hb = the block's X^T X). g [OC, b] holds the block's
     gradient X^T r at the block's start. Channels with active[o] == 0 are skipped; moved[o]
-    counts the moves. Channels never interact: any split of the rows gives the same integers."""
+    counts the moves and drop[o] adds up how much they lowered the objective (-gain). Channels never interact: any split of the rows gives the same integers."""
     cdef int64_t o, t, u, j, p, b = g.shape[1], P = r.shape[1]
     cdef double cur, other, delta, gain
     cdef double *rr
@@ -355,3 +470,64 @@ def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const d
                 for u in range(t + 1, b):
                     gr[u] = gr[u] + delta * hr[u]
                 moved[o] += 1
+                drop[o] = drop[o] - gain
+
+
+
+cdef extern from "dw_moments.h" nogil:
+    void qsim_dw_moments_channel(int isa, const double *xp, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,
+                                 int64_t sy, int64_t sx, int64_t OH, int64_t OW, double *tsum,
+                                 double *so, double *s1)
+
+
+def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] sum_outer,
+                          double[:, ::1] sum_x, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
+                          int64_t pt, int64_t pl, int64_t OH, int64_t OW, int64_t lo, int64_t hi):
+    """Adds the input patch moments of a depthwise convolution (dilation 1) for channels
+    lo..hi-1 straight from its NCHW input x, without gathering the patches
+    (qsim/quant/rounding.py PatchMoments.add_depthwise):
+        sum_outer[c, a, b] += sum over n, oy, ox of v(a) v(b),   sum_x[c, a] += sum of v(a),
+    v(a) = x[n, c, oy*sy + ay - pt, ox*sx + ax - pl] (0 outside x: padding), a = ay*KW + ax.
+    Float64 sums of exact products in a fixed order (kernels/dw_moments.h), one channel per
+    call: the same bits for any split of the channels over threads. Per sample, the window
+    of the channel the outputs read is copied to doubles; the upper triangle (a <= b) is
+    summed and copied to the lower, so each [K, K] total stays exactly symmetric. `isa`: the
+    instruction-set path (qsim/kernels/cpu_features.py), the same bits on each."""
+    cdef int64_t N = x.shape[0], H = x.shape[2], W = x.shape[3], K = KH * KW
+    cdef int64_t Hp = (OH - 1) * sy + KH, Wp = (OW - 1) * sx + KW
+    if hi <= lo or N == 0 or OH <= 0 or OW <= 0:
+        return
+    if sum_outer.shape[1] != K or sum_outer.shape[2] != K or sum_x.shape[1] != K or KW > 64:
+        raise ValueError("depthwise_moments_f32: totals do not have K = KH * KW columns (KW <= 64)")
+    cdef int64_t xs0 = x.strides[0] // 4, xs1 = x.strides[1] // 4, xs2 = x.strides[2] // 4
+    cdef int64_t xs3 = x.strides[3] // 4
+    cdef const float *xb = &x[0, 0, 0, 0]
+    cdef double *xp = <double *>malloc(Hp * Wp * sizeof(double))
+    cdef double *tsum = <double *>malloc(KH * Wp * sizeof(double))
+    cdef int64_t c, n, a, b
+    if xp == NULL or tsum == NULL:
+        free(xp)
+        free(tsum)
+        raise MemoryError("depthwise_moments_f32: scratch rows")
+    with nogil:
+        for c in range(lo, hi):
+            for n in range(N):
+                _padded_plane(xb + n * xs0 + c * xs1, xp, Hp, Wp, H, W, pt, pl, xs2, xs3)
+                qsim_dw_moments_channel(isa, xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum,
+                                        &sum_outer[c, 0, 0], &sum_x[c, 0])
+            for a in range(K):
+                for b in range(a + 1, K):
+                    sum_outer[c, b, a] = sum_outer[c, a, b]
+    free(xp)
+    free(tsum)
+
+
+cdef void _padded_plane(const float *xc, double *xp, int64_t Hp, int64_t Wp, int64_t H, int64_t W,
+                        int64_t pt, int64_t pl, int64_t xs2, int64_t xs3) noexcept nogil:
+    """xp[r][j] = x[r - pt][j - pl] as double, 0 outside x."""
+    cdef int64_t r, j, iy, ix
+    for r in range(Hp):
+        iy = r - pt
+        for j in range(Wp):
+            ix = j - pl
+            xp[r * Wp + j] = <double>xc[iy * xs2 + ix * xs3] if (0 <= iy < H and 0 <= ix < W) else 0.0

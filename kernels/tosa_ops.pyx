@@ -192,13 +192,19 @@ def gemm_i16(int isa, const int16_t[::1] A, const int64_t[::1] rows, const int64
 
 def depthwise(int isa, const int16_t[:, :, :, ::1] P, const int16_t[:, ::1] wt, int64_t KH,
               int64_t KW, int64_t OH, int64_t OW, stride, dilation, const int64_t[::1] bias,
-              bint wide):
-    """DEPTHWISE_CONV2D over the prepared int16 buffer; int32 output, or int64 if `wide`."""
+              bint wide, out=None):
+    """DEPTHWISE_CONV2D over the prepared int16 buffer; int32 output, or int64 if `wide`.
+    `out`, when given, is the C-contiguous [N, OH, OW, CM] array written (a part of a larger
+    output: qsim/kernels/window_ops.py splits images or output rows over threads)."""
     cdef int64_t N = P.shape[0], PH = P.shape[1], PW = P.shape[2], CM = P.shape[3]
     cdef int64_t sy = stride[0], sx = stride[1], dy = dilation[0], dx = dilation[1]
     acc = np.empty(CM, dtype=np.int32)
     cdef int32_t[::1] accv = acc
-    out = np.empty((N, OH, OW, CM), dtype=np.int64 if wide else np.int32)
+    if out is None:
+        out = np.empty((N, OH, OW, CM), dtype=np.int64 if wide else np.int32)
+    elif (out.shape != (N, OH, OW, CM) or not out.flags.c_contiguous
+          or out.dtype != (np.int64 if wide else np.int32)):
+        raise ValueError("depthwise: out is not a C-contiguous [N, OH, OW, CM] array of the accumulator type")
     cdef int32_t[:, :, :, ::1] o32
     cdef int64_t[:, :, :, ::1] o64
     cdef int32_t *p32 = NULL

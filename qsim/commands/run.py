@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         model = qmodel.load_quantized_model(args.model)
         graph = model.graph
         values = execute(graph, qmodel.integer_inputs(model, read_inputs(graph.inputs, specs)),
-                         backend=Backend(args.backend))
+                         backend=Backend(args.backend), keep=_kept(graph, args.dump))
     else:
         model = None
         graph = load(args.model)
@@ -56,13 +56,19 @@ def run(args: argparse.Namespace) -> int:
         batch = onnx_batch(args.model, graph, arrays)
         if batch is not None:
             graph = load(args.model, batch=batch)
-        values = execute(graph, arrays, backend=Backend(args.backend))
+        values = execute(graph, arrays, backend=Backend(args.backend), keep=_kept(graph, args.dump))
     write_outputs(graph, values, args.output, args.dump)
     print(summary(graph, values))
     if model is not None:
         for name in graph.outputs:
             print(qmodel.dequantized_summary(name, values[name], model.output_quant[name]))
     return 0
+
+
+def _kept(graph: ir.Graph, dump: str | None):
+    """What the run keeps: every tensor for --dump, else the outputs only (all that is printed
+    and written), so the intermediates go as soon as nothing reads them."""
+    return None if dump is not None else graph.outputs
 
 
 def onnx_batch(path: str, graph: ir.Graph, arrays: Mapping[str, np.ndarray]) -> int | None:

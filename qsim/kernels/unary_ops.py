@@ -13,8 +13,14 @@ import numpy as np
 from ..errors import UnpredictableError
 from .cpu_features import current_isa
 from .extensions import extension
+from ..threads import split_rows
 
 _tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
+
+# elements per thread at least (RESCALE, CLAMP; window_ops' depthwise outputs): a smaller part
+# costs more to hand to a thread than it saves. Each element is computed alone, so any split
+# gives the same integers.
+MIN_PART_ELEMENTS = 1 << 15
 
 TYPE_RANGE = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
               for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32)}
@@ -74,9 +80,16 @@ def rescale(inputs, attrs):
     mult, shift, rnd, dround = params
     lo, hi = TYPE_RANGE[out_dtype] if out_dtype != np.int64 else (-(1 << 31), (1 << 31) - 1)
     y = np.empty(x.shape, dtype=out_dtype)
-    if x.size and _tosa_ops.rescale(current_isa().code, x, mult.size, int(attrs["input_zp"]),
-                                    mult, shift, rnd, dround, scale32, int(attrs["output_zp"]),
-                                    lo, hi, y):
+    C, isa, izp, ozp = mult.size, current_isa().code, int(attrs["input_zp"]), int(attrs["output_zp"])
+    xf, yf, bad = x.reshape(-1), y.reshape(-1), []
+
+    def part(r0: int, r1: int) -> None:       # rows of C elements (whole channel groups)
+        if _tosa_ops.rescale(isa, xf[r0 * C:r1 * C], C, izp, mult, shift, rnd, dround, scale32, ozp, lo, hi,
+                             yf[r0 * C:r1 * C]):
+            bad.append(True)
+    if x.size:
+        split_rows(x.size // C, part, min_rows=max(1, MIN_PART_ELEMENTS // C))
+    if bad:
         condition = ("value >= (-1<<(shift-2)) && value < (1<<(shift-2))" if scale32 else
                      "result >= minimum<int32_t> && result <= maximum<int32_t>")
         raise unpredictable("RESCALE", condition, "input")
@@ -106,6 +119,8 @@ def clamp(inputs, attrs):
     x, = inputs
     x = np.ascontiguousarray(x)
     y = np.empty_like(x)
+    isa, lo, hi = current_isa().code, int(attrs["min_val"]), int(attrs["max_val"])
+    xf, yf = x.reshape(-1), y.reshape(-1)
     if x.size:
-        _tosa_ops.clamp(current_isa().code, x, int(attrs["min_val"]), int(attrs["max_val"]), y)
+        split_rows(x.size, lambda a, b: _tosa_ops.clamp(isa, xf[a:b], lo, hi, yf[a:b]), min_rows=MIN_PART_ELEMENTS)
     return [y]

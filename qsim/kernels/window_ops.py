@@ -15,16 +15,22 @@ from .cache import packed_for
 from .cpu_features import current_isa
 from .extensions import extension
 from .gemm_ops import INT32_MAX, NeedsReference, _max_abs_offset
-from .unary_ops import TYPE_RANGE, unpredictable
+from .unary_ops import MIN_PART_ELEMENTS, TYPE_RANGE, unpredictable
+from ..threads import split_rows
 
 _tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 
 
 def _padded_int16(x: np.ndarray, pad, fill: int, subtract: int = 0, repeat: int = 1) -> np.ndarray:
-    """int16 [N][H+pt+pb][W+pl+pr][C*repeat] holding x - subtract, `fill` in the padding."""
+    """int16 [N][H+pt+pb][W+pl+pr][C*repeat] holding x - subtract, `fill` in the padding (only
+    the border is filled: the inside is written once, by the copy)."""
     pt, pb, pl, pr = pad
     N, H, W, C = x.shape
-    out = np.full((N, H + pt + pb, W + pl + pr, C * repeat), fill, dtype=np.int16)
+    out = np.empty((N, H + pt + pb, W + pl + pr, C * repeat), dtype=np.int16)
+    out[:, :pt] = fill
+    out[:, pt + H:] = fill
+    out[:, pt:pt + H, :pl] = fill
+    out[:, pt:pt + H, pl + W:] = fill
     inner = out[:, pt:pt + H, pl:pl + W, :]
     src = x if repeat == 1 else np.repeat(x, repeat, axis=3)
     if subtract:
@@ -54,9 +60,25 @@ def depthwise_conv2d(inputs, attrs):
     if not np.all(KH * KW * np.asarray(a_bound, dtype=np.int64) * w_bound + np.abs(bias) <= INT32_MAX):
         raise NeedsReference
     P = _padded_int16(x, (pt, pb, pl, pr), 0, izp, M)
-    out = _tosa_ops.depthwise(current_isa().code, P, wt, KH, KW, OH, OW, (sy, sx), (dy, dx),
-                              np.ascontiguousarray(bias), x.dtype == np.int16)
+    wide = x.dtype == np.int16
+    out = np.empty((N, OH, OW, C * M), dtype=np.int64 if wide else np.int32)
+    isa, bias = current_isa().code, np.ascontiguousarray(bias)
+    if out.size == 0:
+        return [out]
+
+    # every output element is one exact integer sum, whichever thread computes it
+    if N > 1:     # whole images per thread
+        def part(lo: int, hi: int) -> None:
+            _tosa_ops.depthwise(isa, P[lo:hi], wt, KH, KW, OH, OW, (sy, sx), (dy, dx), bias, wide, out[lo:hi])
+        split_rows(N, part, min_rows=max(1, MIN_PART_ELEMENTS // max(1, OH * OW * C * M)))
+    else:         # one image: output rows per thread, each reading its rows of the buffer
+        def part(lo: int, hi: int) -> None:
+            rows = P[:, lo * sy:(hi - 1) * sy + (KH - 1) * dy + 1]
+            _tosa_ops.depthwise(isa, rows, wt, KH, KW, hi - lo, OW, (sy, sx), (dy, dx), bias, wide,
+                                out[:, lo:hi])
+        split_rows(OH, part, min_rows=max(1, MIN_PART_ELEMENTS // max(1, OW * C * M)))
     return [out]
+
 
 
 def max_pool2d(inputs, attrs):

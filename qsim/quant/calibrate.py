@@ -48,6 +48,8 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     for name, t in graph.tensors.items():
         if not t.is_constant and not annotated(t) and name not in skip:
             observers[name] = make_observer(observer, name=name)
+    if input_moments is not None:
+        input_moments.expect_samples(total)
     seen = 0
     for feed in progress(batches, "calibrating", total=total, enabled=show_progress):
         values = execute(graph, feed)

@@ -17,11 +17,12 @@ from typing import Iterable
 import numpy as np
 
 from .. import ir
+from ..kernels.cpu_features import current_isa
 from ..kernels.extensions import extension
 from ..progress import Progress
 from .accuracy import AccuracyReport, OutputAccuracy, TensorAccuracy
 from ..runtime.executor import execute
-from ..threads import apply_blas_threads
+from ..threads import apply_blas_threads, split_rows, thread_count
 from .integer_inputs import INDEX_DTYPE, narrow_integers
 from .float_side import LoweredModel
 from .params import dequantize, quantize
@@ -71,19 +72,77 @@ class _IntegerView:
     def add(self, stats: _TensorStats, float_value, int_values: dict[str, np.ndarray], rows: int | None) -> None:
         """Adds the first `rows` samples' (None: the whole value's) signal, noise and error histogram to `stats`, one
         compiled pass (kernels/quant_ops.pyx add_error_stats) with the per-element values of
-        float_view: (q - zp) * scale - f in float64, in units of `lsb`."""
+        float_view: (q - zp) * scale - f in float64, in units of `lsb`. The integer tensor is
+        read in place through its transposed view (no copy in the float layout)."""
         f = np.asarray(float_value)
         if f.dtype not in (np.float32, np.float64):
             f = f.astype(np.float64)
         f = np.ascontiguousarray(f[:rows])
-        q = np.ascontiguousarray(int_values[self.int_name].transpose(self.axes)[:rows])
+        q = int_values[self.int_name]
         if q.dtype not in (np.int8, np.int16, np.int32, np.int64):
             q = q.astype(np.int64)
+        q = _three_axes(q.transpose(self.axes)[:rows])
         inner = 1 if self.channel_axis is None else int(np.prod(f.shape[self.channel_axis + 1:], dtype=np.int64))
-        signal, noise = _quant_ops.add_error_stats(q.reshape(-1), f.reshape(-1), self.scale, self.zero_point,
+        signal, noise = _quant_ops.add_error_stats(current_isa().code, q, f.reshape(-1), self.scale, self.zero_point,
                                                    max(inner, 1), self.lsb, ERROR_EDGES_LSB, stats.counts)
         stats.signal += signal
         stats.noise += noise
+
+
+def _three_axes(a: np.ndarray) -> np.ndarray:
+    """`a` (any strides) as a 3-D view with the same elements in the same (C) order: extent-1
+    axes dropped, neighbours merged where the outer one steps over the inner one exactly
+    (an NHWC tensor read as NCHW becomes [N, C, H*W] with strides [HWC, 1, C]); a copy only
+    when more than three axes remain."""
+    shape, strides = [], []
+    for extent, stride in zip(a.shape, a.strides):
+        if extent == 1:
+            continue
+        if shape and strides[-1] == extent * stride:
+            shape[-1] *= extent
+            strides[-1] = stride
+        else:
+            shape.append(extent)
+            strides.append(stride)
+    if len(shape) > 3:
+        return np.ascontiguousarray(a).reshape(1, 1, -1)
+    while len(shape) < 3:
+        shape.insert(0, 1)
+        strides.insert(0, 0)
+    return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=False)
+
+
+def _add_tensor_stats(views: dict[str, _IntegerView], stats: dict[str, _TensorStats], watched: list[str],
+                      fvals: dict, ivals: dict, rows: int | None) -> None:
+    """Every watched tensor's statistics of one batch, the tensors spread over qsim's threads in
+    contiguous groups of about equal element counts (add_error_stats releases the GIL). Each
+    tensor's figures come from one call on one thread, so they are the same for any thread
+    count."""
+    sizes = [int(np.asarray(fvals[n]).size) for n in watched]
+    groups = _balanced_groups(sizes, thread_count())
+
+    def work(lo: int, hi: int) -> None:
+        for g in range(lo, hi):
+            for i in groups[g]:
+                views[watched[i]].add(stats[watched[i]], fvals[watched[i]], ivals, rows)
+
+    split_rows(len(groups), work, min_rows=1)
+
+
+def _balanced_groups(sizes: list[int], parts: int) -> list[range]:
+    """Consecutive index ranges covering sizes, at most `parts` of them, cut where the running
+    total passes each k/parts of the whole."""
+    total = sum(sizes)
+    if parts <= 1 or total == 0:
+        return [range(len(sizes))]
+    cuts, running, k = [0], 0, 1
+    for i, s in enumerate(sizes):
+        running += s
+        if k < parts and running * parts >= k * total and i + 1 < len(sizes):
+            cuts.append(i + 1)
+            k += 1
+    cuts.append(len(sizes))
+    return [range(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
 def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -226,8 +285,7 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
                 feed = _pad_rows(feed, size)
             fvals = execute(fgraph, feed)
             ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend)
-            for n in watched:
-                views[n].add(stats[n], fvals[n], ivals, cut.stop)
+            _add_tensor_stats(views, stats, watched, fvals, ivals, cut.stop)
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)

@@ -11,12 +11,14 @@ declared shape (a dynamic extent within its bound, 2.6.1); integer tensors take 
 whose every value fits the declared type (never a silent wrap-around), bool tensors bool
 arrays, float tensors any numeric array; each is converted to the declared storage type.
 Every op output is checked against its declared shape and stored in its declared dtype.
+By default every tensor is returned; `keep` returns only some and drops the others as soon
+as nothing reads them, `on_value` streams every op output to the caller (see execute).
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -24,7 +26,7 @@ from ..errors import DataError, InvalidGraphError, MismatchError, UnsupportedErr
 from ..ir import Graph, Op
 from ..kernels.backend import BACKENDS
 from ..skriptnd import dynattr
-from .float_ops.fusion import execution_order
+from .plan import Step, check_keep, plan_for
 from .runners import BUILTIN_RUNNERS, run_defined
 
 
@@ -33,11 +35,11 @@ class RunContext:
     """What a runner may use besides the op and its inputs."""
     graph: Graph
     backend: str
-    values: Mapping[str, np.ndarray]      # every value computed so far (captured by subgraphs)
+    values: Mapping[str, np.ndarray]      # the live values so far (captured by subgraphs)
 
     def run_subgraph(self, graph: Graph, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Runs a control-flow body with this backend; returns its outputs in order."""
-        values = execute(graph, dict(inputs), self.backend)
+        values = execute(graph, dict(inputs), self.backend, keep=graph.outputs)
         return [values[n] for n in graph.outputs]
 
 
@@ -119,44 +121,76 @@ def _feeds(graph: Graph, inputs) -> dict:
     return feeds
 
 
-def _with_runtime_attrs(op: Op, values: Mapping[str, np.ndarray]) -> Op:
+def _with_runtime_attrs(op: Op, values: Mapping[str, np.ndarray], gone: Mapping[str, tuple]) -> Op:
     """`op` with its attributes that depend on dynamic extents (2.6.1) evaluated from the
-    actual shapes (qsim.skriptnd.dynattr)."""
-    shapes = {n: np.shape(v) for n, v in values.items()}
+    actual shapes (qsim.skriptnd.dynattr); `gone`: the shapes of values already released."""
+    shapes = {**gone, **{n: np.shape(v) for n, v in values.items()}}
     what = f"{op.kind.name} '{op.label}'"
     return dataclasses.replace(op, attrs={k: dynattr.resolve(v, shapes, what) for k, v in op.attrs.items()})
 
 
-def _store(graph: Graph, op: Op, outs: list, values: dict) -> None:
-    if len(outs) != len(op.outputs):
+def _store(step: Step, op: Op, outs: list, values: dict) -> None:
+    if len(outs) != len(step.outputs):
         raise InvalidGraphError(f"{op.kind.name} '{op.label}' produced {len(outs)} output(s), "
-                                f"the graph names {len(op.outputs)}")
-    for name, value in zip(op.outputs, outs):
-        t = graph.tensor(name)
+                                f"the graph names {len(step.outputs)}")
+    for (name, rank, shape, dtype), value in zip(step.outputs, outs):
+        if value is None and name in step.unmade:
+            continue
         value = np.asarray(value)
-        if value.ndim != t.rank or any(d is not None and d != e for d, e in zip(t.shape, value.shape)):
+        if value.ndim != rank or any(d is not None and d != e for d, e in zip(shape, value.shape)):
             raise MismatchError(f"{op.kind.name} '{op.label}': output '{name}' has shape "
-                                f"{list(value.shape)}, the graph declares {list(t.shape)}")
-        values[name] = value.astype(t.dtype.numpy, copy=False)
+                                f"{list(value.shape)}, the graph declares {list(shape)}")
+        values[name] = value.astype(dtype, copy=False)
 
 
-def execute(graph: Graph, inputs, backend: str = "kernels") -> dict[str, np.ndarray]:
-    """Runs `graph` on `inputs` (by graph input name, or a list in graph input order); returns
-    every tensor's value by name (graph inputs, constants and every op output), so callers can
-    read intermediates."""
+OnValue = Callable[[str, np.ndarray], None]
+
+
+def execute(graph: Graph, inputs, backend: str = "kernels", *, keep: Iterable[str] | None = None,
+            on_value: OnValue | None = None) -> dict[str, np.ndarray]:
+    """Runs `graph` on `inputs` (by graph input name, or a list in graph input order).
+
+    keep=None (the default): returns every tensor's value by name (graph inputs, constants and
+    every op output), so callers can read intermediates.
+    keep=names (e.g. graph.outputs): returns exactly those tensors; every other value is
+    dropped right after its last reader, and a conv whose own output nobody reads computes only
+    the bounded output of the relu/clamp fused with it, in place (runtime/plan.py): a plain
+    inference holds only its live activations and writes each one once. Same bits either way.
+    An unknown name in keep is a UsageError naming it.
+
+    on_value(name, value), when given, is called for every op output right after its op ran,
+    in the graph's op order (a fused conv + relu/clamp: the conv's output, then the bounded one;
+    graph inputs and constants are not reported: the caller has them). Every op output is then
+    made (no conv output is skipped), and `keep` still decides what stays in the returned dict,
+    so a caller can consume each tensor as it comes and let it go. `value` is the array later
+    ops read: the callback must not modify it, and the executor never writes into it after the
+    call (no value is reused as another op's buffer); it may keep references to it. An
+    exception raised by the callback stops the run and propagates."""
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}", hint="use 'reference' or 'kernels'")
     feeds = _feeds(graph, inputs)
+    plan = plan_for(graph, check_keep(graph, keep), on_value is not None)
     values: dict[str, np.ndarray] = {n: t.data for n, t in graph.tensors.items() if t.is_constant}
     for name in graph.inputs:
         values[name] = _check_input(graph, name, feeds[name])
+    gone: dict[str, tuple] = {}          # shapes of released values, for runtime attributes
     context = RunContext(graph, backend, values)
-    for op in execution_order(graph):        # graph.ops, a conv and its relu/clamp as one step
-        if any(dynattr.has_runtime(v) for v in op.attrs.values()):
-            op = _with_runtime_attrs(op, values)
+    for step in plan.steps:              # execution_order: a conv and its relu/clamp as one step
+        op = step.op
+        if step.dynamic:
+            op = _with_runtime_attrs(op, values, gone)
         outs = runner_for(op)(op, [values[n] if n else None for n in op.inputs], context)
-        _store(graph, op, outs, values)
-    return values
+        _store(step, op, outs, values)
+        if on_value is not None:
+            for name in op.outputs:
+                on_value(name, values[name])
+        for name in step.release:
+            if plan.dynamic:
+                gone[name] = np.shape(values[name])
+            del values[name]
+    if plan.keep is None:
+        return values
+    return {n: values[n] for n in graph.tensors if n in plan.keep}
 
 
 def run_op(graph: Graph, op: Op, inputs: list, backend: str = "kernels",
@@ -168,5 +202,5 @@ def run_op(graph: Graph, op: Op, inputs: list, backend: str = "kernels",
 
 def run_graph(graph: Graph, inputs: Sequence[np.ndarray], backend: str = "kernels") -> list[np.ndarray]:
     """Runs `graph` on positional inputs (graph.inputs order); returns its outputs in order."""
-    values = execute(graph, list(inputs), backend)
+    values = execute(graph, list(inputs), backend, keep=graph.outputs)
     return [values[n] for n in graph.outputs]

@@ -133,3 +133,20 @@ def test_relu_and_clamp_ops_use_it_and_keep_shapes_and_other_dtypes(rng):
 def test_keep_freed_memory_is_applied_once():
     assert memory.keep_freed_memory() is True    # glibc (the CI and this machine)
     assert memory.keep_freed_memory() is True
+
+
+def test_conv_geometry_is_cached_per_shape_and_attributes_and_errors_are_not(rng):
+    from qsim.errors import SemanticError
+    from qsim.runtime.float_ops import nn
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    nn._conv_geometry.cache_clear()
+    a = run_op("nn.conv", [x, w], dict(padding=[1] * 4))[0]
+    b = run_op("nn.conv", [x, w], dict(padding=(1, 1, 1, 1)))[0]      # a list and a tuple: one entry
+    c = run_op("nn.conv", [x, w], dict(padding=[0] * 4, stride=[2, 2]))[0]
+    assert nn._conv_geometry.cache_info().hits == 1 and nn._conv_geometry.cache_info().currsize == 2
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == (1, 8, 6, 6) and c.shape == (1, 8, 2, 2)
+    for _ in range(2):                       # a failing geometry is refused on every call
+        with pytest.raises(SemanticError, match=r"input-channels \(4\) must equal filter-channels \(3\)"):
+            run_op("nn.conv", [x, w[:, :3]], {})

@@ -18,6 +18,10 @@ _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when mis
 # bounded output of the relu/clamp after it: (lo, hi), hi None for a plain relu. Not a name a
 # model can spell (':' is no identifier character in SkriptND or NNEF).
 THEN_BOUND = "qsim:then_bound"
+# With THEN_BOUND: nobody reads the conv's own output (the executor keeps only some tensors and
+# no other op reads it), so nn.conv computes only the bounded one, in its own output buffer
+# (one write of the activations instead of two), and returns None in the conv output's place.
+BOUND_ONLY = "qsim:bound_only"
 
 MIN_PER_THREAD = 1 << 16   # elements: below this a thread hand-off costs more than it saves
 

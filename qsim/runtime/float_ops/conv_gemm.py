@@ -26,7 +26,7 @@ from ...kernels.cpu_features import current_isa
 from ...kernels.extensions import extension
 from ...kernels.float_conv import im2col_rows
 from ...numerics import ceil_div
-from ...threads import single_thread_blas, split_rows, thread_count
+from ...threads import apply_blas_threads, single_thread_blas, split_rows, thread_count
 from .bounds import bounded
 
 _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when missing or broken
@@ -44,35 +44,48 @@ def spans(n: int, most: int) -> list[tuple[int, int]]:
 
 
 def conv_gemm(w: np.ndarray, cols: np.ndarray, bias: np.ndarray | None, dtype: np.dtype,
-              bound: tuple | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+              bound: tuple | None = None, bound_only: bool = False) -> tuple[np.ndarray | None, np.ndarray | None]:
     """w [g][m][K], cols [batch][g][K][X] (the im2col; its rows may be strided), bias [g*m] or
     None: returns out [batch][g*m][X] in `dtype`, and with bound = (lo, hi) also
     minimum(maximum(out, lo), hi) (hi None: maximum only), computed tile by tile while the
-    tile is in the cache (float32; other dtypes: numpy after the product), else None."""
+    tile is in the cache (float32; other dtypes: numpy after the product), else None.
+    bound_only (with a bound): only the bounded result is wanted: (None, bounded), made in
+    the product's own buffer by the same tile pass (the same values, one array written); the
+    numpy path for other dtypes still returns both."""
     g, m, _ = w.shape
     batch, X = cols.shape[0], cols.shape[3]
     out = np.empty((batch, g * m, X), dtype=dtype)
     if out.size == 0 or w.shape[2] == 0 or dtype != np.float32 or (bias is not None and bias.dtype != dtype):
         _numpy_gemm(w, cols, bias, out)
-        return out, None if bound is None else bounded(out, *bound)
-    y = None if bound is None else np.empty_like(out)
+        return _unbounded_and_bounded(out, None, bound, bound_only, tiles_bounded=False)
+    y = None if bound is None or bound_only else np.empty_like(out)
     columns = spans(X, COL_TILE)
     _run_tiles(w, bias, bound, out, y, [(gi, b, c) for gi in range(g) for b in range(batch) for c in columns],
                lambda gi, b, c0, c1: cols[b, gi, :, c0:c1])
-    return out, y
+    return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
+
+
+def _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded: bool):
+    """(out, y) as conv_gemm returns them. tiles_bounded: _run_tiles applied the bound (into y,
+    or with bound_only into out itself); else out and numpy's bounded(out)."""
+    if bound is None:
+        return out, None
+    if not tiles_bounded:
+        return out, bounded(out, *bound)
+    return (None, out) if bound_only else (out, y)
 
 
 def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, before, out_size,
-                     bias: np.ndarray | None, bound: tuple | None = None):
+                     bias: np.ndarray | None, bound: tuple | None = None, bound_only: bool = False):
     """The 2-D float32 convolution with its im2col built tile by tile (cache-sized, never the
     whole [C*KH*KW][OH*OW] matrix): x [batch][g*fc][H][W], w [g][m][fc*KH*KW]. Returns (out
-    [batch][g*m][OH*OW], the bounded out or None) as conv_gemm does; column tiles are runs of
-    whole output rows (a shape-fixed count)."""
+    [batch][g*m][OH*OW], the bounded out or None) as conv_gemm does (bound_only too); column
+    tiles are runs of whole output rows (a shape-fixed count)."""
     g, m, _ = w.shape
     batch, fc = x.shape[0], x.shape[1] // g
     (KH, KW), (OH, OW) = kernel, out_size
     out = np.empty((batch, g * m, OH * OW), dtype=np.float32)
-    y = None if bound is None else np.empty_like(out)
+    y = None if bound is None or bound_only else np.empty_like(out)
     row_spans = spans_of_rows(OH, OW)
 
     def columns(gi, b, c0, c1):
@@ -82,7 +95,7 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
 
     _run_tiles(w, bias, bound, out, y, [(gi, b, (oy0 * OW, oy1 * OW)) for gi in range(g) for b in range(batch)
                                         for oy0, oy1 in row_spans], columns)
-    return out, y
+    return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
 
 
 def spans_of_rows(rows: int, width: int) -> list[tuple[int, int]]:
@@ -95,15 +108,18 @@ def spans_of_rows(rows: int, width: int) -> list[tuple[int, int]]:
 
 def _run_tiles(w, bias, bound, out, y, column_tiles, columns_of) -> None:
     """For every column tile (gi, b, (c0, c1)) and every row span of m: out[b, rows, c0:c1] =
-    w[gi, rows] @ columns_of(gi, b, c0, c1), then bias and bound on that tile. The GEMM calls
+    w[gi, rows] @ columns_of(gi, b, c0, c1), then bias and bound on that tile (the bound into
+    y, or with a bound and no y into out itself). The GEMM calls
     are fixed by the shapes; how they are grouped into tasks for the threads is not (a task
     takes a column tile, its columns once, and all or part of its row spans), so the bits never
     depend on the thread count."""
     g, m, _ = w.shape
     rows = spans(m, ROW_TILE)
     lo, hi = (None, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
+    in_place = bound is not None and y is None
+    threads = thread_count()
     # enough tasks for the threads: split a column tile's row spans when there are few column tiles
-    groups = max(1, min(len(rows), ceil_div(thread_count(), len(column_tiles))))
+    groups = max(1, min(len(rows), ceil_div(threads, len(column_tiles))))
     row_groups = [rows[i * len(rows) // groups:(i + 1) * len(rows) // groups] for i in range(groups)]
     tasks = [(tile, rg) for tile in column_tiles for rg in row_groups]
     isa = current_isa().code
@@ -115,10 +131,14 @@ def _run_tiles(w, bias, bound, out, y, column_tiles, columns_of) -> None:
                 r0, r1 = gi * m + r0, gi * m + r1
                 np.matmul(w[gi, r0 - gi * m:r1 - gi * m], cols, out=out[b, r0:r1, c0:c1])
                 # + bias and the bound on the tile while it is in the cache (kernels/float_conv.h)
-                if bias is not None or y is not None:
+                if bias is not None or bound is not None:
                     _float_ops.tile_epilogue_f32(isa, out[b], bias, None if y is None else y[b], lo, hi,
-                                                 r0, r1, c0, c1)
+                                                 r0, r1, c0, c1, in_place)
 
+    if threads == 1:                  # no pool hand-off: a small layer's tiles cost ~10 us less
+        apply_blas_threads()          # numpy's BLAS on one thread too (a no-op once it is)
+        work(0, len(tasks))
+        return
     with single_thread_blas():
         split_rows(len(tasks), work, min_rows=1)
 

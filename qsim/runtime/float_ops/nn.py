@@ -2,6 +2,8 @@
 window views and batched matmul (BLAS), activations, normalizations, LSTM."""
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import math
 
@@ -10,8 +12,8 @@ import numpy as np
 from ...numerics import ceil_div
 from .base import check_alloc, fail, norm_axes, norm_axis, pack, register
 from ...kernels import float_conv
-from ...threads import apply_blas_threads
-from .bounds import THEN_BOUND, bounded
+from ...threads import apply_blas_threads, single_thread_blas
+from .bounds import BOUND_ONLY, THEN_BOUND, bounded
 from .conv_gemm import conv_gemm, conv_im2col_gemm
 from .math import erf
 
@@ -73,12 +75,23 @@ def padded_windows(x, axes, fx, stride, dilation, before, ox, fill):
 
 # ---- 4.4.1 linear operators -----------------------------------------------------------------
 
+# Below this many multiply-adds a linear layer runs on one BLAS thread: waking OpenBLAS's
+# threads costs more than they save there (EfficientNet-Lite0's 1280 x 1000 classifier took
+# 3-8 ms of CPU at 2 threads on a loaded machine, 0.2 ms on one). OpenBLAS splits a product's
+# outputs, never its sums, over threads: the bits do not depend on the choice.
+SINGLE_THREAD_LINEAR_MACS = 1 << 23
+
+
 @register("nn.linear")
 def linear(ins, at):
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
-    apply_blas_threads()
-    y = x @ w.T
+    if np.size(x) * np.shape(w)[0] < SINGLE_THREAD_LINEAR_MACS:
+        with single_thread_blas():
+            y = x @ w.T
+    else:
+        apply_blas_threads()
+        y = x @ w.T
     return [y + b if b is not None else y]
 
 
@@ -104,6 +117,12 @@ def _from_ncx(y, fmt, d):
 
 
 def _conv_setup(op, ins, at):
+    x, w, bias, d = _conv_arrays(op, ins, at)
+    return (x, w, bias, d) + _conv_attrs(op, d, at)
+
+
+def _conv_arrays(op, ins, at):
+    """(x, w, bias, d): input and filter as NCX arrays, the number of spatial axes."""
     x, w = np.asarray(ins[0]), np.asarray(ins[1])
     bias = ins[2] if len(ins) > 2 else None
     d = x.ndim - 2
@@ -111,37 +130,78 @@ def _conv_setup(op, ins, at):
         fail(op, f"input rank {x.ndim} and filter rank {w.ndim} must be equal and at least 2")
     x = _to_ncx(x, at.get("data_format", "NCX"), d, op)
     w = _to_ncx(w, at.get("filter_format", "NCX"), d, op, "filter_format")
+    return x, w, bias, d
+
+
+def _conv_attrs(op, d, at):
+    """(stride, dilation, padding, groups) packed and checked."""
     stride = pack(at.get("stride", 1), d, op, "stride")
     dilation = pack(at.get("dilation", 1), d, op, "dilation")
     padding = pack(at.get("padding"), 2 * d, op, "padding")
     groups = int(at.get("groups", 1))
     if groups < 0:
         fail(op, f"'groups' must not be negative; got {groups}")
-    return x, w, bias, d, stride, dilation, padding, groups
+    return stride, dilation, padding, groups
+
+
+@dataclasses.dataclass(frozen=True)
+class _ConvGeometry:
+    d: int
+    stride: tuple
+    dilation: tuple
+    g: int
+    m: int
+    fc: int
+    fx: tuple
+    before: tuple
+    ox: tuple
+    K: int
+    X: int
+
+
+_GEOMETRY_ATTRS = ("stride", "dilation", "padding", "groups", "padding_align", "ceil_mode")
+
+
+@functools.lru_cache(maxsize=1024)
+def _conv_geometry(x_shape: tuple, w_shape: tuple, bias_shape, attrs: tuple) -> _ConvGeometry:
+    """The checked geometry of a conv from its (NCX) shapes and attributes, cached: a model runs
+    the same few dozen layers on every inference, and working this out took ~10 us a call."""
+    op, at = "nn.conv", dict(attrs)
+    d = len(x_shape) - 2
+    stride, dilation, padding, groups = _conv_attrs(op, d, at)
+    ic, (n, fc) = x_shape[1], w_shape[:2]
+    g = ic if groups == 0 else groups
+    if n % g or ic != fc * g:
+        fail(op, f"input-channels ({ic}) must equal filter-channels ({fc}) * groups ({g}) "
+             f"and output-channels ({n}) be divisible by groups")
+    if bias_shape is not None and bias_shape != (n,):
+        fail(op, f"bias-size {list(bias_shape)} must equal output-channels {n}")
+    fx = tuple(w_shape[2:])
+    before, ox = window_geometry(op, x_shape[2:], fx, stride, dilation, padding,
+                                 at.get("padding_align", "UPPER"), bool(at.get("ceil_mode", False)))
+    return _ConvGeometry(d, stride, dilation, g, n // g, fc, fx, tuple(before), tuple(ox), math.prod(fx),
+                         math.prod(ox))
+
+
+def _hashable(value):
+    return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple, np.ndarray)) else value
 
 
 @register("nn.conv")
 def conv(ins, at):
     op = "nn.conv"
-    x, w, bias, d, stride, dilation, padding, groups = _conv_setup(op, ins, at)
+    x, w, bias, d = _conv_arrays(op, ins, at)
+    geo = _conv_geometry(x.shape, w.shape, None if bias is None else np.shape(bias),
+                         tuple((k, _hashable(at[k])) for k in _GEOMETRY_ATTRS if k in at))
+    stride, dilation, g, m, fc, fx = geo.stride, geo.dilation, geo.g, geo.m, geo.fc, geo.fx
+    before, ox, K, X = list(geo.before), list(geo.ox), geo.K, geo.X
     b, ic = x.shape[:2]
-    n, fc = w.shape[:2]
-    g = ic if groups == 0 else groups
-    if n % g or ic != fc * g:
-        fail(op, f"input-channels ({ic}) must equal filter-channels ({fc}) * groups ({g}) "
-             f"and output-channels ({n}) be divisible by groups")
-    if bias is not None and bias.shape != (n,):
-        fail(op, f"bias-size {list(bias.shape)} must equal output-channels {n}")
-    fx = w.shape[2:]
-    before, ox = window_geometry(op, x.shape[2:], fx, stride, dilation, padding,
-                                 at.get("padding_align", "UPPER"), bool(at.get("ceil_mode", False)))
-    m = n // g
-    K = math.prod(fx)
-    X = math.prod(ox)
+    n = g * m
     bound = at.get(THEN_BOUND)        # (lo, hi): a relu/clamp after this conv (fusion.py)
+    only = bound is not None and bool(at.get(BOUND_ONLY, False))     # the conv's own output unread
     if g > 1 and fc == 1:
-        out, y = _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound)
-        return _conv_outputs(out, y, bound, at.get("data_format", "NCX"), d)
+        out, y = _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound, only)
+        return _conv_outputs(out, y, bound, at.get("data_format", "NCX"), d, only)
     dtype = np.result_type(x, w)
     one_by_one = K == 1 and all(s == 1 for s in stride) and not any(before) and \
         list(ox) == list(x.shape[2:]) and x.dtype == dtype
@@ -155,45 +215,52 @@ def conv(ins, at):
     # cols[b, g, c*k, X]: im2col with the kernel offsets in row-major order like the filter
     if one_by_one:
         cols = np.ascontiguousarray(x).reshape(b, g, fc, X)     # 1x1, stride 1: x is its im2col
-        out, y = conv_gemm(w3, cols, bias if fused_bias else None, dtype, tile_bound)
+        out, y = conv_gemm(w3, cols, bias if fused_bias else None, dtype, tile_bound, only)
     elif d == 2 and x.dtype == w.dtype == np.float32 and (bias is None or bias.dtype == np.float32) and \
             max(map(abs, (*stride, *dilation, *before))) < 2 ** 31:
         # compiled im2col, one cache-sized tile at a time: the same columns as the windows below
         # (the compiled copy takes its geometry as int64; a stride beyond that, from a hostile
         # model, takes the numpy windows, which index with Python ints)
         check_alloc(op, (b, n) + tuple(ox), dtype)
-        out, y = conv_im2col_gemm(np.ascontiguousarray(x), w3, fx, stride, dilation, before, ox, bias, bound)
+        out, y = conv_im2col_gemm(np.ascontiguousarray(x), w3, fx, stride, dilation, before, ox, bias, bound, only)
     else:
         cols = np.empty((b, ic, K) + tuple(ox), dtype=dtype)
         for k, win in enumerate(padded_windows(x, range(2, d + 2), fx, stride, dilation, before, ox, 0)):
             cols[:, :, k] = win
-        out, y = conv_gemm(w3, cols.reshape(b, g, fc * K, X), bias if fused_bias else None, dtype, tile_bound)
-    out = out.reshape((b, n) + tuple(ox))
+        out, y = conv_gemm(w3, cols.reshape(b, g, fc * K, X), bias if fused_bias else None, dtype, tile_bound,
+                           only)
+    shape = (b, n) + tuple(ox)
     if bias is not None and not fused_bias:
-        out = out + bias.reshape((n,) + (1,) * d)                 # a wider bias widens the result
-    return _conv_outputs(out, y, bound, at.get("data_format", "NCX"), d)
+        out = out.reshape(shape) + bias.reshape((n,) + (1,) * d)  # a wider bias widens the result
+        y = None                                                  # (the tiles had no bound then)
+    return _conv_outputs(out, y, bound, at.get("data_format", "NCX"), d, only, shape)
 
 
-def _conv_outputs(out, y, bound, fmt, d):
+def _conv_outputs(out, y, bound, fmt, d, only=False, shape=None):
     """[conv result] in the data format, and with a fused bound also the bounded result: y when
     the kernels made it, else numpy's maximum/minimum on the float32 result (what the
-    relu/clamp op would have received from the executor)."""
-    outs = [np.ascontiguousarray(_from_ncx(out, fmt, d))]
+    relu/clamp op would have received from the executor). `only` (BOUND_ONLY): None in place of
+    the conv result, which nobody reads (out is None when the kernels made just y)."""
+    shape = shape or (y if out is None else out).shape
+    outs = [None if out is None else np.ascontiguousarray(_from_ncx(out.reshape(shape), fmt, d))]
     if bound is not None:
         if y is not None and y.dtype == np.float32:
-            outs.append(np.ascontiguousarray(_from_ncx(y.reshape(out.shape), fmt, d)))
+            outs.append(np.ascontiguousarray(_from_ncx(y.reshape(shape), fmt, d)))
         else:
             lo, hi = bound
             outs.append(bounded(outs[0].astype(np.float32, copy=False), np.float32(lo),
                                 None if hi is None else np.float32(hi)))
+        if only:
+            outs[0] = None
     return outs
 
 
-def _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound=None):
+def _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound=None, only=False):
     """One input channel per group (depthwise): a multiply-add per kernel offset over strided
     window views, out[b, c*m + i] = sum_k w[c*m + i, 0, k] * window_k[b, c] (k in row-major
     order), then + bias. A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed.
-    Returns (out, y): y is the bounded result when the compiled loop made it (bound given), else None."""
+    Returns (out, y): y is the bounded result when the compiled loop made it (bound given), else None;
+    with `only` the compiled loop makes just y (out None)."""
     b, ic = x.shape[:2]
     dtype = np.result_type(x, w)
     check_alloc("nn.conv", (b, ic * m) + tuple(ox), dtype)
@@ -202,7 +269,7 @@ def _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound=None):
     if compiled is not None and (bias is None or bias.dtype == np.float32):
         # the same operations in the same order as the loop below, compiled (same bits)
         made = compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),
-                                    m, stride, dilation, before, ox, bias, bound)
+                                    m, stride, dilation, before, ox, bias, bound, only)
         return made if bound is not None else (made, None)
     if compiled is not None:
         out = compiled.depthwise2d(x.astype(np.float32, copy=False), w.astype(np.float32, copy=False),

@@ -1,0 +1,241 @@
+/* The vector parts of the evaluation's error statistics (kernels/quant_ops.pyx add_error_stats),
+ * one block of at most QSIM_STATS_BLOCK elements at a time, compiled once per ISA path
+ * (isa_paths.h) from one body each. quant_ops is built with -ffp-contract=off, so no path fuses
+ * a multiply and an add: every path computes the same doubles, the same sums and the same bins.
+ *
+ * e[k] = (double)(q[k * stride] - zp) * scale - (double)f[k]   (q read in place)
+ * sums: element k into partial sum k % 4 (a 4-wide vector of accumulators: lane l adds
+ *       elements l, l + 4, ... in order), as the scalar definition does.
+ * bins (m % 4 == 0): bin[k] = floor(t) clamped to [0, bins - 1], t = (e * r - first) * inv_step, or -1 when
+ *       t is within tol of an interior edge and e != 0 (the caller then divides; see
+ *       add_error_stats for why the rest are exact); NaN gives -2 (counted nowhere).
+ */
+#ifndef QSIM_EVAL_STATS_H
+#define QSIM_EVAL_STATS_H
+
+#include <math.h>
+#include <stdint.h>
+#include "isa_paths.h"
+
+#define QSIM_STATS_BLOCK 1024
+
+typedef double qsim_v4d __attribute__((vector_size(32)));
+
+/* e[k] = (double)(q[k * stride] - zp) * scale - (double)f[k]: the integer codes read in place
+ * (a strided row of the transposed integer tensor), for every code width and float32/float64 */
+#define QSIM_STATS_ERRORS_DEF(name, q_t, real_t)                                                \
+QSIM_INLINE void name##_body(const q_t *q, int64_t stride, const real_t *f, int64_t m,          \
+                             int64_t zp, double scale, double *e) {                             \
+    for (int64_t k = 0; k < m; k++)                                                             \
+        e[k] = (double)((int64_t)q[k * stride] - zp) * scale - (double)f[k];                    \
+}                                                                                               \
+QSIM_VERSIONS(name, (const q_t *q, int64_t stride, const real_t *f, int64_t m, int64_t zp,      \
+                     double scale, double *e), (q, stride, f, m, zp, scale, e))
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i8_f32, int8_t, float)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i16_f32, int16_t, float)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i32_f32, int32_t, float)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i64_f32, int64_t, float)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i8_f64, int8_t, double)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i16_f64, int16_t, double)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i32_f64, int32_t, double)
+QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i64_f64, int64_t, double)
+
+/* sums[0..3] += lane sums of x^2 (x = f as double), sums[4..7] += of e^2; m % 4 == 0 */
+#define QSIM_STATS_SUMS_DEF(name, real_t)                                                       \
+QSIM_INLINE void name##_body(const real_t *f, const double *e, int64_t m, double *sums) {       \
+    qsim_v4d s = {sums[0], sums[1], sums[2], sums[3]}, t = {sums[4], sums[5], sums[6], sums[7]};\
+    for (int64_t k = 0; k < m; k += 4) {                                                        \
+        qsim_v4d x = {(double)f[k], (double)f[k + 1], (double)f[k + 2], (double)f[k + 3]};      \
+        qsim_v4d d = {e[k], e[k + 1], e[k + 2], e[k + 3]};                                      \
+        s += x * x;                                                                             \
+        t += d * d;                                                                             \
+    }                                                                                           \
+    for (int l = 0; l < 4; l++) {                                                               \
+        sums[l] = s[l];                                                                         \
+        sums[4 + l] = t[l];                                                                     \
+    }                                                                                           \
+}                                                                                               \
+QSIM_VERSIONS(name, (const real_t *f, const double *e, int64_t m, double *sums), (f, e, m, sums))
+QSIM_STATS_SUMS_DEF(qsim_stats_sums_f32, float)
+QSIM_STATS_SUMS_DEF(qsim_stats_sums_f64, double)
+
+typedef int64_t qsim_v4l __attribute__((vector_size(32)));
+typedef int32_t qsim_v4i __attribute__((vector_size(16)));
+
+/* mask ? a : b, lane by lane (mask lanes all ones or all zeros, from a comparison) */
+QSIM_INLINE qsim_v4d qsim_v4d_select(qsim_v4l mask, qsim_v4d a, qsim_v4d b) {
+    return (qsim_v4d)(((qsim_v4l)a & mask) | ((qsim_v4l)b & ~mask));
+}
+
+/* m % 4 == 0. 4-lane vector operations without branches (the portable path's copy; the
+ * AVX2 and AVX-512 copies below are intrinsics with the same lane arithmetic). */
+QSIM_INLINE void qsim_stats_bins_body(const double *e, int64_t m, double r, double first,
+                                      double inv_step, double tol_k, int32_t bins, int32_t *bin) {
+    const qsim_v4d zero = {0.0, 0.0, 0.0, 0.0};
+    const qsim_v4d lo = zero - 0.5, one = zero + 1.0, top = zero + ((double)bins + 0.5);
+    const qsim_v4d last_bin = zero + (double)(bins - 1), nbins = zero + (double)bins;
+    const qsim_v4d afirst = zero + fabs(first);
+    const qsim_v4l magnitude = (qsim_v4l)zero + INT64_MAX;
+    for (int64_t k = 0; k < m; k += 4) {
+        qsim_v4d ev;
+        __builtin_memcpy(&ev, e + k, sizeof ev);
+        qsim_v4d v = ev * r;
+        qsim_v4d t = (v - first) * inv_step;
+        qsim_v4d tc = qsim_v4d_select(t > lo, t, lo);                 /* NaN: lo */
+        tc = qsim_v4d_select(tc < top, tc, top);
+        /* an integer nearest tc (or next to it): tc + 1.5 >= 1, so truncation is floor */
+        qsim_v4d j = __builtin_convertvector(__builtin_convertvector(tc + 1.5, qsim_v4i), qsim_v4d) - 1.0;
+        qsim_v4d tol = ((qsim_v4d)((qsim_v4l)v & magnitude) + afirst) * tol_k;
+        qsim_v4d dist = (qsim_v4d)((qsim_v4l)(tc - j) & magnitude);
+        qsim_v4l near = (dist <= tol) & (ev != zero) & (j >= one) & (j < nbins);
+        qsim_v4d fl = qsim_v4d_select(tc < j, j - 1.0, j);            /* floor(tc): tc in [j - 1, j + 1) */
+        fl = qsim_v4d_select(fl < zero, zero, fl);
+        fl = qsim_v4d_select(fl > last_bin, last_bin, fl);
+        fl = qsim_v4d_select(near, zero - 1.0, fl);
+        fl = qsim_v4d_select(ev == ev, fl, zero - 2.0);
+        qsim_v4i out = __builtin_convertvector(fl, qsim_v4i);
+        __builtin_memcpy(bin + k, &out, sizeof out);
+    }
+}
+/* The portable path: the same lane arithmetic one element at a time (SSE2 has no cheap form
+ * of the vector selects). */
+static void qsim_stats_bins_base(const double *e, int64_t m, double r, double first, double inv_step,
+                                 double tol_k, int32_t bins, int32_t *bin) {
+    const double afirst = fabs(first), top = (double)bins + 0.5;
+    for (int64_t k = 0; k < m; k++) {
+        double ev = e[k], v = ev * r, t = (v - first) * inv_step;
+        double tc = t > -0.5 ? t : -0.5;
+        tc = tc < top ? tc : top;
+        double j = (double)(int32_t)(tc + 1.5) - 1.0;
+        double tol = (fabs(v) + afirst) * tol_k;
+        int near = (fabs(tc - j) <= tol) & (ev != 0.0) & (j >= 1.0) & (j < (double)bins);
+        double fl = tc < j ? j - 1.0 : j;
+        fl = fl < 0.0 ? 0.0 : fl;
+        fl = fl > (double)(bins - 1) ? (double)(bins - 1) : fl;
+        fl = near ? -1.0 : fl;
+        bin[k] = ev == ev ? (int32_t)fl : -2;
+    }
+}
+
+#if QSIM_X86
+/* The same lane arithmetic in intrinsics (GCC splits generic vector compares that feed masks
+ * into scalar code): MAXPD(t, lo) is `t > lo ? t : lo` and MINPD(tc, top) `tc < top ? tc : top`
+ * exactly (NaN included), the selects are mask moves. */
+static QSIM_TARGET_AVX512 void qsim_stats_bins_avx512(const double *e, int64_t m, double r, double first,
+                                                      double inv_step, double tol_k, int32_t bins,
+                                                      int32_t *bin) {
+    const __m512d zero = _mm512_setzero_pd(), lo = _mm512_set1_pd(-0.5), one = _mm512_set1_pd(1.0);
+    const __m512d top = _mm512_set1_pd((double)bins + 0.5), half3 = _mm512_set1_pd(1.5);
+    const __m512d last_bin = _mm512_set1_pd((double)(bins - 1)), nbins = _mm512_set1_pd((double)bins);
+    const __m512d afirst = _mm512_set1_pd(fabs(first)), vr = _mm512_set1_pd(r);
+    const __m512d vfirst = _mm512_set1_pd(first), vinv = _mm512_set1_pd(inv_step);
+    const __m512d vtol = _mm512_set1_pd(tol_k);
+    const __m512d minus1 = _mm512_set1_pd(-1.0), minus2 = _mm512_set1_pd(-2.0);
+    int64_t k = 0;
+    for (; k + 8 <= m; k += 8) {
+        __m512d ev = _mm512_loadu_pd(e + k);
+        __m512d v = _mm512_mul_pd(ev, vr);
+        __m512d t = _mm512_mul_pd(_mm512_sub_pd(v, vfirst), vinv);
+        __m512d tc = _mm512_min_pd(_mm512_max_pd(t, lo), top);
+        __m512d j = _mm512_sub_pd(_mm512_cvtepi32_pd(_mm512_cvttpd_epi32(_mm512_add_pd(tc, half3))), one);
+        __m512d tol = _mm512_mul_pd(_mm512_add_pd(_mm512_abs_pd(v), afirst), vtol);
+        __m512d dist = _mm512_abs_pd(_mm512_sub_pd(tc, j));
+        __mmask8 near = _mm512_cmp_pd_mask(dist, tol, _CMP_LE_OQ) & _mm512_cmp_pd_mask(ev, zero, _CMP_NEQ_UQ)
+                      & _mm512_cmp_pd_mask(j, one, _CMP_GE_OQ) & _mm512_cmp_pd_mask(j, nbins, _CMP_LT_OQ);
+        __m512d fl = _mm512_mask_sub_pd(j, _mm512_cmp_pd_mask(tc, j, _CMP_LT_OQ), j, one);
+        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(fl, zero, _CMP_LT_OQ), zero);
+        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(fl, last_bin, _CMP_GT_OQ), last_bin);
+        fl = _mm512_mask_mov_pd(fl, near, minus1);
+        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(ev, ev, _CMP_UNORD_Q), minus2);
+        _mm256_storeu_si256((__m256i *)(bin + k), _mm512_cvttpd_epi32(fl));
+    }
+    if (k < m)
+        qsim_stats_bins_body(e + k, m - k, r, first, inv_step, tol_k, bins, bin + k);
+}
+
+static QSIM_TARGET_AVX2 void qsim_stats_bins_avx2(const double *e, int64_t m, double r, double first,
+                                                  double inv_step, double tol_k, int32_t bins,
+                                                  int32_t *bin) {
+    const __m256d zero = _mm256_setzero_pd(), lo = _mm256_set1_pd(-0.5), one = _mm256_set1_pd(1.0);
+    const __m256d top = _mm256_set1_pd((double)bins + 0.5), half3 = _mm256_set1_pd(1.5);
+    const __m256d last_bin = _mm256_set1_pd((double)(bins - 1)), nbins = _mm256_set1_pd((double)bins);
+    const __m256d afirst = _mm256_set1_pd(fabs(first)), vr = _mm256_set1_pd(r);
+    const __m256d vfirst = _mm256_set1_pd(first), vinv = _mm256_set1_pd(inv_step);
+    const __m256d vtol = _mm256_set1_pd(tol_k), sign = _mm256_set1_pd(-0.0);
+    const __m256d minus1 = _mm256_set1_pd(-1.0), minus2 = _mm256_set1_pd(-2.0);
+    int64_t k = 0;
+    for (; k + 4 <= m; k += 4) {
+        __m256d ev = _mm256_loadu_pd(e + k);
+        __m256d v = _mm256_mul_pd(ev, vr);
+        __m256d t = _mm256_mul_pd(_mm256_sub_pd(v, vfirst), vinv);
+        __m256d tc = _mm256_min_pd(_mm256_max_pd(t, lo), top);
+        __m256d j = _mm256_sub_pd(_mm256_cvtepi32_pd(_mm256_cvttpd_epi32(_mm256_add_pd(tc, half3))), one);
+        __m256d tol = _mm256_mul_pd(_mm256_add_pd(_mm256_andnot_pd(sign, v), afirst), vtol);
+        __m256d dist = _mm256_andnot_pd(sign, _mm256_sub_pd(tc, j));
+        __m256d near = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(dist, tol, _CMP_LE_OQ),
+                                                   _mm256_cmp_pd(ev, zero, _CMP_NEQ_UQ)),
+                                     _mm256_and_pd(_mm256_cmp_pd(j, one, _CMP_GE_OQ),
+                                                   _mm256_cmp_pd(j, nbins, _CMP_LT_OQ)));
+        __m256d fl = _mm256_blendv_pd(j, _mm256_sub_pd(j, one), _mm256_cmp_pd(tc, j, _CMP_LT_OQ));
+        fl = _mm256_blendv_pd(fl, zero, _mm256_cmp_pd(fl, zero, _CMP_LT_OQ));
+        fl = _mm256_blendv_pd(fl, last_bin, _mm256_cmp_pd(fl, last_bin, _CMP_GT_OQ));
+        fl = _mm256_blendv_pd(fl, minus1, near);
+        fl = _mm256_blendv_pd(fl, minus2, _mm256_cmp_pd(ev, ev, _CMP_UNORD_Q));
+        _mm_storeu_si128((__m128i *)(bin + k), _mm256_cvttpd_epi32(fl));
+    }
+    if (k < m)
+        qsim_stats_bins_body(e + k, m - k, r, first, inv_step, tol_k, bins, bin + k);
+}
+#endif
+
+/* the entry points: the copy of the caller's path (cpu_features.py) */
+/* q_bytes: the integer codes' width (1, 2, 4, 8); f_bytes: 4 (float32) or 8 (float64) */
+static void qsim_stats_errors(int isa, int q_bytes, const void *q, int64_t stride, int f_bytes,
+                              const void *f, int64_t m, int64_t zp, double scale, double *e) {
+#define QSIM_STATS_ERRORS_CALL(qn, q_t, fn, real_t) \
+    QSIM_DISPATCH(isa, qsim_stats_errors_##qn##_##fn, (const q_t *)q, stride, (const real_t *)f, m, zp, scale, e)
+    if (f_bytes == 4) {
+        switch (q_bytes) {
+        case 1: QSIM_STATS_ERRORS_CALL(i8, int8_t, f32, float); break;
+        case 2: QSIM_STATS_ERRORS_CALL(i16, int16_t, f32, float); break;
+        case 4: QSIM_STATS_ERRORS_CALL(i32, int32_t, f32, float); break;
+        default: QSIM_STATS_ERRORS_CALL(i64, int64_t, f32, float); break;
+        }
+    } else {
+        switch (q_bytes) {
+        case 1: QSIM_STATS_ERRORS_CALL(i8, int8_t, f64, double); break;
+        case 2: QSIM_STATS_ERRORS_CALL(i16, int16_t, f64, double); break;
+        case 4: QSIM_STATS_ERRORS_CALL(i32, int32_t, f64, double); break;
+        default: QSIM_STATS_ERRORS_CALL(i64, int64_t, f64, double); break;
+        }
+    }
+#undef QSIM_STATS_ERRORS_CALL
+}
+static void qsim_stats_sums_f32(int isa, const float *f, const double *e, int64_t m, double *sums) {
+    QSIM_DISPATCH(isa, qsim_stats_sums_f32, f, e, m, sums);
+}
+static void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64_t m, double *sums) {
+    QSIM_DISPATCH(isa, qsim_stats_sums_f64, f, e, m, sums);
+}
+static void qsim_stats_bins(int isa, const double *e, int64_t m, double r, double first,
+                            double inv_step, double tol_k, int32_t bins, int32_t *bin) {
+    QSIM_DISPATCH(isa, qsim_stats_bins, e, m, r, first, inv_step, tol_k, bins, bin);
+}
+
+/* lanes[(k % QSIM_STATS_LANES) * 256 + bin[k]] += 1 for every bin[k] >= 0 (interleaved copies of
+ * the counts: consecutive elements usually share a bin, and one counter incremented back to
+ * back waits on its own store); returns how many bin[k] are -1 (near an edge: the caller's) */
+#define QSIM_STATS_LANES 8
+static int64_t qsim_stats_count(const int32_t *bin, int64_t m, int64_t *lanes) {
+    int64_t near = 0;
+    for (int64_t k = 0; k < m; k++) {
+        const int32_t j = bin[k];
+        if (j >= 0)
+            lanes[(k & (QSIM_STATS_LANES - 1)) * 256 + j] += 1;
+        else
+            near += j == -1;
+    }
+    return near;
+}
+
+#endif

@@ -1,0 +1,117 @@
+"""The executor's plan of a graph: its steps in order, what each step checks and stores, and,
+when the caller keeps only some tensors, which values may go after each step.
+
+A step is one op of execution_order(graph) (a conv and the relu/clamp after it are one step,
+float_ops/fusion.py) with what the executor needs at run time worked out once per graph and
+keep set (plans are cached: graphs are immutable):
+- `outputs`: (name, rank, declared shape, storage dtype) of each output, for the shape check;
+- `dynamic`: the op has attributes that depend on dynamic extents (2.6.1);
+- `release`: the tensors whose last reader this step is (or which nobody reads, released by
+  the step that makes them), when they are not kept: the executor drops them right after the
+  step, so an inference holds only the live activations;
+- `unmade`: outputs the step does not make at all: the conv output of a fused conv + bound when
+  nobody reads it and it is not kept; the op then writes the bounded values into its own
+  buffer (bounds.BOUND_ONLY) instead of writing two arrays.
+
+Who reads a tensor: the ops that name it as an input, and a control-flow op for every outer
+tensor its subgraphs capture (captures are subgraph inputs under the outer tensor's name,
+runners/control.py). Constants are never released (the graph holds them anyway).
+"""
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import ir
+from ..errors import UsageError
+from ..skriptnd import dynattr
+from .float_ops.bounds import BOUND_ONLY, THEN_BOUND
+from .float_ops.fusion import execution_order
+
+
+@dataclass(frozen=True)
+class Step:
+    op: ir.Op
+    outputs: tuple[tuple[str, int, tuple, np.dtype], ...]
+    dynamic: bool
+    release: tuple[str, ...] = ()
+    unmade: frozenset = frozenset()
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: tuple[Step, ...]
+    keep: frozenset | None            # None: every tensor is kept
+    dynamic: bool                     # some step has runtime-dependent attributes
+
+
+_PLANS_PER_GRAPH = 8                  # distinct keep sets remembered per graph
+_plans: "weakref.WeakKeyDictionary[ir.Graph, dict]" = weakref.WeakKeyDictionary()
+
+
+def check_keep(graph: ir.Graph, keep) -> frozenset | None:
+    """The keep argument of execute() as a set of tensor names (None: keep everything)."""
+    if keep is None:
+        return None
+    if isinstance(keep, (str, bytes)):
+        keep = [keep]
+    names = list(keep)
+    unknown = [n for n in names if not isinstance(n, str) or n not in graph.tensors]
+    if unknown:
+        raise UsageError(f"graph '{graph.name}': keep names {', '.join(map(repr, unknown))}, which "
+                         f"{'is' if len(unknown) == 1 else 'are'} not a tensor of the graph",
+                         hint="keep takes tensor names of the graph, e.g. its outputs: "
+                              + ", ".join(graph.outputs))
+    return frozenset(names)
+
+
+def plan_for(graph: ir.Graph, keep: frozenset | None, streaming: bool) -> Plan:
+    """The plan for running `graph` keeping `keep` (None: all); `streaming` (a callback sees
+    every op output): every output is made, though not every one is kept."""
+    key = (keep, streaming)
+    cache = _plans.setdefault(graph, {})
+    plan = cache.get(key)
+    if plan is None:
+        if len(cache) >= _PLANS_PER_GRAPH:
+            cache.pop(next(iter(cache)))
+        plan = cache[key] = _make_plan(graph, keep, streaming)
+    return plan
+
+
+def _reads(graph: ir.Graph, op: ir.Op) -> set[str]:
+    names = {n for n in op.inputs if n}
+    for sub in op.subgraphs.values():
+        names.update(n for n in sub.inputs if n in graph.tensors)      # captured outer tensors
+    return names
+
+
+def _make_plan(graph: ir.Graph, keep: frozenset | None, streaming: bool) -> Plan:
+    order = execution_order(graph)
+    last_read: dict[str, int] = {}
+    for i, op in enumerate(order):
+        for name in _reads(graph, op):
+            last_read[name] = i
+    steps = []
+    for i, op in enumerate(order):
+        unmade: frozenset = frozenset()
+        if keep is not None and not streaming and THEN_BOUND in op.attrs and \
+                op.outputs[0] not in keep and op.outputs[0] not in last_read:
+            op = dataclasses.replace(op, attrs={**op.attrs, BOUND_ONLY: True})
+            unmade = frozenset(op.outputs[:1])
+        release: list[str] = []
+        if keep is not None:
+            release = [n for n in _reads(graph, op) if last_read[n] == i and n not in keep
+                       and not graph.tensor(n).is_constant]
+            release += [n for n in op.outputs if n not in last_read and n not in keep and n not in unmade]
+        outputs = tuple((n, graph.tensor(n).rank, tuple(graph.tensor(n).shape), graph.tensor(n).dtype.numpy)
+                        for n in op.outputs)
+        steps.append(Step(op, outputs, any(dynattr.has_runtime(v) for v in op.attrs.values()),
+                          tuple(sorted(set(release))), unmade))
+    if keep is not None:      # graph inputs nobody reads: gone before the first step
+        unread = tuple(n for n in graph.inputs if n not in last_read and n not in keep)
+        if unread and steps:
+            steps[0] = dataclasses.replace(steps[0], release=steps[0].release + unread)
+    return Plan(tuple(steps), keep, any(s.dynamic for s in steps))

@@ -1,0 +1,206 @@
+"""The evaluation's one-pass error statistics (kernels/quant_ops.pyx add_error_stats, called by
+qsim/quant/evaluate.py _IntegerView.add): the histogram counts are numpy's formulation
+exactly, whichever path (multiply or division) an element takes, and the sums are the fixed
+blocked order's bits."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qsim.kernels.cpu_features import current_isa, supported_isas
+from qsim.quant.evaluate import ERROR_EDGES_LSB, _quant_ops, _three_axes
+
+BLOCK = 1024
+
+
+def numpy_counts(err: np.ndarray, lsb: float, edges=ERROR_EDGES_LSB) -> list[int]:
+    """The definition: np.histogram of (e / lsb) clipped to the edges' range (NaN nowhere)."""
+    v = err / lsb
+    v = v[~np.isnan(v)]
+    return np.histogram(np.clip(v, edges[0], edges[-1]), bins=len(edges) - 1,
+                        range=(edges[0], edges[-1]))[0].tolist()
+
+
+def blocked_sums(f: np.ndarray, err: np.ndarray) -> tuple[float, float]:
+    """sum f^2 and sum e^2 in the kernel's documented order, one Python float at a time:
+    blocks of 1024 from the first element, element i into partial sum i % 4, (s0 + s1) +
+    (s2 + s3), then block after block."""
+    signal = noise = 0.0
+    x, e = f.astype(np.float64).tolist(), err.tolist()
+    for start in range(0, len(x), BLOCK):
+        s, t = [0.0] * 4, [0.0] * 4
+        for i in range(start, min(start + BLOCK, len(x))):
+            s[i % 4] += x[i] * x[i]
+            t[i % 4] += e[i] * e[i]
+        signal = signal + ((s[0] + s[1]) + (s[2] + s[3]))
+        noise = noise + ((t[0] + t[1]) + (t[2] + t[3]))
+    return signal, noise
+
+
+def run_stats(q: np.ndarray, f: np.ndarray, scale, zp, inner: int, lsb: float, edges=ERROR_EDGES_LSB):
+    """(counts, signal, noise) of one call, the same on every ISA path this CPU has (asserted:
+    the vector copies of kernels/eval_stats.h must give the portable path's bits)."""
+    results = []
+    for isa in supported_isas():
+        counts = np.zeros(len(edges) - 1, np.int64)
+        signal, noise = _quant_ops.add_error_stats(isa.code, _three_axes(q), f.reshape(-1), np.asarray(scale, np.float64),
+                                                   np.asarray(zp, np.int64), inner, lsb, edges, counts)
+        results.append((counts.tolist(), signal, noise))
+    same = [r[0] == results[0][0] and np.array_equal(r[1:], results[0][1:], equal_nan=True) for r in results]
+    assert all(same), [isa.value for isa in supported_isas()]
+    return results[0]
+
+
+def dequantized(q, scale, zp, shape):
+    return (q.astype(np.int64) - np.asarray(zp).reshape(shape)).astype(np.float64) * np.asarray(scale).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_error_stats_equal_the_numpy_formulation(dtype, per_channel):
+    """Every integer width, per tensor and per channel (channel axis 1 of [N, C, H, W]), on
+    values at and beyond the histogram's range, rails included: counts exactly numpy's, sums
+    the blocked order's bits (and numpy's to float64 rounding)."""
+    rng = np.random.default_rng(4)
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -(1 << 20)), min(info.max, 1 << 20)
+    q = rng.integers(lo, hi, size=(3, 4, 25, 17), endpoint=True).astype(dtype)
+    q.flat[:2] = (info.min, info.max)
+    c = 4 if per_channel else 1
+    scale = rng.uniform(0.01, 0.1, c)
+    zp = rng.integers(-100, 100, c)
+    shape = (1, c, 1, 1)
+    deq = dequantized(q, scale, zp, shape)
+    f = (deq + rng.normal(0, 1, q.shape) * scale.reshape(shape) * rng.choice([0.1, 3.0, 100.0], q.shape)).astype(np.float32)
+    f.flat[5] = deq.flat[5]                     # an exact element: error 0
+    err = deq - f.astype(np.float64)
+    lsb = float(scale[0])
+    counts, signal, noise = run_stats(q, f, scale, zp, 25 * 17 if per_channel else 1, lsb)
+    assert counts == numpy_counts(err, lsb)
+    assert (signal, noise) == blocked_sums(f.reshape(-1), err.reshape(-1))
+    f64 = f.astype(np.float64)
+    assert signal == pytest.approx(float(np.sum(f64 * f64)), rel=1e-13)
+    assert noise == pytest.approx(float(np.sum(err * err)), rel=1e-13)
+
+
+def test_transposed_integer_view_reads_the_float_layout():
+    """The integer tensor NHWC read as NCHW through its strided view (no copy) gives the
+    figures of the copied NCHW tensor, per tensor and per channel."""
+    rng = np.random.default_rng(5)
+    q_nhwc = rng.integers(-128, 128, size=(2, 6, 7, 5), dtype=np.int8)
+    view = q_nhwc.transpose(0, 3, 1, 2)
+    assert _three_axes(view).shape == (2, 5, 42) and not _three_axes(view).flags.c_contiguous
+    for c in (1, 5):
+        scale, zp = rng.uniform(0.02, 0.05, c), rng.integers(-128, 128, c)
+        deq = dequantized(np.ascontiguousarray(view), scale, zp, (1, c, 1, 1))
+        f = (deq + rng.normal(0, 0.03, deq.shape)).astype(np.float32)
+        err = (deq - f.astype(np.float64)).reshape(-1)
+        inner = 42 if c > 1 else 1
+        counts, signal, noise = run_stats(view, f, scale, zp, inner, float(scale[0]))
+        assert counts == numpy_counts(err, float(scale[0]))
+        assert (signal, noise) == blocked_sums(f.reshape(-1), err)
+        assert run_stats(np.ascontiguousarray(view), f, scale, zp, inner, float(scale[0])) == (counts, signal, noise)
+
+
+def test_three_axes_copies_only_what_cannot_be_merged():
+    a = np.arange(2 * 3 * 4 * 5 * 6, dtype=np.int8).reshape(2, 3, 4, 5, 6)
+    t = a.transpose(0, 2, 1, 4, 3)                # nothing to merge: 5 axes -> a copy
+    assert _three_axes(t).tolist() == [[np.ascontiguousarray(t).reshape(-1).tolist()]]
+    m = a.transpose(0, 4, 1, 2, 3)                # NDHWC as NCDHW: D, H, W merge
+    assert _three_axes(m).shape == (2, 6, 60)
+    assert _three_axes(m).reshape(-1).tolist() == np.ascontiguousarray(m).reshape(-1).tolist()
+    assert _three_axes(a[:0]).size == 0
+
+
+def test_errors_on_and_around_every_edge_take_the_exact_bin():
+    """Errors within a few dozen ulps of every bin edge (in LSB), exact zeros of both signs,
+    beyond the range, infinities and NaN, with scales that are and are not powers of two.
+    Among them are errors whose multiply-path position e * (1 / lsb) lies on the other side
+    of an edge than e / lsb (asserted, so the near-edge fallback is what decides them)."""
+    straddling = 0
+    for lsb in (0.125, 0.0371, 1.0 / 3.0, 0.1, 0.07, 3.7e-5, 2.0 ** -40, 1e10):
+        near = (ERROR_EDGES_LSB * lsb)[:, None] * (1.0 + np.arange(-40, 41)[None, :] * 2.0 ** -52)
+        err = np.concatenate([near.ravel(), [0.0, -0.0, 1e300, -1e300, np.inf, -np.inf, np.nan, 5e-324, -5e-324]])
+        with np.errstate(over="ignore", invalid="ignore"):
+            by_multiply = np.searchsorted(ERROR_EDGES_LSB, err * (1.0 / lsb), "right")
+            by_division = np.searchsorted(ERROR_EDGES_LSB, err / lsb, "right")
+        straddling += int(np.count_nonzero(by_multiply != by_division))
+        # f carries the error: q = 0, zp = 0, so d = 0 and e = 0 - f = err exactly
+        f = -err
+        q = np.zeros(err.size, np.int8)
+        counts, _, _ = run_stats(q.reshape(1, 1, -1), f, [lsb], [0], 1, lsb)
+        with np.errstate(over="ignore"):
+            assert counts == numpy_counts(0.0 - f, lsb), lsb
+        assert sum(counts) == err.size - 1
+    assert straddling > 20
+
+
+def test_edges_off_the_power_of_two_grid_count_like_numpy():
+    """Edges that are not first + k * w with w a power of two (0.1-wide bins) take the exact
+    division path for every element: still numpy's counts."""
+    rng = np.random.default_rng(6)
+    edges = np.linspace(-3.0, 3.0, 61)
+    q = rng.integers(-128, 128, 4000).astype(np.int8)
+    deq = q.astype(np.float64) * 0.05
+    f = (deq + rng.normal(0, 0.06, q.size)).astype(np.float32)
+    counts, _, _ = run_stats(q.reshape(1, 1, -1), f, [0.05], [0], 1, 0.05, edges)
+    assert counts == numpy_counts(deq - f.astype(np.float64), 0.05, edges)
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(st.integers(1, 3000), st.floats(1e-6, 1e3), st.integers(-128, 127), st.sampled_from([0.01, 0.3, 2.0, 40.0]),
+       st.booleans(), st.integers(0, 2 ** 32 - 1))
+def test_random_tensors_count_like_numpy(n, scale, zp, noise_lsb, float64_values, seed):
+    """Seeded random tensors of any length (blocks cut anywhere), scale, zero point and error
+    spread, float32 and float64 values: counts exactly numpy's, sums the blocked order's."""
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-128, 128, n).astype(np.int8)
+    deq = (q.astype(np.int64) - zp).astype(np.float64) * scale
+    f = deq + rng.normal(0, noise_lsb * scale, n)
+    f = f if float64_values else f.astype(np.float32)
+    err = deq - f.astype(np.float64)
+    counts, signal, noise = run_stats(q.reshape(1, 1, -1), f, [scale], [zp], 1, scale)
+    assert counts == numpy_counts(err, scale)
+    assert (signal, noise) == blocked_sums(np.asarray(f).reshape(-1), err)
+
+
+def test_error_stats_refuse_mismatched_arrays():
+    counts = np.zeros(64, np.int64)
+    q = np.zeros((1, 1, 4), np.int8)
+    with pytest.raises(ValueError, match="do not fit"):
+        _quant_ops.add_error_stats(current_isa().code, q, np.zeros(3, np.float32), np.ones(1), np.zeros(1, np.int64), 1, 1.0,
+                                   ERROR_EDGES_LSB, counts)
+    with pytest.raises(ValueError, match="edges"):
+        _quant_ops.add_error_stats(current_isa().code, q, np.zeros(4, np.float32), np.ones(1), np.zeros(1, np.int64), 1, 1.0,
+                                   ERROR_EDGES_LSB[:10], counts)
+
+
+def test_balanced_groups_cover_every_tensor_in_order():
+    from qsim.quant.evaluate import _balanced_groups
+    assert _balanced_groups([5, 5, 5, 5], 2) == [range(0, 2), range(2, 4)]
+    assert _balanced_groups([100, 1, 1, 1], 2) == [range(0, 1), range(1, 4)]
+    assert _balanced_groups([3, 4], 1) == [range(0, 2)]
+    assert _balanced_groups([1, 1], 8) == [range(0, 1), range(1, 2)]
+    assert _balanced_groups([], 2) == [range(0, 0)]
+    for sizes, parts in (([7, 1, 9, 2, 2, 30, 4], 3), ([1] * 10, 4)):
+        groups = _balanced_groups(sizes, parts)
+        assert [i for g in groups for i in g] == list(range(len(sizes))) and len(groups) <= parts
+
+
+def test_evaluation_report_is_the_same_for_any_thread_count(rng, monkeypatch):
+    """The tensors' statistics run on qsim's threads (grouped by size): the report, every SQNR
+    bit and histogram count included, is the one-thread report."""
+    from qsim.quant.calibrate import calibrate
+    from qsim.quant.evaluate import evaluate
+    from qsim.quant.target_tosa import lower_graph
+
+    from .lowering_models import small_cnn
+    graph = small_cnn(rng)
+    xs = [rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32) for _ in range(6)]
+    model = lower_graph(graph, calibrate(graph, [{"x": x} for x in xs[:3]], show_progress=False))
+    reports = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("QSIM_THREADS", threads)
+        reports.append(evaluate(graph, model, [({"x": x}, None) for x in xs], show_progress=False))
+    assert len(reports[0].tensors) >= 5
+    assert reports[1] == reports[0] and reports[2] == reports[0]
