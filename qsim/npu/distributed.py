@@ -40,7 +40,7 @@ SCHEDULER_ENV = "QSIM_SCHEDULER"
 TASK_RETRIES = 2
 IN_FLIGHT_PER_WORKER = 4        # tasks submitted ahead per worker: keeps every worker fed
 CONNECT_TIMEOUT_S = 10.0
-SHARE_MIN_BYTES = 64 * 1024     # smaller arrays travel inside their task: a Dask key costs more
+SHARE_MIN_BYTES = 64 * 1024     # smaller arrays travel inside their task, not worth a reference
 
 
 @dataclass(frozen=True)
@@ -98,13 +98,18 @@ def _call_on_worker(fn: Callable, args: tuple, shared: tuple[int, ...] = (), bun
         set_threads(1)
         _worker_threads_set_in = os.getpid()
     if shared:
-        resolve = lambda v: bundle[v.index] if isinstance(v, _Ref) else v   # noqa: E731
-        args = list(args)
-        for i in shared:
-            value = args[i]
-            args[i] = type(value)(map(resolve, value)) if isinstance(value, (list, tuple)) else resolve(value)
-        args = tuple(args)
+        args = _map_shared(args, shared, lambda v: bundle[v.index] if isinstance(v, _Ref) else v)
     return _call(fn, args)
+
+
+def _map_shared(args: tuple, shared: tuple[int, ...], fn: Callable[[Any], Any]) -> tuple:
+    """`args` with `fn` applied to the values at positions `shared` (to each item of a list or
+    tuple there: Task.shared)."""
+    args = list(args)
+    for i in shared:
+        value = args[i]
+        args[i] = type(value)(map(fn, value)) if isinstance(value, (list, tuple)) else fn(value)
+    return tuple(args)
 
 
 def _bundle(*values: Any) -> tuple:
@@ -176,13 +181,13 @@ class _SharedArguments:
         self.client = client
         self.index: dict[int, int] = {}
         values: list = []
+
+        def collect(item: Any) -> None:
+            if self._shareable(item) and id(item) not in self.index:
+                self.index[id(item)] = len(values)
+                values.append(item)       # kept alive (in the task) for the run: ids stay unique
         for task in tasks:
-            for i in task.shared:
-                value = task.args[i]
-                for item in value if isinstance(value, (list, tuple)) else (value,):
-                    if self._shareable(item) and id(item) not in self.index:
-                        self.index[id(item)] = len(values)
-                        values.append(item)       # kept alive (in the task) for the run: ids stay unique
+            _map_shared(task.args, task.shared, collect)
         self.future = None
         if values:
             import dask      # deferred: only Dask pools get here
@@ -199,12 +204,9 @@ class _SharedArguments:
         """(args with _Refs, shared positions, bundle future) for _call_on_worker."""
         if not task.shared or self.future is None:
             return task.args, (), ()
-        ref = lambda v: _Ref(self.index[id(v)]) if self._shareable(v) else v   # noqa: E731
-        args = list(task.args)
-        for i in task.shared:
-            value = args[i]
-            args[i] = type(value)(map(ref, value)) if isinstance(value, (list, tuple)) else ref(value)
-        return tuple(args), task.shared, self.future
+        args = _map_shared(task.args, task.shared,
+                           lambda v: _Ref(self.index[id(v)]) if self._shareable(v) else v)
+        return args, task.shared, self.future
 
     def release(self) -> None:
         if self.future is not None:
@@ -360,6 +362,18 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
         client.cluster.close()
 
 
+# Dask's background sampling, slowed or off for our own LocalCluster (the workers, the nannies
+# and the scheduler read these when they start). Measured on an idle 2-worker cluster: 0.07 of
+# a core with Dask's defaults (the workers' statistical profiler, sampling the running task's
+# stack every 10 ms, and the nannies' memory monitors every 100 ms, are most of it), 0.013 with
+# these: 3 % of a 2-core machine given back to the tasks. The profiler only feeds the dashboard;
+# the nanny still restarts a worker over its memory limit, within a second instead of 0.1 s.
+QUIET_CLUSTER = {"distributed.worker.profile.enabled": False,
+                 "distributed.worker.memory.monitor-interval": "1s",
+                 "distributed.admin.system-monitor.interval": "2s",
+                 "distributed.admin.tick.interval": "1s"}
+
+
 def _start_local_cluster(count: int):
     """A client of a new LocalCluster (`client.cluster`) of `count` one-thread worker processes.
     On Linux the workers are forked (module docstring). Forking is safe here because the start
@@ -375,7 +389,7 @@ def _start_local_cluster(count: int):
     try:
         # dashboard on any free port: the scheduler serves HTTP anyway, and two commands (or
         # test runs) on one machine must not fight over the default 8787
-        with dask.config.set({"distributed.worker.multiprocessing-method": method}):
+        with dask.config.set({"distributed.worker.multiprocessing-method": method, **QUIET_CLUSTER}):
             cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
                                    dashboard_address=":0", silence_logs=logging.ERROR)
     except (RuntimeError, OSError, TimeoutError) as error:

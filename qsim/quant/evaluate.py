@@ -11,6 +11,7 @@ top-1 accuracy of each when labels are known. The result is an AccuracyReport
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -22,7 +23,7 @@ from ..kernels.extensions import extension
 from ..progress import Progress
 from .accuracy import AccuracyReport, OutputAccuracy, TensorAccuracy
 from ..runtime.executor import execute
-from ..threads import apply_blas_threads, split_rows, thread_count
+from ..threads import apply_blas_threads, thread_count
 from .integer_inputs import INDEX_DTYPE, narrow_integers
 from .float_side import LoweredModel
 from .params import dequantize, quantize
@@ -112,37 +113,42 @@ def _three_axes(a: np.ndarray) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=False)
 
 
-def _add_tensor_stats(views: dict[str, _IntegerView], stats: dict[str, _TensorStats], watched: list[str],
-                      fvals: dict, ivals: dict, rows: int | None) -> None:
-    """Every watched tensor's statistics of one batch, the tensors spread over qsim's threads in
-    contiguous groups of about equal element counts (add_error_stats releases the GIL). Each
-    tensor's figures come from one call on one thread, so they are the same for any thread
-    count."""
-    sizes = [int(np.asarray(fvals[n]).size) for n in watched]
-    groups = _balanced_groups(sizes, thread_count())
+class _BatchStats:
+    """The error statistics of one batch, taken from the float execution's stream: each watched
+    tensor's figures are added as soon as the float executor has made it (the integer values of
+    the batch are already there), so no float activation outlives its last reader. With more
+    than one thread the additions run on one worker thread beside the float execution
+    (add_error_stats releases the GIL), in the order the tensors come; `finish` waits for them.
+    One call per tensor and batch, each on one thread: the same figures for any thread count."""
 
-    def work(lo: int, hi: int) -> None:
-        for g in range(lo, hi):
-            for i in groups[g]:
-                views[watched[i]].add(stats[watched[i]], fvals[watched[i]], ivals, rows)
+    def __init__(self, views: dict[str, _IntegerView], stats: dict[str, _TensorStats],
+                 ivals: dict[str, np.ndarray], rows: int | None, worker: ThreadPoolExecutor | None):
+        self.views, self.stats, self.ivals, self.rows, self.worker = views, stats, ivals, rows, worker
+        self.pending: list = []
+        self.done: set[str] = set()
 
-    split_rows(len(groups), work, min_rows=1)
+    def __call__(self, name: str, value: np.ndarray) -> None:
+        if name not in self.views or name in self.done:
+            return
+        self.done.add(name)
+        if self.worker is None:
+            self.views[name].add(self.stats[name], value, self.ivals, self.rows)
+        else:
+            self.pending.append(self.worker.submit(self.views[name].add, self.stats[name], value,
+                                                   self.ivals, self.rows))
 
-
-def _balanced_groups(sizes: list[int], parts: int) -> list[range]:
-    """Consecutive index ranges covering sizes, at most `parts` of them, cut where the running
-    total passes each k/parts of the whole."""
-    total = sum(sizes)
-    if parts <= 1 or total == 0:
-        return [range(len(sizes))]
-    cuts, running, k = [0], 0, 1
-    for i, s in enumerate(sizes):
-        running += s
-        if k < parts and running * parts >= k * total and i + 1 < len(sizes):
-            cuts.append(i + 1)
-            k += 1
-    cuts.append(len(sizes))
-    return [range(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+    def finish(self, fvals: dict[str, np.ndarray]) -> None:
+        """Adds what the stream did not carry (graph inputs: kept in `fvals`), then waits."""
+        for name in self.views:
+            if name not in self.done:
+                self(name, fvals[name])
+        try:
+            for f in self.pending:
+                f.result()
+        finally:
+            for f in self.pending:      # on an error: let the rest finish before unwinding
+                f.cancel()
+            wait(self.pending)
 
 
 def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -273,6 +279,13 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
     size = batched.size if batched is not None else 1
     fgraph, imodel = (batched.float_graph, batched.model) if batched is not None else (float_graph, model)
     views = {n: _IntegerView.of(imodel, n) for n in watched}
+    # kept through a batch: the integer tensors the statistics and scores read (int8 mostly;
+    # the int32 accumulators and the rest go after their last reader), and the float values
+    # the stream does not carry (graph inputs) or the scores read
+    int_keep = {v.int_name for v in views.values()} | {imodel.tensor_map[o.output.name].name for o in scored}
+    produced = {name for op in fgraph.ops for name in op.outputs}
+    float_keep = {o.output.name for o in scored} | {n for n in watched if n not in produced}
+    worker = ThreadPoolExecutor(1, thread_name_prefix="qsim-stats") if thread_count() > 1 else None
     n_samples = 0
     bar = Progress("evaluating", total, enabled=show_progress)
     try:
@@ -283,9 +296,10 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             cut = slice(rows) if batched is not None else slice(None)
             if batched is not None:
                 feed = _pad_rows(feed, size)
-            fvals = execute(fgraph, feed)
-            ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend)
-            _add_tensor_stats(views, stats, watched, fvals, ivals, cut.stop)
+            ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend, keep=int_keep)
+            batch = _BatchStats(views, stats, ivals, cut.stop, worker)
+            fvals = execute(fgraph, feed, keep=float_keep, on_value=batch)
+            batch.finish(fvals)
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)
@@ -294,6 +308,8 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             bar.advance(rows)
     finally:
         bar.close()
+        if worker is not None:
+            worker.shutdown(wait=True)
     tensors = tuple(TensorAccuracy(n, _producer_kind(float_graph, n), stats[n].sqnr_db(),
                                    tuple(int(c) for c in stats[n].counts),
                                    tuple(float(e) for e in ERROR_EDGES_LSB)) for n in watched)

@@ -86,3 +86,29 @@ def test_bad_inputs_exit_2_with_the_reason(tmp_path, rng, model, capsys, specs, 
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "o.npz").exists()
+
+
+def test_without_dump_only_the_outputs_are_kept(tmp_path, rng, model, monkeypatch, capsys):
+    """`qsim run` prints and writes the outputs only: the executor keeps just those (the other
+    tensors go after their last reader); --dump needs every tensor."""
+    from qsim.commands import run as run_command
+    kept = []
+
+    def recording(graph, inputs, backend="kernels", keep=None):
+        kept.append(keep)
+        return run_command_execute(graph, inputs, backend, keep=keep)
+
+    run_command_execute = run_command.execute
+    monkeypatch.setattr(run_command, "execute", recording)
+    x, z = _arrays(tmp_path, rng)
+    out = tmp_path / "out.npz"
+    assert main(["run", str(model), "--input", str(tmp_path / "x.npy"), "--input", str(tmp_path / "z.npy"),
+                 "--output", str(out)]) == 0
+    assert [tuple(k) for k in kept] == [("y", "s")]
+    with np.load(out) as got:
+        assert set(got.files) == {"y", "s"}
+        np.testing.assert_array_equal(got["s"], x + z)
+    assert "y: float32[2, 3]" in capsys.readouterr().out
+    assert main(["run", str(model), "--input", str(tmp_path / "x.npy"), "--input", str(tmp_path / "z.npy"),
+                 "--dump", str(tmp_path / "dump")]) == 0
+    assert kept[-1] is None

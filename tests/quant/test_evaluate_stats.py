@@ -175,21 +175,10 @@ def test_error_stats_refuse_mismatched_arrays():
                                    ERROR_EDGES_LSB[:10], counts)
 
 
-def test_balanced_groups_cover_every_tensor_in_order():
-    from qsim.quant.evaluate import _balanced_groups
-    assert _balanced_groups([5, 5, 5, 5], 2) == [range(0, 2), range(2, 4)]
-    assert _balanced_groups([100, 1, 1, 1], 2) == [range(0, 1), range(1, 4)]
-    assert _balanced_groups([3, 4], 1) == [range(0, 2)]
-    assert _balanced_groups([1, 1], 8) == [range(0, 1), range(1, 2)]
-    assert _balanced_groups([], 2) == [range(0, 0)]
-    for sizes, parts in (([7, 1, 9, 2, 2, 30, 4], 3), ([1] * 10, 4)):
-        groups = _balanced_groups(sizes, parts)
-        assert [i for g in groups for i in g] == list(range(len(sizes))) and len(groups) <= parts
-
-
 def test_evaluation_report_is_the_same_for_any_thread_count(rng, monkeypatch):
-    """The tensors' statistics run on qsim's threads (grouped by size): the report, every SQNR
-    bit and histogram count included, is the one-thread report."""
+    """With more than one thread the tensors' statistics run on a worker beside the float
+    execution: the report, every SQNR bit and histogram count included, is the one-thread
+    report."""
     from qsim.quant.calibrate import calibrate
     from qsim.quant.evaluate import evaluate
     from qsim.quant.target_tosa import lower_graph

@@ -197,3 +197,31 @@ def test_control_flow_captures_stay_alive_until_the_subgraph_ran(tmp_path):
         got = execute(g, {"x": x, "c": np.array(cond)}, keep=["y"])
         assert set(got) == {"y"}
         _same_bits(got["y"], want.astype(np.float32), "y")
+
+
+RESHAPE = """import math;
+import layout;
+
+graph G {
+    @input { x: real[h|8, w|8]; }
+    @output { z: real[h, ~|64]; }
+    @compose {
+        e = math.exp(x);
+        z = layout.reshape{shape=[h, -1]}(e);
+    }
+}
+"""
+
+
+def test_runtime_attributes_read_the_shapes_of_released_inputs(tmp_path):
+    """reshape's shape [h, -1] is evaluated from x's extents when it runs (2.6.1), after x's last
+    reader (exp) let x go: the released values' shapes are kept for that."""
+    (tmp_path / "main.sknd").write_text(RESHAPE)
+    g = qsim.load(tmp_path)
+    steps = plan_for(g, frozenset(["z"]), False).steps
+    assert [s.op.kind.name for s in steps if s.dynamic] == ["layout.unflatten"]     # the reshape's last part
+    assert "x" in steps[0].release                  # x goes after exp, before the dynamic step runs
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    got = execute(g, {"x": x}, keep=["z"])
+    assert set(got) == {"z"} and got["z"].shape == (3, 4)
+    _same_bits(got["z"], execute(g, {"x": x})["z"], "z")
