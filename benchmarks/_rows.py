@@ -67,3 +67,12 @@ def write_report(out: Path, stem: str, results: dict, markdown: Callable[[dict],
     atomic_write_text(out / f"{stem}.md", text + "\n")
     print(text)
     return text
+
+
+def with_kept_sections(generated: str, previous: str | None) -> str:
+    """A regenerated report: `generated` (the heading and table of this run, which has no
+    second-level headings of its own) followed by every `## ` section of the `previous` text,
+    the written readings and A/B comparisons that a run of the script must not erase."""
+    if not previous or "\n## " not in previous:
+        return generated
+    return generated.rstrip("\n") + "\n\n" + previous[previous.index("\n## ") + 1:]

@@ -45,6 +45,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from _rows import with_kept_sections  # noqa: E402  (benchmarks/ on the path above)
+
 WORK = Path(os.environ.get("QSIM_BENCH_WORK", "/tmp/qsim-quantize-speed"))
 SEED = 0
 
@@ -367,7 +369,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "quantize_speed.json").write_text(json.dumps(data, indent=1))
-    (out / "quantize_speed.md").write_text(markdown(data))
+    report = out / "quantize_speed.md"
+    report.write_text(with_kept_sections(markdown(data), report.read_text() if report.is_file() else None))
     print(markdown(data))
     return 0
 

@@ -7,7 +7,7 @@ import sys
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 
-from _rows import merged_rows, read_previous, write_report  # noqa: E402
+from _rows import merged_rows, read_previous, with_kept_sections, write_report  # noqa: E402
 
 
 def test_new_rows_replace_old_ones_and_the_rest_keep_theirs_in_order():
@@ -25,3 +25,12 @@ def test_write_report_writes_both_files_and_reads_back(tmp_path, capsys):
     assert text == "# x is 1.5" and capsys.readouterr().out.strip() == text
     assert (tmp_path / "r.md").read_text() == text + "\n"
     assert json.loads((tmp_path / "r.json").read_text()) == {"x": 1.5} == read_previous(tmp_path / "r.json")
+
+
+def test_regenerated_report_keeps_the_written_sections_and_drops_the_old_table():
+    previous = "# speed\n\nold table | 1 |\n\n## Reading\nwhy 1\n\n## Idle check\nfigures\n"
+    text = with_kept_sections("# speed\n\nnew table | 2 |\n", previous)
+    assert text == "# speed\n\nnew table | 2 |\n\n## Reading\nwhy 1\n\n## Idle check\nfigures\n"
+    assert "old table" not in text
+    assert with_kept_sections("# speed\n", None) == "# speed\n"
+    assert with_kept_sections("# speed\n", "# speed\nold\n") == "# speed\n"     # nothing written to keep
