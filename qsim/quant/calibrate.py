@@ -53,17 +53,31 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
             observers[name] = make_observer(observer, name=name)
     if input_moments is not None:
         input_moments.expect_samples(total)
+    averaged = ({name for name, t in graph.tensors.items() if not t.is_constant and len(t.shape) >= 2}
+                if channel_means is not None else set())
+    moment_inputs = input_moments.input_names() if input_moments is not None else set()
+
+    def take(name: str, value: np.ndarray) -> None:
+        """Every statistic of tensor `name` for this sample, while its value is fresh."""
+        if name in observers:
+            observers[name].update(value)
+        if name in moment_inputs:
+            input_moments.update_from(name, value)
+        if name in averaged:
+            sums[name] = sums.get(name, 0.0) + channel_mean(value)
+
+    # The executor streams each op output to take() and drops it after its last reader, so a
+    # sample holds only its live activations; graph inputs (and any constant a layer reads)
+    # are not streamed: they are kept and taken after the run. Each statistic is per tensor and
+    # sees the samples in the same order as before, so the parameters are the same bits.
+    produced = {name for op in graph.ops for name in op.outputs}
+    unstreamed = sorted((set(observers) | moment_inputs | averaged) - produced)
+    keep = list(graph.outputs) + unstreamed
     seen = 0
     for feed in progress(batches, "calibrating", total=total, enabled=show_progress):
-        values = execute(graph, feed)
-        for name, obs in observers.items():
-            obs.update(values[name])
-        if input_moments is not None:
-            input_moments.update(values)
-        if channel_means is not None:
-            for name, t in graph.tensors.items():
-                if not t.is_constant and len(t.shape) >= 2:
-                    sums[name] = sums.get(name, 0.0) + channel_mean(values[name])
+        values = execute(graph, feed, keep=keep, on_value=take)
+        for name in unstreamed:
+            take(name, values[name])
         seen += 1
     if input_moments is not None:
         input_moments.calibration_done()

@@ -394,32 +394,48 @@ class InputMoments:
                 x_shape, geometry, self._samples)
         return chosen
 
+    def input_names(self) -> set[str]:
+        """The tensors whose values update_from() takes: the watched layers' inputs."""
+        return {name for name, _ in self.layers.values()}
+
     def update(self, values: dict[str, np.ndarray]) -> None:
+        """Adds one sample: `values` holds every watched layer's input."""
         for key, (name, geometry) in self.layers.items():
-            x = np.asarray(values[name], dtype=np.float32)
-            direct = geometry is not None and depthwise_direct(x.shape, geometry)
-            if geometry is not None:
-                sampled = self._sampled(key, x.shape, geometry)
-                direct = direct and sampled is geometry
-                geometry = sampled
-            if geometry is None:
-                rows, groups, patch = x.size // x.shape[-1], 1, x.shape[-1]
-            else:
-                rows, groups, patch = conv_patch_shape(x.shape, geometry)
-            stats = self.moments.get(key)
-            if stats is None:
-                stats = self.moments[key] = PatchMoments(groups, patch)
-            if direct:
-                stats.add_depthwise(x, geometry)
-                continue
-            if rows >= FLUSH_ROWS and self._scratch.size < groups * rows * patch:
-                self._scratch = np.empty(groups * rows * patch, np.float32)   # the largest layer's
-            place = stats.reserve(rows, self._scratch)
-            if geometry is None:
-                place[0] = x.reshape(rows, patch)
-            else:
-                conv_patches(x, geometry, place)
-            stats.commit(rows)
+            self._update_layer(key, geometry, values[name])
+
+    def update_from(self, name: str, value: np.ndarray) -> None:
+        """Adds one sample's value of tensor `name` to the layers that read it (calibration
+        streams tensors as the executor makes them). Each layer's sums depend only on its own
+        input, so taking the layers in tensor order gives update()'s totals bit for bit."""
+        for key, (input_name, geometry) in self.layers.items():
+            if input_name == name:
+                self._update_layer(key, geometry, value)
+
+    def _update_layer(self, key: str, geometry: ConvGeometry | None, value: np.ndarray) -> None:
+        x = np.asarray(value, dtype=np.float32)
+        direct = geometry is not None and depthwise_direct(x.shape, geometry)
+        if geometry is not None:
+            sampled = self._sampled(key, x.shape, geometry)
+            direct = direct and sampled is geometry
+            geometry = sampled
+        if geometry is None:
+            rows, groups, patch = x.size // x.shape[-1], 1, x.shape[-1]
+        else:
+            rows, groups, patch = conv_patch_shape(x.shape, geometry)
+        stats = self.moments.get(key)
+        if stats is None:
+            stats = self.moments[key] = PatchMoments(groups, patch)
+        if direct:
+            stats.add_depthwise(x, geometry)
+            return
+        if rows >= FLUSH_ROWS and self._scratch.size < groups * rows * patch:
+            self._scratch = np.empty(groups * rows * patch, np.float32)   # the largest layer's
+        place = stats.reserve(rows, self._scratch)
+        if geometry is None:
+            place[0] = x.reshape(rows, patch)
+        else:
+            conv_patches(x, geometry, place)
+        stats.commit(rows)
 
 
 def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,

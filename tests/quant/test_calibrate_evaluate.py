@@ -5,7 +5,10 @@ import pytest
 
 from qsim import ir
 from qsim.errors import DataError
-from qsim.quant.calibrate import calibrate
+from qsim.quant.calibrate import annotated, calibrate, channel_mean
+from qsim.quant.observers import make_observer
+from qsim.quant.params import QuantConfig
+from qsim.quant.rounding import watch_layers
 from qsim.quant.evaluate import evaluate, float_view, quantize_feed
 from qsim.quant.target_tosa import lower_graph
 from qsim.runtime.executor import execute
@@ -106,3 +109,41 @@ def test_evaluate_tensor_figures_are_those_of_float_view(rng):
         assert t.sqnr_db == pytest.approx(10 * math.log10(signal / noise), abs=1e-9), t.name
         checked += 1
     assert checked >= 5
+
+
+@pytest.mark.parametrize("observer", ["minmax", "percentile"])
+def test_streamed_calibration_gives_the_keep_everything_statistics_bit_for_bit(rng, observer):
+    """calibrate() takes each tensor from the executor's stream (execute on_value) and keeps
+    only the outputs; the reference runs the graph keeping every tensor and updates fresh
+    observers, channel means and input moments from that dict after each sample, as calibration
+    did before streaming. Parameters, means and moments must be the same bits."""
+    graph = small_cnn(rng)
+    feeds = [{"x": rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32)} for _ in range(6)]
+    means, moments = {}, watch_layers(graph)
+    qp = calibrate(graph, feeds, observer=observer, show_progress=False, channel_means=means,
+                   input_moments=moments, total=len(feeds))
+
+    observers = {n: make_observer(observer, name=n) for n, t in graph.tensors.items()
+                 if not t.is_constant and not annotated(t)}
+    ref_moments = watch_layers(graph)
+    ref_moments.expect_samples(len(feeds))
+    sums = {}
+    for feed in feeds:
+        values = execute(graph, feed)
+        for n, obs in observers.items():
+            obs.update(values[n])
+        ref_moments.update(values)
+        for n, t in graph.tensors.items():
+            if not t.is_constant and len(t.shape) >= 2:
+                sums[n] = sums.get(n, 0.0) + channel_mean(values[n])
+    ref_moments.calibration_done()
+    scheme = QuantConfig().activation_scheme()
+    assert qp == {n: obs.params(scheme) for n, obs in observers.items()}
+    assert means.keys() == sums.keys()
+    for n in sums:
+        assert np.array_equal(means[n], sums[n] / len(feeds)), n
+    assert moments.moments.keys() == ref_moments.moments.keys() and moments.moments
+    for key, m in moments.moments.items():
+        ref = ref_moments.moments[key]
+        assert m.count == ref.count, key
+        assert np.array_equal(m.sum_outer, ref.sum_outer) and np.array_equal(m.sum_x, ref.sum_x), key
