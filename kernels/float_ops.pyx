@@ -180,3 +180,80 @@ def bounded_f32(const float[::1] x, float[::1] out, float lo, float hi, bint has
         return
     with nogil:
         _bounded_f32(&x[i0], &out[i0], i1 - i0, lo, hi, has_hi)
+
+
+cdef extern from "float_gemm.h" nogil:
+    ctypedef struct qsim_gemm_geo:
+        const float *x
+        int64_t C, H, W, KH, KW, sy, sx, dy, dx, pt, pl, OW
+    void qsim_gemm_pack_a(const float *w, int64_t g, int64_t m, int64_t K, float *packed, int64_t q0, int64_t q1)
+    int64_t qsim_gemm_scratch_floats(int64_t K, int64_t ppb)
+    void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int64_t m, int64_t fc,
+                            const float *packed, const float *bias, float *out, float *y, int64_t N,
+                            int bounded, float lo, float hi, int has_hi, int64_t nblk, int64_t ppb,
+                            int64_t msplit, int64_t t0, int64_t t1, float *scratch)
+
+GEMM_ROWS = 8           # QSIM_GM: rows of an A panel
+GEMM_COLS = 48          # QSIM_GN: pixels of a B panel
+
+
+def gemm_pack_a_f32(const float[:, :, ::1] w, float[::1] packed, int64_t q0, int64_t q1):
+    """packed[gi][p][k][8] = w[gi][p*8 + i][k] (0.0 past the last row), panels q = gi*ceil(m/8) + p
+    in [q0, q1) (kernels/float_gemm.h)."""
+    cdef int64_t g = w.shape[0], m = w.shape[1], K = w.shape[2], mp = (w.shape[1] + 7) // 8
+    if packed.shape[0] != g * mp * K * 8 or not (0 <= q0 <= q1 <= g * mp):
+        raise ValueError(f"gemm_pack_a_f32: packed has {packed.shape[0]} floats for {g} x {m} x {K}"
+                         f" or panels [{q0}:{q1}] out of range")
+    if q1 == q0 or K == 0:
+        return
+    with nogil:
+        qsim_gemm_pack_a(&w[0, 0, 0], g, m, K, &packed[0], q0, q1)
+
+
+def conv_gemm_f32(int isa, const float[:, :, :, ::1] x, int64_t g, int64_t m, int64_t KH, int64_t KW,
+                  int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
+                  const float[::1] packed, bias, float[:, :, ::1] out, y, int64_t OW, int bounded, lo, hi,
+                  int64_t nblk, int64_t ppb, int64_t msplit, int64_t t0, int64_t t1):
+    """Tasks [t0, t1) of the conv GEMM out[b][gi*m + r][p] = sum_k w * im2col(x) (+ bias, then
+    with bounded 1 y = relu/clamp(out), 2 out = relu/clamp(out)), kernels/float_gemm.h: fma
+    chains in k order, so the bits depend on none of the blocking or task parameters."""
+    cdef int64_t B = x.shape[0], C = x.shape[1], fc = x.shape[1] // g if g > 0 else 0
+    cdef int64_t N = out.shape[2], K = fc * KH * KW, mp = (m + 7) // 8
+    cdef qsim_gemm_geo geo
+    cdef const float[::1] bv
+    cdef const float *bp = NULL
+    cdef float[:, :, ::1] yv
+    cdef float *yp = NULL
+    cdef float lo_f = 0.0 if lo is None else lo
+    cdef float hi_f = 0.0 if hi is None else hi
+    cdef int has_hi = hi is not None
+    if g <= 0 or C != g * fc or out.shape[0] != B or out.shape[1] != g * m or packed.shape[0] != g * mp * K * 8 \
+            or KH <= 0 or KW <= 0 or sy < 1 or sx < 1 or dy < 1 or dx < 1 or OW <= 0 or N % OW:
+        raise ValueError("conv_gemm_f32: shapes, packed weights or geometry do not agree")
+    if not (0 <= t0 <= t1 <= B * g * nblk * msplit) or nblk < 1 or ppb < 1 or msplit < 1 or msplit > max(mp, 1) \
+            or nblk * ppb * 48 < N:
+        raise ValueError(f"conv_gemm_f32: tasks [{t0}:{t1}] or blocking ({nblk}, {ppb}, {msplit}) do not fit")
+    if bias is not None:
+        bv = bias
+        if bv.shape[0] != g * m:
+            raise ValueError(f"conv_gemm_f32: bias has {bv.shape[0]} values for {g * m} channels")
+        bp = &bv[0] if g * m else NULL
+    if bounded == 1:
+        yv = y
+        if yv.shape[0] != B or yv.shape[1] != g * m or yv.shape[2] != N:
+            raise ValueError("conv_gemm_f32: y must have out's shape")
+        yp = &yv[0, 0, 0]
+    elif bounded not in (0, 2):
+        raise ValueError(f"conv_gemm_f32: bounded is 0, 1 or 2, not {bounded}")
+    if t1 == t0 or N == 0 or m == 0 or K == 0:
+        return
+    geo.x = &x[0, 0, 0, 0]
+    geo.C, geo.H, geo.W, geo.KH, geo.KW = C, x.shape[2], x.shape[3], KH, KW
+    geo.sy, geo.sx, geo.dy, geo.dx, geo.pt, geo.pl, geo.OW = sy, sx, dy, dx, pt, pl, OW
+    cdef float *scratch = <float *>malloc(qsim_gemm_scratch_floats(K, ppb) * sizeof(float))
+    if scratch == NULL:
+        raise MemoryError()
+    with nogil:
+        qsim_conv_gemm_f32(isa, &geo, g, m, fc, &packed[0], bp, &out[0, 0, 0], yp, N, bounded, lo_f, hi_f, has_hi,
+                           nblk, ppb, msplit, t0, t1, scratch)
+    free(scratch)

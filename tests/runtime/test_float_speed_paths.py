@@ -10,7 +10,7 @@ import pytest
 from qsim.runtime.float_ops import conv_gemm as conv_gemm_module
 from qsim.runtime.float_ops import memory, run_op
 from qsim.runtime.float_ops.bounds import bounded
-from qsim.runtime.float_ops.conv_gemm import spans
+from qsim.runtime.float_ops.conv_gemm import blocking
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -71,14 +71,19 @@ def test_a_sample_in_a_batch_gives_the_bits_it_gives_alone(rng, monkeypatch, sha
         np.testing.assert_array_equal(batch[i:i + 1].view(np.uint32), alone.view(np.uint32), err_msg=str(i))
 
 
-def test_tiles_cover_each_output_once_and_follow_the_shape_only(monkeypatch):
-    for n, most in [(1, 128), (128, 128), (129, 128), (3136, 1024), (12544, 1024), (49, 1024), (0, 8)]:
-        parts = spans(n, most)
-        covered = [i for lo, hi in parts for i in range(lo, hi)]
-        assert covered == list(range(n)), (n, parts)
-        assert all(hi - lo <= most for lo, hi in parts)
-        assert all(lo % conv_gemm_module.ALIGN == 0 for lo, _ in parts)
-    assert len(spans(3136, 1024)) == 4 and len(spans(1024, 1024)) == 1
+def test_blocking_covers_the_pixels_and_shares_the_tasks_between_the_threads():
+    for batch, g, m, K, N, threads in [(1, 1, 512, 4608, 49, 2), (1, 1, 64, 576, 3136, 2), (1, 1, 64, 147, 12544, 1),
+                                       (16, 1, 256, 2304, 196, 2), (1, 1, 8, 1, 1, 3), (1, 3, 5, 7, 700, 3),
+                                       (1, 1, 256, 2304, 196, 3), (2, 1, 16, 16, 47, 2)]:
+        nblk, ppb, msplit = blocking(batch, g, m, K, N, threads)
+        assert nblk * ppb * conv_gemm_module.GEMM_COLS >= N > (nblk - 1) * ppb * conv_gemm_module.GEMM_COLS or \
+            nblk == 1
+        assert 1 <= msplit <= -(-m // conv_gemm_module.GEMM_ROWS)
+        tasks = batch * g * nblk * msplit
+        if threads > 1 and msplit < -(-m // conv_gemm_module.GEMM_ROWS):
+            assert tasks >= threads
+    assert blocking(1, 1, 512, 4608, 49, 1) == (1, 2, 1)        # one thread: no split at all
+    assert blocking(1, 1, 512, 4608, 49, 2) == (1, 2, 2)        # 7x7: the channels are split
 
 
 def test_conv_keeps_a_wider_bias_dtype_and_other_dtypes(rng):

@@ -20,53 +20,46 @@ is applied to each tile as it is finished, with numpy's maximum/minimum values.
 """
 from __future__ import annotations
 
+import functools
+import math
+import weakref
+
 import numpy as np
 
 from ...kernels.cpu_features import current_isa
 from ...kernels.extensions import extension
-from ...kernels.float_conv import im2col_rows
 from ...numerics import ceil_div
-from ...threads import apply_blas_threads, single_thread_blas, split_rows, thread_count
+from ...threads import split_rows, thread_count
 from .bounds import bounded
 
 _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when missing or broken
 
-ROW_TILE = 256      # output channels per tile at most
-COL_TILE = 1024     # output pixels of one sample per tile at most
-ALIGN = 16          # tile edges on multiples of 16 (one AVX-512 register of float32)
-
-
-def spans(n: int, most: int) -> list[tuple[int, int]]:
-    """[0, n) in near-equal parts of at most `most` (edges on multiples of ALIGN but the last)."""
-    parts = max(1, ceil_div(n, most))
-    size = ceil_div(ceil_div(n, parts), ALIGN) * ALIGN if parts > 1 else n
-    return [(lo, min(n, lo + size)) for lo in range(0, max(n, 1), max(size, 1))]
+# the compiled GEMM's panels (kernels/float_gemm.h): 8 rows of weights, 48 pixels of columns
+GEMM_ROWS, GEMM_COLS, GEMM_KC = 8, 48, 256
+B_BLOCK_FLOATS = 1 << 18     # packed columns of one task at most (1 MB: stays in the L2 cache)
 
 
 def conv_gemm(w: np.ndarray, cols: np.ndarray, bias: np.ndarray | None, dtype: np.dtype,
               bound: tuple | None = None, bound_only: bool = False) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """w [g][m][K], cols [batch][g][K][X] (the im2col; its rows may be strided), bias [g*m] or
-    None: returns out [batch][g*m][X] in `dtype`, and with bound = (lo, hi) also
-    minimum(maximum(out, lo), hi) (hi None: maximum only), computed tile by tile while the
-    tile is in the cache (float32; other dtypes: numpy after the product), else None.
+    """w [g][m][K], cols [batch][g][K][X] (the im2col), bias [g*m] or None: returns out
+    [batch][g*m][X] in `dtype`, and with bound = (lo, hi) also minimum(maximum(out, lo), hi)
+    (hi None: maximum only), else None. float32 runs the compiled GEMM (the columns as a 1x1
+    convolution of a [g*K][1][X] image), with the bound applied to each tile in the cache.
     bound_only (with a bound): only the bounded result is wanted: (None, bounded), made in
-    the product's own buffer by the same tile pass (the same values, one array written); the
-    numpy path for other dtypes still returns both."""
-    g, m, _ = w.shape
+    the product's own buffer (the same values, one array written); the numpy path for other
+    dtypes still returns both."""
+    g, m, K = w.shape
     batch, X = cols.shape[0], cols.shape[3]
-    out = np.empty((batch, g * m, X), dtype=dtype)
-    if out.size == 0 or w.shape[2] == 0 or dtype != np.float32 or (bias is not None and bias.dtype != dtype):
+    if X == 0 or m == 0 or K == 0 or dtype != np.float32 or (bias is not None and bias.dtype != dtype):
+        out = np.empty((batch, g * m, X), dtype=dtype)
         _numpy_gemm(w, cols, bias, out)
         return _unbounded_and_bounded(out, None, bound, bound_only, tiles_bounded=False)
-    y = None if bound is None or bound_only else np.empty_like(out)
-    columns = spans(X, COL_TILE)
-    _run_tiles(w, bias, bound, out, y, [(gi, b, c) for gi in range(g) for b in range(batch) for c in columns],
-               lambda gi, b, c0, c1: cols[b, gi, :, c0:c1])
-    return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
+    image = np.ascontiguousarray(cols, dtype=np.float32).reshape(batch, g * K, 1, X)
+    return conv_im2col_gemm(image, w, (1, 1), (1, 1), (1, 1), (0, 0), (1, X), bias, bound, bound_only)
 
 
 def _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded: bool):
-    """(out, y) as conv_gemm returns them. tiles_bounded: _run_tiles applied the bound (into y,
+    """(out, y) as conv_gemm returns them. tiles_bounded: the kernel applied the bound (into y,
     or with bound_only into out itself); else out and numpy's bounded(out)."""
     if bound is None:
         return out, None
@@ -75,72 +68,110 @@ def _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded: bool):
     return (None, out) if bound_only else (out, y)
 
 
+def blocking(batch: int, g: int, m: int, K: int, N: int, threads: int) -> tuple[int, int, int]:
+    """(nblk, ppb, msplit): the layer's tasks, batch * g * nblk * msplit of them, each ppb pixel
+    panels of one sample and group and 1/msplit of its weight panels. Chosen for the cache and
+    to share the work evenly between the threads; the results do not depend on it (every
+    output is one fma chain in k order, kernels/float_gemm.h)."""
+    panels = ceil_div(N, GEMM_COLS)
+    most = max(1, B_BLOCK_FLOATS // (min(K, GEMM_KC) * GEMM_COLS))
+    nblk = ceil_div(panels, most)
+    msplit = 1
+    units = batch * g * nblk
+    if threads > 1 and units % threads and units < 4 * threads:
+        if panels >= 4 * threads:      # enough pixels: split them (each thread packs its own)
+            nblk = ceil_div(nblk, threads) * threads
+        else:                          # few pixels (7x7, 14x14): split the output channels
+            msplit = max(1, min(ceil_div(m, GEMM_ROWS), threads // math.gcd(threads, units)))
+    return nblk, ceil_div(panels, nblk), msplit
+
+
+def pack_weights(w: np.ndarray) -> np.ndarray:
+    """w [g][m][K] float32 in the GEMM's panels of 8 rows (kernels/float_gemm.h), both threads."""
+    g, m, K = w.shape
+    wc = np.ascontiguousarray(w, dtype=np.float32)
+    panels = g * ceil_div(m, GEMM_ROWS)
+    packed = np.empty(panels * K * GEMM_ROWS, dtype=np.float32)
+    split_rows(panels, lambda q0, q1: _float_ops.gemm_pack_a_f32(wc, packed, q0, q1), min_rows=8)
+    return packed
+
+
+# Packed weights of the arrays that own them: a model runs the same weights on every inference
+# and packing ResNet-18's 11.7 M took ~10 ms of a 60 ms inference. An entry lives as long as the
+# array that owns the data (weakref) and is looked up by the view's address, shape and strides;
+# FINGERPRINT values spread over the weights are compared on each use, so weights rewritten in
+# place (qsim never does; a user might) are packed again rather than read stale.
+_packed: dict[int, tuple] = {}
+FINGERPRINT = 64
+
+
+def _owner(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+@functools.lru_cache(maxsize=256)
+def _sample_at(size: int) -> np.ndarray:
+    return np.linspace(0, size - 1, min(FINGERPRINT, size)).astype(np.intp)
+
+
+def _fingerprint(w: np.ndarray) -> bytes:
+    flat = w.reshape(-1)
+    return flat[_sample_at(flat.size)].tobytes()
+
+
+def packed_weights(w: np.ndarray) -> np.ndarray:
+    """pack_weights(w), from the cache when these float32 weights were packed before."""
+    if w.dtype != np.float32:
+        return pack_weights(w)
+    owner = _owner(w)
+    key = (w.__array_interface__["data"][0], w.shape, w.strides)
+    found = _packed.get(id(owner))
+    if found is not None and found[0]() is owner:
+        hit = found[1].get(key)
+        if hit is not None and hit[0] == _fingerprint(w):
+            return hit[1]
+    else:
+        try:
+            ref = weakref.ref(owner, lambda _, i=id(owner): _packed.pop(i, None))
+        except TypeError:                # an array that takes no weak reference: not cached
+            return pack_weights(w)
+        found = _packed[id(owner)] = (ref, {})
+    packed = pack_weights(w)
+    found[1][key] = (_fingerprint(w), packed)
+    return packed
+
+
 def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, before, out_size,
                      bias: np.ndarray | None, bound: tuple | None = None, bound_only: bool = False):
-    """The 2-D float32 convolution with its im2col built tile by tile (cache-sized, never the
-    whole [C*KH*KW][OH*OW] matrix): x [batch][g*fc][H][W], w [g][m][fc*KH*KW]. Returns (out
-    [batch][g*m][OH*OW], the bounded out or None) as conv_gemm does (bound_only too); column
-    tiles are runs of whole output rows (a shape-fixed count)."""
-    g, m, _ = w.shape
-    batch, fc = x.shape[0], x.shape[1] // g
+    """The 2-D float32 convolution on the compiled GEMM, its im2col packed straight from x
+    (never the whole [C*KH*KW][OH*OW] matrix): x [batch][g*fc][H][W] (contiguous), w
+    [g][m][fc*KH*KW]. Returns (out [batch][g*m][OH*OW], the bounded out or None) as conv_gemm
+    does (bound_only too). The threads take whole tasks (blocking()) in one call each."""
+    g, m, K = w.shape
+    batch = x.shape[0]
     (KH, KW), (OH, OW) = kernel, out_size
-    out = np.empty((batch, g * m, OH * OW), dtype=np.float32)
+    N = OH * OW
+    out = np.empty((batch, g * m, N), dtype=np.float32)
     y = None if bound is None or bound_only else np.empty_like(out)
-    row_spans = spans_of_rows(OH, OW)
-
-    def columns(gi, b, c0, c1):
-        oy0, oy1 = c0 // OW, c1 // OW
-        cols = im2col_rows(x, kernel, stride, dilation, before, OW, b, gi * fc, (gi + 1) * fc, oy0, oy1)
-        return cols.reshape(fc * KH * KW, (oy1 - oy0) * OW)
-
-    _run_tiles(w, bias, bound, out, y, [(gi, b, (oy0 * OW, oy1 * OW)) for gi in range(g) for b in range(batch)
-                                        for oy0, oy1 in row_spans], columns)
-    return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
-
-
-def spans_of_rows(rows: int, width: int) -> list[tuple[int, int]]:
-    """[0, rows) in near-equal runs of whole rows of at most COL_TILE elements (at least one row)."""
-    most = max(1, COL_TILE // max(width, 1))
-    parts = max(1, ceil_div(rows, most))
-    size = ceil_div(rows, parts)
-    return [(lo, min(rows, lo + size)) for lo in range(0, max(rows, 1), max(size, 1))]
-
-
-def _run_tiles(w, bias, bound, out, y, column_tiles, columns_of) -> None:
-    """For every column tile (gi, b, (c0, c1)) and every row span of m: out[b, rows, c0:c1] =
-    w[gi, rows] @ columns_of(gi, b, c0, c1), then bias and bound on that tile (the bound into
-    y, or with a bound and no y into out itself). The GEMM calls
-    are fixed by the shapes; how they are grouped into tasks for the threads is not (a task
-    takes a column tile, its columns once, and all or part of its row spans), so the bits never
-    depend on the thread count."""
-    g, m, _ = w.shape
-    rows = spans(m, ROW_TILE)
-    lo, hi = (None, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
-    in_place = bound is not None and y is None
+    if out.size == 0 or K == 0:
+        if K == 0:
+            out[...] = 0 if bias is None else bias.reshape(1, g * m, 1)
+            if bound is not None:
+                (y if y is not None else out)[...] = bounded(out, *bound)
+        return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
+    packed = packed_weights(w)
     threads = thread_count()
-    # enough tasks for the threads: split a column tile's row spans when there are few column tiles
-    groups = max(1, min(len(rows), ceil_div(threads, len(column_tiles))))
-    row_groups = [rows[i * len(rows) // groups:(i + 1) * len(rows) // groups] for i in range(groups)]
-    tasks = [(tile, rg) for tile in column_tiles for rg in row_groups]
+    nblk, ppb, msplit = blocking(batch, g, m, K, N, threads)
+    mode = 0 if bound is None else (2 if bound_only else 1)
+    lo, hi = (None, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
+    bc = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
     isa = current_isa().code
-
-    def work(lo_t: int, hi_t: int) -> None:
-        for (gi, b, (c0, c1)), row_group in tasks[lo_t:hi_t]:
-            cols = columns_of(gi, b, c0, c1)
-            for r0, r1 in row_group:
-                r0, r1 = gi * m + r0, gi * m + r1
-                np.matmul(w[gi, r0 - gi * m:r1 - gi * m], cols, out=out[b, r0:r1, c0:c1])
-                # + bias and the bound on the tile while it is in the cache (kernels/float_conv.h)
-                if bias is not None or bound is not None:
-                    _float_ops.tile_epilogue_f32(isa, out[b], bias, None if y is None else y[b], lo, hi,
-                                                 r0, r1, c0, c1, in_place)
-
-    if threads == 1:                  # no pool hand-off: a small layer's tiles cost ~10 us less
-        apply_blas_threads()          # numpy's BLAS on one thread too (a no-op once it is)
-        work(0, len(tasks))
-        return
-    with single_thread_blas():
-        split_rows(len(tasks), work, min_rows=1)
+    split_rows(batch * g * nblk * msplit, lambda t0, t1: _float_ops.conv_gemm_f32(
+        isa, x, g, m, KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1], packed, bc,
+        out, y, OW, mode, lo, hi, nblk, ppb, msplit, t0, t1), min_rows=1)
+    return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
 
 
 def _numpy_gemm(w: np.ndarray, cols: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> None:
