@@ -349,43 +349,6 @@ static void qsim_depthwise_cblock_f32(int isa, const float *x, int64_t C, int64_
                   hi, has_hi, bound_only, scratch, q0, q1);
 }
 
-/* ---- the im2col of one GEMM tile: channels [c0, c1) of sample b, output rows [oy0, oy1):
- * cols[c - c0][ky*KW + kx][oy - oy0][ox] = x[b][c][oy*sy + ky*dy - pt][ox*sx + kx*dx - pl], +0.0f
- * outside the input (a copy: the GEMM sees exactly the columns numpy's window copies would
- * build; one tile's, small enough to stay in the cache). */
-static void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH,
-                                 int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
-                                 int64_t pt, int64_t pl, int64_t OW, float *cols, int64_t b,
-                                 int64_t c0, int64_t c1, int64_t oy0, int64_t oy1) {
-    const int64_t rows = oy1 - oy0;
-    for (int64_t c = c0; c < c1; c++) {
-        const float *plane = x + (b * C + c) * H * W;
-        for (int64_t ky = 0; ky < KH; ky++)
-            for (int64_t kx = 0; kx < KW; kx++) {
-                float *o = cols + (((c - c0) * KH + ky) * KW + kx) * rows * OW;
-                const int64_t off = kx * dx - pl;
-                int64_t first = off >= 0 ? 0 : (-off + sx - 1) / sx;
-                int64_t last = W - 1 - off >= 0 ? (W - 1 - off) / sx + 1 : 0;
-                if (last > OW) last = OW;
-                if (first > last) first = last;
-                for (int64_t oy = oy0; oy < oy1; oy++, o += OW) {
-                    const int64_t iy = oy * sy + ky * dy - pt;
-                    if (iy < 0 || iy >= H) {
-                        for (int64_t ox = 0; ox < OW; ox++) o[ox] = 0.0f;
-                        continue;
-                    }
-                    const float *row = plane + iy * W + off;
-                    for (int64_t ox = 0; ox < first; ox++) o[ox] = 0.0f;
-                    if (sx == 1)
-                        memcpy(o + first, row + first, (size_t)(last - first) * sizeof(float));
-                    else
-                        for (int64_t ox = first; ox < last; ox++) o[ox] = row[ox * sx];
-                    for (int64_t ox = last; ox < OW; ox++) o[ox] = 0.0f;
-                }
-            }
-    }
-}
-
 /* ---- the conv GEMM's epilogue on one tile of out[rows][ld] (qsim/runtime/float_ops/conv_gemm.py):
  * out[r][c] = out[r][c] + bias[r] for r in [r0, r1), c in [c0, c1), one float32 add each (as
  * numpy's out += bias); then, with `bounded`, y[r][c] = minimum(maximum(out, lo), hi) (numpy's

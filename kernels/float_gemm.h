@@ -67,20 +67,35 @@ typedef struct {
     int64_t C, H, W, KH, KW, sy, sx, dy, dx, pt, pl, OW;
 } qsim_gemm_geo;
 
-/* Bp[j][k - k0][c] for pixels [n0, n0 + npix) of sample b, channel offset c0 (the group's
- * first input channel), k in [k0, k1) with k = (c*KH + ky)*KW + kx: the im2col value of that
- * pixel, 0.0f outside the input; columns past npix in the last panel are 0.0f (rounded up to
- * a multiple of 16, the widest read). */
-static void qsim_gemm_pack_b(const qsim_gemm_geo *g, int64_t b, int64_t c0, int64_t k0, int64_t k1, int64_t n0,
-                             int64_t npix, float *Bp) {
+/* The pixel runs of one task's pixels [n0, n0 + npix): pieces that stay in one output row and
+ * one B panel, as (oy, ox0, count, panel * QSIM_GN + column) in seg[4*i ..]; returns their count
+ * (at most npix + npix / QSIM_GN + 1). Made once per task, so packing each k row divides nothing. */
+static int64_t qsim_gemm_runs(int64_t OW, int64_t n0, int64_t npix, int64_t *seg) {
+    int64_t count = 0, n = n0;
+    const int64_t n1 = n0 + npix;
+    while (n < n1) {
+        const int64_t ox0 = n % OW, col = (n - n0) % QSIM_GN;
+        int64_t cnt = OW - ox0;
+        if (cnt > QSIM_GN - col) cnt = QSIM_GN - col;
+        if (cnt > n1 - n) cnt = n1 - n;
+        seg[4 * count] = n / OW;
+        seg[4 * count + 1] = ox0;
+        seg[4 * count + 2] = cnt;
+        seg[4 * count + 3] = n - n0;
+        count++;
+        n += cnt;
+    }
+    return count;
+}
+
+/* Bp[j][k - k0][c] for pixels [n0, n0 + npix) of sample b (runs from qsim_gemm_runs), channel
+ * offset c0 (the group's first input channel), k in [k0, k1) with k = (c*KH + ky)*KW + kx: the
+ * im2col value of that pixel, 0.0f outside the input. (Columns past npix are never read: the
+ * vector kernels take the last panel's whole vectors only, the tail kernel its last columns.) */
+QSIM_INLINE void qsim_gemm_pack_b_body(const qsim_gemm_geo *g, int64_t b, int64_t c0, int64_t k0, int64_t k1,
+                                       int64_t n0, int64_t npix, const int64_t *seg, int64_t nseg, float *Bp) {
     const int64_t kc = k1 - k0, taps = g->KH * g->KW, OW = g->OW, W = g->W, sx = g->sx;
     const int64_t panel = kc * QSIM_GN;
-    /* zero the tail columns of the last panel (up to the next multiple of 16) */
-    const int64_t last = (npix - 1) / QSIM_GN, tail = npix - last * QSIM_GN;
-    const int64_t tail_pad = (tail + 15) / 16 * 16;
-    if (tail < tail_pad)
-        for (int64_t kk = 0; kk < kc; kk++)
-            memset(Bp + last * panel + kk * QSIM_GN + tail, 0, (size_t)(tail_pad - tail) * sizeof(float));
     if (taps == 1 && g->sy == 1 && sx == 1 && g->pt == 0 && g->pl == 0 && W == OW) {
         /* pointwise: pixel n is element n of the plane, each panel row one contiguous run */
         for (int64_t k = k0; k < k1; k++) {
@@ -94,44 +109,47 @@ static void qsim_gemm_pack_b(const qsim_gemm_geo *g, int64_t b, int64_t c0, int6
         }
         return;
     }
+    int64_t c = k0 / taps, t = k0 % taps;
     for (int64_t k = k0; k < k1; k++) {
-        const int64_t c = k / taps, t = k % taps, ky = t / g->KW, kx = t % g->KW;
+        const int64_t ky = t / g->KW, kx = t % g->KW;
         const float *plane = g->x + (b * g->C + c0 + c) * g->H * W;
-        const int64_t off = kx * g->dx - g->pl;
+        const int64_t off = kx * g->dx - g->pl, yoff = ky * g->dy - g->pt;
         /* output columns ox with 0 <= ox*sx + off < W: [first, lastc) */
         int64_t first = off >= 0 ? 0 : (-off + sx - 1) / sx;
         int64_t lastc = W - 1 - off >= 0 ? (W - 1 - off) / sx + 1 : 0;
         if (lastc > OW) lastc = OW;
         if (first > lastc) first = lastc;
         float *krow = Bp + (k - k0) * QSIM_GN;
-        /* pixel runs that stay in one output row and one panel */
-        int64_t n = n0;
-        const int64_t n1 = n0 + npix;
-        while (n < n1) {
-            const int64_t oy = n / OW, ox0 = n % OW, j = (n - n0) / QSIM_GN, col = (n - n0) % QSIM_GN;
-            int64_t cnt = OW - ox0;
-            if (cnt > QSIM_GN - col) cnt = QSIM_GN - col;
-            if (cnt > n1 - n) cnt = n1 - n;
-            float *dst = krow + j * panel + col;
-            const int64_t iy = oy * g->sy + ky * g->dy - g->pt;
+        for (int64_t i = 0; i < nseg; i++) {
+            const int64_t *sg = seg + 4 * i;
+            const int64_t ox0 = sg[1], cnt = sg[2], at = sg[3];
+            float *restrict dst = krow + (at / QSIM_GN) * panel + at % QSIM_GN;
+            const int64_t iy = sg[0] * g->sy + yoff;
             if (iy < 0 || iy >= g->H) {
-                memset(dst, 0, (size_t)cnt * sizeof(float));
-            } else {
-                const float *row = plane + iy * W + off;
-                const int64_t ox1 = ox0 + cnt;
-                const int64_t a = first > ox0 ? (first < ox1 ? first : ox1) : ox0;
-                const int64_t e = lastc < ox1 ? (lastc > a ? lastc : a) : ox1;
-                for (int64_t ox = ox0; ox < a; ox++) dst[ox - ox0] = 0.0f;
-                if (sx == 1)
-                    for (int64_t ox = a; ox < e; ox++) dst[ox - ox0] = row[ox];   /* short runs: no call */
-                else
-                    for (int64_t ox = a; ox < e; ox++) dst[ox - ox0] = row[ox * sx];
-                for (int64_t ox = e; ox < ox1; ox++) dst[ox - ox0] = 0.0f;
+                for (int64_t q = 0; q < cnt; q++) dst[q] = 0.0f;
+                continue;
             }
-            n += cnt;
+            const float *restrict row = plane + iy * W + off;
+            const int64_t ox1 = ox0 + cnt;
+            const int64_t lo = first > ox0 ? (first < ox1 ? first : ox1) : ox0;
+            const int64_t hi = lastc < ox1 ? (lastc > lo ? lastc : lo) : ox1;
+            for (int64_t ox = ox0; ox < lo; ox++) dst[ox - ox0] = 0.0f;
+            if (sx == 1)
+                for (int64_t ox = lo; ox < hi; ox++) dst[ox - ox0] = row[ox];
+            else
+                for (int64_t ox = lo; ox < hi; ox++) dst[ox - ox0] = row[ox * sx];
+            for (int64_t ox = hi; ox < ox1; ox++) dst[ox - ox0] = 0.0f;
+        }
+        if (++t == taps) {
+            t = 0;
+            c++;
         }
     }
 }
+/* one copy per path: the copies are most of the packing's time, and AVX-512 moves 16 floats a go */
+#define QSIM_PACK_B_PARAMS (const qsim_gemm_geo *g, int64_t b, int64_t c0, int64_t k0, int64_t k1, int64_t n0, \
+    int64_t npix, const int64_t *seg, int64_t nseg, float *Bp)
+QSIM_VERSIONS(qsim_gemm_pack_b, QSIM_PACK_B_PARAMS, (g, b, c0, k0, k1, n0, npix, seg, nseg, Bp))
 
 /* What a micro-kernel does with its finished tile (the last k block): + bias[r] (NULL: nothing
  * added, not even +0.0f), then mode 1: y = relu/clamp of it as well, mode 2: out gets the
@@ -391,7 +409,7 @@ static void qsim_gemm_tail(int isa, int64_t kc, const float *a, int64_t lda, int
  * scratch: qsim_gemm_scratch_floats(K, ppb) floats. */
 static inline int64_t qsim_gemm_scratch_floats(int64_t K, int64_t ppb) {
     const int64_t kc = K < QSIM_GKC ? K : QSIM_GKC;
-    return ppb * kc * QSIM_GN + QSIM_GM * QSIM_GN;
+    return ppb * kc * QSIM_GN + QSIM_GM * QSIM_GN + 2 * 4 * (ppb * QSIM_GN + ppb + 1);   /* + the runs */
 }
 
 static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int64_t m, int64_t fc,
@@ -399,7 +417,9 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
                                int bounded, float lo, float hi, int has_hi, int64_t nblk, int64_t ppb,
                                int64_t msplit, int64_t t0, int64_t t1, float *scratch) {
     const int64_t K = fc * geo->KH * geo->KW, mp = (m + QSIM_GM - 1) / QSIM_GM;
-    float *Bp = scratch, *tmp = scratch + qsim_gemm_scratch_floats(K, ppb) - QSIM_GM * QSIM_GN;
+    const int64_t kc_most = K < QSIM_GKC ? K : QSIM_GKC;
+    float *Bp = scratch, *tmp = scratch + ppb * kc_most * QSIM_GN;
+    int64_t *seg = (int64_t *)(tmp + QSIM_GM * QSIM_GN);      /* 8-byte aligned: malloc'd, even offsets */
     for (int64_t t = t0; t < t1; t++) {
         const int64_t ms = t % msplit, blk = (t / msplit) % nblk, bg = t / msplit / nblk;
         const int64_t b = bg / g, gi = bg % g;
@@ -411,10 +431,11 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
         const int64_t in_last = npix - (npan - 1) * QSIM_GN, vec_last = in_last / 16 * 16, tail = in_last % 16;
         float *o = out + (b * g * m + gi * m) * N;            /* this sample's group's rows */
         if (p1 <= p0) continue;
+        const int64_t nseg = qsim_gemm_runs(geo->OW, n0, npix, seg);
         for (int64_t k0 = 0; k0 < K; k0 += QSIM_GKC) {
             const int64_t k1 = K - k0 < QSIM_GKC ? K : k0 + QSIM_GKC, kc = k1 - k0;
             const int last = k1 == K;
-            qsim_gemm_pack_b(geo, b, gi * fc, k0, k1, n0, npix, Bp);
+            QSIM_DISPATCH(isa, qsim_gemm_pack_b, geo, b, gi * fc, k0, k1, n0, npix, seg, nseg, Bp);
             for (int64_t p = p0; p < p1; p++) {
                 const float *ap = packed + ((gi * mp + p) * K + k0) * QSIM_GM;
                 const int64_t r0 = p * QSIM_GM, rows = m - r0 < QSIM_GM ? m - r0 : QSIM_GM;

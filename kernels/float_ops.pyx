@@ -7,10 +7,9 @@
   row-major kernel order, starting from +0.0, one float32 multiply and one float32 add per
   tap (padding reads 0.0 and is added too), then + bias (one float32 add): exactly the
   operations of float_ops.nn._depthwise's numpy loop and numpy's out + bias, so the same bits.
-- im2col_rows_f32: the im2col copy of one conv GEMM tile.
-- tile_epilogue_f32: a conv GEMM tile's bias, in place, and a following relu/clamp (into a
-  second array, or in place when only the bounded values are wanted;
-  qsim/runtime/float_ops/conv_gemm.py).
+- conv_gemm_f32, gemm_pack_a_f32: the convolution's GEMM (kernels/float_gemm.h), its im2col
+  packed straight from the input, every output one fma chain in k order, then + bias and a
+  following relu/clamp in the same pass (qsim/runtime/float_ops/conv_gemm.py).
 - bounded_f32: relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/bounds.py).
 Plane, row or element ranges are independent, so callers split them over threads (the GIL is
 released). Built with -ffp-contract=off: no fused multiply-add may change a rounding.
@@ -27,14 +26,8 @@ cdef extern from "float_conv.h" nogil:
                                    int64_t dy, int64_t dx, int64_t pt, int64_t pl, float *out, int64_t OH,
                                    int64_t OW, float *y, float lo, float hi, int has_hi, int bound_only,
                                    float *scratch, int64_t q0, int64_t q1)
-    void qsim_im2col_rows_f32(const float *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
-                              int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
-                              int64_t OW, float *cols, int64_t b, int64_t c0, int64_t c1, int64_t oy0,
-                              int64_t oy1)
     int64_t qsim_dw_scratch_floats(int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sy,
                                    int64_t sx, int64_t dy, int64_t dx)
-    void qsim_tile_epilogue_f32(int isa, float *out, float *y, int64_t ld, const float *bias, int64_t r0,
-                                int64_t r1, int64_t c0, int64_t c1, int bounded, float lo, float hi, int has_hi)
     void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t H, int64_t W,
                                  const float *w, const float *bias, int64_t m, int64_t KH, int64_t KW,
                                  int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
@@ -100,64 +93,6 @@ def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, :
                                     has_hi, bound_only, scratch, off, p0, p1)
     free(scratch)
     free(off)
-
-
-def im2col_rows_f32(const float[:, :, :, ::1] x, float[:, :, :, ::1] cols, int64_t KH, int64_t KW,
-                    int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t b,
-                    int64_t c0, int64_t oy0):
-    """The im2col of one conv GEMM tile: cols[c - c0][ky*KW + kx][oy - oy0][ox] for channels
-    [c0, c0 + cols.shape[0]) of sample b and output rows [oy0, oy0 + cols.shape[2]) of the NCHW
-    input x, +0.0 outside it (kernels/float_conv.h)."""
-    cdef int64_t c1 = c0 + cols.shape[0], oy1 = oy0 + cols.shape[2], OW = cols.shape[3]
-    if not (0 <= b < x.shape[0] and 0 <= c0 <= c1 <= x.shape[1] and cols.shape[1] == KH * KW and oy0 >= 0):
-        raise ValueError(f"im2col_rows_f32: cols {cols.shape[0]} x {cols.shape[1]} from channel {c0} of sample "
-                         f"{b} do not fit x ({x.shape[0]} x {x.shape[1]}) and {KH}x{KW} taps")
-    if c1 == c0 or oy1 == oy0 or OW == 0 or KH * KW == 0:
-        return
-    with nogil:
-        qsim_im2col_rows_f32(&x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], KH, KW, sy, sx, dy, dx, pt, pl,
-                             OW, &cols[0, 0, 0, 0], b, c0, c1, oy0, oy1)
-
-
-def tile_epilogue_f32(int isa, float[:, ::1] out, bias, y, lo, hi, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                      bint bound_only=False):
-    """On the tile [r0:r1, c0:c1] of out: out[r, c] = out[r, c] + bias[r] (one float32 add, as
-    numpy's out += bias[:, None]; bias None: nothing added), then, when y is an array like out,
-    y[r, c] = minimum(maximum(out[r, c], lo), hi) as numpy computes it (hi None: maximum only);
-    with bound_only (y None) those bounded values go to out itself, in the same pass
-    (kernels/float_conv.h; the conv GEMM's epilogue, qsim/runtime/float_ops/conv_gemm.py)."""
-    cdef const float[::1] b
-    cdef float[:, ::1] yv
-    cdef const float *bp = NULL
-    cdef float *yp = NULL
-    cdef float lo_f = 0.0, hi_f = 0.0
-    cdef int has_hi = hi is not None
-    if not (0 <= r0 <= r1 <= out.shape[0] and 0 <= c0 <= c1 <= out.shape[1]):
-        raise ValueError(f"tile_epilogue_f32: tile [{r0}:{r1}, {c0}:{c1}] outside {out.shape[0]} x {out.shape[1]}")
-    if bias is not None:
-        b = bias
-        if b.shape[0] < r1:
-            raise ValueError(f"tile_epilogue_f32: bias has {b.shape[0]} values for rows up to {r1}")
-        bp = &b[0]
-    cdef int mode = 2 if bound_only else 0       # 2: bounded in place, 1: bounded into y
-    if bound_only:
-        if y is not None:
-            raise ValueError("tile_epilogue_f32: bound_only writes the bounded values to out; y must be None")
-        lo_f = lo
-        hi_f = hi if has_hi else 0.0
-    elif y is not None:
-        yv = y
-        if yv.shape[0] != out.shape[0] or yv.shape[1] != out.shape[1]:
-            raise ValueError("tile_epilogue_f32: y must have out's shape")
-        lo_f = lo
-        hi_f = hi if has_hi else 0.0
-        if out.shape[0] and out.shape[1]:
-            yp = &yv[0, 0]
-            mode = 1
-    if r1 <= r0 or c1 <= c0:
-        return
-    with nogil:
-        qsim_tile_epilogue_f32(isa, &out[0, 0], yp, out.shape[1], bp, r0, r1, c0, c1, mode, lo_f, hi_f, has_hi)
 
 
 cdef inline void _bounded_f32(const float *x, float *out, int64_t n, float lo, float hi, bint has_hi) noexcept nogil:

@@ -1,4 +1,4 @@
-"""The float executor's depthwise convolution and conv-tile im2col on compiled loops (kernels/float_conv.h).
+"""The float executor's depthwise convolution on compiled loops (kernels/float_conv.h).
 
 The depthwise loop gives the bits of the numpy reference (qsim.runtime.float_ops.nn._depthwise:
 per output element, +0.0 then one float32 multiply and one add per tap in row-major kernel
@@ -52,15 +52,3 @@ def depthwise2d(x: np.ndarray, w: np.ndarray, m: int, stride, dilation, before, 
     if bound is None:
         return out
     return (None, out) if bound_only else (out, y)
-
-
-def im2col_rows(x: np.ndarray, kernel, stride, dilation, before, out_width: int, b: int, c0: int, c1: int,
-                oy0: int, oy1: int) -> np.ndarray:
-    """float32 cols [c1 - c0][KH*KW][oy1 - oy0][OW] of sample b of the NCHW float32 x:
-    cols[c - c0, ky*KW + kx, oy - oy0, ox] = x[b, c, oy*sy + ky*dy - before[0], ox*sx + kx*dx - before[1]],
-    +0.0 outside x (the im2col of one conv GEMM tile, a copy: the floats of numpy's window copies)."""
-    KH, KW = kernel
-    cols = np.empty((c1 - c0, KH * KW, oy1 - oy0, out_width), dtype=np.float32)
-    _float_ops.im2col_rows_f32(x, cols, KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0],
-                               before[1], b, c0, oy0)
-    return cols

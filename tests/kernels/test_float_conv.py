@@ -6,6 +6,7 @@ import pytest
 
 from qsim.kernels import float_conv
 from qsim.kernels.cpu_features import forced_isa, supported_isas
+from qsim.runtime.float_ops.conv_gemm import conv_im2col_gemm
 
 
 def loop_depthwise(x, w, m, stride, dilation, before, out_size):
@@ -115,7 +116,10 @@ def test_float_conv_within_float32_rounding_of_onnxruntime(rng, groups, c, oc, k
     ((1, 2, 8, 8), (3, 2), (2, 3), (2, 1), (0, 2), (2, 4)),
     ((1, 2, 8, 8), (3, 3), (1, 1), (1, 1), (-1, -2), (4, 3)),
 ])
-def test_im2col_is_the_window_copy(rng, shape, k, stride, dilation, before, out_size):
+def test_the_gemm_packs_the_window_copy(rng, shape, k, stride, dilation, before, out_size):
+    """The conv GEMM's im2col packing (kernels/float_gemm.h), bit for bit: with one-hot weights
+    (output channel q takes k row q alone) every output is fma(1, x, 0) then fma(0, x', acc): the
+    window copy itself, on every ISA path"""
     x = rng.standard_normal(shape).astype(np.float32)
     pad = 16
     xp = np.zeros(shape[:2] + (shape[2] + 2 * pad, shape[3] + 2 * pad), np.float32)
@@ -127,16 +131,9 @@ def test_im2col_is_the_window_copy(rng, shape, k, stride, dilation, before, out_
             want[:, :, ky * k[1] + kx] = xp[:, :, ys:ys + stride[0] * (out_size[0] - 1) + 1:stride[0],
                                             xs:xs + stride[1] * (out_size[1] - 1) + 1:stride[1]]
     B, C = shape[:2]
-    OH, OW = out_size
-    for b in range(B):
-        got = float_conv.im2col_rows(x, k, stride, dilation, before, OW, b, 0, C, 0, OH)
-        np.testing.assert_array_equal(got.view(np.uint32), want[b].view(np.uint32))
-        # one tile: a channel range and a run of output rows
-        part = float_conv.im2col_rows(x, k, stride, dilation, before, OW, b, 1, C, 1, OH)
-        np.testing.assert_array_equal(part.view(np.uint32), want[b, 1:, :, 1:].view(np.uint32))
-
-
-def test_im2col_rows_refuses_a_tile_outside_the_input(rng):
-    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
-    with pytest.raises(ValueError, match="do not fit x"):
-        float_conv.im2col_rows(x, (3, 3), (1, 1), (1, 1), (1, 1), 5, 0, 1, 3, 0, 5)
+    K = C * k[0] * k[1]
+    one_hot = np.eye(K, dtype=np.float32).reshape(1, K, K)
+    for isa in supported_isas():
+        with forced_isa(isa):
+            got, _ = conv_im2col_gemm(x, one_hot, k, stride, dilation, before, out_size, None)
+        np.testing.assert_array_equal(got.view(np.uint32), want.reshape(B, K, -1).view(np.uint32))

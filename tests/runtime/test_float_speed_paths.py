@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from qsim.runtime.float_ops import conv_gemm as conv_gemm_module
-from qsim.runtime.float_ops import memory, run_op
+from qsim.runtime.float_ops import memory, nn, run_op
 from qsim.runtime.float_ops.bounds import bounded
 from qsim.runtime.float_ops.conv_gemm import blocking
 
@@ -155,3 +155,26 @@ def test_conv_geometry_is_cached_per_shape_and_attributes_and_errors_are_not(rng
     for _ in range(2):                       # a failing geometry is refused on every call
         with pytest.raises(SemanticError, match=r"input-channels \(4\) must equal filter-channels \(3\)"):
             run_op("nn.conv", [x, w[:, :3]], {})
+
+
+@pytest.mark.parametrize("op", ["nn.max_pool", "nn.avg_pool", "nn.sum_pool"])
+def test_pools_give_the_same_bits_on_any_thread_count(rng, monkeypatch, op):
+    """the threads pool disjoint channels with numpy's own loops (large inputs only): the same
+    values as one thread, and max pool the plain maximum over the padded windows"""
+    x = rng.standard_normal((2, 24, 57, 57)).astype(np.float32)
+    x[0, 3, 4, 5] = np.nan
+    attrs = dict(size=[3, 3], stride=[2, 2], padding=[1, 1, 1, 1])
+    monkeypatch.setattr(nn, "POOL_SPLIT_ELEMENTS", 1 << 10)
+    results = {}
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("QSIM_THREADS", threads)
+        results[threads] = run_op(op, [x], attrs)[0]
+    for threads in ("2", "3"):
+        np.testing.assert_array_equal(results[threads].view(np.uint32), results["1"].view(np.uint32))
+    if op == "nn.max_pool":
+        xp = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], constant_values=-np.inf)
+        want = np.full((2, 24, 29, 29), -np.inf, np.float32)
+        for ky in range(3):
+            for kx in range(3):
+                want = np.maximum(want, xp[:, :, ky:ky + 57:2, kx:kx + 57:2])
+        np.testing.assert_array_equal(results["1"].view(np.uint32), want.view(np.uint32))

@@ -1,0 +1,203 @@
+"""The float convolution's compiled GEMM (kernels/float_gemm.h, qsim/runtime/float_ops/conv_gemm.py).
+
+Oracles: the convolution summed in float64 here, with the float32 rounding bound of a sequential
+sum (|error| <= terms * eps32 * sum |w x|, bias included); numpy's own add and maximum/minimum
+for the epilogue (bit for bit); and the same product on every ISA path, thread count, blocking
+and batch (bit for bit: each output is one fma chain in k order, which none of them changes)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qsim.kernels.cpu_features import forced_isa, supported_isas
+from qsim.kernels.extensions import extension
+from qsim.runtime.float_ops import conv_gemm as cg
+from qsim.runtime.float_ops.bounds import bounded
+
+EPS32 = float(np.finfo(np.float32).eps)
+_float_ops = extension("_float_ops")
+
+
+def float64_conv(x, w, bias, stride, dilation, before, out_size):
+    """out[b, n, oy, ox] = sum_{c, ky, kx} w[n, c, ky, kx] * x[b, c, oy*sy + ky*dy - pt, ox*sx + kx*dx - pl]
+    (+ bias), zero outside x, in float64; and the same sum of |w x| (+ |bias|)."""
+    B, C, H, W = x.shape
+    N, fc, KH, KW = w.shape
+    g = C // fc
+    m = N // g
+    (sy, sx), (dy, dx), (pt, pl), (OH, OW) = stride, dilation, before, out_size
+    pad = 2 + max(abs(pt), abs(pl)) + max(sy * OH + dy * KH, sx * OW + dx * KW)
+    xp = np.zeros((B, C, H + 2 * pad, W + 2 * pad))
+    xp[:, :, pad:pad + H, pad:pad + W] = x
+    exact = np.zeros((B, N, OH, OW))
+    mag = np.zeros((B, N, OH, OW))
+    for ky in range(KH):
+        for kx in range(KW):
+            ys, xs = pad - pt + ky * dy, pad - pl + kx * dx
+            win = xp[:, :, ys:ys + sy * (OH - 1) + 1:sy, xs:xs + sx * (OW - 1) + 1:sx]
+            for gi in range(g):         # group gi: outputs [gi*m, (gi+1)*m) read channels [gi*fc, (gi+1)*fc)
+                wg = w[gi * m:(gi + 1) * m, :, ky, kx].astype(np.float64)
+                xg = win[:, gi * fc:(gi + 1) * fc]
+                exact[:, gi * m:(gi + 1) * m] += np.einsum("bchw,nc->bnhw", xg, wg)
+                mag[:, gi * m:(gi + 1) * m] += np.einsum("bchw,nc->bnhw", np.abs(xg), np.abs(wg))
+    if bias is not None:
+        exact += bias.reshape(1, N, 1, 1)
+        mag += np.abs(bias).reshape(1, N, 1, 1)
+    return exact, mag
+
+
+def run(x, w, bias, stride=(1, 1), dilation=(1, 1), before=(0, 0), out_size=None, bound=None, only=False):
+    B, C, H, W = x.shape
+    N, fc, KH, KW = w.shape
+    g = C // fc
+    if out_size is None:
+        out_size = ((H + 2 * before[0] - dilation[0] * (KH - 1) - 1) // stride[0] + 1,
+                    (W + 2 * before[1] - dilation[1] * (KW - 1) - 1) // stride[1] + 1)
+    out, y = cg.conv_im2col_gemm(np.ascontiguousarray(x), w.reshape(g, N // g, fc * KH * KW), (KH, KW), stride,
+                                 dilation, before, out_size, bias, bound, only)
+    shape = (B, N) + tuple(out_size)
+    return (None if out is None else out.reshape(shape)), (None if y is None else y.reshape(shape)), out_size
+
+
+def check_bound(x, w, bias, stride, dilation, before, got, out_size):
+    exact, mag = float64_conv(x, w, bias, stride, dilation, before, out_size)
+    terms = w.shape[1] * w.shape[2] * w.shape[3] + (bias is not None)
+    assert got.dtype == np.float32 and got.shape == exact.shape
+    assert np.all(np.abs(got - exact) <= terms * EPS32 * mag)
+
+
+@st.composite
+def conv_cases(draw):
+    B = draw(st.integers(1, 2))
+    fc = draw(st.integers(1, 9))
+    g = draw(st.sampled_from([1, 1, 2]))
+    m = draw(st.integers(1, 21))
+    KH, KW = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    sy, sx = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dy, dx = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    H, W = draw(st.integers(1, 13)), draw(st.integers(1, 70))
+    pt, pl = draw(st.integers(-1, 3)), draw(st.integers(-1, 3))
+    OH = draw(st.integers(1, 12))
+    OW = draw(st.integers(1, 60))
+    seed = draw(st.integers(0, 2 ** 31))
+    return B, fc, g, m, (KH, KW), (sy, sx), (dy, dx), (H, W), (pt, pl), (OH, OW), seed
+
+
+@settings(max_examples=60, deadline=None)
+@given(conv_cases())
+def test_conv_is_within_float32_rounding_of_the_float64_sum(case):
+    """odd sizes: any M, N, K (K = 1 too), padding, negative padding (crops), outputs that read
+    past the input, strides and dilations"""
+    B, fc, g, m, k, stride, dilation, (H, W), before, out_size, seed = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((B, g * fc, H, W)).astype(np.float32)
+    w = rng.standard_normal((g * m, fc) + k).astype(np.float32)
+    bias = rng.standard_normal(g * m).astype(np.float32) if seed % 3 else None
+    out, _, _ = run(x, w, bias, stride, dilation, before, out_size)
+    check_bound(x, w, bias, stride, dilation, before, out, out_size)
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 1, 1), (8, 1, 48), (9, 3, 49), (64, 576, 3136), (512, 4608, 49),
+                                   (7, 300, 17), (24, 257, 95), (130, 513, 200)])
+def test_gemm_sizes_past_the_blocks(rng, M, K, N):
+    """M, N, K around the 8-row panel, the 48-pixel panel, the 16-lane vector and the 256 k block"""
+    w = rng.standard_normal((1, M, K)).astype(np.float32)
+    cols = rng.standard_normal((1, 1, K, N)).astype(np.float32)
+    bias = rng.standard_normal(M).astype(np.float32)
+    out, _ = cg.conv_gemm(w, cols, bias, np.float32)
+    exact = w[0].astype(np.float64) @ cols[0, 0].astype(np.float64) + bias[:, None]
+    mag = np.abs(w[0]).astype(np.float64) @ np.abs(cols[0, 0]).astype(np.float64) + np.abs(bias)[:, None]
+    assert np.all(np.abs(out[0] - exact) <= (K + 1) * EPS32 * mag)
+
+
+CASES = [((2, 8, 40, 40), 40, 3, 1, 1), ((1, 5, 9, 9), 300, 1, 1, 0), ((3, 6, 38, 36), 150, 3, 2, 1),
+         ((2, 3, 7, 7), 5, 3, 1, 1), ((1, 64, 7, 7), 24, 3, 1, 1), ((1, 16, 14, 14), 19, 3, 1, 1),
+         ((2, 3, 23, 29), 13, 7, 2, 3)]
+
+
+@pytest.mark.parametrize("shape,n,k,s,p", CASES)
+def test_the_same_bits_on_every_path_thread_count_and_blocking(rng, monkeypatch, shape, n, k, s, p):
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((n, shape[1], k, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    results = []
+    for isa in supported_isas():
+        for threads in ("1", "2", "3"):
+            monkeypatch.setenv("QSIM_THREADS", threads)
+            with forced_isa(isa):
+                results.append(run(x, w, bias, (s, s), (1, 1), (p, p))[0])
+    check_bound(x, w, bias, (s, s), (1, 1), (p, p), results[0], results[0].shape[2:])
+    for r in results[1:]:
+        np.testing.assert_array_equal(r.view(np.uint32), results[0].view(np.uint32))
+    # any task cut: blocks of pixel panels, row splits, task ranges run in pieces
+    B, C, H, W = shape
+    OH, OW = results[0].shape[2:]
+    N = OH * OW
+    packed = cg.pack_weights(w.reshape(1, n, -1))
+    for nblk_min, msplit in [(1, 1), (2, 2), (5, 3)]:
+        ppb = max(1, -(-(-(-N // cg.GEMM_COLS)) // nblk_min))
+        nblk = -(-(-(-N // cg.GEMM_COLS)) // ppb)
+        msplit = min(msplit, -(-n // cg.GEMM_ROWS))
+        out = np.full((B, n, N), np.nan, dtype=np.float32)
+        tasks = B * nblk * msplit
+        for t0, t1 in [(0, tasks // 2), (tasks // 2, tasks)]:
+            _float_ops.conv_gemm_f32(supported_isas()[-1].code, x, 1, n, k, k, s, s, 1, 1, p, p, packed, bias, out,
+                                     None, OW, 0, None, None, nblk, ppb, msplit, t0, t1)
+        np.testing.assert_array_equal(out.reshape(results[0].shape).view(np.uint32), results[0].view(np.uint32))
+
+
+@pytest.mark.parametrize("shape,n,k,s,p", CASES[:4])
+def test_a_sample_in_a_batch_gives_the_bits_it_gives_alone(rng, monkeypatch, shape, n, k, s, p):
+    monkeypatch.setenv("QSIM_THREADS", "2")
+    x = rng.standard_normal((4,) + shape[1:]).astype(np.float32)
+    w = rng.standard_normal((n, shape[1], k, k)).astype(np.float32)
+    batch = run(x, w, None, (s, s), (1, 1), (p, p))[0]
+    for i in range(4):
+        alone = run(x[i:i + 1], w, None, (s, s), (1, 1), (p, p))[0]
+        np.testing.assert_array_equal(batch[i:i + 1].view(np.uint32), alone.view(np.uint32))
+
+
+SPECIALS = np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, 3.0, 7.0, -1.0, 6.0, 1e-45, 5.999999], np.float32)
+
+
+@pytest.mark.parametrize("lo,hi", [(0.0, None), (0.0, 6.0), (-0.0, 0.0), (-1.0, 1.0)])
+@pytest.mark.parametrize("n,hw", [(16, 7), (8, 8), (13, 5)])     # whole tiles, tail columns, partial rows
+def test_epilogue_is_numpys_add_and_bound(rng, n, hw, lo, hi):
+    """+ bias is numpy's float32 add on the unbiased product, the relu/clamp numpy's maximum and
+    minimum of that (NaN kept, equal zeros giving the bound), into y or in place (bound only)"""
+    x = rng.standard_normal((1, 6, hw, hw)).astype(np.float32)
+    x[0, 0, 0, :4] = [np.nan, np.inf, -np.inf, 0.0]
+    w = rng.standard_normal((n, 6, 1, 1)).astype(np.float32)
+    w[:, 1] = 0.0
+    bias = rng.choice(SPECIALS, n).astype(np.float32)
+    bare, _, _ = run(x, w, None)
+    with np.errstate(invalid="ignore"):
+        want = bare + bias.reshape(1, n, 1, 1)
+    out, y, _ = run(x, w, bias, bound=(lo, hi))
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(y.view(np.uint32), bounded(want, np.float32(lo), hi).view(np.uint32))
+    none, only, _ = run(x, w, bias, bound=(lo, hi), only=True)
+    assert none is None
+    np.testing.assert_array_equal(only.view(np.uint32), y.view(np.uint32))
+
+
+def test_packed_weights_are_reused_and_repacked_when_rewritten(rng):
+    x = rng.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((9, 4, 3, 3)).astype(np.float32)
+    first, _, _ = run(x, w, None, before=(1, 1))
+    w3 = w.reshape(1, 9, -1)
+    assert cg.packed_weights(w3) is cg.packed_weights(w.reshape(1, 9, -1))      # one pack per array
+    w *= 2.0                                                                    # rewritten in place
+    again, _, _ = run(x, w, None, before=(1, 1))
+    np.testing.assert_array_equal(again, first * 2.0)
+    owner = id(w)
+    del w, w3
+    assert owner not in cg._packed                                              # dropped with its array
+
+
+def test_non_finite_inputs_propagate(rng):
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    out, _, _ = run(x, w, None, before=(1, 1))
+    assert np.isnan(out[0, :, 1:4, 2:5]).all() and np.isfinite(out[0, :, 5, :]).all()
