@@ -193,7 +193,8 @@ QSIM_INLINE QSIM_TARGET_AVX2 void qsim_fin256(__m256 v, float *c, int64_t off, f
 
 #define QSIM_GEMM512(NV)                                                                          \
 static QSIM_TARGET_AVX512 void qsim_gemm_k512_##NV(int64_t kc, const float *restrict a,            \
-                                                   const float *restrict b, float *restrict c,     \
+                                                   const float *restrict b,                        \
+                                                   const int64_t *restrict bo, float *restrict c,  \
                                                    int64_t ldc, int load,                          \
                                                    const qsim_gemm_fin *fin) {                     \
     __m512 acc[QSIM_GM][NV];                                                                        \
@@ -202,14 +203,14 @@ static QSIM_TARGET_AVX512 void qsim_gemm_k512_##NV(int64_t kc, const float *rest
             acc[r][v] = load ? _mm512_loadu_ps(c + r * ldc + 16 * v) : _mm512_setzero_ps();        \
     for (int64_t k = 0; k < kc; k++) {                                                            \
         __m512 bv[NV];                                                                              \
-        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);  \
+        const float *bk = b + bo[k];                                                                \
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(bk + 16 * v); \
         _Pragma("GCC unroll 8") for (int r = 0; r < QSIM_GM; r++) {                                \
             const __m512 av = _mm512_set1_ps(a[r]);                                                 \
             _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++)                                   \
                 acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);                                  \
         }                                                                                           \
         a += QSIM_GM;                                                                               \
-        b += QSIM_GN;                                                                               \
     }                                                                                               \
     if (fin == NULL) {                                                                              \
         _Pragma("GCC unroll 8") for (int r = 0; r < QSIM_GM; r++)                                  \
@@ -228,7 +229,8 @@ QSIM_GEMM512(3)
 /* AVX2: rows [r0, r0 + 4) of the tile, NV ymm (8 columns each) from column c0 */
 #define QSIM_GEMM256(NV)                                                                          \
 static QSIM_TARGET_AVX2 void qsim_gemm_k256_##NV(int64_t kc, const float *restrict a,              \
-                                                 const float *restrict b, float *restrict c,       \
+                                                 const float *restrict b,                          \
+                                                 const int64_t *restrict bo, float *restrict c,    \
                                                  int64_t ldc, int load,                            \
                                                  const qsim_gemm_fin *fin) {                       \
     __m256 acc[4][NV];                                                                              \
@@ -237,14 +239,14 @@ static QSIM_TARGET_AVX2 void qsim_gemm_k256_##NV(int64_t kc, const float *restri
             acc[r][v] = load ? _mm256_loadu_ps(c + r * ldc + 8 * v) : _mm256_setzero_ps();         \
     for (int64_t k = 0; k < kc; k++) {                                                            \
         __m256 bv[NV];                                                                              \
-        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(b + 8 * v);   \
+        const float *bk = b + bo[k];                                                                \
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(bk + 8 * v);  \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {                                      \
             const __m256 av = _mm256_broadcast_ss(a + r);                                           \
             _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++)                                   \
                 acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);                                  \
         }                                                                                           \
         a += QSIM_GM;                                                                               \
-        b += QSIM_GN;                                                                               \
     }                                                                                               \
     if (fin == NULL) {                                                                              \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
@@ -262,12 +264,13 @@ QSIM_GEMM256(3)
 #endif
 
 /* portable: the same chains with fmaf (correctly rounded by C99: the bits of vfmadd) */
-static void qsim_gemm_kbase(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
-                            int64_t ldc, int load, int64_t width, const qsim_gemm_fin *fin) {
+static void qsim_gemm_kbase(int64_t kc, const float *restrict a, const float *restrict b,
+                            const int64_t *restrict bo, float *restrict c, int64_t ldc, int load, int64_t width,
+                            const qsim_gemm_fin *fin) {
     for (int r = 0; r < QSIM_GM; r++)
         for (int64_t j = 0; j < width; j++) {
             float acc = load ? c[r * ldc + j] : 0.0f;
-            for (int64_t k = 0; k < kc; k++) acc = fmaf(a[k * QSIM_GM + r], b[k * QSIM_GN + j], acc);
+            for (int64_t k = 0; k < kc; k++) acc = fmaf(a[k * QSIM_GM + r], b[bo[k] + j], acc);
             c[r * ldc + j] = acc;
         }
     if (fin != NULL && (fin->bias != NULL || fin->mode))
@@ -276,13 +279,13 @@ static void qsim_gemm_kbase(int64_t kc, const float *restrict a, const float *re
 }
 
 /* one 8 x width tile (width a multiple of 16, <= 48) on the chosen path */
-static inline void qsim_gemm_tile(int isa, int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                                  int load, int64_t width, const qsim_gemm_fin *fin) {
+static inline void qsim_gemm_tile(int isa, int64_t kc, const float *a, const float *b, const int64_t *bo, float *c,
+                                  int64_t ldc, int load, int64_t width, const qsim_gemm_fin *fin) {
 #if QSIM_X86
     if (isa == QSIM_ISA_AVX512VNNI) {
-        if (width == 48) qsim_gemm_k512_3(kc, a, b, c, ldc, load, fin);
-        else if (width == 32) qsim_gemm_k512_2(kc, a, b, c, ldc, load, fin);
-        else qsim_gemm_k512_1(kc, a, b, c, ldc, load, fin);
+        if (width == 48) qsim_gemm_k512_3(kc, a, b, bo, c, ldc, load, fin);
+        else if (width == 32) qsim_gemm_k512_2(kc, a, b, bo, c, ldc, load, fin);
+        else qsim_gemm_k512_1(kc, a, b, bo, c, ldc, load, fin);
         return;
     }
     if (isa == QSIM_ISA_AVX2) {
@@ -298,15 +301,15 @@ static inline void qsim_gemm_tile(int isa, int64_t kc, const float *a, const flo
                     if (part.y != NULL) part.y += r0 * ldc + j;
                     fp = &part;
                 }
-                if (nv == 3) qsim_gemm_k256_3(kc, ap, bp, cp, ldc, load, fp);
-                else if (nv == 2) qsim_gemm_k256_2(kc, ap, bp, cp, ldc, load, fp);
-                else qsim_gemm_k256_1(kc, ap, bp, cp, ldc, load, fp);
+                if (nv == 3) qsim_gemm_k256_3(kc, ap, bp, bo, cp, ldc, load, fp);
+                else if (nv == 2) qsim_gemm_k256_2(kc, ap, bp, bo, cp, ldc, load, fp);
+                else qsim_gemm_k256_1(kc, ap, bp, bo, cp, ldc, load, fp);
             }
         return;
     }
 #endif
     (void)isa;
-    qsim_gemm_kbase(kc, a, b, c, ldc, load, width, fin);
+    qsim_gemm_kbase(kc, a, b, bo, c, ldc, load, width, fin);
 }
 
 /* ---- tail columns (a pixel count that is not a multiple of 16: 7x7 = 48 + 1, 14x14 = 192 + 4):
@@ -318,7 +321,8 @@ static inline void qsim_gemm_tile(int isa, int64_t kc, const float *a, const flo
 #if QSIM_X86
 #define QSIM_GEMMT(NP, T)                                                                         \
 static QSIM_TARGET_AVX2 void qsim_gemm_tail_##NP##_##T(int64_t kc, const float *restrict a, int64_t lda,     \
-                                                       const float *restrict b, float *restrict c,           \
+                                                       const float *restrict b, const int64_t *restrict bo,  \
+                                                       float *restrict c,                                    \
                                                        int64_t ldc, int64_t rows_total, int load) {          \
     __m256 acc[NP][T];                                                                              \
     float buf[QSIM_GM];                                                                             \
@@ -334,12 +338,11 @@ static QSIM_TARGET_AVX2 void qsim_gemm_tail_##NP##_##T(int64_t kc, const float *
         }                                                                                           \
     for (int64_t k = 0; k < kc; k++) {                                                            \
         _Pragma("GCC unroll 3") for (int j = 0; j < T; j++) {                                      \
-            const __m256 bv = _mm256_broadcast_ss(b + j);                                           \
+            const __m256 bv = _mm256_broadcast_ss(b + bo[k] + j);                                   \
             _Pragma("GCC unroll 8") for (int p = 0; p < NP; p++)                                   \
                 acc[p][j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + p * lda), bv, acc[p][j]);           \
         }                                                                                           \
         a += QSIM_GM;                                                                               \
-        b += QSIM_GN;                                                                               \
     }                                                                                               \
     _Pragma("GCC unroll 8") for (int p = 0; p < NP; p++)                                           \
         _Pragma("GCC unroll 3") for (int j = 0; j < T; j++) {                                      \
@@ -356,13 +359,13 @@ QSIM_GEMMT(1, 2)
 QSIM_GEMMT(1, 3)
 #endif
 
-static void qsim_gemm_tail_base(int64_t kc, const float *a, int64_t lda, int64_t np, const float *b, int64_t T,
-                                float *c, int64_t ldc, int64_t rows_total, int load) {
+static void qsim_gemm_tail_base(int64_t kc, const float *a, int64_t lda, int64_t np, const float *b,
+                                const int64_t *bo, int64_t T, float *c, int64_t ldc, int64_t rows_total, int load) {
     for (int64_t r = 0; r < np * QSIM_GM && r < rows_total; r++)
         for (int64_t j = 0; j < T; j++) {
             const float *ar = a + (r / QSIM_GM) * lda + r % QSIM_GM;
             float acc = load ? c[r * ldc + j] : 0.0f;
-            for (int64_t k = 0; k < kc; k++) acc = fmaf(ar[k * QSIM_GM], b[k * QSIM_GN + j], acc);
+            for (int64_t k = 0; k < kc; k++) acc = fmaf(ar[k * QSIM_GM], b[bo[k] + j], acc);
             c[r * ldc + j] = acc;
         }
 }
@@ -370,7 +373,8 @@ static void qsim_gemm_tail_base(int64_t kc, const float *a, int64_t lda, int64_t
 /* the T tail columns of A panels [p0, p1) (a: panel p0's k-block slice, lda: floats between
  * panels; c: row 8*p0 at the first tail column) */
 static void qsim_gemm_tail(int isa, int64_t kc, const float *a, int64_t lda, int64_t p0, int64_t p1,
-                           const float *b, int64_t T, float *c, int64_t ldc, int64_t rows_total, int load) {
+                           const float *b, const int64_t *bo, int64_t T, float *c, int64_t ldc, int64_t rows_total,
+                           int load) {
 #if QSIM_X86
     if (isa != QSIM_ISA_PORTABLE) {
         for (int64_t j = 0; j < T; j += 3) {
@@ -380,24 +384,37 @@ static void qsim_gemm_tail(int isa, int64_t kc, const float *a, int64_t lda, int
                 const float *ap = a + (p - p0) * lda;
                 float *cp = c + (p - p0) * QSIM_GM * ldc + j;
                 const int64_t rows = rows_total - (p - p0) * QSIM_GM;
-                if (t == 1) qsim_gemm_tail_8_1(kc, ap, lda, b + j, cp, ldc, rows, load);
-                else if (t == 2) qsim_gemm_tail_4_2(kc, ap, lda, b + j, cp, ldc, rows, load);
-                else qsim_gemm_tail_4_3(kc, ap, lda, b + j, cp, ldc, rows, load);
+                if (t == 1) qsim_gemm_tail_8_1(kc, ap, lda, b + j, bo, cp, ldc, rows, load);
+                else if (t == 2) qsim_gemm_tail_4_2(kc, ap, lda, b + j, bo, cp, ldc, rows, load);
+                else qsim_gemm_tail_4_3(kc, ap, lda, b + j, bo, cp, ldc, rows, load);
             }
             for (; p < p1; p++) {
                 const float *ap = a + (p - p0) * lda;
                 float *cp = c + (p - p0) * QSIM_GM * ldc + j;
                 const int64_t rows = rows_total - (p - p0) * QSIM_GM;
-                if (t == 1) qsim_gemm_tail_1_1(kc, ap, lda, b + j, cp, ldc, rows, load);
-                else if (t == 2) qsim_gemm_tail_1_2(kc, ap, lda, b + j, cp, ldc, rows, load);
-                else qsim_gemm_tail_1_3(kc, ap, lda, b + j, cp, ldc, rows, load);
+                if (t == 1) qsim_gemm_tail_1_1(kc, ap, lda, b + j, bo, cp, ldc, rows, load);
+                else if (t == 2) qsim_gemm_tail_1_2(kc, ap, lda, b + j, bo, cp, ldc, rows, load);
+                else qsim_gemm_tail_1_3(kc, ap, lda, b + j, bo, cp, ldc, rows, load);
             }
         }
         return;
     }
 #endif
     (void)isa;
-    qsim_gemm_tail_base(kc, a, lda, p1 - p0, b, T, c, ldc, rows_total, load);
+    qsim_gemm_tail_base(kc, a, lda, p1 - p0, b, bo, T, c, ldc, rows_total, load);
+}
+
+/* The B panels of every k block of sample 0, group 0, pixels [0, npix) (nblk == 1), k blocks
+ * [kb0, kb1): block kb at dst + kb*QSIM_GKC * npan * QSIM_GN, as the driver reads them. Threads
+ * split the k blocks; then the row-split tasks share one copy (7x7 and 14x14 layers: each
+ * thread packed all of it before). seg: room for the runs (as in the driver's scratch). */
+static void qsim_gemm_prepack(int isa, const qsim_gemm_geo *geo, int64_t K, int64_t npix, int64_t kb0, int64_t kb1,
+                              float *dst, int64_t *seg) {
+    const int64_t npan = (npix + QSIM_GN - 1) / QSIM_GN, nseg = qsim_gemm_runs(geo->OW, 0, npix, seg);
+    for (int64_t kb = kb0; kb < kb1; kb++) {
+        const int64_t k0 = kb * QSIM_GKC, k1 = K - k0 < QSIM_GKC ? K : k0 + QSIM_GKC;
+        QSIM_DISPATCH(isa, qsim_gemm_pack_b, geo, 0, 0, k0, k1, 0, npix, seg, nseg, dst + k0 * npan * QSIM_GN);
+    }
 }
 
 /* The layer: x as in qsim_gemm_geo (one sample [C][H][W] per b), groups g of m output
@@ -406,20 +423,30 @@ static void qsim_gemm_tail(int isa, int64_t kc, const float *a, int64_t lda, int
  * (qsim_tile_epilogue_f32: into y, or with bounded == 2 into out).
  * Tasks t in [t0, t1): t = ((b*g + gi)*nblk + blk)*msplit + ms: pixel panels
  * [blk*ppb, (blk+1)*ppb) of sample b and group gi, A panels [ms*mp/msplit, (ms+1)*mp/msplit).
+ * prepacked (one sample, one group, one block: batch * g * nblk == 1): the B panels of all k
+ * from qsim_gemm_prepack, shared by the tasks instead of each packing its own copy.
+ * direct (stride 1): no packing at all; row k of the columns of pixel n of sample b, group gi
+ * is direct[(b*C + gi*fc)*dplane + doff[k] + n] (a pointwise conv: the input itself, doff[k] =
+ * k*H*W; otherwise a zero-padded copy whose rows are as wide as the pixel grid, see conv_gemm.py).
+ * Every read stays inside `direct` (the caller sizes it), whatever the pixel count.
  * scratch: qsim_gemm_scratch_floats(K, ppb) floats. */
 static inline int64_t qsim_gemm_scratch_floats(int64_t K, int64_t ppb) {
     const int64_t kc = K < QSIM_GKC ? K : QSIM_GKC;
-    return ppb * kc * QSIM_GN + QSIM_GM * QSIM_GN + 2 * 4 * (ppb * QSIM_GN + ppb + 1);   /* + the runs */
+    /* B panels, the 8 x 48 buffer, the runs (int64), the packed panels' row offsets (int64) */
+    return ppb * kc * QSIM_GN + QSIM_GM * QSIM_GN + 2 * 4 * (ppb * QSIM_GN + ppb + 1) + 2 * QSIM_GKC;
 }
 
 static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int64_t m, int64_t fc,
                                const float *packed, const float *bias, float *out, float *y, int64_t N,
                                int bounded, float lo, float hi, int has_hi, int64_t nblk, int64_t ppb,
-                               int64_t msplit, int64_t t0, int64_t t1, float *scratch) {
+                               int64_t msplit, int64_t t0, int64_t t1, const float *prepacked,
+                               const float *direct, int64_t dplane, const int64_t *doff, float *scratch) {
     const int64_t K = fc * geo->KH * geo->KW, mp = (m + QSIM_GM - 1) / QSIM_GM;
     const int64_t kc_most = K < QSIM_GKC ? K : QSIM_GKC;
     float *Bp = scratch, *tmp = scratch + ppb * kc_most * QSIM_GN;
     int64_t *seg = (int64_t *)(tmp + QSIM_GM * QSIM_GN);      /* 8-byte aligned: malloc'd, even offsets */
+    int64_t *rowk = seg + 4 * (ppb * QSIM_GN + ppb + 1);     /* a packed panel's row k is at k * 48 */
+    for (int64_t k = 0; k < QSIM_GKC; k++) rowk[k] = k * QSIM_GN;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t ms = t % msplit, blk = (t / msplit) % nblk, bg = t / msplit / nblk;
         const int64_t b = bg / g, gi = bg % g;
@@ -431,11 +458,19 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
         const int64_t in_last = npix - (npan - 1) * QSIM_GN, vec_last = in_last / 16 * 16, tail = in_last % 16;
         float *o = out + (b * g * m + gi * m) * N;            /* this sample's group's rows */
         if (p1 <= p0) continue;
-        const int64_t nseg = qsim_gemm_runs(geo->OW, n0, npix, seg);
+        const int64_t nseg = direct != NULL ? 0 : qsim_gemm_runs(geo->OW, n0, npix, seg);
+        /* direct: the columns are read in place, row k of pixel n at base + doff[k] + n */
+        const float *base = direct != NULL ? direct + (b * geo->C + gi * fc) * dplane : NULL;
         for (int64_t k0 = 0; k0 < K; k0 += QSIM_GKC) {
             const int64_t k1 = K - k0 < QSIM_GKC ? K : k0 + QSIM_GKC, kc = k1 - k0;
             const int last = k1 == K;
-            QSIM_DISPATCH(isa, qsim_gemm_pack_b, geo, b, gi * fc, k0, k1, n0, npix, seg, nseg, Bp);
+            const int64_t *bo = direct != NULL ? doff + k0 : rowk;
+            if (direct != NULL)
+                ;
+            else if (prepacked != NULL)               /* packed once for all tasks (qsim_gemm_prepack) */
+                Bp = (float *)prepacked + k0 * npan * QSIM_GN;
+            else
+                QSIM_DISPATCH(isa, qsim_gemm_pack_b, geo, b, gi * fc, k0, k1, n0, npix, seg, nseg, Bp);
             for (int64_t p = p0; p < p1; p++) {
                 const float *ap = packed + ((gi * mp + p) * K + k0) * QSIM_GM;
                 const int64_t r0 = p * QSIM_GM, rows = m - r0 < QSIM_GM ? m - r0 : QSIM_GM;
@@ -443,13 +478,13 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
                     const int64_t c0 = n0 + j * QSIM_GN;
                     /* the whole vectors of the panel; the last panel's tail columns come after */
                     const int64_t cols = j < npan - 1 ? QSIM_GN : vec_last;
-                    const float *bp = Bp + j * kc * QSIM_GN;
+                    const float *bp = direct != NULL ? base + c0 : Bp + j * kc * QSIM_GN;
                     if (cols == 0) continue;
                     if (rows == QSIM_GM) {            /* the epilogue in registers */
                         qsim_gemm_fin fin = {bias == NULL ? NULL : bias + gi * m + r0,
                                              y == NULL ? NULL : y + (b * g * m + gi * m + r0) * N + c0,
                                              bounded, has_hi, lo, hi};
-                        qsim_gemm_tile(isa, kc, ap, bp, o + r0 * N + c0, N, k0 > 0, cols,
+                        qsim_gemm_tile(isa, kc, ap, bp, bo, o + r0 * N + c0, N, k0 > 0, cols,
                                        last && (bias != NULL || bounded) ? &fin : NULL);
                         continue;
                     }
@@ -458,7 +493,7 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
                     if (k0 > 0)
                         for (int64_t r = 0; r < rows; r++)
                             memcpy(tmp + r * QSIM_GN, o + (r0 + r) * N + c0, (size_t)cols * sizeof(float));
-                    qsim_gemm_tile(isa, kc, ap, bp, tmp, QSIM_GN, k0 > 0, cols, NULL);
+                    qsim_gemm_tile(isa, kc, ap, bp, bo, tmp, QSIM_GN, k0 > 0, cols, NULL);
                     for (int64_t r = 0; r < rows; r++)
                         memcpy(o + (r0 + r) * N + c0, tmp + r * QSIM_GN, (size_t)cols * sizeof(float));
                     if (last && (bias != NULL || bounded))   /* + bias, relu/clamp: numpy's values */
@@ -471,8 +506,8 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
                 const int64_t c0 = n0 + (npan - 1) * QSIM_GN + vec_last, r0 = p0 * QSIM_GM;
                 const int64_t r1 = p1 * QSIM_GM < m ? p1 * QSIM_GM : m;
                 qsim_gemm_tail(isa, kc, packed + ((gi * mp + p0) * K + k0) * QSIM_GM, K * QSIM_GM, p0, p1,
-                               Bp + (npan - 1) * kc * QSIM_GN + vec_last, tail, o + r0 * N + c0, N, r1 - r0,
-                               k0 > 0);
+                               direct != NULL ? base + c0 : Bp + (npan - 1) * kc * QSIM_GN + vec_last, bo, tail,
+                               o + r0 * N + c0, N, r1 - r0, k0 > 0);
                 if (last && (bias != NULL || bounded))
                     qsim_tile_epilogue_f32(isa, o, y == NULL ? NULL : y + (b * g * m + gi * m) * N, N,
                                            bias == NULL ? NULL : bias + gi * m, r0, r1, c0, c0 + tail, bounded,

@@ -126,7 +126,10 @@ cdef extern from "float_gemm.h" nogil:
     void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int64_t m, int64_t fc,
                             const float *packed, const float *bias, float *out, float *y, int64_t N,
                             int bounded, float lo, float hi, int has_hi, int64_t nblk, int64_t ppb,
-                            int64_t msplit, int64_t t0, int64_t t1, float *scratch)
+                            int64_t msplit, int64_t t0, int64_t t1, const float *prepacked,
+                            const float *direct, int64_t dplane, const int64_t *doff, float *scratch)
+    void qsim_gemm_prepack(int isa, const qsim_gemm_geo *geo, int64_t K, int64_t npix, int64_t kb0, int64_t kb1,
+                           float *dst, int64_t *seg)
 
 GEMM_ROWS = 8           # QSIM_GM: rows of an A panel
 GEMM_COLS = 48          # QSIM_GN: pixels of a B panel
@@ -148,10 +151,17 @@ def gemm_pack_a_f32(const float[:, :, ::1] w, float[::1] packed, int64_t q0, int
 def conv_gemm_f32(int isa, const float[:, :, :, ::1] x, int64_t g, int64_t m, int64_t KH, int64_t KW,
                   int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
                   const float[::1] packed, bias, float[:, :, ::1] out, y, int64_t OW, int bounded, lo, hi,
-                  int64_t nblk, int64_t ppb, int64_t msplit, int64_t t0, int64_t t1):
+                  int64_t nblk, int64_t ppb, int64_t msplit, int64_t t0, int64_t t1, float[::1] scratch,
+                  prepacked=None, direct=None, doff=None, int64_t dplane=0):
     """Tasks [t0, t1) of the conv GEMM out[b][gi*m + r][p] = sum_k w * im2col(x) (+ bias, then
     with bounded 1 y = relu/clamp(out), 2 out = relu/clamp(out)), kernels/float_gemm.h: fma
-    chains in k order, so the bits depend on none of the blocking or task parameters."""
+    chains in k order, so the bits depend on none of the blocking or task parameters.
+    scratch: at least gemm_scratch_floats(K, ppb) floats, this call's alone (the caller keeps one
+    per thread: a fresh megabyte per call cost its page faults every time). prepacked: the B
+    panels from gemm_prepack_f32 (batch * g * nblk == 1 only), shared by all tasks. direct (a
+    flat float32 array), doff (int64 [K]), dplane (stride 1 convolutions): no packing; row k of
+    pixel n of sample b, group gi is direct[(b*C + gi*fc)*dplane + doff[k] + n] (x itself is
+    then ignored but for its shape)."""
     cdef int64_t B = x.shape[0], C = x.shape[1], fc = x.shape[1] // g if g > 0 else 0
     cdef int64_t N = out.shape[2], K = fc * KH * KW, mp = (m + 7) // 8
     cdef qsim_gemm_geo geo
@@ -185,10 +195,60 @@ def conv_gemm_f32(int isa, const float[:, :, :, ::1] x, int64_t g, int64_t m, in
     geo.x = &x[0, 0, 0, 0]
     geo.C, geo.H, geo.W, geo.KH, geo.KW = C, x.shape[2], x.shape[3], KH, KW
     geo.sy, geo.sx, geo.dy, geo.dx, geo.pt, geo.pl, geo.OW = sy, sx, dy, dx, pt, pl, OW
-    cdef float *scratch = <float *>malloc(qsim_gemm_scratch_floats(K, ppb) * sizeof(float))
-    if scratch == NULL:
-        raise MemoryError()
+    cdef float[::1] pre
+    cdef const float *pp = NULL
+    if prepacked is not None:
+        pre = prepacked
+        if B * g * nblk != 1 or pre.shape[0] < K * ppb * 48:
+            raise ValueError("conv_gemm_f32: prepacked columns are for one sample, group and block of all K")
+        pp = &pre[0]
+    cdef const float[::1] dv
+    cdef const int64_t[::1] ov
+    cdef const float *dp = NULL
+    cdef const int64_t *op = NULL
+    cdef int64_t most = 0, i
+    if direct is not None:
+        dv = direct
+        ov = doff
+        if ov.shape[0] != K or dplane < 0:
+            raise ValueError("conv_gemm_f32: doff needs one offset per k")
+        for i in range(K):
+            if ov[i] < 0:
+                raise ValueError("conv_gemm_f32: negative column offset")
+            most = max(most, ov[i])
+        # pixels [0, N) of each row are read, no more (the tail kernel reads the last columns alone)
+        if (B * C - fc) * dplane + most + N > dv.shape[0]:
+            raise ValueError("conv_gemm_f32: direct columns would be read past the array")
+        dp = &dv[0]
+        op = &ov[0]
+    if scratch.shape[0] < qsim_gemm_scratch_floats(K, ppb):
+        raise ValueError(f"conv_gemm_f32: scratch has {scratch.shape[0]} floats, "
+                         f"{qsim_gemm_scratch_floats(K, ppb)} needed")
     with nogil:
         qsim_conv_gemm_f32(isa, &geo, g, m, fc, &packed[0], bp, &out[0, 0, 0], yp, N, bounded, lo_f, hi_f, has_hi,
-                           nblk, ppb, msplit, t0, t1, scratch)
-    free(scratch)
+                           nblk, ppb, msplit, t0, t1, pp, dp, dplane, op, &scratch[0])
+
+
+def gemm_prepack_f32(int isa, const float[:, :, :, ::1] x, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
+                     int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t OW, int64_t npix, float[::1] dst,
+                     int64_t kb0, int64_t kb1, float[::1] scratch):
+    """The B panels of k blocks [kb0, kb1) of sample 0's whole im2col (all C*KH*KW rows, pixels
+    [0, npix)) into dst (K * ceil(npix / 48) * 48 floats), for conv_gemm_f32's prepacked."""
+    cdef int64_t K = x.shape[1] * KH * KW, npan = (npix + 47) // 48
+    cdef qsim_gemm_geo geo
+    if x.shape[0] < 1 or dst.shape[0] < K * npan * 48 or not (0 <= kb0 <= kb1 <= (K + 255) // 256) \
+            or KH <= 0 or KW <= 0 or sy < 1 or sx < 1 or dy < 1 or dx < 1 or OW <= 0 or npix < 1 \
+            or scratch.shape[0] < qsim_gemm_scratch_floats(K, npan):
+        raise ValueError("gemm_prepack_f32: shapes, geometry or k blocks do not agree")
+    geo.x = &x[0, 0, 0, 0]
+    geo.C, geo.H, geo.W, geo.KH, geo.KW = x.shape[1], x.shape[2], x.shape[3], KH, KW
+    geo.sy, geo.sx, geo.dy, geo.dx, geo.pt, geo.pl, geo.OW = sy, sx, dy, dx, pt, pl, OW
+    if kb1 <= kb0:
+        return
+    with nogil:
+        qsim_gemm_prepack(isa, &geo, K, npix, kb0, kb1, &dst[0], <int64_t *>&scratch[0])
+
+
+def gemm_scratch_floats(int64_t K, int64_t ppb):
+    """The floats of scratch conv_gemm_f32 needs for K and ppb pixel panels per task."""
+    return qsim_gemm_scratch_floats(K, ppb)

@@ -113,6 +113,14 @@ def apply_blas_threads() -> None:
     _set_blas_threads(thread_count())
 
 
+def use_one_blas_thread() -> None:
+    """numpy's OpenBLAS on one thread from now on (until apply_blas_threads). For the float
+    executor's small products: switching back to QSIM_THREADS after each one (single_thread_blas)
+    woke OpenBLAS's workers, which then spun on the other core (~5 ms of CPU per ResNet-18
+    inference at 2 threads)."""
+    _set_blas_threads(1)
+
+
 @contextlib.contextmanager
 def single_thread_blas() -> Iterator[None]:
     """numpy's OpenBLAS on one thread inside the block (for BLAS calls that qsim's own pool

@@ -29,7 +29,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
                    "add_clipped_histogram", "conv_patches_f32",
                    "depthwise_moments_f32", "scan_bins_f32", "channel_sums_f32"),
     "_float_ops": ("depthwise_nchw_f32", "bounded_f32",
-                   "gemm_pack_a_f32", "conv_gemm_f32"),
+                   "gemm_pack_a_f32", "conv_gemm_f32", "gemm_scratch_floats", "gemm_prepack_f32"),
 }
 
 REBUILD_HINT = ("rebuild the compiled kernels: `pip install .` (or `pip install -e .`), or in a "

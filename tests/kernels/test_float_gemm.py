@@ -142,7 +142,8 @@ def test_the_same_bits_on_every_path_thread_count_and_blocking(rng, monkeypatch,
         tasks = B * nblk * msplit
         for t0, t1 in [(0, tasks // 2), (tasks // 2, tasks)]:
             _float_ops.conv_gemm_f32(supported_isas()[-1].code, x, 1, n, k, k, s, s, 1, 1, p, p, packed, bias, out,
-                                     None, OW, 0, None, None, nblk, ppb, msplit, t0, t1)
+                                     None, OW, 0, None, None, nblk, ppb, msplit, t0, t1,
+                                     np.empty(_float_ops.gemm_scratch_floats(shape[1] * k * k, ppb), np.float32))
         np.testing.assert_array_equal(out.reshape(results[0].shape).view(np.uint32), results[0].view(np.uint32))
 
 
@@ -201,3 +202,28 @@ def test_non_finite_inputs_propagate(rng):
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     out, _, _ = run(x, w, None, before=(1, 1))
     assert np.isnan(out[0, :, 1:4, 2:5]).all() and np.isfinite(out[0, :, 5, :]).all()
+
+
+@pytest.mark.parametrize("shape,n,k,dilation,before,out_size", [
+    ((2, 5, 20, 24), 13, (3, 3), (1, 1), (1, 1), (20, 24)),
+    ((1, 4, 30, 40), 9, (3, 5), (2, 1), (2, 0), (28, 36)),        # dilation, padding on one axis only
+    ((2, 6, 17, 40), 11, (1, 1), (1, 1), (0, 0), (17, 40)),       # pointwise: x itself
+    ((1, 3, 24, 24), 10, (3, 3), (1, 1), (-1, 2), (20, 26)),      # a crop and a wide right padding
+])
+def test_stride_one_reads_the_columns_in_place_with_the_packed_bits(rng, monkeypatch, shape, n, k, dilation,
+                                                                    before, out_size):
+    """direct_columns (no packing: a padded copy whose rows are as wide as the pixel grid, its
+    extra columns dropped) gives the packed path's bits, on every ISA path"""
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((n, shape[1]) + k).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    assert cg.direct_columns(x, shape[1], k, (1, 1), dilation, before, out_size) is not None
+    for isa in supported_isas():
+        with forced_isa(isa):
+            direct, ydirect, _ = run(x, w, bias, (1, 1), dilation, before, out_size, bound=(0.0, 1.0))
+            with monkeypatch.context() as patch:
+                patch.setattr(cg, "direct_columns", lambda *args: None)
+                packed, ypacked, _ = run(x, w, bias, (1, 1), dilation, before, out_size, bound=(0.0, 1.0))
+        np.testing.assert_array_equal(direct.view(np.uint32), packed.view(np.uint32))
+        np.testing.assert_array_equal(ydirect.view(np.uint32), ypacked.view(np.uint32))
+    check_bound(x, w, bias, (1, 1), dilation, before, direct, out_size)

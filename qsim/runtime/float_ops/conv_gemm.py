@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -143,35 +144,101 @@ def packed_weights(w: np.ndarray) -> np.ndarray:
     return packed
 
 
+_local = threading.local()
+
+
+def _scratch(floats: int) -> np.ndarray:
+    """This thread's packing buffer, at least `floats` long (kept: ~1 MB per thread)."""
+    buf = getattr(_local, "scratch", None)
+    if buf is None or buf.size < floats:
+        buf = _local.scratch = np.empty(floats, dtype=np.float32)
+    return buf
+
+
 def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, before, out_size,
                      bias: np.ndarray | None, bound: tuple | None = None, bound_only: bool = False):
     """The 2-D float32 convolution on the compiled GEMM, its im2col packed straight from x
-    (never the whole [C*KH*KW][OH*OW] matrix): x [batch][g*fc][H][W] (contiguous), w
-    [g][m][fc*KH*KW]. Returns (out [batch][g*m][OH*OW], the bounded out or None) as conv_gemm
-    does (bound_only too). The threads take whole tasks (blocking()) in one call each."""
+    (never the whole [C*KH*KW][OH*OW] matrix) or, at stride 1, read in place (direct_columns):
+    x [batch][g*fc][H][W] (contiguous), w [g][m][fc*KH*KW]. Returns (out [batch][g*m][OH*OW],
+    the bounded out or None) as conv_gemm does (bound_only too). The threads take whole tasks
+    (blocking()) in one call each."""
     g, m, K = w.shape
     batch = x.shape[0]
     (KH, KW), (OH, OW) = kernel, out_size
     N = OH * OW
-    out = np.empty((batch, g * m, N), dtype=np.float32)
-    y = None if bound is None or bound_only else np.empty_like(out)
-    if out.size == 0 or K == 0:
-        if K == 0:
-            out[...] = 0 if bias is None else bias.reshape(1, g * m, 1)
-            if bound is not None:
-                (y if y is not None else out)[...] = bounded(out, *bound)
+    if batch * g * m * N == 0 or K == 0:
+        out = np.empty((batch, g * m, N), dtype=np.float32)
+        out[...] = 0 if bias is None else bias.reshape(1, g * m, 1)
+        y = None if bound is None or bound_only else np.empty_like(out)
+        if bound is not None:
+            (y if y is not None else out)[...] = bounded(out, *bound)
         return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
+    direct = direct_columns(x, K // (KH * KW), kernel, stride, dilation, before, out_size)
+    width = OW if direct is None else direct[3]           # the pixel grid's row: OW or wider
+    Nd = OH * width
+    out = np.empty((batch, g * m, Nd), dtype=np.float32)
+    y = None if bound is None or bound_only else np.empty_like(out)
     packed = packed_weights(w)
     threads = thread_count()
-    nblk, ppb, msplit = blocking(batch, g, m, K, N, threads)
+    nblk, ppb, msplit = blocking(batch, g, m, K, Nd, threads)
     mode = 0 if bound is None else (2 if bound_only else 1)
     lo, hi = (None, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
     bc = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
     isa = current_isa().code
+    floats = _float_ops.gemm_scratch_floats(K, ppb)
+    geometry = (KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1])
+    shared = None
+    if direct is None and msplit > 1 and batch * g * nblk == 1:
+        # the threads split the rows of one block of pixels (7x7, 14x14): its columns are packed
+        # once, each thread a share of the k blocks, instead of once per thread
+        shared = np.empty(K * ppb * GEMM_COLS, dtype=np.float32)
+        split_rows(ceil_div(K, GEMM_KC), lambda kb0, kb1: _float_ops.gemm_prepack_f32(
+            isa, x, *geometry, OW, N, shared, kb0, kb1, _scratch(floats)), min_rows=1)
+    cols, plane, offsets = (None, 0, None) if direct is None else direct[:3]
     split_rows(batch * g * nblk * msplit, lambda t0, t1: _float_ops.conv_gemm_f32(
-        isa, x, g, m, KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1], packed, bc,
-        out, y, OW, mode, lo, hi, nblk, ppb, msplit, t0, t1), min_rows=1)
+        isa, x, g, m, *geometry, packed, bc, out, y, width, mode, lo, hi, nblk, ppb, msplit, t0, t1,
+        _scratch(floats), shared, cols, offsets, plane), min_rows=1)
+    if width != OW:            # drop the grid's extra columns (they read the padding's next row)
+        out = np.ascontiguousarray(out.reshape(batch, g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
+        if y is not None:
+            y = np.ascontiguousarray(y.reshape(batch, g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
     return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
+
+
+def direct_columns(x: np.ndarray, fc: int, kernel, stride, dilation, before, out_size):
+    """At stride 1 the im2col need not be built: with the input zero-padded into planes whose rows
+    are as wide as the pixel grid (width = OW + (KW-1)*dx), tap (ky, kx) of grid pixel n = oy*width
+    + ox is plane element n + ky*dy*width + kx*dx, so row k = (c, ky, kx) of the columns is the
+    plane of c read from offset ky*dy*width + kx*dx on: the GEMM reads it in place
+    (kernels/float_gemm.h, direct). The grid's extra width - OW columns per row are computed and
+    dropped. A pointwise conv without padding is its own grid (x itself). fc: input channels per
+    group. Returns (flat array, plane size, int64 offsets of a group's fc*KH*KW rows, width), or
+    None where packing is the better deal: strides, and grids wider than OW by more than an eighth
+    (3x3 on 14x14 and 7x7 images: the extra columns would cost more than the packing)."""
+    (KH, KW), (OH, OW) = kernel, out_size
+    B, C, H, W = x.shape
+    if tuple(stride) != (1, 1):
+        return None
+    dy, dx = dilation
+    width, rows = OW + (KW - 1) * dx, OH + (KH - 1) * dy
+    if (width - OW) * 8 > OW:
+        return None
+    pt, pl = before
+    taps = np.add.outer(np.arange(KH) * dy * width, np.arange(KW) * dx).reshape(-1)
+    if KH == KW == 1 and pt == pl == 0 and (H, W) == (OH, OW):
+        plane, flat = H * W, x.reshape(-1)
+    else:
+        plane = rows * width
+        # + the last plane's overrun: the grid's last extra columns read up to (KW-1)*dx past it
+        flat = np.zeros(B * C * plane + (KW - 1) * dx, dtype=np.float32)
+        padded = flat[:B * C * plane].reshape(B, C, rows, width)
+        r0, r1 = max(pt, 0), min(rows, pt + H)
+        c0, c1 = max(pl, 0), min(width, pl + W)
+        if r1 > r0 and c1 > c0:
+            padded[:, :, r0:r1, c0:c1] = x[:, :, r0 - pt:r1 - pt, c0 - pl:c1 - pl]
+    # one group's k rows (the GEMM starts each group at its first channel's plane itself)
+    offsets = (np.arange(fc)[:, None] * plane + taps[None, :]).reshape(-1).astype(np.int64)
+    return flat, plane, offsets, width
 
 
 def _numpy_gemm(w: np.ndarray, cols: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> None:

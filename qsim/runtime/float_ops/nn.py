@@ -12,7 +12,7 @@ import numpy as np
 from ...numerics import ceil_div
 from .base import check_alloc, fail, norm_axes, norm_axis, pack, register
 from ...kernels import float_conv
-from ...threads import apply_blas_threads, single_thread_blas, split_rows
+from ...threads import apply_blas_threads, split_rows, use_one_blas_thread
 from .bounds import BOUND_ONLY, THEN_BOUND, bounded
 from .conv_gemm import conv_gemm, conv_im2col_gemm
 from .math import erf
@@ -87,8 +87,8 @@ def linear(ins, at):
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
     if np.size(x) * np.shape(w)[0] < SINGLE_THREAD_LINEAR_MACS:
-        with single_thread_blas():
-            y = x @ w.T
+        use_one_blas_thread()
+        y = x @ w.T
     else:
         apply_blas_threads()
         y = x @ w.T
