@@ -193,7 +193,18 @@ def test_packed_weights_are_reused_and_repacked_when_rewritten(rng):
     np.testing.assert_array_equal(again, first * 2.0)
     owner = id(w)
     del w, w3
-    assert owner not in cg._packed                                              # dropped with its array
+    assert all(key[0] != owner for key in cg._packed)                          # dropped with its array
+
+
+def test_packed_weights_keep_at_most_the_cache_size(rng, monkeypatch):
+    monkeypatch.setattr(cg, "PACKED_CACHE_BYTES", 3 * 8 * 100 * 4)
+    arrays = [rng.standard_normal((1, 8, 100)).astype(np.float32) for _ in range(5)]
+    for a in arrays:
+        cg.packed_weights(a)
+    assert cg._packed_bytes <= cg.PACKED_CACHE_BYTES
+    kept = {key[0] for key in cg._packed}
+    assert id(arrays[-1]) in kept and id(arrays[0]) not in kept              # the oldest went first
+    np.testing.assert_array_equal(cg.packed_weights(arrays[0]), cg.pack_weights(arrays[0]))
 
 
 def test_non_finite_inputs_propagate(rng):

@@ -20,6 +20,7 @@ is applied to each tile as it is finished, with numpy's maximum/minimum values.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import threading
@@ -101,9 +102,14 @@ def pack_weights(w: np.ndarray) -> np.ndarray:
 # and packing ResNet-18's 11.7 M took ~10 ms of a 60 ms inference. An entry lives as long as the
 # array that owns the data (weakref) and is looked up by the view's address, shape and strides;
 # FINGERPRINT values spread over the weights are compared on each use, so weights rewritten in
-# place (qsim never does; a user might) are packed again rather than read stale.
-_packed: dict[int, tuple] = {}
+# place (qsim never does; a user might) are packed again rather than read stale. At most
+# PACKED_CACHE_BYTES are kept, the least recently used dropped first: a pipeline that holds
+# several float graphs (quantization: the calibrated and the reference) keeps the packs of the
+# one it is running, not a copy of every model's weights (ResNet-18's are 47 MB).
+PACKED_CACHE_BYTES = 64 << 20
 FINGERPRINT = 64
+_packed: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+_packed_bytes = 0
 
 
 def _owner(a: np.ndarray) -> np.ndarray:
@@ -122,25 +128,36 @@ def _fingerprint(w: np.ndarray) -> bytes:
     return flat[_sample_at(flat.size)].tobytes()
 
 
+def _forget(key: tuple) -> None:
+    global _packed_bytes
+    entry = _packed.pop(key, None)
+    if entry is not None:
+        _packed_bytes -= entry[2].nbytes
+
+
 def packed_weights(w: np.ndarray) -> np.ndarray:
     """pack_weights(w), from the cache when these float32 weights were packed before."""
+    global _packed_bytes
     if w.dtype != np.float32:
         return pack_weights(w)
     owner = _owner(w)
-    key = (w.__array_interface__["data"][0], w.shape, w.strides)
-    found = _packed.get(id(owner))
-    if found is not None and found[0]() is owner:
-        hit = found[1].get(key)
-        if hit is not None and hit[0] == _fingerprint(w):
-            return hit[1]
-    else:
-        try:
-            ref = weakref.ref(owner, lambda _, i=id(owner): _packed.pop(i, None))
-        except TypeError:                # an array that takes no weak reference: not cached
-            return pack_weights(w)
-        found = _packed[id(owner)] = (ref, {})
+    key = (id(owner), w.__array_interface__["data"][0], w.shape, w.strides)
+    hit = _packed.get(key)
+    if hit is not None and hit[0]() is owner and hit[1] == _fingerprint(w):
+        _packed.move_to_end(key)
+        return hit[2]
+    _forget(key)
     packed = pack_weights(w)
-    found[1][key] = (_fingerprint(w), packed)
+    if packed.nbytes > PACKED_CACHE_BYTES:
+        return packed
+    try:
+        ref = weakref.ref(owner, lambda _, k=key: _forget(k))
+    except TypeError:                    # an array that takes no weak reference: not cached
+        return packed
+    _packed[key] = (ref, _fingerprint(w), packed)
+    _packed_bytes += packed.nbytes
+    while _packed_bytes > PACKED_CACHE_BYTES:
+        _forget(next(iter(_packed)))
     return packed
 
 
