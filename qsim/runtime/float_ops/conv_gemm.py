@@ -216,10 +216,26 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
         isa, x, g, m, *geometry, packed, bc, out, y, width, mode, lo, hi, nblk, ppb, msplit, t0, t1,
         _scratch(floats), shared, cols, offsets, plane), min_rows=1)
     if width != OW:            # drop the grid's extra columns (they read the padding's next row)
-        out = np.ascontiguousarray(out.reshape(batch, g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
+        out = _planes_copy(out.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
         if y is not None:
-            y = np.ascontiguousarray(y.reshape(batch, g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
+            y = _planes_copy(y.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
     return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
+
+
+def _planes_copy(src: np.ndarray, dst: np.ndarray | None = None) -> np.ndarray:
+    """dst[p] = src[p] for the planes p of [P][rows][cols] arrays (a new contiguous dst when
+    None), the planes split over the threads (numpy's copy releases the GIL; a copy is exact)."""
+    if dst is None:
+        dst = np.empty(src.shape, dtype=src.dtype)
+
+    def part(p0: int, p1: int) -> None:
+        dst[p0:p1] = src[p0:p1]
+
+    split_rows(src.shape[0], part, min_rows=max(1, COPY_SPLIT_ELEMENTS // max(1, src[0].size)))
+    return dst
+
+
+COPY_SPLIT_ELEMENTS = 1 << 16      # at least this many floats per thread (a hand-off costs ~20 us)
 
 
 def direct_columns(x: np.ndarray, fc: int, kernel, stride, dilation, before, out_size):
@@ -252,7 +268,8 @@ def direct_columns(x: np.ndarray, fc: int, kernel, stride, dilation, before, out
         r0, r1 = max(pt, 0), min(rows, pt + H)
         c0, c1 = max(pl, 0), min(width, pl + W)
         if r1 > r0 and c1 > c0:
-            padded[:, :, r0:r1, c0:c1] = x[:, :, r0 - pt:r1 - pt, c0 - pl:c1 - pl]
+            _planes_copy(x.reshape(B * C, H, W)[:, r0 - pt:r1 - pt, c0 - pl:c1 - pl],
+                         padded.reshape(B * C, rows, width)[:, r0:r1, c0:c1])
     # one group's k rows (the GEMM starts each group at its first channel's plane itself)
     offsets = (np.arange(fc)[:, None] * plane + taps[None, :]).reshape(-1).astype(np.int64)
     return flat, plane, offsets, width
