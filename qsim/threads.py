@@ -7,10 +7,12 @@ Users of the count:
   disjoint row ranges (or tiles) of one operation on a pool of Python threads. Every output
   element is computed by one thread from the same inputs in the same order, so results are
   bit-identical for any thread count;
-- the float convolution's GEMM runs in fixed tiles on that pool, each tile a single-threaded
-  BLAS call (`single_thread_blas`): OpenBLAS's own worker threads spin while they wait for
-  work, and on a shared machine a spinning worker keeps the core its partner needs (measured:
-  ResNet-18 at 2 OpenBLAS threads under load 10 took 7x the CPU time of 1 thread);
+- the float convolution's GEMM (kernels/float_gemm.h) runs each thread's share of a layer's
+  tasks in one call without the GIL; its results do not depend on the split;
+- OpenBLAS's own worker threads spin while they wait for work, and on a shared machine a
+  spinning worker keeps the core its partner needs (measured: ResNet-18 at 2 OpenBLAS threads
+  under load 10 took 7x the CPU time of 1 thread): BLAS calls run side by side on this pool
+  use `single_thread_blas`, small float products `use_one_blas_thread`;
 - other GEMMs (quantization statistics) use numpy's BLAS (OpenBLAS) with the count set by
   `apply_blas_threads()` through OpenBLAS's own setter (found in numpy's bundled library
   with ctypes; a numpy built on another BLAS keeps that BLAS's own setting).

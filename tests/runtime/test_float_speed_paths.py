@@ -1,9 +1,9 @@
-"""The float executor's fast paths (issue 15): the conv GEMM in shape-fixed tiles on qsim's
-threads, the one-pass relu/clamp kernel, and the allocator setting.
+"""The float executor's fast paths (issue 15): the conv GEMM on qsim's threads, the one-pass
+relu/clamp kernel, the pooling on the threads, and the allocator setting.
 
 Oracles: float64 sums written here (float32 rounding bounds), numpy's own maximum/minimum (bit
-for bit), and the same computation on another thread count or batch (bit for bit: the tiles
-never depend on either)."""
+for bit), and the same computation on another thread count or batch (bit for bit: each conv
+output is one fma chain in k order, which neither changes)."""
 import numpy as np
 import pytest
 
@@ -33,7 +33,7 @@ def float64_conv(x, w, b, stride, pad):
     return exact, mag
 
 
-# (B, C, H, W), N, k, stride: tiles along rows (N > ROW_TILE), along columns (X > COL_TILE), both, one
+# (B, C, H, W), N, k, stride: many row panels, many pixel blocks, both, partial panels and tails
 CASES = [((2, 8, 40, 40), 40, 3, 1), ((1, 5, 9, 9), 300, 1, 1), ((3, 6, 38, 36), 150, 3, 2),
          ((2, 3, 7, 7), 5, 3, 1), ((1, 16, 48, 48), 24, 1, 1)]
 

@@ -1,22 +1,18 @@
-"""The float convolution's GEMM, out[b, g*m + i] = w[g, i] @ cols[b, g] (+ bias),
-in tiles that depend only on the layer's shape.
+"""The float convolution's GEMM, out[b, g*m + i] = w[g, i] @ im2col(x)[b, g] (+ bias, + the
+relu/clamp fused after it), on the compiled kernel of kernels/float_gemm.h.
 
-Why tiles:
-- both cores: the tiles run on qsim's thread pool (qsim.threads.split_rows), each one BLAS call
-  on a single OpenBLAS thread (threads.single_thread_blas says why not OpenBLAS's own threads);
-- reproducible floats: BLAS picks its kernels by the matrix sizes, and the same column of a
-  product can come out differently in the last bits for different column counts (measured
-  with this OpenBLAS on 186 of 844 conv shapes, batch of N vs one sample). The tiles here are
-  cut from one sample's (m, K, X) alone, never from the thread count or the batch, so every
-  output element is the same call on the same data whatever QSIM_THREADS is and whatever
-  batch the sample is in: a sample's result in a batch equals its result run alone.
-- no transposing copy for a batch: each tile writes its rows of sample b straight into the
-  NCHW result [B][g*m][X].
+Bits: every output element is one fma chain in k order (then + bias as a float32 add, then
+numpy's maximum/minimum), so the result depends on none of the choices made here: the task
+cut (blocking), the thread count, the batch a sample is in, packing or reading the columns in
+place (direct_columns), or the ISA path (vfmadd and fmaf round alike). The tests hold all of
+these bit for bit, and the sums within K * eps32 * sum |w x| of float64.
 
-Bits: a layer whose sample fits in one tile (m <= ROW_TILE, X <= COL_TILE) is one GEMM of the
-whole sample, as before tiling; bias is added after the product in float32 (out + bias),
-as numpy's `out += bias` did. A relu/clamp that follows the conv (runtime/float_ops/fusion.py)
-is applied to each tile as it is finished, with numpy's maximum/minimum values.
+Why a kernel of our own rather than numpy's BLAS (OpenBLAS, used here before): its sgemm picks
+kernels by the matrix sizes, so a column's bits depended on the tiles (fixed by shape to stay
+reproducible, at the cost of speed); each tile needed its im2col built and a GIL hand-off; its
+threads spin while waiting. The kernel is near the core's FMA peak on large tiles, packs the
+im2col straight from the input (or reads it in place at stride 1), applies the epilogue in
+registers, and runs a whole layer per thread in one call without the GIL.
 """
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ MobileNet- and EfficientNet-style models clamp every convolution's output; run a
 reads the conv's whole output back from memory (a third of EfficientNet-Lite0's time outside
 the GEMMs). `execution_order(graph)` gives the graph's ops with each such pair replaced by one
 nn.conv op that has both output tensors and the bounds as attribute THEN_BOUND; nn.conv then
-applies the bounds to each tile or plane while it is in the cache (conv_gemm.py, float_conv.h).
+applies the bounds to each tile or plane while it is in the registers or the cache
+(float_gemm.h, float_conv.h).
 
 Nothing else changes: both tensors are still computed and stored (calibration reads each), the
 bounded values are numpy's maximum/minimum of the float32 conv output, as the clamp op would
