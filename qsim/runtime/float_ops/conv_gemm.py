@@ -66,6 +66,7 @@ def _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded: bool):
     return (None, out) if bound_only else (out, y)
 
 
+@functools.lru_cache(maxsize=1024)
 def blocking(batch: int, g: int, m: int, K: int, N: int, threads: int) -> tuple[int, int, int]:
     """(nblk, ppb, msplit): the layer's tasks, batch * g * nblk * msplit of them, each ppb pixel
     panels of one sample and group and 1/msplit of its weight panels. Chosen for the cache and
@@ -254,7 +255,6 @@ def direct_columns(x: np.ndarray, fc: int, kernel, stride, dilation, before, out
     if (width - OW) * 8 > OW:
         return None
     pt, pl = before
-    taps = np.add.outer(np.arange(KH) * dy * width, np.arange(KW) * dx).reshape(-1)
     if KH == KW == 1 and pt == pl == 0 and (H, W) == (OH, OW):
         plane, flat = H * W, x.reshape(-1)
     else:
@@ -267,9 +267,18 @@ def direct_columns(x: np.ndarray, fc: int, kernel, stride, dilation, before, out
         if r1 > r0 and c1 > c0:
             _planes_copy(x.reshape(B * C, H, W)[:, r0 - pt:r1 - pt, c0 - pl:c1 - pl],
                          padded.reshape(B * C, rows, width)[:, r0:r1, c0:c1])
-    # one group's k rows (the GEMM starts each group at its first channel's plane itself)
+    return flat, plane, _row_offsets(fc, KH, KW, dy, dx, plane, width), width
+
+
+@functools.lru_cache(maxsize=512)
+def _row_offsets(fc: int, KH: int, KW: int, dy: int, dx: int, plane: int, width: int) -> np.ndarray:
+    """k = (c*KH + ky)*KW + kx -> c*plane + ky*dy*width + kx*dx: where row k of one group's
+    columns starts (the GEMM starts each group at its first channel's plane itself). Cached:
+    a model asks for the same few dozen on every inference (read-only)."""
+    taps = np.add.outer(np.arange(KH) * dy * width, np.arange(KW) * dx).reshape(-1)
     offsets = (np.arange(fc)[:, None] * plane + taps[None, :]).reshape(-1).astype(np.int64)
-    return flat, plane, offsets, width
+    offsets.flags.writeable = False
+    return offsets
 
 
 def _numpy_gemm(w: np.ndarray, cols: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> None:
