@@ -48,10 +48,21 @@ def parse_threads(text: str, what: str = THREADS_ENV) -> int:
     return int(text)
 
 
+_counts: dict[str, int] = {}
+
+
 def thread_count() -> int:
-    """QSIM_THREADS when set, else all available cores."""
+    """QSIM_THREADS when set, else all available cores. (Read on every call, as the variable may
+    change; the parsed value of each text is remembered: the float executor asks twice per conv.)"""
     text = os.environ.get(THREADS_ENV)
-    return available_cores() if text is None or not text.strip() else parse_threads(text)
+    if text is None or not text.strip():
+        return available_cores()          # the affinity can change: asked each time
+    count = _counts.get(text)
+    if count is None:
+        count = parse_threads(text)
+        if len(_counts) < 64:
+            _counts[text] = count
+    return count
 
 
 def set_threads(n: int) -> None:

@@ -184,6 +184,8 @@ def _conv_geometry(x_shape: tuple, w_shape: tuple, bias_shape, attrs: tuple) -> 
 
 
 def _hashable(value):
+    if type(value) in (list, tuple) and all(type(v) is int for v in value):
+        return tuple(value)               # the common case (strides, paddings), without recursion
     return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple, np.ndarray)) else value
 
 
