@@ -134,11 +134,12 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
             const int64_t ry = ky * dy, rx = kx * dx;
             off[ky * KW + kx] = ((ry % sy) * sx + rx % sx) * phase + (ry / sy) * PWp + rx / sx;
         }
-    for (int64_t i = planes; i < planes + accn; i++) scratch[i] = 0.0f;
+    /* zeroed once: every plane's copy below writes the same positions (input rows [y0, y1),
+     * columns [x0, x1)), so the padding and the slack stay +0.0 for every plane of the call */
+    for (int64_t i = 0; i < planes + accn; i++) scratch[i] = 0.0f;
     for (int64_t p = p0; p < p1; p++) {
         const int64_t b = p / OC, oc = p % OC;
         const float *src = x + (b * C + oc / m) * H * W;
-        for (int64_t i = 0; i < planes; i++) scratch[i] = 0.0f;
         for (int64_t y = y0; y < y1; y++) {
             const int64_t r = y + pt;
             float *row = scratch + (r % sy) * sx * phase + (r / sy) * PWp;
@@ -246,11 +247,19 @@ QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H
     float *restrict res = wt + taps * QSIM_DWC;           /* [OH*OW][16] */
     const int64_t y0 = pt > 0 ? 0 : -pt, y1 = H < PH - pt ? H : PH - pt;    /* input rows kept */
     const int64_t x0 = pl > 0 ? 0 : -pl, x1 = W < PW - pl ? W : PW - pl;
+    /* zeroed once, and again only before a block of fewer than 16 channels: a full block's
+     * copy writes the same positions of pad and wt as the one before it (the padding and the
+     * slack stay +0.0); a short block leaves its lanes nc.. unwritten, which must read +0.0
+     * (dropped lanes, but stale values there could be subnormals, a hundred cycles each) */
+    int zeroed = 0;
     for (int64_t q = q0; q < q1; q++) {
         const int64_t b = q / nblk, c0 = (q % nblk) * QSIM_DWC;
         const int64_t nc = C - c0 < QSIM_DWC ? C - c0 : QSIM_DWC;
-        for (int64_t i = 0; i < (PH * PW + QSIM_DWC_PIX * sx) * QSIM_DWC; i++) pad[i] = 0.0f;
-        for (int64_t i = 0; i < taps * QSIM_DWC; i++) wt[i] = 0.0f;
+        if (!zeroed || nc < QSIM_DWC) {
+            for (int64_t i = 0; i < (PH * PW + QSIM_DWC_PIX * sx) * QSIM_DWC; i++) pad[i] = 0.0f;
+            for (int64_t i = 0; i < taps * QSIM_DWC; i++) wt[i] = 0.0f;
+            zeroed = nc == QSIM_DWC;     /* after a short block the next one zeroes again */
+        }
         const float *plane0 = x + (b * C + c0) * HW;
         int64_t done = 0;                     /* input pixels copied 16 at a time (whole image only) */
         if (y0 == 0 && y1 == H && x0 == 0 && x1 == W) {

@@ -80,3 +80,25 @@ def test_channel_blocks_refuse_a_multiplier_and_a_bad_range():
     with pytest.raises(ValueError, match="shapes or plane range do not agree"):
         _float_ops.depthwise_nchw_f32(current_isa().code, x, np.zeros((4, 3, 3), np.float32), None, out, 1,
                                       1, 1, 1, 1, 1, 1, 0, 2, None, 0.0, None, False, True)   # 1 block only
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+@pytest.mark.parametrize("C,H,K,s,pad", [(20, 9, 3, 1, 1), (37, 7, 5, 2, 2), (18, 12, 3, 2, -1), (3, 14, 5, 1, 3)])
+def test_one_call_over_many_units_gives_the_bits_of_one_call_per_unit(blocks, C, H, K, s, pad):
+    # the loops zero their padded scratch once per call (each unit's copy writes the same
+    # positions; a short channel block zeroes again): a call over every plane or channel
+    # block, samples with a short last block included, must match fresh calls unit by unit
+    rng = np.random.default_rng(C * 100 + H)
+    x = (rng.standard_normal((2, C, H, H)) * 3).astype(np.float32)
+    w = rng.standard_normal((C, K, K)).astype(np.float32)
+    b = rng.standard_normal(C).astype(np.float32)
+    O = (H + 2 * pad - K) // s + 1
+    args = (x, w, b, (s, s), (1, 1), (pad, pad), (O, O), blocks)
+    for bound, only in ((None, False), ((0.0, 6.0), False), ((0.0, 6.0), True)):
+        whole = _run(*args, bound, only, lambda n: [(0, n)])
+        each = _run(*args, bound, only, lambda n: [(p, p + 1) for p in range(n)])
+        for got, want in zip(whole, each):
+            if want is None:
+                assert got is None
+            else:
+                np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
