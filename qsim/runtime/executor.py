@@ -134,6 +134,9 @@ def _store(step: Step, op: Op, outs: list, values: dict) -> None:
         raise InvalidGraphError(f"{op.kind.name} '{op.label}' produced {len(outs)} output(s), "
                                 f"the graph names {len(step.outputs)}")
     for (name, rank, shape, dtype), value in zip(step.outputs, outs):
+        if type(value) is np.ndarray and value.dtype == dtype and value.shape == shape:
+            values[name] = value          # the common case: a declared static shape, stored as is
+            continue
         if value is None and name in step.unmade:
             continue
         value = np.asarray(value)
