@@ -160,18 +160,28 @@ QSIM_INLINE void qsim_dw_plane_f32_body(const float *restrict x, int64_t C, int6
             qsim_dw_flat_block(scratch + i, off, wp, KH * KW, acc + i);
         float *o = out + p * OH * OW;
         const float bv = bias != NULL ? bias[oc] : 0.0f;
+        /* + bias, then the following relu/clamp (numpy's maximum/minimum) in the same pass over
+         * each row: into out itself when only the bounded value is wanted, else into y */
+        float *yp = y != NULL ? y + p * OH * OW : NULL;
         for (int64_t oy = 0; oy < OH; oy++) {
             const float *restrict a = acc + oy * PWp;
             float *restrict orow = o + oy * OW;
+            if (bound_only) {                 /* only the bounded value is wanted: out holds it */
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    float v = bias != NULL ? a[ox] + bv : a[ox];
+                    v = (v > lo || v != v) ? v : lo;
+                    if (has_hi) v = (v < hi || v != v) ? v : hi;
+                    orow[ox] = v;
+                }
+                continue;
+            }
             if (bias != NULL)
                 for (int64_t ox = 0; ox < OW; ox++) orow[ox] = a[ox] + bv;
             else
                 for (int64_t ox = 0; ox < OW; ox++) orow[ox] = a[ox];
-            if (bound_only)                   /* only the bounded value is wanted: out holds it */
-                qsim_bound_copy(orow, orow, OW, lo, hi, has_hi);
+            if (yp != NULL)
+                qsim_bound_copy(orow, yp + oy * OW, OW, lo, hi, has_hi);
         }
-        if (y != NULL)                        /* the following relu/clamp, as numpy's maximum/minimum */
-            qsim_bound_copy(o, y + p * OH * OW, OH * OW, lo, hi, has_hi);
     }
 }
 
