@@ -241,7 +241,7 @@ QSIM_INLINE void qsim_v16_transpose(qsim_v16f *r) {
 static inline int64_t qsim_dwc_scratch_floats(int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sy,
                                               int64_t sx, int64_t dy, int64_t dx) {
     const int64_t PH = sy * (OH - 1) + dy * (KH - 1) + 1, PW = sx * (OW - 1) + dx * (KW - 1) + 1;
-    return QSIM_DWC * (PH * PW + QSIM_DWC_PIX * sx + KH * KW + OH * OW);
+    return QSIM_DWC * (PH * PW + QSIM_DWC_PIX * sx + KH * KW + OH * OW + QSIM_DWC_PIX);
 }
 
 QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H, int64_t W,
@@ -254,7 +254,7 @@ QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H
     const int64_t taps = KH * KW, nblk = (C + QSIM_DWC - 1) / QSIM_DWC, HW = H * W, OHW = OH * OW;
     float *restrict pad = scratch;                        /* [PH][PW][16] */
     float *restrict wt = pad + (PH * PW + QSIM_DWC_PIX * sx) * QSIM_DWC;   /* [taps][16] after the slack */
-    float *restrict res = wt + taps * QSIM_DWC;           /* [OH*OW][16] */
+    float *restrict res = wt + taps * QSIM_DWC;           /* [OH*OW][16], then 8 pixels of slack */
     const int64_t y0 = pt > 0 ? 0 : -pt, y1 = H < PH - pt ? H : PH - pt;    /* input rows kept */
     const int64_t x0 = pl > 0 ? 0 : -pl, x1 = W < PW - pl ? W : PW - pl;
     /* zeroed once, and again only before a block of fewer than 16 channels: a full block's
@@ -312,8 +312,10 @@ QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H
                             a[r] = a[r] + wv * *(const qsim_v16f_u *)(src + r * sx * QSIM_DWC);
                     }
                 }
-                const int64_t n = OW - ox < QSIM_DWC_PIX ? OW - ox : QSIM_DWC_PIX;
-                for (int r = 0; r < n; r++)
+                /* all eight stored, a row's last block too (a fixed-size store; the variable
+                 * count became a rep movs): its extra pixels land on the next row's first
+                 * ones, which that row's blocks overwrite later, or in the slack after res */
+                for (int r = 0; r < QSIM_DWC_PIX; r++)
                     *(qsim_v16f_u *)(res + (oy * OW + ox + r) * QSIM_DWC) = a[r];
             }
         }
