@@ -2,10 +2,11 @@
 """Quantizer inner loops that numpy cannot vectorise (sequential per output channel).
 
 round_passes: the greedy coordinate descent of qsim/quant/rounding.py's adaptive_round, one
-output channel at a time. Channels never interact, so rows [lo, hi) can run on their own
-thread (the GIL is released); per channel the arithmetic is the numpy loop's, operation by
-operation in the same order (gain = (2*delta)*grad + (delta*delta)*diag, grad += delta*H[j]),
-so the integers are identical to the numpy version for any split of the rows.
+output channel at a time (kernels/round_passes.h, one copy per instruction-set path).
+Channels never interact, so rows [lo, hi) can run on their own thread (the GIL is
+released); per channel the arithmetic is the numpy loop's, operation by operation in the
+same order (gain = (2*delta)*grad + (delta*delta)*diag, grad += delta*H[j]), so the
+integers are identical to the numpy version for any split of the rows and any path.
 
 conv_patches_f32: a convolution's input patches, gathered for the moments adaptive rounding reads.
 The build passes -ffp-contract=off: no fused multiply-add may change a rounding.
@@ -16,11 +17,21 @@ float64 copy and half a dozen temporaries; integers and exact extremes, so the h
 are the ones numpy's formulation gives.
 """
 from libc.stdint cimport int64_t
-from libc.math cimport frexp
+from libc.math cimport frexp, floor
 from libc.stdlib cimport malloc, free
 
 
-def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
+cdef extern from "round_passes.h" nogil:
+    void qsim_round_channel(int isa, double *q, const double *fl, const double *ce, double *gr,
+                            const double *h, int64_t K, double tol, int64_t max_passes,
+                            double stop_fraction, double objective, int64_t *passes)
+    void qsim_round_block(int isa, double *q, const double *fl, const double *ce, double *r,
+                          float *rs, const double *xt, int64_t P, double *g, const double *hb,
+                          int64_t b, const double *diag, double tol, int64_t j0, int64_t *moved,
+                          double *drop)
+
+
+def round_passes(int isa, double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
                  double[:, ::1] grad, const double[:, :, ::1] h, const int64_t[::1] group_of,
                  double tol, int max_passes, int64_t lo, int64_t hi, double stop_fraction,
                  double[::1] objective, int64_t[::1] passes):
@@ -29,48 +40,16 @@ def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, 
     h [groups, K, K], group_of[o] the group of channel o.
     A channel stops after a pass with no move, or whose moves lowered its objective by less
     than stop_fraction times objective[o] (e^T H e at nearest rounding; stop_fraction 0: only
-    the first rule); passes[o] = the passes it ran."""
-    cdef int64_t o, j, k, K = q.shape[1], g
-    cdef int p, moved
-    cdef double other, delta, gain, cur, drop
-    cdef double *gr
-    cdef double *qr
-    cdef const double *hr
-    cdef const double *fr
-    cdef const double *cr
+    the first rule); passes[o] = the passes it ran. Per channel kernels/round_passes.h, on
+    the instruction-set path `isa` (qsim/kernels/cpu_features.py; the same bits on each)."""
+    cdef int64_t o, K = q.shape[1]
     if hi <= lo or K == 0:
         return
     with nogil:
         for o in range(lo, hi):
-            g = group_of[o]
-            gr, qr, fr, cr = &grad[o, 0], &q[o, 0], &floor_[o, 0], &ceil_[o, 0]
-            for p in range(max_passes):
-                moved = 0
-                drop = 0.0
-                for j in range(K):
-                    cur = qr[j]
-                    other = cr[j] if cur == fr[j] else fr[j]
-                    delta = other - cur
-                    if delta == 0.0:
-                        continue
-                    hr = &h[g, j, 0]
-                    gain = (2.0 * delta) * gr[j] + (delta * delta) * hr[j]
-                    if not gain < -tol:
-                        continue
-                    qr[j] = other
-                    _axpy(gr, hr, delta, K)
-                    moved += 1
-                    drop = drop - gain
-                passes[o] = p + 1
-                if moved == 0 or drop < stop_fraction * objective[o]:
-                    break
-
-
-cdef inline void _axpy(double *y, const double *x, double a, int64_t n) noexcept nogil:
-    """y[k] = y[k] + a * x[k] (separate multiply and add: -ffp-contract=off)."""
-    cdef int64_t k
-    for k in range(n):
-        y[k] = y[k] + a * x[k]
+            qsim_round_channel(isa, &q[o, 0], &floor_[o, 0], &ceil_[o, 0], &grad[o, 0],
+                               &h[group_of[o], 0, 0], K, tol, max_passes, stop_fraction,
+                               objective[o], &passes[o])
 
 
 cdef inline int64_t _floor_bin(double q) noexcept nogil:
@@ -470,7 +449,49 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     return signal, noise
 
 
-def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
+ctypedef fused rounded_weight:
+    float
+    double
+
+
+def rounding_candidates(const rounded_weight[:, ::1] w, const double[::1] scale, double qmin,
+                        double qmax, double[:, ::1] e, double[:, ::1] q, double[:, ::1] floor_,
+                        double[:, ::1] ceil_):
+    """Adaptive rounding's start and candidates (qsim/quant/rounding.py _candidates) in one
+    pass: v = w[o, k] / scale[o] (w widened to double), q = clip(nnef_round(v)), floor_ =
+    clip(floor(v)), ceil_ = clip(floor_ + 1), e = q - v, with numpy's formulation's
+    operations (nnef_round: floor(v) + 1 where v - floor(v) >= 0.5, then + 0.0; clip as
+    numpy's maximum then minimum), so the same doubles."""
+    cdef Py_ssize_t o, k, OC = w.shape[0], K = w.shape[1]
+    cdef double v, lo, r, f
+    if (scale.shape[0] != OC or e.shape[0] != OC or q.shape[0] != OC or floor_.shape[0] != OC
+            or ceil_.shape[0] != OC or e.shape[1] != K or q.shape[1] != K or floor_.shape[1] != K
+            or ceil_.shape[1] != K):
+        raise ValueError("rounding_candidates: shapes differ")
+    with nogil:
+        for o in range(OC):
+            for k in range(K):
+                v = <double>w[o, k] / scale[o]
+                lo = floor(v)
+                r = (lo + 1.0 if v - lo >= 0.5 else lo) + 0.0
+                r = _clip(r, qmin, qmax)
+                f = _clip(lo, qmin, qmax)
+                q[o, k] = r
+                floor_[o, k] = f
+                ceil_[o, k] = _clip(f + 1.0, qmin, qmax)
+                e[o, k] = r - v
+
+
+cdef inline double _clip(double x, double lo, double hi) noexcept nogil:
+    """np.clip(x, lo, hi) for x not NaN: maximum then minimum (keeps -0.0)."""
+    if x < lo:
+        x = lo
+    if x > hi:
+        x = hi
+    return x
+
+
+def round_block_from_rows(int isa, double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
                           double[:, ::1] r, float[:, ::1] r32, const double[:, ::1] xt, double[:, ::1] g,
                           const double[:, ::1] hb, const double[::1] diag, double tol, int64_t j0,
                           const signed char[::1] active, int64_t[::1] moved, double[::1] drop,
@@ -482,44 +503,18 @@ def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const d
     the next block's gradient GEMM) and g[o, t'] += d hb[t, t']
     for the block's later weights (hb = the block's X^T X). g [OC, b] holds the block's
     gradient X^T r at the block's start. Channels with active[o] == 0 are skipped; moved[o]
-    counts the moves and drop[o] adds up how much they lowered the objective (-gain). Channels never interact: any split of the rows gives the same integers."""
-    cdef int64_t o, t, u, j, p, b = g.shape[1], P = r.shape[1]
-    cdef double cur, other, delta, gain
-    cdef double *rr
-    cdef float *rs
-    cdef const double *xr
-    cdef double *gr
-    cdef const double *hr
+    counts the moves and drop[o] adds up how much they lowered the objective (-gain).
+    Channels never interact: any split of the rows gives the same integers. Per channel
+    kernels/round_passes.h on the instruction-set path `isa` (the same bits on each)."""
+    cdef int64_t o, b = g.shape[1], P = r.shape[1]
     if hi <= lo or b == 0:
         return
     with nogil:
         for o in range(lo, hi):
-            if not active[o]:
-                continue
-            rr = &r[o, 0]
-            rs = &r32[o, 0]
-            gr = &g[o, 0]
-            for t in range(b):
-                j = j0 + t
-                cur = q[o, j]
-                other = ceil_[o, j] if cur == floor_[o, j] else floor_[o, j]
-                delta = other - cur
-                if delta == 0.0:
-                    continue
-                gain = (2.0 * delta) * gr[t] + (delta * delta) * diag[j]
-                if not gain < -tol:
-                    continue
-                q[o, j] = other
-                xr = &xt[j, 0]
-                for p in range(P):
-                    rr[p] = rr[p] + delta * xr[p]
-                    rs[p] = <float>rr[p]
-                hr = &hb[t, 0]
-                for u in range(t + 1, b):
-                    gr[u] = gr[u] + delta * hr[u]
-                moved[o] += 1
-                drop[o] = drop[o] - gain
-
+            if active[o]:
+                qsim_round_block(isa, &q[o, 0], &floor_[o, 0], &ceil_[o, 0], &r[o, 0], &r32[o, 0],
+                                 &xt[0, 0], P, &g[o, 0], &hb[0, 0], b, &diag[0], tol, j0,
+                                 &moved[o], &drop[o])
 
 
 cdef extern from "dw_moments.h" nogil:

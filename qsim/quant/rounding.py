@@ -453,10 +453,9 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
     oc, k = w.shape
     groups = h.shape[0]
     stop_fraction = STOP_FRACTION if stop_fraction is None else stop_fraction
-    v, q, floor, ceil = _candidates(w, scales, qmin, qmax)
-    # per-channel objective in step units: (q - v)^T (s^2 H) (q - v); s^2 > 0 changes no
-    # decision, so H alone is used.
-    e = q - v
+    e, q, floor, ceil = _candidates(w, scales, qmin, qmax)
+    # per-channel objective in step units: (q - v)^T (s^2 H) (q - v) (v = w / s); s^2 > 0
+    # changes no decision, so H alone is used.
     if groups == 1:
         hk = h[0]
         grad = e @ hk                                              # [OC, K]: (H e)_k
@@ -476,7 +475,8 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
         floor, ceil = np.ascontiguousarray(floor), np.ascontiguousarray(ceil)
         passes = np.zeros(oc, np.int64)
         # channels are independent: rows of q and grad split over threads, same integers
-        split_rows(oc, lambda lo, hi: kernel(q, floor, ceil, grad, hc, group_of, tol, MAX_PASSES,
+        isa = current_isa().code
+        split_rows(oc, lambda lo, hi: kernel(isa, q, floor, ceil, grad, hc, group_of, tol, MAX_PASSES,
                                              lo, hi, stop_fraction, objective, passes), min_rows=1)
         return q.astype(np.int64)
     return _round_passes_numpy(q, floor, ceil, grad, diag, h if groups == 1 else hg, groups, tol,
@@ -484,14 +484,28 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
 
 
 def _candidates(w: np.ndarray, scales, qmin: int, qmax: int):
-    """(w / scale, round-to-nearest start, floor, floor + 1), float64 [OC, K], in the range."""
+    """(e = q - w / scale, q = round-to-nearest start, floor, floor + 1), float64 [OC, K], in
+    the range: one compiled pass (kernels/quant_ops.pyx rounding_candidates) with the doubles
+    of _candidates_numpy."""
+    oc = w.shape[0]
+    s = np.ascontiguousarray(np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,)))
+    if w.dtype not in (np.float32, np.float64):
+        w = w.astype(np.float64)
+    w = np.ascontiguousarray(w)
+    e, q, floor, ceil = (np.empty(w.shape) for _ in range(4))
+    _quant_ops.rounding_candidates(w, s, float(qmin), float(qmax), e, q, floor, ceil)
+    return e, q, floor, ceil
+
+
+def _candidates_numpy(w: np.ndarray, scales, qmin: int, qmax: int):
+    """_candidates in numpy (the reference the compiled pass is tested against)."""
     oc = w.shape[0]
     s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
     v = w / s[:, None]                                             # weights in steps
     q = np.clip(nnef_round(v), qmin, qmax)
     floor = np.clip(np.floor(v), qmin, qmax)
     ceil = np.clip(floor + 1, qmin, qmax)
-    return v, q, floor, ceil
+    return q - v, q, floor, ceil
 
 
 def round_from_rows(w: np.ndarray, scales: np.ndarray, rows: np.ndarray, mean: np.ndarray | None,
@@ -518,15 +532,13 @@ def _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction) -> np.nda
     searching. Channels are split over threads (same integers)."""
     oc, k = w.shape
     stop_fraction = STOP_FRACTION if stop_fraction is None else stop_fraction
-    v, q, floor, ceil = _candidates(w, scales, qmin, qmax)
-    x = rows.astype(np.float64)
+    e, q, floor, ceil = _candidates(w, scales, qmin, qmax)
+    xt = np.array(rows.T, dtype=np.float64, order="C")            # [K, P], one transposing cast
     if mean is not None:
-        x -= mean.reshape(1, -1)
-    xt = np.ascontiguousarray(x.T)                                 # [K, P]
-    del x
+        xt -= mean.reshape(-1, 1)
     diag = np.einsum("kp,kp->k", xt, xt)                           # X^T X's diagonal
     tol = 1e-12 * float(np.max(diag)) if diag.size else 0.0
-    r = np.ascontiguousarray((q - v) @ xt)                         # [OC, P]: X e per channel
+    r = np.ascontiguousarray(e @ xt)                               # [OC, P]: X e per channel
     r32, xt32 = r.astype(np.float32), xt.astype(np.float32)
     q, floor, ceil = (np.ascontiguousarray(a) for a in (q, floor, ceil))
     starts = range(0, k, BLOCK_COLUMNS)
@@ -535,6 +547,7 @@ def _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction) -> np.nda
     active = np.ones(oc, np.int8)
     objective = np.einsum("op,op->o", r, r)                        # e^T X^T X e per channel
     kernel = _quant_ops.round_block_from_rows
+    isa = current_isa().code
     for _ in range(MAX_PASSES):
         moved = np.zeros(oc, np.int64)
         drop = np.zeros(oc)
@@ -549,7 +562,7 @@ def _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction) -> np.nda
                 g[live] = r32[live] @ xt32[j0:j0 + BLOCK_COLUMNS].T
             else:
                 g = (r32 @ xt32[j0:j0 + BLOCK_COLUMNS].T).astype(np.float64)
-            split_rows(oc, lambda lo, hi: kernel(q, floor, ceil, r, r32, xt, g, hb, diag, tol, j0,
+            split_rows(oc, lambda lo, hi: kernel(isa, q, floor, ceil, r, r32, xt, g, hb, diag, tol, j0,
                                                  active, moved, drop, lo, hi), min_rows=1)
         active &= ((moved > 0) & ~(drop < stop_fraction * objective)).astype(np.int8)
         if not active.any():

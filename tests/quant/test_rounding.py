@@ -462,6 +462,49 @@ def test_rounding_from_rows_is_independent_of_the_thread_count(monkeypatch):
     assert results[0].tolist() == results[1].tolist()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_candidates_have_numpys_doubles(dtype):
+    """rounding_candidates (one compiled pass) gives the doubles of the numpy formulation: the
+    start at nearest (ties up, -0.0 to +0.0), floor and floor + 1 clipped to the range, and
+    e = q - w / scale; on halves, signed zeros and weights past the range."""
+    from qsim.quant.rounding import _candidates, _candidates_numpy
+    rng = np.random.default_rng(5)
+    w = (rng.normal(size=(17, 41)) * 3).astype(dtype)
+    w[0, :12] = [0.5, -0.5, 1.5, -1.5, -0.0, 0.0, 127.6, -127.6, 200, -300, 126.5, -127.5]
+    s = rng.uniform(0.005, 0.02, 17)
+    s[0] = 1.0
+    for scales in (s, s[:1]):
+        for got, want in zip(_candidates(w, scales, -127, 127), _candidates_numpy(w, scales, -127, 127)):
+            assert got.dtype == np.float64 and got.tobytes() == want.tobytes()
+
+
+def test_rounding_is_the_same_on_every_instruction_set_path_and_thread_count(monkeypatch):
+    """The pass kernels (kernels/round_passes.h) are compiled per instruction-set path: the H
+    and the rows forms give the same integers on every path the machine has, at 1, 2 and 3
+    threads, on cases with many moves."""
+    from qsim.kernels.cpu_features import forced_isa, supported_isas
+    from qsim.quant.rounding import BLOCK_COLUMNS, round_from_rows
+    rng = np.random.default_rng(23)
+    k, p, oc = 2 * BLOCK_COLUMNS + 7, 70, 19
+    x = (rng.standard_normal((p, 1)) + 0.3 * rng.standard_normal((p, k))).astype(np.float32)
+    w = rng.normal(size=(oc, k))
+    s = np.abs(w).max(axis=1) / 127 * 20                           # coarse steps: many moves
+    mean = x.astype(np.float64).mean(axis=0)
+    h = PatchMoments(1, k)
+    h.add(x[None])
+    h = h.second_moment(centered=True)
+    results = set()
+    for isa in supported_isas():
+        with forced_isa(isa):
+            for threads in ("1", "2", "3"):
+                monkeypatch.setenv("QSIM_THREADS", threads)
+                results.add((adaptive_round(w, s, h).tobytes(), round_from_rows(w, s, x, mean).tobytes()))
+    assert len(results) == 1
+    nearest = np.clip(np.floor(w / s[:, None] + 0.5), -127, 127)
+    got = np.frombuffer(results.pop()[0], np.int64).reshape(oc, k)
+    assert int(np.sum(got != nearest)) > 50
+
+
 def _coarse_case(rng, k=64, oc=8, p=50, mult=1.0):
     """Inputs whose taps are a random walk (neighbours strongly correlated, as in images):
     the greedy search takes several passes."""
