@@ -25,10 +25,10 @@ cdef extern from "round_passes.h" nogil:
     void qsim_round_channel(int isa, double *q, const double *fl, const double *ce, double *gr,
                             const double *h, int64_t K, double tol, int64_t max_passes,
                             double stop_fraction, double objective, int64_t *passes)
-    void qsim_round_block(int isa, double *q, const double *fl, const double *ce, double *r,
-                          float *rs, const double *xt, int64_t P, double *g, const double *hb,
-                          int64_t b, const double *diag, double tol, int64_t j0, int64_t *moved,
-                          double *drop)
+    void qsim_round_block(int isa, double *q, const double *fl, const double *ce, float *rs,
+                            const float *xt, int64_t P, double *g, const double *hb, int64_t b,
+                            const double *diag, double tol, int64_t j0, int64_t *moved,
+                            double *drop)
 
 
 def round_passes(int isa, double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
@@ -491,30 +491,30 @@ cdef inline double _clip(double x, double lo, double hi) noexcept nogil:
     return x
 
 
-def round_block_from_rows(int isa, double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
-                          double[:, ::1] r, float[:, ::1] r32, const double[:, ::1] xt, double[:, ::1] g,
-                          const double[:, ::1] hb, const double[::1] diag, double tol, int64_t j0,
-                          const signed char[::1] active, int64_t[::1] moved, double[::1] drop,
-                          int64_t lo, int64_t hi):
+def round_block_from_rows(int isa, double[:, ::1] q, const double[:, ::1] floor_,
+                          const double[:, ::1] ceil_, float[:, ::1] r32, const float[:, ::1] xt32,
+                          double[:, ::1] g, const double[:, ::1] hb, const double[::1] diag,
+                          double tol, int64_t j0, const signed char[::1] active,
+                          int64_t[::1] moved, double[::1] drop, int64_t lo, int64_t hi):
     """One block of adaptive rounding's greedy pass in the rows form (qsim/quant/rounding.py
     round_from_rows), channels lo..hi-1 in place: for each weight j = j0 + t of the block in
     order, the move to the other candidate is taken when 2 d g[o, t] + d^2 diag[j] < -tol;
-    then r[o] += d xt[j] (the channel's residual X e over the P rows; r32 its float32 copy, for
-    the next block's gradient GEMM) and g[o, t'] += d hb[t, t']
-    for the block's later weights (hb = the block's X^T X). g [OC, b] holds the block's
-    gradient X^T r at the block's start. Channels with active[o] == 0 are skipped; moved[o]
-    counts the moves and drop[o] adds up how much they lowered the objective (-gain).
-    Channels never interact: any split of the rows gives the same integers. Per channel
-    kernels/round_passes.h on the instruction-set path `isa` (the same bits on each)."""
-    cdef int64_t o, b = g.shape[1], P = r.shape[1]
+    then r32[o] += d xt32[j] (the channel's residual X e over the P rows, float32, as the next
+    block's gradient GEMM reads it) and g[o, t'] += d hb[t, t'] for the block's later weights
+    (hb = the block's X^T X). g [OC, b] holds the block's gradient X^T r at the block's start.
+    Channels with active[o] == 0 are skipped; moved[o] counts the moves and drop[o] adds up
+    how much they lowered the objective (-gain). Channels never interact: any split of the
+    rows gives the same integers. Per channel kernels/round_passes.h on the instruction-set
+    path `isa` (the same bits on each)."""
+    cdef int64_t o, b = g.shape[1], P = r32.shape[1]
     if hi <= lo or b == 0:
         return
     with nogil:
         for o in range(lo, hi):
             if active[o]:
-                qsim_round_block(isa, &q[o, 0], &floor_[o, 0], &ceil_[o, 0], &r[o, 0], &r32[o, 0],
-                                 &xt[0, 0], P, &g[o, 0], &hb[0, 0], b, &diag[0], tol, j0,
-                                 &moved[o], &drop[o])
+                qsim_round_block(isa, &q[o, 0], &floor_[o, 0], &ceil_[o, 0], &r32[o, 0],
+                                   &xt32[0, 0], P, &g[o, 0], &hb[0, 0], b, &diag[0], tol, j0,
+                                   &moved[o], &drop[o])
 
 
 cdef extern from "dw_moments.h" nogil:

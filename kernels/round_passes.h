@@ -70,16 +70,17 @@ static void qsim_round_channel(int isa, double *q, const double *fl, const doubl
 }
 
 /* One block of weights j0 .. j0 + b - 1 of one channel in the rows form: q/fl/ce the
- * channel's rows (all K weights), r its residual X e (P doubles) and rs the float32 copy of
- * r, xt [K][P] the rows transposed, g the block's gradient X^T r (b doubles, updated for
- * the block's later weights through hb, the block's b x b X^T X), diag X^T X's diagonal (K).
- * Adds the moves to *moved and what they lowered the objective by to *drop. */
+ * channel's rows (all K weights), rs its residual X e (P floats, as the gradient GEMM reads
+ * it), xt [K][P] the rows transposed (floats), g the block's gradient X^T r (b doubles,
+ * updated for the block's later weights through hb, the block's b x b X^T X), diag X^T X's
+ * diagonal (K). A move adds d * x_j to rs in float32 (d = +-1: the product is exact). Adds
+ * the moves to *moved and what they lowered the objective by to *drop. */
 QSIM_INLINE void qsim_rp_block_body(double *restrict q, const double *restrict fl,
-                                    const double *restrict ce, double *restrict r,
-                                    float *restrict rs, const double *restrict xt, int64_t P,
-                                    double *restrict g, const double *restrict hb, int64_t b,
-                                    const double *restrict diag, double tol, int64_t j0,
-                                    int64_t *restrict moved, double *restrict drop)
+                                      const double *restrict ce, float *restrict rs,
+                                      const float *restrict xt, int64_t P,
+                                      double *restrict g, const double *restrict hb, int64_t b,
+                                      const double *restrict diag, double tol, int64_t j0,
+                                      int64_t *restrict moved, double *restrict drop)
 {
     for (int64_t t = 0; t < b; t++) {
         int64_t j = j0 + t;
@@ -92,11 +93,10 @@ QSIM_INLINE void qsim_rp_block_body(double *restrict q, const double *restrict f
         if (!(gain < -tol))
             continue;
         q[j] = other;
-        const double *xr = xt + j * P;
-        for (int64_t p = 0; p < P; p++) {
-            r[p] = r[p] + delta * xr[p];
-            rs[p] = (float)r[p];
-        }
+        const float *xr = xt + j * P;
+        float d = (float)delta;                 /* +-1: exact */
+        for (int64_t p = 0; p < P; p++)
+            rs[p] = rs[p] + d * xr[p];
         const double *hr = hb + t * b;
         for (int64_t u = t + 1; u < b; u++)
             g[u] = g[u] + delta * hr[u];
@@ -107,18 +107,18 @@ QSIM_INLINE void qsim_rp_block_body(double *restrict q, const double *restrict f
 
 QSIM_VERSIONS(qsim_rp_block,
               (double *restrict q, const double *restrict fl, const double *restrict ce,
-               double *restrict r, float *restrict rs, const double *restrict xt, int64_t P,
+               float *restrict rs, const float *restrict xt, int64_t P,
                double *restrict g, const double *restrict hb, int64_t b,
                const double *restrict diag, double tol, int64_t j0, int64_t *restrict moved,
                double *restrict drop),
-              (q, fl, ce, r, rs, xt, P, g, hb, b, diag, tol, j0, moved, drop))
+              (q, fl, ce, rs, xt, P, g, hb, b, diag, tol, j0, moved, drop))
 
-static void qsim_round_block(int isa, double *q, const double *fl, const double *ce, double *r,
-                             float *rs, const double *xt, int64_t P, double *g, const double *hb,
-                             int64_t b, const double *diag, double tol, int64_t j0, int64_t *moved,
-                             double *drop)
+static void qsim_round_block(int isa, double *q, const double *fl, const double *ce, float *rs,
+                               const float *xt, int64_t P, double *g, const double *hb, int64_t b,
+                               const double *diag, double tol, int64_t j0, int64_t *moved,
+                               double *drop)
 {
-    QSIM_DISPATCH(isa, qsim_rp_block, q, fl, ce, r, rs, xt, P, g, hb, b, diag, tol, j0, moved, drop);
+    QSIM_DISPATCH(isa, qsim_rp_block, q, fl, ce, rs, xt, P, g, hb, b, diag, tol, j0, moved, drop);
 }
 
 #endif

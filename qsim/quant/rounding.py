@@ -773,14 +773,19 @@ def _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction) -> np.nda
         xt -= mean.reshape(-1, 1)
     diag = np.einsum("kp,kp->k", xt, xt)                           # X^T X's diagonal
     tol = 1e-12 * float(np.max(diag)) if diag.size else 0.0
-    r = np.ascontiguousarray(e @ xt)                               # [OC, P]: X e per channel
-    r32, xt32 = r.astype(np.float32), xt.astype(np.float32)
     q, floor, ceil = (np.ascontiguousarray(a) for a in (q, floor, ceil))
     starts = range(0, k, BLOCK_COLUMNS)
     grams = [np.ascontiguousarray(xt[j0:j0 + BLOCK_COLUMNS] @ xt[j0:j0 + BLOCK_COLUMNS].T)
              for j0 in starts]                                     # each block's X^T X
+    xt32 = xt.astype(np.float32)
+    del xt
+    # the residual X e per channel [OC, P] in float32, as the gradient GEMMs read it: each
+    # move adds +-x_j to it in float32 (the moments themselves carry float32 GEMM rounding;
+    # on ResNet-18's layer4, 405 of 2.36M integers differ from a float64 residual's, at
+    # near-ties, and the kernel moves half the bytes)
+    r32 = e.astype(np.float32) @ xt32
     active = np.ones(oc, np.int8)
-    objective = np.einsum("op,op->o", r, r)                        # e^T X^T X e per channel
+    objective = np.einsum("op,op->o", r32, r32, dtype=np.float64)   # e^T X^T X e per channel
     kernel = _quant_ops.round_block_from_rows
     isa = current_isa().code
     for _ in range(MAX_PASSES):
@@ -789,15 +794,14 @@ def _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction) -> np.nda
         live = np.flatnonzero(active)
         some = live.size < oc
         for j0, hb in zip(starts, grams):
-            # [OC, b]: X^T r on the block, a float32 GEMM (twice float64's speed: the
-            # gradient only ranks moves; r itself is kept in float64); rows of the channels
-            # still searching only (the others' rows are never read)
+            # [OC, b]: X^T r on the block, a float32 GEMM (twice float64's speed); rows of
+            # the channels still searching only (the others' rows are never read)
             if some:
                 g = np.zeros((oc, min(BLOCK_COLUMNS, k - j0)))
                 g[live] = r32[live] @ xt32[j0:j0 + BLOCK_COLUMNS].T
             else:
                 g = (r32 @ xt32[j0:j0 + BLOCK_COLUMNS].T).astype(np.float64)
-            split_rows(oc, lambda lo, hi: kernel(isa, q, floor, ceil, r, r32, xt, g, hb, diag, tol, j0,
+            split_rows(oc, lambda lo, hi: kernel(isa, q, floor, ceil, r32, xt32, g, hb, diag, tol, j0,
                                                  active, moved, drop, lo, hi), min_rows=1)
         active &= ((moved > 0) & ~(drop < stop_fraction * objective)).astype(np.int8)
         if not active.any():
