@@ -214,6 +214,9 @@ class PatchMoments:
             raise ValueError("PatchMoments.add_offsets: another geometry than the earlier samples'")
         self._offset_geometry = g
         h, w = x.shape[2] - g.crop[0], x.shape[3] - g.crop[1]
+        if self._offset_shape is not None and self._offset_shape[1:] != (x.shape[1], h, w):
+            self._assemble_offsets()         # another input size: its own cells and totals
+        self._offset_shape = (x.shape[0], x.shape[1], h, w)
         self._offset_inputs.append(np.ascontiguousarray(x[:, :, :h, :w], dtype=np.float32))
         oh, ow = _output_size(x.shape, g)
         rows = x.shape[0] * oh * ow
@@ -235,7 +238,6 @@ class PatchMoments:
         for total, part in zip((self._offset_totals[0], *self._offset_totals[1]), (core, *cells)):
             total += part
         self.sum_x[0] += sums.reshape(-1)
-        self._offset_shape = x.shape
 
     def _assemble_offsets(self) -> None:
         self._flush_offsets()

@@ -638,3 +638,21 @@ def test_offset_layers_sum_by_offsets_and_give_the_same_bits_at_any_thread_count
     want = p.T @ p / rows - np.outer(mean, mean)
     np.testing.assert_allclose(results[0][1][0], mean, rtol=1e-12)
     np.testing.assert_allclose(results[0][0][0], want, atol=1e-6 * np.abs(want).max())
+
+
+def test_offset_layer_inputs_of_another_size_are_summed_apart():
+    """A layer summed by offsets that sees inputs of two spatial sizes (a model run at two
+    input sizes) sums each size's patches: the totals of the gathered patches of both."""
+    from qsim.quant.rounding import conv_patches_numpy, conv_patch_shape
+    rng = np.random.default_rng(4)
+    g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
+    xs = [rng.normal(size=(1, 3, h, w)).astype(np.float32) for h, w in [(6, 7), (6, 7), (5, 9), (6, 7)]]
+    m = PatchMoments(1, 27)
+    want = np.zeros((27, 27))
+    for x in xs:
+        m.add_offsets(x, g)
+        rows, _, k = conv_patch_shape(x.shape, g)
+        p = conv_patches_numpy(x.astype(np.float64), g, np.empty((1, rows, k)))[0]
+        want += p.T @ p
+    got = m.second_moment(centered=False) * m.count
+    np.testing.assert_allclose(got[0], want, atol=1e-5 * np.abs(want).max())
