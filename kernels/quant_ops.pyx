@@ -518,9 +518,10 @@ def round_block_from_rows(int isa, double[:, ::1] q, const double[:, ::1] floor_
 
 
 cdef extern from "dw_moments.h" nogil:
-    void qsim_dw_moments_channel(int isa, const double *xp, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,
-                                 int64_t sy, int64_t sx, int64_t OH, int64_t OW, double *tsum,
-                                 double *so, double *s1)
+    enum: QSIM_DWM_CB
+    void qsim_dw_moments_block(int isa, const double *xp, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,
+                               int64_t sy, int64_t sx, int64_t OH, int64_t OW, double *tsum,
+                               double *so, double *s1)
 
 
 def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] sum_outer,
@@ -531,13 +532,16 @@ def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] 
     (qsim/quant/rounding.py PatchMoments.add_depthwise):
         sum_outer[c, a, b] += sum over n, oy, ox of v(a) v(b),   sum_x[c, a] += sum of v(a),
     v(a) = x[n, c, oy*sy + ay - pt, ox*sx + ax - pl] (0 outside x: padding), a = ay*KW + ax.
-    Float64 sums of exact products in a fixed order (kernels/dw_moments.h), one channel per
-    call: the same bits for any split of the channels over threads. Per sample, the window
-    of the channel the outputs read is copied to doubles; the upper triangle (a <= b) is
-    summed and copied to the lower, so each [K, K] total stays exactly symmetric. `isa`: the
-    instruction-set path (qsim/kernels/cpu_features.py), the same bits on each."""
+    Float64 sums of exact products in a fixed order per channel (kernels/dw_moments.h),
+    QSIM_DWM_CB channels side by side in the vector lanes: the same bits for any split of the
+    channels over threads and any blocking. Per block, its totals are copied out of sum_outer
+    into lane-interleaved accumulators (each channel's running sums continue exactly as if
+    added in place), every sample's window is copied to doubles [Hp][Wp][lane], and at the end
+    the upper triangle (a <= b) is stored and mirrored to the lower, so each [K, K] total stays
+    exactly symmetric. `isa`: the instruction-set path (qsim/kernels/cpu_features.py), the
+    same bits on each."""
     cdef int64_t N = x.shape[0], H = x.shape[2], W = x.shape[3], K = KH * KW
-    cdef int64_t Hp = (OH - 1) * sy + KH, Wp = (OW - 1) * sx + KW
+    cdef int64_t Hp = (OH - 1) * sy + KH, Wp = (OW - 1) * sx + KW, L = QSIM_DWM_CB
     if hi <= lo or N == 0 or OH <= 0 or OW <= 0:
         return
     if sum_outer.shape[1] != K or sum_outer.shape[2] != K or sum_x.shape[1] != K or KW > 64:
@@ -545,35 +549,67 @@ def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] 
     cdef int64_t xs0 = x.strides[0] // 4, xs1 = x.strides[1] // 4, xs2 = x.strides[2] // 4
     cdef int64_t xs3 = x.strides[3] // 4
     cdef const float *xb = &x[0, 0, 0, 0]
-    cdef double *xp = <double *>malloc(Hp * Wp * sizeof(double))
-    cdef double *tsum = <double *>malloc(KH * Wp * sizeof(double))
-    cdef int64_t c, n, a, b
-    if xp == NULL or tsum == NULL:
+    cdef double *xp = <double *>malloc(Hp * Wp * L * sizeof(double))
+    cdef double *tsum = <double *>malloc(KH * Wp * L * sizeof(double))
+    cdef double *so = <double *>malloc(K * K * L * sizeof(double))
+    cdef double *s1 = <double *>malloc(K * L * sizeof(double))
+    cdef int64_t c0, lanes, l, n, a, b
+    if xp == NULL or tsum == NULL or so == NULL or s1 == NULL:
         free(xp)
         free(tsum)
+        free(so)
+        free(s1)
         raise MemoryError("depthwise_moments_f32: scratch rows")
     with nogil:
-        for c in range(lo, hi):
+        c0 = lo
+        while c0 < hi:
+            lanes = L if hi - c0 > L else hi - c0
+            for a in range(K * K * L):
+                so[a] = 0.0                     # lanes past the last channel: never stored
+            for a in range(K * L):
+                s1[a] = 0.0
+            for l in range(lanes):
+                for a in range(K):
+                    s1[a * L + l] = sum_x[c0 + l, a]
+                    for b in range(a, K):
+                        so[(a * K + b) * L + l] = sum_outer[c0 + l, a, b]
             for n in range(N):
-                _padded_plane(xb + n * xs0 + c * xs1, xp, Hp, Wp, H, W, pt, pl, xs2, xs3)
-                qsim_dw_moments_channel(isa, xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum,
-                                        &sum_outer[c, 0, 0], &sum_x[c, 0])
-            for a in range(K):
-                for b in range(a + 1, K):
-                    sum_outer[c, b, a] = sum_outer[c, a, b]
+                _padded_block(xb + n * xs0 + c0 * xs1, xp, Hp, Wp, H, W, pt, pl, xs1, xs2, xs3,
+                              lanes, L)
+                qsim_dw_moments_block(isa, xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum, so, s1)
+            for l in range(lanes):
+                for a in range(K):
+                    sum_x[c0 + l, a] = s1[a * L + l]
+                    for b in range(a, K):
+                        sum_outer[c0 + l, a, b] = so[(a * K + b) * L + l]
+                        sum_outer[c0 + l, b, a] = so[(a * K + b) * L + l]
+            c0 += L
     free(xp)
     free(tsum)
+    free(so)
+    free(s1)
 
 
-cdef void _padded_plane(const float *xc, double *xp, int64_t Hp, int64_t Wp, int64_t H, int64_t W,
-                        int64_t pt, int64_t pl, int64_t xs2, int64_t xs3) noexcept nogil:
-    """xp[r][j] = x[r - pt][j - pl] as double, 0 outside x."""
-    cdef int64_t r, j, iy, ix
+cdef void _padded_block(const float *xc, double *xp, int64_t Hp, int64_t Wp, int64_t H, int64_t W,
+                        int64_t pt, int64_t pl, int64_t xs1, int64_t xs2, int64_t xs3,
+                        int64_t lanes, int64_t L) noexcept nogil:
+    """xp[(r*Wp + j)*L + l] = x[channel l][r - pt][j - pl] as double, 0 outside x and for
+    lanes >= `lanes`."""
+    cdef int64_t r, j, l, iy, ix
+    cdef double *row
     for r in range(Hp):
         iy = r - pt
         for j in range(Wp):
             ix = j - pl
-            xp[r * Wp + j] = <double>xc[iy * xs2 + ix * xs3] if (0 <= iy < H and 0 <= ix < W) else 0.0
+            row = xp + (r * Wp + j) * L
+            if 0 <= iy < H and 0 <= ix < W:
+                for l in range(lanes):
+                    row[l] = <double>xc[l * xs1 + iy * xs2 + ix * xs3]
+                for l in range(lanes, L):
+                    row[l] = 0.0
+            else:
+                for l in range(L):
+                    row[l] = 0.0
 
 
 cdef double _pairwise_sum(const float *a, Py_ssize_t n) noexcept nogil:
