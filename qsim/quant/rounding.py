@@ -565,8 +565,8 @@ def sample_stride(x_shape, g: ConvGeometry, samples: int | None) -> ConvGeometry
     ceil(rows / budget), a = floor(sqrt(excess)), b = ceil(excess / a) (each at most the
     output's extent). A deterministic choice of whole patches, the same in every sample;
     measured on ResNet-18 and EfficientNet-Lite0 in docs/quantize.md. An unknown sample count
-    keeps every position. (A depthwise layer that keeps every position is summed without
-    gathering; a sampled one gathers its few patches: InputMoments.update.)"""
+    keeps every position. (A depthwise layer, sampled or not, is summed without gathering:
+    the sampled lattice is its geometry with the multiplied stride; InputMoments.update.)"""
     if samples is None:
         return g
     rows, _, k = conv_patch_shape(x_shape, g)
@@ -642,11 +642,11 @@ class InputMoments:
 
     def _update_layer(self, key: str, geometry: ConvGeometry | None, value: np.ndarray) -> None:
         x = np.asarray(value, dtype=np.float32)
-        direct = geometry is not None and depthwise_direct(x.shape, geometry)
         if geometry is not None:
-            sampled = self._sampled(key, x.shape, geometry)
-            direct = direct and sampled is geometry
-            geometry = sampled
+            geometry = self._sampled(key, x.shape, geometry)
+        # a depthwise layer is summed straight from x, sampled or not (a sampled lattice is
+        # the kernel's stride times the sampling step: no patch gather either way)
+        direct = geometry is not None and depthwise_direct(x.shape, geometry)
         if geometry is None:
             rows, groups, patch = x.size // x.shape[-1], 1, x.shape[-1]
         else:
