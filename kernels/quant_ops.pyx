@@ -524,70 +524,54 @@ cdef extern from "dw_moments.h" nogil:
                                double *so, double *s1)
 
 
+DEPTHWISE_LANES = QSIM_DWM_CB
+
+
 def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] sum_outer,
-                          double[:, ::1] sum_x, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
+                          double[:, :, ::1] sum_x, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
                           int64_t pt, int64_t pl, int64_t OH, int64_t OW, int64_t lo, int64_t hi):
-    """Adds the input patch moments of a depthwise convolution (dilation 1) for channels
-    lo..hi-1 straight from its NCHW input x, without gathering the patches
-    (qsim/quant/rounding.py PatchMoments.add_depthwise):
-        sum_outer[c, a, b] += sum over n, oy, ox of v(a) v(b),   sum_x[c, a] += sum of v(a),
+    """Adds the input patch moments of a depthwise convolution (dilation 1) for the channel
+    blocks lo..hi-1 straight from its NCHW input x, without gathering the patches
+    (qsim/quant/rounding.py PatchMoments.add_depthwise), into lane-interleaved totals
+    (DEPTHWISE_LANES channels per block, channel c = block * lanes + l):
+        sum_outer[block, a*K + b, l] += sum over n, oy, ox of v(a) v(b)   (a <= b only),
+        sum_x[block, a, l] += sum of v(a),
     v(a) = x[n, c, oy*sy + ay - pt, ox*sx + ax - pl] (0 outside x: padding), a = ay*KW + ax.
-    Float64 sums of exact products in a fixed order per channel (kernels/dw_moments.h),
-    QSIM_DWM_CB channels side by side in the vector lanes: the same bits for any split of the
-    channels over threads and any blocking. Per block, its totals are copied out of sum_outer
-    into lane-interleaved accumulators (each channel's running sums continue exactly as if
-    added in place), every sample's window is copied to doubles [Hp][Wp][lane], and at the end
-    the upper triangle (a <= b) is stored and mirrored to the lower, so each [K, K] total stays
-    exactly symmetric. `isa`: the instruction-set path (qsim/kernels/cpu_features.py), the
-    same bits on each."""
-    cdef int64_t N = x.shape[0], H = x.shape[2], W = x.shape[3], K = KH * KW
+    Float64 sums of exact products in a fixed order per channel (kernels/dw_moments.h), the
+    block's channels side by side in the vector lanes: the same bits for any split of the
+    blocks over threads. Per sample, a block's window is copied to doubles [Hp][Wp][lane]
+    (lanes past the last channel of x as zeros: their totals are never read). `isa`: the
+    instruction-set path (qsim/kernels/cpu_features.py), the same bits on each."""
+    cdef int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], K = KH * KW
     cdef int64_t Hp = (OH - 1) * sy + KH, Wp = (OW - 1) * sx + KW, L = QSIM_DWM_CB
     if hi <= lo or N == 0 or OH <= 0 or OW <= 0:
         return
-    if sum_outer.shape[1] != K or sum_outer.shape[2] != K or sum_x.shape[1] != K or KW > 64:
-        raise ValueError("depthwise_moments_f32: totals do not have K = KH * KW columns (KW <= 64)")
+    if (sum_outer.shape[1] != K * K or sum_x.shape[1] != K or sum_outer.shape[2] != L
+            or sum_x.shape[2] != L or KW > 64 or hi > sum_outer.shape[0] or hi > sum_x.shape[0]
+            or hi * L - L >= C):
+        raise ValueError("depthwise_moments_f32: totals are not [blocks, K*K | K, lanes] "
+                         "(K = KH * KW, KW <= 64) for these blocks")
     cdef int64_t xs0 = x.strides[0] // 4, xs1 = x.strides[1] // 4, xs2 = x.strides[2] // 4
     cdef int64_t xs3 = x.strides[3] // 4
     cdef const float *xb = &x[0, 0, 0, 0]
     cdef double *xp = <double *>malloc(Hp * Wp * L * sizeof(double))
     cdef double *tsum = <double *>malloc(KH * Wp * L * sizeof(double))
-    cdef double *so = <double *>malloc(K * K * L * sizeof(double))
-    cdef double *s1 = <double *>malloc(K * L * sizeof(double))
-    cdef int64_t c0, lanes, l, n, a, b
-    if xp == NULL or tsum == NULL or so == NULL or s1 == NULL:
+    cdef int64_t blk, c0, lanes, n
+    if xp == NULL or tsum == NULL:
         free(xp)
         free(tsum)
-        free(so)
-        free(s1)
         raise MemoryError("depthwise_moments_f32: scratch rows")
     with nogil:
-        c0 = lo
-        while c0 < hi:
-            lanes = L if hi - c0 > L else hi - c0
-            for a in range(K * K * L):
-                so[a] = 0.0                     # lanes past the last channel: never stored
-            for a in range(K * L):
-                s1[a] = 0.0
-            for l in range(lanes):
-                for a in range(K):
-                    s1[a * L + l] = sum_x[c0 + l, a]
-                    for b in range(a, K):
-                        so[(a * K + b) * L + l] = sum_outer[c0 + l, a, b]
+        for blk in range(lo, hi):
+            c0 = blk * L
+            lanes = L if C - c0 > L else C - c0
             for n in range(N):
                 _padded_block(xb + n * xs0 + c0 * xs1, xp, Hp, Wp, H, W, pt, pl, xs1, xs2, xs3,
                               lanes, L)
-                qsim_dw_moments_block(isa, xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum, so, s1)
-            for l in range(lanes):
-                for a in range(K):
-                    sum_x[c0 + l, a] = s1[a * L + l]
-                    for b in range(a, K):
-                        sum_outer[c0 + l, a, b] = so[(a * K + b) * L + l]
-                        sum_outer[c0 + l, b, a] = so[(a * K + b) * L + l]
-            c0 += L
+                qsim_dw_moments_block(isa, xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum,
+                                      &sum_outer[blk, 0, 0], &sum_x[blk, 0, 0])
     free(xp)
     free(tsum)
-    free(so)
-    free(s1)
 
 
 cdef void _padded_block(const float *xc, double *xp, int64_t Hp, int64_t Wp, int64_t H, int64_t W,

@@ -75,6 +75,9 @@ class PatchMoments:
         self._offset_rows = 0
         self._offset_totals: tuple[np.ndarray, list[np.ndarray]] | None = None
         self._offset_shape: tuple[int, ...] | None = None
+        # add_depthwise: the running totals in lane-interleaved blocks ([blocks, K*K, lanes],
+        # [blocks, K, lanes]) while samples come; sum_outer / sum_x are stale until stored
+        self._depthwise: tuple[np.ndarray, np.ndarray] | None = None
 
     def never_hold(self) -> None:
         """Sums every row from the start (a layer that will see more than K rows anyway, or
@@ -186,21 +189,53 @@ class PatchMoments:
     def add_depthwise(self, x: np.ndarray, g: "ConvGeometry") -> None:
         """Adds the patches of a depthwise convolution (dilation 1) of the float32 NCHW input
         x straight from x (kernels/quant_ops.pyx depthwise_moments_f32): no gathered rows,
-        float64 sums of exact products in a fixed order per channel, channels split over
+        float64 sums of exact products in a fixed order per channel, channel blocks split over
         threads (same bits for any thread count). Same totals as add(conv_patches(x, g)) up
-        to the rounding of the sums (there: float32 GEMMs per flush of rows)."""
+        to the rounding of the sums (there: float32 GEMMs per flush of rows).
+
+        The totals run on in the kernel's lane-interleaved layout from the first such sample
+        to the next _flush (which stores them into sum_outer / sum_x): a per-sample copy in
+        and out of the [C, K, K] sums cost as much as the sums themselves (EfficientNet-Lite0's
+        1152-channel 5x5 layer: 5.8 MB each way). Each channel's running sums are those an
+        in-place update would make: the same bits."""
         if not depthwise_direct(x.shape, g) or self.groups != x.shape[1] or self._holding:
             raise ValueError("PatchMoments.add_depthwise: not a depthwise layer of this shape")
-        self._flush()
+        if self._depthwise is None or self._pending_rows or self._offset_inputs:
+            self._flush()
+            self._depthwise = self._depthwise_blocks()
+        so, s1 = self._depthwise
         n, c, h, w = x.shape
         oh, ow = _output_size(x.shape, g)
         x = x[:, :, :h - g.crop[0], :w - g.crop[1]]
         (kh, kw), (sh, sw) = g.kernel, g.stride
         isa = current_isa().code
-        split_rows(c, lambda lo, hi: _quant_ops.depthwise_moments_f32(
-            isa, x, self.sum_outer, self.sum_x, kh, kw, sh, sw, g.begins[0], g.begins[1], oh, ow, lo, hi),
-            min_rows=8)
+        split_rows(so.shape[0], lambda lo, hi: _quant_ops.depthwise_moments_f32(
+            isa, x, so, s1, kh, kw, sh, sw, g.begins[0], g.begins[1], oh, ow, lo, hi), min_rows=1)
         self.count += n * oh * ow
+
+    def _depthwise_blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """sum_outer / sum_x copied into add_depthwise's [blocks, K*K, lanes] / [blocks, K,
+        lanes] layout (channels past the last as zeros)."""
+        lanes = _quant_ops.DEPTHWISE_LANES
+        blocks = -(-self.groups // lanes)
+        so = np.zeros((blocks * lanes, self.patch, self.patch))
+        s1 = np.zeros((blocks * lanes, self.patch))
+        so[:self.groups], s1[:self.groups] = self.sum_outer, self.sum_x
+        return (np.ascontiguousarray(so.reshape(blocks, lanes, -1).transpose(0, 2, 1)),
+                np.ascontiguousarray(s1.reshape(blocks, lanes, -1).transpose(0, 2, 1)))
+
+    def _store_depthwise(self) -> None:
+        """add_depthwise's totals back into sum_outer / sum_x: the upper triangle (a <= b, the
+        entries the kernel sums) and its mirror, so each [K, K] total is exactly symmetric."""
+        if self._depthwise is None:
+            return
+        so, s1 = self._depthwise
+        self._depthwise = None
+        k, c = self.patch, self.groups
+        full = so.transpose(0, 2, 1).reshape(-1, k, k)[:c]
+        upper = np.triu(np.ones((k, k), bool))
+        self.sum_outer[...] = np.where(upper, full, full.transpose(0, 2, 1))
+        self.sum_x[...] = s1.transpose(0, 2, 1).reshape(-1, k)[:c]
 
     def add_offsets(self, x: np.ndarray, g: "ConvGeometry") -> None:
         """Adds the patches of a stride-1, dilation-1, one-group convolution of the float32
@@ -257,6 +292,7 @@ class PatchMoments:
         self.sum_x += _column_sums(p)
 
     def _flush(self) -> None:
+        self._store_depthwise()
         self._assemble_offsets()
         if not self._pending_rows or self._holding:
             return

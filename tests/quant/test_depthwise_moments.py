@@ -25,10 +25,15 @@ def _geometry(c, kh, kw, sy, sx, begins, ends):
     return ConvGeometry(c, (kh, kw), (sy, sx), (1, 1), begins, ends, (0, 0))
 
 
-def _direct(x, g, samples=1):
+def _direct(x, g, samples=1, more=()):
+    """add_depthwise of x `samples` times, then of each of `more`; the totals stored (the
+    kernel's lane-interleaved running sums back into sum_outer / sum_x)."""
     m = PatchMoments(x.shape[1], g.kernel[0] * g.kernel[1])
     for _ in range(samples):
         m.add_depthwise(x, g)
+    for y in more:
+        m.add_depthwise(y, g)
+    m._flush()
     return m
 
 
@@ -196,9 +201,25 @@ def test_a_sampled_depthwise_layer_is_summed_directly_on_its_sub_lattice():
         got = moments.moments["y"]
         g = sample_stride(xs[0].shape, dw, samples)
         assert (g is dw) == (samples is None) and g.stride == ((1, 1) if samples is None else (2, 4))
-        want = _direct(xs[0], g)
-        want.add_depthwise(xs[1], g)
+        want = _direct(xs[0], g, more=xs[1:])
         outer = sum(_reference(x, g)[0] for x in xs)
         assert got.count == want.count == 2 * (1200 if samples is None else 160)
+        got._flush()
         assert got.sum_outer.tobytes() == want.sum_outer.tobytes()
         assert np.array_equal(got.sum_outer, outer)
+
+
+def test_reading_the_totals_between_samples_changes_no_bit():
+    """add_depthwise keeps its running totals in the kernel's blocked layout until a flush
+    stores them; reading the means between samples (a store, then a fresh copy into blocks)
+    continues every channel's sums exactly, and the moments are those of one pass."""
+    rng = np.random.default_rng(9)
+    g = _geometry(11, 3, 3, 2, 1, (1, 1), (1, 1))
+    xs = [rng.normal(size=(1, 11, 9, 8)).astype(np.float32) for _ in range(3)]
+    read = PatchMoments(11, 9)
+    for x in xs:
+        read.add_depthwise(x, g)
+        read.means()
+    one_pass = _direct(xs[0], g, more=xs[1:])
+    assert read.count == one_pass.count
+    assert read.second_moment(True).tobytes() == one_pass.second_moment(True).tobytes()
