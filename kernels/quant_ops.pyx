@@ -543,7 +543,13 @@ def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] 
     (lanes past the last channel of x as zeros: their totals are never read). `isa`: the
     instruction-set path (qsim/kernels/cpu_features.py), the same bits on each."""
     cdef int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], K = KH * KW
-    cdef int64_t Hp = (OH - 1) * sy + KH, Wp = (OW - 1) * sx + KW, L = QSIM_DWM_CB
+    # A stride past the kernel (a sampled lattice: sample_stride) leaves rows / columns no
+    # patch reads: the window is copied without them, patches side by side (stride KH / KW).
+    # The kernel then forms exactly the products and sums it formed before for every entry it
+    # adds up (each patch's own rows and columns, in the same order; with sy >= KH no row
+    # slides either way): the same bits, for fewer operations on the unread gaps.
+    cdef int64_t ky = sy if sy < KH else KH, kx = sx if sx < KW else KW
+    cdef int64_t Hp = (OH - 1) * ky + KH, Wp = (OW - 1) * kx + KW, L = QSIM_DWM_CB
     if hi <= lo or N == 0 or OH <= 0 or OW <= 0:
         return
     if (sum_outer.shape[1] != K * K or sum_x.shape[1] != K or sum_outer.shape[2] != L
@@ -556,37 +562,54 @@ def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] 
     cdef const float *xb = &x[0, 0, 0, 0]
     cdef double *xp = <double *>malloc(Hp * Wp * L * sizeof(double))
     cdef double *tsum = <double *>malloc(KH * Wp * L * sizeof(double))
-    cdef int64_t blk, c0, lanes, n
-    if xp == NULL or tsum == NULL:
+    cdef int64_t *src_row = <int64_t *>malloc(Hp * sizeof(int64_t))
+    cdef int64_t *src_col = <int64_t *>malloc(Wp * sizeof(int64_t))
+    cdef int64_t blk, c0, lanes, n, r
+    if xp == NULL or tsum == NULL or src_row == NULL or src_col == NULL:
         free(xp)
         free(tsum)
+        free(src_row)
+        free(src_col)
         raise MemoryError("depthwise_moments_f32: scratch rows")
+    for r in range(Hp):                 # window row r: patch row r // ky, tap row r % ky
+        src_row[r] = _window_source(r, ky, sy, pt, H)
+    for r in range(Wp):
+        src_col[r] = _window_source(r, kx, sx, pl, W)
     with nogil:
         for blk in range(lo, hi):
             c0 = blk * L
             lanes = L if C - c0 > L else C - c0
             for n in range(N):
-                _padded_block(xb + n * xs0 + c0 * xs1, xp, Hp, Wp, H, W, pt, pl, xs1, xs2, xs3,
-                              lanes, L)
-                qsim_dw_moments_block(isa, xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum,
+                _padded_block(xb + n * xs0 + c0 * xs1, xp, Hp, Wp, src_row, src_col,
+                              xs1, xs2, xs3, lanes, L)
+                qsim_dw_moments_block(isa, xp, Hp, Wp, KH, KW, ky, kx, OH, OW, tsum,
                                       &sum_outer[blk, 0, 0], &sum_x[blk, 0, 0])
     free(xp)
     free(tsum)
+    free(src_row)
+    free(src_col)
 
 
-cdef void _padded_block(const float *xc, double *xp, int64_t Hp, int64_t Wp, int64_t H, int64_t W,
-                        int64_t pt, int64_t pl, int64_t xs1, int64_t xs2, int64_t xs3,
-                        int64_t lanes, int64_t L) noexcept nogil:
-    """xp[(r*Wp + j)*L + l] = x[channel l][r - pt][j - pl] as double, 0 outside x and for
-    lanes >= `lanes`."""
+cdef int64_t _window_source(int64_t r, int64_t k, int64_t s, int64_t pad, int64_t size) noexcept:
+    """The input index of window index r (patches `k` apart in the window, `s` in the padded
+    input, k <= s), -1 for padding."""
+    cdef int64_t i = (r // k) * s + r % k - pad if k < s else r - pad
+    return i if 0 <= i < size else -1
+
+
+cdef void _padded_block(const float *xc, double *xp, int64_t Hp, int64_t Wp,
+                        const int64_t *src_row, const int64_t *src_col, int64_t xs1, int64_t xs2,
+                        int64_t xs3, int64_t lanes, int64_t L) noexcept nogil:
+    """xp[(r*Wp + j)*L + l] = x[channel l][src_row[r]][src_col[j]] as double, 0 for padding
+    (index -1) and for lanes >= `lanes`."""
     cdef int64_t r, j, l, iy, ix
     cdef double *row
     for r in range(Hp):
-        iy = r - pt
+        iy = src_row[r]
         for j in range(Wp):
-            ix = j - pl
+            ix = src_col[j]
             row = xp + (r * Wp + j) * L
-            if 0 <= iy < H and 0 <= ix < W:
+            if iy >= 0 and ix >= 0:
                 for l in range(lanes):
                     row[l] = <double>xc[l * xs1 + iy * xs2 + ix * xs3]
                 for l in range(lanes, L):
