@@ -5,9 +5,9 @@
  *   v(a) = xp[oy*sy + ay][ox*sx + ax],  a = ay*KW + ax,
  *
  * xp [Hp][Wp] the window of the channel the outputs read, as doubles, padding as 0.
- * Products of two float32 are exact in double; every sum has a fixed order (no dependence on
- * the thread split: one call per channel). Built with -ffp-contract=off: no fused
- * multiply-add changes a rounding.
+ * Products of two float32 are exact in double; every sum has a fixed order, per channel (no
+ * dependence on the thread split or on the channel block a channel is summed in). Built with
+ * -ffp-contract=off: no fused multiply-add changes a rounding.
  *
  * For a tap offset (dy, dx) = b - a, the row sums T_ay[j] = sum over oy of
  * xp[oy*sy + ay][j] * xp[oy*sy + ay + dy][j + dx] are elementwise over j (vector code); the
@@ -21,22 +21,31 @@
 #include <stdint.h>
 #include "isa_paths.h"
 
+/* Channel blocks: QSIM_DWM_CB channels side by side, innermost (one AVX-512 vector of
+ * doubles, two AVX2 ones). Every array below holds QSIM_DWM_CB lanes per element:
+ * xp[(r*Wp + j)*CB + l] is channel l's xp[r][j]. Each lane goes through exactly the
+ * operations, in the order, of the one-channel formulation above (elementwise over the lanes,
+ * no reduction across them), so a channel's totals are the same bits whatever block, lane or
+ * ISA path it is computed in; lanes past the last channel hold zeros and are never stored. */
+#define QSIM_DWM_CB 8
+
 /* t[j] = sum over oy < OH of r0[oy*step + j] * r1[oy*step + j] (r1 == NULL: of r0 alone),
- * j in [j0, j1), oy in increasing order */
+ * j in [j0, j1), oy in increasing order; step and offsets in elements (CB doubles each) */
 QSIM_INLINE void qsim_dwm_rows(const double *restrict r0, const double *restrict r1,
                                  int64_t step, int64_t OH, double *restrict t,
                                  int64_t j0, int64_t j1)
 {
-    for (int64_t j = j0; j < j1; j++)
+    const int64_t L = QSIM_DWM_CB;
+    for (int64_t j = j0 * L; j < j1 * L; j++)
         t[j] = 0.0;
     for (int64_t oy = 0; oy < OH; oy++) {
-        const double *restrict a = r0 + oy * step;
+        const double *restrict a = r0 + oy * step * L;
         if (r1) {
-            const double *restrict b = r1 + oy * step;
-            for (int64_t j = j0; j < j1; j++)
+            const double *restrict b = r1 + oy * step * L;
+            for (int64_t j = j0 * L; j < j1 * L; j++)
                 t[j] = t[j] + a[j] * b[j];
         } else {
-            for (int64_t j = j0; j < j1; j++)
+            for (int64_t j = j0 * L; j < j1 * L; j++)
                 t[j] = t[j] + a[j];
         }
     }
@@ -48,11 +57,12 @@ QSIM_INLINE void qsim_dwm_slide(const double *restrict prev, const double *restr
                                   const double *restrict new1, double *restrict t,
                                   int64_t j0, int64_t j1)
 {
+    const int64_t L = QSIM_DWM_CB;
     if (old1) {
-        for (int64_t j = j0; j < j1; j++)
+        for (int64_t j = j0 * L; j < j1 * L; j++)
             t[j] = (prev[j] - old0[j] * old1[j]) + new0[j] * new1[j];
     } else {
-        for (int64_t j = j0; j < j1; j++)
+        for (int64_t j = j0 * L; j < j1 * L; j++)
             t[j] = (prev[j] - old0[j]) + new0[j];
     }
 }
@@ -62,37 +72,41 @@ QSIM_INLINE void qsim_dwm_slide(const double *restrict prev, const double *restr
 QSIM_INLINE void qsim_dwm_strided(const double *restrict t, int64_t sx, int64_t OW,
                                     int64_t ax0, int64_t ax1, double *restrict out)
 {
-    int64_t n = ax1 - ax0;
+    const int64_t L = QSIM_DWM_CB;
+    int64_t n = (ax1 - ax0) * L;
     for (int64_t i = 0; i < n; i++)
         out[i] = 0.0;
     for (int64_t ox = 0; ox < OW; ox++) {
-        const double *restrict r = t + ox * sx + ax0;
+        const double *restrict r = t + (ox * sx + ax0) * L;
         for (int64_t i = 0; i < n; i++)
             out[i] = out[i] + r[i];
     }
 }
 
-/* tsum: KH * Wp doubles of scratch. One body compiled per ISA path (isa_paths.h): the
- * operations are elementwise or in a fixed order, so every path gives the same bits. */
+/* One sample of one channel block. xp: [Hp][Wp][CB]; tsum: KH * Wp * CB doubles of scratch;
+ * so: [K*K][CB] (pairs a <= b written), s1: [K][CB]. One body compiled per ISA path
+ * (isa_paths.h): the operations are elementwise or in a fixed order, so every path gives the
+ * same bits. */
 QSIM_INLINE void qsim_dw_moments_body(const double *restrict xp, int64_t Hp, int64_t Wp,
                                       int64_t KH, int64_t KW, int64_t sy, int64_t sx,
                                       int64_t OH, int64_t OW, double *restrict tsum,
                                       double *restrict so, double *restrict s1)
 {
+    const int64_t L = QSIM_DWM_CB;
     int64_t K = KH * KW, step = sy * Wp;
-    double part[64];                               /* KW <= 64 (the caller checks) */
+    double part[64 * QSIM_DWM_CB];                 /* KW <= 64 (the caller checks) */
     (void)Hp;
     /* linear sums */
     for (int64_t ay = 0; ay < KH; ay++) {
-        double *t = tsum + ay * Wp;
+        double *t = tsum + ay * Wp * L;
         if (ay < sy)
-            qsim_dwm_rows(xp + ay * Wp, 0, step, OH, t, 0, Wp);
+            qsim_dwm_rows(xp + ay * Wp * L, 0, step, OH, t, 0, Wp);
         else
-            qsim_dwm_slide(tsum + (ay - sy) * Wp, xp + (ay - sy) * Wp, 0,
-                           xp + (ay - sy + OH * sy) * Wp, 0, t, 0, Wp);
+            qsim_dwm_slide(tsum + (ay - sy) * Wp * L, xp + (ay - sy) * Wp * L, 0,
+                           xp + (ay - sy + OH * sy) * Wp * L, 0, t, 0, Wp);
         qsim_dwm_strided(t, sx, OW, 0, KW, part);
-        for (int64_t ax = 0; ax < KW; ax++)
-            s1[ay * KW + ax] = s1[ay * KW + ax] + part[ax];
+        for (int64_t i = 0; i < KW * L; i++)
+            s1[ay * KW * L + i] = s1[ay * KW * L + i] + part[i];
     }
     /* pairs a <= b by offset (dy, dx) = b - a: dy > 0 with any dx, or dy == 0 with dx >= 0 */
     for (int64_t dy = 0; dy < KH; dy++) {
@@ -100,17 +114,20 @@ QSIM_INLINE void qsim_dw_moments_body(const double *restrict xp, int64_t Hp, int
             int64_t j0 = dx < 0 ? -dx : 0, j1 = dx > 0 ? Wp - dx : Wp;     /* j + dx inside */
             int64_t ax0 = j0, ax1 = dx > 0 ? KW - dx : KW;
             for (int64_t ay = 0; ay + dy < KH; ay++) {
-                double *t = tsum + ay * Wp;
-                const double *r0 = xp + ay * Wp, *r1 = xp + (ay + dy) * Wp + dx;
+                double *t = tsum + ay * Wp * L;
+                const double *r0 = xp + ay * Wp * L, *r1 = xp + ((ay + dy) * Wp + dx) * L;
                 if (ay < sy)
                     qsim_dwm_rows(r0, r1, step, OH, t, j0, j1);
                 else
-                    qsim_dwm_slide(tsum + (ay - sy) * Wp, r0 - step, r1 - step,
-                                   r0 + (OH - 1) * step, r1 + (OH - 1) * step, t, j0, j1);
+                    qsim_dwm_slide(tsum + (ay - sy) * Wp * L, r0 - step * L, r1 - step * L,
+                                   r0 + (OH - 1) * step * L, r1 + (OH - 1) * step * L, t, j0, j1);
                 qsim_dwm_strided(t, sx, OW, ax0, ax1, part);
                 for (int64_t ax = ax0; ax < ax1; ax++) {
                     int64_t a = ay * KW + ax, b = (ay + dy) * KW + ax + dx;
-                    so[a * K + b] = so[a * K + b] + part[ax - ax0];
+                    double *dst = so + (a * K + b) * L;
+                    const double *src = part + (ax - ax0) * L;
+                    for (int64_t l = 0; l < L; l++)
+                        dst[l] = dst[l] + src[l];
                 }
             }
         }
@@ -122,9 +139,9 @@ QSIM_VERSIONS(qsim_dw_moments,
                int64_t sx, int64_t OH, int64_t OW, double *tsum, double *so, double *s1),
               (xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum, so, s1))
 
-static void qsim_dw_moments_channel(int isa, const double *xp, int64_t Hp, int64_t Wp,
-                                    int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t OH,
-                                    int64_t OW, double *tsum, double *so, double *s1)
+static void qsim_dw_moments_block(int isa, const double *xp, int64_t Hp, int64_t Wp,
+                                  int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t OH,
+                                  int64_t OW, double *tsum, double *so, double *s1)
 {
     QSIM_DISPATCH(isa, qsim_dw_moments, xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum, so, s1);
 }

@@ -2,10 +2,11 @@
 """Quantizer inner loops that numpy cannot vectorise (sequential per output channel).
 
 round_passes: the greedy coordinate descent of qsim/quant/rounding.py's adaptive_round, one
-output channel at a time. Channels never interact, so rows [lo, hi) can run on their own
-thread (the GIL is released); per channel the arithmetic is the numpy loop's, operation by
-operation in the same order (gain = (2*delta)*grad + (delta*delta)*diag, grad += delta*H[j]),
-so the integers are identical to the numpy version for any split of the rows.
+output channel at a time (kernels/round_passes.h, one copy per instruction-set path).
+Channels never interact, so rows [lo, hi) can run on their own thread (the GIL is
+released); per channel the arithmetic is the numpy loop's, operation by operation in the
+same order (gain = (2*delta)*grad + (delta*delta)*diag, grad += delta*H[j]), so the
+integers are identical to the numpy version for any split of the rows and any path.
 
 conv_patches_f32: a convolution's input patches, gathered for the moments adaptive rounding reads.
 The build passes -ffp-contract=off: no fused multiply-add may change a rounding.
@@ -16,11 +17,21 @@ float64 copy and half a dozen temporaries; integers and exact extremes, so the h
 are the ones numpy's formulation gives.
 """
 from libc.stdint cimport int64_t
-from libc.math cimport frexp
+from libc.math cimport frexp, floor
 from libc.stdlib cimport malloc, free
 
 
-def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
+cdef extern from "round_passes.h" nogil:
+    void qsim_round_channel(int isa, double *q, const double *fl, const double *ce, double *gr,
+                            const double *h, int64_t K, double tol, int64_t max_passes,
+                            double stop_fraction, double objective, int64_t *passes)
+    void qsim_round_block(int isa, double *q, const double *fl, const double *ce, float *rs,
+                            const float *xt, int64_t P, double *g, const double *hb, int64_t b,
+                            const double *diag, double tol, int64_t j0, int64_t *moved,
+                            double *drop)
+
+
+def round_passes(int isa, double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
                  double[:, ::1] grad, const double[:, :, ::1] h, const int64_t[::1] group_of,
                  double tol, int max_passes, int64_t lo, int64_t hi, double stop_fraction,
                  double[::1] objective, int64_t[::1] passes):
@@ -29,48 +40,16 @@ def round_passes(double[:, ::1] q, const double[:, ::1] floor_, const double[:, 
     h [groups, K, K], group_of[o] the group of channel o.
     A channel stops after a pass with no move, or whose moves lowered its objective by less
     than stop_fraction times objective[o] (e^T H e at nearest rounding; stop_fraction 0: only
-    the first rule); passes[o] = the passes it ran."""
-    cdef int64_t o, j, k, K = q.shape[1], g
-    cdef int p, moved
-    cdef double other, delta, gain, cur, drop
-    cdef double *gr
-    cdef double *qr
-    cdef const double *hr
-    cdef const double *fr
-    cdef const double *cr
+    the first rule); passes[o] = the passes it ran. Per channel kernels/round_passes.h, on
+    the instruction-set path `isa` (qsim/kernels/cpu_features.py; the same bits on each)."""
+    cdef int64_t o, K = q.shape[1]
     if hi <= lo or K == 0:
         return
     with nogil:
         for o in range(lo, hi):
-            g = group_of[o]
-            gr, qr, fr, cr = &grad[o, 0], &q[o, 0], &floor_[o, 0], &ceil_[o, 0]
-            for p in range(max_passes):
-                moved = 0
-                drop = 0.0
-                for j in range(K):
-                    cur = qr[j]
-                    other = cr[j] if cur == fr[j] else fr[j]
-                    delta = other - cur
-                    if delta == 0.0:
-                        continue
-                    hr = &h[g, j, 0]
-                    gain = (2.0 * delta) * gr[j] + (delta * delta) * hr[j]
-                    if not gain < -tol:
-                        continue
-                    qr[j] = other
-                    _axpy(gr, hr, delta, K)
-                    moved += 1
-                    drop = drop - gain
-                passes[o] = p + 1
-                if moved == 0 or drop < stop_fraction * objective[o]:
-                    break
-
-
-cdef inline void _axpy(double *y, const double *x, double a, int64_t n) noexcept nogil:
-    """y[k] = y[k] + a * x[k] (separate multiply and add: -ffp-contract=off)."""
-    cdef int64_t k
-    for k in range(n):
-        y[k] = y[k] + a * x[k]
+            qsim_round_channel(isa, &q[o, 0], &floor_[o, 0], &ceil_[o, 0], &grad[o, 0],
+                               &h[group_of[o], 0, 0], K, tol, max_passes, stop_fraction,
+                               objective[o], &passes[o])
 
 
 cdef inline int64_t _floor_bin(double q) noexcept nogil:
@@ -470,115 +449,174 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     return signal, noise
 
 
-def round_block_from_rows(double[:, ::1] q, const double[:, ::1] floor_, const double[:, ::1] ceil_,
-                          double[:, ::1] r, float[:, ::1] r32, const double[:, ::1] xt, double[:, ::1] g,
-                          const double[:, ::1] hb, const double[::1] diag, double tol, int64_t j0,
-                          const signed char[::1] active, int64_t[::1] moved, double[::1] drop,
-                          int64_t lo, int64_t hi):
+ctypedef fused rounded_weight:
+    float
+    double
+
+
+def rounding_candidates(const rounded_weight[:, ::1] w, const double[::1] scale, double qmin,
+                        double qmax, double[:, ::1] e, double[:, ::1] q, double[:, ::1] floor_,
+                        double[:, ::1] ceil_):
+    """Adaptive rounding's start and candidates (qsim/quant/rounding.py _candidates) in one
+    pass: v = w[o, k] / scale[o] (w widened to double), q = clip(nnef_round(v)), floor_ =
+    clip(floor(v)), ceil_ = clip(floor_ + 1), e = q - v, with numpy's formulation's
+    operations (nnef_round: floor(v) + 1 where v - floor(v) >= 0.5, then + 0.0; clip as
+    numpy's maximum then minimum), so the same doubles."""
+    cdef Py_ssize_t o, k, OC = w.shape[0], K = w.shape[1]
+    cdef double v, lo, r, f
+    if (scale.shape[0] != OC or e.shape[0] != OC or q.shape[0] != OC or floor_.shape[0] != OC
+            or ceil_.shape[0] != OC or e.shape[1] != K or q.shape[1] != K or floor_.shape[1] != K
+            or ceil_.shape[1] != K):
+        raise ValueError("rounding_candidates: shapes differ")
+    with nogil:
+        for o in range(OC):
+            for k in range(K):
+                v = <double>w[o, k] / scale[o]
+                lo = floor(v)
+                r = (lo + 1.0 if v - lo >= 0.5 else lo) + 0.0
+                r = _clip(r, qmin, qmax)
+                f = _clip(lo, qmin, qmax)
+                q[o, k] = r
+                floor_[o, k] = f
+                ceil_[o, k] = _clip(f + 1.0, qmin, qmax)
+                e[o, k] = r - v
+
+
+cdef inline double _clip(double x, double lo, double hi) noexcept nogil:
+    """np.clip(x, lo, hi) for x not NaN: maximum then minimum (keeps -0.0)."""
+    if x < lo:
+        x = lo
+    if x > hi:
+        x = hi
+    return x
+
+
+def round_block_from_rows(int isa, double[:, ::1] q, const double[:, ::1] floor_,
+                          const double[:, ::1] ceil_, float[:, ::1] r32, const float[:, ::1] xt32,
+                          double[:, ::1] g, const double[:, ::1] hb, const double[::1] diag,
+                          double tol, int64_t j0, const signed char[::1] active,
+                          int64_t[::1] moved, double[::1] drop, int64_t lo, int64_t hi):
     """One block of adaptive rounding's greedy pass in the rows form (qsim/quant/rounding.py
     round_from_rows), channels lo..hi-1 in place: for each weight j = j0 + t of the block in
     order, the move to the other candidate is taken when 2 d g[o, t] + d^2 diag[j] < -tol;
-    then r[o] += d xt[j] (the channel's residual X e over the P rows; r32 its float32 copy, for
-    the next block's gradient GEMM) and g[o, t'] += d hb[t, t']
-    for the block's later weights (hb = the block's X^T X). g [OC, b] holds the block's
-    gradient X^T r at the block's start. Channels with active[o] == 0 are skipped; moved[o]
-    counts the moves and drop[o] adds up how much they lowered the objective (-gain). Channels never interact: any split of the rows gives the same integers."""
-    cdef int64_t o, t, u, j, p, b = g.shape[1], P = r.shape[1]
-    cdef double cur, other, delta, gain
-    cdef double *rr
-    cdef float *rs
-    cdef const double *xr
-    cdef double *gr
-    cdef const double *hr
+    then r32[o] += d xt32[j] (the channel's residual X e over the P rows, float32, as the next
+    block's gradient GEMM reads it) and g[o, t'] += d hb[t, t'] for the block's later weights
+    (hb = the block's X^T X). g [OC, b] holds the block's gradient X^T r at the block's start.
+    Channels with active[o] == 0 are skipped; moved[o] counts the moves and drop[o] adds up
+    how much they lowered the objective (-gain). Channels never interact: any split of the
+    rows gives the same integers. Per channel kernels/round_passes.h on the instruction-set
+    path `isa` (the same bits on each)."""
+    cdef int64_t o, b = g.shape[1], P = r32.shape[1]
     if hi <= lo or b == 0:
         return
     with nogil:
         for o in range(lo, hi):
-            if not active[o]:
-                continue
-            rr = &r[o, 0]
-            rs = &r32[o, 0]
-            gr = &g[o, 0]
-            for t in range(b):
-                j = j0 + t
-                cur = q[o, j]
-                other = ceil_[o, j] if cur == floor_[o, j] else floor_[o, j]
-                delta = other - cur
-                if delta == 0.0:
-                    continue
-                gain = (2.0 * delta) * gr[t] + (delta * delta) * diag[j]
-                if not gain < -tol:
-                    continue
-                q[o, j] = other
-                xr = &xt[j, 0]
-                for p in range(P):
-                    rr[p] = rr[p] + delta * xr[p]
-                    rs[p] = <float>rr[p]
-                hr = &hb[t, 0]
-                for u in range(t + 1, b):
-                    gr[u] = gr[u] + delta * hr[u]
-                moved[o] += 1
-                drop[o] = drop[o] - gain
-
+            if active[o]:
+                qsim_round_block(isa, &q[o, 0], &floor_[o, 0], &ceil_[o, 0], &r32[o, 0],
+                                   &xt32[0, 0], P, &g[o, 0], &hb[0, 0], b, &diag[0], tol, j0,
+                                   &moved[o], &drop[o])
 
 
 cdef extern from "dw_moments.h" nogil:
-    void qsim_dw_moments_channel(int isa, const double *xp, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,
-                                 int64_t sy, int64_t sx, int64_t OH, int64_t OW, double *tsum,
-                                 double *so, double *s1)
+    enum: QSIM_DWM_CB
+    void qsim_dw_moments_block(int isa, const double *xp, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,
+                               int64_t sy, int64_t sx, int64_t OH, int64_t OW, double *tsum,
+                               double *so, double *s1)
+
+
+DEPTHWISE_LANES = QSIM_DWM_CB
 
 
 def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] sum_outer,
-                          double[:, ::1] sum_x, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
+                          double[:, :, ::1] sum_x, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
                           int64_t pt, int64_t pl, int64_t OH, int64_t OW, int64_t lo, int64_t hi):
-    """Adds the input patch moments of a depthwise convolution (dilation 1) for channels
-    lo..hi-1 straight from its NCHW input x, without gathering the patches
-    (qsim/quant/rounding.py PatchMoments.add_depthwise):
-        sum_outer[c, a, b] += sum over n, oy, ox of v(a) v(b),   sum_x[c, a] += sum of v(a),
+    """Adds the input patch moments of a depthwise convolution (dilation 1) for the channel
+    blocks lo..hi-1 straight from its NCHW input x, without gathering the patches
+    (qsim/quant/rounding.py PatchMoments.add_depthwise), into lane-interleaved totals
+    (DEPTHWISE_LANES channels per block, channel c = block * lanes + l):
+        sum_outer[block, a*K + b, l] += sum over n, oy, ox of v(a) v(b)   (a <= b only),
+        sum_x[block, a, l] += sum of v(a),
     v(a) = x[n, c, oy*sy + ay - pt, ox*sx + ax - pl] (0 outside x: padding), a = ay*KW + ax.
-    Float64 sums of exact products in a fixed order (kernels/dw_moments.h), one channel per
-    call: the same bits for any split of the channels over threads. Per sample, the window
-    of the channel the outputs read is copied to doubles; the upper triangle (a <= b) is
-    summed and copied to the lower, so each [K, K] total stays exactly symmetric. `isa`: the
+    Float64 sums of exact products in a fixed order per channel (kernels/dw_moments.h), the
+    block's channels side by side in the vector lanes: the same bits for any split of the
+    blocks over threads. Per sample, a block's window is copied to doubles [Hp][Wp][lane]
+    (lanes past the last channel of x as zeros: their totals are never read). `isa`: the
     instruction-set path (qsim/kernels/cpu_features.py), the same bits on each."""
-    cdef int64_t N = x.shape[0], H = x.shape[2], W = x.shape[3], K = KH * KW
-    cdef int64_t Hp = (OH - 1) * sy + KH, Wp = (OW - 1) * sx + KW
+    cdef int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], K = KH * KW
+    # A stride past the kernel (a sampled lattice: sample_stride) leaves rows / columns no
+    # patch reads: the window is copied without them, patches side by side (stride KH / KW).
+    # The kernel then forms exactly the products and sums it formed before for every entry it
+    # adds up (each patch's own rows and columns, in the same order; with sy >= KH no row
+    # slides either way): the same bits, for fewer operations on the unread gaps.
+    cdef int64_t ky = sy if sy < KH else KH, kx = sx if sx < KW else KW
+    cdef int64_t Hp = (OH - 1) * ky + KH, Wp = (OW - 1) * kx + KW, L = QSIM_DWM_CB
     if hi <= lo or N == 0 or OH <= 0 or OW <= 0:
         return
-    if sum_outer.shape[1] != K or sum_outer.shape[2] != K or sum_x.shape[1] != K or KW > 64:
-        raise ValueError("depthwise_moments_f32: totals do not have K = KH * KW columns (KW <= 64)")
+    if (sum_outer.shape[1] != K * K or sum_x.shape[1] != K or sum_outer.shape[2] != L
+            or sum_x.shape[2] != L or KW > 64 or hi > sum_outer.shape[0] or hi > sum_x.shape[0]
+            or hi * L - L >= C):
+        raise ValueError("depthwise_moments_f32: totals are not [blocks, K*K | K, lanes] "
+                         "(K = KH * KW, KW <= 64) for these blocks")
     cdef int64_t xs0 = x.strides[0] // 4, xs1 = x.strides[1] // 4, xs2 = x.strides[2] // 4
     cdef int64_t xs3 = x.strides[3] // 4
     cdef const float *xb = &x[0, 0, 0, 0]
-    cdef double *xp = <double *>malloc(Hp * Wp * sizeof(double))
-    cdef double *tsum = <double *>malloc(KH * Wp * sizeof(double))
-    cdef int64_t c, n, a, b
-    if xp == NULL or tsum == NULL:
+    cdef double *xp = <double *>malloc(Hp * Wp * L * sizeof(double))
+    cdef double *tsum = <double *>malloc(KH * Wp * L * sizeof(double))
+    cdef int64_t *src_row = <int64_t *>malloc(Hp * sizeof(int64_t))
+    cdef int64_t *src_col = <int64_t *>malloc(Wp * sizeof(int64_t))
+    cdef int64_t blk, c0, lanes, n, r
+    if xp == NULL or tsum == NULL or src_row == NULL or src_col == NULL:
         free(xp)
         free(tsum)
+        free(src_row)
+        free(src_col)
         raise MemoryError("depthwise_moments_f32: scratch rows")
+    for r in range(Hp):                 # window row r: patch row r // ky, tap row r % ky
+        src_row[r] = _window_source(r, ky, sy, pt, H)
+    for r in range(Wp):
+        src_col[r] = _window_source(r, kx, sx, pl, W)
     with nogil:
-        for c in range(lo, hi):
+        for blk in range(lo, hi):
+            c0 = blk * L
+            lanes = L if C - c0 > L else C - c0
             for n in range(N):
-                _padded_plane(xb + n * xs0 + c * xs1, xp, Hp, Wp, H, W, pt, pl, xs2, xs3)
-                qsim_dw_moments_channel(isa, xp, Hp, Wp, KH, KW, sy, sx, OH, OW, tsum,
-                                        &sum_outer[c, 0, 0], &sum_x[c, 0])
-            for a in range(K):
-                for b in range(a + 1, K):
-                    sum_outer[c, b, a] = sum_outer[c, a, b]
+                _padded_block(xb + n * xs0 + c0 * xs1, xp, Hp, Wp, src_row, src_col,
+                              xs1, xs2, xs3, lanes, L)
+                qsim_dw_moments_block(isa, xp, Hp, Wp, KH, KW, ky, kx, OH, OW, tsum,
+                                      &sum_outer[blk, 0, 0], &sum_x[blk, 0, 0])
     free(xp)
     free(tsum)
+    free(src_row)
+    free(src_col)
 
 
-cdef void _padded_plane(const float *xc, double *xp, int64_t Hp, int64_t Wp, int64_t H, int64_t W,
-                        int64_t pt, int64_t pl, int64_t xs2, int64_t xs3) noexcept nogil:
-    """xp[r][j] = x[r - pt][j - pl] as double, 0 outside x."""
-    cdef int64_t r, j, iy, ix
+cdef int64_t _window_source(int64_t r, int64_t k, int64_t s, int64_t pad, int64_t size) noexcept:
+    """The input index of window index r (patches `k` apart in the window, `s` in the padded
+    input, k <= s), -1 for padding."""
+    cdef int64_t i = (r // k) * s + r % k - pad if k < s else r - pad
+    return i if 0 <= i < size else -1
+
+
+cdef void _padded_block(const float *xc, double *xp, int64_t Hp, int64_t Wp,
+                        const int64_t *src_row, const int64_t *src_col, int64_t xs1, int64_t xs2,
+                        int64_t xs3, int64_t lanes, int64_t L) noexcept nogil:
+    """xp[(r*Wp + j)*L + l] = x[channel l][src_row[r]][src_col[j]] as double, 0 for padding
+    (index -1) and for lanes >= `lanes`."""
+    cdef int64_t r, j, l, iy, ix
+    cdef double *row
     for r in range(Hp):
-        iy = r - pt
+        iy = src_row[r]
         for j in range(Wp):
-            ix = j - pl
-            xp[r * Wp + j] = <double>xc[iy * xs2 + ix * xs3] if (0 <= iy < H and 0 <= ix < W) else 0.0
+            ix = src_col[j]
+            row = xp + (r * Wp + j) * L
+            if iy >= 0 and ix >= 0:
+                for l in range(lanes):
+                    row[l] = <double>xc[l * xs1 + iy * xs2 + ix * xs3]
+                for l in range(lanes, L):
+                    row[l] = 0.0
+            else:
+                for l in range(L):
+                    row[l] = 0.0
 
 
 cdef double _pairwise_sum(const float *a, Py_ssize_t n) noexcept nogil:

@@ -70,6 +70,21 @@ class PatchMoments:
         self._pending_rows = 0
         self._holding = self.groups == 1 and self.patch > FLUSH_ROWS
         self._flush_points: list[int] = []            # held: where the flushes would have been
+        self._offset_inputs: list[np.ndarray] = []    # add_offsets: inputs not yet summed
+        self._offset_geometry: ConvGeometry | None = None
+        self._offset_rows = 0
+        self._offset_totals: tuple[np.ndarray, list[np.ndarray]] | None = None
+        self._offset_shape: tuple[int, ...] | None = None
+        # add_depthwise: the running totals in lane-interleaved blocks ([blocks, K*K, lanes],
+        # [blocks, K, lanes]) while samples come; sum_outer / sum_x are stale until stored
+        self._depthwise: tuple[np.ndarray, np.ndarray] | None = None
+
+    def never_hold(self) -> None:
+        """Sums every row from the start (a layer that will see more than K rows anyway, or
+        is summed by add_offsets, which keeps no rows)."""
+        if self.count:
+            raise ValueError("PatchMoments.never_hold: rows were added already")
+        self._holding = False
 
     def _no_rows(self) -> np.ndarray:
         """An empty pending buffer (a fresh array: a zero-row view would keep its base alive)."""
@@ -174,21 +189,97 @@ class PatchMoments:
     def add_depthwise(self, x: np.ndarray, g: "ConvGeometry") -> None:
         """Adds the patches of a depthwise convolution (dilation 1) of the float32 NCHW input
         x straight from x (kernels/quant_ops.pyx depthwise_moments_f32): no gathered rows,
-        float64 sums of exact products in a fixed order per channel, channels split over
+        float64 sums of exact products in a fixed order per channel, channel blocks split over
         threads (same bits for any thread count). Same totals as add(conv_patches(x, g)) up
-        to the rounding of the sums (there: float32 GEMMs per flush of rows)."""
+        to the rounding of the sums (there: float32 GEMMs per flush of rows).
+
+        The totals run on in the kernel's lane-interleaved layout from the first such sample
+        to the next _flush (which stores them into sum_outer / sum_x): a per-sample copy in
+        and out of the [C, K, K] sums cost as much as the sums themselves (EfficientNet-Lite0's
+        1152-channel 5x5 layer: 5.8 MB each way). Each channel's running sums are those an
+        in-place update would make: the same bits."""
         if not depthwise_direct(x.shape, g) or self.groups != x.shape[1] or self._holding:
             raise ValueError("PatchMoments.add_depthwise: not a depthwise layer of this shape")
-        self._flush()
+        if self._depthwise is None or self._pending_rows or self._offset_inputs:
+            self._flush()
+            self._depthwise = self._depthwise_blocks()
+        so, s1 = self._depthwise
         n, c, h, w = x.shape
         oh, ow = _output_size(x.shape, g)
         x = x[:, :, :h - g.crop[0], :w - g.crop[1]]
         (kh, kw), (sh, sw) = g.kernel, g.stride
         isa = current_isa().code
-        split_rows(c, lambda lo, hi: _quant_ops.depthwise_moments_f32(
-            isa, x, self.sum_outer, self.sum_x, kh, kw, sh, sw, g.begins[0], g.begins[1], oh, ow, lo, hi),
-            min_rows=8)
+        split_rows(so.shape[0], lambda lo, hi: _quant_ops.depthwise_moments_f32(
+            isa, x, so, s1, kh, kw, sh, sw, g.begins[0], g.begins[1], oh, ow, lo, hi), min_rows=1)
         self.count += n * oh * ow
+
+    def _depthwise_blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """sum_outer / sum_x copied into add_depthwise's [blocks, K*K, lanes] / [blocks, K,
+        lanes] layout (channels past the last as zeros)."""
+        lanes = _quant_ops.DEPTHWISE_LANES
+        blocks = -(-self.groups // lanes)
+        so = np.zeros((blocks * lanes, self.patch, self.patch))
+        s1 = np.zeros((blocks * lanes, self.patch))
+        so[:self.groups], s1[:self.groups] = self.sum_outer, self.sum_x
+        return (np.ascontiguousarray(so.reshape(blocks, lanes, -1).transpose(0, 2, 1)),
+                np.ascontiguousarray(s1.reshape(blocks, lanes, -1).transpose(0, 2, 1)))
+
+    def _store_depthwise(self) -> None:
+        """add_depthwise's totals back into sum_outer / sum_x: the upper triangle (a <= b, the
+        entries the kernel sums) and its mirror, so each [K, K] total is exactly symmetric."""
+        if self._depthwise is None:
+            return
+        so, s1 = self._depthwise
+        self._depthwise = None
+        k, c = self.patch, self.groups
+        full = so.transpose(0, 2, 1).reshape(-1, k, k)[:c]
+        upper = np.triu(np.ones((k, k), bool))
+        self.sum_outer[...] = np.where(upper, full, full.transpose(0, 2, 1))
+        self.sum_x[...] = s1.transpose(0, 2, 1).reshape(-1, k)[:c]
+
+    def add_offsets(self, x: np.ndarray, g: "ConvGeometry") -> None:
+        """Adds the patches of a stride-1, dilation-1, one-group convolution of the float32
+        NCHW input x without gathering them (offset_products: per tap offset, one C x C GEMM of
+        the input with itself shifted). Inputs are buffered until FLUSH_ROWS output positions
+        are pending, as add() buffers rows; same totals as add(conv_patches(x, g)) up to the
+        rounding of float32 GEMMs of about FLUSH_ROWS products each (tested)."""
+        if not offsets_direct(x.shape, g) or self.groups != 1 or self._holding or self._pending_rows:
+            raise ValueError("PatchMoments.add_offsets: not a layer summed by tap offsets")
+        if self._offset_geometry not in (None, g):
+            raise ValueError("PatchMoments.add_offsets: another geometry than the earlier samples'")
+        self._offset_geometry = g
+        h, w = x.shape[2] - g.crop[0], x.shape[3] - g.crop[1]
+        if self._offset_shape is not None and self._offset_shape[1:] != (x.shape[1], h, w):
+            self._assemble_offsets()         # another input size: its own cells and totals
+        self._offset_shape = (x.shape[0], x.shape[1], h, w)
+        self._offset_inputs.append(np.ascontiguousarray(x[:, :, :h, :w], dtype=np.float32))
+        oh, ow = _output_size(x.shape, g)
+        rows = x.shape[0] * oh * ow
+        self._offset_rows += rows
+        self.count += rows
+        if self._offset_rows >= FLUSH_ROWS:
+            self._flush_offsets()
+
+    def _flush_offsets(self) -> None:
+        """Sums the pending inputs' offset products (float32 GEMMs) into float64 totals; the
+        K x K moments are assembled from them once, by _assemble_offsets."""
+        if not self._offset_inputs:
+            return
+        x = np.concatenate(self._offset_inputs) if len(self._offset_inputs) > 1 else self._offset_inputs[0]
+        self._offset_inputs, self._offset_rows = [], 0
+        core, cells, sums = offset_products(x, self._offset_geometry)
+        if self._offset_totals is None:
+            self._offset_totals = (np.zeros(core.shape), [np.zeros(s.shape) for s in cells])
+        for total, part in zip((self._offset_totals[0], *self._offset_totals[1]), (core, *cells)):
+            total += part
+        self.sum_x[0] += sums.reshape(-1)
+
+    def _assemble_offsets(self) -> None:
+        self._flush_offsets()
+        if self._offset_totals is not None:
+            assemble_offsets(*self._offset_totals, self._offset_shape, self._offset_geometry,
+                             self.sum_outer[0])
+            self._offset_totals = None
 
     def _add_rows(self, p: np.ndarray) -> None:
         # each group's [rows, K] block is C-contiguous (row stride K) wherever it sits in the
@@ -201,6 +292,8 @@ class PatchMoments:
         self.sum_x += _column_sums(p)
 
     def _flush(self) -> None:
+        self._store_depthwise()
+        self._assemble_offsets()
         if not self._pending_rows or self._holding:
             return
         p = self._rows[:, :self._pending_rows]
@@ -327,6 +420,178 @@ def depthwise_direct(x_shape, g: ConvGeometry) -> bool:
             and oh > 0 and ow > 0)
 
 
+def offsets_direct(x_shape, g: ConvGeometry) -> bool:
+    """Whether PatchMoments.add_offsets takes this layer: one group, stride and dilation 1,
+    a kernel of at least 2 taps (a 1x1 kernel's patches are the input itself), an output."""
+    oh, ow = _output_size(x_shape, g)
+    return (len(x_shape) == 4 and g.groups == 1 and g.stride == (1, 1) and g.dilation == (1, 1)
+            and g.kernel[0] * g.kernel[1] > 1 and oh > 0 and ow > 0)
+
+
+def _offsets(kernel: tuple[int, int]) -> list[tuple[int, int]]:
+    """The tap offsets d = b - a of the blocks a <= b (flattened taps): dy > 0, or dy = 0 and
+    dx >= 0."""
+    kh, kw = kernel
+    return [(dy, dx) for dy in range(kh) for dx in range(-kw + 1, kw) if dy > 0 or dx >= 0]
+
+
+def _tap_cells(x_shape, g: ConvGeometry):
+    """How the input positions split for offset_products: per axis, the boxes [lo, hi) of
+    input indices that tap row ay (column ax) reads over all outputs, the atoms (the intervals
+    between consecutive box ends, a partition of the axis) and the core atom, inside every box
+    (None when the boxes share no index). The positions a tap reads are the cells (row atom x
+    column atom) inside its box."""
+    h, w = x_shape[2], x_shape[3]
+    oh, ow = _output_size((0, 0, h + g.crop[0], w + g.crop[1]), g)
+    axes = []
+    for extent, taps, pad, out in ((h, g.kernel[0], g.begins[0], oh), (w, g.kernel[1], g.begins[1], ow)):
+        boxes = [(min(max(t - pad, 0), extent), min(max(t - pad + out, 0), extent)) for t in range(taps)]
+        points = sorted({0, extent, *(lo for lo, _ in boxes), *(hi for _, hi in boxes)})
+        atoms = [(p0, p1) for p0, p1 in zip(points, points[1:]) if p1 > p0]
+        lo, hi = max(b[0] for b in boxes), min(b[1] for b in boxes)
+        axes.append((boxes, atoms, (lo, hi) if hi > lo else None))
+    return axes
+
+
+def _cell_keys(x_shape, g: ConvGeometry) -> list[tuple]:
+    """(row atom, column atom, d) of every cell sum offset_products forms: each cell but the
+    core one inside the box of a tap a that has a partner b = a + d, whose positions q have
+    a partner q + d inside x."""
+    kh, kw = g.kernel
+    (rboxes, ratoms, rcore), (cboxes, catoms, ccore) = _tap_cells(x_shape, g)
+    keys = []
+    for a in range(kh * kw):
+        ay, ax = divmod(a, kw)
+        for b in range(a, kh * kw):
+            d = (b // kw - ay, b % kw - ax)
+            for key in _box_cells(ay, ax, d, rboxes, ratoms, cboxes, catoms):
+                if (key[0], key[1]) != (rcore, ccore) and key not in keys and _cell_area(key, x_shape):
+                    keys.append(key)
+    return keys
+
+
+def _box_cells(ay, ax, d, rboxes, ratoms, cboxes, catoms) -> list[tuple]:
+    """The cells (row atom, column atom, d) inside the box of tap (ay, ax), in a fixed order."""
+    (r0, r1), (c0, c1) = rboxes[ay], cboxes[ax]
+    return [(ra, ca, d) for ra in ratoms if r0 <= ra[0] and ra[1] <= r1
+            for ca in catoms if c0 <= ca[0] and ca[1] <= c1]
+
+
+def _cell_area(key, x_shape) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The row and column ranges of the cell's positions q whose partner q + d is inside x
+    (the others pair with zeros), None when there are none."""
+    (r0, r1), (c0, c1), (dy, dx) = key
+    rows = (max(r0, -dy), min(r1, x_shape[2] - dy))
+    cols = (max(c0, -dx), min(c1, x_shape[3] - dx))
+    return (rows, cols) if rows[1] > rows[0] and cols[1] > cols[0] else None
+
+
+def offset_products(x: np.ndarray, g: ConvGeometry) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """The sums assemble_offsets turns into the patch moments, for the float32 NCHW input x
+    (cropped already) of a stride-1, dilation-1, one-group convolution (offsets_direct):
+    (core [offsets, C, C] float32: F_d = sum over the positions q of the core cell of
+    x(q) x(q + d)^T, d in _offsets order; cells: float32 [C, C] per _cell_keys entry, the same
+    sum over that cell's positions; sums [C, KH KW] float64: each tap's sum of x over its box).
+
+    F_d is one GEMM of the core's [C, positions] matrix (x with every position outside the
+    core cell zeroed) with x shifted by d: strided views of zero-margined buffers (a row of x
+    followed by KW - 1 zeros, an image by KH - 1 zero rows), so a shift by d reads x(q + d) or
+    a zero, never a wrong pixel. Every part is a sum of products over its own positions, so
+    the moments are sums of parts, never differences (no cancellation: the relative error is
+    a float32 GEMM's, as with the gathered patches' syrk). The GEMMs run on one BLAS thread
+    each, split over qsim's threads by part: the same bits for any thread count."""
+    n, c, h, w = x.shape
+    kh, kw = g.kernel
+    wb = w + kw - 1                                   # buffer row: x's row, then kw - 1 zeros
+    m = n * (h + kh - 1) * wb                         # positions of every image and its zero rows
+    buf = np.zeros((c, m + kw - 1), np.float32)
+    planes = buf[:, :m].reshape(c, n, h + kh - 1, wb)
+    planes[:, :, :h, :w] = x.transpose(1, 0, 2, 3)
+    (_, _, rcore), (_, _, ccore) = _tap_cells(x.shape, g)
+    offsets = _offsets(g.kernel)
+    core = np.zeros((len(offsets), c, c), np.float32)
+    mq = m - (kh - 1) * wb              # the last image's zero rows need not be q (x(q) = 0)
+    inner = None                        # the core cell's positions of buf, zeros elsewhere
+    if rcore is not None and ccore is not None:
+        inner = np.zeros((c, m), np.float32)
+        (r0, r1), (c0, c1) = rcore, ccore
+        inner.reshape(c, n, h + kh - 1, wb)[:, :, r0:r1, c0:c1] = planes[:, :, r0:r1, c0:c1]
+        inner = inner[:, :mq]
+    keys = _cell_keys(x.shape, g)
+    cells: list[np.ndarray] = [None] * len(keys)
+
+    def cell(key) -> np.ndarray:
+        (y0, y1), (x0, x1) = _cell_area(key, x.shape)
+        dy, dx = key[2]
+        u = x[:, :, y0:y1, x0:x1].transpose(1, 0, 2, 3).reshape(c, -1)
+        if (dy, dx) == (0, 0):
+            return u @ u.T                            # numpy's syrk: exactly symmetric
+        v = x[:, :, y0 + dy:y1 + dy, x0 + dx:x1 + dx].transpose(1, 0, 2, 3).reshape(c, -1)
+        return u @ v.T
+
+    def work(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            if i < len(offsets):
+                if inner is not None:
+                    dy, dx = offsets[i]
+                    off = dy * wb + dx                # <= (kh - 1) wb + kw - 1: inside buf
+                    np.matmul(inner, (inner if off == 0 else buf[:, off:off + mq]).T, out=core[i])
+            else:
+                cells[i - len(offsets)] = cell(keys[i - len(offsets)])
+    with single_thread_blas():
+        split_rows(len(offsets) + len(keys), work, min_rows=1)
+    oh, ow = _output_size((n, c, h + g.crop[0], w + g.crop[1]), g)
+    sums = np.empty((c, kh * kw))
+    for a in range(kh * kw):
+        ay, ax = divmod(a, kw)
+        y0, x0 = ay - g.begins[0], ax - g.begins[1]
+        sums[:, a] = x[:, :, max(y0, 0):max(min(y0 + oh, h), 0), max(x0, 0):max(min(x0 + ow, w), 0)].sum(
+            axis=(0, 2, 3), dtype=np.float64)
+    return core, cells, sums
+
+
+def offset_moments(x: np.ndarray, g: ConvGeometry) -> tuple[np.ndarray, np.ndarray]:
+    """(sum of x x^T [K, K], sum of x [K]) float64 over the patches of one input (the
+    formulation PatchMoments.add_offsets sums per flush; tests compare it with conv_patches)."""
+    core, cells, sums = offset_products(x, g)
+    k = sums.size
+    out = np.zeros((k, k))
+    assemble_offsets(core.astype(np.float64), [s.astype(np.float64) for s in cells], x.shape, g, out)
+    return out, sums.reshape(-1)
+
+
+def assemble_offsets(core: np.ndarray, cells: list[np.ndarray], x_shape, g: ConvGeometry,
+                     out: np.ndarray) -> None:
+    """out [K, K] += the patch second moment from offset_products' (totals of) core and cells.
+
+    Block (a, b) of taps is the C x C sum over the output positions p of
+    x(p + a - pad) x(p + b - pad)^T, i.e. over the input positions q in tap a's box of
+    x(q) x(q + d)^T (d = b - a): the core cell's F_d plus the box's other cells, added in a
+    fixed order. Block (b, a) is block (a, b)^T. For 3x3 this is 12 GEMMs and one syrk of
+    C x C over the positions, and small ones over the border cells, instead of a syrk of
+    9C x 9C: about a third of the multiply-adds, and no patch gather."""
+    kh, kw = g.kernel
+    c, taps = core.shape[1], kh * kw
+    (rboxes, ratoms, _), (cboxes, catoms, _) = _tap_cells(x_shape, g)
+    index = {d: i for i, d in enumerate(_offsets(g.kernel))}
+    where = {key: i for i, key in enumerate(_cell_keys(x_shape, g))}
+    blocks = np.empty((taps, taps, c, c))
+    for a in range(taps):
+        ay, ax = divmod(a, kw)
+        for b in range(a, taps):
+            d = (b // kw - ay, b % kw - ax)
+            block = blocks[a, b]
+            block[...] = core[index[d]]
+            for key in _box_cells(ay, ax, d, rboxes, ratoms, cboxes, catoms):
+                if key in where:
+                    block += cells[where[key]]
+            if b != a:
+                blocks[b, a] = block.T
+    # one transposing pass into the [c, a, c', b] layout (blocks written in place into it
+    # would touch every cache line of out once per block)
+    out += blocks.transpose(2, 0, 3, 1).reshape(c * taps, c * taps)
+
+
 def sample_stride(x_shape, g: ConvGeometry, samples: int | None) -> ConvGeometry:
     """The geometry of the patches a convolution's moments are summed over. H needs many more
     patch rows than its K x K entries have degrees of freedom only up to a point: past
@@ -336,8 +601,8 @@ def sample_stride(x_shape, g: ConvGeometry, samples: int | None) -> ConvGeometry
     ceil(rows / budget), a = floor(sqrt(excess)), b = ceil(excess / a) (each at most the
     output's extent). A deterministic choice of whole patches, the same in every sample;
     measured on ResNet-18 and EfficientNet-Lite0 in docs/quantize.md. An unknown sample count
-    keeps every position. (A depthwise layer that keeps every position is summed without
-    gathering; a sampled one gathers its few patches: InputMoments.update.)"""
+    keeps every position. (A depthwise layer, sampled or not, is summed without gathering:
+    the sampled lattice is its geometry with the multiplied stride; InputMoments.update.)"""
     if samples is None:
         return g
     rows, _, k = conv_patch_shape(x_shape, g)
@@ -413,20 +678,28 @@ class InputMoments:
 
     def _update_layer(self, key: str, geometry: ConvGeometry | None, value: np.ndarray) -> None:
         x = np.asarray(value, dtype=np.float32)
-        direct = geometry is not None and depthwise_direct(x.shape, geometry)
         if geometry is not None:
-            sampled = self._sampled(key, x.shape, geometry)
-            direct = direct and sampled is geometry
-            geometry = sampled
+            geometry = self._sampled(key, x.shape, geometry)
+        # a depthwise layer is summed straight from x, sampled or not (a sampled lattice is
+        # the kernel's stride times the sampling step: no patch gather either way)
+        direct = geometry is not None and depthwise_direct(x.shape, geometry)
         if geometry is None:
             rows, groups, patch = x.size // x.shape[-1], 1, x.shape[-1]
         else:
             rows, groups, patch = conv_patch_shape(x.shape, geometry)
         stats = self.moments.get(key)
+        by_offsets = (geometry is not None and offsets_direct(x.shape, geometry)
+                      and (patch <= FLUSH_ROWS or (self._samples is not None
+                                                   and self._samples * rows > patch)))
         if stats is None:
             stats = self.moments[key] = PatchMoments(groups, patch)
+            if by_offsets:
+                stats.never_hold()       # more than K rows in the end: it would not hold them
         if direct:
             stats.add_depthwise(x, geometry)
+            return
+        if by_offsets:
+            stats.add_offsets(x, geometry)
             return
         if rows >= FLUSH_ROWS and self._scratch.size < groups * rows * patch:
             self._scratch = np.empty(groups * rows * patch, np.float32)   # the largest layer's
@@ -453,10 +726,9 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
     oc, k = w.shape
     groups = h.shape[0]
     stop_fraction = STOP_FRACTION if stop_fraction is None else stop_fraction
-    v, q, floor, ceil = _candidates(w, scales, qmin, qmax)
-    # per-channel objective in step units: (q - v)^T (s^2 H) (q - v); s^2 > 0 changes no
-    # decision, so H alone is used.
-    e = q - v
+    e, q, floor, ceil = _candidates(w, scales, qmin, qmax)
+    # per-channel objective in step units: (q - v)^T (s^2 H) (q - v) (v = w / s); s^2 > 0
+    # changes no decision, so H alone is used.
     if groups == 1:
         hk = h[0]
         grad = e @ hk                                              # [OC, K]: (H e)_k
@@ -476,7 +748,8 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
         floor, ceil = np.ascontiguousarray(floor), np.ascontiguousarray(ceil)
         passes = np.zeros(oc, np.int64)
         # channels are independent: rows of q and grad split over threads, same integers
-        split_rows(oc, lambda lo, hi: kernel(q, floor, ceil, grad, hc, group_of, tol, MAX_PASSES,
+        isa = current_isa().code
+        split_rows(oc, lambda lo, hi: kernel(isa, q, floor, ceil, grad, hc, group_of, tol, MAX_PASSES,
                                              lo, hi, stop_fraction, objective, passes), min_rows=1)
         return q.astype(np.int64)
     return _round_passes_numpy(q, floor, ceil, grad, diag, h if groups == 1 else hg, groups, tol,
@@ -484,14 +757,28 @@ def adaptive_round(w: np.ndarray, scales: np.ndarray, h: np.ndarray,
 
 
 def _candidates(w: np.ndarray, scales, qmin: int, qmax: int):
-    """(w / scale, round-to-nearest start, floor, floor + 1), float64 [OC, K], in the range."""
+    """(e = q - w / scale, q = round-to-nearest start, floor, floor + 1), float64 [OC, K], in
+    the range: one compiled pass (kernels/quant_ops.pyx rounding_candidates) with the doubles
+    of _candidates_numpy."""
+    oc = w.shape[0]
+    s = np.ascontiguousarray(np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,)))
+    if w.dtype not in (np.float32, np.float64):
+        w = w.astype(np.float64)
+    w = np.ascontiguousarray(w)
+    e, q, floor, ceil = (np.empty(w.shape) for _ in range(4))
+    _quant_ops.rounding_candidates(w, s, float(qmin), float(qmax), e, q, floor, ceil)
+    return e, q, floor, ceil
+
+
+def _candidates_numpy(w: np.ndarray, scales, qmin: int, qmax: int):
+    """_candidates in numpy (the reference the compiled pass is tested against)."""
     oc = w.shape[0]
     s = np.broadcast_to(np.asarray(scales, np.float64).reshape(-1), (oc,))
     v = w / s[:, None]                                             # weights in steps
     q = np.clip(nnef_round(v), qmin, qmax)
     floor = np.clip(np.floor(v), qmin, qmax)
     ceil = np.clip(floor + 1, qmin, qmax)
-    return v, q, floor, ceil
+    return q - v, q, floor, ceil
 
 
 def round_from_rows(w: np.ndarray, scales: np.ndarray, rows: np.ndarray, mean: np.ndarray | None,
@@ -518,38 +805,41 @@ def _round_from_rows(w, scales, rows, mean, qmin, qmax, stop_fraction) -> np.nda
     searching. Channels are split over threads (same integers)."""
     oc, k = w.shape
     stop_fraction = STOP_FRACTION if stop_fraction is None else stop_fraction
-    v, q, floor, ceil = _candidates(w, scales, qmin, qmax)
-    x = rows.astype(np.float64)
+    e, q, floor, ceil = _candidates(w, scales, qmin, qmax)
+    xt = np.array(rows.T, dtype=np.float64, order="C")            # [K, P], one transposing cast
     if mean is not None:
-        x -= mean.reshape(1, -1)
-    xt = np.ascontiguousarray(x.T)                                 # [K, P]
-    del x
+        xt -= mean.reshape(-1, 1)
     diag = np.einsum("kp,kp->k", xt, xt)                           # X^T X's diagonal
     tol = 1e-12 * float(np.max(diag)) if diag.size else 0.0
-    r = np.ascontiguousarray((q - v) @ xt)                         # [OC, P]: X e per channel
-    r32, xt32 = r.astype(np.float32), xt.astype(np.float32)
     q, floor, ceil = (np.ascontiguousarray(a) for a in (q, floor, ceil))
     starts = range(0, k, BLOCK_COLUMNS)
     grams = [np.ascontiguousarray(xt[j0:j0 + BLOCK_COLUMNS] @ xt[j0:j0 + BLOCK_COLUMNS].T)
              for j0 in starts]                                     # each block's X^T X
+    xt32 = xt.astype(np.float32)
+    del xt
+    # the residual X e per channel [OC, P] in float32, as the gradient GEMMs read it: each
+    # move adds +-x_j to it in float32 (the moments themselves carry float32 GEMM rounding;
+    # on ResNet-18's layer4, 405 of 2.36M integers differ from a float64 residual's, at
+    # near-ties, and the kernel moves half the bytes)
+    r32 = e.astype(np.float32) @ xt32
     active = np.ones(oc, np.int8)
-    objective = np.einsum("op,op->o", r, r)                        # e^T X^T X e per channel
+    objective = np.einsum("op,op->o", r32, r32, dtype=np.float64)   # e^T X^T X e per channel
     kernel = _quant_ops.round_block_from_rows
+    isa = current_isa().code
     for _ in range(MAX_PASSES):
         moved = np.zeros(oc, np.int64)
         drop = np.zeros(oc)
         live = np.flatnonzero(active)
         some = live.size < oc
         for j0, hb in zip(starts, grams):
-            # [OC, b]: X^T r on the block, a float32 GEMM (twice float64's speed: the
-            # gradient only ranks moves; r itself is kept in float64); rows of the channels
-            # still searching only (the others' rows are never read)
+            # [OC, b]: X^T r on the block, a float32 GEMM (twice float64's speed); rows of
+            # the channels still searching only (the others' rows are never read)
             if some:
                 g = np.zeros((oc, min(BLOCK_COLUMNS, k - j0)))
                 g[live] = r32[live] @ xt32[j0:j0 + BLOCK_COLUMNS].T
             else:
                 g = (r32 @ xt32[j0:j0 + BLOCK_COLUMNS].T).astype(np.float64)
-            split_rows(oc, lambda lo, hi: kernel(q, floor, ceil, r, r32, xt, g, hb, diag, tol, j0,
+            split_rows(oc, lambda lo, hi: kernel(isa, q, floor, ceil, r32, xt32, g, hb, diag, tol, j0,
                                                  active, moved, drop, lo, hi), min_rows=1)
         active &= ((moved > 0) & ~(drop < stop_fraction * objective)).astype(np.int8)
         if not active.any():

@@ -25,16 +25,23 @@ def _geometry(c, kh, kw, sy, sx, begins, ends):
     return ConvGeometry(c, (kh, kw), (sy, sx), (1, 1), begins, ends, (0, 0))
 
 
-def _direct(x, g, samples=1):
+def _direct(x, g, samples=1, more=()):
+    """add_depthwise of x `samples` times, then of each of `more`; the totals stored (the
+    kernel's lane-interleaved running sums back into sum_outer / sum_x)."""
     m = PatchMoments(x.shape[1], g.kernel[0] * g.kernel[1])
     for _ in range(samples):
         m.add_depthwise(x, g)
+    for y in more:
+        m.add_depthwise(y, g)
+    m._flush()
     return m
 
 
+# C up to 19: channel blocks of 8 lanes, full and partial; strides up to 7: sampled lattices
+# (sample_stride multiplies the stride) as well as the layers' own strides
 geometries = st.tuples(
-    st.integers(1, 2), st.integers(1, 3), st.integers(1, 9), st.integers(1, 9),     # N C H W
-    st.integers(1, 5), st.integers(1, 5), st.integers(1, 3), st.integers(1, 3),     # KH KW sy sx
+    st.integers(1, 2), st.integers(1, 19), st.integers(1, 14), st.integers(1, 14),  # N C H W
+    st.integers(1, 5), st.integers(1, 5), st.integers(1, 7), st.integers(1, 7),     # KH KW sy sx
     st.integers(0, 2), st.integers(0, 2), st.integers(0, 2), st.integers(0, 2))     # pads
 
 
@@ -82,15 +89,20 @@ def test_float_inputs_are_within_float64_rounding(shape, seed):
 def test_same_bits_for_any_thread_count_and_instruction_set(monkeypatch):
     rng = np.random.default_rng(3)
     x = rng.normal(size=(1, 37, 15, 13)).astype(np.float32)
-    g = _geometry(37, 5, 5, 1, 1, (2, 2), (2, 2))
-    results = []
-    for threads in ("1", "2", "3"):
-        monkeypatch.setenv("QSIM_THREADS", threads)
-        for isa in supported_isas():
-            with forced_isa(isa):
-                m = _direct(x, g)
-            results.append((m.sum_outer.tobytes(), m.sum_x.tobytes()))
-    assert len(set(results)) == 1
+    # 37 channels: the thread splits cut through blocks of 8 lanes (a channel's bits must not
+    # depend on the block or lane it lands in); a plain and a sampled (strided) lattice
+    for g in (_geometry(37, 5, 5, 1, 1, (2, 2), (2, 2)), _geometry(37, 3, 3, 4, 5, (1, 1), (1, 1))):
+        results = []
+        for threads in ("1", "2", "3"):
+            monkeypatch.setenv("QSIM_THREADS", threads)
+            for isa in supported_isas():
+                with forced_isa(isa):
+                    m = _direct(x, g)
+                results.append((m.sum_outer.tobytes(), m.sum_x.tobytes()))
+        assert len(set(results)) == 1
+        # each channel alone (a block of one lane) gives its bits in the full layer
+        one = _direct(x[:, 5:6], _geometry(1, *g.kernel, *g.stride, g.begins, g.ends))
+        assert one.sum_outer.tobytes() == m.sum_outer[5:6].tobytes()
 
 
 def test_input_moments_takes_depthwise_layers_directly_and_others_by_gathering():
@@ -172,11 +184,14 @@ def test_input_moments_sum_the_sampled_rows_when_told_the_sample_count():
     assert got.second_moment(True).tobytes() == plain.second_moment(True).tobytes()
 
 
-def test_a_sampled_depthwise_layer_gathers_its_patches_and_an_unsampled_one_does_not():
-    from qsim.quant.rounding import conv_patches, sample_stride
-    dw = _geometry(2, 3, 3, 1, 1, (1, 1), (1, 1))
+def test_a_sampled_depthwise_layer_is_summed_directly_on_its_sub_lattice():
+    """Sampled or not, a depthwise layer is summed straight from its input (add_depthwise with
+    the geometry sample_stride chose: the kernel's stride times the sampling step), and its
+    totals are those of the sampled lattice's gathered patches: exactly on integer inputs."""
+    from qsim.quant.rounding import sample_stride
+    dw = _geometry(19, 3, 3, 1, 1, (1, 1), (1, 1))
     rng = np.random.default_rng(8)
-    xs = [rng.normal(size=(1, 2, 40, 30)).astype(np.float32) for _ in range(2)]
+    xs = [rng.integers(-8, 9, size=(1, 19, 40, 30)).astype(np.float32) for _ in range(2)]
     for samples in (None, 100):
         moments = InputMoments()
         moments.watch_conv("y", "x", dw)
@@ -184,12 +199,27 @@ def test_a_sampled_depthwise_layer_gathers_its_patches_and_an_unsampled_one_does
         for x in xs:
             moments.update({"x": x})
         got = moments.moments["y"]
-        if samples is None:
-            want = _direct(xs[0], dw)
-            want.add_depthwise(xs[1], dw)
-        else:
-            want = PatchMoments(2, 9)
-            for x in xs:
-                want.add(conv_patches(x, sample_stride(x.shape, dw, samples)))
+        g = sample_stride(xs[0].shape, dw, samples)
+        assert (g is dw) == (samples is None) and g.stride == ((1, 1) if samples is None else (2, 4))
+        want = _direct(xs[0], g, more=xs[1:])
+        outer = sum(_reference(x, g)[0] for x in xs)
         assert got.count == want.count == 2 * (1200 if samples is None else 160)
-        assert got.second_moment(True).tobytes() == want.second_moment(True).tobytes()
+        got._flush()
+        assert got.sum_outer.tobytes() == want.sum_outer.tobytes()
+        assert np.array_equal(got.sum_outer, outer)
+
+
+def test_reading_the_totals_between_samples_changes_no_bit():
+    """add_depthwise keeps its running totals in the kernel's blocked layout until a flush
+    stores them; reading the means between samples (a store, then a fresh copy into blocks)
+    continues every channel's sums exactly, and the moments are those of one pass."""
+    rng = np.random.default_rng(9)
+    g = _geometry(11, 3, 3, 2, 1, (1, 1), (1, 1))
+    xs = [rng.normal(size=(1, 11, 9, 8)).astype(np.float32) for _ in range(3)]
+    read = PatchMoments(11, 9)
+    for x in xs:
+        read.add_depthwise(x, g)
+        read.means()
+    one_pass = _direct(xs[0], g, more=xs[1:])
+    assert read.count == one_pass.count
+    assert read.second_moment(True).tobytes() == one_pass.second_moment(True).tobytes()

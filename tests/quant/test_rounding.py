@@ -340,7 +340,8 @@ def test_shared_scratch_gives_the_moments_bits():
     buffer; the moments are the bytes of PatchMoments.add on the same patches."""
     from qsim.quant.rounding import FLUSH_ROWS, InputMoments
     rng = np.random.default_rng(5)
-    g_big = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))     # 34*34 rows
+    # dilated: gathered (stride-1 undilated layers are summed by offsets, without gathering)
+    g_big = ConvGeometry(1, (3, 3), (1, 1), (2, 2), (2, 2), (2, 2), (0, 0))     # 34*34 rows
     g_small = ConvGeometry(2, (3, 3), (2, 2), (1, 1), (0, 0), (0, 0), (0, 0))   # 16*16 rows
     moments = InputMoments()
     moments.watch_conv("big", "a", g_big)
@@ -462,6 +463,49 @@ def test_rounding_from_rows_is_independent_of_the_thread_count(monkeypatch):
     assert results[0].tolist() == results[1].tolist()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_candidates_have_numpys_doubles(dtype):
+    """rounding_candidates (one compiled pass) gives the doubles of the numpy formulation: the
+    start at nearest (ties up, -0.0 to +0.0), floor and floor + 1 clipped to the range, and
+    e = q - w / scale; on halves, signed zeros and weights past the range."""
+    from qsim.quant.rounding import _candidates, _candidates_numpy
+    rng = np.random.default_rng(5)
+    w = (rng.normal(size=(17, 41)) * 3).astype(dtype)
+    w[0, :12] = [0.5, -0.5, 1.5, -1.5, -0.0, 0.0, 127.6, -127.6, 200, -300, 126.5, -127.5]
+    s = rng.uniform(0.005, 0.02, 17)
+    s[0] = 1.0
+    for scales in (s, s[:1]):
+        for got, want in zip(_candidates(w, scales, -127, 127), _candidates_numpy(w, scales, -127, 127)):
+            assert got.dtype == np.float64 and got.tobytes() == want.tobytes()
+
+
+def test_rounding_is_the_same_on_every_instruction_set_path_and_thread_count(monkeypatch):
+    """The pass kernels (kernels/round_passes.h) are compiled per instruction-set path: the H
+    and the rows forms give the same integers on every path the machine has, at 1, 2 and 3
+    threads, on cases with many moves."""
+    from qsim.kernels.cpu_features import forced_isa, supported_isas
+    from qsim.quant.rounding import BLOCK_COLUMNS, round_from_rows
+    rng = np.random.default_rng(23)
+    k, p, oc = 2 * BLOCK_COLUMNS + 7, 70, 19
+    x = (rng.standard_normal((p, 1)) + 0.3 * rng.standard_normal((p, k))).astype(np.float32)
+    w = rng.normal(size=(oc, k))
+    s = np.abs(w).max(axis=1) / 127 * 20                           # coarse steps: many moves
+    mean = x.astype(np.float64).mean(axis=0)
+    h = PatchMoments(1, k)
+    h.add(x[None])
+    h = h.second_moment(centered=True)
+    results = set()
+    for isa in supported_isas():
+        with forced_isa(isa):
+            for threads in ("1", "2", "3"):
+                monkeypatch.setenv("QSIM_THREADS", threads)
+                results.add((adaptive_round(w, s, h).tobytes(), round_from_rows(w, s, x, mean).tobytes()))
+    assert len(results) == 1
+    nearest = np.clip(np.floor(w / s[:, None] + 0.5), -127, 127)
+    got = np.frombuffer(results.pop()[0], np.int64).reshape(oc, k)
+    assert int(np.sum(got != nearest)) > 50
+
+
 def _coarse_case(rng, k=64, oc=8, p=50, mult=1.0):
     """Inputs whose taps are a random walk (neighbours strongly correlated, as in images):
     the greedy search takes several passes."""
@@ -532,3 +576,83 @@ def test_early_stop_default_stops_before_the_pass_cap():
     j0, jf, je = (_objective(w, q, s, h) for q in (nearest, full, early))
     assert np.all(je <= j0 + 1e-12)
     assert np.all(je <= jf + MAX_PASSES * STOP_FRACTION * j0 + 1e-12)
+
+
+@pytest.mark.parametrize("n,c,h,w,kernel,begins,ends,crop", [
+    (2, 3, 5, 6, (3, 3), (1, 1), (1, 1), (0, 0)),      # 'same' 3x3
+    (1, 2, 7, 4, (3, 2), (0, 1), (2, 0), (0, 0)),      # asymmetric padding
+    (3, 4, 6, 6, (5, 5), (2, 2), (2, 2), (0, 0)),      # 'same' 5x5
+    (1, 3, 4, 5, (3, 3), (0, 0), (0, 0), (0, 0)),      # 'valid'
+    (2, 2, 3, 3, (3, 3), (2, 0), (0, 2), (0, 0)),      # boxes without a common row / column
+    (1, 5, 2, 9, (3, 1), (1, 0), (1, 0), (0, 0)),      # taps along one axis, 2-row input
+    (2, 3, 7, 8, (3, 3), (1, 1), (0, 0), (1, 2)),      # cropped input
+])
+def test_offset_moments_equal_the_gathered_patches_moments(n, c, h, w, kernel, begins, ends, crop):
+    """offset_moments (per tap offset, the input with itself shifted; border cells added
+    apart) sums what the gathered patches sum: within float32 GEMM rounding of the float64
+    sums of the patches (relative to sqrt(H_aa H_bb), each a sum of non-negative parts, so no
+    cancellation), exactly symmetric, and the column sums of x exactly (float64 sums of
+    float32 values in any order: exact here)."""
+    from qsim.quant.rounding import conv_patch_shape, conv_patches_numpy, offset_moments, offsets_direct
+    rng = np.random.default_rng(sum(kernel) * 7 + h)
+    g = ConvGeometry(1, kernel, (1, 1), (1, 1), begins, ends, crop)
+    x = rng.normal(size=(n, c, h, w)).astype(np.float32)
+    assert offsets_direct(x.shape, g)
+    rows, _, k = conv_patch_shape(x.shape, g)
+    p = conv_patches_numpy(x.astype(np.float64), g, np.empty((1, rows, k)))[0]
+    want, want_sums = p.T @ p, p.sum(axis=0)
+    got, sums = offset_moments(x[:, :, :h - crop[0], :w - crop[1]], g)
+    scale = np.sqrt(np.outer(np.diag(want), np.diag(want))) + 1e-30
+    assert np.max(np.abs(got - want) / scale) < 1e-6 * max(1.0, np.sqrt(rows) / 8)
+    assert np.array_equal(got, got.T)
+    np.testing.assert_allclose(sums, want_sums, rtol=1e-12, atol=1e-12)
+
+
+def test_offset_layers_sum_by_offsets_and_give_the_same_bits_at_any_thread_count(monkeypatch):
+    """InputMoments sums a stride-1 3x3 layer with add_offsets (no gathered rows kept, even
+    past FLUSH_ROWS columns when it will see more rows than K), buffering samples until
+    FLUSH_ROWS positions are pending; its moments are those of the gathered patches within
+    float32 rounding, and the same bits for 1, 2 and 3 threads."""
+    from qsim.quant.rounding import FLUSH_ROWS, InputMoments, conv_patches_numpy, conv_patch_shape
+    rng = np.random.default_rng(3)
+    g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
+    xs = [np.maximum(rng.normal(size=(1, 120, 9, 10)), 0).astype(np.float32) for _ in range(13)]
+    assert 120 * 9 > FLUSH_ROWS and 13 * 90 > 120 * 9     # K > FLUSH_ROWS, more rows than K
+    results = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("QSIM_THREADS", threads)
+        moments = InputMoments()
+        moments.watch_conv("y", "x", g)
+        moments.expect_samples(len(xs))
+        for x in xs:
+            moments.update({"x": x})
+        stats = moments.moments["y"]
+        assert not stats.holding and stats._pending_rows == 0 and stats._offset_geometry == g
+        results.append((stats.second_moment(centered=True), stats.means()))
+    for h, m in results[1:]:
+        assert h.tobytes() == results[0][0].tobytes() and m.tobytes() == results[0][1].tobytes()
+    x = np.concatenate(xs).astype(np.float64)
+    rows, _, k = conv_patch_shape(x.shape, g)
+    p = conv_patches_numpy(x, g, np.empty((1, rows, k)))[0]
+    mean = p.mean(axis=0)
+    want = p.T @ p / rows - np.outer(mean, mean)
+    np.testing.assert_allclose(results[0][1][0], mean, rtol=1e-12)
+    np.testing.assert_allclose(results[0][0][0], want, atol=1e-6 * np.abs(want).max())
+
+
+def test_offset_layer_inputs_of_another_size_are_summed_apart():
+    """A layer summed by offsets that sees inputs of two spatial sizes (a model run at two
+    input sizes) sums each size's patches: the totals of the gathered patches of both."""
+    from qsim.quant.rounding import conv_patches_numpy, conv_patch_shape
+    rng = np.random.default_rng(4)
+    g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
+    xs = [rng.normal(size=(1, 3, h, w)).astype(np.float32) for h, w in [(6, 7), (6, 7), (5, 9), (6, 7)]]
+    m = PatchMoments(1, 27)
+    want = np.zeros((27, 27))
+    for x in xs:
+        m.add_offsets(x, g)
+        rows, _, k = conv_patch_shape(x.shape, g)
+        p = conv_patches_numpy(x.astype(np.float64), g, np.empty((1, rows, k)))[0]
+        want += p.T @ p
+    got = m.second_moment(centered=False) * m.count
+    np.testing.assert_allclose(got[0], want, atol=1e-5 * np.abs(want).max())
