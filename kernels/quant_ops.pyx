@@ -10,10 +10,10 @@ so the integers are identical to the numpy version for any split of the rows.
 conv_patches_f32: a convolution's input patches, gathered for the moments adaptive rounding reads.
 The build passes -ffp-contract=off: no fused multiply-add may change a rounding.
 
-scan_f32, add_bin_counts_f32: the calibration observers' passes over one float32 activation
-(range, exact zeros, finiteness; histogram bin counts), one pass each instead of numpy's
-float64 copy and half a dozen temporaries; integers and exact extremes, so the histograms
-are the ones numpy's formulation gives.
+scan_f32, scan_bins_f32, add_bin_counts_f32: the calibration observers' pass over one float32
+activation (range, exact zeros, finiteness; histogram bin counts; kernels/scan_stats.h, vector
+code per ISA path) instead of numpy's float64 copy and half a dozen temporaries; integers and
+exact extremes, so the histograms are the ones numpy's formulation gives.
 """
 from libc.stdint cimport int64_t
 from libc.math cimport frexp
@@ -73,94 +73,68 @@ cdef inline void _axpy(double *y, const double *x, double a, int64_t n) noexcept
         y[k] = y[k] + a * x[k]
 
 
-cdef inline int64_t _floor_bin(double q) noexcept nogil:
-    """floor(q) as int64 for |q| < 2^63 (exact: the truncation of a double is exact)."""
-    cdef int64_t j = <int64_t>q             # truncates toward zero: one less below 0
-    if q < <double>j:
-        j -= 1
-    return j
+cdef extern from "scan_stats.h" nogil:
+    int qsim_scan_f32(int isa, const float *x, int64_t n, double inv, int64_t first, int64_t *counts,
+                      int64_t size, float *lo, float *hi, int64_t *zeros, int *finite, int *inside)
 
 
-cdef bint _scan_count(const float *x, Py_ssize_t n, double inv, int64_t first, int64_t *counts,
-                      int64_t size, float *lo_out, float *hi_out, int64_t *zeros_out,
-                      bint *inside_out) noexcept nogil:
-    """The observers' pass over n > 0 float32 values: extremes and exact zeros, and with
-    counts (not NULL) each value's bin floor(v * inv) - first counted while it falls inside
-    counts (inside_out False once one does not). Stops at the first value that is not
-    finite and returns False then (the extremes and counts cover the values before it)."""
-    cdef Py_ssize_t i
-    cdef float lo = x[0], hi = x[0], v
-    cdef int64_t zeros = 0, j
-    cdef double q
-    cdef bint finite = True
-    for i in range(n):
-        v = x[i]
-        if not (v - v == 0):               # inf - inf and NaN - NaN are NaN
-            finite = False
-            inside_out[0] = False
-            break
-        if v < lo:
-            lo = v
-        if v > hi:
-            hi = v
-        if v == 0:
-            zeros += 1
-        if counts != NULL:
-            q = <double>v * inv
-            if not (-4.0e18 < q < 4.0e18):  # far outside any bin: no int64 conversion
-                inside_out[0] = False
-                continue
-            j = _floor_bin(q) - first
-            if 0 <= j < size:
-                counts[j] += 1
-            else:
-                inside_out[0] = False
-    lo_out[0], hi_out[0], zeros_out[0] = lo, hi, zeros
-    return finite
+cdef enum:
+    SCAN_MAX_BINS = 1 << 20     # scan_stats.h's int32 slots and float32 bins need < 2^24; observers use ~2^11
 
 
-def scan_f32(const float[::1] x):
-    """(min, max, number of exact zeros, all finite) of float32 values in one pass, for the
-    calibration observers (qsim/quant/observers.py); min and max are exact (as doubles)."""
+cdef tuple _scan(int isa, const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
+    """(min, max, exact zeros, all finite, inside) of kernels/scan_stats.h's pass over x, with
+    counts (not None) binned at width 2^log2_width from bin `first`; x is not empty."""
     cdef float lo = 0, hi = 0
     cdef int64_t zeros = 0
-    cdef bint finite = True, inside = True
+    cdef int finite = 1, inside = 1, ok = 1
+    cdef int64_t *c = NULL
+    cdef int64_t size = 0
+    cdef double inv = 1.0
+    if counts is not None:
+        size = counts.shape[0]
+        # bin indices of real values stay below 2^53 in magnitude (observers.py MANTISSA_BITS):
+        # first is then a double, and every in-range bin an exact difference
+        if size > SCAN_MAX_BINS or first > (<int64_t>1 << 53) or first < -(<int64_t>1 << 53):
+            raise ValueError(f"scan: {size} bins from {first}: beyond the observer's histograms")
+        inv = 2.0 ** (-log2_width)
+        c = &counts[0] if size else NULL
+    with nogil:
+        ok = qsim_scan_f32(isa, &x[0], x.shape[0], inv, first, c, size, &lo, &hi, &zeros, &finite, &inside)
+    if not ok:
+        raise MemoryError("scan: histogram copies")
+    return <double>lo, <double>hi, zeros, bool(finite), bool(inside and (counts is None or size > 0))
+
+
+def scan_f32(int isa, const float[::1] x):
+    """(min, max, number of exact zeros, all finite) of float32 values in one pass, for the
+    calibration observers (qsim/quant/observers.py); min and max are exact (as doubles; a
+    zero extreme is the first zero of x, sign included). kernels/scan_stats.h on the ISA
+    path `isa` (qsim/kernels/cpu_features.py): the same results on every path."""
     if x.shape[0] == 0:
         return 0.0, 0.0, 0, True
-    with nogil:
-        finite = _scan_count(&x[0], x.shape[0], 1.0, 0, NULL, 0, &lo, &hi, &zeros, &inside)
-    return <double>lo, <double>hi, zeros, finite
+    return _scan(isa, x, 0, 0, None)[:4]
 
 
-def scan_bins_f32(const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
+def scan_bins_f32(int isa, const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
     """scan_f32 and add_bin_counts_f32 in one pass, for a histogram whose bins are already
     set: returns (min, max, exact zeros, all finite, inside) and adds every value's bin to
     counts[floor(v / 2^log2_width) - first] while it falls inside counts. inside is False when
     a value fell outside (counts then hold only part of the values and the caller discards
-    them) or was not finite. Extremes, zeros and counts are exact, as in the two passes."""
-    cdef float lo = 0, hi = 0
-    cdef int64_t zeros = 0
-    cdef bint finite = True, inside = True
-    cdef int64_t dummy = 0
+    them) or was not finite. Extremes, zeros and counts are exact, as in the two passes.
+    When a value is not finite, everything but `finite` is unspecified (the caller raises)."""
     if x.shape[0] == 0:
         return 0.0, 0.0, 0, True, True
-    with nogil:
-        finite = _scan_count(&x[0], x.shape[0], 2.0 ** (-log2_width), first,
-                             &counts[0] if counts.shape[0] else &dummy, counts.shape[0],
-                             &lo, &hi, &zeros, &inside)
-    return <double>lo, <double>hi, zeros, finite, inside
+    return _scan(isa, x, log2_width, first, counts)
 
 
-def add_bin_counts_f32(const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
+def add_bin_counts_f32(int isa, const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
     """counts[floor(v / 2^log2_width) - first] += 1 for every v of x. Exact: a float32 widened
     to double and scaled by a power of two is exact while |v| / width < 2^53 (the observer
-    chooses the width so), and the floor of such a double is an exact int64. The caller sizes
-    counts to cover floor(min / width) .. floor(max / width)."""
-    cdef Py_ssize_t i, n = x.shape[0]
-    cdef double inv = 2.0 ** (-log2_width)
-    with nogil:
-        for i in range(n):
-            counts[_floor_bin(<double>x[i] * inv) - first] += 1
+    chooses the width so), and the floor of such a double is an exact integer. The caller sizes
+    counts to cover floor(min / width) .. floor(max / width) (a value outside is not counted)."""
+    if x.shape[0]:
+        _scan(isa, x, log2_width, first, counts)
 
 
 def row_sums_f64(const float[:, :, :] p, double[:, ::1] out):
