@@ -267,7 +267,7 @@ def add_clipped_histogram(const double[::1] x, double first, double last, const 
                 counts[_edge_bin(v, first, last, inv_width, &edges[0], bins)] += 1
 
 
-from libc.math cimport fabs
+from libc.math cimport fabs, NAN
 from libc.stdint cimport int32_t
 
 cdef extern from "eval_stats.h" nogil:
@@ -278,12 +278,18 @@ cdef extern from "eval_stats.h" nogil:
     void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64_t m, double *sums)
     void qsim_stats_bins(int isa, const double *e, int64_t m, double r, double first,
                          double inv_step, double tol_k, int32_t bins, int32_t *bin)
-    int64_t qsim_stats_count(const int32_t *bin, int64_t m, int64_t *lanes)
+    int64_t qsim_stats_slots(int isa, const double *e, int64_t m, double r, double first, double inv_step,
+                             double tol_k, int32_t bins, int32_t *slot, int32_t *near, int64_t *n_near,
+                             int64_t *zeros)
+    void qsim_stats_count(const int32_t *slot, int64_t n, int64_t *lanes)
+    void qsim_stats_rows_i8(const signed char *src, int64_t s2, int64_t rows, int64_t D, signed char *out)
 
 cdef enum:
     STATS_BLOCK = 1024     # add_error_stats' blocks: its sums' fixed order
     STATS_MAX_BINS = 256
     STATS_LANES = 8        # interleaved copies of the histogram (eval_stats.h QSIM_STATS_LANES)
+    STATS_LANE_STRIDE = 264    # counters from one copy to the next (eval_stats.h QSIM_STATS_LANE_STRIDE)
+    STATS_TILE_BYTES = 1 << 19     # add_error_stats' transposed rows of q (L2-sized)
 
 ctypedef fused int_codes:
     signed char
@@ -313,6 +319,18 @@ cdef bint _is_power_of_two_grid(const double[::1] edges, int64_t bins, double *s
     return True
 
 
+cdef void _copy_rows(const int_codes *src, int64_t s1, int64_t s2, int64_t rows, int64_t D,
+                     int_codes *out) noexcept nogil:
+    """out[g * D + d] = src[g * s1 + d * s2] for g < rows, d < D (strides in elements): rows of
+    q gathered pixel by pixel, so each pixel's `rows` neighbouring codes are read together."""
+    cdef int64_t g, d
+    cdef const int_codes *px
+    for d in range(D):
+        px = src + d * s2
+        for g in range(rows):
+            out[g * D + d] = px[g * s1]
+
+
 def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] f, const double[::1] scale,
                     const int64_t[::1] zero_point, int64_t inner, double lsb_scale,
                     const double[::1] edges, int64_t[::1] counts):
@@ -322,7 +340,11 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     the edges' range in numpy's equal-width bins (np.histogram(np.clip(v, first, last), bins,
     (first, last)), as add_clipped_histogram; NaN counted nowhere); returns (sum f^2, sum e^2).
     Element i of f (flat) is q[a, b, d] with i = (a * B + b) * D + d: q is a strided view (the
-    float layout's transpose of the integer tensor, merged to three axes), never copied. The
+    float layout's transpose of the integer tensor, merged to three axes), read in place, or,
+    when its rows interleave (an NHWC tensor read as NCHW: stride C along a row, 1 across
+    rows), copied a tile of whole rows at a time into the float order (L2-sized, STATS_TILE_BYTES;
+    8-bit codes by 8 x 8 byte transposes, eval_stats.h qsim_stats_rows_i8), so that each cache
+    line of q is fetched once for many rows, not once per element. The
     channel of element i is (i // inner) % len(scale) (one scale: per tensor).
 
     Bins at memory speed with the same counts: on a grid edges[k] == first + k * w with w a
@@ -330,8 +352,11 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     it is taken from t = (e * (1 / lsb) - first) / w, a multiply instead of a division,
     whenever t is farther from every interior edge than the roundings separating it from v
     can move it (exact zeros are exact); the rare others, and every element on other edges,
-    take the division and numpy's edge corrections. The vector parts are kernels/eval_stats.h,
-    on the ISA path `isa` (qsim/kernels/cpu_features.py; every path gives the same bits).
+    take the division and numpy's edge corrections. Exact zeros (e == 0, often a third of the
+    elements: zeros in both graphs) are counted apart and added to the bin of 0 at the end; the
+    other bins are packed and counted into interleaved copies of the histogram. The vector parts
+    are kernels/eval_stats.h, on the ISA path `isa` (qsim/kernels/cpu_features.py; every path
+    gives the same bits).
 
     The sums: blocks of STATS_BLOCK elements from the call's first element, element i into
     partial sum i % 4 of its block, combined as (s0 + s1) + (s2 + s3), then the blocks in
@@ -363,14 +388,27 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
         # |t - (v - first) / w| <= (4.02 |v'| + |first|) * 2^-53 / w (v' = e * r: two
         # roundings from e / lsb, v one; the subtraction one more): 2^-49 covers it 4x over
         tol_k = inv_step * 2.0 ** -49
-    cdef int64_t lanes[STATS_LANES][STATS_MAX_BINS]
-    cdef int32_t jb[STATS_BLOCK]
-    cdef double eb[STATS_BLOCK]
+    cdef int64_t lanes[STATS_LANES][STATS_LANE_STRIDE]
+    cdef int32_t jb[STATS_BLOCK + 8]
+    cdef int32_t near[STATS_BLOCK]
+    cdef double eb[STATS_BLOCK + 8]
     cdef double sums[8]
     cdef double signal = 0.0, noise = 0.0, x
     cdef Py_ssize_t start = 0, stop, i, k, m, m4, seg
-    cdef int64_t a, b, d, c, run_left, j, lane
+    cdef int64_t a, b, d, c, run_left, j, lane, n_near, n_slot, q_stride, zeros = 0, m8
     cdef const int_codes *p
+    # q's rows interleaved (the NHWC integer tensor read as NCHW: element stride C along a row,
+    # 1 across rows): rows are copied, a tile of G whole rows of one sample at a time, into a
+    # contiguous buffer in the float order, reading each cache line of q for G rows at once
+    # (reading a row at stride C would fetch a line per element, again for every row)
+    cdef bint tiled = D > 1 and s2 != 1 and B > 1 and (s1 if s1 > 0 else -s1) < (s2 if s2 > 0 else -s2)
+    cdef int64_t tile_rows = 0, tile_a = -1, tile_b = 0
+    cdef int_codes *tile = NULL
+    if tiled:
+        tile_rows = max(1, min(B, STATS_TILE_BYTES // (D * item)))
+        tile = <int_codes *>malloc(tile_rows * D * item)
+        if tile == NULL:
+            raise MemoryError("add_error_stats: tile buffer")
     with nogil:
         for lane in range(STATS_LANES):
             for j in range(bins):
@@ -378,7 +416,7 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
         while start < n:
             stop = start + STATS_BLOCK if start + STATS_BLOCK < n else n
             m = stop - start
-            # 1. q gathered into int32 and e computed, in runs of one channel and one row of q
+            # 1. e computed, in runs of one channel and one row of q
             d = start % D
             b = (start // D) % B
             a = start // (D * B)
@@ -391,8 +429,20 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
                     seg = D - d
                 if run_left < seg:
                     seg = run_left
-                p = base + a * s0 + b * s1 + d * s2
-                qsim_stats_errors(isa, sizeof(int_codes), p, s2, sizeof(real_values), &f[i], seg,
+                if tiled:
+                    if a != tile_a or b < tile_b or b >= tile_b + tile_rows:
+                        tile_a, tile_b = a, b
+                        if sizeof(int_codes) == 1 and s1 == 1:
+                            qsim_stats_rows_i8(<const signed char *>(base + a * s0 + b), s2,
+                                               min(tile_rows, B - b), D, <signed char *>tile)
+                        else:
+                            _copy_rows(base + a * s0 + b * s1, s1, s2, min(tile_rows, B - b), D, tile)
+                    p = tile + (b - tile_b) * D + d
+                    q_stride = 1
+                else:
+                    p = base + a * s0 + b * s1 + d * s2
+                    q_stride = s2
+                qsim_stats_errors(isa, sizeof(int_codes), p, q_stride, sizeof(real_values), &f[i], seg,
                                   zero_point[c], scale[c], &eb[i - start])
                 i += seg
                 d += seg
@@ -422,25 +472,33 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
                 sums[4 + (k & 3)] += eb[k] * eb[k]
             signal = signal + ((sums[0] + sums[1]) + (sums[2] + sums[3]))
             noise = noise + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
-            # 3. the bins (-1: near an edge, divide; -2: NaN), counted in STATS_LANES
-            # interleaved copies (consecutive elements usually share a bin; one counter
-            # incremented back to back waits on its own store)
+            # 3. the bins: packed (eval_stats.h qsim_stats_slots; the padding NaN is counted
+            # nowhere) and counted in STATS_LANES interleaved copies; exact zeros counted, near
+            # an edge divided
+            n_near = 0
             if fast:
-                for k in range(m, m4 + 4 if m4 < m else m):    # the vector paths take 4 at a time
-                    eb[k] = 0.0
-                qsim_stats_bins(isa, eb, m4 + 4 if m4 < m else m, r, first, inv_step, tol_k, <int32_t>bins, jb)
+                m8 = (m + 7) & ~7
+                for k in range(m, m8):
+                    eb[k] = NAN
+                n_slot = qsim_stats_slots(isa, eb, m8, r, first, inv_step, tol_k, <int32_t>bins, jb, near,
+                                          &n_near, &zeros)
+                qsim_stats_count(jb, n_slot, &lanes[0][0])
             else:
                 for k in range(m):
-                    jb[k] = -1 if eb[k] == eb[k] else -2
-            if qsim_stats_count(jb, m, &lanes[0][0]):
-                for k in range(m):
-                    if jb[k] == -1:
-                        j = _edge_bin(eb[k] / lsb_scale, first, last, inv_width, &edges[0], bins)
-                        lanes[k & (STATS_LANES - 1)][j] += 1
+                    if eb[k] == eb[k]:
+                        near[n_near] = <int32_t>k
+                        n_near += 1
+            for i in range(n_near):
+                k = near[i]
+                j = _edge_bin(eb[k] / lsb_scale, first, last, inv_width, &edges[0], bins)
+                lanes[k & (STATS_LANES - 1)][j] += 1
             start = stop
         for lane in range(STATS_LANES):
             for j in range(bins):
                 counts[j] += lanes[lane][j]
+        if zeros:       # e == 0 exactly (either sign): v = 0, numpy's bin of 0
+            counts[_edge_bin(0.0, first, last, inv_width, &edges[0], bins)] += zeros
+    free(tile)
     return signal, noise
 
 

@@ -102,6 +102,38 @@ def test_transposed_integer_view_reads_the_float_layout():
         assert run_stats(np.ascontiguousarray(view), f, scale, zp, inner, float(scale[0])) == (counts, signal, noise)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])
+@pytest.mark.parametrize("shape", [(2, 5, 7, 19), (1, 9, 8, 16), (3, 3, 3, 8), (1, 1, 70001, 10)])
+def test_interleaved_rows_are_copied_in_tiles_with_the_same_figures(dtype, shape):
+    """NHWC codes read as NCHW are gathered a tile of whole rows (channels) at a time into the
+    float order (8-bit codes: 8 x 8 byte transposes, the edges one by one): channel counts and
+    row lengths that are and are not multiples of 8, several samples, and rows so long that a
+    tile holds only a few of them (the last shape: 10 rows of 70001, tiles of 7); the figures
+    equal those of the contiguous NCHW copy and numpy's, per tensor and per channel, with
+    exact zeros (errors 0: counted apart from the histogram's increments) among them."""
+    rng = np.random.default_rng(sum(shape))
+    info = np.iinfo(dtype)
+    q_nhwc = rng.integers(max(info.min, -300), min(info.max, 300), size=shape, endpoint=True).astype(dtype)
+    q_nhwc.flat[:2] = (max(info.min, -300), min(info.max, 300))
+    view = q_nhwc.transpose(0, 3, 1, 2)
+    channels, inner = shape[3], shape[1] * shape[2]
+    for c in (1, channels):
+        # scales on a 2^-10 grid: the dequantized values are float32 numbers, so f can hit them
+        scale, zp = rng.integers(20, 51, c) / 1024.0, rng.integers(-128, 128, c)
+        deq = dequantized(np.ascontiguousarray(view), scale, zp, (1, c, 1, 1))
+        f = (deq + rng.normal(0, 0.03, deq.shape)).astype(np.float32)
+        exact = rng.random(deq.shape) < 0.3
+        f[exact] = deq[exact].astype(np.float32)
+        err = (deq - f.astype(np.float64)).reshape(-1)
+        assert np.count_nonzero(err == 0) > err.size // 5
+        counts, signal, noise = run_stats(view, f, scale, zp, inner if c > 1 else 1, float(scale[0]))
+        assert counts == numpy_counts(err, float(scale[0]))
+        assert run_stats(np.ascontiguousarray(view), f, scale, zp, inner if c > 1 else 1, float(scale[0])) == (
+            counts, signal, noise)
+        if err.size <= 20000:
+            assert (signal, noise) == blocked_sums(f.reshape(-1), err)
+
+
 def test_three_axes_copies_only_what_cannot_be_merged():
     a = np.arange(2 * 3 * 4 * 5 * 6, dtype=np.int8).reshape(2, 3, 4, 5, 6)
     t = a.transpose(0, 2, 1, 4, 3)                # nothing to merge: 5 axes -> a copy
