@@ -6,7 +6,7 @@
  * e[k] = (double)(q[k * stride] - zp) * scale - (double)f[k]   (q read in place)
  * sums: element k into partial sum k % 4 (a 4-wide vector of accumulators: lane l adds
  *       elements l, l + 4, ... in order), as the scalar definition does.
- * bins (m % 4 == 0): bin[k] = floor(t) clamped to [0, bins - 1], t = (e * r - first) * inv_step, or -1 when
+ * bins (m % 8 == 0): bin[k] = floor(t) clamped to [0, bins - 1], t = (e * r - first) * inv_step, or -1 when
  *       t is within tol of an interior edge and e != 0 (the caller then divides; see
  *       add_error_stats for why the rest are exact); NaN gives -2 (counted nowhere); an exact
  *       zero (either sign) -3 (the caller adds the zeros to the bin of 0 at the end: often a
@@ -79,47 +79,9 @@ QSIM_VERSIONS(name, (const real_t *f, const double *e, int64_t m, double *sums),
 QSIM_STATS_SUMS_DEF(qsim_stats_sums_f32, float)
 QSIM_STATS_SUMS_DEF(qsim_stats_sums_f64, double)
 
-typedef int64_t qsim_v4l __attribute__((vector_size(32)));
-typedef int32_t qsim_v4i __attribute__((vector_size(16)));
 
-/* mask ? a : b, lane by lane (mask lanes all ones or all zeros, from a comparison) */
-QSIM_INLINE qsim_v4d qsim_v4d_select(qsim_v4l mask, qsim_v4d a, qsim_v4d b) {
-    return (qsim_v4d)(((qsim_v4l)a & mask) | ((qsim_v4l)b & ~mask));
-}
-
-/* m % 4 == 0. 4-lane vector operations without branches (the portable path's copy; the
- * AVX2 and AVX-512 copies below are intrinsics with the same lane arithmetic). */
-QSIM_INLINE void qsim_stats_bins_body(const double *e, int64_t m, double r, double first,
-                                      double inv_step, double tol_k, int32_t bins, int32_t *bin) {
-    const qsim_v4d zero = {0.0, 0.0, 0.0, 0.0};
-    const qsim_v4d lo = zero - 0.5, one = zero + 1.0, top = zero + ((double)bins + 0.5);
-    const qsim_v4d last_bin = zero + (double)(bins - 1), nbins = zero + (double)bins;
-    const qsim_v4d afirst = zero + fabs(first);
-    const qsim_v4l magnitude = (qsim_v4l)zero + INT64_MAX;
-    for (int64_t k = 0; k < m; k += 4) {
-        qsim_v4d ev;
-        __builtin_memcpy(&ev, e + k, sizeof ev);
-        qsim_v4d v = ev * r;
-        qsim_v4d t = (v - first) * inv_step;
-        qsim_v4d tc = qsim_v4d_select(t > lo, t, lo);                 /* NaN: lo */
-        tc = qsim_v4d_select(tc < top, tc, top);
-        /* an integer nearest tc (or next to it): tc + 1.5 >= 1, so truncation is floor */
-        qsim_v4d j = __builtin_convertvector(__builtin_convertvector(tc + 1.5, qsim_v4i), qsim_v4d) - 1.0;
-        qsim_v4d tol = ((qsim_v4d)((qsim_v4l)v & magnitude) + afirst) * tol_k;
-        qsim_v4d dist = (qsim_v4d)((qsim_v4l)(tc - j) & magnitude);
-        qsim_v4l near = (dist <= tol) & (ev != zero) & (j >= one) & (j < nbins);
-        qsim_v4d fl = qsim_v4d_select(tc < j, j - 1.0, j);            /* floor(tc): tc in [j - 1, j + 1) */
-        fl = qsim_v4d_select(fl < zero, zero, fl);
-        fl = qsim_v4d_select(fl > last_bin, last_bin, fl);
-        fl = qsim_v4d_select(near, zero - 1.0, fl);
-        fl = qsim_v4d_select(ev == zero, zero - 3.0, fl);
-        fl = qsim_v4d_select(ev == ev, fl, zero - 2.0);
-        qsim_v4i out = __builtin_convertvector(fl, qsim_v4i);
-        __builtin_memcpy(bin + k, &out, sizeof out);
-    }
-}
-/* The portable path: the same lane arithmetic one element at a time (SSE2 has no cheap form
- * of the vector selects). */
+/* The portable path: the lane arithmetic of the vector paths (qsim_stats_bins_avx2,
+ * qsim_stats_slots_avx512) one element at a time. */
 static void qsim_stats_bins_base(const double *e, int64_t m, double r, double first, double inv_step,
                                  double tol_k, int32_t bins, int32_t *bin) {
     const double afirst = fabs(first), top = (double)bins + 0.5;
@@ -143,39 +105,6 @@ static void qsim_stats_bins_base(const double *e, int64_t m, double r, double fi
 /* The same lane arithmetic in intrinsics (GCC splits generic vector compares that feed masks
  * into scalar code): MAXPD(t, lo) is `t > lo ? t : lo` and MINPD(tc, top) `tc < top ? tc : top`
  * exactly (NaN included), the selects are mask moves. */
-static QSIM_TARGET_AVX512 void qsim_stats_bins_avx512(const double *e, int64_t m, double r, double first,
-                                                      double inv_step, double tol_k, int32_t bins,
-                                                      int32_t *bin) {
-    const __m512d zero = _mm512_setzero_pd(), lo = _mm512_set1_pd(-0.5), one = _mm512_set1_pd(1.0);
-    const __m512d top = _mm512_set1_pd((double)bins + 0.5), half3 = _mm512_set1_pd(1.5);
-    const __m512d last_bin = _mm512_set1_pd((double)(bins - 1)), nbins = _mm512_set1_pd((double)bins);
-    const __m512d afirst = _mm512_set1_pd(fabs(first)), vr = _mm512_set1_pd(r);
-    const __m512d vfirst = _mm512_set1_pd(first), vinv = _mm512_set1_pd(inv_step);
-    const __m512d vtol = _mm512_set1_pd(tol_k);
-    const __m512d minus1 = _mm512_set1_pd(-1.0), minus2 = _mm512_set1_pd(-2.0), minus3 = _mm512_set1_pd(-3.0);
-    int64_t k = 0;
-    for (; k + 8 <= m; k += 8) {
-        __m512d ev = _mm512_loadu_pd(e + k);
-        __m512d v = _mm512_mul_pd(ev, vr);
-        __m512d t = _mm512_mul_pd(_mm512_sub_pd(v, vfirst), vinv);
-        __m512d tc = _mm512_min_pd(_mm512_max_pd(t, lo), top);
-        __m512d j = _mm512_sub_pd(_mm512_cvtepi32_pd(_mm512_cvttpd_epi32(_mm512_add_pd(tc, half3))), one);
-        __m512d tol = _mm512_mul_pd(_mm512_add_pd(_mm512_abs_pd(v), afirst), vtol);
-        __m512d dist = _mm512_abs_pd(_mm512_sub_pd(tc, j));
-        __mmask8 near = _mm512_cmp_pd_mask(dist, tol, _CMP_LE_OQ) & _mm512_cmp_pd_mask(ev, zero, _CMP_NEQ_UQ)
-                      & _mm512_cmp_pd_mask(j, one, _CMP_GE_OQ) & _mm512_cmp_pd_mask(j, nbins, _CMP_LT_OQ);
-        __m512d fl = _mm512_mask_sub_pd(j, _mm512_cmp_pd_mask(tc, j, _CMP_LT_OQ), j, one);
-        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(fl, zero, _CMP_LT_OQ), zero);
-        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(fl, last_bin, _CMP_GT_OQ), last_bin);
-        fl = _mm512_mask_mov_pd(fl, near, minus1);
-        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(ev, zero, _CMP_EQ_OQ), minus3);
-        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(ev, ev, _CMP_UNORD_Q), minus2);
-        _mm256_storeu_si256((__m256i *)(bin + k), _mm512_cvttpd_epi32(fl));
-    }
-    if (k < m)
-        qsim_stats_bins_body(e + k, m - k, r, first, inv_step, tol_k, bins, bin + k);
-}
-
 static QSIM_TARGET_AVX2 void qsim_stats_bins_avx2(const double *e, int64_t m, double r, double first,
                                                   double inv_step, double tol_k, int32_t bins,
                                                   int32_t *bin) {
@@ -207,8 +136,6 @@ static QSIM_TARGET_AVX2 void qsim_stats_bins_avx2(const double *e, int64_t m, do
         fl = _mm256_blendv_pd(fl, minus2, _mm256_cmp_pd(ev, ev, _CMP_UNORD_Q));
         _mm_storeu_si128((__m128i *)(bin + k), _mm256_cvttpd_epi32(fl));
     }
-    if (k < m)
-        qsim_stats_bins_body(e + k, m - k, r, first, inv_step, tol_k, bins, bin + k);
 }
 #endif
 
@@ -253,10 +180,6 @@ static void qsim_stats_sums_f32(int isa, const float *f, const double *e, int64_
 }
 static void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64_t m, double *sums) {
     QSIM_DISPATCH(isa, qsim_stats_sums_f64, f, e, m, sums);
-}
-static void qsim_stats_bins(int isa, const double *e, int64_t m, double r, double first,
-                            double inv_step, double tol_k, int32_t bins, int32_t *bin) {
-    QSIM_DISPATCH(isa, qsim_stats_bins, e, m, r, first, inv_step, tol_k, bins, bin);
 }
 
 #if QSIM_X86
@@ -314,8 +237,11 @@ static int64_t qsim_stats_slots(int isa, const double *e, int64_t m, double r, d
 #if QSIM_X86
     if (isa == QSIM_ISA_AVX512VNNI)
         return qsim_stats_slots_avx512(e, m, r, first, inv_step, tol_k, bins, slot, near, n_near, zeros);
+    if (isa == QSIM_ISA_AVX2)
+        qsim_stats_bins_avx2(e, m, r, first, inv_step, tol_k, bins, slot);
+    else
 #endif
-    qsim_stats_bins(isa, e, m, r, first, inv_step, tol_k, bins, slot);
+        qsim_stats_bins_base(e, m, r, first, inv_step, tol_k, bins, slot);
     int64_t n = 0, nn = *n_near, z = 0;
     for (int64_t k = 0; k < m; k++) {          /* packed in place: n <= k */
         const int32_t j = slot[k];

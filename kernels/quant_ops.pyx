@@ -276,8 +276,6 @@ cdef extern from "eval_stats.h" nogil:
                            const void *f, int64_t m, int64_t zp, double scale, double *e)
     void qsim_stats_sums_f32(int isa, const float *f, const double *e, int64_t m, double *sums)
     void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64_t m, double *sums)
-    void qsim_stats_bins(int isa, const double *e, int64_t m, double r, double first,
-                         double inv_step, double tol_k, int32_t bins, int32_t *bin)
     int64_t qsim_stats_slots(int isa, const double *e, int64_t m, double r, double first, double inv_step,
                              double tol_k, int32_t bins, int32_t *slot, int32_t *near, int64_t *n_near,
                              int64_t *zeros)
