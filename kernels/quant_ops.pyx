@@ -331,12 +331,14 @@ cdef void _copy_rows(const int_codes *src, int64_t s1, int64_t s2, int64_t rows,
 
 def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] f, const double[::1] scale,
                     const int64_t[::1] zero_point, int64_t inner, double lsb_scale,
-                    const double[::1] edges, int64_t[::1] counts):
+                    const double[::1] edges, int64_t[::1] counts, int64_t sample, double signal,
+                    double noise):
     """One pass of the evaluation's per-tensor statistics (qsim/quant/evaluate.py
     _IntegerView.add). Per element (the definition): d = (q - zp[c]) * scale[c] in float64
     (params.dequantize), e = d - f, v = e / lsb_scale; counts += the histogram of v clipped to
     the edges' range in numpy's equal-width bins (np.histogram(np.clip(v, first, last), bins,
-    (first, last)), as add_clipped_histogram; NaN counted nowhere); returns (sum f^2, sum e^2).
+    (first, last)), as add_clipped_histogram; NaN counted nowhere); returns (signal + sum f^2,
+    noise + sum e^2), summed in the order below.
     Element i of f (flat) is q[a, b, d] with i = (a * B + b) * D + d: q is a strided view (the
     float layout's transpose of the integer tensor, merged to three axes), read in place, or,
     when its rows interleave (an NHWC tensor read as NCHW: stride C along a row, 1 across
@@ -356,22 +358,26 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     are kernels/eval_stats.h, on the ISA path `isa` (qsim/kernels/cpu_features.py; every path
     gives the same bits).
 
-    The sums: blocks of STATS_BLOCK elements from the call's first element, element i into
-    partial sum i % 4 of its block, combined as (s0 + s1) + (s2 + s3), then the blocks in
-    order: fixed, so deterministic, and as accurate as numpy's pairwise sums to a few ulps
-    (not the same bits). The build passes -ffp-contract=off (no fused multiply-add)."""
+    The sums, returned added to the running totals `signal` and `noise`: the elements come in
+    samples of `sample` elements (f's length a multiple of it); per sample, blocks of
+    STATS_BLOCK elements from its first element, element i into partial sum i % 4 of its
+    block, combined as (s0 + s1) + (s2 + s3), the blocks added in order from 0, and the
+    sample's total added to the running total; the samples in order. Fixed, so deterministic,
+    the same bits however the samples are batched into calls (a batch of one sample a call is
+    the same as many a call), and as accurate as numpy's pairwise sums to a few ulps (not the
+    same bits). The build passes -ffp-contract=off (no fused multiply-add)."""
     cdef int64_t A = q.shape[0], B = q.shape[1], D = q.shape[2]
     cdef Py_ssize_t n = A * B * D
     cdef int64_t C = scale.shape[0], bins = counts.shape[0]
     cdef int64_t item = sizeof(int_codes)
-    if f.shape[0] != n or zero_point.shape[0] != C or C == 0 or inner <= 0:
-        raise ValueError("add_error_stats: q, f, scale and zero_point do not fit")
+    if f.shape[0] != n or zero_point.shape[0] != C or C == 0 or inner <= 0 or sample <= 0 or n % sample:
+        raise ValueError("add_error_stats: q, f, scale, zero_point and the sample size do not fit")
     if edges.shape[0] != bins + 1 or bins > STATS_MAX_BINS or bins == 0:
         raise ValueError("add_error_stats: edges must have len(counts) + 1 entries, 1..256 bins")
     if q.strides[0] % item or q.strides[1] % item or q.strides[2] % item:
         raise ValueError("add_error_stats: q's strides are not whole elements")
     if n == 0:
-        return 0.0, 0.0
+        return signal, noise
     cdef int64_t s0 = q.strides[0] // item, s1 = q.strides[1] // item, s2 = q.strides[2] // item
     cdef const int_codes *base = &q[0, 0, 0]
     cdef double first = edges[0], last = edges[bins]
@@ -391,7 +397,8 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     cdef int32_t near[STATS_BLOCK]
     cdef double eb[STATS_BLOCK + 8]
     cdef double sums[8]
-    cdef double signal = 0.0, noise = 0.0, x
+    cdef double sample_signal = 0.0, sample_noise = 0.0, x
+    cdef Py_ssize_t sample_end = sample
     cdef Py_ssize_t start = 0, stop, i, k, m, m4, seg
     cdef int64_t a, b, d, c, run_left, j, lane, n_near, n_slot, q_stride, zeros = 0, m8
     cdef const int_codes *p
@@ -412,7 +419,7 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
             for j in range(bins):
                 lanes[lane][j] = 0
         while start < n:
-            stop = start + STATS_BLOCK if start + STATS_BLOCK < n else n
+            stop = start + STATS_BLOCK if start + STATS_BLOCK < sample_end else sample_end
             m = stop - start
             # 1. e computed, in runs of one channel and one row of q
             d = start % D
@@ -468,8 +475,13 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
                 x = <double>f[start + k]
                 sums[k & 3] += x * x
                 sums[4 + (k & 3)] += eb[k] * eb[k]
-            signal = signal + ((sums[0] + sums[1]) + (sums[2] + sums[3]))
-            noise = noise + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
+            sample_signal = sample_signal + ((sums[0] + sums[1]) + (sums[2] + sums[3]))
+            sample_noise = sample_noise + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
+            if stop == sample_end:
+                signal = signal + sample_signal
+                noise = noise + sample_noise
+                sample_signal = sample_noise = 0.0
+                sample_end += sample
             # 3. the bins: packed (eval_stats.h qsim_stats_slots; the padding NaN is counted
             # nowhere) and counted in STATS_LANES interleaved copies; exact zeros counted, near
             # an edge divided

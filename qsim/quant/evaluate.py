@@ -71,10 +71,11 @@ class _IntegerView:
                             axis, float(v.quant.scales()[0]))
 
     def add(self, stats: _TensorStats, float_value, int_values: dict[str, np.ndarray], rows: int | None) -> None:
-        """Adds the first `rows` samples' (None: the whole value's) signal, noise and error histogram to `stats`, one
-        compiled pass (kernels/quant_ops.pyx add_error_stats) with the per-element values of
-        float_view: (q - zp) * scale - f in float64, in units of `lsb`. The integer tensor is
-        read in place through its transposed view (no copy in the float layout)."""
+        """Adds the first `rows` samples' (None: the whole value, one sample) signal, noise and error
+        histogram to `stats`, one compiled pass (kernels/quant_ops.pyx add_error_stats) with the
+        per-element values of float_view: (q - zp) * scale - f in float64, in units of `lsb`. The
+        integer tensor is read through its transposed view (no copy in the float layout). The
+        sums go sample by sample into the running totals: the same bits for any batch size."""
         f = np.asarray(float_value)
         if f.dtype not in (np.float32, np.float64):
             f = f.astype(np.float64)
@@ -84,10 +85,10 @@ class _IntegerView:
             q = q.astype(np.int64)
         q = _three_axes(q.transpose(self.axes)[:rows])
         inner = 1 if self.channel_axis is None else int(np.prod(f.shape[self.channel_axis + 1:], dtype=np.int64))
-        signal, noise = _quant_ops.add_error_stats(current_isa().code, q, f.reshape(-1), self.scale, self.zero_point,
-                                                   max(inner, 1), self.lsb, ERROR_EDGES_LSB, stats.counts)
-        stats.signal += signal
-        stats.noise += noise
+        sample = f.size // rows if rows else f.size
+        stats.signal, stats.noise = _quant_ops.add_error_stats(
+            current_isa().code, q, f.reshape(-1), self.scale, self.zero_point, max(inner, 1), self.lsb,
+            ERROR_EDGES_LSB, stats.counts, max(sample, 1), stats.signal, stats.noise)
 
 
 def _three_axes(a: np.ndarray) -> np.ndarray:
@@ -216,10 +217,17 @@ class _OutputStats:
     float_correct: int = 0
     int_correct: int = 0
 
-    def add(self, f: np.ndarray, q: np.ndarray, labels: np.ndarray | None) -> None:
+    def add(self, f: np.ndarray, q: np.ndarray, labels: np.ndarray | None, samples: int = 1) -> None:
+        """Adds `samples` samples (f and q: [samples, ...], or one sample of any shape); the
+        sums of squares per sample, in order, so the same bits for any batch size."""
         err = q - f
-        self.signal += float(np.sum(f * f))
-        self.noise += float(np.sum(err * err))
+        if samples == 1:
+            self.signal += float(np.sum(f * f))
+            self.noise += float(np.sum(err * err))
+        else:
+            for x, d in zip(f.reshape(samples, -1), err.reshape(samples, -1)):
+                self.signal += float(np.sum(x * x))
+                self.noise += float(np.sum(d * d))
         lsb = np.abs(err) / self.scale
         if lsb.size:
             self.max_error_lsb = max(self.max_error_lsb, float(lsb.max()))
@@ -303,7 +311,8 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)
-                o.add(np.asarray(fvals[n], dtype=np.float64)[cut], float_view(imodel, n, ivals)[cut], own)
+                o.add(np.asarray(fvals[n], dtype=np.float64)[cut], float_view(imodel, n, ivals)[cut], own,
+                      rows if batched is not None else 1)
             n_samples += rows
             bar.advance(rows)
     finally:

@@ -21,30 +21,39 @@ def numpy_counts(err: np.ndarray, lsb: float, edges=ERROR_EDGES_LSB) -> list[int
                         range=(edges[0], edges[-1]))[0].tolist()
 
 
-def blocked_sums(f: np.ndarray, err: np.ndarray) -> tuple[float, float]:
-    """sum f^2 and sum e^2 in the kernel's documented order, one Python float at a time:
-    blocks of 1024 from the first element, element i into partial sum i % 4, (s0 + s1) +
-    (s2 + s3), then block after block."""
-    signal = noise = 0.0
+def blocked_sums(f: np.ndarray, err: np.ndarray, sample: int | None = None,
+                 start: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """sum f^2 and sum e^2 in the kernel's documented order, one Python float at a time: per
+    sample of `sample` elements (None: all one sample), blocks of 1024 from its first element,
+    element i into partial sum i % 4, (s0 + s1) + (s2 + s3), block after block from 0, and the
+    sample's total added to the running totals `start`."""
+    signal, noise = start
     x, e = f.astype(np.float64).tolist(), err.tolist()
-    for start in range(0, len(x), BLOCK):
-        s, t = [0.0] * 4, [0.0] * 4
-        for i in range(start, min(start + BLOCK, len(x))):
-            s[i % 4] += x[i] * x[i]
-            t[i % 4] += e[i] * e[i]
-        signal = signal + ((s[0] + s[1]) + (s[2] + s[3]))
-        noise = noise + ((t[0] + t[1]) + (t[2] + t[3]))
+    sample = sample or len(x)
+    for first in range(0, len(x), sample):
+        sample_signal = sample_noise = 0.0
+        for block in range(first, first + sample, BLOCK):
+            s, t = [0.0] * 4, [0.0] * 4
+            for i in range(block, min(block + BLOCK, first + sample)):
+                s[(i - block) % 4] += x[i] * x[i]
+                t[(i - block) % 4] += e[i] * e[i]
+            sample_signal = sample_signal + ((s[0] + s[1]) + (s[2] + s[3]))
+            sample_noise = sample_noise + ((t[0] + t[1]) + (t[2] + t[3]))
+        signal = signal + sample_signal
+        noise = noise + sample_noise
     return signal, noise
 
 
-def run_stats(q: np.ndarray, f: np.ndarray, scale, zp, inner: int, lsb: float, edges=ERROR_EDGES_LSB):
+def run_stats(q: np.ndarray, f: np.ndarray, scale, zp, inner: int, lsb: float, edges=ERROR_EDGES_LSB,
+              sample: int | None = None, start: tuple[float, float] = (0.0, 0.0)):
     """(counts, signal, noise) of one call, the same on every ISA path this CPU has (asserted:
     the vector copies of kernels/eval_stats.h must give the portable path's bits)."""
     results = []
     for isa in supported_isas():
         counts = np.zeros(len(edges) - 1, np.int64)
         signal, noise = _quant_ops.add_error_stats(isa.code, _three_axes(q), f.reshape(-1), np.asarray(scale, np.float64),
-                                                   np.asarray(zp, np.int64), inner, lsb, edges, counts)
+                                                   np.asarray(zp, np.int64), inner, lsb, edges, counts,
+                                                   sample or max(1, f.size), *start)
         results.append((counts.tolist(), signal, noise))
     same = [r[0] == results[0][0] and np.array_equal(r[1:], results[0][1:], equal_nan=True) for r in results]
     assert all(same), [isa.value for isa in supported_isas()]
@@ -201,10 +210,35 @@ def test_error_stats_refuse_mismatched_arrays():
     q = np.zeros((1, 1, 4), np.int8)
     with pytest.raises(ValueError, match="do not fit"):
         _quant_ops.add_error_stats(current_isa().code, q, np.zeros(3, np.float32), np.ones(1), np.zeros(1, np.int64), 1, 1.0,
-                                   ERROR_EDGES_LSB, counts)
+                                   ERROR_EDGES_LSB, counts, 3, 0.0, 0.0)
+    with pytest.raises(ValueError, match="do not fit"):         # 4 elements are no whole number of 3-element samples
+        _quant_ops.add_error_stats(current_isa().code, q, np.zeros(4, np.float32), np.ones(1), np.zeros(1, np.int64), 1, 1.0,
+                                   ERROR_EDGES_LSB, counts, 3, 0.0, 0.0)
     with pytest.raises(ValueError, match="edges"):
         _quant_ops.add_error_stats(current_isa().code, q, np.zeros(4, np.float32), np.ones(1), np.zeros(1, np.int64), 1, 1.0,
-                                   ERROR_EDGES_LSB[:10], counts)
+                                   ERROR_EDGES_LSB[:10], counts, 4, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("sample", [1, 7, 1024, 1500, 3000])
+def test_sums_go_sample_by_sample_into_the_running_totals(sample):
+    """A call over several samples sums each from its own first element and adds each total to
+    the running totals in order: the bits of one call per sample, so an evaluation gives the
+    same SQNR for any batch size; the counts add up either way."""
+    rng = np.random.default_rng(sample)
+    n = sample * 4
+    q = rng.integers(-128, 128, n).astype(np.int8)
+    scale, zp = 0.043, 3
+    deq = (q.astype(np.int64) - zp) * scale
+    f = (deq + rng.normal(0, 0.02, n)).astype(np.float32)
+    start = (12.5, 0.375)
+    counts, signal, noise = run_stats(q.reshape(1, 1, -1), f, [scale], [zp], 1, scale, sample=sample, start=start)
+    assert (signal, noise) == blocked_sums(f, deq - f.astype(np.float64), sample, start)
+    running, total = start, np.zeros(64, np.int64)
+    for k in range(4):
+        part = slice(k * sample, (k + 1) * sample)
+        c, *running = run_stats(q[part].reshape(1, 1, -1), f[part], [scale], [zp], 1, scale, start=tuple(running))
+        total += c
+    assert (signal, noise) == tuple(running) and counts == total.tolist()
 
 
 def test_evaluation_report_is_the_same_for_any_thread_count(rng, monkeypatch):

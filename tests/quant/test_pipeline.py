@@ -389,6 +389,31 @@ def test_nnef1_model_loads_at_another_batch_and_evaluates_in_batches(tmp_path, r
     assert plain.report.outputs[0].max_error_lsb == pytest.approx(in_batches.report.outputs[0].max_error_lsb, abs=0.01)
 
 
+def test_batched_evaluation_reports_the_per_sample_bits(tmp_path, rng):
+    """Evaluated 4 samples at a time (a short last batch of 3 included), the report is the one
+    of evaluation one sample at a time, bit for bit: every tensor's SQNR (its sums go sample by
+    sample into the running totals) and histogram, and every output figure. The batch size
+    is a speed and memory choice only."""
+    from qsim.quant.evaluate import evaluate
+    from qsim.quant.pipeline import input_feeds
+    # convolution, relu and mean: float operators whose every sample gets its batch-1 bits
+    # (the float linear's GEMM at another batch may round differently: not the evaluation's)
+    path = _nnef1_model(tmp_path, rng, NNEF1_BATCHABLE.replace(
+        "pooled = mean_reduce(relu(conv), axes = [2, 3]);", "output = mean_reduce(relu(conv), axes = [2, 3]);"
+    ).split("    flat = ")[0] + "}\n")
+    one = load_float_model(path)
+    samples = Samples(rng.normal(0, 1, (11, 2, 6, 6)).astype(np.float32), rng.integers(0, 4, 11))
+    target = TosaTarget(QUIET.config)
+    calibration = calibrate_model(one, samples, one.inputs[0], QUIET, target)
+    model = target.lower(one, calibration)
+    batched = batched_models(one, model, calibration, target, lambda n: load_float_model(path, batch=n), 4)
+    assert batched is not None
+    reports = [evaluate(one, model, input_feeds(one, samples, one.inputs[0]), total=11, show_progress=False,
+                        batched=b) for b in (None, batched)]
+    assert reports[0].eval_samples == 11 and len(reports[0].tensors) >= 3
+    assert reports[1] == reports[0]
+
+
 def test_nnef1_model_that_spells_out_its_batch_is_evaluated_one_sample_at_a_time(tmp_path, rng):
     """A reshape to [1, -1] would merge the samples of a batch: the batch-3 lowering is not the
     batch-1 one with a batch axis, so batched_models gives None (evaluation per sample)."""
