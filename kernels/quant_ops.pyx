@@ -76,6 +76,7 @@ cdef inline void _axpy(double *y, const double *x, double a, int64_t n) noexcept
 cdef extern from "scan_stats.h" nogil:
     int qsim_scan_f32(int isa, const float *x, int64_t n, double inv, int64_t first, int64_t *counts,
                       int64_t size, float *lo, float *hi, int64_t *zeros, int *finite, int *inside)
+    double qsim_pairwise_f32(int isa, const float *a, int64_t n)
 
 
 cdef enum:
@@ -623,53 +624,11 @@ cdef void _padded_plane(const float *xc, double *xp, int64_t Hp, int64_t Wp, int
             xp[r * Wp + j] = <double>xc[iy * xs2 + ix * xs3] if (0 <= iy < H and 0 <= ix < W) else 0.0
 
 
-cdef double _pairwise_sum(const float *a, Py_ssize_t n) noexcept nogil:
-    """numpy's pairwise summation of float64 values (numpy/_core/src/umath/loops_utils.h
-    pairwise_sum, which np.add.reduce runs along a contiguous axis), of float32 values widened
-    to float64: sequential below 8 values, eight interleaved partial sums up to 128, halves
-    (cut at a multiple of 8) above. The same operations in the same order, so the same bits."""
-    cdef double res, r0, r1, r2, r3, r4, r5, r6, r7
-    cdef Py_ssize_t i, n2
-    if n < 8:
-        res = 0.0
-        for i in range(n):
-            res = res + <double>a[i]
-        return res
-    elif n <= 128:
-        r0 = <double>a[0]
-        r1 = <double>a[1]
-        r2 = <double>a[2]
-        r3 = <double>a[3]
-        r4 = <double>a[4]
-        r5 = <double>a[5]
-        r6 = <double>a[6]
-        r7 = <double>a[7]
-        i = 8
-        while i < n - (n % 8):
-            r0 = r0 + <double>a[i + 0]
-            r1 = r1 + <double>a[i + 1]
-            r2 = r2 + <double>a[i + 2]
-            r3 = r3 + <double>a[i + 3]
-            r4 = r4 + <double>a[i + 4]
-            r5 = r5 + <double>a[i + 5]
-            r6 = r6 + <double>a[i + 6]
-            r7 = r7 + <double>a[i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res = res + <double>a[i]
-            i += 1
-        return res
-    else:
-        n2 = n // 2
-        n2 -= n2 % 8
-        return _pairwise_sum(a, n2) + _pairwise_sum(a + n2, n - n2)
-
-
-def channel_sums_f32(const float[:, :, ::1] x, double[::1] out):
+def channel_sums_f32(const float[:, :, ::1] x, double[::1] out, int isa=0):
     """out[c] = sum over n and r of x[n, c, r] as float64, the bits of numpy's
-    x.astype(np.float64).sum(axis=(0, 2)) for one sample (n = 1: one pairwise sum per channel;
-    the calibration's channel means, qsim/quant/calibrate.py). Tested against numpy."""
+    x.astype(np.float64).sum(axis=(0, 2)) for one sample (n = 1: one pairwise sum per channel,
+    kernels/scan_stats.h qsim_pairwise_f32 on the ISA path `isa`; the calibration's channel
+    means, qsim/quant/calibrate.py). Tested against numpy."""
     cdef Py_ssize_t n, c, N = x.shape[0], C = x.shape[1], R = x.shape[2]
     cdef double acc
     if out.shape[0] != C:
@@ -679,5 +638,5 @@ def channel_sums_f32(const float[:, :, ::1] x, double[::1] out):
             acc = 0.0
             for n in range(N):
                 if R:
-                    acc = acc + _pairwise_sum(&x[n, c, 0], R)
+                    acc = acc + qsim_pairwise_f32(isa, &x[n, c, 0], R)
             out[c] = acc

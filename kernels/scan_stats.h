@@ -228,4 +228,59 @@ static int qsim_scan_f32(int isa, const float *x, int64_t n, double inv, int64_t
     return 1;
 }
 
+/* numpy's pairwise summation of float32 values widened to float64 (numpy/_core/src/umath/
+ * loops_utils.h pairwise_sum, which np.add.reduce runs along a contiguous axis): sequential
+ * from 0 below 8 values, eight interleaved partial sums up to 128 (then combined as
+ * ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) and the rest added in order), halves cut
+ * at a multiple of 8 above. The eight partial sums are the lanes of one vector: the same
+ * additions in the same order as the scalar form, so numpy's bits (the calibration's channel
+ * means, kernels/quant_ops.pyx channel_sums_f32). */
+typedef double qsim_v8d __attribute__((vector_size(64)));
+typedef float qsim_v8f __attribute__((vector_size(32)));
+
+QSIM_INLINE double qsim_pairwise_leaf_body(const float *a, int64_t n) {
+    double res = 0.0;
+    if (n < 8) {
+        for (int64_t i = 0; i < n; i++)
+            res = res + (double)a[i];
+        return res;
+    }
+    qsim_v8f x;
+    __builtin_memcpy(&x, a, sizeof x);
+    qsim_v8d r = __builtin_convertvector(x, qsim_v8d);
+    int64_t i = 8;
+    for (; i < n - (n % 8); i += 8) {
+        __builtin_memcpy(&x, a + i, sizeof x);
+        r = r + __builtin_convertvector(x, qsim_v8d);
+    }
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; i++)
+        res = res + (double)a[i];
+    return res;
+}
+
+#define QSIM_PAIRWISE_DEF(suffix, target)                                                      \
+static target double qsim_pairwise_f32_##suffix(const float *a, int64_t n) {                   \
+    if (n <= 128)                                                                             \
+        return qsim_pairwise_leaf_body(a, n);                                                 \
+    int64_t n2 = n / 2;                                                                       \
+    n2 -= n2 % 8;                                                                             \
+    return qsim_pairwise_f32_##suffix(a, n2) + qsim_pairwise_f32_##suffix(a + n2, n - n2);    \
+}
+#if QSIM_X86
+QSIM_PAIRWISE_DEF(avx512, QSIM_TARGET_AVX512)
+QSIM_PAIRWISE_DEF(avx2, QSIM_TARGET_AVX2)
+#endif
+QSIM_PAIRWISE_DEF(base, )
+
+static double qsim_pairwise_f32(int isa, const float *a, int64_t n) {
+#if QSIM_X86
+    if (isa == QSIM_ISA_AVX512VNNI)
+        return qsim_pairwise_f32_avx512(a, n);
+    if (isa == QSIM_ISA_AVX2)
+        return qsim_pairwise_f32_avx2(a, n);
+#endif
+    return qsim_pairwise_f32_base(a, n);
+}
+
 #endif

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import DataError
+from ..kernels.cpu_features import current_isa
 from ..kernels.extensions import extension
 from ..progress import progress
 from ..runtime.executor import execute
@@ -136,7 +137,7 @@ def channel_mean(value) -> np.ndarray:
     v = np.asarray(value)
     if v.dtype == np.float32 and v.ndim >= 2 and v.shape[0] == 1 and v.size:
         sums = np.empty(v.shape[1])
-        _quant_ops.channel_sums_f32(np.ascontiguousarray(v).reshape(1, v.shape[1], -1), sums)
+        _quant_ops.channel_sums_f32(np.ascontiguousarray(v).reshape(1, v.shape[1], -1), sums, current_isa().code)
         return sums / (v.size // v.shape[1])
     v = v.astype(np.float64)
     return v.mean(axis=tuple(a for a in range(v.ndim) if a != 1))
