@@ -119,7 +119,7 @@ class _BatchStats:
     tensor's figures are added as soon as the float executor has made it (the integer values of
     the batch are already there), so no float activation outlives its last reader. With more
     than one thread the additions run on one worker thread beside the float execution
-    (add_error_stats releases the GIL), in the order the tensors come; `finish` waits for them.
+    (add_error_stats releases the GIL), in the order the tensors come; `wait` waits for them.
     One call per tensor and batch, each on one thread: the same figures for any thread count."""
 
     def __init__(self, views: dict[str, _IntegerView], stats: dict[str, _TensorStats],
@@ -138,11 +138,14 @@ class _BatchStats:
             self.pending.append(self.worker.submit(self.views[name].add, self.stats[name], value,
                                                    self.ivals, self.rows))
 
-    def finish(self, fvals: dict[str, np.ndarray]) -> None:
-        """Adds what the stream did not carry (graph inputs: kept in `fvals`), then waits."""
+    def take_unstreamed(self, fvals: dict[str, np.ndarray]) -> None:
+        """Adds what the stream did not carry (graph inputs: kept in `fvals`)."""
         for name in self.views:
             if name not in self.done:
                 self(name, fvals[name])
+
+    def wait(self) -> None:
+        """Waits for the batch's additions; the first failure, in tensor order, is raised."""
         try:
             for f in self.pending:
                 f.result()
@@ -295,6 +298,9 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
     float_keep = {o.output.name for o in scored} | {n for n in watched if n not in produced}
     worker = ThreadPoolExecutor(1, thread_name_prefix="qsim-stats") if thread_count() > 1 else None
     n_samples = 0
+    # with the worker, a batch's statistics may run on while the next batch's integer graph runs
+    # (the worker takes them in order: the same figures); at most two batches' values are held
+    previous: _BatchStats | None = None
     bar = Progress("evaluating", total, enabled=show_progress)
     try:
         for feed, labels in _batches(samples, size):
@@ -305,9 +311,12 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             if batched is not None:
                 feed = _pad_rows(feed, size)
             ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend, keep=int_keep)
+            if previous is not None:      # its statistics ran on beside this integer execution
+                previous.wait()
             batch = _BatchStats(views, stats, ivals, cut.stop, worker)
             fvals = execute(fgraph, feed, keep=float_keep, on_value=batch)
-            batch.finish(fvals)
+            batch.take_unstreamed(fvals)
+            previous = batch
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)
@@ -315,6 +324,8 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
                       rows if batched is not None else 1)
             n_samples += rows
             bar.advance(rows)
+        if previous is not None:
+            previous.wait()
     finally:
         bar.close()
         if worker is not None:
