@@ -73,6 +73,12 @@ cdef inline void _axpy(double *y, const double *x, double a, int64_t n) noexcept
         y[k] = y[k] + a * x[k]
 
 
+# The observers' and evaluation statistics' entry points take the ISA path (and add_error_stats
+# the sample size and running totals) since this version: a build without this name is older
+# sources, which qsim/kernels/extensions.py reports as out of date instead of a TypeError.
+STATS_SIGNATURES = 2
+
+
 cdef extern from "scan_stats.h" nogil:
     int qsim_scan_f32(int isa, const float *x, int64_t n, double inv, int64_t first, int64_t *counts,
                       int64_t size, float *lo, float *hi, int64_t *zeros, int *finite, int *inside)
