@@ -183,7 +183,8 @@ static void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64
 }
 
 #if QSIM_X86
-/* qsim_stats_bins_avx512's lane arithmetic, the bins packed in registers (see qsim_stats_slots) */
+/* qsim_stats_bins_avx2's lane arithmetic on 8 lanes (the constants are its own, in 512-bit
+ * registers), the bins packed in registers (see qsim_stats_slots) */
 static QSIM_TARGET_AVX512 int64_t qsim_stats_slots_avx512(const double *e, int64_t m, double r, double first,
                                                           double inv_step, double tol_k, int32_t bins,
                                                           int32_t *slot, int32_t *near, int64_t *n_near,
