@@ -6,9 +6,13 @@
  * e[k] = (double)(q[k * stride] - zp) * scale - (double)f[k]   (q read in place)
  * sums: element k into partial sum k % 4 (a 4-wide vector of accumulators: lane l adds
  *       elements l, l + 4, ... in order), as the scalar definition does.
- * bins (m % 4 == 0): bin[k] = floor(t) clamped to [0, bins - 1], t = (e * r - first) * inv_step, or -1 when
+ * bins (m % 8 == 0): bin[k] = floor(t) clamped to [0, bins - 1], t = (e * r - first) * inv_step, or -1 when
  *       t is within tol of an interior edge and e != 0 (the caller then divides; see
- *       add_error_stats for why the rest are exact); NaN gives -2 (counted nowhere).
+ *       add_error_stats for why the rest are exact); NaN gives -2 (counted nowhere); an exact
+ *       zero (either sign) -3 (the caller adds the zeros to the bin of 0 at the end: often a
+ *       third of the elements, they need no increment each).
+ * slots: the bins >= 0 packed, the near (-1) elements' k listed, the zeros counted; the count
+ *       adds the packed bins into interleaved copies of the histogram.
  */
 #ifndef QSIM_EVAL_STATS_H
 #define QSIM_EVAL_STATS_H
@@ -40,6 +44,22 @@ QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i16_f64, int16_t, double)
 QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i32_f64, int32_t, double)
 QSIM_STATS_ERRORS_DEF(qsim_stats_errors_i64_f64, int64_t, double)
 
+/* The same for contiguous 8- and 16-bit codes and |zp| < 2^31: q - zp in int32 (the same
+ * integer, converted exactly to double), so the loop vectorizes on every path (AVX2 has no
+ * int64 -> double conversion). */
+#define QSIM_STATS_ERRORS_UNIT_DEF(name, q_t, real_t)                                           \
+QSIM_INLINE void name##_body(const q_t *q, const real_t *f, int64_t m, int32_t zp, double scale,\
+                             double *e) {                                                       \
+    for (int64_t k = 0; k < m; k++)                                                             \
+        e[k] = (double)((int32_t)q[k] - zp) * scale - (double)f[k];                             \
+}                                                                                               \
+QSIM_VERSIONS(name, (const q_t *q, const real_t *f, int64_t m, int32_t zp, double scale,        \
+                     double *e), (q, f, m, zp, scale, e))
+QSIM_STATS_ERRORS_UNIT_DEF(qsim_stats_errors_unit_i8_f32, int8_t, float)
+QSIM_STATS_ERRORS_UNIT_DEF(qsim_stats_errors_unit_i16_f32, int16_t, float)
+QSIM_STATS_ERRORS_UNIT_DEF(qsim_stats_errors_unit_i8_f64, int8_t, double)
+QSIM_STATS_ERRORS_UNIT_DEF(qsim_stats_errors_unit_i16_f64, int16_t, double)
+
 /* sums[0..3] += lane sums of x^2 (x = f as double), sums[4..7] += of e^2; m % 4 == 0 */
 #define QSIM_STATS_SUMS_DEF(name, real_t)                                                       \
 QSIM_INLINE void name##_body(const real_t *f, const double *e, int64_t m, double *sums) {       \
@@ -59,46 +79,9 @@ QSIM_VERSIONS(name, (const real_t *f, const double *e, int64_t m, double *sums),
 QSIM_STATS_SUMS_DEF(qsim_stats_sums_f32, float)
 QSIM_STATS_SUMS_DEF(qsim_stats_sums_f64, double)
 
-typedef int64_t qsim_v4l __attribute__((vector_size(32)));
-typedef int32_t qsim_v4i __attribute__((vector_size(16)));
 
-/* mask ? a : b, lane by lane (mask lanes all ones or all zeros, from a comparison) */
-QSIM_INLINE qsim_v4d qsim_v4d_select(qsim_v4l mask, qsim_v4d a, qsim_v4d b) {
-    return (qsim_v4d)(((qsim_v4l)a & mask) | ((qsim_v4l)b & ~mask));
-}
-
-/* m % 4 == 0. 4-lane vector operations without branches (the portable path's copy; the
- * AVX2 and AVX-512 copies below are intrinsics with the same lane arithmetic). */
-QSIM_INLINE void qsim_stats_bins_body(const double *e, int64_t m, double r, double first,
-                                      double inv_step, double tol_k, int32_t bins, int32_t *bin) {
-    const qsim_v4d zero = {0.0, 0.0, 0.0, 0.0};
-    const qsim_v4d lo = zero - 0.5, one = zero + 1.0, top = zero + ((double)bins + 0.5);
-    const qsim_v4d last_bin = zero + (double)(bins - 1), nbins = zero + (double)bins;
-    const qsim_v4d afirst = zero + fabs(first);
-    const qsim_v4l magnitude = (qsim_v4l)zero + INT64_MAX;
-    for (int64_t k = 0; k < m; k += 4) {
-        qsim_v4d ev;
-        __builtin_memcpy(&ev, e + k, sizeof ev);
-        qsim_v4d v = ev * r;
-        qsim_v4d t = (v - first) * inv_step;
-        qsim_v4d tc = qsim_v4d_select(t > lo, t, lo);                 /* NaN: lo */
-        tc = qsim_v4d_select(tc < top, tc, top);
-        /* an integer nearest tc (or next to it): tc + 1.5 >= 1, so truncation is floor */
-        qsim_v4d j = __builtin_convertvector(__builtin_convertvector(tc + 1.5, qsim_v4i), qsim_v4d) - 1.0;
-        qsim_v4d tol = ((qsim_v4d)((qsim_v4l)v & magnitude) + afirst) * tol_k;
-        qsim_v4d dist = (qsim_v4d)((qsim_v4l)(tc - j) & magnitude);
-        qsim_v4l near = (dist <= tol) & (ev != zero) & (j >= one) & (j < nbins);
-        qsim_v4d fl = qsim_v4d_select(tc < j, j - 1.0, j);            /* floor(tc): tc in [j - 1, j + 1) */
-        fl = qsim_v4d_select(fl < zero, zero, fl);
-        fl = qsim_v4d_select(fl > last_bin, last_bin, fl);
-        fl = qsim_v4d_select(near, zero - 1.0, fl);
-        fl = qsim_v4d_select(ev == ev, fl, zero - 2.0);
-        qsim_v4i out = __builtin_convertvector(fl, qsim_v4i);
-        __builtin_memcpy(bin + k, &out, sizeof out);
-    }
-}
-/* The portable path: the same lane arithmetic one element at a time (SSE2 has no cheap form
- * of the vector selects). */
+/* The portable path: the lane arithmetic of the vector paths (qsim_stats_bins_avx2,
+ * qsim_stats_slots_avx512) one element at a time. */
 static void qsim_stats_bins_base(const double *e, int64_t m, double r, double first, double inv_step,
                                  double tol_k, int32_t bins, int32_t *bin) {
     const double afirst = fabs(first), top = (double)bins + 0.5;
@@ -113,6 +96,7 @@ static void qsim_stats_bins_base(const double *e, int64_t m, double r, double fi
         fl = fl < 0.0 ? 0.0 : fl;
         fl = fl > (double)(bins - 1) ? (double)(bins - 1) : fl;
         fl = near ? -1.0 : fl;
+        fl = ev == 0.0 ? -3.0 : fl;
         bin[k] = ev == ev ? (int32_t)fl : -2;
     }
 }
@@ -121,38 +105,6 @@ static void qsim_stats_bins_base(const double *e, int64_t m, double r, double fi
 /* The same lane arithmetic in intrinsics (GCC splits generic vector compares that feed masks
  * into scalar code): MAXPD(t, lo) is `t > lo ? t : lo` and MINPD(tc, top) `tc < top ? tc : top`
  * exactly (NaN included), the selects are mask moves. */
-static QSIM_TARGET_AVX512 void qsim_stats_bins_avx512(const double *e, int64_t m, double r, double first,
-                                                      double inv_step, double tol_k, int32_t bins,
-                                                      int32_t *bin) {
-    const __m512d zero = _mm512_setzero_pd(), lo = _mm512_set1_pd(-0.5), one = _mm512_set1_pd(1.0);
-    const __m512d top = _mm512_set1_pd((double)bins + 0.5), half3 = _mm512_set1_pd(1.5);
-    const __m512d last_bin = _mm512_set1_pd((double)(bins - 1)), nbins = _mm512_set1_pd((double)bins);
-    const __m512d afirst = _mm512_set1_pd(fabs(first)), vr = _mm512_set1_pd(r);
-    const __m512d vfirst = _mm512_set1_pd(first), vinv = _mm512_set1_pd(inv_step);
-    const __m512d vtol = _mm512_set1_pd(tol_k);
-    const __m512d minus1 = _mm512_set1_pd(-1.0), minus2 = _mm512_set1_pd(-2.0);
-    int64_t k = 0;
-    for (; k + 8 <= m; k += 8) {
-        __m512d ev = _mm512_loadu_pd(e + k);
-        __m512d v = _mm512_mul_pd(ev, vr);
-        __m512d t = _mm512_mul_pd(_mm512_sub_pd(v, vfirst), vinv);
-        __m512d tc = _mm512_min_pd(_mm512_max_pd(t, lo), top);
-        __m512d j = _mm512_sub_pd(_mm512_cvtepi32_pd(_mm512_cvttpd_epi32(_mm512_add_pd(tc, half3))), one);
-        __m512d tol = _mm512_mul_pd(_mm512_add_pd(_mm512_abs_pd(v), afirst), vtol);
-        __m512d dist = _mm512_abs_pd(_mm512_sub_pd(tc, j));
-        __mmask8 near = _mm512_cmp_pd_mask(dist, tol, _CMP_LE_OQ) & _mm512_cmp_pd_mask(ev, zero, _CMP_NEQ_UQ)
-                      & _mm512_cmp_pd_mask(j, one, _CMP_GE_OQ) & _mm512_cmp_pd_mask(j, nbins, _CMP_LT_OQ);
-        __m512d fl = _mm512_mask_sub_pd(j, _mm512_cmp_pd_mask(tc, j, _CMP_LT_OQ), j, one);
-        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(fl, zero, _CMP_LT_OQ), zero);
-        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(fl, last_bin, _CMP_GT_OQ), last_bin);
-        fl = _mm512_mask_mov_pd(fl, near, minus1);
-        fl = _mm512_mask_mov_pd(fl, _mm512_cmp_pd_mask(ev, ev, _CMP_UNORD_Q), minus2);
-        _mm256_storeu_si256((__m256i *)(bin + k), _mm512_cvttpd_epi32(fl));
-    }
-    if (k < m)
-        qsim_stats_bins_body(e + k, m - k, r, first, inv_step, tol_k, bins, bin + k);
-}
-
 static QSIM_TARGET_AVX2 void qsim_stats_bins_avx2(const double *e, int64_t m, double r, double first,
                                                   double inv_step, double tol_k, int32_t bins,
                                                   int32_t *bin) {
@@ -162,7 +114,7 @@ static QSIM_TARGET_AVX2 void qsim_stats_bins_avx2(const double *e, int64_t m, do
     const __m256d afirst = _mm256_set1_pd(fabs(first)), vr = _mm256_set1_pd(r);
     const __m256d vfirst = _mm256_set1_pd(first), vinv = _mm256_set1_pd(inv_step);
     const __m256d vtol = _mm256_set1_pd(tol_k), sign = _mm256_set1_pd(-0.0);
-    const __m256d minus1 = _mm256_set1_pd(-1.0), minus2 = _mm256_set1_pd(-2.0);
+    const __m256d minus1 = _mm256_set1_pd(-1.0), minus2 = _mm256_set1_pd(-2.0), minus3 = _mm256_set1_pd(-3.0);
     int64_t k = 0;
     for (; k + 4 <= m; k += 4) {
         __m256d ev = _mm256_loadu_pd(e + k);
@@ -180,11 +132,10 @@ static QSIM_TARGET_AVX2 void qsim_stats_bins_avx2(const double *e, int64_t m, do
         fl = _mm256_blendv_pd(fl, zero, _mm256_cmp_pd(fl, zero, _CMP_LT_OQ));
         fl = _mm256_blendv_pd(fl, last_bin, _mm256_cmp_pd(fl, last_bin, _CMP_GT_OQ));
         fl = _mm256_blendv_pd(fl, minus1, near);
+        fl = _mm256_blendv_pd(fl, minus3, _mm256_cmp_pd(ev, zero, _CMP_EQ_OQ));
         fl = _mm256_blendv_pd(fl, minus2, _mm256_cmp_pd(ev, ev, _CMP_UNORD_Q));
         _mm_storeu_si128((__m128i *)(bin + k), _mm256_cvttpd_epi32(fl));
     }
-    if (k < m)
-        qsim_stats_bins_body(e + k, m - k, r, first, inv_step, tol_k, bins, bin + k);
 }
 #endif
 
@@ -194,6 +145,18 @@ static void qsim_stats_errors(int isa, int q_bytes, const void *q, int64_t strid
                               const void *f, int64_t m, int64_t zp, double scale, double *e) {
 #define QSIM_STATS_ERRORS_CALL(qn, q_t, fn, real_t) \
     QSIM_DISPATCH(isa, qsim_stats_errors_##qn##_##fn, (const q_t *)q, stride, (const real_t *)f, m, zp, scale, e)
+#define QSIM_STATS_ERRORS_UNIT_CALL(qn, q_t, fn, real_t) \
+    QSIM_DISPATCH(isa, qsim_stats_errors_unit_##qn##_##fn, (const q_t *)q, (const real_t *)f, m, (int32_t)zp, scale, e)
+    if (stride == 1 && q_bytes <= 2 && zp > -((int64_t)1 << 31) + (1 << 16) && zp < ((int64_t)1 << 31) - (1 << 16)) {
+        if (f_bytes == 4) {
+            if (q_bytes == 1) QSIM_STATS_ERRORS_UNIT_CALL(i8, int8_t, f32, float);
+            else QSIM_STATS_ERRORS_UNIT_CALL(i16, int16_t, f32, float);
+        } else {
+            if (q_bytes == 1) QSIM_STATS_ERRORS_UNIT_CALL(i8, int8_t, f64, double);
+            else QSIM_STATS_ERRORS_UNIT_CALL(i16, int16_t, f64, double);
+        }
+        return;
+    }
     if (f_bytes == 4) {
         switch (q_bytes) {
         case 1: QSIM_STATS_ERRORS_CALL(i8, int8_t, f32, float); break;
@@ -210,6 +173,7 @@ static void qsim_stats_errors(int isa, int q_bytes, const void *q, int64_t strid
         }
     }
 #undef QSIM_STATS_ERRORS_CALL
+#undef QSIM_STATS_ERRORS_UNIT_CALL
 }
 static void qsim_stats_sums_f32(int isa, const float *f, const double *e, int64_t m, double *sums) {
     QSIM_DISPATCH(isa, qsim_stats_sums_f32, f, e, m, sums);
@@ -217,25 +181,149 @@ static void qsim_stats_sums_f32(int isa, const float *f, const double *e, int64_
 static void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64_t m, double *sums) {
     QSIM_DISPATCH(isa, qsim_stats_sums_f64, f, e, m, sums);
 }
-static void qsim_stats_bins(int isa, const double *e, int64_t m, double r, double first,
-                            double inv_step, double tol_k, int32_t bins, int32_t *bin) {
-    QSIM_DISPATCH(isa, qsim_stats_bins, e, m, r, first, inv_step, tol_k, bins, bin);
+
+#if QSIM_X86
+/* qsim_stats_bins_avx2's lane arithmetic on 8 lanes (the constants are its own, in 512-bit
+ * registers), the bins packed in registers (see qsim_stats_slots) */
+static QSIM_TARGET_AVX512 int64_t qsim_stats_slots_avx512(const double *e, int64_t m, double r, double first,
+                                                          double inv_step, double tol_k, int32_t bins,
+                                                          int32_t *slot, int32_t *near, int64_t *n_near,
+                                                          int64_t *zeros) {
+    const __m512d zero = _mm512_setzero_pd(), lo = _mm512_set1_pd(-0.5), one = _mm512_set1_pd(1.0);
+    const __m512d top = _mm512_set1_pd((double)bins + 0.5), half3 = _mm512_set1_pd(1.5);
+    const __m512d last_bin = _mm512_set1_pd((double)(bins - 1)), nbins = _mm512_set1_pd((double)bins);
+    const __m512d afirst = _mm512_set1_pd(fabs(first)), vr = _mm512_set1_pd(r);
+    const __m512d vfirst = _mm512_set1_pd(first), vinv = _mm512_set1_pd(inv_step);
+    const __m512d vtol = _mm512_set1_pd(tol_k);
+    int64_t n = 0, nn = *n_near, z = 0;
+    for (int64_t k = 0; k < m; k += 8) {
+        __m512d ev = _mm512_loadu_pd(e + k);
+        __m512d v = _mm512_mul_pd(ev, vr);
+        __m512d t = _mm512_mul_pd(_mm512_sub_pd(v, vfirst), vinv);
+        __m512d tc = _mm512_min_pd(_mm512_max_pd(t, lo), top);
+        __m512d j = _mm512_sub_pd(_mm512_cvtepi32_pd(_mm512_cvttpd_epi32(_mm512_add_pd(tc, half3))), one);
+        __m512d tol = _mm512_mul_pd(_mm512_add_pd(_mm512_abs_pd(v), afirst), vtol);
+        __m512d dist = _mm512_abs_pd(_mm512_sub_pd(tc, j));
+        /* masks stay in mask registers: nonzero = ordered and != 0; near = nonzero, within tol
+         * of the integer j and j an interior edge; kept = nonzero and not near */
+        __mmask8 nonzero = _mm512_cmp_pd_mask(ev, zero, _CMP_NEQ_OQ);
+        __mmask8 is_zero = _mm512_cmp_pd_mask(ev, zero, _CMP_EQ_OQ);
+        __mmask8 near_mask = _mm512_mask_cmp_pd_mask(nonzero, dist, tol, _CMP_LE_OQ);
+        near_mask = _mm512_mask_cmp_pd_mask(near_mask, j, one, _CMP_GE_OQ);
+        near_mask = _mm512_mask_cmp_pd_mask(near_mask, j, nbins, _CMP_LT_OQ);
+        __mmask8 keep = _kandn_mask8(near_mask, nonzero);
+        __m512d fl = _mm512_mask_sub_pd(j, _mm512_cmp_pd_mask(tc, j, _CMP_LT_OQ), j, one);
+        fl = _mm512_max_pd(_mm512_min_pd(fl, last_bin), zero);
+        /* the kept lanes' bins side by side at slot + n (the 8-lane store may write past them:
+         * the caller's buffer has room) */
+        _mm256_storeu_si256((__m256i *)(slot + n), _mm256_maskz_compress_epi32(keep, _mm512_cvttpd_epi32(fl)));
+        n += __builtin_popcount((unsigned)keep);
+        z += __builtin_popcount((unsigned)is_zero);
+        for (unsigned bits = near_mask; bits; bits &= bits - 1)
+            near[nn++] = (int32_t)(k + __builtin_ctz(bits));
+    }
+    *n_near = nn;
+    *zeros += z;
+    return n;
+}
+#endif
+
+/* The bins of e[0..m) (see the top; m % 8 == 0, the caller pads with NaN): the bins >= 0
+ * packed into slot[0..returned) (slot has room for m + 8), the k of each near element
+ * appended to near[*n_near..], the exact zeros added to *zeros, NaN dropped. Every path gives
+ * the same multiset of bins and the same lists. */
+static int64_t qsim_stats_slots(int isa, const double *e, int64_t m, double r, double first, double inv_step,
+                                double tol_k, int32_t bins, int32_t *slot, int32_t *near, int64_t *n_near,
+                                int64_t *zeros) {
+#if QSIM_X86
+    if (isa == QSIM_ISA_AVX512VNNI)
+        return qsim_stats_slots_avx512(e, m, r, first, inv_step, tol_k, bins, slot, near, n_near, zeros);
+    if (isa == QSIM_ISA_AVX2)
+        qsim_stats_bins_avx2(e, m, r, first, inv_step, tol_k, bins, slot);
+    else
+#endif
+        qsim_stats_bins_base(e, m, r, first, inv_step, tol_k, bins, slot);
+    int64_t n = 0, nn = *n_near, z = 0;
+    for (int64_t k = 0; k < m; k++) {          /* packed in place: n <= k */
+        const int32_t j = slot[k];
+        if (j >= 0)
+            slot[n++] = j;
+        else if (j == -1)
+            near[nn++] = (int32_t)k;
+        else
+            z += j == -3;
+    }
+    *n_near = nn;
+    *zeros += z;
+    return n;
 }
 
-/* lanes[(k % QSIM_STATS_LANES) * 256 + bin[k]] += 1 for every bin[k] >= 0 (interleaved copies of
- * the counts: consecutive elements usually share a bin, and one counter incremented back to
- * back waits on its own store); returns how many bin[k] are -1 (near an edge: the caller's) */
+/* lanes[(k % QSIM_STATS_LANES) * QSIM_STATS_LANE_STRIDE + slot[k]] += 1 for k < n: interleaved
+ * copies of the counts (neighbouring elements often share a bin, and one counter incremented
+ * back to back waits on its own store), 256 + 8 counters apart so that no two copies sit a
+ * multiple of 4 KiB apart (a load would wait on the other's store) */
 #define QSIM_STATS_LANES 8
-static int64_t qsim_stats_count(const int32_t *bin, int64_t m, int64_t *lanes) {
-    int64_t near = 0;
-    for (int64_t k = 0; k < m; k++) {
-        const int32_t j = bin[k];
-        if (j >= 0)
-            lanes[(k & (QSIM_STATS_LANES - 1)) * 256 + j] += 1;
-        else
-            near += j == -1;
+#define QSIM_STATS_LANE_STRIDE 264
+static void qsim_stats_count(const int32_t *slot, int64_t n, int64_t *lanes) {
+    int64_t *c0 = lanes, *c1 = lanes + QSIM_STATS_LANE_STRIDE, *c2 = lanes + 2 * QSIM_STATS_LANE_STRIDE;
+    int64_t *c3 = lanes + 3 * QSIM_STATS_LANE_STRIDE, *c4 = lanes + 4 * QSIM_STATS_LANE_STRIDE;
+    int64_t *c5 = lanes + 5 * QSIM_STATS_LANE_STRIDE, *c6 = lanes + 6 * QSIM_STATS_LANE_STRIDE;
+    int64_t *c7 = lanes + 7 * QSIM_STATS_LANE_STRIDE;
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        c0[slot[k]] += 1;
+        c1[slot[k + 1]] += 1;
+        c2[slot[k + 2]] += 1;
+        c3[slot[k + 3]] += 1;
+        c4[slot[k + 4]] += 1;
+        c5[slot[k + 5]] += 1;
+        c6[slot[k + 6]] += 1;
+        c7[slot[k + 7]] += 1;
     }
-    return near;
+    for (; k < n; k++)
+        lanes[(k & (QSIM_STATS_LANES - 1)) * QSIM_STATS_LANE_STRIDE + slot[k]] += 1;
+}
+
+/* out[g * D + d] = src[d * s2 + g] for g < rows, d < D: rows of 8-bit codes whose neighbours
+ * sit next to each other in memory (an NHWC tensor's channels) gathered into the float
+ * layout's order (a copy: the same bytes), 8 rows x 8 columns at a time transposed in SSE2
+ * registers, the edges one byte at a time. */
+static void qsim_stats_rows_i8(const int8_t *src, int64_t s2, int64_t rows, int64_t D, int8_t *out) {
+    int64_t g0 = 0;
+#if QSIM_X86
+    for (; g0 + 8 <= rows; g0 += 8) {
+        int64_t d0 = 0;
+        for (; d0 + 8 <= D; d0 += 8) {
+            const int8_t *p = src + d0 * s2 + g0;
+            /* r_i: the 8 codes of column d0 + i (rows g0..g0+7) */
+            __m128i r0 = _mm_loadl_epi64((const __m128i *)p), r1 = _mm_loadl_epi64((const __m128i *)(p + s2));
+            __m128i r2 = _mm_loadl_epi64((const __m128i *)(p + 2 * s2)), r3 = _mm_loadl_epi64((const __m128i *)(p + 3 * s2));
+            __m128i r4 = _mm_loadl_epi64((const __m128i *)(p + 4 * s2)), r5 = _mm_loadl_epi64((const __m128i *)(p + 5 * s2));
+            __m128i r6 = _mm_loadl_epi64((const __m128i *)(p + 6 * s2)), r7 = _mm_loadl_epi64((const __m128i *)(p + 7 * s2));
+            __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpacklo_epi8(r2, r3);   /* row g: cols 0,1 | 2,3 */
+            __m128i t2 = _mm_unpacklo_epi8(r4, r5), t3 = _mm_unpacklo_epi8(r6, r7);   /* cols 4,5 | 6,7 */
+            __m128i u0 = _mm_unpacklo_epi16(t0, t1), u1 = _mm_unpackhi_epi16(t0, t1); /* rows 0-3 | 4-7, cols 0-3 */
+            __m128i u2 = _mm_unpacklo_epi16(t2, t3), u3 = _mm_unpackhi_epi16(t2, t3); /* rows 0-3 | 4-7, cols 4-7 */
+            __m128i v0 = _mm_unpacklo_epi32(u0, u2), v1 = _mm_unpackhi_epi32(u0, u2); /* rows 0,1 | 2,3 */
+            __m128i v2 = _mm_unpacklo_epi32(u1, u3), v3 = _mm_unpackhi_epi32(u1, u3); /* rows 4,5 | 6,7 */
+            int8_t *o = out + g0 * D + d0;
+            _mm_storel_epi64((__m128i *)o, v0);
+            _mm_storel_epi64((__m128i *)(o + D), _mm_unpackhi_epi64(v0, v0));
+            _mm_storel_epi64((__m128i *)(o + 2 * D), v1);
+            _mm_storel_epi64((__m128i *)(o + 3 * D), _mm_unpackhi_epi64(v1, v1));
+            _mm_storel_epi64((__m128i *)(o + 4 * D), v2);
+            _mm_storel_epi64((__m128i *)(o + 5 * D), _mm_unpackhi_epi64(v2, v2));
+            _mm_storel_epi64((__m128i *)(o + 6 * D), v3);
+            _mm_storel_epi64((__m128i *)(o + 7 * D), _mm_unpackhi_epi64(v3, v3));
+        }
+        for (; d0 < D; d0++)
+            for (int64_t g = g0; g < g0 + 8; g++)
+                out[g * D + d0] = src[d0 * s2 + g];
+    }
+#endif
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t g = g0; g < rows; g++)
+            out[g * D + d] = src[d * s2 + g];
 }
 
 #endif

@@ -11,10 +11,10 @@ integers are identical to the numpy version for any split of the rows and any pa
 conv_patches_f32: a convolution's input patches, gathered for the moments adaptive rounding reads.
 The build passes -ffp-contract=off: no fused multiply-add may change a rounding.
 
-scan_f32, add_bin_counts_f32: the calibration observers' passes over one float32 activation
-(range, exact zeros, finiteness; histogram bin counts), one pass each instead of numpy's
-float64 copy and half a dozen temporaries; integers and exact extremes, so the histograms
-are the ones numpy's formulation gives.
+scan_f32, scan_bins_f32, add_bin_counts_f32: the calibration observers' pass over one float32
+activation (range, exact zeros, finiteness; histogram bin counts; kernels/scan_stats.h, vector
+code per ISA path) instead of numpy's float64 copy and half a dozen temporaries; integers and
+exact extremes, so the histograms are the ones numpy's formulation gives.
 """
 from libc.stdint cimport int64_t
 from libc.math cimport frexp, floor
@@ -52,94 +52,75 @@ def round_passes(int isa, double[:, ::1] q, const double[:, ::1] floor_, const d
                                objective[o], &passes[o])
 
 
-cdef inline int64_t _floor_bin(double q) noexcept nogil:
-    """floor(q) as int64 for |q| < 2^63 (exact: the truncation of a double is exact)."""
-    cdef int64_t j = <int64_t>q             # truncates toward zero: one less below 0
-    if q < <double>j:
-        j -= 1
-    return j
+# The observers' and evaluation statistics' entry points take the ISA path (and add_error_stats
+# the sample size and running totals) since this version: a build without this name is older
+# sources, which qsim/kernels/extensions.py reports as out of date instead of a TypeError.
+STATS_SIGNATURES = 2
 
 
-cdef bint _scan_count(const float *x, Py_ssize_t n, double inv, int64_t first, int64_t *counts,
-                      int64_t size, float *lo_out, float *hi_out, int64_t *zeros_out,
-                      bint *inside_out) noexcept nogil:
-    """The observers' pass over n > 0 float32 values: extremes and exact zeros, and with
-    counts (not NULL) each value's bin floor(v * inv) - first counted while it falls inside
-    counts (inside_out False once one does not). Stops at the first value that is not
-    finite and returns False then (the extremes and counts cover the values before it)."""
-    cdef Py_ssize_t i
-    cdef float lo = x[0], hi = x[0], v
-    cdef int64_t zeros = 0, j
-    cdef double q
-    cdef bint finite = True
-    for i in range(n):
-        v = x[i]
-        if not (v - v == 0):               # inf - inf and NaN - NaN are NaN
-            finite = False
-            inside_out[0] = False
-            break
-        if v < lo:
-            lo = v
-        if v > hi:
-            hi = v
-        if v == 0:
-            zeros += 1
-        if counts != NULL:
-            q = <double>v * inv
-            if not (-4.0e18 < q < 4.0e18):  # far outside any bin: no int64 conversion
-                inside_out[0] = False
-                continue
-            j = _floor_bin(q) - first
-            if 0 <= j < size:
-                counts[j] += 1
-            else:
-                inside_out[0] = False
-    lo_out[0], hi_out[0], zeros_out[0] = lo, hi, zeros
-    return finite
+cdef extern from "scan_stats.h" nogil:
+    int qsim_scan_f32(int isa, const float *x, int64_t n, double inv, int64_t first, int64_t *counts,
+                      int64_t size, float *lo, float *hi, int64_t *zeros, int *finite, int *inside)
+    double qsim_pairwise_f32(int isa, const float *a, int64_t n)
 
 
-def scan_f32(const float[::1] x):
-    """(min, max, number of exact zeros, all finite) of float32 values in one pass, for the
-    calibration observers (qsim/quant/observers.py); min and max are exact (as doubles)."""
+cdef enum:
+    SCAN_MAX_BINS = 1 << 20     # scan_stats.h's int32 slots and float32 bins need < 2^24; observers use ~2^11
+
+
+cdef tuple _scan(int isa, const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
+    """(min, max, exact zeros, all finite, inside) of kernels/scan_stats.h's pass over x, with
+    counts (not None) binned at width 2^log2_width from bin `first`; x is not empty."""
     cdef float lo = 0, hi = 0
     cdef int64_t zeros = 0
-    cdef bint finite = True, inside = True
+    cdef int finite = 1, inside = 1, ok = 1
+    cdef int64_t *c = NULL
+    cdef int64_t size = 0
+    cdef double inv = 1.0
+    if counts is not None:
+        size = counts.shape[0]
+        # bin indices of real values stay below 2^53 in magnitude (observers.py MANTISSA_BITS):
+        # first is then a double, and every in-range bin an exact difference
+        if size > SCAN_MAX_BINS or first > (<int64_t>1 << 53) or first < -(<int64_t>1 << 53):
+            raise ValueError(f"scan: {size} bins from {first}: beyond the observer's histograms")
+        inv = 2.0 ** (-log2_width)
+        c = &counts[0] if size else NULL
+    with nogil:
+        ok = qsim_scan_f32(isa, &x[0], x.shape[0], inv, first, c, size, &lo, &hi, &zeros, &finite, &inside)
+    if not ok:
+        raise MemoryError("scan: histogram copies")
+    return <double>lo, <double>hi, zeros, bool(finite), bool(inside and (counts is None or size > 0))
+
+
+def scan_f32(int isa, const float[::1] x):
+    """(min, max, number of exact zeros, all finite) of float32 values in one pass, for the
+    calibration observers (qsim/quant/observers.py); min and max are exact (as doubles; a
+    zero extreme is the first zero of x, sign included). kernels/scan_stats.h on the ISA
+    path `isa` (qsim/kernels/cpu_features.py): the same results on every path."""
     if x.shape[0] == 0:
         return 0.0, 0.0, 0, True
-    with nogil:
-        finite = _scan_count(&x[0], x.shape[0], 1.0, 0, NULL, 0, &lo, &hi, &zeros, &inside)
-    return <double>lo, <double>hi, zeros, finite
+    return _scan(isa, x, 0, 0, None)[:4]
 
 
-def scan_bins_f32(const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
+def scan_bins_f32(int isa, const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
     """scan_f32 and add_bin_counts_f32 in one pass, for a histogram whose bins are already
     set: returns (min, max, exact zeros, all finite, inside) and adds every value's bin to
     counts[floor(v / 2^log2_width) - first] while it falls inside counts. inside is False when
     a value fell outside (counts then hold only part of the values and the caller discards
-    them) or was not finite. Extremes, zeros and counts are exact, as in the two passes."""
-    cdef float lo = 0, hi = 0
-    cdef int64_t zeros = 0
-    cdef bint finite = True, inside = True
-    cdef int64_t dummy = 0
+    them) or was not finite. Extremes, zeros and counts are exact, as in the two passes.
+    When a value is not finite, everything but `finite` is unspecified (the caller raises)."""
     if x.shape[0] == 0:
         return 0.0, 0.0, 0, True, True
-    with nogil:
-        finite = _scan_count(&x[0], x.shape[0], 2.0 ** (-log2_width), first,
-                             &counts[0] if counts.shape[0] else &dummy, counts.shape[0],
-                             &lo, &hi, &zeros, &inside)
-    return <double>lo, <double>hi, zeros, finite, inside
+    return _scan(isa, x, log2_width, first, counts)
 
 
-def add_bin_counts_f32(const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
+def add_bin_counts_f32(int isa, const float[::1] x, int log2_width, int64_t first, int64_t[::1] counts):
     """counts[floor(v / 2^log2_width) - first] += 1 for every v of x. Exact: a float32 widened
     to double and scaled by a power of two is exact while |v| / width < 2^53 (the observer
-    chooses the width so), and the floor of such a double is an exact int64. The caller sizes
-    counts to cover floor(min / width) .. floor(max / width)."""
-    cdef Py_ssize_t i, n = x.shape[0]
-    cdef double inv = 2.0 ** (-log2_width)
-    with nogil:
-        for i in range(n):
-            counts[_floor_bin(<double>x[i] * inv) - first] += 1
+    chooses the width so), and the floor of such a double is an exact integer. The caller sizes
+    counts to cover floor(min / width) .. floor(max / width) (a value outside is not counted)."""
+    if x.shape[0]:
+        _scan(isa, x, log2_width, first, counts)
 
 
 def row_sums_f64(const float[:, :, :] p, double[:, ::1] out):
@@ -272,7 +253,7 @@ def add_clipped_histogram(const double[::1] x, double first, double last, const 
                 counts[_edge_bin(v, first, last, inv_width, &edges[0], bins)] += 1
 
 
-from libc.math cimport fabs
+from libc.math cimport fabs, NAN
 from libc.stdint cimport int32_t
 
 cdef extern from "eval_stats.h" nogil:
@@ -281,14 +262,18 @@ cdef extern from "eval_stats.h" nogil:
                            const void *f, int64_t m, int64_t zp, double scale, double *e)
     void qsim_stats_sums_f32(int isa, const float *f, const double *e, int64_t m, double *sums)
     void qsim_stats_sums_f64(int isa, const double *f, const double *e, int64_t m, double *sums)
-    void qsim_stats_bins(int isa, const double *e, int64_t m, double r, double first,
-                         double inv_step, double tol_k, int32_t bins, int32_t *bin)
-    int64_t qsim_stats_count(const int32_t *bin, int64_t m, int64_t *lanes)
+    int64_t qsim_stats_slots(int isa, const double *e, int64_t m, double r, double first, double inv_step,
+                             double tol_k, int32_t bins, int32_t *slot, int32_t *near, int64_t *n_near,
+                             int64_t *zeros)
+    void qsim_stats_count(const int32_t *slot, int64_t n, int64_t *lanes)
+    void qsim_stats_rows_i8(const signed char *src, int64_t s2, int64_t rows, int64_t D, signed char *out)
 
 cdef enum:
     STATS_BLOCK = 1024     # add_error_stats' blocks: its sums' fixed order
     STATS_MAX_BINS = 256
     STATS_LANES = 8        # interleaved copies of the histogram (eval_stats.h QSIM_STATS_LANES)
+    STATS_LANE_STRIDE = 264    # counters from one copy to the next (eval_stats.h QSIM_STATS_LANE_STRIDE)
+    STATS_TILE_BYTES = 1 << 19     # add_error_stats' transposed rows of q (L2-sized)
 
 ctypedef fused int_codes:
     signed char
@@ -318,16 +303,34 @@ cdef bint _is_power_of_two_grid(const double[::1] edges, int64_t bins, double *s
     return True
 
 
+cdef void _copy_rows(const int_codes *src, int64_t s1, int64_t s2, int64_t rows, int64_t D,
+                     int_codes *out) noexcept nogil:
+    """out[g * D + d] = src[g * s1 + d * s2] for g < rows, d < D (strides in elements): rows of
+    q gathered pixel by pixel, so each pixel's `rows` neighbouring codes are read together."""
+    cdef int64_t g, d
+    cdef const int_codes *px
+    for d in range(D):
+        px = src + d * s2
+        for g in range(rows):
+            out[g * D + d] = px[g * s1]
+
+
 def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] f, const double[::1] scale,
                     const int64_t[::1] zero_point, int64_t inner, double lsb_scale,
-                    const double[::1] edges, int64_t[::1] counts):
+                    const double[::1] edges, int64_t[::1] counts, int64_t sample, double signal,
+                    double noise):
     """One pass of the evaluation's per-tensor statistics (qsim/quant/evaluate.py
     _IntegerView.add). Per element (the definition): d = (q - zp[c]) * scale[c] in float64
     (params.dequantize), e = d - f, v = e / lsb_scale; counts += the histogram of v clipped to
     the edges' range in numpy's equal-width bins (np.histogram(np.clip(v, first, last), bins,
-    (first, last)), as add_clipped_histogram; NaN counted nowhere); returns (sum f^2, sum e^2).
+    (first, last)), as add_clipped_histogram; NaN counted nowhere); returns (signal + sum f^2,
+    noise + sum e^2), summed in the order below.
     Element i of f (flat) is q[a, b, d] with i = (a * B + b) * D + d: q is a strided view (the
-    float layout's transpose of the integer tensor, merged to three axes), never copied. The
+    float layout's transpose of the integer tensor, merged to three axes), read in place, or,
+    when its rows interleave (an NHWC tensor read as NCHW: stride C along a row, 1 across
+    rows), copied a tile of whole rows at a time into the float order (L2-sized, STATS_TILE_BYTES;
+    8-bit codes by 8 x 8 byte transposes, eval_stats.h qsim_stats_rows_i8), so that each cache
+    line of q is fetched once for many rows, not once per element. The
     channel of element i is (i // inner) % len(scale) (one scale: per tensor).
 
     Bins at memory speed with the same counts: on a grid edges[k] == first + k * w with w a
@@ -335,25 +338,32 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     it is taken from t = (e * (1 / lsb) - first) / w, a multiply instead of a division,
     whenever t is farther from every interior edge than the roundings separating it from v
     can move it (exact zeros are exact); the rare others, and every element on other edges,
-    take the division and numpy's edge corrections. The vector parts are kernels/eval_stats.h,
-    on the ISA path `isa` (qsim/kernels/cpu_features.py; every path gives the same bits).
+    take the division and numpy's edge corrections. Exact zeros (e == 0, often a third of the
+    elements: zeros in both graphs) are counted apart and added to the bin of 0 at the end; the
+    other bins are packed and counted into interleaved copies of the histogram. The vector parts
+    are kernels/eval_stats.h, on the ISA path `isa` (qsim/kernels/cpu_features.py; every path
+    gives the same bits).
 
-    The sums: blocks of STATS_BLOCK elements from the call's first element, element i into
-    partial sum i % 4 of its block, combined as (s0 + s1) + (s2 + s3), then the blocks in
-    order: fixed, so deterministic, and as accurate as numpy's pairwise sums to a few ulps
-    (not the same bits). The build passes -ffp-contract=off (no fused multiply-add)."""
+    The sums, returned added to the running totals `signal` and `noise`: the elements come in
+    samples of `sample` elements (f's length a multiple of it); per sample, blocks of
+    STATS_BLOCK elements from its first element, element i into partial sum i % 4 of its
+    block, combined as (s0 + s1) + (s2 + s3), the blocks added in order from 0, and the
+    sample's total added to the running total; the samples in order. Fixed, so deterministic,
+    the same bits however the samples are batched into calls (a batch of one sample a call is
+    the same as many a call), and as accurate as numpy's pairwise sums to a few ulps (not the
+    same bits). The build passes -ffp-contract=off (no fused multiply-add)."""
     cdef int64_t A = q.shape[0], B = q.shape[1], D = q.shape[2]
     cdef Py_ssize_t n = A * B * D
     cdef int64_t C = scale.shape[0], bins = counts.shape[0]
     cdef int64_t item = sizeof(int_codes)
-    if f.shape[0] != n or zero_point.shape[0] != C or C == 0 or inner <= 0:
-        raise ValueError("add_error_stats: q, f, scale and zero_point do not fit")
+    if f.shape[0] != n or zero_point.shape[0] != C or C == 0 or inner <= 0 or sample <= 0 or n % sample:
+        raise ValueError("add_error_stats: q, f, scale, zero_point and the sample size do not fit")
     if edges.shape[0] != bins + 1 or bins > STATS_MAX_BINS or bins == 0:
         raise ValueError("add_error_stats: edges must have len(counts) + 1 entries, 1..256 bins")
     if q.strides[0] % item or q.strides[1] % item or q.strides[2] % item:
         raise ValueError("add_error_stats: q's strides are not whole elements")
     if n == 0:
-        return 0.0, 0.0
+        return signal, noise
     cdef int64_t s0 = q.strides[0] // item, s1 = q.strides[1] // item, s2 = q.strides[2] // item
     cdef const int_codes *base = &q[0, 0, 0]
     cdef double first = edges[0], last = edges[bins]
@@ -368,22 +378,36 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
         # |t - (v - first) / w| <= (4.02 |v'| + |first|) * 2^-53 / w (v' = e * r: two
         # roundings from e / lsb, v one; the subtraction one more): 2^-49 covers it 4x over
         tol_k = inv_step * 2.0 ** -49
-    cdef int64_t lanes[STATS_LANES][STATS_MAX_BINS]
-    cdef int32_t jb[STATS_BLOCK]
-    cdef double eb[STATS_BLOCK]
+    cdef int64_t lanes[STATS_LANES][STATS_LANE_STRIDE]
+    cdef int32_t jb[STATS_BLOCK + 8]
+    cdef int32_t near[STATS_BLOCK]
+    cdef double eb[STATS_BLOCK + 8]
     cdef double sums[8]
-    cdef double signal = 0.0, noise = 0.0, x
+    cdef double sample_signal = 0.0, sample_noise = 0.0, x
+    cdef Py_ssize_t sample_end = sample
     cdef Py_ssize_t start = 0, stop, i, k, m, m4, seg
-    cdef int64_t a, b, d, c, run_left, j, lane
+    cdef int64_t a, b, d, c, run_left, j, lane, n_near, n_slot, q_stride, zeros = 0, m8
     cdef const int_codes *p
+    # q's rows interleaved (the NHWC integer tensor read as NCHW: element stride C along a row,
+    # 1 across rows): rows are copied, a tile of G whole rows of one sample at a time, into a
+    # contiguous buffer in the float order, reading each cache line of q for G rows at once
+    # (reading a row at stride C would fetch a line per element, again for every row)
+    cdef bint tiled = D > 1 and s2 != 1 and B > 1 and (s1 if s1 > 0 else -s1) < (s2 if s2 > 0 else -s2)
+    cdef int64_t tile_rows = 0, tile_a = -1, tile_b = 0
+    cdef int_codes *tile = NULL
+    if tiled:
+        tile_rows = max(1, min(B, STATS_TILE_BYTES // (D * item)))
+        tile = <int_codes *>malloc(tile_rows * D * item)
+        if tile == NULL:
+            raise MemoryError("add_error_stats: tile buffer")
     with nogil:
         for lane in range(STATS_LANES):
             for j in range(bins):
                 lanes[lane][j] = 0
         while start < n:
-            stop = start + STATS_BLOCK if start + STATS_BLOCK < n else n
+            stop = start + STATS_BLOCK if start + STATS_BLOCK < sample_end else sample_end
             m = stop - start
-            # 1. q gathered into int32 and e computed, in runs of one channel and one row of q
+            # 1. e computed, in runs of one channel and one row of q
             d = start % D
             b = (start // D) % B
             a = start // (D * B)
@@ -396,8 +420,20 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
                     seg = D - d
                 if run_left < seg:
                     seg = run_left
-                p = base + a * s0 + b * s1 + d * s2
-                qsim_stats_errors(isa, sizeof(int_codes), p, s2, sizeof(real_values), &f[i], seg,
+                if tiled:
+                    if a != tile_a or b < tile_b or b >= tile_b + tile_rows:
+                        tile_a, tile_b = a, b
+                        if sizeof(int_codes) == 1 and s1 == 1:
+                            qsim_stats_rows_i8(<const signed char *>(base + a * s0 + b), s2,
+                                               min(tile_rows, B - b), D, <signed char *>tile)
+                        else:
+                            _copy_rows(base + a * s0 + b * s1, s1, s2, min(tile_rows, B - b), D, tile)
+                    p = tile + (b - tile_b) * D + d
+                    q_stride = 1
+                else:
+                    p = base + a * s0 + b * s1 + d * s2
+                    q_stride = s2
+                qsim_stats_errors(isa, sizeof(int_codes), p, q_stride, sizeof(real_values), &f[i], seg,
                                   zero_point[c], scale[c], &eb[i - start])
                 i += seg
                 d += seg
@@ -425,27 +461,40 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
                 x = <double>f[start + k]
                 sums[k & 3] += x * x
                 sums[4 + (k & 3)] += eb[k] * eb[k]
-            signal = signal + ((sums[0] + sums[1]) + (sums[2] + sums[3]))
-            noise = noise + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
-            # 3. the bins (-1: near an edge, divide; -2: NaN), counted in STATS_LANES
-            # interleaved copies (consecutive elements usually share a bin; one counter
-            # incremented back to back waits on its own store)
+            sample_signal = sample_signal + ((sums[0] + sums[1]) + (sums[2] + sums[3]))
+            sample_noise = sample_noise + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
+            if stop == sample_end:
+                signal = signal + sample_signal
+                noise = noise + sample_noise
+                sample_signal = sample_noise = 0.0
+                sample_end += sample
+            # 3. the bins: packed (eval_stats.h qsim_stats_slots; the padding NaN is counted
+            # nowhere) and counted in STATS_LANES interleaved copies; exact zeros counted, near
+            # an edge divided
+            n_near = 0
             if fast:
-                for k in range(m, m4 + 4 if m4 < m else m):    # the vector paths take 4 at a time
-                    eb[k] = 0.0
-                qsim_stats_bins(isa, eb, m4 + 4 if m4 < m else m, r, first, inv_step, tol_k, <int32_t>bins, jb)
+                m8 = (m + 7) & ~7
+                for k in range(m, m8):
+                    eb[k] = NAN
+                n_slot = qsim_stats_slots(isa, eb, m8, r, first, inv_step, tol_k, <int32_t>bins, jb, near,
+                                          &n_near, &zeros)
+                qsim_stats_count(jb, n_slot, &lanes[0][0])
             else:
                 for k in range(m):
-                    jb[k] = -1 if eb[k] == eb[k] else -2
-            if qsim_stats_count(jb, m, &lanes[0][0]):
-                for k in range(m):
-                    if jb[k] == -1:
-                        j = _edge_bin(eb[k] / lsb_scale, first, last, inv_width, &edges[0], bins)
-                        lanes[k & (STATS_LANES - 1)][j] += 1
+                    if eb[k] == eb[k]:
+                        near[n_near] = <int32_t>k
+                        n_near += 1
+            for i in range(n_near):
+                k = near[i]
+                j = _edge_bin(eb[k] / lsb_scale, first, last, inv_width, &edges[0], bins)
+                lanes[k & (STATS_LANES - 1)][j] += 1
             start = stop
         for lane in range(STATS_LANES):
             for j in range(bins):
                 counts[j] += lanes[lane][j]
+        if zeros:       # e == 0 exactly (either sign): v = 0, numpy's bin of 0
+            counts[_edge_bin(0.0, first, last, inv_width, &edges[0], bins)] += zeros
+    free(tile)
     return signal, noise
 
 
@@ -619,53 +668,11 @@ cdef void _padded_block(const float *xc, double *xp, int64_t Hp, int64_t Wp,
                     row[l] = 0.0
 
 
-cdef double _pairwise_sum(const float *a, Py_ssize_t n) noexcept nogil:
-    """numpy's pairwise summation of float64 values (numpy/_core/src/umath/loops_utils.h
-    pairwise_sum, which np.add.reduce runs along a contiguous axis), of float32 values widened
-    to float64: sequential below 8 values, eight interleaved partial sums up to 128, halves
-    (cut at a multiple of 8) above. The same operations in the same order, so the same bits."""
-    cdef double res, r0, r1, r2, r3, r4, r5, r6, r7
-    cdef Py_ssize_t i, n2
-    if n < 8:
-        res = 0.0
-        for i in range(n):
-            res = res + <double>a[i]
-        return res
-    elif n <= 128:
-        r0 = <double>a[0]
-        r1 = <double>a[1]
-        r2 = <double>a[2]
-        r3 = <double>a[3]
-        r4 = <double>a[4]
-        r5 = <double>a[5]
-        r6 = <double>a[6]
-        r7 = <double>a[7]
-        i = 8
-        while i < n - (n % 8):
-            r0 = r0 + <double>a[i + 0]
-            r1 = r1 + <double>a[i + 1]
-            r2 = r2 + <double>a[i + 2]
-            r3 = r3 + <double>a[i + 3]
-            r4 = r4 + <double>a[i + 4]
-            r5 = r5 + <double>a[i + 5]
-            r6 = r6 + <double>a[i + 6]
-            r7 = r7 + <double>a[i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res = res + <double>a[i]
-            i += 1
-        return res
-    else:
-        n2 = n // 2
-        n2 -= n2 % 8
-        return _pairwise_sum(a, n2) + _pairwise_sum(a + n2, n - n2)
-
-
-def channel_sums_f32(const float[:, :, ::1] x, double[::1] out):
+def channel_sums_f32(const float[:, :, ::1] x, double[::1] out, int isa=0):
     """out[c] = sum over n and r of x[n, c, r] as float64, the bits of numpy's
-    x.astype(np.float64).sum(axis=(0, 2)) for one sample (n = 1: one pairwise sum per channel;
-    the calibration's channel means, qsim/quant/calibrate.py). Tested against numpy."""
+    x.astype(np.float64).sum(axis=(0, 2)) for one sample (n = 1: one pairwise sum per channel,
+    kernels/scan_stats.h qsim_pairwise_f32 on the ISA path `isa`; the calibration's channel
+    means, qsim/quant/calibrate.py). Tested against numpy."""
     cdef Py_ssize_t n, c, N = x.shape[0], C = x.shape[1], R = x.shape[2]
     cdef double acc
     if out.shape[0] != C:
@@ -675,5 +682,5 @@ def channel_sums_f32(const float[:, :, ::1] x, double[::1] out):
             acc = 0.0
             for n in range(N):
                 if R:
-                    acc = acc + _pairwise_sum(&x[n, c, 0], R)
+                    acc = acc + qsim_pairwise_f32(isa, &x[n, c, 0], R)
             out[c] = acc

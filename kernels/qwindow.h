@@ -13,6 +13,51 @@
 #include "isa_paths.h"
 #include "tosa_arith.h"
 
+/* ------------------------------------------------------------ padded input ---------------
+ * The int16 buffer the window kernels read: out[N][H+pt+pb][W+pl+pr][C*M] holding
+ * (int16)(x - subtract) inside (channel c repeated M times: out channel c*M+m is x channel c)
+ * and `fill` in the border. x is int8 (x8) or int16 (x16), C-contiguous [N][H][W][C]. The
+ * difference wraps to int16 as numpy's int16 subtraction does (for int8 x it is exact:
+ * |x - zp| <= 255); every element of out is written once. */
+QSIM_INLINE void qsim_pad_i16_body(const int8_t *x8, const int16_t *x16, int64_t N, int64_t H,
+                                   int64_t W, int64_t C, int64_t pt, int64_t pb, int64_t pl,
+                                   int64_t pr, int64_t M, int16_t fill, int16_t subtract,
+                                   int16_t *out) {
+    const int64_t PH = H + pt + pb, PW = W + pl + pr, CM = C * M, row = PW * CM;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t py = 0; py < PH; py++) {
+            int16_t *o = out + (n * PH + py) * row;
+            int64_t y = py - pt;
+            if (y < 0 || y >= H) {
+                for (int64_t i = 0; i < row; i++) o[i] = fill;
+                continue;
+            }
+            for (int64_t i = 0; i < pl * CM; i++) o[i] = fill;
+            int16_t *inner = o + pl * CM;
+            int64_t src = (n * H + y) * W * C;
+            if (M == 1) {           /* one contiguous run: the compiler's widening vector loop */
+                if (x8) for (int64_t i = 0; i < W * C; i++) inner[i] = (int16_t)(x8[src + i] - subtract);
+                else for (int64_t i = 0; i < W * C; i++) inner[i] = (int16_t)(x16[src + i] - subtract);
+            } else {
+                for (int64_t i = 0; i < W * C; i++) {
+                    int16_t v = (int16_t)((x8 ? x8[src + i] : x16[src + i]) - subtract);
+                    for (int64_t m = 0; m < M; m++) inner[i * M + m] = v;
+                }
+            }
+            for (int64_t i = (pl + W) * CM; i < row; i++) o[i] = fill;
+        }
+}
+QSIM_VERSIONS(qsim_pad_i16,
+    (const int8_t *x8, const int16_t *x16, int64_t N, int64_t H, int64_t W, int64_t C, int64_t pt,
+     int64_t pb, int64_t pl, int64_t pr, int64_t M, int16_t fill, int16_t subtract, int16_t *out),
+    (x8, x16, N, H, W, C, pt, pb, pl, pr, M, fill, subtract, out))
+
+static void qsim_pad_i16(int isa, const int8_t *x8, const int16_t *x16, int64_t N, int64_t H,
+                         int64_t W, int64_t C, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
+                         int64_t M, int16_t fill, int16_t subtract, int16_t *out) {
+    QSIM_DISPATCH(isa, qsim_pad_i16, x8, x16, N, H, W, C, pt, pb, pl, pr, M, fill, subtract, out);
+}
+
 /* ------------------------------------------------------------ DEPTHWISE_CONV2D -----------
  * P: int16 [N][PH][PW][CM] holding (x - input_zp) with zeros in the padding, channel c of the
  * input repeated M times (so channel c*M+m of P meets weight channel c*M+m).

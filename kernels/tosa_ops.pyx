@@ -36,6 +36,9 @@ cdef extern from "qgemm.h" nogil:
                             int64_t N, const int64_t *bias, int64_t *out)
 
 cdef extern from "qwindow.h" nogil:
+    void qsim_pad_i16(int isa, const int8_t *x8, const int16_t *x16, int64_t N, int64_t H,
+                      int64_t W, int64_t C, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
+                      int64_t M, int16_t fill, int16_t subtract, int16_t *out)
     void qsim_depthwise_avx512(const int16_t *P, int64_t N, int64_t PH, int64_t PW, int64_t CM,
                                const int16_t *Wt, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                                int64_t sy, int64_t sx, int64_t dy, int64_t dx,
@@ -188,6 +191,38 @@ def gemm_i16(int isa, const int16_t[::1] A, const int64_t[::1] rows, const int64
             qsim_gemm_i16_avx2(&A[0], &rows[0], M, &taps[0], T, K, &wt[0, 0], N, bp, &out[0, 0])
         else:
             qsim_gemm_i16_base(&A[0], &rows[0], M, &taps[0], T, K, &wt[0, 0], N, bp, &out[0, 0])
+
+
+def pad_i16(int isa, x, pad, int fill, int subtract, int64_t repeat):
+    """int16 [N][H+pt+pb][W+pl+pr][C*repeat] holding x - subtract (int16 wraparound, as numpy's
+    int16 subtraction), channel c repeated `repeat` times, `fill` in the padding; x is an int8
+    or int16 [N][H][W][C] array (copied first when not C-contiguous)."""
+    x = np.ascontiguousarray(x)
+    cdef int64_t N = x.shape[0], H = x.shape[1], W = x.shape[2], C = x.shape[3]
+    cdef int64_t pt = pad[0], pb = pad[1], pl = pad[2], pr = pad[3]
+    if x.dtype != np.int8 and x.dtype != np.int16:
+        raise ValueError(f"pad_i16: x is {x.dtype}, not int8 or int16")
+    if min(pt, pb, pl, pr) < 0 or repeat < 1:
+        raise ValueError("pad_i16: negative padding or repeat < 1")
+    out = np.empty((N, H + pt + pb, W + pl + pr, C * repeat), dtype=np.int16)
+    if out.size == 0:
+        return out
+    cdef int16_t[:, :, :, ::1] ov = out
+    cdef const int8_t[:, :, :, ::1] x8v
+    cdef const int16_t[:, :, :, ::1] x16v
+    cdef const int8_t *p8 = NULL
+    cdef const int16_t *p16 = NULL
+    if x.size:
+        if x.dtype == np.int8:
+            x8v = x
+            p8 = &x8v[0, 0, 0, 0]
+        else:
+            x16v = x
+            p16 = &x16v[0, 0, 0, 0]
+    cdef int16_t f = <int16_t>fill, s = <int16_t>subtract
+    with nogil:
+        qsim_pad_i16(isa, p8, p16, N, H, W, C, pt, pb, pl, pr, repeat, f, s, &ov[0, 0, 0, 0])
+    return out
 
 
 def depthwise(int isa, const int16_t[:, :, :, ::1] P, const int16_t[:, ::1] wt, int64_t KH,

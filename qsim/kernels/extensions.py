@@ -27,7 +27,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "_cvm_conv": ("conv2d", "dense"),
     "_quant_ops": ("round_passes", "scan_f32", "add_bin_counts_f32", "row_sums_f64",
                    "add_clipped_histogram", "conv_patches_f32",
-                   "depthwise_moments_f32", "scan_bins_f32", "channel_sums_f32"),
+                   "depthwise_moments_f32", "scan_bins_f32", "channel_sums_f32", "add_error_stats",
+                   "STATS_SIGNATURES"),
     "_float_ops": ("depthwise_nchw_f32", "bounded_f32",
                    "gemm_pack_a_f32", "conv_gemm_f32", "gemm_scratch_floats", "gemm_prepack_f32"),
 }

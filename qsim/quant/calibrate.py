@@ -7,16 +7,18 @@ exactly; every other non-constant tensor gets parameters from an observer
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Collection, Iterable
 
 import numpy as np
 
 from .. import ir
 from ..errors import DataError
+from ..kernels.cpu_features import current_isa
 from ..kernels.extensions import extension
 from ..progress import progress
 from ..runtime.executor import execute
-from ..threads import apply_blas_threads
+from ..threads import apply_blas_threads, thread_count
 from .observers import ObserverKind, make_observer
 from .params import QuantConfig
 
@@ -57,14 +59,40 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
                 if channel_means is not None else set())
     moment_inputs = input_moments.input_names() if input_moments is not None else set()
 
-    def take(name: str, value: np.ndarray) -> None:
-        """Every statistic of tensor `name` for this sample, while its value is fresh."""
+    def observe(name: str, value: np.ndarray) -> None:
+        """Tensor `name`'s observer and channel mean for this sample."""
         if name in observers:
             observers[name].update(value)
-        if name in moment_inputs:
-            input_moments.update_from(name, value)
         if name in averaged:
             sums[name] = sums.get(name, 0.0) + channel_mean(value)
+
+    # With more than one thread the observers and channel means run on one worker thread beside
+    # the float execution (their compiled passes release the GIL), in the order the tensors
+    # come, so each statistic sees the same values in the same order: the same parameters for
+    # any thread count. The moments stay on this thread. Each sample waits for its statistics
+    # (no activation outlives its sample) and the first failure, in tensor order, is raised.
+    worker = ThreadPoolExecutor(1, thread_name_prefix="qsim-calib") if thread_count() > 1 else None
+    pending: list = []
+
+    def take(name: str, value: np.ndarray) -> None:
+        """Every statistic of tensor `name` for this sample, while its value is fresh."""
+        if name in moment_inputs:
+            input_moments.update_from(name, value)
+        if name in observers or name in averaged:
+            if worker is None:
+                observe(name, value)
+            else:
+                pending.append(worker.submit(observe, name, value))
+
+    def sample_done() -> None:
+        try:
+            for f in pending:
+                f.result()
+        finally:
+            for f in pending:       # on an error: let the rest finish before unwinding
+                f.cancel()
+            wait(pending)
+            pending.clear()
 
     # The executor streams each op output to take() and drops it after its last reader, so a
     # sample holds only its live activations; graph inputs (and any constant a layer reads)
@@ -74,11 +102,18 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     unstreamed = sorted((set(observers) | moment_inputs | averaged) - produced)
     keep = list(graph.outputs) + unstreamed
     seen = 0
-    for feed in progress(batches, "calibrating", total=total, enabled=show_progress):
-        values = execute(graph, feed, keep=keep, on_value=take)
-        for name in unstreamed:
-            take(name, values[name])
-        seen += 1
+    try:
+        for feed in progress(batches, "calibrating", total=total, enabled=show_progress):
+            try:
+                values = execute(graph, feed, keep=keep, on_value=take)
+                for name in unstreamed:
+                    take(name, values[name])
+            finally:
+                sample_done()
+            seen += 1
+    finally:
+        if worker is not None:
+            worker.shutdown(wait=True)
     if input_moments is not None:
         input_moments.calibration_done()
     if seen == 0:
@@ -102,7 +137,7 @@ def channel_mean(value) -> np.ndarray:
     v = np.asarray(value)
     if v.dtype == np.float32 and v.ndim >= 2 and v.shape[0] == 1 and v.size:
         sums = np.empty(v.shape[1])
-        _quant_ops.channel_sums_f32(np.ascontiguousarray(v).reshape(1, v.shape[1], -1), sums)
+        _quant_ops.channel_sums_f32(np.ascontiguousarray(v).reshape(1, v.shape[1], -1), sums, current_isa().code)
         return sums / (v.size // v.shape[1])
     v = v.astype(np.float64)
     return v.mean(axis=tuple(a for a in range(v.ndim) if a != 1))

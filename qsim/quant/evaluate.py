@@ -71,10 +71,11 @@ class _IntegerView:
                             axis, float(v.quant.scales()[0]))
 
     def add(self, stats: _TensorStats, float_value, int_values: dict[str, np.ndarray], rows: int | None) -> None:
-        """Adds the first `rows` samples' (None: the whole value's) signal, noise and error histogram to `stats`, one
-        compiled pass (kernels/quant_ops.pyx add_error_stats) with the per-element values of
-        float_view: (q - zp) * scale - f in float64, in units of `lsb`. The integer tensor is
-        read in place through its transposed view (no copy in the float layout)."""
+        """Adds the first `rows` samples' (None: the whole value, one sample) signal, noise and error
+        histogram to `stats`, one compiled pass (kernels/quant_ops.pyx add_error_stats) with the
+        per-element values of float_view: (q - zp) * scale - f in float64, in units of `lsb`. The
+        integer tensor is read through its transposed view (no copy in the float layout). The
+        sums go sample by sample into the running totals: the same bits for any batch size."""
         f = np.asarray(float_value)
         if f.dtype not in (np.float32, np.float64):
             f = f.astype(np.float64)
@@ -84,10 +85,10 @@ class _IntegerView:
             q = q.astype(np.int64)
         q = _three_axes(q.transpose(self.axes)[:rows])
         inner = 1 if self.channel_axis is None else int(np.prod(f.shape[self.channel_axis + 1:], dtype=np.int64))
-        signal, noise = _quant_ops.add_error_stats(current_isa().code, q, f.reshape(-1), self.scale, self.zero_point,
-                                                   max(inner, 1), self.lsb, ERROR_EDGES_LSB, stats.counts)
-        stats.signal += signal
-        stats.noise += noise
+        sample = f.size // rows if rows else f.size
+        stats.signal, stats.noise = _quant_ops.add_error_stats(
+            current_isa().code, q, f.reshape(-1), self.scale, self.zero_point, max(inner, 1), self.lsb,
+            ERROR_EDGES_LSB, stats.counts, max(sample, 1), stats.signal, stats.noise)
 
 
 def _three_axes(a: np.ndarray) -> np.ndarray:
@@ -118,7 +119,7 @@ class _BatchStats:
     tensor's figures are added as soon as the float executor has made it (the integer values of
     the batch are already there), so no float activation outlives its last reader. With more
     than one thread the additions run on one worker thread beside the float execution
-    (add_error_stats releases the GIL), in the order the tensors come; `finish` waits for them.
+    (add_error_stats releases the GIL), in the order the tensors come; `wait` waits for them.
     One call per tensor and batch, each on one thread: the same figures for any thread count."""
 
     def __init__(self, views: dict[str, _IntegerView], stats: dict[str, _TensorStats],
@@ -137,11 +138,14 @@ class _BatchStats:
             self.pending.append(self.worker.submit(self.views[name].add, self.stats[name], value,
                                                    self.ivals, self.rows))
 
-    def finish(self, fvals: dict[str, np.ndarray]) -> None:
-        """Adds what the stream did not carry (graph inputs: kept in `fvals`), then waits."""
+    def take_unstreamed(self, fvals: dict[str, np.ndarray]) -> None:
+        """Adds what the stream did not carry (graph inputs: kept in `fvals`)."""
         for name in self.views:
             if name not in self.done:
                 self(name, fvals[name])
+
+    def wait(self) -> None:
+        """Waits for the batch's additions; the first failure, in tensor order, is raised."""
         try:
             for f in self.pending:
                 f.result()
@@ -216,10 +220,17 @@ class _OutputStats:
     float_correct: int = 0
     int_correct: int = 0
 
-    def add(self, f: np.ndarray, q: np.ndarray, labels: np.ndarray | None) -> None:
+    def add(self, f: np.ndarray, q: np.ndarray, labels: np.ndarray | None, samples: int = 1) -> None:
+        """Adds `samples` samples (f and q: [samples, ...], or one sample of any shape); the
+        sums of squares per sample, in order, so the same bits for any batch size."""
         err = q - f
-        self.signal += float(np.sum(f * f))
-        self.noise += float(np.sum(err * err))
+        if samples == 1:
+            self.signal += float(np.sum(f * f))
+            self.noise += float(np.sum(err * err))
+        else:
+            for x, d in zip(f.reshape(samples, -1), err.reshape(samples, -1)):
+                self.signal += float(np.sum(x * x))
+                self.noise += float(np.sum(d * d))
         lsb = np.abs(err) / self.scale
         if lsb.size:
             self.max_error_lsb = max(self.max_error_lsb, float(lsb.max()))
@@ -287,6 +298,9 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
     float_keep = {o.output.name for o in scored} | {n for n in watched if n not in produced}
     worker = ThreadPoolExecutor(1, thread_name_prefix="qsim-stats") if thread_count() > 1 else None
     n_samples = 0
+    # with the worker, a batch's statistics may run on while the next batch's integer graph runs
+    # (the worker takes them in order: the same figures); at most two batches' values are held
+    previous: _BatchStats | None = None
     bar = Progress("evaluating", total, enabled=show_progress)
     try:
         for feed, labels in _batches(samples, size):
@@ -297,15 +311,21 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             if batched is not None:
                 feed = _pad_rows(feed, size)
             ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend, keep=int_keep)
+            if previous is not None:      # its statistics ran on beside this integer execution
+                previous.wait()
             batch = _BatchStats(views, stats, ivals, cut.stop, worker)
             fvals = execute(fgraph, feed, keep=float_keep, on_value=batch)
-            batch.finish(fvals)
+            batch.take_unstreamed(fvals)
+            previous = batch
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)
-                o.add(np.asarray(fvals[n], dtype=np.float64)[cut], float_view(imodel, n, ivals)[cut], own)
+                o.add(np.asarray(fvals[n], dtype=np.float64)[cut], float_view(imodel, n, ivals)[cut], own,
+                      rows if batched is not None else 1)
             n_samples += rows
             bar.advance(rows)
+        if previous is not None:
+            previous.wait()
     finally:
         bar.close()
         if worker is not None:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import DataError, UsageError
 from ..ir import QuantInfo
+from ..kernels.cpu_features import current_isa
 from ..kernels.extensions import extension
 from ..numerics import nnef_round
 from .params import QuantScheme, params_from_range
@@ -98,7 +99,7 @@ class Observer:
         the same statistics: extremes, zeros and bin counts are exact either way."""
         fused = self._scan_and_accumulate_f32(flat) if flat.size else None
         if fused is None:
-            lo, hi, zeros, finite = _quant_ops.scan_f32(flat)
+            lo, hi, zeros, finite = _quant_ops.scan_f32(current_isa().code, flat)
             done = False
         else:
             lo, hi, zeros, finite, done = fused
@@ -210,7 +211,7 @@ class StreamingHistogram:
         (kernels/quant_ops.pyx counts the bins in one pass)."""
         self._widen(lo, hi, zeros)
         log2 = self.log2_width
-        self._count((lo, hi), lambda grown, lo_j: _quant_ops.add_bin_counts_f32(values, log2, lo_j, grown))
+        self._count((lo, hi), lambda grown, lo_j: _quant_ops.add_bin_counts_f32(current_isa().code, values, log2, lo_j, grown))
 
     def scan_and_add_f32(self, values: np.ndarray):
         """One compiled pass (kernels/quant_ops.pyx scan_bins_f32) that scans float32 values
@@ -220,7 +221,7 @@ class StreamingHistogram:
         then the state is the one add_f32 leaves (same extremes, zeros and integer counts).
         Otherwise nothing changes and the caller goes the two-pass way (added False)."""
         counts = np.zeros(self.counts.size, dtype=np.int64)
-        lo, hi, zeros, finite, inside = _quant_ops.scan_bins_f32(values, self.log2_width,
+        lo, hi, zeros, finite, inside = _quant_ops.scan_bins_f32(current_isa().code, values, self.log2_width,
                                                                  self.first, counts)
         if (not finite or not inside
                 or self._needed_log2(min(self.lo, lo), max(self.hi, hi)) != self.log2_width):

@@ -122,8 +122,11 @@ def input_feeds(graph: ir.Graph, samples: Samples, input_name: str, limit: int |
 
 EVAL_BATCH = 100                 # samples per evaluation batch at most ...
 EVAL_BATCH_BYTES = 512 << 20     # ... and at most this many bytes of float + integer activations
-                                 # (the executor keeps every tensor of a batch: a 224x224 model's
-                                 # 100-sample batch would hold gigabytes and run slower than 1)
+                                 # (every tensor of the graphs, though evaluation streams and holds
+                                 # far less: the bound also keeps a batch's tensors near the caches.
+                                 # EfficientNet-Lite0 gets 5; measured at 1 thread, CPU ms a crop:
+                                 # batch 1: 61-66, 5: 52-53, 10: 54-55, 20: 56. The report is the
+                                 # same bits for any batch size: evaluate.py sums per sample)
 
 
 def activation_bytes(graph: ir.Graph) -> int:
@@ -229,19 +232,63 @@ def same_but_batch(graph: ir.Graph, model: LoweredModel, big: ir.Graph, big_mode
     return True
 
 
+# Integer operators whose attributes name the batch-1 shapes: RESHAPE's new_shape is its output
+# shape (every other TOSA shape attribute is checked, not rewritten, by the graph's verifier)
+_SHAPE_ATTRIBUTE = {"tosa.RESHAPE": "new_shape"}
+
+
+def rebatched_graph(small: ir.Graph, size: int) -> ir.Graph | None:
+    """`small` (a TOSA integer graph at batch 1) at batch `size`: every non-constant tensor's
+    leading extent 1 -> size, RESHAPE's new_shape with it; the operators, their constant
+    tensor attributes (weights, biases, tables) and the constant tensors are `small`'s own
+    objects. None when that is not the same model on `size` samples: a non-constant tensor
+    without leading extent 1, a non-TOSA operator, control flow (sub-graphs), an operator on
+    axis 0 (CONCAT, REDUCE_*, REVERSE, ARGMAX: they mix or move samples) or a shape the
+    operators do not give (the verifier recomputes every output shape, so a TRANSPOSE or SLICE
+    moving the batch axis fails it). The surviving operators each treat the samples of axis 0
+    apart, so every sample gets exactly the batch-1 bits."""
+    tensors = {}
+    for name, t in small.tensors.items():
+        if t.is_constant:
+            tensors[name] = t
+        elif not t.is_static or not t.shape or t.shape[0] != 1:
+            return None
+        else:
+            tensors[name] = dataclasses.replace(t, shape=(size,) + tuple(t.shape[1:]))
+    ops = []
+    for op in small.ops:
+        if op.kind.dialect != "tosa" or op.subgraphs or op.attrs.get("axis") == 0:
+            return None
+        key = _SHAPE_ATTRIBUTE.get(op.kind.name)
+        if key is not None:
+            if tuple(op.attrs[key]) != tuple(small.tensors[op.outputs[0]].shape):
+                return None
+            op = dataclasses.replace(op, attrs=dict(op.attrs, **{key: tensors[op.outputs[0]].shape}))
+        ops.append(op)
+    try:
+        return ir.Graph(small.name, small.inputs, small.outputs, tuple(ops), tensors).verify()
+    except QsimError:
+        return None
+
+
 def batched_models(graph: ir.Graph, model: LoweredModel, calibration: Calibration, target: Target,
                    load_batch: Callable[[int], ir.Graph] | None,
                    size: int = EVAL_BATCH) -> Batched | None:
     """The float graph and its lowering at batch `size`, when the model can be loaded at
     another batch size (a SkriptND graph attribute `batch`, an ONNX dynamic first input
-    dimension) and the lowering, reusing the
-    batch-1 calibration (so the integer weights and scales are identical), differs from the
-    batch-1 one in the batch axis only (same_but_batch); else None."""
+    dimension) and the lowering differs from the batch-1 one in the batch axis only
+    (same_but_batch); else None. A TOSA lowering is the batch-1 integer graph rebatched
+    (rebatched_graph: its weights, scales and tables as they are, not lowered again, adaptive
+    rounding included); another target's, or one rebatched_graph refuses, is lowered again from
+    the batch-`size` float graph with the batch-1 calibration (so the same integer weights and
+    scales)."""
     if load_batch is None or size <= 1:
         return None
     try:
         big = fold_constant_ops(load_batch(size))
-        big_model = target.lower(big, calibration)
+        rebatched = rebatched_graph(model.graph, size)
+        big_model = (dataclasses.replace(model, graph=rebatched) if rebatched is not None
+                     else target.lower(big, calibration))
     except QsimError:
         return None
     if not same_but_batch(graph, model, big, big_model, size):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from kernel_harness import check_all_paths, ints
+from kernel_harness import ISAS, check_all_paths, ints
 from qsim.kernels.registry import KERNELS
 
 
@@ -36,6 +36,46 @@ def test_depthwise_extremes(izp, wzp):
     attrs = dict(weight=w, bias=np.arange(20, dtype=np.int32), pad=(1, 1, 1, 1), stride=(1, 1),
                  dilation=(1, 1), input_zp=izp, weight_zp=wzp)
     check_all_paths("DEPTHWISE_CONV2D", [x], attrs)
+
+
+def _numpy_padded(x, pad, fill, subtract, repeat):
+    """The padded int16 buffer in numpy: x - subtract in int16 arithmetic (wrapping as numpy
+    does), channel c repeated `repeat` times, `fill` in the border."""
+    pt, pb, pl, pr = pad
+    src = np.repeat(x, repeat, axis=3).astype(np.int16) - np.int16(subtract)
+    return np.pad(src, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=fill)
+
+
+def test_padded_buffer_matches_numpy_on_every_path(rng):
+    """The C padding copy (qwindow.h qsim_pad_i16) that DEPTHWISE_CONV2D, MAX_POOL2D and
+    AVG_POOL2D read: numpy's bits on seeded cases and at the corners (int8 -128 and both rails,
+    extreme zero points, int16 wraparound, empty extents, a non-contiguous input)."""
+    from qsim.kernels.cpu_features import forced_isa, current_isa
+    from qsim.kernels.extensions import extension
+    ops = extension("_tosa_ops")
+    cases = []
+    for _ in range(12):
+        dtype = (np.int8, np.int16)[int(rng.integers(0, 2))]
+        shape = tuple(int(v) for v in rng.integers(1, 9, 4))
+        cases.append((ints(rng, shape, dtype), tuple(int(v) for v in rng.integers(0, 4, 4)),
+                      int(rng.integers(-128, 128)), int(rng.integers(-128, 128)) if dtype == np.int8 else 0,
+                      int(rng.integers(1, 4))))
+    rails = np.array([-128, 127, 0, -1, 1], dtype=np.int8).reshape(1, 1, 5, 1).repeat(3, axis=3)
+    for izp in (-128, 127, 0):
+        cases.append((rails, (1, 2, 2, 1), 0, izp, 1))
+        cases.append((rails, (0, 1, 1, 0), 0, izp, 3))
+    wide = np.array([-32768, 32767, 0, -1], dtype=np.int16).reshape(1, 2, 2, 1)
+    cases += [(wide, (1, 1, 1, 1), -32768, 0, 1), (wide, (0, 0, 1, 0), 5, -32768, 2),
+              (np.full((2, 3, 4, 5), -128, np.int8), (2, 0, 0, 3), -128, 127, 2),
+              (np.zeros((1, 0, 3, 2), np.int8), (1, 1, 1, 1), 7, 3, 1),
+              (ints(rng, (2, 5, 6, 8), np.int8)[:, ::2, 1:, ::3], (1, 2, 0, 1), 0, -77, 2)]
+    for isa in ISAS:
+        with forced_isa(isa):
+            for x, pad, fill, subtract, repeat in cases:
+                got = ops.pad_i16(current_isa().code, x, pad, fill, subtract, repeat)
+                want = _numpy_padded(x, pad, fill, subtract, repeat)
+                assert got.dtype == np.int16
+                np.testing.assert_array_equal(got, want, err_msg=f"{isa} {x.shape} {pad} {subtract} {repeat}")
 
 
 def pool_cases():

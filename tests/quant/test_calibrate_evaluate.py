@@ -147,3 +147,27 @@ def test_streamed_calibration_gives_the_keep_everything_statistics_bit_for_bit(r
         ref = ref_moments.moments[key]
         assert m.count == ref.count, key
         assert np.array_equal(m.sum_outer, ref.sum_outer) and np.array_equal(m.sum_x, ref.sum_x), key
+
+
+def test_calibration_is_the_same_for_any_thread_count(rng, monkeypatch):
+    """With more than one thread the observers and channel means run on a worker thread beside
+    the float execution: every parameter and channel mean is the one-thread bits (percentile
+    histograms, range growth across samples included), and a non-finite activation is still
+    the data error naming its tensor."""
+    graph = small_cnn(rng)
+    feeds = [{"x": (rng.normal(0, 1, (1, 3, 12, 12)) * (1 + i)).astype(np.float32)} for i in range(5)]
+    results = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("QSIM_THREADS", threads)
+        means = {}
+        params = calibrate(graph, feeds, observer="percentile", show_progress=False, channel_means=means)
+        results.append(({n: (np.asarray(q.scale).tolist(), np.asarray(q.zero_point).tolist())
+                         for n, q in params.items()}, {n: m.tolist() for n, m in means.items()}))
+    assert len(results[0][1]) >= 8
+    assert results[1] == results[0] and results[2] == results[0]
+    bad = [dict(f) for f in feeds]
+    bad[3] = {"x": np.full((1, 3, 12, 12), np.inf, np.float32)}
+    for threads in ("1", "2"):       # the first tensor made (the input is taken after the run)
+        monkeypatch.setenv("QSIM_THREADS", threads)
+        with pytest.raises(DataError, match="c1: calibration produced non-finite"):
+            calibrate(graph, bad, observer="percentile", show_progress=False)

@@ -33,3 +33,19 @@ def test_channel_mean_of_a_strided_view_and_of_float64():
     d = x.astype(np.float64)
     assert channel_mean(d).tobytes() == d.mean(axis=(0, 2, 3)).tobytes()
     assert channel_mean(x).tobytes() != channel_mean(x[:, :, :, :59]).tobytes()
+
+
+def test_channel_sums_have_numpys_bits_on_every_isa_path():
+    """The pairwise sums (kernels/scan_stats.h: the eight partial sums as one vector) on every
+    ISA path this CPU has, at the lengths where numpy's algorithm changes form (below 8, at
+    and around 128, split halves) and at EfficientNet's plane sizes."""
+    from qsim.kernels.cpu_features import supported_isas
+    from qsim.quant.calibrate import _quant_ops
+    rng = np.random.default_rng(7)
+    for r in (1, 7, 8, 9, 15, 16, 127, 128, 129, 136, 255, 256, 257, 1000, 1031, 3136, 12544):
+        x = (rng.standard_normal((1, 3, r)) * 10.0 ** rng.uniform(-3, 3, (1, 3, 1)) + 0.25).astype(np.float32)
+        want = x.astype(np.float64).sum(axis=(0, 2))
+        for isa in supported_isas():
+            got = np.empty(3)
+            _quant_ops.channel_sums_f32(x, got, isa.code)
+            assert got.tobytes() == want.tobytes(), (r, isa)

@@ -21,30 +21,39 @@ def numpy_counts(err: np.ndarray, lsb: float, edges=ERROR_EDGES_LSB) -> list[int
                         range=(edges[0], edges[-1]))[0].tolist()
 
 
-def blocked_sums(f: np.ndarray, err: np.ndarray) -> tuple[float, float]:
-    """sum f^2 and sum e^2 in the kernel's documented order, one Python float at a time:
-    blocks of 1024 from the first element, element i into partial sum i % 4, (s0 + s1) +
-    (s2 + s3), then block after block."""
-    signal = noise = 0.0
+def blocked_sums(f: np.ndarray, err: np.ndarray, sample: int | None = None,
+                 start: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """sum f^2 and sum e^2 in the kernel's documented order, one Python float at a time: per
+    sample of `sample` elements (None: all one sample), blocks of 1024 from its first element,
+    element i into partial sum i % 4, (s0 + s1) + (s2 + s3), block after block from 0, and the
+    sample's total added to the running totals `start`."""
+    signal, noise = start
     x, e = f.astype(np.float64).tolist(), err.tolist()
-    for start in range(0, len(x), BLOCK):
-        s, t = [0.0] * 4, [0.0] * 4
-        for i in range(start, min(start + BLOCK, len(x))):
-            s[i % 4] += x[i] * x[i]
-            t[i % 4] += e[i] * e[i]
-        signal = signal + ((s[0] + s[1]) + (s[2] + s[3]))
-        noise = noise + ((t[0] + t[1]) + (t[2] + t[3]))
+    sample = sample or len(x)
+    for first in range(0, len(x), sample):
+        sample_signal = sample_noise = 0.0
+        for block in range(first, first + sample, BLOCK):
+            s, t = [0.0] * 4, [0.0] * 4
+            for i in range(block, min(block + BLOCK, first + sample)):
+                s[(i - block) % 4] += x[i] * x[i]
+                t[(i - block) % 4] += e[i] * e[i]
+            sample_signal = sample_signal + ((s[0] + s[1]) + (s[2] + s[3]))
+            sample_noise = sample_noise + ((t[0] + t[1]) + (t[2] + t[3]))
+        signal = signal + sample_signal
+        noise = noise + sample_noise
     return signal, noise
 
 
-def run_stats(q: np.ndarray, f: np.ndarray, scale, zp, inner: int, lsb: float, edges=ERROR_EDGES_LSB):
+def run_stats(q: np.ndarray, f: np.ndarray, scale, zp, inner: int, lsb: float, edges=ERROR_EDGES_LSB,
+              sample: int | None = None, start: tuple[float, float] = (0.0, 0.0)):
     """(counts, signal, noise) of one call, the same on every ISA path this CPU has (asserted:
     the vector copies of kernels/eval_stats.h must give the portable path's bits)."""
     results = []
     for isa in supported_isas():
         counts = np.zeros(len(edges) - 1, np.int64)
         signal, noise = _quant_ops.add_error_stats(isa.code, _three_axes(q), f.reshape(-1), np.asarray(scale, np.float64),
-                                                   np.asarray(zp, np.int64), inner, lsb, edges, counts)
+                                                   np.asarray(zp, np.int64), inner, lsb, edges, counts,
+                                                   sample or max(1, f.size), *start)
         results.append((counts.tolist(), signal, noise))
     same = [r[0] == results[0][0] and np.array_equal(r[1:], results[0][1:], equal_nan=True) for r in results]
     assert all(same), [isa.value for isa in supported_isas()]
@@ -100,6 +109,38 @@ def test_transposed_integer_view_reads_the_float_layout():
         assert counts == numpy_counts(err, float(scale[0]))
         assert (signal, noise) == blocked_sums(f.reshape(-1), err)
         assert run_stats(np.ascontiguousarray(view), f, scale, zp, inner, float(scale[0])) == (counts, signal, noise)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])
+@pytest.mark.parametrize("shape", [(2, 5, 7, 19), (1, 9, 8, 16), (3, 3, 3, 8), (1, 1, 70001, 10)])
+def test_interleaved_rows_are_copied_in_tiles_with_the_same_figures(dtype, shape):
+    """NHWC codes read as NCHW are gathered a tile of whole rows (channels) at a time into the
+    float order (8-bit codes: 8 x 8 byte transposes, the edges one by one): channel counts and
+    row lengths that are and are not multiples of 8, several samples, and rows so long that a
+    tile holds only a few of them (the last shape: 10 rows of 70001, tiles of 7); the figures
+    equal those of the contiguous NCHW copy and numpy's, per tensor and per channel, with
+    exact zeros (errors 0: counted apart from the histogram's increments) among them."""
+    rng = np.random.default_rng(sum(shape))
+    info = np.iinfo(dtype)
+    q_nhwc = rng.integers(max(info.min, -300), min(info.max, 300), size=shape, endpoint=True).astype(dtype)
+    q_nhwc.flat[:2] = (max(info.min, -300), min(info.max, 300))
+    view = q_nhwc.transpose(0, 3, 1, 2)
+    channels, inner = shape[3], shape[1] * shape[2]
+    for c in (1, channels):
+        # scales on a 2^-10 grid: the dequantized values are float32 numbers, so f can hit them
+        scale, zp = rng.integers(20, 51, c) / 1024.0, rng.integers(-128, 128, c)
+        deq = dequantized(np.ascontiguousarray(view), scale, zp, (1, c, 1, 1))
+        f = (deq + rng.normal(0, 0.03, deq.shape)).astype(np.float32)
+        exact = rng.random(deq.shape) < 0.3
+        f[exact] = deq[exact].astype(np.float32)
+        err = (deq - f.astype(np.float64)).reshape(-1)
+        assert np.count_nonzero(err == 0) > err.size // 5
+        counts, signal, noise = run_stats(view, f, scale, zp, inner if c > 1 else 1, float(scale[0]))
+        assert counts == numpy_counts(err, float(scale[0]))
+        assert run_stats(np.ascontiguousarray(view), f, scale, zp, inner if c > 1 else 1, float(scale[0])) == (
+            counts, signal, noise)
+        if err.size <= 20000:
+            assert (signal, noise) == blocked_sums(f.reshape(-1), err)
 
 
 def test_three_axes_copies_only_what_cannot_be_merged():
@@ -169,10 +210,35 @@ def test_error_stats_refuse_mismatched_arrays():
     q = np.zeros((1, 1, 4), np.int8)
     with pytest.raises(ValueError, match="do not fit"):
         _quant_ops.add_error_stats(current_isa().code, q, np.zeros(3, np.float32), np.ones(1), np.zeros(1, np.int64), 1, 1.0,
-                                   ERROR_EDGES_LSB, counts)
+                                   ERROR_EDGES_LSB, counts, 3, 0.0, 0.0)
+    with pytest.raises(ValueError, match="do not fit"):         # 4 elements are no whole number of 3-element samples
+        _quant_ops.add_error_stats(current_isa().code, q, np.zeros(4, np.float32), np.ones(1), np.zeros(1, np.int64), 1, 1.0,
+                                   ERROR_EDGES_LSB, counts, 3, 0.0, 0.0)
     with pytest.raises(ValueError, match="edges"):
         _quant_ops.add_error_stats(current_isa().code, q, np.zeros(4, np.float32), np.ones(1), np.zeros(1, np.int64), 1, 1.0,
-                                   ERROR_EDGES_LSB[:10], counts)
+                                   ERROR_EDGES_LSB[:10], counts, 4, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("sample", [1, 7, 1024, 1500, 3000])
+def test_sums_go_sample_by_sample_into_the_running_totals(sample):
+    """A call over several samples sums each from its own first element and adds each total to
+    the running totals in order: the bits of one call per sample, so an evaluation gives the
+    same SQNR for any batch size; the counts add up either way."""
+    rng = np.random.default_rng(sample)
+    n = sample * 4
+    q = rng.integers(-128, 128, n).astype(np.int8)
+    scale, zp = 0.043, 3
+    deq = (q.astype(np.int64) - zp) * scale
+    f = (deq + rng.normal(0, 0.02, n)).astype(np.float32)
+    start = (12.5, 0.375)
+    counts, signal, noise = run_stats(q.reshape(1, 1, -1), f, [scale], [zp], 1, scale, sample=sample, start=start)
+    assert (signal, noise) == blocked_sums(f, deq - f.astype(np.float64), sample, start)
+    running, total = start, np.zeros(64, np.int64)
+    for k in range(4):
+        part = slice(k * sample, (k + 1) * sample)
+        c, *running = run_stats(q[part].reshape(1, 1, -1), f[part], [scale], [zp], 1, scale, start=tuple(running))
+        total += c
+    assert (signal, noise) == tuple(running) and counts == total.tolist()
 
 
 def test_evaluation_report_is_the_same_for_any_thread_count(rng, monkeypatch):

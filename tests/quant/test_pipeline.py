@@ -12,7 +12,7 @@ from qsim.quant.data import Samples
 from qsim.quant.evaluate import quantize_feed
 from qsim.quant.params import Precision
 from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
-                                 load_float_model, quantize_graph, same_but_batch)
+                                 load_float_model, quantize_graph, rebatched_graph, same_but_batch)
 from qsim.quant.target_cvm import CvmTarget
 from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
@@ -389,6 +389,31 @@ def test_nnef1_model_loads_at_another_batch_and_evaluates_in_batches(tmp_path, r
     assert plain.report.outputs[0].max_error_lsb == pytest.approx(in_batches.report.outputs[0].max_error_lsb, abs=0.01)
 
 
+def test_batched_evaluation_reports_the_per_sample_bits(tmp_path, rng):
+    """Evaluated 4 samples at a time (a short last batch of 3 included), the report is the one
+    of evaluation one sample at a time, bit for bit: every tensor's SQNR (its sums go sample by
+    sample into the running totals) and histogram, and every output figure. The batch size
+    is a speed and memory choice only."""
+    from qsim.quant.evaluate import evaluate
+    from qsim.quant.pipeline import input_feeds
+    # convolution, relu and mean: float operators whose every sample gets its batch-1 bits
+    # (the float linear's GEMM at another batch may round differently: not the evaluation's)
+    path = _nnef1_model(tmp_path, rng, NNEF1_BATCHABLE.replace(
+        "pooled = mean_reduce(relu(conv), axes = [2, 3]);", "output = mean_reduce(relu(conv), axes = [2, 3]);"
+    ).split("    flat = ")[0] + "}\n")
+    one = load_float_model(path)
+    samples = Samples(rng.normal(0, 1, (11, 2, 6, 6)).astype(np.float32), rng.integers(0, 4, 11))
+    target = TosaTarget(QUIET.config)
+    calibration = calibrate_model(one, samples, one.inputs[0], QUIET, target)
+    model = target.lower(one, calibration)
+    batched = batched_models(one, model, calibration, target, lambda n: load_float_model(path, batch=n), 4)
+    assert batched is not None
+    reports = [evaluate(one, model, input_feeds(one, samples, one.inputs[0]), total=11, show_progress=False,
+                        batched=b) for b in (None, batched)]
+    assert reports[0].eval_samples == 11 and len(reports[0].tensors) >= 3
+    assert reports[1] == reports[0]
+
+
 def test_nnef1_model_that_spells_out_its_batch_is_evaluated_one_sample_at_a_time(tmp_path, rng):
     """A reshape to [1, -1] would merge the samples of a batch: the batch-3 lowering is not the
     batch-1 one with a batch axis, so batched_models gives None (evaluation per sample)."""
@@ -400,6 +425,72 @@ def test_nnef1_model_that_spells_out_its_batch_is_evaluated_one_sample_at_a_time
     calibration = calibrate_model(one, samples, one.inputs[0], QUIET, target)
     model = target.lower(one, calibration)
     assert batched_models(one, model, calibration, target, lambda n: load_float_model(path, batch=n), 3) is None
+
+
+def _assert_same_graph(a: ir.Graph, b: ir.Graph) -> None:
+    """`a` and `b` are the same graph: inputs, outputs, tensors (constants' data), operators
+    and their attributes (tensor attributes' values)."""
+    assert (a.inputs, a.outputs, a.tensors.keys()) == (b.inputs, b.outputs, b.tensors.keys())
+    for name, t in a.tensors.items():
+        assert t == b.tensors[name], name
+        if t.is_constant:
+            np.testing.assert_array_equal(t.data, b.tensors[name].data, err_msg=name)
+    assert [op.kind for op in a.ops] == [op.kind for op in b.ops]
+    for x, y in zip(a.ops, b.ops):
+        assert (x.inputs, x.outputs, x.attrs.keys()) == (y.inputs, y.outputs, y.attrs.keys())
+        for key, value in x.attrs.items():
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(value, y.attrs[key], err_msg=f"{x.label} {key}")
+            else:
+                assert tuple(np.atleast_1d(value)) == tuple(np.atleast_1d(y.attrs[key])), (x.label, key)
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "adaptive"])
+def test_rebatched_graph_is_the_batch_n_lowering_with_the_batch_one_constants(float_graph, tmp_path, rng,
+                                                                                 rounding):
+    """batched_models rebatches the batch-1 TOSA graph instead of lowering again: the result is
+    the graph the batch-n lowering gives (same operators, attributes, tensors), its constants
+    and tensor attributes the batch-1 graph's own objects (nothing rounded again), on the
+    embedded model and on an NNEF 1.0 model with a RESHAPE (its new_shape takes the batch)."""
+    options = dataclasses.replace(QUIET, weight_rounding=rounding)
+    target = TosaTarget(options.config)
+    nnef = _nnef1_model(tmp_path, rng)
+    cases = [(float_graph, Samples(zoo.calibration_images()[:16]), lambda n: load_float_model(zoo.default_model().path, batch=n)),
+             (load_float_model(nnef), Samples(rng.normal(0, 1, (8, 2, 6, 6)).astype(np.float32)),
+              lambda n: load_float_model(nnef, batch=n))]
+    for graph, samples, load_batch in cases:
+        calibration = calibrate_model(graph, samples, graph.inputs[0], options, target)
+        model = target.lower(graph, calibration)
+        lowered = target.lower(load_batch(6), calibration).graph
+        rebatched = rebatched_graph(model.graph, 6)
+        _assert_same_graph(rebatched, lowered)
+        for name, t in model.graph.tensors.items():
+            if t.is_constant:
+                assert rebatched.tensors[name] is t
+        for small, big in zip(model.graph.ops, rebatched.ops):
+            for key, value in small.attrs.items():
+                if isinstance(value, np.ndarray):
+                    assert big.attrs[key] is value
+        batched = batched_models(graph, model, calibration, target, load_batch, 6)
+        assert batched.model.graph.ops[0] is model.graph.ops[0]
+    assert any(op.kind.name == "tosa.RESHAPE" for op in rebatched.ops)
+
+
+def test_rebatched_graph_refuses_what_mixes_or_moves_samples():
+    """An operator on axis 0, a TRANSPOSE moving the batch axis (its declared shape is no longer
+    what it gives), a non-constant tensor without leading extent 1: no rebatched graph."""
+    i8 = ir.DType.from_name("i8")
+
+    def graph(kind, attrs, out_shape, in_shape=(1, 1, 4)):
+        tensors = {"x": ir.Tensor("x", i8, in_shape), "y": ir.Tensor("y", i8, out_shape)}
+        return ir.Graph("g", ("x",), ("y",), (ir.Op(ir.OpKind.get(kind), ("x",), ("y",), attrs),), tensors).verify()
+
+    assert rebatched_graph(graph("tosa.REVERSE", {"axis": 1}, (1, 1, 4)), 3).tensors["y"].shape == (3, 1, 4)
+    assert rebatched_graph(graph("tosa.REVERSE", {"axis": 0}, (1, 1, 4)), 3) is None
+    assert rebatched_graph(graph("tosa.TRANSPOSE", {"perms": (0, 2, 1)}, (1, 4, 1)), 3) is not None
+    assert rebatched_graph(graph("tosa.TRANSPOSE", {"perms": (1, 0, 2)}, (1, 1, 4)), 3) is None
+    assert rebatched_graph(graph("tosa.RESHAPE", {"new_shape": (1, 4)}, (1, 4)), 3).ops[0].attrs["new_shape"] == (3, 4)
+    assert rebatched_graph(graph("tosa.RESHAPE", {"new_shape": (4, 1)}, (4, 1)), 3) is None
 
 
 def test_evaluation_batches_are_bounded_by_their_activation_bytes(float_graph):

@@ -46,6 +46,32 @@ def test_chain_equals_operator_by_operator(rng, backend):
     assert values["y"].dtype == np.int8 and values["y"].min() >= -3
 
 
+def test_each_op_is_validated_once_per_graph_and_backend(rng, monkeypatch):
+    """The TOSA runner binds (validates) an op at its graph's first run on a backend and reuses
+    the call after: the same results on every run, one bind per op and backend, a new graph
+    object bound anew, and the cached calls dropped with their graph."""
+    import gc
+    from qsim.runtime.runners import tosa as tosa_runner
+    binds = []
+    real = tosa_runner.bind_op
+    monkeypatch.setattr(tosa_runner, "bind_op", lambda *a: binds.append(a[1].label) or real(*a))
+    g, _ = _conv_block(rng)
+    xs = [rng.integers(-128, 128, size=(1, 6, 6, 2)).astype(np.int8) for _ in range(3)]
+    first = [execute(g, {"x": x}, backend="kernels")["y"] for x in xs]
+    assert sorted(binds) == ["block.conv", "block.relu", "block.rescale"]
+    for backend in ("kernels", "reference"):
+        for x, y in zip(xs, first):
+            assert np.array_equal(execute(g, {"x": x}, backend=backend)["y"], y)
+    assert len(binds) == 6                      # once more for the reference backend, then never
+    again, _ = _conv_block(np.random.default_rng(12345))
+    execute(again, {"x": xs[0]})
+    assert len(binds) == 9 and len(tosa_runner._BOUND) >= 2
+    before = len(tosa_runner._BOUND)
+    del g, again
+    gc.collect()
+    assert len(tosa_runner._BOUND) == before - 2
+
+
 def test_constants_feed_ops():
     c = Tensor("c", DType.I32, (2,), data=np.array([10, -20], np.int32))
     g = _graph("k", [_op("ADD", ["x", "c"], ["y"])],
