@@ -149,11 +149,15 @@ def test_streamed_calibration_gives_the_keep_everything_statistics_bit_for_bit(r
         assert np.array_equal(m.sum_outer, ref.sum_outer) and np.array_equal(m.sum_x, ref.sum_x), key
 
 
-def test_calibration_is_the_same_for_any_thread_count(rng, monkeypatch):
-    """With more than one thread the observers and channel means run on a worker thread beside
-    the float execution: every parameter and channel mean is the one-thread bits (percentile
+@pytest.mark.parametrize("worker_min_elements", [0, 300, 1 << 30])
+def test_calibration_is_the_same_for_any_thread_count(rng, monkeypatch, worker_min_elements):
+    """With more than one thread the observers and channel means of tensors of at least
+    WORKER_MIN_ELEMENTS run on a worker thread beside the float execution (all of them, some,
+    none: parametrized): every parameter and channel mean is the one-thread bits (percentile
     histograms, range growth across samples included), and a non-finite activation is still
     the data error naming its tensor."""
+    from qsim.quant import calibrate as calibrate_module
+    monkeypatch.setattr(calibrate_module, "WORKER_MIN_ELEMENTS", worker_min_elements)
     graph = small_cnn(rng)
     feeds = [{"x": (rng.normal(0, 1, (1, 3, 12, 12)) * (1 + i)).astype(np.float32)} for i in range(5)]
     results = []
