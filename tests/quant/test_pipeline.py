@@ -12,7 +12,8 @@ from qsim.quant.data import Samples
 from qsim.quant.evaluate import quantize_feed
 from qsim.quant.params import Precision
 from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
-                                 load_float_model, quantize_graph, rebatched_graph, same_but_batch)
+                                 load_float_model, quantize_graph, same_but_batch)
+from qsim.quant.rebatch import rebatched_graph
 from qsim.quant.target_cvm import CvmTarget
 from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
