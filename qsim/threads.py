@@ -23,7 +23,7 @@ import contextlib
 import ctypes
 import glob
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable, Iterator
 
 from .errors import UsageError
@@ -183,3 +183,15 @@ def split_rows(rows: int, work: Callable[[int, int], None], min_rows: int = 64) 
     work(bounds[0], bounds[1])
     for f in futures:
         f.result()
+
+
+def wait_in_order(futures: list[Future]) -> None:
+    """Waits for every future; the first failure in list order is raised, after the others
+    have been cancelled or have finished (nothing of theirs runs on while the caller unwinds)."""
+    try:
+        for f in futures:
+            f.result()
+    finally:
+        for f in futures:
+            f.cancel()
+        wait(futures)

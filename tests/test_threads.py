@@ -115,3 +115,29 @@ def test_split_rows_works_in_a_forked_child(monkeypatch):
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("split_rows hung in the forked child")
+
+
+def test_wait_in_order_raises_the_first_failure_in_list_order_after_all_are_done():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    from qsim.threads import wait_in_order
+    release = threading.Event()
+    finished = []
+
+    def slow_failure():
+        release.wait(5)
+        finished.append("first")
+        raise ValueError("first")
+
+    def fast_failure():
+        finished.append("second")
+        raise KeyError("second")
+
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(slow_failure), pool.submit(fast_failure)]
+        futures[1].exception(5)          # the later one has failed already
+        release.set()
+        with pytest.raises(ValueError, match="first"):
+            wait_in_order(futures)
+        assert all(f.done() for f in futures) and sorted(finished) == ["first", "second"]
+    wait_in_order([])                    # nothing to wait for: returns

@@ -7,7 +7,7 @@ exactly; every other non-constant tensor gets parameters from an observer
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import Collection, Iterable
 
 import numpy as np
@@ -18,7 +18,7 @@ from ..kernels.cpu_features import current_isa
 from ..kernels.extensions import extension
 from ..progress import progress
 from ..runtime.executor import execute
-from ..threads import apply_blas_threads, thread_count
+from ..threads import apply_blas_threads, thread_count, wait_in_order
 from .observers import ObserverKind, make_observer
 from .params import QuantConfig
 
@@ -97,12 +97,8 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
 
     def sample_done() -> None:
         try:
-            for f in pending:
-                f.result()
+            wait_in_order(pending)
         finally:
-            for f in pending:       # on an error: let the rest finish before unwinding
-                f.cancel()
-            wait(pending)
             pending.clear()
 
     # The executor streams each op output to take() and drops it after its last reader, so a

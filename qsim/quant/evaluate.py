@@ -11,7 +11,7 @@ top-1 accuracy of each when labels are known. The result is an AccuracyReport
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -23,7 +23,7 @@ from ..kernels.extensions import extension
 from ..progress import Progress
 from .accuracy import AccuracyReport, OutputAccuracy, TensorAccuracy
 from ..runtime.executor import execute
-from ..threads import apply_blas_threads, thread_count
+from ..threads import apply_blas_threads, thread_count, wait_in_order
 from .integer_inputs import INDEX_DTYPE, narrow_integers
 from .float_side import LoweredModel
 from .params import dequantize, quantize
@@ -146,13 +146,7 @@ class _BatchStats:
 
     def wait(self) -> None:
         """Waits for the batch's additions; the first failure, in tensor order, is raised."""
-        try:
-            for f in self.pending:
-                f.result()
-        finally:
-            for f in self.pending:      # on an error: let the rest finish before unwinding
-                f.cancel()
-            wait(self.pending)
+        wait_in_order(self.pending)
 
 
 def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
