@@ -16,11 +16,15 @@ w / scale and to the weight range) starts at round-to-nearest and accepts only m
 lower e^T H e: the result is never worse than nearest on the calibration data, and every
 weight stays within one step of its real value. Only the integers change: scales, the
 integer graph and its bit-exactness contract are as with nearest rounding.
+
+This module holds the moments calibration collects (PatchMoments per layer, InputMoments for
+the model), the search itself (adaptive_round on H, round_from_rows on a few kept rows) and the
+drivers (watch_layers before calibration, round_layer in the lowering), and the moments summed
+by tap offset without a gather. A convolution's patch geometry and gather are in
+conv_geometry.py.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +34,8 @@ from ..numerics import nnef_round
 from ..kernels.cpu_features import current_isa
 from ..kernels.extensions import extension
 from ..threads import single_thread_blas, split_rows
+from .conv_geometry import (ConvGeometry, conv_output_size, conv_patch_shape, conv_patches,
+                            depthwise_direct, sample_stride)
 from .float_patterns import packed_ints, spatial_padding
 
 FLUSH_ROWS = 1024              # patch rows buffered per float32 GEMM of PatchMoments
@@ -39,8 +45,6 @@ MAX_PASSES = 8                 # passes over the K weights of every channel (con
 STOP_FRACTION = 1e-2           # a channel stops after a pass that lowers its objective by less
                                # than this fraction of its objective at nearest rounding
 BLOCK_COLUMNS = 64             # weights per gradient GEMM of round_from_rows
-ROWS_PER_WEIGHT = 8            # a convolution's moments read at most max(this x K, MIN_ROWS)
-MIN_ROWS = 16384               # patch rows over the calibration (sample_stride)
 ROUNDING_MODES = ("nearest", "adaptive")
 
 _quant_ops = extension("_quant_ops")   # raises KernelsUnavailableError when missing or broken
@@ -186,7 +190,7 @@ class PatchMoments:
         self._pending_rows = rest.shape[1]
         self._flush_points = []
 
-    def add_depthwise(self, x: np.ndarray, g: "ConvGeometry") -> None:
+    def add_depthwise(self, x: np.ndarray, g: ConvGeometry) -> None:
         """Adds the patches of a depthwise convolution (dilation 1) of the float32 NCHW input
         x straight from x (kernels/quant_ops.pyx depthwise_moments_f32): no gathered rows,
         float64 sums of exact products in a fixed order per channel, channel blocks split over
@@ -205,7 +209,7 @@ class PatchMoments:
             self._depthwise = self._depthwise_blocks()
         so, s1 = self._depthwise
         n, c, h, w = x.shape
-        oh, ow = _output_size(x.shape, g)
+        oh, ow = conv_output_size(x.shape, g)
         x = x[:, :, :h - g.crop[0], :w - g.crop[1]]
         (kh, kw), (sh, sw) = g.kernel, g.stride
         isa = current_isa().code
@@ -237,7 +241,7 @@ class PatchMoments:
         self.sum_outer[...] = np.where(upper, full, full.transpose(0, 2, 1))
         self.sum_x[...] = s1.transpose(0, 2, 1).reshape(-1, k)[:c]
 
-    def add_offsets(self, x: np.ndarray, g: "ConvGeometry") -> None:
+    def add_offsets(self, x: np.ndarray, g: ConvGeometry) -> None:
         """Adds the patches of a stride-1, dilation-1, one-group convolution of the float32
         NCHW input x without gathering them (offset_products: per tap offset, one C x C GEMM of
         the input with itself shifted). Inputs are buffered until FLUSH_ROWS output positions
@@ -253,7 +257,7 @@ class PatchMoments:
             self._assemble_offsets()         # another input size: its own cells and totals
         self._offset_shape = (x.shape[0], x.shape[1], h, w)
         self._offset_inputs.append(np.ascontiguousarray(x[:, :, :h, :w], dtype=np.float32))
-        oh, ow = _output_size(x.shape, g)
+        oh, ow = conv_output_size(x.shape, g)
         rows = x.shape[0] * oh * ow
         self._offset_rows += rows
         self.count += rows
@@ -353,77 +357,10 @@ def _column_sums(p: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
-class ConvGeometry:
-    groups: int
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    dilation: tuple[int, int]
-    begins: tuple[int, int]
-    ends: tuple[int, int]
-    crop: tuple[int, int]
-
-
-def conv_patches(x: np.ndarray, g: ConvGeometry, out: np.ndarray | None = None) -> np.ndarray:
-    """[groups, N*OH*OW, icg*KH*KW] input patches of an NCHW convolution (the layout
-    PatchMoments sums), written into `out` when given (e.g. PatchMoments.reserve's place),
-    else into a new C-contiguous array; padding reads real zero, which the integer graph
-    represents exactly by the zero point. float32 input is gathered by one compiled pass
-    (kernels/quant_ops.pyx conv_patches_f32: the same floats as conv_patches_numpy)."""
-    shape = conv_patch_shape(x.shape, g)
-    shape = (shape[1], shape[0], shape[2])
-    if out is None:
-        out = np.empty(shape, dtype=x.dtype)
-    elif out.shape != shape:
-        raise ValueError(f"conv_patches: out has shape {out.shape}, the patches {shape}")
-    if (x.dtype != np.float32 or out.dtype != np.float32 or (shape[2] > 1 and out.strides[2] != 4)
-            or g.kernel == (1, 1)):
-        # a 1x1 kernel's patches are a plain transpose, which numpy's copy does faster
-        return conv_patches_numpy(x, g, out)
-    n, c, h, w = x.shape
-    oh, ow = _output_size(x.shape, g)
-    _quant_ops.conv_patches_f32(x[:, :, :h - g.crop[0], :w - g.crop[1]], out, g.groups,
-                                g.kernel[0], g.kernel[1], g.stride[0], g.stride[1],
-                                g.dilation[0], g.dilation[1], g.begins[0], g.begins[1], oh, ow)
-    return out
-
-
-def conv_patches_numpy(x: np.ndarray, g: ConvGeometry, out: np.ndarray) -> np.ndarray:
-    """conv_patches in numpy (any dtype or layout; the reference the compiled gather is
-    tested against)."""
-    n, c, h, w = x.shape
-    x = x[:, :, :h - g.crop[0], :w - g.crop[1]]
-    if any(g.begins) or any(g.ends):
-        x = np.pad(x, ((0, 0), (0, 0), (g.begins[0], g.ends[0]), (g.begins[1], g.ends[1])))
-    (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
-    win = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
-    win = win[:, :, ::sh, ::sw, ::dh, ::dw]                       # [N, C, OH, OW, KH, KW]
-    oh, ow = win.shape[2], win.shape[3]
-    icg = c // g.groups
-    win = win.reshape(n, g.groups, icg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    dst = out.view()
-    dst.shape = win.shape               # splits axes only: a view (raises rather than copy)
-    np.copyto(dst, win)
-    return out
-
-
-def _output_size(x_shape, g: ConvGeometry) -> tuple[int, int]:
-    size = [x_shape[2 + a] - g.crop[a] + g.begins[a] + g.ends[a] for a in range(2)]
-    return tuple((size[a] - (g.kernel[a] - 1) * g.dilation[a] - 1) // g.stride[a] + 1 for a in range(2))
-
-
-def depthwise_direct(x_shape, g: ConvGeometry) -> bool:
-    """Whether PatchMoments.add_depthwise takes this layer: one input channel per group, no
-    dilation, at least one output position (other grouped layers gather their patches)."""
-    oh, ow = _output_size(x_shape, g)
-    return (len(x_shape) == 4 and g.groups == x_shape[1] and g.dilation == (1, 1)
-            and oh > 0 and ow > 0)
-
-
 def offsets_direct(x_shape, g: ConvGeometry) -> bool:
     """Whether PatchMoments.add_offsets takes this layer: one group, stride and dilation 1,
     a kernel of at least 2 taps (a 1x1 kernel's patches are the input itself), an output."""
-    oh, ow = _output_size(x_shape, g)
+    oh, ow = conv_output_size(x_shape, g)
     return (len(x_shape) == 4 and g.groups == 1 and g.stride == (1, 1) and g.dilation == (1, 1)
             and g.kernel[0] * g.kernel[1] > 1 and oh > 0 and ow > 0)
 
@@ -442,7 +379,7 @@ def _tap_cells(x_shape, g: ConvGeometry):
     (None when the boxes share no index). The positions a tap reads are the cells (row atom x
     column atom) inside its box."""
     h, w = x_shape[2], x_shape[3]
-    oh, ow = _output_size((0, 0, h + g.crop[0], w + g.crop[1]), g)
+    oh, ow = conv_output_size((0, 0, h + g.crop[0], w + g.crop[1]), g)
     axes = []
     for extent, taps, pad, out in ((h, g.kernel[0], g.begins[0], oh), (w, g.kernel[1], g.begins[1], ow)):
         boxes = [(min(max(t - pad, 0), extent), min(max(t - pad + out, 0), extent)) for t in range(taps)]
@@ -540,7 +477,7 @@ def offset_products(x: np.ndarray, g: ConvGeometry) -> tuple[np.ndarray, list[np
                 cells[i - len(offsets)] = cell(keys[i - len(offsets)])
     with single_thread_blas():
         split_rows(len(offsets) + len(keys), work, min_rows=1)
-    oh, ow = _output_size((n, c, h + g.crop[0], w + g.crop[1]), g)
+    oh, ow = conv_output_size((n, c, h + g.crop[0], w + g.crop[1]), g)
     sums = np.empty((c, kh * kw))
     for a in range(kh * kw):
         ay, ax = divmod(a, kw)
@@ -590,37 +527,6 @@ def assemble_offsets(core: np.ndarray, cells: list[np.ndarray], x_shape, g: Conv
     # one transposing pass into the [c, a, c', b] layout (blocks written in place into it
     # would touch every cache line of out once per block)
     out += blocks.transpose(2, 0, 3, 1).reshape(c * taps, c * taps)
-
-
-def sample_stride(x_shape, g: ConvGeometry, samples: int | None) -> ConvGeometry:
-    """The geometry of the patches a convolution's moments are summed over. H needs many more
-    patch rows than its K x K entries have degrees of freedom only up to a point: past
-    max(ROWS_PER_WEIGHT x K, MIN_ROWS) rows over the whole calibration (`samples`
-    executions of input shape x_shape), the moments read a regular sub-lattice of the output
-    positions, every a-th row and b-th column, by multiplying the stride: excess =
-    ceil(rows / budget), a = floor(sqrt(excess)), b = ceil(excess / a) (each at most the
-    output's extent). A deterministic choice of whole patches, the same in every sample;
-    measured on ResNet-18 and EfficientNet-Lite0 in docs/quantize.md. An unknown sample count
-    keeps every position. (A depthwise layer, sampled or not, is summed without gathering:
-    the sampled lattice is its geometry with the multiplied stride; InputMoments.update.)"""
-    if samples is None:
-        return g
-    rows, _, k = conv_patch_shape(x_shape, g)
-    oh, ow = _output_size(x_shape, g)
-    budget = max(ROWS_PER_WEIGHT * k, MIN_ROWS)
-    excess = -(-samples * rows // budget)
-    if excess <= 1:
-        return g
-    a = min(oh, math.isqrt(excess))
-    b = min(ow, -(-excess // a))
-    return dataclasses.replace(g, stride=(g.stride[0] * a, g.stride[1] * b))
-
-
-def conv_patch_shape(x_shape, g: ConvGeometry) -> tuple[int, int, int]:
-    """(rows, groups, K) of conv_patches for an input of shape x_shape."""
-    n, c = x_shape[0], x_shape[1]
-    oh, ow = _output_size(x_shape, g)
-    return n * oh * ow, g.groups, (c // g.groups) * g.kernel[0] * g.kernel[1]
 
 
 @dataclass

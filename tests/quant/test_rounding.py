@@ -1,5 +1,6 @@
-"""Adaptive weight rounding (qsim.quant.rounding): the objective it lowers, the patch layout
-it reads, and what it does to a quantized model (only integers within one step change)."""
+"""Adaptive weight rounding (qsim.quant.rounding): the objective it lowers, the patch moments
+it reads, and what it does to a quantized model (only integers within one step change). The
+patch layout: test_conv_geometry.py."""
 import dataclasses
 import itertools
 
@@ -12,7 +13,8 @@ from qsim.commands.quantize import quantize_to_folder
 from qsim.quant.data import Samples
 from qsim.quant.pipeline import (QuantizeOptions, calibrate_model, embedded_quantized_model,
                                  load_float_model)
-from qsim.quant.rounding import ConvGeometry, PatchMoments, adaptive_round, conv_patches
+from qsim.quant.conv_geometry import ConvGeometry, conv_patch_shape, conv_patches, conv_patches_numpy
+from qsim.quant.rounding import PatchMoments, adaptive_round
 from qsim.quant.evaluate import quantize_feed
 from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
@@ -81,44 +83,6 @@ def test_perfectly_correlated_taps_make_the_rounding_errors_cancel():
     total = np.abs((q - w / s[:, None]).sum(axis=1))
     assert np.all(total <= 0.5 + 1e-9)
     assert np.abs((np.rint(w / s[:, None]) - w / s[:, None]).sum(axis=1)).max() > 0.5
-
-
-def _direct_conv(x, w, g: ConvGeometry):
-    """Plain loops over NCHW / OIHW, padding with zeros: an oracle for the patch layout."""
-    n, c, hgt, wid = x.shape
-    x = x[:, :, :hgt - g.crop[0], :wid - g.crop[1]]
-    x = np.pad(x, ((0, 0), (0, 0), (g.begins[0], g.ends[0]), (g.begins[1], g.ends[1])))
-    oc, icg, kh, kw = w.shape
-    oh = (x.shape[2] - (kh - 1) * g.dilation[0] - 1) // g.stride[0] + 1
-    ow = (x.shape[3] - (kw - 1) * g.dilation[1] - 1) // g.stride[1] + 1
-    out = np.zeros((n, oc, oh, ow))
-    per_group = oc // g.groups
-    for o in range(oc):
-        first = (o // per_group) * icg
-        for i in range(oh):
-            for j in range(ow):
-                for ci in range(icg):
-                    for a in range(kh):
-                        for b in range(kw):
-                            out[:, o, i, j] += w[o, ci, a, b] * x[:, first + ci,
-                                                                  i * g.stride[0] + a * g.dilation[0],
-                                                                  j * g.stride[1] + b * g.dilation[1]]
-    return out
-
-
-@pytest.mark.parametrize("groups,icg,oc", [(1, 3, 4), (6, 1, 6), (6, 1, 12), (2, 3, 4)])
-def test_patches_line_up_with_the_weight_layout(groups, icg, oc):
-    rng = np.random.default_rng(groups * 10 + oc)
-    g = ConvGeometry(groups, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0))
-    x = rng.normal(size=(2, groups * icg, 9, 8))
-    w = rng.normal(size=(oc, icg, 3, 2))
-    patches = conv_patches(x, g)                                   # [groups, P, K]
-    expected = _direct_conv(x, w, g)                               # [N, OC, OH, OW]
-    per_group = oc // groups
-    flat = w.reshape(oc, -1)
-    assert patches.flags.c_contiguous
-    got = np.stack([patches[o // per_group] @ flat[o] for o in range(oc)], axis=1)
-    np.testing.assert_allclose(got, expected.transpose(0, 2, 3, 1).reshape(-1, oc), atol=1e-10)
 
 
 def test_centered_moments_are_the_patch_covariance():
@@ -286,53 +250,6 @@ def test_buffered_moments_have_the_bits_of_concatenated_flushes():
         h = m.second_moment(centered=False)          # flushes what is pending
         assert m.sum_outer.tobytes() == ref.outer.tobytes() and m.sum_x.tobytes() == ref.sums.tobytes()
         assert h.shape == (groups, k, k) and m.count == 9 * rows
-
-
-def test_patches_written_in_place_equal_the_new_array():
-    rng = np.random.default_rng(4)
-    g = ConvGeometry(2, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0))
-    x = rng.normal(size=(2, 6, 9, 8)).astype(np.float32)
-    want = conv_patches(x, g)
-    buf = np.full((2, want.shape[1] + 5, want.shape[2]), np.nan, np.float32)
-    conv_patches(x, g, buf[:, 2:2 + want.shape[1]])
-    np.testing.assert_array_equal(buf[:, 2:2 + want.shape[1]], want)
-    assert np.isnan(buf[:, :2]).all() and np.isnan(buf[:, 2 + want.shape[1]:]).all()
-    with pytest.raises(ValueError, match="out has shape"):
-        conv_patches(x, g, buf)
-
-
-def _numpy_patches(x, g):
-    from qsim.quant.rounding import conv_patch_shape, conv_patches_numpy
-    rows, groups, k = conv_patch_shape(x.shape, g)
-    return conv_patches_numpy(x, g, np.empty((groups, rows, k), x.dtype))
-
-
-@pytest.mark.parametrize("groups,kernel,stride,dilation,begins,ends,crop", [
-    (1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0)),
-    (4, (3, 3), (2, 2), (1, 1), (0, 0), (1, 1), (0, 0)),       # depthwise-like, asymmetric pad
-    (2, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0)),       # dilation, crop
-    (1, (1, 1), (1, 1), (1, 1), (0, 0), (0, 0), (0, 0)),
-    (4, (5, 5), (1, 2), (2, 1), (2, 3), (0, 2), (0, 1)),
-    (1, (7, 7), (2, 2), (1, 1), (3, 3), (3, 3), (0, 0)),       # window wider than some outputs
-])
-def test_compiled_patches_equal_numpys(groups, kernel, stride, dilation, begins, ends, crop):
-    """The compiled gather (kernels/quant_ops.pyx conv_patches_f32) copies the floats the
-    numpy formulation copies, bit for bit: NaN payloads, -0.0 and padding's +0.0 included."""
-    rng = np.random.default_rng(sum(kernel) + groups)
-    g = ConvGeometry(groups, kernel, stride, dilation, begins, ends, crop)
-    x = rng.normal(size=(2, 4, 11, 9)).astype(np.float32)
-    x[0, 0, 0, :3] = [-0.0, np.nan, np.inf]
-    want = _numpy_patches(x, g)
-    got = conv_patches(x, g)
-    assert got.shape == want.shape and got.tobytes() == want.tobytes()
-    # into a strided place (a pending buffer's tail) and from a strided input (a cropped view)
-    buf = np.full((groups, want.shape[1] + 3, want.shape[2]), 7.0, np.float32)
-    conv_patches(x, g, buf[:, 1:1 + want.shape[1]])
-    assert buf[:, 1:1 + want.shape[1]].tobytes() == want.tobytes()
-    assert (buf[:, 0] == 7).all() and (buf[:, 1 + want.shape[1]:] == 7).all()
-    wide = np.zeros((2, 4, 11, 12), np.float32)
-    wide[..., :9] = x
-    assert conv_patches(wide[..., :9], g).tobytes() == want.tobytes()
 
 
 def test_shared_scratch_gives_the_moments_bits():
@@ -593,7 +510,7 @@ def test_offset_moments_equal_the_gathered_patches_moments(n, c, h, w, kernel, b
     sums of the patches (relative to sqrt(H_aa H_bb), each a sum of non-negative parts, so no
     cancellation), exactly symmetric, and the column sums of x exactly (float64 sums of
     float32 values in any order: exact here)."""
-    from qsim.quant.rounding import conv_patch_shape, conv_patches_numpy, offset_moments, offsets_direct
+    from qsim.quant.rounding import offset_moments, offsets_direct
     rng = np.random.default_rng(sum(kernel) * 7 + h)
     g = ConvGeometry(1, kernel, (1, 1), (1, 1), begins, ends, crop)
     x = rng.normal(size=(n, c, h, w)).astype(np.float32)
@@ -613,7 +530,7 @@ def test_offset_layers_sum_by_offsets_and_give_the_same_bits_at_any_thread_count
     past FLUSH_ROWS columns when it will see more rows than K), buffering samples until
     FLUSH_ROWS positions are pending; its moments are those of the gathered patches within
     float32 rounding, and the same bits for 1, 2 and 3 threads."""
-    from qsim.quant.rounding import FLUSH_ROWS, InputMoments, conv_patches_numpy, conv_patch_shape
+    from qsim.quant.rounding import FLUSH_ROWS, InputMoments
     rng = np.random.default_rng(3)
     g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
     xs = [np.maximum(rng.normal(size=(1, 120, 9, 10)), 0).astype(np.float32) for _ in range(13)]
@@ -643,7 +560,6 @@ def test_offset_layers_sum_by_offsets_and_give_the_same_bits_at_any_thread_count
 def test_offset_layer_inputs_of_another_size_are_summed_apart():
     """A layer summed by offsets that sees inputs of two spatial sizes (a model run at two
     input sizes) sums each size's patches: the totals of the gathered patches of both."""
-    from qsim.quant.rounding import conv_patches_numpy, conv_patch_shape
     rng = np.random.default_rng(4)
     g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
     xs = [rng.normal(size=(1, 3, h, w)).astype(np.float32) for h, w in [(6, 7), (6, 7), (5, 9), (6, 7)]]
