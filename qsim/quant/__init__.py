@@ -2,7 +2,8 @@
 
 - algorithms: scale math (scale.py), calibration observers (observers.py, calibrate.py),
   parameter choice (params.py), TABLE generation (tables.py), adaptive weight rounding
-  (rounding.py; its inputs' patch geometry conv_geometry.py), annotations (annotations.py);
+  (rounding.py; its inputs' patch geometry conv_geometry.py, their moments by tap offset
+  offset_moments.py), annotations (annotations.py);
 - the pipeline (pipeline.py: calibrate -> lower -> evaluate, in memory; evaluate.py,
   accuracy.py for its results);
 - targets (target.py: TargetKind, the Target interface; target_tosa.py, target_cvm.py) with

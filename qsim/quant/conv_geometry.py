@@ -13,9 +13,9 @@ Invariants:
 - sample_stride is a deterministic function of the input shape, the geometry and the
   calibration's sample count: the same patches in every sample.
 
-It exists apart from rounding.py because two computations share it: PatchMoments and the sums
-by tap offset (rounding.py) read one definition of the output size and the patch layout. It
-imports nothing of adaptive rounding.
+It exists apart from rounding.py because two computations share it: PatchMoments (rounding.py)
+and the sums by tap offset (offset_moments.py) read one definition of the output size and the
+patch layout. It imports neither of them.
 """
 from __future__ import annotations
 
@@ -45,7 +45,6 @@ class ConvGeometry:
     begins: tuple[int, int]
     ends: tuple[int, int]
     crop: tuple[int, int]
-
 
 
 def conv_patches(x: np.ndarray, g: ConvGeometry, out: np.ndarray | None = None) -> np.ndarray:

@@ -3,7 +3,8 @@ weight layout of a direct convolution, and the compiled gather copies numpy's fl
 import numpy as np
 import pytest
 
-from qsim.quant.conv_geometry import ConvGeometry, conv_patch_shape, conv_patches, conv_patches_numpy
+from qsim.quant.conv_geometry import (ConvGeometry, conv_patch_shape, conv_patches,
+                                      conv_patches_numpy)
 
 
 def _direct_conv(x, w, g: ConvGeometry):
