@@ -142,7 +142,7 @@ def conv_patches_f32(const float[:, :, :, :] x, float[:, :, :] out, int64_t grou
                      int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
                      int64_t pt, int64_t pl, int64_t OH, int64_t OW):
     """The input patches of an NCHW convolution for adaptive rounding's moments
-    (qsim/quant/rounding.py conv_patches): out[g, (n*OH + oy)*OW + ox, (c*KH + ky)*KW + kx] =
+    (qsim/quant/conv_geometry.py conv_patches): out[g, (n*OH + oy)*OW + ox, (c*KH + ky)*KW + kx] =
     x[n, g*icg + c, oy*sy + ky*dy - pt, ox*sx + kx*dx - pl], 0.0 outside the input (padding).
     A copy: the same floats as the numpy formulation (pad, sliding window, transpose), in one
     pass over the output instead of a padded copy and a 7-axis strided copy. Any strides, but
