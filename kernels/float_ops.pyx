@@ -11,11 +11,44 @@
   packed straight from the input, every output one fma chain in k order, then + bias and a
   following relu/clamp in the same pass (qsim/runtime/float_ops/conv_gemm.py).
 - bounded_f32: relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/bounds.py).
-Plane, row or element ranges are independent, so callers split them over threads (the GIL is
-released). Built with -ffp-contract=off: no fused multiply-add may change a rounding.
+- max_pool_f32, copy_planes_f32: 2-D max pooling with numpy.maximum's bits, and plane copies
+  with any strides (a conv's pixel grid cropped to its output width, an input into its zero
+  padding) (kernels/float_pool.h).
+Plane, row or element ranges are independent: each entry point runs its range on `threads`
+threads of qsim's compiled pool (kernels/task_pool.h) without the GIL, cut into up to 4 parts a
+thread that the threads claim one by one; the same bits for any `threads`. Built with -ffp-contract=off: no fused multiply-add may change a rounding.
 """
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
+
+from qsim.kernels._task_pool import RUN as _POOL_CAPSULE
+
+
+cdef extern from "task_pool_api.h" nogil:
+    ctypedef void (*qsim_task_fn)(void *ctx, int slot, int64_t lo, int64_t hi)
+    ctypedef void (*qsim_pool_run_fn)(qsim_task_fn fn, void *ctx, int64_t n, int parts, int threads)
+    const char *QSIM_POOL_CAPSULE
+    int qsim_parts_for(int64_t n, int threads)
+
+cdef qsim_pool_run_fn _pool_run = <qsim_pool_run_fn>PyCapsule_GetPointer(_POOL_CAPSULE, QSIM_POOL_CAPSULE)
+
+
+cdef inline int64_t _per_thread(int64_t floats) noexcept nogil:
+    """A thread's slice of a shared scratch: whole cache lines, so threads never share one."""
+    return (floats + 15) // 16 * 16
+
+
+def scratch_per_thread(int64_t floats):
+    """The floats one thread's scratch slice takes when a kernel needs `floats` (a caller sizes
+    scratch as threads * this)."""
+    return _per_thread(floats)
+
+
+cdef inline int _check_threads(int threads, str what) except -1:
+    if threads < 1:
+        raise ValueError(f"{what}: threads must be at least 1, not {threads}")
+    return 0
 
 
 cdef extern from "float_conv.h" nogil:
@@ -39,13 +72,14 @@ cdef extern from "float_conv.h" nogil:
 def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, ::1] w, bias,
                        float[:, :, :, ::1] out, int64_t m, int64_t sy, int64_t sx, int64_t dy,
                        int64_t dx, int64_t pt, int64_t pl, int64_t p0, int64_t p1, y=None, lo=0.0, hi=None,
-                       bint bound_only=False, bint channel_blocks=False):
+                       bint bound_only=False, bint channel_blocks=False, int threads=1):
     """Depthwise convolution of NCHW x with w[C*m][KH][KW] (channel multiplier m), plus bias[C*m]
     when bias is not None, into out[B][C*m][OH][OW], output planes b*C*m + oc in [p0, p1)
     (kernels/float_conv.h); given y (like out), also y = minimum(maximum(out, lo), hi) as numpy
     computes it (hi None: maximum only); with bound_only (y None) out gets those bounded values
     instead of the convolution's. channel_blocks (m == 1): the loop that runs 16 channels side by
-    side (same bits); [p0, p1) are then work units b * ceil(C / 16) + channel block."""
+    side (same bits); [p0, p1) are then work units b * ceil(C / 16) + channel block. The range
+    runs on `threads` threads of the pool (each with its own scratch)."""
     cdef int64_t OH = out.shape[2], OW = out.shape[3], KH = w.shape[1], KW = w.shape[2]
     cdef int64_t units = out.shape[0] * ((out.shape[1] + 15) // 16 if channel_blocks else out.shape[1])
     cdef const float[::1] b
@@ -74,25 +108,51 @@ def depthwise_nchw_f32(int isa, const float[:, :, :, ::1] x, const float[:, :, :
         if yv.shape[0] != out.shape[0] or yv.shape[1] != out.shape[1] or yv.shape[2] != OH or yv.shape[3] != OW:
             raise ValueError("depthwise_nchw_f32: y must have out's shape")
         yp = &yv[0, 0, 0, 0]
-    cdef int64_t floats = (qsim_dwc_scratch_floats if channel_blocks else qsim_dw_scratch_floats)(
-        OH, OW, KH, KW, sy, sx, dy, dx)
-    cdef float *scratch = <float *>malloc(floats * sizeof(float))
-    cdef int64_t *off = <int64_t *>malloc(KH * KW * sizeof(int64_t) + 8)
-    if scratch == NULL or off == NULL:
-        free(scratch)
-        free(off)
+    _check_threads(threads, "depthwise_nchw_f32")
+    cdef _DepthwiseCtx c
+    c.isa, c.x, c.C, c.H, c.W, c.w, c.bias, c.m = isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], bp, m
+    c.KH, c.KW, c.sy, c.sx, c.dy, c.dx, c.pt, c.pl = KH, KW, sy, sx, dy, dx, pt, pl
+    c.out, c.OH, c.OW, c.y, c.lo, c.hi, c.has_hi, c.bound_only = &out[0, 0, 0, 0], OH, OW, yp, lo_f, hi_f, has_hi, bound_only
+    c.channel_blocks, c.p0 = channel_blocks, p0
+    c.scratch_floats = _per_thread((qsim_dwc_scratch_floats if channel_blocks else qsim_dw_scratch_floats)(
+        OH, OW, KH, KW, sy, sx, dy, dx))
+    c.offsets = KH * KW + 1
+    c.scratch = <float *>malloc(threads * c.scratch_floats * sizeof(float))
+    c.off = <int64_t *>malloc(threads * c.offsets * sizeof(int64_t))
+    if c.scratch == NULL or c.off == NULL:
+        free(c.scratch)
+        free(c.off)
         raise MemoryError()
     with nogil:
-        if channel_blocks:
-            qsim_depthwise_cblock_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], bp, KH,
-                                      KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, yp, lo_f, hi_f, has_hi,
-                                      bound_only, scratch, p0, p1)
-        else:
-            qsim_depthwise_nchw_f32(isa, &x[0, 0, 0, 0], x.shape[1], x.shape[2], x.shape[3], &w[0, 0, 0], bp, m,
-                                    KH, KW, sy, sx, dy, dx, pt, pl, &out[0, 0, 0, 0], OH, OW, yp, lo_f, hi_f,
-                                    has_hi, bound_only, scratch, off, p0, p1)
-    free(scratch)
-    free(off)
+        _pool_run(_depthwise_part, &c, p1 - p0, qsim_parts_for(p1 - p0, threads), threads)
+    free(c.scratch)
+    free(c.off)
+
+
+cdef struct _DepthwiseCtx:
+    int isa, has_hi, bound_only, channel_blocks
+    const float *x
+    const float *w
+    const float *bias
+    float *out
+    float *y
+    float *scratch
+    int64_t *off
+    int64_t C, H, W, m, KH, KW, sy, sx, dy, dx, pt, pl, OH, OW, p0, scratch_floats, offsets
+    float lo, hi
+
+
+cdef void _depthwise_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _DepthwiseCtx *c = <_DepthwiseCtx *>ctx
+    cdef float *scratch = c.scratch + slot * c.scratch_floats
+    if c.channel_blocks:
+        qsim_depthwise_cblock_f32(c.isa, c.x, c.C, c.H, c.W, c.w, c.bias, c.KH, c.KW, c.sy, c.sx, c.dy, c.dx,
+                                  c.pt, c.pl, c.out, c.OH, c.OW, c.y, c.lo, c.hi, c.has_hi, c.bound_only,
+                                  scratch, c.p0 + lo, c.p0 + hi)
+    else:
+        qsim_depthwise_nchw_f32(c.isa, c.x, c.C, c.H, c.W, c.w, c.bias, c.m, c.KH, c.KW, c.sy, c.sx, c.dy, c.dx,
+                                c.pt, c.pl, c.out, c.OH, c.OW, c.y, c.lo, c.hi, c.has_hi, c.bound_only,
+                                scratch, c.off + slot * c.offsets, c.p0 + lo, c.p0 + hi)
 
 
 cdef inline void _bounded_f32(const float *x, float *out, int64_t n, float lo, float hi, bint has_hi) noexcept nogil:
@@ -106,15 +166,32 @@ cdef inline void _bounded_f32(const float *x, float *out, int64_t n, float lo, f
         out[i] = v
 
 
-def bounded_f32(const float[::1] x, float[::1] out, float lo, float hi, bint has_hi, int64_t i0, int64_t i1):
+def bounded_f32(const float[::1] x, float[::1] out, float lo, float hi, bint has_hi, int64_t i0, int64_t i1,
+                int threads=1):
     """out[i] = minimum(maximum(x[i], lo), hi) for i in [i0, i1), numpy's results (a NaN input
-    stays NaN; where two zeros compare equal the bound is taken, as numpy does), one pass."""
+    stays NaN; where two zeros compare equal the bound is taken, as numpy does), one pass, on
+    `threads` threads of the pool."""
     if not (0 <= i0 <= i1 <= x.shape[0] and x.shape[0] == out.shape[0]):
         raise ValueError(f"bounded_f32: range [{i0}:{i1}] outside {x.shape[0]} (out {out.shape[0]})")
+    _check_threads(threads, "bounded_f32")
     if i1 == i0:
         return
+    cdef _BoundedCtx c
+    c.x, c.out, c.lo, c.hi, c.has_hi = &x[i0], &out[i0], lo, hi, has_hi
     with nogil:
-        _bounded_f32(&x[i0], &out[i0], i1 - i0, lo, hi, has_hi)
+        _pool_run(_bounded_part, &c, i1 - i0, qsim_parts_for(i1 - i0, threads), threads)
+
+
+cdef struct _BoundedCtx:
+    const float *x
+    float *out
+    float lo, hi
+    bint has_hi
+
+
+cdef void _bounded_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _BoundedCtx *c = <_BoundedCtx *>ctx
+    _bounded_f32(c.x + lo, c.out + lo, hi - lo, c.lo, c.hi, c.has_hi)
 
 
 cdef extern from "float_gemm.h" nogil:
@@ -135,30 +212,45 @@ GEMM_ROWS = 8           # QSIM_GM: rows of an A panel
 GEMM_COLS = 48          # QSIM_GN: pixels of a B panel
 
 
-def gemm_pack_a_f32(const float[:, :, ::1] w, float[::1] packed, int64_t q0, int64_t q1):
+def gemm_pack_a_f32(const float[:, :, ::1] w, float[::1] packed, int64_t q0, int64_t q1, int threads=1):
     """packed[gi][p][k][8] = w[gi][p*8 + i][k] (0.0 past the last row), panels q = gi*ceil(m/8) + p
-    in [q0, q1) (kernels/float_gemm.h)."""
+    in [q0, q1) (kernels/float_gemm.h), on `threads` threads of the pool."""
     cdef int64_t g = w.shape[0], m = w.shape[1], K = w.shape[2], mp = (w.shape[1] + 7) // 8
     if packed.shape[0] != g * mp * K * 8 or not (0 <= q0 <= q1 <= g * mp):
         raise ValueError(f"gemm_pack_a_f32: packed has {packed.shape[0]} floats for {g} x {m} x {K}"
                          f" or panels [{q0}:{q1}] out of range")
+    _check_threads(threads, "gemm_pack_a_f32")
     if q1 == q0 or K == 0:
         return
+    cdef _PackCtx c
+    c.w, c.g, c.m, c.K, c.packed, c.q0 = &w[0, 0, 0], g, m, K, &packed[0], q0
     with nogil:
-        qsim_gemm_pack_a(&w[0, 0, 0], g, m, K, &packed[0], q0, q1)
+        _pool_run(_pack_part, &c, q1 - q0, qsim_parts_for(q1 - q0, threads), threads)
+
+
+cdef struct _PackCtx:
+    const float *w
+    float *packed
+    int64_t g, m, K, q0
+
+
+cdef void _pack_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _PackCtx *c = <_PackCtx *>ctx
+    qsim_gemm_pack_a(c.w, c.g, c.m, c.K, c.packed, c.q0 + lo, c.q0 + hi)
 
 
 def conv_gemm_f32(int isa, const float[:, :, :, ::1] x, int64_t g, int64_t m, int64_t KH, int64_t KW,
                   int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
                   const float[::1] packed, bias, float[:, :, ::1] out, y, int64_t OW, int bounded, lo, hi,
                   int64_t nblk, int64_t ppb, int64_t msplit, int64_t t0, int64_t t1, float[::1] scratch,
-                  prepacked=None, direct=None, doff=None, int64_t dplane=0):
+                  prepacked=None, direct=None, doff=None, int64_t dplane=0, int threads=1):
     """Tasks [t0, t1) of the conv GEMM out[b][gi*m + r][p] = sum_k w * im2col(x) (+ bias, then
     with bounded 1 y = relu/clamp(out), 2 out = relu/clamp(out)), kernels/float_gemm.h: fma
     chains in k order, so the bits depend on none of the blocking or task parameters.
-    scratch: at least gemm_scratch_floats(K, ppb) floats, this call's alone (the caller keeps one
-    per thread: a fresh megabyte per call cost its page faults every time). prepacked: the B
-    panels from gemm_prepack_f32 (batch * g * nblk == 1 only), shared by all tasks. direct (a
+    The tasks run on `threads` threads of the pool. scratch: at least threads *
+    scratch_per_thread(gemm_scratch_floats(K, ppb)) floats, this call's alone, a slice per thread
+    (the caller keeps it: a fresh megabyte per call cost its page faults every time). prepacked:
+    the B panels from gemm_prepack_f32 (batch * g * nblk == 1 only), shared by all tasks. direct (a
     flat float32 array), doff (int64 [K]), dplane (stride 1 convolutions): no packing; row k of
     pixel n of sample b, group gi is direct[(b*C + gi*fc)*dplane + doff[k] + n] (x itself is
     then ignored but for its shape)."""
@@ -221,34 +313,151 @@ def conv_gemm_f32(int isa, const float[:, :, :, ::1] x, int64_t g, int64_t m, in
             raise ValueError("conv_gemm_f32: direct columns would be read past the array")
         dp = &dv[0]
         op = &ov[0]
-    if scratch.shape[0] < qsim_gemm_scratch_floats(K, ppb):
+    _check_threads(threads, "conv_gemm_f32")
+    cdef _GemmCtx c
+    c.scratch_floats = _per_thread(qsim_gemm_scratch_floats(K, ppb))
+    if scratch.shape[0] < threads * c.scratch_floats:
         raise ValueError(f"conv_gemm_f32: scratch has {scratch.shape[0]} floats, "
-                         f"{qsim_gemm_scratch_floats(K, ppb)} needed")
+                         f"{threads * c.scratch_floats} needed for {threads} threads")
+    c.isa, c.geo, c.g, c.m, c.fc, c.packed, c.bias = isa, &geo, g, m, fc, &packed[0], bp
+    c.out, c.y, c.N, c.bounded, c.lo, c.hi, c.has_hi = &out[0, 0, 0], yp, N, bounded, lo_f, hi_f, has_hi
+    c.nblk, c.ppb, c.msplit, c.t0, c.prepacked = nblk, ppb, msplit, t0, pp
+    c.direct, c.dplane, c.doff, c.scratch = dp, dplane, op, &scratch[0]
     with nogil:
-        qsim_conv_gemm_f32(isa, &geo, g, m, fc, &packed[0], bp, &out[0, 0, 0], yp, N, bounded, lo_f, hi_f, has_hi,
-                           nblk, ppb, msplit, t0, t1, pp, dp, dplane, op, &scratch[0])
+        _pool_run(_gemm_part, &c, t1 - t0, qsim_parts_for(t1 - t0, threads), threads)
+
+
+cdef struct _GemmCtx:
+    int isa, bounded, has_hi
+    const qsim_gemm_geo *geo
+    const float *packed
+    const float *bias
+    const float *prepacked
+    const float *direct
+    const int64_t *doff
+    float *out
+    float *y
+    float *scratch
+    int64_t g, m, fc, N, nblk, ppb, msplit, t0, dplane, scratch_floats
+    float lo, hi
+
+
+cdef void _gemm_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _GemmCtx *c = <_GemmCtx *>ctx
+    qsim_conv_gemm_f32(c.isa, c.geo, c.g, c.m, c.fc, c.packed, c.bias, c.out, c.y, c.N, c.bounded, c.lo, c.hi,
+                       c.has_hi, c.nblk, c.ppb, c.msplit, c.t0 + lo, c.t0 + hi, c.prepacked, c.direct, c.dplane,
+                       c.doff, c.scratch + slot * c.scratch_floats)
 
 
 def gemm_prepack_f32(int isa, const float[:, :, :, ::1] x, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
                      int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t OW, int64_t npix, float[::1] dst,
-                     int64_t kb0, int64_t kb1, float[::1] scratch):
+                     int64_t kb0, int64_t kb1, float[::1] scratch, int threads=1):
     """The B panels of k blocks [kb0, kb1) of sample 0's whole im2col (all C*KH*KW rows, pixels
-    [0, npix)) into dst (K * ceil(npix / 48) * 48 floats), for conv_gemm_f32's prepacked."""
+    [0, npix)) into dst (K * ceil(npix / 48) * 48 floats), for conv_gemm_f32's prepacked; in
+    `threads` threads of the pool, scratch holding threads * scratch_per_thread(gemm_scratch_floats(K,
+    ceil(npix / 48))) floats."""
     cdef int64_t K = x.shape[1] * KH * KW, npan = (npix + 47) // 48
     cdef qsim_gemm_geo geo
+    _check_threads(threads, "gemm_prepack_f32")
     if x.shape[0] < 1 or dst.shape[0] < K * npan * 48 or not (0 <= kb0 <= kb1 <= (K + 255) // 256) \
             or KH <= 0 or KW <= 0 or sy < 1 or sx < 1 or dy < 1 or dx < 1 or OW <= 0 or npix < 1 \
-            or scratch.shape[0] < qsim_gemm_scratch_floats(K, npan):
-        raise ValueError("gemm_prepack_f32: shapes, geometry or k blocks do not agree")
+            or scratch.shape[0] < threads * _per_thread(qsim_gemm_scratch_floats(K, npan)):
+        raise ValueError("gemm_prepack_f32: shapes, geometry, k blocks or scratch do not agree")
     geo.x = &x[0, 0, 0, 0]
     geo.C, geo.H, geo.W, geo.KH, geo.KW = x.shape[1], x.shape[2], x.shape[3], KH, KW
     geo.sy, geo.sx, geo.dy, geo.dx, geo.pt, geo.pl, geo.OW = sy, sx, dy, dx, pt, pl, OW
     if kb1 <= kb0:
         return
+    cdef _PrepackCtx c
+    c.isa, c.geo, c.K, c.npix, c.kb0, c.dst = isa, &geo, K, npix, kb0, &dst[0]
+    c.scratch, c.scratch_floats = &scratch[0], _per_thread(qsim_gemm_scratch_floats(K, npan))
     with nogil:
-        qsim_gemm_prepack(isa, &geo, K, npix, kb0, kb1, &dst[0], <int64_t *>&scratch[0])
+        _pool_run(_prepack_part, &c, kb1 - kb0, qsim_parts_for(kb1 - kb0, threads), threads)
+
+
+cdef struct _PrepackCtx:
+    int isa
+    const qsim_gemm_geo *geo
+    float *dst
+    float *scratch
+    int64_t K, npix, kb0, scratch_floats
+
+
+cdef void _prepack_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _PrepackCtx *c = <_PrepackCtx *>ctx
+    qsim_gemm_prepack(c.isa, c.geo, c.K, c.npix, c.kb0 + lo, c.kb0 + hi, c.dst,
+                      <int64_t *>(c.scratch + slot * c.scratch_floats))
 
 
 def gemm_scratch_floats(int64_t K, int64_t ppb):
     """The floats of scratch conv_gemm_f32 needs for K and ppb pixel panels per task."""
     return qsim_gemm_scratch_floats(K, ppb)
+
+
+cdef extern from "float_pool.h" nogil:
+    void qsim_max_pool_f32(const float *x, int64_t H, int64_t W, float *out, int64_t OH, int64_t OW,
+                           int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
+                           int64_t pt, int64_t pl, int64_t p0, int64_t p1)
+    void qsim_copy_planes_f32(const float *src, int64_t src_plane, int64_t src_row, float *dst, int64_t dst_plane,
+                              int64_t dst_row, int64_t rows, int64_t cols, int64_t p0, int64_t p1)
+
+
+cdef struct _PoolCtx:
+    const float *x
+    float *out
+    int64_t H, W, OH, OW, KH, KW, sy, sx, dy, dx, pt, pl
+
+
+cdef void _max_pool_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _PoolCtx *c = <_PoolCtx *>ctx
+    qsim_max_pool_f32(c.x, c.H, c.W, c.out, c.OH, c.OW, c.KH, c.KW, c.sy, c.sx, c.dy, c.dx, c.pt, c.pl, lo, hi)
+
+
+def max_pool_f32(const float[:, :, ::1] x, float[:, :, ::1] out, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
+                 int64_t dy, int64_t dx, int64_t pt, int64_t pl, int threads=1):
+    """out[p][oy][ox] = the max of x[p][sy*oy + dy*ky - pt][sx*ox + dx*kx - pl] over the taps
+    (-inf outside x), as the numpy reference takes it tap by tap in row-major order with
+    numpy.maximum (NaN propagates; of equal values the later tap's is kept), planes on `threads`
+    threads of the pool (kernels/float_pool.h)."""
+    cdef _PoolCtx c
+    _check_threads(threads, "max_pool_f32")
+    if out.shape[0] != x.shape[0] or KH < 1 or KW < 1 or sy < 1 or sx < 1 or dy < 1 or dx < 1:
+        raise ValueError("max_pool_f32: planes, window, stride or dilation do not agree")
+    if out.shape[0] * out.shape[1] * out.shape[2] == 0:
+        return
+    c.x, c.out, c.H, c.W, c.OH, c.OW = &x[0, 0, 0] if x.shape[1] * x.shape[2] else NULL, &out[0, 0, 0], \
+        x.shape[1], x.shape[2], out.shape[1], out.shape[2]
+    c.KH, c.KW, c.sy, c.sx, c.dy, c.dx, c.pt, c.pl = KH, KW, sy, sx, dy, dx, pt, pl
+    with nogil:
+        _pool_run(_max_pool_part, &c, out.shape[0], qsim_parts_for(out.shape[0], threads), threads)
+
+
+cdef struct _CopyCtx:
+    const float *src
+    float *dst
+    int64_t src_plane, src_row, dst_plane, dst_row, rows, cols
+
+
+cdef void _copy_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _CopyCtx *c = <_CopyCtx *>ctx
+    qsim_copy_planes_f32(c.src, c.src_plane, c.src_row, c.dst, c.dst_plane, c.dst_row, c.rows, c.cols, lo, hi)
+
+
+def copy_planes_f32(const float[:, :, :] src, float[:, :, :] dst, int threads=1):
+    """dst[p][r][:] = src[p][r][:] for [P][rows][cols] views whose rows are contiguous (any plane
+    and row strides: a crop, or the inside of a padded array), planes on `threads` threads of
+    the pool. A copy: exact. The two must not overlap."""
+    cdef _CopyCtx c
+    _check_threads(threads, "copy_planes_f32")
+    if dst.shape[0] != src.shape[0] or dst.shape[1] != src.shape[1] or dst.shape[2] != src.shape[2]:
+        raise ValueError(f"copy_planes_f32: src ({src.shape[0]}, {src.shape[1]}, {src.shape[2]}) and dst "
+                         f"({dst.shape[0]}, {dst.shape[1]}, {dst.shape[2]}) differ in shape")
+    if src.shape[0] * src.shape[1] * src.shape[2] == 0:
+        return
+    if src.strides[2] != sizeof(float) or dst.strides[2] != sizeof(float):
+        raise ValueError("copy_planes_f32: rows must be contiguous")
+    c.src, c.dst, c.rows, c.cols = &src[0, 0, 0], &dst[0, 0, 0], src.shape[1], src.shape[2]
+    c.src_plane, c.src_row = src.strides[0] // sizeof(float), src.strides[1] // sizeof(float)
+    c.dst_plane, c.dst_row = dst.strides[0] // sizeof(float), dst.strides[1] // sizeof(float)
+    with nogil:
+        _pool_run(_copy_part, &c, src.shape[0], qsim_parts_for(src.shape[0], threads), threads)

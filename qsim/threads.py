@@ -170,11 +170,20 @@ def _executor(n: int) -> ThreadPoolExecutor:
     return _pool
 
 
+def split_count(rows: int, min_rows: int = 64) -> int:
+    """How many parts [0, rows) is cut into: one per thread (at most thread_count()), each at
+    least min_rows long, at least one. (The compiled kernels take this as their `parts` and cut
+    as split_rows does: part i is [rows*i//n, rows*(i+1)//n).)"""
+    return max(1, min(thread_count(), rows // max(min_rows, 1)))
+
+
 def split_rows(rows: int, work: Callable[[int, int], None], min_rows: int = 64) -> None:
     """Calls work(lo, hi) for disjoint ranges covering [0, rows): one range per thread (at
     most thread_count(), each at least min_rows long), the first on the calling thread.
-    `work` must release the GIL to gain anything and must write only its own rows."""
-    n = max(1, min(thread_count(), rows // max(min_rows, 1)))
+    `work` must release the GIL to gain anything and must write only its own rows. (For work
+    that needs Python between its nogil calls: a compiled kernel splits on the compiled pool
+    instead, kernels/task_pool.h, which starts a part in microseconds, not tens of them.)"""
+    n = split_count(rows, min_rows)
     if n == 1:
         work(0, rows)
         return

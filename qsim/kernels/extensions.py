@@ -1,5 +1,5 @@
 """The compiled extension modules (qsim.kernels._cpu, _tosa_ops, _cvm_conv, _quant_ops,
-_float_ops), loaded and checked.
+_float_ops, _task_pool), loaded and checked.
 
 A missing or broken build is an error, never a silent switch to the numpy reference: a
 "kernels" run that quietly computed on the reference would make every kernels-vs-reference
@@ -29,8 +29,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
                    "add_clipped_histogram", "conv_patches_f32",
                    "depthwise_moments_f32", "scan_bins_f32", "channel_sums_f32", "add_error_stats",
                    "STATS_SIGNATURES"),
-    "_float_ops": ("depthwise_nchw_f32", "bounded_f32",
-                   "gemm_pack_a_f32", "conv_gemm_f32", "gemm_scratch_floats", "gemm_prepack_f32"),
+    "_float_ops": ("depthwise_nchw_f32", "bounded_f32", "gemm_pack_a_f32", "conv_gemm_f32",
+                   "gemm_scratch_floats", "gemm_prepack_f32", "scratch_per_thread", "max_pool_f32",
+                   "copy_planes_f32"),
+    "_task_pool": ("RUN", "set_spin_us", "workers_started", "inline_jobs", "parts_by_workers", "record_parts", "part_bounds"),
 }
 
 REBUILD_HINT = ("rebuild the compiled kernels: `pip install .` (or `pip install -e .`), or in a "

@@ -8,13 +8,13 @@ into stride phases, so every tap is one contiguous run on a flat output index an
 rows and stride 2 fill the vector registers (no NHWC copies). Narrow images (multiplier 1)
 take a second loop of the same bits that runs 16 channels side by side in one vector instead
 (a [H][W][16] copy per block of channels). Output planes or channel blocks are split over
-QSIM_THREADS threads; the GIL is released.
+QSIM_THREADS threads of the compiled pool (kernels/task_pool.h); the GIL is released.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..threads import split_rows
+from ..threads import split_count
 from .cpu_features import current_isa
 from .extensions import extension
 
@@ -46,9 +46,10 @@ def depthwise2d(x: np.ndarray, w: np.ndarray, m: int, stride, dilation, before, 
     lo, hi = (0.0, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
     isa = current_isa().code
     blocks = m == 1 and OW <= CHANNEL_BLOCK_MAX_WIDTH
-    split_rows(B * -(-C // 16) if blocks else B * C * m, lambda p0, p1: _float_ops.depthwise_nchw_f32(
-        isa, xc, wc, bc, out, m, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1], p0, p1,
-        y, lo, hi, bound_only, blocks), min_rows=1 if blocks else 4)
+    units = B * -(-C // 16) if blocks else B * C * m
+    _float_ops.depthwise_nchw_f32(isa, xc, wc, bc, out, m, stride[0], stride[1], dilation[0], dilation[1], before[0],
+                                  before[1], 0, units, y, lo, hi, bound_only, blocks,
+                                  split_count(units, min_rows=1 if blocks else 4))
     if bound is None:
         return out
     return (None, out) if bound_only else (out, y)

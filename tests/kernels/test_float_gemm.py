@@ -138,13 +138,16 @@ def test_the_same_bits_on_every_path_thread_count_and_blocking(rng, monkeypatch,
         ppb = max(1, -(-(-(-N // cg.GEMM_COLS)) // nblk_min))
         nblk = -(-(-(-N // cg.GEMM_COLS)) // ppb)
         msplit = min(msplit, -(-n // cg.GEMM_ROWS))
-        out = np.full((B, n, N), np.nan, dtype=np.float32)
         tasks = B * nblk * msplit
-        for t0, t1 in [(0, tasks // 2), (tasks // 2, tasks)]:
-            _float_ops.conv_gemm_f32(supported_isas()[-1].code, x, 1, n, k, k, s, s, 1, 1, p, p, packed, bias, out,
-                                     None, OW, 0, None, None, nblk, ppb, msplit, t0, t1,
-                                     np.empty(_float_ops.gemm_scratch_floats(shape[1] * k * k, ppb), np.float32))
-        np.testing.assert_array_equal(out.reshape(results[0].shape).view(np.uint32), results[0].view(np.uint32))
+        slot_floats = _float_ops.scratch_per_thread(_float_ops.gemm_scratch_floats(shape[1] * k * k, ppb))
+        # two calls on one thread each, then one call on 3 threads of the pool
+        for ranges, threads in [([(0, tasks // 2), (tasks // 2, tasks)], 1), ([(0, tasks)], 3)]:
+            out = np.full((B, n, N), np.nan, dtype=np.float32)
+            for t0, t1 in ranges:
+                _float_ops.conv_gemm_f32(supported_isas()[-1].code, x, 1, n, k, k, s, s, 1, 1, p, p, packed, bias,
+                                         out, None, OW, 0, None, None, nblk, ppb, msplit, t0, t1,
+                                         np.empty(threads * slot_floats, np.float32), threads=threads)
+            np.testing.assert_array_equal(out.reshape(results[0].shape).view(np.uint32), results[0].view(np.uint32))
 
 
 @pytest.mark.parametrize("shape,n,k,s,p", CASES[:4])

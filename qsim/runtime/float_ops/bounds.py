@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels.extensions import extension
-from ...threads import split_rows
+from ...threads import split_count
 
 _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when missing or broken
 
@@ -37,6 +37,6 @@ def bounded(x: np.ndarray, lo, hi) -> np.ndarray:
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
     has_hi = hi is not None
     lo_f, hi_f = float(lo), float(hi) if has_hi else 0.0
-    split_rows(flat_x.size, lambda i0, i1: _float_ops.bounded_f32(flat_x, flat_out, lo_f, hi_f, has_hi, i0, i1),
-               min_rows=MIN_PER_THREAD)
+    _float_ops.bounded_f32(flat_x, flat_out, lo_f, hi_f, has_hi, 0, flat_x.size,
+                           split_count(flat_x.size, min_rows=MIN_PER_THREAD))
     return out

@@ -27,7 +27,7 @@ import numpy as np
 from ...kernels.cpu_features import current_isa
 from ...kernels.extensions import extension
 from ...numerics import ceil_div
-from ...threads import split_rows, thread_count
+from ...threads import split_count, thread_count
 from .bounds import bounded
 
 _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when missing or broken
@@ -91,7 +91,7 @@ def pack_weights(w: np.ndarray) -> np.ndarray:
     wc = np.ascontiguousarray(w, dtype=np.float32)
     panels = g * ceil_div(m, GEMM_ROWS)
     packed = np.empty(panels * K * GEMM_ROWS, dtype=np.float32)
-    split_rows(panels, lambda q0, q1: _float_ops.gemm_pack_a_f32(wc, packed, q0, q1), min_rows=8)
+    _float_ops.gemm_pack_a_f32(wc, packed, 0, panels, split_count(panels, min_rows=8))
     return packed
 
 
@@ -162,11 +162,13 @@ def packed_weights(w: np.ndarray) -> np.ndarray:
 _local = threading.local()
 
 
-def _scratch(floats: int) -> np.ndarray:
-    """This thread's packing buffer, at least `floats` long (kept: ~1 MB per thread)."""
+def _scratch(floats: int, threads: int) -> np.ndarray:
+    """This Python thread's packing buffer for a kernel call on `threads` pool threads that each
+    need `floats` (kept: ~1 MB per thread; another Python thread running floats keeps its own)."""
+    need = threads * _float_ops.scratch_per_thread(floats)
     buf = getattr(_local, "scratch", None)
-    if buf is None or buf.size < floats:
-        buf = _local.scratch = np.empty(floats, dtype=np.float32)
+    if buf is None or buf.size < need:
+        buf = _local.scratch = np.empty(need, dtype=np.float32)
     return buf
 
 
@@ -207,12 +209,15 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
         # the threads split the rows of one block of pixels (7x7, 14x14): its columns are packed
         # once, each thread a share of the k blocks, instead of once per thread
         shared = np.empty(K * ppb * GEMM_COLS, dtype=np.float32)
-        split_rows(ceil_div(K, GEMM_KC), lambda kb0, kb1: _float_ops.gemm_prepack_f32(
-            isa, x, *geometry, OW, N, shared, kb0, kb1, _scratch(floats)), min_rows=1)
+        kblocks = ceil_div(K, GEMM_KC)
+        threads = split_count(kblocks, min_rows=1)
+        _float_ops.gemm_prepack_f32(isa, x, *geometry, OW, N, shared, 0, kblocks,
+                                    _scratch(floats, threads), threads)
     cols, plane, offsets = (None, 0, None) if direct is None else direct[:3]
-    split_rows(batch * g * nblk * msplit, lambda t0, t1: _float_ops.conv_gemm_f32(
-        isa, x, g, m, *geometry, packed, bc, out, y, width, mode, lo, hi, nblk, ppb, msplit, t0, t1,
-        _scratch(floats), shared, cols, offsets, plane), min_rows=1)
+    tasks = batch * g * nblk * msplit
+    threads = split_count(tasks, min_rows=1)
+    _float_ops.conv_gemm_f32(isa, x, g, m, *geometry, packed, bc, out, y, width, mode, lo, hi, nblk, ppb, msplit,
+                             0, tasks, _scratch(floats, threads), shared, cols, offsets, plane, threads)
     if width != OW:            # drop the grid's extra columns (they read the padding's next row)
         out = _planes_copy(out.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
         if y is not None:
@@ -221,19 +226,19 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
 
 
 def _planes_copy(src: np.ndarray, dst: np.ndarray | None = None) -> np.ndarray:
-    """dst[p] = src[p] for the planes p of [P][rows][cols] arrays (a new contiguous dst when
-    None), the planes split over the threads (numpy's copy releases the GIL; a copy is exact)."""
+    """dst[p] = src[p] for the planes p of [P][rows][cols] float32 views with contiguous rows (a
+    new contiguous dst when None), the planes split over the compiled pool's threads (a copy is
+    exact)."""
     if dst is None:
         dst = np.empty(src.shape, dtype=src.dtype)
-
-    def part(p0: int, p1: int) -> None:
-        dst[p0:p1] = src[p0:p1]
-
-    split_rows(src.shape[0], part, min_rows=max(1, COPY_SPLIT_ELEMENTS // max(1, src[0].size)))
+    if src.strides[2] != 4 or dst.strides[2] != 4:     # rows of one column may have any stride
+        np.copyto(dst, src)
+        return dst
+    _float_ops.copy_planes_f32(src, dst, split_count(src.shape[0], max(1, COPY_SPLIT_ELEMENTS // max(1, src[0].size))))
     return dst
 
 
-COPY_SPLIT_ELEMENTS = 1 << 16      # at least this many floats per thread (a hand-off costs ~20 us)
+COPY_SPLIT_ELEMENTS = 1 << 14      # at least this many floats per part (a part starts in ~2 us)
 
 
 def direct_columns(x: np.ndarray, fc: int, kernel, stride, dilation, before, out_size):
