@@ -30,8 +30,8 @@ def kernel_extensions():
         exts.append(Extension(
             f"qsim.kernels._{stem}",
             sources=[pyx],
-            # the C headers hold most kernel code: rebuild when one changes
-            depends=sorted(glob.glob(os.path.join("kernels", "*.h"))),
+            # the C headers hold most kernel code: rebuild when one (or a shared .pxi) changes
+            depends=sorted(glob.glob(os.path.join("kernels", "*.h")) + glob.glob(os.path.join("kernels", "*.pxi"))),
             include_dirs=[numpy.get_include(), os.path.join(HERE, "kernels")],
             # quant_ops and float_ops do float arithmetic that must round like numpy's: no fused multiply-add
             extra_compile_args=extra_compile + (["-ffp-contract=off"] if stem in ("quant_ops", "float_ops") else []),

@@ -16,22 +16,13 @@
   padding) (kernels/float_pool.h).
 Plane, row or element ranges are independent: each entry point runs its range on `threads`
 threads of qsim's compiled pool (kernels/task_pool.h) without the GIL, cut into up to 4 parts a
-thread that the threads claim one by one; the same bits for any `threads`. Built with -ffp-contract=off: no fused multiply-add may change a rounding.
+thread that the threads claim one by one; the same bits for any `threads`. Built with
+-ffp-contract=off: no fused multiply-add may change a rounding.
 """
-from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
-from qsim.kernels._task_pool import RUN as _POOL_CAPSULE
-
-
-cdef extern from "task_pool_api.h" nogil:
-    ctypedef void (*qsim_task_fn)(void *ctx, int slot, int64_t lo, int64_t hi)
-    ctypedef void (*qsim_pool_run_fn)(qsim_task_fn fn, void *ctx, int64_t n, int parts, int threads)
-    const char *QSIM_POOL_CAPSULE
-    int qsim_parts_for(int64_t n, int threads)
-
-cdef qsim_pool_run_fn _pool_run = <qsim_pool_run_fn>PyCapsule_GetPointer(_POOL_CAPSULE, QSIM_POOL_CAPSULE)
+include "task_pool_client.pxi"
 
 
 cdef inline int64_t _per_thread(int64_t floats) noexcept nogil:

@@ -2,14 +2,22 @@
 """Thin Cython entry points over the C kernels in qgemm.h, qwindow.h, qunary.h and qelem.h.
 
 Arguments arrive already validated, C-contiguous and of the right dtype (qsim/kernels/
-registry.py prepares them); these functions only release the GIL and call C. `isa` is one of
-ISA_PORTABLE, ISA_AVX2, ISA_AVX512VNNI and must be supported by the CPU (checked in Python).
+registry.py prepares them); these functions only release the GIL and call C (the GEMMs, RESCALE
+and the depthwise convolution on `threads` threads of qsim's compiled pool, kernels/task_pool.h).
+`isa` is one of ISA_PORTABLE, ISA_AVX2, ISA_AVX512VNNI and must be supported by the CPU (checked
+in Python).
 """
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int8_t, uint8_t, int16_t, int32_t, uint32_t, int64_t
+from libc.stdlib cimport free, malloc
 
 cnp.import_array()
+
+# every output element of these kernels is one exact integer computation: the same results on
+# any thread count
+include "task_pool_client.pxi"
+
 
 cdef extern from "qgemm.h" nogil:
     int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI
@@ -161,36 +169,81 @@ def row_sums(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64
     return rowsum
 
 
+cdef struct _GemmCtx:
+    int isa
+    const uint8_t *A
+    const int64_t *rows
+    const int64_t *taps
+    const uint8_t *packed
+    const int32_t *colcorr
+    const int32_t *rowcorr
+    int32_t *out
+    int64_t T, K4, N, ldo
+
+
+cdef void _gemm_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _GemmCtx *c = <_GemmCtx *>ctx
+    qsim_gemm(c.isa, c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K4, c.packed, c.N, c.colcorr,
+              NULL if c.rowcorr == NULL else c.rowcorr + lo, c.out + lo * c.ldo, c.ldo)
+
+
 def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps,
          int64_t K4, const uint8_t[::1] packed, int64_t N, const int32_t[::1] colcorr,
-         rowcorr, int32_t[:, ::1] out):
-    """out[p][n] = sum a'(p,k) w(k,n) + colcorr[n] - rowcorr[p], modulo 2^32 (qgemm.h)."""
+         rowcorr, int32_t[:, ::1] out, int threads=1):
+    """out[p][n] = sum a'(p,k) w(k,n) + colcorr[n] - rowcorr[p], modulo 2^32 (qgemm.h), the rows
+    p on `threads` threads of the pool."""
+    cdef _GemmCtx c
     cdef const int32_t[::1] rc
-    cdef const int32_t *rcp = NULL
+    c.rowcorr = NULL
     if rowcorr is not None:
         rc = rowcorr
-        rcp = &rc[0]
+        c.rowcorr = &rc[0]
+    if rows.shape[0] == 0:
+        return
+    c.isa, c.A, c.rows, c.taps, c.T, c.K4 = isa, &A[0], &rows[0], &taps[0], taps.shape[0], K4
+    c.packed, c.N, c.colcorr, c.out, c.ldo = &packed[0], N, &colcorr[0], &out[0, 0], out.shape[1]
     with nogil:
-        qsim_gemm(isa, &A[0], &rows[0], rows.shape[0], &taps[0], taps.shape[0], K4, &packed[0], N,
-                  &colcorr[0], rcp, &out[0, 0], out.shape[1])
+        _pool_run(_gemm_part, &c, rows.shape[0], qsim_parts_for(rows.shape[0], threads), threads)
+
+
+cdef struct _GemmI16Ctx:
+    int isa
+    const int16_t *A
+    const int64_t *rows
+    const int64_t *taps
+    const int16_t *wt
+    const int64_t *bias
+    int64_t *out
+    int64_t T, K, N
+
+
+cdef void _gemm_i16_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _GemmI16Ctx *c = <_GemmI16Ctx *>ctx
+    if c.isa == QSIM_ISA_AVX512VNNI:
+        qsim_gemm_i16_avx512(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.wt, c.N, c.bias, c.out + lo * c.N)
+    elif c.isa == QSIM_ISA_AVX2:
+        qsim_gemm_i16_avx2(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.wt, c.N, c.bias, c.out + lo * c.N)
+    else:
+        qsim_gemm_i16_base(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.wt, c.N, c.bias, c.out + lo * c.N)
 
 
 def gemm_i16(int isa, const int16_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps,
-             int64_t K, const int16_t[:, ::1] wt, bias, int64_t[:, ::1] out):
-    """int16-mode GEMM with int64 (int48) accumulation; wt[N][T*K]."""
+             int64_t K, const int16_t[:, ::1] wt, bias, int64_t[:, ::1] out, int threads=1):
+    """int16-mode GEMM with int64 (int48) accumulation; wt[N][T*K]; the rows on `threads`
+    threads of the pool."""
+    cdef _GemmI16Ctx c
     cdef const int64_t[::1] bv
-    cdef const int64_t *bp = NULL
+    c.bias = NULL
     if bias is not None:
         bv = bias
-        bp = &bv[0]
-    cdef int64_t M = rows.shape[0], T = taps.shape[0], N = wt.shape[0]
+        c.bias = &bv[0]
+    cdef int64_t M = rows.shape[0]
+    if M == 0:
+        return
+    c.isa, c.A, c.rows, c.taps, c.T, c.K = isa, &A[0], &rows[0], &taps[0], taps.shape[0], K
+    c.wt, c.N, c.out = &wt[0, 0], wt.shape[0], &out[0, 0]
     with nogil:
-        if isa == QSIM_ISA_AVX512VNNI:
-            qsim_gemm_i16_avx512(&A[0], &rows[0], M, &taps[0], T, K, &wt[0, 0], N, bp, &out[0, 0])
-        elif isa == QSIM_ISA_AVX2:
-            qsim_gemm_i16_avx2(&A[0], &rows[0], M, &taps[0], T, K, &wt[0, 0], N, bp, &out[0, 0])
-        else:
-            qsim_gemm_i16_base(&A[0], &rows[0], M, &taps[0], T, K, &wt[0, 0], N, bp, &out[0, 0])
+        _pool_run(_gemm_i16_part, &c, M, qsim_parts_for(M, threads), threads)
 
 
 def pad_i16(int isa, x, pad, int fill, int subtract, int64_t repeat):
@@ -225,16 +278,48 @@ def pad_i16(int isa, x, pad, int fill, int subtract, int64_t repeat):
     return out
 
 
+cdef struct _DepthwiseCtx:
+    int isa, by_rows
+    const int16_t *P
+    const int16_t *wt
+    const int64_t *bias
+    int32_t *acc                  # CM accumulators per thread slot
+    int32_t *p32
+    int64_t *p64
+    int64_t N, PH, PW, CM, KH, KW, OH, OW, sy, sx, dy, dx
+
+
+cdef void _depthwise_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    """images [lo, hi), or (one image, by_rows) output rows [lo, hi) reading their buffer rows"""
+    cdef _DepthwiseCtx *c = <_DepthwiseCtx *>ctx
+    cdef int64_t n = hi - lo if not c.by_rows else 1, oh = c.OH if not c.by_rows else hi - lo
+    cdef int64_t ph = c.PH if not c.by_rows else (hi - lo - 1) * c.sy + (c.KH - 1) * c.dy + 1
+    cdef int64_t p_off = lo * c.PH * c.PW * c.CM if not c.by_rows else lo * c.sy * c.PW * c.CM
+    cdef int64_t o_off = lo * c.OH * c.OW * c.CM if not c.by_rows else lo * c.OW * c.CM
+    cdef int32_t *acc = c.acc + slot * c.CM
+    cdef int32_t *o32 = NULL if c.p32 == NULL else c.p32 + o_off
+    cdef int64_t *o64 = NULL if c.p64 == NULL else c.p64 + o_off
+    if c.isa == QSIM_ISA_AVX512VNNI:
+        qsim_depthwise_vnni(c.P + p_off, n, ph, c.PW, c.CM, c.wt, c.KH, c.KW, oh, c.OW, c.sy, c.sx, c.dy, c.dx,
+                            c.bias, acc, o32, o64)
+    elif c.isa == QSIM_ISA_AVX2:
+        qsim_depthwise_avx2(c.P + p_off, n, ph, c.PW, c.CM, c.wt, c.KH, c.KW, oh, c.OW, c.sy, c.sx, c.dy, c.dx,
+                            c.bias, acc, o32, o64)
+    else:
+        qsim_depthwise_base(c.P + p_off, n, ph, c.PW, c.CM, c.wt, c.KH, c.KW, oh, c.OW, c.sy, c.sx, c.dy, c.dx,
+                            c.bias, acc, o32, o64)
+
+
 def depthwise(int isa, const int16_t[:, :, :, ::1] P, const int16_t[:, ::1] wt, int64_t KH,
               int64_t KW, int64_t OH, int64_t OW, stride, dilation, const int64_t[::1] bias,
-              bint wide, out=None):
-    """DEPTHWISE_CONV2D over the prepared int16 buffer; int32 output, or int64 if `wide`.
-    `out`, when given, is the C-contiguous [N, OH, OW, CM] array written (a part of a larger
-    output: qsim/kernels/window_ops.py splits images or output rows over threads)."""
+              bint wide, out=None, int threads=1):
+    """DEPTHWISE_CONV2D over the prepared int16 buffer; int32 output, or int64 if `wide`. `out`,
+    when given, is the C-contiguous [N, OH, OW, CM] array written. On `threads` threads of the
+    pool: whole images per part when there are several, else output rows (each part reading
+    its rows of the buffer); every output is one exact integer sum either way."""
+    cdef _DepthwiseCtx c
     cdef int64_t N = P.shape[0], PH = P.shape[1], PW = P.shape[2], CM = P.shape[3]
     cdef int64_t sy = stride[0], sx = stride[1], dy = dilation[0], dx = dilation[1]
-    acc = np.empty(CM, dtype=np.int32)
-    cdef int32_t[::1] accv = acc
     if out is None:
         out = np.empty((N, OH, OW, CM), dtype=np.int64 if wide else np.int32)
     elif (out.shape != (N, OH, OW, CM) or not out.flags.c_contiguous
@@ -242,26 +327,27 @@ def depthwise(int isa, const int16_t[:, :, :, ::1] P, const int16_t[:, ::1] wt, 
         raise ValueError("depthwise: out is not a C-contiguous [N, OH, OW, CM] array of the accumulator type")
     cdef int32_t[:, :, :, ::1] o32
     cdef int64_t[:, :, :, ::1] o64
-    cdef int32_t *p32 = NULL
-    cdef int64_t *p64 = NULL
+    c.p32, c.p64 = NULL, NULL
     if out.size == 0:
         return out
     if wide:
         o64 = out
-        p64 = &o64[0, 0, 0, 0]
+        c.p64 = &o64[0, 0, 0, 0]
     else:
         o32 = out
-        p32 = &o32[0, 0, 0, 0]
+        c.p32 = &o32[0, 0, 0, 0]
+    threads = max(threads, 1)
+    c.isa, c.P, c.wt, c.bias = isa, &P[0, 0, 0, 0], &wt[0, 0], &bias[0]
+    c.N, c.PH, c.PW, c.CM, c.KH, c.KW, c.OH, c.OW = N, PH, PW, CM, KH, KW, OH, OW
+    c.sy, c.sx, c.dy, c.dx = sy, sx, dy, dx
+    c.by_rows = N == 1
+    c.acc = <int32_t *>malloc(threads * CM * sizeof(int32_t) + 64)
+    if c.acc == NULL:
+        raise MemoryError()
+    cdef int64_t units = OH if c.by_rows else N
     with nogil:
-        if isa == QSIM_ISA_AVX512VNNI:
-            qsim_depthwise_vnni(&P[0, 0, 0, 0], N, PH, PW, CM, &wt[0, 0], KH, KW, OH, OW, sy, sx,
-                                dy, dx, &bias[0], &accv[0], p32, p64)
-        elif isa == QSIM_ISA_AVX2:
-            qsim_depthwise_avx2(&P[0, 0, 0, 0], N, PH, PW, CM, &wt[0, 0], KH, KW, OH, OW, sy, sx,
-                                dy, dx, &bias[0], &accv[0], p32, p64)
-        else:
-            qsim_depthwise_base(&P[0, 0, 0, 0], N, PH, PW, CM, &wt[0, 0], KH, KW, OH, OW, sy, sx,
-                                dy, dx, &bias[0], &accv[0], p32, p64)
+        _pool_run(_depthwise_part, &c, units, qsim_parts_for(units, threads), threads)
+    free(c.acc)
     return out
 
 
@@ -327,19 +413,54 @@ def avg_pool(int isa, const int16_t[:, :, :, ::1] P, int64_t IH, int64_t IW, int
     return bool(bad)
 
 
+cdef struct _RescaleCtx:
+    int isa, icode, ocode, scale32
+    const char *x
+    char *y
+    int64_t xsize, ysize, C, input_zp, output_zp, lo, hi
+    const int64_t *mult
+    const int64_t *shift
+    const int64_t *rnd
+    const int64_t *dround
+    int *bad                      # one flag per thread slot
+
+
+cdef void _rescale_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _RescaleCtx *c = <_RescaleCtx *>ctx
+    cdef int bad = 0
+    qsim_rescale(c.isa, c.icode, c.ocode, c.x + lo * c.C * c.xsize, (hi - lo) * c.C, c.C, c.input_zp, c.mult,
+                 c.shift, c.rnd, c.dround, c.scale32, c.output_zp, c.lo, c.hi, c.y + lo * c.C * c.ysize, &bad)
+    if bad:
+        c.bad[slot] = 1
+
+
 def rescale(int isa, cnp.ndarray x, int64_t C, int64_t input_zp, const int64_t[::1] mult,
             const int64_t[::1] shift, const int64_t[::1] rnd, const int64_t[::1] dround,
-            bint scale32, int64_t output_zp, int64_t lo, int64_t hi, cnp.ndarray y):
-    """RESCALE x (C-contiguous) into y (same shape); returns True when a REQUIRE failed."""
-    cdef int icode = RESCALE_CODES[x.dtype], ocode = RESCALE_CODES[y.dtype]
-    cdef int bad = 0
-    cdef int64_t n = x.size
-    cdef const void *xp = cnp.PyArray_DATA(x)
-    cdef void *yp = cnp.PyArray_DATA(y)
+            bint scale32, int64_t output_zp, int64_t lo, int64_t hi, cnp.ndarray y, int threads=1):
+    """RESCALE x (C-contiguous, whole rows of C channels) into y (same shape), the rows on
+    `threads` threads of the pool; returns True when a REQUIRE failed."""
+    cdef _RescaleCtx c
+    cdef int64_t rows = x.size // C if C > 0 else 0, i
+    cdef int any_bad = 0
+    if C <= 0 or x.size % C:
+        raise ValueError(f"rescale: {x.size} values are not whole rows of {C} channels")
+    if rows == 0:
+        return False
+    c.isa, c.icode, c.ocode, c.scale32 = isa, RESCALE_CODES[x.dtype], RESCALE_CODES[y.dtype], scale32
+    c.x, c.y = <const char *>cnp.PyArray_DATA(x), <char *>cnp.PyArray_DATA(y)
+    c.xsize, c.ysize, c.C, c.input_zp, c.output_zp, c.lo, c.hi = x.itemsize, y.itemsize, C, input_zp, output_zp, lo, hi
+    c.mult, c.shift, c.rnd, c.dround = &mult[0], &shift[0], &rnd[0], &dround[0]
+    c.bad = <int *>malloc(max(threads, 1) * sizeof(int))
+    if c.bad == NULL:
+        raise MemoryError()
+    for i in range(max(threads, 1)):
+        c.bad[i] = 0
     with nogil:
-        qsim_rescale(isa, icode, ocode, xp, n, C, input_zp, &mult[0], &shift[0], &rnd[0],
-                     &dround[0], scale32, output_zp, lo, hi, yp, &bad)
-    return bool(bad)
+        _pool_run(_rescale_part, &c, rows, qsim_parts_for(rows, threads), threads)
+    for i in range(max(threads, 1)):
+        any_bad |= c.bad[i]
+    free(c.bad)
+    return bool(any_bad)
 
 
 def table_i8(const int8_t[::1] x, const int8_t[::1] table, int8_t[::1] y):

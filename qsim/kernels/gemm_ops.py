@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..threads import split_rows
+from ..threads import split_count
 from .cache import packed_for
 from .extensions import extension
 from .cpu_features import Isa, current_isa
@@ -146,10 +146,7 @@ def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: in
     if out is None:
         out = np.empty((rows.size, oc), dtype=np.int32)
     if rows.size and oc:
-        def rows_part(lo: int, hi: int) -> None:
-            _tosa_ops.gemm(isa.code, a, rows[lo:hi], taps, k4, packed.data, oc, colcorr,
-                           None if rowcorr is None else rowcorr[lo:hi], out[lo:hi])
-        split_rows(rows.size, rows_part)
+        _tosa_ops.gemm(isa.code, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out, split_count(rows.size))
     return out
 
 
@@ -193,8 +190,7 @@ def _gemm_i16(x5: np.ndarray, g: Geometry, w_nk: np.ndarray, bias) -> np.ndarray
     out = np.empty((rows.size, wt.shape[0]), dtype=np.int64)
     if out.size:
         isa, flat = current_isa().code, buf.reshape(-1)
-        split_rows(rows.size, lambda lo, hi: _tosa_ops.gemm_i16(isa, flat, rows[lo:hi], taps, C, wt, b,
-                                                                out[lo:hi]))
+        _tosa_ops.gemm_i16(isa, flat, rows, taps, C, wt, b, out, split_count(rows.size))
     return out
 
 

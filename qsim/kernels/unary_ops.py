@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import UnpredictableError
 from .cpu_features import current_isa
 from .extensions import extension
-from ..threads import split_rows
+from ..threads import split_count, split_rows
 
 _tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 
@@ -81,14 +81,9 @@ def rescale(inputs, attrs):
     lo, hi = TYPE_RANGE[out_dtype] if out_dtype != np.int64 else (-(1 << 31), (1 << 31) - 1)
     y = np.empty(x.shape, dtype=out_dtype)
     C, isa, izp, ozp = mult.size, current_isa().code, int(attrs["input_zp"]), int(attrs["output_zp"])
-    xf, yf, bad = x.reshape(-1), y.reshape(-1), []
-
-    def part(r0: int, r1: int) -> None:       # rows of C elements (whole channel groups)
-        if _tosa_ops.rescale(isa, xf[r0 * C:r1 * C], C, izp, mult, shift, rnd, dround, scale32, ozp, lo, hi,
-                             yf[r0 * C:r1 * C]):
-            bad.append(True)
-    if x.size:
-        split_rows(x.size // C, part, min_rows=max(1, MIN_PART_ELEMENTS // C))
+    # rows of C elements (whole channel groups) on the compiled pool's threads
+    bad = x.size and _tosa_ops.rescale(isa, x.reshape(-1), C, izp, mult, shift, rnd, dround, scale32, ozp, lo, hi,
+                                       y.reshape(-1), split_count(x.size // C, max(1, MIN_PART_ELEMENTS // C)))
     if bad:
         condition = ("value >= (-1<<(shift-2)) && value < (1<<(shift-2))" if scale32 else
                      "result >= minimum<int32_t> && result <= maximum<int32_t>")

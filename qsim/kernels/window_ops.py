@@ -16,7 +16,7 @@ from .cpu_features import current_isa
 from .extensions import extension
 from .gemm_ops import INT32_MAX, NeedsReference, _max_abs_offset
 from .unary_ops import MIN_PART_ELEMENTS, TYPE_RANGE, unpredictable
-from ..threads import split_rows
+from ..threads import split_count
 
 _tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 
@@ -55,17 +55,11 @@ def depthwise_conv2d(inputs, attrs):
     if out.size == 0:
         return [out]
 
-    # every output element is one exact integer sum, whichever thread computes it
-    if N > 1:     # whole images per thread
-        def part(lo: int, hi: int) -> None:
-            _tosa_ops.depthwise(isa, P[lo:hi], wt, KH, KW, OH, OW, (sy, sx), (dy, dx), bias, wide, out[lo:hi])
-        split_rows(N, part, min_rows=max(1, MIN_PART_ELEMENTS // max(1, OH * OW * C * M)))
-    else:         # one image: output rows per thread, each reading its rows of the buffer
-        def part(lo: int, hi: int) -> None:
-            rows = P[:, lo * sy:(hi - 1) * sy + (KH - 1) * dy + 1]
-            _tosa_ops.depthwise(isa, rows, wt, KH, KW, hi - lo, OW, (sy, sx), (dy, dx), bias, wide,
-                                out[:, lo:hi])
-        split_rows(OH, part, min_rows=max(1, MIN_PART_ELEMENTS // max(1, OW * C * M)))
+    # every output element is one exact integer sum, whichever thread computes it: whole images
+    # per part, or one image's output rows (the pool's threads, tosa_ops.depthwise)
+    units, per_unit = (N, OH * OW * C * M) if N > 1 else (OH, OW * C * M)
+    _tosa_ops.depthwise(isa, P, wt, KH, KW, OH, OW, (sy, sx), (dy, dx), bias, wide, out,
+                        split_count(units, max(1, MIN_PART_ELEMENTS // max(1, per_unit))))
     return [out]
 
 
