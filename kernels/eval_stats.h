@@ -412,4 +412,59 @@ static void qsim_stats_rows_i8(const int8_t *src, int64_t s2, int64_t rows, int6
             out[g * D + d] = src[d * s2 + g];
 }
 
+/* Quantization of a per-tensor input (kernels/quant_ops.pyx quantize_per_tensor; the
+ * definition is qsim/quant/params.py quantize): a = (double)x / scale, r = floor(a) + 1 where
+ * a - floor(a) >= 0.5 else floor(a), out = clip(zp + r, qmin, qmax). floor(a) is taken from the
+ * truncation t = (int64)a, less one where (double)t > a: t is exact below 2^62 (a double of
+ * magnitude >= 2^52 is an integer already, so (double)t == a there, and below 2^53 every integer
+ * is a double), so the comparison and the sum are numpy's. Returns how many a were not finite
+ * or beyond 2^62 in magnitude (their out is unspecified; the caller takes numpy's path, whose
+ * float -> int64 cast defines them). Branch-free, so each ISA copy vectorizes. */
+#define QSIM_QUANTIZE_DEF(name, real_t, q_t)                                                    \
+QSIM_INLINE void name##_body(const real_t *x, int64_t n, double scale, int64_t zp, int64_t qmin,\
+                             int64_t qmax, q_t *out, int64_t *bad) {                            \
+    int64_t nbad = 0;                                                                           \
+    for (int64_t k = 0; k < n; k++) {                                                           \
+        double a = (double)x[k] / scale;                                                        \
+        const int ok = a > -4611686018427387904.0 && a < 4611686018427387904.0;                 \
+        nbad += !ok;                                                                            \
+        a = ok ? a : 0.0;                                                                       \
+        int64_t t = (int64_t)a;                                                                 \
+        t -= (double)t > a;                                                                     \
+        t += a - (double)t >= 0.5;                                                              \
+        int64_t v = zp + t;                                                                     \
+        v = v < qmin ? qmin : v;                                                                \
+        v = v > qmax ? qmax : v;                                                                \
+        out[k] = (q_t)v;                                                                        \
+    }                                                                                           \
+    *bad = nbad;                                                                                \
+}                                                                                               \
+QSIM_VERSIONS(name, (const real_t *x, int64_t n, double scale, int64_t zp, int64_t qmin,        \
+                     int64_t qmax, q_t *out, int64_t *bad), (x, n, scale, zp, qmin, qmax, out, bad))
+QSIM_QUANTIZE_DEF(qsim_quantize_f32_i8, float, int8_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f32_i16, float, int16_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f32_i32, float, int32_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f64_i8, double, int8_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f64_i16, double, int16_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f64_i32, double, int32_t)
+
+/* x_bytes: 4 or 8; q_bytes: 1, 2 or 4 */
+static int64_t qsim_quantize(int isa, int x_bytes, const void *x, int64_t n, double scale, int64_t zp,
+                             int64_t qmin, int64_t qmax, int q_bytes, void *out) {
+    int64_t bad = 0;
+#define QSIM_QUANTIZE_CALL(xn, real_t, qn, q_t) \
+    QSIM_DISPATCH(isa, qsim_quantize_##xn##_##qn, (const real_t *)x, n, scale, zp, qmin, qmax, (q_t *)out, &bad)
+    if (x_bytes == 4) {
+        if (q_bytes == 1) QSIM_QUANTIZE_CALL(f32, float, i8, int8_t);
+        else if (q_bytes == 2) QSIM_QUANTIZE_CALL(f32, float, i16, int16_t);
+        else QSIM_QUANTIZE_CALL(f32, float, i32, int32_t);
+    } else {
+        if (q_bytes == 1) QSIM_QUANTIZE_CALL(f64, double, i8, int8_t);
+        else if (q_bytes == 2) QSIM_QUANTIZE_CALL(f64, double, i16, int16_t);
+        else QSIM_QUANTIZE_CALL(f64, double, i32, int32_t);
+    }
+#undef QSIM_QUANTIZE_CALL
+    return bad;
+}
+
 #endif

@@ -267,6 +267,8 @@ cdef extern from "eval_stats.h" nogil:
                              int64_t *zeros)
     void qsim_stats_count(const int32_t *slot, int64_t n, int64_t *lanes)
     void qsim_stats_rows_i8(const signed char *src, int64_t s2, int64_t rows, int64_t D, signed char *out)
+    int64_t qsim_quantize(int isa, int x_bytes, const void *x, int64_t n, double scale, int64_t zp,
+                          int64_t qmin, int64_t qmax, int q_bytes, void *out)
     int64_t qsim_stats_block_i8_f32(int isa, const signed char *q, const float *f, int64_t m, int32_t zp,
                                     double scale, double r, double first, double inv_step, double tol_k,
                                     double tol_max, int32_t bins, double *e, double *sums, int32_t *slot,
@@ -728,3 +730,33 @@ def channel_sums_f32(const float[:, :, ::1] x, double[::1] out, int isa=0):
                 if R:
                     acc = acc + qsim_pairwise_f32(isa, &x[n, c, 0], R)
             out[c] = acc
+
+
+ctypedef fused quantized_code:
+    signed char
+    short
+    int
+
+ctypedef fused real_input:
+    float
+    double
+
+
+def quantize_per_tensor(int isa, const real_input[::1] x, double scale, int64_t zero_point, int64_t qmin,
+                        int64_t qmax, quantized_code[::1] out):
+    """out = clip(zero_point + nnef_round(x / scale), qmin, qmax) per element (qsim/quant/params.py
+    quantize, per tensor; kernels/eval_stats.h qsim_quantize, one vector copy per ISA path):
+    x widened to double, the division, floor(a) + 1 where a - floor(a) >= 0.5, then the int64
+    sum and the clip, the numpy formulation's operations, so the same integers. Returns False
+    (out unspecified) when some a is not finite or beyond 2^62, where numpy's float -> int64
+    cast is the definition; the caller then takes the numpy path. qmin..qmax must fit out's
+    type."""
+    cdef int64_t bad = 0
+    if out.shape[0] != x.shape[0]:
+        raise ValueError("quantize_per_tensor: x and out differ in length")
+    if x.shape[0] == 0:
+        return True
+    with nogil:
+        bad = qsim_quantize(isa, sizeof(real_input), &x[0], x.shape[0], scale, zero_point, qmin, qmax,
+                            sizeof(quantized_code), &out[0])
+    return bad == 0

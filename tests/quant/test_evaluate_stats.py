@@ -310,3 +310,41 @@ def test_evaluation_report_is_the_same_for_any_thread_count(rng, monkeypatch):
         reports.append(evaluate(graph, model, [({"x": x}, None) for x in xs], show_progress=False))
     assert len(reports[0].tensors) >= 5
     assert reports[1] == reports[0] and reports[2] == reports[0]
+
+
+@pytest.mark.parametrize("dtype, bits, symmetric", [(np.int8, 8, False), (np.int8, 8, True), (np.int16, 16, True),
+                                                    (np.int32, 32, True)])
+@pytest.mark.parametrize("real", [np.float32, np.float64])
+def test_per_tensor_input_quantization_is_params_quantize(dtype, bits, symmetric, real):
+    """evaluate.quantized (the compiled per-tensor pass, quant_ops.quantize_per_tensor) gives
+    params.quantize's integers: ties at every half step of both signs (+-0.5, +-1.5, ...), one ulp
+    either side of them, both rails and far beyond them, zeros of both signs, scales that are and
+    are not powers of two and zero points at the ends of the range; a value numpy's cast decides
+    (inf, NaN, beyond 2^62 steps) sends the whole tensor down params.quantize's path."""
+    from qsim import ir
+    from qsim.quant.evaluate import quantized
+    from qsim.quant.params import quantize
+    rng = np.random.default_rng(bits)
+    qmax = (1 << (bits - 1)) - 1
+
+    def quant_min(bits, symmetric):
+        return -qmax if symmetric else -qmax - 1
+    for scale in (0.0375, 0.25, 1.0 / 3.0, 1e-3):
+        for zp in ((0,) if symmetric else (-128, -1, 0, 5, 127)):
+            quant = ir.QuantInfo(scale=scale, zero_point=zp, bits=bits, signed=True, symmetric=symmetric)
+            halves = (np.arange(-300, 301) + 0.5) * scale
+            x = np.concatenate([halves, np.nextafter(halves, np.inf), np.nextafter(halves, -np.inf),
+                                [0.0, -0.0, qmax * scale, -(qmax + 1) * scale, 1e6 * scale * qmax, -1e15 * scale],
+                                rng.normal(0, 100 * scale, 2000)]).astype(real)
+            got = quantized(x.reshape(1, -1), quant, dtype)
+            for isa in supported_isas():        # the compiled pass takes every one of them
+                out = np.empty(x.size, dtype)
+                assert _quant_ops.quantize_per_tensor(isa.code, x, scale, zp, quant_min(bits, symmetric), qmax, out)
+                assert np.array_equal(got.reshape(-1), out), isa
+            assert got.dtype == dtype and got.shape == (1, x.size)
+            assert np.array_equal(got, quantize(x.reshape(1, -1), quant).astype(dtype)), (scale, zp)
+    quant = ir.QuantInfo(scale=0.05, zero_point=3, bits=bits, signed=True, symmetric=symmetric)
+    with np.errstate(invalid="ignore"):
+        for odd in (np.inf, -np.inf, np.nan, 1e300):
+            x = np.array([0.3, odd, -0.7], dtype=real)
+            assert np.array_equal(quantized(x, quant, dtype), quantize(x, quant).astype(dtype))
