@@ -258,6 +258,92 @@ static int64_t qsim_stats_slots(int isa, const double *e, int64_t m, double r, d
     return n;
 }
 
+#if QSIM_X86
+/* qsim_stats_block_i8_f32 on the AVX-512 path: the three passes in one, 8 elements at a time in
+ * registers (the codes and values read once, e stored only for the near-edge fallback). The
+ * same doubles: e as qsim_stats_errors_unit (q - zp in int32, exact in double), the sums lane
+ * for lane as qsim_stats_sums (the low 4 lanes added before the high 4; the lanes past m add
+ * +0.0, which leaves a partial sum of squares as it is). The bins take a shorter form of the
+ * slots' lane arithmetic with the same result: t clamped to [1/4, bins - 1/4] has floor(t) in
+ * [0, bins - 1] already, and only an interior edge (1..bins-1) can lie within tol of it, so
+ * no interior test is needed; tol is the slots' bound at the largest |v| an interior t can
+ * have (|v| <= max(|first|, |last|) + step), so every element the slots path lists as near is
+ * listed here too and the rest have floor(t) as their bin (the caller checks tol < 1/4). */
+static QSIM_TARGET_AVX512 int64_t qsim_stats_block_i8_f32_avx512(
+        const int8_t *q, const float *f, int64_t m, int32_t zp, double scale, double r, double first,
+        double inv_step, double tol, int32_t bins, double *e, double *sums, int32_t *slot, int32_t *near,
+        int64_t *n_near, int64_t *zeros) {
+    const __m256i vzp = _mm256_set1_epi32(zp);
+    const __m512d vscale = _mm512_set1_pd(scale), vr = _mm512_set1_pd(r), vfirst = _mm512_set1_pd(first);
+    const __m512d vinv = _mm512_set1_pd(inv_step), vtol = _mm512_set1_pd(tol), zero = _mm512_setzero_pd();
+    const __m512d lo = _mm512_set1_pd(0.25), hi = _mm512_set1_pd((double)bins - 0.25);
+    const __m512d nan = _mm512_set1_pd(NAN);
+    __m256d s = _mm256_loadu_pd(sums), t = _mm256_loadu_pd(sums + 4);
+    int64_t n = 0, nn = *n_near, z = 0;
+    for (int64_t k = 0; k < m; k += 8) {
+        /* the lanes past m: codes and values 0 (so +0.0 into the sums), e NaN (no bin) */
+        const __mmask8 valid = m - k >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (m - k)) - 1u);
+        __m256i qi = _mm256_cvtepi8_epi32(_mm_maskz_loadu_epi8(valid, q + k));
+        __m512d x = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(valid, f + k));
+        __m512d d = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm256_sub_epi32(qi, vzp)), vscale);
+        __m512d ev = _mm512_maskz_sub_pd(valid, d, x);
+        __m512d xx = _mm512_mul_pd(x, x), ee = _mm512_mul_pd(ev, ev);
+        s = _mm256_add_pd(s, _mm512_castpd512_pd256(xx));
+        s = _mm256_add_pd(s, _mm512_extractf64x4_pd(xx, 1));
+        t = _mm256_add_pd(t, _mm512_castpd512_pd256(ee));
+        t = _mm256_add_pd(t, _mm512_extractf64x4_pd(ee, 1));
+        ev = _mm512_mask_mov_pd(nan, valid, ev);
+        _mm512_storeu_pd(e + k, ev);
+        __m512d v = _mm512_mul_pd(ev, vr);
+        __m512d tc = _mm512_min_pd(_mm512_max_pd(_mm512_mul_pd(_mm512_sub_pd(v, vfirst), vinv), lo), hi);
+        __m512d j = _mm512_roundscale_pd(tc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __mmask8 nonzero = _mm512_cmp_pd_mask(ev, zero, _CMP_NEQ_OQ);
+        __mmask8 near_mask = _mm512_mask_cmp_pd_mask(nonzero, _mm512_abs_pd(_mm512_sub_pd(tc, j)), vtol, _CMP_LE_OQ);
+        __mmask8 keep = _kandn_mask8(near_mask, nonzero);
+        __m256i fl = _mm512_cvt_roundpd_epi32(tc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        _mm256_storeu_si256((__m256i *)(slot + n), _mm256_maskz_compress_epi32(keep, fl));
+        n += __builtin_popcount((unsigned)keep);
+        z += __builtin_popcount((unsigned)_mm512_cmp_pd_mask(ev, zero, _CMP_EQ_OQ));
+        for (unsigned bits = near_mask; bits; bits &= bits - 1)
+            near[nn++] = (int32_t)(k + __builtin_ctz(bits));
+    }
+    _mm256_storeu_pd(sums, s);
+    _mm256_storeu_pd(sums + 4, t);
+    *n_near = nn;
+    *zeros += z;
+    return n;
+}
+#endif
+
+/* One block (m <= QSIM_STATS_BLOCK) of contiguous 8-bit codes (one scale, zero point with
+ * |zp| < 2^31 - 2^16) and float32 values on the multiply path: e[0..m) as qsim_stats_errors,
+ * sums[0..8) += the lane sums as qsim_stats_sums plus the tail m % 4 one by one (sums starts
+ * at the caller's zeros), and the bins as qsim_stats_slots with e padded by NaN to a multiple
+ * of 8 (e has room). `tol_k` is the slots' factor, `tol_max` the bound the AVX-512 path uses
+ * (the caller passes it only below 1/4). Every path gives the same e, sums, slots and lists. */
+static int64_t qsim_stats_block_i8_f32(int isa, const int8_t *q, const float *f, int64_t m, int32_t zp,
+                                       double scale, double r, double first, double inv_step, double tol_k,
+                                       double tol_max, int32_t bins, double *e, double *sums, int32_t *slot,
+                                       int32_t *near, int64_t *n_near, int64_t *zeros) {
+#if QSIM_X86
+    if (isa == QSIM_ISA_AVX512VNNI)
+        return qsim_stats_block_i8_f32_avx512(q, f, m, zp, scale, r, first, inv_step, tol_max, bins, e,
+                                              sums, slot, near, n_near, zeros);
+#endif
+    QSIM_DISPATCH(isa, qsim_stats_errors_unit_i8_f32, q, f, m, zp, scale, e);
+    const int64_t m4 = m - m % 4;
+    QSIM_DISPATCH(isa, qsim_stats_sums_f32, f, e, m4, sums);
+    for (int64_t k = m4; k < m; k++) {
+        const double x = (double)f[k];
+        sums[k & 3] += x * x;
+        sums[4 + (k & 3)] += e[k] * e[k];
+    }
+    const int64_t m8 = (m + 7) & ~(int64_t)7;
+    for (int64_t k = m; k < m8; k++)
+        e[k] = NAN;
+    return qsim_stats_slots(isa, e, m8, r, first, inv_step, tol_k, bins, slot, near, n_near, zeros);
+}
+
 /* lanes[(k % QSIM_STATS_LANES) * QSIM_STATS_LANE_STRIDE + slot[k]] += 1 for k < n: interleaved
  * copies of the counts (neighbouring elements often share a bin, and one counter incremented
  * back to back waits on its own store), 256 + 8 counters apart so that no two copies sit a
@@ -324,6 +410,61 @@ static void qsim_stats_rows_i8(const int8_t *src, int64_t s2, int64_t rows, int6
     for (int64_t d = 0; d < D; d++)
         for (int64_t g = g0; g < rows; g++)
             out[g * D + d] = src[d * s2 + g];
+}
+
+/* Quantization of a per-tensor input (kernels/quant_ops.pyx quantize_per_tensor; the
+ * definition is qsim/quant/params.py quantize): a = (double)x / scale, r = floor(a) + 1 where
+ * a - floor(a) >= 0.5 else floor(a), out = clip(zp + r, qmin, qmax). floor(a) is taken from the
+ * truncation t = (int64)a, less one where (double)t > a: t is exact below 2^62 (a double of
+ * magnitude >= 2^52 is an integer already, so (double)t == a there, and below 2^53 every integer
+ * is a double), so the comparison and the sum are numpy's. Returns how many a were not finite
+ * or beyond 2^62 in magnitude (their out is unspecified; the caller takes numpy's path, whose
+ * float -> int64 cast defines them). Branch-free, so each ISA copy vectorizes. */
+#define QSIM_QUANTIZE_DEF(name, real_t, q_t)                                                    \
+QSIM_INLINE void name##_body(const real_t *x, int64_t n, double scale, int64_t zp, int64_t qmin,\
+                             int64_t qmax, q_t *out, int64_t *bad) {                            \
+    int64_t nbad = 0;                                                                           \
+    for (int64_t k = 0; k < n; k++) {                                                           \
+        double a = (double)x[k] / scale;                                                        \
+        const int ok = a > -4611686018427387904.0 && a < 4611686018427387904.0;                 \
+        nbad += !ok;                                                                            \
+        a = ok ? a : 0.0;                                                                       \
+        int64_t t = (int64_t)a;                                                                 \
+        t -= (double)t > a;                                                                     \
+        t += a - (double)t >= 0.5;                                                              \
+        int64_t v = zp + t;                                                                     \
+        v = v < qmin ? qmin : v;                                                                \
+        v = v > qmax ? qmax : v;                                                                \
+        out[k] = (q_t)v;                                                                        \
+    }                                                                                           \
+    *bad = nbad;                                                                                \
+}                                                                                               \
+QSIM_VERSIONS(name, (const real_t *x, int64_t n, double scale, int64_t zp, int64_t qmin,        \
+                     int64_t qmax, q_t *out, int64_t *bad), (x, n, scale, zp, qmin, qmax, out, bad))
+QSIM_QUANTIZE_DEF(qsim_quantize_f32_i8, float, int8_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f32_i16, float, int16_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f32_i32, float, int32_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f64_i8, double, int8_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f64_i16, double, int16_t)
+QSIM_QUANTIZE_DEF(qsim_quantize_f64_i32, double, int32_t)
+
+/* x_bytes: 4 or 8; q_bytes: 1, 2 or 4 */
+static int64_t qsim_quantize(int isa, int x_bytes, const void *x, int64_t n, double scale, int64_t zp,
+                             int64_t qmin, int64_t qmax, int q_bytes, void *out) {
+    int64_t bad = 0;
+#define QSIM_QUANTIZE_CALL(xn, real_t, qn, q_t) \
+    QSIM_DISPATCH(isa, qsim_quantize_##xn##_##qn, (const real_t *)x, n, scale, zp, qmin, qmax, (q_t *)out, &bad)
+    if (x_bytes == 4) {
+        if (q_bytes == 1) QSIM_QUANTIZE_CALL(f32, float, i8, int8_t);
+        else if (q_bytes == 2) QSIM_QUANTIZE_CALL(f32, float, i16, int16_t);
+        else QSIM_QUANTIZE_CALL(f32, float, i32, int32_t);
+    } else {
+        if (q_bytes == 1) QSIM_QUANTIZE_CALL(f64, double, i8, int8_t);
+        else if (q_bytes == 2) QSIM_QUANTIZE_CALL(f64, double, i16, int16_t);
+        else QSIM_QUANTIZE_CALL(f64, double, i32, int32_t);
+    }
+#undef QSIM_QUANTIZE_CALL
+    return bad;
 }
 
 #endif

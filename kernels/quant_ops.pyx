@@ -267,6 +267,12 @@ cdef extern from "eval_stats.h" nogil:
                              int64_t *zeros)
     void qsim_stats_count(const int32_t *slot, int64_t n, int64_t *lanes)
     void qsim_stats_rows_i8(const signed char *src, int64_t s2, int64_t rows, int64_t D, signed char *out)
+    int64_t qsim_quantize(int isa, int x_bytes, const void *x, int64_t n, double scale, int64_t zp,
+                          int64_t qmin, int64_t qmax, int q_bytes, void *out)
+    int64_t qsim_stats_block_i8_f32(int isa, const signed char *q, const float *f, int64_t m, int32_t zp,
+                                    double scale, double r, double first, double inv_step, double tol_k,
+                                    double tol_max, int32_t bins, double *e, double *sums, int32_t *slot,
+                                    int32_t *near, int64_t *n_near, int64_t *zeros)
 
 cdef enum:
     STATS_BLOCK = 1024     # add_error_stats' blocks: its sums' fixed order
@@ -274,6 +280,9 @@ cdef enum:
     STATS_LANES = 8        # interleaved copies of the histogram (eval_stats.h QSIM_STATS_LANES)
     STATS_LANE_STRIDE = 264    # counters from one copy to the next (eval_stats.h QSIM_STATS_LANE_STRIDE)
     STATS_TILE_BYTES = 1 << 19     # add_error_stats' transposed rows of q (L2-sized)
+
+# |zp| below this: q - zp fits an int32 for 16-bit codes (eval_stats.h qsim_stats_errors' unit path)
+cdef int64_t STATS_ZP_LIMIT = (<int64_t>1 << 31) - (1 << 16)
 
 ctypedef fused int_codes:
     signed char
@@ -315,6 +324,16 @@ cdef void _copy_rows(const int_codes *src, int64_t s1, int64_t s2, int64_t rows,
             out[g * D + d] = px[g * s1]
 
 
+cdef void _fill_tile(const int_codes *base, int64_t a, int64_t b, int64_t s0, int64_t s1, int64_t s2,
+                     int64_t rows, int64_t D, int_codes *tile) noexcept nogil:
+    """Rows b..b+rows of sample a of q (strides s0, s1, s2) into `tile` in the float order."""
+    if sizeof(int_codes) == 1:
+        if s1 == 1:
+            qsim_stats_rows_i8(<const signed char *>(base + a * s0 + b), s2, rows, D, <signed char *>tile)
+            return
+    _copy_rows(base + a * s0 + b * s1, s1, s2, rows, D, tile)
+
+
 def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] f, const double[::1] scale,
                     const int64_t[::1] zero_point, int64_t inner, double lsb_scale,
                     const double[::1] edges, int64_t[::1] counts, int64_t sample, double signal,
@@ -342,7 +361,9 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     elements: zeros in both graphs) are counted apart and added to the bin of 0 at the end; the
     other bins are packed and counted into interleaved copies of the histogram. The vector parts
     are kernels/eval_stats.h, on the ISA path `isa` (qsim/kernels/cpu_features.py; every path
-    gives the same bits).
+    gives the same bits). A block whose codes are 8-bit, contiguous (in q or in the tile) and
+    of one scale, with float32 values on the multiply path, takes the three passes at once
+    (eval_stats.h qsim_stats_block_i8_f32: one pass in registers on the AVX-512 path).
 
     The sums, returned added to the running totals `signal` and `noise`: the elements come in
     samples of `sample` elements (f's length a multiple of it); per sample, blocks of
@@ -395,6 +416,15 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     cdef bint tiled = D > 1 and s2 != 1 and B > 1 and (s1 if s1 > 0 else -s1) < (s2 if s2 > 0 else -s2)
     cdef int64_t tile_rows = 0, tile_a = -1, tile_b = 0
     cdef int_codes *tile = NULL
+    cdef const int_codes *p_block
+    # whole blocks in one pass (qsim_stats_block_i8_f32): 8-bit codes, float32 values, one scale
+    # and zero point, the multiply path with its AVX-512 bound below 1/4 (see eval_stats.h), and
+    # the codes contiguous in q or, tiled, in the tile
+    cdef double tol_max = (max(fabs(first), fabs(last)) + step + fabs(first)) * tol_k
+    cdef bint contiguous = s2 == 1 and (B == 1 or s1 == D) and (A == 1 or s0 == B * D)
+    cdef bint one_pass = (sizeof(int_codes) == 1 and sizeof(real_values) == 4 and fast and C == 1
+                          and tol_max < 0.25 and (tiled or contiguous)
+                          and -STATS_ZP_LIMIT < zero_point[0] < STATS_ZP_LIMIT)
     if tiled:
         tile_rows = max(1, min(B, STATS_TILE_BYTES // (D * item)))
         tile = <int_codes *>malloc(tile_rows * D * item)
@@ -407,60 +437,90 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
         while start < n:
             stop = start + STATS_BLOCK if start + STATS_BLOCK < sample_end else sample_end
             m = stop - start
-            # 1. e computed, in runs of one channel and one row of q
-            d = start % D
-            b = (start // D) % B
-            a = start // (D * B)
-            c = (start // inner) % C
-            run_left = inner - start % inner if C > 1 else n    # one scale: one run
-            i = start
-            while i < stop:
-                seg = stop - i
-                if D - d < seg:
-                    seg = D - d
-                if run_left < seg:
-                    seg = run_left
-                if tiled:
+            n_near = 0
+            p_block = NULL
+            if one_pass:
+                a = start // (D * B)
+                b = (start // D) % B
+                if not tiled:
+                    p_block = base + start
+                else:
                     if a != tile_a or b < tile_b or b >= tile_b + tile_rows:
                         tile_a, tile_b = a, b
-                        if sizeof(int_codes) == 1 and s1 == 1:
-                            qsim_stats_rows_i8(<const signed char *>(base + a * s0 + b), s2,
-                                               min(tile_rows, B - b), D, <signed char *>tile)
-                        else:
-                            _copy_rows(base + a * s0 + b * s1, s1, s2, min(tile_rows, B - b), D, tile)
-                    p = tile + (b - tile_b) * D + d
-                    q_stride = 1
-                else:
-                    p = base + a * s0 + b * s1 + d * s2
-                    q_stride = s2
-                qsim_stats_errors(isa, sizeof(int_codes), p, q_stride, sizeof(real_values), &f[i], seg,
-                                  zero_point[c], scale[c], &eb[i - start])
-                i += seg
-                d += seg
-                if d == D:
-                    d = 0
-                    b += 1
-                    if b == B:
-                        b = 0
-                        a += 1
-                run_left -= seg
-                if run_left == 0:
-                    run_left = inner
-                    c += 1
-                    if c == C:
-                        c = 0
-            # 2. the block's sums: element start + k into partial sum k % 4
-            for k in range(8):
-                sums[k] = 0.0
-            m4 = m - m % 4
-            if real_values is float:
-                qsim_stats_sums_f32(isa, &f[start], eb, m4, sums)
+                        _fill_tile(base, a, b, s0, s1, s2, min(tile_rows, B - b), D, tile)
+                    if (stop - 1) // (D * B) == a and ((stop - 1) // D) % B < tile_b + tile_rows:
+                        p_block = tile + (b - tile_b) * D + start % D
+            if p_block != NULL:
+                for k in range(8):
+                    sums[k] = 0.0
+                n_slot = qsim_stats_block_i8_f32(isa, <const signed char *>p_block, <const float *>&f[start], m,
+                                                 <int32_t>zero_point[0], scale[0], r, first, inv_step, tol_k,
+                                                 tol_max, <int32_t>bins, eb, sums, jb, near, &n_near, &zeros)
             else:
-                qsim_stats_sums_f64(isa, &f[start], eb, m4, sums)
-            for k in range(m4, m):
-                x = <double>f[start + k]
-                sums[k & 3] += x * x
-                sums[4 + (k & 3)] += eb[k] * eb[k]
+                # 1. e computed, in runs of one channel and one row of q
+                d = start % D
+                b = (start // D) % B
+                a = start // (D * B)
+                c = (start // inner) % C
+                run_left = inner - start % inner if C > 1 else n    # one scale: one run
+                i = start
+                while i < stop:
+                    seg = stop - i
+                    if D - d < seg:
+                        seg = D - d
+                    if run_left < seg:
+                        seg = run_left
+                    if tiled:
+                        if a != tile_a or b < tile_b or b >= tile_b + tile_rows:
+                            tile_a, tile_b = a, b
+                            _fill_tile(base, a, b, s0, s1, s2, min(tile_rows, B - b), D, tile)
+                        p = tile + (b - tile_b) * D + d
+                        q_stride = 1
+                    else:
+                        p = base + a * s0 + b * s1 + d * s2
+                        q_stride = s2
+                    qsim_stats_errors(isa, sizeof(int_codes), p, q_stride, sizeof(real_values), &f[i], seg,
+                                      zero_point[c], scale[c], &eb[i - start])
+                    i += seg
+                    d += seg
+                    if d == D:
+                        d = 0
+                        b += 1
+                        if b == B:
+                            b = 0
+                            a += 1
+                    run_left -= seg
+                    if run_left == 0:
+                        run_left = inner
+                        c += 1
+                        if c == C:
+                            c = 0
+                # 2. the block's sums: element start + k into partial sum k % 4
+                for k in range(8):
+                    sums[k] = 0.0
+                m4 = m - m % 4
+                if real_values is float:
+                    qsim_stats_sums_f32(isa, &f[start], eb, m4, sums)
+                else:
+                    qsim_stats_sums_f64(isa, &f[start], eb, m4, sums)
+                for k in range(m4, m):
+                    x = <double>f[start + k]
+                    sums[k & 3] += x * x
+                    sums[4 + (k & 3)] += eb[k] * eb[k]
+                # 3. the bins: packed (eval_stats.h qsim_stats_slots; the padding NaN is counted
+                # nowhere); exact zeros counted, near an edge listed (off the grid: every element)
+                n_slot = 0
+                if fast:
+                    m8 = (m + 7) & ~7
+                    for k in range(m, m8):
+                        eb[k] = NAN
+                    n_slot = qsim_stats_slots(isa, eb, m8, r, first, inv_step, tol_k, <int32_t>bins, jb, near,
+                                              &n_near, &zeros)
+                else:
+                    for k in range(m):
+                        if eb[k] == eb[k]:
+                            near[n_near] = <int32_t>k
+                            n_near += 1
             sample_signal = sample_signal + ((sums[0] + sums[1]) + (sums[2] + sums[3]))
             sample_noise = sample_noise + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
             if stop == sample_end:
@@ -468,22 +528,8 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
                 noise = noise + sample_noise
                 sample_signal = sample_noise = 0.0
                 sample_end += sample
-            # 3. the bins: packed (eval_stats.h qsim_stats_slots; the padding NaN is counted
-            # nowhere) and counted in STATS_LANES interleaved copies; exact zeros counted, near
-            # an edge divided
-            n_near = 0
-            if fast:
-                m8 = (m + 7) & ~7
-                for k in range(m, m8):
-                    eb[k] = NAN
-                n_slot = qsim_stats_slots(isa, eb, m8, r, first, inv_step, tol_k, <int32_t>bins, jb, near,
-                                          &n_near, &zeros)
-                qsim_stats_count(jb, n_slot, &lanes[0][0])
-            else:
-                for k in range(m):
-                    if eb[k] == eb[k]:
-                        near[n_near] = <int32_t>k
-                        n_near += 1
+            # the packed bins counted in STATS_LANES interleaved copies, the near ones divided
+            qsim_stats_count(jb, n_slot, &lanes[0][0])
             for i in range(n_near):
                 k = near[i]
                 j = _edge_bin(eb[k] / lsb_scale, first, last, inv_width, &edges[0], bins)
@@ -684,3 +730,33 @@ def channel_sums_f32(const float[:, :, ::1] x, double[::1] out, int isa=0):
                 if R:
                     acc = acc + qsim_pairwise_f32(isa, &x[n, c, 0], R)
             out[c] = acc
+
+
+ctypedef fused quantized_code:
+    signed char
+    short
+    int
+
+ctypedef fused real_input:
+    float
+    double
+
+
+def quantize_per_tensor(int isa, const real_input[::1] x, double scale, int64_t zero_point, int64_t qmin,
+                        int64_t qmax, quantized_code[::1] out):
+    """out = clip(zero_point + nnef_round(x / scale), qmin, qmax) per element (qsim/quant/params.py
+    quantize, per tensor; kernels/eval_stats.h qsim_quantize, one vector copy per ISA path):
+    x widened to double, the division, floor(a) + 1 where a - floor(a) >= 0.5, then the int64
+    sum and the clip, the numpy formulation's operations, so the same integers. Returns False
+    (out unspecified) when some a is not finite or beyond 2^62, where numpy's float -> int64
+    cast is the definition; the caller then takes the numpy path. qmin..qmax must fit out's
+    type."""
+    cdef int64_t bad = 0
+    if out.shape[0] != x.shape[0]:
+        raise ValueError("quantize_per_tensor: x and out differ in length")
+    if x.shape[0] == 0:
+        return True
+    with nogil:
+        bad = qsim_quantize(isa, sizeof(real_input), &x[0], x.shape[0], scale, zero_point, qmin, qmax,
+                            sizeof(quantized_code), &out[0])
+    return bad == 0

@@ -26,7 +26,7 @@ from ..runtime.executor import execute
 from ..threads import apply_blas_threads, thread_count, wait_in_order
 from .integer_inputs import INDEX_DTYPE, narrow_integers
 from .float_side import LoweredModel
-from .params import dequantize, quantize
+from .params import dequantize, quantize, scheme_of
 from .scoring import UNNAMED, OutputRole, ScoredOutput, choose_outputs, label_targets, old_rule_warning
 
 ERROR_EDGES_LSB = np.linspace(-4.0, 4.0, 65)   # histogram of (dequantized - float) / scale
@@ -157,8 +157,25 @@ def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str,
         if t.dtype is INDEX_DTYPE:      # an integer input (token ids) takes integers as they are
             out[t.name] = narrow_integers(value, t.dtype, name)
             continue
-        out[t.name] = quantize(value, model.input_quant[t.name], what=name).astype(t.dtype.numpy)
+        out[t.name] = quantized(value, model.input_quant[t.name], t.dtype.numpy, name)
     return out
+
+
+def quantized(value, quant: ir.QuantInfo, dtype, what: str = "tensor") -> np.ndarray:
+    """params.quantize(value, quant).astype(dtype); per tensor into 8- to 32-bit codes in one
+    compiled pass (quant_ops.quantize_per_tensor: the same integers, no float64 temporaries),
+    else, or where that pass leaves a value to numpy's float -> int64 cast (not finite, beyond
+    2^62 steps), params.quantize itself."""
+    x, dtype = np.asarray(value), np.dtype(dtype)
+    if quant.axis is None and x.dtype in (np.float32, np.float64) and dtype in (np.int8, np.int16, np.int32):
+        scheme, info = scheme_of(quant), np.iinfo(dtype)
+        if info.min <= scheme.qmin and scheme.qmax <= info.max:
+            out = np.empty(x.shape, dtype)
+            if _quant_ops.quantize_per_tensor(current_isa().code, np.ascontiguousarray(x).reshape(-1), float(quant.scales()[0]),
+                                              int(quant.zero_points()[0]), scheme.qmin, scheme.qmax,
+                                              out.reshape(-1)):
+                return out
+    return quantize(x, quant, what=what).astype(dtype)
 
 
 def float_view(model: LoweredModel, name: str, int_values: dict[str, np.ndarray]) -> np.ndarray:

@@ -130,6 +130,21 @@ def test_syntax_errors_are_located(text, line, column, fragments):
     assert str(err.value).startswith(f"bad.nnef:{line}:{column}: syntax error")
 
 
+def test_the_same_text_gives_the_same_document_and_errors_every_time():
+    """A document is kept by its text and file name (a model loaded again at another batch size
+    is not parsed again): the same object for the same text and name, a new one for another
+    name (locations name the file) or text; a syntax error is raised on every call."""
+    text = "version 1.0;\ngraph g( a ) -> ( b )\n{\n    a = external(shape = [1]);\n    b = relu(a);\n}\n"
+    doc = parse_document(text, "one.nnef")
+    assert parse_document(text, "one.nnef") is doc
+    assert parse_document(text, "two.nnef") is not doc
+    assert parse_document(text.replace("relu", "sigmoid"), "one.nnef") != doc
+    bad = text.replace("relu(a);", "relu(a) a;")
+    for _ in range(2):
+        with pytest.raises(SyntaxError_):
+            parse_document(bad, "one.nnef")
+
+
 def test_syntax_error_quotes_the_source_line():
     with pytest.raises(SyntaxError_) as err:
         parse_document("version 1.0;\ngraph g( a ) -> ( a )\n{\n    a = external(shape = [1]) b;\n}\n")

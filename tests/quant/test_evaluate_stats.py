@@ -176,6 +176,57 @@ def test_errors_on_and_around_every_edge_take_the_exact_bin():
     assert straddling > 20
 
 
+@pytest.mark.parametrize("rows, channels", [(1, 1), (7, 1), (8, 1), (1023, 1), (1024, 1), (1025, 1),
+                                           (3001, 1), (37, 5), (1500, 8), (70001, 10)])
+def test_one_pass_blocks_count_like_numpy_near_every_edge(rows, channels):
+    """The one-pass blocks (8-bit codes, float32 values, one scale: eval_stats.h
+    qsim_stats_block_i8_f32, fused in registers on the AVX-512 path) on float32 values on
+    every bin edge, a few ulps to either side of it, at zero error and at the rails, with
+    lengths that cut blocks and 8-lane groups anywhere: contiguous codes (one channel) and
+    NHWC codes read as NCHW through tiles (70001-element rows: a few rows a tile, so blocks
+    that straddle a tile's end take the general path): numpy's counts, the blocked sums' bits
+    and the contiguous copy's figures, the same on every ISA path (run_stats)."""
+    rng = np.random.default_rng(rows * channels)
+    scale, zp = 0.0390625, -3              # 5 / 128: the dequantized values are float32 numbers
+    q_nhwc = rng.integers(-128, 128, (1, rows, 1, channels)).astype(np.int8)
+    q_nhwc.flat[:2] = (-128, 127)
+    q = q_nhwc.transpose(0, 3, 1, 2)       # the float layout's view [1, C, rows, 1]
+    deq = (q.astype(np.int64) - zp) * scale
+    on_edge = (deq - rng.integers(-40, 41, q.shape) / 8.0 * scale).astype(np.float32)
+    off = np.nextafter(on_edge, np.where(rng.random(q.shape) < 0.5, -np.inf, np.inf).astype(np.float32))
+    f = np.where(rng.random(q.shape) < 0.3, on_edge, off)
+    zero = rng.random(q.shape) < 0.25
+    f[zero] = deq[zero].astype(np.float32)
+    err = (deq - f.astype(np.float64)).reshape(-1)
+    assert np.count_nonzero(err == 0) >= np.count_nonzero(zero)
+    counts, signal, noise = run_stats(q, f, [scale], [zp], 1, scale)
+    assert counts == numpy_counts(err, scale)
+    assert run_stats(np.ascontiguousarray(q), f, [scale], [zp], 1, scale) == (counts, signal, noise)
+    if err.size <= 20000:
+        assert (signal, noise) == blocked_sums(f.reshape(-1), err)
+
+
+def test_one_pass_blocks_take_the_exact_bin_where_the_multiply_straddles_an_edge():
+    """Float32 zeros (a ReLU's) against codes q - zp = -4..4: e = n * scale lies on or within
+    an ulp of the edge n, and for scales that are not powers of two e * (1 / lsb) and e / lsb
+    fall on different sides of it for some (asserted): the one-pass blocks, contiguous and
+    tiled, must list them near the edge and divide, giving numpy's counts."""
+    straddling = 0
+    rng = np.random.default_rng(9)
+    for scale in (0.1, 1.0 / 3.0, 0.0371, 0.07, 0.3, 1.7e-3, 0.9):
+        zp = int(rng.integers(-60, 60))
+        q_nhwc = (zp + rng.integers(-4, 5, (1, 700, 1, 6))).astype(np.int8)
+        q = q_nhwc.transpose(0, 3, 1, 2)
+        f = np.zeros(q.shape, np.float32)
+        err = ((q.astype(np.int64) - zp) * scale - 0.0).reshape(-1)
+        straddling += int(np.count_nonzero(np.searchsorted(ERROR_EDGES_LSB, err * (1.0 / scale), "right")
+                                           != np.searchsorted(ERROR_EDGES_LSB, err / scale, "right")))
+        counts, signal, noise = run_stats(q, f, [scale], [zp], 1, scale)
+        assert counts == numpy_counts(err, scale), scale
+        assert run_stats(np.ascontiguousarray(q), f, [scale], [zp], 1, scale) == (counts, signal, noise)
+    assert straddling > 100
+
+
 def test_edges_off_the_power_of_two_grid_count_like_numpy():
     """Edges that are not first + k * w with w a power of two (0.1-wide bins) take the exact
     division path for every element: still numpy's counts."""
@@ -259,3 +310,41 @@ def test_evaluation_report_is_the_same_for_any_thread_count(rng, monkeypatch):
         reports.append(evaluate(graph, model, [({"x": x}, None) for x in xs], show_progress=False))
     assert len(reports[0].tensors) >= 5
     assert reports[1] == reports[0] and reports[2] == reports[0]
+
+
+@pytest.mark.parametrize("dtype, bits, symmetric", [(np.int8, 8, False), (np.int8, 8, True), (np.int16, 16, True),
+                                                    (np.int32, 32, True)])
+@pytest.mark.parametrize("real", [np.float32, np.float64])
+def test_per_tensor_input_quantization_is_params_quantize(dtype, bits, symmetric, real):
+    """evaluate.quantized (the compiled per-tensor pass, quant_ops.quantize_per_tensor) gives
+    params.quantize's integers: ties at every half step of both signs (+-0.5, +-1.5, ...), one ulp
+    either side of them, both rails and far beyond them, zeros of both signs, scales that are and
+    are not powers of two and zero points at the ends of the range; a value numpy's cast decides
+    (inf, NaN, beyond 2^62 steps) sends the whole tensor down params.quantize's path."""
+    from qsim import ir
+    from qsim.quant.evaluate import quantized
+    from qsim.quant.params import quantize
+    rng = np.random.default_rng(bits)
+    qmax = (1 << (bits - 1)) - 1
+
+    def quant_min(bits, symmetric):
+        return -qmax if symmetric else -qmax - 1
+    for scale in (0.0375, 0.25, 1.0 / 3.0, 1e-3):
+        for zp in ((0,) if symmetric else (-128, -1, 0, 5, 127)):
+            quant = ir.QuantInfo(scale=scale, zero_point=zp, bits=bits, signed=True, symmetric=symmetric)
+            halves = (np.arange(-300, 301) + 0.5) * scale
+            x = np.concatenate([halves, np.nextafter(halves, np.inf), np.nextafter(halves, -np.inf),
+                                [0.0, -0.0, qmax * scale, -(qmax + 1) * scale, 1e6 * scale * qmax, -1e15 * scale],
+                                rng.normal(0, 100 * scale, 2000)]).astype(real)
+            got = quantized(x.reshape(1, -1), quant, dtype)
+            for isa in supported_isas():        # the compiled pass takes every one of them
+                out = np.empty(x.size, dtype)
+                assert _quant_ops.quantize_per_tensor(isa.code, x, scale, zp, quant_min(bits, symmetric), qmax, out)
+                assert np.array_equal(got.reshape(-1), out), isa
+            assert got.dtype == dtype and got.shape == (1, x.size)
+            assert np.array_equal(got, quantize(x.reshape(1, -1), quant).astype(dtype)), (scale, zp)
+    quant = ir.QuantInfo(scale=0.05, zero_point=3, bits=bits, signed=True, symmetric=symmetric)
+    with np.errstate(invalid="ignore", over="ignore"):        # 1e300 is inf as float32
+        for odd in (np.inf, -np.inf, np.nan, 1e300):
+            x = np.array([0.3, odd, -0.7], dtype=real)
+            assert np.array_equal(quantized(x, quant, dtype), quantize(x, quant).astype(dtype))
