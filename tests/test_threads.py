@@ -73,15 +73,15 @@ def _conv_case(rng, oc=24):
 def test_int8_conv_is_bit_identical_on_one_and_two_threads(monkeypatch):
     rng = np.random.default_rng(3)
     x, attrs = _conv_case(rng)
-    calls = []
-    real_split = gemm_ops.split_rows
-    monkeypatch.setattr(gemm_ops, "split_rows", lambda rows, work, **kw: (calls.append(rows),
-                                                                           real_split(rows, work, **kw)))
+    counts = []
+    real_count = gemm_ops.split_count
+    monkeypatch.setattr(gemm_ops, "split_count", lambda rows, *a, **kw: counts.append(real_count(rows, *a, **kw))
+                        or counts[-1])
     monkeypatch.setenv("QSIM_THREADS", "1")
     one = gemm_ops.conv2d([x], attrs)[0]
     monkeypatch.setenv("QSIM_THREADS", "2")
     two = gemm_ops.conv2d([x], attrs)[0]
-    assert calls and calls[-1] >= 128          # the two-thread run really split the rows
+    assert counts[-1] == 2                     # the two-thread run really ran the rows on two threads
     np.testing.assert_array_equal(one, two)
     # and both equal the direct int64 sum (independent of the kernel)
     xp = np.pad(x.astype(np.int64) + 3, ((0, 0), (1, 1), (1, 1), (0, 0)))
