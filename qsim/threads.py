@@ -3,12 +3,13 @@
 `thread_count()`: the environment variable QSIM_THREADS (a positive whole number), else every
 core this process may run on. The CLI's global `--threads N` sets the same variable for the run.
 Users of the count:
-- the integer kernels and the float executor's loops release the GIL, so `split_rows` runs
-  disjoint row ranges (or tiles) of one operation on a pool of Python threads. Every output
+- the compiled kernels (the float executor's convolutions, pooling and copies; the integer
+  GEMMs, depthwise and RESCALE) take `split_count(...)` threads and run their parts on the
+  compiled pool of kernels/task_pool.h without the GIL; `split_rows` runs disjoint row ranges
+  of work that needs Python between its nogil calls on a pool of Python threads. Every output
   element is computed by one thread from the same inputs in the same order, so results are
-  bit-identical for any thread count;
-- the float convolution's GEMM (kernels/float_gemm.h) runs each thread's share of a layer's
-  tasks in one call without the GIL; its results do not depend on the split;
+  bit-identical for any thread count (the float GEMM's outputs are each one fma chain in k
+  order, kernels/float_gemm.h);
 - OpenBLAS's own worker threads spin while they wait for work, and on a shared machine a
   spinning worker keeps the core its partner needs (measured: ResNet-18 at 2 OpenBLAS threads
   under load 10 took 7x the CPU time of 1 thread): BLAS calls run side by side on this pool
