@@ -178,3 +178,16 @@ def test_pools_give_the_same_bits_on_any_thread_count(rng, monkeypatch, op):
             for kx in range(3):
                 want = np.maximum(want, xp[:, :, ky:ky + 57:2, kx:kx + 57:2])
         np.testing.assert_array_equal(results["1"].view(np.uint32), want.view(np.uint32))
+
+
+def test_a_max_pool_window_beyond_int64_is_not_handed_to_the_compiled_loop():
+    """the compiled max pool takes int64 geometry; a hostile model's dilation of 2^63 must get
+    the numpy windows' ValueError (which the standard runner turns into an InvalidGraphError
+    naming the op), never the OverflowError of the int64 conversion (a traceback)"""
+    x = np.arange(50, dtype=np.float32).reshape(1, 2, 5, 5)
+    with pytest.raises(ValueError):
+        run_op("nn.max_pool", [x], dict(size=[2, 2], stride=[1, 1], dilation=[2 ** 63, 1]))
+    # and a window that fits takes the compiled loop with the windows' values
+    out = run_op("nn.max_pool", [x], dict(size=[2, 2], stride=[1, 1], dilation=[3, 1], padding=[0, 0, 0, 0]))[0]
+    np.testing.assert_array_equal(out, np.maximum(np.maximum(x[:, :, 0:2, 0:4], x[:, :, 0:2, 1:5]),
+                                                  np.maximum(x[:, :, 3:5, 0:4], x[:, :, 3:5, 1:5])))

@@ -370,8 +370,11 @@ def _pool(op, x, at, fill, combine):
     for a, o in zip(axes, ox):
         shape[a] = o
     acc = np.empty(shape, dtype=x.dtype)
-    if combine is np.maximum and x.dtype == np.float32 and x.ndim == 4 and tuple(axes) == (2, 3):
-        # compiled (kernels/float_pool.h): the bits of the windows below, planes split over the pool's threads
+    if combine is np.maximum and x.dtype == np.float32 and x.ndim == 4 and tuple(axes) == (2, 3) and \
+            max(map(abs, (*size, *stride, *dilation, *before))) < 2 ** 31:
+        # compiled (kernels/float_pool.h): the bits of the windows below, planes split over the
+        # pool's threads (its geometry is int64: a window from a hostile model beyond that takes the
+        # numpy windows, which index with Python ints)
         planes = x.shape[0] * x.shape[1]
         _float_ops.max_pool_f32(np.ascontiguousarray(x).reshape(planes, x.shape[2], x.shape[3]),
                                 acc.reshape(planes, ox[0], ox[1]), *size, *stride, *dilation, *before,
