@@ -276,9 +276,13 @@ QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H
             int64_t yy = 0, xx = 0;
             for (; done + QSIM_DWC <= HW; done += QSIM_DWC) {
                 qsim_v16f r[QSIM_DWC];
-                for (int c = 0; c < QSIM_DWC; c++) {
-                    r[c] = (qsim_v16f){0};
-                    if (c < nc) r[c] = *(const qsim_v16f_u *)(plane0 + c * HW + done);
+                if (nc == QSIM_DWC) {
+                    for (int c = 0; c < QSIM_DWC; c++) r[c] = *(const qsim_v16f_u *)(plane0 + c * HW + done);
+                } else {
+                    for (int c = 0; c < QSIM_DWC; c++) {
+                        r[c] = (qsim_v16f){0};
+                        if (c < nc) r[c] = *(const qsim_v16f_u *)(plane0 + c * HW + done);
+                    }
                 }
                 qsim_v16_transpose(r);        /* r[k]: pixel done + k, its 16 channels */
                 for (int k = 0; k < QSIM_DWC; k++) {
@@ -289,7 +293,8 @@ QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H
         }
         for (int64_t c = 0; c < nc; c++) {
             const float *src = plane0 + c * HW;
-            for (int64_t yy = y0; yy < y1; yy++) {
+            /* rows before done / W were copied whole by the transposes above */
+            for (int64_t yy = y0 > done / W ? y0 : done / W; yy < y1; yy++) {
                 float *dst = pad + ((yy + pt) * PW + pl) * QSIM_DWC + c;
                 int64_t xx = x0;
                 if (yy * W + xx < done) xx = done - yy * W > x1 ? x1 : done - yy * W;
@@ -297,6 +302,9 @@ QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H
             }
             for (int64_t t = 0; t < taps; t++) wt[t * QSIM_DWC + c] = w[(c0 + c) * taps + t];
         }
+        /* + bias, then the bound where only the bounded values are wanted, on the registers */
+        qsim_v16f bv = {0};
+        for (int c = 0; c < nc; c++) bv[c] = bias != NULL ? bias[c0 + c] : 0.0f;
         for (int64_t oy = 0; oy < OH; oy++) {
             for (int64_t ox = 0; ox < OW; ox += QSIM_DWC_PIX) {
                 /* a row's last block runs whole too: its extra pixels read the next row or the
@@ -315,35 +323,32 @@ QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H
                 /* all eight stored, a row's last block too (a fixed-size store; the variable
                  * count became a rep movs): its extra pixels land on the next row's first
                  * ones, which that row's blocks overwrite later, or in the slack after res */
+                float *restrict rv = res + (oy * OW + ox) * QSIM_DWC;
                 for (int r = 0; r < QSIM_DWC_PIX; r++)
-                    *(qsim_v16f_u *)(res + (oy * OW + ox + r) * QSIM_DWC) = a[r];
-            }
-        }
-        /* + bias, and the bound where only the bounded values are wanted (scalar code over the
-         * 16 lanes, which the compiler vectorizes; GCC's generic 16-lane comparisons came out
-         * lane by lane), then back to NCHW, 16 pixels at a time through the transpose */
-        float bv[QSIM_DWC];
-        for (int c = 0; c < QSIM_DWC; c++) bv[c] = (bias != NULL && c < nc) ? bias[c0 + c] : 0.0f;
-        if (bias != NULL || bound_only)
-            for (int64_t i = 0; i < OHW; i++) {
-                float *restrict rv = res + i * QSIM_DWC;
-                for (int c = 0; c < QSIM_DWC; c++) {
-                    float v = rv[c];
-                    if (bias != NULL) v = v + bv[c];
-                    if (bound_only) {
+                    *(qsim_v16f_u *)(rv + r * QSIM_DWC) = bias != NULL ? a[r] + bv : a[r];
+                /* the bound as scalar code over the lanes, which the compiler vectorizes (GCC's
+                 * generic 16-lane comparisons came out lane by lane) */
+                if (bound_only)
+                    for (int j = 0; j < QSIM_DWC_PIX * QSIM_DWC; j++) {
+                        float v = rv[j];
                         v = (v > lo || v != v) ? v : lo;
                         if (has_hi) v = (v < hi || v != v) ? v : hi;
+                        rv[j] = v;
                     }
-                    rv[c] = v;
-                }
             }
+        }
+        /* back to NCHW, 16 pixels at a time through the transpose */
         float *out0 = out + (b * C + c0) * OHW;
         int64_t i = 0;
         for (; i + QSIM_DWC <= OHW; i += QSIM_DWC) {
             qsim_v16f r[QSIM_DWC];
             for (int k = 0; k < QSIM_DWC; k++) r[k] = *(const qsim_v16f_u *)(res + (i + k) * QSIM_DWC);
             qsim_v16_transpose(r);            /* r[c]: channel c, pixels i .. i + 15 */
-            for (int c = 0; c < nc; c++) *(qsim_v16f_u *)(out0 + c * OHW + i) = r[c];
+            if (nc == QSIM_DWC) {
+                for (int c = 0; c < QSIM_DWC; c++) *(qsim_v16f_u *)(out0 + c * OHW + i) = r[c];
+            } else {
+                for (int c = 0; c < nc; c++) *(qsim_v16f_u *)(out0 + c * OHW + i) = r[c];
+            }
         }
         for (int64_t c = 0; c < nc; c++) {
             float *o = out0 + c * OHW;

@@ -134,10 +134,23 @@ QSIM_INLINE void qsim_gemm_pack_b_body(const qsim_gemm_geo *g, int64_t b, int64_
             const int64_t lo = first > ox0 ? (first < ox1 ? first : ox1) : ox0;
             const int64_t hi = lastc < ox1 ? (lastc > lo ? lastc : lo) : ox1;
             for (int64_t ox = ox0; ox < lo; ox++) dst[ox - ox0] = 0.0f;
-            if (sx == 1)
+            if (sx == 1) {
                 for (int64_t ox = lo; ox < hi; ox++) dst[ox - ox0] = row[ox];
-            else
+            } else if (sx == 2) {
+                /* 16 columns from two vectors of the row, their even lanes (a stem's stride 2: the
+                 * element-wise copy was most of the stem's time); the vectors stay within the row
+                 * (their last element 2*ox + 31 <= W - 1 - off), the rest goes one by one */
+                int64_t ox = lo;
+                for (; ox + 16 <= hi && 2 * ox + 31 <= W - 1 - off; ox += 16) {
+                    const qsim_v16f a = *(const qsim_v16f_u *)(row + 2 * ox);
+                    const qsim_v16f e = *(const qsim_v16f_u *)(row + 2 * ox + 16);
+                    *(qsim_v16f_u *)(dst + ox - ox0) = __builtin_shuffle(
+                        a, e, (qsim_v16i){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30});
+                }
+                for (; ox < hi; ox++) dst[ox - ox0] = row[ox * 2];
+            } else {
                 for (int64_t ox = lo; ox < hi; ox++) dst[ox - ox0] = row[ox * sx];
+            }
             for (int64_t ox = hi; ox < ox1; ox++) dst[ox - ox0] = 0.0f;
         }
         if (++t == taps) {

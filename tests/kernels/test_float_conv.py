@@ -62,6 +62,20 @@ def test_depthwise_gives_the_loops_bits_on_every_path(rng, monkeypatch, threads,
         assert got.dtype == np.float32 and got.shape == want.shape and got.flags.c_contiguous
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=isa.value)
         np.testing.assert_array_equal(got_b.view(np.uint32), with_bias.view(np.uint32), err_msg=isa.value)
+        # a fused relu / relu6: numpy's maximum then minimum of the biased values, beside them
+        # or (bound_only) in their place
+        for lo, hi in ((0.0, 1.0), (-0.25, None)):
+            bounded = np.maximum(with_bias, np.float32(lo))
+            bounded = bounded if hi is None else np.minimum(bounded, np.float32(hi))
+            with forced_isa(isa):
+                out, y = float_conv.depthwise2d(x, w, m, stride, dilation, before, out_size, bias, (lo, hi))
+                none, only = float_conv.depthwise2d(x, w, m, stride, dilation, before, out_size, bias, (lo, hi),
+                                                    True)
+            assert none is None
+            np.testing.assert_array_equal(out.view(np.uint32), with_bias.view(np.uint32), err_msg=isa.value)
+            for got_bounded in (y, only):
+                np.testing.assert_array_equal(got_bounded.view(np.uint32), bounded.view(np.uint32),
+                                              err_msg=isa.value)
 
 
 def test_non_finite_values_propagate_like_the_loop(rng):

@@ -241,3 +241,23 @@ def test_stride_one_reads_the_columns_in_place_with_the_packed_bits(rng, monkeyp
         np.testing.assert_array_equal(direct.view(np.uint32), packed.view(np.uint32))
         np.testing.assert_array_equal(ydirect.view(np.uint32), ypacked.view(np.uint32))
     check_bound(x, w, bias, (1, 1), dilation, before, direct, out_size)
+
+
+@pytest.mark.parametrize("W,before", [(100, (1, 1)), (224, (0, 0)), (67, (0, 2)), (41, (-1, -1))])
+def test_stride_two_is_stride_one_sampled_bit_for_bit(rng, W, before):
+    """Stride 2 packs its columns 16 at a time from two vectors of the input row (float_gemm.h):
+    every output is the same fma chain over the same taps as the stride-1 output at twice its
+    coordinates, so the two agree bit for bit, on every ISA path (rows wide enough for the
+    vectors, padding on the left, the right or neither, and a crop)"""
+    H = 9
+    x = rng.standard_normal((1, 3, H, W)).astype(np.float32)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    one = (H + 2 * before[0] - 2, W + 2 * before[1] - 2)          # stride 1 with the padding on both sides
+    two = ((one[0] + 1) // 2, (one[1] + 1) // 2)
+    for isa in supported_isas():
+        with forced_isa(isa):
+            full = run(x, w, bias, (1, 1), (1, 1), before, one, bound=(0.0, 6.0))
+            half = run(x, w, bias, (2, 2), (1, 1), before, two, bound=(0.0, 6.0))
+        for f, h in zip(full[:2], half[:2]):
+            np.testing.assert_array_equal(h.view(np.uint32), f[:, :, ::2, ::2].view(np.uint32))

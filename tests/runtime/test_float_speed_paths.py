@@ -9,7 +9,7 @@ import pytest
 
 from qsim.runtime.float_ops import conv_gemm as conv_gemm_module
 from qsim.runtime.float_ops import memory, nn, run_op
-from qsim.runtime.float_ops.bounds import bounded
+from qsim.runtime.float_ops.bounds import BOUND_ONLY, THEN_BOUND, bounded
 from qsim.runtime.float_ops.conv_gemm import blocking
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -191,3 +191,33 @@ def test_a_max_pool_window_beyond_int64_is_not_handed_to_the_compiled_loop():
     out = run_op("nn.max_pool", [x], dict(size=[2, 2], stride=[1, 1], dilation=[3, 1], padding=[0, 0, 0, 0]))[0]
     np.testing.assert_array_equal(out, np.maximum(np.maximum(x[:, :, 0:2, 0:4], x[:, :, 0:2, 1:5]),
                                                   np.maximum(x[:, :, 3:5, 0:4], x[:, :, 3:5, 1:5])))
+
+
+@pytest.mark.parametrize("shape,n,k,stride,groups", [((1, 8, 12, 12), 8, 3, 1, 8), ((2, 16, 9, 9), 16, 5, 2, 16),
+                                                     ((1, 6, 10, 10), 12, 1, 1, 1), ((2, 5, 11, 13), 7, 3, 2, 1)])
+def test_the_planned_nchw_call_gives_the_general_paths_bits(rng, shape, n, k, stride, groups):
+    """nn.conv plans a float32 NCHW call once per op and shape (nn._FastConv) and then only runs
+    its kernel; an NHWC conv takes the general path, which decides everything on each call.
+    Both give the same bits, with the fused relu6 beside the conv (THEN_BOUND) or in its place
+    (BOUND_ONLY), and a second call of the same attribute mapping reuses the plan (an input of
+    another size makes a new one)"""
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((n, shape[1] // groups, k, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    pad = [k // 2] * 4
+    for extra in ({}, {THEN_BOUND: (0.0, 6.0)}, {THEN_BOUND: (0.0, 6.0), BOUND_ONLY: True}):
+        at = {"stride": [stride, stride], "padding": pad, "groups": groups, **extra}
+        planned = nn.conv([x, w, bias], at)
+        again = nn.conv([x, w, bias], at)
+        assert nn._fast_convs[id(at)][2] is not None
+        general = nn.conv([np.moveaxis(x, 1, -1), w, bias], {**at, "data_format": "NXC"})
+        assert len(planned) == len(general) == (1 if not extra else 2)
+        for p, a, g in zip(planned, again, general):
+            if p is None:
+                assert a is None and g is None and BOUND_ONLY in extra
+                continue
+            np.testing.assert_array_equal(p.view(np.uint32), a.view(np.uint32))
+            np.testing.assert_array_equal(p.view(np.uint32), np.moveaxis(g, -1, 1).view(np.uint32))
+    other = nn.conv([x[:, :, :-1, :-1], w, bias], at)[-1]
+    assert other.shape[2:] == nn.conv([np.moveaxis(x[:, :, :-1, :-1], 1, -1), w, bias],
+                                      {**at, "data_format": "NXC"})[-1].shape[1:3]

@@ -35,7 +35,8 @@ def register(*names: str):
 
 
 def run_op(name: str, inputs: Sequence, attrs: Mapping[str, Any]) -> list[np.ndarray]:
-    """Executes operator `name` (qualified, e.g. "nn.conv") on numpy inputs."""
+    """Executes operator `name` (qualified, e.g. "nn.conv") on numpy inputs. `attrs` may be the
+    op's own mapping: implementations read it and never change it."""
     fn = OPS.get(name)
     if fn is None:
         raise UnsupportedError(f"no float implementation of operator {name!r}",

@@ -21,6 +21,7 @@ import functools
 import math
 import threading
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -192,37 +193,60 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
         return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
     direct = direct_columns(x, K // (KH * KW), kernel, stride, dilation, before, out_size)
     width = OW if direct is None else direct[3]           # the pixel grid's row: OW or wider
-    Nd = OH * width
-    out = np.empty((batch, g * m, Nd), dtype=np.float32)
+    call = _gemm_call(batch, g, m, K, OH, width, direct is None, thread_count())
+    out = np.empty((batch, g * m, call.Nd), dtype=np.float32)
     y = None if bound is None or bound_only else np.empty_like(out)
     packed = packed_weights(w)
-    threads = thread_count()
-    nblk, ppb, msplit = blocking(batch, g, m, K, Nd, threads)
     mode = 0 if bound is None else (2 if bound_only else 1)
     lo, hi = (None, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
     bc = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
     isa = current_isa().code
-    floats = _float_ops.gemm_scratch_floats(K, ppb)
     geometry = (KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1])
     shared = None
-    if direct is None and msplit > 1 and batch * g * nblk == 1:
-        # the threads split the rows of one block of pixels (7x7, 14x14): its columns are packed
-        # once, each thread a share of the k blocks, instead of once per thread
-        shared = np.empty(K * ppb * GEMM_COLS, dtype=np.float32)
-        kblocks = ceil_div(K, GEMM_KC)
-        threads = split_count(kblocks, min_rows=1)
-        _float_ops.gemm_prepack_f32(isa, x, *geometry, OW, N, shared, 0, kblocks,
-                                    _scratch(floats, threads), threads)
+    if call.prepack_threads:
+        shared = np.empty(K * call.ppb * GEMM_COLS, dtype=np.float32)
+        _float_ops.gemm_prepack_f32(isa, x, *geometry, OW, N, shared, 0, call.kblocks,
+                                    _scratch(call.floats, call.prepack_threads), call.prepack_threads)
     cols, plane, offsets = (None, 0, None) if direct is None else direct[:3]
-    tasks = batch * g * nblk * msplit
-    threads = split_count(tasks, min_rows=1)
-    _float_ops.conv_gemm_f32(isa, x, g, m, *geometry, packed, bc, out, y, width, mode, lo, hi, nblk, ppb, msplit,
-                             0, tasks, _scratch(floats, threads), shared, cols, offsets, plane, threads)
+    _float_ops.conv_gemm_f32(isa, x, g, m, *geometry, packed, bc, out, y, width, mode, lo, hi, call.nblk, call.ppb,
+                             call.msplit, 0, call.tasks, _scratch(call.floats, call.threads), shared, cols, offsets,
+                             plane, call.threads)
     if width != OW:            # drop the grid's extra columns (they read the padding's next row)
         out = _planes_copy(out.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
         if y is not None:
             y = _planes_copy(y.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
     return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
+
+
+@dataclass(frozen=True)
+class _GemmCall:
+    """How conv_im2col_gemm cuts one layer's work, worked out from the shapes and the thread
+    count alone (see _gemm_call)."""
+    Nd: int                # pixels of the grid computed (OH * width)
+    nblk: int
+    ppb: int
+    msplit: int            # blocking()
+    floats: int            # scratch floats one thread needs
+    kblocks: int           # k blocks of the shared columns
+    prepack_threads: int   # > 0: the columns are packed once, shared by the threads splitting the rows
+    tasks: int
+    threads: int           # pool threads of the GEMM call
+
+
+@functools.lru_cache(maxsize=1024)
+def _gemm_call(batch: int, g: int, m: int, K: int, OH: int, width: int, packing: bool, threads: int) -> _GemmCall:
+    """The call's cut, cached: a model asks for the same few dozen on every inference, and
+    working them out per call was a tenth of EfficientNet-Lite0's Python time per conv."""
+    Nd = OH * width
+    nblk, ppb, msplit = blocking(batch, g, m, K, Nd, threads)
+    kblocks = ceil_div(K, GEMM_KC)
+    # the threads split the rows of one block of pixels (7x7, 14x14): its columns are packed
+    # once, each thread a share of the k blocks, instead of once per thread
+    shared = packing and msplit > 1 and batch * g * nblk == 1
+    prepack_threads = max(1, min(threads, kblocks)) if shared else 0
+    tasks = batch * g * nblk * msplit
+    return _GemmCall(Nd, nblk, ppb, msplit, _float_ops.gemm_scratch_floats(K, ppb), kblocks, prepack_threads,
+                     tasks, max(1, min(threads, tasks)))
 
 
 def _planes_copy(src: np.ndarray, dst: np.ndarray | None = None) -> np.ndarray:

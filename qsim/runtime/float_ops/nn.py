@@ -6,9 +6,11 @@ import dataclasses
 import functools
 import itertools
 import math
+import os
 
 import numpy as np
 
+from ...limits import MAX_TENSOR_BYTES_ENV
 from ...numerics import ceil_div
 from .base import check_alloc, fail, norm_axes, norm_axis, pack, register
 from ...kernels import float_conv
@@ -192,12 +194,114 @@ def _hashable(value):
     return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple, np.ndarray)) else value
 
 
+# id(attrs) -> (attrs, its geometry key): the key of an op's attribute mapping, made once. The
+# mapping is held, so its id cannot name another one while the entry lives; an op's attributes
+# are never changed in place (passes make new ops with new mappings, fusion.py too).
+_geometry_keys: dict[int, tuple] = {}
+GEOMETRY_KEYS_KEPT = 4096
+
+
+def _geometry_key(at) -> tuple:
+    """The hashable form of a conv's geometry attributes (_conv_geometry's key): building it took
+    a fifth of the Python time of a conv call, for the same few dozen mappings every inference."""
+    hit = _geometry_keys.get(id(at))
+    if hit is not None and hit[0] is at:
+        return hit[1]
+    key = tuple((k, _hashable(at[k])) for k in _GEOMETRY_ATTRS if k in at)
+    if len(_geometry_keys) >= GEOMETRY_KEYS_KEPT:
+        _geometry_keys.clear()
+    _geometry_keys[id(at)] = (at, key)
+    return key
+
+
+# id(attrs) -> (attrs, key, _FastConv or None): the float32 NCHW convolutions' calls worked out
+# once per op and input shape (held as _geometry_keys holds its mappings)
+_fast_convs: dict[int, tuple] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _FastConv:
+    """A float32 2-D NCHW convolution of one op and shape, worked out once: what conv() decides
+    and checks on each call, so that a call is the kernel's own (a tenth of a small layer's time
+    went to the deciding). The same kernels with the same arguments as conv()'s general path:
+    the same bits."""
+    depthwise: bool
+    pointwise: bool            # 1x1, stride 1, no padding: x is its own im2col
+    geo: _ConvGeometry
+    shape: tuple               # the output's
+    bound: tuple | None
+    only: bool
+
+    def __call__(self, x, w, bias):
+        geo, bound, only = self.geo, self.bound, self.only
+        if self.depthwise:
+            made = float_conv.depthwise2d(x, w, geo.m, geo.stride, geo.dilation, geo.before, geo.ox, bias, bound,
+                                          only)
+            out, y = made if bound is not None else (made, None)
+        else:
+            b, n = self.shape[:2]
+            w3 = w.reshape(geo.g, geo.m, geo.fc * geo.K)
+            if self.pointwise:
+                image = np.ascontiguousarray(x).reshape(b, geo.g * geo.fc, 1, geo.X)
+                out, y = conv_im2col_gemm(image, w3, (1, 1), (1, 1), (1, 1), (0, 0), (1, geo.X), bias, bound, only)
+            else:
+                out, y = conv_im2col_gemm(np.ascontiguousarray(x), w3, geo.fx, geo.stride, geo.dilation, geo.before,
+                                          geo.ox, bias, bound, only)
+        outs = [None if out is None or only else np.ascontiguousarray(out.reshape(self.shape))]
+        if bound is not None:
+            outs.append(np.ascontiguousarray(y.reshape(self.shape)))
+        return outs
+
+
+def _fast_conv(ins, at) -> _FastConv | None:
+    """The _FastConv of this call, or None where conv()'s general path runs: other dtypes or
+    layouts, not 2-D, a geometry beyond int64 comfort, a bias of another shape."""
+    x, w = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 else None
+    if type(x) is not np.ndarray or type(w) is not np.ndarray or x.dtype != np.float32 or w.dtype != np.float32 \
+            or (bias is not None and (type(bias) is not np.ndarray or bias.dtype != np.float32)):
+        return None
+    key = (x.shape, w.shape, None if bias is None else bias.shape, os.environ.get(MAX_TENSOR_BYTES_ENV))
+    hit = _fast_convs.get(id(at))
+    if hit is not None and hit[0] is at and hit[1] == key:
+        return hit[2]
+    fast = _plan_fast_conv(x, w, bias, at)
+    if len(_fast_convs) >= GEOMETRY_KEYS_KEPT:
+        _fast_convs.clear()
+    _fast_convs[id(at)] = (at, key, fast)
+    return fast
+
+
+def _plan_fast_conv(x, w, bias, at) -> _FastConv | None:
+    op = "nn.conv"
+    if x.ndim != 4 or w.ndim != 4 or at.get("data_format", "NCX") != "NCX" or \
+            at.get("filter_format", "NCX") != "NCX":
+        return None
+    geo = _conv_geometry(x.shape, w.shape, None if bias is None else bias.shape, _geometry_key(at))
+    if max(map(abs, (*geo.stride, *geo.dilation, *geo.before))) >= 2 ** 31 or \
+            (bias is not None and bias.shape != (geo.g * geo.m,)):
+        return None
+    b, ic = x.shape[:2]
+    n = geo.g * geo.m
+    bound = at.get(THEN_BOUND)
+    only = bound is not None and bool(at.get(BOUND_ONLY, False))
+    depthwise = geo.g > 1 and geo.fc == 1
+    pointwise = geo.K == 1 and all(s == 1 for s in geo.stride) and not any(geo.before) and \
+        list(geo.ox) == list(x.shape[2:])
+    if not depthwise and not pointwise:
+        check_alloc(op, (b, ic, geo.K) + tuple(geo.ox), np.float32, "im2col buffer")
+    check_alloc(op, (b, n) + tuple(geo.ox), np.float32)
+    return _FastConv(depthwise, pointwise, geo, (b, n) + tuple(geo.ox), bound, only)
+
+
 @register("nn.conv")
 def conv(ins, at):
+    fast = _fast_conv(ins, at)
+    if fast is not None:
+        return fast(ins[0], ins[1], ins[2] if len(ins) > 2 else None)
     op = "nn.conv"
     x, w, bias, d = _conv_arrays(op, ins, at)
-    geo = _conv_geometry(x.shape, w.shape, None if bias is None else np.shape(bias),
-                         tuple((k, _hashable(at[k])) for k in _GEOMETRY_ATTRS if k in at))
+    geo = _conv_geometry(x.shape, w.shape, None if bias is None else np.shape(bias), _geometry_key(at))
     stride, dilation, g, m, fc, fx = geo.stride, geo.dilation, geo.g, geo.m, geo.fc, geo.fx
     before, ox, K, X = list(geo.before), list(geo.ox), geo.K, geo.X
     b, ic = x.shape[:2]

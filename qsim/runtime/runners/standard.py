@@ -44,8 +44,11 @@ def group_inputs(kind: str, values: list) -> list:
 
 def run_standard(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
     """Executes one standard op (float; the backend does not matter)."""
+    # the op's own attribute mapping, not a copy: the implementations only read it (base.run_op),
+    # and nn.conv keeps what it works out from the attributes by the mapping's identity
+    attrs = op.attrs if type(op.attrs) is dict else dict(op.attrs)
     try:
-        return run_op(op.kind.name, group_inputs(op.kind.name, list(inputs)), dict(op.attrs))
+        return run_op(op.kind.name, group_inputs(op.kind.name, list(inputs)), attrs)
     except QsimError as err:
         prefix = f"{op.kind.name}: "
         text = err.message[len(prefix):] if err.message.startswith(prefix) else err.message
