@@ -141,3 +141,44 @@ def test_wait_in_order_raises_the_first_failure_in_list_order_after_all_are_done
             wait_in_order(futures)
         assert all(f.done() for f in futures) and sorted(finished) == ["first", "second"]
     wait_in_order([])                    # nothing to wait for: returns
+
+
+def test_a_pinned_thread_count_holds_for_its_block_and_nests(monkeypatch):
+    """the executor reads QSIM_THREADS once per inference (pinned_thread_count): inside the block
+    a change of the variable is not seen, after it it is; an inner block keeps the outer value"""
+    monkeypatch.setenv("QSIM_THREADS", "3")
+    with threads.pinned_thread_count():
+        monkeypatch.setenv("QSIM_THREADS", "2")
+        assert threads.thread_count() == 3
+        with threads.pinned_thread_count():
+            assert threads.thread_count() == 3
+            monkeypatch.setenv("QSIM_THREADS", "5")
+        assert threads.thread_count() == 3
+    assert threads.thread_count() == 5
+
+
+def test_an_inference_uses_the_limit_and_count_of_its_start(monkeypatch):
+    """execute pins the thread count and the tensor limit around its op loop; the next
+    inference reads the environment again"""
+    from qsim import ir, limits
+    from qsim.errors import DataError
+    from qsim.runtime.executor import execute
+    seen = []
+    x = ir.Tensor("x", ir.DType.F32, (1, 4, 8, 8))
+    y = ir.Tensor("y", ir.DType.F32, (1, 4, 8, 8))
+    graph = ir.Graph("g", ("x",), ("y",), (ir.Op(ir.OpKind.get("math.exp"), ("x",), ("y",)),), {"x": x, "y": y})
+    from qsim.runtime import float_ops
+    real_exp = float_ops.OPS["math.exp"]
+
+    def spying_exp(ins, at):
+        seen.append((threads.thread_count(), limits.max_tensor_bytes()))
+        return real_exp(ins, at)
+    monkeypatch.setitem(float_ops.OPS, "math.exp", spying_exp)
+    monkeypatch.setenv("QSIM_THREADS", "2")
+    monkeypatch.setenv("QSIM_MAX_TENSOR_BYTES", "1M")
+    execute(graph, {"x": np.zeros((1, 4, 8, 8), np.float32)})
+    assert seen == [(2, 1 << 20)]
+    monkeypatch.setenv("QSIM_THREADS", "1")
+    monkeypatch.setenv("QSIM_MAX_TENSOR_BYTES", "2K")
+    execute(graph, {"x": np.zeros((1, 4, 8, 8), np.float32)})
+    assert seen[-1] == (1, 2048) and threads.thread_count() == 1

@@ -12,9 +12,12 @@ QSIM_THREADS threads of the compiled pool (kernels/task_pool.h); the GIL is rele
 """
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..threads import split_count
+from ..threads import thread_count
 from .cpu_features import current_isa
 from .extensions import extension
 
@@ -27,6 +30,31 @@ _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when mis
 CHANNEL_BLOCK_MAX_WIDTH = 28
 
 
+@dataclass(frozen=True)
+class _DepthwiseCall:
+    """What depthwise2d works out from the shapes, the bound and the thread count alone."""
+    out_shape: tuple
+    lo: float
+    hi: float | None
+    blocks: bool          # the channel-block loop
+    units: int
+    parts: int
+
+
+@functools.lru_cache(maxsize=1024)
+def _depthwise_call(x_shape: tuple, m: int, out_size: tuple, bound: tuple | None, threads: int,
+                    block_width: int) -> _DepthwiseCall:
+    """Cached: a model asks for the same few dozen on every inference (a tenth of the Python time
+    of a small layer's call went to working them out)."""
+    B, C = x_shape[:2]
+    OH, OW = out_size
+    lo, hi = (0.0, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
+    blocks = m == 1 and OW <= block_width
+    units = B * -(-C // 16) if blocks else B * C * m
+    parts = max(1, min(threads, units // (1 if blocks else 4)))      # split_count(units, min_rows)
+    return _DepthwiseCall((B, C * m, OH, OW), lo, hi, blocks, units, parts)
+
+
 def depthwise2d(x: np.ndarray, w: np.ndarray, m: int, stride, dilation, before, out_size,
                 bias: np.ndarray | None = None, bound: tuple | None = None, bound_only: bool = False):
     """out[b, c*m + i] = sum over taps of w[c*m + i, 0, tap] * window_tap(x)[b, c] (+ bias[c*m + i])
@@ -34,22 +62,18 @@ def depthwise2d(x: np.ndarray, w: np.ndarray, m: int, stride, dilation, before, 
     axis (negative: crop). With bound = (lo, hi) returns (out, minimum(maximum(out, lo), hi))
     (hi None: maximum only; numpy's values), computed plane by plane in the same pass; with
     bound_only too, (None, bounded) with the bounded values made in place of out's."""
-    B, C, H, W = x.shape
+    call = _depthwise_call(x.shape, m, tuple(out_size), None if bound is None else tuple(bound), thread_count(),
+                           CHANNEL_BLOCK_MAX_WIDTH)
     KH, KW = w.shape[2], w.shape[3]
-    OH, OW = out_size
     xc = np.ascontiguousarray(x, dtype=np.float32)
-    wc = np.ascontiguousarray(w.reshape(C * m, KH, KW), dtype=np.float32)
+    wc = np.ascontiguousarray(w, dtype=np.float32).reshape(call.out_shape[1], KH, KW)
     bc = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
-    out = np.empty((B, C * m, OH, OW), dtype=np.float32)
+    out = np.empty(call.out_shape, dtype=np.float32)
     bound_only = bound_only and bound is not None
     y = None if bound is None or bound_only else np.empty_like(out)
-    lo, hi = (0.0, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
-    isa = current_isa().code
-    blocks = m == 1 and OW <= CHANNEL_BLOCK_MAX_WIDTH
-    units = B * -(-C // 16) if blocks else B * C * m
-    _float_ops.depthwise_nchw_f32(isa, xc, wc, bc, out, m, stride[0], stride[1], dilation[0], dilation[1], before[0],
-                                  before[1], 0, units, y, lo, hi, bound_only, blocks,
-                                  split_count(units, min_rows=1 if blocks else 4))
+    _float_ops.depthwise_nchw_f32(current_isa().code, xc, wc, bc, out, m, stride[0], stride[1], dilation[0],
+                                  dilation[1], before[0], before[1], 0, call.units, y, call.lo, call.hi, bound_only,
+                                  call.blocks, call.parts)
     if bound is None:
         return out
     return (None, out) if bound_only else (out, y)

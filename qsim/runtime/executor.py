@@ -25,7 +25,9 @@ import numpy as np
 from ..errors import DataError, InvalidGraphError, MismatchError, UnsupportedError, UsageError
 from ..ir import Graph, Op
 from ..kernels.backend import BACKENDS
+from ..limits import pinned_max_tensor_bytes
 from ..skriptnd import dynattr
+from ..threads import pinned_thread_count
 from .plan import Step, check_keep, plan_for
 from .runners import BUILTIN_RUNNERS, run_defined
 
@@ -178,6 +180,15 @@ def execute(graph: Graph, inputs, backend: str = "kernels", *, keep: Iterable[st
         values[name] = _check_input(graph, name, feeds[name])
     gone: dict[str, tuple] = {}          # shapes of released values, for runtime attributes
     context = RunContext(graph, backend, values)
+    with pinned_thread_count(), pinned_max_tensor_bytes():
+        _run_steps(plan, values, gone, context, on_value)
+    if plan.keep is None:
+        return values
+    return {n: values[n] for n in graph.tensors if n in plan.keep}
+
+
+def _run_steps(plan, values: dict, gone: dict, context: RunContext, on_value: OnValue | None) -> None:
+    """execute's op loop (the settings read from the environment pinned around it)."""
     for step in plan.steps:              # execution_order: a conv and its relu/clamp as one step
         op = step.op
         if step.dynamic:
@@ -191,9 +202,6 @@ def execute(graph: Graph, inputs, backend: str = "kernels", *, keep: Iterable[st
             if plan.dynamic:
                 gone[name] = np.shape(values[name])
             del values[name]
-    if plan.keep is None:
-        return values
-    return {n: values[n] for n in graph.tensors if n in plan.keep}
 
 
 def run_op(graph: Graph, op: Op, inputs: list, backend: str = "kernels",

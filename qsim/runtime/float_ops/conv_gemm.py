@@ -160,6 +160,30 @@ def packed_weights(w: np.ndarray) -> np.ndarray:
     return packed
 
 
+class PackedFor:
+    """The packed weights of one op's weight array, found again without packed_weights' lookup
+    (its key and LRU update took ~8 us a conv): weak references to the array and to its packs
+    in the cache, and the fingerprint taken when they were packed (a rewrite in place is still
+    noticed). When the cache has dropped the packs, packed_weights packs them again."""
+
+    def __init__(self):
+        self._entry = None
+
+    def get(self, w: np.ndarray, w3: np.ndarray) -> np.ndarray:
+        """The packs of w3 (a [g][m][K] view of the op's weight array w)."""
+        entry = self._entry
+        if entry is not None and entry[0]() is w:
+            packed = entry[2]()
+            if packed is not None and entry[1] == _fingerprint(w3):
+                return packed
+        packed = packed_weights(w3)
+        try:
+            self._entry = (weakref.ref(w), _fingerprint(w3), weakref.ref(packed))
+        except TypeError:
+            self._entry = None
+        return packed
+
+
 _local = threading.local()
 
 
@@ -174,7 +198,8 @@ def _scratch(floats: int, threads: int) -> np.ndarray:
 
 
 def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, before, out_size,
-                     bias: np.ndarray | None, bound: tuple | None = None, bound_only: bool = False):
+                     bias: np.ndarray | None, bound: tuple | None = None, bound_only: bool = False,
+                     packed: np.ndarray | None = None):
     """The 2-D float32 convolution on the compiled GEMM, its im2col packed straight from x
     (never the whole [C*KH*KW][OH*OW] matrix) or, at stride 1, read in place (direct_columns):
     x [batch][g*fc][H][W] (contiguous), w [g][m][fc*KH*KW]. Returns (out [batch][g*m][OH*OW],
@@ -183,7 +208,7 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
     g, m, K = w.shape
     batch = x.shape[0]
     (KH, KW), (OH, OW) = kernel, out_size
-    N = OH * OW
+    N = OH * OW             # packed: pack_weights(w) when the caller has it
     if batch * g * m * N == 0 or K == 0:
         out = np.empty((batch, g * m, N), dtype=np.float32)
         out[...] = 0 if bias is None else bias.reshape(1, g * m, 1)
@@ -196,7 +221,7 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
     call = _gemm_call(batch, g, m, K, OH, width, direct is None, thread_count())
     out = np.empty((batch, g * m, call.Nd), dtype=np.float32)
     y = None if bound is None or bound_only else np.empty_like(out)
-    packed = packed_weights(w)
+    packed = packed_weights(w) if packed is None else packed
     mode = 0 if bound is None else (2 if bound_only else 1)
     lo, hi = (None, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
     bc = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)

@@ -81,6 +81,10 @@ _BINARY["div"] = _div
 
 def _binary(name, fn):
     def impl(ins, at):
+        x, y = ins[0], ins[1]
+        if type(x) is np.ndarray and type(y) is np.ndarray and x.shape == y.shape and \
+                at.get("lhs_align") is None and at.get("rhs_align") is None:
+            return [np.asarray(fn(x, y))]      # equal shapes: nothing to align or broadcast
         x, y = aligned([np.asarray(ins[0]), np.asarray(ins[1])],
                        [at.get("lhs_align"), at.get("rhs_align")])
         broadcast_check("math." + name, [x, y])

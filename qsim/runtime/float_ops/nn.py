@@ -6,18 +6,17 @@ import dataclasses
 import functools
 import itertools
 import math
-import os
 
 import numpy as np
 
-from ...limits import MAX_TENSOR_BYTES_ENV
+from ...limits import max_tensor_bytes
 from ...numerics import ceil_div
 from .base import check_alloc, fail, norm_axes, norm_axis, pack, register
 from ...kernels import float_conv
 from ...kernels.extensions import extension
 from ...threads import apply_blas_threads, split_count, split_rows, use_one_blas_thread
 from .bounds import BOUND_ONLY, THEN_BOUND, bounded
-from .conv_gemm import conv_gemm, conv_im2col_gemm
+from .conv_gemm import PackedFor, conv_gemm, conv_im2col_gemm
 from .math import erf
 
 _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when missing or broken
@@ -231,6 +230,7 @@ class _FastConv:
     shape: tuple               # the output's
     bound: tuple | None
     only: bool
+    packs: PackedFor = dataclasses.field(default_factory=PackedFor, compare=False)
 
     def __call__(self, x, w, bias):
         geo, bound, only = self.geo, self.bound, self.only
@@ -241,12 +241,14 @@ class _FastConv:
         else:
             b, n = self.shape[:2]
             w3 = w.reshape(geo.g, geo.m, geo.fc * geo.K)
+            packed = self.packs.get(w, w3)
             if self.pointwise:
                 image = np.ascontiguousarray(x).reshape(b, geo.g * geo.fc, 1, geo.X)
-                out, y = conv_im2col_gemm(image, w3, (1, 1), (1, 1), (1, 1), (0, 0), (1, geo.X), bias, bound, only)
+                out, y = conv_im2col_gemm(image, w3, (1, 1), (1, 1), (1, 1), (0, 0), (1, geo.X), bias, bound, only,
+                                          packed)
             else:
                 out, y = conv_im2col_gemm(np.ascontiguousarray(x), w3, geo.fx, geo.stride, geo.dilation, geo.before,
-                                          geo.ox, bias, bound, only)
+                                          geo.ox, bias, bound, only, packed)
         outs = [None if out is None or only else np.ascontiguousarray(out.reshape(self.shape))]
         if bound is not None:
             outs.append(np.ascontiguousarray(y.reshape(self.shape)))
@@ -261,7 +263,7 @@ def _fast_conv(ins, at) -> _FastConv | None:
     if type(x) is not np.ndarray or type(w) is not np.ndarray or x.dtype != np.float32 or w.dtype != np.float32 \
             or (bias is not None and (type(bias) is not np.ndarray or bias.dtype != np.float32)):
         return None
-    key = (x.shape, w.shape, None if bias is None else bias.shape, os.environ.get(MAX_TENSOR_BYTES_ENV))
+    key = (x.shape, w.shape, None if bias is None else bias.shape, max_tensor_bytes())
     hit = _fast_convs.get(id(at))
     if hit is not None and hit[0] is at and hit[1] == key:
         return hit[2]
