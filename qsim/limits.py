@@ -15,12 +15,11 @@ is refused with a message naming the limit instead of exhausting the machine.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from typing import Iterator
 
 from .errors import DataError, UsageError
+from .pinned import PinnedSetting
 
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30
 MAX_TENSOR_BYTES_ENV = "QSIM_MAX_TENSOR_BYTES"
@@ -43,32 +42,24 @@ def parse_byte_size(text: str, what: str = MAX_TENSOR_BYTES_ENV) -> int:
     return int(match.group(1)) * _SUFFIXES[match.group(2).upper()]
 
 
-_pinned_limit: int | None = None     # max_tensor_bytes() of the inference running
-
-
-def max_tensor_bytes() -> int:
-    """The current limit on one tensor's size in bytes (environment, else 4 GiB)."""
-    if _pinned_limit is not None:
-        return _pinned_limit
+def _read_max_tensor_bytes() -> int:
     text = os.environ.get(MAX_TENSOR_BYTES_ENV)
     if text is None or text.strip() == "":
         return DEFAULT_MAX_TENSOR_BYTES
     return parse_byte_size(text)
 
 
-@contextlib.contextmanager
-def pinned_max_tensor_bytes() -> Iterator[None]:
-    """max_tensor_bytes() read once for the block (the executor's op loop), as
-    threads.pinned_thread_count does for the thread count and for the same reason."""
-    global _pinned_limit
-    if _pinned_limit is not None:          # an inner block (a control-flow body's run): the outer value
-        yield
-        return
-    _pinned_limit = max_tensor_bytes()
-    try:
-        yield
-    finally:
-        _pinned_limit = None
+_max_tensor_bytes = PinnedSetting(_read_max_tensor_bytes)
+
+
+def max_tensor_bytes() -> int:
+    """The current limit on one tensor's size in bytes (environment, else 4 GiB)."""
+    return _max_tensor_bytes.get()
+
+
+def pinned_max_tensor_bytes():
+    """max_tensor_bytes() read once for the block: the executor's op loop (qsim/pinned.py)."""
+    return _max_tensor_bytes.pinned()
 
 
 def format_bytes(n: int) -> str:

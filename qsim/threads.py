@@ -28,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable, Iterator
 
 from .errors import UsageError
+from .pinned import PinnedSetting
 
 THREADS_ENV = "QSIM_THREADS"
 MAX_THREADS = 256
@@ -50,14 +51,9 @@ def parse_threads(text: str, what: str = THREADS_ENV) -> int:
 
 
 _counts: dict[str, int] = {}
-_pinned: int | None = None      # thread_count() of the inference running (pinned_thread_count)
 
 
-def thread_count() -> int:
-    """QSIM_THREADS when set, else all available cores. (Read on every call, as the variable may
-    change, except inside pinned_thread_count(); the parsed value of each text is remembered.)"""
-    if _pinned is not None:
-        return _pinned
+def _read_thread_count() -> int:
     text = os.environ.get(THREADS_ENV)
     if text is None or not text.strip():
         return available_cores()          # the affinity can change: asked each time
@@ -69,23 +65,18 @@ def thread_count() -> int:
     return count
 
 
-@contextlib.contextmanager
-def pinned_thread_count() -> Iterator[None]:
-    """thread_count() read once for the block (the executor's op loop: one inference): an
-    os.environ lookup took 2-3 us and the float executor asks a few times per conv. The value
-    is the variable's at the block's start, so it is only a cache; a change of QSIM_THREADS
-    inside the block applies from the next block on. An inner block keeps the outer value;
-    another Python thread that ends its block sooner leaves the lookups to the environment again
-    (never a wrong count)."""
-    global _pinned
-    if _pinned is not None:          # an inner block (a control-flow body's run): the outer value
-        yield
-        return
-    _pinned = thread_count()
-    try:
-        yield
-    finally:
-        _pinned = None
+_thread_count = PinnedSetting(_read_thread_count)
+
+
+def thread_count() -> int:
+    """QSIM_THREADS when set, else all available cores. (Read on every call, as the variable may
+    change, except inside pinned_thread_count(); the parsed value of each text is remembered.)"""
+    return _thread_count.get()
+
+
+def pinned_thread_count():
+    """thread_count() read once for the block: the executor's op loop, one inference (qsim/pinned.py)."""
+    return _thread_count.pinned()
 
 
 def set_threads(n: int) -> None:
