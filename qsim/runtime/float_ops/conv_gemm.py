@@ -204,43 +204,81 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
     (never the whole [C*KH*KW][OH*OW] matrix) or, at stride 1, read in place (direct_columns):
     x [batch][g*fc][H][W] (contiguous), w [g][m][fc*KH*KW]. Returns (out [batch][g*m][OH*OW],
     the bounded out or None) as conv_gemm does (bound_only too). The threads take whole tasks
-    (blocking()) in one call each."""
-    g, m, K = w.shape
-    batch = x.shape[0]
-    (KH, KW), (OH, OW) = kernel, out_size
-    N = OH * OW             # packed: pack_weights(w) when the caller has it
-    if batch * g * m * N == 0 or K == 0:
-        out = np.empty((batch, g * m, N), dtype=np.float32)
-        out[...] = 0 if bias is None else bias.reshape(1, g * m, 1)
+    (blocking()) in one call each. packed: pack_weights(w) when the caller has it."""
+    layer = gemm_layer(x.shape, w.shape, tuple(kernel), tuple(stride), tuple(dilation), tuple(before),
+                       tuple(out_size), bias is not None, None if bound is None else tuple(bound), bool(bound_only),
+                       thread_count())
+    return layer.run(x, w, bias, packed)
+
+
+@functools.lru_cache(maxsize=1024)
+def gemm_layer(x_shape: tuple, w_shape: tuple, kernel: tuple, stride: tuple, dilation: tuple, before: tuple,
+               out_size: tuple, has_bias: bool, bound: tuple | None, bound_only: bool, threads: int) -> "GemmLayer":
+    """The GemmLayer of these shapes, bound and thread count (cached: a model asks for the same
+    few dozen on every inference)."""
+    return GemmLayer(x_shape, w_shape, kernel, stride, dilation, before, out_size, has_bias, bound, bound_only,
+                     threads)
+
+
+class GemmLayer:
+    """What conv_im2col_gemm works out from the shapes, the bound and the thread count alone,
+    made once, so that a call only allocates, finds its columns and runs the kernel (the
+    working out was most of the Python of a small layer's call)."""
+
+    def __init__(self, x_shape, w_shape, kernel, stride, dilation, before, out_size, has_bias, bound, bound_only,
+                 threads):
+        self.g, self.m, self.K = w_shape
+        self.batch = x_shape[0]
+        self.kernel, self.stride, self.dilation, self.before, self.out_size = kernel, stride, dilation, before, out_size
+        (KH, KW), (OH, OW) = kernel, out_size
+        self.OH, self.OW, self.N = OH, OW, OH * OW
+        self.empty = self.batch * self.g * self.m * self.N == 0 or self.K == 0
+        self.bound, self.bound_only = bound, bound_only
+        self.mode = 0 if bound is None else (2 if bound_only else 1)
+        self.lo, self.hi = (None, None) if bound is None else (float(bound[0]),
+                                                               None if bound[1] is None else float(bound[1]))
+        self.geometry = (KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1])
+        self.threads = threads
+        self._calls: dict = {}      # grid width -> _GemmCall
+
+    def run(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, packed: np.ndarray | None = None):
+        g, m, K, batch, N, bound, bound_only = self.g, self.m, self.K, self.batch, self.N, self.bound, self.bound_only
+        if self.empty:
+            out = np.empty((batch, g * m, N), dtype=np.float32)
+            out[...] = 0 if bias is None else bias.reshape(1, g * m, 1)
+            y = None if bound is None or bound_only else np.empty_like(out)
+            if bound is not None:
+                (y if y is not None else out)[...] = bounded(out, *bound)
+            return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
+        KH, KW = self.kernel
+        OH, OW = self.OH, self.OW
+        direct = direct_columns(x, K // (KH * KW), self.kernel, self.stride, self.dilation, self.before,
+                                self.out_size)
+        width = OW if direct is None else direct[3]           # the pixel grid's row: OW or wider
+        call = self._calls.get((width, direct is None))
+        if call is None:
+            call = self._calls[(width, direct is None)] = _gemm_call(batch, g, m, K, OH, width, direct is None,
+                                                                      self.threads)
+        out = np.empty((batch, g * m, call.Nd), dtype=np.float32)
         y = None if bound is None or bound_only else np.empty_like(out)
-        if bound is not None:
-            (y if y is not None else out)[...] = bounded(out, *bound)
+        if packed is None:
+            packed = packed_weights(w)
+        bc = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+        isa = current_isa().code
+        shared = None
+        if call.prepack_threads:
+            shared = np.empty(K * call.ppb * GEMM_COLS, dtype=np.float32)
+            _float_ops.gemm_prepack_f32(isa, x, *self.geometry, OW, N, shared, 0, call.kblocks,
+                                        _scratch(call.floats, call.prepack_threads), call.prepack_threads)
+        cols, plane, offsets = (None, 0, None) if direct is None else direct[:3]
+        _float_ops.conv_gemm_f32(isa, x, g, m, *self.geometry, packed, bc, out, y, width, self.mode, self.lo, self.hi,
+                                 call.nblk, call.ppb, call.msplit, 0, call.tasks, _scratch(call.floats, call.threads),
+                                 shared, cols, offsets, plane, call.threads)
+        if width != OW:            # drop the grid's extra columns (they read the padding's next row)
+            out = _planes_copy(out.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
+            if y is not None:
+                y = _planes_copy(y.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
         return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
-    direct = direct_columns(x, K // (KH * KW), kernel, stride, dilation, before, out_size)
-    width = OW if direct is None else direct[3]           # the pixel grid's row: OW or wider
-    call = _gemm_call(batch, g, m, K, OH, width, direct is None, thread_count())
-    out = np.empty((batch, g * m, call.Nd), dtype=np.float32)
-    y = None if bound is None or bound_only else np.empty_like(out)
-    packed = packed_weights(w) if packed is None else packed
-    mode = 0 if bound is None else (2 if bound_only else 1)
-    lo, hi = (None, None) if bound is None else (float(bound[0]), None if bound[1] is None else float(bound[1]))
-    bc = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
-    isa = current_isa().code
-    geometry = (KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1])
-    shared = None
-    if call.prepack_threads:
-        shared = np.empty(K * call.ppb * GEMM_COLS, dtype=np.float32)
-        _float_ops.gemm_prepack_f32(isa, x, *geometry, OW, N, shared, 0, call.kblocks,
-                                    _scratch(call.floats, call.prepack_threads), call.prepack_threads)
-    cols, plane, offsets = (None, 0, None) if direct is None else direct[:3]
-    _float_ops.conv_gemm_f32(isa, x, g, m, *geometry, packed, bc, out, y, width, mode, lo, hi, call.nblk, call.ppb,
-                             call.msplit, 0, call.tasks, _scratch(call.floats, call.threads), shared, cols, offsets,
-                             plane, call.threads)
-    if width != OW:            # drop the grid's extra columns (they read the padding's next row)
-        out = _planes_copy(out.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
-        if y is not None:
-            y = _planes_copy(y.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
-    return _unbounded_and_bounded(out, y, bound, bound_only, tiles_bounded=True)
 
 
 @dataclass(frozen=True)

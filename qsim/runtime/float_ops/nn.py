@@ -14,9 +14,9 @@ from ...numerics import ceil_div
 from .base import check_alloc, fail, norm_axes, norm_axis, pack, register
 from ...kernels import float_conv
 from ...kernels.extensions import extension
-from ...threads import apply_blas_threads, split_count, split_rows, use_one_blas_thread
+from ...threads import apply_blas_threads, split_count, split_rows, thread_count, use_one_blas_thread
 from .bounds import BOUND_ONLY, THEN_BOUND, bounded
-from .conv_gemm import PackedFor, conv_gemm, conv_im2col_gemm
+from .conv_gemm import PackedFor, conv_gemm, conv_im2col_gemm, gemm_layer
 from .math import erf
 
 _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when missing or broken
@@ -231,6 +231,15 @@ class _FastConv:
     bound: tuple | None
     only: bool
     packs: PackedFor = dataclasses.field(default_factory=PackedFor, compare=False)
+    layers: dict = dataclasses.field(default_factory=dict, compare=False)     # threads -> GemmLayer
+
+    def _gemm_layer(self, image_shape, w_shape, has_bias, threads):
+        geo = self.geo
+        if self.pointwise:
+            return gemm_layer(image_shape, w_shape, (1, 1), (1, 1), (1, 1), (0, 0), (1, geo.X), has_bias, self.bound,
+                              self.only, threads)
+        return gemm_layer(image_shape, w_shape, tuple(geo.fx), tuple(geo.stride), tuple(geo.dilation),
+                          tuple(geo.before), tuple(geo.ox), has_bias, self.bound, self.only, threads)
 
     def __call__(self, x, w, bias):
         geo, bound, only = self.geo, self.bound, self.only
@@ -241,14 +250,14 @@ class _FastConv:
         else:
             b, n = self.shape[:2]
             w3 = w.reshape(geo.g, geo.m, geo.fc * geo.K)
-            packed = self.packs.get(w, w3)
+            image = np.ascontiguousarray(x)
             if self.pointwise:
-                image = np.ascontiguousarray(x).reshape(b, geo.g * geo.fc, 1, geo.X)
-                out, y = conv_im2col_gemm(image, w3, (1, 1), (1, 1), (1, 1), (0, 0), (1, geo.X), bias, bound, only,
-                                          packed)
-            else:
-                out, y = conv_im2col_gemm(np.ascontiguousarray(x), w3, geo.fx, geo.stride, geo.dilation, geo.before,
-                                          geo.ox, bias, bound, only, packed)
+                image = image.reshape(b, geo.g * geo.fc, 1, geo.X)
+            threads = thread_count()
+            layer = self.layers.get(threads)
+            if layer is None:
+                layer = self.layers[threads] = self._gemm_layer(image.shape, w3.shape, bias is not None, threads)
+            out, y = layer.run(image, w3, bias, self.packs.get(w, w3))
         outs = [None if out is None or only else np.ascontiguousarray(out.reshape(self.shape))]
         if bound is not None:
             outs.append(np.ascontiguousarray(y.reshape(self.shape)))
