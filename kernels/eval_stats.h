@@ -479,10 +479,52 @@ QSIM_QUANTIZE_DEF(qsim_quantize_f64_i8, double, int8_t)
 QSIM_QUANTIZE_DEF(qsim_quantize_f64_i16, double, int16_t)
 QSIM_QUANTIZE_DEF(qsim_quantize_f64_i32, double, int32_t)
 
+#if QSIM_X86
+/* The AVX-512 copy in intrinsics, 8 values a time (GCC left the loop above scalar on every
+ * path: 4 ns a value, EfficientNet-Lite0's 5-crop input batch 3 ms): the same operations lane
+ * by lane. The division and the comparisons are IEEE's; VCVTTPD2QQ is the C truncation to
+ * int64 (exact here: |a| < 2^62), VCVTQQ2PD the C int64 -> double conversion (round to
+ * nearest even, the default mode); the int64 clip and a narrowing store of the clipped value. */
+static QSIM_TARGET_AVX512 int64_t qsim_quantize_avx512(int x_bytes, const void *x, int64_t n, double scale,
+                                                       int64_t zp, int64_t qmin, int64_t qmax, int q_bytes,
+                                                       void *out) {
+    const __m512d vscale = _mm512_set1_pd(scale), lo62 = _mm512_set1_pd(-4611686018427387904.0);
+    const __m512d hi62 = _mm512_set1_pd(4611686018427387904.0), half = _mm512_set1_pd(0.5);
+    const __m512i vzp = _mm512_set1_epi64(zp), vmin = _mm512_set1_epi64(qmin), vmax = _mm512_set1_epi64(qmax);
+    const __m512i one = _mm512_set1_epi64(1);
+    int64_t bad = 0;
+    for (int64_t k = 0; k < n; k += 8) {
+        const __mmask8 valid = n - k >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - k)) - 1u);
+        __m512d a = x_bytes == 4 ? _mm512_cvtps_pd(_mm256_maskz_loadu_ps(valid, (const float *)x + k))
+                                 : _mm512_maskz_loadu_pd(valid, (const double *)x + k);
+        a = _mm512_div_pd(a, vscale);
+        const __mmask8 ok = _mm512_cmp_pd_mask(a, lo62, _CMP_GT_OQ) & _mm512_cmp_pd_mask(a, hi62, _CMP_LT_OQ);
+        bad += __builtin_popcount((unsigned)(valid & (__mmask8)~ok));
+        a = _mm512_maskz_mov_pd(ok, a);
+        __m512i t = _mm512_cvttpd_epi64(a);
+        t = _mm512_mask_sub_epi64(t, _mm512_cmp_pd_mask(_mm512_cvtepi64_pd(t), a, _CMP_GT_OQ), t, one);
+        t = _mm512_mask_add_epi64(t, _mm512_cmp_pd_mask(_mm512_sub_pd(a, _mm512_cvtepi64_pd(t)), half, _CMP_GE_OQ),
+                                  t, one);
+        __m512i v = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(vzp, t), vmin), vmax);
+        if (q_bytes == 1)
+            _mm512_mask_cvtepi64_storeu_epi8((int8_t *)out + k, valid, v);
+        else if (q_bytes == 2)
+            _mm512_mask_cvtepi64_storeu_epi16((int16_t *)out + k, valid, v);
+        else
+            _mm512_mask_cvtepi64_storeu_epi32((int32_t *)out + k, valid, v);
+    }
+    return bad;
+}
+#endif
+
 /* x_bytes: 4 or 8; q_bytes: 1, 2 or 4 */
 static int64_t qsim_quantize(int isa, int x_bytes, const void *x, int64_t n, double scale, int64_t zp,
                              int64_t qmin, int64_t qmax, int q_bytes, void *out) {
     int64_t bad = 0;
+#if QSIM_X86
+    if (isa == QSIM_ISA_AVX512VNNI)
+        return qsim_quantize_avx512(x_bytes, x, n, scale, zp, qmin, qmax, q_bytes, out);
+#endif
 #define QSIM_QUANTIZE_CALL(xn, real_t, qn, q_t) \
     QSIM_DISPATCH(isa, qsim_quantize_##xn##_##qn, (const real_t *)x, n, scale, zp, qmin, qmax, (q_t *)out, &bad)
     if (x_bytes == 4) {
