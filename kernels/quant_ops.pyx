@@ -617,6 +617,7 @@ cdef extern from "dw_moments.h" nogil:
     void qsim_dw_moments_block(int isa, const double *xp, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,
                                int64_t sy, int64_t sx, int64_t OH, int64_t OW, double *tsum,
                                double *so, double *s1)
+    void qsim_dwm_prefetch_totals(const double *so, const double *s1, int64_t K)
 
 
 DEPTHWISE_LANES = QSIM_DWM_CB
@@ -674,6 +675,8 @@ def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] 
         for blk in range(lo, hi):
             c0 = blk * L
             lanes = L if C - c0 > L else C - c0
+            if blk + 1 < hi:
+                qsim_dwm_prefetch_totals(&sum_outer[blk + 1, 0, 0], &sum_x[blk + 1, 0, 0], K)
             for n in range(N):
                 _padded_block(xb + n * xs0 + c0 * xs1, xp, Hp, Wp, src_row, src_col,
                               xs1, xs2, xs3, lanes, L)

@@ -79,8 +79,14 @@ def conv_patches_numpy(x: np.ndarray, g: ConvGeometry, out: np.ndarray) -> np.nd
     if any(g.begins) or any(g.ends):
         x = np.pad(x, ((0, 0), (0, 0), (g.begins[0], g.ends[0]), (g.begins[1], g.ends[1])))
     (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
-    win = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
-    win = win[:, :, ::sh, ::sw, ::dh, ::dw]                       # [N, C, OH, OW, KH, KW]
+    if (kh, kw) == (1, 1):
+        # the 1x1 windows are the strided positions themselves: the same view as below without
+        # sliding_window_view's Python cost (~0.1 ms a call; EfficientNet-Lite0's calibration
+        # gathers its 1x1 layers' patches 32 times a sample)
+        win = x[:, :, ::sh, ::sw, None, None]
+    else:
+        win = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
+        win = win[:, :, ::sh, ::sw, ::dh, ::dw]                   # [N, C, OH, OW, KH, KW]
     oh, ow = win.shape[2], win.shape[3]
     icg = c // g.groups
     win = win.reshape(n, g.groups, icg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)

@@ -178,6 +178,7 @@ class StreamingHistogram:
         self.zeros = 0
         self.lo = math.inf
         self.hi = -math.inf
+        self._needed_memo: tuple[float, float, int] | None = None
 
     @property
     def width(self) -> float:
@@ -223,8 +224,7 @@ class StreamingHistogram:
         counts = np.zeros(self.counts.size, dtype=np.int64)
         lo, hi, zeros, finite, inside = _quant_ops.scan_bins_f32(current_isa().code, values, self.log2_width,
                                                                  self.first, counts)
-        if (not finite or not inside
-                or self._needed_log2(min(self.lo, lo), max(self.hi, hi)) != self.log2_width):
+        if not finite or not inside or self._needed_for(min(self.lo, lo), max(self.hi, hi)) != self.log2_width:
             return lo, hi, zeros, finite, False
         self.zeros += zeros
         self.lo = min(self.lo, lo)
@@ -232,12 +232,20 @@ class StreamingHistogram:
         self.counts += counts
         return lo, hi, zeros, finite, True
 
+    def _needed_for(self, lo: float, hi: float) -> int:
+        """_needed_log2(lo, hi), remembered for the last (lo, hi) asked: most batches leave the
+        range as it was (~20 us a call saved, 12000 calls in EfficientNet-Lite0's calibration).
+        The function depends on lo and hi alone, and on a zero's sign nowhere."""
+        if self._needed_memo is None or self._needed_memo[:2] != (lo, hi):
+            self._needed_memo = (lo, hi, self._needed_log2(lo, hi))
+        return self._needed_memo[2]
+
     def _widen(self, lo: float, hi: float, zeros: int) -> None:
         """Takes a batch's extremes and zero count; coarsens the bins when the range outgrew them."""
         self.zeros += zeros
         self.lo = min(self.lo, lo)
         self.hi = max(self.hi, hi)
-        k = self._needed_log2(self.lo, self.hi)
+        k = self._needed_for(self.lo, self.hi)
         if self.log2_width is None:
             self.log2_width = k
         elif k > self.log2_width:

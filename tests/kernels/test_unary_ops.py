@@ -144,3 +144,19 @@ def test_clamp(rng, dtype):
     for lo, hi in ((info.min, info.max), (-5, 9), (0, 0), (info.min, info.min)):
         out = check_all_paths("CLAMP", [x], dict(min_val=lo, max_val=hi))[0]
         assert out.min() >= lo and out.max() <= hi
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_clamp_covering_the_type_is_a_read_only_view_of_the_input(dtype):
+    """Bounds equal to the type's range change no value: the kernel hands back the input's
+    values as a read-only view (no pass, no buffer); the reference's values are the same."""
+    info = np.iinfo(dtype)
+    x = np.arange(-300, 300).astype(np.int64).clip(info.min, info.max).astype(dtype).reshape(20, 30)
+    x[0, :2] = info.min, info.max
+    attrs = dict(min_val=int(info.min), max_val=int(info.max))
+    out = KERNELS["CLAMP"]([x], attrs)[0]
+    assert np.shares_memory(out, x) and not out.flags.writeable
+    assert np.array_equal(out, tosa_run("CLAMP", [x], attrs)[0])
+    assert np.array_equal(check_all_paths("CLAMP", [x], attrs)[0], x)
+    narrower = KERNELS["CLAMP"]([x], dict(min_val=int(info.min) + 1, max_val=int(info.max)))[0]
+    assert not np.shares_memory(narrower, x) and narrower.min() == info.min + 1

@@ -45,6 +45,29 @@ def test_patches_line_up_with_the_weight_layout(groups, icg, oc):
     np.testing.assert_allclose(got, expected.transpose(0, 2, 3, 1).reshape(-1, oc), atol=1e-10)
 
 
+@pytest.mark.parametrize("groups,icg,oc,stride,pads,crop", [
+    (1, 5, 3, (1, 1), ((0, 0), (0, 0)), (0, 0)), (1, 4, 2, (2, 3), ((0, 0), (0, 0)), (1, 0)),
+    (3, 2, 6, (2, 2), ((1, 0), (2, 1)), (0, 1)), (4, 1, 4, (1, 2), ((0, 1), (0, 0)), (1, 1))])
+def test_one_by_one_patches_line_up_with_the_weight_layout(groups, icg, oc, stride, pads, crop):
+    """A 1x1 kernel's windows are taken as the strided positions themselves (no sliding
+    window view): the direct convolution's patches for strides, padding, crops and groups."""
+    rng = np.random.default_rng(oc * 7 + stride[1])
+    g = ConvGeometry(groups, (1, 1), stride, (1, 1), pads[0], pads[1], crop)
+    x = rng.normal(size=(2, groups * icg, 7, 6))
+    w = rng.normal(size=(oc, icg, 1, 1))
+    rows, _, k = conv_patch_shape(x.shape, g)
+    patches = conv_patches_numpy(x, g, np.empty((groups, rows, k)))
+    per_group = oc // groups
+    flat = w.reshape(oc, -1)
+    got = np.stack([patches[o // per_group] @ flat[o] for o in range(oc)], axis=1)
+    np.testing.assert_allclose(got, _direct_conv(x, w, g).transpose(0, 2, 3, 1).reshape(-1, oc), atol=1e-12)
+    # the same floats as the sliding-window formulation of every other kernel size
+    xp = np.pad(x[:, :, :7 - crop[0], :6 - crop[1]], ((0, 0), (0, 0), (pads[0][0], pads[1][0]), (pads[0][1], pads[1][1])))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (1, 1), axis=(2, 3))[:, :, ::stride[0], ::stride[1]]
+    want = win.reshape(2, groups, icg, *win.shape[2:4], 1, 1).transpose(1, 0, 3, 4, 2, 5, 6).reshape(groups, rows, k)
+    assert np.array_equal(patches, want)
+
+
 def test_patches_written_in_place_equal_the_new_array():
     rng = np.random.default_rng(4)
     g = ConvGeometry(2, (3, 2), (2, 1), (1, 2), (1, 0), (2, 1), (1, 0))

@@ -206,6 +206,39 @@ def test_one_pass_blocks_count_like_numpy_near_every_edge(rows, channels):
         assert (signal, noise) == blocked_sums(f.reshape(-1), err)
 
 
+@pytest.mark.parametrize("rows", [5, 8, 1024, 1029, 2050])
+def test_one_pass_blocks_count_zeros_apart_from_nan_and_infinities(rows):
+    """The AVX-512 one-pass block counts no zero lane by lane: every element is kept, near an
+    edge, an exact zero or NaN, so its zeros are what the others leave, less the NaN, which it
+    counts from e in a block whose sum of e^2 turned NaN. Float32 values with exact zeros of
+    both signs, NaN (in full 8-lane groups, in a block's last partial group, in one block and
+    not the next) and infinities: numpy's counts (NaN nowhere, infinities at the rails) on every
+    ISA path, contiguous and tiled."""
+    rng = np.random.default_rng(rows)
+    scale, zp = 0.0390625, 5
+    q_nhwc = rng.integers(-128, 128, (1, rows, 1, 2)).astype(np.int8)
+    q = q_nhwc.transpose(0, 3, 1, 2)
+    deq = (q.astype(np.int64) - zp) * scale
+    f = (deq + rng.normal(0, scale, q.shape)).astype(np.float32)
+    zero = rng.random(q.shape) < 0.3
+    f[zero] = deq[zero].astype(np.float32)
+    flat = f.reshape(-1)
+    flat[rng.random(flat.size) < 0.02] = -0.0
+    flat[rng.integers(0, flat.size, 3)] = np.inf
+    flat[rng.integers(0, flat.size, 3)] = -np.inf
+    for k in (1, rows - 1, rows + 3):          # a group's lane, the last partial group, channel 2
+        flat[min(k, flat.size - 1)] = np.nan
+    err = (deq - f.astype(np.float64)).reshape(-1)
+    with np.errstate(invalid="ignore"):
+        want = numpy_counts(err, scale)
+    assert sum(want) == flat.size - int(np.count_nonzero(np.isnan(err)))
+    counts, signal, noise = run_stats(q, f, [scale], [zp], 1, scale)
+    assert counts == want
+    assert np.isnan(noise)
+    counts_c, _, _ = run_stats(np.ascontiguousarray(q), f, [scale], [zp], 1, scale)
+    assert counts_c == want
+
+
 def test_one_pass_blocks_take_the_exact_bin_where_the_multiply_straddles_an_edge():
     """Float32 zeros (a ReLU's) against codes q - zp = -4..4: e = n * scale lies on or within
     an ulp of the edge n, and for scales that are not powers of two e * (1 / lsb) and e / lsb

@@ -65,6 +65,19 @@ def test_random_activations_scan_like_numpy(n, log2_width, zero_share, shift, se
         assert_scan_is_numpy(x, log2_width, first, size)
 
 
+@pytest.mark.parametrize("n", [1023, 1024, 1025, 1040, 4099, 20000])
+def test_runs_of_counted_values_count_like_numpy(n):
+    """The AVX-512 path packs a run of 1024 values' counted bins before adding them: lengths
+    around and across runs, with ReLU6-like data (a third exact zeros, a fifth on the rail 6.0,
+    one bin again and again) and values outside the bins."""
+    rng = np.random.default_rng(n)
+    x = np.clip(rng.standard_normal(n) * 4.0, 0.0, 6.0).astype(np.float32)
+    x[rng.random(n) < 0.1] = -0.0
+    x[rng.random(n) < 0.05] = -2.5
+    for first, size in ((0, 193), (-40, 250), (10, 50)):
+        assert_scan_is_numpy(x, -5, first, size)
+
+
 def test_zero_extremes_take_the_first_zeros_sign():
     """A zero minimum or maximum is the first zero met, as a sequential scan from x[0] with
     strict comparisons leaves it; on the vector paths the zero may sit in any lane or the tail."""
