@@ -206,18 +206,16 @@ def conv_im2col_gemm(x: np.ndarray, w: np.ndarray, kernel, stride, dilation, bef
     the bounded out or None) as conv_gemm does (bound_only too). The threads take whole tasks
     (blocking()) in one call each. packed: pack_weights(w) when the caller has it."""
     layer = gemm_layer(x.shape, w.shape, tuple(kernel), tuple(stride), tuple(dilation), tuple(before),
-                       tuple(out_size), bias is not None, None if bound is None else tuple(bound), bool(bound_only),
-                       thread_count())
+                       tuple(out_size), None if bound is None else tuple(bound), bool(bound_only), thread_count())
     return layer.run(x, w, bias, packed)
 
 
 @functools.lru_cache(maxsize=1024)
 def gemm_layer(x_shape: tuple, w_shape: tuple, kernel: tuple, stride: tuple, dilation: tuple, before: tuple,
-               out_size: tuple, has_bias: bool, bound: tuple | None, bound_only: bool, threads: int) -> "GemmLayer":
+               out_size: tuple, bound: tuple | None, bound_only: bool, threads: int) -> "GemmLayer":
     """The GemmLayer of these shapes, bound and thread count (cached: a model asks for the same
     few dozen on every inference)."""
-    return GemmLayer(x_shape, w_shape, kernel, stride, dilation, before, out_size, has_bias, bound, bound_only,
-                     threads)
+    return GemmLayer(x_shape, w_shape, kernel, stride, dilation, before, out_size, bound, bound_only, threads)
 
 
 class GemmLayer:
@@ -225,8 +223,7 @@ class GemmLayer:
     made once, so that a call only allocates, finds its columns and runs the kernel (the
     working out was most of the Python of a small layer's call)."""
 
-    def __init__(self, x_shape, w_shape, kernel, stride, dilation, before, out_size, has_bias, bound, bound_only,
-                 threads):
+    def __init__(self, x_shape, w_shape, kernel, stride, dilation, before, out_size, bound, bound_only, threads):
         self.g, self.m, self.K = w_shape
         self.batch = x_shape[0]
         self.kernel, self.stride, self.dilation, self.before, self.out_size = kernel, stride, dilation, before, out_size
@@ -239,7 +236,6 @@ class GemmLayer:
                                                                None if bound[1] is None else float(bound[1]))
         self.geometry = (KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1])
         self.threads = threads
-        self._calls: dict = {}      # grid width -> _GemmCall
 
     def run(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, packed: np.ndarray | None = None):
         g, m, K, batch, N, bound, bound_only = self.g, self.m, self.K, self.batch, self.N, self.bound, self.bound_only
@@ -255,10 +251,7 @@ class GemmLayer:
         direct = direct_columns(x, K // (KH * KW), self.kernel, self.stride, self.dilation, self.before,
                                 self.out_size)
         width = OW if direct is None else direct[3]           # the pixel grid's row: OW or wider
-        call = self._calls.get((width, direct is None))
-        if call is None:
-            call = self._calls[(width, direct is None)] = _gemm_call(batch, g, m, K, OH, width, direct is None,
-                                                                      self.threads)
+        call = _gemm_call(batch, g, m, K, OH, width, direct is None, self.threads)
         out = np.empty((batch, g * m, call.Nd), dtype=np.float32)
         y = None if bound is None or bound_only else np.empty_like(out)
         if packed is None:

@@ -193,29 +193,35 @@ def _hashable(value):
     return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple, np.ndarray)) else value
 
 
-# id(attrs) -> (attrs, its geometry key): the key of an op's attribute mapping, made once. The
-# mapping is held, so its id cannot name another one while the entry lives; an op's attributes
-# are never changed in place (passes make new ops with new mappings, fusion.py too).
-_geometry_keys: dict[int, tuple] = {}
-GEOMETRY_KEYS_KEPT = 4096
+class _PerAttrs:
+    """What an op works out from its attribute mapping (and a key: the input shapes), found again
+    by the mapping's identity: id(attrs) -> (attrs, key, value). The mapping is held, so its id
+    cannot name another one while the entry lives; an op's attributes are never changed in place
+    (passes make new ops with new mappings, fusion.py too). At most KEPT entries (then cleared)."""
+    KEPT = 4096
+
+    def __init__(self):
+        self._entries: dict[int, tuple] = {}
+
+    def get(self, at, key, make):
+        hit = self._entries.get(id(at))
+        if hit is not None and hit[0] is at and hit[1] == key:
+            return hit[2]
+        value = make()
+        if len(self._entries) >= self.KEPT:
+            self._entries.clear()
+        self._entries[id(at)] = (at, key, value)
+        return value
+
+
+_geometry_keys = _PerAttrs()     # the hashable geometry attributes (_conv_geometry's key)
+_fast_convs = _PerAttrs()        # the float32 NCHW calls worked out once per op and input shape
 
 
 def _geometry_key(at) -> tuple:
     """The hashable form of a conv's geometry attributes (_conv_geometry's key): building it took
     a fifth of the Python time of a conv call, for the same few dozen mappings every inference."""
-    hit = _geometry_keys.get(id(at))
-    if hit is not None and hit[0] is at:
-        return hit[1]
-    key = tuple((k, _hashable(at[k])) for k in _GEOMETRY_ATTRS if k in at)
-    if len(_geometry_keys) >= GEOMETRY_KEYS_KEPT:
-        _geometry_keys.clear()
-    _geometry_keys[id(at)] = (at, key)
-    return key
-
-
-# id(attrs) -> (attrs, key, _FastConv or None): the float32 NCHW convolutions' calls worked out
-# once per op and input shape (held as _geometry_keys holds its mappings)
-_fast_convs: dict[int, tuple] = {}
+    return _geometry_keys.get(at, None, lambda: tuple((k, _hashable(at[k])) for k in _GEOMETRY_ATTRS if k in at))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,15 +237,14 @@ class _FastConv:
     bound: tuple | None
     only: bool
     packs: PackedFor = dataclasses.field(default_factory=PackedFor, compare=False)
-    layers: dict = dataclasses.field(default_factory=dict, compare=False)     # threads -> GemmLayer
 
-    def _gemm_layer(self, image_shape, w_shape, has_bias, threads):
+    def _gemm_layer(self, image_shape, w_shape):
         geo = self.geo
         if self.pointwise:
-            return gemm_layer(image_shape, w_shape, (1, 1), (1, 1), (1, 1), (0, 0), (1, geo.X), has_bias, self.bound,
-                              self.only, threads)
+            return gemm_layer(image_shape, w_shape, (1, 1), (1, 1), (1, 1), (0, 0), (1, geo.X), self.bound, self.only,
+                              thread_count())
         return gemm_layer(image_shape, w_shape, tuple(geo.fx), tuple(geo.stride), tuple(geo.dilation),
-                          tuple(geo.before), tuple(geo.ox), has_bias, self.bound, self.only, threads)
+                          tuple(geo.before), tuple(geo.ox), self.bound, self.only, thread_count())
 
     def __call__(self, x, w, bias):
         geo, bound, only = self.geo, self.bound, self.only
@@ -253,11 +258,7 @@ class _FastConv:
             image = np.ascontiguousarray(x)
             if self.pointwise:
                 image = image.reshape(b, geo.g * geo.fc, 1, geo.X)
-            threads = thread_count()
-            layer = self.layers.get(threads)
-            if layer is None:
-                layer = self.layers[threads] = self._gemm_layer(image.shape, w3.shape, bias is not None, threads)
-            out, y = layer.run(image, w3, bias, self.packs.get(w, w3))
+            out, y = self._gemm_layer(image.shape, w3.shape).run(image, w3, bias, self.packs.get(w, w3))
         outs = [None if out is None or only else np.ascontiguousarray(out.reshape(self.shape))]
         if bound is not None:
             outs.append(np.ascontiguousarray(y.reshape(self.shape)))
@@ -273,14 +274,7 @@ def _fast_conv(ins, at) -> _FastConv | None:
             or (bias is not None and (type(bias) is not np.ndarray or bias.dtype != np.float32)):
         return None
     key = (x.shape, w.shape, None if bias is None else bias.shape, max_tensor_bytes())
-    hit = _fast_convs.get(id(at))
-    if hit is not None and hit[0] is at and hit[1] == key:
-        return hit[2]
-    fast = _plan_fast_conv(x, w, bias, at)
-    if len(_fast_convs) >= GEOMETRY_KEYS_KEPT:
-        _fast_convs.clear()
-    _fast_convs[id(at)] = (at, key, fast)
-    return fast
+    return _fast_convs.get(at, key, lambda: _plan_fast_conv(x, w, bias, at))
 
 
 def _plan_fast_conv(x, w, bias, at) -> _FastConv | None:
