@@ -65,6 +65,12 @@ static void qsim_gemm_pack_a(const float *w, int64_t g, int64_t m, int64_t K, fl
 typedef struct {
     const float *x;
     int64_t C, H, W, KH, KW, sy, sx, dy, dx, pt, pl, OW;
+    /* NULL, or the gather table of small strided layers (qsim_gemm_pack_b_gather):
+     * gather[t * gstride + n] = iy * W + ix, the plane element that tap t = ky*KW + kx of
+     * output pixel n reads, or -1 where that is padding; gstride >= N rounded up to 16, the
+     * entries past N -1 */
+    const int32_t *gather;
+    int64_t gstride;
 } qsim_gemm_geo;
 
 /* The pixel runs of one task's pixels [n0, n0 + npix): pieces that stay in one output row and
@@ -163,6 +169,58 @@ QSIM_INLINE void qsim_gemm_pack_b_body(const qsim_gemm_geo *g, int64_t b, int64_
 #define QSIM_PACK_B_PARAMS (const qsim_gemm_geo *g, int64_t b, int64_t c0, int64_t k0, int64_t k1, int64_t n0, \
     int64_t npix, const int64_t *seg, int64_t nseg, float *Bp)
 QSIM_VERSIONS(qsim_gemm_pack_b, QSIM_PACK_B_PARAMS, (g, b, c0, k0, k1, n0, npix, seg, nseg, Bp))
+
+/* The B panels of pack_b from the gather table instead of the pixel runs: on images whose
+ * output rows are short (Fashion-MNIST's 28 to 4 pixels), a run is a handful of pixels and
+ * working out each run per k row cost more than the copies (57 % of such a layer's time was
+ * packing, 33 % the products). Row k = (c, t) of panel j is plane c read at the table's row t,
+ * 0.0f where it says -1: the same values as the runs give. AVX-512 gathers 16 at a time. */
+#if QSIM_X86
+/* dst[i] = plane[at[i]] (0.0f where at[i] is -1) for i < cnt rounded up to 16: the table's rows
+ * are padded with -1 past N to a multiple of 16, and a panel row has 48 columns (those past
+ * npix are never read) */
+static QSIM_TARGET_AVX512 void qsim_gather_row_avx512(float *dst, const float *plane, const int32_t *at,
+                                                      int64_t cnt) {
+    const __m512i none = _mm512_set1_epi32(-1);
+    for (int64_t i = 0; i < cnt; i += 16) {
+        const __m512i where = _mm512_loadu_si512((const void *)(at + i));
+        const __mmask16 inside = _mm512_cmpneq_epi32_mask(where, none);
+        _mm512_storeu_ps(dst + i, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside, where, plane, 4));
+    }
+}
+#endif
+
+static void qsim_gemm_pack_b_gather(int isa, const qsim_gemm_geo *g, int64_t b, int64_t c0, int64_t k0, int64_t k1,
+                                    int64_t n0, int64_t npix, float *Bp) {
+    const int64_t taps = g->KH * g->KW, panel = (k1 - k0) * QSIM_GN, HW = g->H * g->W;
+    for (int64_t k = k0; k < k1; k++) {
+        const float *plane = g->x + (b * g->C + c0 + k / taps) * HW;
+        const int32_t *idx = g->gather + (k % taps) * g->gstride + n0;
+        for (int64_t j = 0; j * QSIM_GN < npix; j++) {
+            const int64_t cnt = npix - j * QSIM_GN < QSIM_GN ? npix - j * QSIM_GN : QSIM_GN;
+            float *dst = Bp + j * panel + (k - k0) * QSIM_GN;
+            const int32_t *at = idx + j * QSIM_GN;
+#if QSIM_X86
+            if (isa == QSIM_ISA_AVX512VNNI) {
+                qsim_gather_row_avx512(dst, plane, at, cnt);
+                continue;
+            }
+#endif
+            for (int64_t i = 0; i < cnt; i++) dst[i] = at[i] >= 0 ? plane[at[i]] : 0.0f;
+        }
+    }
+    (void)isa;
+}
+
+/* pack_b by the table when the layer has one, else by the pixel runs */
+static inline void qsim_gemm_pack_cols(int isa, const qsim_gemm_geo *g, int64_t b, int64_t c0, int64_t k0,
+                                       int64_t k1, int64_t n0, int64_t npix, const int64_t *seg, int64_t nseg,
+                                       float *Bp) {
+    if (g->gather != NULL)
+        qsim_gemm_pack_b_gather(isa, g, b, c0, k0, k1, n0, npix, Bp);
+    else
+        QSIM_DISPATCH(isa, qsim_gemm_pack_b, g, b, c0, k0, k1, n0, npix, seg, nseg, Bp);
+}
 
 /* What a micro-kernel does with its finished tile (the last k block): + bias[r] (NULL: nothing
  * added, not even +0.0f), then mode 1: y = relu/clamp of it as well, mode 2: out gets the
@@ -423,10 +481,11 @@ static void qsim_gemm_tail(int isa, int64_t kc, const float *a, int64_t lda, int
  * thread packed all of it before). seg: room for the runs (as in the driver's scratch). */
 static void qsim_gemm_prepack(int isa, const qsim_gemm_geo *geo, int64_t K, int64_t npix, int64_t kb0, int64_t kb1,
                               float *dst, int64_t *seg) {
-    const int64_t npan = (npix + QSIM_GN - 1) / QSIM_GN, nseg = qsim_gemm_runs(geo->OW, 0, npix, seg);
+    const int64_t npan = (npix + QSIM_GN - 1) / QSIM_GN;
+    const int64_t nseg = geo->gather != NULL ? 0 : qsim_gemm_runs(geo->OW, 0, npix, seg);
     for (int64_t kb = kb0; kb < kb1; kb++) {
         const int64_t k0 = kb * QSIM_GKC, k1 = K - k0 < QSIM_GKC ? K : k0 + QSIM_GKC;
-        QSIM_DISPATCH(isa, qsim_gemm_pack_b, geo, 0, 0, k0, k1, 0, npix, seg, nseg, dst + k0 * npan * QSIM_GN);
+        qsim_gemm_pack_cols(isa, geo, 0, 0, k0, k1, 0, npix, seg, nseg, dst + k0 * npan * QSIM_GN);
     }
 }
 
@@ -471,7 +530,7 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
         const int64_t in_last = npix - (npan - 1) * QSIM_GN, vec_last = in_last / 16 * 16, tail = in_last % 16;
         float *o = out + (b * g * m + gi * m) * N;            /* this sample's group's rows */
         if (p1 <= p0) continue;
-        const int64_t nseg = direct != NULL ? 0 : qsim_gemm_runs(geo->OW, n0, npix, seg);
+        const int64_t nseg = direct != NULL || geo->gather != NULL ? 0 : qsim_gemm_runs(geo->OW, n0, npix, seg);
         /* direct: the columns are read in place, row k of pixel n at base + doff[k] + n */
         const float *base = direct != NULL ? direct + (b * geo->C + gi * fc) * dplane : NULL;
         for (int64_t k0 = 0; k0 < K; k0 += QSIM_GKC) {
@@ -483,7 +542,7 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
             else if (prepacked != NULL)               /* packed once for all tasks (qsim_gemm_prepack) */
                 Bp = (float *)prepacked + k0 * npan * QSIM_GN;
             else
-                QSIM_DISPATCH(isa, qsim_gemm_pack_b, geo, b, gi * fc, k0, k1, n0, npix, seg, nseg, Bp);
+                qsim_gemm_pack_cols(isa, geo, b, gi * fc, k0, k1, n0, npix, seg, nseg, Bp);
             for (int64_t p = p0; p < p1; p++) {
                 const float *ap = packed + ((gi * mp + p) * K + k0) * QSIM_GM;
                 const int64_t r0 = p * QSIM_GM, rows = m - r0 < QSIM_GM ? m - r0 : QSIM_GM;

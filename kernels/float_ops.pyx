@@ -11,6 +11,8 @@
   packed straight from the input, every output one fma chain in k order, then + bias and a
   following relu/clamp in the same pass (qsim/runtime/float_ops/conv_gemm.py).
 - bounded_f32: relu / relu6 / clamp to constants in one pass (qsim/runtime/float_ops/bounds.py).
+- channel_affine_f32: batch normalisation's subtract, divide, multiply, add per channel in one
+  pass (qsim/runtime/float_ops/nn.py batch_norm).
 - max_pool_f32, copy_planes_f32: 2-D max pooling with numpy.maximum's bits, and plane copies
   with any strides (a conv's pixel grid cropped to its output width, an input into its zero
   padding) (kernels/float_pool.h).
@@ -19,7 +21,8 @@ threads of qsim's compiled pool (kernels/task_pool.h) without the GIL, cut into 
 thread that the threads claim one by one; the same bits for any `threads`. Built with
 -ffp-contract=off: no fused multiply-add may change a rounding.
 """
-from libc.stdint cimport int64_t
+cimport cython
+from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
 include "task_pool_client.pxi"
@@ -185,10 +188,83 @@ cdef void _bounded_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept no
     _bounded_f32(c.x + lo, c.out + lo, hi - lo, c.lo, c.hi, c.has_hi)
 
 
+@cython.cdivision(True)    # IEEE division (x / 0 is inf or nan, as numpy's), no Python zero check
+cdef inline void _affine_plane(const float *x, float *out, int64_t n, float m, float s, float g, float b,
+                               bint has_g, bint has_b) noexcept nogil:
+    """One channel's plane: the four loops keep the loop body free of tests, so each vectorises."""
+    cdef int64_t i
+    if has_g and has_b:
+        for i in range(n):
+            out[i] = (x[i] - m) / s * g + b
+    elif has_g:
+        for i in range(n):
+            out[i] = (x[i] - m) / s * g
+    elif has_b:
+        for i in range(n):
+            out[i] = (x[i] - m) / s + b
+    else:
+        for i in range(n):
+            out[i] = (x[i] - m) / s
+
+
+def channel_affine_f32(const float[:, :, ::1] x, float[:, :, ::1] out, const float[::1] mean,
+                       const float[::1] denom, scale, bias, int threads=1):
+    """out[o][c][i] = (x[o][c][i] - mean[c]) / denom[c] * scale[c] + bias[c] (scale, bias None:
+    that step left out), each operation one float32 rounding in this order (built with
+    -ffp-contract=off): numpy's subtract, divide, multiply and add passes of nn.batch_norm, bit
+    for bit, in one pass. Planes (o, c) on `threads` threads of the pool."""
+    cdef int64_t C = x.shape[1]
+    cdef const float[::1] g
+    cdef const float[::1] b
+    cdef _AffineCtx c
+    _check_threads(threads, "channel_affine_f32")
+    if out.shape[0] != x.shape[0] or out.shape[1] != C or out.shape[2] != x.shape[2] or \
+            mean.shape[0] != C or denom.shape[0] != C:
+        raise ValueError("channel_affine_f32: shapes of x, out and the channel vectors do not agree")
+    c.g = c.b = NULL
+    if scale is not None:
+        g = scale
+        if g.shape[0] != C:
+            raise ValueError("channel_affine_f32: scale has the wrong length")
+        c.g = &g[0] if C else NULL
+    if bias is not None:
+        b = bias
+        if b.shape[0] != C:
+            raise ValueError("channel_affine_f32: bias has the wrong length")
+        c.b = &b[0] if C else NULL
+    if x.shape[0] * C * x.shape[2] == 0:
+        return
+    c.x, c.out, c.m, c.s, c.C, c.n = &x[0, 0, 0], &out[0, 0, 0], &mean[0], &denom[0], C, x.shape[2]
+    with nogil:
+        _pool_run(_affine_part, &c, x.shape[0] * C, qsim_parts_for(x.shape[0] * C, threads), threads)
+
+
+cdef struct _AffineCtx:
+    const float *x
+    float *out
+    const float *m
+    const float *s
+    const float *g
+    const float *b
+    int64_t C, n
+
+
+cdef void _affine_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    cdef _AffineCtx *c = <_AffineCtx *>ctx
+    cdef int64_t p, ch
+    for p in range(lo, hi):
+        ch = p % c.C
+        _affine_plane(c.x + p * c.n, c.out + p * c.n, c.n, c.m[ch], c.s[ch],
+                      c.g[ch] if c.g != NULL else 1.0, c.b[ch] if c.b != NULL else 0.0,
+                      c.g != NULL, c.b != NULL)
+
+
 cdef extern from "float_gemm.h" nogil:
     ctypedef struct qsim_gemm_geo:
         const float *x
         int64_t C, H, W, KH, KW, sy, sx, dy, dx, pt, pl, OW
+        const int32_t *gather
+        int64_t gstride
     void qsim_gemm_pack_a(const float *w, int64_t g, int64_t m, int64_t K, float *packed, int64_t q0, int64_t q1)
     int64_t qsim_gemm_scratch_floats(int64_t K, int64_t ppb)
     void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int64_t m, int64_t fc,
@@ -201,6 +277,28 @@ cdef extern from "float_gemm.h" nogil:
 
 GEMM_ROWS = 8           # QSIM_GM: rows of an A panel
 GEMM_COLS = 48          # QSIM_GN: pixels of a B panel
+
+
+cdef int _set_gather(qsim_gemm_geo *geo, gather, int64_t N, const char *who) except -1:
+    """geo's gather table (None: the pixel runs) after checking that every read it asks for
+    stays inside a plane: [KH*KW][gstride] int32, gstride >= N rounded up to 16, entries -1 or
+    plane elements. (The layer's table is made once and kept; checking it costs a pass over it,
+    a few microseconds against the layer's packing.)"""
+    cdef const int32_t[::1] gv
+    cdef int64_t taps = geo.KH * geo.KW, i, HW = geo.H * geo.W, gstride
+    geo.gather, geo.gstride = NULL, 0
+    if gather is None:
+        return 0
+    gv = gather
+    gstride = gv.shape[0] // taps if taps else 0
+    if gstride * taps != gv.shape[0] or gstride < (N + 15) // 16 * 16:
+        raise ValueError(f"{who.decode()}: the gather table has {gv.shape[0]} entries, not {taps} rows of "
+                         f"at least {(N + 15) // 16 * 16}")
+    for i in range(gv.shape[0]):
+        if gv[i] < -1 or gv[i] >= HW:
+            raise ValueError(f"{who.decode()}: gather table entry {gv[i]} outside the {HW}-element plane")
+    geo.gather, geo.gstride = &gv[0], gstride
+    return 0
 
 
 def gemm_pack_a_f32(const float[:, :, ::1] w, float[::1] packed, int64_t q0, int64_t q1, int threads=1):
@@ -234,7 +332,7 @@ def conv_gemm_f32(int isa, const float[:, :, :, ::1] x, int64_t g, int64_t m, in
                   int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl,
                   const float[::1] packed, bias, float[:, :, ::1] out, y, int64_t OW, int bounded, lo, hi,
                   int64_t nblk, int64_t ppb, int64_t msplit, int64_t t0, int64_t t1, float[::1] scratch,
-                  prepacked=None, direct=None, doff=None, int64_t dplane=0, int threads=1):
+                  prepacked=None, direct=None, doff=None, int64_t dplane=0, int threads=1, gather=None):
     """Tasks [t0, t1) of the conv GEMM out[b][gi*m + r][p] = sum_k w * im2col(x) (+ bias, then
     with bounded 1 y = relu/clamp(out), 2 out = relu/clamp(out)), kernels/float_gemm.h: fma
     chains in k order, so the bits depend on none of the blocking or task parameters.
@@ -244,7 +342,8 @@ def conv_gemm_f32(int isa, const float[:, :, :, ::1] x, int64_t g, int64_t m, in
     the B panels from gemm_prepack_f32 (batch * g * nblk == 1 only), shared by all tasks. direct (a
     flat float32 array), doff (int64 [K]), dplane (stride 1 convolutions): no packing; row k of
     pixel n of sample b, group gi is direct[(b*C + gi*fc)*dplane + doff[k] + n] (x itself is
-    then ignored but for its shape)."""
+    then ignored but for its shape). gather: the layer's gather table (conv_gemm.py gather_table,
+    the layout of qsim_gemm_geo), which packs the columns of short output rows faster."""
     cdef int64_t B = x.shape[0], C = x.shape[1], fc = x.shape[1] // g if g > 0 else 0
     cdef int64_t N = out.shape[2], K = fc * KH * KW, mp = (m + 7) // 8
     cdef qsim_gemm_geo geo
@@ -278,6 +377,7 @@ def conv_gemm_f32(int isa, const float[:, :, :, ::1] x, int64_t g, int64_t m, in
     geo.x = &x[0, 0, 0, 0]
     geo.C, geo.H, geo.W, geo.KH, geo.KW = C, x.shape[2], x.shape[3], KH, KW
     geo.sy, geo.sx, geo.dy, geo.dx, geo.pt, geo.pl, geo.OW = sy, sx, dy, dx, pt, pl, OW
+    _set_gather(&geo, gather, N, b"conv_gemm_f32")
     cdef float[::1] pre
     cdef const float *pp = NULL
     if prepacked is not None:
@@ -342,11 +442,11 @@ cdef void _gemm_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil
 
 def gemm_prepack_f32(int isa, const float[:, :, :, ::1] x, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
                      int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t OW, int64_t npix, float[::1] dst,
-                     int64_t kb0, int64_t kb1, float[::1] scratch, int threads=1):
+                     int64_t kb0, int64_t kb1, float[::1] scratch, int threads=1, gather=None):
     """The B panels of k blocks [kb0, kb1) of sample 0's whole im2col (all C*KH*KW rows, pixels
     [0, npix)) into dst (K * ceil(npix / 48) * 48 floats), for conv_gemm_f32's prepacked; in
     `threads` threads of the pool, scratch holding threads * scratch_per_thread(gemm_scratch_floats(K,
-    ceil(npix / 48))) floats."""
+    ceil(npix / 48))) floats; gather as conv_gemm_f32's."""
     cdef int64_t K = x.shape[1] * KH * KW, npan = (npix + 47) // 48
     cdef qsim_gemm_geo geo
     _check_threads(threads, "gemm_prepack_f32")
@@ -357,6 +457,7 @@ def gemm_prepack_f32(int isa, const float[:, :, :, ::1] x, int64_t KH, int64_t K
     geo.x = &x[0, 0, 0, 0]
     geo.C, geo.H, geo.W, geo.KH, geo.KW = x.shape[1], x.shape[2], x.shape[3], KH, KW
     geo.sy, geo.sx, geo.dy, geo.dx, geo.pt, geo.pl, geo.OW = sy, sx, dy, dx, pt, pl, OW
+    _set_gather(&geo, gather, npix, b"gemm_prepack_f32")
     if kb1 <= kb0:
         return
     cdef _PrepackCtx c

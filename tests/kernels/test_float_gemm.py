@@ -261,3 +261,76 @@ def test_stride_two_is_stride_one_sampled_bit_for_bit(rng, W, before):
             half = run(x, w, bias, (2, 2), (1, 1), before, two, bound=(0.0, 6.0))
         for f, h in zip(full[:2], half[:2]):
             np.testing.assert_array_equal(h.view(np.uint32), f[:, :, ::2, ::2].view(np.uint32))
+
+
+@pytest.mark.parametrize("shape,n,g,k,stride,dilation,before,out_size", [
+    ((3, 16, 28, 28), 32, 1, (3, 3), (2, 2), (1, 1), (1, 1), (14, 14)),     # the embedded model's stride 2
+    ((2, 64, 7, 7), 64, 1, (3, 3), (2, 2), (1, 1), (1, 1), (4, 4)),
+    ((2, 8, 7, 7), 24, 1, (3, 3), (1, 1), (1, 1), (1, 1), (7, 7)),          # 3x3 on 7x7: no direct grid
+    ((2, 5, 9, 11), 9, 1, (3, 3), (3, 3), (1, 1), (0, 2), (3, 4)),          # stride 3, padding on one side
+    ((1, 4, 13, 10), 8, 2, (5, 5), (2, 2), (2, 2), (2, 2), (5, 3)),         # dilation, groups
+    ((2, 4, 4, 9), 5, 1, (2, 2), (2, 2), (1, 1), (-1, 0), (1, 5)),          # a crop, a padding past the right
+    ((1, 8, 20, 20), 16, 1, (1, 1), (2, 2), (1, 1), (0, 0), (10, 10)),      # a strided pointwise conv
+    ((1, 3, 40, 31), 17, 1, (3, 3), (2, 2), (1, 1), (1, 1), (20, 16)),      # 320 pixels: many panels, a tail
+])
+def test_short_rows_pack_by_the_gather_table_with_the_runs_bits(rng, monkeypatch, shape, n, g, k, stride, dilation,
+                                                               before, out_size):
+    """Output rows of at most GATHER_MAX_WIDTH pixels pack their columns from the layer's gather
+    table (float_gemm.h qsim_gemm_pack_b_gather): the same columns as the pixel runs, so the same
+    bits, on every ISA path and thread count, with and without the shared prepacked columns
+    (one sample: the threads split the rows), the bound in place or beside."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, :2] = [np.inf, np.nan]
+    w = rng.standard_normal((n, shape[1] // g) + k).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    layer = cg.gemm_layer(shape, (g, n // g, shape[1] // g * k[0] * k[1]), k, stride, dilation, before, out_size,
+                          None, False, 1)
+    assert layer.gather is not None
+    results = []
+    for isa in supported_isas():
+        for threads in ("1", "2"):
+            monkeypatch.setenv("QSIM_THREADS", threads)
+            for width in (cg.GATHER_MAX_WIDTH, 0):            # 0: every layer packs by its runs
+                monkeypatch.setattr(cg, "GATHER_MAX_WIDTH", width)
+                cg.gemm_layer.cache_clear()
+                with forced_isa(isa):
+                    for only in (False, True):
+                        results.append(run(x, w, bias, stride, dilation, before, out_size, (0.0, 6.0), only))
+            monkeypatch.undo()
+    cg.gemm_layer.cache_clear()
+    want = results[0]
+    for got in results:
+        for a, b in zip(got[:2], want[:2]):
+            if a is not None and b is not None:
+                np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    x[0, 0, 0, :2] = 0.0
+    check_bound(x, w, bias, stride, dilation, before, run(x, w, bias, stride, dilation, before, out_size)[0],
+                out_size)
+
+
+def test_the_gather_table_names_the_element_each_tap_reads():
+    """Row ky*KW + kx, column oy*OW + ox: iy*W + ix with iy = oy*sy + ky*dy - pt (ix likewise), -1
+    outside the plane; rows padded with -1 to a multiple of 16; read-only."""
+    H, W, (KH, KW), (sy, sx), (dy, dx), (pt, pl), (OH, OW) = 6, 5, (3, 2), (2, 3), (1, 2), (1, -1), (3, 2)
+    table = cg.gather_table((H, W), (KH, KW), (sy, sx), (dy, dx), (pt, pl), (OH, OW)).reshape(KH * KW, -1)
+    assert table.shape == (KH * KW, 16) and not table.flags.writeable
+    for ky in range(KH):
+        for kx in range(KW):
+            for oy in range(OH):
+                for ox in range(OW):
+                    iy, ix = oy * sy + ky * dy - pt, ox * sx + kx * dx - pl
+                    want = iy * W + ix if 0 <= iy < H and 0 <= ix < W else -1
+                    assert table[ky * KW + kx, oy * OW + ox] == want
+    assert (table[:, OH * OW:] == -1).all()
+
+
+@pytest.mark.parametrize("entry", [-2, 6 * 6])
+def test_a_gather_table_that_reads_outside_the_plane_is_refused(rng, entry):
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    layer = cg.GemmLayer(x.shape, (1, 4, 18), (3, 3), (2, 2), (1, 1), (1, 1), (3, 3), None, False, 1)
+    bad = layer.gather.copy()
+    bad[5] = entry
+    layer.gather = bad
+    with pytest.raises(ValueError, match="gather table entry"):
+        layer.run(x, w.reshape(1, 4, 18), None)

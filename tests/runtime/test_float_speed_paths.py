@@ -1,5 +1,6 @@
 """The float executor's fast paths (issue 15): the conv GEMM on qsim's threads, the one-pass
-relu/clamp kernel, the pooling on the threads, and the allocator setting.
+relu/clamp kernel, the one-pass batch normalisation, the pooling on the threads, and the
+allocator setting.
 
 Oracles: float64 sums written here (float32 rounding bounds), numpy's own maximum/minimum (bit
 for bit), and the same computation on another thread count or batch (bit for bit: each conv
@@ -118,6 +119,56 @@ def test_bounded_gives_numpys_bits(rng, monkeypatch, lo, hi, threads):
         got = bounded(x, lo32, hi32)
         assert got.dtype == np.float32 and got.shape == x.shape
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"n={n}")
+
+
+def _batch_norm_numpy(x, mean, var, bias, scale, axis, eps):
+    """nn.batch_norm as four numpy float32 passes (subtract, divide, multiply, add)."""
+    along = lambda v: v.reshape([-1 if d == axis else 1 for d in range(x.ndim)])
+    y = x - along(mean)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = y / np.sqrt(along(var + np.float32(eps)))
+    if scale is not None:
+        y = y * along(scale)
+    if bias is not None:
+        y = y + along(bias)
+    return y
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 16, 28, 28), 1), ((3, 5), 1), ((4, 7, 3), 2), ((1, 33, 7, 7), 1),
+                                        ((5,), 0), ((2, 3, 1, 1), 1), ((3, 4, 5), 0)])
+@pytest.mark.parametrize("scaled,biased", [(True, True), (True, False), (False, True), (False, False)])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_batch_norm_in_one_pass_gives_numpys_bits(rng, monkeypatch, shape, axis, scaled, biased, threads):
+    """Every channel axis and plane size (vector bodies and tails), with and without scale and
+    bias, with zero variance and zero epsilon (x / 0: inf and nan, as numpy), NaN, infinities,
+    signed zeros and subnormals among the inputs; on 1 and 2 threads."""
+    monkeypatch.setenv("QSIM_THREADS", threads)
+    C = shape[axis]
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    x.reshape(-1)[:6] = np.float32([np.nan, np.inf, -0.0, 0.0, 1e-45, -np.inf])[:x.size]
+    mean = rng.standard_normal(C).astype(np.float32)
+    var = np.abs(rng.standard_normal(C)).astype(np.float32)
+    var[0] = 0.0
+    scale = rng.standard_normal(C).astype(np.float32) if scaled else None
+    bias = rng.standard_normal(C).astype(np.float32) if biased else None
+    for eps in (1e-5, 0.0):
+        ins = [x, mean, var, bias, scale] if scaled else ([x, mean, var, bias] if biased else [x, mean, var])
+        got = run_op("nn.batch_norm", ins, dict(channel_axis=axis, epsilon=eps))[0]
+        want = _batch_norm_numpy(x, mean, var, bias, scale, axis, eps)
+        assert got.dtype == np.float32 and got.shape == x.shape
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"eps={eps}")
+
+
+def test_batch_norm_of_other_dtypes_and_broadcast_vectors_keeps_numpys_results(rng):
+    """What the one-pass kernel does not take (float64, a float64 mean, an empty tensor) goes
+    through numpy as before: numpy's dtype promotion and values."""
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    mean, var = np.float32([0.5, -1, 2]), np.float32([1, 2, 3])
+    for xs, ms in ((x.astype(np.float64), mean), (x, mean.astype(np.float64)), (x[:0], mean)):
+        got = run_op("nn.batch_norm", [xs, ms, var], {})[0]
+        want = _batch_norm_numpy(xs, ms, var, None, None, 1, 1e-5)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
 
 
 def test_relu_and_clamp_ops_use_it_and_keep_shapes_and_other_dtypes(rng):

@@ -236,6 +236,9 @@ class GemmLayer:
                                                                None if bound[1] is None else float(bound[1]))
         self.geometry = (KH, KW, stride[0], stride[1], dilation[0], dilation[1], before[0], before[1])
         self.threads = threads
+        self.gather = None
+        if OW <= GATHER_MAX_WIDTH and grid_width(kernel, stride, dilation, out_size) is None and not self.empty:
+            self.gather = gather_table(x_shape[2:], kernel, stride, dilation, before, out_size)
 
     def run(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, packed: np.ndarray | None = None):
         g, m, K, batch, N, bound, bound_only = self.g, self.m, self.K, self.batch, self.N, self.bound, self.bound_only
@@ -262,11 +265,12 @@ class GemmLayer:
         if call.prepack_threads:
             shared = np.empty(K * call.ppb * GEMM_COLS, dtype=np.float32)
             _float_ops.gemm_prepack_f32(isa, x, *self.geometry, OW, N, shared, 0, call.kblocks,
-                                        _scratch(call.floats, call.prepack_threads), call.prepack_threads)
+                                        _scratch(call.floats, call.prepack_threads), call.prepack_threads,
+                                        self.gather)
         cols, plane, offsets = (None, 0, None) if direct is None else direct[:3]
         _float_ops.conv_gemm_f32(isa, x, g, m, *self.geometry, packed, bc, out, y, width, self.mode, self.lo, self.hi,
                                  call.nblk, call.ppb, call.msplit, 0, call.tasks, _scratch(call.floats, call.threads),
-                                 shared, cols, offsets, plane, call.threads)
+                                 shared, cols, offsets, plane, call.threads, self.gather if direct is None else None)
         if width != OW:            # drop the grid's extra columns (they read the padding's next row)
             out = _planes_copy(out.reshape(batch * g * m, OH, width)[..., :OW]).reshape(batch, g * m, N)
             if y is not None:
@@ -321,6 +325,42 @@ def _planes_copy(src: np.ndarray, dst: np.ndarray | None = None) -> np.ndarray:
 COPY_SPLIT_ELEMENTS = 1 << 14      # at least this many floats per part (a part starts in ~2 us)
 
 
+GATHER_MAX_WIDTH = 16      # output rows this short pack their columns by the gather table
+GATHER_MAX_ENTRIES = 1 << 20
+
+
+def gather_table(plane_shape, kernel, stride, dilation, before, out_size) -> np.ndarray | None:
+    """The packing's gather table of a layer (kernels/float_gemm.h qsim_gemm_geo): row t = ky*KW
+    + kx holds, for each output pixel n = oy*OW + ox, the element iy*W + ix of an input plane
+    that tap reads (iy = oy*sy + ky*dy - pt, ix likewise), -1 where that is padding; rows padded
+    with -1 to a multiple of 16. Read-only (the layer keeps it). None when it would be large
+    (wide images pack fast by their pixel runs anyway)."""
+    (H, W), (KH, KW), (OH, OW) = plane_shape, kernel, out_size
+    N = OH * OW
+    stride_n = (N + 15) // 16 * 16
+    if KH * KW * stride_n > GATHER_MAX_ENTRIES or H * W >= 1 << 31:
+        return None
+    iy = np.arange(OH)[None, :] * stride[0] + np.arange(KH)[:, None] * dilation[0] - before[0]   # [KH][OH]
+    ix = np.arange(OW)[None, :] * stride[1] + np.arange(KW)[:, None] * dilation[1] - before[1]   # [KW][OW]
+    inside = ((iy >= 0) & (iy < H))[:, None, :, None] & ((ix >= 0) & (ix < W))[None, :, None, :]
+    at = np.where(inside, iy[:, None, :, None] * W + ix[None, :, None, :], -1)            # [KH][KW][OH][OW]
+    table = np.full((KH * KW, stride_n), -1, dtype=np.int32)
+    table[:, :N] = at.reshape(KH * KW, N)
+    table.flags.writeable = False
+    return table.reshape(-1)
+
+
+def grid_width(kernel, stride, dilation, out_size) -> int | None:
+    """The width of direct_columns' pixel grid (OW + (KW-1)*dx), or None where the layer packs
+    its columns instead: strides, and grids wider than OW by more than an eighth (3x3 on 14x14
+    and 7x7 images: the extra columns would cost more than the packing)."""
+    (KH, KW), (OH, OW) = kernel, out_size
+    if tuple(stride) != (1, 1):
+        return None
+    width = OW + (KW - 1) * dilation[1]
+    return None if (width - OW) * 8 > OW else width
+
+
 def direct_columns(x: np.ndarray, fc: int, kernel, stride, dilation, before, out_size):
     """At stride 1 the im2col need not be built: with the input zero-padded into planes whose rows
     are as wide as the pixel grid (width = OW + (KW-1)*dx), tap (ky, kx) of grid pixel n = oy*width
@@ -329,16 +369,14 @@ def direct_columns(x: np.ndarray, fc: int, kernel, stride, dilation, before, out
     (kernels/float_gemm.h, direct). The grid's extra width - OW columns per row are computed and
     dropped. A pointwise conv without padding is its own grid (x itself). fc: input channels per
     group. Returns (flat array, plane size, int64 offsets of a group's fc*KH*KW rows, width), or
-    None where packing is the better deal: strides, and grids wider than OW by more than an eighth
-    (3x3 on 14x14 and 7x7 images: the extra columns would cost more than the packing)."""
+    None where packing is the better deal (grid_width)."""
     (KH, KW), (OH, OW) = kernel, out_size
     B, C, H, W = x.shape
-    if tuple(stride) != (1, 1):
+    width = grid_width(kernel, stride, dilation, out_size)
+    if width is None:
         return None
     dy, dx = dilation
-    width, rows = OW + (KW - 1) * dx, OH + (KH - 1) * dy
-    if (width - OW) * 8 > OW:
-        return None
+    rows = OH + (KH - 1) * dy
     pt, pl = before
     if KH == KW == 1 and pt == pl == 0 and (H, W) == (OH, OW):
         plane, flat = H * W, x.reshape(-1)

@@ -633,13 +633,38 @@ def batch_norm(ins, at):
     if x.shape[axis] != mean.shape[0]:
         fail("nn.batch_norm", f"input shape {list(x.shape)} at channel axis {axis} must match "
              f"size of mean and variance ({mean.shape[0]})")
+    denom = np.sqrt(var + _t(var, eps))
+    if _affine_in_one_pass(x, mean, denom, scale, bias):
+        return [_channel_affine(x, axis, mean, denom, scale, bias)]
     y = x - _along(mean, axis, x.ndim)           # a new array: the steps below may reuse it
-    y = _into(np.divide, y, np.sqrt(_along(var + _t(var, eps), axis, x.ndim)))
+    y = _into(np.divide, y, _along(denom, axis, x.ndim))
     if scale is not None:
         y = _into(np.multiply, y, _along(scale, axis, x.ndim))
     if bias is not None:
         y = _into(np.add, y, _along(bias, axis, x.ndim))
     return [y]
+
+
+def _affine_in_one_pass(x, mean, denom, scale, bias) -> bool:
+    """Whether batch_norm's four float32 passes may run as one compiled pass: every operand
+    float32 (so numpy computes each step in float32 too) and each channel vector 1-D of the
+    channel count (numpy would broadcast anything else differently, or fail)."""
+    vectors = [mean, denom] + [np.asarray(v) for v in (scale, bias) if v is not None]
+    return x.dtype == np.float32 and x.size > 0 and all(
+        v.dtype == np.float32 and v.ndim == 1 and v.shape[0] == mean.shape[0] for v in vectors)
+
+
+def _channel_affine(x, axis, mean, denom, scale, bias):
+    """(x - mean) / denom * scale + bias along `axis`, numpy's float32 results bit for bit
+    (kernels/float_ops.pyx channel_affine_f32: the same four roundings in the same order)."""
+    channels = x.shape[axis]
+    outer = math.prod(x.shape[:axis])
+    x3 = np.ascontiguousarray(x).reshape(outer, channels, -1)
+    out = np.empty(x.shape, np.float32)
+    flat = lambda v: None if v is None else np.ascontiguousarray(v, np.float32)
+    _float_ops.channel_affine_f32(x3, out.reshape(x3.shape), flat(mean), flat(denom), flat(scale), flat(bias),
+                                  split_count(x3.shape[0] * channels, min_rows=max(1, (1 << 16) // max(1, x3.shape[2]))))
+    return out
 
 
 def _into(ufunc, y, v):
