@@ -307,6 +307,7 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
     int_keep = {v.int_name for v in views.values()} | {imodel.tensor_map[o.output.name].name for o in scored}
     produced = {name for op in fgraph.ops for name in op.outputs}
     float_keep = {o.output.name for o in scored} | {n for n in watched if n not in produced}
+    streamed = [n for n in watched if n in produced]
     worker = ThreadPoolExecutor(1, thread_name_prefix="qsim-stats") if thread_count() > 1 else None
     n_samples = 0
     # with the worker, a batch's statistics may run on while the next batch's integer graph runs
@@ -325,7 +326,9 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             if previous is not None:      # its statistics ran on beside this integer execution
                 previous.wait()
             batch = _BatchStats(views, stats, ivals, cut.stop, worker)
-            fvals = execute(fgraph, feed, keep=float_keep, on_value=batch)
+            # only the watched tensors are streamed: a fused conv + relu/clamp whose own output has
+            # no integer view writes only the bounded one
+            fvals = execute(fgraph, feed, keep=float_keep, on_value=batch, stream=streamed)
             batch.take_unstreamed(fvals)
             previous = batch
             for o in scored:

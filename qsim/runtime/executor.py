@@ -28,7 +28,7 @@ from ..kernels.backend import BACKENDS
 from ..limits import pinned_max_tensor_bytes
 from ..skriptnd import dynattr
 from ..threads import pinned_thread_count
-from .plan import Step, check_keep, plan_for
+from .plan import STREAM_ALL, Step, check_keep, check_stream, plan_for
 from .runners import BUILTIN_RUNNERS, run_defined
 
 
@@ -152,7 +152,7 @@ OnValue = Callable[[str, np.ndarray], None]
 
 
 def execute(graph: Graph, inputs, backend: str = "kernels", *, keep: Iterable[str] | None = None,
-            on_value: OnValue | None = None) -> dict[str, np.ndarray]:
+            on_value: OnValue | None = None, stream: Iterable[str] | None = None) -> dict[str, np.ndarray]:
     """Runs `graph` on `inputs` (by graph input name, or a list in graph input order).
 
     keep=None (the default): returns every tensor's value by name (graph inputs, constants and
@@ -170,11 +170,20 @@ def execute(graph: Graph, inputs, backend: str = "kernels", *, keep: Iterable[st
     so a caller can consume each tensor as it comes and let it go. `value` is the array later
     ops read: the callback must not modify it, and the executor never writes into it after the
     call (no value is reused as another op's buffer); it may keep references to it. An
-    exception raised by the callback stops the run and propagates."""
+    exception raised by the callback stops the run and propagates.
+
+    stream=names (with on_value): the callback sees only those op outputs; the others are made
+    only where an op reads them or keep names them (a fused conv + relu/clamp whose own output
+    nobody wants then writes only the bounded one, as without a callback). An unknown name is
+    a UsageError naming it."""
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}", hint="use 'reference' or 'kernels'")
     feeds = _feeds(graph, inputs)
-    plan = plan_for(graph, check_keep(graph, keep), on_value is not None)
+    if on_value is None:
+        streamed = None
+    else:
+        streamed = STREAM_ALL if stream is None else check_stream(graph, stream)
+    plan = plan_for(graph, check_keep(graph, keep), streamed)
     values: dict[str, np.ndarray] = {n: t.data for n, t in graph.tensors.items() if t.is_constant}
     for name in graph.inputs:
         values[name] = _check_input(graph, name, feeds[name])
@@ -196,7 +205,7 @@ def _run_steps(plan, values: dict, gone: dict, context: RunContext, on_value: On
         outs = runner_for(op)(op, [values[n] if n else None for n in op.inputs], context)
         _store(step, op, outs, values)
         if on_value is not None:
-            for name in op.outputs:
+            for name in step.streamed:
                 on_value(name, values[name])
         for name in step.release:
             if plan.dynamic:

@@ -10,8 +10,11 @@ keep set (plans are cached: graphs are immutable):
   the step that makes them), when they are not kept: the executor drops them right after the
   step, so an inference holds only the live activations;
 - `unmade`: outputs the step does not make at all: the conv output of a fused conv + bound when
-  nobody reads it and it is not kept; the op then writes the bounded values into its own
-  buffer (bounds.BOUND_ONLY) instead of writing two arrays.
+  nobody reads it, it is not kept and the caller's callback does not ask for it; the op then
+  writes the bounded values into its own buffer (bounds.BOUND_ONLY) instead of writing two
+  arrays;
+- `streamed`: the outputs the executor passes to the caller's on_value callback (all of them
+  unless the caller names the ones it wants: execute's `stream`).
 
 Who reads a tensor: the ops that name it as an input, and a control-flow op for every outer
 tensor its subgraphs capture (captures are subgraph inputs under the outer tensor's name,
@@ -39,6 +42,7 @@ class Step:
     dynamic: bool
     release: tuple[str, ...] = ()
     unmade: frozenset = frozenset()
+    streamed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,17 +72,32 @@ def check_keep(graph: ir.Graph, keep) -> frozenset | None:
     return frozenset(names)
 
 
-def plan_for(graph: ir.Graph, keep: frozenset | None, streaming: bool) -> Plan:
-    """The plan for running `graph` keeping `keep` (None: all); `streaming` (a callback sees
-    every op output): every output is made, though not every one is kept."""
-    key = (keep, streaming)
+STREAM_ALL = "all"        # plan_for's `stream`: a callback sees every op output
+
+
+def plan_for(graph: ir.Graph, keep: frozenset | None, stream: frozenset | str | None) -> Plan:
+    """The plan for running `graph` keeping `keep` (None: all); `stream`: the op outputs a
+    callback sees (STREAM_ALL: every one; None: no callback). Every streamed output is made,
+    though not every one is kept."""
+    key = (keep, stream)
     cache = _plans.setdefault(graph, {})
     plan = cache.get(key)
     if plan is None:
         if len(cache) >= _PLANS_PER_GRAPH:
             cache.pop(next(iter(cache)))
-        plan = cache[key] = _make_plan(graph, keep, streaming)
+        plan = cache[key] = _make_plan(graph, keep, stream)
     return plan
+
+
+def check_stream(graph: ir.Graph, stream) -> frozenset:
+    """execute's stream argument as a set of tensor names that ops produce."""
+    names = [stream] if isinstance(stream, (str, bytes)) else list(stream)
+    unknown = [n for n in names if not isinstance(n, str) or n not in graph.tensors]
+    if unknown:
+        raise UsageError(f"graph '{graph.name}': stream names {', '.join(map(repr, unknown))}, which "
+                         f"{'is' if len(unknown) == 1 else 'are'} not a tensor of the graph",
+                         hint="stream takes names of tensors the graph's ops produce")
+    return frozenset(names)
 
 
 def _reads(graph: ir.Graph, op: ir.Op) -> set[str]:
@@ -88,7 +107,10 @@ def _reads(graph: ir.Graph, op: ir.Op) -> set[str]:
     return names
 
 
-def _make_plan(graph: ir.Graph, keep: frozenset | None, streaming: bool) -> Plan:
+def _make_plan(graph: ir.Graph, keep: frozenset | None, stream: frozenset | str | None) -> Plan:
+    def streamed(name: str) -> bool:
+        return stream == STREAM_ALL or (stream is not None and name in stream)
+
     order = execution_order(graph)
     last_read: dict[str, int] = {}
     for i, op in enumerate(order):
@@ -97,7 +119,7 @@ def _make_plan(graph: ir.Graph, keep: frozenset | None, streaming: bool) -> Plan
     steps = []
     for i, op in enumerate(order):
         unmade: frozenset = frozenset()
-        if keep is not None and not streaming and THEN_BOUND in op.attrs and \
+        if keep is not None and not streamed(op.outputs[0]) and THEN_BOUND in op.attrs and \
                 op.outputs[0] not in keep and op.outputs[0] not in last_read:
             op = dataclasses.replace(op, attrs={**op.attrs, BOUND_ONLY: True})
             unmade = frozenset(op.outputs[:1])
@@ -109,7 +131,7 @@ def _make_plan(graph: ir.Graph, keep: frozenset | None, streaming: bool) -> Plan
         outputs = tuple((n, graph.tensor(n).rank, tuple(graph.tensor(n).shape), graph.tensor(n).dtype.numpy)
                         for n in op.outputs)
         steps.append(Step(op, outputs, any(dynattr.has_runtime(v) for v in op.attrs.values()),
-                          tuple(sorted(set(release))), unmade))
+                          tuple(sorted(set(release))), unmade, tuple(n for n in op.outputs if streamed(n))))
     if keep is not None:      # graph inputs nobody reads: gone before the first step
         unread = tuple(n for n in graph.inputs if n not in last_read and n not in keep)
         if unread and steps:

@@ -14,7 +14,7 @@ from qsim.errors import UsageError
 from qsim.ir import DType, Graph, Op, OpKind, Tensor, register_op_kind
 from qsim.runtime import execute, register_dialect
 from qsim.runtime.float_ops.bounds import BOUND_ONLY, THEN_BOUND
-from qsim.runtime.plan import plan_for
+from qsim.runtime.plan import STREAM_ALL, plan_for
 
 C = 8
 
@@ -90,7 +90,7 @@ def test_outputs_only_gives_the_bits_of_keeping_everything(rng, monkeypatch, thr
 
 def test_a_conv_whose_output_nobody_reads_makes_only_the_bounded_array(rng):
     g = _block(rng)
-    fused = {s.op.outputs: s for s in plan_for(g, frozenset(["out"]), streaming=False).steps
+    fused = {s.op.outputs: s for s in plan_for(g, frozenset(["out"]), None).steps
              if THEN_BOUND in s.op.attrs}
     # c1 and c2 are read by their relu/clamp only; c5 is read by the last add too
     assert set(fused) == {("c1", "y1"), ("c2", "y2"), ("c5", "y5")}
@@ -98,10 +98,10 @@ def test_a_conv_whose_output_nobody_reads_makes_only_the_bounded_array(rng):
         == [True, True, False]
     assert fused[("c1", "y1")].unmade == {"c1"} and not fused[("c5", "y5")].unmade
     # kept, or streamed to a callback: made
-    assert not any(BOUND_ONLY in s.op.attrs for s in plan_for(g, frozenset(["out", "c1", "c2"]), False).steps
+    assert not any(BOUND_ONLY in s.op.attrs for s in plan_for(g, frozenset(["out", "c1", "c2"]), None).steps
                    if s.op.outputs[0] in ("c1", "c2"))
-    assert not any(BOUND_ONLY in s.op.attrs for s in plan_for(g, frozenset(["out"]), True).steps)
-    assert not any(BOUND_ONLY in s.op.attrs for s in plan_for(g, None, False).steps)
+    assert not any(BOUND_ONLY in s.op.attrs for s in plan_for(g, frozenset(["out"]), STREAM_ALL).steps)
+    assert not any(BOUND_ONLY in s.op.attrs for s in plan_for(g, None, None).steps)
 
 
 def test_values_are_released_after_their_last_reader(rng):
@@ -140,6 +140,32 @@ def test_on_value_streams_every_output_in_op_order_and_lets_it_go(rng):
     seen.clear()
     assert set(execute(g, {"x": x}, on_value=on_value)) == set(g.tensors)
     assert seen == [n for op in g.ops for n in op.outputs]
+
+
+def test_stream_names_the_outputs_the_callback_sees_and_lets_the_others_go_unmade(rng):
+    """stream=names: the callback sees those (in op order, the same bits); a fused conv whose own
+    output is neither streamed, read nor kept writes only the bounded one, as without a callback
+    (c1, c2 here; c5 is read by the last add, so it is made, but not streamed)."""
+    g, x = _block(rng), _x(rng)
+    everything = execute(g, {"x": x})
+    seen = []
+
+    def on_value(name, value):
+        seen.append(name)
+        _same_bits(value, everything[name], name)
+
+    got = execute(g, {"x": x}, keep=["out"], on_value=on_value, stream=["y1", "y2", "c3", "out"])
+    assert seen == ["y1", "y2", "c3", "out"] and set(got) == {"out"}
+    _same_bits(got["out"], everything["out"], "out")
+    steps = {s.op.outputs: s for s in plan_for(g, frozenset(["out"]), frozenset(["y1", "y2", "c3", "out"])).steps}
+    assert steps[("c1", "y1")].unmade == {"c1"} and steps[("c2", "y2")].unmade == {"c2"}
+    assert not steps[("c5", "y5")].unmade
+    # a streamed conv output is made
+    seen.clear()
+    execute(g, {"x": x}, keep=["out"], on_value=on_value, stream=["c2"])
+    assert seen == ["c2"]
+    with pytest.raises(UsageError, match=r"stream names 'nope', which is not a tensor"):
+        execute(g, {"x": x}, keep=["out"], on_value=on_value, stream=["nope"])
 
 
 def test_the_executor_never_writes_into_a_value_it_handed_out(rng):
@@ -218,7 +244,7 @@ def test_runtime_attributes_read_the_shapes_of_released_inputs(tmp_path):
     reader (exp) let x go: the released values' shapes are kept for that."""
     (tmp_path / "main.sknd").write_text(RESHAPE)
     g = qsim.load(tmp_path)
-    steps = plan_for(g, frozenset(["z"]), False).steps
+    steps = plan_for(g, frozenset(["z"]), None).steps
     assert [s.op.kind.name for s in steps if s.dynamic] == ["layout.unflatten"]     # the reshape's last part
     assert "x" in steps[0].release                  # x goes after exp, before the dynamic step runs
     x = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
