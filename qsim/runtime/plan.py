@@ -11,7 +11,9 @@ keep set (plans are cached: graphs are immutable):
   step, so an inference holds only the live activations;
 - `unmade`: outputs the step does not make at all: the conv output of a fused conv + bound when
   nobody reads it and it is not kept; the op then writes the bounded values into its own
-  buffer (bounds.BOUND_ONLY) instead of writing two arrays.
+  buffer (bounds.BOUND_ONLY) instead of writing two arrays. Likewise the int32 accumulators
+  (and the RESCALE output before a CLAMP) of a fused integer conv + RESCALE (+ CLAMP) when
+  none of them is read or kept (int_fusion.RESCALE_ONLY); otherwise that step makes them all.
 
 Who reads a tensor: the ops that name it as an input, and a control-flow op for every outer
 tensor its subgraphs capture (captures are subgraph inputs under the outer tensor's name,
@@ -30,6 +32,7 @@ from ..errors import UsageError
 from ..skriptnd import dynattr
 from .float_ops.bounds import BOUND_ONLY, THEN_BOUND
 from .float_ops.fusion import execution_order
+from .int_fusion import RESCALE_ONLY, THEN_RESCALE
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,10 @@ def _make_plan(graph: ir.Graph, keep: frozenset | None, streaming: bool) -> Plan
                 op.outputs[0] not in keep and op.outputs[0] not in last_read:
             op = dataclasses.replace(op, attrs={**op.attrs, BOUND_ONLY: True})
             unmade = frozenset(op.outputs[:1])
+        if keep is not None and not streaming and THEN_RESCALE in op.attrs and \
+                not any(n in keep or n in last_read for n in op.outputs[:-1]):
+            op = dataclasses.replace(op, attrs={**op.attrs, RESCALE_ONLY: True})
+            unmade = frozenset(op.outputs[:-1])
         release: list[str] = []
         if keep is not None:
             release = [n for n in _reads(graph, op) if last_read[n] == i and n not in keep
