@@ -10,7 +10,7 @@ in Python).
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int8_t, uint8_t, int16_t, int32_t, uint32_t, int64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 
 cnp.import_array()
 
@@ -20,7 +20,7 @@ include "task_pool_client.pxi"
 
 
 cdef extern from "qgemm.h" nogil:
-    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI
+    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI, QSIM_GEMM_MC
     size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C)
     void qsim_pack_weights(int isa, const int8_t *src, int64_t N, int64_t T, int64_t C,
                            int64_t s_n, int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
@@ -169,6 +169,80 @@ def row_sums(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64
     return rowsum
 
 
+# ---------------------------------------------------------------- fused RESCALE ----------
+# A RESCALE (with a CLAMP's bounds folded into lo/hi) that a GEMM or the depthwise convolution
+# applies to each block of its int32 accumulators right after making it, while the block is in
+# the cache (runtime/int_fusion.py): the block goes to a per-thread scratch of `block` rows of
+# C channels and qsim_rescale (the RESCALE kernel's own code) writes its rows of y. Every
+# accumulator is the same exact integer and every output the same RESCALE of it: the same bits
+# as the two ops apart, on any thread count and block size.
+cdef struct _Requant:
+    int isa, ocode, scale32
+    char *y
+    int64_t ysize, C, block, input_zp, output_zp, lo, hi
+    const int64_t *mult           # C entries each (per-tensor parameters repeated)
+    const int64_t *shift
+    const int64_t *rnd
+    const int64_t *dround
+    int32_t *scratch              # block * C int32 per thread slot
+    int *bad                      # one REQUIRE flag per thread slot
+
+# bytes of int32 accumulators a thread keeps between the kernel and the RESCALE (within L2);
+# read at each call (tests make it small to cross many block boundaries)
+REQUANT_SCRATCH_BYTES = 1 << 19
+
+
+cdef const int64_t *_int64_data(a, int64_t n, str what) except NULL:
+    if not isinstance(a, np.ndarray) or a.dtype != np.int64 or not a.flags.c_contiguous or a.size != n:
+        raise ValueError(f"requant: {what} is not a C-contiguous int64 array of {n} entries")
+    return <const int64_t *>cnp.PyArray_DATA(a)
+
+
+cdef int _requant_open(_Requant *r, int isa, tuple requant, cnp.ndarray y, int64_t C, int64_t block,
+                       int threads) except -1:
+    """Fills r from requant = (mult, shift, rnd, dround, scale32, input_zp, output_zp, lo, hi)
+    (unary_ops.requant_args) for y, a C-contiguous array of rows of C channels."""
+    mult, shift, rnd, dround, scale32, input_zp, output_zp, lo, hi = requant
+    if not y.flags.c_contiguous or C <= 0 or y.size % C:
+        raise ValueError("requant: y is not a C-contiguous array of whole rows of C channels")
+    r.isa, r.ocode, r.scale32 = isa, RESCALE_CODES[y.dtype], scale32
+    r.y, r.ysize, r.C, r.block = <char *>cnp.PyArray_DATA(y), y.itemsize, C, block
+    r.input_zp, r.output_zp, r.lo, r.hi = input_zp, output_zp, lo, hi
+    r.mult, r.shift = _int64_data(mult, C, "mult"), _int64_data(shift, C, "shift")
+    r.rnd, r.dround = _int64_data(rnd, C, "rnd"), _int64_data(dround, C, "dround")
+    r.scratch = <int32_t *>malloc(threads * block * C * sizeof(int32_t))
+    r.bad = <int *>calloc(threads, sizeof(int))
+    if r.scratch == NULL or r.bad == NULL:
+        free(r.scratch)
+        free(r.bad)
+        raise MemoryError()
+    return 0
+
+
+cdef bint _requant_close(_Requant *r, int threads):
+    """Frees r's buffers; True when a RESCALE REQUIRE failed on some thread."""
+    cdef int i, bad = 0
+    for i in range(threads):
+        bad |= r.bad[i]
+    free(r.scratch)
+    free(r.bad)
+    return bad != 0
+
+
+cdef inline int32_t *_requant_scratch(_Requant *r, int slot) noexcept nogil:
+    return r.scratch + slot * r.block * r.C
+
+
+cdef void _requant_rows(_Requant *r, int slot, int64_t row0, int64_t nrows) noexcept nogil:
+    """RESCALEs the slot's scratch (nrows rows of C int32) into rows [row0, row0 + nrows) of y."""
+    cdef int bad = 0
+    qsim_rescale(r.isa, 4, r.ocode, _requant_scratch(r, slot), nrows * r.C, r.C, r.input_zp, r.mult,
+                 r.shift, r.rnd, r.dround, r.scale32, r.output_zp, r.lo, r.hi,
+                 r.y + row0 * r.C * r.ysize, &bad)
+    if bad:
+        r.bad[slot] = 1
+
+
 cdef struct _GemmCtx:
     int isa
     const uint8_t *A
@@ -179,6 +253,7 @@ cdef struct _GemmCtx:
     const int32_t *rowcorr
     int32_t *out
     int64_t T, K4, N, ldo
+    _Requant *requant
 
 
 cdef void _gemm_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
@@ -187,23 +262,56 @@ cdef void _gemm_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil
               NULL if c.rowcorr == NULL else c.rowcorr + lo, c.out + lo * c.ldo, c.ldo)
 
 
+cdef void _gemm_requant_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    """rows [lo, hi) in blocks of r.block rows: the block's GEMM into the slot's scratch, then
+    its RESCALE into y"""
+    cdef _GemmCtx *c = <_GemmCtx *>ctx
+    cdef _Requant *r = c.requant
+    cdef int64_t p = lo, m
+    while p < hi:
+        m = min(r.block, hi - p)
+        qsim_gemm(c.isa, c.A, c.rows + p, m, c.taps, c.T, c.K4, c.packed, c.N, c.colcorr,
+                  NULL if c.rowcorr == NULL else c.rowcorr + p, _requant_scratch(r, slot), c.N)
+        _requant_rows(r, slot, p, m)
+        p += m
+
+
 def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps,
          int64_t K4, const uint8_t[::1] packed, int64_t N, const int32_t[::1] colcorr,
-         rowcorr, int32_t[:, ::1] out, int threads=1):
+         rowcorr, cnp.ndarray out, int threads=1, tuple requant=None):
     """out[p][n] = sum a'(p,k) w(k,n) + colcorr[n] - rowcorr[p], modulo 2^32 (qgemm.h), the rows
-    p on `threads` threads of the pool."""
+    p on `threads` threads of the pool; out is a C-contiguous int32 [M, N] array.
+    With `requant` (unary_ops.requant_args): out is the RESCALE's output [M, N] (its dtype) and
+    the int32 values exist only block by block (see _Requant); returns True when a RESCALE
+    REQUIRE failed (out is then incomplete)."""
     cdef _GemmCtx c
+    cdef _Requant r
     cdef const int32_t[::1] rc
     c.rowcorr = NULL
     if rowcorr is not None:
         rc = rowcorr
         c.rowcorr = &rc[0]
+    if out.ndim != 2 or out.shape[0] != rows.shape[0] or out.shape[1] != N or not out.flags.c_contiguous \
+            or (requant is None and out.dtype != np.int32):
+        raise ValueError("gemm: out is not a C-contiguous [M, N] array (int32 without requant)")
     if rows.shape[0] == 0:
-        return
+        return False
+    threads = max(threads, 1)
     c.isa, c.A, c.rows, c.taps, c.T, c.K4 = isa, &A[0], &rows[0], &taps[0], taps.shape[0], K4
-    c.packed, c.N, c.colcorr, c.out, c.ldo = &packed[0], N, &colcorr[0], &out[0, 0], out.shape[1]
+    c.packed, c.N, c.colcorr, c.ldo = &packed[0], N, &colcorr[0], N
+    c.out, c.requant = <int32_t *>cnp.PyArray_DATA(out), NULL
+    if requant is None:
+        with nogil:
+            _pool_run(_gemm_part, &c, rows.shape[0], qsim_parts_for(rows.shape[0], threads), threads)
+        return False
+    # blocks of whole micro-kernel row tiles (6 rows), at most QSIM_GEMM_MC rows (the GEMM's
+    # own row block) and REQUANT_SCRATCH_BYTES of accumulators
+    _requant_open(&r, isa, requant, out, N,
+                  max(6, min(QSIM_GEMM_MC, REQUANT_SCRATCH_BYTES // (4 * N)) // 6 * 6), threads)
+    c.requant = &r
     with nogil:
-        _pool_run(_gemm_part, &c, rows.shape[0], qsim_parts_for(rows.shape[0], threads), threads)
+        _pool_run(_gemm_requant_part, &c, rows.shape[0], qsim_parts_for(rows.shape[0], threads), threads)
+    return _requant_close(&r, threads)
 
 
 cdef struct _GemmI16Ctx:
@@ -287,18 +395,14 @@ cdef struct _DepthwiseCtx:
     int32_t *p32
     int64_t *p64
     int64_t N, PH, PW, CM, KH, KW, OH, OW, sy, sx, dy, dx
+    int64_t block_rows            # with requant: output rows per block
+    _Requant *requant
 
 
-cdef void _depthwise_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
-    """images [lo, hi), or (one image, by_rows) output rows [lo, hi) reading their buffer rows"""
-    cdef _DepthwiseCtx *c = <_DepthwiseCtx *>ctx
-    cdef int64_t n = hi - lo if not c.by_rows else 1, oh = c.OH if not c.by_rows else hi - lo
-    cdef int64_t ph = c.PH if not c.by_rows else (hi - lo - 1) * c.sy + (c.KH - 1) * c.dy + 1
-    cdef int64_t p_off = lo * c.PH * c.PW * c.CM if not c.by_rows else lo * c.sy * c.PW * c.CM
-    cdef int64_t o_off = lo * c.OH * c.OW * c.CM if not c.by_rows else lo * c.OW * c.CM
+cdef void _depthwise_run(_DepthwiseCtx *c, int slot, int64_t p_off, int64_t n, int64_t ph, int64_t oh,
+                         int32_t *o32, int64_t *o64) noexcept nogil:
+    """n images of ph buffer rows from buffer offset p_off -> oh output rows each"""
     cdef int32_t *acc = c.acc + slot * c.CM
-    cdef int32_t *o32 = NULL if c.p32 == NULL else c.p32 + o_off
-    cdef int64_t *o64 = NULL if c.p64 == NULL else c.p64 + o_off
     if c.isa == QSIM_ISA_AVX512VNNI:
         qsim_depthwise_vnni(c.P + p_off, n, ph, c.PW, c.CM, c.wt, c.KH, c.KW, oh, c.OW, c.sy, c.sx, c.dy, c.dx,
                             c.bias, acc, o32, o64)
@@ -310,32 +414,65 @@ cdef void _depthwise_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept 
                             c.bias, acc, o32, o64)
 
 
+cdef void _depthwise_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    """images [lo, hi), or (one image, by_rows) output rows [lo, hi) reading their buffer rows"""
+    cdef _DepthwiseCtx *c = <_DepthwiseCtx *>ctx
+    cdef int64_t n = hi - lo if not c.by_rows else 1, oh = c.OH if not c.by_rows else hi - lo
+    cdef int64_t ph = c.PH if not c.by_rows else (hi - lo - 1) * c.sy + (c.KH - 1) * c.dy + 1
+    cdef int64_t p_off = lo * c.PH * c.PW * c.CM if not c.by_rows else lo * c.sy * c.PW * c.CM
+    cdef int64_t o_off = lo * c.OH * c.OW * c.CM if not c.by_rows else lo * c.OW * c.CM
+    _depthwise_run(c, slot, p_off, n, ph, oh, NULL if c.p32 == NULL else c.p32 + o_off,
+                   NULL if c.p64 == NULL else c.p64 + o_off)
+
+
+cdef void _depthwise_requant_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
+    """output rows [lo, hi) of all images (row u: image u // OH, row u % OH), in blocks of at
+    most block_rows rows of one image: the block's int32 sums into the slot's scratch, then
+    their RESCALE into y"""
+    cdef _DepthwiseCtx *c = <_DepthwiseCtx *>ctx
+    cdef int64_t u = lo, image, r0, m
+    while u < hi:
+        image, r0 = u // c.OH, u % c.OH
+        m = min(c.block_rows, c.OH - r0, hi - u)
+        _depthwise_run(c, slot, (image * c.PH + r0 * c.sy) * c.PW * c.CM, 1, (m - 1) * c.sy + (c.KH - 1) * c.dy + 1,
+                       m, _requant_scratch(c.requant, slot), NULL)
+        _requant_rows(c.requant, slot, u * c.OW, m * c.OW)
+        u += m
+
+
 def depthwise(int isa, const int16_t[:, :, :, ::1] P, const int16_t[:, ::1] wt, int64_t KH,
               int64_t KW, int64_t OH, int64_t OW, stride, dilation, const int64_t[::1] bias,
-              bint wide, out=None, int threads=1):
+              bint wide, out=None, int threads=1, tuple requant=None):
     """DEPTHWISE_CONV2D over the prepared int16 buffer; int32 output, or int64 if `wide`. `out`,
     when given, is the C-contiguous [N, OH, OW, CM] array written. On `threads` threads of the
     pool: whole images per part when there are several, else output rows (each part reading
-    its rows of the buffer); every output is one exact integer sum either way."""
+    its rows of the buffer); every output is one exact integer sum either way.
+    With `requant` (unary_ops.requant_args; not `wide`): `out` is the RESCALE's output
+    [N, OH, OW, CM] (its dtype), made block by block of output rows (see _Requant); returns True
+    when a RESCALE REQUIRE failed (out is then incomplete), else out."""
     cdef _DepthwiseCtx c
+    cdef _Requant r
     cdef int64_t N = P.shape[0], PH = P.shape[1], PW = P.shape[2], CM = P.shape[3]
     cdef int64_t sy = stride[0], sx = stride[1], dy = dilation[0], dx = dilation[1]
+    if requant is not None and (wide or out is None):
+        raise ValueError("depthwise: requant takes an int32 accumulator and the output array")
     if out is None:
         out = np.empty((N, OH, OW, CM), dtype=np.int64 if wide else np.int32)
     elif (out.shape != (N, OH, OW, CM) or not out.flags.c_contiguous
-          or out.dtype != (np.int64 if wide else np.int32)):
+          or (requant is None and out.dtype != (np.int64 if wide else np.int32))):
         raise ValueError("depthwise: out is not a C-contiguous [N, OH, OW, CM] array of the accumulator type")
     cdef int32_t[:, :, :, ::1] o32
     cdef int64_t[:, :, :, ::1] o64
-    c.p32, c.p64 = NULL, NULL
+    c.p32, c.p64, c.requant = NULL, NULL, NULL
     if out.size == 0:
-        return out
-    if wide:
-        o64 = out
-        c.p64 = &o64[0, 0, 0, 0]
-    else:
-        o32 = out
-        c.p32 = &o32[0, 0, 0, 0]
+        return False if requant is not None else out
+    if requant is None:
+        if wide:
+            o64 = out
+            c.p64 = &o64[0, 0, 0, 0]
+        else:
+            o32 = out
+            c.p32 = &o32[0, 0, 0, 0]
     threads = max(threads, 1)
     c.isa, c.P, c.wt, c.bias = isa, &P[0, 0, 0, 0], &wt[0, 0], &bias[0]
     c.N, c.PH, c.PW, c.CM, c.KH, c.KW, c.OH, c.OW = N, PH, PW, CM, KH, KW, OH, OW
@@ -345,10 +482,25 @@ def depthwise(int isa, const int16_t[:, :, :, ::1] P, const int16_t[:, ::1] wt, 
     if c.acc == NULL:
         raise MemoryError()
     cdef int64_t units = OH if c.by_rows else N
+    cdef bint bad = False
+    if requant is None:
+        with nogil:
+            _pool_run(_depthwise_part, &c, units, qsim_parts_for(units, threads), threads)
+        free(c.acc)
+        return out
+    # blocks of whole output rows, at most REQUANT_SCRATCH_BYTES of accumulators
+    c.block_rows = max(1, REQUANT_SCRATCH_BYTES // (4 * OW * CM))
+    try:
+        _requant_open(&r, isa, requant, out, CM, c.block_rows * OW, threads)
+    except BaseException:
+        free(c.acc)
+        raise
+    c.requant = &r
+    units = N * OH
     with nogil:
-        _pool_run(_depthwise_part, &c, units, qsim_parts_for(units, threads), threads)
+        _pool_run(_depthwise_requant_part, &c, units, qsim_parts_for(units, threads), threads)
     free(c.acc)
-    return out
+    return _requant_close(&r, threads)
 
 
 def max_pool(int isa, const int16_t[:, :, :, ::1] P, int64_t KH, int64_t KW, int64_t OH,

@@ -20,6 +20,7 @@ from ..threads import split_count
 from .cache import packed_for
 from .extensions import extension
 from .cpu_features import Isa, current_isa
+from .unary_ops import requant_args
 
 _tosa_ops = extension("_tosa_ops")   # raises KernelsUnavailableError when missing or broken
 
@@ -125,10 +126,13 @@ def _column_correction(colsum: np.ndarray, bias, input_zp: int) -> np.ndarray:
 
 
 def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: int,
-             bias, input_zp: int, weight_zp: int, colcorr=None, out=None) -> np.ndarray:
+             bias, input_zp: int, weight_zp: int, colcorr=None, out=None, requant=None) -> np.ndarray:
     """int32 [M, OC] = the convolution of x5 (int8 [N][D][H][W][IC]) described by g.
     `colcorr`, when given, is _column_correction(packed.colsum, bias, input_zp) (cached);
-    `out`, when given, is a C-contiguous int32 [M, OC] array to write into (no copy)."""
+    `out`, when given, is a C-contiguous int32 [M, OC] array to write into (no copy).
+    With `requant` = (dtype, args) of unary_ops.requant_args: [M, OC] of that dtype, the
+    RESCALE (+ CLAMP) of the int32 result applied block by block (tosa_ops.gemm); a failed
+    RESCALE REQUIRE raises NeedsReference (the caller runs the ops apart, which raise it)."""
     isa = current_isa()
     fill = (input_zp + 128) & 0xFF
     a = _tosa_ops.prepare_input_u8(isa.code, np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
@@ -144,9 +148,10 @@ def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: in
         rowcorr = ((weight_zp * (rowsum - k_total * (128 + input_zp))) & _MASK32)
         rowcorr = rowcorr.astype(np.uint32).view(np.int32)
     if out is None:
-        out = np.empty((rows.size, oc), dtype=np.int32)
-    if rows.size and oc:
-        _tosa_ops.gemm(isa.code, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out, split_count(rows.size))
+        out = np.empty((rows.size, oc), dtype=np.int32 if requant is None else requant[0])
+    if rows.size and oc and _tosa_ops.gemm(isa.code, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out,
+                                           split_count(rows.size), None if requant is None else requant[1]):
+        raise NeedsReference
     return out
 
 
@@ -212,16 +217,34 @@ def _offset_weights_i16(w_key, flip: bool, w_nk: np.ndarray, wzp: int) -> np.nda
 # ----------------------------------------------------------------------- operators ----------
 
 class NeedsReference(Exception):
-    """The overflow bound could not be proven: the caller evaluates the spec's order instead."""
+    """The overflow bound could not be proven: the caller evaluates the spec's order instead.
+    (A fused RESCALE the kernel does not compute, or whose REQUIRE fails: the caller runs the
+    ops apart.)"""
+
+
+def _requant(then_rescale, channels: int):
+    """unary_ops.requant_args of then_rescale = (RESCALE attributes, CLAMP bounds or None), or
+    None without one; NeedsReference when the kernels do not fuse it."""
+    if then_rescale is None:
+        return None
+    requant = requant_args(*then_rescale, channels)
+    if requant is None:
+        raise NeedsReference
+    return requant
 
 
 def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, flip=False,
-             geometry=None):
-    """Shared body of CONV2D/CONV3D/TRANSPOSE_CONV2D. Returns [N, OD, OH, OW, OC]."""
+             geometry=None, then_rescale=None):
+    """Shared body of CONV2D/CONV3D/TRANSPOSE_CONV2D. Returns [N, OD, OH, OW, OC].
+    `then_rescale` = (RESCALE attributes, CLAMP bounds or None): returns the RESCALE (+ CLAMP)
+    of the result instead, made block by block (int8 input only: NeedsReference otherwise)."""
     N, D, H, W, IC = x5.shape
     OC = w_nt_c.shape[0]
     k = w_nt_c.shape[1] * IC
+    if then_rescale is not None and x5.dtype != np.int8:
+        raise NeedsReference
     if x5.dtype == np.int8:
+        requant = _requant(then_rescale, OC)
         isa = current_isa()
         packed = packed_for(w_key, ("conv", isa, flip), lambda: _pack(isa, w_nt_c))
         # per (weights, zero points, bias): the static overflow bound and the column correction
@@ -233,7 +256,7 @@ def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, f
             raise NeedsReference
         g = geometry(_round4(IC)) if geometry else _conv_geometry(
             (N, D, H, W), kernel, pad, stride, dilation, _round4(IC))
-        out = _gemm_i8(x5, g, IC, packed, OC, bias, izp, wzp, colcorr)
+        out = _gemm_i8(x5, g, IC, packed, OC, bias, izp, wzp, colcorr, requant=requant)
     else:
         if izp != 0:        # an ERROR_IF case: never computed here (the padding would be wrong)
             raise NeedsReference
@@ -246,13 +269,17 @@ def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, f
     return out.reshape(N, *g.out, OC)
 
 
-def conv2d(inputs, attrs):
+# then_rescale (CONV2D, TRANSPOSE_CONV2D, FULLY_CONNECTED, MATMUL): (RESCALE attributes,
+# CLAMP bounds or None) of the RESCALE (+ CLAMP) after the op; the op then returns their output
+# instead of its int32 accumulators, which exist only block by block (runtime/int_fusion.py)
+
+def conv2d(inputs, attrs, then_rescale=None):
     x, = inputs
     w = attrs["weight"]
     pt, pb, pl, pr = attrs["pad"]
     out = _conv_nd(x[:, None], w.reshape(w.shape[0], -1, w.shape[3]), w, (1, w.shape[1], w.shape[2]),
                    ((0, 0), (pt, pb), (pl, pr)), (1, *attrs["stride"]), (1, *attrs["dilation"]),
-                   attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]))
+                   attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]), then_rescale=then_rescale)
     return [out[:, 0]]
 
 
@@ -267,7 +294,7 @@ def conv3d(inputs, attrs):
     return [out]
 
 
-def transpose_conv2d(inputs, attrs):
+def transpose_conv2d(inputs, attrs, then_rescale=None):
     """Scatter form of the spec == correlation of the zero-point-upsampled input with the
     spatially flipped kernel: input (iy, ix) sits at buffer position
     (iy*stride_y + KH-1-out_pad_top, ix*stride_x + KW-1-out_pad_left); every other buffer
@@ -288,25 +315,28 @@ def transpose_conv2d(inputs, attrs):
 
     flipped = np.ascontiguousarray(w[:, ::-1, ::-1, :]).reshape(OC, KH * KW, IC)
     out = _conv_nd(x[:, None], flipped, w, None, None, None, None, attrs["bias"],
-                   int(attrs["input_zp"]), int(attrs["weight_zp"]), flip=True, geometry=geometry)
+                   int(attrs["input_zp"]), int(attrs["weight_zp"]), flip=True, geometry=geometry,
+                   then_rescale=then_rescale)
     return [out[:, 0]]
 
 
-def fully_connected(inputs, attrs):
+def fully_connected(inputs, attrs, then_rescale=None):
     x, = inputs
     w = attrs["weight"]
     N, IC = x.shape
     out = _conv_nd(x.reshape(N, 1, 1, 1, IC), w.reshape(w.shape[0], 1, IC), w, (1, 1, 1),
                    ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), attrs["bias"], int(attrs["input_zp"]),
-                   int(attrs["weight_zp"]))
+                   int(attrs["weight_zp"]), then_rescale=then_rescale)
     return [out.reshape(N, w.shape[0])]
 
 
-def matmul(inputs, attrs):
+def matmul(inputs, attrs, then_rescale=None):
     a, b = inputs
     a_zp, b_zp = int(attrs["A_zp"]), int(attrs["B_zp"])
     N, H, C = a.shape
     W = b.shape[2]
+    if then_rescale is not None and a.dtype != np.int8:
+        raise NeedsReference
     if a.dtype == np.int16:
         if a_zp or b_zp:    # an ERROR_IF case (zero points only for int8_t): never computed here
             raise NeedsReference
@@ -321,10 +351,11 @@ def matmul(inputs, attrs):
                  INT32_MAX):
         raise NeedsReference
     isa = current_isa()
-    out = np.empty((N, H, W), dtype=np.int32)
+    requant = _requant(then_rescale, W)
+    out = np.empty((N, H, W), dtype=np.int32 if requant is None else requant[0])
     g = _conv_geometry((1, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
     for n in range(N):
         data, colsum = _tosa_ops.pack_matrix_kn(isa.code, np.ascontiguousarray(b[n]))
         packed = PackedWeights(data, colsum, None, None)
-        _gemm_i8(a[n].reshape(1, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, out=out[n])
+        _gemm_i8(a[n].reshape(1, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, out=out[n], requant=requant)
     return [out]

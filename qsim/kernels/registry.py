@@ -59,6 +59,33 @@ KERNELS: dict[str, Kernel] = {op: _or_reference(op, fn) for op, fn in {
 }.items()}
 
 
+# The kernels that also compute a RESCALE (and the CLAMP after it) of their int32 accumulators
+# block by block, so the accumulators never go to memory as a whole tensor (the executor's
+# integer fusion, runtime/int_fusion.py; CONV3D's rank-5 output is no RESCALE input):
+# fn(inputs, attrs, then_rescale=(RESCALE attributes, CLAMP (min_val, max_val) or None))
+# returns the RESCALE's (or CLAMP's) output.
+RESCALING: dict[str, Kernel] = {
+    "CONV2D": gemm_ops.conv2d,
+    "TRANSPOSE_CONV2D": gemm_ops.transpose_conv2d,
+    "FULLY_CONNECTED": gemm_ops.fully_connected,
+    "MATMUL": gemm_ops.matmul,
+    "DEPTHWISE_CONV2D": window_ops.depthwise_conv2d,
+}
+
+
+def rescaled(op: str, inputs: list, attrs: dict, rescale_attrs: dict, clamp) -> np.ndarray | None:
+    """The output of RESCALE (attributes `rescale_attrs`) of TOSA operator `op`'s output, then of
+    CLAMP to `clamp` = (min_val, max_val) when given, computed in one kernel call; every call
+    already validated. None when the kernel does not fuse this case (16-bit modes, an unproven
+    accumulator bound, int48 output, a failed REQUIRE): the caller then runs the ops apart,
+    which gives the same values or raises the spec's error."""
+    try:
+        out, = RESCALING[op](inputs, attrs, then_rescale=(rescale_attrs, clamp))
+    except NeedsReference:
+        return None
+    return out
+
+
 # Operators without a compiled kernel by design, with the reason. The reference is already
 # vectorized numpy (or the operator has no integer arithmetic worth compiling).
 ON_REFERENCE: dict[str, str] = {

@@ -58,6 +58,40 @@ def _rescale_params(mult_bytes: bytes, shift_bytes: bytes, double_round: bool, b
     return arrays
 
 
+def _params_of(attrs, block: int):
+    """_rescale_params of RESCALE attributes `attrs`."""
+    return _rescale_params(np.asarray(attrs["multiplier"], dtype=np.int64).reshape(-1).tobytes(),
+                           np.asarray(attrs["shift"], dtype=np.int64).reshape(-1).tobytes(),
+                           bool(attrs["double_round"]), block)
+
+
+def requant_args(attrs, clamp, channels: int):
+    """(output dtype, requant) for a kernel to apply RESCALE `attrs` and then, when `clamp` is
+    (min_val, max_val), a CLAMP to its int32 accumulators of `channels` channels (the last
+    axis): requant = (mult, shift, rnd, dround, scale32, input_zp, output_zp, lo, hi) as
+    tosa_ops.gemm and depthwise take it, one parameter per channel. None when the fused
+    kernels do not compute the pair (the caller runs the ops apart): int48 output, a violated
+    REQUIRE on the attributes (the RESCALE kernel raises it), CLAMP bounds outside the
+    RESCALE's range.
+    The CLAMP folds into the RESCALE's final clip: clipping to [lo, hi], then to [a, b], is
+    clipping to [max(lo, a), min(hi, b)] when that interval is not empty."""
+    out_dtype = _out_dtype(attrs["out_t"])
+    if out_dtype not in TYPE_RANGE:
+        return None
+    per_channel = bool(attrs["per_channel"])
+    if per_channel and np.size(attrs["multiplier"]) != channels:
+        return None
+    params = _params_of(attrs, 1 if per_channel else channels)
+    if len(params) == 2:
+        return None
+    lo, hi = TYPE_RANGE[out_dtype]
+    if clamp is not None:
+        lo, hi = max(lo, int(clamp[0])), min(hi, int(clamp[1]))
+        if lo > hi:
+            return None
+    return out_dtype, (*params, bool(attrs["scale32"]), int(attrs["input_zp"]), int(attrs["output_zp"]), lo, hi)
+
+
 def rescale(inputs, attrs):
     x, = inputs
     out_dtype = _out_dtype(attrs["out_t"])
@@ -72,9 +106,7 @@ def rescale(inputs, attrs):
                 break
             block *= d
         block = max(block, 1)
-    params = _rescale_params(np.asarray(attrs["multiplier"], dtype=np.int64).reshape(-1).tobytes(),
-                             np.asarray(attrs["shift"], dtype=np.int64).reshape(-1).tobytes(),
-                             bool(attrs["double_round"]), block)
+    params = _params_of(attrs, block)
     if len(params) == 2:
         raise unpredictable("RESCALE", *params)
     mult, shift, rnd, dround = params

@@ -14,7 +14,7 @@ from ..tosa.arith import reciprocal_scale
 from .cache import packed_for
 from .cpu_features import current_isa
 from .extensions import extension
-from .gemm_ops import INT32_MAX, NeedsReference, _max_abs_offset
+from .gemm_ops import INT32_MAX, NeedsReference, _max_abs_offset, _requant
 from .unary_ops import MIN_PART_ELEMENTS, TYPE_RANGE, unpredictable
 from ..threads import split_count
 
@@ -29,8 +29,11 @@ def _padded_int16(x: np.ndarray, pad, fill: int, subtract: int = 0, repeat: int 
                              int(subtract), int(repeat))
 
 
-def depthwise_conv2d(inputs, attrs):
+def depthwise_conv2d(inputs, attrs, then_rescale=None):
+    """then_rescale: as gemm_ops.conv2d's (int8 input only)."""
     x, = inputs
+    if then_rescale is not None and x.dtype != np.int8:
+        raise NeedsReference
     w = attrs["weight"]
     bias = np.asarray(attrs["bias"], dtype=np.int64)
     izp, wzp = int(attrs["input_zp"]), int(attrs["weight_zp"])
@@ -48,11 +51,18 @@ def depthwise_conv2d(inputs, attrs):
     # (int8: the spec's own REQUIRE bound; int16: int48 would allow more, the kernel does not).
     if not np.all(KH * KW * np.asarray(a_bound, dtype=np.int64) * w_bound + np.abs(bias) <= INT32_MAX):
         raise NeedsReference
+    requant = _requant(then_rescale, C * M)
     P = _padded_int16(x, (pt, pb, pl, pr), 0, izp, M)
     wide = x.dtype == np.int16
-    out = np.empty((N, OH, OW, C * M), dtype=np.int64 if wide else np.int32)
+    out = np.empty((N, OH, OW, C * M), dtype=(np.int64 if wide else np.int32) if requant is None else requant[0])
     isa, bias = current_isa().code, np.ascontiguousarray(bias)
     if out.size == 0:
+        return [out]
+    if requant is not None:
+        # blocks of output rows of any image (tosa_ops.depthwise): the rows on the threads
+        if _tosa_ops.depthwise(isa, P, wt, KH, KW, OH, OW, (sy, sx), (dy, dx), bias, False, out,
+                               split_count(N * OH, max(1, MIN_PART_ELEMENTS // (OW * C * M))), requant[1]):
+            raise NeedsReference
         return [out]
 
     # every output element is one exact integer sum, whichever thread computes it: whole images

@@ -159,8 +159,10 @@ def execute(graph: Graph, inputs, backend: str = "kernels", *, keep: Iterable[st
     every op output), so callers can read intermediates.
     keep=names (e.g. graph.outputs): returns exactly those tensors; every other value is
     dropped right after its last reader, and a conv whose own output nobody reads computes only
-    the bounded output of the relu/clamp fused with it, in place (runtime/plan.py): a plain
-    inference holds only its live activations and writes each one once. Same bits either way.
+    the bounded output of the relu/clamp fused with it, in place (runtime/plan.py; an integer
+    conv-like TOSA op only the output of the RESCALE (+ CLAMP) after it, runtime/int_fusion.py):
+    a plain inference holds only its live activations and writes each one once. Same bits
+    either way.
     An unknown name in keep is a UsageError naming it.
 
     on_value(name, value), when given, is called for every op output right after its op ran,

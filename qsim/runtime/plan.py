@@ -12,7 +12,9 @@ keep set (plans are cached: graphs are immutable):
 - `unmade`: outputs the step does not make at all: the conv output of a fused conv + bound when
   nobody reads it, it is not kept and the caller's callback does not ask for it; the op then
   writes the bounded values into its own buffer (bounds.BOUND_ONLY) instead of writing two
-  arrays;
+  arrays. Likewise the int32 accumulators (and the RESCALE output before a CLAMP) of a fused
+  integer conv + RESCALE (+ CLAMP) when none of them is read, kept or streamed
+  (int_fusion.RESCALE_ONLY); otherwise that step makes them all;
 - `streamed`: the outputs the executor passes to the caller's on_value callback (all of them
   unless the caller names the ones it wants: execute's `stream`).
 
@@ -33,6 +35,7 @@ from ..errors import UsageError
 from ..skriptnd import dynattr
 from .float_ops.bounds import BOUND_ONLY, THEN_BOUND
 from .float_ops.fusion import execution_order
+from .int_fusion import RESCALE_ONLY, THEN_RESCALE
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,10 @@ def _make_plan(graph: ir.Graph, keep: frozenset | None, stream: frozenset | str 
                 op.outputs[0] not in keep and op.outputs[0] not in last_read:
             op = dataclasses.replace(op, attrs={**op.attrs, BOUND_ONLY: True})
             unmade = frozenset(op.outputs[:1])
+        if keep is not None and THEN_RESCALE in op.attrs and \
+                not any(n in keep or n in last_read or streamed(n) for n in op.outputs[:-1]):
+            op = dataclasses.replace(op, attrs={**op.attrs, RESCALE_ONLY: True})
+            unmade = frozenset(op.outputs[:-1])
         release: list[str] = []
         if keep is not None:
             release = [n for n in _reads(graph, op) if last_read[n] == i and n not in keep

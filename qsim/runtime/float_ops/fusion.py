@@ -1,4 +1,5 @@
-"""Conv followed by relu / relu6 / clamp to constants, run as one step of the executor.
+"""Conv followed by relu / relu6 / clamp to constants, run as one step of the executor (and,
+for integer graphs, a conv-like TOSA op with the RESCALE and CLAMP after it: ../int_fusion.py).
 
 MobileNet- and EfficientNet-style models clamp every convolution's output; run apart, the clamp
 reads the conv's whole output back from memory (a third of EfficientNet-Lite0's time outside
@@ -23,15 +24,15 @@ import weakref
 import numpy as np
 
 from ... import ir
-from ...skriptnd import dynattr
+from ..int_fusion import THEN_RESCALE, chain_at, fusable
 from .bounds import THEN_BOUND
 
 _plans: "weakref.WeakKeyDictionary[ir.Graph, tuple[ir.Op, ...]]" = weakref.WeakKeyDictionary()
 
 
 def execution_order(graph: ir.Graph) -> tuple[ir.Op, ...]:
-    """graph.ops with fusable conv + bound pairs as one op each (cached per graph: graphs are
-    immutable)."""
+    """graph.ops with fusable conv + bound pairs, and integer conv + RESCALE (+ CLAMP) chains,
+    as one op each (cached per graph: graphs are immutable)."""
     plan = _plans.get(graph)
     if plan is None:
         plan = _plan(graph)
@@ -42,6 +43,11 @@ def execution_order(graph: ir.Graph) -> tuple[ir.Op, ...]:
 def _plan(graph: ir.Graph) -> tuple[ir.Op, ...]:
     ops, out, i = graph.ops, [], 0
     while i < len(ops):
+        fused = chain_at(graph, ops, i)
+        if fused is not None:
+            out.append(fused)
+            i += sum(op is not None for op in fused.attrs[THEN_RESCALE])
+            continue
         bound = _bound_after(graph, ops[i], ops[i + 1]) if i + 1 < len(ops) else None
         if bound is None:
             out.append(ops[i])
@@ -54,14 +60,9 @@ def _plan(graph: ir.Graph) -> tuple[ir.Op, ...]:
     return tuple(out)
 
 
-def _plain(op: ir.Op) -> bool:
-    return op.definition is None and not op.subgraphs and \
-        not any(dynattr.has_runtime(v) for v in op.attrs.values())
-
-
 def _bound_after(graph: ir.Graph, conv: ir.Op, second: ir.Op):
     """(lo, hi) when `second` bounds the output of `conv` and the pair may be fused, else None."""
-    if conv.kind.name != "nn.conv" or len(conv.outputs) != 1 or not _plain(conv) or not _plain(second):
+    if conv.kind.name != "nn.conv" or len(conv.outputs) != 1 or not fusable(conv) or not fusable(second):
         return None
     if not second.inputs or second.inputs[0] != conv.outputs[0] or len(second.outputs) != 1:
         return None

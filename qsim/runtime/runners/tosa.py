@@ -2,6 +2,9 @@
 computed by the backend (qsim.kernels.run.implementation). COND_IF and WHILE_LOOP (2.16) run their
 graphs with the executor and the same backend.
 
+A conv-like op fused with the RESCALE (+ CLAMP) after it (runtime/int_fusion.py) binds and
+validates each of its ops as its own, then runs them in one kernel call or apart (_run_chain).
+
 An op is validated once per graph and backend, not at every execution: its Call (mode,
 normalized attributes, shapes) and what computes it depend only on the op and the tensors the
 graph declares, and neither changes (a pass makes a new graph; attribute arrays are not edited
@@ -17,9 +20,12 @@ from ... import ir
 from ...tosa import OPERATORS
 from ...tosa.control_flow import cond_if, while_loop
 from ...kernels.extensions import extension
+from ...kernels.registry import rescaled
 from ...kernels.run import implementation
 from ...tosa.run import execute_call
+from ...tosa.validate import contiguous
 from ...tosa.verify import bind_op
+from ..int_fusion import RESCALE_ONLY, THEN_RESCALE
 
 # graph -> {(id(op), backend): (call, fn, output storage dtypes)}; the graph holds its ops, so
 # an id stays that op's while the graph's entry lives, and the entry goes with the graph
@@ -41,6 +47,9 @@ def _bound(opdef, op: ir.Op, graph: ir.Graph, backend: str):
 
 
 def run_tosa(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
+    chain = op.attrs.get(THEN_RESCALE)
+    if chain is not None:
+        return _run_chain([o for o in chain if o is not None], RESCALE_ONLY in op.attrs, inputs, context)
     graph = context.graph
     opdef = OPERATORS[op.kind.short_name]
     if opdef.name in ("COND_IF", "WHILE_LOOP"):     # their calls record each run's output types
@@ -55,3 +64,22 @@ def run_tosa(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
     call, fn, storage = _bound(opdef, op, graph, context.backend)
     outs = execute_call(call, inputs, fn)
     return [o.astype(dtype, copy=False) for o, dtype in zip(outs, storage)]
+
+
+def _run_chain(chain: list[ir.Op], last_only: bool, inputs: list, context) -> list:
+    """The outputs of conv-like op + RESCALE (+ CLAMP) `chain`, each op bound as its own; with
+    `last_only`, None for all but the last (not made), which the kernels backend computes in
+    one call when its kernel fuses the case (kernels/registry.py rescaled)."""
+    if last_only and context.backend == "kernels":
+        extension("_tosa_ops")
+        bound = [_bound(OPERATORS[o.kind.short_name], o, context.graph, "kernels") for o in chain]
+        calls = [call for call, _, _ in bound]
+        clamp = (calls[2].attrs["min_val"], calls[2].attrs["max_val"]) if len(calls) > 2 else None
+        y = rescaled(calls[0].opdef.name, [contiguous(x) for x in inputs], calls[0].attrs, calls[1].attrs, clamp)
+        if y is not None:
+            return [None] * (len(chain) - 1) + [y.astype(bound[-1][2][0], copy=False)]
+    outs, values = [], inputs
+    for o in chain:                  # apart: each op as if unfused, with its own errors
+        values = run_tosa(o, values, context)
+        outs += values
+    return [None] * (len(chain) - 1) + outs[-1:] if last_only else outs
