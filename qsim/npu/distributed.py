@@ -25,11 +25,14 @@ all cores would fight the other workers for them.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import sys
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -40,6 +43,7 @@ SCHEDULER_ENV = "QSIM_SCHEDULER"
 TASK_RETRIES = 2
 IN_FLIGHT_PER_WORKER = 4        # tasks submitted ahead per worker: keeps every worker fed
 CONNECT_TIMEOUT_S = 10.0
+WORKER_WAIT_S = 60.0            # how long a command waits for an existing cluster's first worker
 SHARE_MIN_BYTES = 64 * 1024     # smaller arrays travel inside their task, not worth a reference
 
 
@@ -87,11 +91,17 @@ class _Ref:
     index: int
 
 
-def _call_on_worker(fn: Callable, args: tuple, shared: tuple[int, ...] = (), bundle: tuple = ()) -> Any:
+def _call_on_worker(fn: Callable, args: tuple, shared: tuple[int, ...] = (), bundle: tuple = (),
+                    code: tuple | None = None) -> Any:
     """`_call` on a Dask worker, with the `_Ref`s at positions `shared` of `args` replaced by
     the values of the run's `bundle` (which Dask resolved from its future: a worker fetches it
     once and keeps it while the run lasts). One compute thread (module docstring), set once per
-    process (a restarted worker is a new process)."""
+    process (a restarted worker is a new process). `code` is the submitting command's
+    code_identity(): a worker that joined an existing cluster after the command checked it
+    (check_cluster) and runs other qsim code fails the task with a clear error instead of
+    computing results the serial run might not give."""
+    if code is not None and code_identity()[:2] != code[:2]:
+        return _Failed(_other_code_error(_this_worker(), code_identity(), code))
     global _worker_threads_set_in
     if _worker_threads_set_in != os.getpid():
         from ..threads import set_threads       # deferred: only worker processes need it
@@ -259,10 +269,11 @@ class DaskPool:
         queue = iter(sorted(range(len(tasks)), key=lambda i: -tasks[i].cost))
         running = as_completed(loop=self.client.loop, with_results=False)
         shared = _SharedArguments(self.client, tasks)
+        code = code_identity()
         place = {}                      # future key -> (index of task, None) or (follow-up, position)
 
         def submit(task: Task, where: tuple, priority: int = 0) -> None:
-            future = self.client.submit(_call_on_worker, task.fn, *shared.args_of(task),
+            future = self.client.submit(_call_on_worker, task.fn, *shared.args_of(task), code,
                                         key=f"{task.label}-{uuid.uuid4().hex}", retries=TASK_RETRIES,
                                         pure=False, priority=priority)
             place[future.key] = where
@@ -351,6 +362,7 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
                              hint=f"start one with `dask scheduler` and `dask worker {scheduler}`, or "
                                   f"unset {SCHEDULER_ENV} and drop --scheduler to use local workers") from None
         with client:
+            check_cluster(client, scheduler)
             yield DaskPool(client, f"Dask cluster at {scheduler}")
         return
     count = workers or default_workers()
@@ -360,6 +372,116 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
     finally:
         client.close()
         client.cluster.close()
+
+
+# -- an existing cluster: is anyone there, and do they run this qsim? ---------------------------
+
+@functools.lru_cache(maxsize=None)
+def code_identity() -> tuple[str, str, str]:
+    """(qsim's version, a digest of its Python sources, where they are) of this process. Two
+    processes with the same version and digest run the same qsim code, so a task gives the
+    same result in either; the version alone does not say that (a development checkout keeps
+    its version through every change). The digest covers qsim's and qsim.hw's .py files by
+    their path in the package (an editable install maps hw/ into qsim.hw, a wheel has it in
+    qsim/hw/: both give the same digest): 240 files, ~6 ms, once per process."""
+    import qsim          # deferred: only a check of other processes needs the package paths
+    import qsim.hw
+    from ..version import __version__
+    roots = [("qsim", Path(qsim.__path__[0])), ("qsim/hw", Path(qsim.hw.__path__[0]))]
+    return __version__, _source_digest(roots), str(roots[0][1])
+
+
+def _source_digest(roots: list[tuple[str, Path]]) -> str:
+    """A digest of the .py files under each (package path, folder) of `roots`, each file named by
+    its package path (so the digest does not depend on where the folders are; a file reached
+    under two roots counts once)."""
+    files: dict[str, Path] = {}
+    for prefix, root in roots:
+        for folder, subfolders, names in os.walk(root):
+            subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+            for name in names:
+                if name.endswith(".py"):
+                    path = Path(folder, name)
+                    files[f"{prefix}/{path.relative_to(root).as_posix()}"] = path
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        data = files[name].read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode())        # framed: no two file sets collide
+        digest.update(data)
+    return digest.hexdigest()[:12]
+
+
+# Evaluated by the scheduler and the workers (as text, through the builtin eval): a process
+# that cannot import qsim answers with the ImportError instead of failing to unpickle a probe.
+_PROBE = "__import__('qsim.npu.distributed', fromlist=['code_identity']).code_identity()"
+
+
+def _this_worker() -> str:
+    try:
+        from distributed import get_worker         # deferred: only worker processes get here
+        return f"Dask worker {get_worker().address}"
+    except (ImportError, ValueError):               # not in a worker (a test calls the task here)
+        return f"process {os.getpid()}"
+
+
+def _other_code_error(who: str, theirs: tuple | None, ours: tuple) -> UsageError:
+    """`theirs` None: a qsim from before code_identity (its probe found no such function)."""
+    def described(identity: tuple | None) -> str:
+        if identity is None:
+            return "an older qsim (it has no code_identity)"
+        version, digest, where = identity
+        return f"qsim {version} from {where} (sources {digest})"
+    return UsageError(f"{who} runs other qsim code than this command: {described(theirs)} there, "
+                      f"{described(ours)} here",
+                      hint="its results could differ from a serial run: start the scheduler and every "
+                           "worker with the same qsim as this command (same version and sources)")
+
+
+def _cannot_import_error(who: str, error: BaseException) -> UsageError:
+    return UsageError(f"{who} cannot import qsim ({type(error).__name__}: {error})",
+                      hint="the scheduler unpickles qsim's tasks and the workers run them: start "
+                           "`dask scheduler` and every `dask worker` where the same qsim as this "
+                           "command is installed (or on its PYTHONPATH)")
+
+
+def check_cluster(client, address: str) -> None:
+    """Before a command sends work to the existing cluster at `address`: its scheduler and
+    every connected worker import the same qsim code as this process (code_identity), and at
+    least one worker is there. With none, says so on stderr and waits up to WORKER_WAIT_S for
+    one (a worker that joins later is checked by its first task, _call_on_worker); Dask itself
+    would keep the tasks waiting forever, silently. Raises UsageError otherwise: a scheduler
+    without qsim fails to unpickle every task, a worker without it dies on its first one."""
+    ours = code_identity()
+    try:
+        theirs = client.run_on_scheduler(eval, _PROBE, {})
+    except Exception as error:          # whatever the probe raised there, re-raised here by Dask
+        theirs = error
+    _check_answer(f"the Dask scheduler at {address}", theirs, ours)
+    if not client.scheduler_info().get("workers"):
+        print(f"qsim: no worker in the Dask cluster at {address} yet: waiting up to "
+              f"{WORKER_WAIT_S:g} s for one", file=sys.stderr, flush=True)
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except TimeoutError:
+            raise UsageError(f"no worker joined the Dask cluster at {address} within {WORKER_WAIT_S:g} s",
+                             hint=f"start one with `dask worker {address}` (where qsim is installed), or "
+                                  f"drop --scheduler (and unset {SCHEDULER_ENV}) to use local workers") from None
+    for worker, answer in sorted(client.run(eval, _PROBE, {}, on_error="return").items()):
+        _check_answer(f"Dask worker {worker}", answer, ours)
+
+
+def _check_answer(who: str, answer: Any, ours: tuple) -> None:
+    """Raises the UsageError for a process whose _PROBE gave `answer` (an identity, or the
+    exception it raised), unless it runs the same qsim code as this one."""
+    if isinstance(answer, ImportError):
+        raise _cannot_import_error(who, answer)
+    if isinstance(answer, AttributeError):      # a qsim from before code_identity
+        raise _other_code_error(who, None, ours)
+    if isinstance(answer, BaseException):
+        raise UnsupportedError(f"{who} failed qsim's check of the cluster ({type(answer).__name__}: {answer})",
+                               hint="see that process's log")
+    if tuple(answer)[:2] != ours[:2]:
+        raise _other_code_error(who, tuple(answer), ours)
 
 
 # Dask's background sampling, slowed or off for our own LocalCluster (the workers, the nannies
