@@ -248,7 +248,7 @@ class DaskPool:
 
     def run_with_follow_ups(self, tasks: list[Task], follow_ups: Sequence[FollowUp] = (),
                             on_done: Callable[[], None] | None = None) -> tuple[list, list[list]]:
-        from distributed import KilledWorker, as_completed
+        from distributed import CancelledError, KilledWorker, as_completed
         # At most IN_FLIGHT_PER_WORKER tasks per worker are submitted at a time: a large
         # sweep's data must not all wait in the scheduler's memory. Results are fetched as
         # tasks finish and stored by index, so the outcome (and which of several failures is
@@ -319,11 +319,32 @@ class DaskPool:
             raise UnsupportedError(f"a simulation task killed every Dask worker that ran it ({error})",
                                    hint="a worker may run out of memory: use fewer --workers per "
                                         "machine, or more memory per worker") from None
+        except CancelledError as error:
+            # Dask cancels every task of a client that lost its scheduler (after trying to
+            # reconnect for distributed.comm.timeouts.connect)
+            reason = getattr(error, "reason", None) or "cancelled"
+            raise UnsupportedError(f"the {self.what} dropped this run's tasks ({reason})",
+                                   hint="the scheduler stopped, or the network to it failed; nothing "
+                                        "was written: run the command again") from None
         finally:
             running.clear()
             shared.release()
         _raise_first_failure(results, [made if made is not None else [] for made in later])
         return results, later
+
+
+@contextmanager
+def _quiet_client_log() -> Iterator[None]:
+    """Dask's client logs its failed reconnects to a lost scheduler with tracebacks; the run
+    then fails with its own message (DaskPool.run_with_follow_ups), which says it better."""
+    import logging
+    log = logging.getLogger("distributed.client")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def default_workers() -> int:
@@ -361,8 +382,12 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
             raise UsageError(f"cannot reach the Dask scheduler at {scheduler} ({error})",
                              hint=f"start one with `dask scheduler` and `dask worker {scheduler}`, or "
                                   f"unset {SCHEDULER_ENV} and drop --scheduler to use local workers") from None
-        with client:
-            check_cluster(client, scheduler)
+        with _quiet_client_log(), client:       # the client closes (and logs) inside
+            try:
+                check_cluster(client, scheduler)
+            except OSError as error:            # Dask's CommClosedError is one
+                raise UnsupportedError(f"lost the connection to the Dask scheduler at {scheduler} ({error})",
+                                       hint="the scheduler stopped, or the network to it failed") from None
             yield DaskPool(client, f"Dask cluster at {scheduler}")
         return
     count = workers or default_workers()

@@ -414,12 +414,13 @@ def test_array_tasks_cost_their_macs_plus_weights_so_the_longest_start_first(emb
 # -- an existing cluster, started outside qsim ---------------------------------------------------
 
 def _dask_process(kind, tmp_path, name, *argv, preload=None):
-    """A `dask scheduler` or `dask worker` (kind) subprocess that imports the qsim this test
-    runs (its folder first on PYTHONPATH); `preload` is Python run in it at start (dask's
-    --preload). Output goes to tmp_path/name.log."""
+    """A `dask scheduler` or `dask worker` (kind) subprocess that imports what this test does
+    (the qsim this test runs, and this module's task functions: this process's sys.path);
+    `preload` is Python run in it at start (dask's --preload). Output goes to
+    tmp_path/name.log."""
     import qsim
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(Path(qsim.__file__).resolve().parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+        [str(Path(qsim.__file__).resolve().parents[1])] + [p for p in sys.path if p]))
     if preload is not None:
         script = tmp_path / f"{name}_preload.py"
         script.write_text(preload)
@@ -589,3 +590,56 @@ def test_the_source_digest_sees_every_file_but_not_the_layout(tmp_path):
     (inside / "qsim" / "__init__.py").write_text("x = 1\ny = 2\n")
     (inside / "qsim" / "npu" / "engine.py").write_text("")
     assert digest([("qsim", inside / "qsim"), ("qsim/hw", inside / "qsim" / "hw")]) != one
+
+
+def _started_then_sleep(marker):
+    Path(marker).write_text("")
+    import time
+    time.sleep(120)
+
+
+def _kill_when(marker, process):
+    """Kills `process` (SIGKILL) once `marker` exists (None: at once), from a thread."""
+    import threading
+
+    def watch():
+        if marker is not None:
+            _wait_for(marker, 120)
+        process.kill()
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_scheduler_that_dies_is_a_clear_error(tmp_path, monkeypatch):
+    # while the command waits for a worker, and while tasks run: no traceback, no hang
+    scheduler, address = _start_scheduler(tmp_path, "waiting")
+    check_answer = distributed._check_answer
+
+    def check_then_kill(*args):         # the scheduler answers the probe, then dies
+        check_answer(*args)
+        scheduler.kill()
+    monkeypatch.setattr(distributed, "_check_answer", check_then_kill)
+    monkeypatch.setattr(distributed, "WORKER_WAIT_S", 120.0)
+    monkeypatch.setattr(distributed, "CONNECT_TIMEOUT_S", 2.0)     # also how long Dask tries to reconnect
+    try:
+        with pytest.raises(UnsupportedError, match=f"lost the connection to the Dask scheduler at {address}"):
+            with open_pool(scheduler=address):
+                pass
+    finally:
+        _stop(scheduler)
+    monkeypatch.setattr(distributed, "_check_answer", check_answer)
+    scheduler, address = _start_scheduler(tmp_path, "running")
+    worker = _start_worker(tmp_path, "worker", address)
+    marker = tmp_path / "started"
+    try:
+        _wait_for_worker_count(address, 1)
+        with pytest.raises(UnsupportedError) as caught:
+            with open_pool(scheduler=address) as dask_pool:
+                _kill_when(str(marker), scheduler)
+                dask_pool.run([Task(_started_then_sleep, (str(marker),), "sleeper")])
+        assert caught.value.message == f"the Dask cluster at {address} dropped this run's tasks " \
+                                       "(scheduler-connection-lost)"
+    finally:
+        worker.kill()                   # still in its task: it would take 30 s to stop gracefully
+        _stop(worker, scheduler)
