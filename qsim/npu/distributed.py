@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ..errors import QsimError, UnsupportedError, UsageError
+from ..version import __version__
 
 SCHEDULER_ENV = "QSIM_SCHEDULER"
 TASK_RETRIES = 2
@@ -155,6 +156,7 @@ class InProcess:
     """Runs every task here, in order: the `--workers 1` path."""
     workers = 1
     what = "in this process"
+    same_machine = True         # the tasks see this machine's files (its Verilator build cache)
 
     def warm_up(self, fn: Callable[[], Any]) -> None:
         """Nothing to do: this process does the work itself, when it comes to it."""
@@ -226,9 +228,13 @@ class _SharedArguments:
 class DaskPool:
     """Runs tasks on a dask.distributed cluster through `client`."""
 
-    def __init__(self, client, what: str):
+    def __init__(self, client, what: str, same_machine: bool):
         self.client = client
         self.what = what                # for progress lines: "LocalCluster of 2 worker processes"
+        # the workers are this machine's processes (a LocalCluster): they share its Verilator
+        # build cache, so a build the command makes first is one they all reuse; an existing
+        # cluster's workers may be anywhere, and build in their own machine's cache
+        self.same_machine = same_machine
         self.warming: list = []         # warm-up futures, held so that Dask does not drop them
 
     def warm_up(self, fn: Callable[[], Any]) -> None:
@@ -388,12 +394,12 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
             except OSError as error:            # Dask's CommClosedError is one
                 raise UnsupportedError(f"lost the connection to the Dask scheduler at {scheduler} ({error})",
                                        hint="the scheduler stopped, or the network to it failed") from None
-            yield DaskPool(client, f"Dask cluster at {scheduler}")
+            yield DaskPool(client, f"Dask cluster at {scheduler}", same_machine=False)
         return
     count = workers or default_workers()
     client = _start_local_cluster(count)
     try:
-        yield DaskPool(client, f"LocalCluster of {count} worker processes")
+        yield DaskPool(client, f"LocalCluster of {count} worker processes", same_machine=True)
     finally:
         client.close()
         client.cluster.close()
@@ -409,10 +415,8 @@ def code_identity() -> tuple[str, str, str]:
     its version through every change). The digest covers qsim's and qsim.hw's .py files by
     their path in the package (an editable install maps hw/ into qsim.hw, a wheel has it in
     qsim/hw/: both give the same digest): 240 files, ~6 ms, once per process."""
-    import qsim          # deferred: only a check of other processes needs the package paths
-    import qsim.hw
-    from ..version import __version__
-    roots = [("qsim", Path(qsim.__path__[0])), ("qsim/hw", Path(qsim.hw.__path__[0]))]
+    from .. import hw    # deferred: only a check of other processes needs the package paths
+    roots = [("qsim", Path(__file__).parent.parent), ("qsim/hw", Path(hw.__path__[0]))]
     return __version__, _source_digest(roots), str(roots[0][1])
 
 

@@ -490,22 +490,37 @@ def _all_files(folder: Path) -> dict:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def test_an_existing_cluster_runs_the_command_and_outlives_it(external_cluster, capsys, tmp_path, monkeypatch):
+def test_an_existing_cluster_runs_a_sweep_and_outlives_the_command(external_cluster, capsys, tmp_path):
     address, scheduler, worker = external_cluster
     sweep = ["--engine", "model", "--config", "8x8", "--sweep", "size=8,16"]
     serial, _ = _simulate(capsys, tmp_path, "serial", *sweep, "--workers", "1", "-q")
     spread, err = _simulate(capsys, tmp_path, "spread", *sweep, "--scheduler", address)
     assert _all_files(spread) == _all_files(serial)        # every report file, byte for byte
     assert f"(model, Dask cluster at {address}) tasks: {2 * (5 + 2 + 5) + 1} done" in err
-    # one configuration, the scheduler from the environment
-    monkeypatch.setenv(distributed.SCHEDULER_ENV, address)
-    one, err = _simulate(capsys, tmp_path, "one", "--engine", "model", "--config", "8x8:os")
-    monkeypatch.delenv(distributed.SCHEDULER_ENV)
-    alone, _ = _simulate(capsys, tmp_path, "alone", "--engine", "model", "--config", "8x8:os", "--workers", "1")
-    assert f"Dask cluster at {address}" in err and _all_files(one) == _all_files(alone)
-    # the cluster is the user's: still there, with its worker, after both commands
+    # the cluster is the user's: still there, with its worker
     assert scheduler.poll() is None and worker.poll() is None
     _wait_for_worker_count(address, 1)
+
+
+def test_on_an_existing_cluster_the_workers_build_verilator_not_the_command(
+        external_cluster, capsys, tmp_path, monkeypatch):
+    # the command's machine may have no Verilator, and a build there would keep the cluster
+    # idle for minutes only to be made again in each worker machine's own cache; the
+    # scheduler from the environment, one configuration
+    address, scheduler, worker = external_cluster
+    from qsim.npu import sim_verilator
+    monkeypatch.setattr(sim_verilator, "_BUILT", {})       # no build this process looked up before
+    monkeypatch.setenv("QSIM_CACHE_DIR", str(tmp_path / "command-cache"))
+    monkeypatch.setenv(distributed.SCHEDULER_ENV, address)
+    spread, err = _simulate(capsys, tmp_path, "spread", "--engine", "verilator")
+    assert not (tmp_path / "command-cache" / "verilator").exists()
+    assert "each Dask worker builds or reuses the NPU models" in err and "built the" not in err
+    assert f"(verilator, Dask cluster at {address}) tasks: 7 done" in err
+    monkeypatch.delenv("QSIM_CACHE_DIR")
+    monkeypatch.delenv(distributed.SCHEDULER_ENV)
+    serial, _ = _simulate(capsys, tmp_path, "serial", "--engine", "verilator", "--workers", "1", "-q")
+    assert _all_files(spread) == _all_files(serial)
+    assert scheduler.poll() is None and worker.poll() is None
 
 
 _BLOCK_QSIM = "import sys\nsys.modules['qsim'] = None     # this process cannot import qsim\n"
