@@ -358,15 +358,19 @@ def default_workers() -> int:
 
 
 def scheduler_address(scheduler: str | None) -> str | None:
-    """The Dask scheduler to use: `scheduler`, else $QSIM_SCHEDULER, else None (local)."""
-    return scheduler or os.environ.get(SCHEDULER_ENV) or None
+    """The Dask scheduler to use: `scheduler`, else (None) $QSIM_SCHEDULER, else None (local).
+    An empty `scheduler` means local workers whatever the environment says (the CLI's explicit
+    --workers N)."""
+    if scheduler is not None:
+        return scheduler or None
+    return os.environ.get(SCHEDULER_ENV) or None
 
 
 @contextmanager
 def open_pool(workers: int | None = None, scheduler: str | None = None) -> Iterator[InProcess | DaskPool]:
-    """The pool a command runs its tasks on: `scheduler` (or $QSIM_SCHEDULER) names an existing
-    Dask cluster; else `workers` processes (default: one per core) on a LocalCluster, or this
-    process alone for one worker."""
+    """The pool a command runs its tasks on: `scheduler` (or, None, $QSIM_SCHEDULER; "": local
+    whatever the environment says) names an existing Dask cluster; else `workers` processes
+    (default: one per core) on a LocalCluster, or this process alone for one worker."""
     scheduler = scheduler_address(scheduler)
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}: need at least 1", hint="--workers 1 runs in this process")

@@ -1,6 +1,7 @@
 """Simulation tasks on dask.distributed: one real LocalCluster of 2 worker processes per module
 (made by qsim's own open_pool), whose results must equal the serial in-process run exactly;
-retries after a raised exception and after a killed worker; the --workers/--scheduler errors."""
+retries after a raised exception and after a killed worker; the --workers/--scheduler errors;
+and an existing cluster started outside qsim (scheduler and worker subprocesses)."""
 import functools
 import json
 import os
@@ -658,3 +659,19 @@ def test_a_scheduler_that_dies_is_a_clear_error(tmp_path, monkeypatch):
     finally:
         worker.kill()                   # still in its task: it would take 30 s to stop gracefully
         _stop(worker, scheduler)
+
+
+def test_workers_on_the_command_line_win_over_the_environment(capsys, monkeypatch, tmp_path):
+    # $QSIM_SCHEDULER is a default: an explicit --workers N means local workers (here: this
+    # process), not the cluster the environment names (unreachable here)
+    monkeypatch.setattr(distributed, "CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setenv(distributed.SCHEDULER_ENV, "tcp://127.0.0.1:1")
+    out, err = _simulate(capsys, tmp_path, "local", "--engine", "model", "--workers", "1")
+    assert "(model, in this process) tasks: 7 done" in err
+    assert json.loads((out / "report.json").read_text())["all_verified"] is True
+    # both on the command line contradict each other
+    code = main(["simulate", "--engine", "model", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1",
+                 "-o", str(tmp_path / "both")])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--workers and --scheduler do not combine" in err and "hint:" in err
+    assert not (tmp_path / "both").exists()
