@@ -64,13 +64,14 @@ def resnet18_convs() -> list[ConvLayer]:
     return layers
 
 
-def resnet50_convs() -> list[ConvLayer]:
+def resnet50_convs(input_size: int = 224) -> list[ConvLayer]:
     """The 53 convolutions of ResNet-50 (v1.5: the stride is in the 3x3 conv of a bottleneck)
-    at 224x224, padded as resnet18_convs pads: conv1 7x7/2; four stages of 3, 4, 6, 3
-    bottlenecks (1x1 -> 3x3 -> 1x1 x4), widths 64, 128, 256, 512; the first block of every
-    stage has a 1x1 downsample conv (stride 1 in stage 1, 2 after)."""
-    layers = [ConvLayer("conv1", 224, 3, 64, 7, 2, (3, 2, 3, 2))]
-    size, channels = 56, 64
+    on an `input_size` square image (224 for ImageNet, 32 for CIFAR-size inputs: stages at
+    8, 4, 2, 1 pixels), padded as resnet18_convs pads: conv1 7x7/2, a 3x3/2 max pool; four
+    stages of 3, 4, 6, 3 bottlenecks (1x1 -> 3x3 -> 1x1 x4), widths 64, 128, 256, 512; the
+    first block of every stage has a 1x1 downsample conv (stride 1 in stage 1, 2 after)."""
+    layers = [ConvLayer("conv1", input_size, 3, 64, 7, 2, (3, 2, 3, 2))]
+    size, channels = layers[0].out_size // 2, 64
     for stage, (width, blocks) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3)), start=1):
         for block in range(blocks):
             stride = 2 if block == 0 and stage > 1 else 1

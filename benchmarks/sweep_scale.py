@@ -15,7 +15,8 @@ so that load from other jobs hits both alike):
 3. The task phase alone (the sweep's 20 layer tasks, in this process vs on the warm cluster).
 4. Per task, for extrapolation (docs/scale.md): ResNet-18's 20 convolutions (224x224,
    synthetic int8, benchmarks/_resnet18_layers.py) as layer tasks at 16x16 and 32x32 on the
-   model and verilator engines, and ResNet-50's 53 at 32x32 on the model engine: seconds per
+   model and verilator engines, and ResNet-50's 53 at 32x32 on the model engine (at a 224x224
+   and at a 32x32 input, benchmarks/_resnet18_layers.resnet50_convs): seconds per
    task serially, all tasks on the warm 2-worker cluster, bytes sent per task and returned;
    and the scheduler's round trip for empty tasks.
 Writes reports/sweep_scale.md and reports/sweep_scale.json.
@@ -275,7 +276,9 @@ def main(argv=None) -> int:
             if not args.skip_resnet:
                 doc["layer_tasks"] = per_task(pool, "ResNet-18", resnet18_convs(), [
                     (c, e) for c in ("16x16", "32x32") for e in (Engine.MODEL, Engine.VERILATOR)])
-                doc["layer_tasks"] += per_task(pool, "ResNet-50", resnet50_convs(), [("32x32", Engine.MODEL)])
+                for size in RESNET50_INPUTS:
+                    doc["layer_tasks"] += per_task(pool, resnet50_name(size), resnet50_convs(size),
+                                                   [("32x32", Engine.MODEL)])
     doc["machine"]["load_average_end"] = load_average()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -381,53 +384,71 @@ NETWORK_BYTES_PER_S = 1e9           # assumed: 10 GbE between the command and th
 WORKER_COUNTS = (1, 2, 16, 64, 256)
 
 
+RESNET50_INPUTS = (224, 32)      # ImageNet-size, and CIFAR-size (the issue's "at 32x32" read as the input)
+
+
+def resnet50_name(input_size: int) -> str:
+    return "ResNet-50" if input_size == 224 else f"ResNet-50 ({input_size}x{input_size} input)"
+
+
 def extrapolation(doc: dict) -> list[str]:
-    """A 1000-point sweep of ResNet-50 at 32x32 from the measured per-task costs (docs/scale.md
-    explains the model). Measured: ResNet-50's cycles and model-engine time at 32x32, the
-    verilator engine's cycle rate at 32x32 on ResNet-18, bytes per task, scheduler round trip,
-    report rendering; extrapolated: everything for ResNet-50 on the verilator engine."""
+    """A 1000-point sweep of ResNet-50 on a 32x32 array, at each input size of RESNET50_INPUTS
+    whose per-task costs the run measured, from those costs (docs/scale.md explains the
+    model). Measured: ResNet-50's cycles and model-engine time at 32x32, the verilator
+    engine's cycle rate at 32x32 on ResNet-18, bytes per task, scheduler round trip, report
+    rendering; extrapolated: everything for ResNet-50 on the verilator engine."""
     rows = {(r["model"], r["config"], r["engine"]): r for r in doc["layer_tasks"]}
-    r50 = rows[("ResNet-50", "32x32", "model")]
     r18v = rows[("ResNet-18", "32x32", "verilator")]
-    points = 1000
     rate = r18v["total_cycles"] / r18v["serial_s"]                 # cycles/s, verilator, 32x32
-    verilator_point_s = r50["total_cycles"] / rate
+    doc["extrapolation"] = {}
+    lines = []
+    for size in RESNET50_INPUTS:
+        r50 = rows.get((resnet50_name(size), "32x32", "model"))
+        if r50 is not None:
+            doc["extrapolation"][f"{size}x{size} input"] = _extrapolated(doc, r50, rate, size)
+            lines += _extrapolation_lines(doc["extrapolation"][f"{size}x{size} input"], r50, size)
+    return lines
+
+
+def _extrapolated(doc: dict, r50: dict, rate: float, size: int) -> dict:
+    points = 1000
     tasks_per_point = len(r50["layers"])
-    parts = doc["sweep_parts"]
-    render_s = parts["render_s_per_point"]
-    sched_s = doc["scheduler_overhead_s_per_task"] * tasks_per_point * points
     # A layer task's data (golden input, weights, expected output) is the same at every sweep
     # point, and a Dask pool sends it to each worker once (qsim.npu.distributed, Task.shared):
     # the transfer grows with the workers, not with the points. Without the sharing it would be
     # `per_point` bytes for every point.
     per_point = sum(r["bytes_sent"] for r in r50["layers"])
-    unshared_s = per_point * points / NETWORK_BYTES_PER_S
-    doc["extrapolation"] = {"points": points, "verilator_cycles_per_s_32x32": rate,
-                            "resnet50_cycles_32x32": r50["total_cycles"],
-                            "verilator_point_s": verilator_point_s, "model_point_s": r50["serial_s"],
-                            "render_s_per_point": render_s, "scheduler_s": sched_s,
-                            "bytes_per_worker": per_point, "unshared_transfer_s": unshared_s}
-    lines = ["## Extrapolated: a 1000-point sweep of ResNet-50 at 32x32", "",
-             f"Measured here: ResNet-50's 53 convolutions at 32x32 take {r50['total_cycles']} cycles "
-             f"(model engine, {r50['serial_s']:.1f} s per point); the verilator engine runs "
-             f"{rate / 1e6:.2f} M cycles/s at 32x32 (ResNet-18's convolutions). Extrapolated: "
-             f"{verilator_point_s:.0f} s per point on the verilator engine, {render_s:.1f} s per point "
-             f"to render its report (the embedded model's; more layers draw longer), "
-             f"{tasks_per_point} layer tasks per point, whose data (golden inputs, weights, expected "
-             f"outputs: {per_point / 1e6:.0f} MB) is the same at every point and goes to each worker once "
-             f"({_duration(per_point / NETWORK_BYTES_PER_S)} per worker at an assumed "
-             f"{NETWORK_BYTES_PER_S / 1e9:.0f} GB/s from one sender; sent with every point's tasks it would be "
-             f"{per_point * points / 1e9:.0f} GB, {_duration(unshared_s)}), scheduler round trips "
-             f"{_duration(sched_s)} in total (serial in the scheduler). Builds, one per distinct "
-             "array geometry, come on top (docs/scale.md). Wall time = the largest of the "
-             "workers' share of the tasks, the scheduler's round trips and the transfer; "
-             "the limiting one in parentheses.", "",
+    return {"points": points, "verilator_cycles_per_s_32x32": rate,
+            "resnet50_cycles_32x32": r50["total_cycles"], "tasks_per_point": tasks_per_point,
+            "verilator_point_s": r50["total_cycles"] / rate, "model_point_s": r50["serial_s"],
+            "render_s_per_point": doc["sweep_parts"]["render_s_per_point"],
+            "scheduler_s": doc["scheduler_overhead_s_per_task"] * tasks_per_point * points,
+            "bytes_per_worker": per_point, "unshared_transfer_s": per_point * points / NETWORK_BYTES_PER_S}
+
+
+def _extrapolation_lines(x: dict, r50: dict, size: int) -> list[str]:
+    per_point, points = x["bytes_per_worker"], x["points"]
+    lines = [f"## Extrapolated: a 1000-point sweep of ResNet-50 ({size}x{size} input) on a 32x32 array", "",
+             f"Measured here: ResNet-50's 53 convolutions at a {size}x{size} input on the 32x32 array take "
+             f"{x['resnet50_cycles_32x32']} cycles (model engine, {x['model_point_s']:.1f} s per point); the "
+             f"verilator engine runs {x['verilator_cycles_per_s_32x32'] / 1e6:.2f} M cycles/s at 32x32 "
+             f"(ResNet-18's convolutions). Extrapolated: {x['verilator_point_s']:.0f} s per point on the "
+             f"verilator engine, {x['render_s_per_point']:.1f} s per point to render its report (the "
+             f"embedded model's; more layers draw longer), {x['tasks_per_point']} layer tasks per point, "
+             f"whose data (golden inputs, weights, expected outputs: {per_point / 1e6:.0f} MB) is the same "
+             f"at every point and goes to each worker once ({_duration(per_point / NETWORK_BYTES_PER_S)} "
+             f"per worker at an assumed {NETWORK_BYTES_PER_S / 1e9:.0f} GB/s from one sender; sent with "
+             f"every point's tasks it would be {per_point * points / 1e9:.0f} GB, "
+             f"{_duration(x['unshared_transfer_s'])}), scheduler round trips {_duration(x['scheduler_s'])} "
+             "in total (serial in the scheduler). Builds, one per distinct array geometry, come on top "
+             "(docs/scale.md). Wall time = the largest of the workers' share of the tasks, the "
+             "scheduler's round trips and the transfer; the limiting one in parentheses.", "",
              "| workers | verilator engine | model engine |", "|---|---|---|"]
     for n in WORKER_COUNTS:
         cells = []
-        for point_s in (verilator_point_s, r50["serial_s"]):
-            parts = {"simulation on the workers": points * (point_s + render_s) / n, "scheduler": sched_s,
-                     "golden data to the workers": n * per_point / NETWORK_BYTES_PER_S}
+        for point_s in (x["verilator_point_s"], x["model_point_s"]):
+            parts = {"simulation on the workers": points * (point_s + x["render_s_per_point"]) / n,
+                     "scheduler": x["scheduler_s"], "golden data to the workers": n * per_point / NETWORK_BYTES_PER_S}
             limit = max(parts, key=parts.get)
             cells.append(f"{_duration(parts[limit])} ({limit})")
         lines.append(f"| {n} | {cells[0]} | {cells[1]} |")
@@ -442,7 +463,7 @@ def _duration(seconds: float) -> str:
         return f"{seconds / 3600:.1f} h"
     if seconds >= 120:
         return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.2g} s"
 
 
 if __name__ == "__main__":

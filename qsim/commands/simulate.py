@@ -61,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="run the layers (of every sweep point) as tasks on N local Dask worker "
                         "processes (default: one per core; 1: in this process, no cluster)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                   help="run the tasks on an existing Dask cluster (default: $QSIM_SCHEDULER)")
+                   help="run the tasks on an existing Dask cluster (default: $QSIM_SCHEDULER, "
+                        "unless --workers is given)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -190,9 +191,16 @@ def _write_files(folder: Path, files: dict[str, bytes]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     engine = resolve_engine(args.engine, args.vcd)       # a bad name fails before any work
+    scheduler = args.scheduler
+    if args.workers is not None:
+        if scheduler is not None:
+            raise UsageError("--workers and --scheduler do not combine",
+                             hint="--workers N starts N local worker processes; --scheduler runs on "
+                                  "the workers of an existing cluster")
+        scheduler = ""          # an explicit --workers N wins over $QSIM_SCHEDULER (a default)
     result = simulate_command(args.model, args.config, engine, args.input, args.out,
                               sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
-                              tech=args.tech, workers=args.workers, scheduler=args.scheduler)
+                              tech=args.tech, workers=args.workers, scheduler=scheduler)
     for report in result.reports:
         print("\n".join(summary_lines(report)))
     for point in result.sweep:

@@ -25,21 +25,26 @@ all cores would fight the other workers for them.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import sys
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ..errors import QsimError, UnsupportedError, UsageError
+from ..version import __version__
 
 SCHEDULER_ENV = "QSIM_SCHEDULER"
 TASK_RETRIES = 2
 IN_FLIGHT_PER_WORKER = 4        # tasks submitted ahead per worker: keeps every worker fed
 CONNECT_TIMEOUT_S = 10.0
+WORKER_WAIT_S = 60.0            # how long a command waits for an existing cluster's first worker
 SHARE_MIN_BYTES = 64 * 1024     # smaller arrays travel inside their task, not worth a reference
 
 
@@ -87,11 +92,17 @@ class _Ref:
     index: int
 
 
-def _call_on_worker(fn: Callable, args: tuple, shared: tuple[int, ...] = (), bundle: tuple = ()) -> Any:
+def _call_on_worker(fn: Callable, args: tuple, shared: tuple[int, ...] = (), bundle: tuple = (),
+                    code: tuple | None = None) -> Any:
     """`_call` on a Dask worker, with the `_Ref`s at positions `shared` of `args` replaced by
     the values of the run's `bundle` (which Dask resolved from its future: a worker fetches it
     once and keeps it while the run lasts). One compute thread (module docstring), set once per
-    process (a restarted worker is a new process)."""
+    process (a restarted worker is a new process). `code` is the submitting command's
+    code_identity(): a worker that joined an existing cluster after the command checked it
+    (check_cluster) and runs other qsim code fails the task with a clear error instead of
+    computing results the serial run might not give."""
+    if code is not None and code_identity()[:2] != code[:2]:
+        return _Failed(_other_code_error(_this_worker(), code_identity(), code))
     global _worker_threads_set_in
     if _worker_threads_set_in != os.getpid():
         from ..threads import set_threads       # deferred: only worker processes need it
@@ -145,6 +156,7 @@ class InProcess:
     """Runs every task here, in order: the `--workers 1` path."""
     workers = 1
     what = "in this process"
+    same_machine = True         # the tasks see this machine's files (its Verilator build cache)
 
     def warm_up(self, fn: Callable[[], Any]) -> None:
         """Nothing to do: this process does the work itself, when it comes to it."""
@@ -216,9 +228,13 @@ class _SharedArguments:
 class DaskPool:
     """Runs tasks on a dask.distributed cluster through `client`."""
 
-    def __init__(self, client, what: str):
+    def __init__(self, client, what: str, same_machine: bool):
         self.client = client
         self.what = what                # for progress lines: "LocalCluster of 2 worker processes"
+        # the workers are this machine's processes (a LocalCluster): they share its Verilator
+        # build cache, so a build the command makes first is one they all reuse; an existing
+        # cluster's workers may be anywhere, and build in their own machine's cache
+        self.same_machine = same_machine
         self.warming: list = []         # warm-up futures, held so that Dask does not drop them
 
     def warm_up(self, fn: Callable[[], Any]) -> None:
@@ -238,7 +254,7 @@ class DaskPool:
 
     def run_with_follow_ups(self, tasks: list[Task], follow_ups: Sequence[FollowUp] = (),
                             on_done: Callable[[], None] | None = None) -> tuple[list, list[list]]:
-        from distributed import KilledWorker, as_completed
+        from distributed import CancelledError, KilledWorker, as_completed
         # At most IN_FLIGHT_PER_WORKER tasks per worker are submitted at a time: a large
         # sweep's data must not all wait in the scheduler's memory. Results are fetched as
         # tasks finish and stored by index, so the outcome (and which of several failures is
@@ -259,10 +275,11 @@ class DaskPool:
         queue = iter(sorted(range(len(tasks)), key=lambda i: -tasks[i].cost))
         running = as_completed(loop=self.client.loop, with_results=False)
         shared = _SharedArguments(self.client, tasks)
+        code = code_identity()
         place = {}                      # future key -> (index of task, None) or (follow-up, position)
 
         def submit(task: Task, where: tuple, priority: int = 0) -> None:
-            future = self.client.submit(_call_on_worker, task.fn, *shared.args_of(task),
+            future = self.client.submit(_call_on_worker, task.fn, *shared.args_of(task), code,
                                         key=f"{task.label}-{uuid.uuid4().hex}", retries=TASK_RETRIES,
                                         pure=False, priority=priority)
             place[future.key] = where
@@ -308,6 +325,13 @@ class DaskPool:
             raise UnsupportedError(f"a simulation task killed every Dask worker that ran it ({error})",
                                    hint="a worker may run out of memory: use fewer --workers per "
                                         "machine, or more memory per worker") from None
+        except CancelledError as error:
+            # Dask cancels every task of a client that lost its scheduler (after trying to
+            # reconnect for distributed.comm.timeouts.connect)
+            reason = getattr(error, "reason", None) or "cancelled"
+            raise UnsupportedError(f"the {self.what} dropped this run's tasks ({reason})",
+                                   hint="the scheduler stopped, or the network to it failed; nothing "
+                                        "was written: run the command again") from None
         finally:
             running.clear()
             shared.release()
@@ -315,20 +339,38 @@ class DaskPool:
         return results, later
 
 
+@contextmanager
+def _quiet_client_log() -> Iterator[None]:
+    """Dask's client logs its failed reconnects to a lost scheduler with tracebacks; the run
+    then fails with its own message (DaskPool.run_with_follow_ups), which says it better."""
+    import logging
+    log = logging.getLogger("distributed.client")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
 def scheduler_address(scheduler: str | None) -> str | None:
-    """The Dask scheduler to use: `scheduler`, else $QSIM_SCHEDULER, else None (local)."""
-    return scheduler or os.environ.get(SCHEDULER_ENV) or None
+    """The Dask scheduler to use: `scheduler`, else (None) $QSIM_SCHEDULER, else None (local).
+    An empty `scheduler` means local workers whatever the environment says (the CLI's explicit
+    --workers N)."""
+    if scheduler is not None:
+        return scheduler or None
+    return os.environ.get(SCHEDULER_ENV) or None
 
 
 @contextmanager
 def open_pool(workers: int | None = None, scheduler: str | None = None) -> Iterator[InProcess | DaskPool]:
-    """The pool a command runs its tasks on: `scheduler` (or $QSIM_SCHEDULER) names an existing
-    Dask cluster; else `workers` processes (default: one per core) on a LocalCluster, or this
-    process alone for one worker."""
+    """The pool a command runs its tasks on: `scheduler` (or, None, $QSIM_SCHEDULER; "": local
+    whatever the environment says) names an existing Dask cluster; else `workers` processes
+    (default: one per core) on a LocalCluster, or this process alone for one worker."""
     scheduler = scheduler_address(scheduler)
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}: need at least 1", hint="--workers 1 runs in this process")
@@ -350,16 +392,129 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
             raise UsageError(f"cannot reach the Dask scheduler at {scheduler} ({error})",
                              hint=f"start one with `dask scheduler` and `dask worker {scheduler}`, or "
                                   f"unset {SCHEDULER_ENV} and drop --scheduler to use local workers") from None
-        with client:
-            yield DaskPool(client, f"Dask cluster at {scheduler}")
+        with _quiet_client_log(), client:       # the client closes (and logs) inside
+            try:
+                check_cluster(client, scheduler)
+            except OSError as error:            # Dask's CommClosedError is one
+                raise UnsupportedError(f"lost the connection to the Dask scheduler at {scheduler} ({error})",
+                                       hint="the scheduler stopped, or the network to it failed") from None
+            yield DaskPool(client, f"Dask cluster at {scheduler}", same_machine=False)
         return
     count = workers or default_workers()
     client = _start_local_cluster(count)
     try:
-        yield DaskPool(client, f"LocalCluster of {count} worker processes")
+        yield DaskPool(client, f"LocalCluster of {count} worker processes", same_machine=True)
     finally:
         client.close()
         client.cluster.close()
+
+
+# -- an existing cluster: is anyone there, and do they run this qsim? ---------------------------
+
+@functools.lru_cache(maxsize=None)
+def code_identity() -> tuple[str, str, str]:
+    """(qsim's version, a digest of its Python sources, where they are) of this process. Two
+    processes with the same version and digest run the same qsim code, so a task gives the
+    same result in either; the version alone does not say that (a development checkout keeps
+    its version through every change). The digest covers qsim's and qsim.hw's .py files by
+    their path in the package (an editable install maps hw/ into qsim.hw, a wheel has it in
+    qsim/hw/: both give the same digest): 240 files, ~6 ms, once per process."""
+    from .. import hw    # deferred: only a check of other processes needs the package paths
+    roots = [("qsim", Path(__file__).parent.parent), ("qsim/hw", Path(hw.__path__[0]))]
+    return __version__, _source_digest(roots), str(roots[0][1])
+
+
+def _source_digest(roots: list[tuple[str, Path]]) -> str:
+    """A digest of the .py files under each (package path, folder) of `roots`, each file named by
+    its package path (so the digest does not depend on where the folders are; a file reached
+    under two roots counts once)."""
+    files: dict[str, Path] = {}
+    for prefix, root in roots:
+        for folder, subfolders, names in os.walk(root):
+            subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+            for name in names:
+                if name.endswith(".py"):
+                    path = Path(folder, name)
+                    files[f"{prefix}/{path.relative_to(root).as_posix()}"] = path
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        data = files[name].read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode())        # framed: no two file sets collide
+        digest.update(data)
+    return digest.hexdigest()[:12]
+
+
+# Evaluated by the scheduler and the workers (as text, through the builtin eval): a process
+# that cannot import qsim answers with the ImportError instead of failing to unpickle a probe.
+_PROBE = "__import__('qsim.npu.distributed', fromlist=['code_identity']).code_identity()"
+
+
+def _this_worker() -> str:
+    try:
+        from distributed import get_worker         # deferred: only worker processes get here
+        return f"Dask worker {get_worker().address}"
+    except (ImportError, ValueError):               # not in a worker (a test calls the task here)
+        return f"process {os.getpid()}"
+
+
+def _other_code_error(who: str, theirs: tuple | None, ours: tuple) -> UsageError:
+    """`theirs` None: a qsim from before code_identity (its probe found no such function)."""
+    def described(identity: tuple | None) -> str:
+        if identity is None:
+            return "an older qsim (it has no code_identity)"
+        version, digest, where = identity
+        return f"qsim {version} from {where} (sources {digest})"
+    return UsageError(f"{who} runs other qsim code than this command: {described(theirs)} there, "
+                      f"{described(ours)} here",
+                      hint="its results could differ from a serial run: start the scheduler and every "
+                           "worker with the same qsim as this command (same version and sources)")
+
+
+def _cannot_import_error(who: str, error: BaseException) -> UsageError:
+    return UsageError(f"{who} cannot import qsim ({type(error).__name__}: {error})",
+                      hint="the scheduler unpickles qsim's tasks and the workers run them: start "
+                           "`dask scheduler` and every `dask worker` where the same qsim as this "
+                           "command is installed (or on its PYTHONPATH)")
+
+
+def check_cluster(client, address: str) -> None:
+    """Before a command sends work to the existing cluster at `address`: its scheduler and
+    every connected worker import the same qsim code as this process (code_identity), and at
+    least one worker is there. With none, says so on stderr and waits up to WORKER_WAIT_S for
+    one (a worker that joins later is checked by its first task, _call_on_worker); Dask itself
+    would keep the tasks waiting forever, silently. Raises UsageError otherwise: a scheduler
+    without qsim fails to unpickle every task, a worker without it dies on its first one."""
+    ours = code_identity()
+    try:
+        theirs = client.run_on_scheduler(eval, _PROBE, {})
+    except Exception as error:          # whatever the probe raised there, re-raised here by Dask
+        theirs = error
+    _check_answer(f"the Dask scheduler at {address}", theirs, ours)
+    if not client.scheduler_info().get("workers"):
+        print(f"qsim: no worker in the Dask cluster at {address} yet: waiting up to "
+              f"{WORKER_WAIT_S:g} s for one", file=sys.stderr, flush=True)
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except TimeoutError:
+            raise UsageError(f"no worker joined the Dask cluster at {address} within {WORKER_WAIT_S:g} s",
+                             hint=f"start one with `dask worker {address}` (where qsim is installed), or "
+                                  f"drop --scheduler (and unset {SCHEDULER_ENV}) to use local workers") from None
+    for worker, answer in sorted(client.run(eval, _PROBE, {}, on_error="return").items()):
+        _check_answer(f"Dask worker {worker}", answer, ours)
+
+
+def _check_answer(who: str, answer: Any, ours: tuple) -> None:
+    """Raises the UsageError for a process whose _PROBE gave `answer` (an identity, or the
+    exception it raised), unless it runs the same qsim code as this one."""
+    if isinstance(answer, ImportError):
+        raise _cannot_import_error(who, answer)
+    if isinstance(answer, AttributeError):      # a qsim from before code_identity
+        raise _other_code_error(who, None, ours)
+    if isinstance(answer, BaseException):
+        raise UnsupportedError(f"{who} failed qsim's check of the cluster ({type(answer).__name__}: {answer})",
+                               hint="see that process's log")
+    if tuple(answer)[:2] != ours[:2]:
+        raise _other_code_error(who, tuple(answer), ours)
 
 
 # Dask's background sampling, slowed or off for our own LocalCluster (the workers, the nannies

@@ -126,6 +126,22 @@ def prepare_engine(config: NpuConfig, engine: Engine, stream=None, prepared: Pre
               file=stream if stream is not None else sys.stderr)
 
 
+def prepare_engines(configs: list[NpuConfig], engine: Engine, pool, prepared: list[PreparedRun]) -> None:
+    """prepare_engine for each configuration, when `pool`'s workers share this machine's build
+    cache (pool.same_machine). An existing Dask cluster's workers may be on other machines:
+    each builds or finds the models in its own cache on its first task of a configuration,
+    and a build here would only keep them idle (and need Verilator here)."""
+    if engine is not Engine.VERILATOR:
+        return
+    if not pool.same_machine:
+        print(f"verilator: each Dask worker builds or reuses the NPU models of the {len(configs)} "
+              "configuration(s) in its own machine's cache (a new one takes minutes, during its "
+              "first task)", file=sys.stderr)
+        return
+    for config, run in zip(configs, prepared):
+        prepare_engine(config, engine, prepared=run)
+
+
 def start_builds(configs: list[NpuConfig], engine: Engine) -> list:
     """Cold Verilator builds started in the background (sim_verilator.build_in_background)
     before the golden values and programs are prepared; prepare_engine waits for them."""
@@ -142,7 +158,7 @@ def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: En
     that work; then the build (or its cache lookup) before the progress bar."""
     pool = pool or InProcess()
     prepared = prepare_run(loaded.model.graph, feeds, config, engine)
-    prepare_engine(config, engine, prepared=prepared)
+    prepare_engines([config], engine, pool, [prepared])
     bar = Progress(f"simulate {config.name} ({engine.value}, {pool.what}) tasks", len(prepared.tasks),
                    enabled=show_progress)
     try:
@@ -163,8 +179,7 @@ def prepare_sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], en
     expected = execute(graph, feeds, backend="kernels")     # the same for every point
     stages = plan(graph)
     prepared = [prepare_run(graph, feeds, c, engine, expected, stages) for c in configs]
-    for config, run in zip(configs, prepared):
-        prepare_engine(config, engine, prepared=run)
+    prepare_engines(configs, engine, pool, prepared)
     return prepared
 
 

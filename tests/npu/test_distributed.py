@@ -1,6 +1,7 @@
 """Simulation tasks on dask.distributed: one real LocalCluster of 2 worker processes per module
 (made by qsim's own open_pool), whose results must equal the serial in-process run exactly;
-retries after a raised exception and after a killed worker; the --workers/--scheduler errors."""
+retries after a raised exception and after a killed worker; the --workers/--scheduler errors;
+and an existing cluster started outside qsim (scheduler and worker subprocesses)."""
 import functools
 import json
 import os
@@ -409,3 +410,268 @@ def test_array_tasks_cost_their_macs_plus_weights_so_the_longest_start_first(emb
     assert costs == {"relu1": 28 * 28 * 16 * 9 + 16 * 9, "relu2": 14 * 14 * 32 * 9 * 16 + 32 * 9 * 16,
                      "relu3": 7 * 7 * 64 * 9 * 32 + 64 * 9 * 32, "relu4": 4 * 4 * 64 * 9 * 64 + 64 * 9 * 64,
                      "output": 10 * 64 + 10 * 64}
+
+
+# -- an existing cluster, started outside qsim ---------------------------------------------------
+
+def _dask_process(kind, tmp_path, name, *argv, preload=None):
+    """A `dask scheduler` or `dask worker` (kind) subprocess that imports what this test does
+    (the qsim this test runs, and this module's task functions: this process's sys.path);
+    `preload` is Python run in it at start (dask's --preload). Output goes to
+    tmp_path/name.log."""
+    import qsim
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(qsim.__file__).resolve().parents[1])] + [p for p in sys.path if p]))
+    if preload is not None:
+        script = tmp_path / f"{name}_preload.py"
+        script.write_text(preload)
+        argv = (*argv, "--preload", str(script))
+    log = open(tmp_path / f"{name}.log", "w")
+    return subprocess.Popen([sys.executable, "-m", f"distributed.cli.dask_{kind}", *argv], env=env,
+                            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+
+
+def _start_scheduler(tmp_path, name, preload=None):
+    """(process, address) of a new scheduler on a free local port."""
+    import time
+    file = tmp_path / f"{name}.json"
+    process = _dask_process("scheduler", tmp_path, name, "--host", "127.0.0.1", "--port", "0",
+                            "--dashboard-address", ":0", "--scheduler-file", str(file), preload=preload)
+    deadline = time.monotonic() + 120
+    while not file.exists() or not file.read_text().strip():
+        assert process.poll() is None and time.monotonic() < deadline, (tmp_path / f"{name}.log").read_text()
+        time.sleep(0.1)
+    return process, json.loads(file.read_text())["address"]
+
+
+def _start_worker(tmp_path, name, address, preload=None):
+    return _dask_process("worker", tmp_path, name, address, "--nthreads", "1", "--no-nanny",
+                         "--dashboard-address", ":0", preload=preload)
+
+
+def _stop(*processes):
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_for_worker_count(address, count):
+    from distributed import Client
+    with Client(address, timeout=60) as client:
+        if count:
+            client.wait_for_workers(count, timeout=120)
+        else:
+            import time
+            deadline = time.monotonic() + 60
+            while client.scheduler_info()["workers"]:
+                assert time.monotonic() < deadline, "a stopped worker stays registered"
+                time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def external_cluster(tmp_path_factory):
+    """A scheduler and one worker as separate processes, as a user starts them: qsim did not
+    start them and must not stop them."""
+    tmp_path = tmp_path_factory.mktemp("cluster")
+    scheduler, address = _start_scheduler(tmp_path, "scheduler")
+    worker = _start_worker(tmp_path, "worker", address)
+    try:
+        _wait_for_worker_count(address, 1)
+        yield address, scheduler, worker
+    finally:
+        _stop(worker, scheduler)
+
+
+def _all_files(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_an_existing_cluster_runs_a_sweep_and_outlives_the_command(external_cluster, capsys, tmp_path):
+    address, scheduler, worker = external_cluster
+    sweep = ["--engine", "model", "--config", "8x8", "--sweep", "size=8,16"]
+    serial, _ = _simulate(capsys, tmp_path, "serial", *sweep, "--workers", "1", "-q")
+    spread, err = _simulate(capsys, tmp_path, "spread", *sweep, "--scheduler", address)
+    assert _all_files(spread) == _all_files(serial)        # every report file, byte for byte
+    assert f"(model, Dask cluster at {address}) tasks: {2 * (5 + 2 + 5) + 1} done" in err
+    # the cluster is the user's: still there, with its worker
+    assert scheduler.poll() is None and worker.poll() is None
+    _wait_for_worker_count(address, 1)
+
+
+def test_on_an_existing_cluster_the_workers_build_verilator_not_the_command(
+        external_cluster, capsys, tmp_path, monkeypatch):
+    # the command's machine may have no Verilator, and a build there would keep the cluster
+    # idle for minutes only to be made again in each worker machine's own cache; the
+    # scheduler from the environment, one configuration
+    address, scheduler, worker = external_cluster
+    from qsim.npu import sim_verilator
+    monkeypatch.setattr(sim_verilator, "_BUILT", {})       # no build this process looked up before
+    monkeypatch.setenv("QSIM_CACHE_DIR", str(tmp_path / "command-cache"))
+    monkeypatch.setenv(distributed.SCHEDULER_ENV, address)
+    spread, err = _simulate(capsys, tmp_path, "spread", "--engine", "verilator")
+    assert not (tmp_path / "command-cache" / "verilator").exists()
+    assert "each Dask worker builds or reuses the NPU models" in err and "built the" not in err
+    assert f"(verilator, Dask cluster at {address}) tasks: 7 done" in err
+    monkeypatch.delenv("QSIM_CACHE_DIR")
+    monkeypatch.delenv(distributed.SCHEDULER_ENV)
+    serial, _ = _simulate(capsys, tmp_path, "serial", "--engine", "verilator", "--workers", "1", "-q")
+    assert _all_files(spread) == _all_files(serial)
+    assert scheduler.poll() is None and worker.poll() is None
+
+
+_BLOCK_QSIM = "import sys\nsys.modules['qsim'] = None     # this process cannot import qsim\n"
+_OTHER_QSIM = ("import qsim.npu.distributed as d\n"
+               "d.code_identity = lambda: ('0.0.1', '0123456789ab', '/elsewhere/qsim')\n")
+
+
+def test_an_existing_cluster_without_workers_or_with_other_qsim_code_is_a_clear_error(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(distributed, "WORKER_WAIT_S", 1.0)
+    scheduler, address = _start_scheduler(tmp_path, "scheduler")
+    argv = ["simulate", "--engine", "model", "--scheduler", address, "-q", "-o", str(tmp_path / "o")]
+
+    def fails(*expected):
+        code = main(argv)
+        _, err = capsys.readouterr()
+        assert code == 2 and "Traceback" not in err and "hint:" in err, err
+        for text in expected:
+            assert text in err, err
+        assert not (tmp_path / "o").exists()
+    try:
+        # Dask alone would keep the tasks waiting for a worker forever, silently
+        fails(f"no worker in the Dask cluster at {address} yet: waiting up to 1 s",
+              f"no worker joined the Dask cluster at {address} within 1 s", f"dask worker {address}")
+        # a worker without qsim would die on its first task (and the run would then wait forever)
+        worker = _start_worker(tmp_path, "bare", address, preload=_BLOCK_QSIM)
+        _wait_for_worker_count(address, 1)
+        fails("Dask worker tcp://127.0.0.1:", "cannot import qsim (ModuleNotFoundError")
+        _stop(worker)
+        _wait_for_worker_count(address, 0)
+        worker = _start_worker(tmp_path, "other", address, preload=_OTHER_QSIM)
+        _wait_for_worker_count(address, 1)
+        ours = distributed.code_identity()
+        fails("Dask worker tcp://127.0.0.1:", "runs other qsim code than this command: qsim 0.0.1 from "
+              f"/elsewhere/qsim (sources 0123456789ab) there, qsim {ours[0]} from {ours[2]} (sources {ours[1]}) here")
+        assert scheduler.poll() is None and worker.poll() is None      # left as they were
+        _stop(worker)
+    finally:
+        _stop(scheduler)
+    scheduler, address = _start_scheduler(tmp_path, "bare-scheduler", preload=_BLOCK_QSIM)
+    argv[4] = address
+    try:
+        # the scheduler unpickles every task: without qsim each one fails there
+        fails(f"the Dask scheduler at {address} cannot import qsim")
+    finally:
+        _stop(scheduler)
+
+
+def test_a_task_on_a_worker_with_other_qsim_code_fails_with_the_difference():
+    # a worker that joins after the command checked the cluster is caught by its first task
+    ours = distributed.code_identity()
+    other = ("0.0.1", "0123456789ab", "/elsewhere/qsim")
+    failed = distributed._call_on_worker(abs, (-3,), code=other)
+    assert isinstance(failed, distributed._Failed) and isinstance(failed.error, UsageError)
+    assert failed.error.message == (f"process {os.getpid()} runs other qsim code than this command: "
+                                    f"qsim {ours[0]} from {ours[2]} (sources {ours[1]}) there, qsim 0.0.1 from "
+                                    "/elsewhere/qsim (sources 0123456789ab) here")
+    assert distributed._call_on_worker(abs, (-3,), code=ours) == 3
+
+
+def test_the_source_digest_sees_every_file_but_not_the_layout(tmp_path):
+    # an editable install maps hw/ (beside qsim/) into qsim.hw, a wheel has it in qsim/hw/: the
+    # same sources must give the same digest; one changed byte in any file another one
+    beside, inside = tmp_path / "beside", tmp_path / "inside"
+    for root in (beside / "qsim", beside / "hw", inside / "qsim" / "hw", inside / "qsim" / "npu" / "__pycache__"):
+        root.mkdir(parents=True)
+    for base in (beside, inside):
+        (base / "qsim" / "__init__.py").write_text("x = 1\n")
+        (base / "qsim" / "notes.txt").write_text(str(base))          # not Python: not code
+    (beside / "qsim" / "npu").mkdir()
+    for folder in (beside / "qsim" / "npu", inside / "qsim" / "npu"):
+        (folder / "engine.py").write_text("y = 2\n")
+    (beside / "hw" / "params.py").write_text("z = 3\n")
+    (inside / "qsim" / "hw" / "params.py").write_text("z = 3\n")
+    (inside / "qsim" / "npu" / "__pycache__" / "engine.py").write_text("stale")
+    digest = distributed._source_digest
+    one = digest([("qsim", beside / "qsim"), ("qsim/hw", beside / "hw")])
+    assert one == digest([("qsim", inside / "qsim"), ("qsim/hw", inside / "qsim" / "hw")])
+    (beside / "hw" / "params.py").write_text("z = 4\n")
+    assert digest([("qsim", beside / "qsim"), ("qsim/hw", beside / "hw")]) != one
+    # a file's bytes are framed by its name and length: moving bytes across files is a change
+    (inside / "qsim" / "__init__.py").write_text("x = 1\ny = 2\n")
+    (inside / "qsim" / "npu" / "engine.py").write_text("")
+    assert digest([("qsim", inside / "qsim"), ("qsim/hw", inside / "qsim" / "hw")]) != one
+
+
+def _started_then_sleep(marker):
+    Path(marker).write_text("")
+    import time
+    time.sleep(120)
+
+
+def _kill_when(marker, process):
+    """Kills `process` (SIGKILL) once `marker` exists (None: at once), from a thread."""
+    import threading
+
+    def watch():
+        if marker is not None:
+            _wait_for(marker, 120)
+        process.kill()
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_scheduler_that_dies_is_a_clear_error(tmp_path, monkeypatch):
+    # while the command waits for a worker, and while tasks run: no traceback, no hang
+    scheduler, address = _start_scheduler(tmp_path, "waiting")
+    check_answer = distributed._check_answer
+
+    def check_then_kill(*args):         # the scheduler answers the probe, then dies
+        check_answer(*args)
+        scheduler.kill()
+    monkeypatch.setattr(distributed, "_check_answer", check_then_kill)
+    monkeypatch.setattr(distributed, "WORKER_WAIT_S", 120.0)
+    monkeypatch.setattr(distributed, "CONNECT_TIMEOUT_S", 2.0)     # also how long Dask tries to reconnect
+    try:
+        with pytest.raises(UnsupportedError, match=f"lost the connection to the Dask scheduler at {address}"):
+            with open_pool(scheduler=address):
+                pass
+    finally:
+        _stop(scheduler)
+    monkeypatch.setattr(distributed, "_check_answer", check_answer)
+    scheduler, address = _start_scheduler(tmp_path, "running")
+    worker = _start_worker(tmp_path, "worker", address)
+    marker = tmp_path / "started"
+    try:
+        _wait_for_worker_count(address, 1)
+        with pytest.raises(UnsupportedError) as caught:
+            with open_pool(scheduler=address) as dask_pool:
+                _kill_when(str(marker), scheduler)
+                dask_pool.run([Task(_started_then_sleep, (str(marker),), "sleeper")])
+        assert caught.value.message == f"the Dask cluster at {address} dropped this run's tasks " \
+                                       "(scheduler-connection-lost)"
+    finally:
+        worker.kill()                   # still in its task: it would take 30 s to stop gracefully
+        _stop(worker, scheduler)
+
+
+def test_workers_on_the_command_line_win_over_the_environment(capsys, monkeypatch, tmp_path):
+    # $QSIM_SCHEDULER is a default: an explicit --workers N means local workers (here: this
+    # process), not the cluster the environment names (unreachable here)
+    monkeypatch.setattr(distributed, "CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setenv(distributed.SCHEDULER_ENV, "tcp://127.0.0.1:1")
+    out, err = _simulate(capsys, tmp_path, "local", "--engine", "model", "--workers", "1")
+    assert "(model, in this process) tasks: 7 done" in err
+    assert json.loads((out / "report.json").read_text())["all_verified"] is True
+    # both on the command line contradict each other
+    code = main(["simulate", "--engine", "model", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1",
+                 "-o", str(tmp_path / "both")])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--workers and --scheduler do not combine" in err and "hint:" in err
+    assert not (tmp_path / "both").exists()
