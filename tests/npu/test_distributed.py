@@ -675,3 +675,24 @@ def test_workers_on_the_command_line_win_over_the_environment(capsys, monkeypatc
     _, err = capsys.readouterr()
     assert code == 2 and "--workers and --scheduler do not combine" in err and "hint:" in err
     assert not (tmp_path / "both").exists()
+
+
+def test_a_cluster_that_loses_every_worker_mid_run_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    # Dask would keep the task waiting for a worker forever; after WORKER_WAIT_S without any,
+    # the run ends with an error naming the cluster
+    monkeypatch.setattr(distributed, "WORKER_WAIT_S", 2.0)
+    scheduler, address = _start_scheduler(tmp_path, "scheduler")
+    worker = _start_worker(tmp_path, "worker", address)         # no nanny: nothing restarts it
+    marker = tmp_path / "started"
+    try:
+        _wait_for_worker_count(address, 1)
+        with pytest.raises(UnsupportedError) as caught:
+            with open_pool(scheduler=address) as dask_pool:
+                _kill_when(str(marker), worker)
+                dask_pool.run([Task(_started_then_sleep, (str(marker),), "sleeper")])
+        assert caught.value.message == f"no worker left in the Dask cluster at {address} for 2 s"
+        assert f"dask worker {address}" in caught.value.hint
+        assert f"no worker left in the Dask cluster at {address}: waiting up to 2 s" in capsys.readouterr().err
+        assert scheduler.poll() is None
+    finally:
+        _stop(worker, scheduler)
