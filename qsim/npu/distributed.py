@@ -13,7 +13,10 @@ so a run's outcome never depends on which worker finished first.
   raises an unexpected exception is resubmitted `TASK_RETRIES` times; a task whose worker
   process dies is rescheduled by the scheduler (up to `distributed.scheduler.allowed-failures`
   deaths). A `QsimError` (a mismatch, an unsupported layer) is deterministic: it is returned
-  as a value and raised here once, never retried.
+  as a value and raised here once, never retried. An existing cluster is the user's: it is
+  checked before any work (check_cluster: its scheduler and workers import this qsim code,
+  a worker is there), its loss of every worker during a run ends the run after WORKER_WAIT_S
+  (_WorkerWatch) instead of Dask's endless wait, and qsim never closes it.
 
 Follow-ups (`FollowUp`): work that needs some tasks' results (a sweep point's report, once its
 layers are in) is made here as soon as those results arrive and runs while the other tasks
@@ -302,6 +305,10 @@ class DaskPool:
         make_ready([j for j, need in enumerate(missing) if not need])
         for _ in range(max(1, self.workers) * IN_FLIGHT_PER_WORKER):
             submit_next()
+        watch = _WorkerWatch(self.client, self.what, running,
+                             hint=f"start workers with `dask worker {self.client.scheduler.address}`"
+                             if not self.same_machine else "a local worker died and its nanny could "
+                             "not restart it (see the messages above): try fewer --workers")
         try:
             for future in running:
                 i, k = place.pop(future.key)
@@ -326,6 +333,8 @@ class DaskPool:
                                    hint="a worker may run out of memory: use fewer --workers per "
                                         "machine, or more memory per worker") from None
         except CancelledError as error:
+            if watch.gave_up is not None:       # it cancelled the tasks
+                raise watch.gave_up from None
             # Dask cancels every task of a client that lost its scheduler (after trying to
             # reconnect for distributed.comm.timeouts.connect)
             reason = getattr(error, "reason", None) or "cancelled"
@@ -333,6 +342,7 @@ class DaskPool:
                                    hint="the scheduler stopped, or the network to it failed; nothing "
                                         "was written: run the command again") from None
         finally:
+            watch.stop()
             running.clear()
             shared.release()
         _raise_first_failure(results, [made if made is not None else [] for made in later])
@@ -351,6 +361,53 @@ def _quiet_client_log() -> Iterator[None]:
         yield
     finally:
         log.setLevel(level)
+
+
+class _WorkerWatch:
+    """Watches, from a thread, that the cluster of a run has workers. Dask keeps tasks waiting
+    for one forever (every worker died and none restarts: --no-nanny workers, a nanny that
+    cannot start its worker, machines gone); after WORKER_WAIT_S without any worker, this
+    cancels the run's tasks (`running`, an as_completed) and keeps the error for the run loop
+    to raise (`gave_up`). Says on stderr when it starts waiting. One scheduler query per
+    second while the run lasts."""
+
+    def __init__(self, client, what: str, running, hint: str):
+        import threading
+        self.client, self.what, self.running, self.hint = client, what, running, hint
+        self.gave_up: UnsupportedError | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="qsim-worker-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        import time
+        poll = min(1.0, WORKER_WAIT_S / 4)
+        since = None
+        while not self._stopped.wait(poll):
+            try:
+                workers = self.client.scheduler_info().get("workers")
+            except Exception:           # a lost scheduler: the run loop reports that itself
+                return
+            if workers:
+                since = None
+                continue
+            if since is None:
+                since = time.monotonic()
+                print(f"qsim: no worker left in the {self.what}: waiting up to {WORKER_WAIT_S:g} s "
+                      "for one", file=sys.stderr, flush=True)
+            elif time.monotonic() - since >= WORKER_WAIT_S:
+                self.gave_up = UnsupportedError(f"no worker left in the {self.what} for {WORKER_WAIT_S:g} s",
+                                                hint=f"{self.hint}, and run the command again")
+                with self.running.lock:         # the run loop adds futures meanwhile
+                    futures = list(self.running.futures)
+                self.client.cancel(futures)
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
+        # not longer: a query to a lost scheduler can take the connect timeout, and the thread
+        # (a daemon) ends by itself after it
+        self._thread.join(timeout=2.0)
 
 
 def default_workers() -> int:

@@ -614,17 +614,20 @@ def _started_then_sleep(marker):
     time.sleep(120)
 
 
-def _kill_when(marker, process):
-    """Kills `process` (SIGKILL) once `marker` exists (None: at once), from a thread."""
+def _error_when_killed_mid_task(address, victim, tmp_path) -> UnsupportedError:
+    """The error of a run on the cluster at `address` whose one task sleeps, `victim` (a
+    process of the cluster) killed with SIGKILL as soon as the task has started."""
     import threading
+    marker = str(tmp_path / "started")
 
-    def watch():
-        if marker is not None:
-            _wait_for(marker, 120)
-        process.kill()
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
+    def kill_once_started():
+        _wait_for(marker, 120)
+        victim.kill()
+    with pytest.raises(UnsupportedError) as caught:
+        with open_pool(scheduler=address) as dask_pool:
+            threading.Thread(target=kill_once_started, daemon=True).start()
+            dask_pool.run([Task(_started_then_sleep, (marker,), "sleeper")])
+    return caught.value
 
 
 def test_a_scheduler_that_dies_is_a_clear_error(tmp_path, monkeypatch):
@@ -647,15 +650,10 @@ def test_a_scheduler_that_dies_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(distributed, "_check_answer", check_answer)
     scheduler, address = _start_scheduler(tmp_path, "running")
     worker = _start_worker(tmp_path, "worker", address)
-    marker = tmp_path / "started"
     try:
         _wait_for_worker_count(address, 1)
-        with pytest.raises(UnsupportedError) as caught:
-            with open_pool(scheduler=address) as dask_pool:
-                _kill_when(str(marker), scheduler)
-                dask_pool.run([Task(_started_then_sleep, (str(marker),), "sleeper")])
-        assert caught.value.message == f"the Dask cluster at {address} dropped this run's tasks " \
-                                       "(scheduler-connection-lost)"
+        error = _error_when_killed_mid_task(address, scheduler, tmp_path)
+        assert error.message == f"the Dask cluster at {address} dropped this run's tasks (scheduler-connection-lost)"
     finally:
         worker.kill()                   # still in its task: it would take 30 s to stop gracefully
         _stop(worker, scheduler)
@@ -675,3 +673,20 @@ def test_workers_on_the_command_line_win_over_the_environment(capsys, monkeypatc
     _, err = capsys.readouterr()
     assert code == 2 and "--workers and --scheduler do not combine" in err and "hint:" in err
     assert not (tmp_path / "both").exists()
+
+
+def test_a_cluster_that_loses_every_worker_mid_run_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    # Dask would keep the task waiting for a worker forever; after WORKER_WAIT_S without any,
+    # the run ends with an error naming the cluster
+    monkeypatch.setattr(distributed, "WORKER_WAIT_S", 2.0)
+    scheduler, address = _start_scheduler(tmp_path, "scheduler")
+    worker = _start_worker(tmp_path, "worker", address)         # no nanny: nothing restarts it
+    try:
+        _wait_for_worker_count(address, 1)
+        error = _error_when_killed_mid_task(address, worker, tmp_path)
+        assert error.message == f"no worker left in the Dask cluster at {address} for 2 s"
+        assert f"dask worker {address}" in error.hint
+        assert f"no worker left in the Dask cluster at {address}: waiting up to 2 s" in capsys.readouterr().err
+        assert scheduler.poll() is None
+    finally:
+        _stop(worker, scheduler)
