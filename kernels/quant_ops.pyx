@@ -618,6 +618,9 @@ cdef extern from "dw_moments.h" nogil:
                                int64_t sy, int64_t sx, int64_t OH, int64_t OW, double *tsum,
                                double *so, double *s1)
     void qsim_dwm_prefetch_totals(const double *so, const double *s1, int64_t K)
+    void qsim_dwm_window(int isa, const float *xc, double *xp, int64_t Hp, int64_t Wp,
+                         const int64_t *src_row, const int64_t *src_col, int64_t xs1, int64_t xs2,
+                         int64_t xs3, int64_t lanes)
 
 
 DEPTHWISE_LANES = QSIM_DWM_CB
@@ -636,7 +639,8 @@ def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] 
     Float64 sums of exact products in a fixed order per channel (kernels/dw_moments.h), the
     block's channels side by side in the vector lanes: the same bits for any split of the
     blocks over threads. Per sample, a block's window is copied to doubles [Hp][Wp][lane]
-    (lanes past the last channel of x as zeros: their totals are never read). `isa`: the
+    (dw_moments.h qsim_dwm_window; lanes past the last channel of x as zeros: their totals are
+    never read). `isa`: the
     instruction-set path (qsim/kernels/cpu_features.py), the same bits on each."""
     cdef int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], K = KH * KW
     # A stride past the kernel (a sampled lattice: sample_stride) leaves rows / columns no
@@ -678,8 +682,8 @@ def depthwise_moments_f32(int isa, const float[:, :, :, :] x, double[:, :, ::1] 
             if blk + 1 < hi:
                 qsim_dwm_prefetch_totals(&sum_outer[blk + 1, 0, 0], &sum_x[blk + 1, 0, 0], K)
             for n in range(N):
-                _padded_block(xb + n * xs0 + c0 * xs1, xp, Hp, Wp, src_row, src_col,
-                              xs1, xs2, xs3, lanes, L)
+                qsim_dwm_window(isa, xb + n * xs0 + c0 * xs1, xp, Hp, Wp, src_row, src_col,
+                                xs1, xs2, xs3, lanes)
                 qsim_dw_moments_block(isa, xp, Hp, Wp, KH, KW, ky, kx, OH, OW, tsum,
                                       &sum_outer[blk, 0, 0], &sum_x[blk, 0, 0])
     free(xp)
@@ -693,28 +697,6 @@ cdef int64_t _window_source(int64_t r, int64_t k, int64_t s, int64_t pad, int64_
     input, k <= s), -1 for padding."""
     cdef int64_t i = (r // k) * s + r % k - pad if k < s else r - pad
     return i if 0 <= i < size else -1
-
-
-cdef void _padded_block(const float *xc, double *xp, int64_t Hp, int64_t Wp,
-                        const int64_t *src_row, const int64_t *src_col, int64_t xs1, int64_t xs2,
-                        int64_t xs3, int64_t lanes, int64_t L) noexcept nogil:
-    """xp[(r*Wp + j)*L + l] = x[channel l][src_row[r]][src_col[j]] as double, 0 for padding
-    (index -1) and for lanes >= `lanes`."""
-    cdef int64_t r, j, l, iy, ix
-    cdef double *row
-    for r in range(Hp):
-        iy = src_row[r]
-        for j in range(Wp):
-            ix = src_col[j]
-            row = xp + (r * Wp + j) * L
-            if iy >= 0 and ix >= 0:
-                for l in range(lanes):
-                    row[l] = <double>xc[l * xs1 + iy * xs2 + ix * xs3]
-                for l in range(lanes, L):
-                    row[l] = 0.0
-            else:
-                for l in range(L):
-                    row[l] = 0.0
 
 
 def channel_sums_f32(const float[:, :, ::1] x, double[::1] out, int isa=0):

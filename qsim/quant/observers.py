@@ -179,6 +179,7 @@ class StreamingHistogram:
         self.lo = math.inf
         self.hi = -math.inf
         self._needed_memo: tuple[float, float, int] | None = None
+        self._batch_counts = np.zeros(0, dtype=np.int64)    # scan_and_add_f32's counts, reused
 
     @property
     def width(self) -> float:
@@ -220,8 +221,16 @@ class StreamingHistogram:
         are kept only when every value fell inside the bins and the range still needs the
         current width, which is exactly when add_f32 would neither coarsen nor grow the bins;
         then the state is the one add_f32 leaves (same extremes, zeros and integer counts).
-        Otherwise nothing changes and the caller goes the two-pass way (added False)."""
-        counts = np.zeros(self.counts.size, dtype=np.int64)
+        Otherwise nothing changes and the caller goes the two-pass way (added False).
+        The batch's counts go to a buffer the histogram keeps (zeroed per call, reallocated when
+        the bins grow) instead of a fresh np.zeros per call: the same integers; EfficientNet-
+        Lite0's observers over 32 calibration crops (2914 calls), alternated in one process,
+        0.692 / 0.719 -> 0.660 / 0.706 s CPU."""
+        counts = self._batch_counts
+        if counts.size != self.counts.size:
+            counts = self._batch_counts = np.zeros(self.counts.size, dtype=np.int64)
+        else:
+            counts.fill(0)
         lo, hi, zeros, finite, inside = _quant_ops.scan_bins_f32(current_isa().code, values, self.log2_width,
                                                                  self.first, counts)
         if not finite or not inside or self._needed_for(min(self.lo, lo), max(self.hi, hi)) != self.log2_width:

@@ -49,3 +49,31 @@ def test_channel_sums_have_numpys_bits_on_every_isa_path():
             got = np.empty(3)
             _quant_ops.channel_sums_f32(x, got, isa.code)
             assert got.tobytes() == want.tobytes(), (r, isa)
+
+
+def test_channel_sums_every_length_and_special_values_on_every_isa_path():
+    """Every length up to 300 (each leaf form: below 8, the 8-wide chunks with each tail of 0-7
+    values, one split and two) and a few past the deeper splits, on every ISA path; values of
+    every sign and magnitude with exact zeros of both signs, and channels holding an inf, a NaN
+    or both inf signs (numpy's result: inf, NaN, NaN). kernels/scan_stats.h's AVX-512 leaf
+    (qsim_pairwise_leaf_avx512) against numpy's pairwise sum, bit for bit where finite."""
+    from qsim.kernels.cpu_features import supported_isas
+    from qsim.quant.calibrate import _quant_ops
+    rng = np.random.default_rng(11)
+    for r in list(range(0, 301)) + [1023, 1024, 1025, 4097, 16384, 16392, 40000]:
+        x = (rng.standard_normal((1, 6, r)) * 10.0 ** rng.uniform(-30, 30, (1, 6, r))).astype(np.float32)
+        x[x < -1e25] = 0.0
+        x[x > 1e25] = -0.0
+        if r:
+            x[0, 3, rng.integers(r)] = np.inf
+            x[0, 4, rng.integers(r)] = np.nan
+            x[0, 5, rng.integers(r)] = np.inf
+            x[0, 5, rng.integers(r)] = -np.inf
+        with np.errstate(invalid="ignore"):
+            want = x.astype(np.float64).sum(axis=(0, 2))
+        for isa in supported_isas():
+            got = np.empty(6)
+            _quant_ops.channel_sums_f32(x, got, isa.code)
+            finite = np.isfinite(want)
+            assert got[finite].tobytes() == want[finite].tobytes(), (r, isa)
+            assert np.array_equal(got[~finite], want[~finite], equal_nan=True), (r, isa)

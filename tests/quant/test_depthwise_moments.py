@@ -223,3 +223,20 @@ def test_reading_the_totals_between_samples_changes_no_bit():
     one_pass = _direct(xs[0], g, more=xs[1:])
     assert read.count == one_pass.count
     assert read.second_moment(True).tobytes() == one_pass.second_moment(True).tobytes()
+
+
+def test_strided_and_reversed_views_give_their_copies_bits():
+    """The window copy (dw_moments.h qsim_dwm_window: an 8-channel gather on the AVX-512 path,
+    scalar loads elsewhere) reads x at any strides, a negative channel stride included: a
+    view's totals are its contiguous copy's bits, on every instruction-set path, for a full
+    and a partial channel block."""
+    rng = np.random.default_rng(5)
+    base = rng.normal(size=(1, 26, 30, 17)).astype(np.float32)
+    view = base[:, ::-2, ::2, 1:]                # 13 channels (one full block, one of 5 lanes)
+    assert not view.flags.c_contiguous and view.strides[1] < 0
+    g = _geometry(13, 3, 3, 1, 2, (1, 1), (1, 0))
+    for isa in supported_isas():
+        with forced_isa(isa):
+            a, b = _direct(view, g), _direct(np.ascontiguousarray(view), g)
+        assert a.sum_outer.tobytes() == b.sum_outer.tobytes(), isa
+        assert a.sum_x.tobytes() == b.sum_x.tobytes(), isa

@@ -293,6 +293,13 @@ def test_the_one_pass_scan_keeps_a_batch_inside_the_bins_and_leaves_others():
     outside = np.array([0.5, 100.0], np.float32)
     assert hist.scan_and_add_f32(outside)[4] is False          # left untouched
     assert np.array_equal(hist.counts, before[0]) and (hist.lo, hist.hi, hist.zeros) == before[1:]
+    # the batch buffer the histogram reuses held the discarded batch's partial counts: the
+    # next batch that fits counts from zero (exactly its own values added)
+    again = rng.uniform(hist.lo, hist.hi, 300).astype(np.float32)
+    want = before[0] + np.bincount(np.floor(again.astype(np.float64) / hist.width).astype(np.int64) - hist.first,
+                                   minlength=hist.counts.size)
+    assert hist.scan_and_add_f32(again)[4] is True
+    assert np.array_equal(hist.counts, want)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
