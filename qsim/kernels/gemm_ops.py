@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..threads import split_count
-from .cache import packed_for
+from .cache import PerAttrs, packed_for
 from .extensions import extension
 from .cpu_features import Isa, current_isa
 from .unary_ops import requant_args
@@ -233,11 +233,24 @@ def _requant(then_rescale, channels: int):
     return requant
 
 
+def _int8_prepared(w_nt_c, w_key, k: int, bias, izp: int, wzp: int, flip: bool, isa):
+    """(packed weights, static overflow bound holds, column correction) of an int8 call: per
+    weight array (packed_for), and per (zero points, bias) for the last two."""
+    packed = packed_for(w_key, ("conv", isa, flip), lambda: _pack(isa, w_nt_c))
+    bias_key = None if bias is None else np.asarray(bias).tobytes()
+    static_ok, colcorr = packed_for(w_key, ("epilogue", isa, flip, izp, wzp, bias_key), lambda: (
+        _int8_static_bound_ok(k, packed, bias, izp, wzp),
+        _column_correction(packed.colsum, bias, izp)))
+    return packed, static_ok, colcorr
+
+
 def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, flip=False,
-             geometry=None, then_rescale=None):
+             geometry=None, then_rescale=None, prepared=None):
     """Shared body of CONV2D/CONV3D/TRANSPOSE_CONV2D. Returns [N, OD, OH, OW, OC].
     `then_rescale` = (RESCALE attributes, CLAMP bounds or None): returns the RESCALE (+ CLAMP)
-    of the result instead, made block by block (int8 input only: NeedsReference otherwise)."""
+    of the result instead, made block by block (int8 input only: NeedsReference otherwise).
+    `prepared`, for an int8 x5: _int8_prepared's result and the Geometry, worked out before
+    for the same arguments and shape (conv2d's per-op plan)."""
     N, D, H, W, IC = x5.shape
     OC = w_nt_c.shape[0]
     k = w_nt_c.shape[1] * IC
@@ -245,17 +258,14 @@ def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, f
         raise NeedsReference
     if x5.dtype == np.int8:
         requant = _requant(then_rescale, OC)
-        isa = current_isa()
-        packed = packed_for(w_key, ("conv", isa, flip), lambda: _pack(isa, w_nt_c))
-        # per (weights, zero points, bias): the static overflow bound and the column correction
-        bias_key = None if bias is None else np.asarray(bias).tobytes()
-        static_ok, colcorr = packed_for(w_key, ("epilogue", isa, flip, izp, wzp, bias_key), lambda: (
-            _int8_static_bound_ok(k, packed, bias, izp, wzp),
-            _column_correction(packed.colsum, bias, izp)))
+        if prepared is None:
+            isa = current_isa()
+            prepared = (*_int8_prepared(w_nt_c, w_key, k, bias, izp, wzp, flip, isa),
+                        geometry(_round4(IC)) if geometry else _conv_geometry(
+                            (N, D, H, W), kernel, pad, stride, dilation, _round4(IC)))
+        packed, static_ok, colcorr, g = prepared
         if not static_ok and not _int8_bound_ok(x5, k, packed, bias, izp, wzp):
             raise NeedsReference
-        g = geometry(_round4(IC)) if geometry else _conv_geometry(
-            (N, D, H, W), kernel, pad, stride, dilation, _round4(IC))
         out = _gemm_i8(x5, g, IC, packed, OC, bias, izp, wzp, colcorr, requant=requant)
     else:
         if izp != 0:        # an ERROR_IF case: never computed here (the padding would be wrong)
@@ -273,13 +283,32 @@ def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, f
 # CLAMP bounds or None) of the RESCALE (+ CLAMP) after the op; the op then returns their output
 # instead of its int32 accumulators, which exist only block by block (runtime/int_fusion.py)
 
-def conv2d(inputs, attrs, then_rescale=None):
-    x, = inputs
+# per CONV2D attribute mapping and input (shape, dtype, ISA): _conv_nd's arguments and, for int8,
+# what it prepares (packed weights, bounds, column correction, geometry), worked out once per op
+# instead of on every call (docs/runtime.md, per-call costs); an op's attrs are never edited in place
+_conv2d_plans = PerAttrs(1024)
+
+
+def _conv2d_plan(attrs, shape: tuple, dtype: np.dtype, isa):
     w = attrs["weight"]
     pt, pb, pl, pr = attrs["pad"]
-    out = _conv_nd(x[:, None], w.reshape(w.shape[0], -1, w.shape[3]), w, (1, w.shape[1], w.shape[2]),
-                   ((0, 0), (pt, pb), (pl, pr)), (1, *attrs["stride"]), (1, *attrs["dilation"]),
-                   attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]), then_rescale=then_rescale)
+    args = (w.reshape(w.shape[0], -1, w.shape[3]), w, (1, w.shape[1], w.shape[2]),
+            ((0, 0), (pt, pb), (pl, pr)), (1, *attrs["stride"]), (1, *attrs["dilation"]),
+            attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]))
+    if dtype != np.int8:
+        return args, None
+    w_nt_c, _, kernel, pad, stride, dilation, bias, izp, wzp = args
+    N, H, W, IC = shape
+    return args, (*_int8_prepared(w_nt_c, w, w_nt_c.shape[1] * IC, bias, izp, wzp, False, isa),
+                  _conv_geometry((N, 1, H, W), kernel, pad, stride, dilation, _round4(IC)))
+
+
+def conv2d(inputs, attrs, then_rescale=None):
+    x, = inputs
+    isa = current_isa()
+    args, prepared = _conv2d_plans.get(attrs, (x.shape, x.dtype, isa),
+                                       lambda: _conv2d_plan(attrs, x.shape, x.dtype, isa))
+    out = _conv_nd(x[:, None], *args, then_rescale=then_rescale, prepared=prepared)
     return [out[:, 0]]
 
 
