@@ -11,6 +11,7 @@ registered, so an op can never carry an unchecked string.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -192,11 +193,12 @@ class OpKind:
     verifier: Verifier | None = None  # checks one op's dtypes/shapes/attrs; raises QsimError
     doc: str = ""
 
-    @property
+    # cached (the name never changes): the executor asks both for every op it runs
+    @functools.cached_property
     def dialect(self) -> str:
         return self.name.rsplit(".", 1)[0] if "." in self.name else ""
 
-    @property
+    @functools.cached_property
     def short_name(self) -> str:
         return self.name.rsplit(".", 1)[-1]
 

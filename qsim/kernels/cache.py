@@ -34,4 +34,39 @@ def packed_for(array: np.ndarray, variant: tuple, build: Callable[[], T]) -> T:
 
 
 def clear_packed_cache() -> None:
+    """Forgets every packed weight and every PerAttrs entry (what was worked out from attribute
+    arrays), after an attribute array was changed in place against the contract."""
     _packed.clear()
+    for cache in _per_attrs:
+        cache.clear()
+
+
+_per_attrs: list["PerAttrs"] = []
+
+
+class PerAttrs:
+    """What an op works out from its attribute mapping (and a key: input shapes, dtypes, ISA),
+    found again by the mapping's identity: id(attrs) -> (attrs, key, value). The mapping is held,
+    so its id cannot name another one while the entry lives. Relies on an op's attribute mapping
+    never being changed in place: passes make new ops with new mappings, and a bound TOSA call's
+    normalized attributes (tosa.validate) are made once and only read (docs/runtime.md, per-call
+    costs). At most `kept` entries (then all cleared), so mappings of finished calls are not held
+    for long."""
+
+    def __init__(self, kept: int = 4096):
+        self.kept = kept
+        self._entries: dict[int, tuple] = {}
+        _per_attrs.append(self)       # module-level caches only: clear_packed_cache clears them
+
+    def get(self, attrs, key, make: Callable[[], T]) -> T:
+        hit = self._entries.get(id(attrs))
+        if hit is not None and hit[0] is attrs and hit[1] == key:
+            return hit[2]
+        value = make()
+        if len(self._entries) >= self.kept:
+            self._entries.clear()
+        self._entries[id(attrs)] = (attrs, key, value)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()

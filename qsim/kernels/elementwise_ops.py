@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cache import PerAttrs
 from .extensions import extension
 from .gemm_ops import NeedsReference
 from .cpu_features import current_isa
@@ -49,6 +50,20 @@ def _collapse(out_shape: tuple, sa: list[int], sb: list[int]):
     return [np.array(v, dtype=np.int64) for v in zip(*merged)]
 
 
+# per binary op's attribute mapping and operand shapes: the output shape and the collapsed
+# strides, worked out once per op (docs/runtime.md, per-call costs); None: more dimensions than
+# the kernel takes (the reference runs it)
+_binary_plans = PerAttrs(1024)
+
+
+def _binary_plan(a_shape: tuple, b_shape: tuple):
+    out_shape = tuple(max(p, q) for p, q in zip(a_shape, b_shape))
+    shape, sa, sb = _collapse(out_shape, _element_strides(a_shape, out_shape), _element_strides(b_shape, out_shape))
+    for v in (shape, sa, sb):         # shared by the op's calls: the kernel only reads them
+        v.flags.writeable = False
+    return out_shape, (None if shape.size > _tosa_ops.EW_RANK else (shape, sa, sb))
+
+
 def _binary(op: str):
     code = _OPS[op]
 
@@ -56,16 +71,14 @@ def _binary(op: str):
         a, b = (_c_order(x) for x in inputs)
         if a.dtype.kind != "i":
             raise NeedsReference          # not an integer mode of these kernels
-        out_shape = tuple(max(p, q) for p, q in zip(a.shape, b.shape))
+        out_shape, strides = _binary_plans.get(attrs, (a.shape, b.shape), lambda: _binary_plan(a.shape, b.shape))
         out = np.empty(out_shape, dtype=np.int32)
         if out.size == 0:
             return [out]
-        shape, sa, sb = _collapse(out_shape, _element_strides(a.shape, out_shape),
-                                  _element_strides(b.shape, out_shape))
-        if shape.size > _tosa_ops.EW_RANK:
+        if strides is None:
             raise NeedsReference
         shift = int(attrs.get("shift", 0)) if op == "MUL" else 0
-        if _tosa_ops.elementwise(current_isa().code, code, a, b, out, shape, sa, sb, shift):
+        if _tosa_ops.elementwise(current_isa().code, code, a, b, out, *strides, shift):
             raise NeedsReference          # REQUIRE failed: the reference raises its message
         return [out]
     kernel.__name__ = op.lower()

@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..threads import split_count
-from .cache import packed_for
+from .cache import PerAttrs, packed_for
 from .extensions import extension
 from .cpu_features import Isa, current_isa
 from .unary_ops import requant_args
@@ -126,30 +126,32 @@ def _column_correction(colsum: np.ndarray, bias, input_zp: int) -> np.ndarray:
 
 
 def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: int,
-             bias, input_zp: int, weight_zp: int, colcorr=None, out=None, requant=None) -> np.ndarray:
+             bias, input_zp: int, weight_zp: int, colcorr=None, out=None, requant=None,
+             tables=None) -> np.ndarray:
     """int32 [M, OC] = the convolution of x5 (int8 [N][D][H][W][IC]) described by g.
     `colcorr`, when given, is _column_correction(packed.colsum, bias, input_zp) (cached);
     `out`, when given, is a C-contiguous int32 [M, OC] array to write into (no copy).
     With `requant` = (dtype, args) of unary_ops.requant_args: [M, OC] of that dtype, the
     RESCALE (+ CLAMP) of the int32 result applied block by block (tosa_ops.gemm); a failed
-    RESCALE REQUIRE raises NeedsReference (the caller runs the ops apart, which raise it)."""
-    isa = current_isa()
+    RESCALE REQUIRE raises NeedsReference (the caller runs the ops apart, which raise it).
+    `tables`, when given, is _index_tables(g) (a per-op plan holds it: no Geometry hashing)."""
+    isa = current_isa().code
     fill = (input_zp + 128) & 0xFF
-    a = _tosa_ops.prepare_input_u8(isa.code, np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
+    a = _tosa_ops.prepare_input_u8(isa, np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
                                    g.offset, fill).reshape(-1)
-    rows, taps = _index_tables(g)
+    rows, taps = _index_tables(g) if tables is None else tables
     k4 = g.channels // 4
     if colcorr is None:
         colcorr = _column_correction(packed.colsum, bias, input_zp)
     rowcorr = None
     if weight_zp != 0:
         k_total = taps.size * g.channels
-        rowsum = _tosa_ops.row_sums(isa.code, a, rows, taps, k4).astype(np.int64)
+        rowsum = _tosa_ops.row_sums(isa, a, rows, taps, k4).astype(np.int64)
         rowcorr = ((weight_zp * (rowsum - k_total * (128 + input_zp))) & _MASK32)
         rowcorr = rowcorr.astype(np.uint32).view(np.int32)
     if out is None:
         out = np.empty((rows.size, oc), dtype=np.int32 if requant is None else requant[0])
-    if rows.size and oc and _tosa_ops.gemm(isa.code, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out,
+    if rows.size and oc and _tosa_ops.gemm(isa, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out,
                                            split_count(rows.size), None if requant is None else requant[1]):
         raise NeedsReference
     return out
@@ -233,11 +235,24 @@ def _requant(then_rescale, channels: int):
     return requant
 
 
+def _int8_prepared(w_nt_c, w_key, k: int, bias, izp: int, wzp: int, flip: bool, isa):
+    """(packed weights, static overflow bound holds, column correction) of an int8 call: per
+    weight array (packed_for), and per (zero points, bias) for the last two."""
+    packed = packed_for(w_key, ("conv", isa, flip), lambda: _pack(isa, w_nt_c))
+    bias_key = None if bias is None else np.asarray(bias).tobytes()
+    static_ok, colcorr = packed_for(w_key, ("epilogue", isa, flip, izp, wzp, bias_key), lambda: (
+        _int8_static_bound_ok(k, packed, bias, izp, wzp),
+        _column_correction(packed.colsum, bias, izp)))
+    return packed, static_ok, colcorr
+
+
 def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, flip=False,
-             geometry=None, then_rescale=None):
+             geometry=None, then_rescale=None, prepared=None):
     """Shared body of CONV2D/CONV3D/TRANSPOSE_CONV2D. Returns [N, OD, OH, OW, OC].
     `then_rescale` = (RESCALE attributes, CLAMP bounds or None): returns the RESCALE (+ CLAMP)
-    of the result instead, made block by block (int8 input only: NeedsReference otherwise)."""
+    of the result instead, made block by block (int8 input only: NeedsReference otherwise).
+    `prepared`, for an int8 x5: _int8_prepared's result, the Geometry and its _index_tables,
+    worked out before for the same arguments and shape (conv2d's per-op plan)."""
     N, D, H, W, IC = x5.shape
     OC = w_nt_c.shape[0]
     k = w_nt_c.shape[1] * IC
@@ -245,18 +260,14 @@ def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, f
         raise NeedsReference
     if x5.dtype == np.int8:
         requant = _requant(then_rescale, OC)
-        isa = current_isa()
-        packed = packed_for(w_key, ("conv", isa, flip), lambda: _pack(isa, w_nt_c))
-        # per (weights, zero points, bias): the static overflow bound and the column correction
-        bias_key = None if bias is None else np.asarray(bias).tobytes()
-        static_ok, colcorr = packed_for(w_key, ("epilogue", isa, flip, izp, wzp, bias_key), lambda: (
-            _int8_static_bound_ok(k, packed, bias, izp, wzp),
-            _column_correction(packed.colsum, bias, izp)))
+        if prepared is None:
+            g = geometry(_round4(IC)) if geometry else _conv_geometry(
+                (N, D, H, W), kernel, pad, stride, dilation, _round4(IC))
+            prepared = (*_int8_prepared(w_nt_c, w_key, k, bias, izp, wzp, flip, current_isa()), g, _index_tables(g))
+        packed, static_ok, colcorr, g, tables = prepared
         if not static_ok and not _int8_bound_ok(x5, k, packed, bias, izp, wzp):
             raise NeedsReference
-        g = geometry(_round4(IC)) if geometry else _conv_geometry(
-            (N, D, H, W), kernel, pad, stride, dilation, _round4(IC))
-        out = _gemm_i8(x5, g, IC, packed, OC, bias, izp, wzp, colcorr, requant=requant)
+        out = _gemm_i8(x5, g, IC, packed, OC, bias, izp, wzp, colcorr, requant=requant, tables=tables)
     else:
         if izp != 0:        # an ERROR_IF case: never computed here (the padding would be wrong)
             raise NeedsReference
@@ -273,13 +284,32 @@ def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, f
 # CLAMP bounds or None) of the RESCALE (+ CLAMP) after the op; the op then returns their output
 # instead of its int32 accumulators, which exist only block by block (runtime/int_fusion.py)
 
-def conv2d(inputs, attrs, then_rescale=None):
-    x, = inputs
+# per CONV2D attribute mapping and input (shape, dtype, ISA): _conv_nd's arguments and, for int8,
+# what it prepares (packed weights, bounds, column correction, geometry), worked out once per op
+# instead of on every call (docs/runtime.md, per-call costs); an op's attrs are never edited in place
+_conv2d_plans = PerAttrs(1024)
+
+
+def _conv2d_plan(attrs, shape: tuple, dtype: np.dtype, isa):
     w = attrs["weight"]
     pt, pb, pl, pr = attrs["pad"]
-    out = _conv_nd(x[:, None], w.reshape(w.shape[0], -1, w.shape[3]), w, (1, w.shape[1], w.shape[2]),
-                   ((0, 0), (pt, pb), (pl, pr)), (1, *attrs["stride"]), (1, *attrs["dilation"]),
-                   attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]), then_rescale=then_rescale)
+    args = (w.reshape(w.shape[0], -1, w.shape[3]), w, (1, w.shape[1], w.shape[2]),
+            ((0, 0), (pt, pb), (pl, pr)), (1, *attrs["stride"]), (1, *attrs["dilation"]),
+            attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]))
+    if dtype != np.int8:
+        return args, None
+    w_nt_c, _, kernel, pad, stride, dilation, bias, izp, wzp = args
+    N, H, W, IC = shape
+    g = _conv_geometry((N, 1, H, W), kernel, pad, stride, dilation, _round4(IC))
+    return args, (*_int8_prepared(w_nt_c, w, w_nt_c.shape[1] * IC, bias, izp, wzp, False, isa), g, _index_tables(g))
+
+
+def conv2d(inputs, attrs, then_rescale=None):
+    x, = inputs
+    isa = current_isa()
+    args, prepared = _conv2d_plans.get(attrs, (x.shape, x.dtype, isa),
+                                       lambda: _conv2d_plan(attrs, x.shape, x.dtype, isa))
+    out = _conv_nd(x[:, None], *args, then_rescale=then_rescale, prepared=prepared)
     return [out[:, 0]]
 
 

@@ -11,6 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import UnpredictableError
+from .cache import PerAttrs
 from .cpu_features import current_isa
 from .extensions import extension
 from ..threads import split_count, split_rows
@@ -41,7 +42,8 @@ def _out_dtype(out_t) -> np.dtype:
 def _rescale_params(mult_bytes: bytes, shift_bytes: bytes, double_round: bool, block: int):
     """Per-channel kernel parameters (mult, shift, round, dround as int64 arrays) from the
     attributes' bytes (int64), each repeated `block` times (per-tensor: block > 1); or the
-    violated REQUIRE as a string. Keyed by value, so in-place edits of the attributes are seen."""
+    violated REQUIRE as a string. Keyed by value: ops with equal scales share the arrays (the
+    per-op plans, _requants and _rescales, are what saves the per-call work)."""
     mult = np.frombuffer(mult_bytes, dtype=np.int64)
     shift = np.frombuffer(shift_bytes, dtype=np.int64)
     if np.any(mult < 0):
@@ -75,6 +77,17 @@ def requant_args(attrs, clamp, channels: int):
     RESCALE's range.
     The CLAMP folds into the RESCALE's final clip: clipping to [lo, hi], then to [a, b], is
     clipping to [max(lo, a), min(hi, b)] when that interval is not empty."""
+    return _requants.get(attrs, (clamp, channels), lambda: _requant_args(attrs, clamp, channels))
+
+
+# per RESCALE attribute mapping (and clamp, channels / input shape): what requant_args and
+# rescale work out from the attributes alone, once per op instead of on every call (the
+# parameter arrays, their REQUIRE checks, the dtypes; docs/runtime.md, per-call costs)
+_requants = PerAttrs(1024)
+_rescales = PerAttrs(1024)
+
+
+def _requant_args(attrs, clamp, channels: int):
     out_dtype = _out_dtype(attrs["out_t"])
     if out_dtype not in TYPE_RANGE:
         return None
@@ -92,27 +105,33 @@ def requant_args(attrs, clamp, channels: int):
     return out_dtype, (*params, bool(attrs["scale32"]), int(attrs["input_zp"]), int(attrs["output_zp"]), lo, hi)
 
 
-def rescale(inputs, attrs):
-    x, = inputs
+def _rescale_plan(attrs, shape: tuple):
+    """(out_dtype, params, lo, hi, scale32, input_zp, output_zp) of RESCALE `attrs` on an input
+    of `shape`; params is _rescale_params' (4 arrays, or the violated REQUIRE)."""
     out_dtype = _out_dtype(attrs["out_t"])
-    scale32 = bool(attrs["scale32"])
-    x = np.ascontiguousarray(x)
     block = 1
     if not bool(attrs["per_channel"]):
         # per-tensor: repeat the one scale over a block of trailing elements so the kernel's
-        # inner loop is long enough to vectorize; the block divides x.size.
-        for d in reversed(x.shape):
+        # inner loop is long enough to vectorize; the block divides the input's size.
+        for d in reversed(shape):
             if block >= 64:
                 break
             block *= d
         block = max(block, 1)
-    params = _params_of(attrs, block)
+    lo, hi = TYPE_RANGE[out_dtype] if out_dtype != np.int64 else (-(1 << 31), (1 << 31) - 1)
+    return (out_dtype, _params_of(attrs, block), lo, hi, bool(attrs["scale32"]), int(attrs["input_zp"]),
+            int(attrs["output_zp"]))
+
+
+def rescale(inputs, attrs):
+    x, = inputs
+    x = np.ascontiguousarray(x)
+    out_dtype, params, lo, hi, scale32, izp, ozp = _rescales.get(attrs, x.shape, lambda: _rescale_plan(attrs, x.shape))
     if len(params) == 2:
         raise unpredictable("RESCALE", *params)
     mult, shift, rnd, dround = params
-    lo, hi = TYPE_RANGE[out_dtype] if out_dtype != np.int64 else (-(1 << 31), (1 << 31) - 1)
     y = np.empty(x.shape, dtype=out_dtype)
-    C, isa, izp, ozp = mult.size, current_isa().code, int(attrs["input_zp"]), int(attrs["output_zp"])
+    C, isa = mult.size, current_isa().code
     # rows of C elements (whole channel groups) on the compiled pool's threads
     bad = x.size and _tosa_ops.rescale(isa, x.reshape(-1), C, izp, mult, shift, rnd, dround, scale32, ozp, lo, hi,
                                        y.reshape(-1), split_count(x.size // C, max(1, MIN_PART_ELEMENTS // C)))

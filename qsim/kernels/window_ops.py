@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..tosa.arith import reciprocal_scale
-from .cache import packed_for
+from .cache import PerAttrs, packed_for
 from .cpu_features import current_isa
 from .extensions import extension
 from .gemm_ops import INT32_MAX, NeedsReference, _max_abs_offset, _requant
@@ -29,33 +29,48 @@ def _padded_int16(x: np.ndarray, pad, fill: int, subtract: int = 0, repeat: int 
                              int(subtract), int(repeat))
 
 
-def depthwise_conv2d(inputs, attrs, then_rescale=None):
-    """then_rescale: as gemm_ops.conv2d's (int8 input only)."""
-    x, = inputs
-    if then_rescale is not None and x.dtype != np.int8:
-        raise NeedsReference
+# per DEPTHWISE_CONV2D attribute mapping and input (shape, dtype): what the call works out from
+# its attributes alone (docs/runtime.md, per-call costs); an op's attrs are never edited in place
+_depthwise_plans = PerAttrs(1024)
+
+
+def _depthwise_plan(attrs, shape: tuple, dtype: np.dtype):
+    """(fits, wt, bias, izp, pad, stride, dilation, KH, KW, M, OH, OW) of a call on an input of
+    `shape` and `dtype`: `fits` False when an int32 accumulation could overflow."""
     w = attrs["weight"]
-    bias = np.asarray(attrs["bias"], dtype=np.int64)
+    bias = np.ascontiguousarray(np.asarray(attrs["bias"], dtype=np.int64))
     izp, wzp = int(attrs["input_zp"]), int(attrs["weight_zp"])
-    N, H, W, C = x.shape
+    N, H, W, C = shape
     KH, KW, _, M = w.shape
-    pt, pb, pl, pr = attrs["pad"]
+    pt, pb, pl, pr = (int(p) for p in attrs["pad"])
     sy, sx = attrs["stride"]
     dy, dx = attrs["dilation"]
     OH = (H - 1 + pt + pb - (KH - 1) * dy) // sy + 1
     OW = (W - 1 + pl + pr - (KW - 1) * dx) // sx + 1
     wt = packed_for(w, ("dw", wzp), lambda: (w.astype(np.int16) - wzp).reshape(KH * KW, C * M))
-    a_bound = _max_abs_offset(-128, 127, izp) if x.dtype == np.int8 else 1 << 15
+    a_bound = _max_abs_offset(-128, 127, izp) if dtype == np.int8 else 1 << 15
     w_bound = np.abs(wt.astype(np.int64)).max(axis=0) if wt.size else 0
     # int32 accumulation inside the kernel: exact when no partial sum can reach 2^31
     # (int8: the spec's own REQUIRE bound; int16: int48 would allow more, the kernel does not).
-    if not np.all(KH * KW * np.asarray(a_bound, dtype=np.int64) * w_bound + np.abs(bias) <= INT32_MAX):
+    fits = bool(np.all(KH * KW * np.asarray(a_bound, dtype=np.int64) * w_bound + np.abs(bias) <= INT32_MAX))
+    return fits, wt, bias, izp, (pt, pb, pl, pr), (sy, sx), (dy, dx), KH, KW, M, OH, OW
+
+
+def depthwise_conv2d(inputs, attrs, then_rescale=None):
+    """then_rescale: as gemm_ops.conv2d's (int8 input only)."""
+    x, = inputs
+    if then_rescale is not None and x.dtype != np.int8:
         raise NeedsReference
+    fits, wt, bias, izp, pad, (sy, sx), (dy, dx), KH, KW, M, OH, OW = _depthwise_plans.get(
+        attrs, (x.shape, x.dtype), lambda: _depthwise_plan(attrs, x.shape, x.dtype))
+    if not fits:
+        raise NeedsReference
+    N, H, W, C = x.shape
     requant = _requant(then_rescale, C * M)
-    P = _padded_int16(x, (pt, pb, pl, pr), 0, izp, M)
+    isa = current_isa().code
+    P = _tosa_ops.pad_i16(isa, x, pad, 0, izp, M)     # _padded_int16's call, its ints made once
     wide = x.dtype == np.int16
     out = np.empty((N, OH, OW, C * M), dtype=(np.int64 if wide else np.int32) if requant is None else requant[0])
-    isa, bias = current_isa().code, np.ascontiguousarray(bias)
     if out.size == 0:
         return [out]
     if requant is not None:

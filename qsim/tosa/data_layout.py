@@ -119,5 +119,19 @@ def _check_transpose(call: Call):
     return [tuple(shape[p] for p in perms)]
 
 
+def _transpose(x: np.ndarray, perms) -> np.ndarray:
+    """np.transpose(x, perms) as a new C-ordered array. When the output's last axis is short and
+    not x's last (NCHW -> NHWC of an image: 3 channels), numpy's copy walks that axis innermost
+    with a large input stride; one strided copy per index of that axis walks x's rows instead
+    (5x faster for EfficientNet-Lite0's int8 input). A copy either way: the same values."""
+    view = np.transpose(x, perms)
+    if view.ndim < 2 or perms[-1] == x.ndim - 1 or not 1 < view.shape[-1] <= 8 or view.size < 4096:
+        return view.copy()
+    out = np.empty(view.shape, dtype=x.dtype)
+    for c in range(view.shape[-1]):
+        out[..., c] = view[..., c]
+    return out
+
+
 TRANSPOSE = _layout("TRANSPOSE", "2.10.7", (Attr("perms", AttrKind.INTS),), _check_transpose,
-                    lambda i, a: [np.transpose(i[0], a["perms"]).copy()], ranks=None)
+                    lambda i, a: [_transpose(i[0], a["perms"])], ranks=None)

@@ -191,3 +191,18 @@ def test_resize_sample_outside_input_is_unpredictable():
     attrs = dict(output_size=(7, 5), stride=(1, 1), offset=(0, 0), border=(2, 0), shift=1, mode="NEAREST")
     with pytest.raises(UnpredictableError, match=r"REQUIRE\(iy0 <= iy1\) fails at output y=6"):
         run("RESIZE", [np.zeros((1, 3, 3, 1), np.int8)], attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.bool_, np.float32])
+def test_transpose_matches_numpy(dtype):
+    """TRANSPOSE's copy (a strided copy per index of a short last output axis, else numpy's):
+    np.transpose's values, C-ordered, for every permutation of small and image-like shapes."""
+    import itertools
+    rng = np.random.default_rng(5)
+    for shape in [(2, 3, 40, 41), (1, 4, 64, 70), (3, 5, 7), (2, 9, 30, 20), (1, 2, 1, 3000)]:
+        x = (rng.integers(-100, 100, shape) > 0 if dtype is np.bool_ else
+             rng.integers(-100, 100, shape).astype(dtype))
+        for perms in itertools.permutations(range(len(shape))):
+            got, = run("TRANSPOSE", [x], {"perms": perms})
+            assert got.flags.c_contiguous and got.dtype == x.dtype
+            np.testing.assert_array_equal(got, np.transpose(x, perms))

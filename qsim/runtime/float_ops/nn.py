@@ -14,6 +14,7 @@ from ...numerics import ceil_div
 from .base import check_alloc, fail, norm_axes, norm_axis, pack, register
 from ...kernels import float_conv
 from ...kernels.extensions import extension
+from ...kernels.cache import PerAttrs   # an op's attrs mapping is never changed in place
 from ...threads import apply_blas_threads, split_count, split_rows, thread_count, use_one_blas_thread
 from .bounds import BOUND_ONLY, THEN_BOUND, bounded
 from .conv_gemm import PackedFor, conv_gemm, conv_im2col_gemm, gemm_layer
@@ -193,29 +194,8 @@ def _hashable(value):
     return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple, np.ndarray)) else value
 
 
-class _PerAttrs:
-    """What an op works out from its attribute mapping (and a key: the input shapes), found again
-    by the mapping's identity: id(attrs) -> (attrs, key, value). The mapping is held, so its id
-    cannot name another one while the entry lives; an op's attributes are never changed in place
-    (passes make new ops with new mappings, fusion.py too). At most KEPT entries (then cleared)."""
-    KEPT = 4096
-
-    def __init__(self):
-        self._entries: dict[int, tuple] = {}
-
-    def get(self, at, key, make):
-        hit = self._entries.get(id(at))
-        if hit is not None and hit[0] is at and hit[1] == key:
-            return hit[2]
-        value = make()
-        if len(self._entries) >= self.KEPT:
-            self._entries.clear()
-        self._entries[id(at)] = (at, key, value)
-        return value
-
-
-_geometry_keys = _PerAttrs()     # the hashable geometry attributes (_conv_geometry's key)
-_fast_convs = _PerAttrs()        # the float32 NCHW calls worked out once per op and input shape
+_geometry_keys = PerAttrs()     # the hashable geometry attributes (_conv_geometry's key)
+_fast_convs = PerAttrs()        # the float32 NCHW calls worked out once per op and input shape
 
 
 def _geometry_key(at) -> tuple:

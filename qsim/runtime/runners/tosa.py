@@ -66,18 +66,30 @@ def run_tosa(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
     return [o.astype(dtype, copy=False) for o, dtype in zip(outs, storage)]
 
 
+def _fused(chain: list[ir.Op], graph: ir.Graph):
+    """(the conv-like op's Call, the RESCALE's attributes, CLAMP (min_val, max_val) or None, the
+    last op's output storage dtype) of a fused chain on the kernels backend: from the ops' bound
+    calls, once per graph (kept with them in _BOUND, under the first op's id and "fused")."""
+    per_graph = _BOUND.get(graph)
+    hit = per_graph.get((id(chain[0]), "fused")) if per_graph is not None else None
+    if hit is None:
+        bound = [_bound(OPERATORS[o.kind.short_name], o, graph, "kernels") for o in chain]
+        calls = [call for call, _, _ in bound]
+        clamp = (calls[2].attrs["min_val"], calls[2].attrs["max_val"]) if len(calls) > 2 else None
+        hit = _BOUND[graph][(id(chain[0]), "fused")] = (calls[0], calls[1].attrs, clamp, bound[-1][2][0])
+    return hit
+
+
 def _run_chain(chain: list[ir.Op], last_only: bool, inputs: list, context) -> list:
     """The outputs of conv-like op + RESCALE (+ CLAMP) `chain`, each op bound as its own; with
     `last_only`, None for all but the last (not made), which the kernels backend computes in
     one call when its kernel fuses the case (kernels/registry.py rescaled)."""
     if last_only and context.backend == "kernels":
         extension("_tosa_ops")
-        bound = [_bound(OPERATORS[o.kind.short_name], o, context.graph, "kernels") for o in chain]
-        calls = [call for call, _, _ in bound]
-        clamp = (calls[2].attrs["min_val"], calls[2].attrs["max_val"]) if len(calls) > 2 else None
-        y = rescaled(calls[0].opdef.name, [contiguous(x) for x in inputs], calls[0].attrs, calls[1].attrs, clamp)
+        call, rescale_attrs, clamp, dtype = _fused(chain, context.graph)
+        y = rescaled(call.opdef.name, [contiguous(x) for x in inputs], call.attrs, rescale_attrs, clamp)
         if y is not None:
-            return [None] * (len(chain) - 1) + [y.astype(bound[-1][2][0], copy=False)]
+            return [None] * (len(chain) - 1) + [y.astype(dtype, copy=False)]
     outs, values = [], inputs
     for o in chain:                  # apart: each op as if unfused, with its own errors
         values = run_tosa(o, values, context)
