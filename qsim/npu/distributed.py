@@ -476,8 +476,8 @@ def code_identity() -> tuple[str, str, str]:
     its version through every change). The digest covers qsim's and qsim.hw's .py files by
     their path in the package (an editable install maps hw/ into qsim.hw, a wheel has it in
     qsim/hw/: both give the same digest): 240 files, ~6 ms, once per process."""
-    from .. import hw    # deferred: only a check of other processes needs the package paths
-    roots = [("qsim", Path(__file__).parent.parent), ("qsim/hw", Path(hw.__path__[0]))]
+    from ..hw import params    # deferred: only a check of other processes needs the package paths
+    roots = [("qsim", Path(__file__).parent.parent), ("qsim/hw", Path(params.__file__).parent)]
     return __version__, _source_digest(roots), str(roots[0][1])
 
 
