@@ -37,6 +37,17 @@ def test_open_pool_makes_a_cluster_of_worker_processes(pool):
     assert len(pids) == 2 and os.getpid() not in pids
 
 
+def test_local_workers_share_the_cores_for_their_kernels(pool, monkeypatch):
+    """Each local worker's kernels take its share of the cores, not all of them (two workers
+    each running every core's threads oversubscribed the machine)."""
+    from qsim.threads import thread_count
+    share = max(1, thread_count() // 2)
+    assert set(pool.client.run(thread_count).values()) == {share}
+    monkeypatch.setenv("QSIM_THREADS", "6")
+    assert distributed.worker_threads(2) == 3 and distributed.worker_threads(4) == 1
+    assert distributed.worker_threads(8) == 1
+
+
 def _simulate(capsys, tmp_path, name, *argv):
     out = tmp_path / name
     code = main(["simulate", *argv, "-o", str(out)])
