@@ -19,7 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "qsim"
 # Layers, lowest first. A unit is a top-level module or subpackage of qsim.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("errors", "ir", "numerics", "version", "tensorfile", "tensorbits", "atomic", "limits",
-              "textfile", "outpath", "cachedir", "threads", "pinned", "progress", "userdata", "zoo")),
+              "textfile", "outpath", "cachedir", "threads", "pinned", "progress", "userdata", "zoo",
+              "_checkout")),
     ("front ends", ("skriptnd", "nnef1", "onnx")),
     ("model loading", ("loader",)),
     ("dialects", ("tosa", "cvm", "kernels")),
