@@ -115,7 +115,7 @@ def synthetic(layer: ConvLayer, seed: int = 0):
 def expected_outputs(layers, seed):
     """Every layer's data (synthetic), its kernels-backend output (CONV2D -> RESCALE -> CLAMP)
     and the seconds the kernels took."""
-    from qsim.kernels.run import run as kernels_run
+    from qsim.tosa import run as kernels_run
     data, outputs, start = [], [], time.perf_counter()
     for layer in layers:
         x, conv, rescale, clamp = synthetic(layer, seed)

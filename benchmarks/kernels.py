@@ -53,7 +53,7 @@ from qsim.quant.scale import rescale_for_product
 
 for _module in ("convolution", "type_conversion"):    # operator definitions register on import
     importlib.import_module(f"qsim.tosa.{_module}")
-from qsim.kernels.run import run  # noqa: E402
+from qsim.tosa import run  # noqa: E402
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The backends that compute integer operators (the same bits either way). Its own module so that
-naming a backend loads no compiled extension (qsim.kernels.run and the registry do)."""
+naming a backend loads no compiled extension (qsim.kernels.dispatch and the registry do)."""
 from __future__ import annotations
 
 import enum

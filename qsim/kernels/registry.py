@@ -30,7 +30,7 @@ def _or_reference(op: str, fn: Kernel) -> Kernel:
         try:
             return fn(inputs, attrs)
         except NeedsReference:
-            return tosa.run(op, inputs, attrs)     # validates again: a direct call may be invalid
+            return tosa.run(op, inputs, attrs, backend="reference")  # validates again: a direct call may be invalid
     run.__name__ = f"kernel_{op.lower()}"
     run.__doc__ = fn.__doc__
     return run

@@ -99,7 +99,7 @@ def _zero_points(value):
         # With both zero points at the same extreme every product is >= 0 (up to 255 * 255):
         # the bias centres each channel so that outputs spread around 0 instead of
         # all saturating at the rail the output zero point sits on (scale ~2^-12).
-        sums, = tosa.run("CONV2D", [x], attrs)
+        sums, = tosa.run("CONV2D", [x], attrs, backend="reference")
         centre = np.median(sums.reshape(-1, oc), axis=0).astype(np.int64)
         attrs["bias"] = (-centre - value * 4096 + rng.integers(-2000, 2000, oc)).astype(np.int32)
         return ("CONV2D", (x,), attrs,
@@ -188,12 +188,12 @@ def generate(count: int | None = None, seed: int = 0) -> list[CornerCase]:
 
 def reference_steps(case: CornerCase) -> list[Step]:
     """The case's operators executed by the TOSA reference (the expected values)."""
-    acc, = tosa.run(case.op, list(case.inputs), case.attrs)
+    acc, = tosa.run(case.op, list(case.inputs), case.attrs, backend="reference")
     steps = [Step(case.op, dict(case.attrs), list(case.inputs), [acc], label=case.name)]
-    out, = tosa.run("RESCALE", [acc], case.rescale)
+    out, = tosa.run("RESCALE", [acc], case.rescale, backend="reference")
     steps.append(Step("RESCALE", dict(case.rescale), [acc], [out], label=case.name))
     if case.clamp is not None:
-        clamped, = tosa.run("CLAMP", [out], case.clamp)
+        clamped, = tosa.run("CLAMP", [out], case.clamp, backend="reference")
         steps.append(Step("CLAMP", dict(case.clamp), [out], [clamped], label=case.name))
     return steps
 

@@ -31,7 +31,7 @@ from ..hw.vector_isa import (DEFAULT_MAX_POOL_COUNT, REDUCTIONS, STREAM_LEVELS, 
 from ..tosa.arith import (INT32_MAX, INT32_MIN, apply_add, apply_clip, apply_lookup, apply_scale_16,
                           apply_scale_32, apply_sub, count_leading_zeros, reciprocal_scale,
                           require_running_sums)
-from ..tosa.run import run as run_tosa
+from ..tosa.run import run as run_tosa  # always with backend="reference": the model is the oracle
 
 TABLE_ENTRIES = TABLE_DEPTH + 1     # 513: the int16 table; int8 tables use the first 256
 
@@ -141,7 +141,7 @@ class VectorUnitModel:
             return apply_sub(va, vb, INT32_MIN, INT32_MAX, "vector unit SUB")
         if op is VectorOp.MUL:
             return run_tosa("MUL", [va.astype(np.int32), vb.astype(np.int32)],
-                            {"shift": instr.mul_shift})[0].astype(np.int64)
+                            {"shift": instr.mul_shift}, backend="reference")[0].astype(np.int64)
         if op is VectorOp.MAXIMUM:
             return np.maximum(va, vb)
         if op is VectorOp.MINIMUM:
@@ -152,15 +152,15 @@ class VectorUnitModel:
             return apply_lookup(self.table, va, context="apply_lookup").astype(np.int64)
         if op in _SHIFTS:      # the int32 reference: it REQUIREs amounts in [0, 31] as the lanes do
             return run_tosa(_SHIFTS[op], [va.astype(np.int32), vb.astype(np.int32)],
-                            {"round": op is VectorOp.ASR_ROUND} if op is not VectorOp.LSL else {}
-                            )[0].astype(np.int64)
+                            {"round": op is VectorOp.ASR_ROUND} if op is not VectorOp.LSL else {},
+                            backend="reference")[0].astype(np.int64)
         if op is VectorOp.LSR:
             return _logical_right_shift(va, vb, instr.mul_shift)
         if op is VectorOp.CLZ:
             return count_leading_zeros(va, 32).astype(np.int64)
         if op in (VectorOp.INTDIV, VectorOp.ABS):
             operands = [va.astype(np.int32)] + ([vb.astype(np.int32)] if op is VectorOp.INTDIV else [])
-            return run_tosa(op.name, operands, {})[0].astype(np.int64)
+            return run_tosa(op.name, operands, {}, backend="reference")[0].astype(np.int64)
         if op in _LOGIC:
             return _LOGIC[op](va, vb).astype(np.int64)
         if op is VectorOp.SELECT:

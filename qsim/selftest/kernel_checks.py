@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import MismatchError
 from ..kernels.cpu_features import forced_isa, supported_isas
-from ..kernels.run import run    # validated by qsim.tosa; backend="reference" is its oracle
+from ..tosa import run    # validated by qsim.tosa; backend="reference" is its oracle
 from .compare import SelfCheck, assert_equal_arrays
 
 

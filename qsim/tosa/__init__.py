@@ -1,7 +1,7 @@
 """TOSA 0.30 integer operators: signatures, validation, shape inference, numpy reference.
 
-`run(op, inputs, attrs)` runs one operator on the reference (docs/tosa.md; qsim.kernels.run
-adds the compiled backend); `OPERATORS` maps spec
+`run(op, inputs, attrs, backend="kernels"|"reference")` runs one operator (docs/tosa.md; the
+compiled backend is registered by qsim.kernels, which qsim's package import loads); `OPERATORS` maps spec
 names to their definitions; importing this package registers every operator as the ir
 op kind "tosa.<NAME>" with a verifier, and the SkriptND text form (sknd_form.py) with the
 front end, so a loaded TOSA model comes back in the form the verifiers check.

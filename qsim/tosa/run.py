@@ -1,14 +1,16 @@
-"""`qsim.tosa.run`: one TOSA operator on numpy arrays, validated first, then computed by the
-numpy reference. See docs/tosa.md for the calling convention.
+"""`qsim.tosa.run`: one TOSA operator on numpy arrays, validated first (ERROR_IF), then computed
+by a backend: the compiled kernels (backend="kernels", the default) or the numpy reference
+(backend="reference"), the same bits either way. See docs/tosa.md for the calling convention.
 
 `prepare` (validation) and `execute_call(call, arrays, fn)` (computation with REQUIRE failures
-labelled) are the two halves; qsim.kernels.run puts a compiled kernel in for `fn`. The
-dependency goes one way: the kernels use this package's validation, reference and arithmetic
-helpers, and nothing here knows of them.
+labelled) are the two halves. The dependency goes one way: qsim.kernels implements this
+package's operators with its validation, reference and arithmetic helpers, and registers its
+backend here when it is imported (qsim's package import does that, so `import qsim.tosa` always
+has both); nothing here imports the kernels.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -25,17 +27,31 @@ def operator(name: str) -> OperatorDef:
     return opdef
 
 
-def run(op: str, inputs: list, attrs: dict | None = None) -> list[np.ndarray]:
-    """Runs TOSA operator `op` on `inputs` (the spec's Input rows in table order) with the
-    numpy reference.
+# backend name -> (validated call -> the function that computes it). "reference" is this
+# package's own; "kernels" is registered by qsim.kernels.dispatch.
+_BACKENDS: dict[str, Callable] = {"reference": lambda call: call.opdef.ref}
+
+
+def register_backend(name: str, implementation: Callable) -> None:
+    """Makes `run(..., backend=name)` compute a validated call with `implementation(call)`."""
+    _BACKENDS[name] = implementation
+
+
+def run(op: str, inputs: list, attrs: dict | None = None, backend: str = "kernels") -> list[np.ndarray]:
+    """Runs TOSA operator `op` on `inputs` (the spec's Input rows in table order).
 
     `attrs` holds every Attribute row by spec name, plus `out_t` where the inputs
     do not imply the output type (RESCALE, CAST) and `weight_t="int4"` for int4
-    weights (held in int8 arrays). Returns the outputs (spec Output rows) as arrays;
-    int48_t values are held in int64 arrays.
+    weights (held in int8 arrays). `backend`: "kernels" (compiled, the default) or
+    "reference" (the numpy transcription of the spec), the same bits. Returns the
+    outputs (spec Output rows) as arrays; int48_t values are held in int64 arrays.
     """
+    implementation = _BACKENDS.get(backend) if isinstance(backend, str) else None
+    if implementation is None:
+        raise UsageError(f"{op}: unknown backend {backend!r}",
+                         hint="use " + " or ".join(repr(name) for name in sorted(_BACKENDS)))
     call, arrays = prepare(op, inputs, attrs)
-    return execute_call(call, arrays, call.opdef.ref)
+    return execute_call(call, arrays, implementation(call))
 
 
 def prepare(op: str, inputs: list, attrs: dict | None = None):

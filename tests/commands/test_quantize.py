@@ -13,7 +13,7 @@ from qsim.quant.pipeline import QuantizeOptions
 from qsim.quant.qmodel import load_quantized_model, save_quantized_model
 from qsim.quant.target_tosa import TosaTarget
 from qsim.runtime.executor import execute
-from qsim.kernels.run import run as tosa_run
+from qsim.tosa import run as tosa_run
 
 
 @pytest.fixture(scope="module")

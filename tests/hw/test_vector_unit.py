@@ -15,7 +15,7 @@ from qsim.hw.vector import VectorUnit, reciprocal_rom
 from qsim.hw.vector_isa import INT32_MAX, INT32_MIN, VectorInstr, VectorOp
 from qsim.npu.vector_model import VectorUnitModel, stream_timing
 from qsim.npu.vector_stream import pool_result, pool_stream, reduction_result, reduction_stream
-from qsim.kernels.run import run
+from qsim.tosa import run
 from qsim.tosa.arith import reciprocal_scale
 
 from .vector_bench import LANES, Job, random_pattern, run_and_compare, verilator_equals_model

@@ -10,7 +10,7 @@ import pytest
 
 from qsim.errors import UnpredictableError, UsageError
 from qsim.hw.vector_isa import INT32_MAX, INT32_MIN, VectorInstr, VectorOp
-from qsim.kernels.run import run
+from qsim.tosa import run
 from qsim.npu.vector_model import VectorUnitModel
 
 from .vector_bench import LANES, Job, run_and_compare, simulate, verilator_equals_model

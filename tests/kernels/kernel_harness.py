@@ -13,7 +13,7 @@ for _module in ("convolution", "pooling", "type_conversion", "activation", "elem
                 "reduction"):
     importlib.import_module(f"qsim.tosa.{_module}")
 
-from qsim.kernels.run import run as tosa_run  # noqa: E402
+from qsim.tosa import run as tosa_run  # noqa: E402
 
 ISAS = [isa.value for isa in supported_isas()]
 

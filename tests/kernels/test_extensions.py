@@ -13,7 +13,7 @@ from qsim.errors import QsimError, UnsupportedError
 from qsim.kernels import extensions
 from qsim.kernels.extensions import KernelsUnavailableError
 from qsim.kernels.registry import KERNELS, ON_REFERENCE, kernel_for
-from qsim.kernels.run import run
+from qsim.tosa import run
 from qsim.tosa import OPERATORS
 
 FC = dict(weight=np.array([[1, 2, 3]], np.int8), bias=np.array([10], np.int32), input_zp=0, weight_zp=0)

@@ -3,7 +3,7 @@ the RTL tests (tests/hw/test_vector_npu.py): (name, op, inputs, attrs), each sma
 the Amaranth simulator. Expected values always come from qsim.tosa's reference run."""
 import numpy as np
 
-from qsim.kernels.run import run
+from qsim.tosa import run
 
 I8, I16, I32 = np.int8, np.int16, np.int32
 

@@ -7,7 +7,7 @@ import qsim.tosa  # noqa: F401
 from qsim.errors import DataError, InvalidGraphError, UnpredictableError, UnsupportedError, UsageError
 from qsim.ir import DType, Graph, Op, OpKind, Tensor, register_op_kind
 from qsim.runtime import execute, register_dialect, run_graph, run_op
-from qsim.kernels.run import run
+from qsim.tosa import run
 
 
 def _op(name, inputs, outputs, attrs=None, subgraphs=None, label=""):

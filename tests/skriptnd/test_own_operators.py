@@ -162,7 +162,7 @@ def test_the_same_executor_runs_an_integer_graph():
     """One executor: the quantized (TOSA) graph runs through qsim.runtime.execute too, each op
     giving what qsim.tosa.run computes for it from the same inputs."""
     from qsim.quant.pipeline import QuantizeOptions, embedded_quantized_model
-    from qsim.kernels.run import run
+    from qsim.tosa import run
     from qsim.tosa import OPERATORS
     from qsim.tosa.verify import bind_op
     model = embedded_quantized_model(QuantizeOptions(show_progress=False))

@@ -5,7 +5,7 @@ import pytest
 
 import tosa_oracle as oracle
 from qsim.errors import InvalidGraphError, UnpredictableError
-from qsim.kernels.run import run
+from qsim.tosa import run
 
 MODES = {  # mode -> (in dtype, in range, weight range, weight_t, out dtype, bounds)
     "8x8": (np.int8, (-128, 127), (-128, 127), None, np.int32, oracle.INT32),

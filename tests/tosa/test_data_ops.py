@@ -4,7 +4,7 @@ import pytest
 
 import tosa_oracle as oracle
 from qsim.errors import InvalidGraphError, UnpredictableError
-from qsim.kernels.run import run
+from qsim.tosa import run
 
 LAYOUT_TYPES = [np.bool_, np.int8, np.int16, np.int32]
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from qsim.errors import InvalidGraphError, UnpredictableError
-from qsim.kernels.run import run
+from qsim.tosa import run
 from qsim.tosa.activation import sigmoid_table, tanh_table
 
 INT_TYPES = [np.int8, np.int16, np.int32]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from qsim.errors import InvalidGraphError, UnpredictableError
-from qsim.kernels.run import run
+from qsim.tosa import run
 
 I32_MAX = 2 ** 31 - 1
 

@@ -3,7 +3,7 @@ the reference on either backend."""
 import numpy as np
 import pytest
 
-from qsim.kernels.run import run
+from qsim.tosa import run
 
 X = np.array([[-1.5, 2.5, -0.0, 4.0]], np.float32)
 

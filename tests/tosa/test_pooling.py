@@ -4,7 +4,7 @@ import pytest
 
 import tosa_oracle as oracle
 from qsim.errors import InvalidGraphError
-from qsim.kernels.run import run
+from qsim.tosa import run
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16])

@@ -1,4 +1,4 @@
-"""qsim.kernels.run (qsim.tosa.run plus the backend): bad calls give a QsimError naming the problem and the fix; backend dispatch
+"""qsim.tosa.run (with its backend): bad calls give a QsimError naming the problem and the fix; backend dispatch
 hands kernels the validated, normalized call; every operator has a definition."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from qsim.errors import InvalidGraphError, QsimError, UsageError
 from qsim.ir import OpKind
-from qsim.kernels.run import run
+from qsim.tosa import run
 from qsim.tosa import OPERATORS
 
 FC_ATTRS = dict(weight=np.ones((2, 3), np.int8), bias=np.zeros(2, np.int32), input_zp=0, weight_zp=0)
@@ -114,3 +114,28 @@ def test_normalized_tuples_and_int48_storage():
         run("RESCALE", [np.array([1 << 50], np.int64)],
             dict(input_zp=0, output_zp=0, multiplier=[1 << 14], shift=[14], scale32=False, double_round=False,
                  per_channel=False, out_t="int32"))
+
+
+def test_the_public_call_runs_both_backends_with_the_same_bits():
+    """qsim.tosa.run takes backend= (the README's API example): the kernels and the reference agree"""
+    import qsim.tosa
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (2, 5, 5, 3), dtype=np.int8)
+    attrs = dict(weight=rng.integers(-128, 128, (4, 3, 3, 3), dtype=np.int8), bias=rng.integers(-999, 999, 4, dtype=np.int32),
+                 pad=(1, 1, 1, 1), stride=(1, 1), dilation=(1, 1), input_zp=-128, weight_zp=0)
+    kernels, = qsim.tosa.run("CONV2D", [x], attrs, backend="kernels")
+    reference, = qsim.tosa.run("CONV2D", [x], attrs, backend="reference")
+    default, = qsim.tosa.run("CONV2D", [x], attrs)
+    assert kernels.dtype == np.int32 and np.array_equal(kernels, reference) and np.array_equal(default, kernels)
+
+
+def test_the_old_module_name_still_works_and_warns():
+    import importlib
+    import sys
+    import warnings
+    sys.modules.pop("qsim.kernels.run", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("qsim.kernels.run")
+    assert any(issubclass(w.category, DeprecationWarning) and "qsim.tosa.run" in str(w.message) for w in caught)
+    assert old.run is run

@@ -7,7 +7,7 @@ import pytest
 
 import tosa_oracle as oracle
 from qsim.errors import InvalidGraphError, UnpredictableError, UsageError
-from qsim.kernels.run import run
+from qsim.tosa import run
 
 PAIRS = [("int8", "int8"), ("int8", "int16"), ("int8", "int32"), ("int8", "uint8"), ("int16", "int8"),
          ("int16", "int16"), ("int16", "int32"), ("int16", "uint8"), ("int16", "uint16"), ("int32", "int8"),

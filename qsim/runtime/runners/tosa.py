@@ -1,5 +1,5 @@
 """Runner of the TOSA 0.30 operators (qsim.tosa): each op validated against the graph, then
-computed by the backend (qsim.kernels.run.implementation). COND_IF and WHILE_LOOP (2.16) run their
+computed by the backend (qsim.kernels.dispatch.implementation). COND_IF and WHILE_LOOP (2.16) run their
 graphs with the executor and the same backend.
 
 A conv-like op fused with the RESCALE (+ CLAMP) after it (runtime/int_fusion.py) binds and
@@ -21,7 +21,7 @@ from ...tosa import OPERATORS
 from ...tosa.control_flow import cond_if, while_loop
 from ...kernels.extensions import extension
 from ...kernels.registry import rescaled
-from ...kernels.run import implementation
+from ...kernels.dispatch import implementation
 from ...tosa.run import execute_call
 from ...tosa.validate import contiguous
 from ...tosa.verify import bind_op
