@@ -95,7 +95,9 @@ def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
     a sample's element order, so `input_feeds` reshapes a sample back to the input's shape."""
     if len(graph.inputs) != 1:
         raise UsageError(f"model {graph.name!r} has {len(graph.inputs)} inputs; qsim quantize "
-                         "calibrates single-input models", hint="see README: multi-input models")
+                         "calibrates single-input models",
+                         hint="calibrating several inputs is not supported yet; `qsim run` runs the "
+                              "float model with one --input per model input")
     name = graph.inputs[0]
     shape = graph.tensor(name).shape
     if any(d is None for d in shape) or 1 not in shape:

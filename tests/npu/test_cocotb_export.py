@@ -218,3 +218,12 @@ def test_a_layer_on_both_units_is_two_testbench_layers(tmp_path):
     assert (second.test_name, second.unit, second.check) == ("001_x.1", "vector", "output")
     whole = golden_check.assemble(second, (1, 1, 2), np.int8, [second.programs[0].result(bytes([5, 250] + [0] * 6))])
     assert whole.tolist() == [[[5, -6]]]
+
+
+def test_testbench_names_missing_verilog_sources_without_a_traceback(tmp_path):
+    """`python tb/run.py --verilog src/*.v` with no such files (an unexpanded glob): a clear line, exit 2"""
+    assert main(["export-vectors", "--config", "8x8", "--cocotb", str(tmp_path / "tb")]) == 0
+    done = subprocess.run([sys.executable, str(tmp_path / "tb" / "run.py"), "--verilog", "src/*.v",
+                           "--toplevel", "my_npu"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "no such Verilog file: src/*.v" in done.stderr and "Traceback" not in done.stderr

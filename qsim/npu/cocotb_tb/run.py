@@ -51,8 +51,17 @@ def main(argv=None) -> int:
     from cocotb_tools.runner import get_runner
     runner = get_runner("verilator")
     if not args.skip_build:
-        runner.build(sources=[Path(v).resolve() for v in args.verilog], hdl_toplevel=args.toplevel,
-                     build_dir=args.build_dir, build_args=VERILATOR_ARGS)
+        missing = [v for v in args.verilog if not Path(v).is_file()]
+        if missing:
+            print(f"qsim golden vectors: no such Verilog file: {', '.join(missing)} (--verilog takes the "
+                  "DUT's source files, e.g. the `qsim export-rtl --out src` folder's src/*.v)", file=sys.stderr)
+            return 2
+        try:
+            runner.build(sources=[Path(v).resolve() for v in args.verilog], hdl_toplevel=args.toplevel,
+                         build_dir=args.build_dir, build_args=VERILATOR_ARGS)
+        except RuntimeError as error:       # Verilator's own messages are above, on stderr
+            print(f"qsim golden vectors: the DUT did not build: {error}", file=sys.stderr)
+            return 1
     env = {"QSIM_TB_DIR": str(HERE)}
     if args.layers:
         env["QSIM_TB_LAYERS"] = args.layers
