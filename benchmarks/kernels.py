@@ -52,7 +52,7 @@ from qsim.kernels.registry import KERNELS
 from qsim.quant.scale import rescale_for_product
 
 for _module in ("convolution", "type_conversion"):    # operator definitions register on import
-    importlib.import_module(f"qsim.tosa.{_module}")
+    importlib.import_module(f"qsim.tosa.ops.{_module}")
 from qsim.tosa import run  # noqa: E402
 
 

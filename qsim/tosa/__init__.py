@@ -6,9 +6,7 @@ names to their definitions; importing this package registers every operator as t
 op kind "tosa.<NAME>" with a verifier, and the SkriptND text form (sknd_form.py) with the
 front end, so a loaded TOSA model comes back in the form the verifiers check.
 """
-from . import (activation, comparison, control_flow, convolution, data_layout, data_nodes,  # noqa: F401
-               elementwise_binary, elementwise_unary, image, pooling, reduction, scatter_gather,
-               type_conversion)
+from . import ops  # noqa: F401  (defines every operator, one module per spec section)
 from . import sknd_form  # noqa: F401  (registers the text form with the front end)
 from .run import operator, run
 from .signature import OPERATORS, OperatorDef

@@ -345,7 +345,7 @@ def test_table_int8_every_input_value(rng):
 
 
 def test_table_int16_interpolation_and_fused_rescale_to_int16(rng):
-    from qsim.tosa.activation import sigmoid_table
+    from qsim.tosa.ops.activation import sigmoid_table
     walk = np.clip(np.cumsum(rng.integers(-20000, 20000, 513)), -32768, 32767)   # |slope| < 2^15
     x = rng.integers(-32768, 32768, (24, LANES))
     x[0] = [-32768, 32767, 0, -1]
@@ -512,7 +512,7 @@ def test_verilator_build_equals_model_on_every_operation_group(rng):
     """The exported Verilog under Verilator (cached build) on one job per operation group,
     with stalls: the same values and cycles as the model (and so as the Amaranth runs)."""
     from qsim.npu.vector_verilator import VerilatedVectorUnit
-    from qsim.tosa.activation import sigmoid_table
+    from qsim.tosa.ops.activation import sigmoid_table
 
     rtl, model = VerilatedVectorUnit(LANES, max_pool_count=64), VectorUnitModel(LANES, max_pool_count=64)
     x8 = rng.integers(-128, 128, (1, 7, 7, 6))

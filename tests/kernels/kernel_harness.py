@@ -11,7 +11,7 @@ from qsim.kernels.cpu_features import forced_isa, supported_isas
 # the operator definitions register themselves with qsim.tosa when their module is imported
 for _module in ("convolution", "pooling", "type_conversion", "activation", "elementwise_binary",
                 "reduction"):
-    importlib.import_module(f"qsim.tosa.{_module}")
+    importlib.import_module(f"qsim.tosa.ops.{_module}")
 
 from qsim.tosa import run as tosa_run  # noqa: E402
 

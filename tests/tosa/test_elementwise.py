@@ -5,7 +5,7 @@ import pytest
 
 from qsim.errors import InvalidGraphError, UnpredictableError
 from qsim.tosa import run
-from qsim.tosa.activation import sigmoid_table, tanh_table
+from qsim.tosa.ops.activation import sigmoid_table, tanh_table
 
 INT_TYPES = [np.int8, np.int16, np.int32]
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ... import ir
 from ...tosa import OPERATORS
-from ...tosa.control_flow import cond_if, while_loop
+from ...tosa.ops.control_flow import cond_if, while_loop
 from ...kernels.extensions import extension
 from ...kernels.registry import rescaled
 from ...kernels.dispatch import implementation

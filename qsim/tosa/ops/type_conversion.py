@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arith import apply_clip, apply_scale_16, apply_scale_32
-from .signature import (BOOL, F32, I8, I16, I32, I48, U8, U16, Arg, Attr, AttrKind, Call, OperatorDef,
+from ..arith import apply_clip, apply_scale_16, apply_scale_32
+from ..signature import (BOOL, F32, I8, I16, I32, I48, U8, U16, Arg, Attr, AttrKind, Call, OperatorDef,
                         define, modes, spec_type_name)
 
 # ---------------------------------------------------------------- CAST

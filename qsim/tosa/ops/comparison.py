@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .elementwise_binary import broadcast_shape
-from .signature import BOOL, F32, I8, I16, I32, Arg, OperatorDef, define, modes
+from ..signature import BOOL, F32, I8, I16, I32, Arg, OperatorDef, define, modes
 
 
 def _compare(name, section, fn):

@@ -12,9 +12,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from ..ir import Graph
-from .signature import BOOL, Arg, Attr, AttrKind, Call, Mode, OperatorDef, define, spec_type_name
+from ...errors import UnsupportedError
+from ...ir import Graph
+from ..signature import BOOL, Arg, Attr, AttrKind, Call, Mode, OperatorDef, define, spec_type_name
 
 RunGraph = Callable[[Graph, list[np.ndarray]], list[np.ndarray]]
 

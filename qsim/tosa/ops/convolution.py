@@ -13,9 +13,9 @@ import itertools
 
 import numpy as np
 
-from ..errors import UnpredictableError
-from .accumulate import acc_bounds, add_bias, checked_dot, store
-from .signature import (I4, I8, I16, I32, I48, Arg, Attr, AttrKind, Call, OperatorDef, define,
+from ...errors import UnpredictableError
+from ..accumulate import acc_bounds, add_bias, checked_dot, store
+from ..signature import (I4, I8, I16, I32, I48, Arg, Attr, AttrKind, Call, OperatorDef, define,
                         modes)
 
 CONV_MODES = modes(("signed 8x8", I8, I8, I32), ("signed 8x4", I8, I4, I32),

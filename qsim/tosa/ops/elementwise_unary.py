@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnpredictableError
-from .arith import INT32_MAX, INT32_MIN, apply_clip, apply_sub, count_leading_zeros
-from .signature import BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
+from ...errors import UnpredictableError
+from ..arith import INT32_MAX, INT32_MIN, apply_clip, apply_sub, count_leading_zeros
+from ..signature import BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
 
 
 def _unary(name, section, modes_, ref, attrs=(), check=None):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnpredictableError
-from ..numerics import trunc_div
-from .arith import INT32_MAX, INT32_MIN, apply_add, apply_clip, apply_lookup, apply_sub
-from .signature import (BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define,
+from ...errors import UnpredictableError
+from ...numerics import trunc_div
+from ..arith import INT32_MAX, INT32_MIN, apply_add, apply_clip, apply_lookup, apply_sub
+from ..signature import (BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define,
                         modes)
 
 

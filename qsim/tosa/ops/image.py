@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidGraphError, UnpredictableError
-from ..numerics import trunc_div   # spec 3.3.2 idiv
-from .signature import I8, I16, I32, I48, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
+from ...errors import InvalidGraphError, UnpredictableError
+from ...numerics import trunc_div   # spec 3.3.2 idiv
+from ..signature import I8, I16, I32, I48, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
 
 
 def _check_resize(call: Call):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .signature import BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
+from ..signature import BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
 
 LAYOUT_MODES = modes(("Boolean", BOOL), ("signed 8", I8), ("signed 16", I16), ("signed 32", I32),
                      ("fp32", F32), names=("in_out_t",))

@@ -1,7 +1,7 @@
 """Spec 2.14 data nodes: CONST (2.14.1) and IDENTITY (2.14.2)."""
 from __future__ import annotations
 
-from .signature import BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, OperatorDef, define, modes
+from ..signature import BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, OperatorDef, define, modes
 
 DATA_MODES = modes(("Boolean", BOOL), ("signed 8", I8), ("signed 16", I16), ("signed 32", I32),
                    ("fp32", F32), names=("out_t",))

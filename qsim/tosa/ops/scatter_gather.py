@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnpredictableError
-from .signature import F32, I8, I16, I32, Arg, Call, OperatorDef, define, modes
+from ...errors import UnpredictableError
+from ..signature import F32, I8, I16, I32, Arg, Call, OperatorDef, define, modes
 
 SG_MODES = modes(("signed 8", I32, I8), ("signed 16", I32, I16), ("signed 32", I32, I32),
                  ("fp32", I32, F32), names=("index_t", "value_t"))

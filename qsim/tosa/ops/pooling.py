@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnpredictableError
-from .arith import INT32_MAX, INT32_MIN, apply_clip, apply_scale_32, reciprocal_scale
+from ...errors import UnpredictableError
+from ..arith import INT32_MAX, INT32_MIN, apply_clip, apply_scale_32, reciprocal_scale
 from .convolution import _check_positive, gather_windows
-from .signature import F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
+from ..signature import F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
 
 
 # ---------------------------------------------------------------- ARGMAX

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arith import INT32_MAX, INT32_MIN, require_running_sums
-from .signature import BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
+from ..arith import INT32_MAX, INT32_MIN, require_running_sums
+from ..signature import BOOL, F32, I8, I16, I32, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
 
 
 def _check_reduce(call: Call):

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from .arith import apply_clip, generate_lookup_table
-from .signature import F32, I8, I16, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
+from ..arith import apply_clip, generate_lookup_table
+from ..signature import F32, I8, I16, Arg, Attr, AttrKind, Call, OperatorDef, define, modes
 
 
 def _check_clamp(call: Call):
