@@ -3,10 +3,10 @@
 `$QSIM_CACHE_DIR` (default `~/.cache/qsim`) is the root of every cache: `skriptnd/` holds parsed
 SkriptND modules (pickles), `verilator/` the Verilator builds (shared libraries that qsim loads).
 Loading either runs code, so a cache folder is used only while it is private: a real folder (no
-symbolic link: the path is checked as given, never resolved first), owned by this user, writable
-by no group or other user. A cache that is not is
-never read; the parse cache is then skipped, and the Verilator cache replaced, for this process,
-by a fresh private temporary folder (a slower run, with a one-line warning).
+symbolic link: the path is checked as named, never resolved first), owned by this user, writable
+by no group or other user. A cache that is not is never read; the parse cache is then skipped, and
+the Verilator cache replaced, for this process, by a fresh private temporary folder (a slower run,
+with a one-line warning).
 """
 from __future__ import annotations
 
