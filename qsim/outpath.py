@@ -92,6 +92,10 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def _overlap(a: str, b: str) -> bool:
+    return _inside(a, b) or _inside(b, a)
+
+
 def _conflict(out: str, given: _Input, folder: bool) -> tuple[str, str] | None:
     """(kind, how the output `out` harms the input `given`), or None when it does not."""
     source = f"the {given.what} {given.given}"
@@ -137,7 +141,7 @@ def check_output(path: str | os.PathLike, flag: str,
                              f"choose a {flag} path apart from the inputs")
     for what, given in outputs:
         other = os.path.realpath(given)
-        if _inside(out, other) or _inside(other, out):
+        if _overlap(out, other):
             relation = ("is" if out == other else "lies inside" if _inside(out, other)
                         else "contains")
             raise UsageError(f"{label} {relation} the {what} {given}, an output of the same run",
@@ -174,8 +178,7 @@ def _accepted_place(out: str, kind: str, flag: str, inputs: list[_Input], output
     for candidate in candidates:
         if any(_conflict(candidate, given, folder) for given in inputs):
             continue
-        if any(_inside(candidate, os.path.realpath(g)) or _inside(os.path.realpath(g), candidate)
-               for _, g in outputs):
+        if any(_overlap(candidate, os.path.realpath(g)) for _, g in outputs):
             continue
         try:
             _check_place(candidate, candidate, flag, folder, replaces)
@@ -219,12 +222,17 @@ def refuse_foreign_files(folder: Path, kind: OutputKind, label: str, flag: str) 
                          "replaces an output folder as a whole, so it would delete them",
                          hint=f"choose another {flag} path, or move those files out of {folder}")
     legacy = (foreign == [] and any((folder / m).is_file() for m in kind.marks))
-    if manifest is None and not legacy and (foreign or any(os.scandir(folder))):
+    if manifest is None and not legacy and (foreign or not _empty(folder)):
         shown = f"holds {named}" if foreign else "has none of " + ", ".join(kind.marks)
         raise UsageError(f"{label} exists and is not an earlier qsim {kind.command} output (it has "
                          f"no {MANIFEST} manifest and {shown}); qsim replaces an output folder "
                          "as a whole, so it would delete what is in it",
                          hint=f"choose a new folder for {flag}, or empty {folder} first")
+
+
+def _empty(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
 
 
 def require_replaceable(out: str | os.PathLike, kind: OutputKind, flag: str = "--out") -> Path:
