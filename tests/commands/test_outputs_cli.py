@@ -132,6 +132,16 @@ def test_a_refusal_names_the_conflict_and_its_hint_is_accepted(work, tmp_path, a
     assert _unchanged(before, _digests(w))
 
 
+@pytest.mark.parametrize("name", ["wave.txt", "wave", "wave.npy"])
+def test_a_waveform_file_must_be_named_vcd(work, tmp_path, capsys, name):
+    assert main(["simulate", str(work / "q"), "--engine", "amaranth", "--input", str(work / "x.npy"),
+                 "--vcd", str(tmp_path / name), "-o", str(tmp_path / "s"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"--vcd {tmp_path / name}: the waveform is written in VCD format" in err
+    assert f"hint: e.g. --vcd {tmp_path / 'wave'}.vcd" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 # ---- no user file lost: a folder is replaced only when qsim wrote all of it -----------------
 
 @pytest.mark.parametrize("command", ["quantize", "simulate", "simulate-sweep", "run-dump",
