@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return _main(argv)
         finally:
-            sys.stdout.flush()          # here, not at exit, where a closed pipe cannot be handled
+            if sys.stdout is not None:  # flushed here, not at exit, where a closed pipe cannot be handled
+                sys.stdout.flush()
     except BrokenPipeError:
         if not _stdout_reader_gone():
             raise                       # another pipe (a subprocess's): an internal error
