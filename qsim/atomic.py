@@ -16,6 +16,17 @@ partial -> OUT, then the journal and the old folder are deleted. OUT is missing 
 those two renames; the next run writing OUT finds the journal of the dead process and puts the
 complete new folder (or, if that is gone, the old one) back under OUT.
 
+Permissions: an output is created as `cp` or `numpy.save` would create it (folders 0777, files
+0666, less the umask or the parent's default ACL); cache entries (private=True, and
+atomic_directory_once) stay 0700/0600 whatever the umask.
+
+Ownership: atomic_directory(OUT, command=...) records every file the command wrote in
+OUT/.qsim-output.json (MANIFEST), so that a later run can tell its own earlier output from a
+folder holding the user's files (qsim.outpath replaces only the former).
+
+An output path that is a symbolic link stays one: the result is published at the path the link
+resolves to (the temporary names live beside that folder).
+
 Leftovers of killed runs (`.OUT.partial-<pid>-*`, `.OUT.old-<pid>-*`, `.OUT.swap-<pid>`, whose
 process no longer exists) are removed, with a note on stderr, by the next run writing OUT.
 
@@ -32,8 +43,10 @@ import json
 import os
 import platform
 import re
+import secrets
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -49,6 +62,64 @@ _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 _SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276, "riscv64": 276, "ppc64le": 357, "s390x": 347}
+
+
+MANIFEST = ".qsim-output.json"          # the record of an output folder's own files
+_MANIFEST_MAX_BYTES = 64 << 20            # ~ a million file names; a larger one is not ours
+
+
+def folder_entries(folder: Path, keep=lambda rel, is_dir: True) -> Iterator[tuple[str, bool]]:
+    """(relative '/'-separated path, is a real folder) of every entry under `folder`, top down,
+    links not followed; a folder for which `keep` is False is yielded but not entered.
+    An unreadable folder raises OSError."""
+    def fail(err: OSError) -> None:
+        raise err
+    for top, dirs, files in os.walk(folder, onerror=fail):
+        rel_top = os.path.relpath(top, folder).replace(os.sep, "/")
+        prefix = "" if rel_top == "." else rel_top + "/"
+        entered = []
+        for name in dirs:
+            rel = prefix + name
+            if os.path.islink(os.path.join(top, name)):
+                yield rel, False
+                continue
+            yield rel, True
+            if keep(rel, True):
+                entered.append(name)
+        dirs[:] = entered
+        for name in files:
+            yield prefix + name, False
+
+
+def write_manifest(folder: Path, command: str) -> None:
+    """Records in `folder`/MANIFEST every file (not folder) in it: the output of `qsim
+    <command>`, all written by it."""
+    files = sorted(rel for rel, is_dir in folder_entries(folder) if not is_dir and rel != MANIFEST)
+    (folder / MANIFEST).write_text(json.dumps({"qsim output of": command, "files": files},
+                                              indent=0) + "\n", encoding="utf-8")
+
+
+def read_manifest(folder: Path) -> tuple[str, frozenset[str]] | None:
+    """(command, files) of `folder`'s manifest; None when it has none, or one that is not a
+    regular file of the written form (never followed through a link)."""
+    path = folder / MANIFEST
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        data = f.read(_MANIFEST_MAX_BYTES + 1)
+    try:
+        doc = json.loads(data.decode("utf-8")) if len(data) <= _MANIFEST_MAX_BYTES else None
+        command, files = doc["qsim output of"], doc["files"]
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return None
+    if not (isinstance(command, str) and isinstance(files, list)
+            and all(isinstance(f, str) for f in files)):
+        return None
+    return command, frozenset(files)
 
 
 def _crash_point(name: str) -> None:
@@ -209,15 +280,46 @@ def _output_error(target: Path, err: OSError) -> UsageError:
                       hint="choose an output path in a folder you can write")
 
 
+# Modes asked of the kernel when creating: it applies the umask (or the parent folder's default
+# ACL), as for `cp` and `numpy.save`; private cache entries ask for the owner only.
+_DIR_MODE, _FILE_MODE = 0o777, 0o666
+_PRIVATE_DIR_MODE, _PRIVATE_FILE_MODE = 0o700, 0o600
+
+
+def _partial_name(target: Path) -> Path:
+    """A fresh temporary name beside `target`, in the form `recover` knows."""
+    return target.parent / f".{target.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _create_dir(target: Path, mode: int) -> Path:
+    """A new empty folder under a fresh partial name (never an existing one: EEXIST retries)."""
+    while True:
+        path = _partial_name(target)
+        try:
+            os.mkdir(path, mode)
+            return path
+        except FileExistsError:
+            continue
+
+
+def _create_file(target: Path, mode: int) -> tuple[int, Path]:
+    """A new empty file under a fresh partial name, opened for writing: (descriptor, path)."""
+    while True:
+        path = _partial_name(target)
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), path
+        except FileExistsError:
+            continue
+
+
 @contextlib.contextmanager
-def _staging_directory(target: Path) -> Iterator[Path]:
+def _staging_directory(target: Path, mode: int = _DIR_MODE) -> Iterator[Path]:
     """A fresh temporary directory beside `target`, named so that `recover` finds it after a
     crash; removed when the body raises. The caller publishes it when the body completes."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         recover(target)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-",
-                                    dir=target.parent))
+        tmp = _create_dir(target, mode)
     except OSError as err:
         raise _output_error(target, err) from None
     _crash_point("partial-created")
@@ -230,15 +332,16 @@ def _staging_directory(target: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_directory(target: str | os.PathLike, overwrite: bool = True) -> Iterator[Path]:
+def atomic_directory(target: str | os.PathLike, overwrite: bool = True,
+                     command: str | None = None) -> Iterator[Path]:
     """Yields a fresh temporary directory; on success it takes the place of `target`.
 
     On an exception the temporary directory is removed and `target` is left as it was. With
-    overwrite=False an existing `target` is an error."""
-    # the folder part as the OS will reach it once created ('new/../x' is './x'); the last
-    # name is kept as given, so an output that is a symbolic link stays one
-    target = Path(target)
-    target = Path(os.path.realpath(target.parent)) / target.name
+    overwrite=False an existing `target` is an error. With `command` (e.g. "quantize"), the
+    folder gets a manifest of the files written in it (write_manifest)."""
+    # the path as the OS reaches it ('new/../x' is './x' once 'new' exists; a link is its
+    # target): a link to an output folder stays a link to the new output
+    target = Path(os.path.realpath(target))
     if target.exists() and not overwrite:
         raise UsageError(f"output {target} already exists", hint="choose another -o/--out or remove it")
     if target.exists() and not target.is_dir():
@@ -246,6 +349,8 @@ def atomic_directory(target: str | os.PathLike, overwrite: bool = True) -> Itera
                          hint="choose another -o/--out path")
     with _staging_directory(target) as tmp:
         yield tmp
+        if command is not None:
+            write_manifest(tmp, command)
     try:
         _place(tmp, target)
     except BaseException as err:
@@ -264,7 +369,7 @@ def atomic_directory_once(target: str | os.PathLike) -> Iterator[Path]:
     meanwhile, in which case this copy is discarded (never a swap: a process may be using
     the files of the published one). On an exception the temporary directory is removed."""
     target = Path(target)
-    with _staging_directory(target) as tmp:
+    with _staging_directory(target, _PRIVATE_DIR_MODE) as tmp:
         yield tmp
     try:
         if not renameat2(tmp, target, _RENAME_NOREPLACE):
@@ -276,21 +381,21 @@ def atomic_directory_once(target: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
+def atomic_file(target: str | os.PathLike, private: bool = False) -> Iterator[Path]:
     """Yields a temporary path beside `target`; on success it replaces `target` (rename(2)
-    replaces a file in one step, so `target` is never missing)."""
-    target = Path(target)
+    replaces a file in one step, so `target` is never missing). A `target` that is a symbolic
+    link stays one (the file it resolves to is replaced), except with `private` (cache
+    entries: created 0600, and a link in their place is replaced, never followed)."""
+    target = Path(target) if private else Path(os.path.realpath(target))
     if target.is_dir():
         raise UsageError(f"output {target} is a folder", hint="name a file, e.g. out.npy")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         recover(target)
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.partial-{os.getpid()}-",
-                                    dir=target.parent)
+        fd, tmp = _create_file(target, _PRIVATE_FILE_MODE if private else _FILE_MODE)
         os.close(fd)
     except OSError as err:
         raise _output_error(target, err) from None
-    tmp = Path(name)
     try:
         yield tmp
         _crash_point("built")
@@ -301,13 +406,14 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, private: bool = False) -> None:
     """Writes a file through a temporary name in the same directory (`.NAME.partial-<pid>-*`,
-    the name recover() knows), renamed over `path` when complete. The parent folder is created;
-    an OSError (no permission, no space) propagates as it is, and the temporary file is gone."""
+    the name recover() knows), renamed over `path` when complete; created as numpy.save would
+    (0666 less the umask), or 0600 with `private`. The parent folder is created; an OSError
+    (no permission, no space) propagates as it is, and the temporary file is gone."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.partial-{os.getpid()}-", dir=path.parent)
+    fd, tmp = _create_file(path, _PRIVATE_FILE_MODE if private else _FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -318,6 +424,6 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike, text: str, private: bool = False) -> None:
     """Writes a UTF-8 text file through a temporary name in the same directory."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), private)

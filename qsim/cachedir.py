@@ -3,9 +3,10 @@
 `$QSIM_CACHE_DIR` (default `~/.cache/qsim`) is the root of every cache: `skriptnd/` holds parsed
 SkriptND modules (pickles), `verilator/` the Verilator builds (shared libraries that qsim loads).
 Loading either runs code, so a cache folder is used only while it is private: a real folder (no
-symbolic link), owned by this user, writable by no group or other user. A cache that is not is
-never read; the parse cache is then skipped, and the Verilator cache replaced, for this process,
-by a fresh private temporary folder (a slower run, with a one-line warning).
+symbolic link: the path is checked as named, never resolved first), owned by this user, writable
+by no group or other user. A cache that is not is never read; the parse cache is then skipped, and
+the Verilator cache replaced, for this process, by a fresh private temporary folder (a slower run,
+with a one-line warning).
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def not_private(st: os.stat_result, want_dir: bool) -> str | None:
     """Why a stat result (taken without following links) is not a private folder / file of
     this user, or None when it is."""
     kind_ok = stat.S_ISDIR(st.st_mode) if want_dir else stat.S_ISREG(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
     if not kind_ok:
         return "not a folder" if want_dir else "not a regular file"
     if st.st_uid != os.getuid():

@@ -3,12 +3,16 @@
 The global options (--version, --max-tensor-bytes, --threads) are declared here; each command
 is a module of qsim.commands that declares its arguments and runs. Path arguments are checked
 before any command runs. A QsimError is printed as a message (exit 2); any other exception is
-an internal error (a traceback, exit 1).
+an internal error (a traceback, exit 1). When the reader of stdout goes away (`qsim check M |
+head -1`), qsim ends quietly with exit 141, as a Unix tool killed by SIGPIPE does in the shell
+(128 + 13). SIGPIPE itself keeps Python's setting (ignored): with the default action, a
+closed socket of a Dask worker or client would kill the process.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 
 from . import limits, threads
@@ -72,7 +76,38 @@ def check_path_arguments(args: argparse.Namespace) -> None:
                                  hint="give a shorter path")
 
 
+EXIT_BROKEN_PIPE = 128 + 13      # the shell's status of a process killed by SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            if sys.stdout is not None:  # flushed here, not at exit, where a closed pipe cannot be handled
+                sys.stdout.flush()
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise                       # another pipe (a subprocess's): an internal error
+        # the rest of the output goes nowhere, also at the interpreter's final flush
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reading end is closed (poll reports an error
+    or hang-up on the writing end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         parser = build_parser()
     except QsimError as err:        # e.g. a broken kernel build, found while the commands import

@@ -1,4 +1,5 @@
 import os
+import stat
 
 import pytest
 
@@ -228,20 +229,93 @@ def test_damaged_or_hostile_journal_moves_nothing(tmp_path, journal):
 
 
 @pytest.mark.parametrize("exchange", [True, False])
-def test_output_that_is_a_link_is_replaced_without_touching_the_linked_folder(tmp_path, monkeypatch,
-                                                                             exchange):
+def test_an_output_that_is_a_link_stays_a_link_to_the_new_output(tmp_path, monkeypatch, exchange):
+    """The result lands in the folder the link points to, swapped in beside that folder; the
+    link itself, and the folder that holds it, are left as they are."""
     if not exchange:
         monkeypatch.setenv(atomic.NO_EXCHANGE_ENV, "1")
-    kept = tmp_path / "kept"
-    kept.mkdir()
-    (kept / "a.txt").write_text("mine")
-    target = tmp_path / "out"
-    target.symlink_to(kept, target_is_directory=True)
-    with atomic_directory(target) as d:
+    (tmp_path / "disk").mkdir()
+    earlier = tmp_path / "disk" / "earlier"
+    earlier.mkdir()
+    (earlier / "old.txt").write_text("old")
+    (tmp_path / "here").mkdir()
+    link = tmp_path / "here" / "out"
+    link.symlink_to(earlier, target_is_directory=True)
+    with atomic_directory(link) as d:
+        assert d.parent == tmp_path / "disk"                # staged beside the target
         (d / "new.txt").write_text("new")
-    assert not target.is_symlink() and (target / "new.txt").read_text() == "new"
-    assert (kept / "a.txt").read_text() == "mine"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "out"]
+    assert link.is_symlink() and os.readlink(link) == str(earlier)
+    assert sorted(p.name for p in earlier.iterdir()) == ["new.txt"]
+    assert sorted(p.name for p in (tmp_path / "disk").iterdir()) == ["earlier"]
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["out"]
+
+
+@pytest.fixture(params=[0o022, 0o077, 0o002, 0o027])
+def umask(request):
+    previous = os.umask(request.param)
+    yield request.param
+    os.umask(previous)
+
+
+def test_outputs_get_the_permissions_cp_and_numpy_save_give_under_the_umask(tmp_path, umask):
+    import numpy as np
+    from qsim.atomic import atomic_file, atomic_write_bytes
+    with atomic_directory(tmp_path / "out", command="test") as d:
+        np.save(d / "a.npy", np.zeros(2))
+        atomic_write_bytes(d / "b.dat", b"data")
+        (d / "sub").mkdir()
+    with atomic_file(tmp_path / "y.npy") as tmp:
+        tmp.write_bytes(b"y")
+    want_dir, want_file = 0o777 & ~umask, 0o666 & ~umask
+    mode = lambda p: stat.S_IMODE(os.lstat(p).st_mode)      # noqa: E731
+    assert {mode(tmp_path / "out"), mode(tmp_path / "out" / "sub")} == {want_dir}
+    assert {mode(tmp_path / "out" / n) for n in ("a.npy", "b.dat", atomic.MANIFEST)} == {want_file}
+    assert mode(tmp_path / "y.npy") == want_file
+    np.save(tmp_path / "reference.npy", np.zeros(2))         # what numpy.save itself gives
+    assert mode(tmp_path / "reference.npy") == want_file
+
+
+def test_private_writes_stay_private_whatever_the_umask(tmp_path, umask):
+    from qsim.atomic import atomic_directory_once, atomic_file, atomic_write_text
+    with atomic_directory_once(tmp_path / "entry") as d:
+        (d / "lib.so").write_text("x")
+    with atomic_file(tmp_path / "e.pickle", private=True) as tmp:
+        tmp.write_bytes(b"p")
+    atomic_write_text(tmp_path / "v.v", "module", private=True)
+    mode = lambda p: stat.S_IMODE(os.lstat(p).st_mode)      # noqa: E731
+    assert mode(tmp_path / "entry") == 0o700
+    assert mode(tmp_path / "e.pickle") == mode(tmp_path / "v.v") == 0o600
+
+
+def test_a_private_write_replaces_a_link_instead_of_following_it(tmp_path):
+    from qsim.atomic import atomic_file
+    (tmp_path / "elsewhere").write_text("keep")
+    (tmp_path / "entry").symlink_to(tmp_path / "elsewhere")
+    with atomic_file(tmp_path / "entry", private=True) as tmp:
+        tmp.write_bytes(b"new")
+    assert not (tmp_path / "entry").is_symlink() and (tmp_path / "entry").read_bytes() == b"new"
+    assert (tmp_path / "elsewhere").read_text() == "keep"
+    (tmp_path / "link.npy").symlink_to(tmp_path / "elsewhere")
+    with atomic_file(tmp_path / "link.npy") as tmp:       # a user's output: the link stays
+        tmp.write_bytes(b"result")
+    assert (tmp_path / "link.npy").is_symlink() and (tmp_path / "elsewhere").read_bytes() == b"result"
+
+
+def test_the_manifest_lists_every_file_written_and_only_those(tmp_path):
+    with atomic_directory(tmp_path / "out", command="quantize") as d:
+        (d / "a.txt").write_text("a")
+        (d / "sub" / "deeper").mkdir(parents=True)
+        (d / "sub" / "deeper" / "b.dat").write_text("b")
+        (d / "empty").mkdir()
+    assert atomic.read_manifest(tmp_path / "out") == ("quantize", frozenset({"a.txt", "sub/deeper/b.dat"}))
+    with atomic_directory(tmp_path / "plain") as d:
+        (d / "a.txt").write_text("a")
+    assert atomic.read_manifest(tmp_path / "plain") is None     # no command, no manifest
+    with pytest.raises(RuntimeError):
+        with atomic_directory(tmp_path / "out", command="quantize") as d:
+            (d / "half").write_text("x")
+            raise RuntimeError("interrupted")
+    assert atomic.read_manifest(tmp_path / "out")[1] == {"a.txt", "sub/deeper/b.dat"}
 
 
 # -- atomic_directory_once: cache entries, the first complete copy stays ------------------------

@@ -71,3 +71,57 @@ def test_a_cached_library_others_could_have_written_is_refused(tmp_path, spoil):
 
 def test_a_missing_library_is_simply_built(tmp_path):
     assert not sim_verilator.cached_build_is_usable(Path(tmp_path / "none" / "lib.so"))
+
+
+class _Planted:
+    """Unpickling this creates the file `marker`: the proof that a cache entry was loaded."""
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("linked", [False, True])
+def test_a_parse_cache_folder_that_is_a_link_is_never_read(root, tmp_path, capsys, linked):
+    """$QSIM_CACHE_DIR/skriptnd as a link to a private folder holding pickles: none is loaded
+    (the control case, a real folder, shows that the planted entry would be)."""
+    import pickle
+    from qsim.skriptnd import modules
+    text, filename = "graph G { @input { x: real[1]; } @output { y: real[1]; } " \
+                     "@compose { y = x; } }", "planted.sknd"
+    planted = tmp_path / "planted"
+    planted.mkdir(mode=0o700)
+    marker = tmp_path / "loaded"
+    entry = planted / (modules.cache_key(text, filename) + ".pickle")
+    entry.write_bytes(pickle.dumps(_Planted(str(marker))))
+    os.chmod(entry, 0o600)
+    root.mkdir()
+    if linked:
+        (root / "skriptnd").symlink_to(planted, target_is_directory=True)
+    else:
+        os.rename(planted, root / "skriptnd")
+    saved = modules._MEMORY.copy()
+    modules._MEMORY.clear()             # (the in-memory cache would answer first)
+    try:
+        module = modules.parse_cached(text, filename)
+    finally:
+        modules._MEMORY.clear()
+        modules._MEMORY.update(saved)
+    assert marker.exists() == (not linked)
+    if linked:
+        assert module.graphs and module.graphs[0].name == "G"          # parsed from the text
+        err = capsys.readouterr().err
+        assert f"not using the parse cache {root / 'skriptnd'}: a symbolic link" in err
+        assert (root / "skriptnd").is_symlink()                        # left as it was
+        assert sorted(p.name for p in planted.iterdir()) == [entry.name]   # nothing written there
+
+
+def test_a_verilator_cache_that_is_a_link_is_named_as_one(root, tmp_path, capsys):
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    root.mkdir()
+    (root / "verilator").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    folder = cachedir.private_folder("verilator", "Verilator build cache")
+    assert folder != root / "verilator" and not str(folder).startswith(str(tmp_path / "elsewhere"))
+    err = capsys.readouterr().err
+    assert f"not using the Verilator build cache {root / 'verilator'}: a symbolic link;" in err

@@ -2,6 +2,8 @@
 message saying what, where and how to fix it, and no user file is changed."""
 import hashlib
 import os
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -176,30 +178,50 @@ def test_bad_npu_config_file(work, tmp_path, capsys, content, location, message,
 def _cases(w, t):
     """(argv, the input that must survive) for every command that writes an output."""
     m, q, c, x = w / "m", w / "q", w / "c.npy", w / "x.npy"
+    IS, CONTAINS, REPLACES = "is the", "contains the", "would replace"
     return [
-        (["quantize", m, "--calib", c, "-o", m, "-q"], m),                # OUT is the model
-        (["quantize", m / "graph.nnef", "--calib", c, "-o", m, "-q"], m),  # via its main file
-        (["quantize", m, "--calib", c, "-o", m / "int8", "-q"], m),       # OUT inside the model
-        (["quantize", m, "--calib", c, "-o", w, "-q"], m),                # the model inside OUT
-        (["quantize", m, "--calib", c, "--eval", c, "-o", c, "-q"], c),   # OUT is the data
-        (["simulate", q, "--engine", "model", "--input", x, "-o", q, "-q"], q),
-        (["simulate", q, "--engine", "model", "--input", x, "-o", w, "-q"], q),
-        (["export-vectors", q, "--input", x, "--out", q], q),
-        (["export-vectors", q, "--input", f"input={x}", "--out", w], x),
-        (["run", m, "--input", x, "--output", x], x),
-        (["run", m, "--input", x, "--dump", m], m),
-        (["run", m, "--input", x, "--output", m / "y.npy"], m),
-        (["run", q, "--input", x, "--dump", q / "dump"], q),
+        (["quantize", m, "--calib", c, "-o", m, "-q"], m, IS),                 # OUT is the model
+        (["quantize", m / "graph.nnef", "--calib", c, "-o", m, "-q"], m, CONTAINS),  # its folder
+        (["quantize", m, "--calib", c, "-o", w, "-q"], m, CONTAINS),           # the model inside OUT
+        (["quantize", m, "--calib", c, "--eval", c, "-o", c, "-q"], c, IS),    # OUT is the data
+        (["simulate", q, "--engine", "model", "--input", x, "-o", q, "-q"], q, IS),
+        (["simulate", q, "--engine", "model", "--input", x, "-o", w, "-q"], q, CONTAINS),
+        (["export-vectors", q, "--input", x, "--out", q], q, IS),
+        (["export-vectors", q, "--input", f"input={x}", "--out", w], q, CONTAINS),
+        (["run", m, "--input", x, "--output", x], x, IS),
+        (["run", m, "--input", x, "--dump", m], m, IS),
+        (["run", m / "graph.nnef", "--input", x, "--output", m / "graph.nnef"], m / "graph.nnef", IS),
+        (["run", m, "--input", x, "--output", m / "filter.dat"], m / "filter.dat", REPLACES),
+        (["run", q, "--input", x, "--output", q / "quantization.json"], q / "quantization.json",
+         REPLACES),
     ]
 
 
 @pytest.mark.parametrize("index", range(13))
 def test_output_overlapping_an_input_is_refused(work, tmp_path, capsys, index):
-    argv, survivor = _cases(work, tmp_path)[index]
-    before = _tree_digest(work)
-    err = _fails(argv, capsys, "writing the output would replace or alter it")
-    assert str(survivor) in err or str(survivor.parent) in err
-    assert _tree_digest(work) == before
+    """Refused with the conflict named; the place the hint proposes is then accepted, and
+    neither run changes an input (on a copy of the work folder: the accepted run writes)."""
+    w = tmp_path / "w"
+    shutil.copytree(work, w, symlinks=True)
+    argv, harmed, relation = _cases(w, tmp_path)[index]
+    before = _inputs_digest(w)
+    err = _fails(argv, capsys, relation, str(harmed))
+    assert _inputs_digest(w) == before
+    option = next(a for a in argv if a in ("-o", "--out", "--output", "--dump"))
+    place = re.fullmatch(rf"write the output elsewhere, e\.g\. {option} (\S+)",
+                         err.split("hint: ")[1].strip()).group(1)
+    accepted = [str(a) for a in argv]
+    accepted[accepted.index(option) + 1] = place
+    assert main(accepted) == 0, capsys.readouterr().err
+    after = _inputs_digest(w)           # (new files may appear inside an input folder)
+    assert os.path.exists(place) and {k: after[k] for k in before} == before
+
+
+def _inputs_digest(w) -> dict[str, str]:
+    """The digest of every input file (m/, q/, c.npy, x.npy) that exists now."""
+    files = [p for top in (w / "m", w / "q") for p in top.rglob("*") if p.is_file()]
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in files + [w / "c.npy", w / "x.npy"]}
 
 
 def test_outputs_of_one_run_must_not_overlap(work, tmp_path, capsys):
@@ -323,7 +345,8 @@ def test_unrelated_folder_is_not_replaced(work, tmp_path, capsys, command):
     argv = {"quantize": ["quantize", m, "--calib", work / "c.npy", "-o", home, "-q"],
             "simulate": ["simulate", q, "--engine", "model", "--input", x, "-o", home, "-q"],
             "run-dump": ["run", m, "--input", x, "--dump", home]}[command]
-    _fails(argv, capsys, "the folder exists and is not an earlier", "remove")
+    _fails(argv, capsys, "exists and is not an earlier", "no .qsim-output.json manifest",
+           "notes.txt", "or empty")
     assert _tree_digest(home) == before
     (home / "photos").rmdir()
     (home / "notes.txt").unlink()

@@ -3,7 +3,7 @@
 A case folder holds the tiny float models (tiny/ SkriptND, tn/ NNEF 1.0), the tiny quantized
 models (q/ TOSA, qc/ CVM), calibration and input arrays, and hostile data files (empty, text,
 NaN, object arrays, a header declaring 10^12 items, ...), an empty folder, a regular file used
-as a folder, and a symlink loop. Every file the case starts with is protected (must be
+as a folder, a symlink loop, and mine/, which looks like an earlier output but holds a user's file. Every file the case starts with is protected (must be
 byte-identical afterwards), except a file the argv names as an output file (`--output`,
 `--vcd`), and an earlier `qsim quantize` output that `quantize -o` names (q/, qc/), which qsim
 replaces by design: the user asked for them to be written. Output folders that are input folders
@@ -29,7 +29,7 @@ DATA = ("calib.npy", "calib.npz", "x.npy", "batch.npy", "empty.npy", "text.npy",
         "flat.npy", "nhwc.npy", "truncated.npy", "badlabels.npz", "shortlabels.npz", "neglabels.npz",
         "twoarrays.npz", "emptyz.npz", "imgs", "dir", "nosuch.npy", "file.txt", "tiny")
 OUT_DIRS = ("out", "out", "out", "tiny", "q", ".", "dir", "file.txt", "file.txt/sub", "/proc/self/nope/out",
-            "", "out/../tiny", "x.npy", "out/deep/er", "tn")
+            "", "out/../tiny", "x.npy", "out/deep/er", "tn", "mine", "mine", "tiny/qsim-out")
 OUT_FILES = ("y.npy", "y.npy", "y.npz", "x.npy", "dir", "file.txt/y.npy", "/proc/self/nope.npy", "", "tiny/f.dat",
              "y.txt", "tiny")
 CONFIGS = ("8x8", "16x16", "32x32", "16x16:os", "8x8:ws", "8x8:xx", "", "cfg.toml", "bin.toml", "nosuch.toml",
@@ -168,6 +168,10 @@ def cli_files(corpus: Corpus) -> tuple[dict[str, bytes], tuple[str, ...], dict[s
     files.update(corpus.data_files)
     files.update(corpus.images)
     files["file.txt"] = b"a regular file\n"
+    # a folder that looks like an earlier output (quantization.json, report.json, arrays) but
+    # holds the user's own notes: never replaced, whichever command names it
+    files.update({"mine/quantization.json": b"{}\n", "mine/report.json": b"{}\n",
+                  "mine/a.npy": corpus.x, "mine/notes.txt": b"the user's own\n"})
     return files, ("dir",), {"loop": "loop"}
 
 

@@ -10,7 +10,7 @@ from ..npu.cocotb_export import export_cocotb
 from ..npu.config import load_config
 from ..npu.corner_cases import export_corner_cases
 from ..npu.golden_vectors import export_model_vectors
-from ..outpath import check_output
+from ..outpath import GOLDEN_VECTORS, check_output
 from .arguments import input_files, whole_number
 
 NAME = "export-vectors"
@@ -22,10 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", metavar="QMODEL",
                    help="quantized model folder from qsim quantize (default: the embedded model)")
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--out", metavar="DIR", help="output directory (new or empty)")
+    where.add_argument("--out", metavar="DIR", help="output directory (new, empty, or an earlier export-vectors output, which is replaced)")
     where.add_argument("--cocotb", metavar="DIR",
-                       help="instead of --out: write a runnable cocotb testbench into DIR (new or "
-                            "empty): the vectors, the NPU programs computing them, and run.py, "
+                       help="instead of --out: write a runnable cocotb testbench into DIR (new, "
+                            "empty or an earlier export-vectors output): the vectors, the NPU programs computing them, and run.py, "
                             "which checks a DUT (by default qsim export-rtl's NPU) layer by layer")
     p.add_argument("--config", default="16x16", metavar="CFG",
                    help="NPU configuration for the hex lane packing: a TOML file or a preset "
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     option, out = ("--cocotb", args.cocotb) if args.cocotb is not None else ("--out", args.out)
     check_output(out, option, [("quantized model", args.model), ("NPU configuration", args.config),
-                               *input_files(args.input)])
+                               *input_files(args.input)], replaces=GOLDEN_VECTORS)
     if args.cocotb is not None:
         if args.corner_cases is not None:
             raise UsageError("--cocotb writes a testbench for a model's layers; --corner-cases "

@@ -145,10 +145,9 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         model_path = Path(model)
     model_name = model_name_of(model_path)
     out_dir = Path(out) if out is not None else Path("qsim-out") / chosen.folder_name(model_name)
-    check_output(out if out is not None else out_dir,
-                 "-o" if out is not None else "the default output folder",
+    check_output(out if out is not None else out_dir, "-o",
                  [("model", model_path), ("calibration data", calib),
-                  ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL)
+                  ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL, default=out is None)
     graph = load_float_model(model_path)
     input_name, sample_shape = single_input(graph)
     if calib is not None:
@@ -176,7 +175,7 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                                                               "embedded"),
                     evaluation=evaluation or ("embedded test set" if model is None else "random inputs"
                                               if by_annotations else "calibration data"))
-    with atomic_directory(out_dir) as tmp:
+    with atomic_directory(out_dir, command=QUANTIZED_MODEL.command) as tmp:
         write_quantized_model(result.model, chosen, tmp, source=str(model_path), settings=settings)
         write_accuracy_report(result.report, tmp)
     seconds = dict(result.seconds, write=time.perf_counter() - t0)

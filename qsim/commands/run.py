@@ -7,12 +7,15 @@ quantized with its input parameters first (qmodel.integer_inputs)."""
 from __future__ import annotations
 
 import argparse
+import os
+import zipfile
 from typing import Mapping
 
 import numpy as np
 
 from .. import ir
 from ..atomic import atomic_directory, atomic_file
+from ..errors import UsageError
 from ..loader import load, model_kind
 from ..outpath import TENSOR_DUMP, check_output
 from ..quant import qmodel
@@ -29,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="model folder, main.sknd, graph.nnef, .tgz or .onnx")
     parser.add_argument("--input", action="append", metavar="[NAME=]X.npy",
                         help="an input array (.npy), in graph input order or by name; repeatable")
-    parser.add_argument("--output", metavar="OUT", help="write the output (.npy; .npz when several)")
+    parser.add_argument("--output", metavar="OUT.npy|OUT.npz",
+                        help="write the outputs: OUT.npy holds the one output of a model that has "
+                             "one; OUT.npz every output, keyed by output name")
     parser.add_argument("--dump", metavar="DIR", help="write every tensor as DIR/<tensor name>.npy")
     parser.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.KERNELS.value,
                         help="quantized models: Cython kernels or the numpy TOSA reference "
@@ -42,13 +47,13 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.dump, "--dump", inputs, replaces=TENSOR_DUMP)
     if args.output is not None:
         check_output(args.output, "--output", inputs, outputs=[("--dump folder", args.dump)],
-                     folder=False)
+                     folder=False, suffixes=OUTPUT_SUFFIXES)
+        output_suffix(args.output)
     specs = args.input or []
     if qmodel.is_quantized_model(args.model):
         model = qmodel.load_quantized_model(args.model)
         graph = model.graph
-        values = execute(graph, qmodel.integer_inputs(model, read_inputs(graph.inputs, specs)),
-                         backend=Backend(args.backend), keep=_kept(graph, args.dump))
+        arrays = qmodel.integer_inputs(model, read_inputs(graph.inputs, specs))
     else:
         model = None
         graph = load(args.model)
@@ -56,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         batch = onnx_batch(args.model, graph, arrays)
         if batch is not None:
             graph = load(args.model, batch=batch)
-        values = execute(graph, arrays, backend=Backend(args.backend), keep=_kept(graph, args.dump))
+    if args.output is not None:
+        check_output_count(args.output, graph, inputs)
+    values = execute(graph, arrays, backend=Backend(args.backend), keep=_kept(graph, args.dump))
     write_outputs(graph, values, args.output, args.dump)
     print(summary(graph, values))
     if model is not None:
@@ -88,23 +95,63 @@ def onnx_batch(path: str, graph: ir.Graph, arrays: Mapping[str, np.ndarray]) -> 
     return int(array.shape[differing[0]])
 
 
+OUTPUT_SUFFIXES = (".npy", ".npz")
+
+
+def output_suffix(path: str) -> str:
+    """The format `--output path` names: .npy (one array) or .npz (an archive); another suffix
+    is a usage error (it would hold a format its name does not say)."""
+    suffix = os.path.splitext(path)[1]
+    if suffix.lower() not in OUTPUT_SUFFIXES:
+        raise UsageError(f"--output {path}: {'the suffix ' + repr(suffix) if suffix else 'no suffix'} "
+                         "names no output format qsim writes",
+                         hint="name the file .npy (the one output of a model that has one) or "
+                              ".npz (every output, keyed by output name)")
+    return suffix.lower()
+
+
+def check_output_count(path: str, graph: ir.Graph, inputs) -> None:
+    """A .npy file holds one array: refused for a model without exactly one output."""
+    if output_suffix(path) == ".npy" and len(graph.outputs) != 1:
+        names = ", ".join(graph.outputs) or "none"
+        archive = os.path.splitext(path)[0] + ".npz"
+        try:
+            check_output(archive, "--output", inputs, folder=False)
+            place = f"use --output {archive}"
+        except UsageError:
+            place = "name an .npz file for --output"
+        raise UsageError(f"--output {path}: the model has {len(graph.outputs)} outputs ({names}); "
+                         "a .npy file holds one array",
+                         hint=f"{place}: an archive of every output, keyed by output name")
+
+
+def _save_archive(f, arrays: Mapping[str, np.ndarray]) -> None:
+    """An .npz archive (numpy.savez's format: one NAME.npy member per array, uncompressed),
+    written directly so that any output name is a key (savez takes them as keyword
+    arguments, where 'file' or 'allow_pickle' would clash)."""
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+
+
 def _file_name(tensor_name: str) -> str:
     return tensor_name.replace("/", "_") + ".npy"
 
 
 def write_outputs(graph: ir.Graph, values: Mapping[str, np.ndarray], output: str | None,
                   dump: str | None) -> None:
-    """`--output` (one .npy array, or a .npz of several) and `--dump` (a folder of every
-    tensor), each replacing its target only when complete (qsim.atomic)."""
+    """`--output` (.npy: the one output; .npz: every output by name) and `--dump` (a folder of
+    every tensor), each replacing its target only when complete (qsim.atomic)."""
     if output:
         outs = {n: values[n] for n in graph.outputs}
         with atomic_file(output) as tmp, open(tmp, "wb") as f:
-            if len(outs) == 1:
-                np.save(f, next(iter(outs.values())))
+            if output_suffix(output) == ".npy":
+                np.save(f, outs[graph.outputs[0]])
             else:
-                np.savez(f, **outs)
+                _save_archive(f, outs)
     if dump:
-        with atomic_directory(dump) as tmpdir:
+        with atomic_directory(dump, command=TENSOR_DUMP.command) as tmpdir:
             for name, value in values.items():
                 np.save(tmpdir / _file_name(name), value)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="run the product of these configuration values in parallel, e.g. "
                         "size=8,16,32 dataflow=ws,os (keys: size, rows, cols, dataflow, "
                         "*_buffer_bytes, dram_bytes_per_cycle, clock_mhz)")
-    p.add_argument("--vcd", metavar="FILE",
+    p.add_argument("--vcd", metavar="FILE.vcd",
                    help="on a mismatch, write the waveform around the first wrong DRAM write")
     p.add_argument("--tech", metavar="NAME|FILE",
                    help="per-event energy table: 45nm (default), 7nm, or a TOML file of the same "
@@ -91,6 +92,9 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
     configs = parse_sweep(sweep, base) if sweep else [base]
     if vcd and sweep:
         raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
+    if vcd is not None and not vcd.lower().endswith(".vcd"):
+        raise UsageError(f"--vcd {vcd}: the waveform is written in VCD format; its file name must "
+                         "end in .vcd", hint=f"e.g. --vcd {os.path.splitext(vcd)[0] or 'wave'}.vcd")
     if scheduler_address(scheduler) is None:
         # cold Verilator builds start now, in child processes, and overlap loading the model,
         # the golden values and the programs; simulate_one / prepare_sweep wait for them
@@ -103,12 +107,11 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
         target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
         inputs = [("quantized model", model), ("NPU configuration", config_spec),
                   ("--input", input_path)]
-        check_output(out if out is not None else target,
-                     "-o" if out is not None else "the default output folder",
-                     inputs, replaces=SIMULATION_REPORT)
+        check_output(out if out is not None else target, "-o", inputs, replaces=SIMULATION_REPORT,
+                     default=out is None)
         if vcd:
             check_output(vcd, "--vcd", inputs, outputs=[("output folder", target)], folder=False)
-        with atomic_directory(target) as tmp:
+        with atomic_directory(target, command=SIMULATION_REPORT.command) as tmp:
             if sweep:
                 summaries, messages = _sweep(loaded, feeds, configs, engine, tmp, show_progress, pool,
                                              table)

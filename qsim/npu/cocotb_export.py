@@ -17,7 +17,7 @@ import numpy as np
 
 from ..atomic import atomic_directory
 from ..hw.isa import INSTR_BYTES, pack_program
-from ..outpath import require_new_or_empty
+from ..outpath import GOLDEN_VECTORS, require_replaceable
 from ..version import __version__
 from .config import NpuConfig
 from .cycle_model import cycle_stats
@@ -115,9 +115,9 @@ def _write_programs(folder: Path, runs_by_layer: dict, config: NpuConfig) -> Non
 
 def export_cocotb(model_path: str | None, input_specs: list[str] | None, config: NpuConfig,
                   out) -> tuple[Path, list[LayerVectors], int]:
-    """Writes the testbench folder `out` (new or empty) atomically; returns it, the layers and
+    """Writes the testbench folder `out` (new, empty or an earlier export-vectors output) atomically; returns it, the layers and
     how many of them the testbench runs on the qsim NPU."""
-    out = require_new_or_empty(out)
+    out = require_replaceable(out, GOLDEN_VECTORS, "--cocotb")
     model, source = load_model(model_path)
     inputs, input_text = read_inputs(model, input_specs)
     values = run_values(model.graph, inputs)
@@ -128,7 +128,7 @@ def export_cocotb(model_path: str | None, input_specs: list[str] | None, config:
     intro = (f"Golden vectors of model `{model.graph.name}` ({source}) on input: {input_text}, "
              "computed by qsim's Cython kernels; the cocotb testbench one folder up checks a DUT "
              "against them (its README.md).")
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, command=GOLDEN_VECTORS.command) as tmp:
         (tmp / "vectors").mkdir()
         write_vector_files(layers, tmp / "vectors", config.rows, config.cols, header, intro)
         (tmp / "programs").mkdir()

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..atomic import atomic_directory
-from ..outpath import require_new_or_empty
+from ..outpath import RTL, require_replaceable
 from ..hw.params import Geometry, Units
 from .config import NpuConfig
 
@@ -88,7 +88,7 @@ ZERO_MEMORY_INIT = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[\w$\\]+\[\d+\] =
 
 
 def export_rtl(config: NpuConfig, out_dir: str | Path) -> Path:
-    out = require_new_or_empty(out_dir)
+    out = require_replaceable(out_dir, RTL)
     geom = config.geometry
     readme = resources.files("qsim.hw").joinpath("README.md").read_text(encoding="utf-8")
     header = (f"# qsim NPU RTL: {config.name}\n\n"
@@ -101,7 +101,7 @@ def export_rtl(config: NpuConfig, out_dir: str | Path) -> Path:
               f"clock {config.clock_mhz:g} MHz.\nTop module `qsim_npu` in `qsim_npu.v`; "
               f"configuration in `npu.toml`.\n\n")
     verilog = verilog_text(geom)
-    with atomic_directory(out) as work:
+    with atomic_directory(out, command=RTL.command) as work:
         (work / "qsim_npu.v").write_text(verilog, encoding="utf-8")
         (work / "npu.toml").write_text(config.to_toml(), encoding="utf-8")
         (work / "README.md").write_text(header + readme, encoding="utf-8")

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import zoo
 from ..atomic import atomic_directory
-from ..outpath import require_new_or_empty
+from ..outpath import GOLDEN_VECTORS, require_replaceable
 from ..errors import UnsupportedError, UsageError
 from ..quant.pipeline import embedded_quantized_model
 from ..quant.qmodel import integer_inputs, load_quantized_model
@@ -173,9 +173,8 @@ def _tensor_entry(folder: str, role: str, array: np.ndarray, tensor: str | None,
 def write_vectors(layers: list[LayerVectors], out: str | Path, rows: int, cols: int,
                   header: dict, readme_intro: str) -> Path:
     """Writes the vector folder atomically: per layer .npy + .hex files, manifest.json, README.md."""
-    out = Path(out)
-    require_new_or_empty(out)
-    with atomic_directory(out) as tmp:
+    out = require_replaceable(out, GOLDEN_VECTORS)
+    with atomic_directory(out, command=GOLDEN_VECTORS.command) as tmp:
         write_vector_files(layers, tmp, rows, cols, header, readme_intro)
     return out
 

@@ -193,7 +193,7 @@ def cached_verilog(geom: Geometry, units: Units = Units.ALL) -> str:
         if path.is_file():      # made by the process we waited for
             return path.read_text()
         text = simulation_verilog(geom, units)
-        atomic_write_text(path, text)
+        atomic_write_text(path, text, private=True)
     return text
 
 

@@ -41,13 +41,14 @@ def _frontend_key() -> str:
 
 def cache_dir() -> str | None:
     """The on-disk parse cache folder, `<cache root>/skriptnd` (created private, 0700), or None
-    when it cannot be made."""
+    when it cannot be made. Not resolved: it is opened with O_NOFOLLOW and checked, so that a
+    symbolic link in its place is refused, never followed."""
     path = os.path.join(cache_root(), "skriptnd")
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError:
         return None
-    return os.path.realpath(path)       # then opened with O_NOFOLLOW and checked
+    return path
 
 
 # The cache holds pickles, and unpickling runs code: an entry must not be writable by anyone
@@ -67,7 +68,8 @@ def _open_private_dir(directory: str) -> int | None:
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as err:
-        _warn_unsafe(directory, err.strerror or str(err))
+        _warn_unsafe(directory, "a symbolic link" if os.path.islink(directory)
+                     else err.strerror or str(err))
         return None
     why = _private(os.fstat(fd), want_dir=True)
     if why is not None:
@@ -98,7 +100,7 @@ def _write_entry(directory: str, name: str, module: ast.Module) -> None:
     """Best effort: an entry that cannot be written is parsed again next time. atomic_file never
     leaves a half-written entry, and its temporary file is created 0600 like the entry."""
     try:
-        with atomic_file(os.path.join(directory, name)) as tmp, open(tmp, "wb") as f:
+        with atomic_file(os.path.join(directory, name), private=True) as tmp, open(tmp, "wb") as f:
             pickle.dump(module, f, protocol=pickle.HIGHEST_PROTOCOL)
     except (OSError, UsageError):
         pass

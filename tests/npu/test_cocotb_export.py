@@ -156,7 +156,7 @@ def test_checked_role_of_a_partly_fused_layer():
 def test_existing_folder_is_refused(tmp_path):
     (tmp_path / "tb").mkdir()
     (tmp_path / "tb" / "keep.txt").write_text("mine")
-    with pytest.raises(UsageError, match="exists and is not empty"):
+    with pytest.raises(UsageError, match="exists and is not an earlier qsim export-vectors output"):
         cocotb_export.export_cocotb(None, None, load_config("8x8"), tmp_path / "tb")
     assert (tmp_path / "tb" / "keep.txt").read_text() == "mine"
 

@@ -57,7 +57,9 @@ def _simulate(capsys, tmp_path, name, *argv):
 
 
 def _reports(folder: Path) -> dict:
-    return {p.relative_to(folder).as_posix(): json.loads(p.read_text()) for p in folder.rglob("*.json")}
+    """The report files (not the folder's .qsim-output.json, the list of the files written)."""
+    return {p.relative_to(folder).as_posix(): json.loads(p.read_text()) for p in folder.rglob("*.json")
+            if p.name != ".qsim-output.json"}
 
 
 @pytest.mark.parametrize("engine,argv", [

@@ -157,13 +157,18 @@ def test_corner_case_folder_hex_and_requant(tmp_path):
 
 # -- errors ------------------------------------------------------------------------------
 
-def test_nonempty_output_is_refused_and_kept(tmp_path):
+def test_a_folder_with_other_files_is_refused_and_kept_an_earlier_output_replaced(tmp_path):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "keep.txt").write_text("mine")
-    with pytest.raises(UsageError, match="exists and is not empty"):
+    with pytest.raises(UsageError, match="exists and is not an earlier qsim export-vectors output"):
         corner_cases.export_corner_cases(1, 0, load_config("8x8"), tmp_path / "o")
     assert (tmp_path / "o" / "keep.txt").read_text() == "mine"
     assert main(["export-vectors", "--corner-cases", "1", "--out", str(tmp_path / "o")]) == 2
+    argv = ["export-vectors", "--corner-cases", "1", "--out", str(tmp_path / "v")]
+    assert main(argv) == 0 and main(argv) == 0          # its own earlier output is replaced
+    (tmp_path / "v" / "notes.txt").write_text("mine")
+    assert main(argv) == 2
+    assert (tmp_path / "v" / "notes.txt").read_text() == "mine"
 
 
 def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch):
