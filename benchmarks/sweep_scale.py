@@ -233,7 +233,7 @@ def main(argv=None) -> int:
     from qsim.npu.simulate import prepare_engine
     from qsim.quant.pipeline import embedded_quantized_model
     from qsim.quant.qmodel import save_quantized_model
-    from qsim.quant.target_tosa import TosaTarget
+    from qsim.quant.tosa.target import TosaTarget
 
     doc = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "load_average_start": load_average(),

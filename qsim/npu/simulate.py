@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..atomic import atomic_file
 from ..errors import UsageError
 from ..progress import Progress
-from ..quant.float_side import LoweredModel
+from ..quant.lowering.float_side import LoweredModel
 from ..quant.pipeline import embedded_quantized_model, model_name_of
 from ..quant.qmodel import load_quantized_model
 from ..quant.target import TargetKind

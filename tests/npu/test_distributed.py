@@ -208,7 +208,7 @@ def test_one_worker_runs_in_this_process_without_dask(tmp_path):
         assert isinstance(in_process, InProcess)
     folder = tmp_path / "fashion"
     from qsim.quant.qmodel import save_quantized_model
-    from qsim.quant.target_tosa import TosaTarget
+    from qsim.quant.tosa.target import TosaTarget
     save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
     code = textwrap.dedent(f"""
         import sys

@@ -218,7 +218,7 @@ def test_lanes_follow_rows_for_inputs_and_cols_for_the_rest(tmp_path):
 
 def test_quantized_model_folder_gives_the_same_vectors(tmp_path, model_folder):
     from qsim.quant.qmodel import save_quantized_model
-    from qsim.quant.target_tosa import TosaTarget
+    from qsim.quant.tosa.target import TosaTarget
     save_quantized_model(embedded_quantized_model(), TosaTarget(), tmp_path / "qm")
     assert main(["export-vectors", str(tmp_path / "qm"), "--out", str(tmp_path / "v")]) == 0
     ours = json.loads((tmp_path / "v" / "manifest.json").read_text())
