@@ -167,6 +167,27 @@ def _cycles(edges: dict[str, dict[str, Import]]) -> list[str]:
     return found
 
 
+
+# The quantize -> simulate path has no sideways ties: the NPU takes the model the command hands
+# it (qsim/commands/quantized_model.py loads a folder or quantizes the embedded model), so of
+# quant it imports only the model type; the planner and simulate borrow nothing from the
+# export-vectors modules (shared planning helpers, such as npu/grouping.py, live in npu/).
+NPU_FROM_QUANT = ("qsim.quant.lowering.float_side",)
+EXPORT_VECTORS = ("qsim.npu.golden_vectors", "qsim.npu.cocotb_export", "qsim.npu.corner_cases")
+
+
+def sideways_violations() -> list[str]:
+    problems = []
+    for imp in all_imports():
+        if unit_of(imp.source) == "npu" and unit_of(imp.target) == "quant" and imp.target not in NPU_FROM_QUANT:
+            problems.append(f"{imp.where}: {imp.source} imports {imp.target} (the NPU takes the model "
+                            "the command hands it; of quant it imports only the model type)")
+        if (imp.target in EXPORT_VECTORS and imp.source not in EXPORT_VECTORS
+                and imp.source != "qsim.commands.export_vectors"):
+            problems.append(f"{imp.where}: {imp.source} imports {imp.target}, an export-vectors module "
+                            "(shared helpers belong in a module of their own in npu/)")
+    return problems
+
 def test_every_unit_has_a_layer():
     units = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
              if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))}
@@ -191,7 +212,11 @@ def test_checker_catches_an_upward_function_level_import(tmp_path, monkeypatch):
     assert any(v.startswith("import cycle") for v in found)
 
 
+
+def test_npu_takes_its_model_from_the_command():
+    assert sideways_violations() == []
+
 if __name__ == "__main__":
-    problems = violations()
+    problems = violations() + sideways_violations()
     print("\n".join(problems) or "no layering violations")
     print(f"{len(problems)} violation(s)", file=sys.stderr)

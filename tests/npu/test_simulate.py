@@ -48,7 +48,7 @@ def test_simulate_writes_report_with_required_fields(tmp_path, capsys):
 
 def test_float_and_int8_inputs(tmp_path, capsys):
     from qsim import zoo
-    from qsim.npu.golden_vectors import default_input
+    from qsim.commands.quantized_model import default_input
     from qsim.quant.pipeline import embedded_quantized_model
     images, _ = zoo.test_subset()
     model = embedded_quantized_model()
@@ -203,7 +203,7 @@ def test_simulate_a_quantized_model_folder(tmp_path, capsys):
 
 def test_int16_activations_run_on_the_host_and_say_so():
     from qsim.npu.program import Unit, plan
-    from qsim.npu.golden_vectors import default_input
+    from qsim.commands.quantized_model import default_input
     from qsim.quant.params import Precision
     from qsim.quant.options import QuantizeOptions
     from qsim.quant.pipeline import embedded_quantized_model
