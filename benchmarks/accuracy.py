@@ -50,11 +50,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkou
 
 from qsim.atomic import atomic_directory  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
-from qsim.quant.data import Samples  # noqa: E402
-from qsim.quant.evaluate import float_view, quantize_feed  # noqa: E402
-from qsim.quant.observers import ObserverKind  # noqa: E402
+from qsim.quant.calibration.data import Samples  # noqa: E402
+from qsim.quant.evaluation.evaluate import float_view, quantize_feed  # noqa: E402
+from qsim.quant.calibration.observers import ObserverKind  # noqa: E402
 from qsim.quant.params import Precision  # noqa: E402
-from qsim.quant.pipeline import QuantizeOptions, load_float_model, quantize_graph  # noqa: E402
+from qsim.quant.options import QuantizeOptions  # noqa: E402
+from qsim.quant.pipeline import load_float_model, quantize_graph  # noqa: E402
 from qsim.report.accuracy import write_accuracy_report  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
@@ -277,7 +278,7 @@ def peer(args) -> dict:
     from _architectures import ARCHITECTURES
     from models import prepare, run_ort
     from qsim.commands.quantize import quantize_to_folder
-    from qsim.quant.scoring import choose_outputs
+    from qsim.quant.evaluation.scoring import choose_outputs
 
     names = [m for m in (args.peer_models or ",".join(ARCHITECTURES)).split(",") if m]
     unknown = [m for m in names if m not in ARCHITECTURES]

@@ -49,7 +49,7 @@ import numpy as np
 
 from qsim.kernels.cpu_features import current_isa, set_isa, supported_isas
 from qsim.kernels.registry import KERNELS
-from qsim.quant.scale import rescale_for_product
+from qsim.quant.tosa.scale import rescale_for_product
 
 for _module in ("convolution", "type_conversion"):    # operator definitions register on import
     importlib.import_module(f"qsim.tosa.ops.{_module}")

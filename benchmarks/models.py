@@ -40,7 +40,8 @@ from qsim.commands.quantize import quantize_to_folder  # noqa: E402
 from qsim.commands.simulate import simulate_command  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
 from qsim.npu.engines import Engine  # noqa: E402
-from qsim.quant.pipeline import QuantizeOptions, load_float_model  # noqa: E402
+from qsim.quant.options import QuantizeOptions  # noqa: E402
+from qsim.quant.pipeline import load_float_model  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
 from _architectures import ARCHITECTURES, inputs  # noqa: E402

@@ -108,12 +108,12 @@ def embedded_in_process(config) -> dict:
     """`qsim simulate`'s graph run (qsim.npu.simulate.simulate_one) of the embedded model on
     the verilator engine with the build already cached: the run itself, verified per stage."""
     from qsim.npu.engines import Engine
-    from qsim.npu.simulate import load_qmodel, simulate_one
-    from qsim.npu.golden_vectors import default_input
-    loaded = load_qmodel(None)
+    from qsim.commands.quantized_model import default_input, load_npu_model
+    from qsim.npu.simulate import simulate_one
+    loaded = load_npu_model(None)
     feeds = default_input(loaded.model)
     start = time.perf_counter()
-    run = simulate_one(loaded, feeds, config, Engine.VERILATOR, show_progress=False)
+    run = simulate_one(loaded.model, feeds, config, Engine.VERILATOR, show_progress=False)
     seconds = time.perf_counter() - start
     if not run.verified:
         raise SystemExit(f"embedded model: {run.first_mismatch}")

@@ -84,9 +84,9 @@ def engine_speed(qmodel: Path, image: Path, config: str, whole: bool = False) ->
     from qsim.hw.params import Units
     from qsim.npu import sim_verilator
     from qsim.npu.config import load_config
-    from qsim.npu.golden_vectors import load_model, read_inputs
+    from qsim.commands.quantized_model import load_npu_model, read_inputs
     from qsim.npu.program import Unit, prepare_run, run_array_stage
-    model = load_model(str(qmodel))[0]
+    model = load_npu_model(str(qmodel)).model
     feeds, _ = read_inputs(model, [str(image)])
     cfg = load_config(config)
     prepared = prepare_run(model.graph, feeds, cfg, engine="verilator")

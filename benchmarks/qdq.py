@@ -41,7 +41,8 @@ sys.path.insert(0, str(HERE.parent))     # this checkout's qsim and tests, not a
 from qsim.atomic import atomic_write_text  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
 from qsim.onnx import load  # noqa: E402
-from qsim.quant.pipeline import QuantizeOptions, quantize_graph  # noqa: E402
+from qsim.quant.options import QuantizeOptions  # noqa: E402
+from qsim.quant.pipeline import quantize_graph  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 from tests.onnx.qdq_models import compare_with_ort, on_signed_grid, ort_session, quantize_linear  # noqa: E402
 

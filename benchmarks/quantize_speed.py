@@ -60,8 +60,9 @@ def _peak_mb() -> float:
 
 
 def _qsim_job(model_dir: Path, calib: np.ndarray, evaluation: np.ndarray) -> dict:
-    from qsim.quant.data import Samples
-    from qsim.quant.pipeline import QuantizeOptions, load_float_model, quantize_graph
+    from qsim.quant.calibration.data import Samples
+    from qsim.quant.options import QuantizeOptions
+    from qsim.quant.pipeline import load_float_model, quantize_graph
 
     graph = load_float_model(model_dir)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -189,7 +190,7 @@ def _traced_peak_mb(run) -> float:
 
 def _embedded_job() -> dict:
     from qsim.commands.quantize import quantize_to_folder
-    from qsim.quant.pipeline import QuantizeOptions
+    from qsim.quant.options import QuantizeOptions
     out = WORK / f"embedded_{os.getpid()}"
     t0, c0 = time.perf_counter(), time.process_time()
     result = quantize_to_folder(None, None, str(out), QuantizeOptions(show_progress=False))

@@ -130,11 +130,11 @@ def sweep_parts(folder: str) -> dict:
     """The sweep's pieces, timed where they run on the command's side: golden values once,
     per point the preparation (vector stages on the kernels) and the assembly of the run."""
     from qsim.npu.program import finish_run
-    from qsim.npu.simulate import load_qmodel, parse_sweep
+    from qsim.commands.quantized_model import load_npu_model, read_inputs
+    from qsim.npu.simulate import parse_sweep
     from qsim.report.throughput import PARTS, render_part, throughput_report
-    from qsim.npu.golden_vectors import read_inputs
     from qsim.runtime.executor import execute
-    loaded = load_qmodel(folder)
+    loaded = load_npu_model(folder)
     feeds, _ = read_inputs(loaded.model, None)
     start = time.perf_counter()
     expected = execute(loaded.model.graph, feeds, backend="kernels")
@@ -233,7 +233,7 @@ def main(argv=None) -> int:
     from qsim.npu.simulate import prepare_engine
     from qsim.quant.pipeline import embedded_quantized_model
     from qsim.quant.qmodel import save_quantized_model
-    from qsim.quant.target_tosa import TosaTarget
+    from qsim.quant.tosa.target import TosaTarget
 
     doc = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "load_average_start": load_average(),

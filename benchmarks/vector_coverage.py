@@ -35,7 +35,7 @@ from qsim.commands.quantize import quantize_to_folder  # noqa: E402
 from qsim.commands.simulate import simulate_command  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
 from qsim.npu.engines import Engine  # noqa: E402
-from qsim.quant.pipeline import QuantizeOptions  # noqa: E402
+from qsim.quant.options import QuantizeOptions  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2", "mtcnn_rnet",
           "mtcnn_onet", "transformer_encoder")

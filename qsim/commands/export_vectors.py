@@ -12,6 +12,7 @@ from ..npu.corner_cases import export_corner_cases
 from ..npu.golden_vectors import export_model_vectors
 from ..outpath import GOLDEN_VECTORS, check_output
 from .arguments import input_files, whole_number
+from .quantized_model import load_npu_model, read_inputs
 
 NAME = "export-vectors"
 HELP = "write golden vectors (.npy, $readmemh .hex, JSON manifest) of every layer, or seeded corner cases"
@@ -48,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
         if args.corner_cases is not None:
             raise UsageError("--cocotb writes a testbench for a model's layers; --corner-cases "
                              "writes vectors only", hint="drop --corner-cases, or use --out")
-        out, layers, checked = export_cocotb(args.model, args.input, config, args.cocotb)
+        loaded = load_npu_model(args.model)
+        inputs, input_text = read_inputs(loaded.model, args.input)
+        out, layers, checked = export_cocotb(loaded.model, loaded.source, inputs, input_text, config,
+                                             args.cocotb)
         print(f"wrote {out}: cocotb testbench of {len(layers)} layers ({checked} run on the NPU and "
               f"checked); run it with: qsim export-rtl --config {out}/npu.toml --out RTL && "
               f"python {out}/run.py --verilog RTL/qsim_npu.v")
@@ -60,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         out, cases = export_corner_cases(args.corner_cases, args.seed, config, args.out)
         print(f"wrote {out}: {len(cases)} corner-case layers (seed {args.seed}), manifest.json, README.md")
         return 0
-    out, layers = export_model_vectors(args.model, args.input, config, args.out)
+    loaded = load_npu_model(args.model)
+    inputs, input_text = read_inputs(loaded.model, args.input)
+    out, layers = export_model_vectors(loaded.model, loaded.source, inputs, input_text, config, args.out)
     npu = sum(layer.kind == "npu" for layer in layers)
     print(f"wrote {out}: {len(layers)} layers ({npu} on the NPU array), manifest.json, README.md")
     return 0

@@ -23,13 +23,14 @@ from .. import zoo
 from ..atomic import atomic_directory
 from ..errors import UsageError
 from ..outpath import QUANTIZED_MODEL, check_output
-from ..quant.annotations import annotated_parameters
-from ..quant.data import Samples, load_samples
-from ..quant.observers import ObserverKind
+from ..quant.calibration.annotations import annotated_parameters
+from ..quant.calibration.data import Samples, load_samples
+from ..quant.calibration.observers import ObserverKind
 from ..quant.params import Granularity, Precision, Rounding, WeightRounding
 from ..quant.accuracy import AccuracyReport
-from ..quant.pipeline import (QuantizeOptions, QuantizeResult, load_float_model, make_target,
-                              model_name_of, quantize_graph, single_input)
+from ..quant.options import QuantizeOptions
+from ..quant.pipeline import (QuantizeResult, load_float_model, make_target, model_name_of,
+                              quantize_graph, single_input)
 from ..quant.qmodel import write_quantized_model
 from ..quant.target import TargetKind
 from ..report.accuracy import write_accuracy_report

@@ -20,15 +20,15 @@ from ..npu.config import load_config
 from ..npu.distributed import FollowUp, Task, open_pool, scheduler_address
 from ..npu.energy import load_tech
 from ..npu.engines import Engine
-from ..npu.golden_vectors import read_inputs
 from ..npu.program import finish_run
-from ..npu.simulate import (dump_vcd, load_qmodel, parse_sweep, point_tasks, prepare_sweep,
-                            resolve_engine, simulate_one, start_builds)
+from ..npu.simulate import (dump_vcd, parse_sweep, point_tasks, prepare_sweep, resolve_engine,
+                            simulate_one, start_builds)
 from ..outpath import SIMULATION_REPORT, check_output
 from ..progress import Progress
 from ..report.sweep import sweep_plot_png, sweep_summary
 from ..report.throughput import (PARTS, ThroughputReport, render_part, summary_lines,
                                 throughput_report, write_throughput_report)
+from .quantized_model import load_npu_model, read_inputs
 
 NAME = "simulate"
 HELP = "run a quantized model on the cycle-simulated NPU, verify every layer against the kernels, report cycles"
@@ -102,7 +102,7 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
     with open_pool(workers, scheduler) as pool:
         if sweep:
             pool.warm_up(_load_plotting)    # the workers render the reports, and are idle until
-        loaded = load_qmodel(model)         # the model is loaded and its tasks are made
+        loaded = load_npu_model(model)      # the model is loaded and its tasks are made
         feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
         target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
         inputs = [("quantized model", model), ("NPU configuration", config_spec),
@@ -117,7 +117,7 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
                                              table)
                 return SimulateResult(target, [], summaries, all(p["all_verified"] for p in summaries),
                                       messages)
-            run = simulate_one(loaded, feeds, base, engine, show_progress, pool)
+            run = simulate_one(loaded.model, feeds, base, engine, show_progress, pool)
             report = throughput_report(loaded.name, run, table)
             write_throughput_report(report, tmp)
             messages = [s.mismatch for s in run.stages if s.mismatch]
@@ -133,7 +133,7 @@ def _sweep(loaded, feeds: dict, configs: list, engine, tmp: Path, show_progress:
     report (qsim.report.throughput.PARTS) becomes a task, while other points' layers still run;
     once all are in, the sweep plot is one more. Writes each point's report folder, sweep.json
     and sweep.png."""
-    prepared = prepare_sweep(loaded, feeds, configs, engine, pool)
+    prepared = prepare_sweep(loaded.model, feeds, configs, engine, pool)
     tasks = [task for p in prepared for task in p.tasks]
     runs, reports = {}, {}
 

@@ -24,7 +24,9 @@ from ..errors import Location, SemanticError, UnsupportedError
 from ..limits import MAX_NESTING_DEPTH, check_tensor_size
 from . import ast
 from .builder import ITEM_DTYPE, DocumentGraphBuilder, TensorValue
-from .convert import COMPOUND_KEPT, CONVERSIONS
+# each conversion family registers its conversions (convert_base.py) when imported
+from . import convert, convert_index, convert_nn  # noqa: F401
+from .convert_base import COMPOUND_KEPT, CONVERSIONS
 from .convert_context import ConvertContext
 from .parser import parse_fragments
 

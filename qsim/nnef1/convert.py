@@ -1,7 +1,8 @@
 """NNEF 1.0 operations → NNEF 2.0 standard operators (the ir op kinds of the SkriptND stdlib).
 
-One function per 1.0 operation, registered in CONVERSIONS. Each receives the bound, type-checked
-arguments (3.3.2) and emits 2.0 operators with the 2.0 attribute names, every attribute present
+One function per 1.0 operation, registered in CONVERSIONS (convert_base.py, with the helpers
+the families share). Each receives the bound, type-checked arguments (3.3.2) and emits 2.0
+operators with the 2.0 attribute names, every attribute present
 (optional ones as None), and static output shapes computed by the 1.0 rules of chapter 4.
 COMPOUND_KEPT lists the 1.0 compound fragments converted whole (instead of expanded from their
 bodies) because 2.0 has a matching operator. docs/nnef1.md holds the full mapping table.
@@ -23,28 +24,13 @@ Conventions that differ between the versions:
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import numpy as np
 
 from ..limits import check_tensor_size
 from .builder import ITEM_DTYPE, TensorValue
+from .convert_base import _BORDER_METHODS, _axes, _expand, _reshape, broadcast_shape, channel_vector, conversion
 from .convert_context import ConvertContext
-
-Conversion = Callable[[ConvertContext, dict], list]
-CONVERSIONS: dict[str, Conversion] = {}
-COMPOUND_KEPT: set[str] = set()
-
-
-def conversion(*names: str, compound: bool = False):
-    def wrap(fn: Conversion) -> Conversion:
-        for name in names:
-            CONVERSIONS[name] = fn
-            if compound:
-                COMPOUND_KEPT.add(name)
-        return fn
-    return wrap
-
 
 # ---------------------------------------------------------------------- tensor introducing (4.1)
 
@@ -145,21 +131,6 @@ def _selu(ctx: ConvertContext, a: dict) -> list:
     return ctx.emit("nn.selu", [x], {"alpha": a["alpha"], "lambda": a["lambda"]}, [(x.item, x.shape)])
 
 
-def broadcast_shape(ctx: ConvertContext, *shapes: tuple) -> tuple:
-    """1.0 broadcasting (4.2.2): ranks padded on the right with singletons, extents equal or 1."""
-    rank = max(len(s) for s in shapes)
-    padded = [tuple(s) + (1,) * (rank - len(s)) for s in shapes]
-    out = []
-    for axis in range(rank):
-        extents = {p[axis] for p in padded} - {1}
-        if len(extents) > 1:
-            ctx.fail("argument shapes " + " and ".join(str(list(s)) for s in shapes)
-                     + f" do not broadcast (dimension {axis})",
-                     hint="extents must be equal or 1 in each dimension (4.2.2)")
-        out.append(extents.pop() if extents else 1)
-    return tuple(out)
-
-
 def _align(value: TensorValue, rank: int):
     """2.0 alignment that reproduces 1.0's left alignment: 0 for a shorter non-scalar operand."""
     return 0 if 0 < value.rank < rank else None
@@ -216,57 +187,7 @@ def _leaky_relu(ctx: ConvertContext, a: dict) -> list:
     return ctx.emit("nn.relu", [x], {"alpha": float(alpha), "max": None}, [(x.item, x.shape)])
 
 
-def _expand(ctx: ConvertContext, a: dict) -> list:
-    """Falls back to the fragment's body (the case has no direct 2.0 operator)."""
-    frag = ctx.composer.fragments[ctx.op]
-    return [ctx.composer.expand(frag, a, ctx.generic, ctx.loc, ctx.hint)]
-
-
-def channel_vector(ctx: ConvertContext, value: TensorValue | None, channels: int, what: str):
-    """A per-channel parameter as a [C] vector (2.0) from a 1.0 [1,C] / [C] / singleton tensor."""
-    if value is None:
-        return None
-    shape = value.shape
-    if tuple(shape) == (channels,):
-        return value
-    tensor = ctx.builder.tensors[ctx.builder.origin.get(value.name, value.name)]
-    singleton = all(d == 1 for d in shape)
-    per_channel = len(shape) >= 2 and shape[1] == channels and all(d == 1 for i, d in enumerate(shape) if i != 1)
-    if not (singleton or per_channel):
-        ctx.fail(f"'{what}' has shape {list(shape)}, expected [1,{channels}] or a singleton",
-                 hint=f"the channel dimension of '{what}' must match the {channels} channels")
-    if tensor.data is not None:
-        data = np.broadcast_to(tensor.data.reshape(-1), (channels,)).copy()
-        name = ctx.builder.fresh(f"{value.name}.vector")
-        return ctx.builder.add_tensor(name, value.item, (channels,), data=data)
-    if singleton:
-        return ctx.emit("layout.broadcast", [_reshape(ctx, value, [1])], {"axes": (0,), "shape": (channels,)},
-                        [(value.item, (channels,))])[0]
-    return _reshape(ctx, value, [channels])
-
-
-def _reshape(ctx: ConvertContext, x: TensorValue, shape: list) -> TensorValue:
-    return ctx.emit("layout.reshape", [x], {"axis": 0, "rank": x.rank, "shape": tuple(shape)},
-                    [(x.item, tuple(shape))])[0]
-
-
-# 1.0 border modes (4.3) → layout.pad methods (2.0)
-_BORDER_METHODS = {"replicate": "REPLICATE", "reflect": "REFLECT", "reflect-even": "SYMMETRIC"}
-
-
-def _is_zero_literal(ctx: ConvertContext, value: TensorValue) -> bool:
-    tensor = ctx.builder.tensors.get(ctx.builder.origin.get(value.name, value.name))
-    return (tensor is not None and tensor.data is not None and tensor.data.size == 1
-            and value.name.endswith(".const") and float(tensor.data.reshape(-1)[0]) == 0.0)
-
-
 # ---------------------------------------------------------------------- reductions (4.4)
-
-def _axes(ctx: ConvertContext, x: TensorValue, axes: list) -> list:
-    if len(set(axes)) != len(axes) or any(not 0 <= ax < x.rank for ax in axes):
-        ctx.fail(f"'axes' {axes} must be unique and in [0, {x.rank})")
-    return list(axes)
-
 
 def _reduce(ctx: ConvertContext, a: dict, kind: str, item: str | None = None) -> list:
     x = a["input"]
@@ -452,10 +373,3 @@ def _pad(ctx: ConvertContext, a: dict) -> list:
              "method": methods[border]}
     return ctx.emit("layout.pad", [x, value], attrs, [(x.item, shape)])
 
-
-
-
-# the sliding-window and neural-network conversions live in convert_nn (registered on import)
-from . import convert_nn  # noqa: E402,F401
-# operations NNEF 2.0 has no operator for, composed from 2.0 operators, and update
-from . import convert_index  # noqa: E402,F401

@@ -21,7 +21,7 @@ import numpy as np
 from ..limits import check_tensor_size
 from .builder import ITEM_DTYPE, TensorValue
 from .convert_context import ConvertContext
-from .convert import _BORDER_METHODS, _reshape, conversion
+from .convert_base import _BORDER_METHODS, _reshape, conversion
 from .convert_nn import _pool, _window_lists, down_extent, window_padding
 
 

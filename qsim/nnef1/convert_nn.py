@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .builder import TensorValue
 from .convert_context import ConvertContext
-from .convert import (_BORDER_METHODS, _axes, _expand, _is_zero_literal, broadcast_shape, channel_vector,
+from .convert_base import (_BORDER_METHODS, _axes, _expand, _is_zero_literal, broadcast_shape, channel_vector,
                       conversion)
 
 # ---------------------------------------------------------------------- sliding windows (4.3)

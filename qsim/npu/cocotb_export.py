@@ -18,12 +18,13 @@ import numpy as np
 from ..atomic import atomic_directory
 from ..hw.isa import INSTR_BYTES, pack_program
 from ..outpath import GOLDEN_VECTORS, require_replaceable
+from ..quant.lowering.float_side import LoweredModel
 from ..version import __version__
 from .config import NpuConfig
 from .cycle_model import cycle_stats
 from .engines import Engine
-from .golden_vectors import (LayerVectors, group_ops, layer_folder, layers_of, load_model,
-                             read_inputs, run_values, write_vector_files)
+from .golden_vectors import LayerVectors, layer_folder, layers_of, run_values, write_vector_files
+from .grouping import group_ops
 from .program import Unit, _vector_program, plan, run_array_stage
 
 TESTBENCH_FILES = ("golden_check.py", "npu_driver.py", "test_golden.py", "run.py")
@@ -113,13 +114,12 @@ def _write_programs(folder: Path, runs_by_layer: dict, config: NpuConfig) -> Non
     (folder / "manifest.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def export_cocotb(model_path: str | None, input_specs: list[str] | None, config: NpuConfig,
+def export_cocotb(model: LoweredModel, source: str, inputs: dict, input_text: str, config: NpuConfig,
                   out) -> tuple[Path, list[LayerVectors], int]:
-    """Writes the testbench folder `out` (new, empty or an earlier export-vectors output) atomically; returns it, the layers and
-    how many of them the testbench runs on the qsim NPU."""
+    """Writes the testbench folder `out` (new, empty or an earlier export-vectors output)
+    atomically for `model` (`source` in the manifest) on the integer `inputs` (`input_text`);
+    returns it, the layers and how many of them the testbench runs on the qsim NPU."""
     out = require_replaceable(out, GOLDEN_VECTORS, "--cocotb")
-    model, source = load_model(model_path)
-    inputs, input_text = read_inputs(model, input_specs)
     values = run_values(model.graph, inputs)
     layers = layers_of(model.graph, values)
     runs = layer_programs(model.graph, values, layers, config)

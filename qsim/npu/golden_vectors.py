@@ -24,17 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import zoo
 from ..atomic import atomic_directory
 from ..outpath import GOLDEN_VECTORS, require_replaceable
-from ..errors import UnsupportedError, UsageError
-from ..quant.pipeline import embedded_quantized_model
-from ..quant.qmodel import integer_inputs, load_quantized_model
-from ..quant.target import TargetKind
+from ..errors import UnsupportedError
+from ..quant.lowering.float_side import LoweredModel
 from ..runtime.executor import execute
 from ..version import __version__
+from .grouping import group_ops
 from .layers import LAYER_OPS
-from ..userdata import read_inputs as read_input_arrays
 from .vectors_hex import LAYOUT_DOC, element_bits, hex_text, words_of
 
 FORMAT_VERSION = 1
@@ -234,37 +231,6 @@ def readme_text(manifest: dict, intro: str) -> str:
 
 # -- a quantized model ------------------------------------------------------------------------
 
-def _consumers(graph) -> dict[str, int]:
-    count: dict[str, int] = {}
-    for op in graph.ops:
-        for name in op.inputs:
-            count[name] = count.get(name, 0) + 1
-    for name in graph.outputs:
-        count[name] = count.get(name, 0) + 1
-    return count
-
-
-def group_ops(graph) -> list[list]:
-    """Ops grouped into layers: a layer operator absorbs a RESCALE reading only its result,
-    and that RESCALE a CLAMP reading only the RESCALE's result (what the NPU fuses)."""
-    uses = _consumers(graph)
-    groups, i, ops = [], 0, list(graph.ops)
-    while i < len(ops):
-        group = [ops[i]]
-        if ops[i].kind.short_name in LAYER_OPS:
-            for follower in ("RESCALE", "CLAMP"):
-                j = i + len(group)
-                prev = group[-1]
-                if (j < len(ops) and ops[j].kind.short_name == follower and ops[j].inputs[:1] == prev.outputs
-                        and uses.get(prev.outputs[0], 0) == 1):
-                    group.append(ops[j])
-                else:
-                    break
-        groups.append(group)
-        i += len(group)
-    return groups
-
-
 def model_layers(graph, inputs: dict, backend: str = "kernels") -> list[LayerVectors]:
     """Runs `graph` on `inputs` and returns the vectors of every layer."""
     return layers_of(graph, run_values(graph, inputs, backend))
@@ -291,40 +257,10 @@ def layers_of(graph, values: dict) -> list[LayerVectors]:
     return layers
 
 
-def default_input(model) -> dict:
-    """The first embedded Fashion-MNIST test image, quantized with the model's input_quant."""
-    if len(model.graph.inputs) != 1:
-        raise UsageError(f"model {model.graph.name!r} has {len(model.graph.inputs)} inputs",
-                         hint="pass --input NAME=x.npy for each input")
-    name = model.graph.inputs[0]
-    images, _ = zoo.test_subset()
-    shape = tuple(model.graph.tensor(name).shape)
-    if tuple(images[:1].shape) != shape:
-        raise UsageError(f"the embedded test image [1, 1, 28, 28] does not fit input {name!r} "
-                         f"{list(shape)}", hint="pass --input x.npy")
-    return integer_inputs(model, {name: images[:1]})
-
-
-def read_inputs(model, specs: list[str] | None) -> tuple[dict, str]:
-    """The integer inputs from `--input [NAME=]x.npy` (float arrays are quantized with the
-    model's input_quant, integer arrays must have the input's dtype); default: the first
-    embedded test image. Returns the inputs and a description for the manifest."""
-    if not specs:
-        return default_input(model), "the first embedded Fashion-MNIST test image"
-    return integer_inputs(model, read_input_arrays(model.graph.inputs, specs)), ", ".join(specs)
-
-
-def load_model(path: str | None):
-    """A quantized model folder (`qsim quantize` output), or the embedded model for None."""
-    if path is None:
-        return embedded_quantized_model(), "embedded Fashion-MNIST CNN (quantized in memory)"
-    return load_quantized_model(path, expect=TargetKind.TOSA), str(path)
-
-
-def export_model_vectors(model_path: str | None, input_specs: list[str] | None, config, out) -> tuple[Path, list]:
-    """`qsim export-vectors [QMODEL]`: vectors of every layer from one kernels-backend run."""
-    model, source = load_model(model_path)
-    inputs, input_text = read_inputs(model, input_specs)
+def export_model_vectors(model: LoweredModel, source: str, inputs: dict, input_text: str, config,
+                         out) -> tuple[Path, list]:
+    """`qsim export-vectors [QMODEL]`: vectors of every layer of `model` (described as `source`
+    in the manifest) from one kernels-backend run on the integer `inputs` (`input_text`)."""
     layers = model_layers(model.graph, inputs, backend="kernels")
     header = {"qsim": __version__, "model": model.graph.name, "source": source,
               "input": input_text, "backend": "kernels",

@@ -1,6 +1,6 @@
 """A whole TOSA integer graph on the NPU: plan (which unit runs each operator), run, verify.
 
-Plan: the graph's operators are grouped as the NPU fuses them (qsim.npu.golden_vectors.group_ops:
+Plan: the graph's operators are grouped as the NPU fuses them (qsim.npu.grouping.group_ops:
 a CONV2D / DEPTHWISE_CONV2D / FULLY_CONNECTED / MATMUL absorbs the RESCALE that alone
 reads its result, and that RESCALE the CLAMP that alone reads its result). A group runs
 on the array when its layer operator has int8 operands and its RESCALE fits the
@@ -39,7 +39,7 @@ from .engines import Engine, ProgramRun, run_program
 from .layers import LAYER_OPS, LayerResult, run_layer
 from .vector_ops import (HOST_OPS, compile_vector_chain, compile_vector_op, fusable_input_rescale,
                          vector_support)
-from .golden_vectors import group_ops
+from .grouping import group_ops, reader_counts
 
 
 class Unit(enum.Enum):
@@ -123,15 +123,6 @@ def plan(graph: Graph) -> list[Stage]:
 BINARY = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM")
 
 
-def _consumers(graph: Graph) -> dict[str, int]:
-    count = {name: 1 for name in graph.outputs}         # a graph output is read by the caller
-    for op in graph.ops:
-        for name in op.inputs:
-            if name:
-                count[name] = count.get(name, 0) + 1
-    return count
-
-
 def fuse_vector_chains(graph: Graph, stages: list[Stage]) -> list[Stage]:
     """Merges vector stages the vector unit runs as one job (qsim/npu/vector_ops.py
     compile_vector_chain): a binary operator with the per-tensor RESCALEs to int32 that alone
@@ -140,7 +131,7 @@ def fuse_vector_chains(graph: Graph, stages: list[Stage]) -> list[Stage]:
     CLAMP that alone reads it. The quantizer's residual ADD (RESCALE, RESCALE, ADD, RESCALE,
     CLAMP) becomes one stage: int8 in, int8 out, no int32 tensor in DRAM. The merged stage
     sits where the binary operator (or the RESCALE) was; its output is the last operator's."""
-    readers = _consumers(graph)
+    readers = reader_counts(graph)
     producer = {s.ops[0].outputs[0]: i for i, s in enumerate(stages)
                 if s.unit is Unit.VECTOR and len(s.ops) == 1}
     reader_of = {}

@@ -3,27 +3,24 @@ them, every array layer a task on a pool (qsim.npu.distributed), every stage ver
 the kernels (qsim.npu.program). This module returns runs (GraphRun); the reports are
 qsim.report.throughput's and the output folder is qsim.commands.simulate's.
 
-Inputs (--input x.npy): a float array is quantized with the model's input scale and zero
-point; an int8 array is used as is (qsim.quant.qmodel.integer_inputs). Default: the first
-embedded Fashion-MNIST test image. A mismatch is reported with layer, tensor, index,
-expected and actual values and the cycle of the DRAM write; with --vcd the program that
-wrote it is re-run with waveform tracing (amaranth engine: the whole program; verilator
-engine: VCD_BEFORE cycles before to VCD_AFTER after the write, from a --trace build).
+The command hands it the model and its integer inputs (qsim.commands.quantized_model: a
+folder or the embedded model; --input x.npy, a float array quantized with the model's input
+scale and zero point or an int8 array used as is, default the first embedded Fashion-MNIST
+test image). A mismatch is reported with layer, tensor, index, expected and actual values
+and the cycle of the DRAM write; with --vcd the program that wrote it is re-run with
+waveform tracing (amaranth engine: the whole program; verilator engine: VCD_BEFORE cycles
+before to VCD_AFTER after the write, from a --trace build).
 """
 from __future__ import annotations
 
 import itertools
 import sys
 import time
-from dataclasses import dataclass
 
 from ..atomic import atomic_file
 from ..errors import UsageError
 from ..progress import Progress
-from ..quant.float_side import LoweredModel
-from ..quant.pipeline import embedded_quantized_model, model_name_of
-from ..quant.qmodel import load_quantized_model
-from ..quant.target import TargetKind
+from ..quant.lowering.float_side import LoweredModel
 from ..runtime.executor import execute
 from ..hw.params import Units
 from .config import NpuConfig, parse_config
@@ -34,20 +31,6 @@ from .program import GraphRun, PreparedRun, Unit, finish_run, plan, prepare_run
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
               "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz")
-
-
-@dataclass(frozen=True)
-class LoadedModel:
-    model: LoweredModel
-    name: str                 # for the report and the default output folder
-    source: str
-
-
-def load_qmodel(path: str | None) -> LoadedModel:
-    """A folder written by `qsim quantize`, or (None) the embedded model quantized in memory."""
-    if path is None:
-        return LoadedModel(embedded_quantized_model(), "fashion_cnn", "embedded Fashion-MNIST CNN")
-    return LoadedModel(load_quantized_model(path, expect=TargetKind.TOSA), model_name_of(path), str(path))
 
 
 def resolve_engine(name: str, vcd: str | None) -> Engine:
@@ -151,13 +134,13 @@ def start_builds(configs: list[NpuConfig], engine: Engine) -> list:
     return [child for c in configs for child in build_in_background(c.geometry)]
 
 
-def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: Engine,
+def simulate_one(model: LoweredModel, feeds: dict, config: NpuConfig, engine: Engine,
                  show_progress: bool = True, pool=None) -> GraphRun:
-    """One configuration; its array layers run as tasks on `pool` (default: this process).
+    """`model` on one configuration; its array layers run as tasks on `pool` (default: this process).
     The programs are prepared first, so that a cold build started by start_builds overlaps
     that work; then the build (or its cache lookup) before the progress bar."""
     pool = pool or InProcess()
-    prepared = prepare_run(loaded.model.graph, feeds, config, engine)
+    prepared = prepare_run(model.graph, feeds, config, engine)
     prepare_engines([config], engine, pool, [prepared])
     bar = Progress(f"simulate {config.name} ({engine.value}, {pool.what}) tasks", len(prepared.tasks),
                    enabled=show_progress)
@@ -168,14 +151,14 @@ def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: En
     return finish_run(prepared, layers)
 
 
-def prepare_sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: Engine,
+def prepare_sweep(model: LoweredModel, feeds: dict, configs: list[NpuConfig], engine: Engine,
                   pool) -> list[PreparedRun]:
     """Every configuration's run, split into tasks (qsim.npu.program.prepare_run); the golden
     values and the plan are made once, so every point's tasks pass the same golden tensors and
     layers (sent to each Dask worker once). The caller sends all points' tasks to the pool as
     one batch, so workers stay busy across configuration boundaries, and assembles each point
     from its slice of the results (point_tasks) as soon as that slice is in."""
-    graph = loaded.model.graph
+    graph = model.graph
     expected = execute(graph, feeds, backend="kernels")     # the same for every point
     stages = plan(graph)
     prepared = [prepare_run(graph, feeds, c, engine, expected, stages) for c in configs]

@@ -1,5 +1,5 @@
 """ONNX operators → NNEF 2.0 standard operators (the op kinds of stdlib/*.sknd), part one:
-the registry, element-wise operators and activations.
+element-wise operators and activations (the registry and the shared helpers: convert_base.py).
 
 A converter `fn(ctx) -> list[Value]` reads the node's inputs and attributes (NodeContext) and
 emits standard operators with every attribute the float executor and the quantizer read, and
@@ -13,61 +13,12 @@ Broadcasting: ONNX aligns ranks on the right (numpy rules), which is the 2.0 def
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
-from .. import ir, numerics
+from .. import numerics
 from ..limits import check_tensor_size
 from .builder import BOOL, F32, NodeContext, Value
-from .protobuf import dtype_of
-
-Converter = Callable[[NodeContext], list]
-Folder = Callable[[NodeContext, list], list]
-CONVERTERS: dict[str, Converter] = {}
-FOLDERS: dict[str, Folder] = {}
-
-
-def converter(*op_types: str):
-    def wrap(fn: Converter) -> Converter:
-        for name in op_types:
-            CONVERTERS[name] = fn
-        return fn
-    return wrap
-
-
-def folder(*op_types: str):
-    def wrap(fn: Folder) -> Folder:
-        for name in op_types:
-            FOLDERS[name] = fn
-        return fn
-    return wrap
-
-
-def broadcast_shape(ctx: NodeContext, *shapes) -> tuple[int, ...]:
-    """Multidirectional (numpy) broadcasting of ONNX: ranks aligned on the right."""
-    rank = max(len(s) for s in shapes)
-    out = []
-    for axis in range(rank):
-        extents = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0} - {1}
-        if len(extents) > 1:
-            ctx.fail("input shapes " + " and ".join(str(list(s)) for s in shapes) + " do not broadcast",
-                     hint="extents must be equal or 1, aligned on the right")
-        out.append(extents.pop() if extents else 1)
-    return tuple(out)
-
-
-NO_ALIGN = {"lhs_align": None, "rhs_align": None}
-
-
-def binary(ctx: NodeContext, kind: str, x: Value, y: Value, final: bool = False, dtype=None) -> Value:
-    shape = broadcast_shape(ctx, x.shape, y.shape)
-    return ctx.emit1(kind, [x, y], dict(NO_ALIGN), dtype or x.dtype, shape, final)
-
-
-def unary(ctx: NodeContext, kind: str, x: Value, attrs: dict | None = None, final: bool = False) -> Value:
-    return ctx.emit1(kind, [x], attrs or {}, x.dtype, x.shape, final)
-
+from .convert_base import binary, broadcast_shape, converter, folder, unary
 
 # ---------------------------------------------------------------------- element-wise
 
@@ -355,11 +306,3 @@ def _selu(ctx: NodeContext) -> list:
     attrs = {"alpha": float(ctx.attr("alpha", 1.67326319217681884765625)),
              "lambda": float(ctx.attr("gamma", 1.05070102214813232421875))}
     return [unary(ctx, "nn.selu", x, attrs, final=True)]
-
-
-def as_dtype(ctx: NodeContext, code: int, what: str) -> ir.DType:
-    return dtype_of(code, f"{ctx.where}: {what}", ctx.builder.location)
-
-
-# the other operator families register themselves on import
-from . import convert_nn, convert_layout, convert_constant  # noqa: E402,F401

@@ -9,7 +9,7 @@ import numpy as np
 from .. import ir
 from ..limits import check_tensor_size
 from .builder import NodeContext, constant_value
-from .convert import as_dtype, converter, folder
+from .convert_base import as_dtype, converter, folder
 from .protobuf import tensor_array
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from .. import ir, numerics
 from ..limits import check_tensor_size
 from .builder import F32, I64, NodeContext, Value, constant_value
-from .convert import broadcast_shape, converter, folder
+from .convert_base import broadcast_shape, converter, folder
 
 
 def _check_size(ctx: NodeContext, shape, itemsize: int) -> None:

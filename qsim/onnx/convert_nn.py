@@ -9,7 +9,7 @@ import numpy as np
 from .. import numerics
 from ..limits import check_tensor_size
 from .builder import F32, NodeContext, Value
-from .convert import binary, broadcast_shape, converter, folder, unary
+from .convert_base import binary, broadcast_shape, converter, folder, unary
 
 
 # ---------------------------------------------------------------------- window geometry

@@ -22,7 +22,9 @@ import onnx
 from .. import ir
 from ..errors import InvalidGraphError, QsimError, UnsupportedError, UsageError
 from .builder import Builder, NodeContext, Value, constant_value
-from .convert import CONVERTERS, FOLDERS
+# each operator family registers its converters and folders (convert_base.py) when imported
+from . import convert, convert_constant, convert_layout, convert_nn  # noqa: F401
+from .convert_base import CONVERTERS, FOLDERS
 from .qdq import attach_annotations, has_qdq, strip_qdq
 from .protobuf import ModelFile, attributes, dtype_of, read_model, tensor_array
 

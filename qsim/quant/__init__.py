@@ -1,16 +1,19 @@
 """Quantization: float graph -> bit-exact integer graph, for one of two targets.
 
-- algorithms: scale math (scale.py), calibration observers (observers.py, calibrate.py),
-  parameter choice (params.py), TABLE generation (tables.py), adaptive weight rounding
-  (rounding.py; its inputs' patch geometry conv_geometry.py, their moments by tap offset
-  offset_moments.py), annotations (annotations.py);
-- the pipeline (pipeline.py: calibrate -> lower -> evaluate, in memory; evaluate.py,
-  accuracy.py for its results);
-- targets (target.py: TargetKind, the Target interface; target_tosa.py, target_cvm.py) with
-  their rules (rules.py: one registry keyed by target; rules_tosa_*.py, rules_cvm.py), their
-  integer contexts (tosa_context.py, cvm_context.py) and the float side both share
-  (float_side.py, float_patterns.py, graph_builder.py);
-- the quantized-model folder format (qmodel.py) and calibration samples (data.py).
+One obvious place for each thing (docs/architecture.md, "quant/ by concern"):
+- pipeline.py: the pipeline (calibrate -> lower -> evaluate, in memory), with the constant
+  folding (fold_constants.py) and rebatching (rebatch.py) it applies;
+- options.py: what a user chooses (QuantizeOptions); params.py: the schemes, widths and
+  parameter math (Precision, Granularity, QuantConfig, QuantScheme, quantize/dequantize);
+- target.py: the Target interface every target implements, TargetKind and Calibration (what
+  calibration hands a target); rules.py: the one registry of lowering rules, keyed by target;
+- qmodel.py: the quantized-model folder (the model type on disk); accuracy.py: the figures;
+- calibration/: observers, calibrate, calibration and evaluation samples (data.py), annotations;
+- evaluation/: float vs integer evaluation and output scoring;
+- lowering/: what both targets' lowerings share (the float side, the integer graph builder,
+  float patterns, integer inputs);
+- tosa/, cvm/: each target, its integer context and its rules; rounding/: adaptive weight
+  rounding (the TOSA target's).
 The `qsim quantize` command (reading files, writing the folder and report) is
 qsim/commands/quantize.py; docs/quantize.md.
 """

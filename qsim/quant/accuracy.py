@@ -1,5 +1,5 @@
 """How close a quantized model is to its float model: the result `qsim quantize` evaluates
-(qsim.quant.evaluate) and qsim.report.accuracy writes out as report.json, plots and HTML."""
+(qsim.quant.evaluation.evaluate) and qsim.report.accuracy writes out as report.json, plots and HTML."""
 from __future__ import annotations
 
 import math
@@ -23,7 +23,7 @@ class TensorAccuracy:
 
 @dataclass(frozen=True)
 class OutputAccuracy:
-    """The figures of one scored graph output (qsim.quant.scoring says which and how).
+    """The figures of one scored graph output (qsim.quant.evaluation.scoring says which and how).
 
     `role` 'classes' (a class vector: top-1 figures too) or 'values'; `reason` why.
     `max_error_lsb` / `within_one_lsb`: the largest |dequantized - float| and the share of

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DataError, UnsupportedError
-from ..ir import DType, QuantInfo
+from ..ir import DType, QuantInfo, Tensor
 from ..numerics import nnef_round
 
 
@@ -58,7 +58,7 @@ class WeightRounding(enum.StrEnum):
     """How float weights round to integers. A str enum: it is written into quantization.json
     as its value and compared with it."""
     NEAREST = "nearest"
-    ADAPTIVE = "adaptive"   # per weight floor or ceiling, least layer-output error (rounding.py)
+    ADAPTIVE = "adaptive"   # per weight floor or ceiling, least layer-output error (rounding/adaptive.py)
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,15 @@ def params_from_range(lo, hi, scheme: QuantScheme, source: str = "calibration",
     return QuantInfo(scale=scale, zero_point=zero_point, axis=scheme.channel_axis,
                      bits=scheme.bits, signed=scheme.signed, symmetric=scheme.symmetric,
                      source=source)
+
+
+ANNOTATION_SOURCES = ("annotation", "graph.quant")
+
+
+def annotated(t: Tensor) -> bool:
+    """Whether the model states `t`'s parameters itself (@quantize, graph.quant, ONNX QDQ):
+    calibration keeps them, and the lowering honours them exactly."""
+    return t.quant is not None and t.quant.source in ANNOTATION_SOURCES
 
 
 def scheme_of(quant: QuantInfo) -> QuantScheme:

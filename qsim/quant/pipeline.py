@@ -23,60 +23,22 @@ from .. import ir, zoo
 from ..errors import DataError, QsimError, UsageError
 from ..loader import load, model_kind
 from .accuracy import AccuracyReport
-from .annotations import MissingParameters, annotated_input_samples, annotated_parameters
-from .calibrate import calibrate
-from .cvm_context import CvmConfig
-from .data import Samples
-from .evaluate import Batched, evaluate
-from .float_side import LoweredModel
+from .calibration.annotations import MissingParameters, annotated_input_samples, annotated_parameters
+from .calibration.calibrate import calibrate
+from .calibration.data import Samples
+from .cvm.context import CvmConfig
+from .cvm.target import CvmTarget
+from .evaluation.evaluate import Batched, evaluate
+from .evaluation.scoring import ScoredOutput, check_label_range, choose_outputs, label_targets
 from .fold_constants import fold_constant_ops
-from .observers import ObserverKind
-from .params import Granularity, Precision, QuantConfig
-from .rounding import InputMoments
+from .lowering.float_side import LoweredModel
+from .lowering.softmax_mask import masked_tensors
+from .options import QuantizeOptions
 from .qmodel import METADATA_FILE, is_quantized_model
 from .rebatch import rebatched_graph
 from .rules import RULES
-from .softmax_mask import masked_tensors
-from .scoring import ScoredOutput, check_label_range, choose_outputs, label_targets
-from .target import Target, TargetKind
-from .target_cvm import CvmTarget
-from .target_tosa import TosaTarget
-
-
-@dataclass(frozen=True)
-class QuantizeOptions:
-    observer: ObserverKind = ObserverKind.PERCENTILE   # best measured on both models (reports/accuracy.md)
-    precision: Precision = Precision.INT8
-    weight_granularity: Granularity = Granularity.PER_CHANNEL
-    double_round: bool = False
-    bias_correction: bool = True          # correct each output's mean shift from weight rounding
-    weight_rounding: str | None = None    # "adaptive" (least layer-output error, rounding.py)
-                                          # or "nearest"; None: the target's default
-                                          # (adaptive for TOSA, nearest for CVM)
-    backend: str = "kernels"              # integer execution during evaluation
-    calib_limit: int | None = None        # use at most this many calibration samples
-    eval_limit: int | None = None
-    show_progress: bool = True
-    score_outputs: tuple[str, ...] = ()   # outputs the report scores (default: every output)
-
-    @property
-    def config(self) -> QuantConfig:
-        return QuantConfig(precision=self.precision, weight_granularity=self.weight_granularity,
-                           double_round=self.double_round)
-
-    @property
-    def rounding_mode(self) -> str:
-        """The weight rounding this run uses: the TOSA default when none was chosen."""
-        return self.weight_rounding or "adaptive"
-
-    def settings(self) -> dict:
-        return {"observer": self.observer.value, "precision": self.precision.value,
-                "weights": self.weight_granularity.value,
-                "rounding": "double" if self.double_round else "single",
-                "bias_correction": self.bias_correction,
-                "weight_rounding": self.rounding_mode,
-                "backend": self.backend} | ({"score_outputs": list(self.score_outputs)}
-                                            if self.score_outputs else {})
+from .target import Calibration, Target, TargetKind
+from .tosa.target import TosaTarget
 
 
 @dataclass(frozen=True)
@@ -129,7 +91,7 @@ EVAL_BATCH_BYTES = 512 << 20     # ... and at most this many bytes of float + in
                                  # far less: the bound also keeps a batch's tensors near the caches.
                                  # EfficientNet-Lite0 gets 5; measured at 1 thread, CPU ms a crop:
                                  # batch 1: 61-66, 5: 52-53, 10: 54-55, 20: 56. The report is the
-                                 # same bits for any batch size: evaluate.py sums per sample)
+                                 # same bits for any batch size: evaluation/evaluate.py sums per sample)
 
 
 def activation_bytes(graph: ir.Graph) -> int:
@@ -151,16 +113,6 @@ def eval_batch_size(graph: ir.Graph, model: LoweredModel, samples: int) -> int:
         return 1
     per_sample = max(1, activation_bytes(graph) + activation_bytes(model.graph))
     return max(1, min(EVAL_BATCH, samples, EVAL_BATCH_BYTES // per_sample))
-
-
-@dataclass
-class Calibration:
-    """What calibration learnt: activation parameters, and the statistics a target's weight
-    recipe uses (TOSA: channel means for bias correction, input moments for adaptive
-    rounding; None where the target or the options need none)."""
-    qparams: dict[str, ir.QuantInfo]
-    channel_means: dict | None = None
-    input_moments: InputMoments | None = None
 
 
 def calibrate_model(graph: ir.Graph, calib: Samples | None, input_name: str,
@@ -305,7 +257,7 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
 
 def scored_outputs(graph: ir.Graph, samples: Samples | None,
                    requested: tuple[str, ...] = ()) -> tuple[ScoredOutput, ...]:
-    """The outputs the report scores (qsim.quant.scoring), with the samples' labels checked
+    """The outputs the report scores (qsim.quant.evaluation.scoring), with the samples' labels checked
     against each labelled output's classes (None: no samples, a model quantized by its
     annotations and evaluated on generated inputs, so no labels)."""
     if samples is None:

@@ -29,12 +29,12 @@ from ..loader import load
 from ..skriptnd.writer import write_model_files
 from ..textfile import decode_utf8
 from ..userdata import check_nesting
-from .float_side import Lowered, LoweredModel
-from .integer_inputs import INDEX_DTYPE, narrow_integers
+from .lowering.float_side import Lowered, LoweredModel
+from .lowering.integer_inputs import INDEX_DTYPE, narrow_integers
 from .params import dequantize, quantize
 from .target import Target, TargetKind
-from .target_cvm import CvmTarget
-from .target_tosa import TosaTarget
+from .cvm.target import CvmTarget
+from .tosa.target import TosaTarget
 
 METADATA_FILE = "quantization.json"
 FORMAT = "qsim-quantized-model"

@@ -3,12 +3,12 @@
 A rule is `fn(ctx, op)`: it lowers float op `op` with the target's context (which owns the
 shared float side, `ctx.f`) and binds the integer counterparts of the op's outputs. Rule
 modules register with `@rule(TargetKind.X, "nn.conv", ...)` when imported: the TOSA rules
-live in rules_tosa_*.py, the CVM rules in rules_cvm.py; each target imports its own.
+live in tosa/rules_*.py, the CVM rules in cvm/rules.py; each target imports its own.
 
 A pattern rule (`@pattern_rule(TargetKind.X)`) is tried on every op before its kind's rule:
 `fn(ctx, op) -> bool` lowers a group of float ops starting at `op` (marking the others
 fused) and returns True, or returns False and leaves `op` to its kind's rule (e.g. a chain
-of element-wise ops of one tensor becoming one TABLE, rules_tosa_activation.py).
+of element-wise ops of one tensor becoming one TABLE, tosa/rules_activation.py).
 """
 from __future__ import annotations
 

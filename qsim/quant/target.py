@@ -2,19 +2,19 @@
 
 A target is an object with one interface (`Target`) that pipeline.quantize_graph and the
 quantized-model folder (qmodel.py) call; nothing else tests which target it is. The two
-targets are target_tosa.TosaTarget (TOSA 0.30 operators) and target_cvm.CvmTarget (CVM).
+targets are tosa.target.TosaTarget (TOSA 0.30 operators) and cvm.target.CvmTarget (CVM).
 `TargetKind` names them (the CLI's --target choices come from it).
 """
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
 
 from .. import ir
-
-if TYPE_CHECKING:   # (typing only: the pipeline's dataclasses, no import at run time)
-    from .float_side import LoweredModel
-    from .pipeline import Calibration, QuantizeOptions
+from .lowering.float_side import LoweredModel
+from .options import QuantizeOptions
+from .rounding.adaptive import InputMoments
 
 
 class TargetKind(enum.Enum):
@@ -23,6 +23,16 @@ class TargetKind(enum.Enum):
 
 
 Rule = Callable[[Any, ir.Op], None]
+
+
+@dataclass
+class Calibration:
+    """What calibration learnt: activation parameters, and the statistics a target's weight
+    recipe uses (TOSA: channel means for bias correction, input moments for adaptive
+    rounding; None where the target or the options need none)."""
+    qparams: dict[str, ir.QuantInfo]
+    channel_means: dict | None = None
+    input_moments: InputMoments | None = None
 
 
 class Target(Protocol):
@@ -39,7 +49,7 @@ class Target(Protocol):
     def rules(self) -> dict[str, Rule]:
         """The lowering rule of every float operator kind this target lowers."""
 
-    def check_options(self, options: "QuantizeOptions") -> None:
+    def check_options(self, options: QuantizeOptions) -> None:
         """A UsageError for an option this target does not take."""
 
     def check_graph(self, graph: ir.Graph) -> None:
@@ -48,16 +58,16 @@ class Target(Protocol):
     def calibration_scheme(self):
         """What calibrate() needs: an object with activation_scheme() -> QuantScheme."""
 
-    def weight_statistics(self, graph: ir.Graph, options: "QuantizeOptions") -> tuple[Any, Any]:
+    def weight_statistics(self, graph: ir.Graph, options: QuantizeOptions) -> tuple[Any, Any]:
         """(channel means, input moments) for calibration to fill, or None for either."""
 
-    def lower(self, graph: ir.Graph, calibration: "Calibration") -> "LoweredModel":
+    def lower(self, graph: ir.Graph, calibration: Calibration) -> LoweredModel:
         """The verified integer graph of `graph` with the calibrated parameters."""
 
-    def report_settings(self, options: "QuantizeOptions") -> dict:
+    def report_settings(self, options: QuantizeOptions) -> dict:
         """The settings the accuracy report lists."""
 
-    def folder_settings(self, options: "QuantizeOptions") -> dict:
+    def folder_settings(self, options: QuantizeOptions) -> dict:
         """The settings quantization.json records (with settings["target"] = kind.value)."""
 
     def folder_name(self, model_name: str) -> str:

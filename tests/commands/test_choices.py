@@ -7,7 +7,7 @@ import pytest
 from qsim import cli
 from qsim.commands import quantize, simulate
 from qsim.npu.engines import Engine
-from qsim.quant.observers import ObserverKind
+from qsim.quant.calibration.observers import ObserverKind
 from qsim.quant.params import Granularity, Precision, Rounding, WeightRounding
 from qsim.quant.target import TargetKind
 from qsim.kernels.backend import Backend

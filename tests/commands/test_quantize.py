@@ -7,11 +7,11 @@ import pytest
 import qsim
 from qsim import zoo
 from qsim.cli import main
-from qsim.quant.evaluate import quantize_feed
+from qsim.quant.evaluation.evaluate import quantize_feed
 from qsim.commands.quantize import quantize_to_folder
-from qsim.quant.pipeline import QuantizeOptions
+from qsim.quant.options import QuantizeOptions
 from qsim.quant.qmodel import load_quantized_model, save_quantized_model
-from qsim.quant.target_tosa import TosaTarget
+from qsim.quant.tosa.target import TosaTarget
 from qsim.runtime.executor import execute
 from qsim.tosa import run as tosa_run
 

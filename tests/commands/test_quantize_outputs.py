@@ -11,11 +11,11 @@ import pytest
 from qsim.cli import main
 from qsim.commands.quantize import quantize_to_folder
 from qsim.errors import DataError, UsageError
-from qsim.quant.data import Samples
-from qsim.quant.evaluate import float_view, quantize_feed
-from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, load_float_model,
-                                 quantize_graph)
-from qsim.quant.target_tosa import TosaTarget
+from qsim.quant.calibration.data import Samples
+from qsim.quant.evaluation.evaluate import float_view, quantize_feed
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import batched_models, calibrate_model, load_float_model, quantize_graph
+from qsim.quant.tosa.target import TosaTarget
 from qsim.runtime.executor import execute
 
 from quant.scoring_models import two_heads    # tests/ is on sys.path (conftest folder)

@@ -32,8 +32,8 @@ from qsim.commands.quantize import quantize_to_folder
 from qsim.errors import QsimError
 from qsim.npu.engines import Engine
 from qsim.commands.simulate import simulate_command
-from qsim.quant.evaluate import quantize_feed
-from qsim.quant.pipeline import QuantizeOptions
+from qsim.quant.evaluation.evaluate import quantize_feed
+from qsim.quant.options import QuantizeOptions
 from qsim.quant.qmodel import load_quantized_model
 from qsim.runtime.executor import execute
 

@@ -5,7 +5,7 @@ import pytest
 def embedded():
     """The embedded model's integer graph, its default input and the kernels' value of every
     tensor (the golden values every NPU run is checked against)."""
-    from qsim.npu.golden_vectors import default_input
+    from qsim.commands.quantized_model import default_input
     from qsim.quant.pipeline import embedded_quantized_model
     from qsim.runtime.executor import execute
     model = embedded_quantized_model()

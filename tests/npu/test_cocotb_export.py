@@ -157,7 +157,7 @@ def test_existing_folder_is_refused(tmp_path):
     (tmp_path / "tb").mkdir()
     (tmp_path / "tb" / "keep.txt").write_text("mine")
     with pytest.raises(UsageError, match="exists and is not an earlier qsim export-vectors output"):
-        cocotb_export.export_cocotb(None, None, load_config("8x8"), tmp_path / "tb")
+        cocotb_export.export_cocotb(None, "", {}, "", load_config("8x8"), tmp_path / "tb")
     assert (tmp_path / "tb" / "keep.txt").read_text() == "mine"
 
 

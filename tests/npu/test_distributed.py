@@ -210,7 +210,7 @@ def test_one_worker_runs_in_this_process_without_dask(tmp_path):
         assert isinstance(in_process, InProcess)
     folder = tmp_path / "fashion"
     from qsim.quant.qmodel import save_quantized_model
-    from qsim.quant.target_tosa import TosaTarget
+    from qsim.quant.tosa.target import TosaTarget
     save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
     code = textwrap.dedent(f"""
         import sys
@@ -396,11 +396,11 @@ def test_warm_up_runs_once_on_every_worker(pool, tmp_path):
 
 def test_sweep_points_pass_the_same_golden_tensors_and_layers(embedded):
     from qsim.npu.engines import Engine
-    from qsim.npu.simulate import LoadedModel, parse_sweep, point_tasks, prepare_sweep
+    from qsim.npu.simulate import parse_sweep, point_tasks, prepare_sweep
     graph, feeds, _ = embedded
     model = embedded_quantized_model()
     configs = parse_sweep(["size=8,16"], load_config("8x8"))
-    prepared = prepare_sweep(LoadedModel(model, "m", "embedded"), feeds, configs, Engine.MODEL, InProcess())
+    prepared = prepare_sweep(model, feeds, configs, Engine.MODEL, InProcess())
     first, second = (p.tasks for p in prepared)
     assert [t.label.split("-", 2)[-1] for t in first] == [t.label.split("-", 2)[-1] for t in second]
     for a, b in zip(first, second):

@@ -169,9 +169,8 @@ def test_unknown_tech_names_the_packaged_ones(tmp_path):
 def embedded_run():
     from qsim.npu.config import load_config
     from qsim.npu.program import run_graph_on_npu
-    from qsim.npu.simulate import load_qmodel
-    from qsim.npu.golden_vectors import read_inputs
-    loaded = load_qmodel(None)
+    from qsim.commands.quantized_model import load_npu_model, read_inputs
+    loaded = load_npu_model(None)
     feeds, _ = read_inputs(loaded.model, None)
     return run_graph_on_npu(loaded.model.graph, feeds, load_config("16x16"), engine="model")
 

@@ -9,6 +9,7 @@ import pytest
 
 from qsim import tosa
 from qsim.cli import main
+from qsim.commands.quantized_model import default_input, load_npu_model, read_inputs
 from qsim.errors import DataError, UsageError
 from qsim.npu import corner_cases, golden_vectors
 from qsim.npu.config import load_config
@@ -112,7 +113,7 @@ def test_model_values_match_the_reference_and_chain(model_folder):
     """The kernels' vectors equal an independent run on the TOSA reference, tensor by name;
     each layer's input is the previous layer's output."""
     model = embedded_quantized_model()
-    inputs = golden_vectors.default_input(model)
+    inputs = default_input(model)
     ref = execute(model.graph, inputs, backend="reference")
     manifest = json.loads((model_folder / "manifest.json").read_text())
     previous = None
@@ -187,23 +188,23 @@ def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch):
 
 def test_model_and_input_errors(tmp_path, capsys):
     with pytest.raises(UsageError, match="no quantized model"):
-        golden_vectors.load_model(str(tmp_path / "missing"))
+        load_npu_model(str(tmp_path / "missing"))
     (tmp_path / "plain").mkdir()
     with pytest.raises(UsageError, match="not a quantized model folder"):
-        golden_vectors.load_model(str(tmp_path / "plain"))
+        load_npu_model(str(tmp_path / "plain"))
     model = embedded_quantized_model()
     np.save(tmp_path / "bad.npy", np.zeros((1, 28, 28), np.float32))
     with pytest.raises(DataError, match=r"shape \[1, 28, 28\]"):
-        golden_vectors.read_inputs(model, [str(tmp_path / "bad.npy")])
+        read_inputs(model, [str(tmp_path / "bad.npy")])
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
     with pytest.raises(DataError, match="junk.npy: not a .npy array"):
-        golden_vectors.read_inputs(model, [str(tmp_path / "junk.npy")])
+        read_inputs(model, [str(tmp_path / "junk.npy")])
     with pytest.raises(DataError, match="none.npy: no such file"):
-        golden_vectors.read_inputs(model, [str(tmp_path / "none.npy")])
+        read_inputs(model, [str(tmp_path / "none.npy")])
     with pytest.raises(UsageError, match="no input 'x'"):
-        golden_vectors.read_inputs(model, [f"x={tmp_path / 'bad.npy'}"])
+        read_inputs(model, [f"x={tmp_path / 'bad.npy'}"])
     with pytest.raises(UsageError, match="has 1 input"):
-        golden_vectors.read_inputs(model, [str(tmp_path / "bad.npy")] * 2)
+        read_inputs(model, [str(tmp_path / "bad.npy")] * 2)
     assert main(["export-vectors", "--corner-cases", "2", "--input", "x.npy", "--out", str(tmp_path / "c")]) == 2
     assert "takes no QMODEL or --input" in capsys.readouterr().err
     assert main(["export-vectors", str(tmp_path / "plain"), "--out", str(tmp_path / "d")]) == 2
@@ -223,7 +224,7 @@ def test_lanes_follow_rows_for_inputs_and_cols_for_the_rest(tmp_path):
 
 def test_quantized_model_folder_gives_the_same_vectors(tmp_path, model_folder):
     from qsim.quant.qmodel import save_quantized_model
-    from qsim.quant.target_tosa import TosaTarget
+    from qsim.quant.tosa.target import TosaTarget
     save_quantized_model(embedded_quantized_model(), TosaTarget(), tmp_path / "qm")
     assert main(["export-vectors", str(tmp_path / "qm"), "--out", str(tmp_path / "v")]) == 0
     ours = json.loads((tmp_path / "v" / "manifest.json").read_text())

@@ -48,7 +48,7 @@ def test_simulate_writes_report_with_required_fields(tmp_path, capsys):
 
 def test_float_and_int8_inputs(tmp_path, capsys):
     from qsim import zoo
-    from qsim.npu.golden_vectors import default_input
+    from qsim.commands.quantized_model import default_input
     from qsim.quant.pipeline import embedded_quantized_model
     images, _ = zoo.test_subset()
     model = embedded_quantized_model()
@@ -187,7 +187,7 @@ def test_vcd_of_first_mismatch_verilator_window(rng, tmp_path, fault):
 def test_simulate_a_quantized_model_folder(tmp_path, capsys):
     from qsim.quant.pipeline import embedded_quantized_model
     from qsim.quant.qmodel import save_quantized_model
-    from qsim.quant.target_tosa import TosaTarget
+    from qsim.quant.tosa.target import TosaTarget
     folder = tmp_path / "fashion-int8"
     save_quantized_model(embedded_quantized_model(), TosaTarget(), folder)
     code, text, _ = _run(capsys, str(folder), "--engine", "model", "--config", "8x8", "-q",
@@ -203,9 +203,10 @@ def test_simulate_a_quantized_model_folder(tmp_path, capsys):
 
 def test_int16_activations_run_on_the_host_and_say_so():
     from qsim.npu.program import Unit, plan
-    from qsim.npu.golden_vectors import default_input
+    from qsim.commands.quantized_model import default_input
     from qsim.quant.params import Precision
-    from qsim.quant.pipeline import QuantizeOptions, embedded_quantized_model
+    from qsim.quant.options import QuantizeOptions
+    from qsim.quant.pipeline import embedded_quantized_model
     model = embedded_quantized_model(QuantizeOptions(precision=Precision("16x8"), show_progress=False))
     stages = plan(model.graph)
     convs = [s for s in stages if s.ops[0].kind.short_name == "CONV2D"]

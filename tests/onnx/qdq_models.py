@@ -19,7 +19,8 @@ import onnxruntime as ort
 from onnx import helper
 
 from qsim import ir
-from qsim.quant.pipeline import QuantizeOptions, quantize_graph
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import quantize_graph
 from qsim.runtime.executor import execute
 from qsim.onnx import load
 from tests.onnx.onnx_helpers import init, make_model, save

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 from qsim.cli import main
 from qsim.errors import DataError, UnsupportedError, UsageError
 from qsim.onnx import load
-from qsim.quant.data import Samples
+from qsim.quant.calibration.data import Samples
 from qsim.quant.pipeline import quantize_graph
 from qsim.runtime.executor import execute
 from tests.onnx.onnx_helpers import init, make_model, save
@@ -345,7 +345,7 @@ def test_sixteen_bit_activations(tmp_path):
     differently from onnxruntime's float32 requantization on a few % of elements, by 1 LSB of the
     16-bit grid (1/256 of an 8-bit step); across this model's four layers, at most 2."""
     from qsim.quant.params import Precision
-    from qsim.quant.pipeline import QuantizeOptions
+    from qsim.quant.options import QuantizeOptions
     model = cnn_model(21)
     options = QuantizeOptions(show_progress=False, precision=Precision.INT16X8)
     for activations in ("QInt16", "QUInt16"):
@@ -361,7 +361,7 @@ def test_sixteen_bit_activations(tmp_path):
 
 def test_asymmetric_sixteen_bit_activations_are_refused(tmp_path):
     from qsim.quant.params import Precision
-    from qsim.quant.pipeline import QuantizeOptions
+    from qsim.quant.options import QuantizeOptions
     path = quantize_qdq(cnn_model(21), tmp_path, per_channel=True, activations="QInt16")
     with pytest.raises(UnsupportedError, match=r"tensor 'x' has zero point -?\d+ on TOSA's signed 16-bit grid") as err:
         quantize_graph(load(path), None, None, QuantizeOptions(show_progress=False, precision=Precision.INT16X8))

@@ -11,11 +11,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from qsim.quant.data import Samples
-from qsim.quant.observers import ObserverKind
+from qsim.quant.calibration.data import Samples
+from qsim.quant.calibration.observers import ObserverKind
 from qsim.quant.params import Precision, dequantize, quantize
-from qsim.quant.pipeline import QuantizeOptions, calibrate_model, load_float_model
-from qsim.quant.target_tosa import TosaTarget
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import calibrate_model, load_float_model
+from qsim.quant.tosa.target import TosaTarget
 from qsim.runtime.executor import execute
 
 PRECISIONS = {"int8": Precision.INT8, "16x8": Precision.INT16X8}

@@ -1,4 +1,4 @@
-"""Attention masks in front of softmax (qsim/quant/softmax_mask.py, rules_tosa_softmax.py):
+"""Attention masks in front of softmax (qsim/quant/lowering/softmax_mask.py, tosa/rules_softmax.py):
 torch's causal exports (tests/onnx/torch_exports: the mask argument, is_causal=True) and
 attention cores built with onnx.helper whose mask is an additive 0/-inf, 0/-1e9 or
 0/finfo.min constant or a masked_fill (Where) with a constant bool mask.
@@ -21,10 +21,11 @@ from onnx import helper
 import qsim.onnx
 from qsim.cli import main
 from qsim.errors import UnsupportedError
-from qsim.quant.data import Samples
+from qsim.quant.calibration.data import Samples
 from qsim.quant.params import dequantize
-from qsim.quant.pipeline import QuantizeOptions, quantize_graph
-from qsim.quant.softmax_mask import masked_tensors
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import quantize_graph
+from qsim.quant.lowering.softmax_mask import masked_tensors
 from qsim.runtime.executor import execute
 
 from .test_target_tosa import _run_both, sqnr_db
@@ -81,7 +82,7 @@ def _quantized(model: onnx.ModelProto, tmp_path, n: int = 24):
 
 def _check_probabilities(model, graph, x, masked: np.ndarray):
     """Integer p: exactly 0 (-128) where masked, within one 1/255 step of the exact masked
-    softmax of the quantized scores elsewhere (the bound of rules_tosa_softmax's doc)."""
+    softmax of the quantized scores elsewhere (the bound of tosa/rules_softmax.py's doc)."""
     ints = _run_both(model, x)
     p = ints["p"].astype(int)
     assert np.all(p[np.broadcast_to(masked, p.shape)] == -128)

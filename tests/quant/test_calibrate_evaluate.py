@@ -5,12 +5,12 @@ import pytest
 
 from qsim import ir
 from qsim.errors import DataError
-from qsim.quant.calibrate import annotated, calibrate, channel_mean
-from qsim.quant.observers import make_observer
-from qsim.quant.params import QuantConfig
-from qsim.quant.rounding import watch_layers
-from qsim.quant.evaluate import evaluate, float_view, quantize_feed
-from qsim.quant.target_tosa import lower_graph
+from qsim.quant.calibration.calibrate import calibrate, channel_mean
+from qsim.quant.calibration.observers import make_observer
+from qsim.quant.params import QuantConfig, annotated
+from qsim.quant.rounding.adaptive import watch_layers
+from qsim.quant.evaluation.evaluate import evaluate, float_view, quantize_feed
+from qsim.quant.tosa.target import lower_graph
 from qsim.runtime.executor import execute
 
 from .lowering_models import FloatGraph, small_cnn
@@ -73,7 +73,7 @@ def test_evaluate_reports_agreement_accuracy_and_sqnr(rng):
 def test_error_histogram_counts_like_numpys_clip_and_histogram():
     """evaluate's one-pass error histogram equals np.histogram(np.clip(...)) on values at and
     one ulp around every bin edge, beyond the range, infinite and NaN."""
-    from qsim.quant.evaluate import ERROR_EDGES_LSB, _quant_ops
+    from qsim.quant.evaluation.evaluate import ERROR_EDGES_LSB, _quant_ops
     edges = ERROR_EDGES_LSB
     rng = np.random.default_rng(9)
     x = np.concatenate([edges, np.nextafter(edges, np.inf), np.nextafter(edges, -np.inf),
@@ -89,7 +89,7 @@ def test_error_histogram_counts_like_numpys_clip_and_histogram():
 def test_evaluate_tensor_figures_are_those_of_float_view(rng):
     """The report's per-tensor SQNR and error histogram equal the numpy formulation over
     float_view (dequantized integers brought to the float layout) for every watched tensor."""
-    from qsim.quant.evaluate import ERROR_EDGES_LSB
+    from qsim.quant.evaluation.evaluate import ERROR_EDGES_LSB
     graph = small_cnn(rng)
     xs = [rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32) for _ in range(4)]
     model = lower_graph(graph, calibrate(graph, [{"x": x} for x in xs[:2]], show_progress=False))
@@ -156,7 +156,7 @@ def test_calibration_is_the_same_for_any_thread_count(rng, monkeypatch, worker_m
     none: parametrized): every parameter and channel mean is the one-thread bits (percentile
     histograms, range growth across samples included), and a non-finite activation is still
     the data error naming its tensor."""
-    from qsim.quant import calibrate as calibrate_module
+    from qsim.quant.calibration import calibrate as calibrate_module
     monkeypatch.setattr(calibrate_module, "WORKER_MIN_ELEMENTS", worker_min_elements)
     graph = small_cnn(rng)
     feeds = [{"x": (rng.normal(0, 1, (1, 3, 12, 12)) * (1 + i)).astype(np.float32)} for i in range(5)]

@@ -1,9 +1,9 @@
-"""Calibration's channel means (qsim.quant.calibrate.channel_mean): numpy's float64 means, bit
+"""Calibration's channel means (qsim.quant.calibration.calibrate.channel_mean): numpy's float64 means, bit
 for bit, without the float64 copy of each activation."""
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from qsim.quant.calibrate import channel_mean
+from qsim.quant.calibration.calibrate import channel_mean
 
 
 @settings(derandomize=True, deadline=None, max_examples=60)
@@ -40,7 +40,7 @@ def test_channel_sums_have_numpys_bits_on_every_isa_path():
     ISA path this CPU has, at the lengths where numpy's algorithm changes form (below 8, at
     and around 128, split halves) and at EfficientNet's plane sizes."""
     from qsim.kernels.cpu_features import supported_isas
-    from qsim.quant.calibrate import _quant_ops
+    from qsim.quant.calibration.calibrate import _quant_ops
     rng = np.random.default_rng(7)
     for r in (1, 7, 8, 9, 15, 16, 127, 128, 129, 136, 255, 256, 257, 1000, 1031, 3136, 12544):
         x = (rng.standard_normal((1, 3, r)) * 10.0 ** rng.uniform(-3, 3, (1, 3, 1)) + 0.25).astype(np.float32)
@@ -58,7 +58,7 @@ def test_channel_sums_every_length_and_special_values_on_every_isa_path():
     or both inf signs (numpy's result: inf, NaN, NaN). kernels/scan_stats.h's AVX-512 leaf
     (qsim_pairwise_leaf_avx512) against numpy's pairwise sum, bit for bit where finite."""
     from qsim.kernels.cpu_features import supported_isas
-    from qsim.quant.calibrate import _quant_ops
+    from qsim.quant.calibration.calibrate import _quant_ops
     rng = np.random.default_rng(11)
     for r in list(range(0, 301)) + [1023, 1024, 1025, 4097, 16384, 16392, 40000]:
         x = (rng.standard_normal((1, 6, r)) * 10.0 ** rng.uniform(-30, 30, (1, 6, r))).astype(np.float32)

@@ -1,9 +1,9 @@
-"""The patch geometry of a convolution (qsim.quant.conv_geometry): the patches line up with the
+"""The patch geometry of a convolution (qsim.quant.rounding.conv_geometry): the patches line up with the
 weight layout of a direct convolution, and the compiled gather copies numpy's floats."""
 import numpy as np
 import pytest
 
-from qsim.quant.conv_geometry import (ConvGeometry, conv_patch_shape, conv_patches,
+from qsim.quant.rounding.conv_geometry import (ConvGeometry, conv_patch_shape, conv_patches,
                                       conv_patches_numpy)
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from qsim.errors import DataError
-from qsim.quant.data import load_samples
+from qsim.quant.calibration.data import load_samples
 
 
 def test_npy_and_npz_with_labels(tmp_path, rng):

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from qsim.kernels.cpu_features import forced_isa, supported_isas
-from qsim.quant.conv_geometry import ConvGeometry, conv_patch_shape, conv_patches_numpy, depthwise_direct
-from qsim.quant.rounding import InputMoments, PatchMoments
+from qsim.quant.rounding.conv_geometry import ConvGeometry, conv_patch_shape, conv_patches_numpy, depthwise_direct
+from qsim.quant.rounding.adaptive import InputMoments, PatchMoments
 
 U = 2.0 ** -53
 
@@ -145,8 +145,8 @@ def test_sample_stride_reads_a_sub_lattice_of_the_output_positions():
     moments read every a-th row and b-th column of its output positions (a x b covers the
     excess, a and b within one of each other): the patches of the sampled geometry are
     exactly those rows of the full gather."""
-    from qsim.quant import conv_geometry
-    from qsim.quant.conv_geometry import conv_patches, sample_stride
+    from qsim.quant.rounding import conv_geometry
+    from qsim.quant.rounding.conv_geometry import conv_patches, sample_stride
     g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
     shape = (1, 2, 40, 30)                                  # 1200 rows per sample, K = 18
     assert sample_stride(shape, g, None) is g               # unknown sample count: all rows
@@ -166,7 +166,7 @@ def test_sample_stride_reads_a_sub_lattice_of_the_output_positions():
 
 
 def test_input_moments_sum_the_sampled_rows_when_told_the_sample_count():
-    from qsim.quant.conv_geometry import conv_patches, sample_stride
+    from qsim.quant.rounding.conv_geometry import conv_patches, sample_stride
     g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
     rng = np.random.default_rng(7)
     xs = [rng.normal(size=(1, 2, 40, 30)).astype(np.float32) for _ in range(3)]
@@ -188,7 +188,7 @@ def test_a_sampled_depthwise_layer_is_summed_directly_on_its_sub_lattice():
     """Sampled or not, a depthwise layer is summed straight from its input (add_depthwise with
     the geometry sample_stride chose: the kernel's stride times the sampling step), and its
     totals are those of the sampled lattice's gathered patches: exactly on integer inputs."""
-    from qsim.quant.conv_geometry import sample_stride
+    from qsim.quant.rounding.conv_geometry import sample_stride
     dw = _geometry(19, 3, 3, 1, 1, (1, 1), (1, 1))
     rng = np.random.default_rng(8)
     xs = [rng.integers(-8, 9, size=(1, 19, 40, 30)).astype(np.float32) for _ in range(2)]

@@ -1,4 +1,4 @@
-"""Embedding lookups with computed indices (rules_tosa_gather.py, integer_inputs.py): token ids
+"""Embedding lookups with computed indices (qsim/quant/tosa/rules_gather.py, lowering/integer_inputs.py): token ids
 as an integer model input stay integers (int32 in the integer graph, int64 narrowed with a
 range check), the table is quantized over its whole range, and the lookup is one TOSA GATHER
 (values [N, K, C], indices [N, W] int32), replayed on the reference and the kernels bit for
@@ -19,11 +19,12 @@ import qsim.onnx
 from qsim import ir
 from qsim.cli import main
 from qsim.errors import DataError, QsimError
-from qsim.quant.data import Samples, load_samples
-from qsim.quant.evaluate import quantize_feed
-from qsim.quant.integer_inputs import INTEGER_INPUT
+from qsim.quant.calibration.data import Samples, load_samples
+from qsim.quant.evaluation.evaluate import quantize_feed
+from qsim.quant.lowering.integer_inputs import INTEGER_INPUT
 from qsim.quant.params import quantize
-from qsim.quant.pipeline import QuantizeOptions, quantize_graph, single_input
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import quantize_graph, single_input
 from qsim.runtime.executor import execute
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "onnx"))

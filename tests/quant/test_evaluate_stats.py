@@ -1,5 +1,5 @@
 """The evaluation's one-pass error statistics (kernels/quant_ops.pyx add_error_stats, called by
-qsim/quant/evaluate.py _IntegerView.add): the histogram counts are numpy's formulation
+qsim/quant/evaluation/evaluate.py _IntegerView.add): the histogram counts are numpy's formulation
 exactly, whichever path (multiply or division) an element takes, and the sums are the fixed
 blocked order's bits."""
 import numpy as np
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qsim.kernels.cpu_features import current_isa, supported_isas
-from qsim.quant.evaluate import ERROR_EDGES_LSB, _quant_ops, _three_axes
+from qsim.quant.evaluation.evaluate import ERROR_EDGES_LSB, _quant_ops, _three_axes
 
 BLOCK = 1024
 
@@ -329,9 +329,9 @@ def test_evaluation_report_is_the_same_for_any_thread_count(rng, monkeypatch):
     """With more than one thread the tensors' statistics run on a worker beside the float
     execution: the report, every SQNR bit and histogram count included, is the one-thread
     report."""
-    from qsim.quant.calibrate import calibrate
-    from qsim.quant.evaluate import evaluate
-    from qsim.quant.target_tosa import lower_graph
+    from qsim.quant.calibration.calibrate import calibrate
+    from qsim.quant.evaluation.evaluate import evaluate
+    from qsim.quant.tosa.target import lower_graph
 
     from .lowering_models import small_cnn
     graph = small_cnn(rng)
@@ -355,7 +355,7 @@ def test_per_tensor_input_quantization_is_params_quantize(dtype, bits, symmetric
     are not powers of two and zero points at the ends of the range; a value numpy's cast decides
     (inf, NaN, beyond 2^62 steps) sends the whole tensor down params.quantize's path."""
     from qsim import ir
-    from qsim.quant.evaluate import quantized
+    from qsim.quant.evaluation.evaluate import quantized
     from qsim.quant.params import quantize
     rng = np.random.default_rng(bits)
     qmax = (1 << (bits - 1)) - 1

@@ -1,10 +1,10 @@
-"""IntegerGraphBuilder (qsim/quant/graph_builder.py): names, exact claims, renames, build."""
+"""IntegerGraphBuilder (qsim/quant/lowering/graph_builder.py): names, exact claims, renames, build."""
 import numpy as np
 import pytest
 
 from qsim import ir
 from qsim.errors import InvalidGraphError
-from qsim.quant.graph_builder import IntegerGraphBuilder
+from qsim.quant.lowering.graph_builder import IntegerGraphBuilder
 
 I8 = ir.DType.I8
 

@@ -1,6 +1,6 @@
 """Integer lowerings of activations reached from ONNX models: chains of element-wise ops of one
 tensor as one TABLE (HardSwish, HardSigmoid, GELU's erf form, SiLU, quick-GELU, Mish), leaky
-ReLU and PReLU (rules_tosa_activation.py).
+ReLU and PReLU (qsim/quant/tosa/rules_activation.py).
 
 Each lowering is replayed on the TOSA reference and the kernels (equal on every tensor) over
 every input code, and compared with the activation's own formula written here (not qsim's):
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from qsim import cli
 from qsim.errors import UnsupportedError
 from qsim.quant.params import QuantConfig, params_from_range
-from qsim.quant.target_tosa import lower_graph
+from qsim.quant.tosa.target import lower_graph
 
 from .lowering_models import FloatGraph
 from .onnx_quantize import (PRECISIONS, init, node, onnx_model, quantize_onnx, replay, run_quantized, sqnr_db,

@@ -22,7 +22,7 @@ from qsim import cli, ir
 from qsim.errors import UnsupportedError
 from qsim.quant.fold_constants import fold_constant_ops
 from qsim.quant.params import QuantConfig
-from qsim.quant.target_tosa import lower_graph
+from qsim.quant.tosa.target import lower_graph
 from qsim.runtime.executor import execute
 from qsim.tensorfile import write_tensor
 
@@ -284,7 +284,7 @@ def test_bilinear_resize_rounds_the_interpolated_codes_once(tmp_path, rng, preci
         near_tie = np.abs(exact - np.floor(exact) - 0.5) < 1e-9
         want = np.floor(exact + 0.5)
         assert np.all((got == want) | (near_tie & (np.abs(got - want) == 1)))
-    else:             # positions within (o/2 + 1/2)·2^-11 rows per axis (rules_tosa_resize)
+    else:             # positions within (o/2 + 1/2)·2^-11 rows per axis (tosa/rules_resize.py)
         step = float(dt.max - dt.min)
         bound = 0.5 + sum(step * (n / 2 + 0.5) / 2 ** 11 for n in out_hw) + 1e-9
         assert np.abs(got - exact).max() <= bound

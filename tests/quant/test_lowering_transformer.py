@@ -13,11 +13,12 @@ import qsim.onnx
 from qsim import ir
 from qsim.cli import main
 from qsim.errors import UnsupportedError
-from qsim.quant.data import Samples
+from qsim.quant.calibration.data import Samples
 from qsim.quant.params import Precision, QuantConfig, dequantize, quantize
-from qsim.quant.pipeline import QuantizeOptions, quantize_graph
-from qsim.quant.integer_newton import reciprocal_seed_table, rsqrt_seed_table
-from qsim.quant.target_tosa import lower_graph
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import quantize_graph
+from qsim.quant.tosa.integer_newton import reciprocal_seed_table, rsqrt_seed_table
+from qsim.quant.tosa.target import lower_graph
 from qsim.runtime.executor import execute
 
 from .lowering_models import FloatGraph, calibrate_minmax

@@ -9,12 +9,13 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from qsim.kernels.backend import Backend
-from qsim.quant.data import Samples
-from qsim.quant.graph_builder import IntegerGraphBuilder, is_text_safe
-from qsim.quant.pipeline import QuantizeOptions, quantize_graph
+from qsim.quant.calibration.data import Samples
+from qsim.quant.lowering.graph_builder import IntegerGraphBuilder, is_text_safe
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import quantize_graph
 from qsim.quant.qmodel import integer_inputs, load_quantized_model, save_quantized_model
-from qsim.quant.target_cvm import CvmTarget
-from qsim.quant.target_tosa import TosaTarget
+from qsim.quant.cvm.target import CvmTarget
+from qsim.quant.tosa.target import TosaTarget
 from qsim.runtime.executor import execute
 from qsim.onnx.loader import load as load_onnx
 

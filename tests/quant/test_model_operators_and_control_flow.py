@@ -9,9 +9,10 @@ import pytest
 
 from qsim.cli import main
 from qsim.errors import UnsupportedError
-from qsim.quant.calibrate import calibrate
-from qsim.quant.data import Samples
-from qsim.quant.pipeline import QuantizeOptions, load_float_model, quantize_graph
+from qsim.quant.calibration.calibrate import calibrate
+from qsim.quant.calibration.data import Samples
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import load_float_model, quantize_graph
 
 SHAPE = (1, 2, 4, 4)
 HEADER = "import nn;\nimport math;\n\n"

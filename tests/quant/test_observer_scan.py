@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qsim.kernels.cpu_features import supported_isas
-from qsim.quant.observers import _quant_ops
+from qsim.quant.calibration.observers import _quant_ops
 
 
 def numpy_scan(x: np.ndarray, log2_width: int, first: int, size: int):

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from qsim.errors import DataError, UsageError
-from qsim.quant.observers import (OBSERVER_CLASSES, MinMaxObserver, MseObserver, ObserverKind, PercentileObserver,
+from qsim.quant.calibration.observers import (OBSERVER_CLASSES, MinMaxObserver, MseObserver, ObserverKind, PercentileObserver,
                                   StreamingHistogram, make_observer)
 from qsim.quant.params import QuantScheme, dequantize, quantize
 
@@ -220,7 +220,7 @@ def _needed_log2_by_steps(lo, hi):
     """The histogram width rule written as the plain search: from the finest width allowed by
     the peak, one power of two at a time until the range fits MAX_BINS bins."""
     import math
-    from qsim.quant.observers import MANTISSA_BITS, MAX_BINS, MIN_BIN_LOG2
+    from qsim.quant.calibration.observers import MANTISSA_BITS, MAX_BINS, MIN_BIN_LOG2
     k = MIN_BIN_LOG2
     if max(abs(lo), abs(hi)) > 0:
         k = max(k, math.frexp(max(abs(lo), abs(hi)))[1] - MANTISSA_BITS)
@@ -233,7 +233,7 @@ def test_histogram_width_jump_finds_the_smallest_width_that_fits():
     """_needed_log2 starts its search near (hi - lo) / MAX_BINS; it returns the width of the
     one-step-at-a-time search on random ranges and on spans of exactly MAX_BINS - 1..+1 bins."""
     import math
-    from qsim.quant.observers import MAX_BINS
+    from qsim.quant.calibration.observers import MAX_BINS
     rng = np.random.default_rng(0)
     h = StreamingHistogram()
     cases = []
@@ -258,7 +258,7 @@ def test_one_pass_scan_and_count_keeps_the_two_pass_statistics(parts, seed):
     (scan_bins_f32) and kept when it fits the bins; otherwise the two passes run. Either way
     the histogram, extremes, zeros and count equal the float64 (numpy) path's after every
     batch (both ways are checked one by one in the next test)."""
-    from qsim.quant import observers
+    from qsim.quant.calibration import observers
     rng = np.random.default_rng(seed)
     taken = []
     original = observers.StreamingHistogram.scan_and_add_f32

@@ -1,10 +1,10 @@
-"""The input moments of a convolution summed by tap offset (qsim.quant.offset_moments): the
+"""The input moments of a convolution summed by tap offset (qsim.quant.rounding.offset_moments): the
 moments of the gathered patches, without the gather."""
 import numpy as np
 import pytest
 
-from qsim.quant.conv_geometry import ConvGeometry, conv_patch_shape, conv_patches_numpy
-from qsim.quant.offset_moments import offset_moments, offsets_direct
+from qsim.quant.rounding.conv_geometry import ConvGeometry, conv_patch_shape, conv_patches_numpy
+from qsim.quant.rounding.offset_moments import offset_moments, offsets_direct
 
 
 @pytest.mark.parametrize("n,c,h,w,kernel,begins,ends,crop", [

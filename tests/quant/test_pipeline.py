@@ -6,16 +6,17 @@ import pytest
 
 from qsim import ir, zoo
 from qsim.errors import DataError, SemanticError, UnsupportedError, UsageError
-from qsim.quant.annotations import check_annotations
+from qsim.quant.calibration.annotations import check_annotations
 from qsim.commands.quantize import quantize_to_folder
-from qsim.quant.data import Samples
-from qsim.quant.evaluate import quantize_feed
+from qsim.quant.calibration.data import Samples
+from qsim.quant.evaluation.evaluate import quantize_feed
 from qsim.quant.params import Precision
-from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import (batched_models, calibrate_model, embedded_quantized_model,
                                  load_float_model, quantize_graph, same_but_batch)
 from qsim.quant.rebatch import rebatched_graph
-from qsim.quant.target_cvm import CvmTarget
-from qsim.quant.target_tosa import TosaTarget
+from qsim.quant.cvm.target import CvmTarget
+from qsim.quant.tosa.target import TosaTarget
 from qsim.runtime.executor import execute
 
 QUIET = QuantizeOptions(show_progress=False)
@@ -82,7 +83,7 @@ def _float_values(graph, images, size):
 def _near_bin_edge(lsb_error, slack):
     """How many errors lie within `slack` (elementwise, in LSB; 0 where the float reference
     did not move) of a histogram bin edge: only those can land in another bin."""
-    from qsim.quant.evaluate import ERROR_EDGES_LSB
+    from qsim.quant.evaluation.evaluate import ERROR_EDGES_LSB
     clipped = np.clip(lsb_error, ERROR_EDGES_LSB[0], ERROR_EDGES_LSB[-1])
     step = ERROR_EDGES_LSB[1] - ERROR_EDGES_LSB[0]
     to_edge = np.abs(clipped / step - np.round(clipped / step)) * step
@@ -97,7 +98,7 @@ def test_batched_and_per_sample_evaluation_agree(float_graph, test_images):
     float graph at batch 100 sums in another order (BLAS blocking differs by CPU), so the
     float reference moves by float32 rounding: the test measures that movement and allows
     exactly the histogram bins and argmax decisions it can change, no more."""
-    from qsim.quant.evaluate import float_view
+    from qsim.quant.evaluation.evaluate import float_view
     images, labels = test_images
     n = 130
     calib = Samples(zoo.calibration_images()[:64])
@@ -279,7 +280,7 @@ def test_graph_quant_values_appear_unchanged(tmp_path, rng):
     # integer graph reaches 2.48 (an int8 tensor with zero point 0 would stop at 1.27)
     big = np.full((1, 2, 6, 6), 3.0, np.float32)
     ints = execute(g, quantize_feed(r.model, {"input": big}))
-    from qsim.quant.evaluate import float_view
+    from qsim.quant.evaluation.evaluate import float_view
     floats = execute(graph, {"input": big})["output"]
     got = float_view(r.model, "output", ints)
     # (input rounding through the 3x3x2 filter, then two output roundings)
@@ -321,7 +322,7 @@ def test_one_batch_check_for_both_targets(float_graph, target):
 def test_the_target_config_is_what_the_settings_record():
     """The TOSA target's own config (what the lowering uses) wins over the options' fields in
     the report and in quantization.json; CVM records its precisions and its name."""
-    from qsim.quant.cvm_context import CvmConfig
+    from qsim.quant.cvm.context import CvmConfig
     from qsim.quant.params import Granularity, QuantConfig
     target = TosaTarget(QuantConfig(precision=Precision.INT16X8, weight_granularity=Granularity.PER_TENSOR,
                                     double_round=True))
@@ -395,7 +396,7 @@ def test_batched_evaluation_reports_the_per_sample_bits(tmp_path, rng):
     of evaluation one sample at a time, bit for bit: every tensor's SQNR (its sums go sample by
     sample into the running totals) and histogram, and every output figure. The batch size
     is a speed and memory choice only."""
-    from qsim.quant.evaluate import evaluate
+    from qsim.quant.evaluation.evaluate import evaluate
     from qsim.quant.pipeline import input_feeds
     # convolution, relu and mean: float operators whose every sample gets its batch-1 bits
     # (the float linear's GEMM at another batch may round differently: not the evaluation's)

@@ -1,5 +1,5 @@
 """PReLU / leaky ReLU folded into a convolution's or dense layer's output RESCALE
-(rules_tosa_activation.rescale_with_slopes): the int32 accumulator is split by sign and each half
+(tosa/rules_activation.rescale_with_slopes): the int32 accumulator is split by sign and each half
 rescaled once, so the layer output is rounded once, on the PReLU output's grid.
 
 Oracle: the accumulator as the TOSA reference's CONV2D / FULLY_CONNECTED computed it (the replay
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from qsim import ir
 from qsim.quant.params import Granularity, QuantConfig, Precision
-from qsim.quant.target_tosa import lower_graph
+from qsim.quant.tosa.target import lower_graph
 
 from .lowering_models import FloatGraph
 from .onnx_quantize import replay

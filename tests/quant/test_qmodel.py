@@ -6,12 +6,13 @@ import pytest
 
 from qsim import zoo
 from qsim.errors import DataError, UsageError
-from qsim.quant.pipeline import QuantizeOptions, embedded_quantized_model, load_float_model
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import embedded_quantized_model, load_float_model
 from qsim.quant.qmodel import (METADATA_FILE, load_quantized_model, save_quantized_model,
                                target_of)
 from qsim.quant.target import TargetKind
-from qsim.quant.target_cvm import CvmTarget
-from qsim.quant.target_tosa import TosaTarget
+from qsim.quant.cvm.target import CvmTarget
+from qsim.quant.tosa.target import TosaTarget
 
 QUIET = QuantizeOptions(show_progress=False)
 

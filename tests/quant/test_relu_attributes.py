@@ -1,5 +1,5 @@
 """nn.relu's attributes reach the integer graph: `max` caps it (relu6); a leaky relu (`alpha` > 0)
-is lowered as one (TOSA: rules_tosa_activation) or, where the target has no lowering (CVM),
+is lowered as one (TOSA: tosa/rules_activation.py) or, where the target has no lowering (CVM),
 refused with the operator named instead of being lowered as a plain relu."""
 import json
 

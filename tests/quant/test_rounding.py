@@ -1,4 +1,4 @@
-"""Adaptive weight rounding (qsim.quant.rounding): the objective it lowers, the patch moments
+"""Adaptive weight rounding (qsim.quant.rounding.adaptive): the objective it lowers, the patch moments
 it reads, and what it does to a quantized model (only integers within one step change). The
 patch layout: test_conv_geometry.py; the moments by tap offset: test_offset_moments.py."""
 import dataclasses
@@ -10,14 +10,14 @@ import pytest
 from qsim import zoo
 from qsim.errors import UsageError
 from qsim.commands.quantize import quantize_to_folder
-from qsim.quant.data import Samples
-from qsim.quant.pipeline import (QuantizeOptions, calibrate_model, embedded_quantized_model,
-                                 load_float_model)
-from qsim.quant.conv_geometry import (ConvGeometry, conv_patch_shape, conv_patches,
+from qsim.quant.calibration.data import Samples
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import calibrate_model, embedded_quantized_model, load_float_model
+from qsim.quant.rounding.conv_geometry import (ConvGeometry, conv_patch_shape, conv_patches,
                                       conv_patches_numpy)
-from qsim.quant.rounding import PatchMoments, adaptive_round
-from qsim.quant.evaluate import quantize_feed
-from qsim.quant.target_tosa import TosaTarget
+from qsim.quant.rounding.adaptive import PatchMoments, adaptive_round
+from qsim.quant.evaluation.evaluate import quantize_feed
+from qsim.quant.tosa.target import TosaTarget
 from qsim.runtime.executor import execute
 
 QUIET = QuantizeOptions(show_progress=False)
@@ -176,7 +176,7 @@ def test_adaptive_is_the_tosa_default_and_recorded_in_the_settings():
 def test_compiled_passes_give_the_numpy_loops_integers(monkeypatch, groups, threads):
     """The compiled pass loop (kernels/quant_ops.pyx, rows split over threads) takes exactly
     the moves of the numpy loop, for one and two threads."""
-    from qsim.quant import rounding
+    from qsim.quant.rounding import adaptive as rounding
     rng = np.random.default_rng(11)
     monkeypatch.setenv("QSIM_THREADS", threads)
     moved = 0
@@ -205,7 +205,7 @@ def test_compiled_passes_give_the_numpy_loops_integers(monkeypatch, groups, thre
 def test_patch_sums_have_numpys_bits(g, p, k):
     """PatchMoments' first moments (compiled row sums) equal numpy's float64 sum bit for bit,
     on values whose exponents span 2^-60..2^60, where the order of additions shows."""
-    from qsim.quant.rounding import _column_sums
+    from qsim.quant.rounding.adaptive import _column_sums
     rng = np.random.default_rng(g * 1000 + k)
     x = (rng.standard_normal((g, p, k)) * np.exp2(rng.integers(-60, 60, size=(g, p, k)))).astype(np.float32)
     got = _column_sums(x)
@@ -218,7 +218,7 @@ class _FlushedSums:
     GEMM and sum each time FLUSH_ROWS of them are pending, then once more at the end."""
 
     def __init__(self, groups: int, k: int):
-        from qsim.quant.rounding import FLUSH_ROWS
+        from qsim.quant.rounding.adaptive import FLUSH_ROWS
         self.flush_rows = FLUSH_ROWS
         self.outer, self.sums, self.pending = np.zeros((groups, k, k)), np.zeros((groups, k)), []
 
@@ -256,7 +256,7 @@ def test_buffered_moments_have_the_bits_of_concatenated_flushes():
 def test_shared_scratch_gives_the_moments_bits():
     """InputMoments gathers layers with >= FLUSH_ROWS rows per sample into one shared scratch
     buffer; the moments are the bytes of PatchMoments.add on the same patches."""
-    from qsim.quant.rounding import FLUSH_ROWS, InputMoments
+    from qsim.quant.rounding.adaptive import FLUSH_ROWS, InputMoments
     rng = np.random.default_rng(5)
     # dilated: gathered (stride-1 undilated layers are summed by offsets, without gathering)
     g_big = ConvGeometry(1, (3, 3), (1, 1), (2, 2), (2, 2), (2, 2), (0, 0))     # 34*34 rows
@@ -284,7 +284,7 @@ def test_wide_layer_holds_its_rows_and_sums_them_in_the_flushes_blocks(rows, add
     (held_rows); past K, or when second_moment is asked for, the held rows are summed in the
     blocks the flushes would have summed: the totals and means have the bits of the
     concatenate-then-flush formulation."""
-    from qsim.quant.rounding import FLUSH_ROWS
+    from qsim.quant.rounding.adaptive import FLUSH_ROWS
     rng = np.random.default_rng(5)
     k = FLUSH_ROWS + 76
     m = PatchMoments(1, k)
@@ -308,7 +308,7 @@ def test_wide_layer_holds_its_rows_and_sums_them_in_the_flushes_blocks(rows, add
 
 
 def test_narrow_or_grouped_layers_never_hold():
-    from qsim.quant.rounding import FLUSH_ROWS
+    from qsim.quant.rounding.adaptive import FLUSH_ROWS
     assert not PatchMoments(1, FLUSH_ROWS).holding
     assert not PatchMoments(2, FLUSH_ROWS + 10).holding
     with pytest.raises(ValueError, match="summed"):
@@ -320,7 +320,7 @@ def test_rounding_from_rows_matches_rounding_from_h(centered):
     """round_from_rows (residual X e per channel, block GEMMs for X^T r) takes the moves
     adaptive_round takes on H = X^T X / P of the same rows: the same integers on random
     correlated rows (no objective ties), never worse than nearest, within one step."""
-    from qsim.quant.rounding import round_from_rows
+    from qsim.quant.rounding.adaptive import round_from_rows
     rng = np.random.default_rng(11)
     for p, k, oc in [(30, 150, 6), (200, 700, 12), (64, 64, 4)]:
         x = (rng.standard_normal((p, 1)) + 0.4 * rng.standard_normal((p, k))
@@ -342,7 +342,7 @@ def test_round_layer_rounds_a_holding_layer_from_its_rows_and_keeps_its_means():
     """round_layer on a layer that held its rows: the integers of round_from_rows, the layer's
     rows let go, and its means (bias correction reads them) still those of the rows."""
     from qsim import ir
-    from qsim.quant.rounding import FLUSH_ROWS, InputMoments, round_from_rows, round_layer
+    from qsim.quant.rounding.adaptive import FLUSH_ROWS, InputMoments, round_from_rows, round_layer
     rng = np.random.default_rng(2)
     k, oc = FLUSH_ROWS + 8, 5
     x = (rng.standard_normal((60, 1)) + 0.5 * rng.standard_normal((60, k))).astype(np.float32)
@@ -366,7 +366,7 @@ def test_round_layer_rounds_a_holding_layer_from_its_rows_and_keeps_its_means():
 def test_rounding_from_rows_is_independent_of_the_thread_count(monkeypatch):
     """round_from_rows splits channels over threads: the integers are the same for 1 and 2
     threads, on a case with many moves over several blocks and passes."""
-    from qsim.quant.rounding import BLOCK_COLUMNS, round_from_rows
+    from qsim.quant.rounding.adaptive import BLOCK_COLUMNS, round_from_rows
     rng = np.random.default_rng(21)
     k, p, oc = 3 * BLOCK_COLUMNS + 5, 90, 33
     x = (rng.standard_normal((p, 1)) + 0.3 * rng.standard_normal((p, k))).astype(np.float32)
@@ -386,7 +386,7 @@ def test_compiled_candidates_have_numpys_doubles(dtype):
     """rounding_candidates (one compiled pass) gives the doubles of the numpy formulation: the
     start at nearest (ties up, -0.0 to +0.0), floor and floor + 1 clipped to the range, and
     e = q - w / scale; on halves, signed zeros and weights past the range."""
-    from qsim.quant.rounding import _candidates, _candidates_numpy
+    from qsim.quant.rounding.adaptive import _candidates, _candidates_numpy
     rng = np.random.default_rng(5)
     w = (rng.normal(size=(17, 41)) * 3).astype(dtype)
     w[0, :12] = [0.5, -0.5, 1.5, -1.5, -0.0, 0.0, 127.6, -127.6, 200, -300, 126.5, -127.5]
@@ -402,7 +402,7 @@ def test_rounding_is_the_same_on_every_instruction_set_path_and_thread_count(mon
     and the rows forms give the same integers on every path the machine has, at 1, 2 and 3
     threads, on cases with many moves."""
     from qsim.kernels.cpu_features import forced_isa, supported_isas
-    from qsim.quant.rounding import BLOCK_COLUMNS, round_from_rows
+    from qsim.quant.rounding.adaptive import BLOCK_COLUMNS, round_from_rows
     rng = np.random.default_rng(23)
     k, p, oc = 2 * BLOCK_COLUMNS + 7, 70, 19
     x = (rng.standard_normal((p, 1)) + 0.3 * rng.standard_normal((p, k))).astype(np.float32)
@@ -439,7 +439,7 @@ def test_early_stop_compiled_and_numpy_agree_and_never_worse_than_nearest(monkey
     """The per-channel stop rule (a pass lowering the objective by less than stop x its value
     at nearest ends the channel's search) is the same in the compiled loop and the numpy
     reference, and the result is never worse than nearest rounding."""
-    from qsim.quant import rounding
+    from qsim.quant.rounding import adaptive as rounding
     rng = np.random.default_rng(31)
     for _ in range(4):
         w, s, h = _coarse_case(rng, mult=5.0)
@@ -458,7 +458,7 @@ def test_early_stop_ends_a_channel_when_the_rule_says(monkeypatch):
     fraction: every channel stops after its first pass, which is what MAX_PASSES = 1 gives;
     in between the result lies between the two in objective (here strictly: the case needs
     several passes)."""
-    from qsim.quant import rounding
+    from qsim.quant.rounding import adaptive as rounding
     rng = np.random.default_rng(32)
     w, s, h = _coarse_case(rng)
     full = adaptive_round(w, s, h, stop_fraction=0.0)
@@ -472,7 +472,7 @@ def test_early_stop_ends_a_channel_when_the_rule_says(monkeypatch):
     assert j_full < j_first
     # rows form: the same rule
     x = np.cumsum(rng.normal(size=(30, 64)), axis=1).astype(np.float32)
-    from qsim.quant.rounding import round_from_rows
+    from qsim.quant.rounding.adaptive import round_from_rows
     r_first = round_from_rows(w, s, x, None, stop_fraction=1e30)
     monkeypatch.setattr(rounding, "MAX_PASSES", 1)
     assert r_first.tolist() == round_from_rows(w, s, x, None, stop_fraction=0.0).tolist()
@@ -484,7 +484,7 @@ def test_early_stop_default_stops_before_the_pass_cap():
     little each time stops early; the integers differ from the run to the cap only where
     the later passes moved them, and the objective stays within 1 % of nearest's of the
     full search's (the rule's own bound per skipped pass, summed over the cap)."""
-    from qsim.quant.rounding import MAX_PASSES, STOP_FRACTION
+    from qsim.quant.rounding.adaptive import MAX_PASSES, STOP_FRACTION
     rng = np.random.default_rng(33)
     w, s, h = _coarse_case(rng, p=20)
     nearest = np.clip(np.floor(w / s[:, None] + 0.5), -127, 127)
@@ -501,7 +501,7 @@ def test_offset_layers_sum_by_offsets_and_give_the_same_bits_at_any_thread_count
     past FLUSH_ROWS columns when it will see more rows than K), buffering samples until
     FLUSH_ROWS positions are pending; its moments are those of the gathered patches within
     float32 rounding, and the same bits for 1, 2 and 3 threads."""
-    from qsim.quant.rounding import FLUSH_ROWS, InputMoments
+    from qsim.quant.rounding.adaptive import FLUSH_ROWS, InputMoments
     rng = np.random.default_rng(3)
     g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
     xs = [np.maximum(rng.normal(size=(1, 120, 9, 10)), 0).astype(np.float32) for _ in range(13)]

@@ -5,11 +5,11 @@ import pytest
 
 from qsim import ir
 from qsim.errors import UnsupportedError
-from qsim.quant.float_side import FloatSide, Wording
+from qsim.quant.lowering.float_side import FloatSide, Wording
 from qsim.quant.rules import RULES, apply_rules, rule
 from qsim.quant.target import TargetKind
-from qsim.quant.target_cvm import CvmTarget, lower_cvm_graph
-from qsim.quant.target_tosa import TosaTarget, lower_graph
+from qsim.quant.cvm.target import CvmTarget, lower_cvm_graph
+from qsim.quant.tosa.target import TosaTarget, lower_graph
 
 from .lowering_models import FloatGraph
 
@@ -32,7 +32,7 @@ def test_each_target_reads_its_own_rules():
 def test_a_second_rule_for_a_kind_is_refused():
     with pytest.raises(ValueError, match="two cvm lowering rules for nn.conv"):
         rule(TargetKind.CVM, "nn.conv")(lambda ctx, op: None)
-    assert RULES[TargetKind.CVM]["nn.conv"].__module__ == "qsim.quant.rules_cvm"
+    assert RULES[TargetKind.CVM]["nn.conv"].__module__ == "qsim.quant.cvm.rules"
 
 
 def _softmax_graph():

@@ -1,7 +1,7 @@
 """Scale → (multiplier, shift) against exact rational arithmetic (TOSA 0.30 1.9.2).
 
 The oracle here searches every shift 0..80 for the one whose rounded multiplier
-lands in the normalized interval; it shares no code with qsim.quant.scale.
+lands in the normalized interval; it shares no code with qsim.quant.tosa.scale.
 """
 from fractions import Fraction
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from qsim.errors import QsimError, UnsupportedError
-from qsim.quant.scale import (FixedPointScale, ScaleWidth, exact_ratio, fixed_point_scale,
+from qsim.quant.tosa.scale import (FixedPointScale, ScaleWidth, exact_ratio, fixed_point_scale,
                               rescale_for_product)
 
 WIDTHS = [(ScaleWidth.SCALE32, 30), (ScaleWidth.SCALE16, 14)]

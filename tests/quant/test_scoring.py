@@ -1,4 +1,4 @@
-"""qsim.quant.scoring: which outputs the accuracy report scores, and as what."""
+"""qsim.quant.evaluation.scoring: which outputs the accuracy report scores, and as what."""
 import dataclasses
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 
 import qsim.onnx
 from qsim.errors import DataError, UsageError
-from qsim.quant.scoring import (OutputRole, choose_outputs, class_vector_extent, label_targets,
+from qsim.quant.evaluation.scoring import (OutputRole, choose_outputs, class_vector_extent, label_targets,
                                 old_rule_warning)
 
 from .scoring_models import classifier, plain_heads, two_heads

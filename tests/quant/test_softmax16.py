@@ -1,4 +1,4 @@
-"""The int16 softmax of the 16x8 recipe (rules_tosa_softmax.py, `_softmax16_tail`): scores
+"""The int16 softmax of the 16x8 recipe (qsim/quant/tosa/rules_softmax.py, `_softmax16_tail`): scores
 int16 → probabilities on the 1/32767 grid (zero point 0), replayed on the TOSA reference and
 the kernels bit for bit, checked against the exact softmax of the quantized scores; corners
 (both rails, a single row value, rows long enough to need the exp right shift, a mask with a
@@ -9,19 +9,19 @@ import numpy as np
 import pytest
 
 from qsim import ir
-from qsim.quant.calibrate import calibrate
-from qsim.quant.observers import ObserverKind
+from qsim.quant.calibration.calibrate import calibrate
+from qsim.quant.calibration.observers import ObserverKind
 from qsim.quant.params import Precision, QuantConfig, dequantize
-from qsim.quant.softmax_mask import masked_tensors
-from qsim.quant.rules_tosa_softmax import EXP16_RANGE, softmax_exp_table16
-from qsim.quant.target_tosa import lower_graph
+from qsim.quant.lowering.softmax_mask import masked_tensors
+from qsim.quant.tosa.rules_softmax import EXP16_RANGE, softmax_exp_table16
+from qsim.quant.tosa.target import lower_graph
 from qsim.runtime.executor import execute
 
 from .lowering_models import FloatGraph, calibrate_minmax
 
 CONFIG = QuantConfig(precision=Precision.INT16X8)
 # |p_int - 32767 p_exact| in steps of 1/32767: the table's interpolation (within 2.4 steps of
-# exp(0) over [-R, 0], rules_tosa_softmax's doc) moves each e_i and the sum; measured <= 4
+# exp(0) over [-R, 0], tosa/rules_softmax.py's doc) moves each e_i and the sum; measured <= 4
 TOLERANCE_STEPS = 6
 
 

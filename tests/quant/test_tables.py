@@ -6,10 +6,10 @@ import pytest
 
 from qsim.errors import UnsupportedError
 from qsim.ir import QuantInfo
-from qsim.quant.tables import (Int8Table, Int16Table, UnaryFunction, make_table, table_int8,
+from qsim.quant.tosa.tables import (Int8Table, Int16Table, UnaryFunction, make_table, table_int8,
                                table_int16)
 
-# float oracles written independently of qsim.quant.tables (plain math module, per element)
+# float oracles written independently of qsim.quant.tosa.tables (plain math module, per element)
 ORACLE = {
     UnaryFunction.SIGMOID: lambda x: 1.0 / (1.0 + math.exp(-x)),
     UnaryFunction.TANH: math.tanh,

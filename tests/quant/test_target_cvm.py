@@ -1,4 +1,4 @@
-"""Float graph → CVM graph (qsim/quant/target_cvm.py, cvm_context.py, rules_cvm.py): hand-worked integers, every rule on a
+"""Float graph → CVM graph (qsim/quant/cvm/target.py, context.py, rules.py): hand-worked integers, every rule on a
 small CNN, error paths, and the embedded model (accuracy bound, kernels == reference)."""
 import math
 
@@ -7,13 +7,14 @@ import pytest
 
 from qsim import ir, zoo
 from qsim.errors import UnsupportedError
-from qsim.quant.cvm_context import CalibrationScheme, CvmConfig, exponent_for, exponent_of
-from qsim.quant.data import Samples
-from qsim.quant.evaluate import float_view, quantize_feed
-from qsim.quant.pipeline import (QuantizeOptions, batched_models, calibrate_model, embedded_quantized_model,
+from qsim.quant.cvm.context import CalibrationScheme, CvmConfig, exponent_for, exponent_of
+from qsim.quant.calibration.data import Samples
+from qsim.quant.evaluation.evaluate import float_view, quantize_feed
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import (batched_models, calibrate_model, embedded_quantized_model,
                                  load_float_model, quantize_graph)
 from qsim.quant.target import TargetKind
-from qsim.quant.target_cvm import CvmTarget, lower_cvm_graph
+from qsim.quant.cvm.target import CvmTarget, lower_cvm_graph
 from qsim.runtime.executor import execute
 
 from .lowering_models import FloatGraph, calibrate_minmax, small_cnn

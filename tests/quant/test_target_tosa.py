@@ -4,8 +4,8 @@ import pytest
 
 from qsim import ir
 from qsim.errors import UnsupportedError
-from qsim.quant.float_side import compose_perm
-from qsim.quant.target_tosa import lower_graph
+from qsim.quant.lowering.float_side import compose_perm
+from qsim.quant.tosa.target import lower_graph
 from qsim.quant.params import QuantConfig, dequantize, quantize
 from qsim.runtime.executor import execute
 
@@ -470,7 +470,7 @@ def test_dead_channel_with_large_bias_still_fits_int32(rng, precision):
 def test_bias_correction_removes_the_mean_shift_of_weight_rounding(rng):
     """Inputs with a large mean (after a relu) turn per-weight rounding errors into a
     per-channel offset of the output; bias correction subtracts sum_k err_k * E[x_k]."""
-    from qsim.quant.calibrate import calibrate
+    from qsim.quant.calibration.calibrate import calibrate
     g = FloatGraph(rng)
     x = g.input("x", (1, 8, 6, 6))
     w = rng.normal(0, 0.05, (6, 8, 3, 3)) + 0.02            # many small weights, same sign
@@ -498,7 +498,7 @@ def test_bias_correction_removes_the_mean_shift_of_weight_rounding(rng):
 
 
 def test_tap_coverage_by_hand():
-    from qsim.quant.rules_tosa_linear import tap_coverage
+    from qsim.quant.tosa.rules_linear import tap_coverage
     # 4 rows, 3-tap filter, padding 1 each side, stride 1: taps 0 and 2 read padding once
     # in 4 outputs; 5 cols, stride 2, no padding, 3 taps: every tap always reads input
     cov = tap_coverage((4, 5), (4, 2), (1, 0), (1, 2), (1, 1), (3, 3))

@@ -21,9 +21,10 @@ import pytest
 import qsim.onnx
 from qsim.cli import main
 from qsim.errors import DataError, UnsupportedError
-from qsim.quant.data import Samples, load_samples
+from qsim.quant.calibration.data import Samples, load_samples
 from qsim.quant.params import Precision, dequantize
-from qsim.quant.pipeline import QuantizeOptions, quantize_graph, single_input
+from qsim.quant.options import QuantizeOptions
+from qsim.quant.pipeline import quantize_graph, single_input
 from qsim.runtime.executor import execute
 
 from .test_target_tosa import _run_both, sqnr_db

@@ -161,7 +161,8 @@ def test_write_load_write_is_identical_with_model_operators(tmp_path):
 def test_the_same_executor_runs_an_integer_graph():
     """One executor: the quantized (TOSA) graph runs through qsim.runtime.execute too, each op
     giving what qsim.tosa.run computes for it from the same inputs."""
-    from qsim.quant.pipeline import QuantizeOptions, embedded_quantized_model
+    from qsim.quant.options import QuantizeOptions
+    from qsim.quant.pipeline import embedded_quantized_model
     from qsim.tosa import run
     from qsim.tosa import OPERATORS
     from qsim.tosa.verify import bind_op

@@ -114,7 +114,7 @@ def test_tosa_integer_graph_round_trip(tmp_path):
 
 def test_cvm_integer_graph_round_trip(tmp_path):
     from qsim.quant.pipeline import embedded_quantized_model
-    from qsim.quant.target_cvm import CvmTarget
+    from qsim.quant.cvm.target import CvmTarget
     from qsim.runtime.executor import execute
     g = embedded_quantized_model(target=CvmTarget()).graph
     loaded = round_trip(g, tmp_path)

@@ -1,7 +1,7 @@
 import numpy as np
 
 from qsim import ir
-from qsim.quant.target_tosa import lower_graph
+from qsim.quant.tosa.target import lower_graph
 from qsim.tosa.sknd_form import from_sknd_form, to_sknd_form
 from qsim.runtime.executor import execute
 
