@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -157,6 +158,7 @@ def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: En
     The programs are prepared first, so that a cold build started by start_builds overlaps
     that work; then the build (or its cache lookup) before the progress bar."""
     pool = pool or InProcess()
+    _preload_plotting()
     prepared = prepare_run(loaded.model.graph, feeds, config, engine)
     prepare_engines([config], engine, pool, [prepared])
     bar = Progress(f"simulate {config.name} ({engine.value}, {pool.what}) tasks", len(prepared.tasks),
@@ -166,6 +168,22 @@ def simulate_one(loaded: LoadedModel, feeds: dict, config: NpuConfig, engine: En
     finally:
         bar.close()
     return finish_run(prepared, layers)
+
+
+def _preload_plotting() -> threading.Thread:
+    """Imports matplotlib with its Agg backend in a background thread, for the report's plots
+    made after the run (qsim.report.layer_plots): the import is ~0.45 s of CPU, about as much
+    as drawing the four plots, and overlaps the layers' run (the engines and kernels release
+    the GIL in their native code). Started after the pool: a LocalCluster forks its workers
+    when it starts, and a fork in the middle of an import would leave the child's import lock
+    held."""
+    def load() -> None:
+        import matplotlib                   # deferred: the point of this thread
+        matplotlib.use("Agg")
+        import matplotlib.pyplot            # noqa: F401  deferred: as above
+    thread = threading.Thread(target=load, name="qsim-preload-plotting", daemon=True)
+    thread.start()
+    return thread
 
 
 def prepare_sweep(loaded: LoadedModel, feeds: dict, configs: list[NpuConfig], engine: Engine,
