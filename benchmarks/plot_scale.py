@@ -175,6 +175,7 @@ def main() -> None:
 
 
 def markdown(results: dict) -> str:
+    """reports/plot_scale.md from the results."""
     lines = ["# Plot cost at depth (`python benchmarks/plot_scale.py`)", "",
              "Synthetic reports (array and vector layers, spread-out cycles): the four plots' render "
              "time and size (\"before\": the same reports drawn by the code before the change, "
@@ -192,10 +193,15 @@ def markdown(results: dict) -> str:
                   f"residual conv blocks ({C} channels, {sim['hw']}x{sim['hw']}; {sim['stages']} NPU stages), in process: "
                   f"{sim['simulate_s']:.1f} s wall, of which the plots {sim['plot_s']:.2f} s "
                   f"({100 * sim['plot_share']:.1f} %); CPU {sim['simulate_cpu_s']:.1f} s, of which the plots "
-                  f"{sim['plot_cpu_s']:.2f} s ({100 * sim['plot_cpu_share']:.1f} %, matplotlib's import "
-                  f"included); every stage "
+                  f"{sim['plot_cpu_s']:.2f} s ({100 * sim['plot_cpu_share']:.1f} %; matplotlib is imported "
+                  f"in the background while the layers run); every stage "
                   f"verified: {sim['verified']}. PNG sizes: "
                   + ", ".join(f"{k} {v[0]}x{v[1]}" for k, v in sim["px"].items()) + "."]
+    if results["simulate"]:
+        lines += ["", "The four plots cost about the same whatever the layers' number (past 40) and size, "
+                  "so their share is largest where the simulation is cheapest: the model engine on "
+                  "layers of 4-16 KB. With the default engine (verilator) they stay under 10 % of "
+                  "the command's wall time; with the model engine on such small layers they do not."]
     return "\n".join(lines) + "\n"
 
 
