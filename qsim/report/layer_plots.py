@@ -158,7 +158,7 @@ def cycles_figure(report):
     ax.set_title(f"{report.model} on {report.config['rows']}x{report.config['cols']} "
                  f"({report.config.get('dataflow', '?')}): cycles per layer"
                  f"{kept_text(bars, len(report.layers), 'cycles')}", fontsize=9)
-    ax.legend()
+    ax.legend(loc="upper left")       # not "best": matplotlib times that search and warns on a slow machine
     _fit(fig)
     return fig
 
@@ -246,7 +246,7 @@ def energy_figure(report):
     left.set_title(f"energy per layer ({report.tech.get('name', '?')})"
                    f"{kept_text(bars, len(report.layers), 'energy')}", fontsize=9)
     if totals:
-        left.legend(fontsize=7)
+        left.legend(fontsize=7, loc="upper left")
     right.set_xticks([0], ["total"])
     right.set_title(f"total {report.total_energy_pj / 1e3:,.0f} nJ", fontsize=9)
     _fit(fig)

@@ -8,6 +8,7 @@ inference) and writes the files.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from dataclasses import asdict, dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 from ..atomic import atomic_file
 from ..npu.energy import EnergyTable, energy_by_component, load_tech
 from ..npu.program import GraphRun
+from .forked import render_all
 from .html import Page
 from .layer_plots import FIGURES, plot_png
 from .provenance import energy_sentence, engine_sentences
@@ -249,9 +251,10 @@ def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> di
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for part in PARTS:
-        for name, data in render_part(report, part).items():
-            paths[name] = out / name
-            with atomic_file(paths[name]) as tmp:
-                tmp.write_bytes(data)
+    # the parts in two processes when this one may fork (qsim.report.forked): the plots are a
+    # fixed cost that a fast simulation of a deep network would otherwise wait for in turn
+    for name, data in render_all(PARTS, functools.partial(render_part, report)).items():
+        paths[name] = out / name
+        with atomic_file(paths[name]) as tmp:
+            tmp.write_bytes(data)
     return paths
