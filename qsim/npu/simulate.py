@@ -181,6 +181,7 @@ def _preload_plotting() -> threading.Thread:
         import matplotlib                   # deferred: the point of this thread
         matplotlib.use("Agg")
         import matplotlib.pyplot            # noqa: F401  deferred: as above
+    # the name is known to qsim.report.forked, which waits for this thread before it forks
     thread = threading.Thread(target=load, name="qsim-preload-plotting", daemon=True)
     thread.start()
     return thread

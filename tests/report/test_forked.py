@@ -34,15 +34,23 @@ def test_a_failing_child_only_costs_time(monkeypatch):
     assert out == {"a.bin": b"a:True", "b.bin": b"b:True", "c.bin": b"c:True"}
 
 
-def test_no_fork_with_other_threads_or_one_item(monkeypatch):
+def test_no_fork_with_other_threads_but_the_kernel_pool_or_one_item(monkeypatch):
     import threading
-    stop = threading.Event()
-    helper = threading.Thread(target=stop.wait)
+    stop_helper, stop_pool = threading.Event(), threading.Event()
+    helper = threading.Thread(target=stop_helper.wait, name="helper")
+    idle_pool = threading.Thread(target=stop_pool.wait, name="qsim_7")   # qsim.threads' kernel pool
     helper.start()
+    idle_pool.start()
     try:
         assert not forked.can_fork()
-    finally:
-        stop.set()
+        stop_helper.set()
         helper.join()
+        assert idle_pool.is_alive()
+        assert forked.can_fork() == ((os.cpu_count() or 1) > 1)
+    finally:
+        stop_helper.set()
+        stop_pool.set()
+        helper.join()
+        idle_pool.join()
     monkeypatch.setattr(forked, "can_fork", lambda: True)
     assert forked.render_all(["a"], _render) == {"a.bin": b"a:True"}
