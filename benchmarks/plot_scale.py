@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import struct
 import subprocess
@@ -174,6 +175,7 @@ def main() -> None:
         print(f"simulate ({engine}) of {sim['stages']} stages: {sim['simulate_s']:.1f} s wall, report {sim['plot_s']:.2f} s "
               f"({100 * sim['plot_share']:.1f} %); CPU {sim['simulate_cpu_s']:.1f} s, report {sim['plot_cpu_s']:.2f} s "
               f"({100 * sim['plot_cpu_share']:.1f} %); verified {sim['verified']}")
+    results.update(load_average=round(os.getloadavg()[0], 2), cores=os.cpu_count())
     if TREE != ROOT:
         (ROOT / "reports" / "plot_scale_before.json").write_text(json.dumps(results, indent=2) + "\n")
     else:
@@ -206,10 +208,13 @@ def markdown(results: dict) -> str:
                   f"verified: {sim['verified']}. PNG sizes: "
                   + ", ".join(f"{k} {v[0]}x{v[1]}" for k, v in sim["px"].items()) + "."]
     if results["simulate"]:
-        lines += ["", "The four plots cost about the same whatever the layers' number (past 40) and size, "
-                  "so their share is largest where the simulation is cheapest: the model engine on "
-                  "layers of 4-16 KB. With the default engine (verilator) they stay under 10 % of "
-                  "the command's wall time; with the model engine on such small layers they do not."]
+        lines += ["", f"Load average at the end: {results['load_average']:.1f} on {results['cores']} cores (the "
+                  "machine is shared; a command's wall time is then several times its CPU time). The "
+                  "four plots cost about the same whatever the layers' number (past 40) and size, so "
+                  "their share is largest where the simulation is cheapest: the model engine on "
+                  "layers of 4-16 KB. With `--workers 1` on two or more cores the report's parts are "
+                  "drawn half in a forked child (qsim.report.forked), which shortens the wall time "
+                  "only when a core is free."]
     return "\n".join(lines) + "\n"
 
 
