@@ -20,6 +20,7 @@ MAX_BARS = 40                   # per-layer bars in one plot, "other" included
 ROOFLINE_NAMES = 12             # layers named on the roofline (the costliest by cycles)
 LABEL_CHARS = 24                # layer names are cut to this on the axes
 DPI = 100
+HEADROOM = 1.3                  # y axis top / tallest stacked bar: room for a legend in rows
 
 # One colour per qsim.npu.energy.COMPONENTS entry (other names fall back to grey).
 COMPONENT_COLORS = {"mac": "#3b7dd8", "input_buffer": "#6fb36f", "weight_buffer": "#2e7d32",
@@ -104,6 +105,12 @@ def _bar_axis(ax, bars: list[Bar]) -> range:
     return x
 
 
+def _legend(ax, columns: int) -> None:
+    """The series' legend in rows across the top of `ax`, over the headroom _stacked leaves
+    (not loc="best": matplotlib times that search and warns when it is slow)."""
+    ax.legend(loc="upper left", ncol=columns, fontsize=7, framealpha=0.9)
+
+
 def draw_bars(ax, x, heights, bottoms, color: str, label: str | None = None) -> None:
     """Bars of width 0.8 at `x` from `bottoms` up by `heights`, as one collection (one artist
     per series, not one rectangle each: the rectangles were another fifth of a plot's time)."""
@@ -121,7 +128,8 @@ def _stacked(ax, bars: list[Bar], parts: list[tuple[str, Callable, str]]) -> Non
         vals = [sum(value(layer) for layer in b.layers) for b in bars]
         draw_bars(ax, range(len(bars)), vals, bottom, color, label)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_ylim(0, 1.05 * max(bottom, default=0) or 1)     # collections do not scale the axis
+    # collections do not scale the axis; the room above the tallest bar holds the legend
+    ax.set_ylim(0, HEADROOM * max(bottom, default=0) or 1)
 
 
 def _layer_axes(plt, bars: list[Bar], height: float, extra: list[float] = ()):
@@ -158,7 +166,7 @@ def cycles_figure(report):
     ax.set_title(f"{report.model} on {report.config['rows']}x{report.config['cols']} "
                  f"({report.config.get('dataflow', '?')}): cycles per layer"
                  f"{kept_text(bars, len(report.layers), 'cycles')}", fontsize=9)
-    ax.legend(loc="upper left")       # not "best": matplotlib times that search and warns on a slow machine
+    _legend(ax, len(CYCLE_KINDS))
     _fit(fig)
     return fig
 
@@ -209,12 +217,14 @@ def roofline_figure(report):
         ax.annotate(_label(shown[i].name), pts[i], fontsize=6, alpha=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    # plain numbers on the log axes: matplotlib writes 10^k with mathtext, whose parser costs
-    # more to build (once per process) than the rest of the plot
-    from matplotlib.ticker import FuncFormatter, NullFormatter    # deferred: as _pyplot
+    # plain numbers on the log axes: matplotlib's default writes 10^k with mathtext, whose
+    # parser costs more to build (once per process) than the rest of the plot
+    from matplotlib.ticker import LogFormatter     # deferred: as _pyplot
     for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        axis.set_minor_formatter(NullFormatter())
+        # LogFormatter writes plain text and, like the default, labels some minor ticks when
+        # the axis spans under a decade or two
+        axis.set_major_formatter(LogFormatter())
+        axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     ax.set_xlabel("arithmetic intensity (ops / DRAM byte)")
     ax.set_ylabel("GOPS")
     names = "" if len(named) == len(shown) else f"; the {len(named)} costliest of {len(shown)} named"
@@ -246,7 +256,7 @@ def energy_figure(report):
     left.set_title(f"energy per layer ({report.tech.get('name', '?')})"
                    f"{kept_text(bars, len(report.layers), 'energy')}", fontsize=9)
     if totals:
-        left.legend(fontsize=7, loc="upper left")
+        _legend(left, 4)
     right.set_xticks([0], ["total"])
     right.set_title(f"total {report.total_energy_pj / 1e3:,.0f} nJ", fontsize=9)
     _fit(fig)
