@@ -148,11 +148,11 @@ def _scheduler_greeting(path: str) -> None:
     def serve() -> None:
         conn, _ = server.accept()
         with conn:
-            conn.sendall(greeting)
-            if greeting:                # a silent peer keeps the line open (the probe times out)
-                conn.shutdown(socket.SHUT_WR)
-            conn.settimeout(PROBE_TIMEOUT_S + 1)
-            try:
+            try:                        # the probe may refuse and close before all is sent
+                conn.sendall(greeting)
+                if greeting:            # a silent peer keeps the line open (the probe times out)
+                    conn.shutdown(socket.SHUT_WR)
+                conn.settimeout(PROBE_TIMEOUT_S + 1)
                 conn.recv(1)
             except OSError:
                 pass

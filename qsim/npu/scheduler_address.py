@@ -203,7 +203,7 @@ def _check_greeting(body: bytes) -> None:
     (frames,) = _LENGTH.unpack_from(body)
     prelude = _LENGTH.size * (1 + frames) if frames <= GREETING_MAX_FRAMES else None
     if prelude is None or frames == 0 or prelude > len(body):
-        raise NotAScheduler(f"its greeting does not hold Dask's frames ({frames} frames announced)")
+        raise NotAScheduler(f"its greeting does not hold Dask's frames (it announces {frames} of them)")
     lengths = struct.unpack_from(f"={frames}Q", body, _LENGTH.size)
     if sum(lengths) != len(body) - prelude or GREETING_MARK not in body[prelude:]:
         raise NotAScheduler("its greeting is not a Dask handshake")
