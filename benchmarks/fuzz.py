@@ -5,7 +5,7 @@
                               [--out reports]
 
 Targets (benchmarks/_fuzz/targets.py): sknd, nnef1, dat, quant, container, cli, npu-config, onnx,
-qdq. Each
+qdq, scheduler. Each
 input is a case folder (files) plus a qsim command line or a library call, generated from repo
 seeds (stdlib, tests/fixtures, the embedded model), grammar-aware generators, and mutators
 (byte flips, token edits, deep nesting, long chains, numeric extremes, non-UTF-8 bytes).

@@ -19,6 +19,7 @@ Targets and what they feed:
               structure (gen_onnx.py); `qsim check` or `qsim run`.
   qdq         ONNX QDQ models (QuantizeLinear/DequantizeLinear pairs) with their parameters,
               types and pairing mutated (gen_qdq.py); `qsim check`, `run` or `quantize` (no --calib).
+  scheduler   Dask scheduler addresses and the greetings of the peers behind them (gen_scheduler.py).
 """
 from __future__ import annotations
 
@@ -449,6 +450,7 @@ def gen_npu_config(rng: random.Random, corpus: Corpus) -> Case:
 from .gen_cli import RTL_ADDRESS_SPACE, gen_cli  # noqa: E402  (the CLI generator uses the helpers above)
 from .gen_onnx import gen_onnx  # noqa: E402
 from .gen_qdq import gen_qdq  # noqa: E402
+from .gen_scheduler import gen_scheduler  # noqa: E402
 
 TARGETS = {
     "sknd": gen_sknd,
@@ -460,7 +462,8 @@ TARGETS = {
     "npu-config": gen_npu_config,
     "onnx": gen_onnx,
     "qdq": gen_qdq,
+    "scheduler": gen_scheduler,
 }
 # Share of the inputs each target gets when --targets names several (heavier targets less).
 WEIGHTS = {"sknd": 20, "nnef1": 20, "dat": 20, "quant": 12, "container": 8, "cli": 7, "npu-config": 13,
-           "onnx": 15, "qdq": 10}
+           "onnx": 15, "qdq": 10, "scheduler": 5}

@@ -60,10 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "form (docs/npu.md, Energy)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="run the layers (of every sweep point) as tasks on N local Dask worker "
-                        "processes (default: one per core; 1: in this process, no cluster)")
+                        "processes (default: one per core; at most 4 per core; 1: in this "
+                        "process, no cluster)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                   help="run the tasks on an existing Dask cluster (default: $QSIM_SCHEDULER, "
-                        "unless --workers is given)")
+                   help="run the tasks on an existing Dask cluster, the address `dask scheduler` "
+                        "prints (default: $QSIM_SCHEDULER, unless --workers is given)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 

@@ -41,8 +41,9 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ..errors import QsimError, UnsupportedError, UsageError
-from ..threads import THREADS_ENV, thread_count
 from ..version import __version__
+from .local_cluster import check_worker_count, default_workers, local_cluster
+from .scheduler_address import check_address, probe_scheduler
 
 SCHEDULER_ENV = "QSIM_SCHEDULER"
 TASK_RETRIES = 2
@@ -411,10 +412,6 @@ class _WorkerWatch:
         self._thread.join(timeout=2.0)
 
 
-def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
-
-
 def scheduler_address(scheduler: str | None) -> str | None:
     """The Dask scheduler to use: `scheduler`, else (None) $QSIM_SCHEDULER, else None (local).
     An empty `scheduler` means local workers whatever the environment says (the CLI's explicit
@@ -428,11 +425,14 @@ def scheduler_address(scheduler: str | None) -> str | None:
 def open_pool(workers: int | None = None, scheduler: str | None = None) -> Iterator[InProcess | DaskPool]:
     """The pool a command runs its tasks on: `scheduler` (or, None, $QSIM_SCHEDULER; "": local
     whatever the environment says) names an existing Dask cluster; else `workers` processes
-    (default: one per core) on a LocalCluster, or this process alone for one worker."""
+    (default: one per core, at most local_cluster's cap) on a LocalCluster, or this process
+    alone for one worker. Both are checked before Dask is imported."""
+    where = "--scheduler" if scheduler else f"${SCHEDULER_ENV}"
     scheduler = scheduler_address(scheduler)
-    if workers is not None and workers < 1:
-        raise UsageError(f"--workers {workers}: need at least 1", hint="--workers 1 runs in this process")
-    if scheduler is None and (workers or default_workers()) == 1:
+    address = check_address(scheduler, where) if scheduler is not None else None
+    if workers is not None:
+        check_worker_count(workers)
+    if address is None and (workers or default_workers()) == 1:
         yield InProcess()
         return
     try:
@@ -440,31 +440,28 @@ def open_pool(workers: int | None = None, scheduler: str | None = None) -> Itera
     except ImportError:
         raise UsageError("parallel simulation needs dask.distributed",
                          hint='pip install "dask[distributed]", or run with --workers 1') from None
-    if scheduler is not None:
-        if "://" not in scheduler:
-            raise UsageError(f"Dask scheduler address {scheduler!r} has no protocol",
-                             hint="give it as tcp://HOST:PORT")
-        try:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError) as error:
-            raise UsageError(f"cannot reach the Dask scheduler at {scheduler} ({error})",
-                             hint=f"start one with `dask scheduler` and `dask worker {scheduler}`, or "
-                                  f"unset {SCHEDULER_ENV} and drop --scheduler to use local workers") from None
-        with _quiet_client_log(), client:       # the client closes (and logs) inside
-            try:
-                check_cluster(client, scheduler)
-            except OSError as error:            # Dask's CommClosedError is one
-                raise UnsupportedError(f"lost the connection to the Dask scheduler at {scheduler} ({error})",
-                                       hint="the scheduler stopped, or the network to it failed") from None
-            yield DaskPool(client, f"Dask cluster at {scheduler}", same_machine=False)
+    if address is None:
+        count = workers or default_workers()
+        with local_cluster(count) as client:
+            yield DaskPool(client, f"LocalCluster of {count} worker processes", same_machine=True)
         return
-    count = workers or default_workers()
-    client = _start_local_cluster(count)
+    # Dask trusts the first bytes of its peer (the length of a message it allocates): only a
+    # peer that greets as a scheduler does reaches distributed.Client
+    probe_scheduler(address, CONNECT_TIMEOUT_S)
+    scheduler = address.url
     try:
-        yield DaskPool(client, f"LocalCluster of {count} worker processes", same_machine=True)
-    finally:
-        client.close()
-        client.cluster.close()
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as error:
+        raise UsageError(f"cannot reach the Dask scheduler at {scheduler} ({error})",
+                         hint=f"start one with `dask scheduler` and `dask worker {scheduler}`, or "
+                              f"unset {SCHEDULER_ENV} and drop --scheduler to use local workers") from None
+    with _quiet_client_log(), client:       # the client closes (and logs) inside
+        try:
+            check_cluster(client, scheduler)
+        except OSError as error:            # Dask's CommClosedError is one
+            raise UnsupportedError(f"lost the connection to the Dask scheduler at {scheduler} ({error})",
+                                   hint="the scheduler stopped, or the network to it failed") from None
+        yield DaskPool(client, f"Dask cluster at {scheduler}", same_machine=False)
 
 
 # -- an existing cluster: is anyone there, and do they run this qsim? ---------------------------
@@ -573,49 +570,3 @@ def _check_answer(who: str, answer: Any, ours: tuple) -> None:
                                hint="see that process's log")
     if tuple(answer)[:2] != ours[:2]:
         raise _other_code_error(who, tuple(answer), ours)
-
-
-# Dask's background sampling, slowed or off for our own LocalCluster (the workers, the nannies
-# and the scheduler read these when they start). Measured on an idle 2-worker cluster: 0.07 of
-# a core with Dask's defaults (the workers' statistical profiler, sampling the running task's
-# stack every 10 ms, and the nannies' memory monitors every 100 ms, are most of it), 0.013 with
-# these: 3 % of a 2-core machine given back to the tasks. The profiler only feeds the dashboard;
-# the nanny still restarts a worker over its memory limit, within a second instead of 0.1 s.
-QUIET_CLUSTER = {"distributed.worker.profile.enabled": False,
-                 "distributed.worker.memory.monitor-interval": "1s",
-                 "distributed.admin.system-monitor.interval": "2s",
-                 "distributed.admin.tick.interval": "1s"}
-
-
-def worker_threads(count: int) -> int:
-    """The kernel threads (QSIM_THREADS) of each of `count` local worker processes: their share
-    of this process's (QSIM_THREADS or every core), at least one. Each worker would otherwise
-    take every core for its kernels and BLAS, and `count` workers would oversubscribe the
-    machine (measured: a 2-worker ResNet-18 sweep spent 55 CPU s for the serial run's 42)."""
-    return max(1, thread_count() // max(1, count))
-
-
-def _start_local_cluster(count: int):
-    """A client of a new LocalCluster (`client.cluster`) of `count` one-thread worker processes.
-    On Linux the workers are forked (module docstring). Forking is safe here because the start
-    is synchronous: this process's other threads (the cluster's event loop, which forks) hold
-    no lock the children could inherit locked, as the calling thread only waits. A worker the
-    nanny restarts later (after it died) is spawned as Dask's configuration says."""
-    import logging
-
-    import dask
-    from distributed import Client, LocalCluster
-    method = "fork" if sys.platform.startswith("linux") else \
-        dask.config.get("distributed.worker.multiprocessing-method")
-    try:
-        # dashboard on any free port: the scheduler serves HTTP anyway, and two commands (or
-        # test runs) on one machine must not fight over the default 8787
-        with dask.config.set({"distributed.worker.multiprocessing-method": method, **QUIET_CLUSTER}):
-            cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0", silence_logs=logging.ERROR,
-                                   env={THREADS_ENV: str(worker_threads(count))})
-    except (RuntimeError, OSError, TimeoutError) as error:
-        raise UnsupportedError(f"could not start a local Dask cluster of {count} worker processes ({error})",
-                               hint="run in this process with --workers 1; from a script, start the "
-                                    "cluster under `if __name__ == \"__main__\":`") from None
-    return Client(cluster)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import io
 
-from .throughput import COMPONENT_COLORS, ThroughputReport
+from .layer_plots import COMPONENT_COLORS
+from .throughput import ThroughputReport
 
 
 def sweep_summary(report: ThroughputReport) -> dict:

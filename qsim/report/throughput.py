@@ -8,6 +8,7 @@ inference) and writes the files.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from dataclasses import asdict, dataclass, field
@@ -16,9 +17,11 @@ from typing import Any
 
 from ..atomic import atomic_file
 from ..npu.energy import EnergyTable, energy_by_component, load_tech
-from ..npu.engines import Engine
 from ..npu.program import GraphRun
+from .forked import render_all
 from .html import Page
+from .layer_plots import FIGURES, plot_png
+from .provenance import energy_sentence, engine_sentences
 
 # Columns of SCALE-Sim's COMPUTE_REPORT.csv, in its order, for side-by-side use.
 SCALESIM_COMPUTE_COLUMNS = ("LayerID", "Total Cycles", "Stall Cycles", "Overall Util %",
@@ -155,20 +158,14 @@ def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None =
             energy_by_component_pj=energy_by_component(s.events, tech, config.geometry),
             events=s.events.to_json()))
     notes = [f"{s.stage.name}: {s.stage.note}" for s in run.stages if s.stage.note]
-    where = ("the numpy cycle model (same values and cycles as the RTL)" if run.engine is Engine.MODEL
-             else f"the RTL ({run.engine.value} engine)")
-    notes.append(f"array layers run on {where}; vector-unit layers use the documented cost model "
-                 "(docs/npu.md) with the kernels' values; host layers (reshapes, and array "
-                 "operators the array cannot take) cost no NPU cycles.")
+    notes += engine_sentences(layers, run.engine.value)
     notes += [s.mismatch for s in run.stages if s.mismatch]
     cfg = {"name": config.name, "rows": config.rows, "cols": config.cols,
            "dataflow": config.dataflow.value, "input_buffer_bytes": config.input_buffer_bytes,
            "weight_buffer_bytes": config.weight_buffer_bytes,
            "accumulator_buffer_bytes": config.accumulator_buffer_bytes,
            "dram_bytes_per_cycle": config.dram_bytes_per_cycle, "clock_mhz": config.clock_mhz}
-    notes.append(f"energy: event counts of each stage's program (MACs, buffer words, DRAM bytes, "
-                 f"vector operations) x the '{tech.name}' table ({tech.source}); host stages count "
-                 "none (docs/npu.md, Energy).")
+    notes.append(energy_sentence(layers, tech.name, tech.source))
     return ThroughputReport(model=model_name, engine=run.engine.value, config=cfg,
                             layers=tuple(layers), notes=tuple(notes), tech=tech.to_json())
 
@@ -198,127 +195,8 @@ def summary_lines(report: ThroughputReport) -> list[str]:
 
 
 
-def _pyplot():
-    import matplotlib                   # deferred: matplotlib takes ~1 s to import
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt     # deferred: as above
-    return plt
-
-
-def _png(fig, plt) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-def _width(report: ThroughputReport) -> float:
-    return max(6.0, 0.35 * len(report.layers) + 2)
-
-
-def _cycles_plot(report: ThroughputReport) -> bytes:
-    plt = _pyplot()
-    names = [layer.name for layer in report.layers]
-    x = range(len(names))
-    fig, ax = plt.subplots(figsize=(_width(report), 4))
-    bottom = [0] * len(names)
-    for label, attr, color in (("compute", "compute_cycles", "#3b7dd8"),
-                               ("fill/drain", "fill_drain_cycles", "#e9a23b"),
-                               ("memory stall", "stall_cycles", "#c44")):
-        vals = [getattr(layer, attr) for layer in report.layers]
-        ax.bar(x, vals, bottom=bottom, label=label, color=color)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xticks(list(x), names, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("cycles")
-    ax.set_title(f"{report.model} on {report.config['rows']}x{report.config['cols']} "
-                 f"({report.config.get('dataflow', '?')}): cycles per layer")
-    ax.legend()
-    fig.tight_layout()
-    return _png(fig, plt)
-
-
-def _utilization_plot(report: ThroughputReport) -> bytes:
-    plt = _pyplot()
-    names = [layer.name for layer in report.layers]
-    x = range(len(names))
-    fig, ax = plt.subplots(figsize=(_width(report), 3.5))
-    ax.bar(x, [100 * report.utilization(layer) for layer in report.layers], color="#3b7dd8")
-    ax.set_xticks(list(x), names, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("PE utilization (%)")
-    ax.set_ylim(0, 100)
-    ax.set_title("PE utilization per layer (array layers)")
-    fig.tight_layout()
-    return _png(fig, plt)
-
-
-def _roofline_plot(report: ThroughputReport) -> bytes:
-    plt = _pyplot()
-    clock_hz = float(report.config["clock_mhz"]) * 1e6
-    peak_gops = 2.0 * report.pes * clock_hz / 1e9
-    bw_gbs = float(report.config["dram_bytes_per_cycle"]) * clock_hz / 1e9
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    pts = [(2.0 * l.macs / l.dram_bytes, 2.0 * l.macs / (l.cycles / clock_hz) / 1e9, l.name)
-           for l in report.layers if l.macs and l.dram_bytes and l.cycles]
-    if pts:
-        lo = min(p[0] for p in pts) / 4
-        hi = max(max(p[0] for p in pts) * 4, 4 * peak_gops / bw_gbs)
-    else:
-        lo, hi = 0.1, 1000.0
-    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    ax.plot(xs, [min(peak_gops, bw_gbs * v) for v in xs], color="#222", label="roof")
-    for ai, gops, name in pts:
-        ax.scatter(ai, gops, s=14, color="#3b7dd8")
-        ax.annotate(name, (ai, gops), fontsize=6, alpha=0.8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (ops / DRAM byte)")
-    ax.set_ylabel("GOPS")
-    ax.set_title(f"roofline: peak {peak_gops:.1f} GOPS, DRAM {bw_gbs:.1f} GB/s")
-    ax.grid(alpha=0.3, which="both")
-    fig.tight_layout()
-    return _png(fig, plt)
-
-
-# One colour per qsim.npu.energy.COMPONENTS entry (other names fall back to grey).
-COMPONENT_COLORS = {"mac": "#3b7dd8", "input_buffer": "#6fb36f", "weight_buffer": "#2e7d32",
-                     "param_buffer": "#9c27b0", "accumulator_buffer": "#e9a23b",
-                     "output_buffer": "#f4d03f", "dram": "#c44", "vector": "#555"}
-
-
-def _energy_plot(report: ThroughputReport) -> bytes:
-    """Left: energy per layer, stacked by component; right: the run's total by component."""
-    plt = _pyplot()
-    names = [layer.name for layer in report.layers]
-    x = range(len(names))
-    totals = report.energy_by_component_pj
-    fig, (left, right) = plt.subplots(1, 2, figsize=(max(8.0, 0.35 * len(names) + 6), 4.5),
-                                      gridspec_kw={"width_ratios": [3, 1]})
-    bottom = [0.0] * len(names)
-    base = 0.0
-    for component, total in totals.items():
-        color = COMPONENT_COLORS.get(component, "#999")
-        vals = [layer.energy_by_component_pj.get(component, 0.0) / 1e3 for layer in report.layers]
-        left.bar(x, vals, bottom=bottom, label=component, color=color)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-        right.bar([0], [total / 1e3], bottom=[base], color=color)
-        base += total / 1e3
-    left.set_xticks(list(x), names, rotation=60, ha="right", fontsize=7)
-    left.set_ylabel("energy (nJ)")
-    tech = report.tech.get("name", "?")
-    left.set_title(f"energy per layer ({tech})")
-    if totals:
-        left.legend(fontsize=7)
-    right.set_xticks([0], ["total"])
-    right.set_title(f"total {report.total_energy_pj / 1e3:,.0f} nJ", fontsize=9)
-    fig.tight_layout()
-    return _png(fig, plt)
-
-
-# The report's PNG plots: file name -> (renderer, alt text), in the HTML's order.
-PLOTS = {"cycles.png": (_cycles_plot, "cycles per layer"),
-         "utilization.png": (_utilization_plot, "utilization"),
-         "roofline.png": (_roofline_plot, "roofline"),
-         "energy.png": (_energy_plot, "energy per layer and component")}
+# The report's PNG plots (qsim.report.layer_plots), in the HTML's order.
+PLOTS = {name: alt for name, (_, alt) in FIGURES.items()}
 DOCUMENTS = "documents"         # the part holding report.json, compute_report.csv, report.html
 PARTS = (DOCUMENTS, *PLOTS)     # render_part's parts: independent, so each can be a task
 
@@ -352,7 +230,7 @@ def _html(report: ThroughputReport) -> str:
         ["component", "nJ", "share %"],
         [[name, pj / 1e3, 100 * pj / total if total else 0.0]
          for name, pj in report.energy_by_component_pj.items()])
-    for file, (_, alt) in PLOTS.items():
+    for file, alt in PLOTS.items():
         page.image(file, alt)
     return page.render()
 
@@ -365,8 +243,7 @@ def render_part(report: ThroughputReport, part: str) -> dict[str, bytes]:
         return {"report.json": (json.dumps(report.to_json(), indent=2) + "\n").encode(),
                 "compute_report.csv": report.scalesim_csv().encode(),
                 "report.html": _html(report).encode()}
-    render, _ = PLOTS[part]
-    return {part: render(report)}
+    return {part: plot_png(report, part)}
 
 
 def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> dict[str, Path]:
@@ -374,9 +251,10 @@ def write_throughput_report(report: ThroughputReport, out_dir: str | Path) -> di
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for part in PARTS:
-        for name, data in render_part(report, part).items():
-            paths[name] = out / name
-            with atomic_file(paths[name]) as tmp:
-                tmp.write_bytes(data)
+    # the parts in two processes when this one may fork (qsim.report.forked): the plots are a
+    # fixed cost that a fast simulation of a deep network would otherwise wait for in turn
+    for name, data in render_all(PARTS, functools.partial(render_part, report)).items():
+        paths[name] = out / name
+        with atomic_file(paths[name]) as tmp:
+            tmp.write_bytes(data)
     return paths

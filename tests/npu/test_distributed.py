@@ -15,7 +15,7 @@ import pytest
 
 from qsim.cli import main
 from qsim.errors import MismatchError, UnsupportedError, UsageError
-from qsim.npu import distributed
+from qsim.npu import distributed, local_cluster
 from qsim.npu.config import load_config
 from qsim.npu.distributed import DaskPool, FollowUp, InProcess, Task, open_pool
 from qsim.npu.program import run_graph_on_npu
@@ -44,8 +44,8 @@ def test_local_workers_share_the_cores_for_their_kernels(pool, monkeypatch):
     share = max(1, thread_count() // 2)
     assert set(pool.client.run(thread_count).values()) == {share}
     monkeypatch.setenv("QSIM_THREADS", "6")
-    assert distributed.worker_threads(2) == 3 and distributed.worker_threads(4) == 1
-    assert distributed.worker_threads(8) == 1
+    assert local_cluster.worker_threads(2) == 3 and local_cluster.worker_threads(4) == 1
+    assert local_cluster.worker_threads(8) == 1
 
 
 def _simulate(capsys, tmp_path, name, *argv):
