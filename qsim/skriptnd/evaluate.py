@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from . import ast
-from .dynpack import DynPack
+from .compose.dynpack import DynPack
 from .semantics import BINARY, REAL_FUNCTIONS, cast_value
 from .values import (CONCRETE_TYPES, DEFAULTS, Dyn, TensorValue, TypeValue, Uniform, error, is_pack,
                      same, show, type_of, uniform_value)
@@ -79,7 +79,7 @@ class Evaluator:
             if isinstance(target, tuple):
                 return len(target)
             if isinstance(target, DynPack):
-                return target.count          # a pack of run-time length (dynpack.py)
+                return target.count          # a pack of run-time length (compose/dynpack.py)
             if target is None:
                 return None
             raise self.fail(f"'{e.target.name}.size' needs '{e.target.name}' to be a pack", e)

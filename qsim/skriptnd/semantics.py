@@ -1,5 +1,5 @@
 """What SkriptND's expression operators, built-in functions and casts compute (NNEF 2.0 draft 2.4),
-shared by the compile-time evaluator (evaluate.py) and the @lower interpreter (lower_expr.py).
+shared by the compile-time evaluator (evaluate.py) and the @lower interpreter (lower/expr.py).
 
 Each function takes two compile-time values (Python int/float/bool/str) or numpy arrays (the
 @lower interpreter's run-time index grids and tensor values, or a compile-time per-element grid)

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from qsim.errors import UnpredictableError
 from qsim.hw.params import Dataflow, Geometry
 from qsim.npu.engines import run_program
-from qsim.npu.vector_ops import compile_vector_op
-from qsim.npu.vector_windows import Run, axis_runs
+from qsim.npu.vector.ops import compile_vector_op
+from qsim.npu.vector.windows import Run, axis_runs
 
 from .vector_cases import _resize, reference
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qsim.errors import QsimError, SemanticError
-from qsim.skriptnd.lower import run_lower
+from qsim.skriptnd.lower.interpreter import run_lower
 from qsim.skriptnd.parser import parse
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "skriptnd"

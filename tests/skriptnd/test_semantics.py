@@ -200,7 +200,7 @@ graph G {
 """
     g = compose(tmp_path, text)
     a, b = R.standard_normal((2, 3)).astype(np.float32), R.standard_normal((3, 4)).astype(np.float32)
-    from qsim.skriptnd.lower import run_lower
+    from qsim.skriptnd.lower.interpreter import run_lower
     from qsim.skriptnd.modules import ModuleSet
     ms = ModuleSet(str(tmp_path))
     ms.load_file(str(tmp_path / "main.sknd"), "main")
@@ -345,7 +345,7 @@ def test_every_spec_definition_validates():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from qsim.skriptnd import lower_expr  # noqa: E402
+from qsim.skriptnd.lower import expr as lower_expr   # noqa: E402
 
 _INT_OPS = ["+", "-", "*", "/", "\\", "%", "<?", ">?", "<", "<=", "==", "!="]
 _REAL_OPS = ["+", "-", "*", "/", "\\", "<?", ">?", "<", ">=", "==", "!="]

@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import ir
 from ...errors import DataError, UnsupportedError
-from ...skriptnd.control import MAX_LOOP_STEPS     # a loop that runs longer is taken to be endless
+from ...skriptnd.compose.control import MAX_LOOP_STEPS   # a loop that runs longer is taken to be endless
 
 
 def _run_sub(g: ir.Graph, own: list, context) -> list[np.ndarray]:

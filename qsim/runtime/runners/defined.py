@@ -9,7 +9,7 @@ import numpy as np
 from ... import ir
 from ...errors import QsimError, UnsupportedError
 from ...skriptnd.evaluate import Evaluator, free_names
-from ...skriptnd.lower import run_lower
+from ...skriptnd.lower.interpreter import run_lower
 
 
 def run_defined(op: ir.Op, inputs: list, context) -> list[np.ndarray]:

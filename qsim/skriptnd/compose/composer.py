@@ -17,20 +17,19 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .. import ir
-from ..errors import QsimError, SemanticError, UnsupportedError
-from ..limits import check_tensor_size
-from . import ast
-from .evaluate import Evaluator, free_names
-from .instance import (check_extent, check_rank, eval_shape, instantiate, resolve_type,
-                       run_usings_and_asserts)
-from .modules import ModuleSet, is_standard_location
+from ... import ir
+from ...errors import QsimError, SemanticError, UnsupportedError
+from ...limits import check_tensor_size
+from .. import ast
+from ..evaluate import Evaluator, free_names
+from .instance import check_extent, check_rank, eval_shape, instantiate, resolve_type, run_usings_and_asserts
+from ..modules import ModuleSet, is_standard_location
 from . import dynattr, dynpack
 from .dynpack import DynPack, pack_tensors
 from .composed_graph import NUMPY, ComposedGraphBuilder, Frame, tensor_data
 from .control import compose_rhs
 from .quantize import quant_info
-from .values import Dyn, TensorValue, error, is_pack, show, type_of
+from ..values import Dyn, TensorValue, error, is_pack, show, type_of
 
 # Recurrences whose `steps` input (the 7th) is a run-time count: their bodies loop `..(steps)`
 # times yielding per-step outputs, which a composed graph cannot hold (a scan needs a

@@ -1,21 +1,20 @@
-"""The expression walker of the @lower interpreter: AST expression → value (see lower_eval)."""
+"""The expression walker of the @lower interpreter: AST expression → value (see values.py)."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from . import ast as A
-from .lower_eval import (LIFTED, FullRange, GuardIdx, LowerError, StackedPack, _scalar, cast, fail, fold,
-                         lift1)
-from .semantics import BUILTINS, is_runtime
-from .values import DEFAULTS
+from .. import ast as A
+from .values import LIFTED, FullRange, GuardIdx, LowerError, StackedPack, _scalar, cast, fail, fold, lift1
+from ..semantics import BUILTINS, is_runtime
+from ..values import DEFAULTS
 
 
 class Evaluator:
     """Evaluates expressions in `env` (names → values). `dtypes` maps @dtype names to
     concrete types. `valid` collects the masks of guarded indices met while evaluating one
-    statement (see lower.py)."""
+    statement (see interpreter.py)."""
 
     def __init__(self, env: dict[str, Any], dtypes: dict[str, str] | None = None):
         self.env = env

@@ -1,4 +1,4 @@
-"""TOSA 0.30 integer operators as vector-unit programs (qsim/npu/vector_program.py).
+"""TOSA 0.30 integer operators as vector-unit programs (qsim/npu/vector/program.py).
 
 Every operator is a loop nest over its output tensor (row-major in DRAM, as the kernels
 hold it): C lanes carry C consecutive elements of one output dimension (the last one,
@@ -30,8 +30,8 @@ Operators and their vector instruction (hw/vector_isa.py):
                                            scratch region filled with the type's minimum (two
                                            PASS jobs, the fill clamped to one value); padding
                                            of AVG_POOL2D: runs of equally clipped windows
-                                           (vector_windows.py)
-  RESIZE                                   runs of one sampling phase (vector_windows.py):
+                                           (windows.py)
+  RESIZE                                   runs of one sampling phase (windows.py):
                                            PASS (nearest) or DOT over the taps (bilinear)
   REDUCE_SUM, REDUCE_MAX, REDUCE_MIN, ARGMAX   the reduction over the axis group
   TRANSPOSE, SLICE, CONCAT, PAD, REVERSE   PASS over the address pattern (PAD: fill, then copy)
@@ -46,13 +46,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from ..hw.params import Geometry
-from ..hw.vector_isa import (INT32_MAX, INT32_MIN, VectorInstr,
-                             VectorOp)
-from . import vector_windows
-from .vector_program import DramImage, Job, Stream, make_config, vector_program
-from .vector_program import strides_of as _strides
+from ...errors import UnsupportedError
+from ...hw.params import Geometry
+from ...hw.vector_isa import INT32_MAX, INT32_MIN, VectorInstr, VectorOp
+from . import windows as vector_windows
+from .program import DramImage, Job, Stream, make_config, vector_program
+from .program import strides_of as _strides
 
 # Booleans are bytes holding 0 or 1 (numpy's and the kernels' layout): streamed as int8.
 SIGNED = {np.dtype(np.int8): 1, np.dtype("<i2"): 2, np.dtype("<i4"): 4, np.dtype(bool): 1}

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from . import ast as A
-from ..errors import SemanticError
-from .semantics import BINARY, cast_value, is_runtime
+from .. import ast as A
+from ...errors import SemanticError
+from ..semantics import BINARY, cast_value, is_runtime
 
 
 class LowerError(SemanticError):

@@ -1,6 +1,6 @@
 """The @lower interpreter: executes a primitive operator from its formulas (NNEF 2.0 2.12).
 
-`run_lower(op, inputs, attrs)` binds the invocation (lower_bind), then runs each lowering
+`run_lower(op, inputs, attrs)` binds the invocation (bind.py), then runs each lowering
 statement vectorized: every loop index symbol becomes one axis of a broadcast index grid,
 the right-hand side is evaluated once over the whole grid, and the result is written with
 numpy fancy indexing (`=`, `:=`) or an unbuffered ufunc (`ufunc.at` for `+= *= &= |= <?= >?=`,
@@ -27,11 +27,11 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..limits import check_tensor_size
-from . import ast as A
-from .lower_bind import Binding, bind
-from .lower_eval import FullRange, GuardIdx, LowerError, fail
-from .lower_expr import Evaluator
+from ...limits import check_tensor_size
+from .. import ast as A
+from .bind import Binding, bind
+from .values import FullRange, GuardIdx, LowerError, fail
+from .expr import Evaluator
 
 UFUNC = {"+=": np.add, "*=": np.multiply, "&=": np.logical_and, "|=": np.logical_or,
          "<?=": np.minimum, ">?=": np.maximum}

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from . import ast as A
-from ..errors import SemanticError
-from .lower_eval import LowerError, fail
-from .lower_expr import Evaluator, _fmt
+from .. import ast as A
+from ...errors import SemanticError
+from .values import LowerError, fail
+from .expr import Evaluator, _fmt
 
 REAL, INT, BOOL = np.float64, np.int64, np.bool_
 NUMPY = {"real": REAL, "int": INT, "bool": BOOL}
