@@ -458,7 +458,7 @@ _TENSOR_OPERATORS = {"+": "math.add", "-": "math.sub", "*": "math.mul", "/": "ma
 
 # Compile-time ints are mathematical integers (2.3), but qsim keeps computed ones below 2**14280,
 # which has 4299 decimal digits: Python prints ints of at most 4300 digits (the literal limit,
-# parser.MAX_INT_LITERAL_DIGITS), so every result can still be shown in a message, and
+# syntax_expressions.MAX_INT_LITERAL_DIGITS), so every result can still be shown in a message, and
 # `10 ** 10 ** 10` is refused instead of taking unbounded time and memory.
 MAX_INT_BITS = 14_280
 

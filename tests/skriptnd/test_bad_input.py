@@ -20,7 +20,8 @@ from qsim import cli, limits
 from qsim.errors import DataError, QsimError, SemanticError, SyntaxError_
 from qsim.commands.check import check_model
 from qsim.runtime import execute
-from qsim.skriptnd.parser import MAX_INT_LITERAL_DIGITS, parse
+from qsim.skriptnd.parser import parse
+from qsim.skriptnd.syntax_expressions import MAX_INT_LITERAL_DIGITS
 
 HEAD = "import math;\nimport layout;\nimport nn;\n"
 
