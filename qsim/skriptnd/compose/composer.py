@@ -34,7 +34,7 @@ from ..values import Dyn, TensorValue, error, is_pack, show, type_of
 # Recurrences whose `steps` input (the 7th) is a run-time count: their bodies loop `..(steps)`
 # times yielding per-step outputs, which a composed graph cannot hold (a scan needs a
 # compile-time iteration count), so they stay whole and run by their fast paths
-# (runtime/float_ops/nn.py: per-step outputs stacked, extent ~|s).
+# (runtime/float_ops/nn_norm.py: per-step outputs stacked, extent ~|s).
 WHOLE_WITH_RUNTIME_STEPS = ("nn.lstm_loop", "nn.lstm", "nn._jagged_lstm_loops")
 
 # Operator invocations and control-flow blocks nest at most this deep while composing: a level
