@@ -1,13 +1,22 @@
-"""Compile-time evaluation of SkriptND expressions (NNEF 2.0 draft 2.4, 2.4.1).
+"""The one evaluator of SkriptND expressions (NNEF 2.0 draft 2.4, 2.4.1), for composition and for
+the @lower interpreter alike.
 
 `Evaluator(env).eval(expr)` computes an expression's value from the symbols in `env` (see
 values.py for the value model). Null propagates through every form except `??` and `?x`; packs
 act element-wise; folds, ranges, zips, substitution, masking, casts, built-ins and formatted
-strings follow 2.4. Errors are SemanticError located at the offending sub-expression.
+strings follow 2.4, with the operators' type rules of operators.py. Errors are SemanticError
+located at the offending sub-expression.
 
-Run-time extents (`Dyn`) flow through arithmetic with interval bounds; comparisons involving them
-are undecidable at compile time and yield a bool `Dyn`, which assertions skip (2.6.1: such checks
-happen at run time).
+The two uses differ only in what a name can stand for, which is the `lowering` parameter:
+- composing (no `lowering`): compile-time values, tensors as shapes (`TensorValue`), run-time
+  extents (`Dyn`), which flow through arithmetic with interval bounds; comparisons involving
+  them are undecidable at compile time and yield a bool `Dyn`, which assertions skip (2.6.1:
+  such checks happen at run time);
+- a @lower formula (`lowering=Lowering(...)`, lower/access.py): tensors are data (numpy
+  arrays), index symbols broadcast grids, generic type names the invocation's; tensor access
+  and guarded indices are the lowering's. Arithmetic on run-time data follows the IEEE and
+  integer rules of the data (a real division by zero is inf, `sqrt` of a negative value NaN)
+  where a compile-time value would be refused.
 """
 from __future__ import annotations
 
@@ -23,11 +32,18 @@ from .values import DEFAULTS, Dyn, TensorValue, TypeValue, Uniform, error, is_pa
 
 
 class Evaluator:
-    """Evaluates expressions against `env` (name → value). `where` names the context in errors."""
+    """Evaluates expressions against `env` (name → value). `where` names the context in errors;
+    `lowering` makes it the evaluator of a @lower formula (see the module docstring)."""
 
-    def __init__(self, env: Mapping[str, Any], where: str = ""):
+    def __init__(self, env: Mapping[str, Any], where: str = "", lowering=None):
         self.env = env
         self.where = where
+        self.lowering = lowering
+
+    @property
+    def runtime(self) -> bool:
+        """Arrays are run-time data (a @lower formula), not compile-time index grids."""
+        return self.lowering is not None
 
     # ------------------------------------------------------------------ entry points
     def eval(self, e: ast.Expr) -> Any:
@@ -66,12 +82,14 @@ class Evaluator:
         if e.member in ("shape", "rank"):
             if isinstance(target, TensorValue):
                 return tuple(target.shape) if e.member == "shape" else target.rank
+            if self.runtime and isinstance(target, np.ndarray):
+                return tuple(int(d) for d in target.shape) if e.member == "shape" else target.ndim
             if target is None:
                 return None
             raise self.fail(f"'{e.target.name}.{e.member}' needs '{e.target.name}' to be a (non-packed) "
                             "tensor", e)
         if e.member == "size":
-            if isinstance(target, tuple):
+            if isinstance(target, tuple) or (self.runtime and isinstance(target, list)):
                 return len(target)
             if isinstance(target, DynPack):
                 return target.count          # a pack of run-time length (compose/dynpack.py)
@@ -87,7 +105,7 @@ class Evaluator:
         uniform_parts = []
         for item in e.items:
             if isinstance(item, ast.Expand):
-                value = self._expand_item(item)
+                value = self.expand_item(item)
                 if value is None:
                     return None
                 items.extend(value)
@@ -111,7 +129,7 @@ class Evaluator:
             return uniform_parts[0]
         return tuple(items)
 
-    def _expand_item(self, item: ast.Expand):
+    def expand_item(self, item: ast.Expand):
         if isinstance(item.operand, ast.Tuple):       # zip [(a, b)..]
             packs = [self.eval(p) for p in item.operand.items]
             if any(p is None for p in packs):
@@ -184,6 +202,8 @@ class Evaluator:
         target = self.eval(e.target)
         if target is None:
             return None
+        if self.runtime and isinstance(target, (np.ndarray, list)):
+            return self.lowering.subscript(self, e, target)
         if not (is_pack(target) or isinstance(target, str)):
             raise self.fail(f"only packs and strings can be indexed; '{_text(e.target)}' is {show(target)}",
                             e, hint="tensor elements are accessed as x[i,] in @lower only")
@@ -371,6 +391,8 @@ class Evaluator:
 
     def _call(self, e: ast.Call):
         target = self.env.get(e.name)
+        if self.runtime and e.name in self.lowering.dtypes:
+            target = TypeValue(self.lowering.dtypes[e.name])      # a @dtype name of the invocation
         if isinstance(target, TypeValue):
             if len(e.args) > 1:
                 raise self.fail(f"cast '{e.name}(...)' takes one argument", e)
@@ -398,7 +420,14 @@ class Evaluator:
         raise self.fail(f"operator invocation '{e.name}(...)' is not allowed inside an expression", e,
                         hint="invoke operators on the right-hand side of @compose assignments")
 
-    def _access(self, e):
+    def _access(self, e: ast.TensorAccess):
+        if self.runtime:
+            return self.lowering.access(self, e)
+        raise self.fail("tensor access is only allowed in @lower formulas (2.4 Tensor access)", e)
+
+    def _guard(self, e: ast.Guard):
+        if self.runtime:
+            return self.lowering.guard(self, e)
         raise self.fail("tensor access is only allowed in @lower formulas (2.4 Tensor access)", e)
 
     def _omitted(self, e):
@@ -427,7 +456,7 @@ _DISPATCH: dict[type, Callable] = {
     ast.Select: Evaluator._select, ast.Coalesce: Evaluator._coalesce, ast.Fold: Evaluator._fold,
     ast.Cast: Evaluator._cast, ast.Call: Evaluator._call, ast.Builtin: Evaluator._builtin,
     ast.Invocation: Evaluator._invocation, ast.TensorAccess: Evaluator._access,
-    ast.Guard: Evaluator._access, ast.Omitted: Evaluator._omitted,
+    ast.Guard: Evaluator._guard, ast.Omitted: Evaluator._omitted,
 }
 
 

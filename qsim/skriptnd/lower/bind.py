@@ -17,8 +17,9 @@ import numpy as np
 
 from .. import ast as A
 from ...errors import SemanticError
-from .values import LowerError, fail
-from .expr import Evaluator, _fmt
+from ..evaluate import Evaluator
+from ..values import show
+from .access import Lowering
 
 REAL, INT, BOOL = np.float64, np.int64, np.bool_
 NUMPY = {"real": REAL, "int": INT, "bool": BOOL}
@@ -74,7 +75,7 @@ class Binder:
         self.op = op
         self.env: dict[str, Any] = {}
         self.dtypes: dict[str, str] = {}
-        self.ev = Evaluator(self.env, self.dtypes)
+        self.ev = Evaluator(self.env, lowering=Lowering(self.dtypes))
         self.inputs = inputs
         self.attrs = {k: _norm(v) for k, v in attrs.items()}
         self.generics = generics or {}
@@ -109,7 +110,7 @@ class Binder:
     def try_eval(self, e):
         try:
             return True, self.ev.eval(e)
-        except LowerError:
+        except SemanticError:
             return False, None
 
     def set_attr(self, p: A.ParamDecl, v, final: bool) -> bool:
@@ -162,7 +163,7 @@ class Binder:
         ok, known = self.try_eval(expr)
         if ok:
             if known is not None and value is not None and known != value:
-                self.error(node, f"shape mismatch: expected {_fmt(known)} for '{_src(expr)}', got {_fmt(value)}")
+                self.error(node, f"shape mismatch: expected {show(known)} for '{_src(expr)}', got {show(value)}")
             return
         if isinstance(expr, A.Binary) and expr.op in "+-*/" and value is not None:
             lok, lv = self.try_eval(expr.left)
@@ -278,7 +279,7 @@ class Binder:
                     want = v if isinstance(v, tuple) else (v,) * n
                     if tuple(want) != dims:
                         self.error(p, f"input '{p.name}': extents {list(dims)} do not match "
-                                      f"'{_src(item.extent)}' = {_fmt(v)}")
+                                      f"'{_src(item.extent)}' = {show(v)}")
             else:
                 self.solve(item.extent, dims[0], p)
 
@@ -399,7 +400,7 @@ class Binder:
                         arrs.append(np.arange(n).reshape(shp))
                         pos += 1
                     grid[b.index] = tuple(arrs) if isinstance(lim, tuple) else arrs[0]
-                ev = Evaluator({**self.env, **grid}, self.dtypes)
+                ev = Evaluator({**self.env, **grid}, lowering=Lowering(self.dtypes))
                 value = np.broadcast_to(np.asarray(ev.eval(c.default), dtype=dtype), shape)
             else:
                 v = self.ev.eval(c.default)
@@ -416,7 +417,7 @@ class Binder:
                 ok = all(x for x in ok if x is not None)
             if not ok:
                 msg = self.ev.eval(a.message) if a.message is not None else f"assertion failed: {a.text}"
-                values = ", ".join(f"{arg.label}={_fmt(self.ev.eval(arg.value))}" for arg in a.args)
+                values = ", ".join(f"{arg.label}={show(self.ev.eval(arg.value))}" for arg in a.args)
                 self.error(a, msg + (f" ({values})" if values else ""))
 
 
