@@ -1,6 +1,7 @@
-"""One expression evaluator for composition and @lower (qsim.skriptnd.evaluate): the language's
-corner rules give the same results in both uses, and the values are the spec's (NNEF 2.0 draft
-2.4, worked by hand from its definitions), not read back from the code.
+"""One expression evaluator and one binder for composition and @lower (qsim.skriptnd.evaluate,
+compose/instance.py): the language's corner rules give the same results in both uses, and the
+values are the spec's (NNEF 2.0 draft 2.4, worked by hand from its definitions), not read back
+from the code; an invocation binds alike composed and run.
 
 Each case is evaluated three ways: composing (compile-time Python values), in a @lower formula
 on the same Python values, and in a @lower formula on a run-time index grid holding the same
@@ -11,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import qsim
 from qsim.errors import SemanticError
 from qsim.skriptnd.evaluate import Evaluator
 from qsim.skriptnd.lower.access import Lowering
@@ -200,3 +202,42 @@ def test_a_lowering_computes_the_corner_rules_per_element():
     assert c.tolist() == [4, -3, -3, 4]
     assert r.tolist() == [1, 1, -1, -1]
     assert p.tolist() == [49.0, 49.0, 49.0, 49.0]
+
+
+# ---- one binder: a @lower run binds an invocation as composition does -------------------------
+
+OWN = """operator f {
+    @attrib { w: int..(r); }
+    @input { a: real[k, s..(r)]; b: real[k]; }
+    @output { y: real[k]; }
+    @using { total = w + ..; }
+    @assert { total > 0: "weights sum to {total}", w; }
+    @lower { y[i] = a[i, 0..(r)] * 0.0 + b[i] + real(total), i < k; }
+}
+"""
+
+
+def _graph(a_shape: str, b_shape: str, attrs: str) -> str:
+    return OWN + ("graph G {\n    @input { a: real[" + a_shape + "]; b: real[" + b_shape + "]; }\n"
+                  "    @output { y: real[~]; }\n    @compose { y = f{" + attrs + "}(a, b); }\n}\n")
+
+
+@pytest.mark.parametrize("a_shape,b_shape,weights,arrays,message", [
+    ("3, 2", "4", 1, [np.zeros((3, 2)), np.zeros(4)], "'k' is 3 but 4 from dimension 0 of input 'b'"),
+    ("3, 2, 2", "3", (1, 2), [np.zeros((3, 2, 2)), np.zeros(3)], None),
+    ("3, 2", "3", -1, [np.zeros((3, 2)), np.zeros(3)], "weights sum to -1\n    w = [-1]"),
+])
+def test_composing_and_running_bind_an_invocation_alike(tmp_path, a_shape, b_shape, weights, arrays, message):
+    text = "w = " + (f"[{', '.join(map(str, weights))}]" if isinstance(weights, tuple) else str(weights))
+    (tmp_path / "main.sknd").write_text(_graph(a_shape, b_shape, text))
+    op = parse(OWN, "main.sknd").get("f")
+    if message is None:      # a single weight is made uniform over the pack length r (2.5)
+        graph = qsim.load(tmp_path)
+        assert graph.outputs
+        assert run_lower(op, arrays, {"w": weights})[0].tolist() == [3.0, 3.0, 3.0]
+        return
+    with pytest.raises(SemanticError) as composing_error:
+        qsim.load(tmp_path)
+    with pytest.raises(SemanticError) as running_error:
+        run_lower(op, arrays, {"w": weights})
+    assert message in composing_error.value.message and message in running_error.value.message
