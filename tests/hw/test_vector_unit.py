@@ -2,7 +2,7 @@
 
 Every simulated job is checked twice: its values against qsim.tosa's reference run of
 the same operator, and its values and cycles (accept, output and idle cycles)
-against qsim.npu.vector_model (tests/hw/vector_bench.py does the latter).
+against qsim.npu.vector.model (tests/hw/vector_bench.py does the latter).
 """
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Vector-unit programs (qsim/npu/vector_ops.py) on the cycle model against the TOSA reference,
+"""Vector-unit programs (qsim/npu/vector/ops.py) on the cycle model against the TOSA reference,
 the closed-form VRUN timing against a step-by-step replay, and the host fallbacks' reasons."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Padded AVG_POOL2D and RESIZE as runs of vector jobs (qsim/npu/vector_windows.py) on the cycle
+"""Padded AVG_POOL2D and RESIZE as runs of vector jobs (qsim/npu/vector/windows.py) on the cycle
 model against the TOSA 0.30 reference, over random geometries (the RTL runs the fixed cases of
 vector_cases.py in tests/hw/test_vector_npu.py), and the run cutting worked by hand."""
 import numpy as np
