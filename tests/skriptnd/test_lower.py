@@ -152,3 +152,15 @@ def test_failed_assertion_prints_message_and_values():
                @lower { y[i,] = x[i,], i < n; } }""")
     with pytest.raises(SemanticError, match=r"'k' must be positive; got -2\n +n = 3\n"):
         run_lower(op, [np.zeros(3)], {"k": -2})
+
+
+def test_inputs_the_interpreter_cannot_bind_are_refused_with_the_reason():
+    op = sk("""operator f { @dtype { T: num; U: num; } @input { x: T[n]; ys: T[m]..(k); }
+               @output { y: T[n]; } @lower { y[i,] = x[i,], i < n; } }""")
+    with pytest.raises(SemanticError, match="input 'x' is a complex128 array; @lower computes on real, "
+                                            "int and bool tensors"):
+        run_lower(op, [np.zeros(3, complex), [np.zeros(2)]])
+    with pytest.raises(SemanticError, match="input 'ys' is a pack; give a list of tensors"):
+        run_lower(op, [np.zeros(3), np.zeros(2)])
+    with pytest.raises(SemanticError, match=r"generic types are given in declaration order \(T, U\)"):
+        run_lower(op, [np.zeros(3), [np.zeros(2)]], generics={"U": "real"})
