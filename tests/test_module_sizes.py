@@ -1,8 +1,8 @@
 """Code sizes a newcomer can read (issue 32): modules of at most 600 lines, functions of fewer
 than 130, and no folder with more than 20 modules side by side, in qsim/ and hw/.
 
-PENDING names what is being split elsewhere at the time of writing; an entry that no longer
-exceeds its limit makes the test fail too, so the list only shrinks.
+PENDING names what other branches are splitting at the time of writing (drop an entry once
+its split is in); nothing else may exceed a limit.
 """
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ def _rel(path: Path) -> str:
 def test_modules_have_at_most_600_lines():
     long = {_rel(p) for p in _modules() if len(p.read_text().splitlines()) > MAX_MODULE_LINES}
     assert long <= PENDING["modules"], sorted(long - PENDING["modules"])
-    assert long >= PENDING["modules"], f"no longer too long, drop from PENDING: {PENDING['modules'] - long}"
 
 
 def test_functions_have_fewer_than_130_lines():
@@ -51,4 +50,3 @@ def test_no_folder_holds_more_than_20_modules():
     counts = Counter(_rel(p.parent) for p in _modules())
     crowded = {folder for folder, n in counts.items() if n > MAX_MODULES_PER_FOLDER}
     assert crowded <= PENDING["folders"], sorted(crowded - PENDING["folders"])
-    assert crowded >= PENDING["folders"], f"no longer crowded, drop from PENDING: {PENDING['folders'] - crowded}"
