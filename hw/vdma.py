@@ -18,6 +18,8 @@ written in the cycle it appears, on the write channel, at the output stream's ad
 Busy until the vector unit is idle again: s_last + 9 cycles in all (s_last + 4 for
 LOAD_TABLE, which writes nothing). qsim/npu/cycle_model.py computes the same.
 """
+from dataclasses import dataclass
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -84,6 +86,56 @@ class _Walker:
         return [i.eq(0) for i in self.idx]
 
 
+class _Config:
+    """The VCONFIG register's fields as the DMA reads them, and what follows from them: per
+    operand stream its read shape (contiguous: lane == bytes, broadcast: lane == 0, else a
+    gather of `lanes` reads) and the bytes a beat's read costs."""
+
+    def __init__(self, m, cfg):
+        self.bits = cfg
+        f = self.field
+        self.lanes, self.group = f("lanes"), f("group")
+        self.counts = [f(f"count{i}") for i in range(STREAM_LEVELS)]
+        self.o_counts = [f(f"o_count{i}") for i in range(STREAM_LEVELS)]
+        op = _instr_field(cfg, "op")
+        is_reduce = Const(0)
+        for r in REDUCTIONS:
+            is_reduce = is_reduce | (op == r)
+        self.is_reduce, self.table_load = is_reduce, op == VectorOp.LOAD_TABLE
+        self.a_bytes, self.a_lane, self.a_gather, self.a_reads, self.a_cost = self._stream("a")
+        self.b_bytes, self.b_lane, self.b_gather, self.b_reads, self.b_cost = self._stream("b")
+        self.b_on = f("b_on")
+        reads_per_beat = Signal(17)
+        m.d.comb += reads_per_beat.eq(self.a_reads + Mux(self.b_on, self.b_reads, 0))
+        self.reads_per_beat = reads_per_beat
+        self.o_bytes = f("o_bytes")
+
+    def field(self, name: str):
+        return pattern_field(self.bits, name)
+
+    def steps(self, prefix: str) -> list:
+        return [self.field(f"{prefix}_step{i}") for i in range(STREAM_LEVELS)]
+
+    def _stream(self, prefix):
+        nbytes, lane = self.field(f"{prefix}_bytes"), self.field(f"{prefix}_lane")
+        gather = (lane != 0) & (lane != nbytes)
+        reads = Mux(gather, self.lanes, 1)
+        cost = Mux(gather | (lane == 0), nbytes, self.lanes * nbytes)
+        return nbytes, lane, gather, reads, cost
+
+
+@dataclass
+class _InFlight:
+    """The read issued this cycle, as the next cycle captures it."""
+    active: Signal          # beats still to read
+    cfg_offer: Signal       # the configuration's instruction offered to the vector unit
+    d_valid: Signal         # read data arrives this cycle
+    d_is_a: Signal          # ... for operand A (else B)
+    d_last: Signal          # ... and it is its beat's last read
+    d_flag: Signal          # ... of a beat that ends its reduction group
+    d_lane: Signal          # ... for this lane (gathers)
+
+
 class VectorDMA(wiring.Component):
     def __init__(self, geom: Geometry):
         self.geom = geom
@@ -96,40 +148,23 @@ class VectorDMA(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        g = self.geom
-        C = g.cols
-        cfg = self.cfg
-        m.submodules.vector = vu = VectorUnit(C)
+        m.submodules.vector = vu = VectorUnit(self.geom.cols)
+        cfg = _Config(m, self.cfg)
+        read = self._issue_reads(m, vu, cfg)
+        i_valid = self._assemble_beats(m, vu, cfg, read)
+        self._write_results(m, vu, cfg)
+        with m.If(self.busy & ~self.start & ~read.active & ~read.d_valid & ~i_valid & ~read.cfg_offer
+                  & ~vu.busy):
+            m.d.sync += self.busy.eq(0)
+        assert VECTOR_LATENCY_CYCLES == 5 and ASSEMBLY_CYCLES == 2   # the durations in the docstring
+        return m
 
-        def f(name):
-            return pattern_field(cfg, name)
-
-        lanes, group = f("lanes"), f("group")
-        counts = [f(f"count{i}") for i in range(STREAM_LEVELS)]
-        o_counts = [f(f"o_count{i}") for i in range(STREAM_LEVELS)]
-        op = _instr_field(cfg, "op")
-        is_reduce = Const(0)
-        for r in REDUCTIONS:
-            is_reduce = is_reduce | (op == r)
-        table_load = op == VectorOp.LOAD_TABLE
-
-        # Per-stream read shapes: contiguous (lane == bytes), broadcast (lane == 0), gather.
-        def stream(prefix):
-            nbytes, lane = f(f"{prefix}_bytes"), f(f"{prefix}_lane")
-            gather = (lane != 0) & (lane != nbytes)
-            reads = Mux(gather, lanes, 1)
-            cost = Mux(gather | (lane == 0), nbytes, lanes * nbytes)
-            return nbytes, lane, gather, reads, cost
-
-        a_bytes, a_lane, a_gather, a_reads, a_cost = stream("a")
-        b_bytes, b_lane, b_gather, b_reads, b_cost = stream("b")
-        b_on = f("b_on")
-        reads_per_beat = Signal(17)
-        m.d.comb += reads_per_beat.eq(a_reads + Mux(b_on, b_reads, 0))
-        o_bytes = f("o_bytes")
-
+    def _issue_reads(self, m, vu, cfg: _Config) -> _InFlight:
+        """The read transactions of every beat, one per cycle when the byte credit allows, and
+        the walk of the operands' addresses."""
+        f = cfg.field
         active, cfg_offer = Signal(), Signal()
-        walker = _Walker(m, counts, "beat")
+        walker = _Walker(m, cfg.counts, "beat")
         a_addr, b_addr, a_lane_addr, b_lane_addr = (Signal(32, name=n) for n in
                                                     ("a_addr", "b_addr", "a_lane_addr", "b_lane_addr"))
         tr = Signal(17)                 # read transaction within the beat
@@ -143,36 +178,35 @@ class VectorDMA(wiring.Component):
                          a_lane_addr.eq(f("a_base")), b_lane_addr.eq(f("b_base"))]
         with m.Elif(cfg_offer):
             m.d.sync += cfg_offer.eq(0)
-        m.d.comb += [vu.cfg.valid.eq(cfg_offer), vu.cfg.payload.eq(cfg[PATTERN_BITS:])]
+        m.d.comb += [vu.cfg.valid.eq(cfg_offer), vu.cfg.payload.eq(cfg.bits[PATTERN_BITS:])]
 
         # The transaction on offer and its cost.
-        is_a = tr < a_reads
-        last_tr = tr + 1 >= reads_per_beat
-        group_end = gpos + 1 >= group
-        emits = ~table_load & (~is_reduce | group_end)
+        is_a = tr < cfg.a_reads
+        last_tr = tr + 1 >= cfg.reads_per_beat
+        group_end = gpos + 1 >= cfg.group
+        emits = ~cfg.table_load & (~cfg.is_reduce | group_end)
         cost = Signal(CREDIT_BITS)
-        m.d.comb += cost.eq(Mux(is_a, a_cost, b_cost) + Mux(last_tr & emits, lanes * o_bytes, 0))
+        m.d.comb += cost.eq(Mux(is_a, cfg.a_cost, cfg.b_cost) + Mux(last_tr & emits, cfg.lanes * cfg.o_bytes, 0))
         granted_now = Signal(CREDIT_BITS)
         go = Signal()
-        m.d.comb += [granted_now.eq(granted + g.dram_bytes_per_cycle),
+        m.d.comb += [granted_now.eq(granted + self.geom.dram_bytes_per_cycle),
                      go.eq(active & (granted_now >= consumed + cost))]
         with m.If(active):
             m.d.sync += granted.eq(granted_now)
         m.d.comb += [self.re.eq(go),
-                     self.raddr.eq(Mux(is_a, Mux(a_gather, a_lane_addr, a_addr),
-                                       Mux(b_gather, b_lane_addr, b_addr)))]
+                     self.raddr.eq(Mux(is_a, Mux(cfg.a_gather, a_lane_addr, a_addr),
+                                       Mux(cfg.b_gather, b_lane_addr, b_addr)))]
 
         # What the read in flight fills (captured the next cycle).
         d_valid, d_is_a, d_last, d_flag = Signal(), Signal(), Signal(), Signal()
         d_lane = Signal(16)
         m.d.sync += [d_valid.eq(go), d_is_a.eq(is_a), d_last.eq(go & last_tr), d_flag.eq(group_end),
-                     d_lane.eq(Mux(is_a, tr, tr - a_reads))]
+                     d_lane.eq(Mux(is_a, tr, tr - cfg.a_reads))]
         with m.If(go):
             m.d.sync += consumed.eq(consumed + cost)
             with m.If(last_tr):
                 m.d.sync += [tr.eq(0), gpos.eq(Mux(group_end, 0, gpos + 1))]
-                a_steps = [f(f"a_step{i}") for i in range(STREAM_LEVELS)]
-                b_steps = [f(f"b_step{i}") for i in range(STREAM_LEVELS)]
+                a_steps, b_steps = cfg.steps("a"), cfg.steps("b")
                 # the next beat starts at the advanced address; its gathers start there too
                 for i in range(STREAM_LEVELS):
                     lower_max = Cat(*walker.at_max[:i]).all() if i else Const(1)
@@ -183,49 +217,52 @@ class VectorDMA(wiring.Component):
                     m.d.sync += active.eq(0)
             with m.Else():
                 m.d.sync += tr.eq(tr + 1)
-                with m.If(is_a & a_gather):
-                    m.d.sync += a_lane_addr.eq(a_lane_addr + a_lane)
-                with m.If(~is_a & b_gather):
-                    m.d.sync += b_lane_addr.eq(b_lane_addr + b_lane)
+                with m.If(is_a & cfg.a_gather):
+                    m.d.sync += a_lane_addr.eq(a_lane_addr + cfg.a_lane)
+                with m.If(~is_a & cfg.b_gather):
+                    m.d.sync += b_lane_addr.eq(b_lane_addr + cfg.b_lane)
+        return _InFlight(active, cfg_offer, d_valid, d_is_a, d_last, d_flag, d_lane)
 
-        # Capture into the beat registers; the beat is offered the cycle after its last read's data.
+    def _assemble_beats(self, m, vu, cfg: _Config, read: _InFlight):
+        """Captures read data into the beat registers; the beat is offered the cycle after its
+        last read's data. Returns the beat-offered signal."""
+        C = self.geom.cols
         pa = [Signal(signed(32), name=f"pa{c}") for c in range(C)]
         pb = [Signal(signed(32), name=f"pb{c}") for c in range(C)]
         i_valid, i_last = Signal(), Signal()
-        with m.If(d_valid):
-            for regs, nbytes, lane_stride, gather in ((pa, a_bytes, a_lane, a_gather),
-                                                      (pb, b_bytes, b_lane, b_gather)):
-                with m.If(d_is_a == (regs is pa)):
+        with m.If(read.d_valid):
+            for regs, nbytes, lane_stride, gather in ((pa, cfg.a_bytes, cfg.a_lane, cfg.a_gather),
+                                                      (pb, cfg.b_bytes, cfg.b_lane, cfg.b_gather)):
+                with m.If(read.d_is_a == (regs is pa)):
                     first = _sext(nbytes, nbytes, self.rdata)
                     for c in range(C):
                         contiguous = _sext(nbytes, nbytes, Mux(nbytes == 1, self.rdata[8 * c:],
                                                                Mux(nbytes == 2, self.rdata[16 * c:],
                                                                    self.rdata[32 * c:])))
                         with m.If(gather):
-                            with m.If(d_lane == c):
+                            with m.If(read.d_lane == c):
                                 m.d.sync += regs[c].eq(first)
                         with m.Elif(lane_stride == 0):
                             m.d.sync += regs[c].eq(first)
                         with m.Else():
                             m.d.sync += regs[c].eq(contiguous)
-        m.d.sync += [i_valid.eq(d_last), i_last.eq(d_flag)]
+        m.d.sync += [i_valid.eq(read.d_last), i_last.eq(read.d_flag)]
         m.d.comb += [vu.i.valid.eq(i_valid), vu.i.payload.last.eq(i_last)]
         for c in range(C):
             m.d.comb += [vu.i.payload.a[c].eq(pa[c]), vu.i.payload.b[c].eq(pb[c])]
+        return i_valid
 
-        # Results: written as they appear, contiguous lanes of o_bytes each.
-        o_walker = _Walker(m, o_counts, "out")
+    def _write_results(self, m, vu, cfg: _Config):
+        """Results written as they appear, contiguous lanes of o_bytes each."""
+        C = self.geom.cols
+        o_walker = _Walker(m, cfg.o_counts, "out")
         o_addr = Signal(32)
         with m.If(self.start):
-            m.d.sync += [o_addr.eq(f("o_base")), *o_walker.reset()]
+            m.d.sync += [o_addr.eq(cfg.field("o_base")), *o_walker.reset()]
         m.d.comb += vu.o.ready.eq(1)
         packed = {n: Cat(*(vu.o.payload[c][:8 * n] for c in range(C))) for n in (1, 2, 4)}
-        m.d.comb += [self.we.eq(vu.o.valid), self.waddr.eq(o_addr), self.wlen.eq(lanes * o_bytes),
+        o_bytes = cfg.o_bytes
+        m.d.comb += [self.we.eq(vu.o.valid), self.waddr.eq(o_addr), self.wlen.eq(cfg.lanes * o_bytes),
                      self.wdata.eq(Mux(o_bytes == 1, packed[1], Mux(o_bytes == 2, packed[2], packed[4])))]
         with m.If(vu.o.valid):
-            o_walker.step([(o_addr, [f(f"o_step{i}") for i in range(STREAM_LEVELS)])])
-
-        with m.If(self.busy & ~self.start & ~active & ~d_valid & ~i_valid & ~cfg_offer & ~vu.busy):
-            m.d.sync += self.busy.eq(0)
-        assert VECTOR_LATENCY_CYCLES == 5 and ASSEMBLY_CYCLES == 2   # the durations in the docstring
-        return m
+            o_walker.step([(o_addr, cfg.steps("o"))])

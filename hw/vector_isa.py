@@ -53,7 +53,7 @@ REDUCTIONS = frozenset({VectorOp.REDUCE_SUM, VectorOp.REDUCE_MAX, VectorOp.REDUC
                         VectorOp.ARGMAX, VectorOp.AVG, VectorOp.DOT})
 
 # The unit's timing and memory depths, which its drivers and the numpy model (qsim/npu/
-# vector_model.py) rely on; here rather than in vector.py so that they need no amaranth.
+# qsim/npu/vector/model.py) rely on; here rather than in vector.py so that they need no amaranth.
 VECTOR_LATENCY_CYCLES = 5     # beat accepted in cycle t -> its result valid in cycle t + 5
 TABLE_DEPTH = 512             # lo[i] = table[i], hi[i] = table[i + 1]: one read of each per lookup
 DEFAULT_MAX_POOL_COUNT = 1024  # reciprocal ROM depth: AVG groups of up to this many beats

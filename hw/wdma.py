@@ -11,7 +11,7 @@ transaction j issues at s_j = max(s_{j-1} + 1, ceil(cum_j / B) - 1). Read data r
 one cycle later, is shifted to its lanes and merged; a word's last transaction writes the
 word to the input buffer in that cycle (s + 1). Busy for s_last + 2 cycles, like LOAD.
 The walkers only add and compare (the compiler precomputes every product); the address
-arithmetic wraps at 32 bits. qsim/npu/window.py is the numpy model of the same sequence.
+arithmetic wraps at 32 bits. qsim/npu/array/window.py is the numpy model of the same sequence.
 """
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring

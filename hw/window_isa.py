@@ -18,7 +18,7 @@ dilation across is 1 and the taps carry all channels of a pixel. Two walkers:
 `os` = 0 (weight-stationary): word w is output pixel start+w, lanes the K run from the
 descriptor's K state (R lanes); `os` = 1 (output-stationary): word w is K index start+w,
 lane r is output pixel start+r. One read transaction per unit piece (WS) or per lane (OS);
-see qsim/npu/window.py for the exact sequence and timing, which the RTL (hw/wdma.py)
+see qsim/npu/array/window.py for the exact sequence and timing, which the RTL (hw/wdma.py)
 follows.
 """
 from __future__ import annotations

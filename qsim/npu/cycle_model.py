@@ -10,9 +10,9 @@ Durations (n words of W bytes at B bytes/cycle; R x C array; L requant latency):
   COMPUTE ws   2R + C + M + L'        (M = count, L' = L if requant else 0)
   COMPUTE os   K + 2R + C - 1 + L'    (K = count)
   VRUN         from the stream pattern in the VCONFIG register file (hw/vdma.py,
-               qsim/npu/vector_model.py vrun_timing); it occupies the DMA unit
+               qsim/npu/vector/model.py vrun_timing); it occupies the DMA unit
   LOADW        from the window descriptor behind it in the same register file (hw/wdma.py,
-               qsim/npu/window.py window_timing); it occupies the DMA unit
+               qsim/npu/array/window.py window_timing); it occupies the DMA unit
 Values: each instruction is executed on numpy buffers, a whole tile at a time.
 VRUN and LOADW durations depend on the configuration words the program LOADs into VCONFIG,
 so timing functions take the program's initial DRAM image (configurations are
@@ -30,8 +30,8 @@ from ..hw.vector_isa import VectorOp, config_words, decode_config
 from ..hw.window_isa import window_base, window_words
 from ..hw.params import PARAM_DEPTH_WORDS, PARAM_LANE_BYTES, REQUANT_LATENCY_CYCLES, Dataflow, Geometry
 from ..tosa.arith import apply_scale_32
-from .vector_model import VectorUnitModel, vrun_execute, vrun_timing, vrun_write_cycles
-from .window import window_timing, window_words_values
+from .vector.model import VectorUnitModel, vrun_execute, vrun_timing, vrun_write_cycles
+from .array.window import window_timing, window_words_values
 
 
 @dataclass

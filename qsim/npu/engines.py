@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import MismatchError, UsageError
 from ..hw.params import Geometry
-from .compile import Program
+from .array.compile import Program
 from .cycle_model import CycleStats, cycle_stats, execute
 from .sim_verilator import run_verilator
 

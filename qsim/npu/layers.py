@@ -9,7 +9,7 @@ output_zp, multiplier, shift, scale32, double_round, per_channel; CLAMP: min_val
 
 Lowering (implicit GEMM, docs/npu.md): DRAM holds the input tensor as it is (NHWC
 int8) and the array's A rows are read through convolution windows by LOADW (im2col in
-hardware, qsim/npu/window.py): padded taps read as input_zp, so they contribute
+hardware, qsim/npu/array/window.py): padded taps read as input_zp, so they contribute
 (input_zp - input_zp) * w = 0 exactly as TOSA's padding does. Depthwise channels
 are packed block-diagonally, cols // M channels per GEMM, K ordered tap-major so a
 fold reads one tap's contiguous channels (off-diagonal weights = weight_zp,
@@ -25,11 +25,11 @@ import numpy as np
 from ..errors import InvalidGraphError, UnsupportedError
 from ..hw.params import Geometry
 from ..hw.isa import Opcode
-from .compile import Gemm, Program, Requant, compile_gemm
+from .array.compile import Gemm, Program, Requant, compile_gemm
 from .energy import EventCounts, program_events
 from .engines import Engine, run_program
 from .cycle_model import CycleStats, schedule
-from .window import Window
+from .array.window import Window
 
 LAYER_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL")
 

@@ -7,7 +7,7 @@ on the array when its layer operator has int8 operands and its RESCALE fits the
 requantization unit (input_zp 0, 32-bit multipliers, int8 output); an unfusable
 RESCALE/CLAMP becomes its own vector-unit stage after an array stage that stores int32
 sums. Every other operator runs on the vector unit (a VCONFIG + VRUN program compiled by
-qsim/npu/vector_ops.py, on the same engine as the array layers) or, for pure reshapes,
+qsim/npu/vector/ops.py, on the same engine as the array layers) or, for pure reshapes,
 on the host at no cost; operators neither unit can take (array operators with int16
 operands, operators without a vector mapping, unsigned or int48 tensors, ...) run on
 the host too, uncounted, and the stage's note says why.
@@ -33,12 +33,12 @@ from ..runtime.executor import execute, run_op
 from .config import NpuConfig
 from .distributed import InProcess, Task
 from .energy import EventCounts, vector_events
-from .compile import Program
+from .array.compile import Program
 from .cycle_model import vector_write_cycle
 from .engines import Engine, ProgramRun, run_program
 from .layers import LAYER_OPS, LayerResult, run_layer
-from .vector_ops import (HOST_OPS, compile_vector_chain, compile_vector_op, fusable_input_rescale,
-                         vector_support)
+from .vector.ops import (HOST_OPS, compile_vector_chain, compile_vector_op, fusable_input_rescale,
+    vector_support)
 from .grouping import group_ops, reader_counts
 
 
@@ -124,7 +124,7 @@ BINARY = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM")
 
 
 def fuse_vector_chains(graph: Graph, stages: list[Stage]) -> list[Stage]:
-    """Merges vector stages the vector unit runs as one job (qsim/npu/vector_ops.py
+    """Merges vector stages the vector unit runs as one job (qsim/npu/vector/ops.py
     compile_vector_chain): a binary operator with the per-tensor RESCALEs to int32 that alone
     feed its operands (the input scalers A', B'), then the RESCALE that alone reads its
     result (the output scaler) and the CLAMP that alone reads that; or a RESCALE with the

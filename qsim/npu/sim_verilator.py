@@ -35,7 +35,7 @@ from ..hw.params import Geometry, Units
 from ..hw.window_isa import window_base
 from .export import ZERO_MEMORY_INIT, simulation_verilog
 
-_ZERO_MEMORY_INIT = ZERO_MEMORY_INIT        # the name vector_verilator.py imports
+_ZERO_MEMORY_INIT = ZERO_MEMORY_INIT        # the name vector/verilator.py imports
 
 VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "0", "--noassert",
                    "-Wno-fatal", "-Wno-lint", "-Wno-style",

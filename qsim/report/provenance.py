@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..npu.vector_ops import HOST_OPS
+from ..npu.vector.ops import HOST_OPS
 
 UNIT_NAMES = {"array": "systolic-array", "vector": "vector-unit"}
 

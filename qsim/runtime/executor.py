@@ -26,7 +26,7 @@ from ..errors import DataError, InvalidGraphError, MismatchError, UnsupportedErr
 from ..ir import Graph, Op
 from ..kernels.backend import BACKENDS
 from ..limits import pinned_max_tensor_bytes
-from ..skriptnd import dynattr
+from ..skriptnd.compose import dynattr
 from ..threads import pinned_thread_count
 from .plan import STREAM_ALL, Step, check_keep, check_stream, plan_for
 from .runners import BUILTIN_RUNNERS, run_defined
@@ -125,7 +125,7 @@ def _feeds(graph: Graph, inputs) -> dict:
 
 def _with_runtime_attrs(op: Op, values: Mapping[str, np.ndarray], gone: Mapping[str, tuple]) -> Op:
     """`op` with its attributes that depend on dynamic extents (2.6.1) evaluated from the
-    actual shapes (qsim.skriptnd.dynattr); `gone`: the shapes of values already released."""
+    actual shapes (qsim.skriptnd.compose.dynattr); `gone`: the shapes of values already released."""
     shapes = {**gone, **{n: np.shape(v) for n, v in values.items()}}
     what = f"{op.kind.name} '{op.label}'"
     return dataclasses.replace(op, attrs={k: dynattr.resolve(v, shapes, what) for k, v in op.attrs.items()})

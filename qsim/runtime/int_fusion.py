@@ -31,7 +31,7 @@ import dataclasses
 import numpy as np
 
 from .. import ir
-from ..skriptnd import dynattr
+from ..skriptnd.compose import dynattr
 
 # The attribute by which execution_order hands the runner the chain it replaced:
 # (first op, RESCALE op, CLAMP op or None). Not a name a model can spell (':' is no identifier

@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import UsageError
-from ..skriptnd import dynattr
+from ..skriptnd.compose import dynattr
 from .float_ops.bounds import BOUND_ONLY, THEN_BOUND
 from .float_ops.fusion import execution_order
 from .int_fusion import RESCALE_ONLY, THEN_RESCALE

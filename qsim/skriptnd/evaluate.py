@@ -1,38 +1,49 @@
-"""Compile-time evaluation of SkriptND expressions (NNEF 2.0 draft 2.4, 2.4.1).
+"""The one evaluator of SkriptND expressions (NNEF 2.0 draft 2.4, 2.4.1), for composition and for
+the @lower interpreter alike.
 
 `Evaluator(env).eval(expr)` computes an expression's value from the symbols in `env` (see
 values.py for the value model). Null propagates through every form except `??` and `?x`; packs
 act element-wise; folds, ranges, zips, substitution, masking, casts, built-ins and formatted
-strings follow 2.4. Errors are SemanticError located at the offending sub-expression.
+strings follow 2.4, with the operators' type rules of operators.py. Errors are SemanticError
+located at the offending sub-expression.
 
-Run-time extents (`Dyn`) flow through arithmetic with interval bounds; comparisons involving them
-are undecidable at compile time and yield a bool `Dyn`, which assertions skip (2.6.1: such checks
-happen at run time).
+The two uses differ only in what a name can stand for, which is the `lowering` parameter:
+- composing (no `lowering`): compile-time values, tensors as shapes (`TensorValue`), run-time
+  extents (`Dyn`), which flow through arithmetic with interval bounds; comparisons involving
+  them are undecidable at compile time and yield a bool `Dyn`, which assertions skip (2.6.1:
+  such checks happen at run time);
+- a @lower formula (`lowering=Lowering(...)`, lower/access.py): tensors are data (numpy
+  arrays), index symbols broadcast grids, generic type names the invocation's; tensor access
+  and guarded indices are the lowering's. Arithmetic on run-time data follows the IEEE and
+  integer rules of the data (a real division by zero is inf, `sqrt` of a negative value NaN)
+  where a compile-time value would be refused.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from . import ast
-from .dynpack import DynPack
-from .semantics import BINARY, REAL_FUNCTIONS, cast_value
-from .values import (CONCRETE_TYPES, DEFAULTS, Dyn, TensorValue, TypeValue, Uniform, error, is_pack,
-                     same, show, type_of, uniform_value)
-
-ARITH_OPS = {"+", "-", "*", "/", "\\", "%", "**", "<?", ">?"}
-CMP_OPS = {"<", "<=", ">", ">=", "==", "!="}
-LOGIC_OPS = {"&&", "||", "^", "=>"}
+from .compose.dynpack import DynPack
+from .operators import binary_scalar, builtin, cast, elementwise, fold, key_of, no_tensors, pairwise
+from .semantics import REAL_FUNCTIONS
+from .values import DEFAULTS, Dyn, TensorValue, TypeValue, Uniform, error, is_pack, same, show, type_of
 
 
 class Evaluator:
-    """Evaluates expressions against `env` (name → value). `where` names the context in errors."""
+    """Evaluates expressions against `env` (name → value). `where` names the context in errors;
+    `lowering` makes it the evaluator of a @lower formula (see the module docstring)."""
 
-    def __init__(self, env: Mapping[str, Any], where: str = ""):
+    def __init__(self, env: Mapping[str, Any], where: str = "", lowering=None):
         self.env = env
         self.where = where
+        self.lowering = lowering
+
+    @property
+    def runtime(self) -> bool:
+        """Arrays are run-time data (a @lower formula), not compile-time index grids."""
+        return self.lowering is not None
 
     # ------------------------------------------------------------------ entry points
     def eval(self, e: ast.Expr) -> Any:
@@ -71,15 +82,17 @@ class Evaluator:
         if e.member in ("shape", "rank"):
             if isinstance(target, TensorValue):
                 return tuple(target.shape) if e.member == "shape" else target.rank
+            if self.runtime and isinstance(target, np.ndarray):
+                return tuple(int(d) for d in target.shape) if e.member == "shape" else target.ndim
             if target is None:
                 return None
             raise self.fail(f"'{e.target.name}.{e.member}' needs '{e.target.name}' to be a (non-packed) "
                             "tensor", e)
         if e.member == "size":
-            if isinstance(target, tuple):
+            if isinstance(target, tuple) or (self.runtime and isinstance(target, list)):
                 return len(target)
             if isinstance(target, DynPack):
-                return target.count          # a pack of run-time length (dynpack.py)
+                return target.count          # a pack of run-time length (compose/dynpack.py)
             if target is None:
                 return None
             raise self.fail(f"'{e.target.name}.size' needs '{e.target.name}' to be a pack", e)
@@ -92,7 +105,7 @@ class Evaluator:
         uniform_parts = []
         for item in e.items:
             if isinstance(item, ast.Expand):
-                value = self._expand_item(item)
+                value = self.expand_item(item)
                 if value is None:
                     return None
                 items.extend(value)
@@ -116,7 +129,7 @@ class Evaluator:
             return uniform_parts[0]
         return tuple(items)
 
-    def _expand_item(self, item: ast.Expand):
+    def expand_item(self, item: ast.Expand):
         if isinstance(item.operand, ast.Tuple):       # zip [(a, b)..]
             packs = [self.eval(p) for p in item.operand.items]
             if any(p is None for p in packs):
@@ -189,6 +202,8 @@ class Evaluator:
         target = self.eval(e.target)
         if target is None:
             return None
+        if self.runtime and isinstance(target, (np.ndarray, list)):
+            return self.lowering.subscript(self, e, target)
         if not (is_pack(target) or isinstance(target, str)):
             raise self.fail(f"only packs and strings can be indexed; '{_text(e.target)}' is {show(target)}",
                             e, hint="tensor elements are accessed as x[i,] in @lower only")
@@ -269,10 +284,10 @@ class Evaluator:
             return value is not None
         if value is None:
             return None
-        return _elementwise(lambda v: self._unary_scalar(e, v), value)
+        return elementwise(lambda v: self._unary_scalar(e, v), value)
 
     def _unary_scalar(self, e, v):
-        _no_tensors("!" if e.op == "!" else "neg", (v,), e, self)
+        no_tensors("!" if e.op == "!" else "neg", (v,), e, self)
         t = type_of(v)
         if e.op == "!":
             if t != "bool":
@@ -304,11 +319,11 @@ class Evaluator:
         if op == "in":
             if not is_pack(right):
                 raise self.fail("the right side of 'in' must be a pack", e.right)
-            return _elementwise(lambda v: any(same(v, r) for r in right), left)
+            return elementwise(lambda v: any(same(v, r) for r in right), left)
         if op == "is":
-            return _pairwise(lambda a, b: same(a, b), left, right, lambda: self.fail(
+            return pairwise(lambda a, b: same(a, b), left, right, lambda: self.fail(
                 f"'is' on packs of different lengths ({_len(left)} and {_len(right)})", e))
-        return _pairwise(lambda a, b: binary_scalar(op, a, b, e, self), left, right, lambda: self.fail(
+        return pairwise(lambda a, b: binary_scalar(op, a, b, e, self), left, right, lambda: self.fail(
             f"'{op}' on packs of different lengths ({_len(left)} and {_len(right)})", e))
 
     def _select(self, e: ast.Select):
@@ -344,7 +359,7 @@ class Evaluator:
             if type_of(then) == "int" and type_of(other) == "int" and not is_pack(then) and not is_pack(other):
                 los = [v.lo if isinstance(v, Dyn) else v for v in (then, other)]
                 his = [v.hi if isinstance(v, Dyn) else v for v in (then, other)]
-                return Dyn(f"({cond.key} ? {_key(then)} : {_key(other)})",
+                return Dyn(f"({cond.key} ? {key_of(then)} : {key_of(other)})",
                            None if None in los else min(los), None if None in his else max(his))
             raise self.fail("the condition depends on run-time extents; it cannot select at compile time", e.cond)
         if type_of(cond) != "bool":
@@ -372,10 +387,12 @@ class Evaluator:
         value = self.eval(e.operand)
         if value is None:
             return None
-        return _elementwise(lambda v: cast(e.type_name, v, e, self), value)
+        return elementwise(lambda v: cast(e.type_name, v, e, self), value)
 
     def _call(self, e: ast.Call):
         target = self.env.get(e.name)
+        if self.runtime and e.name in self.lowering.dtypes:
+            target = TypeValue(self.lowering.dtypes[e.name])      # a @dtype name of the invocation
         if isinstance(target, TypeValue):
             if len(e.args) > 1:
                 raise self.fail(f"cast '{e.name}(...)' takes one argument", e)
@@ -384,12 +401,12 @@ class Evaluator:
             value = self.eval(e.args[0])
             if value is None:
                 return None
-            return _elementwise(lambda v: cast(target.name, v, e, self), value)
+            return elementwise(lambda v: cast(target.name, v, e, self), value)
         if e.name in REAL_FUNCTIONS and len(e.args) == 1:
             # a function the grammar's built-in list lacks (erf), called as the @lower
             # interpreter calls it
             value = self.eval(e.args[0])
-            return None if value is None else _elementwise(lambda v: builtin(e.name, v, e, self), value)
+            return None if value is None else elementwise(lambda v: builtin(e.name, v, e, self), value)
         raise self.fail(f"'{e.name}(...)' is neither a built-in function nor a cast to a declared type",
                         e, hint="operators can only be invoked on the right-hand side in @compose")
 
@@ -397,13 +414,20 @@ class Evaluator:
         value = self.eval(e.operand)
         if value is None:
             return None
-        return _elementwise(lambda v: builtin(e.func, v, e, self), value)
+        return elementwise(lambda v: builtin(e.func, v, e, self), value)
 
     def _invocation(self, e: ast.Invocation):
         raise self.fail(f"operator invocation '{e.name}(...)' is not allowed inside an expression", e,
                         hint="invoke operators on the right-hand side of @compose assignments")
 
-    def _access(self, e):
+    def _access(self, e: ast.TensorAccess):
+        if self.runtime:
+            return self.lowering.access(self, e)
+        raise self.fail("tensor access is only allowed in @lower formulas (2.4 Tensor access)", e)
+
+    def _guard(self, e: ast.Guard):
+        if self.runtime:
+            return self.lowering.guard(self, e)
         raise self.fail("tensor access is only allowed in @lower formulas (2.4 Tensor access)", e)
 
     def _omitted(self, e):
@@ -418,281 +442,9 @@ def _len(v) -> int:
     return len(v) if is_pack(v) else 1
 
 
-def _key(v) -> str:
-    return v.key if isinstance(v, Dyn) else show(v)
-
-
-def _elementwise(fn, value):
-    if is_pack(value):
-        result = tuple(fn(v) for v in value)
-        if isinstance(value, Uniform):
-            return Uniform(fn(value.uniform), len(value))
-        return result
-    return fn(value)
-
-
-def _pairwise(fn, a, b, length_error):
-    if is_pack(a) and is_pack(b):
-        if len(a) != len(b):
-            raise length_error()
-        if isinstance(a, Uniform) and isinstance(b, Uniform):
-            return Uniform(fn(a.uniform, b.uniform), len(a))
-        return tuple(fn(x, y) for x, y in zip(a, b))
-    if is_pack(a):
-        if isinstance(a, Uniform):
-            return Uniform(fn(a.uniform, b), len(a))
-        return tuple(fn(x, b) for x in a)
-    if is_pack(b):
-        if isinstance(b, Uniform):
-            return Uniform(fn(a, b.uniform), len(b))
-        return tuple(fn(a, y) for y in b)
-    return fn(a, b)
-
-
-# Operators of 2.4 on tensors are not compile-time expressions; @compose invokes these instead.
-_TENSOR_OPERATORS = {"+": "math.add", "-": "math.sub", "*": "math.mul", "/": "math.div",
-                     "%": "math.mod", "**": "math.pow", "<?": "math.min", ">?": "math.max",
-                     "<": "math.lt", ">": "math.gt", "<=": "math.le", ">=": "math.ge",
-                     "==": "math.eq", "!=": "math.ne", "&&": "math.and", "||": "math.or",
-                     "^": "math.xor", "!": "math.not", "neg": "math.neg"}
-
-# Compile-time ints are mathematical integers (2.3), but qsim keeps computed ones below 2**14280,
-# which has 4299 decimal digits: Python prints ints of at most 4300 digits (the literal limit,
-# parser.MAX_INT_LITERAL_DIGITS), so every result can still be shown in a message, and
-# `10 ** 10 ** 10` is refused instead of taking unbounded time and memory.
-MAX_INT_BITS = 14_280
-
 # A compile-time pack is a Python tuple (some 36 bytes an int item): ranges and repeats longer
 # than this are refused before they are built (2**24 items, about 600 MB).
 MAX_PACK_LENGTH = 1 << 24
-
-
-def _no_tensors(op: str, values, e, ev: Evaluator) -> None:
-    tensor = next((v for v in values if isinstance(v, TensorValue)), None)
-    if tensor is not None:
-        name = _TENSOR_OPERATORS.get(op)
-        raise ev.fail(f"'{op}' is applied to tensor '{tensor.name}': expression operators work on "
-                      f"compile-time values only (2.4)", e,
-                      hint="invoke an operator on the right-hand side of an @compose assignment"
-                           + (f", e.g. {name}(...)" if name else ""))
-
-
-def _int_sized(value, e, ev: Evaluator):
-    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
-        raise ev.fail(f"compile-time int result has {value.bit_length()} bits, more than qsim "
-                      f"evaluates ({MAX_INT_BITS} bits, about 4299 digits)", e,
-                      hint="no tensor extent or attribute can hold such a value; check the expression")
-    return value
-
-
-def _array_int_result(op: str, a, b, e, ev: Evaluator):
-    """`a op b` on int index grids (per-element initializers, 2.7): ints are mathematical (2.3),
-    so a result past int64, a division by zero or a negative power is an error, not a wrapped
-    or undefined value."""
-    for v in (a, b):
-        if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63:
-            raise ev.fail(f"'{op}' of an index grid with the int {show(v)}, which is past 64 bits", e)
-    if op in ("/", "\\", "%") and np.any(np.asarray(b) == 0):
-        raise ev.fail(f"division by zero in '{op}' for some index", e)
-    if op == "**" and np.any(np.asarray(b) < 0):
-        raise ev.fail("int power with a negative exponent for some index", e)
-    with np.errstate(all="ignore"):
-        wide = {"+": np.add, "-": np.subtract, "*": np.multiply, "**": np.power}.get(op)
-        if wide is not None:
-            estimate = wide(np.asarray(a, np.float64), np.asarray(b, np.float64))
-            if not np.all(np.abs(estimate) < 2.0 ** 62):
-                raise ev.fail(f"'{op}' gives ints past 64 bits for some index", e)
-
-
-def _power(a, b, ta: str, arrays: bool, e, ev: Evaluator):
-    if arrays:
-        return a ** b
-    if ta == "int":
-        if b < 0:
-            raise ev.fail(f"int power with negative exponent {b}", e)
-        if abs(a) > 1 and (abs(a).bit_length() - 1) * b > MAX_INT_BITS:
-            raise ev.fail(f"'{show(a)} ** {show(b)}' has more than {MAX_INT_BITS} bits, more than "
-                          f"qsim evaluates at compile time", e,
-                          hint="no tensor extent or attribute can hold such a value")
-        return a ** b
-    try:
-        return math.pow(a, b)
-    except ValueError:
-        raise ev.fail(f"'{show(a)} ** {show(b)}' is undefined for reals", e) from None
-    except OverflowError:
-        raise ev.fail(f"'{show(a)} ** {show(b)}' overflows 64-bit reals", e,
-                      hint="write 'inf' if infinity is meant") from None
-
-
-def binary_scalar(op: str, a, b, e, ev: Evaluator):
-    _no_tensors(op, (a, b), e, ev)
-    ta, tb = type_of(a), type_of(b)
-    if isinstance(a, Dyn) or isinstance(b, Dyn):
-        return _dyn_binary(op, a, b, e, ev)
-    arrays = isinstance(a, np.ndarray) or isinstance(b, np.ndarray)
-    if op in ARITH_OPS:
-        if ta not in ("int", "real") or tb not in ("int", "real") or ta != tb:
-            raise ev.fail(f"'{op}' needs two ints or two reals, got {ta} and {tb}", e,
-                          hint="convert with real(...) or int(...)")
-        if arrays and ta == "int":
-            _array_int_result(op, a, b, e, ev)
-        elif arrays and op == "/" and np.any(np.asarray(b) == 0):
-            raise ev.fail(f"division by zero in '{op}' for some index", e)
-        if op == "+":
-            return _int_sized(a + b, e, ev)
-        if op == "-":
-            return _int_sized(a - b, e, ev)
-        if op == "*":
-            if ta == "int" and not arrays and a.bit_length() + b.bit_length() > MAX_INT_BITS + 1:
-                return _int_sized(a * b, e, ev)     # at most ~2 * MAX_INT_BITS: cheap, then refused
-            return a * b
-        if op in ("/", "\\", "%") and not arrays and b == 0:
-            raise ev.fail(f"division by zero in '{op}'", e)
-        if op == "%" and ta != "int":
-            raise ev.fail("'%' needs ints", e)
-        if op == "**":
-            return _power(a, b, ta, arrays, e, ev)
-        return BINARY[op](a, b)
-    if op in CMP_OPS:
-        if ta != tb:
-            raise ev.fail(f"'{op}' compares values of the same type, got {ta} and {tb}", e)
-        return BINARY[op](a, b)
-    if op in LOGIC_OPS:
-        if ta != "bool" or tb != "bool":
-            raise ev.fail(f"'{op}' needs bools, got {ta} and {tb}", e)
-        return BINARY[op](a, b)
-    raise ev.fail(f"unknown operator '{op}'", e)
-
-
-def _dyn_binary(op, a, b, e, ev):
-    """Interval arithmetic on run-time integers; comparisons become undecidable bools."""
-    for v in (a, b):
-        if type_of(v) not in ("int", "bool"):
-            raise ev.fail(f"'{op}' mixes a run-time extent with {type_of(v)}", e)
-    key = f"({_key(a)} {op} {_key(b)})"
-    if op in CMP_OPS or op in LOGIC_OPS:
-        return Dyn(key, kind="bool")
-    alo, ahi = (a.lo, a.hi) if isinstance(a, Dyn) else (a, a)
-    blo, bhi = (b.lo, b.hi) if isinstance(b, Dyn) else (b, b)
-
-    def combine(fn):
-        try:
-            cands = [fn(x, y) for x in (alo, ahi) for y in (blo, bhi)]
-        except (TypeError, ZeroDivisionError):
-            return None, None
-        return min(cands), max(cands)
-    if op == "+":
-        lo, hi = combine(lambda x, y: x + y)
-    elif op == "-":
-        lo, hi = combine(lambda x, y: x - y)
-    elif op == "*":
-        lo, hi = combine(lambda x, y: x * y)
-    elif op in ("/", "\\"):
-        lo, hi = combine(BINARY[op]) if (blo or 0) > 0 else (None, None)
-    elif op == "<?":
-        lo, hi = combine(min)
-    elif op == ">?":
-        lo, hi = combine(max)
-    else:
-        lo, hi = None, None
-    return Dyn(key, lo, hi)
-
-
-def fold(op: str, value: tuple, cumulative: bool, e, ev: Evaluator):
-    if op == ":=":
-        return uniform_value(value)
-    if any(isinstance(v, Dyn) for v in value):
-        if op in ("+", "*", "<?", ">?") and not cumulative:
-            acc = value[0] if value else (0 if op == "+" else 1)
-            for v in value[1:]:
-                acc = _dyn_binary(op, acc, v, e, ev)
-            return acc
-        if cumulative:
-            out, acc = [], None
-            for v in value:
-                acc = v if acc is None else _dyn_binary(op, acc, v, e, ev)
-                out.append(acc)
-            return tuple(out)
-        return Dyn(f"({op} fold)", kind="bool")
-    types = {type_of(v) for v in value}
-    if len(types) > 1:
-        raise ev.fail(f"fold over mixed types {sorted(t for t in types if t)}", e)
-    t = types.pop() if types else None
-    if op in ("+", "*", "<?", ">?") and t not in (None, "int", "real"):
-        raise ev.fail(f"fold '{op}' needs ints or reals, got {t}", e)
-    if op in ("&&", "||") and t not in (None, "bool"):
-        raise ev.fail(f"fold '{op}' needs bools, got {t}", e)
-    if op in ("<?", ">?") and not value and not cumulative:
-        raise ev.fail(f"fold '{op} ..' of an empty pack is undefined (2.4)", e)
-    if cumulative:
-        out, acc = [], None
-        for v in value:
-            acc = v if acc is None else binary_scalar(op if op not in ("&&", "||") else op, acc, v, e, ev)
-            out.append(acc)
-        return tuple(out)
-    if op == "+":
-        return sum(value, 0 if t != "real" else 0.0)
-    if op == "*":
-        acc = 1 if t != "real" else 1.0
-        for v in value:
-            acc = _int_sized(acc * v, e, ev)
-        return acc
-    if op == "&&":
-        return all(value)
-    if op == "||":
-        return any(value)
-    if op in ("<?", ">?"):
-        return min(value) if op == "<?" else max(value)
-    if op == "!=":
-        return all(not same(value[i], value[j]) for i in range(len(value)) for j in range(i + 1, len(value)))
-    if op == "==":
-        return all(same(value[i], value[i + 1]) for i in range(len(value) - 1))
-    cmp = {"<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
-           ">=": lambda x, y: x >= y}[op]
-    return all(cmp(value[i], value[i + 1]) for i in range(len(value) - 1))
-
-
-def cast(type_name: str, v, e, ev: Evaluator):
-    _no_tensors(f"{type_name}(...)", (v,), e, ev)
-    t = type_of(v)
-    if type_name not in CONCRETE_TYPES:
-        raise ev.fail(f"cannot cast to abstract type '{type_name}'", e)
-    if t == "str" or type_name == "str":
-        if t == type_name:
-            return v
-        raise ev.fail(f"cannot cast {t} to {type_name} (2.4 Casting: only int, real and bool)", e)
-    if isinstance(v, Dyn):
-        return v if type_name == "int" else Dyn(f"{type_name}({v.key})", kind=type_name)
-    if isinstance(v, np.ndarray):
-        if type_name == "int" and t == "real" and not np.all(np.abs(v) < 2.0 ** 63):
-            raise ev.fail(f"cannot cast {show(v)} to int at compile time (2.4 Casting): not finite "
-                          "or past 64 bits for some index", e)
-        return cast_value(type_name, v)
-    if type_name == "int" and t == "real" and not math.isfinite(v):
-        raise ev.fail(f"cannot cast {show(v)} to int at compile time (2.4 Casting)", e)
-    return cast_value(type_name, v)
-
-
-def builtin(func: str, v, e, ev: Evaluator):
-    _no_tensors(func, (v,), e, ev)
-    t = type_of(v)
-    if isinstance(v, Dyn):
-        raise ev.fail(f"'{func}' of a run-time extent cannot be evaluated at compile time", e)
-    if func in ("abs", "sign"):
-        if t not in ("int", "real"):
-            raise ev.fail(f"'{func}' needs an int or real, got {t}", e)
-        if func == "abs":
-            return abs(v) if not isinstance(v, np.ndarray) else np.abs(v)
-        s = np.sign(v)
-        return s if isinstance(v, np.ndarray) else type(v)(s)
-    if t != "real":
-        raise ev.fail(f"'{func}' needs a real, got {t}", e, hint="convert with real(...)")
-    try:
-        with np.errstate(all="raise"):
-            r = REAL_FUNCTIONS[func](v)
-    except (FloatingPointError, ValueError) as err:
-        raise ev.fail(f"'{func}({show(v)})' is undefined: {err}", e) from None
-    return r if isinstance(r, np.ndarray) else float(r)
 
 
 _DISPATCH: dict[type, Callable] = {
@@ -704,7 +456,7 @@ _DISPATCH: dict[type, Callable] = {
     ast.Select: Evaluator._select, ast.Coalesce: Evaluator._coalesce, ast.Fold: Evaluator._fold,
     ast.Cast: Evaluator._cast, ast.Call: Evaluator._call, ast.Builtin: Evaluator._builtin,
     ast.Invocation: Evaluator._invocation, ast.TensorAccess: Evaluator._access,
-    ast.Guard: Evaluator._access, ast.Omitted: Evaluator._omitted,
+    ast.Guard: Evaluator._guard, ast.Omitted: Evaluator._omitted,
 }
 
 

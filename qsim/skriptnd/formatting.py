@@ -88,7 +88,7 @@ def quant_entry(q: ir.QuantInfo, t: ir.Tensor) -> str:
     if q.symmetric:
         attrs.append("symmetric = true")
     # per-tensor entries leave channel_axis out: they then apply to tensors of any rank
-    # (qsim.skriptnd.quantize pads the probe shape)
+    # (qsim.skriptnd.compose.quantize pads the probe shape)
     if q.per_channel and q.axis != 1:
         attrs.append(f"channel_axis = {int(q.axis)}")
     return "quant.zero_point_linear_quantize{" + ", ".join(attrs) + "}"

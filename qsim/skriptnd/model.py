@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 from .. import ir
 from ..errors import DataError, SemanticError, UsageError
 from ..tensorfile import read_tensor, resolve_tensor_path
-from .compose import ComposeOptions, Composer
+from .compose.composer import ComposeOptions, Composer
 from .integer_form import to_ir_form
 from .modules import ModuleSet
 from .values import TensorValue

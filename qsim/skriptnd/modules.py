@@ -26,13 +26,18 @@ STANDARD_MODULES = ("layout", "math", "linalg", "nn", "image", "quant", "algo")
 _MEMORY: dict[str, ast.Module] = {}
 _FRONTEND_KEY: list[str] = []
 
+# Every file that decides what a text parses to (tests/skriptnd/test_parse_cache.py checks that
+# the parser imports no other module of this package).
+FRONTEND_SOURCES = ("skriptnd.lark", "ast.py", "parser.py", "syntax_definitions.py", "syntax_expressions.py")
+
 
 def _frontend_key() -> str:
-    """Hash of the grammar, AST and parser sources: a cached AST is valid only for them."""
+    """Hash of the grammar, AST and parser sources (the driver and its rule classes): a cached
+    AST is valid only for them."""
     if not _FRONTEND_KEY:
         here = os.path.dirname(os.path.abspath(__file__))
         h = hashlib.sha256()
-        for name in ("skriptnd.lark", "ast.py", "parser.py"):
+        for name in FRONTEND_SOURCES:
             with open(os.path.join(here, name), "rb") as f:
                 h.update(f.read())
         _FRONTEND_KEY.append(h.hexdigest()[:16])

@@ -1,13 +1,12 @@
 """What SkriptND's expression operators, built-in functions and casts compute (NNEF 2.0 draft 2.4),
-shared by the compile-time evaluator (evaluate.py) and the @lower interpreter (lower_expr.py).
+for the one evaluator (evaluate.py, operators.py) in both its uses: composing and @lower formulas.
 
 Each function takes two compile-time values (Python int/float/bool/str) or numpy arrays (the
 @lower interpreter's run-time index grids and tensor values, or a compile-time per-element grid)
 and returns a Python value for Python operands, an array otherwise. Packs and null are lifted
-over by the callers, and so are the checks that differ between the two stages: the compile-time
-evaluator refuses ill-typed operands, zero divisors and ints past its bit limit before it calls
-these, with the expression's location; the @lower interpreter computes on grids and reports
-what numpy refuses.
+over by the callers (operators.py), and so are the checks: ill-typed operands and zero divisors
+are refused before these are called, with the expression's location, and so are ints past the
+bit limit and undefined results of compile-time values; run-time data computes as numpy does.
 
 Numeric formulas (rounding, integer division, erf) are qsim.numerics'.
 """

@@ -418,7 +418,7 @@ class _Writer:
 
     def _bind_pack(self, op, d, call, where, packed) -> str:
         """An operator with a packed output (layout.split, layout.unstack): its only output; the
-        composer names the items `<target>_<j>` (compose.py), referenced here as `target[j]`."""
+        composer names the items `<target>_<j>` (compose/composer.py), referenced here as `target[j]`."""
         if len(d.outputs) != 1:
             raise UnsupportedError(f"{where}: a packed output beside other outputs cannot be written")
         local = self.bind_pack(list(op.outputs))
@@ -426,7 +426,7 @@ class _Writer:
 
     def bind_pack(self, names: list[str]) -> str:
         """The target of a packed result whose items are `names`; the composer names the items
-        `<target>_<j>` (compose.py), referenced here as `target[j]`."""
+        `<target>_<j>` (compose/composer.py), referenced here as `target[j]`."""
         p = self.prefix
         base = _pack_base(list(names))
         rest = base[len(p):] if base is not None and base.startswith(p) else None
@@ -498,7 +498,7 @@ def _common_scope(names: list[str | None]) -> str | None:
 
 
 def _pack_base(names: list[str]) -> str | None:
-    """'x' when the names are x_0, x_1, ... (how the composer names a packed output, compose.py)."""
+    """'x' when the names are x_0, x_1, ... (how the composer names a packed output, compose/composer.py)."""
     if not names:
         return None
     base = names[0].rsplit("_", 1)[0]

@@ -1,7 +1,7 @@
 """The writer's control flow: `control.if` and `control.loop` ops back to SkriptND (2.10.1).
 
 Each subgraph is written as a block `{ statements yield results; }` whose statements the writer
-writes in the block's scope. control.py names a body's tensors `<label>.then.<name>`,
+writes in the block's scope. compose/control.py names a body's tensors `<label>.then.<name>`,
 `<label>.else.<name>`, `<label>.body.<name>`, `<label>.cond.<name>`, `<label>.post_cond.<name>`,
 where `<label>` is the (scoped) name of the single result, else `if` / `loop`: targets written
 without that prefix get the same names back. Loop-carried values and scanned items keep the
@@ -35,7 +35,7 @@ def _block(w, g: ir.Graph, prefix: str, dialects: list, where: str) -> str:
 
 
 def _label(w, targets: list[str], default: str) -> str:
-    """The label control.py derives: the scoped name of a single result, else `default`."""
+    """The label compose/control.py derives: the scoped name of a single result, else `default`."""
     return w.prefix + targets[0] if len(targets) == 1 else default
 
 

@@ -6,7 +6,7 @@ import pytest
 from qsim.hw import isa
 from qsim.hw.isa import LoadBuffer, StoreBuffer
 from qsim.hw.params import Dataflow, Geometry
-from qsim.npu.compile import Gemm, Requant, compile_gemm
+from qsim.npu.array.compile import Gemm, Requant, compile_gemm
 from qsim.npu.cycle_model import cycle_stats, run_model
 from qsim.npu.sim_amaranth import run_amaranth
 

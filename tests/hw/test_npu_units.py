@@ -9,10 +9,10 @@ from qsim.hw import isa
 from qsim.hw.isa import LoadBuffer
 from qsim.hw.params import Dataflow, Geometry, Units
 from qsim.hw.window_isa import window_base
-from qsim.npu.compile import Gemm, Requant, compile_gemm
+from qsim.npu.array.compile import Gemm, Requant, compile_gemm
 from qsim.npu.cycle_model import run_model
 from qsim.npu.sim_verilator import program_units
-from qsim.npu.vector_ops import compile_vector_op
+from qsim.npu.vector.ops import compile_vector_op
 
 GEOM = Geometry(2, 3, Dataflow.OUTPUT_STATIONARY, 128, 128, 512, 7)
 

@@ -10,7 +10,7 @@ import pytest
 
 from qsim.hw.params import Dataflow, Geometry
 from qsim.npu.cycle_model import run_model
-from qsim.npu.vector_ops import compile_vector_op
+from qsim.npu.vector.ops import compile_vector_op
 from tests.npu.vector_cases import cases, reference
 
 WS4 = Geometry(4, 4, Dataflow.WEIGHT_STATIONARY, 256, 256, 1024, 4)

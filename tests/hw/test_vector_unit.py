@@ -2,7 +2,7 @@
 
 Every simulated job is checked twice: its values against qsim.tosa's reference run of
 the same operator, and its values and cycles (accept, output and idle cycles)
-against qsim.npu.vector_model (tests/hw/vector_bench.py does the latter).
+against qsim.npu.vector.model (tests/hw/vector_bench.py does the latter).
 """
 import numpy as np
 import pytest
@@ -13,8 +13,8 @@ from amaranth.back import verilog
 from qsim.errors import UnpredictableError, UnsupportedError, UsageError
 from qsim.hw.vector import VectorUnit, reciprocal_rom
 from qsim.hw.vector_isa import INT32_MAX, INT32_MIN, VectorInstr, VectorOp
-from qsim.npu.vector_model import VectorUnitModel, stream_timing
-from qsim.npu.vector_stream import pool_result, pool_stream, reduction_result, reduction_stream
+from qsim.npu.vector.model import VectorUnitModel, stream_timing
+from qsim.npu.vector.stream import pool_result, pool_stream, reduction_result, reduction_stream
 from qsim.tosa import run
 from qsim.tosa.arith import reciprocal_scale
 
@@ -511,7 +511,7 @@ def test_model_rescale_equals_tosa_reference(mode, scale32, double_round, per_ch
 def test_verilator_build_equals_model_on_every_operation_group(rng):
     """The exported Verilog under Verilator (cached build) on one job per operation group,
     with stalls: the same values and cycles as the model (and so as the Amaranth runs)."""
-    from qsim.npu.vector_verilator import VerilatedVectorUnit
+    from qsim.npu.vector.verilator import VerilatedVectorUnit
     from qsim.tosa.ops.activation import sigmoid_table
 
     rtl, model = VerilatedVectorUnit(LANES, max_pool_count=64), VectorUnitModel(LANES, max_pool_count=64)

@@ -11,7 +11,7 @@ import pytest
 from qsim.errors import UnpredictableError, UsageError
 from qsim.hw.vector_isa import INT32_MAX, INT32_MIN, VectorInstr, VectorOp
 from qsim.tosa import run
-from qsim.npu.vector_model import VectorUnitModel
+from qsim.npu.vector.model import VectorUnitModel
 
 from .vector_bench import LANES, Job, run_and_compare, simulate, verilator_equals_model
 
@@ -144,7 +144,7 @@ def test_dot_groups_wrap_at_32_bits(rng):
 
 def test_verilator_equals_model_on_the_integer_operations(rng):
     """The Verilator build with random gaps and back-pressure on one job per new operation."""
-    from qsim.npu.vector_verilator import VerilatedVectorUnit
+    from qsim.npu.vector.verilator import VerilatedVectorUnit
 
     rtl, model = VerilatedVectorUnit(LANES, max_pool_count=64), VectorUnitModel(LANES, max_pool_count=64)
     x, s = _shift_operands(rng, 16, 20)

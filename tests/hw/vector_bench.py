@@ -3,7 +3,7 @@
 `simulate` plays a list of jobs (instruction + beats + per-cycle source-valid and
 sink-ready patterns) back to back: each instruction is offered from the cycle the
 previous one ended and accepted when the unit is idle. Cycles are counted per job
-from the cycle its instruction is accepted (cycle 0), like qsim.npu.vector_model.
+from the cycle its instruction is accepted (cycle 0), like qsim.npu.vector.model.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from amaranth.sim import Simulator
 
 from qsim.hw.vector import VectorUnit
 from qsim.hw.vector_isa import INSTR_BITS, VectorInstr
-from qsim.npu.vector_model import VectorUnitModel
+from qsim.npu.vector.model import VectorUnitModel
 
 LANES = 4
 MASK32 = (1 << 32) - 1

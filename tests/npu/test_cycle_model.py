@@ -5,7 +5,7 @@ import pytest
 from qsim.hw import isa
 from qsim.hw.isa import LoadBuffer, StoreBuffer
 from qsim.hw.params import Dataflow, Geometry
-from qsim.npu.compile import Gemm, compile_gemm
+from qsim.npu.array.compile import Gemm, compile_gemm
 from qsim.npu.cycle_model import compute_duration, dma_duration, run_model, schedule
 
 WS, OS = Dataflow.WEIGHT_STATIONARY, Dataflow.OUTPUT_STATIONARY

@@ -10,7 +10,7 @@ from qsim.cli import main
 from qsim.errors import DataError
 from qsim.hw.isa import Opcode
 from qsim.hw.params import Dataflow, Geometry
-from qsim.npu.compile import Gemm, Requant, compile_gemm
+from qsim.npu.array.compile import Gemm, Requant, compile_gemm
 from qsim.npu.energy import (COMPONENTS, EventCounts, energy_by_component, load_tech, parse_tech,
                              program_events)
 from qsim.npu.engines import run_program
@@ -276,7 +276,7 @@ def test_vector_multiplies_and_divisions_are_their_own_events(tmp_path):
     of their `vector_op`; a table without the optional entries costs them 0 (tables written
     before they existed keep their figures)."""
     from qsim.npu.cycle_model import cycle_stats
-    from qsim.npu.vector_ops import compile_vector_op
+    from qsim.npu.vector.ops import compile_vector_op
     geom = Geometry(4, 4, Dataflow.WEIGHT_STATIONARY, 256, 256, 1024, 4)
     x = np.arange(1, 31, dtype=np.int32).reshape(5, 6)             # 5 rows x (4 + 2 lanes): 10 beats
     counts = {}

@@ -1,4 +1,4 @@
-"""Vector-unit programs (qsim/npu/vector_ops.py) on the cycle model against the TOSA reference,
+"""Vector-unit programs (qsim/npu/vector/ops.py) on the cycle model against the TOSA reference,
 the closed-form VRUN timing against a step-by-step replay, and the host fallbacks' reasons."""
 import numpy as np
 import pytest
@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from qsim.errors import UnsupportedError
 from qsim.hw.params import Dataflow, Geometry
 from qsim.npu.engines import run_program
-from qsim.npu.vector_model import vrun_issue_cycles
-from qsim.npu.vector_ops import compile_vector_op
+from qsim.npu.vector.model import vrun_issue_cycles
+from qsim.npu.vector.ops import compile_vector_op
 
 from .vector_cases import cases, reference
 
@@ -75,7 +75,7 @@ def test_gather_runs_on_the_vector_unit_only_with_constant_indices():
     """Constant indices are part of the program (an address pattern); indices computed at run
     time stay on the host, and the planner says why."""
     from qsim import ir
-    from qsim.npu.vector_ops import vector_support
+    from qsim.npu.vector.ops import vector_support
     kind = ir.OpKind.get("tosa.GATHER")
     picks = np.array([[2, 0]], np.int32)
     for constant in (True, False):

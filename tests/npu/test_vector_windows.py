@@ -1,4 +1,4 @@
-"""Padded AVG_POOL2D and RESIZE as runs of vector jobs (qsim/npu/vector_windows.py) on the cycle
+"""Padded AVG_POOL2D and RESIZE as runs of vector jobs (qsim/npu/vector/windows.py) on the cycle
 model against the TOSA 0.30 reference, over random geometries (the RTL runs the fixed cases of
 vector_cases.py in tests/hw/test_vector_npu.py), and the run cutting worked by hand."""
 import numpy as np
@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from qsim.errors import UnpredictableError
 from qsim.hw.params import Dataflow, Geometry
 from qsim.npu.engines import run_program
-from qsim.npu.vector_ops import compile_vector_op
-from qsim.npu.vector_windows import Run, axis_runs
+from qsim.npu.vector.ops import compile_vector_op
+from qsim.npu.vector.windows import Run, axis_runs
 
 from .vector_cases import _resize, reference
 

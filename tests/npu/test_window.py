@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from qsim.hw.params import Dataflow, Geometry
 from qsim.npu.layers import run_layer
-from qsim.npu.window import Window, descriptor_bytes, window_timing, window_words_values
+from qsim.npu.array.window import Window, descriptor_bytes, window_timing, window_words_values
 
 from . import oracle
 

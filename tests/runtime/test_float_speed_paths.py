@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from qsim.runtime.float_ops import conv_gemm as conv_gemm_module
-from qsim.runtime.float_ops import memory, nn, run_op
+from qsim.runtime.float_ops import memory, nn, nn_pool, run_op
 from qsim.runtime.float_ops.bounds import BOUND_ONLY, THEN_BOUND, bounded
 from qsim.runtime.float_ops.conv_gemm import blocking
 
@@ -215,7 +215,7 @@ def test_pools_give_the_same_bits_on_any_thread_count(rng, monkeypatch, op):
     x = rng.standard_normal((2, 24, 57, 57)).astype(np.float32)
     x[0, 3, 4, 5] = np.nan
     attrs = dict(size=[3, 3], stride=[2, 2], padding=[1, 1, 1, 1])
-    monkeypatch.setattr(nn, "POOL_SPLIT_ELEMENTS", 1 << 10)
+    monkeypatch.setattr(nn_pool, "POOL_SPLIT_ELEMENTS", 1 << 10)
     results = {}
     for threads in ("1", "2", "3"):
         monkeypatch.setenv("QSIM_THREADS", threads)

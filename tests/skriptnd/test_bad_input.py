@@ -20,7 +20,8 @@ from qsim import cli, limits
 from qsim.errors import DataError, QsimError, SemanticError, SyntaxError_
 from qsim.commands.check import check_model
 from qsim.runtime import execute
-from qsim.skriptnd.parser import MAX_INT_LITERAL_DIGITS, parse
+from qsim.skriptnd.parser import parse
+from qsim.skriptnd.syntax_expressions import MAX_INT_LITERAL_DIGITS
 
 HEAD = "import math;\nimport layout;\nimport nn;\n"
 
@@ -301,7 +302,7 @@ def test_executor_rescale_by_an_infinite_factor():
 
 
 def test_lower_interpreter_refuses_an_oversized_index_grid(monkeypatch):
-    from qsim.skriptnd.lower import run_lower
+    from qsim.skriptnd.lower.interpreter import run_lower
     text = ("operator Outer { @input { a: real[m]; b: real[n]; } @output { y: real[m, n]; }\n"
             "  @lower { y[i, j] = a[i] * b[j], i < m, j < n; } }\n"
             "operator Dot { @input { a: real[m]; b: real[n]; } @output { y: real[m]; }\n"

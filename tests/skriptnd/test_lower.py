@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qsim.errors import QsimError, SemanticError
-from qsim.skriptnd.lower import run_lower
+from qsim.skriptnd.lower.interpreter import run_lower
 from qsim.skriptnd.parser import parse
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "skriptnd"
@@ -135,11 +135,14 @@ def test_null_right_hand_side_is_an_error():
 
 
 def test_binding_errors_are_located():
+    # the binding is composition's (compose/instance.py): the same messages as when composing
     op = fixture(69)
-    with pytest.raises(QsimError, match=r"ch2_69.sknd:\d+:\d+: .*attribute 'w' is required"):
+    with pytest.raises(QsimError, match=r"ch2_69.sknd:\d+:\d+: .*attribute 'w' of 'fragment' has no "
+                                        r"default and must be given"):
         run_lower(op, [np.zeros(3)])
     mm = fixture(58)
-    with pytest.raises(QsimError, match="shape mismatch"):
+    with pytest.raises(QsimError, match=r"ch2_58.sknd:\d+:\d+: .*'k' is 3 but 4 from dimension 0 of "
+                                        r"input 'B'"):
         run_lower(mm, [np.zeros((2, 3)), np.zeros((4, 2))])
 
 
@@ -147,5 +150,17 @@ def test_failed_assertion_prints_message_and_values():
     op = sk("""operator a { @attrib { k: int; } @input { x: real[n]; } @output { y: real[n]; }
                @assert { k > 0: "'k' must be positive; got {k}", n; }
                @lower { y[i,] = x[i,], i < n; } }""")
-    with pytest.raises(SemanticError, match=r"'k' must be positive; got -2 \(n=3\)"):
+    with pytest.raises(SemanticError, match=r"'k' must be positive; got -2\n +n = 3\n"):
         run_lower(op, [np.zeros(3)], {"k": -2})
+
+
+def test_inputs_the_interpreter_cannot_bind_are_refused_with_the_reason():
+    op = sk("""operator f { @dtype { T: num; U: num; } @input { x: T[n]; ys: T[m]..(k); }
+               @output { y: T[n]; } @lower { y[i,] = x[i,], i < n; } }""")
+    with pytest.raises(SemanticError, match="input 'x' is a complex128 array; @lower computes on real, "
+                                            "int and bool tensors"):
+        run_lower(op, [np.zeros(3, complex), [np.zeros(2)]])
+    with pytest.raises(SemanticError, match="input 'ys' is a pack; give a list of tensors"):
+        run_lower(op, [np.zeros(3), np.zeros(2)])
+    with pytest.raises(SemanticError, match=r"generic types are given in declaration order \(T, U\)"):
+        run_lower(op, [np.zeros(3), [np.zeros(2)]], generics={"U": "real"})

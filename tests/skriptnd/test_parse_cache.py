@@ -106,3 +106,24 @@ def test_an_interrupted_entry_write_leaves_neither_entry_nor_temporary_file(cach
     module = modules.parse_cached(TEXT, "m.sknd")          # the cache is best effort: parsing works
     assert isinstance(module, ast.Module)
     assert sorted(p.name for p in cache.iterdir()) == []
+
+
+def test_the_cache_key_covers_every_source_of_the_parser():
+    """A cached AST is keyed by the files that decide what a text parses to: the parser and every
+    module of the package it imports, transitively (a rule class left out would serve stale ASTs
+    after an edit)."""
+    import ast as py_ast
+    from pathlib import Path
+    folder = Path(modules.__file__).parent
+    seen, todo = set(), ["parser.py"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for node in py_ast.walk(py_ast.parse((folder / name).read_text())):
+            if isinstance(node, py_ast.ImportFrom) and node.level == 1:
+                targets = [node.module] if node.module else [a.name for a in node.names]
+                todo += [t + ".py" for t in targets if (folder / (t + ".py")).is_file()]
+    assert seen == {"parser.py", "ast.py", "syntax_definitions.py", "syntax_expressions.py"}
+    assert seen | {"skriptnd.lark"} == set(modules.FRONTEND_SOURCES)

@@ -200,7 +200,7 @@ graph G {
 """
     g = compose(tmp_path, text)
     a, b = R.standard_normal((2, 3)).astype(np.float32), R.standard_normal((3, 4)).astype(np.float32)
-    from qsim.skriptnd.lower import run_lower
+    from qsim.skriptnd.lower.interpreter import run_lower
     from qsim.skriptnd.modules import ModuleSet
     ms = ModuleSet(str(tmp_path))
     ms.load_file(str(tmp_path / "main.sknd"), "main")
@@ -340,12 +340,12 @@ def test_every_spec_definition_validates():
     assert checked >= 20
 
 
-# ---- the two evaluators compute the same values (qsim.skriptnd.semantics) ----------------------
+# ---- the evaluator computes the same values composing and in @lower (qsim.skriptnd.semantics) ----
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from qsim.skriptnd import lower_expr  # noqa: E402
+from qsim.skriptnd.lower.access import Lowering  # noqa: E402
 
 _INT_OPS = ["+", "-", "*", "/", "\\", "%", "<?", ">?", "<", "<=", "==", "!="]
 _REAL_OPS = ["+", "-", "*", "/", "\\", "<?", ">?", "<", ">=", "==", "!="]
@@ -355,7 +355,7 @@ _FUNCS = ["round", "floor", "ceil", "frac", "abs", "sign", "erf", "exp", "tanh"]
 def _both(text: str, env: dict):
     expr = parse_expr(text)
     compile_time = Evaluator(dict(env), "test").eval(expr)
-    in_lower = lower_expr.Evaluator(dict(env)).eval(expr)
+    in_lower = Evaluator(dict(env), lowering=Lowering()).eval(expr)
     return compile_time, in_lower
 
 
@@ -381,7 +381,7 @@ def test_builtin_functions_agree_between_compile_time_and_lower(func, x):
     assert compile_time == in_lower and isinstance(compile_time, float) and isinstance(in_lower, float)
 
 
-def test_division_and_rounding_follow_the_spec_in_both_evaluators():
+def test_division_and_rounding_follow_the_spec_in_both_uses():
     # '/' rounds downwards, '\\' upwards, '%' is the remainder of '/' (2.4); round is floor(x + 0.5)
     env = {"a": -7, "b": 2, "x": -2.5, "r": 7.0, "s": 2.0}
     for text, want in [("a / b", -4), ("a \\ b", -3), ("a % b", 1), ("round(x)", -2.0),

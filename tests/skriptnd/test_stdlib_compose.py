@@ -1,5 +1,5 @@
 """Every standard operator case of test_stdlib_ops, invoked in a SkriptND graph and composed by
-the graph composer (binding.py/instance.py, not the @lower binder): the composed output shapes and
+the graph composer (binding.py/compose/instance.py, not the @lower binder): the composed output shapes and
 types are those of the numpy formula, and executing the composed graph gives its values."""
 from __future__ import annotations
 

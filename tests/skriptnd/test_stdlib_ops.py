@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from qsim.runtime.float_ops import run_op
-from qsim.skriptnd.lower import run_lower
-from qsim.skriptnd.lower_bind import bind
+from qsim.skriptnd.lower.interpreter import run_lower
+from qsim.skriptnd.lower.bind import bind
 from qsim.skriptnd.parser import parse
 
 from float_reference import naive_conv, naive_deconv, naive_pool

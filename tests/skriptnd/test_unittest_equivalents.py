@@ -422,7 +422,7 @@ def test_split_by_dynamic_sizes_runs_with_the_actual_extent(s, rng):
 
 
 def test_an_extent_of_no_graph_input_in_an_attribute_is_refused_when_run():
-    from qsim.skriptnd.dynattr import resolve
+    from qsim.skriptnd.compose.dynattr import resolve
     from qsim.skriptnd.values import Dyn
     with pytest.raises(UnsupportedError) as err:
         resolve((Dyn("n.1", 0, 6), 1), {}, "layout.reshape 'y'")

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...numerics import RESIZE_ROUNDING, nnef_round
 from .base import check_alloc, fail, norm_axes, pack, register, seq
-from .nn import sum_pool
+from .nn_pool import sum_pool
 
 COORDINATE_TRANSFORMS = ("SYMMETRIC", "ASYMMETRIC", "ALIGNED")
 ROUNDING_METHODS = ("FLOOR", "CEIL", "ROUND_PREFER_FLOOR", "ROUND_PREFER_CEIL")

@@ -1,5 +1,5 @@
 """Runner of SkriptND control flow: control.if and control.loop (2.10.1) as
-qsim.skriptnd.control composes them.
+qsim.skriptnd.compose.control composes them.
 
 A subgraph's first inputs are its own (loop state, scan items, the index); the rest are outer
 tensors it captures, under their own names, read from the values computed so far.
@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import ir
 from ...errors import DataError, UnsupportedError
-from ...skriptnd.control import MAX_LOOP_STEPS     # a loop that runs longer is taken to be endless
+from ...skriptnd.compose.control import MAX_LOOP_STEPS   # a loop that runs longer is taken to be endless
 
 
 def _run_sub(g: ir.Graph, own: list, context) -> list[np.ndarray]:

@@ -9,7 +9,7 @@ import numpy as np
 from ... import ir
 from ...errors import QsimError, UnsupportedError
 from ...skriptnd.evaluate import Evaluator, free_names
-from ...skriptnd.lower import run_lower
+from ...skriptnd.lower.interpreter import run_lower
 
 
 def run_defined(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
@@ -34,7 +34,7 @@ def run_defined(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
 def regroup(op: ir.Op, params, flat: list, what: str) -> list:
     """The op's flat tensor list → one entry per declared parameter, a packed one as a list.
 
-    The composer flattens packs into consecutive names (compose._emit). Lengths come from the
+    The composer flattens packs into consecutive names (compose/composer.py _emit). Lengths come from the
     definition: `..(n)` with n an attribute evaluates; the one remaining pack takes the rest."""
     packed = [p for p in params if p.type.pack is not None]
     if not packed:

@@ -1,7 +1,7 @@
 // qsim vector unit Verilator harness: one instruction per call, the same cycle protocol as
-// tests/hw/vector_bench.py (Amaranth) and qsim/npu/vector_model.py.
+// tests/hw/vector_bench.py (Amaranth) and qsim/npu/vector/model.py.
 //
-// Built into a shared library with the verilated qsim_vector (vector_verilator.py). The unit
+// Built into a shared library with the verilated qsim_vector (verilator.py). The unit
 // is created and reset on the first call and kept between calls (its table memories persist,
 // like the RTL's). Per call: cycle 0 offers and must accept the instruction; from cycle 1 the
 // beats are offered while source_valid[t-1] (1 past the pattern's end) and results taken

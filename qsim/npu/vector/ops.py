@@ -1,4 +1,4 @@
-"""TOSA 0.30 integer operators as vector-unit programs (qsim/npu/vector_program.py).
+"""TOSA 0.30 integer operators as vector-unit programs (qsim/npu/vector/program.py).
 
 Every operator is a loop nest over its output tensor (row-major in DRAM, as the kernels
 hold it): C lanes carry C consecutive elements of one output dimension (the last one,
@@ -30,8 +30,8 @@ Operators and their vector instruction (hw/vector_isa.py):
                                            scratch region filled with the type's minimum (two
                                            PASS jobs, the fill clamped to one value); padding
                                            of AVG_POOL2D: runs of equally clipped windows
-                                           (vector_windows.py)
-  RESIZE                                   runs of one sampling phase (vector_windows.py):
+                                           (windows.py)
+  RESIZE                                   runs of one sampling phase (windows.py):
                                            PASS (nearest) or DOT over the taps (bilinear)
   REDUCE_SUM, REDUCE_MAX, REDUCE_MIN, ARGMAX   the reduction over the axis group
   TRANSPOSE, SLICE, CONCAT, PAD, REVERSE   PASS over the address pattern (PAD: fill, then copy)
@@ -44,15 +44,16 @@ Anything else raises UnsupportedError with the reason, and the planner runs it o
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..errors import UnsupportedError
-from ..hw.params import Geometry
-from ..hw.vector_isa import (INT32_MAX, INT32_MIN, VectorInstr,
-                             VectorOp)
-from . import vector_windows
-from .vector_program import DramImage, Job, Stream, make_config, vector_program
-from .vector_program import strides_of as _strides
+from ...errors import UnsupportedError
+from ...hw.params import Geometry
+from ...hw.vector_isa import INT32_MAX, INT32_MIN, VectorInstr, VectorOp
+from . import windows as vector_windows
+from .program import DramImage, Job, Stream, make_config, vector_program
+from .program import strides_of as _strides
 
 # Booleans are bytes holding 0 or 1 (numpy's and the kernels' layout): streamed as int8.
 SIGNED = {np.dtype(np.int8): 1, np.dtype("<i2"): 2, np.dtype("<i4"): 4, np.dtype(bool): 1}
@@ -72,9 +73,6 @@ UNARY_WITH_CONSTANT = {"NEGATE": (VectorOp.SUB, 0), "BITWISE_NOT": (VectorOp.XOR
 UNARY = {"CLZ": VectorOp.CLZ, "ABS": VectorOp.ABS}
 REDUCE = {"REDUCE_SUM": VectorOp.REDUCE_SUM, "REDUCE_MAX": VectorOp.REDUCE_MAX,
           "REDUCE_MIN": VectorOp.REDUCE_MIN, "ARGMAX": VectorOp.ARGMAX}
-VECTOR_OPS = frozenset({*ELEMENTWISE, *UNARY, *UNARY_WITH_CONSTANT, *REDUCE, "ARITHMETIC_RIGHT_SHIFT",
-                        "SELECT", "CLAMP", "RESCALE", "CAST", "TABLE", "MAX_POOL2D", "AVG_POOL2D",
-                        "RESIZE", "TRANSPOSE", "SLICE", "CONCAT", "PAD", "REVERSE", "TILE", "GATHER"})
 
 
 def element_bytes(dtype, what: str) -> int:
@@ -129,6 +127,16 @@ def fusable_input_rescale(attrs: dict, in_dtype, out_dtype) -> bool:
             and int(attrs.get("output_zp", 0)) == 0 and np.dtype(in_dtype) in (np.int8, np.int16))
 
 
+def _broadcast(base: int, shape, nbytes: int, out_shape) -> tuple:
+    """An operand read at the output's index, numpy broadcasting: its dimensions aligned to the
+    output's last ones, stride 0 where it has size 1 and the output does not."""
+    strides = _strides(shape, nbytes)
+    rank = len(out_shape)
+    padded = [1] * (rank - len(shape)) + list(shape)
+    pstr = [0] * (rank - len(shape)) + strides
+    return base, [0 if padded[d] == 1 and out_shape[d] != 1 else pstr[d] for d in range(rank)], nbytes
+
+
 def compile_vector_chain(geom: Geometry, ops: list, inputs: list, out_shape, out_dtype):
     """A fused chain on one VRUN job per lane tile: [RESCALE a] [RESCALE b] BINARY [RESCALE]
     [CLAMP], or RESCALE CLAMP. `ops` = [(kind, attrs, role)], role in "a", "b", "op", "out",
@@ -163,27 +171,197 @@ def compile_vector_chain(geom: Geometry, ops: list, inputs: list, out_shape, out
         extra = _output_scale(roles["out"][1], first, lanes, C) if "out" in roles else {}
         return VectorInstr(kind, 0, mul_shift=shift, clamp_lo=clamp_lo, clamp_hi=clamp_hi, **fixed, **extra)
 
-    operands = []
-    rank = len(out_shape)
-    for k, x in enumerate(arrays):
-        strides = _strides(x.shape, sizes[k])
-        padded = [1] * (rank - x.ndim) + list(x.shape)
-        pstr = [0] * (rank - x.ndim) + strides
-        operands.append((bases[k], [0 if padded[d] == 1 and out_shape[d] != 1 else pstr[d]
-                                    for d in range(rank)], sizes[k]))
+    operands = [_broadcast(bases[k], x.shape, sizes[k], out_shape) for k, x in enumerate(arrays)]
     configs = Job(instr, out_shape, out_base, _strides(out_shape, o_bytes), o_bytes, operands,
                   per_tile=per_channel).configs(C)
     return vector_program(geom, image, configs, out_base, out_shape, out_dtype,
                           sum(x.nbytes for x in arrays), 0)
 
 
+@dataclass
+class _OpJob:
+    """One operator being compiled: its operands in the DRAM image and its output region. The
+    builders of BUILDERS add the vector configurations of their kind of operator from it."""
+    op: str
+    attrs: dict
+    image: DramImage
+    arrays: list            # the streamed inputs (GATHER's indices are not streamed)
+    sizes: list             # element bytes of each streamed input
+    bases: list             # DRAM address of each streamed input
+    out_shape: tuple
+    out_base: int
+    out_strides: list
+    o_bytes: int
+    lo: int                 # the output type's range (clamped to int32)
+    hi: int
+    C: int                  # lanes
+    indices: np.ndarray | None = None       # GATHER's constant indices
+    weight_bytes: int = 0                   # constant data the program adds (TABLE's table)
+
+    def plain(self, kind=VectorOp.PASS, clamp_lo=None, clamp_hi=None, **kw):
+        lo = self.lo if clamp_lo is None else clamp_lo
+        hi = self.hi if clamp_hi is None else clamp_hi
+        return lambda first, lanes: VectorInstr(kind, 0, clamp_lo=lo, clamp_hi=hi, **kw)
+
+    def operand(self, k):
+        """Input k read at the output's index."""
+        return _broadcast(self.bases[k], self.arrays[k].shape, self.sizes[k], self.out_shape)
+
+    def job(self, instr, operands, **kw) -> list:
+        """The configurations of one job writing the whole output."""
+        return Job(instr, self.out_shape, self.out_base, self.out_strides, self.o_bytes, operands,
+                   **kw).configs(self.C)
+
+
+def _binary(j: _OpJob) -> list:
+    if j.op == "ARITHMETIC_RIGHT_SHIFT":
+        kind = VectorOp.ASR_ROUND if j.attrs.get("round", False) else VectorOp.ASR
+    else:
+        kind = ELEMENTWISE[j.op]
+    kw = {"mul_shift": int(j.attrs.get("shift", 0))} if j.op == "MUL" else {}
+    if j.op == "LOGICAL_RIGHT_SHIFT":                     # the type's width: (unsigned in_out_t)
+        kw["mul_shift"] = 8 * j.sizes[0]
+    if j.op in TRUNCATED:
+        kw.update(clamp_lo=INT32_MIN, clamp_hi=INT32_MAX)
+    return j.job(j.plain(kind, **kw), [j.operand(0), j.operand(1)])
+
+
+def _unary(j: _OpJob) -> list:
+    return j.job(j.plain(UNARY[j.op]), [j.operand(0)])
+
+
+def _unary_with_constant(j: _OpJob) -> list:
+    kind, value = UNARY_WITH_CONSTANT[j.op]
+    constant = (j.image.add(np.array([value], j.arrays[0].dtype)), [0] * len(j.out_shape), j.sizes[0])
+    if j.op == "NEGATE":
+        instr = j.plain(kind, zp_b=int(j.attrs.get("input1_zp", 0)), zp_o=int(j.attrs.get("output_zp", 0)))
+        return j.job(instr, [constant, j.operand(0)])
+    return j.job(j.plain(kind), [j.operand(0), constant])
+
+
+def _select_op(j: _OpJob) -> list:
+    return _select(j.image, [j.operand(k) for k in range(3)], j.out_shape, j.out_strides, j.o_bytes,
+                   j.out_base, j.lo, j.hi, j.C)
+
+
+def _clamp_or_cast(j: _OpJob) -> list:
+    if j.op == "CLAMP":
+        clamp = max(j.lo, int(j.attrs["min_val"])), min(j.hi, int(j.attrs["max_val"]))
+    else:
+        clamp = INT32_MIN, INT32_MAX
+    return j.job(j.plain(clamp_lo=clamp[0], clamp_hi=clamp[1]), [j.operand(0)])
+
+
+def _rescale(j: _OpJob) -> list:
+    attrs, lo, hi, C = j.attrs, j.lo, j.hi, j.C
+    mult = np.asarray(attrs["multiplier"], np.int64).reshape(-1)
+    shift = np.asarray(attrs["shift"], np.int64).reshape(-1)
+    per_channel = bool(attrs.get("per_channel", False))
+    double = bool(attrs.get("double_round", False)) and bool(attrs.get("scale32", True))
+
+    def rescale(first, lanes):
+        # per-channel: this tile's channels, the unused lanes padded (their results are dropped)
+        sl = slice(first, first + lanes) if per_channel else slice(0, 1)
+        m_, s_ = list(mult[sl]), list(shift[sl])
+        if per_channel:
+            m_, s_ = m_ + [0] * (C - lanes), s_ + [0] * (C - lanes)
+        return VectorInstr(VectorOp.PASS, 0, zp_a=int(attrs.get("input_zp", 0)), scale_o=True,
+                           mult_o=tuple(int(m) for m in m_), shift_o=tuple(int(s) for s in s_),
+                           dr_o=double, zp_o=int(attrs.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi)
+    return j.job(rescale, [j.operand(0)], per_tile=per_channel)
+
+
+def _table(j: _OpJob) -> list:
+    table = np.asarray(j.attrs["table"])
+    configs = _table_load(table, j.image)
+    j.weight_bytes += table.size * (1 if len(table) == 256 else 2)
+    kind = VectorOp.TABLE8 if len(table) == 256 else VectorOp.TABLE16
+    return configs + j.job(j.plain(kind), [j.operand(0)])
+
+
+def _avg_pool(j: _OpJob) -> list:
+    return vector_windows.avg_pool(j.image, j.attrs, j.arrays[0], j.bases[0], j.sizes[0], j.out_shape,
+                                   j.out_base, j.o_bytes, j.lo, j.hi, j.C)
+
+
+def _resize(j: _OpJob) -> list:
+    return vector_windows.resize(j.image, j.attrs, j.arrays[0], j.bases[0], j.sizes[0], j.out_shape,
+                                 j.out_base, j.o_bytes, j.C)
+
+
+def _max_pool_op(j: _OpJob) -> list:
+    return _max_pool(j.attrs, j.arrays[0], j.bases[0], j.sizes[0], j.image, j.out_shape, j.out_base,
+                     j.out_strides, j.o_bytes, j.lo, j.hi, j.C)
+
+
+def _reduce_op(j: _OpJob) -> list:
+    return _reduce(j.op, j.attrs, j.arrays[0], j.bases[0], j.sizes[0], j.out_shape, j.out_base, j.o_bytes,
+                   j.lo, j.hi, j.C)
+
+
+def _view(j: _OpJob) -> list:
+    """TRANSPOSE, SLICE, REVERSE: one copy through a view of the input's strides."""
+    x = j.arrays[0]
+    strides = _strides(x.shape, j.sizes[0])
+    base = j.bases[0]
+    if j.op == "TRANSPOSE":
+        view = [strides[p] for p in j.attrs["perms"]]
+    elif j.op == "SLICE":
+        base += sum(int(s) * st for s, st in zip(j.attrs["start"], strides))
+        view = strides
+    else:
+        axis = int(j.attrs["axis"])
+        base += (x.shape[axis] - 1) * strides[axis]
+        view = [-s if d == axis else s for d, s in enumerate(strides)]
+    return j.job(j.plain(), [(base, view, j.sizes[0])])
+
+
+def _concat(j: _OpJob) -> list:
+    configs, axis, offset = [], int(j.attrs["axis"]), 0
+    for k, x in enumerate(j.arrays):
+        configs += Job(j.plain(), x.shape, j.out_base + offset * j.out_strides[axis], j.out_strides, j.o_bytes,
+                       [(j.bases[k], _strides(x.shape, j.sizes[k]), j.sizes[k])]).configs(j.C)
+        offset += x.shape[axis]
+    return configs
+
+
+def _tile(j: _OpJob) -> list:
+    configs, x = [], j.arrays[0]
+    for reps in np.ndindex(*(int(m) for m in j.attrs["multiples"])):
+        offset = sum(r * n * st for r, n, st in zip(reps, x.shape, j.out_strides))
+        configs += Job(j.plain(), x.shape, j.out_base + offset, j.out_strides, j.o_bytes,
+                       [(j.bases[0], _strides(x.shape, j.sizes[0]), j.sizes[0])]).configs(j.C)
+    return configs
+
+
+def _gather_op(j: _OpJob) -> list:
+    return _gather(j.arrays[0], j.bases[0], j.sizes[0], j.indices, j.out_base, j.out_strides, j.o_bytes, j.C)
+
+
+def _pad_op(j: _OpJob) -> list:
+    return _pad(j.arrays[0], j.bases[0], j.sizes[0], [tuple(p) for p in j.attrs["padding"]],
+                int(j.attrs.get("pad_const", 0)), j.out_shape, j.out_base, j.out_strides, j.o_bytes, j.C)
+
+
+# How each operator kind becomes vector configurations (the module docstring's table).
+BUILDERS = {**{op: _binary for op in [*ELEMENTWISE, "ARITHMETIC_RIGHT_SHIFT"]},
+            **{op: _unary for op in UNARY},
+            **{op: _unary_with_constant for op in UNARY_WITH_CONSTANT},
+            **{op: _reduce_op for op in REDUCE},
+            "SELECT": _select_op, "CLAMP": _clamp_or_cast, "CAST": _clamp_or_cast, "RESCALE": _rescale,
+            "TABLE": _table, "AVG_POOL2D": _avg_pool, "RESIZE": _resize, "MAX_POOL2D": _max_pool_op,
+            "TRANSPOSE": _view, "SLICE": _view, "REVERSE": _view, "CONCAT": _concat, "TILE": _tile,
+            "GATHER": _gather_op, "PAD": _pad_op}
+VECTOR_OPS = frozenset(BUILDERS)
+
+
 def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_shape, out_dtype):
     """The program of one operator on the vector unit, or UnsupportedError saying why not."""
-    if op not in VECTOR_OPS:
+    if op not in BUILDERS:
         raise UnsupportedError(f"tosa.{op} has no vector-unit mapping")
-    C = geom.cols
     image = DramImage()
     arrays = [np.ascontiguousarray(x) for x in inputs if x is not None]
+    indices = None
     if op == "GATHER":          # the indices shape the address pattern; only the values stream
         indices = np.asarray(arrays.pop(1), np.int64)
     sizes = [element_bytes(x.dtype, f"tosa.{op} input") for x in arrays]
@@ -191,123 +369,12 @@ def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_sh
     o_bytes = element_bytes(out_dtype, f"tosa.{op} output")
     out_shape = tuple(int(d) for d in out_shape)
     out_base = image.reserve(int(np.prod(out_shape, dtype=np.int64)) * o_bytes)
-    out_strides = _strides(out_shape, o_bytes)
     lo, hi = _range(out_dtype)
-    in_bytes = sum(x.nbytes for x in arrays)
-    weight_bytes = 0
-    configs: list = []
-
-    def plain(kind=VectorOp.PASS, clamp_lo=lo, clamp_hi=hi, **kw):
-        return lambda first, lanes: VectorInstr(kind, 0, clamp_lo=clamp_lo, clamp_hi=clamp_hi, **kw)
-
-    def operand(k, shape_of_out_dims=None):
-        """Input k read at the output's index (numpy broadcasting: stride 0 where size 1)."""
-        x = arrays[k]
-        strides = _strides(x.shape, sizes[k])
-        rank = len(out_shape)
-        padded = [1] * (rank - x.ndim) + list(x.shape)
-        pstr = [0] * (rank - x.ndim) + strides
-        return (bases[k], [0 if padded[d] == 1 and out_shape[d] != 1 else pstr[d] for d in range(rank)],
-                sizes[k])
-
-    if op in ELEMENTWISE or op == "ARITHMETIC_RIGHT_SHIFT":
-        if op == "ARITHMETIC_RIGHT_SHIFT":
-            kind = VectorOp.ASR_ROUND if attrs.get("round", False) else VectorOp.ASR
-        else:
-            kind = ELEMENTWISE[op]
-        kw = {"mul_shift": int(attrs.get("shift", 0))} if op == "MUL" else {}
-        if op == "LOGICAL_RIGHT_SHIFT":                     # the type's width: (unsigned in_out_t)
-            kw["mul_shift"] = 8 * sizes[0]
-        if op in TRUNCATED:
-            kw.update(clamp_lo=INT32_MIN, clamp_hi=INT32_MAX)
-        configs += Job(plain(kind, **kw), out_shape, out_base, out_strides, o_bytes,
-                       [operand(0), operand(1)]).configs(C)
-    elif op in UNARY:
-        configs += Job(plain(UNARY[op]), out_shape, out_base, out_strides, o_bytes, [operand(0)]).configs(C)
-    elif op in UNARY_WITH_CONSTANT:
-        kind, value = UNARY_WITH_CONSTANT[op]
-        constant = (image.add(np.array([value], arrays[0].dtype)), [0] * len(out_shape), sizes[0])
-        if op == "NEGATE":
-            instr = plain(kind, zp_b=int(attrs.get("input1_zp", 0)), zp_o=int(attrs.get("output_zp", 0)))
-            pair = [constant, operand(0)]
-        else:
-            instr, pair = plain(kind), [operand(0), constant]
-        configs += Job(instr, out_shape, out_base, out_strides, o_bytes, pair).configs(C)
-    elif op == "SELECT":
-        configs += _select(image, [operand(k) for k in range(3)], out_shape, out_strides, o_bytes, out_base,
-                           lo, hi, C)
-    elif op in ("CLAMP", "CAST"):
-        clamp = (max(lo, int(attrs["min_val"])), min(hi, int(attrs["max_val"]))) if op == "CLAMP" \
-            else (INT32_MIN, INT32_MAX)
-        configs += Job(plain(clamp_lo=clamp[0], clamp_hi=clamp[1]), out_shape, out_base, out_strides,
-                       o_bytes, [operand(0)]).configs(C)
-    elif op == "RESCALE":
-        mult = np.asarray(attrs["multiplier"], np.int64).reshape(-1)
-        shift = np.asarray(attrs["shift"], np.int64).reshape(-1)
-        per_channel = bool(attrs.get("per_channel", False))
-        double = bool(attrs.get("double_round", False)) and bool(attrs.get("scale32", True))
-
-        def rescale(first, lanes):
-            # per-channel: this tile's channels, the unused lanes padded (their results are dropped)
-            sl = slice(first, first + lanes) if per_channel else slice(0, 1)
-            m_, s_ = list(mult[sl]), list(shift[sl])
-            if per_channel:
-                m_, s_ = m_ + [0] * (C - lanes), s_ + [0] * (C - lanes)
-            return VectorInstr(VectorOp.PASS, 0, zp_a=int(attrs.get("input_zp", 0)), scale_o=True,
-                               mult_o=tuple(int(m) for m in m_), shift_o=tuple(int(s) for s in s_),
-                               dr_o=double, zp_o=int(attrs.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi)
-        configs += Job(rescale, out_shape, out_base, out_strides, o_bytes, [operand(0)],
-                       per_tile=per_channel).configs(C)
-    elif op == "TABLE":
-        table = np.asarray(attrs["table"])
-        configs += _table_load(table, image)
-        weight_bytes += table.size * (1 if len(table) == 256 else 2)
-        kind = VectorOp.TABLE8 if len(table) == 256 else VectorOp.TABLE16
-        configs += Job(plain(kind), out_shape, out_base, out_strides, o_bytes, [operand(0)]).configs(C)
-    elif op == "AVG_POOL2D":
-        configs += vector_windows.avg_pool(image, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base,
-                                           o_bytes, lo, hi, C)
-    elif op == "RESIZE":
-        configs += vector_windows.resize(image, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base,
-                                         o_bytes, C)
-    elif op == "MAX_POOL2D":
-        configs += _max_pool(attrs, arrays[0], bases[0], sizes[0], image, out_shape, out_base, out_strides,
-                         o_bytes, lo, hi, C)
-    elif op in REDUCE:
-        configs += _reduce(op, attrs, arrays[0], bases[0], sizes[0], out_shape, out_base, o_bytes, lo, hi, C)
-    elif op in ("TRANSPOSE", "SLICE", "REVERSE"):
-        x = arrays[0]
-        strides = _strides(x.shape, sizes[0])
-        base = bases[0]
-        if op == "TRANSPOSE":
-            view = [strides[p] for p in attrs["perms"]]
-        elif op == "SLICE":
-            base += sum(int(s) * st for s, st in zip(attrs["start"], strides))
-            view = strides
-        else:
-            axis = int(attrs["axis"])
-            base += (x.shape[axis] - 1) * strides[axis]
-            view = [-s if d == axis else s for d, s in enumerate(strides)]
-        configs += Job(plain(), out_shape, out_base, out_strides, o_bytes, [(base, view, sizes[0])]).configs(C)
-    elif op == "CONCAT":
-        axis, offset = int(attrs["axis"]), 0
-        for k, x in enumerate(arrays):
-            configs += Job(plain(), x.shape, out_base + offset * out_strides[axis], out_strides, o_bytes,
-                           [(bases[k], _strides(x.shape, sizes[k]), sizes[k])]).configs(C)
-            offset += x.shape[axis]
-    elif op == "TILE":
-        x = arrays[0]
-        for reps in np.ndindex(*(int(m) for m in attrs["multiples"])):
-            offset = sum(r * n * st for r, n, st in zip(reps, x.shape, out_strides))
-            configs += Job(plain(), x.shape, out_base + offset, out_strides, o_bytes,
-                           [(bases[0], _strides(x.shape, sizes[0]), sizes[0])]).configs(C)
-    elif op == "GATHER":
-        configs += _gather(arrays[0], bases[0], sizes[0], indices, out_base, out_strides, o_bytes, C)
-    elif op == "PAD":
-        configs += _pad(arrays[0], bases[0], sizes[0], [tuple(p) for p in attrs["padding"]],
-                        int(attrs.get("pad_const", 0)), out_shape, out_base, out_strides, o_bytes, C)
-    program = vector_program(geom, image, configs, out_base, out_shape, out_dtype, in_bytes, weight_bytes)
-    return program
+    job = _OpJob(op, attrs, image, arrays, sizes, bases, out_shape, out_base, _strides(out_shape, o_bytes),
+                 o_bytes, lo, hi, geom.cols, indices)
+    configs = BUILDERS[op](job)
+    return vector_program(geom, image, configs, out_base, out_shape, out_dtype,
+                          sum(x.nbytes for x in arrays), job.weight_bytes)
 
 
 def _select(image, operands, out_shape, out_strides, o_bytes, out_base, lo, hi, C) -> list:

@@ -1,6 +1,6 @@
 """The @lower interpreter: executes a primitive operator from its formulas (NNEF 2.0 2.12).
 
-`run_lower(op, inputs, attrs)` binds the invocation (lower_bind), then runs each lowering
+`run_lower(op, inputs, attrs)` binds the invocation (bind.py), then runs each lowering
 statement vectorized: every loop index symbol becomes one axis of a broadcast index grid,
 the right-hand side is evaluated once over the whole grid, and the result is written with
 numpy fancy indexing (`=`, `:=`) or an unbuffered ufunc (`ufunc.at` for `+= *= &= |= <?= >?=`,
@@ -27,11 +27,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..limits import check_tensor_size
-from . import ast as A
-from .lower_bind import Binding, bind
-from .lower_eval import FullRange, GuardIdx, LowerError, fail
-from .lower_expr import Evaluator
+from ...limits import check_tensor_size
+from .. import ast as A
+from .bind import Binding, bind
+from ..evaluate import Evaluator
+from .access import Lowering
+from .values import FullRange, GuardIdx, LowerError, fail, pack_positions, resolve_guard
 
 UFUNC = {"+=": np.add, "*=": np.multiply, "&=": np.logical_and, "|=": np.logical_or,
          "<?=": np.minimum, ">?=": np.maximum}
@@ -105,7 +106,7 @@ class Interpreter:
             # `y[i] = ...` on a rank-1 output, as the 2.12 examples write it (no ',')
             stmt = dataclasses.replace(stmt, target=A.TensorAccess(t.loc, t.target, (t.index,)))
         if stmt.unroll is not None:
-            n = Evaluator(env, self.b.dtypes).eval(stmt.unroll.count)
+            n = Evaluator(env, lowering=Lowering(self.b.dtypes)).eval(stmt.unroll.count)
             inner = dataclasses.replace(stmt, unroll=None)
             for v in range(int(n)):
                 self.statement(inner, {**env, stmt.unroll.index: v})
@@ -137,7 +138,7 @@ class Interpreter:
             yield env
             return
         first, rest = todo[0], [b for b in bounds if b is not todo[0]]
-        lim = Evaluator(env, self.b.dtypes).eval(first.limit)
+        lim = Evaluator(env, lowering=Lowering(self.b.dtypes)).eval(first.limit)
         values = itertools.product(*[range(n) for n in lim]) if isinstance(lim, tuple) else range(int(lim))
         for v in values:
             yield from self.scalar_loops(rest, scalar - {first.index}, {**env, first.index: v})
@@ -160,7 +161,7 @@ class Interpreter:
     # -- one vectorized grid -------------------------------------------------------------------
     def make_grid(self, stmt, env, bounds, fixed):
         """Binds each index symbol to an arange on its own grid axis (`fixed` pins axes)."""
-        ev = Evaluator(dict(env), self.b.dtypes)
+        ev = Evaluator(dict(env), lowering=Lowering(self.b.dtypes))
         limits = [ev.eval(b.limit) for b in bounds]
         extents = [n for lim in limits for n in (lim if isinstance(lim, tuple) else (lim,))]
         if any(e is None for e in extents):
@@ -191,8 +192,8 @@ class Interpreter:
     def reduction_axes(self, ev, stmt, grid_shape) -> list[int]:
         """Grid axes the left-hand side does not depend on (an update reading its own output
         must visit them in loop order)."""
-        index = ev.index_list(stmt.target.indices)
-        ev.valid = []
+        index = ev.lowering.index_list(ev, stmt.target.indices)
+        ev.lowering.valid = []
         leaves = []
         for ix in index:
             for v in (ix if isinstance(ix, tuple) else (ix,)):
@@ -220,8 +221,8 @@ class Interpreter:
         dynamic = [k for k in spec.dynamic if k is not None and k in names_in(stmt.target.indices)
                    and k not in env]
         if dynamic:
-            mask = self.combine(mask, ev.valid, grid_shape)
-            ev.valid = []
+            mask = self.combine(mask, ev.lowering.valid, grid_shape)
+            ev.lowering.valid = []
             self.allocate_dynamic(spec, dynamic[0], int(mask.sum()))
             ev.env[dynamic[0]] = (np.cumsum(mask.ravel()) - 1).reshape(grid_shape)
             ev.env[out_name] = self.env[out_name]
@@ -231,8 +232,8 @@ class Interpreter:
         if value is None:
             fail(stmt.value, "the right-hand side is null; resolve optional values with '??'")
         target = ev.eval(stmt.target.target)
-        index = ev.index_list(stmt.target.indices)
-        mask = self.combine(mask, ev.valid, grid_shape)
+        index = ev.lowering.index_list(ev, stmt.target.indices)
+        mask = self.combine(mask, ev.lowering.valid, grid_shape)
         if isinstance(target, list):                  # packed assignment to a whole output pack
             vals = value if isinstance(value, tuple) else (value,) * len(target)
             for arr, v in zip(target, vals):
@@ -264,7 +265,7 @@ class Interpreter:
             fail(stmt.target, f"{len(index)} indices for an output of rank {out.ndim}")
         for d, ix in enumerate(index):          # packed dimension: one atomic assignment per item
             if isinstance(ix, (FullRange, tuple)):
-                items = range(out.shape[d])[slice(ix.begin, ix.end, ix.step)] if isinstance(ix, FullRange) else ix
+                items = pack_positions(ix, out.shape[d])
                 vals = value if isinstance(value, tuple) else (value,) * len(items)
                 if len(vals) != len(items):
                     fail(stmt, f"packed assignment of {len(vals)} values to {len(items)} positions")
@@ -275,14 +276,9 @@ class Interpreter:
             fail(stmt, "a pack is assigned to a single element", hint="index the pack or use ':'")
         idx = []
         for d, ix in enumerate(index):
-            ext = out.shape[d]
-            if isinstance(ix, GuardIdx):
-                v = ix.value
-                if ix.remap:
-                    v = np.where(np.less(v, 0), ix.low, np.where(np.greater_equal(v, ext), ix.high, v))
-                else:
-                    mask = mask & np.broadcast_to((np.asarray(v) >= 0) & (np.asarray(v) < ext), grid_shape)
-                ix = v
+            ix, ok = resolve_guard(ix, out.shape[d])
+            if ok is not None:
+                mask = mask & np.broadcast_to(ok, grid_shape)
             idx.append(np.broadcast_to(np.asarray(ix, dtype=np.int64), grid_shape))
         sel = tuple(i[mask] for i in idx)
         for d, s in enumerate(sel):

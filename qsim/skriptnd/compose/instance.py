@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import Location
-from . import ast
-from .binding import ShapeBinder, binding_order
-from .evaluate import Evaluator, free_names
-from .values import (ABSTRACT_TYPES, CONCRETE_TYPES, Dyn, TensorValue, TypeValue, Uniform, error,
-                     is_pack, show, type_of)
+from ...errors import Location
+from .. import ast
+from ..binding import ShapeBinder, binding_order
+from ..evaluate import Evaluator, free_names
+from ..values import (ABSTRACT_TYPES, CONCRETE_TYPES, Dyn, TensorValue, TypeValue, Uniform, error, is_pack,
+                      show, type_of)
 
 # Extents are ints without a size (2.3), but every executor indexes with signed 64 bits, and
 # numpy arrays have at most 64 dimensions.

@@ -17,13 +17,13 @@ import math
 
 import numpy as np
 
-from .. import ir
-from ..errors import UnsupportedError
-from ..numerics import nnef_round
-from . import ast
-from .evaluate import Evaluator
+from ... import ir
+from ...errors import UnsupportedError
+from ...numerics import nnef_round
+from .. import ast
+from ..evaluate import Evaluator
 from .instance import instantiate
-from .values import TensorValue, Uniform, error, is_pack, show
+from ..values import TensorValue, Uniform, error, is_pack, show
 
 
 def quant_info(entry: ast.QuantEntry, module: str, op: ast.OperatorDef, tensor: ir.Tensor, frame) -> ir.QuantInfo:

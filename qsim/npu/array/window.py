@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidGraphError
-from ..hw.window_isa import pack_window, unpack_window, window_words
+from ...errors import InvalidGraphError
+from ...hw.window_isa import pack_window, unpack_window, window_words
 
 MASK32 = (1 << 32) - 1
 

@@ -1,7 +1,7 @@
 """The vector unit (hw/vector.py) under Verilator: the exported Verilog and a C++ cycle loop.
 
 Same protocol and results as the Amaranth testbench and the numpy model
-(vector_model.VectorRun): one instruction per call, cycle 0 = the cycle it is
+(model.VectorRun): one instruction per call, cycle 0 = the cycle it is
 accepted. The build reuses the NPU engine's flags and cache (sim_verilator.py),
 keyed by the Verilog, the harness, the flags and Verilator's version.
 """
@@ -14,14 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MismatchError
-from ..hw.vector import VectorUnit
-from ..hw.vector_isa import DEFAULT_MAX_POOL_COUNT
-from ..hw.vector_isa import INSTR_BITS, LANE_BITS, VectorInstr
-from .sim_verilator import (CXX_FLAGS, MAKE_OPTS, VERILATOR_FLAGS, _ZERO_MEMORY_INIT, _build_into,
-                            _verilator, _version, cache_root,
-                            cached_build_is_usable)
-from .vector_model import VectorRun
+from ...errors import MismatchError
+from ...hw.vector import VectorUnit
+from ...hw.vector_isa import DEFAULT_MAX_POOL_COUNT
+from ...hw.vector_isa import INSTR_BITS, LANE_BITS, VectorInstr
+from ..sim_verilator import (CXX_FLAGS, MAKE_OPTS, VERILATOR_FLAGS, _ZERO_MEMORY_INIT, _build_into, _verilator,
+    _version, cache_root, cached_build_is_usable)
+from .model import VectorRun
 
 TOP = "qsim_vector"
 
@@ -36,7 +35,7 @@ def build_vector(lanes: int, max_pool_count: int = DEFAULT_MAX_POOL_COUNT, jobs:
 
     cmd, env = _verilator()
     verilog = _ZERO_MEMORY_INIT.sub("", amaranth_verilog.convert(VectorUnit(lanes, max_pool_count), name=TOP))
-    harness = resources.files("qsim.npu").joinpath("vector_harness.cpp").read_text()
+    harness = resources.files("qsim.npu.vector").joinpath("harness.cpp").read_text()
     defines = (f"-DCFG_BYTES={_bytes_of(INSTR_BITS + LANE_BITS * lanes)} "
                f"-DBEAT_BYTES={_bytes_of(64 * lanes + 1)} -DOUT_BYTES={4 * lanes}")
     key = hashlib.sha256("\0".join([verilog, harness, " ".join(VERILATOR_FLAGS), " ".join(MAKE_OPTS),

@@ -25,13 +25,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import UnpredictableError, UnsupportedError, UsageError
-from ..hw.vector_isa import (DEFAULT_MAX_POOL_COUNT, REDUCTIONS, STREAM_LEVELS, TABLE_DEPTH,
-                             VECTOR_LATENCY_CYCLES, VectorInstr, VectorOp)
-from ..tosa.arith import (INT32_MAX, INT32_MIN, apply_add, apply_clip, apply_lookup, apply_scale_16,
-                          apply_scale_32, apply_sub, count_leading_zeros, reciprocal_scale,
-                          require_running_sums)
-from ..tosa.run import run as run_tosa  # always with backend="reference": the model is the oracle
+from ...errors import UnpredictableError, UnsupportedError, UsageError
+from ...hw.vector_isa import (DEFAULT_MAX_POOL_COUNT, REDUCTIONS, STREAM_LEVELS, TABLE_DEPTH,
+    VECTOR_LATENCY_CYCLES, VectorInstr, VectorOp)
+from ...tosa.arith import (INT32_MAX, INT32_MIN, apply_add, apply_clip, apply_lookup, apply_scale_16,
+    apply_scale_32, apply_sub, count_leading_zeros, reciprocal_scale, require_running_sums)
+from ...tosa.run import run as run_tosa  # always with backend="reference": the model is the oracle
 
 TABLE_ENTRIES = TABLE_DEPTH + 1     # 513: the int16 table; int8 tables use the first 256
 

@@ -15,10 +15,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import QsimError, UnsupportedError
-from .evaluate import Evaluator, free_names
-from .parser import parse_expr
-from .values import Dyn
+from ...errors import QsimError, UnsupportedError
+from ..evaluate import Evaluator, free_names
+from ..parser import parse_expr
+from ..values import Dyn
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ir
-from ..errors import UnsupportedError
-from . import ast
+from ... import ir
+from ...errors import UnsupportedError
+from .. import ast
 from .composed_graph import ComposedGraphBuilder, Frame
 from .dynpack import DynPack
-from .evaluate import Evaluator
+from ..evaluate import Evaluator
 from .instance import eval_shape
-from .values import Dyn, TensorValue, error, is_pack, show, type_of
+from ..values import Dyn, TensorValue, error, is_pack, show, type_of
 
 IF_KIND = "control.if"
 LOOP_KIND = "control.loop"

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from ..hw import isa
-from ..hw.isa import LoadBuffer
-from ..hw.params import Geometry
-from ..hw.vector_isa import STREAM_LEVELS, VectorConfig, VectorInstr, config_words
-from .compile import ALIGN, Program
+from ...errors import UnsupportedError
+from ...hw import isa
+from ...hw.isa import LoadBuffer
+from ...hw.params import Geometry
+from ...hw.vector_isa import STREAM_LEVELS, VectorConfig, VectorInstr, config_words
+from ..array.compile import ALIGN, Program
 
 
 @dataclass(frozen=True)

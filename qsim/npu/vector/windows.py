@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from ..hw.vector_isa import DEFAULT_MAX_POOL_COUNT, INT32_MAX, INT32_MIN, VectorInstr, VectorOp
-from ..tosa.arith import reciprocal_scale
-from .vector_program import Job
+from ...errors import UnsupportedError
+from ...hw.vector_isa import DEFAULT_MAX_POOL_COUNT, INT32_MAX, INT32_MIN, VectorInstr, VectorOp
+from ...tosa.arith import reciprocal_scale
+from .program import Job
 
 MAX_JOBS = 4096         # beyond this many (row run, column run) jobs the operator stays on the host
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ir
-from ..errors import UnsupportedError
-from .values import Dyn, TensorValue, error, is_pack, same, show
+from ... import ir
+from ...errors import UnsupportedError
+from ..values import Dyn, TensorValue, error, is_pack, same, show
 
 
 @dataclass(frozen=True)

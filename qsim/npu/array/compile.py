@@ -6,7 +6,7 @@ with requant = bias add, apply_scale_32, output zero point and clamp (hw/requant
 without requant the raw int32 sums are stored (the caller adds any bias on the host).
 
 DRAM image, each region 64-byte aligned: the A operand as the layer holds it (an NHWC
-int8 tensor or an [M, K] matrix; qsim/npu/window.py), W, the parameter words, the output
+int8 tensor or an [M, K] matrix; qsim/npu/array/window.py), W, the parameter words, the output
 (M x N, row-major, int8 or int32 LE), then the LOADW window descriptors. A never exists
 expanded: every A word is assembled by LOADW (im2col in hardware) from the tensor, with
 the padding taps and the lanes beyond K filled with in_zp (they contribute 0).
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from ..hw import isa
-from ..hw.isa import LoadBuffer, StoreBuffer
-from ..hw.params import PARAM_LANE_BYTES, Dataflow, Geometry
-from ..hw.window_isa import window_base
+from ...errors import UnsupportedError
+from ...hw import isa
+from ...hw.isa import LoadBuffer, StoreBuffer
+from ...hw.params import PARAM_LANE_BYTES, Dataflow, Geometry
+from ...hw.window_isa import window_base
 from .window import Window, descriptor_bytes, descriptor_words, window_timing
 
 ALIGN = 64

@@ -1,17 +1,17 @@
 """The graph a composition builds (NNEF 2.0 draft chapter 3): `ComposedGraphBuilder` collects one
 (sub)graph's tensors and ops under unique names, `Frame` is one operator or graph body being
-composed into it. compose.py and control.py (control-flow subgraphs) both build with them."""
+composed into it. composer.py and control.py (control-flow subgraphs) both build with them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import ir
-from ..errors import Location
-from ..limits import check_tensor_size
-from . import ast
-from .values import Dyn, TensorValue, error, is_pack, show, type_of
+from ... import ir
+from ...errors import Location
+from ...limits import check_tensor_size
+from .. import ast
+from ..values import Dyn, TensorValue, error, is_pack, show, type_of
 
 DTYPES = {"real": ir.DType.F32, "int": ir.DType.I64, "bool": ir.DType.BOOL}
 NUMPY = {"real": np.float32, "int": np.int64, "bool": np.bool_}
