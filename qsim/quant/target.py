@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 from .. import ir
 from .lowering.float_side import LoweredModel
 from .options import QuantizeOptions
-from .rounding.adaptive import InputMoments
+from .rounding.moments import InputMoments
 
 
 class TargetKind(enum.Enum):

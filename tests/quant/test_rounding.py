@@ -15,7 +15,8 @@ from qsim.quant.options import QuantizeOptions
 from qsim.quant.pipeline import calibrate_model, embedded_quantized_model, load_float_model
 from qsim.quant.rounding.conv_geometry import (ConvGeometry, conv_patch_shape, conv_patches,
                                       conv_patches_numpy)
-from qsim.quant.rounding.adaptive import PatchMoments, adaptive_round
+from qsim.quant.rounding.adaptive import adaptive_round
+from qsim.quant.rounding.moments import PatchMoments
 from qsim.quant.evaluation.evaluate import quantize_feed
 from qsim.quant.tosa.target import TosaTarget
 from qsim.runtime.executor import execute
@@ -205,7 +206,7 @@ def test_compiled_passes_give_the_numpy_loops_integers(monkeypatch, groups, thre
 def test_patch_sums_have_numpys_bits(g, p, k):
     """PatchMoments' first moments (compiled row sums) equal numpy's float64 sum bit for bit,
     on values whose exponents span 2^-60..2^60, where the order of additions shows."""
-    from qsim.quant.rounding.adaptive import _column_sums
+    from qsim.quant.rounding.moments import _column_sums
     rng = np.random.default_rng(g * 1000 + k)
     x = (rng.standard_normal((g, p, k)) * np.exp2(rng.integers(-60, 60, size=(g, p, k)))).astype(np.float32)
     got = _column_sums(x)
@@ -218,7 +219,7 @@ class _FlushedSums:
     GEMM and sum each time FLUSH_ROWS of them are pending, then once more at the end."""
 
     def __init__(self, groups: int, k: int):
-        from qsim.quant.rounding.adaptive import FLUSH_ROWS
+        from qsim.quant.rounding.moments import FLUSH_ROWS
         self.flush_rows = FLUSH_ROWS
         self.outer, self.sums, self.pending = np.zeros((groups, k, k)), np.zeros((groups, k)), []
 
@@ -256,7 +257,7 @@ def test_buffered_moments_have_the_bits_of_concatenated_flushes():
 def test_shared_scratch_gives_the_moments_bits():
     """InputMoments gathers layers with >= FLUSH_ROWS rows per sample into one shared scratch
     buffer; the moments are the bytes of PatchMoments.add on the same patches."""
-    from qsim.quant.rounding.adaptive import FLUSH_ROWS, InputMoments
+    from qsim.quant.rounding.moments import FLUSH_ROWS, InputMoments
     rng = np.random.default_rng(5)
     # dilated: gathered (stride-1 undilated layers are summed by offsets, without gathering)
     g_big = ConvGeometry(1, (3, 3), (1, 1), (2, 2), (2, 2), (2, 2), (0, 0))     # 34*34 rows
@@ -284,7 +285,7 @@ def test_wide_layer_holds_its_rows_and_sums_them_in_the_flushes_blocks(rows, add
     (held_rows); past K, or when second_moment is asked for, the held rows are summed in the
     blocks the flushes would have summed: the totals and means have the bits of the
     concatenate-then-flush formulation."""
-    from qsim.quant.rounding.adaptive import FLUSH_ROWS
+    from qsim.quant.rounding.moments import FLUSH_ROWS
     rng = np.random.default_rng(5)
     k = FLUSH_ROWS + 76
     m = PatchMoments(1, k)
@@ -308,7 +309,7 @@ def test_wide_layer_holds_its_rows_and_sums_them_in_the_flushes_blocks(rows, add
 
 
 def test_narrow_or_grouped_layers_never_hold():
-    from qsim.quant.rounding.adaptive import FLUSH_ROWS
+    from qsim.quant.rounding.moments import FLUSH_ROWS
     assert not PatchMoments(1, FLUSH_ROWS).holding
     assert not PatchMoments(2, FLUSH_ROWS + 10).holding
     with pytest.raises(ValueError, match="summed"):
@@ -342,7 +343,8 @@ def test_round_layer_rounds_a_holding_layer_from_its_rows_and_keeps_its_means():
     """round_layer on a layer that held its rows: the integers of round_from_rows, the layer's
     rows let go, and its means (bias correction reads them) still those of the rows."""
     from qsim import ir
-    from qsim.quant.rounding.adaptive import FLUSH_ROWS, InputMoments, round_from_rows, round_layer
+    from qsim.quant.rounding.adaptive import round_from_rows, round_layer
+    from qsim.quant.rounding.moments import FLUSH_ROWS, InputMoments
     rng = np.random.default_rng(2)
     k, oc = FLUSH_ROWS + 8, 5
     x = (rng.standard_normal((60, 1)) + 0.5 * rng.standard_normal((60, k))).astype(np.float32)
@@ -501,7 +503,7 @@ def test_offset_layers_sum_by_offsets_and_give_the_same_bits_at_any_thread_count
     past FLUSH_ROWS columns when it will see more rows than K), buffering samples until
     FLUSH_ROWS positions are pending; its moments are those of the gathered patches within
     float32 rounding, and the same bits for 1, 2 and 3 threads."""
-    from qsim.quant.rounding.adaptive import FLUSH_ROWS, InputMoments
+    from qsim.quant.rounding.moments import FLUSH_ROWS, InputMoments
     rng = np.random.default_rng(3)
     g = ConvGeometry(1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0))
     xs = [np.maximum(rng.normal(size=(1, 120, 9, 10)), 0).astype(np.float32) for _ in range(13)]

@@ -17,7 +17,8 @@ from ...tosa.sknd_form import to_sknd_form
 from ..calibration.annotations import check_annotations
 from ..lowering.float_side import FloatSide, Lowered, LoweredModel, Wording, identity
 from ..params import Precision, QuantConfig
-from ..rounding.adaptive import ROUNDING_MODES, watch_layers
+from ..rounding.adaptive import ROUNDING_MODES
+from ..rounding.moments import watch_layers
 from ..rules import RULES, Rule, apply_rules
 from ..target import TargetKind
 from . import (rules_activation, rules_elementwise, rules_gather,  # noqa: F401  (register the rules)
