@@ -238,7 +238,7 @@ class _Importer:
             self.fail(f"{where}: qsim has no conversion of {node.op_type}", kind=UnsupportedError,
                       hint="supported operators: " + ", ".join(sorted(CONVERTERS)))
         _check_required_inputs(schema, node, where, self.model.location)
-        attrs = attributes(node, where, self.model.location)
+        attrs = attributes(node, where, self.model.location, schema)
         inputs = [self._value(n) for n in node.input]
         ctx = NodeContext(self.builder, node.op_type, label, domain, opset, schema.since_version, attrs, inputs,
                           list(node.output), self.model)
