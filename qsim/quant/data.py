@@ -23,7 +23,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..errors import DataError
-from ..userdata import check_finite, read_npy, read_npz
+from ..userdata import check_finite, is_stream, read_npy_or_npz, read_npz
 from ..textfile import decode_utf8
 from .scoring import UNNAMED
 
@@ -95,10 +95,12 @@ def load_samples(path: str | Path, input_name: str, input_shape: Sequence[int], 
                         hint="give a .npy/.npz array or a folder of images")
     if path.is_dir():
         return _load_images(path, input_shape, mean, std)
-    if path.suffix == ".npy":
-        return Samples(_fit(read_npy(path), input_shape, str(path), input_name))
-    if path.suffix == ".npz":
-        archive = read_npz(path)
+    if path.suffix in (".npy", ".npz") or is_stream(path):
+        # a pipe (--calib <(cat d.npz)) has no suffix: its first bytes tell an archive from an array
+        data = read_npz(path) if path.suffix == ".npz" else read_npy_or_npz(path, npz=path.suffix != ".npy")
+        if isinstance(data, np.ndarray):
+            return Samples(_fit(data, input_shape, str(path), input_name))
+        archive = data
         keys = list(archive)
         key = next((k for k in (input_name, "x", "inputs", "images") if k in keys), None)
         if key is None:
