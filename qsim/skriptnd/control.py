@@ -25,7 +25,7 @@ from .composed_graph import ComposedGraphBuilder, Frame
 from .dynpack import DynPack
 from .evaluate import Evaluator
 from .instance import eval_shape
-from .values import Dyn, TensorValue, error, is_pack, show, type_of
+from .values import Dyn, TensorValue, error, is_pack, require_static, show, type_of
 
 IF_KIND = "control.if"
 LOOP_KIND = "control.loop"
@@ -211,6 +211,9 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
                 value = init
             else:
                 dtype = cv.type.base
+                # the initial value is a constant tensor: its extents must be known now
+                shape = require_static(shape, f"{frame.where}: the initial value of loop variable '{cv.name}'",
+                                       cv.loc)
                 data = np.full(shape, init, dtype={"real": np.float32, "int": np.int64, "bool": np.bool_}[dtype])
                 value = b.tensor(frame.scope + cv.name + "_init", dtype, shape, data, cv.loc)
         if not isinstance(value, TensorValue):
