@@ -196,9 +196,10 @@ def execute(graph: Graph, inputs, backend: str = "kernels", *, keep: Iterable[st
     # adds to the inference it runs in
     outer = active_use()
     live = MemoryUse(f"the live tensors of graph '{graph.name}'", outer.held if outer is not None else 0)
-    live.add(sum(np.asarray(v).nbytes for v in values.values()))
+    given = sum(np.asarray(v).nbytes for v in values.values())
     with pinned_thread_count(), pinned_max_tensor_bytes(), counting(live):
-        live.check(0, f"the inputs and constants of graph '{graph.name}'")
+        live.check(given, f"the inputs and constants of graph '{graph.name}'")
+        live.add(given)
         _run_steps(plan, values, gone, context, on_value, live)
     if plan.keep is None:
         return values
