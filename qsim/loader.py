@@ -53,14 +53,19 @@ def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
     """
     path = os.fspath(path)
     loaded = _load(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data, batch=batch)
-    if not loaded.outputs:
-        # valid ONNX allows it (onnxruntime runs it and returns nothing), but no qsim command
-        # has anything to compute, quantize or report: said here once, for every command
-        raise UnsupportedError(f"{path}: graph '{loaded.name}' declares no outputs, so there is nothing to "
+    require_outputs(loaded, path)
+    return loaded
+
+
+def require_outputs(graph: Graph, path: str) -> None:
+    """Refuses a graph without outputs. Valid ONNX allows one (onnxruntime loads it and returns
+    nothing), and so does a SkriptND `@output { }`, but no qsim command has anything to compute,
+    quantize or report: every command (check too) says so the same way."""
+    if not graph.outputs:
+        raise UnsupportedError(f"{path}: graph '{graph.name}' declares no outputs, so there is nothing to "
                                "run, quantize or simulate",
                                hint="declare the tensors the model computes as graph outputs "
-                                    "(ONNX: graph.output)")
-    return loaded
+                                    "(ONNX: graph.output; SkriptND: @output)")
 
 
 def _load(path: str, *, graph, keep, attribs, require_data: bool, batch: int) -> Graph:
