@@ -5,14 +5,15 @@
                               [--out reports]
 
 Targets (benchmarks/_fuzz/targets.py): sknd, nnef1, dat, quant, container, cli, npu-config, onnx,
-qdq, scheduler. Each
+qdq, scheduler; and (benchmarks/_fuzz/gen_robust.py) sknd-dynamic, dat-extents, onnx-attrs, images. Each
 input is a case folder (files) plus a qsim command line or a library call, generated from repo
 seeds (stdlib, tests/fixtures, the embedded model), grammar-aware generators, and mutators
 (byte flips, token edits, deep nesting, long chains, numeric extremes, non-UTF-8 bytes).
 
 Every input runs in a forked child of this process (which imported qsim once), with an
-address-space cap (--mem-gib, default 3), QSIM_MAX_TENSOR_BYTES=256M (so qsim's own limit
-refuses big tensors long before the cap: a memory failure is a real one), and a timeout. The
+address-space cap (--mem-gib, default 3), QSIM_MAX_TENSOR_BYTES=256M and QSIM_MAX_MEMORY=1G (so
+qsim's own limits refuse big tensors, and many of them, long before the cap: a memory failure is
+a real one), and a timeout. The
 outcome is one of: good (exit 0, or exit 2 with a clean `qsim: ... error:` message), traceback,
 hang, memory, data loss (an input file changed or vanished), crash (a signal), bad exit.
 Distinct failure sites (class + exception type + innermost qsim frame) get a reproducer folder
@@ -58,6 +59,7 @@ from _fuzz.runner import GOOD, Limits, run_cases  # noqa: E402
 from _fuzz.targets import TARGETS, WEIGHTS  # noqa: E402
 
 MAX_TENSOR_BYTES = "256M"
+MAX_MEMORY = "1G"
 
 
 def warm_up(corpus: Corpus, workdir: str) -> None:
@@ -168,6 +170,7 @@ def main(argv=None) -> int:
     workdir = args.workdir or tempfile.mkdtemp(prefix="qsim-fuzz-", dir=base)
     os.makedirs(workdir, exist_ok=True)
     os.environ["QSIM_MAX_TENSOR_BYTES"] = MAX_TENSOR_BYTES
+    os.environ["QSIM_MAX_MEMORY"] = MAX_MEMORY
     os.environ["QSIM_CACHE_DIR"] = os.path.join(workdir, "cache")    # not the user's cache
     cases_dir = os.path.join(workdir, "cases")
     os.makedirs(cases_dir, exist_ok=True)
@@ -228,7 +231,7 @@ def main(argv=None) -> int:
             "load_average": " ".join(f"{x:.1f}" for x in os.getloadavg()),
             "generator_errors": dict(GENERATOR_ERRORS), "seed": args.seed, "count": args.count, "jobs": args.jobs, "targets": args.targets,
             "timeout_s": args.timeout, "address_space_gib": args.mem_gib,
-            "max_tensor_bytes": MAX_TENSOR_BYTES, "wall_s": round(wall, 1), "setup_s": round(setup_s, 1),
+            "max_tensor_bytes": MAX_TENSOR_BYTES, "max_memory": MAX_MEMORY, "wall_s": round(wall, 1), "setup_s": round(setup_s, 1),
             "inputs_per_s": round(tally.total / wall, 2) if wall else 0.0, "commit": commit,
             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": _cpu(),
             "python": platform.python_version()}

@@ -1,6 +1,6 @@
 """qsim's command line (the only module that reads argv).
 
-The global options (--version, --max-tensor-bytes, --threads) are declared here; each command
+The global options (--version, --max-tensor-bytes, --max-memory, --threads) are declared here; each command
 is a module of qsim.commands that declares its arguments and runs. Path arguments are checked
 before any command runs. A QsimError is printed as a message (exit 2); any other exception is
 an internal error (a traceback, exit 1). When the reader of stdout goes away (`qsim check M |
@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tensor-bytes", metavar="SIZE",
                         help="refuse any single tensor, constant or container member larger than "
                              "SIZE bytes (K/M/G/T suffixes; default 4G, or $QSIM_MAX_TENSOR_BYTES)")
+    parser.add_argument("--max-memory", metavar="SIZE",
+                        help="refuse work that would hold more than SIZE bytes at once: constants "
+                             "folded at import, tensors live in a run, decoded images (K/M/G/T; "
+                             "default half of the memory qsim may use, or $QSIM_MAX_MEMORY)")
     parser.add_argument("--threads", metavar="N",
                         help="compute on N threads (float BLAS and integer kernels; results are "
                              "the same for any N; default all cores, or $QSIM_THREADS)")
@@ -119,12 +123,15 @@ def _main(argv: list[str] | None) -> int:
         print("qsim: usage error: no command given\n  hint: qsim quantize runs the main job on the "
               "embedded model; qsim COMMAND --help explains a command", file=sys.stderr)
         return 2
-    # --max-tensor-bytes holds for this run (and the worker processes it starts) only
-    previous_limit = os.environ.get(limits.MAX_TENSOR_BYTES_ENV)
+    # --max-tensor-bytes and --max-memory hold for this run (and the worker processes it starts) only
+    size_options = (("--max-tensor-bytes", args.max_tensor_bytes, limits.MAX_TENSOR_BYTES_ENV),
+                    ("--max-memory", args.max_memory, limits.MAX_MEMORY_ENV))
+    previous = {env: os.environ.get(env) for _, _, env in size_options}
     try:
-        if args.max_tensor_bytes is not None:
-            limits.parse_byte_size(args.max_tensor_bytes, "--max-tensor-bytes")
-            os.environ[limits.MAX_TENSOR_BYTES_ENV] = args.max_tensor_bytes
+        for flag, value, env in size_options:
+            if value is not None:
+                limits.parse_byte_size(value, flag)
+                os.environ[env] = value
         if args.threads is not None:
             threads.set_threads(args.threads)
         check_path_arguments(args)
@@ -136,10 +143,11 @@ def _main(argv: list[str] | None) -> int:
         print("qsim: interrupted", file=sys.stderr)
         return 130
     finally:
-        if previous_limit is None:
-            os.environ.pop(limits.MAX_TENSOR_BYTES_ENV, None)
-        else:
-            os.environ[limits.MAX_TENSOR_BYTES_ENV] = previous_limit
+        for env, value in previous.items():
+            if value is None:
+                os.environ.pop(env, None)
+            else:
+                os.environ[env] = value
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping
 
-from .errors import UsageError
+from .errors import UnsupportedError, UsageError
 from .ir import Graph
 
 NNEF1_CONTAINERS = (".tgz", ".tar.gz", ".tar")
@@ -52,6 +52,23 @@ def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
     NNEF 1.0 option: `batch` replaces the first extent of external inputs declared 1.
     """
     path = os.fspath(path)
+    loaded = _load(path, graph=graph, keep=keep, attribs=attribs, require_data=require_data, batch=batch)
+    require_outputs(loaded, path)
+    return loaded
+
+
+def require_outputs(graph: Graph, path: str) -> None:
+    """Refuses a graph without outputs. Valid ONNX allows one (onnxruntime loads it and returns
+    nothing), and so does a SkriptND `@output { }`, but no qsim command has anything to compute,
+    quantize or report: every command (check too) says so the same way."""
+    if not graph.outputs:
+        raise UnsupportedError(f"{path}: graph '{graph.name}' declares no outputs, so there is nothing to "
+                               "run, quantize or simulate",
+                               hint="declare the tensors the model computes as graph outputs "
+                                    "(ONNX: graph.output; SkriptND: @output)")
+
+
+def _load(path: str, *, graph, keep, attribs, require_data: bool, batch: int) -> Graph:
     kind = model_kind(path)
     if kind == "skriptnd":
         # qsim/__init__ imports this module: at module level, every `import qsim...` would pay this

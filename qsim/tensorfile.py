@@ -363,6 +363,15 @@ def parse_header(blob: bytes, name: str = "<tensor>") -> TensorHeader:
         fail("extents", f"shape {list(shape)} at {bits} bits per item needs {needed} bytes of data, "
              f"more than the 4-byte data length field can hold ({_MAX_DATA_BYTES})",
              "the extents are corrupt; a tensor file holds at most 4 GiB of data")
+    # An empty tensor's other extents still have to describe an array: numpy refuses shapes whose
+    # non-zero extents multiply past its index range, and no model has a [0, 2^32-1, 2^32-1]
+    # tensor. They are held to the same 4 GiB as a tensor whose zero extents were 1.
+    span = packed_bytes(math.prod(e for e in shape if e != 0), bits)
+    if header.count == 0 and span > _MAX_DATA_BYTES:
+        fail("extents", f"shape {list(shape)} has a zero extent, but its other extents at {bits} bits per "
+             f"item span {span} bytes, more than the 4-byte data length field can hold ({_MAX_DATA_BYTES})",
+             "the extents are corrupt: an empty tensor's other extents must still describe at most "
+             "4 GiB of data")
     if data_bytes != needed:
         fail("data length", f"header data length is {data_bytes} bytes, expected {needed} for shape "
              f"{list(shape)} at {bits} bits per item")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import warnings
 import zipfile
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import DataError, Location, UsageError
-from .limits import MAX_NESTING_DEPTH, check_tensor_size
+from .limits import MAX_NESTING_DEPTH, check_tensor_size, format_bytes, max_tensor_bytes
 
 NUMERIC_KINDS = "biuf"      # bool, signed, unsigned, float; not complex, strings, objects, dates
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -59,10 +60,11 @@ def _read_header(f, where: str):
                         hint=_NPY_HINT) from None
 
 
-def _read_array(f, total_bytes: int, where: str) -> np.ndarray:
-    """The array of the .npy stream `f` of `total_bytes` bytes, after checking its header."""
+def _read_array(f, total_bytes: int | None, where: str) -> np.ndarray:
+    """The array of the .npy stream `f` of `total_bytes` bytes (None: a pipe, whose length is
+    known only at its end), after checking its header: never more than the header declares,
+    and that within qsim.limits, is read."""
     shape, fortran, dtype = _read_header(f, where)
-    data_bytes = total_bytes - f.tell()
     if dtype.hasobject:
         raise DataError(f"{where}: the array holds Python objects (dtype {dtype}); qsim reads "
                         "numeric arrays only and never unpickles", hint=_NPY_HINT)
@@ -71,17 +73,28 @@ def _read_array(f, total_bytes: int, where: str) -> np.ndarray:
         raise DataError(f"{where}: dtype {dtype} is not a numeric array type",
                         hint="store bool, integer or float numbers")
     size = check_tensor_size(shape, dtype.itemsize, where, Location(where))
-    if data_bytes < size:
+    if total_bytes is not None and total_bytes - f.tell() < size:
         raise DataError(f"{where}: the header declares {list(shape)} {dtype} ({size} bytes), the "
-                        f"file holds {data_bytes} bytes of data: it is truncated", hint=_NPY_HINT)
+                        f"file holds {total_bytes - f.tell()} bytes of data: it is truncated", hint=_NPY_HINT)
     array = np.empty(size // dtype.itemsize, dtype=dtype)
-    try:
-        got = f.readinto(memoryview(array).cast("B")) if size else 0
-    except OSError as err:
-        raise DataError(f"{where}: cannot read ({err.strerror or err})") from None
+    got = _read_into(f, memoryview(array).cast("B"), where) if size else 0
     if got != size:
         raise DataError(f"{where}: the file ends after {got} of {size} data bytes", hint=_NPY_HINT)
     return array.reshape(shape, order="F" if fortran else "C")
+
+
+def _read_into(f, buffer: memoryview, where: str) -> int:
+    """Fills `buffer` from `f` (a pipe gives its bytes in pieces); the bytes read."""
+    got = 0
+    try:
+        while got < len(buffer):
+            n = f.readinto(buffer[got:])
+            if not n:
+                break
+            got += n
+    except OSError as err:
+        raise DataError(f"{where}: cannot read ({err.strerror or err})") from None
+    return got
 
 
 def _open(path: Path, where: str):
@@ -95,28 +108,78 @@ def _open(path: Path, where: str):
         raise DataError(f"{where}: cannot open ({err.strerror or err})") from None
 
 
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether `path` is a pipe or another file that can be read only once, front to back
+    (`--input <(cat x.npy)` gives /dev/fd/N): no size, no seeking, no second open."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False        # opening it reports what is wrong
+
+
+def _read_stream(f, where: str) -> bytes:
+    """All of the pipe `f`, refused once it passes the limit on one tensor (an archive from a
+    pipe must be held whole: zip keeps its directory at the end)."""
+    limit = max_tensor_bytes()
+    chunks, total = [], 0
+    try:
+        while True:
+            chunk = f.read(min(1 << 20, limit + 1 - total))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise DataError(f"{where}: an archive read from a pipe is held in memory, and this one "
+                                f"passes the {format_bytes(limit)} limit on one tensor",
+                                hint="save it to a file, or raise the limit with --max-tensor-bytes")
+    except OSError as err:
+        raise DataError(f"{where}: cannot read ({err.strerror or err})") from None
+
+
 def read_npy(path: str | os.PathLike, what: str = "") -> np.ndarray:
-    """The numeric array in the .npy file `path`; `what` (e.g. '--input') starts messages."""
-    path = Path(path)
-    where = f"{what} {path}".strip()
-    with _open(path, where) as f:
-        head = f.read(4)
-        if head[:2] == b"PK":
-            raise DataError(f"{where}: a .npz archive, not one .npy array",
-                            hint="save one array per file with numpy.save")
-        if not head:
-            raise DataError(f"{where}: the file is empty", hint=_NPY_HINT)
-        f.seek(0)
-        return _read_array(f, os.fstat(f.fileno()).st_size, where)
+    """The numeric array in the .npy file `path` (a regular file or a pipe); `what` (e.g.
+    '--input') starts messages."""
+    data = read_npy_or_npz(path, what, npz=False)
+    assert isinstance(data, np.ndarray)
+    return data
 
 
 def read_npz(path: str | os.PathLike, what: str = "") -> dict[str, np.ndarray]:
-    """Every array of the .npz archive `path` by name (checked like read_npy, each member's
-    declared size checked before it is read)."""
+    """Every array of the .npz archive `path` (a regular file or a pipe) by name (checked like
+    read_npy, each member's declared size checked before it is read)."""
     path = Path(path)
     where = f"{what} {path}".strip()
+    if is_stream(path):
+        with _open(path, where) as f:
+            return _npz_arrays(io.BytesIO(_read_stream(f, where)), path, where)
+    return _npz_arrays(path, path, where)
+
+
+def read_npy_or_npz(path: str | os.PathLike, what: str = "", *,
+                    npz: bool = True) -> np.ndarray | dict[str, np.ndarray]:
+    """The array of a .npy file, or (npz=True) the arrays of a .npz archive by name, told
+    apart by their first bytes: a pipe has no suffix to go by, and can be read only once."""
+    path = Path(path)
+    where = f"{what} {path}".strip()
+    stream = is_stream(path)
+    with _open(path, where) as f:
+        head = f.peek(4)[:4]
+        if head[:2] == b"PK":
+            if not npz:
+                raise DataError(f"{where}: a .npz archive, not one .npy array",
+                                hint="save one array per file with numpy.save")
+            if not stream:
+                return _npz_arrays(path, path, where)
+            return _npz_arrays(io.BytesIO(_read_stream(f, where)), path, where)
+        if not head:
+            raise DataError(f"{where}: the file is empty", hint=_NPY_HINT)
+        return _read_array(f, None if stream else os.fstat(f.fileno()).st_size, where)
+
+
+def _npz_arrays(source, path: Path, where: str) -> dict[str, np.ndarray]:
     try:
-        archive = zipfile.ZipFile(path)
+        archive = zipfile.ZipFile(source)
     except FileNotFoundError:
         raise DataError(f"{where}: no such file") from None
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:

@@ -126,3 +126,19 @@ def test_fifty_input_campaign_writes_consistent_reports(tmp_path):
 def test_only_an_earlier_quantize_output_named_by_o_is_unprotected(argv, replaced):
     from _fuzz.gen_cli import _replaced_earlier_output
     assert _replaced_earlier_output(argv) == replaced
+
+
+def test_the_issue_26_targets_run_clean(tmp_path):
+    """The targets that would have found issue 26's classes (dynamic extents into every standard
+    operator, zero among huge .dat extents, ONNX attribute kinds and graph outputs, image bombs):
+    a short seeded campaign ends with every input good."""
+    out = tmp_path / "reports"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "fuzz.py"), "--count", "60", "--seed", "5",
+         "--targets", "sknd-dynamic", "dat-extents", "onnx-attrs", "images", "--jobs", "1", "--out", str(out),
+         "--workdir", str(tmp_path / "work"), "--quiet"], capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "fuzz.json").read_text())
+    assert set(data["targets"]) == {"sknd-dynamic", "dat-extents", "onnx-attrs", "images"}
+    assert data["totals"]["inputs"] == 60 and data["totals"]["good"] == 60, data["distinct_failure_sites"]
+    assert data["meta"]["max_memory"] == "1G"

@@ -397,3 +397,17 @@ def test_writer_refuses_what_a_tensor_file_cannot_hold():
     big = np.broadcast_to(np.float32(0), (2 ** 30 + 1,))   # 4 GiB + 4 bytes of data, no memory
     with pytest.raises(DataError, match="more than the 4 GiB a tensor file holds"):
         tensor_bytes(big)
+
+
+def test_zero_extent_among_huge_ones_names_the_extents(tmp_path):
+    """A zero extent among huge ones: no items, but no array can have the shape (numpy's
+    reshape refused it with a ValueError before the header check named the field)."""
+    err = check_error(header(data_bytes=0, rank=3, extents=(0, 2 ** 32 - 1, 2 ** 32 - 1)), tmp_path, DataError,
+                      "shape [0, 4294967295, 4294967295] has a zero extent", "header extents, bytes 12-43")
+    assert "4 GiB" in err.hint
+
+
+def test_zero_extent_among_moderate_ones_reads_an_empty_tensor(tmp_path):
+    path = tmp_path / "empty.dat"
+    path.write_bytes(header(data_bytes=0, rank=3, extents=(3, 0, 1 << 20)))
+    assert read_tensor(path).shape == (3, 0, 1 << 20)

@@ -164,3 +164,28 @@ def test_extents_never_wrap_or_allocate(rank, extent, bits):
     with pytest.raises(DataError) as err:
         read(bytes(blob))
     assert FIELD.search(err.value.message) or "limit on one tensor" in err.value.message
+
+
+@SETTINGS
+@given(extents=st.lists(st.sampled_from([0, 0, 1, 3, 2 ** 16, 2 ** 31, 2 ** 32 - 1]), min_size=1, max_size=MAX_RANK),
+       bits=st.sampled_from([1, 8, 32, 64]), code=st.sampled_from([0x00, 0x01, 0x03]))
+def test_zero_extents_among_huge_ones_read_or_name_the_extents(extents, bits, code):
+    """Coherent headers mixing zero and huge extents (the data length matches the item count):
+    an empty tensor reads back with its shape when its other extents describe at most 4 GiB, and
+    is refused naming the extents field otherwise (never numpy's reshape error)."""
+    if code == 0x00 and bits not in (32, 64):
+        bits = 32
+    blob = bytearray(HEADER_BYTES)
+    blob[0:4] = b"N\xef\x01\x00"
+    count = int(np.prod([float(e) for e in extents]))
+    struct.pack_into("<II", blob, 4, ((count * bits + 7) // 8) % 2 ** 32, len(extents))
+    struct.pack_into(f"<{len(extents)}I", blob, 12, *extents)
+    struct.pack_into("<II", blob, 44, bits, code)
+    tf = check_outcome(bytes(blob))
+    span = 1
+    for e in extents:
+        span *= e or 1
+    if 0 in extents and (span * bits + 7) // 8 > 2 ** 32 - 1:
+        assert tf is None
+    if tf is not None:
+        assert tf.items.shape == tuple(extents)

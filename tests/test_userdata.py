@@ -109,3 +109,83 @@ def test_deep_toml_is_refused_before_tomllib_recurses(tmp_path):
     with pytest.raises(DataError, match="nested more than 200 levels deep") as info:
         load_config(deep)
     assert info.value.location.file == str(deep)
+
+
+# ------------------------------------------------------------------ pipes (--input <(cat x.npy))
+
+def _through_pipe(blob: bytes, read, *args, **kw):
+    """`read(/dev/fd/N, ...)` where N is the read end of a real pipe a thread fills with `blob`
+    (the path a shell gives for `<(cat x.npy)`)."""
+    import os
+    import threading
+    r, w = os.pipe()
+
+    def feed():
+        try:
+            os.write(w, blob) if len(blob) < 4096 else [os.write(w, blob[i:i + 4096])
+                                                        for i in range(0, len(blob), 4096)]
+        except BrokenPipeError:
+            pass            # the reader stopped early (a bad header): nothing more to give
+        finally:
+            os.close(w)
+    thread = threading.Thread(target=feed)
+    thread.start()
+    try:
+        return read(f"/dev/fd/{r}", *args, **kw)
+    finally:
+        os.close(r)
+        thread.join()
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(st.sampled_from(["float32", "int8", "uint16", "bool", "float64"]),
+       st.lists(st.integers(0, 5), min_size=0, max_size=4))
+def test_npy_through_a_pipe_reads_as_from_a_file(dtype, shape):
+    array = (np.arange(int(np.prod(shape)) if shape else 1) % 3).astype(dtype).reshape(shape)
+    got = _through_pipe(_npy_bytes(array), read_npy, "--input")
+    assert got.dtype == array.dtype and got.shape == array.shape and np.array_equal(got, array)
+
+
+def test_npz_and_npy_through_a_pipe_are_told_apart_by_content():
+    from qsim.userdata import read_npy_or_npz
+    buffer = io.BytesIO()
+    np.savez(buffer, x=np.ones((2, 3), np.float32), y=np.arange(2))
+    archive = _through_pipe(buffer.getvalue(), read_npy_or_npz, "--calib")
+    assert sorted(archive) == ["x", "y"] and np.array_equal(archive["y"], np.arange(2))
+    assert _through_pipe(buffer.getvalue(), read_npz, "--calib")["x"].shape == (2, 3)
+    assert np.array_equal(_through_pipe(GOOD, read_npy_or_npz), np.load(io.BytesIO(GOOD)))
+    with pytest.raises(DataError, match="a .npz archive, not one .npy array"):
+        _through_pipe(buffer.getvalue(), read_npy, "--input")
+
+
+def test_a_truncated_or_oversized_pipe_is_a_data_error(monkeypatch):
+    with pytest.raises(DataError, match=r"ends after 10 of 96 data bytes"):
+        _through_pipe(GOOD[:len(GOOD) - 86], read_npy, "--input")
+    monkeypatch.setenv("QSIM_MAX_TENSOR_BYTES", "64")
+    with pytest.raises(DataError, match="limit on one tensor"):      # the header is checked first
+        _through_pipe(GOOD, read_npy, "--input")
+    buffer = io.BytesIO()
+    np.savez(buffer, x=np.ones(100, np.float32))
+    with pytest.raises(DataError, match="an archive read from a pipe is held in memory"):
+        _through_pipe(buffer.getvalue(), read_npz, "--calib")
+
+
+def test_cli_run_and_quantize_read_pipes(tmp_path, capsys):
+    """`qsim run --input <(cat x.npy)` and `qsim quantize --calib <(cat c.npz)` as a shell runs them."""
+    import subprocess
+    import sys
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(1, 2, 3)
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "c.npz", x=np.repeat(x, 4, axis=0))
+    script = (f"cd {tmp_path} && {sys.executable} -m qsim run m.onnx --input <(cat x.npy) --output y.npy && "
+              f"{sys.executable} -m qsim quantize m.onnx --calib <(cat c.npz) -o q -q")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert np.array_equal(np.load(tmp_path / "y.npy"), np.maximum(x, 0))
+    assert (tmp_path / "q" / "main.sknd").is_file()

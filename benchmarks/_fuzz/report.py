@@ -73,7 +73,7 @@ def _write_case(case: Case, path: str) -> None:
     materialize(case, os.path.join(path, "case"))
     with open(os.path.join(path, "repro.sh"), "w", errors="surrogateescape") as f:
         f.write("#!/bin/sh\n# run from the repository root; the case's files are in ./case\n"
-                f"cd \"$(dirname \"$0\")/case\" && PYTHONPATH=\"$OLDPWD\" QSIM_MAX_TENSOR_BYTES=256M "
+                f"cd \"$(dirname \"$0\")/case\" && PYTHONPATH=\"$OLDPWD\" QSIM_MAX_TENSOR_BYTES=256M QSIM_MAX_MEMORY=1G "
                 f"{describe(case)}\n")
     os.chmod(os.path.join(path, "repro.sh"), 0o755)
 
@@ -139,7 +139,8 @@ def write_reports(tally: Tally, meta: dict, out_dir: str, previous: dict | None 
         "# Fuzzing qsim (benchmarks/fuzz.py)", "",
         f"Run {meta['finished']}, commit `{meta['commit']}`, seed {meta['seed']}, {meta['jobs']} job(s), "
         f"per-input timeout {meta['timeout_s']} s (slow commands up to 120 s), address-space cap "
-        f"{meta['address_space_gib']} GiB, QSIM_MAX_TENSOR_BYTES={meta['max_tensor_bytes']}.", "",
+        f"{meta['address_space_gib']} GiB, QSIM_MAX_TENSOR_BYTES={meta['max_tensor_bytes']}, "
+        f"QSIM_MAX_MEMORY={meta.get('max_memory', 'unset')}.", "",
         f"**{tally.total} inputs in {meta['wall_s']:.0f} s: {meta['inputs_per_s']:.1f} inputs/s** "
         f"({meta['cpu']}; fork server: the parent imports qsim and numpy once and forks per input). "
         f"CPU time: {meta['child_cpu_s']:.0f} s in the children and {meta['parent_cpu_s']:.0f} s in the "

@@ -467,3 +467,5 @@ TARGETS = {
 # Share of the inputs each target gets when --targets names several (heavier targets less).
 WEIGHTS = {"sknd": 20, "nnef1": 20, "dat": 20, "quant": 12, "container": 8, "cli": 7, "npu-config": 13,
            "onnx": 15, "qdq": 10, "scheduler": 5}
+from .gen_robust import ROBUST_TARGETS  # noqa: E402  (issue 26 classes: their own module)
+TARGETS.update({name: gen for name, (gen, _) in ROBUST_TARGETS.items()}); WEIGHTS.update({name: w for name, (_, w) in ROBUST_TARGETS.items()})  # noqa: E501,E702

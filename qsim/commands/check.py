@@ -13,7 +13,7 @@ from typing import Iterable
 
 from .. import ir
 from ..errors import UsageError
-from ..loader import load, model_kind
+from ..loader import load, model_kind, require_outputs
 from ..skriptnd.check import check_skriptnd
 
 NAME = "check"
@@ -44,6 +44,8 @@ def check_model(path: str, *, all_graphs: bool = False, graph: str | None = None
         if checked.operator_count is not None:
             return (f"{path}: valid SkriptND module without graphs, {checked.operator_count} operator "
                     "definition(s) checked")
+        for composed in checked.composed:
+            require_outputs(composed.graph, path)
         lines = [f"{path}: valid SkriptND model, {len(checked.composed)} graph(s) composed"]
         lines.extend(f"note: {n}" for n in checked.composed[0].notes)
         for r in checked.composed:

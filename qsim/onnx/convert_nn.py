@@ -257,11 +257,29 @@ def matmul_shape(ctx: NodeContext, a: tuple, b: tuple) -> tuple:
 
 @converter("MatMul")
 def _matmul(ctx: NodeContext) -> list:
+    """linalg.matmul multiplies matrices (rank 2 or more), so a 1-D operand goes in as numpy
+    does it: A [K] as [1, K], B [K] as [K, 1], and the unit axis is reshaped away after."""
     a = ctx.float_input(ctx.input(0, "A"), "A")
     b = ctx.float_input(ctx.input(1, "B"), "B")
     shape = matmul_shape(ctx, a.shape, b.shape)
-    return [ctx.emit1("linalg.matmul", [a, b, None], {"transA": False, "transB": False}, F32, shape,
+    if a.rank >= 2 and b.rank >= 2:
+        return [ctx.emit1("linalg.matmul", [a, b, None], {"transA": False, "transB": False}, F32, shape,
+                          final=True)]
+    a2 = _with_unit_axis(ctx, a, (1,) + a.shape) if a.rank == 1 else a
+    b2 = _with_unit_axis(ctx, b, b.shape + (1,)) if b.rank == 1 else b
+    product = ctx.emit1("linalg.matmul", [a2, b2, None], {"transA": False, "transB": False}, F32,
+                        matmul_shape(ctx, a2.shape, b2.shape))
+    return [ctx.emit1("layout.reshape", [product], {"axis": 0, "rank": product.rank, "shape": shape}, F32, shape,
                       final=True)]
+
+
+def _with_unit_axis(ctx: NodeContext, x: Value, shape: tuple) -> Value:
+    """A 1-D operand as a matrix of `shape`: a constant is reshaped at import, a tensor by an op."""
+    if x.is_constant:
+        name = ctx.builder.fresh(f"{x.name}.matrix")
+        ctx.builder.reserved.add(name)
+        return Value(name, x.dtype, shape, x.data.reshape(shape))
+    return ctx.emit1("layout.reshape", [x], {"axis": 0, "rank": x.rank, "shape": shape}, x.dtype, shape)
 
 
 @folder("MatMul")

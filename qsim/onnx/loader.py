@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 
 from .. import ir
+from ..limits import MemoryUse, counting
 from ..errors import InvalidGraphError, QsimError, UnsupportedError, UsageError
 from .builder import Builder, NodeContext, Value, constant_value
 # each operator family registers its converters and folders (convert_base.py) when imported
@@ -74,11 +75,18 @@ class _Importer:
         self.values: dict[str, Value] = {}
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.input_names: set[str] = set()
+        self.constants = MemoryUse("the constants of the model import")
 
     def fail(self, message: str, hint: str | None = None, kind=InvalidGraphError):
         raise kind(message, location=self.model.location, hint=hint)
 
     def run(self) -> ir.Graph:
+        # the constants an import holds (initializers read, sub-graphs folded) count against the
+        # command's memory budget: check_tensor_size refuses the one that would pass it
+        with counting(self.constants):
+            return self._run()
+
+    def _run(self) -> ir.Graph:
         g = self.graph
         if len(g.sparse_initializer):
             self.fail("the model has sparse initializers", kind=UnsupportedError,
@@ -218,6 +226,7 @@ class _Importer:
         if value is None:   # an initializer, read on first use
             value = constant_value(name, tensor_array(self.model, self.initializers[name], f"initializer '{name}'"))
             self.values[name] = value
+            self.constants.add(value.data.nbytes)
         return value
 
     def _convert(self, index: int, node) -> None:
@@ -240,7 +249,7 @@ class _Importer:
             self.fail(f"{where}: qsim has no conversion of {node.op_type}", kind=UnsupportedError,
                       hint="supported operators: " + ", ".join(sorted(CONVERTERS)))
         _check_required_inputs(schema, node, where, self.model.location)
-        attrs = attributes(node, where, self.model.location)
+        attrs = attributes(node, where, self.model.location, schema)
         inputs = [self._value(n) for n in node.input]
         ctx = NodeContext(self.builder, node.op_type, label, domain, opset, schema.since_version, attrs, inputs,
                           list(node.output), self.model)
@@ -249,12 +258,17 @@ class _Importer:
             arrays = self._fold(ctx, [None if v is None else v.data for v in inputs])
             results = [constant_value(name, a) for name, a in zip(node.output, arrays)]
         else:
-            results = CONVERTERS[node.op_type](ctx)
+            results = CONVERTERS[node.op_type](ctx)     # constants too: Constant, ConstantOfShape, Range
+        self.constants.add(_new_constant_bytes(results, present))
         for name, value in zip(node.output, results):
             if name:
                 self.values[name] = value
 
     def _fold(self, ctx: NodeContext, arrays: list) -> list[np.ndarray]:
+        # the folders that enlarge (ConstantOfShape, Expand, Tile, Concat, ...) check their result's
+        # size themselves; any other result is at most its largest input, checked here first
+        largest = max((a.nbytes for a in arrays if a is not None), default=0)
+        self.constants.check(largest, f"the result of {ctx.where}", self.model.location)
         try:
             return [np.asarray(a) for a in FOLDERS[ctx.op_type](ctx, arrays)]
         except QsimError:
@@ -263,6 +277,20 @@ class _Importer:
             # the folders check shapes first; numpy refusing is a model the checks did not foresee
             ctx.fail(f"cannot fold the constant inputs {[None if a is None else list(a.shape) for a in arrays]}: "
                      f"{err}")
+
+
+def _new_constant_bytes(results: list, inputs: list) -> int:
+    """The bytes of the constant results that are new data: a view (Reshape, Squeeze, Slice...)
+    or an input passed through (Identity) shares memory already counted."""
+    held = [v.data for v in inputs if v.is_constant]
+    total = 0
+    for value in results:
+        if value is None or not value.is_constant:
+            continue
+        data = value.data
+        if data.flags.owndata and not any(data is h for h in held):
+            total += data.nbytes
+    return total
 
 
 def _check_required_inputs(schema, node, where: str, location) -> None:

@@ -16,7 +16,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from .. import ir
-from ..errors import DataError, Location, UnsupportedError
+from ..errors import DataError, InvalidGraphError, Location, UnsupportedError
 from ..limits import check_tensor_size
 from ..tensorfile import resolve_tensor_path
 
@@ -139,9 +139,17 @@ def _check_text(proto: Any, name: str) -> None:
                             location=Location(name), hint="the file is damaged; export the model again")
 
 
-def attributes(node: Any, where: str, location: Location) -> dict[str, Any]:
+def attributes(node: Any, where: str, location: Location, schema: Any = None) -> dict[str, Any]:
     """A node's attributes as Python values: ints, floats, str (decoded), lists of those,
-    TensorProto for tensor attributes; graph-valued attributes (If/Loop bodies) are refused."""
+    TensorProto for tensor attributes; graph-valued attributes (If/Loop bodies) are refused.
+
+    `schema` (onnx.defs.OpSchema of the node's operator at the model's opset): every attribute
+    must be one the operator defines, stored with the kind the definition gives (an `axes` of
+    FLOAT where INTS is defined is refused here, once for every converter, naming the node, the
+    attribute and both kinds), and every required attribute present. So a converter reading
+    `ctx.attr("axis")` always gets the schema's kind."""
+    if schema is not None:
+        check_attribute_kinds(node, schema, where, location)
     out = {}
     for attr in node.attribute:
         kind = attr.type
@@ -161,13 +169,55 @@ def attributes(node: Any, where: str, location: Location) -> dict[str, Any]:
         elif kind == A.TENSOR:
             value = attr.t
         else:
-            raise UnsupportedError(f"{where}: attribute '{attr.name}' is of kind "
-                                   f"{A.AttributeType.Name(kind) if kind in A.AttributeType.values() else kind}",
+            raise UnsupportedError(f"{where}: attribute '{attr.name}' is of kind {_kind_name(kind)}",
                                    location=location,
                                    hint="qsim reads numeric, string and tensor attributes; control flow "
                                         "(If, Loop, Scan bodies) is not supported")
         out[attr.name] = value
     return out
+
+
+def schema_of(op_type: str, opset: int) -> Any:
+    """The definition of a default-domain operator at `opset` (onnx.defs), or None if ONNX has none."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _kind_name(kind: int) -> str:
+    A = onnx.AttributeProto
+    return A.AttributeType.Name(kind) if kind in A.AttributeType.values() else str(kind)
+
+
+def check_attribute_kinds(node: Any, schema: Any, where: str, location: Location) -> None:
+    """Each attribute of `node` is defined by `schema` with the kind it is stored with, each
+    name appears once, and every required attribute is there (InvalidGraphError otherwise)."""
+    defined = schema.attributes
+    seen = set()
+    for attr in node.attribute:
+        spec = defined.get(attr.name)
+        if spec is None:
+            known = ", ".join(sorted(defined)) or "none"
+            raise InvalidGraphError(
+                f"{where}: attribute '{attr.name}' is not an attribute of {node.op_type} "
+                f"(version {schema.since_version})", location=location,
+                hint=f"the attributes {node.op_type} defines at this opset: {known}")
+        if attr.name in seen:
+            raise InvalidGraphError(f"{where}: attribute '{attr.name}' is given twice", location=location,
+                                    hint="ONNX nodes name each attribute once")
+        seen.add(attr.name)
+        expected = int(spec.type)   # OpSchema.AttrType numbers the kinds as AttributeProto does
+        if int(attr.type) != expected:
+            raise InvalidGraphError(
+                f"{where}: attribute '{attr.name}' is stored as {_kind_name(attr.type)}, but {node.op_type} "
+                f"defines it as {_kind_name(expected)}", location=location,
+                hint="the exporter wrote the attribute with the wrong type; store it as the operator's "
+                     "definition says (onnx.helper.make_attribute infers the kind from the Python value)")
+    missing = sorted(name for name, spec in defined.items() if spec.required and name not in seen)
+    if missing:
+        raise InvalidGraphError(f"{where}: required attribute(s) {', '.join(repr(m) for m in missing)} missing",
+                                location=location, hint=f"{node.op_type} needs them at this opset")
 
 
 def tensor_array(model: ModelFile, tensor: Any, what: str) -> np.ndarray:

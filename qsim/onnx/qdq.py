@@ -44,7 +44,7 @@ from onnx import numpy_helper
 
 from .. import ir
 from ..errors import DataError, UnsupportedError
-from .protobuf import ModelFile, attributes, element_type_name, tensor_array
+from .protobuf import ModelFile, attributes, element_type_name, schema_of, tensor_array
 
 QUANTIZE, DEQUANTIZE = "QuantizeLinear", "DequantizeLinear"
 _P = onnx.TensorProto
@@ -142,7 +142,7 @@ class _Stripper:
             t = self.inits[name]
         elif name in self.constant_nodes:
             node = self.constant_nodes[name]
-            attrs = attributes(node, f"Constant '{name}'", self.model.location)
+            attrs = attributes(node, f"Constant '{name}'", self.model.location, schema_of("Constant", self.model.opset))
             if "value" not in attrs:
                 value = attrs.get("value_float", attrs.get("value_floats", attrs.get("value_int",
                                                                                     attrs.get("value_ints"))))
@@ -168,7 +168,7 @@ class _Stripper:
         """The node's scale, zero point and axis; `data_elem` is the integer input's element type
         (DequantizeLinear of a constant) when known."""
         node = self.nodes[i]
-        attrs = attributes(node, self.where(i), self.model.location)
+        attrs = attributes(node, self.where(i), self.model.location, schema_of(node.op_type, self.model.opset))
         block = int(attrs.get("block_size", 0))
         if block:
             self.fail(i, f"block quantization (block_size {block}) is not supported",

@@ -17,6 +17,7 @@ as nothing reads them, `on_value` streams every op output to the caller (see exe
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -25,7 +26,7 @@ import numpy as np
 from ..errors import DataError, InvalidGraphError, MismatchError, UnsupportedError, UsageError
 from ..ir import Graph, Op
 from ..kernels.backend import BACKENDS
-from ..limits import pinned_max_tensor_bytes
+from ..limits import MemoryUse, active_use, counting, pinned_max_tensor_bytes
 from ..skriptnd.compose import dynattr
 from ..threads import pinned_thread_count
 from .plan import STREAM_ALL, Step, check_keep, check_stream, plan_for
@@ -191,28 +192,49 @@ def execute(graph: Graph, inputs, backend: str = "kernels", *, keep: Iterable[st
         values[name] = _check_input(graph, name, feeds[name])
     gone: dict[str, tuple] = {}          # shapes of released values, for runtime attributes
     context = RunContext(graph, backend, values)
-    with pinned_thread_count(), pinned_max_tensor_bytes():
-        _run_steps(plan, values, gone, context, on_value)
+    # the live tensors count against the command's memory budget; a control-flow body's run
+    # adds to the inference it runs in
+    outer = active_use()
+    live = MemoryUse(f"the live tensors of graph '{graph.name}'", outer.held if outer is not None else 0)
+    given = sum(np.asarray(v).nbytes for v in values.values())
+    with pinned_thread_count(), pinned_max_tensor_bytes(), counting(live):
+        live.check(given, f"the inputs and constants of graph '{graph.name}'")
+        live.add(given)
+        _run_steps(plan, values, gone, context, on_value, live)
     if plan.keep is None:
         return values
     return {n: values[n] for n in graph.tensors if n in plan.keep}
 
 
-def _run_steps(plan, values: dict, gone: dict, context: RunContext, on_value: OnValue | None) -> None:
-    """execute's op loop (the settings read from the environment pinned around it)."""
+def _run_steps(plan, values: dict, gone: dict, context: RunContext, on_value: OnValue | None,
+               live: MemoryUse) -> None:
+    """execute's op loop (the settings read from the environment pinned around it); `live`
+    counts the bytes of `values`, checked before each op against its declared outputs."""
     for step in plan.steps:              # execution_order: a conv and its relu/clamp as one step
         op = step.op
+        live.check(_declared_bytes(step), f"the outputs of {op.kind.name} '{op.label}'")
         if step.dynamic:
             op = _with_runtime_attrs(op, values, gone)
         outs = runner_for(op)(op, [values[n] if n else None for n in op.inputs], context)
         _store(step, op, outs, values)
+        live.add(sum(values[name].nbytes for name, *_ in step.outputs if name in values))
         if on_value is not None:
             for name in step.streamed:
                 on_value(name, values[name])
         for name in step.release:
             if plan.dynamic:
                 gone[name] = np.shape(values[name])
-            del values[name]
+            live.remove(values.pop(name).nbytes)
+
+
+def _declared_bytes(step: Step) -> int:
+    """The bytes of a step's outputs whose declared shapes are static (dynamic ones are known
+    only once made: the ops check those through check_tensor_size)."""
+    total = 0
+    for _, _, shape, dtype in step.outputs:
+        if all(d is not None for d in shape):
+            total += math.prod(shape) * dtype.itemsize
+    return total
 
 
 def run_op(graph: Graph, op: Op, inputs: list, backend: str = "kernels",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UnsupportedError
 from . import ast
 from .evaluate import Evaluator, free_names
 from .values import Dyn, TensorValue, error, is_pack, show, type_of
@@ -247,6 +248,13 @@ class ShapeBinder:
                     lengths.append(1)
             elif item.pack.length is not None and self.known(item.pack.length):
                 n = self.eval(item.pack.length)
+                if isinstance(n, Dyn):
+                    # a rank is a compile-time number (2.6.1 makes extents dynamic, never ranks)
+                    raise UnsupportedError(
+                        f"{self.where}: the rank of a packed extent of {label} would be the run-time extent "
+                        f"{n}", location=self._at(decl.loc),
+                        hint="the operator takes this many dimensions from another input's extent: give "
+                             "that input a static extent there")
                 if isinstance(n, bool):
                     conditional[idx] = n
                     n = int(n)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import Location, SemanticError
+from ..errors import Location, SemanticError, UnsupportedError
 
 
 class Uniform(tuple):
@@ -152,3 +152,24 @@ def show(value: Any) -> str:
 
 def error(message: str, loc: Location | None, hint: str | None = None) -> SemanticError:
     return SemanticError(message, location=loc, hint=hint)
+
+
+def static_bound(extent: Any) -> int | None:
+    """A static upper bound of an extent: the int itself, a Dyn's bound (which may be another
+    Dyn's, e.g. a nonzero count bounded by the input's volume), or None when unbounded."""
+    while isinstance(extent, Dyn):
+        extent = extent.hi
+    return extent
+
+
+def require_static(shape: tuple, what: str, loc: Location | None, hint: str | None = None) -> tuple[int, ...]:
+    """`shape` as ints where qsim needs every extent at compile time (a tensor it materialises,
+    a rank): a located UnsupportedError naming `what` and the dynamic extent otherwise."""
+    for k, extent in enumerate(shape):
+        if isinstance(extent, Dyn):
+            raise UnsupportedError(
+                f"{what} needs a static shape, but its extent {k} is the run-time extent {extent} "
+                f"(shape {show(tuple(shape))})", location=loc,
+                hint=hint or "qsim builds this tensor when it composes the graph, before any run-time "
+                             "extent is known: give the graph input a static extent there")
+    return tuple(int(d) for d in shape)

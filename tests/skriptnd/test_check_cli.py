@@ -105,3 +105,16 @@ def test_run_missing_input_exit_2(capsys):
     assert main(["run", str(ZOO), "--input", "/nonexistent/x.npy"]) == 2
     err = capsys.readouterr().err
     assert "x.npy" in err and "Traceback" not in err
+
+
+def test_a_graph_without_outputs_is_the_same_error_for_check_and_quantize(tmp_path, capsys):
+    """As for ONNX: `qsim check` does not call valid what `qsim quantize` refuses."""
+    model = tmp_path / "g.sknd"
+    model.write_text("import math;\ngraph G {\n    @input { x: real[1, 2]; }\n    @output { }\n"
+                     "    @compose { y = math.exp(x); }\n}\n")
+    np.save(tmp_path / "c.npy", np.ones((2, 2), np.float32))
+    for argv in (["check", str(model)], ["quantize", str(model), "--calib", str(tmp_path / "c.npy"),
+                                         "-o", str(tmp_path / "q"), "-q"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "graph 'G' declares no outputs" in err and "SkriptND: @output" in err

@@ -16,14 +16,16 @@ Every failure names the file and what was expected.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
-from ...errors import DataError
-from ...userdata import check_finite, read_npy, read_npz
+from ...errors import DataError, Location
+from ...limits import MemoryUse, check_tensor_size
+from ...userdata import check_finite, is_stream, read_npy_or_npz, read_npz
 from ...textfile import decode_utf8
 
 UNNAMED = ""                # the key of unnamed labels (labels of no named output: scoring.py
@@ -96,10 +98,12 @@ def load_samples(path: str | Path, input_name: str, input_shape: Sequence[int], 
                         hint="give a .npy/.npz array or a folder of images")
     if path.is_dir():
         return _load_images(path, input_shape, mean, std)
-    if path.suffix == ".npy":
-        return Samples(_fit(read_npy(path), input_shape, str(path), input_name))
-    if path.suffix == ".npz":
-        archive = read_npz(path)
+    if path.suffix in (".npy", ".npz") or is_stream(path):
+        # a pipe (--calib <(cat d.npz)) has no suffix: its first bytes tell an archive from an array
+        data = read_npz(path) if path.suffix == ".npz" else read_npy_or_npz(path, npz=path.suffix != ".npy")
+        if isinstance(data, np.ndarray):
+            return Samples(_fit(data, input_shape, str(path), input_name))
+        archive = data
         keys = list(archive)
         key = next((k for k in (input_name, "x", "inputs", "images") if k in keys), None)
         if key is None:
@@ -134,8 +138,6 @@ def _resize_bilinear(img: np.ndarray, h: int, w: int) -> np.ndarray:
 
 
 def _load_images(folder: Path, input_shape, mean, std) -> Samples:
-    import matplotlib.image as mpimg
-
     if len(input_shape) != 3:
         raise DataError(f"{folder}: a folder of images needs a [C, H, W] model input, "
                         f"the model input is {list(input_shape)}",
@@ -166,12 +168,11 @@ def _load_images(folder: Path, input_shape, mean, std) -> Samples:
     mean_a = np.broadcast_to(np.asarray(mean, np.float32).reshape(-1), (c,)).reshape(c, 1, 1)
     std_a = np.broadcast_to(np.asarray(std, np.float32).reshape(-1), (c,)).reshape(c, 1, 1)
     samples = []
+    # the decoded samples are held until stacked: they, and each image while it is decoded,
+    # count against the command's memory budget
+    held = MemoryUse(f"the images of {folder} decoded so far")
     for f in files:
-        try:
-            img = np.asarray(mpimg.imread(f), dtype=np.float32)
-        except Exception as err:  # decoder errors have many types; the file is what matters
-            raise DataError(f"{f}: cannot decode the image ({err})",
-                            hint="use .png, .jpg or .bmp files, or remove this one") from None
+        img = _decode_image(f, held)
         if img.max() > 1.0:
             img = img / 255.0
         img = img[:, :, None] if img.ndim == 2 else img[:, :, :3]
@@ -184,6 +185,7 @@ def _load_images(folder: Path, input_shape, mean, std) -> Samples:
             raise DataError(f"{f}: {img.shape[0]} channels cannot feed a {c}-channel input",
                             hint="use grey or RGB images")
         samples.append((_resize_bilinear(img, h, w) - mean_a) / std_a)
+        held.add(samples[-1].nbytes)
     labels = None
     if label_of:
         missing = [f.name for f in files if f.name not in label_of]
@@ -191,4 +193,41 @@ def _load_images(folder: Path, input_shape, mean, std) -> Samples:
             raise DataError(f"{labels_file}: no label for {', '.join(missing[:5])}",
                             hint="give every image a line '<filename> <class id>'")
         labels = np.array([label_of[f.name] for f in files], dtype=np.int64)
+    held.check(held.held, f"the {len(samples)} samples of {folder} stacked into one array")
     return Samples(np.stack(samples).astype(np.float32), labels)
+
+
+# Copies of a decoded image alive at once while it becomes a sample: the decoder's float array
+# and one converted copy (the channel conversion and the resize make smaller ones after).
+_DECODE_COPIES = 2
+
+
+def _decode_image(path: Path, held: MemoryUse) -> np.ndarray:
+    """The image at `path` as float32 [H, W] or [H, W, C] (matplotlib's imread, as before), after
+    its header's dimensions are checked: a 100-byte PNG may declare 100000 x 100000 pixels,
+    so the decoded size is refused (limit on one tensor, memory budget) before decoding."""
+    import matplotlib.image as mpimg
+    import PIL.Image
+    hint = "use .png, .jpg or .bmp files, or remove this one"
+    where = Location(str(path))
+    try:
+        with open(path, "rb") as stream:
+            with warnings.catch_warnings():
+                # the size is checked below against qsim's own limits, which the user can raise;
+                # Pillow's fixed bomb threshold only warns up to twice its pixel count
+                warnings.simplefilter("ignore", PIL.Image.DecompressionBombWarning)
+                with PIL.Image.open(stream) as image:
+                    width, height = image.size
+                    bands = len(image.getbands())
+            size = check_tensor_size((height, width, bands), 4, f"image {path} (decoded as float32)", where)
+            held.check(_DECODE_COPIES * size, f"decoding image {path} ({width} x {height}, {bands} channel(s))",
+                       where)
+            stream.seek(0)
+            return np.asarray(mpimg.imread(stream, format=path.suffix.lower()[1:]), dtype=np.float32)
+    except DataError:
+        raise
+    except PIL.Image.DecompressionBombError as err:
+        raise DataError(f"{path}: the image declares more pixels than any decoder should allocate ({err})",
+                        hint=hint) from None
+    except Exception as err:  # noqa: BLE001 - decoder errors have many types; the file is what matters
+        raise DataError(f"{path}: cannot decode the image ({err})", hint=hint) from None

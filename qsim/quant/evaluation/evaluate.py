@@ -80,16 +80,22 @@ class _IntegerView:
         f = np.asarray(float_value)
         if f.dtype not in (np.float32, np.float64):
             f = f.astype(np.float64)
-        f = np.ascontiguousarray(f[:rows])
+        f = np.ascontiguousarray(first_rows(f, rows))
         q = int_values[self.int_name]
         if q.dtype not in (np.int8, np.int16, np.int32, np.int64):
             q = q.astype(np.int64)
-        q = _three_axes(q.transpose(self.axes)[:rows])
+        q = _three_axes(first_rows(q.transpose(self.axes), rows))
         inner = 1 if self.channel_axis is None else int(np.prod(f.shape[self.channel_axis + 1:], dtype=np.int64))
         sample = f.size // rows if rows else f.size
         stats.signal, stats.noise = _quant_ops.add_error_stats(
             current_isa().code, q, f.reshape(-1), self.scale, self.zero_point, max(inner, 1), self.lsb,
             ERROR_EDGES_LSB, stats.counts, max(sample, 1), stats.signal, stats.noise)
+
+
+def first_rows(a: np.ndarray, rows: int | None) -> np.ndarray:
+    """The first `rows` samples of a batched value; None: the whole value, of any rank (a rank-0
+    output, e.g. ReduceMean with keepdims=0, has no sample axis to slice)."""
+    return a if rows is None else a[:rows]
 
 
 def _three_axes(a: np.ndarray) -> np.ndarray:
@@ -320,13 +326,13 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             # one sample at a time unless batched: its batch axis need not lead (a sequence-first
             # [S, 1, E] input), so nothing is padded or cut
             rows = next(iter(feed.values())).shape[0] if batched is not None else 1
-            cut = slice(rows) if batched is not None else slice(None)
+            kept_rows = rows if batched is not None else None     # None: the whole value
             if batched is not None:
                 feed = _pad_rows(feed, size)
             ivals = execute(imodel.graph, quantize_feed(imodel, feed), backend=backend, keep=int_keep)
             if previous is not None:      # its statistics ran on beside this integer execution
                 previous.wait()
-            batch = _BatchStats(views, stats, ivals, cut.stop, worker)
+            batch = _BatchStats(views, stats, ivals, kept_rows, worker)
             # only the watched tensors are streamed: a fused conv + relu/clamp whose own output has
             # no integer view writes only the bounded one
             fvals = execute(fgraph, feed, keep=float_keep, on_value=batch, stream=streamed)
@@ -335,8 +341,8 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
             for o in scored:
                 n = o.output.name
                 own = labels.get(n, labels.get(UNNAMED) if n in unnamed_targets else None)
-                o.add(np.asarray(fvals[n], dtype=np.float64)[cut], float_view(imodel, n, ivals)[cut], own,
-                      rows if batched is not None else 1)
+                o.add(first_rows(np.asarray(fvals[n], dtype=np.float64), kept_rows),
+                      first_rows(float_view(imodel, n, ivals), kept_rows), own, rows)
             n_samples += rows
             bar.advance(rows)
         if previous is not None:

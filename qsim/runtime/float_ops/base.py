@@ -42,7 +42,26 @@ def run_op(name: str, inputs: Sequence, attrs: Mapping[str, Any]) -> list[np.nda
         raise UnsupportedError(f"no float implementation of operator {name!r}",
                                hint="qsim executes the chapter 4 standard operators; "
                                     "compose custom operators from them")
-    return fn(list(inputs), attrs)
+    inputs = list(inputs)
+    if not _all_real(inputs):
+        return fn(inputs, attrs)
+    # IEEE 754 defines what overflow, 0/0 and the like give (sigmoid(-1e30) = 1/(1+inf) = 0, exp
+    # of 1e30 = inf, sqrt(-1) = nan): those are the operators' float results, bit for bit as
+    # without the errstate, and numpy's RuntimeWarnings about them are noise to a user. Integer
+    # inputs keep numpy's warnings (a division by zero there has no IEEE value).
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        return fn(inputs, attrs)
+
+
+def _all_real(inputs: list) -> bool:
+    """Whether every array input (packed ones too) holds floats or bools."""
+    for value in inputs:
+        if isinstance(value, list):
+            if not _all_real(value):
+                return False
+        elif value is not None and np.asarray(value).dtype.kind not in "fb":
+            return False
+    return True
 
 
 def fail(op: str, message: str, hint: str = "") -> None:

@@ -55,9 +55,30 @@ def run_standard(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
         raise type(err)(f"{op.kind.name} '{op.label}': {text}", hint=err.hint,
                         location=err.location) from None
     except (ValueError, IndexError, TypeError, KeyError) as err:
+        if _statically_checked(op, context):
+            # every input has the static shape the verified graph declares (the executor checked
+            # the graph inputs and every op output): the front end accepted this op, so numpy
+            # failing on it is qsim's bug, reported as one (exit 1), not dressed as the user's
+            raise
         raise InvalidGraphError(f"{op.kind.name} '{op.label}': cannot execute with input shapes "
                                 f"{[list(np.shape(v)) if v is not None else None for v in inputs]} "
                                 f"and attributes {dict(op.attrs)}: {err}") from None
+
+
+def _statically_checked(op: ir.Op, context) -> bool:
+    """Whether every input of `op` has a static declared shape in the graph being run: then the
+    shapes were checked when the graph was composed and verified, and only dynamic extents
+    (known when the graph runs, 2.6.1) can make the inputs disagree with each other."""
+    graph = getattr(context, "graph", None)
+    if graph is None:
+        return False
+    for name in op.inputs:
+        if not name:
+            continue
+        tensor = graph.tensors.get(name)
+        if tensor is None or any(d is None for d in tensor.shape):
+            return False
+    return True
 
 
 register_standard_kinds()

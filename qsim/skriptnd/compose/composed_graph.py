@@ -11,7 +11,7 @@ from ... import ir
 from ...errors import Location
 from ...limits import check_tensor_size
 from .. import ast
-from ..values import Dyn, TensorValue, error, is_pack, show, type_of
+from ..values import Dyn, TensorValue, error, is_pack, show, static_bound, type_of
 
 DTYPES = {"real": ir.DType.F32, "int": ir.DType.I64, "bool": ir.DType.BOOL}
 NUMPY = {"real": np.float32, "int": np.int64, "bool": np.bool_}
@@ -100,14 +100,12 @@ class ComposedGraphBuilder:
         # every tensor of a composed graph passes here: refuse one the executors could never
         # allocate now, at the declaration or invocation that makes it (a run-time extent counts
         # with its upper bound where one is known)
-        check_tensor_size([d.hi if isinstance(d, Dyn) else d for d in shape
-                           if not (isinstance(d, Dyn) and d.hi is None)],
-                          NUMPY[dtype]().itemsize, f"tensor '{name}'", loc)
+        bounds = [static_bound(d) for d in shape]
+        check_tensor_size([d for d in bounds if d is not None], NUMPY[dtype]().itemsize, f"tensor '{name}'", loc)
         dims = tuple(None if isinstance(d, Dyn) else int(d) for d in shape)
         max_shape = None
         if any(d is None for d in dims):
-            max_shape = tuple(int(d) if not isinstance(d, Dyn) else (d.hi if d.hi is not None else -1)
-                              for d in shape)
+            max_shape = tuple(-1 if d is None else int(d) for d in bounds)
         self.tensors[name] = ir.Tensor(name, DTYPES[dtype], dims, data=data, max_shape=max_shape)
         return TensorValue(name, dtype, tuple(shape), data)
 

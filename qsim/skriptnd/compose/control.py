@@ -21,11 +21,12 @@ import numpy as np
 from ... import ir
 from ...errors import UnsupportedError
 from .. import ast
+from . import dynattr
 from .composed_graph import ComposedGraphBuilder, Frame
 from .dynpack import DynPack
 from ..evaluate import Evaluator
 from .instance import eval_shape
-from ..values import Dyn, TensorValue, error, is_pack, show, type_of
+from ..values import Dyn, TensorValue, error, is_pack, require_static, show, type_of
 
 IF_KIND = "control.if"
 LOOP_KIND = "control.loop"
@@ -199,6 +200,30 @@ def _with_inputs(g: ir.Graph, caps, outer=None):
 
 # ---------------------------------------------------------------- loops
 
+_NUMPY = {"real": np.float32, "int": np.int64, "bool": np.bool_}
+
+
+def _filled(b: ComposedGraphBuilder, name: str, dtype: str, shape: tuple, fill, loc, what: str) -> TensorValue:
+    """A tensor of `shape` filled with the scalar `fill` (a loop variable's initial value, as in
+    math.cumsum's running sum). With static extents it is a constant. With run-time extents
+    (2.6.1) it is a constant of extent 1 there, broadcast to the actual extents when the graph
+    runs (layout.broadcast whose `shape` holds run-time extents, dynattr); an extent that is not
+    a graph input's dimension cannot be evaluated then, and is a located UnsupportedError now."""
+    if not any(isinstance(d, Dyn) for d in shape):
+        return b.tensor(name, dtype, shape, np.full(shape, fill, dtype=_NUMPY[dtype]), loc)
+    target = dynattr.bind(tuple(shape), b.symbols)
+    if any(isinstance(d, Dyn) for d in target):
+        require_static(shape, what, loc, hint="its run-time extents are not dimensions of the graph's inputs, "
+                                              "so they cannot be evaluated when the graph runs")
+    ones = tuple(1 if isinstance(d, Dyn) else int(d) for d in shape)
+    seed = b.tensor(name + "_fill", dtype, ones, np.full(ones, fill, dtype=_NUMPY[dtype]), loc)
+    out = b.tensor(name, dtype, shape, loc=loc)
+    kind = ir.register_op_kind("layout.broadcast", doc="NNEF 2.0 standard operator")
+    b.ops.append(ir.Op(kind, (seed.name,), (out.name,), {"axes": tuple(range(len(shape))), "shape": target},
+                       name=out.name))
+    return out
+
+
 def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
     ev = Evaluator(frame.env, frame.where)
     carried = []
@@ -210,9 +235,8 @@ def compose_loop(c, frame, b, loop: ast.Loop, hints, n_targets):
             if isinstance(init, TensorValue):
                 value = init
             else:
-                dtype = cv.type.base
-                data = np.full(shape, init, dtype={"real": np.float32, "int": np.int64, "bool": np.bool_}[dtype])
-                value = b.tensor(frame.scope + cv.name + "_init", dtype, shape, data, cv.loc)
+                value = _filled(b, frame.scope + cv.name + "_init", cv.type.base, shape, init, cv.loc,
+                                f"{frame.where}: the initial value of loop variable '{cv.name}'")
         if not isinstance(value, TensorValue):
             raise error(f"{frame.where}: loop variable '{cv.name}' needs a tensor initial value", cv.loc)
         carried.append((cv.name, value))
