@@ -13,7 +13,7 @@ from onnx import helper
 
 import qsim.onnx
 from qsim.errors import InvalidGraphError
-from qsim.onnx.convert import CONVERTERS
+from qsim.onnx.convert_base import CONVERTERS
 from onnx_helpers import make_model
 
 A = onnx.AttributeProto

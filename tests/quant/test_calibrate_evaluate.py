@@ -8,7 +8,7 @@ from qsim.errors import DataError
 from qsim.quant.calibration.calibrate import calibrate, channel_mean
 from qsim.quant.calibration.observers import make_observer
 from qsim.quant.params import QuantConfig, annotated
-from qsim.quant.rounding.adaptive import watch_layers
+from qsim.quant.rounding.moments import watch_layers
 from qsim.quant.evaluation.evaluate import evaluate, float_view, quantize_feed
 from qsim.quant.tosa.target import lower_graph
 from qsim.runtime.executor import execute

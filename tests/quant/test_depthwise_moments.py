@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from qsim.kernels.cpu_features import forced_isa, supported_isas
 from qsim.quant.rounding.conv_geometry import ConvGeometry, conv_patch_shape, conv_patches_numpy, depthwise_direct
-from qsim.quant.rounding.adaptive import InputMoments, PatchMoments
+from qsim.quant.rounding.moments import InputMoments, PatchMoments
 
 U = 2.0 ** -53
 
