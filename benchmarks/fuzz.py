@@ -56,7 +56,7 @@ from _fuzz.findings import write_summary  # noqa: E402
 from _fuzz.minimize import minimize  # noqa: E402
 from _fuzz.report import Tally, save_minimized, save_reproducer, write_reports  # noqa: E402
 from _fuzz.runner import GOOD, Limits, run_cases  # noqa: E402
-from _fuzz.targets import TARGETS, WEIGHTS  # noqa: E402
+from _fuzz.registry import TARGETS, WEIGHTS  # noqa: E402
 
 MAX_TENSOR_BYTES = "256M"
 MAX_MEMORY = "1G"

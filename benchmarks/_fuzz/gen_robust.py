@@ -12,7 +12,7 @@ generator that would have found them:
                 ones, and PNG/BMP headers declaring huge dimensions over a few bytes of data;
                 `qsim quantize --calib FOLDER`.
 
-`ROBUST_TARGETS`: name -> (generator, weight), registered in targets.py.
+`ROBUST_TARGETS`: name -> (generator, weight), named in registry.py.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Case generators, one per fuzz target: `TARGETS[name](rng, corpus) -> Case`.
+"""Case generators of the first fuzz targets (registry.py names every target: `TARGETS[name](rng, corpus) -> Case`).
 
 Targets and what they feed:
   sknd        SkriptND texts (repo seeds mutated, generated graphs, generated + mutated) as a
@@ -31,6 +31,7 @@ import tarfile
 import numpy as np
 
 from . import mutate
+from .gen_cli import RTL_ADDRESS_SPACE
 from .corpus import Corpus, TINY_TOML
 from .gen_graphs import graph_quant, nnef1_graph, skriptnd_graph
 from .runner import Case
@@ -445,27 +446,3 @@ def gen_npu_config(rng: random.Random, corpus: Corpus) -> Case:
                           "--input", "x.npy", "-q"])
     return Case("npu-config", kind + ":export-rtl", files, timeout_s=120, address_space_bytes=RTL_ADDRESS_SPACE,
                 argv=["export-rtl", "--config", "npu.toml", "--out", "r"])
-
-
-from .gen_cli import RTL_ADDRESS_SPACE, gen_cli  # noqa: E402  (the CLI generator uses the helpers above)
-from .gen_onnx import gen_onnx  # noqa: E402
-from .gen_qdq import gen_qdq  # noqa: E402
-from .gen_scheduler import gen_scheduler  # noqa: E402
-
-TARGETS = {
-    "sknd": gen_sknd,
-    "nnef1": gen_nnef1,
-    "dat": gen_dat,
-    "quant": gen_quant,
-    "container": gen_container,
-    "cli": gen_cli,
-    "npu-config": gen_npu_config,
-    "onnx": gen_onnx,
-    "qdq": gen_qdq,
-    "scheduler": gen_scheduler,
-}
-# Share of the inputs each target gets when --targets names several (heavier targets less).
-WEIGHTS = {"sknd": 20, "nnef1": 20, "dat": 20, "quant": 12, "container": 8, "cli": 7, "npu-config": 13,
-           "onnx": 15, "qdq": 10, "scheduler": 5}
-from .gen_robust import ROBUST_TARGETS  # noqa: E402  (issue 26 classes: their own module)
-TARGETS.update({name: gen for name, (gen, _) in ROBUST_TARGETS.items()}); WEIGHTS.update({name: w for name, (_, w) in ROBUST_TARGETS.items()})  # noqa: E501,E702
