@@ -5,7 +5,8 @@ Arguments arrive already validated, C-contiguous and of the right dtype (qsim/ke
 registry.py prepares them); these functions only release the GIL and call C (the GEMMs, RESCALE
 and the depthwise convolution on `threads` threads of qsim's compiled pool, kernels/task_pool.h).
 `isa` is one of ISA_PORTABLE, ISA_AVX2, ISA_AVX512VNNI and must be supported by the CPU (checked
-in Python).
+in Python); pack_weights, pack_matrix_kn and gemm also take ISA_AVX512AMX (the int8 GEMM on AMX
+tiles, kernels/qgemm_amx.h).
 """
 import numpy as np
 cimport numpy as cnp
@@ -20,7 +21,7 @@ include "task_pool_client.pxi"
 
 
 cdef extern from "qgemm.h" nogil:
-    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI, QSIM_GEMM_MC
+    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI, QSIM_ISA_AVX512AMX, QSIM_GEMM_MC
     size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C)
     void qsim_pack_weights(int isa, const int8_t *src, int64_t N, int64_t T, int64_t C,
                            int64_t s_n, int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
@@ -116,6 +117,7 @@ cdef extern from "qelem.h" nogil:
 ISA_PORTABLE = QSIM_ISA_PORTABLE
 ISA_AVX2 = QSIM_ISA_AVX2
 ISA_AVX512VNNI = QSIM_ISA_AVX512VNNI
+ISA_AVX512AMX = QSIM_ISA_AVX512AMX
 
 # numpy dtype -> RESCALE type code of qunary.h (int48 travels in int64 storage)
 RESCALE_CODES = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int16): 2,
@@ -306,7 +308,8 @@ def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[:
         return False
     # blocks of whole micro-kernel row tiles (6 rows), at most QSIM_GEMM_MC rows (the GEMM's
     # own row block) and REQUANT_SCRATCH_BYTES of accumulators
-    _requant_open(&r, isa, requant, out, N,
+    # the RESCALE has no AMX code: an AMX CPU runs its AVX-512 path
+    _requant_open(&r, QSIM_ISA_AVX512VNNI if isa == QSIM_ISA_AVX512AMX else isa, requant, out, N,
                   max(6, min(QSIM_GEMM_MC, REQUANT_SCRATCH_BYTES // (4 * N)) // 6 * 6), threads)
     c.requant = &r
     with nogil:

@@ -96,7 +96,7 @@ class PackedWeights:
 
 
 def _pack(isa: Isa, w_ntc: np.ndarray) -> PackedWeights:
-    data, colsum = _tosa_ops.pack_weights(isa.code, np.ascontiguousarray(w_ntc, dtype=np.int8))
+    data, colsum = _tosa_ops.pack_weights(isa.gemm_code, np.ascontiguousarray(w_ntc, dtype=np.int8))
     flat = w_ntc.reshape(w_ntc.shape[0], -1)
     if flat.shape[1] == 0:
         zeros = np.zeros(w_ntc.shape[0], dtype=np.int64)
@@ -135,9 +135,9 @@ def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: in
     RESCALE (+ CLAMP) of the int32 result applied block by block (tosa_ops.gemm); a failed
     RESCALE REQUIRE raises NeedsReference (the caller runs the ops apart, which raise it).
     `tables`, when given, is _index_tables(g) (a per-op plan holds it: no Geometry hashing)."""
-    isa = current_isa().code
+    isa = current_isa()
     fill = (input_zp + 128) & 0xFF
-    a = _tosa_ops.prepare_input_u8(isa, np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
+    a = _tosa_ops.prepare_input_u8(isa.code, np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
                                    g.offset, fill).reshape(-1)
     rows, taps = _index_tables(g) if tables is None else tables
     k4 = g.channels // 4
@@ -146,12 +146,12 @@ def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: in
     rowcorr = None
     if weight_zp != 0:
         k_total = taps.size * g.channels
-        rowsum = _tosa_ops.row_sums(isa, a, rows, taps, k4).astype(np.int64)
+        rowsum = _tosa_ops.row_sums(isa.code, a, rows, taps, k4).astype(np.int64)
         rowcorr = ((weight_zp * (rowsum - k_total * (128 + input_zp))) & _MASK32)
         rowcorr = rowcorr.astype(np.uint32).view(np.int32)
     if out is None:
         out = np.empty((rows.size, oc), dtype=np.int32 if requant is None else requant[0])
-    if rows.size and oc and _tosa_ops.gemm(isa, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out,
+    if rows.size and oc and _tosa_ops.gemm(isa.gemm_code, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out,
                                            split_count(rows.size), None if requant is None else requant[1]):
         raise NeedsReference
     return out
@@ -385,7 +385,7 @@ def matmul(inputs, attrs, then_rescale=None):
     out = np.empty((N, H, W), dtype=np.int32 if requant is None else requant[0])
     g = _conv_geometry((1, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
     for n in range(N):
-        data, colsum = _tosa_ops.pack_matrix_kn(isa.code, np.ascontiguousarray(b[n]))
+        data, colsum = _tosa_ops.pack_matrix_kn(isa.gemm_code, np.ascontiguousarray(b[n]))
         packed = PackedWeights(data, colsum, None, None)
         _gemm_i8(a[n].reshape(1, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, out=out[n], requant=requant)
     return [out]
