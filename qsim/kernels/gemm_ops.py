@@ -127,14 +127,16 @@ def _column_correction(colsum: np.ndarray, bias, input_zp: int) -> np.ndarray:
 
 def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: int,
              bias, input_zp: int, weight_zp: int, colcorr=None, out=None, requant=None,
-             tables=None) -> np.ndarray:
+             tables=None, batch_rows: int = 0) -> np.ndarray:
     """int32 [M, OC] = the convolution of x5 (int8 [N][D][H][W][IC]) described by g.
     `colcorr`, when given, is _column_correction(packed.colsum, bias, input_zp) (cached);
     `out`, when given, is a C-contiguous int32 [M, OC] array to write into (no copy).
     With `requant` = (dtype, args) of unary_ops.requant_args: [M, OC] of that dtype, the
     RESCALE (+ CLAMP) of the int32 result applied block by block (tosa_ops.gemm); a failed
     RESCALE REQUIRE raises NeedsReference (the caller runs the ops apart, which raise it).
-    `tables`, when given, is _index_tables(g) (a per-op plan holds it: no Geometry hashing)."""
+    `tables`, when given, is _index_tables(g) (a per-op plan holds it: no Geometry hashing).
+    `batch_rows` > 0: every batch_rows rows have their own B (a batched MATMUL): packed.data
+    holds one packing per batch and colcorr one row of OC per batch (tosa_ops.gemm)."""
     isa = current_isa()
     fill = (input_zp + 128) & 0xFF
     a = _tosa_ops.prepare_input_u8(isa.code, np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
@@ -152,7 +154,8 @@ def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: in
     if out is None:
         out = np.empty((rows.size, oc), dtype=np.int32 if requant is None else requant[0])
     if rows.size and oc and _tosa_ops.gemm(isa.gemm_code, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out,
-                                           split_count(rows.size), None if requant is None else requant[1]):
+                                           split_count(rows.size), None if requant is None else requant[1],
+                                           batch_rows):
         raise NeedsReference
     return out
 
@@ -380,12 +383,27 @@ def matmul(inputs, attrs, then_rescale=None):
     if not _fits(C, _max_abs_offset(-128, 127, a_zp), _max_abs_offset(-128, 127, b_zp), None,
                  INT32_MAX):
         raise NeedsReference
-    isa = current_isa()
     requant = _requant(then_rescale, W)
-    out = np.empty((N, H, W), dtype=np.int32 if requant is None else requant[0])
-    g = _conv_geometry((1, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
-    for n in range(N):
-        data, colsum = _tosa_ops.pack_matrix_kn(isa.gemm_code, np.ascontiguousarray(b[n]))
-        packed = PackedWeights(data, colsum, None, None)
-        _gemm_i8(a[n].reshape(1, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, out=out[n], requant=requant)
-    return [out]
+    out = np.empty((N * H, W), dtype=np.int32 if requant is None else requant[0])
+    if out.size == 0:
+        return [out.reshape(N, H, W)]
+    # every batch in one kernel call (rows of batch n read A's image n and B's packing n): no
+    # per-batch Python, which dominated attention-sized products ([8,128,64] x [8,64,128])
+    packed = _matmul_packed(b, current_isa())
+    g = _conv_geometry((N, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
+    colcorr = _column_correction(packed.colsum.reshape(-1), None, a_zp)
+    _gemm_i8(a.reshape(N, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, colcorr, out=out,
+             requant=requant, batch_rows=H)
+    return [out.reshape(N, H, W)]
+
+
+def _matmul_packed(b: np.ndarray, isa: Isa) -> PackedWeights:
+    """MATMUL's B packed per batch. A read-only B (a frozen array: a constant by contract, like a
+    weight attribute) is packed once per array object and ISA; other B arrays are activations,
+    packed on every call."""
+    def build():
+        data, colsum = _tosa_ops.pack_matrices_kn(isa.gemm_code, np.ascontiguousarray(b, dtype=np.int8))
+        return PackedWeights(data.reshape(-1), colsum, None, None)
+    if b.flags.writeable:
+        return build()
+    return packed_for(b, ("matmul", isa), build)
