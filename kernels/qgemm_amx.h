@@ -9,10 +9,14 @@
  * panel, or the zero slack qsim_pack_bytes adds after the last one): they meet A's zero K
  * padding, and 0 * w adds 0.
  *
- * A tiles need 16 rows of 64 contiguous K bytes at one stride; an implicit GEMM's row has T
- * separate runs of 4*K4 bytes, so each block of up to QSIM_AMX_MC rows is first copied into a
- * per-thread scratch [rows][KP] (KP = K rounded up to 64; the pad bytes meet B's zero quads,
- * rows past M are zero and never stored), once per block for every panel of B.
+ * A tiles need 16 rows of 64 contiguous K bytes at one stride. Where a group of 32 (or the
+ * last 16) rows is equally spaced in the buffer and each tap's run of 4*K4 bytes is whole tiles
+ * (FULLY_CONNECTED, MATMUL and 1x1 convolutions with channels a multiple of 64; a 3x3 conv's
+ * groups inside one output row), the tiles load from the buffer in place. Otherwise (an
+ * implicit GEMM's row has T separate runs, a run may end inside a tile) the block of up to
+ * QSIM_AMX_MC rows is first copied into a per-thread scratch [rows][KP] (KP = K rounded up
+ * to 64; the pad bytes are 0, rows past M are zero and never stored), once per block for
+ * every panel of B.
  *
  * Exactness: TDPBUSD adds, to each int32 lane, four products u8 x s8 (each within
  * [-32640, 32385], their sum within [-130560, 129540]) and wraps modulo 2^32 like vpdpbusd
@@ -67,26 +71,49 @@ static void qsim_amx_pack_rows(const uint8_t *A, const int64_t *rows, int64_t m,
     if (mpad > m) memset(S + m * KP, 0, (size_t)((mpad - m) * KP));
 }
 
-/* One 32x32 (or 16-row / 16-column) block: tiles 0..3 <- sum over KP of A rows x B columns. */
+/* The A rows of one 32-row group: row i, K byte t*run + j at base + i*stride + taps[t] + j
+ * (run a multiple of 64). Either the scratch (T = 1, taps {0}, run = stride = KP) or, when the
+ * group's rows are equally spaced in the buffer and every tap's run is whole tiles, the
+ * activation buffer itself (no copy). */
+typedef struct {
+    const uint8_t *base;
+    int64_t stride, run, T;
+    const int64_t *taps;
+} qsim_amx_rows;
+
+/* One 32x32 (or 16-row / 16-column) block: tiles 0..3 <- sum over K of A rows x B columns. */
 static inline __attribute__((always_inline)) QSIM_TARGET_AMX void
-qsim_amx_block(const int two_rows, const int two_cols, const uint8_t *S, int64_t KP,
-               const int8_t *bcol, int64_t bstride) {
+qsim_amx_block(const int two_rows, const int two_cols, qsim_amx_rows a, const int8_t *bcol,
+               int64_t bstride) {
     _tile_zero(0);
     if (two_cols) _tile_zero(1);
     if (two_rows) _tile_zero(2);
     if (two_rows && two_cols) _tile_zero(3);
-    for (int64_t k = 0; k < KP; k += QSIM_AMX_KB) {
-        /* B: 16 quad rows (K bytes k .. k+63) of 16 columns, the next 16 columns 64 bytes on */
-        const int8_t *b = bcol + (k / 4) * bstride;
-        _tile_loadd(4, S + k, KP);
-        _tile_loadd(6, b, bstride);
-        if (two_cols) _tile_loadd(7, b + 64, bstride);
-        if (two_rows) _tile_loadd(5, S + 16 * KP + k, KP);
-        _tile_dpbusd(0, 4, 6);
-        if (two_cols) _tile_dpbusd(1, 4, 7);
-        if (two_rows) _tile_dpbusd(2, 5, 6);
-        if (two_rows && two_cols) _tile_dpbusd(3, 5, 7);
+    const int8_t *b = bcol;
+    for (int64_t t = 0; t < a.T; t++) {
+        const uint8_t *at = a.base + a.taps[t];
+        /* per step: A 16 rows x 64 K bytes; B 16 quad rows (those 64 K bytes) of 16 columns,
+         * the next 16 columns 64 bytes on */
+        for (int64_t j = 0; j < a.run; j += QSIM_AMX_KB, b += (QSIM_AMX_KB / 4) * bstride) {
+            _tile_loadd(4, at + j, a.stride);
+            _tile_loadd(6, b, bstride);
+            if (two_cols) _tile_loadd(7, b + 64, bstride);
+            if (two_rows) _tile_loadd(5, at + 16 * a.stride + j, a.stride);
+            _tile_dpbusd(0, 4, 6);
+            if (two_cols) _tile_dpbusd(1, 4, 7);
+            if (two_rows) _tile_dpbusd(2, 5, 6);
+            if (two_rows && two_cols) _tile_dpbusd(3, 5, 7);
+        }
     }
+}
+
+/* 1 when rows[0..m) are equally spaced (m = 16 or 32, the rows the tiles load) */
+static inline int qsim_amx_evenly_spaced(const int64_t *rows, int64_t m) {
+    const int64_t step = rows[1] - rows[0];
+    if (step <= 0) return 0;
+    for (int64_t i = 2; i < m; i++)
+        if (rows[i] - rows[0] != i * step) return 0;
+    return 1;
 }
 
 /* acc[32][32] (tiles stored) + colcorr - rowcorr -> out, m rows x ncols columns */
@@ -129,9 +156,19 @@ qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *t
     }
     _tile_loadconfig(config);
     int32_t acc[32 * 32] __attribute__((aligned(64)));
+    const int64_t run = 4 * K4, zero_tap = 0;
+    /* direct[g]: row group g of the block reads the buffer in place (qsim_amx_rows) */
+    unsigned char direct[QSIM_AMX_MC / 32];
     for (int64_t mb = 0; mb < M; mb += mc) {
         const int64_t mrows = M - mb < mc ? M - mb : mc;
-        qsim_amx_pack_rows(A, rows + mb, mrows, (mrows + 31) / 32 * 32, taps, T, K4, KP, S);
+        int copy = 0;
+        for (int64_t r0 = 0; r0 < mrows; r0 += 32) {
+            const int64_t m = mrows - r0 < 32 ? mrows - r0 : 32;
+            direct[r0 / 32] = run % QSIM_AMX_KB == 0 && (m == 32 || m == 16)
+                              && qsim_amx_evenly_spaced(rows + mb + r0, m);
+            copy |= !direct[r0 / 32];
+        }
+        if (copy) qsim_amx_pack_rows(A, rows + mb, mrows, (mrows + 31) / 32 * 32, taps, T, K4, KP, S);
         for (int64_t p0 = 0; p0 < NP; p0 += QSIM_VNNI_PANEL) {
             const int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
             const int8_t *panel = B + p0 * (T * K4 * 4);
@@ -140,20 +177,23 @@ qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *t
                 const int64_t ncols = N - p0 - c0 < 32 ? N - p0 - c0 : 32;
                 for (int64_t r0 = 0; r0 < mrows; r0 += 32) {
                     const int64_t m = mrows - r0 < 32 ? mrows - r0 : 32;
-                    const uint8_t *s = S + r0 * KP;
+                    const int64_t *gr = rows + mb + r0;
+                    const qsim_amx_rows a = direct[r0 / 32]
+                        ? (qsim_amx_rows){A + gr[0], m > 1 ? gr[1] - gr[0] : 0, run, T, taps}
+                        : (qsim_amx_rows){S + r0 * KP, KP, KP, 1, &zero_tap};
                     const int8_t *bcol = panel + c0 * 4;
                     if (m > 16 && two_cols) {
-                        qsim_amx_block(1, 1, s, KP, bcol, width * 4);
+                        qsim_amx_block(1, 1, a, bcol, width * 4);
                         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(1, 16);
                         QSIM_AMX_STORE(2, 16 * 32); QSIM_AMX_STORE(3, 16 * 32 + 16);
                     } else if (m > 16) {
-                        qsim_amx_block(1, 0, s, KP, bcol, width * 4);
+                        qsim_amx_block(1, 0, a, bcol, width * 4);
                         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(2, 16 * 32);
                     } else if (two_cols) {
-                        qsim_amx_block(0, 1, s, KP, bcol, width * 4);
+                        qsim_amx_block(0, 1, a, bcol, width * 4);
                         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(1, 16);
                     } else {
-                        qsim_amx_block(0, 0, s, KP, bcol, width * 4);
+                        qsim_amx_block(0, 0, a, bcol, width * 4);
                         QSIM_AMX_STORE(0, 0);
                     }
                     const int64_t p = mb + r0;

@@ -93,20 +93,23 @@ def test_batched_matmul_across_tile_edges(isa, shape, threads):
 
 
 @pytest.mark.parametrize("isa", ISAS)
-def test_conv2d_with_taps_not_a_multiple_of_the_tile(isa, threads):
-    # 3x3 taps of 20 channels (C4 = 20: each tap's run is 20 bytes, K = 180 ends inside a tile)
-    # over 9 x 11 output pixels (99 rows: the output rows do not line up with 16-row tiles)
-    rng = np.random.default_rng(7)
-    x = rng.integers(-128, 128, (1, 9, 11, 20)).astype(np.int8)
-    w = rng.integers(-128, 128, (19, 3, 3, 20)).astype(np.int8)
+@pytest.mark.parametrize("h,w,c", [(9, 11, 20), (3, 32, 64), (2, 48, 128)])
+def test_conv2d_3x3_across_tile_edges(isa, h, w, c, threads):
+    # (9, 11, 20): taps of 20 channels (each tap's run 20 bytes, K = 180 ends inside a tile) over
+    # 99 output rows that do not line up with 16-row tiles (the AMX path copies the rows);
+    # (3, 32, 64) and (2, 48, 128): runs of whole tiles, 32-row groups inside one output row
+    # (the AMX path reads those in place) or across two (copied)
+    rng = np.random.default_rng(h * w * c)
+    x = rng.integers(-128, 128, (1, h, w, c)).astype(np.int8)
+    wt = rng.integers(-128, 128, (19, 3, 3, c)).astype(np.int8)
     bias = rng.integers(-1000, 1000, 19).astype(np.int32)
-    attrs = dict(weight=w, bias=bias, pad=(1, 1, 1, 1), stride=(1, 1), dilation=(1, 1),
+    attrs = dict(weight=wt, bias=bias, pad=(1, 1, 1, 1), stride=(1, 1), dilation=(1, 1),
                  input_zp=-128, weight_zp=127)
     xp = np.pad(x.astype(np.int64) + 128, ((0, 0), (1, 1), (1, 1), (0, 0)))  # padding holds x == zp
-    want = np.zeros((1, 9, 11, 19), np.int64) + bias
+    want = np.zeros((1, h, w, 19), np.int64) + bias
     for dy in range(3):
         for dx in range(3):
-            want += np.einsum("nhwc,oc->nhwo", xp[:, dy:dy + 9, dx:dx + 11], w[:, dy, dx].astype(np.int64) - 127)
+            want += np.einsum("nhwc,oc->nhwo", xp[:, dy:dy + h, dx:dx + w], wt[:, dy, dx].astype(np.int64) - 127)
     np.testing.assert_array_equal(_on(isa, "CONV2D", [x], attrs), want.astype(np.int32), err_msg=f"on {isa}")
 
 
