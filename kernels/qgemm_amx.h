@@ -9,14 +9,14 @@
  * panel, or the zero slack qsim_pack_bytes adds after the last one): they meet A's zero K
  * padding, and 0 * w adds 0.
  *
- * A tiles need 16 rows of 64 contiguous K bytes at one stride. Where a group of 32 (or the
- * last 16) rows is equally spaced in the buffer and each tap's run of 4*K4 bytes is whole tiles
+ * A tiles need 16 rows of 64 contiguous K bytes at one stride. Where a tile's 16 rows are
+ * equally spaced in the buffer and each tap's run of 4*K4 bytes is whole tiles
  * (FULLY_CONNECTED, MATMUL and 1x1 convolutions with channels a multiple of 64; a 3x3 conv's
- * groups inside one output row), the tiles load from the buffer in place. Otherwise (an
- * implicit GEMM's row has T separate runs, a run may end inside a tile) the block of up to
- * QSIM_AMX_MC rows is first copied into a per-thread scratch [rows][KP] (KP = K rounded up
- * to 64; the pad bytes are 0, rows past M are zero and never stored), once per block for
- * every panel of B.
+ * tiles inside one output row), the tile loads from the buffer in place. Otherwise (a tile
+ * across two output rows, a run that ends inside a tile, the last rows of M) its rows are first
+ * copied into a per-thread scratch [rows][KP] (KP = K rounded up to 64; the pad bytes are 0,
+ * rows past M are zero and never stored), once per block of QSIM_AMX_MC rows for every panel
+ * of B.
  *
  * Exactness: TDPBUSD adds, to each int32 lane, four products u8 x s8 (each within
  * [-32640, 32385], their sum within [-130560, 129540]) and wraps modulo 2^32 like vpdpbusd
@@ -59,8 +59,9 @@ static uint8_t *qsim_amx_scratch_for(size_t bytes) {
     return qsim_amx_scratch;
 }
 
-/* rows p0 .. p0+m-1 of the implicit GEMM into S[r][KP]; zero K padding and zero rows up to mpad */
-static void qsim_amx_pack_rows(const uint8_t *A, const int64_t *rows, int64_t m, int64_t mpad,
+/* rows[0..m) of the implicit GEMM into S[r][KP] (taps side by side, zero K padding), zero
+ * rows from m up to 16 (the tile's rows past M: computed, never stored) */
+static void qsim_amx_pack_tile(const uint8_t *A, const int64_t *rows, int64_t m,
                                const int64_t *taps, int64_t T, int64_t K4, int64_t KP, uint8_t *S) {
     const int64_t run = 4 * K4, K = T * run;
     for (int64_t r = 0; r < m; r++) {
@@ -68,37 +69,37 @@ static void qsim_amx_pack_rows(const uint8_t *A, const int64_t *rows, int64_t m,
         for (int64_t t = 0; t < T; t++) memcpy(d + t * run, A + rows[r] + taps[t], (size_t)run);
         memset(d + K, 0, (size_t)(KP - K));
     }
-    if (mpad > m) memset(S + m * KP, 0, (size_t)((mpad - m) * KP));
+    if (m < 16) memset(S + m * KP, 0, (size_t)((16 - m) * KP));
 }
 
-/* The A rows of one 32-row group: row i, K byte t*run + j at base + i*stride + taps[t] + j
- * (run a multiple of 64). Either the scratch (T = 1, taps {0}, run = stride = KP) or, when the
- * group's rows are equally spaced in the buffer and every tap's run is whole tiles, the
- * activation buffer itself (no copy). */
+/* Where an A tile's 16 rows are read: row i, K byte t*run + j at base + i*stride + taps[t] + j.
+ * In place: the buffer's row origin, spacing and tap offsets. From the scratch: S's row, KP
+ * and the taps' positions there (t * run). */
 typedef struct {
     const uint8_t *base;
-    int64_t stride, run, T;
+    int64_t stride;
     const int64_t *taps;
-} qsim_amx_rows;
+} qsim_amx_source;
 
-/* One 32x32 (or 16-row / 16-column) block: tiles 0..3 <- sum over K of A rows x B columns. */
+/* One 32x32 (or 16-row / 16-column) block: tiles 0..3 <- sum over K of A rows x B columns.
+ * K is T runs of `run` bytes (run a multiple of 64) for both A tiles. */
 static inline __attribute__((always_inline)) QSIM_TARGET_AMX void
-qsim_amx_block(const int two_rows, const int two_cols, qsim_amx_rows a, const int8_t *bcol,
-               int64_t bstride) {
+qsim_amx_block(const int two_rows, const int two_cols, qsim_amx_source a0, qsim_amx_source a1,
+               int64_t T, int64_t run, const int8_t *bcol, int64_t bstride) {
     _tile_zero(0);
     if (two_cols) _tile_zero(1);
     if (two_rows) _tile_zero(2);
     if (two_rows && two_cols) _tile_zero(3);
     const int8_t *b = bcol;
-    for (int64_t t = 0; t < a.T; t++) {
-        const uint8_t *at = a.base + a.taps[t];
+    for (int64_t t = 0; t < T; t++) {
+        const uint8_t *at0 = a0.base + a0.taps[t], *at1 = a1.base + a1.taps[t];
         /* per step: A 16 rows x 64 K bytes; B 16 quad rows (those 64 K bytes) of 16 columns,
          * the next 16 columns 64 bytes on */
-        for (int64_t j = 0; j < a.run; j += QSIM_AMX_KB, b += (QSIM_AMX_KB / 4) * bstride) {
-            _tile_loadd(4, at + j, a.stride);
+        for (int64_t j = 0; j < run; j += QSIM_AMX_KB, b += (QSIM_AMX_KB / 4) * bstride) {
+            _tile_loadd(4, at0 + j, a0.stride);
             _tile_loadd(6, b, bstride);
             if (two_cols) _tile_loadd(7, b + 64, bstride);
-            if (two_rows) _tile_loadd(5, at + 16 * a.stride + j, a.stride);
+            if (two_rows) _tile_loadd(5, at1 + j, a1.stride);
             _tile_dpbusd(0, 4, 6);
             if (two_cols) _tile_dpbusd(1, 4, 7);
             if (two_rows) _tile_dpbusd(2, 5, 6);
@@ -107,11 +108,11 @@ qsim_amx_block(const int two_rows, const int two_cols, qsim_amx_rows a, const in
     }
 }
 
-/* 1 when rows[0..m) are equally spaced (m = 16 or 32, the rows the tiles load) */
-static inline int qsim_amx_evenly_spaced(const int64_t *rows, int64_t m) {
+/* 1 when rows[0..16) are equally spaced (the 16 rows an A tile loads) */
+static inline int qsim_amx_evenly_spaced(const int64_t *rows) {
     const int64_t step = rows[1] - rows[0];
     if (step <= 0) return 0;
-    for (int64_t i = 2; i < m; i++)
+    for (int64_t i = 2; i < 16; i++)
         if (rows[i] - rows[0] != i * step) return 0;
     return 1;
 }
@@ -141,10 +142,16 @@ static QSIM_TARGET_AMX int
 qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
               int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
               const int32_t *rowcorr, int32_t *out, int64_t ldo) {
-    const int64_t KP = qsim_amx_kpad(T * K4 * 4), NP = (N + 15) / 16 * 16;
-    const int64_t mc = M < QSIM_AMX_MC ? (M + 31) / 32 * 32 : QSIM_AMX_MC;
-    uint8_t *S = qsim_amx_scratch_for((size_t)(mc * KP));
+    const int64_t K = T * K4 * 4, KP = qsim_amx_kpad(K), NP = (N + 15) / 16 * 16;
+    const int64_t mc = M < QSIM_AMX_MC ? (M + 15) / 16 * 16 : QSIM_AMX_MC;
+    /* whole tiles of taps: A tiles may load in place, K walks tap by tap; else the scratch
+     * holds whole rows and K is one run of KP */
+    const int by_tap = (4 * K4) % QSIM_AMX_KB == 0;
+    const int64_t KT = by_tap ? T : 1, run = by_tap ? 4 * K4 : KP;
+    uint8_t *S = qsim_amx_scratch_for((size_t)(mc * KP) + (size_t)KT * sizeof(int64_t));
     if (!S) return -1;
+    int64_t *stap = (int64_t *)(S + mc * KP);    /* the taps' positions in a scratch row */
+    for (int64_t t = 0; t < KT; t++) stap[t] = t * run;
     /* palette 1; every tile 16 rows x 64 bytes (C: 16 x 16 int32, A: 16 rows x 64 K bytes,
      * B: 16 K quads x 16 columns x 4 bytes) */
     unsigned char config[64] __attribute__((aligned(64)));
@@ -156,44 +163,41 @@ qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *t
     }
     _tile_loadconfig(config);
     int32_t acc[32 * 32] __attribute__((aligned(64)));
-    const int64_t run = 4 * K4, zero_tap = 0;
-    /* direct[g]: row group g of the block reads the buffer in place (qsim_amx_rows) */
-    unsigned char direct[QSIM_AMX_MC / 32];
+    qsim_amx_source src[QSIM_AMX_MC / 16];       /* where each 16-row tile of the block reads */
     for (int64_t mb = 0; mb < M; mb += mc) {
         const int64_t mrows = M - mb < mc ? M - mb : mc;
-        int copy = 0;
-        for (int64_t r0 = 0; r0 < mrows; r0 += 32) {
-            const int64_t m = mrows - r0 < 32 ? mrows - r0 : 32;
-            direct[r0 / 32] = run % QSIM_AMX_KB == 0 && (m == 32 || m == 16)
-                              && qsim_amx_evenly_spaced(rows + mb + r0, m);
-            copy |= !direct[r0 / 32];
+        for (int64_t r0 = 0; r0 < mrows; r0 += 16) {
+            const int64_t *tr = rows + mb + r0;
+            if (by_tap && mrows - r0 >= 16 && qsim_amx_evenly_spaced(tr)) {
+                src[r0 / 16] = (qsim_amx_source){A + tr[0], tr[1] - tr[0], taps};
+            } else {
+                const int64_t m = mrows - r0 < 16 ? mrows - r0 : 16;
+                qsim_amx_pack_tile(A, tr, m, taps, T, K4, KP, S + r0 * KP);
+                src[r0 / 16] = (qsim_amx_source){S + r0 * KP, KP, stap};
+            }
         }
-        if (copy) qsim_amx_pack_rows(A, rows + mb, mrows, (mrows + 31) / 32 * 32, taps, T, K4, KP, S);
         for (int64_t p0 = 0; p0 < NP; p0 += QSIM_VNNI_PANEL) {
             const int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
-            const int8_t *panel = B + p0 * (T * K4 * 4);
+            const int8_t *panel = B + p0 * K;
             for (int64_t c0 = 0; c0 < width; c0 += 32) {
                 const int two_cols = width - c0 >= 32;
                 const int64_t ncols = N - p0 - c0 < 32 ? N - p0 - c0 : 32;
+                const int8_t *bcol = panel + c0 * 4;
                 for (int64_t r0 = 0; r0 < mrows; r0 += 32) {
                     const int64_t m = mrows - r0 < 32 ? mrows - r0 : 32;
-                    const int64_t *gr = rows + mb + r0;
-                    const qsim_amx_rows a = direct[r0 / 32]
-                        ? (qsim_amx_rows){A + gr[0], m > 1 ? gr[1] - gr[0] : 0, run, T, taps}
-                        : (qsim_amx_rows){S + r0 * KP, KP, KP, 1, &zero_tap};
-                    const int8_t *bcol = panel + c0 * 4;
+                    const qsim_amx_source a0 = src[r0 / 16], a1 = m > 16 ? src[r0 / 16 + 1] : a0;
                     if (m > 16 && two_cols) {
-                        qsim_amx_block(1, 1, a, bcol, width * 4);
+                        qsim_amx_block(1, 1, a0, a1, KT, run, bcol, width * 4);
                         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(1, 16);
                         QSIM_AMX_STORE(2, 16 * 32); QSIM_AMX_STORE(3, 16 * 32 + 16);
                     } else if (m > 16) {
-                        qsim_amx_block(1, 0, a, bcol, width * 4);
+                        qsim_amx_block(1, 0, a0, a1, KT, run, bcol, width * 4);
                         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(2, 16 * 32);
                     } else if (two_cols) {
-                        qsim_amx_block(0, 1, a, bcol, width * 4);
+                        qsim_amx_block(0, 1, a0, a1, KT, run, bcol, width * 4);
                         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(1, 16);
                     } else {
-                        qsim_amx_block(0, 0, a, bcol, width * 4);
+                        qsim_amx_block(0, 0, a0, a1, KT, run, bcol, width * 4);
                         QSIM_AMX_STORE(0, 0);
                     }
                     const int64_t p = mb + r0;
