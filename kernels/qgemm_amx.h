@@ -36,6 +36,7 @@
 #define QSIM_QGEMM_AMX_H
 
 #include <stdlib.h>
+#include "cpu_features.h"
 #include "isa_paths.h"
 
 #if QSIM_X86
@@ -45,6 +46,19 @@
 #define QSIM_TARGET_AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq")))
 
 static inline int64_t qsim_amx_kpad(int64_t K) { return (K + QSIM_AMX_KB - 1) / QSIM_AMX_KB * QSIM_AMX_KB; }
+
+/* 1 once this process may run tile instructions, -1 when it may not (checked at the first
+ * AMX call, so a caller that skipped the feature detection gets the VNNI path, not SIGILL) */
+static int qsim_amx_allowed;
+
+static int qsim_amx_permitted(void) {
+    int state = __atomic_load_n(&qsim_amx_allowed, __ATOMIC_ACQUIRE);
+    if (state == 0) {
+        state = qsim_cpu_has_amx_int8() ? 1 : -1;
+        __atomic_store_n(&qsim_amx_allowed, state, __ATOMIC_RELEASE);
+    }
+    return state > 0;
+}
 
 /* The per-thread A scratch, kept between calls (pool threads live as long as the process). */
 static __thread uint8_t *qsim_amx_scratch;
@@ -81,15 +95,23 @@ typedef struct {
     const int64_t *taps;
 } qsim_amx_source;
 
-/* One 32x32 (or 16-row / 16-column) block: tiles 0..3 <- sum over K of A rows x B columns.
+/* One 32x32 (or 16-row / 16-column) block: tiles 0..3 <- init + sum over K of A rows x B
+ * columns (init: 0, or, for a full block, 16 rows of the 32 columns' corrections [16][32]).
  * K is T runs of `run` bytes (run a multiple of 64) for both A tiles. */
 static inline __attribute__((always_inline)) QSIM_TARGET_AMX void
 qsim_amx_block(const int two_rows, const int two_cols, qsim_amx_source a0, qsim_amx_source a1,
-               int64_t T, int64_t run, const int8_t *bcol, int64_t bstride) {
-    _tile_zero(0);
-    if (two_cols) _tile_zero(1);
-    if (two_rows) _tile_zero(2);
-    if (two_rows && two_cols) _tile_zero(3);
+               int64_t T, int64_t run, const int8_t *bcol, int64_t bstride, const int32_t *init) {
+    if (init) {
+        _tile_loadd(0, init, 32 * 4);
+        _tile_loadd(1, init + 16, 32 * 4);
+        _tile_loadd(2, init, 32 * 4);
+        _tile_loadd(3, init + 16, 32 * 4);
+    } else {
+        _tile_zero(0);
+        if (two_cols) _tile_zero(1);
+        if (two_rows) _tile_zero(2);
+        if (two_rows && two_cols) _tile_zero(3);
+    }
     const int8_t *b = bcol;
     for (int64_t t = 0; t < T; t++) {
         const uint8_t *at0 = a0.base + a0.taps[t], *at1 = a1.base + a1.taps[t];
@@ -136,8 +158,8 @@ qsim_amx_epilogue(const int32_t *acc, int64_t m, int64_t ncols, const int32_t *c
 #define QSIM_AMX_STORE(tile, offset) _tile_stored(tile, acc + (offset), 32 * 4)
 
 /* out[p][n] = sum_k a'(p,k) w(k,n) + colcorr[n] - rowcorr[p] (modulo 2^32), as qsim_gemm_vnni.
- * Returns 0, or -1 when the scratch could not be allocated (nothing written: the caller runs
- * the VNNI path on the same operands). */
+ * Returns 0, or -1 when the process may not use AMX or the scratch could not be allocated
+ * (nothing written: the caller runs the VNNI path on the same operands). */
 static QSIM_TARGET_AMX int
 qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
               int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
@@ -148,6 +170,7 @@ qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *t
      * holds whole rows and K is one run of KP */
     const int by_tap = (4 * K4) % QSIM_AMX_KB == 0;
     const int64_t KT = by_tap ? T : 1, run = by_tap ? 4 * K4 : KP;
+    if (!qsim_amx_permitted()) return -1;
     uint8_t *S = qsim_amx_scratch_for((size_t)(mc * KP) + (size_t)KT * sizeof(int64_t));
     if (!S) return -1;
     int64_t *stap = (int64_t *)(S + mc * KP);    /* the taps' positions in a scratch row */
@@ -163,6 +186,7 @@ qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *t
     }
     _tile_loadconfig(config);
     int32_t acc[32 * 32] __attribute__((aligned(64)));
+    int32_t cc[16 * 32] __attribute__((aligned(64)));   /* a column pair's corrections, 16 rows */
     qsim_amx_source src[QSIM_AMX_MC / 16];       /* where each 16-row tile of the block reads */
     for (int64_t mb = 0; mb < M; mb += mc) {
         const int64_t mrows = M - mb < mc ? M - mb : mc;
@@ -183,24 +207,37 @@ qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *t
                 const int two_cols = width - c0 >= 32;
                 const int64_t ncols = N - p0 - c0 < 32 ? N - p0 - c0 : 32;
                 const int8_t *bcol = panel + c0 * 4;
+                /* full 32x32 blocks without row corrections start from the column corrections
+                 * and store the tiles straight into out: no epilogue pass (what small K, e.g.
+                 * attention's 64, spends most on) */
+                const int straight = ncols == 32 && !rowcorr;
+                if (straight)
+                    for (int64_t r = 0; r < 16; r++) memcpy(cc + 32 * r, colcorr + p0 + c0, 32 * 4);
                 for (int64_t r0 = 0; r0 < mrows; r0 += 32) {
                     const int64_t m = mrows - r0 < 32 ? mrows - r0 : 32;
                     const qsim_amx_source a0 = src[r0 / 16], a1 = m > 16 ? src[r0 / 16 + 1] : a0;
+                    const int64_t p = mb + r0;
+                    if (straight && m == 32) {
+                        int32_t *o = out + p * ldo + p0 + c0;
+                        qsim_amx_block(1, 1, a0, a1, KT, run, bcol, width * 4, cc);
+                        _tile_stored(0, o, ldo * 4); _tile_stored(1, o + 16, ldo * 4);
+                        _tile_stored(2, o + 16 * ldo, ldo * 4); _tile_stored(3, o + 16 * ldo + 16, ldo * 4);
+                        continue;
+                    }
                     if (m > 16 && two_cols) {
-                        qsim_amx_block(1, 1, a0, a1, KT, run, bcol, width * 4);
+                        qsim_amx_block(1, 1, a0, a1, KT, run, bcol, width * 4, 0);
                         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(1, 16);
                         QSIM_AMX_STORE(2, 16 * 32); QSIM_AMX_STORE(3, 16 * 32 + 16);
                     } else if (m > 16) {
-                        qsim_amx_block(1, 0, a0, a1, KT, run, bcol, width * 4);
+                        qsim_amx_block(1, 0, a0, a1, KT, run, bcol, width * 4, 0);
                         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(2, 16 * 32);
                     } else if (two_cols) {
-                        qsim_amx_block(0, 1, a0, a1, KT, run, bcol, width * 4);
+                        qsim_amx_block(0, 1, a0, a1, KT, run, bcol, width * 4, 0);
                         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(1, 16);
                     } else {
-                        qsim_amx_block(0, 0, a0, a1, KT, run, bcol, width * 4);
+                        qsim_amx_block(0, 0, a0, a1, KT, run, bcol, width * 4, 0);
                         QSIM_AMX_STORE(0, 0);
                     }
-                    const int64_t p = mb + r0;
                     qsim_amx_epilogue(acc, m, ncols, colcorr + p0 + c0, rowcorr ? rowcorr + p : 0,
                                       out + p * ldo + p0 + c0, ldo);
                 }

@@ -3,6 +3,7 @@
 path's 16-column panels): K just below, at and above a tile's 64 bytes, M and N off the tile
 sizes, the -128 x -128 product, zero points at both ends of int8, 1 and 2 threads, and sums of
 a' * w that wrap modulo 2^32 while the spec's result fits int32. The ids name the path."""
+import os
 import platform
 
 import numpy as np
@@ -158,3 +159,28 @@ def test_read_only_matmul_b_is_packed_once_and_a_writable_one_every_call(monkeyp
         b[:, step] = 127
         np.testing.assert_array_equal(tosa_run("MATMUL", [a, b], attrs)[0], want(b))
     assert len(packs) == 3
+
+
+@pytest.mark.skipif(Isa.AVX512AMX not in supported_isas(), reason="this CPU offers no AMX path")
+def test_amx_gemm_called_before_any_feature_detection_gets_its_permission():
+    # a fresh process that calls the AMX GEMM without qsim.kernels.cpu_features having asked
+    # Linux for the tile permission: the kernel asks itself (no SIGILL), and the result is exact
+    import subprocess
+    import sys
+    code = (
+        "import numpy as np\n"
+        "from qsim.kernels.extensions import extension\n"
+        "t = extension('_tosa_ops')\n"
+        "rng = np.random.default_rng(1)\n"
+        "x = rng.integers(-128, 128, (40, 128), dtype=np.int8); w = rng.integers(-128, 128, (33, 128), dtype=np.int8)\n"
+        "a = t.prepare_input_u8(t.ISA_AVX512VNNI, x.reshape(40, 1, 1, 1, 128), 1, 1, 1, 128, (1, 1, 1), (0, 0, 0), 128).reshape(-1)\n"
+        "data, colsum = t.pack_weights(t.ISA_AVX512AMX, w.reshape(33, 1, 128))\n"
+        "cc = (-128 * colsum.astype(np.int64)).astype(np.int32)\n"
+        "out = np.empty((40, 33), np.int32)\n"
+        "t.gemm(t.ISA_AVX512AMX, a, np.arange(40, dtype=np.int64) * 128, np.zeros(1, np.int64), 32, data, 33, cc, None, out, 1)\n"
+        "assert np.array_equal(out, x.astype(np.int64) @ w.T.astype(np.int64)), 'wrong'\n"
+        "print('exact')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "exact"
