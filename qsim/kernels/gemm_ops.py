@@ -380,8 +380,8 @@ def matmul(inputs, attrs, then_rescale=None):
         for n in range(N):
             out[n] = _gemm_i16(a[n].reshape(1, 1, H, 1, C), g, b[n].T, None).reshape(H, W)
         return [out]
-    if not _fits(C, _max_abs_offset(-128, 127, a_zp), _max_abs_offset(-128, 127, b_zp), None,
-                 INT32_MAX):
+    bound_ok, g, tables = _matmul_plans.get(attrs, (a.shape, b.shape), lambda: _matmul_plan(N, H, C, a_zp, b_zp))
+    if not bound_ok:
         raise NeedsReference
     requant = _requant(then_rescale, W)
     out = np.empty((N * H, W), dtype=np.int32 if requant is None else requant[0])
@@ -390,11 +390,22 @@ def matmul(inputs, attrs, then_rescale=None):
     # every batch in one kernel call (rows of batch n read A's image n and B's packing n): no
     # per-batch Python, which dominated attention-sized products ([8,128,64] x [8,64,128])
     packed = _matmul_packed(b, current_isa())
-    g = _conv_geometry((N, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
     colcorr = _column_correction(packed.colsum.reshape(-1), None, a_zp)
     _gemm_i8(a.reshape(N, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, colcorr, out=out,
-             requant=requant, batch_rows=H)
+             requant=requant, tables=tables, batch_rows=H)
     return [out.reshape(N, H, W)]
+
+
+# per MATMUL attribute mapping and operand shapes: the static overflow bound (it depends only on
+# K and the zero points) and the GEMM's geometry, worked out once (the bound's numpy was a tenth
+# of an attention-sized call)
+_matmul_plans = PerAttrs(1024)
+
+
+def _matmul_plan(N: int, H: int, C: int, a_zp: int, b_zp: int):
+    bound_ok = _fits(C, _max_abs_offset(-128, 127, a_zp), _max_abs_offset(-128, 127, b_zp), None, INT32_MAX)
+    g = _conv_geometry((N, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
+    return bound_ok, g, _index_tables(g)
 
 
 def _matmul_packed(b: np.ndarray, isa: Isa) -> PackedWeights:
