@@ -20,9 +20,11 @@
  *
  * Exactness: TDPBUSD adds, to each int32 lane, four products u8 x s8 (each within
  * [-32640, 32385], their sum within [-130560, 129540]) and wraps modulo 2^32 like vpdpbusd
- * (no saturation: the SDM's DPBD is a plain 32-bit add). Zero pad quads add 0. So every tile
- * accumulator equals sum_k a'(p,k) w(k,n) modulo 2^32 whatever the length of K, the epilogue
- * adds colcorr and subtracts rowcorr modulo 2^32 (vpaddd/vpsubd), and the caller's bound proof
+ * (no saturation: the SDM's DPBD is a plain 32-bit add). A's zero K padding adds 0 whatever B
+ * holds there. So every tile accumulator equals sum_k a'(p,k) w(k,n) modulo 2^32 whatever the
+ * length of K; the column corrections go in modulo 2^32 either as the tiles' starting values
+ * (full blocks without row corrections) or in the epilogue with the row corrections
+ * (vpaddd/vpsubd), and the caller's bound proof
  * (|every partial sum of the spec's accumulation| <= 2^31 - 1, gemm_ops.py) makes the stored
  * value the spec's, exactly as on the VNNI path: no K split is needed for exactness (the VNNI
  * path splits long K only for the cache), and none is made here.
@@ -31,6 +33,8 @@
  * the A tiles (16 rows x 64 bytes), 6-7 the B tiles (16 quad rows x 64 bytes); per 64 bytes of
  * K: 4 loads, 4 TDPBUSD. The configuration is loaded at the start of each call and released at
  * the end (the tile state is per thread; the permission is per process, cpu_features.h).
+ * The scratch of each thread is kept for the next call (at most QSIM_AMX_MC * KP bytes of the
+ * largest K it met) and never freed: the pool's threads live as long as the process.
  */
 #ifndef QSIM_QGEMM_AMX_H
 #define QSIM_QGEMM_AMX_H
@@ -60,7 +64,7 @@ static int qsim_amx_permitted(void) {
     return state > 0;
 }
 
-/* The per-thread A scratch, kept between calls (pool threads live as long as the process). */
+/* The per-thread A scratch, kept between calls. */
 static __thread uint8_t *qsim_amx_scratch;
 static __thread size_t qsim_amx_scratch_bytes;
 
