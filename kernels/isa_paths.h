@@ -11,7 +11,10 @@
 
 #include <stdint.h>
 
-enum { QSIM_ISA_PORTABLE = 0, QSIM_ISA_AVX2 = 1, QSIM_ISA_AVX512VNNI = 2 };
+/* QSIM_ISA_AVX512AMX is the VNNI path with the int8 GEMM on AMX tiles (qgemm_amx.h): every
+ * other kernel is called with QSIM_ISA_AVX512VNNI on such a CPU (qsim/kernels/cpu_features.py),
+ * and QSIM_DISPATCH runs the AVX-512 copies for it. */
+enum { QSIM_ISA_PORTABLE = 0, QSIM_ISA_AVX2 = 1, QSIM_ISA_AVX512VNNI = 2, QSIM_ISA_AVX512AMX = 3 };
 
 #define QSIM_INLINE static inline __attribute__((always_inline))
 
@@ -23,7 +26,7 @@ enum { QSIM_ISA_PORTABLE = 0, QSIM_ISA_AVX2 = 1, QSIM_ISA_AVX512VNNI = 2 };
 #define QSIM_TARGET_AVX2 __attribute__((target("avx2,fma,bmi2")))
 #define QSIM_DISPATCH(isa, fn, ...)                                             \
     do {                                                                        \
-        if ((isa) == QSIM_ISA_AVX512VNNI) fn##_avx512(__VA_ARGS__);             \
+        if ((isa) >= QSIM_ISA_AVX512VNNI) fn##_avx512(__VA_ARGS__);             \
         else if ((isa) == QSIM_ISA_AVX2) fn##_avx2(__VA_ARGS__);                \
         else fn##_base(__VA_ARGS__);                                            \
     } while (0)

@@ -31,6 +31,9 @@
 
 #define QSIM_VNNI_PANEL 64   /* output columns per VNNI panel (4 zmm of int32) */
 #define QSIM_AVX2_PANEL 16   /* output columns per AVX2 panel (2 ymm of int32) */
+/* zero bytes after the VNNI packing: the AMX path's last B tile may read up to 15 K quads of
+ * a 64-column panel past its end (qgemm_amx.h) */
+#define QSIM_PACK_SLACK (15 * 4 * QSIM_VNNI_PANEL)
 
 static inline int64_t qsim_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -42,7 +45,7 @@ static inline int64_t qsim_round_up(int64_t v, int64_t m) { return (v + m - 1) /
 static size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C) {
     int64_t K = T * qsim_round_up(C, 4);
     if (isa == QSIM_ISA_AVX2) return (size_t)(qsim_round_up(N, QSIM_AVX2_PANEL) * K * 2);
-    return (size_t)(qsim_round_up(N, 16) * K);
+    return (size_t)(qsim_round_up(N, 16) * K + QSIM_PACK_SLACK);
 }
 
 QSIM_INLINE void
@@ -54,6 +57,7 @@ qsim_pack_weights_body(int isa, const int8_t *restrict src, int64_t N, int64_t T
     const int64_t NP = avx2 ? qsim_round_up(N, QSIM_AVX2_PANEL) : qsim_round_up(N, 16);
     /* column sums, walking memory in its own order */
     for (int64_t n = 0; n < N; n++) colsum[n] = 0;
+    if (!avx2) memset((int8_t *)dst + NP * K, 0, QSIM_PACK_SLACK);
     /* (unit strides spelled out so the compiler vectorizes with runtime shapes) */
     if (s_n == 1) {
         for (int64_t t = 0; t < T; t++)
@@ -390,12 +394,18 @@ qsim_gemm_avx2(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *
 }
 #endif /* QSIM_X86 */
 
+#include "qgemm_amx.h"
+
 /* out[p][n] = sum_k a'(p,k) * w(k,n) + colcorr[n] - rowcorr[p]  (all modulo 2^32). */
 static void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M,
                       const int64_t *taps, int64_t T, int64_t K4, const void *B, int64_t N,
                       const int32_t *colcorr, const int32_t *rowcorr, int32_t *out, int64_t ldo) {
 #if QSIM_X86
-    if (isa == QSIM_ISA_AVX512VNNI) {
+    /* AMX takes the VNNI packing; without the permission or its scratch the VNNI path runs */
+    if (isa == QSIM_ISA_AVX512AMX
+        && qsim_gemm_amx(A, rows, M, taps, T, K4, (const int8_t *)B, N, colcorr, rowcorr, out, ldo) == 0)
+        return;
+    if (isa >= QSIM_ISA_AVX512VNNI) {
         qsim_gemm_vnni(A, rows, M, taps, T, K4, (const int8_t *)B, N, colcorr, rowcorr, out, ldo);
         return;
     }

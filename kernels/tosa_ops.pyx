@@ -5,7 +5,8 @@ Arguments arrive already validated, C-contiguous and of the right dtype (qsim/ke
 registry.py prepares them); these functions only release the GIL and call C (the GEMMs, RESCALE
 and the depthwise convolution on `threads` threads of qsim's compiled pool, kernels/task_pool.h).
 `isa` is one of ISA_PORTABLE, ISA_AVX2, ISA_AVX512VNNI and must be supported by the CPU (checked
-in Python).
+in Python); pack_weights, pack_matrices_kn and gemm also take ISA_AVX512AMX (the int8 GEMM on AMX
+tiles, kernels/qgemm_amx.h).
 """
 import numpy as np
 cimport numpy as cnp
@@ -20,7 +21,7 @@ include "task_pool_client.pxi"
 
 
 cdef extern from "qgemm.h" nogil:
-    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI, QSIM_GEMM_MC
+    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI, QSIM_ISA_AVX512AMX, QSIM_GEMM_MC
     size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C)
     void qsim_pack_weights(int isa, const int8_t *src, int64_t N, int64_t T, int64_t C,
                            int64_t s_n, int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
@@ -116,6 +117,7 @@ cdef extern from "qelem.h" nogil:
 ISA_PORTABLE = QSIM_ISA_PORTABLE
 ISA_AVX2 = QSIM_ISA_AVX2
 ISA_AVX512VNNI = QSIM_ISA_AVX512VNNI
+ISA_AVX512AMX = QSIM_ISA_AVX512AMX
 
 # numpy dtype -> RESCALE type code of qunary.h (int48 travels in int64 storage)
 RESCALE_CODES = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int16): 2,
@@ -136,15 +138,20 @@ def pack_weights(int isa, const int8_t[:, :, ::1] w):
     return packed, colsum
 
 
-def pack_matrix_kn(int isa, const int8_t[:, ::1] b):
-    """Packs b[K][N] (MATMUL's B: K rows, N columns) for qsim_gemm; one tap of K channels."""
-    cdef int64_t K = b.shape[0], N = b.shape[1]
-    packed = np.empty(qsim_pack_bytes(isa, N, 1, K), dtype=np.uint8)
-    colsum = np.empty(N, dtype=np.int32)
-    cdef uint8_t[::1] pv = packed
-    cdef int32_t[::1] cv = colsum
+def pack_matrices_kn(int isa, const int8_t[:, :, ::1] b):
+    """Packs each b[i] (MATMUL's B of batch i: K rows, N columns; one tap of K channels) for
+    qsim_gemm, in one call. Returns (packed uint8 [batches, bytes of one packing], column sums int32 [batches, N])."""
+    cdef int64_t B = b.shape[0], K = b.shape[1], N = b.shape[2], i
+    cdef size_t nbytes = qsim_pack_bytes(isa, N, 1, K)
+    packed = np.empty((B, nbytes), dtype=np.uint8)
+    colsum = np.empty((B, N), dtype=np.int32)
+    cdef uint8_t[:, ::1] pv = packed
+    cdef int32_t[:, ::1] cv = colsum
+    if B == 0:
+        return packed, colsum
     with nogil:
-        qsim_pack_weights(isa, &b[0, 0], N, 1, K, 1, 0, N, &pv[0], &cv[0])
+        for i in range(B):
+            qsim_pack_weights(isa, &b[i, 0, 0], N, 1, K, 1, 0, N, &pv[i, 0], &cv[i, 0])
     return packed, colsum
 
 
@@ -253,34 +260,52 @@ cdef struct _GemmCtx:
     const int32_t *rowcorr
     int32_t *out
     int64_t T, K4, N, ldo
+    int64_t batch_rows            # rows per batch: batch b uses B packing b and colcorr row b
+    int64_t packed_stride         # bytes between two batches' B packings
     _Requant *requant
+
+
+cdef inline int64_t _batch_end(_GemmCtx *c, int64_t p) noexcept nogil:
+    return (p // c.batch_rows + 1) * c.batch_rows
+
+
+cdef inline void _gemm_rows(_GemmCtx *c, int64_t p, int64_t m, int32_t *out, int64_t ldo) noexcept nogil:
+    """rows [p, p + m), all in one batch, into out (ldo int32 per row)"""
+    cdef int64_t b = p // c.batch_rows
+    qsim_gemm(c.isa, c.A, c.rows + p, m, c.taps, c.T, c.K4, c.packed + b * c.packed_stride, c.N,
+              c.colcorr + b * c.N, NULL if c.rowcorr == NULL else c.rowcorr + p, out, ldo)
 
 
 cdef void _gemm_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
     cdef _GemmCtx *c = <_GemmCtx *>ctx
-    qsim_gemm(c.isa, c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K4, c.packed, c.N, c.colcorr,
-              NULL if c.rowcorr == NULL else c.rowcorr + lo, c.out + lo * c.ldo, c.ldo)
+    cdef int64_t p = lo, m
+    while p < hi:
+        m = min(hi, _batch_end(c, p)) - p
+        _gemm_rows(c, p, m, c.out + p * c.ldo, c.ldo)
+        p += m
 
 
 cdef void _gemm_requant_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
-    """rows [lo, hi) in blocks of r.block rows: the block's GEMM into the slot's scratch, then
-    its RESCALE into y"""
+    """rows [lo, hi) in blocks of r.block rows (inside one batch): the block's GEMM into the
+    slot's scratch, then its RESCALE into y"""
     cdef _GemmCtx *c = <_GemmCtx *>ctx
     cdef _Requant *r = c.requant
     cdef int64_t p = lo, m
     while p < hi:
-        m = min(r.block, hi - p)
-        qsim_gemm(c.isa, c.A, c.rows + p, m, c.taps, c.T, c.K4, c.packed, c.N, c.colcorr,
-                  NULL if c.rowcorr == NULL else c.rowcorr + p, _requant_scratch(r, slot), c.N)
+        m = min(r.block, min(hi, _batch_end(c, p)) - p)
+        _gemm_rows(c, p, m, _requant_scratch(r, slot), c.N)
         _requant_rows(r, slot, p, m)
         p += m
 
 
 def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps,
          int64_t K4, const uint8_t[::1] packed, int64_t N, const int32_t[::1] colcorr,
-         rowcorr, cnp.ndarray out, int threads=1, tuple requant=None):
+         rowcorr, cnp.ndarray out, int threads=1, tuple requant=None, int64_t batch_rows=0):
     """out[p][n] = sum a'(p,k) w(k,n) + colcorr[n] - rowcorr[p], modulo 2^32 (qgemm.h), the rows
     p on `threads` threads of the pool; out is a C-contiguous int32 [M, N] array.
+    With `batch_rows` > 0 the rows are M / batch_rows batches (a batched MATMUL in one call):
+    `packed` holds one packing per batch (equal sizes, one after the other) and `colcorr` one
+    row of N per batch.
     With `requant` (unary_ops.requant_args): out is the RESCALE's output [M, N] (its dtype) and
     the int32 values exist only block by block (see _Requant); returns True when a RESCALE
     REQUIRE failed (out is then incomplete)."""
@@ -296,9 +321,15 @@ def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[:
         raise ValueError("gemm: out is not a C-contiguous [M, N] array (int32 without requant)")
     if rows.shape[0] == 0:
         return False
+    cdef int64_t M = rows.shape[0], batches
+    batch_rows = M if batch_rows <= 0 else batch_rows
+    batches = M // batch_rows
+    if batches * batch_rows != M or colcorr.shape[0] != batches * N or packed.shape[0] % batches:
+        raise ValueError("gemm: rows, colcorr and packed do not hold the same number of batches")
     threads = max(threads, 1)
     c.isa, c.A, c.rows, c.taps, c.T, c.K4 = isa, &A[0], &rows[0], &taps[0], taps.shape[0], K4
     c.packed, c.N, c.colcorr, c.ldo = &packed[0], N, &colcorr[0], N
+    c.batch_rows, c.packed_stride = batch_rows, packed.shape[0] // batches
     c.out, c.requant = <int32_t *>cnp.PyArray_DATA(out), NULL
     if requant is None:
         with nogil:
@@ -306,7 +337,8 @@ def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[:
         return False
     # blocks of whole micro-kernel row tiles (6 rows), at most QSIM_GEMM_MC rows (the GEMM's
     # own row block) and REQUANT_SCRATCH_BYTES of accumulators
-    _requant_open(&r, isa, requant, out, N,
+    # the RESCALE has no AMX code: an AMX CPU runs its AVX-512 path
+    _requant_open(&r, QSIM_ISA_AVX512VNNI if isa == QSIM_ISA_AVX512AMX else isa, requant, out, N,
                   max(6, min(QSIM_GEMM_MC, REQUANT_SCRATCH_BYTES // (4 * N)) // 6 * 6), threads)
     c.requant = &r
     with nogil:

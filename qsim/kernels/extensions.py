@@ -20,8 +20,8 @@ from ..errors import UnsupportedError
 # entry points per extension module (kernels/<name>.pyx without the leading underscore)
 REQUIRED: dict[str, tuple[str, ...]] = {
     "_cpu": ("features",),
-    "_tosa_ops": ("ISA_PORTABLE", "ISA_AVX2", "ISA_AVX512VNNI", "EW_RANK", "pack_weights",
-                  "pack_matrix_kn", "prepare_input_u8", "row_sums", "gemm", "gemm_i16", "depthwise",
+    "_tosa_ops": ("ISA_PORTABLE", "ISA_AVX2", "ISA_AVX512VNNI", "ISA_AVX512AMX", "EW_RANK", "pack_weights",
+                  "pack_matrices_kn", "prepare_input_u8", "row_sums", "gemm", "gemm_i16", "depthwise",
                   "max_pool", "avg_pool", "rescale", "table_i8", "table_i16", "clamp", "elementwise",
                   "reduce"),
     "_cvm_conv": ("conv2d", "dense"),

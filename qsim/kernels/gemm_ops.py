@@ -96,7 +96,7 @@ class PackedWeights:
 
 
 def _pack(isa: Isa, w_ntc: np.ndarray) -> PackedWeights:
-    data, colsum = _tosa_ops.pack_weights(isa.code, np.ascontiguousarray(w_ntc, dtype=np.int8))
+    data, colsum = _tosa_ops.pack_weights(isa.gemm_code, np.ascontiguousarray(w_ntc, dtype=np.int8))
     flat = w_ntc.reshape(w_ntc.shape[0], -1)
     if flat.shape[1] == 0:
         zeros = np.zeros(w_ntc.shape[0], dtype=np.int64)
@@ -127,17 +127,19 @@ def _column_correction(colsum: np.ndarray, bias, input_zp: int) -> np.ndarray:
 
 def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: int,
              bias, input_zp: int, weight_zp: int, colcorr=None, out=None, requant=None,
-             tables=None) -> np.ndarray:
+             tables=None, batch_rows: int = 0) -> np.ndarray:
     """int32 [M, OC] = the convolution of x5 (int8 [N][D][H][W][IC]) described by g.
     `colcorr`, when given, is _column_correction(packed.colsum, bias, input_zp) (cached);
     `out`, when given, is a C-contiguous int32 [M, OC] array to write into (no copy).
     With `requant` = (dtype, args) of unary_ops.requant_args: [M, OC] of that dtype, the
     RESCALE (+ CLAMP) of the int32 result applied block by block (tosa_ops.gemm); a failed
     RESCALE REQUIRE raises NeedsReference (the caller runs the ops apart, which raise it).
-    `tables`, when given, is _index_tables(g) (a per-op plan holds it: no Geometry hashing)."""
-    isa = current_isa().code
+    `tables`, when given, is _index_tables(g) (a per-op plan holds it: no Geometry hashing).
+    `batch_rows` > 0: every batch_rows rows have their own B (a batched MATMUL): packed.data
+    holds one packing per batch and colcorr one row of OC per batch (tosa_ops.gemm)."""
+    isa = current_isa()
     fill = (input_zp + 128) & 0xFF
-    a = _tosa_ops.prepare_input_u8(isa, np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
+    a = _tosa_ops.prepare_input_u8(isa.code, np.ascontiguousarray(x5), *g.buffer, g.channels, g.up,
                                    g.offset, fill).reshape(-1)
     rows, taps = _index_tables(g) if tables is None else tables
     k4 = g.channels // 4
@@ -146,13 +148,14 @@ def _gemm_i8(x5: np.ndarray, g: Geometry, ic: int, packed: PackedWeights, oc: in
     rowcorr = None
     if weight_zp != 0:
         k_total = taps.size * g.channels
-        rowsum = _tosa_ops.row_sums(isa, a, rows, taps, k4).astype(np.int64)
+        rowsum = _tosa_ops.row_sums(isa.code, a, rows, taps, k4).astype(np.int64)
         rowcorr = ((weight_zp * (rowsum - k_total * (128 + input_zp))) & _MASK32)
         rowcorr = rowcorr.astype(np.uint32).view(np.int32)
     if out is None:
         out = np.empty((rows.size, oc), dtype=np.int32 if requant is None else requant[0])
-    if rows.size and oc and _tosa_ops.gemm(isa, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out,
-                                           split_count(rows.size), None if requant is None else requant[1]):
+    if rows.size and oc and _tosa_ops.gemm(isa.gemm_code, a, rows, taps, k4, packed.data, oc, colcorr, rowcorr, out,
+                                           split_count(rows.size), None if requant is None else requant[1],
+                                           batch_rows):
         raise NeedsReference
     return out
 
@@ -377,15 +380,41 @@ def matmul(inputs, attrs, then_rescale=None):
         for n in range(N):
             out[n] = _gemm_i16(a[n].reshape(1, 1, H, 1, C), g, b[n].T, None).reshape(H, W)
         return [out]
-    if not _fits(C, _max_abs_offset(-128, 127, a_zp), _max_abs_offset(-128, 127, b_zp), None,
-                 INT32_MAX):
+    bound_ok, g, tables = _matmul_plans.get(attrs, (a.shape, b.shape), lambda: _matmul_plan(N, H, C, a_zp, b_zp))
+    if not bound_ok:
         raise NeedsReference
-    isa = current_isa()
     requant = _requant(then_rescale, W)
-    out = np.empty((N, H, W), dtype=np.int32 if requant is None else requant[0])
-    g = _conv_geometry((1, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
-    for n in range(N):
-        data, colsum = _tosa_ops.pack_matrix_kn(isa.code, np.ascontiguousarray(b[n]))
-        packed = PackedWeights(data, colsum, None, None)
-        _gemm_i8(a[n].reshape(1, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, out=out[n], requant=requant)
-    return [out]
+    out = np.empty((N * H, W), dtype=np.int32 if requant is None else requant[0])
+    if out.size == 0:
+        return [out.reshape(N, H, W)]
+    # every batch in one kernel call (rows of batch n read A's image n and B's packing n): no
+    # per-batch Python, which dominated attention-sized products ([8,128,64] x [8,64,128])
+    packed = _matmul_packed(b, current_isa())
+    colcorr = _column_correction(packed.colsum.reshape(-1), None, a_zp)
+    _gemm_i8(a.reshape(N, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, colcorr, out=out,
+             requant=requant, tables=tables, batch_rows=H)
+    return [out.reshape(N, H, W)]
+
+
+# per MATMUL attribute mapping and operand shapes: the static overflow bound (it depends only on
+# K and the zero points) and the GEMM's geometry, worked out once (the bound's numpy was a tenth
+# of an attention-sized call)
+_matmul_plans = PerAttrs(1024)
+
+
+def _matmul_plan(N: int, H: int, C: int, a_zp: int, b_zp: int):
+    bound_ok = _fits(C, _max_abs_offset(-128, 127, a_zp), _max_abs_offset(-128, 127, b_zp), None, INT32_MAX)
+    g = _conv_geometry((N, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
+    return bound_ok, g, _index_tables(g)
+
+
+def _matmul_packed(b: np.ndarray, isa: Isa) -> PackedWeights:
+    """MATMUL's B packed per batch. A read-only B (a frozen array: a constant by contract, like a
+    weight attribute) is packed once per array object and ISA; other B arrays are activations,
+    packed on every call."""
+    def build():
+        data, colsum = _tosa_ops.pack_matrices_kn(isa.gemm_code, np.ascontiguousarray(b, dtype=np.int8))
+        return PackedWeights(data.reshape(-1), colsum, None, None)
+    if b.flags.writeable:
+        return build()
+    return packed_for(b, ("matmul", isa), build)

@@ -29,3 +29,25 @@ def test_unsupported_isa_is_refused(monkeypatch):
     monkeypatch.setattr(cpu_features_mod, "supported_isas", lambda: [Isa.PORTABLE])
     with pytest.raises(UsageError, match="cannot run the avx2 kernels"):
         set_isa("avx2")
+
+
+def test_qsim_isa_environment_variable_picks_the_default(monkeypatch):
+    monkeypatch.setattr(cpu_features_mod, "_current", None)
+    monkeypatch.setenv("QSIM_ISA", "portable")
+    assert current_isa() is Isa.PORTABLE
+
+
+def test_qsim_isa_naming_an_unknown_path_is_a_usage_error(monkeypatch):
+    monkeypatch.setattr(cpu_features_mod, "_current", None)
+    monkeypatch.setenv("QSIM_ISA", "sse9")
+    with pytest.raises(UsageError, match="QSIM_ISA: unknown kernel ISA 'sse9'") as err:
+        current_isa()
+    assert "unset QSIM_ISA" in err.value.hint
+
+
+def test_amx_changes_only_the_gemm_code():
+    # on an AMX CPU every kernel but the int8 GEMM runs its AVX-512 VNNI code
+    assert Isa.AVX512AMX.code == Isa.AVX512VNNI.code
+    assert Isa.AVX512AMX.gemm_code != Isa.AVX512VNNI.gemm_code
+    assert [i.gemm_code for i in (Isa.PORTABLE, Isa.AVX2, Isa.AVX512VNNI)] == \
+        [i.code for i in (Isa.PORTABLE, Isa.AVX2, Isa.AVX512VNNI)]
