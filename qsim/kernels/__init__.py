@@ -5,4 +5,13 @@
 package holds their Python-side dispatch. Importing it makes qsim.tosa.run's
 backend="kernels" available (no extension is loaded until a kernel runs).
 """
-from . import dispatch  # noqa: F401  (registers backend="kernels" with qsim.tosa.run)
+from ..tosa.run import register_backend
+
+
+def _kernels_backend(call):
+    """qsim.tosa.run's backend="kernels": the call's compiled kernel (or its reference)."""
+    from .dispatch import implementation    # deferred: loads the compiled extensions, which a
+    return implementation(call, "kernels")  # missing build must refuse per call, not on import
+
+
+register_backend("kernels", _kernels_backend)

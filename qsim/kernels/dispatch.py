@@ -1,12 +1,11 @@
 """Which function computes a validated TOSA call on a backend: the compiled kernel
 (backend="kernels") or the numpy reference (backend="reference"), the same bits. Operators the
 registry lists as ON_REFERENCE, and the floating-point modes, run the reference on either backend.
-Importing this module registers backend="kernels" with qsim.tosa.run (the public one-operator
-call, docs/tosa.md); the executor's TOSA runner asks `implementation` directly.
+qsim.kernels registers backend="kernels" of qsim.tosa.run (the public one-operator call,
+docs/tosa.md) with it; the executor's TOSA runner asks `implementation` directly.
 """
 from __future__ import annotations
 
-from ..tosa.run import register_backend
 from .extensions import extension
 from .registry import kernel_for
 
@@ -24,5 +23,3 @@ def implementation(call, backend: str):
             return kernel
     return call.opdef.ref
 
-
-register_backend("kernels", lambda call: implementation(call, "kernels"))
