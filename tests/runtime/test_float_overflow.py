@@ -71,3 +71,17 @@ def test_run_of_a_sigmoid_on_huge_inputs_prints_no_warning(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Warning" not in done.stderr, done.stderr
     assert np.array_equal(np.load(tmp_path / "y.npy")[0], (HUGE > 0).astype(np.float32))
+
+
+def test_min_and_max_reduce_over_an_empty_axis_are_clear_errors():
+    """max_reduce/min_reduce have no identity: an output element over an extent-0 axis has no value
+    (the spec's @lower assigns none); an empty output is still fine (found by benchmarks/fuzz.py)"""
+    from qsim.errors import SemanticError
+    from qsim.runtime.float_ops.base import run_op
+    x = np.zeros((4, 0, 3), np.float32)
+    for name in ("math.max_reduce", "math.min_reduce"):
+        with pytest.raises(SemanticError, match="extent 0 along a reduced axis"):
+            run_op(name, [x], {"axes": [1]})
+        assert run_op(name, [x], {"axes": [2]})[0].shape == (4, 0, 1)
+        assert run_op(name, [np.zeros((0, 5), np.float32)], {"axes": [1], "squeeze": True})[0].shape == (0,)
+        assert run_op(name, [np.zeros((0, 0), np.float32)], {"axes": [1]})[0].shape == (0, 1)

@@ -165,16 +165,27 @@ def reduce_axes(op: str, x: np.ndarray, at) -> tuple[tuple[int, ...], bool]:
     return axes, bool(at.get("squeeze", False))
 
 
-def _reduce(name, fn):
+def _reduce(name, fn, needs_elements: bool = False):
+    """`needs_elements`: a reduction without an identity (min, max): the spec's @lower assigns
+    its output only from input elements, so an output element over an empty range has no value
+    (an empty output is fine)."""
     def impl(ins, at):
         x = np.asarray(ins[0])
         axes, squeeze = reduce_axes("math." + name, x, at)
+        if needs_elements and any(x.shape[d] == 0 for d in axes):
+            kept = [x.shape[d] for d in range(x.ndim) if d not in axes]
+            if not all(kept):       # no output element either: numpy would still refuse
+                shape = kept if squeeze else [1 if d in axes else x.shape[d] for d in range(x.ndim)]
+                return [np.empty(shape, x.dtype)]
+            fail("math." + name, f"the input shape {list(x.shape)} has extent 0 along a reduced axis "
+                 f"(axes {list(axes)}): the {name.split('_')[0]}imum of no elements has no value",
+                 hint="reduce over axes of positive extent, or guard the reduction for empty inputs")
         return [np.asarray(fn(x, axes, not squeeze))]
     return impl
 
 
-register("math.min_reduce")(_reduce("min_reduce", lambda x, a, k: x.min(axis=a, keepdims=k)))
-register("math.max_reduce")(_reduce("max_reduce", lambda x, a, k: x.max(axis=a, keepdims=k)))
+register("math.min_reduce")(_reduce("min_reduce", lambda x, a, k: x.min(axis=a, keepdims=k), True))
+register("math.max_reduce")(_reduce("max_reduce", lambda x, a, k: x.max(axis=a, keepdims=k), True))
 register("math.sum_reduce")(_reduce("sum_reduce", lambda x, a, k: x.sum(axis=a, keepdims=k, dtype=x.dtype)))
 register("math.prod_reduce")(_reduce("prod_reduce", lambda x, a, k: x.prod(axis=a, keepdims=k, dtype=x.dtype)))
 register("math.mean_reduce")(_reduce("mean_reduce", lambda x, a, k: x.mean(axis=a, keepdims=k, dtype=x.dtype)))
