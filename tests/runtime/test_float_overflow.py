@@ -85,3 +85,16 @@ def test_min_and_max_reduce_over_an_empty_axis_are_clear_errors():
         assert run_op(name, [x], {"axes": [2]})[0].shape == (4, 0, 1)
         assert run_op(name, [np.zeros((0, 5), np.float32)], {"axes": [1], "squeeze": True})[0].shape == (0,)
         assert run_op(name, [np.zeros((0, 0), np.float32)], {"axes": [1]})[0].shape == (0, 1)
+
+
+def test_gelu_and_erf_take_rank_0_tensors():
+    """a rank-0 input (a full reduction with squeeze) through nn.gelu and its erf: numpy turns the
+    op's intermediates into scalars, which erf must take like arrays (found by benchmarks/fuzz.py)"""
+    import math
+    x = np.array(0.7, np.float32)
+    y = np.asarray(run_op("nn.gelu", [x], {})[0])
+    assert y.shape == () and y.dtype == np.float32
+    assert abs(float(y) - 0.5 * 0.7 * (1 + math.erf(0.7 / math.sqrt(2)))) <= 4 * np.finfo(np.float32).eps
+    from qsim.runtime.float_ops.math import erf
+    e = erf(np.float32(0.7))                      # a numpy scalar, as x / c of a 0-d array is
+    assert e.shape == () and e.dtype == np.float32 and e == np.float32(math.erf(float(np.float32(0.7))))

@@ -10,6 +10,8 @@ from .bounds import bounded
 # ---- 4.2.1 unary ---------------------------------------------------------------------------
 
 def erf(x: np.ndarray) -> np.ndarray:
+    # an op's rank-0 intermediate (x / c of a 0-d array) is a numpy scalar, not an ndarray
+    x = np.asarray(x)
     return numerics.erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
 
 
