@@ -15,9 +15,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from qsim.cli import main
-from qsim.tensorfile import write_tensor
 
-from quant.test_pipeline import GRAPH_NNEF    # conv + relu, input [1, 2, 6, 6]
+from quant.test_pipeline import write_tiny_model    # conv + relu, input [1, 2, 6, 6]
 
 ROOT_KEY = "{root}"
 
@@ -26,12 +25,7 @@ ROOT_KEY = "{root}"
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("props")
     rng = np.random.default_rng(3)
-    (root / "m").mkdir()
-    (root / "m" / "graph.nnef").write_text(GRAPH_NNEF)
-    write_tensor(root / "m" / "filter.dat", rng.normal(0, 0.3, (4, 2, 3, 3)).astype(np.float32))
-    write_tensor(root / "m" / "bias.dat", rng.normal(0, 0.1, (1, 4)).astype(np.float32))
-    np.save(root / "c.npy", rng.normal(0, 1, (4, 2, 6, 6)).astype(np.float32))
-    np.save(root / "x.npy", rng.normal(0, 1, (1, 2, 6, 6)).astype(np.float32))
+    write_tiny_model(root, rng, calib_count=4)
     nan = np.zeros((1, 2, 6, 6), np.float32)
     nan[0, 0, 1, 1] = np.nan
     np.save(root / "nan.npy", nan)

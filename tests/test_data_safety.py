@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from qsim.cli import main
-from qsim.tensorfile import write_tensor
 
-from quant.test_pipeline import GRAPH_NNEF as TINY_GRAPH   # conv + relu, input [1, 2, 6, 6]
+from quant.test_pipeline import write_tiny_model   # conv + relu, input [1, 2, 6, 6]
 
 
 @pytest.fixture(scope="module")
@@ -19,13 +18,7 @@ def work(tmp_path_factory):
     """A folder with a tiny float model `m`, its quantized form `q`, and data files."""
     root = tmp_path_factory.mktemp("safety")
     rng = np.random.default_rng(7)
-    m = root / "m"
-    m.mkdir()
-    (m / "graph.nnef").write_text(TINY_GRAPH)
-    write_tensor(m / "filter.dat", rng.normal(0, 0.3, (4, 2, 3, 3)).astype(np.float32))
-    write_tensor(m / "bias.dat", rng.normal(0, 0.1, (1, 4)).astype(np.float32))
-    np.save(root / "c.npy", rng.normal(0, 1, (8, 2, 6, 6)).astype(np.float32))
-    np.save(root / "x.npy", rng.normal(0, 1, (1, 2, 6, 6)).astype(np.float32))
+    m = write_tiny_model(root, rng)
     assert main(["quantize", str(m), "--calib", str(root / "c.npy"), "-o", str(root / "q"),
                  "-q"]) == 0
     (root / "afile").write_text("not a folder")

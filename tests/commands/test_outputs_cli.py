@@ -15,9 +15,8 @@ import pytest
 import qsim
 from qsim.atomic import MANIFEST
 from qsim.cli import main
-from qsim.tensorfile import write_tensor
 
-from quant.test_pipeline import GRAPH_NNEF as TINY_GRAPH   # conv + relu, input [1, 2, 6, 6]
+from quant.test_pipeline import write_tiny_model   # conv + relu, input [1, 2, 6, 6]
 
 TREE = str(Path(qsim.__file__).resolve().parents[1])
 
@@ -27,12 +26,7 @@ def work(tmp_path_factory):
     """A tiny float model m/ (graph.nnef + .dat files), its quantized form q/, data files."""
     root = tmp_path_factory.mktemp("outputs")
     rng = np.random.default_rng(3)
-    (root / "m").mkdir()
-    (root / "m" / "graph.nnef").write_text(TINY_GRAPH)
-    write_tensor(root / "m" / "filter.dat", rng.normal(0, 0.3, (4, 2, 3, 3)).astype(np.float32))
-    write_tensor(root / "m" / "bias.dat", rng.normal(0, 0.1, (1, 4)).astype(np.float32))
-    np.save(root / "c.npy", rng.normal(0, 1, (8, 2, 6, 6)).astype(np.float32))
-    np.save(root / "x.npy", rng.normal(0, 1, (1, 2, 6, 6)).astype(np.float32))
+    write_tiny_model(root, rng)
     assert main(["quantize", str(root / "m"), "--calib", str(root / "c.npy"), "-o", str(root / "q"),
                  "-q"]) == 0
     return root

@@ -252,6 +252,20 @@ graph g( input ) -> ( output )
     output = relu(conv);
 }
 """
+def write_tiny_model(root, rng, calib_count: int = 8):
+    """The CLI tests' fixture files: the GRAPH_NNEF model in root/m (graph.nnef + filter/bias .dat),
+    calibration data root/c.npy [calib_count, 2, 6, 6] and one input root/x.npy; returns root/m."""
+    from qsim.tensorfile import write_tensor
+    m = root / "m"
+    m.mkdir()
+    (m / "graph.nnef").write_text(GRAPH_NNEF)
+    write_tensor(m / "filter.dat", rng.normal(0, 0.3, (4, 2, 3, 3)).astype(np.float32))
+    write_tensor(m / "bias.dat", rng.normal(0, 0.1, (1, 4)).astype(np.float32))
+    np.save(root / "c.npy", rng.normal(0, 1, (calib_count, 2, 6, 6)).astype(np.float32))
+    np.save(root / "x.npy", rng.normal(0, 1, (1, 2, 6, 6)).astype(np.float32))
+    return m
+
+
 GRAPH_QUANT = """"output": linear_quantize(min = 0.0, max = 2.55, bits = 8);
 "conv": zero_point_linear_quantize(zero_point = 3, scale = 0.02, bits = 8, signed = true, symmetric = false);
 """
