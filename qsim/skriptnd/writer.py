@@ -37,6 +37,7 @@ producer, a QuantInfo on a tensor inside a control-flow body.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -59,6 +60,8 @@ from .values import Uniform, same
 
 DEFAULT_HEADER = "Model written by qsim (SkriptND writer)."
 INDENT = "    "
+# longest identifier the writer makes: `<identifier>.dat` stays far inside a file name's 255 bytes
+MAX_IDENTIFIER = 120
 _TYPE_NAMES = {ir.DType.F32: "real", ir.DType.BOOL: "bool"}
 # integer widths a data file may be stored at: (bits, signed) → numpy storage dtype
 _STORAGE = {(4, True): np.int8, (8, True): np.int8, (8, False): np.uint8, (16, True): np.int16,
@@ -138,6 +141,11 @@ class _Names:
 
     def fresh(self, wanted: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_]", "_", wanted) or "t"
+        if len(base) > MAX_IDENTIFIER:
+            # a data variable's identifier is its file's name (2.15): keep it within the file
+            # systems' 255 bytes; the digest keeps two long names that share a prefix apart
+            digest = hashlib.sha1(wanted.encode("utf-8")).hexdigest()[:10]
+            base = f"{base[:MAX_IDENTIFIER - 11]}_{digest}"
         if base[0].isdigit():
             base = "t_" + base
         if base in RESERVED:
@@ -183,7 +191,7 @@ class _Writer:
             seen.add(name)
             if not t.is_static:
                 raise InvalidGraphError(f"{where}: data tensor {name!r} has a dynamic shape")
-            ident = name if is_identifier(name) else self.names.fresh(name)
+            ident = name if is_identifier(name) and len(name) <= MAX_IDENTIFIER else self.names.fresh(name)
             self.ref[name] = self.scoped[name] = ident
             variables.append(f"{ident}: {self._type(t, where)};")
             array, bits, signed = _storage(np.asarray(t.data), _width_quant(t))

@@ -389,3 +389,28 @@ def test_control_flow_round_trip(tmp_path):
         np.testing.assert_array_equal(want["w"], z ** n)          # do-while: n - 1 more steps
         np.testing.assert_array_equal(want["branch"], -x0 if c else np.exp(x1))
         np.testing.assert_array_equal(want["p"], np.linalg.matrix_power(a, n))
+
+
+def test_long_tensor_names_make_files_the_file_system_takes(tmp_path):
+    """A converter's tensor names can run to hundreds of characters (TensorFlow joins every fused
+    op's name with ';'); a data variable's identifier is its file's name (2.15), so the writer keeps
+    identifiers to MAX_IDENTIFIER characters and two long names sharing a prefix stay apart."""
+    from qsim.skriptnd.writer import MAX_IDENTIFIER
+    f32 = ir.DType.F32
+    prefix = "functional_1/ds_cnn_1/ds0_dwrelu_1/Relu;" + "block/depthwise_conv2d;" * 12
+    long_a, long_b = prefix + "bias", prefix + "scale"          # not identifiers, share 300 chars
+    plain_long = "w_" + "x" * 300                                # an identifier, but too long a file name
+    t = {"x": ir.Tensor("x", f32, (3,)), "y": ir.Tensor("y", f32, (3,)), "z": ir.Tensor("z", f32, (3,)),
+         "out": ir.Tensor("out", f32, (3,))}
+    for name, value in ((long_a, 1.0), (long_b, 2.0), (plain_long, 4.0)):
+        t[name] = ir.Tensor(name, f32, (3,), data=np.full(3, value, np.float32))
+    ops = [ir.Op(_kind("math.add"), ("x", long_a), ("y",), {}),
+           ir.Op(_kind("math.add"), ("y", long_b), ("z",), {}),
+           ir.Op(_kind("math.add"), ("z", plain_long), ("out",), {})]
+    g = ir.Graph("long_names", ("x",), ("out",), tuple(ops), t)
+    loaded = round_trip(g, tmp_path)
+    names = [p.name for p in (tmp_path / "a").iterdir()]
+    dat = [n for n in names if n.endswith(".dat")]
+    assert len(dat) == 3 and all(len(n) <= MAX_IDENTIFIER + 4 for n in dat)
+    x = np.array([1, 2, 3], np.float32)
+    np.testing.assert_array_equal(execute(loaded, {"x": x})["out"], x + 7)
