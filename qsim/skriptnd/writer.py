@@ -404,6 +404,8 @@ class _Writer:
                                     f"{len(d.outputs)}")
         p = self.prefix
         scope = _common_scope([n[len(p):] if n.startswith(p) else None for n in outs])
+        if scope is not None and self._shadows(outs):
+            scope = None
         if scope is None:
             targets = [self.bind_target(n) for n in outs]
             return f"{', '.join(targets)} = {self._label(op, p, targets[0])}{call};"
@@ -423,6 +425,13 @@ class _Writer:
         for part in reversed(parts[1:]):
             text = f"{names} = {part}: {{ {text} }}; yield {names};"
         return f"{', '.join(outer)} = {parts[0]}: {{ {text} }};"
+
+    def _shadows(self, outs: list[str]) -> bool:
+        """Whether a block for `scope` would define a name already defined outside it (a graph
+        input `ids` beside a block-local `gather.ids`): the reader refuses a name defined twice,
+        so such outputs are written unscoped instead."""
+        defined = set(self.ref.values())
+        return not defined.isdisjoint(n.rsplit(".", 1)[1] for n in outs)
 
     def _bind_pack(self, op, d, call, where, packed) -> str:
         """An operator with a packed output (layout.split, layout.unstack): its only output; the

@@ -414,3 +414,19 @@ def test_long_tensor_names_make_files_the_file_system_takes(tmp_path):
     assert len(dat) == 3 and all(len(n) <= MAX_IDENTIFIER + 4 for n in dat)
     x = np.array([1, 2, 3], np.float32)
     np.testing.assert_array_equal(execute(loaded, {"x": x})["out"], x + 7)
+
+
+def test_block_local_name_beside_an_outer_name_of_the_same_spelling(tmp_path):
+    """An op output scoped as `gather.ids` beside a graph input `ids` (an integer model's token ids
+    and the gather rule's reshaped indices): a block `gather: { ids = ...(ids) }` would define
+    `ids` twice, which the reader refuses, so the output is written unscoped."""
+    i32 = ir.DType.I32
+    t = {"ids": ir.Tensor("ids", i32, (6,)), "gather.ids": ir.Tensor("gather.ids", i32, (1, 6)),
+         "y": ir.Tensor("y", i32, (6, 1))}
+    ops = [ir.Op(_kind("tosa.RESHAPE"), ("ids",), ("gather.ids",), {"new_shape": (1, 6)}, name="gather.ids"),
+           ir.Op(_kind("tosa.RESHAPE"), ("gather.ids",), ("y",), {"new_shape": (6, 1)}, name="y")]
+    g = ir.Graph("shadow", ("ids",), ("y",), tuple(ops), t)
+    loaded = round_trip(g, tmp_path)
+    assert "gather: {" not in (tmp_path / "a" / "main.sknd").read_text()
+    ids = np.arange(6, dtype=np.int32) - 3
+    np.testing.assert_array_equal(execute(loaded, {"ids": ids})["y"], ids.reshape(6, 1))
