@@ -34,6 +34,7 @@ Operators and their vector instruction (hw/vector_isa.py):
   RESIZE                                   runs of one sampling phase (windows.py):
                                            PASS (nearest) or DOT over the taps (bilinear)
   REDUCE_SUM, REDUCE_MAX, REDUCE_MIN, ARGMAX   the reduction over the axis group
+  REDUCE_ALL, REDUCE_ANY                   REDUCE_MIN, REDUCE_MAX of the 0/1 boolean bytes
   TRANSPOSE, SLICE, CONCAT, PAD, REVERSE   PASS over the address pattern (PAD: fill, then copy)
   TILE                                     one PASS copy of the input per repetition
   GATHER (constant indices)                one PASS copy per run of consecutive indices of a
@@ -73,7 +74,9 @@ UNARY_WITH_CONSTANT = {"NEGATE": (VectorOp.SUB, 0), "BITWISE_NOT": (VectorOp.XOR
                        "LOGICAL_NOT": (VectorOp.XOR, 1)}
 UNARY = {"CLZ": VectorOp.CLZ, "ABS": VectorOp.ABS}
 REDUCE = {"REDUCE_SUM": VectorOp.REDUCE_SUM, "REDUCE_MAX": VectorOp.REDUCE_MAX,
-          "REDUCE_MIN": VectorOp.REDUCE_MIN, "ARGMAX": VectorOp.ARGMAX}
+          "REDUCE_MIN": VectorOp.REDUCE_MIN, "ARGMAX": VectorOp.ARGMAX,
+          # booleans are bytes 0/1: all = the minimum, any = the maximum
+          "REDUCE_ALL": VectorOp.REDUCE_MIN, "REDUCE_ANY": VectorOp.REDUCE_MAX}
 
 
 def element_bytes(dtype, what: str) -> int:
