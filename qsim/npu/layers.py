@@ -1,5 +1,5 @@
-"""TOSA integer layers on the NPU: CONV2D, DEPTHWISE_CONV2D, FULLY_CONNECTED, MATMUL,
-each optionally followed by a fused RESCALE (+ CLAMP) in the requantization unit.
+"""TOSA integer layers on the NPU: CONV2D, DEPTHWISE_CONV2D, TRANSPOSE_CONV2D, FULLY_CONNECTED,
+MATMUL, each optionally followed by a fused RESCALE (+ CLAMP) in the requantization unit.
 
 Attributes use the TOSA 0.30 names (qsim.tosa.run): CONV2D weight [OC,KH,KW,IC],
 bias, pad [top, bottom, left, right], stride [y, x], dilation [y, x], input_zp,
@@ -13,7 +13,9 @@ hardware, qsim/npu/array/window.py): padded taps read as input_zp, so they contr
 (input_zp - input_zp) * w = 0 exactly as TOSA's padding does. Depthwise channels
 are packed block-diagonally, cols // M channels per GEMM, K ordered tap-major so a
 fold reads one tap's contiguous channels (off-diagonal weights = weight_zp,
-contributing 0). Without a fused RESCALE the int32 accumulators are stored and the
+contributing 0). TRANSPOSE_CONV2D (weight [OC,KH,KW,IC], out_pad, stride, out_shape) is
+stride_y x stride_x stride-1 convolutions, one per output phase (qsim/npu/array/subpixel.py),
+whose outputs interleave. Without a fused RESCALE the int32 accumulators are stored and the
 bias is added on the host.
 """
 from __future__ import annotations

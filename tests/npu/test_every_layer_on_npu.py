@@ -18,17 +18,32 @@ from .unet_models import embedding, unet
 RESHAPES = {"RESHAPE", "IDENTITY", "CONST"}
 
 
-def _quantize_and_simulate(tmp_path, capsys, model, calib, sample):
-    onnx.save(model, tmp_path / "model.onnx")
-    np.save(tmp_path / "calib.npy", calib)
-    np.save(tmp_path / "x.npy", sample)
-    assert main(["quantize", str(tmp_path / "model.onnx"), "--calib", str(tmp_path / "calib.npy"),
-                 "-o", str(tmp_path / "q"), "-q"]) == 0
-    code = main(["simulate", str(tmp_path / "q"), "--engine", "model", "--workers", "1",
-                 "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "sim"), "-q"])
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory):
+    """name -> (folder, sample .npy): the two models quantized by `qsim quantize`."""
+    out = {}
+    for name, build, calib, sample in (
+            ("unet", unet, lambda r: r.normal(size=(8, 3, 16, 16)).astype(np.float32),
+             lambda r: r.normal(size=(1, 3, 16, 16)).astype(np.float32)),
+            ("embedding", embedding, lambda r: r.integers(0, 20, (16, 6)),
+             lambda r: np.array([[0, 19, 5, 5, 19, 0]]))):       # first and last row, repeats
+        rng = np.random.default_rng(0 if name == "unet" else 1)
+        folder = tmp_path_factory.mktemp(name)
+        onnx.save(build(rng), folder / "model.onnx")
+        np.save(folder / "calib.npy", calib(rng))
+        np.save(folder / "x.npy", sample(rng))
+        assert main(["quantize", str(folder / "model.onnx"), "--calib", str(folder / "calib.npy"),
+                     "-o", str(folder / "q"), "-q"]) == 0
+        out[name] = folder
+    return out
+
+
+def _simulate(folder, capsys):
+    code = main(["simulate", str(folder / "q"), "--engine", "model", "--workers", "1",
+                 "--input", str(folder / "x.npy"), "-o", str(folder / "sim"), "-q"])
     text = capsys.readouterr().out
     assert code == 0, text
-    return json.loads((tmp_path / "sim" / "report.json").read_text()), text
+    return json.loads((folder / "sim" / "report.json").read_text()), text
 
 
 def _no_host_arithmetic(doc, text):
@@ -38,11 +53,8 @@ def _no_host_arithmetic(doc, text):
     assert "WARNING" not in doc["summary"] and doc["summary"] in text
 
 
-def test_unet_with_conv_transpose_runs_every_layer_on_the_npu(tmp_path, capsys):
-    rng = np.random.default_rng(0)
-    doc, text = _quantize_and_simulate(tmp_path, capsys, unet(rng),
-                                       rng.normal(size=(8, 3, 16, 16)).astype(np.float32),
-                                       rng.normal(size=(1, 3, 16, 16)).astype(np.float32))
+def test_unet_with_conv_transpose_runs_every_layer_on_the_npu(quantized, capsys):
+    doc, text = _simulate(quantized["unet"], capsys)
     _no_host_arithmetic(doc, text)
     ups = [layer for layer in doc["layers"] if layer["op"].startswith("TRANSPOSE_CONV2D")]
     assert len(ups) == 2 and all(layer["unit"] == "array" and layer["cycles"] > 0 for layer in ups)
@@ -50,17 +62,44 @@ def test_unet_with_conv_transpose_runs_every_layer_on_the_npu(tmp_path, capsys):
     # 8x8 -> 16x16 (k4 s2 pad 1: 2x2 taps per output phase) 12 -> 6 channels
     assert [layer["macs"] for layer in ups] == [8 * 8 * 18 * 12, 16 * 16 * 4 * 12 * 6]
     assert all(layer["energy_pj"] > 0 and layer["events"]["macs"] >= layer["macs"] for layer in ups)
+    # the figures docs/npu.md quotes (16x16 preset; cycles do not depend on the values)
+    assert [layer["cycles"] for layer in ups] == [956, 2932] and doc["total_cycles"] == 17872
 
 
-def test_embedding_gather_of_token_ids_runs_on_the_vector_unit(tmp_path, capsys):
-    rng = np.random.default_rng(1)
-    calib = rng.integers(0, 20, (16, 6))
-    sample = np.array([[0, 19, 5, 5, 19, 0]])                     # first and last row, repeats
-    doc, text = _quantize_and_simulate(tmp_path, capsys, embedding(rng), calib, sample)
+def test_embedding_gather_of_token_ids_runs_on_the_vector_unit(quantized, capsys):
+    doc, text = _simulate(quantized["embedding"], capsys)
     _no_host_arithmetic(doc, text)
     gather, = [layer for layer in doc["layers"] if layer["op"] == "GATHER"]
     assert gather["unit"] == "vector" and gather["cycles"] > 0 and gather["events"]["vector_ops"] == 6 * 8
     assert gather["dram_input_bytes"] == 6 * (4 + 8)                # per row: its int32 index, 8 values
+
+
+@pytest.mark.parametrize("name", ["unet", "embedding"])
+def test_cocotb_export_programs_reproduce_the_golden_vectors(quantized, tmp_path, name):
+    """The testbench's programs (TRANSPOSE_CONV2D phases placed by their `phase`, the indirect
+    GATHER) run on the cycle model from their exported DRAM images give the golden tensors."""
+    from qsim.npu.cocotb_tb import golden_check
+    from qsim.npu.cycle_model import execute
+
+    from .test_cocotb_export import _decode          # instruction words back, per hw/README.md
+    folder = quantized[name]
+    assert main(["export-vectors", str(folder / "q"), "--config", "8x8", "--input", str(folder / "x.npy"),
+                 "--cocotb", str(tmp_path / "tb")]) == 0
+    geom = load_config("8x8").geometry
+    checked = set()
+    for layer in golden_check.load_layers(tmp_path / "tb"):
+        if not layer.programs:
+            continue
+        expected = layer.golden(tmp_path / "tb")
+        results = []
+        for program in layer.programs:
+            dram = program.dram.copy()
+            execute(geom, _decode(program.instrs), dram)
+            results.append(program.result(dram))
+        np.testing.assert_array_equal(golden_check.assemble(layer, expected.shape, expected.dtype, results),
+                                      expected, err_msg=layer.name)
+        checked.add(layer.op.split("+")[0])
+    assert ("TRANSPOSE_CONV2D" if name == "unet" else "GATHER") in checked
 
 
 def test_arithmetic_left_on_the_host_is_in_the_summary_line(tmp_path):
