@@ -5,6 +5,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from qsim import ir
 from qsim.hw.params import Dataflow, Geometry
@@ -171,3 +173,22 @@ def test_graph_plans_transpose_conv_with_its_rescale_on_the_array(rng):
     assert stage.unit is Unit.ARRAY and stage.op_text == "TRANSPOSE_CONV2D+RESCALE+CLAMP"
     run = run_graph_on_npu(graph, {"x": x}, load_config("8x8"), engine="model")
     assert run.verified and run.stages[0].cycles > 0 and run.stages[0].events.macs > 0
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(st.data())
+def test_random_geometries_equal_the_reference(data):
+    """Any stride, kernel and out_pad the spec admits (out_pad up to KH - 1 and beyond the
+    kernel's overlap, so phases start and stop inside the input), both dataflows."""
+    sy, sx = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    kh, kw = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5))
+    ih, iw = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5))
+    out_pad = [data.draw(st.integers(0, 4)) for _ in range(4)]
+    if (ih - 1) * sy - out_pad[0] - out_pad[1] + kh < 1 or (iw - 1) * sx - out_pad[2] - out_pad[3] + kw < 1:
+        return
+    zps = data.draw(st.sampled_from([(-128, 127), (127, -128), (0, 0), (5, -7)]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x, attrs = _case(rng, data.draw(st.integers(1, 2)), ih, iw, data.draw(st.integers(1, 6)),
+                     data.draw(st.integers(1, 6)), kh, kw, (sy, sx), out_pad, *zps)
+    got = run_layer(_geom(data.draw(st.sampled_from([WS, OS]))), "TRANSPOSE_CONV2D", [x], attrs)
+    np.testing.assert_array_equal(got.output, _reference(x, attrs))
