@@ -166,3 +166,16 @@ def test_graph_with_an_out_of_range_index_is_refused(rng):
     with pytest.raises(UnpredictableError, match="REQUIRE"):
         run_graph_on_npu(graph, {"v": np.zeros((1, 3, 2), np.int8), "i": np.array([[0, 3]], np.int32)},
                          load_config("8x8"), engine="model")
+
+
+def test_indirect_mode_without_an_index_stream_is_refused():
+    from dataclasses import replace
+
+    from qsim.errors import UsageError
+    program, _ = _compile(GEOM, np.zeros((1, 3, 4), np.int8), np.zeros((1, 2), np.int32))
+    load = program.instrs[0]
+    config = decode_config(program.dram[load.get("dram_addr"):][:load.get("count") * load.get("word_bytes")]
+                           .tobytes(), GEOM.cols)
+    broken = replace(config, pattern={**config.pattern, "b_on": 0})
+    with pytest.raises(UsageError, match="indirect mode reads its row indices as operand B"):
+        vrun_timing(broken, 4)

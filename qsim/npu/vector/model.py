@@ -316,6 +316,9 @@ def vrun_transactions(config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lanes = config.field("lanes")
     emits = vrun_emits(config)
     indirect = bool(config.field("a_indirect"))
+    if indirect and not (config.field("b_on") and config.field("b_lane") == 0 and config.field("b_bytes") == 4):
+        raise UsageError("VRUN in indirect mode reads its row indices as operand B: b_on 1, b_lane 0, "
+                         "b_bytes 4 (hw/README.md, Vector DMA)")
     per_beat = []
     for prefix in ("b", "a") if indirect else ("a", "b"):
         if prefix == "b" and not config.field("b_on"):
