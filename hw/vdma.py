@@ -6,7 +6,10 @@ idle, accepts) the configuration's instruction. Reads: each beat needs read tran
 for A (1, or `lanes` for a gather) and then for B (none without b_on); transaction j
 issues at busy cycle s_j, one per cycle at most, when the byte credit allows:
 
-    s_j = max(s_{j-1} + 1, ceil(cum_j / B) - 1)
+    s_j = max(s_{j-1} + g_j, ceil(cum_j / B) - 1)
+
+g_j = 1, except in indirect mode (a_indirect: B, the row index, is read first, then A at
+its address + index * a_lane), where A's read waits for the index: g = 2.
 
 cum_j = the costs of transactions 0..j, B = dram_bytes_per_cycle. A transaction costs the
 bytes it reads, and a beat's last transaction also pays for the result its beat will write
@@ -102,7 +105,8 @@ class _Config:
         for r in REDUCTIONS:
             is_reduce = is_reduce | (op == r)
         self.is_reduce, self.table_load = is_reduce, op == VectorOp.LOAD_TABLE
-        self.a_bytes, self.a_lane, self.a_gather, self.a_reads, self.a_cost = self._stream("a")
+        self.indirect = f("a_indirect")
+        self.a_bytes, self.a_lane, self.a_gather, self.a_reads, self.a_cost = self._stream("a", self.indirect)
         self.b_bytes, self.b_lane, self.b_gather, self.b_reads, self.b_cost = self._stream("b")
         self.b_on = f("b_on")
         reads_per_beat = Signal(17)
@@ -116,11 +120,12 @@ class _Config:
     def steps(self, prefix: str) -> list:
         return [self.field(f"{prefix}_step{i}") for i in range(STREAM_LEVELS)]
 
-    def _stream(self, prefix):
+    def _stream(self, prefix, indirect=Const(0)):
+        """Indirect A (a_lane = row bytes) is always one contiguous read."""
         nbytes, lane = self.field(f"{prefix}_bytes"), self.field(f"{prefix}_lane")
-        gather = (lane != 0) & (lane != nbytes)
+        gather = (lane != 0) & (lane != nbytes) & ~indirect
         reads = Mux(gather, self.lanes, 1)
-        cost = Mux(gather | (lane == 0), nbytes, self.lanes * nbytes)
+        cost = Mux(~indirect & (gather | (lane == 0)), nbytes, self.lanes * nbytes)
         return nbytes, lane, gather, reads, cost
 
 
@@ -150,8 +155,11 @@ class VectorDMA(wiring.Component):
         m = Module()
         m.submodules.vector = vu = VectorUnit(self.geom.cols)
         cfg = _Config(m, self.cfg)
-        read = self._issue_reads(m, vu, cfg)
-        i_valid = self._assemble_beats(m, vu, cfg, read)
+        C = self.geom.cols
+        pa = [Signal(signed(32), name=f"pa{c}") for c in range(C)]
+        pb = [Signal(signed(32), name=f"pb{c}") for c in range(C)]
+        read = self._issue_reads(m, vu, cfg, pb[0])
+        i_valid = self._assemble_beats(m, vu, cfg, read, pa, pb)
         self._write_results(m, vu, cfg)
         with m.If(self.busy & ~self.start & ~read.active & ~read.d_valid & ~i_valid & ~read.cfg_offer
                   & ~vu.busy):
@@ -159,9 +167,9 @@ class VectorDMA(wiring.Component):
         assert VECTOR_LATENCY_CYCLES == 5 and ASSEMBLY_CYCLES == 2   # the durations in the docstring
         return m
 
-    def _issue_reads(self, m, vu, cfg: _Config) -> _InFlight:
+    def _issue_reads(self, m, vu, cfg: _Config, pb0) -> _InFlight:
         """The read transactions of every beat, one per cycle when the byte credit allows, and
-        the walk of the operands' addresses."""
+        the walk of the operands' addresses (pb0: B's lane 0, the index of an indirect beat)."""
         f = cfg.field
         active, cfg_offer = Signal(), Signal()
         walker = _Walker(m, cfg.counts, "beat")
@@ -180,8 +188,10 @@ class VectorDMA(wiring.Component):
             m.d.sync += cfg_offer.eq(0)
         m.d.comb += [vu.cfg.valid.eq(cfg_offer), vu.cfg.payload.eq(cfg.bits[PATTERN_BITS:])]
 
-        # The transaction on offer and its cost.
-        is_a = tr < cfg.a_reads
+        # The transaction on offer and its cost. Indirect: B (the row index) first, then A,
+        # which waits a cycle for the index (`index_wait`) and reads at a_addr + index * row.
+        is_a = Mux(cfg.indirect, tr >= cfg.b_reads, tr < cfg.a_reads)
+        index_wait = Signal()
         last_tr = tr + 1 >= cfg.reads_per_beat
         group_end = gpos + 1 >= cfg.group
         emits = ~cfg.table_load & (~cfg.is_reduce | group_end)
@@ -190,11 +200,15 @@ class VectorDMA(wiring.Component):
         granted_now = Signal(CREDIT_BITS)
         go = Signal()
         m.d.comb += [granted_now.eq(granted + self.geom.dram_bytes_per_cycle),
-                     go.eq(active & (granted_now >= consumed + cost))]
+                     go.eq(active & ~index_wait & (granted_now >= consumed + cost))]
+        m.d.sync += index_wait.eq(go & cfg.indirect & ~is_a)
+        row_offset = Signal(32)
+        m.d.comb += row_offset.eq(pb0 * cfg.a_lane)
         with m.If(active):
             m.d.sync += granted.eq(granted_now)
         m.d.comb += [self.re.eq(go),
-                     self.raddr.eq(Mux(is_a, Mux(cfg.a_gather, a_lane_addr, a_addr),
+                     self.raddr.eq(Mux(is_a, Mux(cfg.a_gather, a_lane_addr,
+                                                 a_addr + Mux(cfg.indirect, row_offset, 0)),
                                        Mux(cfg.b_gather, b_lane_addr, b_addr)))]
 
         # What the read in flight fills (captured the next cycle).
@@ -223,12 +237,10 @@ class VectorDMA(wiring.Component):
                     m.d.sync += b_lane_addr.eq(b_lane_addr + cfg.b_lane)
         return _InFlight(active, cfg_offer, d_valid, d_is_a, d_last, d_flag, d_lane)
 
-    def _assemble_beats(self, m, vu, cfg: _Config, read: _InFlight):
-        """Captures read data into the beat registers; the beat is offered the cycle after its
-        last read's data. Returns the beat-offered signal."""
+    def _assemble_beats(self, m, vu, cfg: _Config, read: _InFlight, pa, pb):
+        """Captures read data into the beat registers pa, pb; the beat is offered the cycle after
+        its last read's data. Returns the beat-offered signal."""
         C = self.geom.cols
-        pa = [Signal(signed(32), name=f"pa{c}") for c in range(C)]
-        pb = [Signal(signed(32), name=f"pb{c}") for c in range(C)]
         i_valid, i_last = Signal(), Signal()
         with m.If(read.d_valid):
             for regs, nbytes, lane_stride, gather in ((pa, cfg.a_bytes, cfg.a_lane, cfg.a_gather),

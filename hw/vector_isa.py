@@ -154,6 +154,11 @@ class VectorInstr:
 # reductions) over its own loop counts, always contiguous in the lanes (one write of
 # lanes * o_bytes); results keep their low o_bytes bytes (the instruction's clamp makes
 # them fit). `group` beats form one reduction group (`last` on the final one).
+# Indirect mode (`a_indirect`, GATHER with computed indices): each beat first reads B, one
+# element broadcast (the row index i, b_lane = 0, b_bytes = 4), then A as one contiguous
+# read at the beat address + i * a_lane (a_lane holds the row's bytes; A's lanes are
+# contiguous elements of a_bytes). A's read waits for the index: it issues at least two
+# cycles after B's (the index is captured the cycle after its read).
 STREAM_LEVELS = 6
 
 
@@ -169,6 +174,7 @@ PATTERN_FIELDS = (
     *_stream_fields("a"), ("b_on", 1, False), *_stream_fields("b"),
     ("o_base", 32, False), *((f"o_count{i}", 16, False) for i in range(STREAM_LEVELS)),
     *((f"o_step{i}", 32, True) for i in range(STREAM_LEVELS)), ("o_bytes", 3, False),
+    ("a_indirect", 1, False),
 )
 PATTERN_BITS = sum(w for _, w, _ in PATTERN_FIELDS)
 

@@ -212,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
               f"{100 * point['array_utilization']:5.1f} % PE utilization  "
               f"{point['inferences_per_s']:>10.0f} inferences/s  "
               f"{point['energy_per_inference_pj'] / 1e3:>9.2f} nJ/inference  "
-              f"{'verified' if point['all_verified'] else 'MISMATCH'}")
+              f"{'verified' if point['all_verified'] else 'MISMATCH'}"
+              + (f"; WARNING: {point['host_arithmetic']}" if point["host_arithmetic"] else ""))
     for message in result.messages:
         print(message, file=sys.stderr)
     print(f"wrote {result.out}/ ({'every layer bit-exact with the kernels' if result.verified else 'VERIFICATION FAILED'})")

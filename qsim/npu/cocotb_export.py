@@ -25,6 +25,7 @@ from .cycle_model import cycle_stats
 from .engines import Engine
 from .golden_vectors import LayerVectors, layer_folder, layers_of, run_values, write_vector_files
 from .grouping import group_ops
+from .array.subpixel import Phase
 from .program import Unit, _vector_program, plan, run_array_stage
 
 TESTBENCH_FILES = ("golden_check.py", "npu_driver.py", "test_golden.py", "run.py")
@@ -101,13 +102,16 @@ def _write_programs(folder: Path, runs_by_layer: dict, config: NpuConfig) -> Non
                 stem = f"{name}/p{number}" if not part else f"{name}/part{part}_p{number}"
                 (folder / f"{stem}.instr").write_bytes(pack_program(program.instrs))
                 (folder / f"{stem}.dram").write_bytes(np.ascontiguousarray(program.dram, np.uint8).tobytes())
+                phase = None
+                if isinstance(where, Phase):      # TRANSPOSE_CONV2D: output[:, py::sy, px::sx, :]
+                    phase, where = [where.py, where.px, *where.stride], slice(0, int(program.out_shape[1]))
                 batch, cols = (where if isinstance(where, tuple) else (None, where))
                 programs.append({"instrs": f"{stem}.instr", "dram": f"{stem}.dram",
                                  "out_addr": int(program.out_addr),
                                  "out_shape": [int(d) for d in program.out_shape],
                                  "out_dtype": np.dtype(program.out_dtype).name,
                                  "cycles": int(cycle_stats(geom, program.instrs, program.dram).total_cycles),
-                                 "batch": batch,
+                                 "batch": batch, "phase": phase,
                                  "cols": None if cols is None else [int(cols.start), int(cols.stop)]})
             run["programs"] = programs      # the records are now files: the entry is JSON
         doc["layers"][name] = entry

@@ -19,6 +19,8 @@ Kinds and the corner each one hits (tests/npu/test_corner_cases.py checks each):
   acc_max, acc_min    accumulators of exactly 2^31 - 1 and -2^31 (K = 33025 products of
                       +-255 x 255, bias making up the rest; array sums within 33023 of 2^31)
   k_longer_than_array K = 3*3*80 = 720 > 64 (the widest array), M and N not multiples of it
+  transposed_conv     TRANSPOSE_CONV2D (sub-pixel phases): stride 3 x 2, kernel 4 x 3, out_pad
+                      (2, 1, 0, 1), zero points -128 / 127, outputs on both rails
 """
 from __future__ import annotations
 
@@ -154,6 +156,22 @@ def _k_longer(rng):
             _rescale(rng.integers(1 << 30, 1 << 31, oc), rng.integers(44, 48, oc), -3), None)
 
 
+def _transposed(rng):
+    """Stride 3 x 2, kernel 4 x 3 (longer than the stride down, not across), out_pad cropping
+    unevenly, zero points at opposite extremes, a scale that saturates both rails."""
+    oc, ic = 10, 9
+    x, w = _i8(rng, (2, 3, 4, ic)), _i8(rng, (oc, 4, 3, ic))
+    top, bottom, left, right = 2, 1, 0, 1
+    # opposite zero-point extremes make every product <= 0 ((x + 128) >= 0, (w - 127) <= 0),
+    # sums down to ~-2^21: biases of either sign up to 2^22 put outputs past both rails
+    bias = rng.integers(1 << 21, 1 << 22, oc) * np.where(np.arange(oc) % 2, 1, -1)
+    attrs = dict(weight=w, bias=bias.astype(np.int32),
+                 out_pad=(top, bottom, left, right), stride=(3, 2),
+                 out_shape=(2, 2 * 3 - top - bottom + 4, 3 * 2 - left - right + 3, oc),
+                 input_zp=-128, weight_zp=127)
+    return ("TRANSPOSE_CONV2D", (x,), attrs, _rescale(np.full(oc, 1 << 30), np.full(oc, 36), -5), None)
+
+
 KINDS = {
     "saturation": (_saturation, "outputs beyond both int8 rails, saturated to -128 and 127"),
     "clamp_rails": (_clamp_rails, "a CLAMP inside int8: outputs on both clamp bounds"),
@@ -165,6 +183,8 @@ KINDS = {
     "acc_max": (_acc_limit(+1), "accumulator exactly 2^31 - 1"),
     "acc_min": (_acc_limit(-1), "accumulator exactly -2^31"),
     "k_longer_than_array": (_k_longer, "K = 720 > array rows; M, N not multiples of the array"),
+    "transposed_conv": (_transposed, "TRANSPOSE_CONV2D stride 3 x 2, kernel 4 x 3, uneven out_pad, "
+                                     "zero points -128 / 127, both rails"),
 }
 
 

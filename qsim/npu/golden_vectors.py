@@ -137,7 +137,7 @@ def _npu_scalars(steps: list[Step]) -> dict:
     output type's range intersected with the CLAMP's, hw/README.md COMPUTE)."""
     out = {}
     first = steps[0].attrs
-    for key in ("input_zp", "weight_zp", "pad", "stride", "dilation"):
+    for key in ("input_zp", "weight_zp", "pad", "stride", "dilation", "out_pad", "out_shape"):
         if key in first:
             out[key] = _scalar(first[key])
     for key in ("A_zp", "B_zp"):           # TOSA's MATMUL names; the vector files say a_zp, b_zp

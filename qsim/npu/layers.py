@@ -1,5 +1,5 @@
-"""TOSA integer layers on the NPU: CONV2D, DEPTHWISE_CONV2D, FULLY_CONNECTED, MATMUL,
-each optionally followed by a fused RESCALE (+ CLAMP) in the requantization unit.
+"""TOSA integer layers on the NPU: CONV2D, DEPTHWISE_CONV2D, TRANSPOSE_CONV2D, FULLY_CONNECTED,
+MATMUL, each optionally followed by a fused RESCALE (+ CLAMP) in the requantization unit.
 
 Attributes use the TOSA 0.30 names (qsim.tosa.run): CONV2D weight [OC,KH,KW,IC],
 bias, pad [top, bottom, left, right], stride [y, x], dilation [y, x], input_zp,
@@ -13,7 +13,9 @@ hardware, qsim/npu/array/window.py): padded taps read as input_zp, so they contr
 (input_zp - input_zp) * w = 0 exactly as TOSA's padding does. Depthwise channels
 are packed block-diagonally, cols // M channels per GEMM, K ordered tap-major so a
 fold reads one tap's contiguous channels (off-diagonal weights = weight_zp,
-contributing 0). Without a fused RESCALE the int32 accumulators are stored and the
+contributing 0). TRANSPOSE_CONV2D (weight [OC,KH,KW,IC], out_pad, stride, out_shape) is
+stride_y x stride_x stride-1 convolutions, one per output phase (qsim/npu/array/subpixel.py),
+whose outputs interleave. Without a fused RESCALE the int32 accumulators are stored and the
 bias is added on the host.
 """
 from __future__ import annotations
@@ -29,9 +31,10 @@ from .array.compile import Gemm, Program, Requant, compile_gemm
 from .energy import EventCounts, program_events
 from .engines import Engine, run_program
 from .cycle_model import CycleStats, schedule
+from .array.subpixel import Phase, phases
 from .array.window import Window
 
-LAYER_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "FULLY_CONNECTED", "MATMUL")
+LAYER_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED", "MATMUL")
 
 
 @dataclass
@@ -59,6 +62,11 @@ class LayerResult:
             for run in self.runs:
                 if run.where[0] == batch:
                     return run, row, col
+        if self.op == "TRANSPOSE_CONV2D":
+            for run in self.runs:
+                row = run.where.row_of(index)
+                if row is not None:
+                    return run, row, index[-1]
         flat_row = int(np.ravel_multi_index(index[:-1], self.output.shape[:-1]))
         channel = index[-1]
         for run in self.runs:
@@ -153,6 +161,15 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
             out.append((Gemm(x, wg.reshape(taps * g, g * mult), in_zp, w_zp, req, window), cols))
         (oh, ow), M = window.out_hw, window.gemm_shape[0]
         return out, (x.shape[0], oh, ow, c * mult), M * taps * c * mult
+    if op == "TRANSPOSE_CONV2D":
+        w = np.asarray(attrs["weight"])
+        oc, ic = w.shape[0], w.shape[3]
+        req = _requant(rescale, clamp, oc, attrs.get("bias"))
+        in_zp, w_zp = attrs.get("input_zp", 0), attrs.get("weight_zp", 0)
+        out = [(Gemm(x, np.ascontiguousarray(ph.weight.reshape(oc, -1).T), in_zp, w_zp, req, ph.window), ph)
+               for ph in phases(x.shape, w, attrs)]
+        macs = sum(ph.window.gemm_shape[0] * ph.real_taps * ic * oc for _, ph in out)   # weight_zp taps are no MACs
+        return out, tuple(int(v) for v in attrs["out_shape"]), macs
     if op == "FULLY_CONNECTED":
         w = np.asarray(attrs["weight"])
         req = _requant(rescale, clamp, w.shape[0], attrs.get("bias"))
@@ -192,6 +209,8 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
         run = run_program(geom, program, engine, what=f"{name} (tosa.{op})")
         if op == "MATMUL":
             out[where[0], :, where[1]] = run.output
+        elif isinstance(where, Phase):
+            where.place(out, run.output)
         else:
             flat[:, where] = run.output
         for key in ("total_cycles", "compute_cycles", "fill_drain_cycles", "stall_cycles", "pe_mac_slots"):

@@ -361,7 +361,9 @@ def _vector_program(geom, graph: Graph, stage: Stage, values: dict):
             roles, names = chain_roles(stage)
             return compile_vector_chain(geom, roles, [values[n] for n in names], out.shape, dtype), None
         inputs = [values[n] if n else None for n in op.inputs]
-        return compile_vector_op(geom, op.kind.short_name, dict(op.attrs), inputs, out.shape, dtype), None
+        computed = op.kind.short_name == "GATHER" and not graph.tensor(op.inputs[1]).is_constant
+        return compile_vector_op(geom, op.kind.short_name, dict(op.attrs), inputs, out.shape, dtype,
+                                 run_time_indices=computed), None
     except UnsupportedError as err:
         return None, err.message
 

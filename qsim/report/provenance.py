@@ -54,3 +54,19 @@ def energy_sentence(layers: Sequence, tech_name: str, tech_source: str) -> str:
     return (f"energy: event counts of each stage's program (MACs, buffer words, DRAM bytes, vector "
             f"operations) x the '{tech_name}' table ({tech_source})"
             + (f"; the {_count(host, 'host stage')} count no events" if host else "") + " (docs/npu.md, Energy).")
+
+
+def host_arithmetic(layers: Sequence) -> list:
+    """The host stages that compute something (everything but the reshapes of HOST_OPS): work
+    the NPU's cycles and energy leave out."""
+    return [layer for layer in layers if layer.unit == "host" and layer.op not in HOST_OPS]
+
+
+def host_arithmetic_warning(layers: Sequence) -> str:
+    """'' when the host only reshapes; else the clause every summary line ends with."""
+    host = host_arithmetic(layers)
+    if not host:
+        return ""
+    ops = sorted({layer.op for layer in host})
+    return (f"{_count(len(host), 'arithmetic layer')} ({', '.join(ops)}) on the host: not in the "
+            "cycles or energy, which are understated")

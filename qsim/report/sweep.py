@@ -18,6 +18,7 @@ def sweep_summary(report: ThroughputReport) -> dict:
             "array_utilization": array_utilization(report),
             "energy_per_inference_pj": doc["energy_per_inference_pj"],
             "energy_by_component_pj": doc["energy_by_component_pj"], "tech": doc["tech"]["name"],
+            "host_arithmetic": report.host_warning,     # "" or what the cycles and energy leave out
             "report": f"{report.config['name']}/report.json"}
 
 

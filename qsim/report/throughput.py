@@ -21,7 +21,7 @@ from ..npu.program import GraphRun
 from .forked import render_all
 from .html import Page
 from .layer_plots import FIGURES, plot_png
-from .provenance import energy_sentence, engine_sentences
+from .provenance import energy_sentence, engine_sentences, host_arithmetic, host_arithmetic_warning
 
 # Columns of SCALE-Sim's COMPUTE_REPORT.csv, in its order, for side-by-side use.
 SCALESIM_COMPUTE_COLUMNS = ("LayerID", "Total Cycles", "Stall Cycles", "Overall Util %",
@@ -99,6 +99,20 @@ class ThroughputReport:
         return sum(layer.energy_pj for layer in self.layers)
 
     @property
+    def host_warning(self) -> str:
+        """'' or the clause saying which arithmetic ran on the host, uncounted (every summary has it)."""
+        return host_arithmetic_warning(self.layers)
+
+    def total_line(self) -> str:
+        """The summary line: the console's, report.json's `summary`, report.html's first paragraph."""
+        cfg = self.config
+        line = (f"total: {self.total_cycles} cycles, {self.total_macs} MACs on {cfg['rows']}x"
+                f"{cfg['cols']} {cfg['dataflow']} at {cfg['clock_mhz']:g} MHz: latency "
+                f"{self.latency_s * 1e6:.2f} us, {self.inferences_per_s:.0f} inferences/s, "
+                f"{self.gops:.2f} GOPS; engine {self.engine}")
+        return line + (f"; WARNING: {self.host_warning}" if self.host_warning else "")
+
+    @property
     def energy_by_component_pj(self) -> dict[str, float]:
         """Whole-run energy per component, components in the layers' order."""
         total: dict[str, float] = {}
@@ -129,6 +143,8 @@ class ThroughputReport:
                 # one run of the model on one input is one inference (as latency_ms counts it)
                 "total_energy_pj": self.total_energy_pj, "energy_per_inference_pj": self.total_energy_pj,
                 "energy_by_component_pj": self.energy_by_component_pj, "tech": self.tech,
+                "summary": self.total_line(),
+                "host_arithmetic_layers": [layer.name for layer in host_arithmetic(self.layers)],
                 "notes": list(self.notes)}
 
     def scalesim_csv(self) -> str:
@@ -182,12 +198,8 @@ def summary_lines(report: ThroughputReport) -> list[str]:
                      f"{layer.cycles:>8} {layer.compute_cycles:>8} {layer.fill_drain_cycles:>8} "
                      f"{layer.stall_cycles:>7} {100 * report.utilization(layer):>6.1f} "
                      f"{layer.dram_bytes:>8} {layer.energy_pj / 1e3:>8.2f}  {verified}")
-    cfg = report.config
     lines.append("-" * len(head))
-    lines.append(f"total: {report.total_cycles} cycles, {report.total_macs} MACs on {cfg['rows']}x"
-                 f"{cfg['cols']} {cfg['dataflow']} at {cfg['clock_mhz']:g} MHz: latency "
-                 f"{report.latency_s * 1e6:.2f} us, {report.inferences_per_s:.0f} inferences/s, "
-                 f"{report.gops:.2f} GOPS; engine {report.engine}")
+    lines.append(report.total_line())
     parts = ", ".join(f"{name} {pj / 1e3:.1f}" for name, pj in report.energy_by_component_pj.items() if pj)
     lines.append(f"energy ({report.tech.get('name', '?')}): {report.total_energy_pj / 1e3:.2f} nJ per "
                  f"inference ({parts} nJ)")
@@ -203,6 +215,7 @@ PARTS = (DOCUMENTS, *PLOTS)     # render_part's parts: independent, so each can 
 
 def _html(report: ThroughputReport) -> str:
     page = Page(f"qsim throughput report: {report.model}")
+    page.paragraph(report.total_line(), css="note")
     cfg = report.config
     page.table(["measure", "value"], [
         ["engine", report.engine],
@@ -215,6 +228,7 @@ def _html(report: ThroughputReport) -> str:
         ["energy table", f"{report.tech.get('name', '?')}: {report.tech.get('description', '')}"],
         ["energy per inference", f"{report.total_energy_pj / 1e3:.4g} nJ"],
         ["all layers verified", "yes" if report.to_json()["all_verified"] else "NO"],
+        ["arithmetic on the host", report.host_warning or "none"],
     ])
     for note in report.notes:
         page.paragraph(note, css="note")

@@ -103,6 +103,14 @@ def test_k_longer_than_the_array(cases):
     assert kh * kw * ic > 64 and oc % 16 and oc % 8
 
 
+def test_transposed_conv_hits_both_rails_with_extreme_zero_points(cases):
+    case, steps = cases["transposed_conv"]
+    out = steps[-1].outputs[0]
+    assert case.op == "TRANSPOSE_CONV2D" and tuple(case.attrs["stride"]) == (3, 2)
+    assert (case.attrs["input_zp"], case.attrs["weight_zp"]) == (-128, 127)
+    assert (out == -128).any() and (out == 127).any()
+
+
 GEOMETRIES = [load_config("16x16").geometry, load_config("8x8:os").geometry,
               Geometry(4, 8, Dataflow.WEIGHT_STATIONARY, 4 * 64, 8 * 64, 4 * 8 * 32, 8)]
 
@@ -117,9 +125,10 @@ def test_npu_model_engine_reproduces_every_case(cases, geom):
 
 
 def test_seeded_and_reproducible():
-    a, b, c = cc.generate(12, 3), cc.generate(12, 3), cc.generate(12, 4)
+    n = len(cc.KINDS)
+    a, b, c = cc.generate(n + 2, 3), cc.generate(n + 2, 3), cc.generate(n + 2, 4)
     assert [x.name for x in a] == [x.name for x in b]
-    assert a[10].kind == "saturation" and a[10].name == "saturation_v1"
+    assert a[n].kind == "saturation" and a[n].name == "saturation_v1"
     for x, y in zip(a, b):
         for u, v in zip(x.inputs, y.inputs):
             np.testing.assert_array_equal(u, v)
@@ -135,7 +144,8 @@ def test_bad_count_or_seed(count, seed):
 @pytest.mark.parametrize("kind,dataflow", [("neg128_squared", Dataflow.WEIGHT_STATIONARY),
                                            ("zero_points_max", Dataflow.OUTPUT_STATIONARY),
                                            ("ties_double", Dataflow.WEIGHT_STATIONARY),
-                                           ("clamp_rails", Dataflow.OUTPUT_STATIONARY)])
+                                           ("clamp_rails", Dataflow.OUTPUT_STATIONARY),
+                                           ("transposed_conv", Dataflow.WEIGHT_STATIONARY)])
 def test_rtl_reproduces_corner_cases_on_a_small_array(cases, kind, dataflow):
     """The Amaranth RTL (4x4 array) on the cheaper corners: values equal the TOSA reference;
     the engine itself checks its cycle count against the model's."""

@@ -147,7 +147,7 @@ def test_input_option_float_and_integer(tmp_path, model_folder):
 
 def test_corner_case_folder_hex_and_requant(tmp_path):
     out = tmp_path / "corners"
-    assert main(["export-vectors", "--corner-cases", "10", "--seed", "1", "--out", str(out),
+    assert main(["export-vectors", "--corner-cases", str(len(corner_cases.KINDS)), "--seed", "1", "--out", str(out),
                  "--config", "8x8"]) == 0
     manifest = check_folder(out)
     assert [layer["corner_case"] for layer in manifest["layers"]] == list(corner_cases.KINDS)

@@ -75,6 +75,9 @@ def cases(seed: int = 0) -> list:
         ("reduce sum", "REDUCE_SUM", [ints(I32, 2, 3, 5, lo=-10**6, hi=10**6)], {"axis": 1}),
         ("reduce max last axis", "REDUCE_MAX", [ints(I32, 2, 3, 5)], {"axis": 2}),
         ("reduce min first axis", "REDUCE_MIN", [ints(I32, 4, 3)], {"axis": 0}),
+        # booleans: a row of all true and one of all false, so both results occur
+        ("reduce all", "REDUCE_ALL", [np.array([[1, 1, 1, 1, 1], [1, 0, 1, 1, 1], [0, 0, 0, 0, 0]], bool)], {"axis": 1}),
+        ("reduce any first axis", "REDUCE_ANY", [np.array([[0, 1, 0], [0, 0, 0], [0, 1, 1]], bool)], {"axis": 0}),
         ("argmax ties", "ARGMAX", [np.array([[3, 7, 7, -1, 7], [-128, -128, -128, -128, -128]], I8)], {"axis": 1}),
         ("transpose", "TRANSPOSE", [ints(I8, 2, 3, 5)], {"perms": [2, 0, 1]}),
         ("slice", "SLICE", [ints(I8, 4, 6)], {"start": [1, 2], "size": [2, 3]}),

@@ -26,7 +26,8 @@ class Program:
     """One program of the qsim NPU: run `instrs` on a DRAM holding `dram`; the program's result
     is then the `out_shape` array of `out_dtype` at byte `out_addr`. An array program's result
     is an [M, N] matrix landing in the checked tensor at columns `cols` (`batch` None: rows =
-    the tensor's leading axes flattened); a vector program's (`cols` None) is the whole tensor."""
+    the tensor's leading axes flattened; `phase` set: rows = the pixels of one output phase of a
+    transposed convolution, row-major); a vector program's (`cols` None) is the whole tensor."""
     instrs: bytes
     dram: np.ndarray                 # uint8
     out_addr: int
@@ -35,6 +36,7 @@ class Program:
     cycles: int                      # cycles the qsim NPU takes (qsim's cycle model)
     batch: int | None
     cols: tuple[int, int] | None     # [first, last) column of the checked tensor's last axis
+    phase: tuple | None = None       # (py, px, sy, sx): rows are output[:, py::sy, px::sx] (TRANSPOSE_CONV2D)
 
     def result(self, dram: bytes | bytearray | np.ndarray) -> np.ndarray:
         size = int(np.prod(self.out_shape)) * self.out_dtype.itemsize
@@ -94,7 +96,8 @@ def _program(tb: Path, entry: dict) -> Program:
                    dram=np.fromfile(tb / PROGRAMS / entry["dram"], np.uint8),
                    out_addr=entry["out_addr"], out_shape=tuple(entry["out_shape"]),
                    out_dtype=np.dtype(entry["out_dtype"]), cycles=entry["cycles"],
-                   batch=entry["batch"], cols=None if entry["cols"] is None else tuple(entry["cols"]))
+                   batch=entry["batch"], cols=None if entry["cols"] is None else tuple(entry["cols"]),
+                   phase=None if entry.get("phase") is None else tuple(entry["phase"]))
 
 
 def assemble(layer: Layer, shape, dtype, results: list[np.ndarray]) -> np.ndarray:
@@ -105,7 +108,11 @@ def assemble(layer: Layer, shape, dtype, results: list[np.ndarray]) -> np.ndarra
     rows = out.reshape(-1, out.shape[-1]) if out.ndim > 1 else out.reshape(1, -1)
     for program, result in zip(layer.programs, results):
         first, last = program.cols
-        if program.batch is None:
+        if program.phase is not None:
+            py, px, sy, sx = program.phase
+            part = out[:, py::sy, px::sx, first:last]
+            out[:, py::sy, px::sx, first:last] = result.reshape(part.shape)
+        elif program.batch is None:
             rows[:, first:last] = result
         else:
             out[program.batch, :, first:last] = result

@@ -283,12 +283,19 @@ def _read(dram: np.ndarray, addr: np.ndarray, nbytes: int) -> np.ndarray:
 
 
 def stream_operand(config, dram: np.ndarray, prefix: str) -> np.ndarray:
-    """[beats, lanes] operand values the vector DMA feeds (lanes = the pattern's `lanes`)."""
+    """[beats, lanes] operand values the vector DMA feeds (lanes = the pattern's `lanes`).
+    Indirect A: beat address + index * a_lane (B's lane 0 is the index), lanes contiguous;
+    the address wraps at 32 bits as the RTL's adder does."""
     counts, lanes = _levels(config), config.field("lanes")
     beat = _addresses(config.field(f"{prefix}_base"), counts,
                       [config.field(f"{prefix}_step{i}") for i in range(STREAM_LEVELS)])
-    addr = beat[:, None] + config.field(f"{prefix}_lane") * np.arange(lanes)[None, :]
-    return _read(dram, addr, config.field(f"{prefix}_bytes"))
+    nbytes, lane = config.field(f"{prefix}_bytes"), config.field(f"{prefix}_lane")
+    if prefix == "a" and config.field("a_indirect"):
+        index = stream_operand(config, dram, "b")[:, 0]
+        beat = (beat + index * lane) & 0xFFFFFFFF
+        lane = nbytes
+    addr = beat[:, None] + lane * np.arange(lanes)[None, :]
+    return _read(dram, addr, nbytes)
 
 
 def vrun_emits(config) -> np.ndarray:
@@ -302,29 +309,40 @@ def vrun_emits(config) -> np.ndarray:
     return np.ones(n, bool)
 
 
-def vrun_transactions(config) -> tuple[np.ndarray, np.ndarray]:
-    """(cost [transactions], index of each beat's last transaction) of a VRUN."""
+def vrun_transactions(config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cost [transactions], index of each beat's last transaction, gap [transactions]: the
+    fewest cycles after the previous transaction) of a VRUN. Indirect: B (the index) then A,
+    one contiguous read, 2 cycles after B's."""
     lanes = config.field("lanes")
     emits = vrun_emits(config)
+    indirect = bool(config.field("a_indirect"))
+    if indirect and not (config.field("b_on") and config.field("b_lane") == 0 and config.field("b_bytes") == 4):
+        raise UsageError("VRUN in indirect mode reads its row indices as operand B: b_on 1, b_lane 0, "
+                         "b_bytes 4 (hw/README.md, Vector DMA)")
     per_beat = []
-    for prefix in ("a", "b"):
+    for prefix in ("b", "a") if indirect else ("a", "b"):
         if prefix == "b" and not config.field("b_on"):
             continue
         nbytes, lane = config.field(f"{prefix}_bytes"), config.field(f"{prefix}_lane")
+        if prefix == "a" and indirect:
+            lane = nbytes
         gather = lane not in (0, nbytes)
         per_beat += [nbytes] * lanes if gather else [nbytes if lane == 0 else lanes * nbytes]
     k = len(per_beat)
     cost = np.tile(np.asarray(per_beat, np.int64), len(emits))
+    gap = np.tile(np.asarray([1] * (k - 1) + [2 if indirect else 1], np.int64), len(emits))
     last = np.arange(len(emits)) * k + k - 1
     cost[last] += emits * lanes * config.field("o_bytes")
-    return cost, last
+    return cost, last, gap
 
 
-def vrun_issue_cycles(cost: np.ndarray, bytes_per_cycle: int) -> np.ndarray:
-    """Busy cycle of every read transaction: s_j = max(s_{j-1} + 1, ceil(cum_j / B) - 1)."""
+def vrun_issue_cycles(cost: np.ndarray, bytes_per_cycle: int, gap: np.ndarray | None = None) -> np.ndarray:
+    """Busy cycle of every read transaction: s_j = max(s_{j-1} + g_j, ceil(cum_j / B) - 1),
+    g_j = gap[j] (default 1). With G_j = g_1 + .. + g_j (G_0 = 0):
+    s_j = G_j + max(0, max_{i <= j} (c_i - G_i))."""
     c = -(-np.cumsum(cost) // bytes_per_cycle) - 1
-    j = np.arange(len(cost))
-    return j + np.maximum(0, np.maximum.accumulate(c - j))
+    g = np.arange(len(cost)) if gap is None else np.cumsum(gap) - gap[0]
+    return g + np.maximum(0, np.maximum.accumulate(c - g))
 
 
 @dataclass(frozen=True)
@@ -338,8 +356,8 @@ class VrunTiming:
 
 
 def vrun_timing(config, bytes_per_cycle: int) -> VrunTiming:
-    cost, last = vrun_transactions(config)
-    issue = vrun_issue_cycles(cost, bytes_per_cycle)
+    cost, last, gap = vrun_transactions(config)
+    issue = vrun_issue_cycles(cost, bytes_per_cycle, gap)
     s_last = int(issue[-1])
     table = VectorOp(config.instr.op) is VectorOp.LOAD_TABLE
     fill = TABLE_LOAD_FILL_CYCLES if table else VRUN_FILL_CYCLES

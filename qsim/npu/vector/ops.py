@@ -34,21 +34,23 @@ Operators and their vector instruction (hw/vector_isa.py):
   RESIZE                                   runs of one sampling phase (windows.py):
                                            PASS (nearest) or DOT over the taps (bilinear)
   REDUCE_SUM, REDUCE_MAX, REDUCE_MIN, ARGMAX   the reduction over the axis group
+  REDUCE_ALL, REDUCE_ANY                   REDUCE_MIN, REDUCE_MAX of the 0/1 boolean bytes
   TRANSPOSE, SLICE, CONCAT, PAD, REVERSE   PASS over the address pattern (PAD: fill, then copy)
   TILE                                     one PASS copy of the input per repetition
   GATHER (constant indices)                one PASS copy per run of consecutive indices of a
                                            batch (the indices are part of the program, like a
-                                           layout; indices computed at run time would need
-                                           indirect addressing, which the vector DMA lacks)
+                                           layout)
+  GATHER (indices computed at run time)    one PASS job in the DMA's indirect mode: per beat
+                                           the index (operand B), then the row it names
 Anything else raises UnsupportedError with the reason, and the planner runs it on the host.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ...errors import UnsupportedError
+from ...errors import UnpredictableError, UnsupportedError
 from ...hw.params import Geometry
 from ...hw.vector_isa import INT32_MAX, INT32_MIN, VectorInstr, VectorOp
 from . import windows as vector_windows
@@ -72,7 +74,9 @@ UNARY_WITH_CONSTANT = {"NEGATE": (VectorOp.SUB, 0), "BITWISE_NOT": (VectorOp.XOR
                        "LOGICAL_NOT": (VectorOp.XOR, 1)}
 UNARY = {"CLZ": VectorOp.CLZ, "ABS": VectorOp.ABS}
 REDUCE = {"REDUCE_SUM": VectorOp.REDUCE_SUM, "REDUCE_MAX": VectorOp.REDUCE_MAX,
-          "REDUCE_MIN": VectorOp.REDUCE_MIN, "ARGMAX": VectorOp.ARGMAX}
+          "REDUCE_MIN": VectorOp.REDUCE_MIN, "ARGMAX": VectorOp.ARGMAX,
+          # booleans are bytes 0/1: all = the minimum, any = the maximum
+          "REDUCE_ALL": VectorOp.REDUCE_MIN, "REDUCE_ANY": VectorOp.REDUCE_MAX}
 
 
 def element_bytes(dtype, what: str) -> int:
@@ -335,6 +339,8 @@ def _tile(j: _OpJob) -> list:
 
 
 def _gather_op(j: _OpJob) -> list:
+    if j.indices is None:
+        return _gather_indirect(j)
     return _gather(j.arrays[0], j.bases[0], j.sizes[0], j.indices, j.out_base, j.out_strides, j.o_bytes, j.C)
 
 
@@ -355,15 +361,22 @@ BUILDERS = {**{op: _binary for op in [*ELEMENTWISE, "ARITHMETIC_RIGHT_SHIFT"]},
 VECTOR_OPS = frozenset(BUILDERS)
 
 
-def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_shape, out_dtype):
-    """The program of one operator on the vector unit, or UnsupportedError saying why not."""
+def compile_vector_op(geom: Geometry, op: str, attrs: dict, inputs: list, out_shape, out_dtype,
+                      run_time_indices: bool = False):
+    """The program of one operator on the vector unit, or UnsupportedError saying why not.
+    `run_time_indices`: GATHER's indices are computed by the graph, so they stream through the
+    vector DMA's indirect mode instead of shaping the address pattern."""
     if op not in BUILDERS:
         raise UnsupportedError(f"tosa.{op} has no vector-unit mapping")
     image = DramImage()
     arrays = [np.ascontiguousarray(x) for x in inputs if x is not None]
     indices = None
-    if op == "GATHER":          # the indices shape the address pattern; only the values stream
-        indices = np.asarray(arrays.pop(1), np.int64)
+    if op == "GATHER":
+        require_indices(np.asarray(arrays[1]), arrays[0].shape[1])
+        if run_time_indices:    # streamed as operand B, int32
+            arrays[1] = np.ascontiguousarray(arrays[1], "<i4")
+        else:                   # the indices shape the address pattern; only the values stream
+            indices = np.asarray(arrays.pop(1), np.int64)
     sizes = [element_bytes(x.dtype, f"tosa.{op} input") for x in arrays]
     bases = [image.add(x) for x in arrays]
     o_bytes = element_bytes(out_dtype, f"tosa.{op} output")
@@ -427,6 +440,31 @@ def _gather(values, base, nbytes, indices, out_base, out_strides, o_bytes, C) ->
     return out
 
 
+def require_indices(indices: np.ndarray, extent: int) -> None:
+    """TOSA 0.30 2.11.1 REQUIRE(0 <= k && k < K): the DMA adds index * row bytes unchecked, so
+    the compiler refuses an index outside the values (the kernels' GATHER raises the same)."""
+    bad = (indices < 0) | (indices >= extent)
+    if bad.any():
+        n, w = (int(i) for i in np.argwhere(bad)[0])
+        raise UnpredictableError(f"GATHER: REQUIRE(0 <= k && k < K) fails: indices[{n}, {w}] = "
+                                 f"{int(indices[n, w])}, K = {extent}",
+                                 hint="the indices must name rows of the values tensor")
+
+
+def _gather_indirect(j: _OpJob) -> list:
+    """GATHER [N, K, Ch] by indices [N, W] that the graph computes: one job over (n, w, lane
+    tile) in the vector DMA's indirect mode. Each beat reads index[n, w] (operand B, int32,
+    broadcast), then lanes of row values[n, index] at A's beat address (batch n, tile) +
+    index * Ch * bytes (a_lane carries the row's bytes)."""
+    values, idx = j.arrays
+    n_batch, extent, ch = values.shape
+    b = j.sizes[0]
+    a = (j.bases[0], [extent * ch * b, 0, b], b)
+    index = (j.bases[1], [idx.shape[1] * 4, 4, 0], 4)
+    configs = j.job(j.plain(), [a, index], lane_dim=2)
+    return [replace(c, pattern={**c.pattern, "a_indirect": 1, "a_lane": ch * b}) for c in configs]
+
+
 def _pad(x, x_base, x_bytes, padding, value, out_shape, out_base, out_strides, o_bytes, C) -> list:
     return _fill_and_copy(x_base, x.shape, x_bytes, value, out_shape, out_base, out_strides, o_bytes,
                           [b for b, _ in padding], C)
@@ -481,7 +519,4 @@ def vector_support(graph, op) -> str | None:
         if dtype.short not in _STREAMED:
             return (f"tensor {name!r} is {dtype.short}: the vector DMA streams signed 8-, 16- and "
                     "32-bit integers and booleans")
-    if short == "GATHER" and not graph.tensor(op.inputs[1]).is_constant:
-        return ("GATHER with indices computed at run time: the vector DMA has no indirect addressing "
-                "(constant indices become its address pattern)")
     return None
