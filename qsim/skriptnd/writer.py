@@ -161,6 +161,7 @@ class _Writer:
         self.prefix = ""                        # scope of the block being written (2.10.1)
         plain = {n for n in graph.tensors if is_identifier(n)}
         self.names = _Names(plain)
+        self.plain = frozenset(plain)           # the graph's tensors named by identifiers
 
     # ------------------------------------------------------------ main
     def render(self, header: str) -> tuple[str, list]:
@@ -396,6 +397,8 @@ class _Writer:
                                     f"{len(d.outputs)}")
         p = self.prefix
         scope = _common_scope([n[len(p):] if n.startswith(p) else None for n in outs])
+        if scope is not None and any(n[len(p) + len(scope) + 1:] in self.plain for n in outs):
+            scope = None    # a block's local name would redefine a graph tensor (input 'ids', 'te.ids')
         if scope is None:
             targets = [self.bind_target(n) for n in outs]
             return f"{', '.join(targets)} = {self._label(op, p, targets[0])}{call};"
