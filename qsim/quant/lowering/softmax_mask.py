@@ -16,6 +16,10 @@ Forms recognized, with `s` the scores and the result read only by one nn.softmax
 
     math.add(s, M) | math.add(M, s)       M constant, every element 0 or <= MASK_LIMIT
     math.select(c, F, s) | select(c, s, F) c constant bool, F a constant <= MASK_LIMIT
+    math.add(s, M) | math.add(M, s)       M computed: layout ops (reshape, broadcast, transpose)
+                                          of select(c, F, 0) or select(c, 0, F), c a computed bool
+                                          (torch's src_key_padding_mask: a bool model input); the
+                                          integer softmax rebuilds the mask from c at run time
 
 A value <= MASK_LIMIT (-1e4; -inf, -1e9 and float32's lowest included) is masked: exp of it
 plus any score difference above -1e4 + 104 underflows to exactly 0 in float32 (exp(-104) is
@@ -36,20 +40,69 @@ MASK_LIMIT = -1e4
 
 
 @dataclass(frozen=True)
+class RuntimeMask:
+    """An additive mask made at run time from a bool tensor (a padding mask input):
+    M = layout ops(select(c, F, 0)) or of select(c, 0, F), F <= MASK_LIMIT."""
+    cond: str                       # the computed bool tensor c
+    keep_when: bool                 # a position is kept where c equals this
+    chain: tuple[ir.Op, ...]        # the select, then the layout ops that make M, in order
+
+    @property
+    def tensors(self) -> set[str]:
+        return {n for op in self.chain for n in op.outputs}
+
+
+@dataclass(frozen=True)
 class MaskedSoftmax:
     mask_op: ir.Op                  # the math.add / math.select applying the mask
     softmax: ir.Op                  # the nn.softmax reading its result
     scores: str                     # the float scores before the mask
-    keep: np.ndarray                # bool, the scores' rank (extent 1 where the mask broadcasts)
+    keep: np.ndarray | None         # bool, the scores' rank (extent 1 where the mask broadcasts)
+    runtime: RuntimeMask | None = None      # instead of `keep`: the mask computed at run time
 
     @property
     def masked(self) -> str:
         return self.mask_op.outputs[0]
 
     def fully_masked_rows(self, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
-        """Whether some softmax row (the `axes` of scores of `shape`) keeps no position."""
+        """Whether some softmax row (the `axes` of scores of `shape`) may keep no position
+        (always possible with a run-time mask: the data decides)."""
+        if self.keep is None:
+            return True
         keep = np.broadcast_to(self.keep, shape)
         return bool(np.any(~np.any(keep, axis=axes)))
+
+
+# operators that move a run-time mask's values into the scores' shape
+MASK_LAYOUT_OPS = ("layout.reshape", "layout.squeeze", "layout.unsqueeze", "layout.flatten",
+                   "layout.unflatten", "layout.broadcast", "layout.transpose")
+
+
+def runtime_mask(graph: ir.Graph, name: str) -> RuntimeMask | None:
+    """The additive mask `name` as layout ops of select(c, F, 0) / select(c, 0, F) with c a
+    computed bool tensor and F <= MASK_LIMIT (torch's src_key_padding_mask export), or None."""
+    chain = []
+    while True:
+        op = graph.producer(name)
+        if op is None:
+            return None
+        if op.kind.name in MASK_LAYOUT_OPS:
+            chain.append(op)
+            name = op.inputs[0]
+            continue
+        if op.kind.name != "math.select":
+            return None
+        c, a, b = op.inputs[:3]
+        if _constant(graph, c) is not None or graph.tensor(c).dtype is not ir.DType.BOOL:
+            return None
+        when_true, when_false = _constant(graph, a), _constant(graph, b)
+        if _is_fill(when_true) and when_false is not None and not np.any(when_false):
+            keep_when = False
+        elif _is_fill(when_false) and when_true is not None and not np.any(when_true):
+            keep_when = True
+        else:
+            return None
+        return RuntimeMask(c, keep_when, (op, *reversed(chain)))
 
 
 def _constant(graph: ir.Graph, name: str) -> np.ndarray | None:
@@ -91,6 +144,9 @@ def match_masked_softmax(graph: ir.Graph, op: ir.Op) -> MaskedSoftmax | None:
     if kind == "math.add":
         a, b = op.inputs[:2]
         for scores, mask in ((a, b), (b, a)):
+            runtime = runtime_mask(graph, mask) if _constant(graph, mask) is None else None
+            if runtime is not None and graph.tensor(scores).shape == graph.tensor(op.outputs[0]).shape:
+                return MaskedSoftmax(op, softmax, scores, None, runtime)
             data = _constant(graph, mask)
             if _constant(graph, scores) is not None or data is None or data.dtype.kind != "f":
                 continue
@@ -151,5 +207,38 @@ def check_softmax_masks(graph: ir.Graph) -> list[MaskedSoftmax]:
 
 
 def masked_tensors(graph: ir.Graph) -> set[str]:
-    """The masked scores of every masked softmax: calibration observes none of them."""
-    return {m.masked for m in check_softmax_masks(graph)}
+    """The masked scores of every masked softmax and the run-time masks' -inf/0 tensors:
+    calibration observes none of them."""
+    found = set()
+    for m in check_softmax_masks(graph):
+        found.add(m.masked)
+        if m.runtime is not None:
+            found |= m.runtime.tensors
+    return found
+
+
+def runtime_mask_ops(graph: ir.Graph, select: ir.Op) -> list[ir.Op] | None:
+    """The ops from `select` (making a run-time mask) through layout ops to the masked softmaxes
+    that read it, when every tensor they make is read only by them and by those softmaxes'
+    mask additions (the integer softmax then rebuilds the mask from the bool tensor, and these
+    ops have nothing left to compute); None otherwise."""
+    if select.kind.name != "math.select" or runtime_mask(graph, select.outputs[0]) is None:
+        return None
+    ops, todo, seen = [select], [select], set()
+    while todo:
+        op = todo.pop()
+        for out in op.outputs:
+            if out in graph.outputs:
+                return None
+            for user in graph.consumers(out):
+                if id(user) in seen:
+                    continue
+                seen.add(id(user))
+                if user.kind.name in MASK_LAYOUT_OPS and user.inputs[0] == out:
+                    ops.append(user)
+                    todo.append(user)
+                    continue
+                match = match_masked_softmax(graph, user)
+                if match is None or match.runtime is None or match.runtime.chain[0] is not select:
+                    return None
+    return ops
