@@ -55,8 +55,9 @@ def check_sample_types(graph: ir.Graph, arrays: dict[str, np.ndarray], where: st
         kind = kind_of(graph.tensor(name).dtype)
         got = np.asarray(array).dtype
         if kind == "integer" and got.kind not in "iu":
-            raise DataError(f"{where}: model input {name!r} is {graph.tensor(name).dtype.name} (indices, e.g. "
-                            f"token ids); the samples are {got}", hint="store the ids as an integer array (int64)")
+            declared = np.dtype(graph.tensor(name).dtype.numpy).name
+            raise DataError(f"{where}: model input {name!r} is {declared} (indices, e.g. token ids); the "
+                            f"samples are {got}", hint="store the ids as an integer array (int64)")
         if kind == "bool" and got.kind != "b" and not (got.kind in "iu" and np.isin(array, (0, 1)).all()):
             raise DataError(f"{where}: model input {name!r} is a bool mask; the samples are {got}",
                             hint="store the mask as a bool array (True/False, or integers 0 and 1)")
