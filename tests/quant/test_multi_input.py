@@ -184,7 +184,7 @@ def test_id_beyond_the_embedding_table_names_input_sample_and_element(quantized,
 def test_float_samples_for_integer_ids_are_refused(quantized, tmp_path):
     _, path, arrays, _, _ = quantized["ids_and_positions"]
     np.savez(tmp_path / "f.npz", ids=arrays["ids"].astype(np.float32), positions=arrays["positions"])
-    with pytest.raises(DataError, match="'ids' is int64 .*the samples are float32"):
+    with pytest.raises(DataError, match="'ids' is I64 .*the samples are float32"):
         quantize_to_folder(path, str(tmp_path / "f.npz"), str(tmp_path / "q"), QUIET)
 
 

@@ -55,7 +55,7 @@ def check_sample_types(graph: ir.Graph, arrays: dict[str, np.ndarray], where: st
         kind = kind_of(graph.tensor(name).dtype)
         got = np.asarray(array).dtype
         if kind == "integer" and got.kind not in "iu":
-            declared = np.dtype(graph.tensor(name).dtype.numpy).name
+            declared = graph.tensor(name).dtype.name
             raise DataError(f"{where}: model input {name!r} is {declared} (indices, e.g. token ids); the "
                             f"samples are {got}", hint="store the ids as an integer array (int64)")
         if kind == "bool" and got.kind != "b" and not (got.kind in "iu" and np.isin(array, (0, 1)).all()):
