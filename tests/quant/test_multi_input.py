@@ -220,3 +220,15 @@ def test_cli_input_names_missing_or_unknown_exit_2_listing_the_inputs(quantized,
                  f"fet={tmp_path / 'img.npy'}", *extra]) == 2
     err = capsys.readouterr().err
     assert "the model has no input 'fet'" in err and "img, feat" in err
+
+
+def test_cli_run_refuses_an_id_beyond_the_table_naming_input_and_element(quantized, tmp_path, capsys):
+    _, path, arrays, _, _ = quantized["ids_and_positions"]
+    ids = arrays["ids"][:1].copy()
+    ids[0, 4] = -1
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "pos.npy", arrays["positions"][:1])
+    assert main(["run", path, "--input", f"ids={tmp_path / 'ids.npy'}", "--input",
+                 f"positions={tmp_path / 'pos.npy'}"]) == 2
+    assert "input 'ids', sample 0, element [4]: id -1 is outside the 20 rows of embedding table 'tok'" in \
+        capsys.readouterr().err
