@@ -6,8 +6,9 @@ The integer lowering and the NPU map 2-D windows (TOSA 0.30 has CONV2D, not CONV
 runs as its 2-D converter (convert_nn.py) with the window attributes given a unit first entry,
 and the [N, C', 1, L'] result is reshaped back. The arithmetic is the same sums in the same
 order (a 1 x k window over a unit axis), so the float result equals the 1-D one and onnxruntime's
-within float32 rounding. BatchNorm1d on [N, C, L] is lifted the same way: the integer lowering
-of a batch norm it cannot fold into a convolution is a 1x1 depthwise convolution on NCHW.
+within float32 rounding. BatchNorm1d on [N, C, L] or [N, C] is lifted the same way ([N, C, 1, L],
+[N, C, 1, 1]): the integer lowering of a batch norm it cannot fold into a convolution is a 1x1
+depthwise convolution on NCHW.
 
 This module registers its converters over convert_nn's for the same op types (the loader
 imports it after convert_nn); inputs of another rank go to convert_nn's converters unchanged.
@@ -40,8 +41,9 @@ def _lifted_attrs(attrs: dict) -> dict:
 
 
 def _unit_axis(ctx: NodeContext, value: Value) -> Value:
-    """[N, C, L] as [N, C, 1, L]: a constant (weights) reshaped at import, a tensor by an op."""
-    shape = (*value.shape[:2], 1, value.shape[2])
+    """[N, C, L] as [N, C, 1, L] ([N, C] as [N, C, 1, 1]): a constant (weights) reshaped at import,
+    a tensor by an op."""
+    shape = (*value.shape[:2], 1, value.shape[2]) if value.rank == 3 else (*value.shape, 1, 1)
     if value.is_constant:
         name = ctx.builder.fresh(f"{value.name}.2d")
         ctx.builder.reserved.add(name)
@@ -52,7 +54,8 @@ def _unit_axis(ctx: NodeContext, value: Value) -> Value:
 @converter(*_LIFTED)
 def _window_1d(ctx: NodeContext) -> list:
     x = ctx.inputs[0] if ctx.inputs else None
-    if x is None or x.rank != 3:
+    ranks = (2, 3) if ctx.op_type == "BatchNormalization" else (3,)
+    if x is None or x.rank not in ranks:
         return _TWO_D[ctx.op_type](ctx)
     inputs = list(ctx.inputs)
     inputs[0] = _unit_axis(ctx, x)
@@ -65,4 +68,4 @@ def _window_1d(ctx: NodeContext) -> list:
     lifted = dataclasses.replace(ctx, attrs=_lifted_attrs(ctx.attrs), inputs=inputs,
                                  output_names=[inner, *ctx.output_names[1:]])
     y = _TWO_D[ctx.op_type](lifted)[0]
-    return [reshape_to(ctx, y, (*y.shape[:2], y.shape[3]), final=True)]
+    return [reshape_to(ctx, y, (*y.shape[:2], y.shape[3])[:x.rank], final=True)]

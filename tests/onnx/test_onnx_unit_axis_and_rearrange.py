@@ -67,14 +67,15 @@ def test_pool1d_matches_onnxruntime(tmp_path, op, attrs, n):
     assert_within(got, ref, 2 * gamma(n) * np.abs(feeds["x"]).max() if n else 0.0, op)
 
 
-def test_batch_norm1d_matches_onnxruntime(tmp_path):
+@pytest.mark.parametrize("shape", [(1, 5, 9), (3, 5)])
+def test_batch_norm1d_matches_onnxruntime(tmp_path, shape):
     c = 5
     inits = [init("g", _normal(c)), init("b", _normal(c)), init("m", _normal(c)),
              init("v", np.abs(_normal(c)) + 0.5)]
     model = make_model([helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["y"])],
-                       [("x", [1, c, 9])], [("y", None)], inits)
-    feeds = {"x": _normal(1, c, 9)}
-    got, ref = run_qsim(save(model, tmp_path), feeds)["y"], run_ort(model, feeds)["y"]
+                       [("x", list(shape))], [("y", None)], inits)
+    feeds = {"x": _normal(*shape)}
+    got, ref = run_qsim(save(model, tmp_path), feeds, batch=shape[0])["y"], run_ort(model, feeds)["y"]
     # (x - m) / sqrt(v + eps) * g + b: 6 roundings of values at most (|x| + |m|) / sqrt(0.5) * |g| + |b|
     size = (np.abs(feeds["x"]).max() + 3) * 1.5 * 3 + 3
     assert_within(got, ref, 2 * gamma(6) * size, "BatchNorm1d")
