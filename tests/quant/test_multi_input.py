@@ -66,6 +66,28 @@ def ids_and_positions(rng) -> onnx.ModelProto:
                        init("w", (rng.normal(size=(EMBED, 4)) * 0.3).astype(np.float32))], name="ids_and_positions")
 
 
+def bert_style_attention(rng) -> onnx.ModelProto:
+    """One attention head as BERT-style exports write its mask: an int64 attention_mask [N, 8]
+    (1: a token, 0: padding) → Unsqueeze twice → Cast → (1 - m) * float32's lowest → added to
+    the scores Q Kᵀ / 4 → Softmax → P V → mean over positions."""
+    def w(*shape):
+        return (rng.normal(size=shape) * 0.5).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"]), helper.make_node("MatMul", ["x", "wk"], ["k"]),
+             helper.make_node("MatMul", ["x", "wv"], ["v"]), helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["qk"]), helper.make_node("Mul", ["qk", "quarter"], ["scores"]),
+             helper.make_node("Unsqueeze", ["attention_mask", "ax1"], ["m1"]),
+             helper.make_node("Cast", ["m1"], ["mf"], to=onnx.TensorProto.FLOAT),
+             helper.make_node("Sub", ["one", "mf"], ["inv"]), helper.make_node("Mul", ["inv", "lowest"], ["bias"]),
+             helper.make_node("Add", ["scores", "bias"], ["masked"]), helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["a"]),
+             helper.make_node("ReduceMean", ["a"], ["y"], axes=[1], keepdims=0)]
+    inits = [init("wq", w(16, 16)), init("wk", w(16, 16)), init("wv", w(16, 16)), init("quarter", np.float32(0.25)),
+             init("ax1", np.array([1], np.int64)), init("one", np.float32(1)),
+             init("lowest", np.float32(np.finfo(np.float32).min))]
+    return make_model(nodes, [("x", ["N", 8, 16]), ("attention_mask", ["N", 8], np.int64)], [("y", None)], inits,
+                      name="bert_style_attention")
+
+
 def _padding_masks(rng, n: int) -> np.ndarray:
     """[n, 8] bool, True at the last 0-3 positions (padding), never a fully padded row."""
     kept = rng.integers(5, 9, n)
@@ -77,6 +99,9 @@ CASES = {
                                                      "feat": rng.normal(size=(n, 5)).astype(np.float32)}, 35.0),
     "ids_and_positions": (ids_and_positions, lambda rng, n: {"ids": rng.integers(0, VOCAB, (n, SEQ)),
                                                              "positions": np.tile(np.arange(SEQ), (n, 1))}, 35.0),
+    "bert_style_attention": (bert_style_attention,
+                             lambda rng, n: {"x": rng.normal(size=(n, 8, 16)).astype(np.float32),
+                                             "attention_mask": (~_padding_masks(rng, n)).astype(np.int64)}, 30.0),
     "padding_mask_encoder": (lambda rng: onnx.load(EXPORTS / "encoder_padding_mask_opset17.onnx"),
                              lambda rng, n: {"x": rng.normal(size=(n, 8, 16)).astype(np.float32),
                                              "mask": _padding_masks(rng, n)}, 25.0),
@@ -140,17 +165,19 @@ def test_simulate_takes_every_input_by_name_and_verifies(quantized, name, tmp_pa
     assert compared and all(layer.verified for layer in compared)
 
 
-def test_padded_positions_get_probability_exactly_zero(quantized):
+@pytest.mark.parametrize("name,softmax_suffix,count", [("padding_mask_encoder", "Softmax_output_0", 2),
+                                                       ("bert_style_attention", "p", 1)])
+def test_padded_positions_get_probability_exactly_zero(quantized, name, softmax_suffix, count):
     """The integer softmax of every attention keeps no padded position: p = 0 exactly (q = -128
-    on the 1/255 grid) wherever the sample's mask is True, in both layers."""
-    _, _, arrays, _, folder = quantized["padding_mask_encoder"]
+    on the 1/255 grid) wherever the sample's mask says padding, in every layer."""
+    _, _, arrays, _, folder = quantized[name]
     model = load_quantized_model(folder)
-    softmaxes = [m for n, m in model.tensor_map.items() if n.endswith("Softmax_output_0")]
-    assert len(softmaxes) == 2
+    softmaxes = [m for n, m in model.tensor_map.items() if n.endswith(softmax_suffix)]
+    assert len(softmaxes) == count
     for i in range(4):
         values = execute(model.graph, quantize_feed(model, {k: v[i:i + 1] for k, v in arrays.items()}),
                          backend="reference")
-        padded = arrays["mask"][i]
+        padded = arrays["mask"][i] if "mask" in arrays else arrays["attention_mask"][i] == 0
         for lowered in softmaxes:
             p = dequantize(values[lowered.name], lowered.quant)     # [1, heads, 8, 8] in its perm
             p = np.transpose(p, np.argsort(lowered.perm))

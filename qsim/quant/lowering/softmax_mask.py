@@ -35,21 +35,8 @@ import numpy as np
 
 from ... import ir
 from ...errors import UnsupportedError
+from .runtime_mask import MASK_LIMIT, RuntimeMask, constant, is_fill, runtime_mask
 
-MASK_LIMIT = -1e4
-
-
-@dataclass(frozen=True)
-class RuntimeMask:
-    """An additive mask made at run time from a bool tensor (a padding mask input):
-    M = layout ops(select(c, F, 0)) or of select(c, 0, F), F <= MASK_LIMIT."""
-    cond: str                       # the computed bool tensor c
-    keep_when: bool                 # a position is kept where c equals this
-    chain: tuple[ir.Op, ...]        # the select, then the layout ops that make M, in order
-
-    @property
-    def tensors(self) -> set[str]:
-        return {n for op in self.chain for n in op.outputs}
 
 
 @dataclass(frozen=True)
@@ -73,43 +60,6 @@ class MaskedSoftmax:
         return bool(np.any(~np.any(keep, axis=axes)))
 
 
-# operators that move a run-time mask's values into the scores' shape
-MASK_LAYOUT_OPS = ("layout.reshape", "layout.squeeze", "layout.unsqueeze", "layout.flatten",
-                   "layout.unflatten", "layout.broadcast", "layout.transpose")
-
-
-def runtime_mask(graph: ir.Graph, name: str) -> RuntimeMask | None:
-    """The additive mask `name` as layout ops of select(c, F, 0) / select(c, 0, F) with c a
-    computed bool tensor and F <= MASK_LIMIT (torch's src_key_padding_mask export), or None."""
-    chain = []
-    while True:
-        op = graph.producer(name)
-        if op is None:
-            return None
-        if op.kind.name in MASK_LAYOUT_OPS:
-            chain.append(op)
-            name = op.inputs[0]
-            continue
-        if op.kind.name != "math.select":
-            return None
-        c, a, b = op.inputs[:3]
-        if _constant(graph, c) is not None or graph.tensor(c).dtype is not ir.DType.BOOL:
-            return None
-        when_true, when_false = _constant(graph, a), _constant(graph, b)
-        if _is_fill(when_true) and when_false is not None and not np.any(when_false):
-            keep_when = False
-        elif _is_fill(when_false) and when_true is not None and not np.any(when_true):
-            keep_when = True
-        else:
-            return None
-        return RuntimeMask(c, keep_when, (op, *reversed(chain)))
-
-
-def _constant(graph: ir.Graph, name: str) -> np.ndarray | None:
-    t = graph.tensor(name)
-    return None if t.data is None else np.asarray(t.data)
-
-
 def _plain(op: ir.Op) -> bool:
     return op.attrs.get("lhs_align") is None and op.attrs.get("rhs_align") is None
 
@@ -119,10 +69,6 @@ def _to_rank(keep: np.ndarray, rank: int) -> np.ndarray | None:
     if keep.ndim > rank:
         return None
     return keep.reshape((1,) * (rank - keep.ndim) + keep.shape)
-
-
-def _is_fill(data: np.ndarray | None) -> bool:
-    return data is not None and data.dtype.kind == "f" and data.size > 0 and bool(np.all(data <= MASK_LIMIT))
 
 
 def _softmax_reader(graph: ir.Graph, name: str) -> ir.Op | None:
@@ -144,11 +90,11 @@ def match_masked_softmax(graph: ir.Graph, op: ir.Op) -> MaskedSoftmax | None:
     if kind == "math.add":
         a, b = op.inputs[:2]
         for scores, mask in ((a, b), (b, a)):
-            runtime = runtime_mask(graph, mask) if _constant(graph, mask) is None else None
+            runtime = runtime_mask(graph, mask) if constant(graph, mask) is None else None
             if runtime is not None and graph.tensor(scores).shape == graph.tensor(op.outputs[0]).shape:
                 return MaskedSoftmax(op, softmax, scores, None, runtime)
-            data = _constant(graph, mask)
-            if _constant(graph, scores) is not None or data is None or data.dtype.kind != "f":
+            data = constant(graph, mask)
+            if constant(graph, scores) is not None or data is None or data.dtype.kind != "f":
                 continue
             masked = data <= MASK_LIMIT
             if not np.all(masked | (data == 0)) or not masked.any():
@@ -159,12 +105,12 @@ def match_masked_softmax(graph: ir.Graph, op: ir.Op) -> MaskedSoftmax | None:
             return MaskedSoftmax(op, softmax, scores, keep)
         return None
     cond, when_true, when_false = op.inputs[:3]
-    c = _constant(graph, cond)
+    c = constant(graph, cond)
     if c is None or c.dtype != np.bool_:
         return None
-    if _is_fill(_constant(graph, when_true)) and _constant(graph, when_false) is None:
+    if is_fill(constant(graph, when_true)) and constant(graph, when_false) is None:
         scores, keep = when_false, ~c
-    elif _is_fill(_constant(graph, when_false)) and _constant(graph, when_true) is None:
+    elif is_fill(constant(graph, when_false)) and constant(graph, when_true) is None:
         scores, keep = when_true, c
     else:
         return None
@@ -196,7 +142,7 @@ def check_softmax_masks(graph: ir.Graph) -> list[MaskedSoftmax]:
         if match is not None:
             found.append(match)
             continue
-        if any(_mask_sized(_constant(graph, i)) for i in producer.inputs if i):
+        if any(_mask_sized(constant(graph, i)) for i in producer.inputs if i):
             raise UnsupportedError(
                 f"{producer.kind.name} {producer.label!r} applies an attention mask (a constant with -inf or "
                 f"values <= {MASK_LIMIT:g}) to the input of softmax {op.label!r} in a form qsim does not "
@@ -217,28 +163,31 @@ def masked_tensors(graph: ir.Graph) -> set[str]:
     return found
 
 
-def runtime_mask_ops(graph: ir.Graph, select: ir.Op) -> list[ir.Op] | None:
-    """The ops from `select` (making a run-time mask) through layout ops to the masked softmaxes
-    that read it, when every tensor they make is read only by them and by those softmaxes'
-    mask additions (the integer softmax then rebuilds the mask from the bool tensor, and these
-    ops have nothing left to compute); None otherwise."""
-    if select.kind.name != "math.select" or runtime_mask(graph, select.outputs[0]) is None:
-        return None
-    ops, todo, seen = [select], [select], set()
-    while todo:
-        op = todo.pop()
-        for out in op.outputs:
-            if out in graph.outputs:
-                return None
-            for user in graph.consumers(out):
-                if id(user) in seen:
-                    continue
-                seen.add(id(user))
-                if user.kind.name in MASK_LAYOUT_OPS and user.inputs[0] == out:
-                    ops.append(user)
-                    todo.append(user)
-                    continue
-                match = match_masked_softmax(graph, user)
-                if match is None or match.runtime is None or match.runtime.chain[0] is not select:
-                    return None
-    return ops
+_HEADS: list = [None, {}]      # the graph runtime_mask_heads last answered for, and its answer
+
+
+def runtime_mask_heads(graph: ir.Graph) -> dict[int, list[ir.Op]]:
+    """The ops of the run-time masks (runtime_mask.py) by the id of each mask's first op, for
+    the masks whose every tensor is read only by their own ops and their softmaxes' mask
+    additions (the integer softmaxes rebuild the mask from its input, so these ops have nothing
+    left to compute); a mask read elsewhere is left to the ordinary rules."""
+    if _HEADS[0] is graph:
+        return _HEADS[1]
+    groups: dict[int, list[ir.Op]] = {}
+    adds: dict[int, set[int]] = {}
+    for op in graph.ops:
+        match = match_masked_softmax(graph, op) if op.kind.name == "math.add" else None
+        if match is None or match.runtime is None:
+            continue
+        head = id(match.runtime.chain[0])
+        members = groups.setdefault(head, [])
+        members += [o for o in match.runtime.chain if all(o is not m for m in members)]
+        adds.setdefault(head, set()).add(id(op))
+    heads = {}
+    for head, members in groups.items():
+        inside = {id(o) for o in members} | adds[head]
+        if all(n not in graph.outputs and all(id(u) in inside for u in graph.consumers(n))
+               for o in members for n in o.outputs):
+            heads[head] = members
+    _HEADS[:] = [graph, heads]
+    return heads

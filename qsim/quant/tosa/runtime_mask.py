@@ -1,16 +1,20 @@
 """The keep mask of an integer softmax whose attention mask is made at run time (a padding mask
-model input; lowering/softmax_mask.py RuntimeMask): the float graph's layout ops that turn the
-bool tensor into the additive -inf/0 mask, replayed on the bool tensor itself.
+model input; lowering/runtime_mask.py): the float graph's layout ops that turn the mask input
+into the additive -inf/0 mask, replayed on the input itself (an integer 0/1 mask first becomes
+bool: NOT(EQUAL(c, 0))).
 
 TOSA 0.30 moves bool tensors with RESHAPE, TILE and TRANSPOSE (2.10: every data layout operator
 takes Boolean), and LOGICAL_NOT flips them, so the keep tensor is exact: position kept in the
-integer softmax iff the float mask adds 0 there. The float select of -inf or 0 is not computed.
+integer softmax iff the float mask adds 0 there. The float select (or (1 - c) * F) is not computed.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ... import ir
 from ..lowering.float_side import Lowered, identity
-from ..lowering.softmax_mask import RuntimeMask, runtime_mask_ops
+from ..lowering.runtime_mask import RuntimeMask
+from ..lowering.softmax_mask import runtime_mask_heads
 from ..rules import pattern_rule
 from ..target import TargetKind
 from .context import TosaContext
@@ -18,11 +22,11 @@ from .context import TosaContext
 
 @pattern_rule(TargetKind.TOSA)
 def skip_runtime_mask(ctx: TosaContext, op: ir.Op) -> bool:
-    """The select that makes a run-time mask and the layout ops that shape it compute nothing in
-    the integer graph: the masked softmaxes reading it rebuild the mask (runtime_keep). Registered
-    before the element-wise chain pattern (tosa/target.py imports this module first), which would
-    take the select for a chain of its bool input."""
-    chain = runtime_mask_ops(ctx.f.graph, op) if op.kind.name == "math.select" else None
+    """The ops that make a run-time mask (the select or cast/sub/mul and the layout ops that shape
+    it) compute nothing in the integer graph: the masked softmaxes reading it rebuild the mask
+    (runtime_keep). Registered before the element-wise chain pattern (tosa/target.py imports this
+    module first), which would take the select for a chain of its bool input."""
+    chain = runtime_mask_heads(ctx.f.graph).get(id(op))
     if chain is None:
         return False
     ctx.f.fused.update(id(o) for o in chain)
@@ -35,7 +39,12 @@ def runtime_keep(ctx: TosaContext, mask: RuntimeMask, perm: tuple[int, ...], ran
     where = ctx.f.where()
     v = ctx.to_float_layout(ctx.f.value(mask.cond), f"{hint}.cond")
     cur = v.name
-    for k, op in enumerate(mask.chain[1:]):
+    cond_type = ctx.f.builder.tensor(cur).dtype
+    if cond_type is not ir.DType.BOOL:      # an integer 0/1 mask: true where nonzero
+        zero = ctx.constant_tensor(f"{hint}.zero", np.zeros((1,) * len(ctx.f.builder.tensor(cur).shape)), cond_type)
+        cur = ctx.emit("LOGICAL_NOT", [ctx.emit("EQUAL", [cur, zero], {}, hint=f"{hint}.is0", label=where)], {},
+                       hint=f"{hint}.nonzero", label=where)
+    for k, op in enumerate(mask.layout_ops):
         out_shape = tuple(ctx.f.float_shape(op.outputs[0]))
         in_shape = tuple(ctx.f.builder.tensor(cur).shape)
         step = f"{hint}.{k}"
