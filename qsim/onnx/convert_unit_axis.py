@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from . import convert_nn  # noqa: F401  (its window converters register first: wrapped below)
 from .builder import NodeContext, Value, constant_value
 from .convert_base import CONVERTERS, converter
 from .convert_layout import reshape_to
