@@ -48,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="float model: folder with main.sknd or graph.nnef, a .sknd file, "
                         "graph.nnef, .tgz or .onnx (default: the embedded Fashion-MNIST CNN)")
     p.add_argument("--calib", metavar="DATA", help="calibration inputs: .npy, .npz or a folder "
-                   "of images (required with MODEL unless it is quantized already, e.g. an ONNX QDQ "
-                   "model; default: the embedded calibration images)")
+                   "of images; a model with several inputs: an .npz keyed by input name or a folder "
+                   "of NAME.npy files (required with MODEL unless it is quantized already, e.g. an "
+                   "ONNX QDQ model; default: the embedded calibration images)")
     p.add_argument("--eval", metavar="DATA", help="evaluation inputs (.npy/.npz/image folder, "
                    "with labels for top-1 accuracy); default: the Fashion-MNIST test set for "
                    "the embedded model, else the calibration data")
