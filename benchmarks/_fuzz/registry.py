@@ -5,6 +5,7 @@ names them, so no generator module needs to import the table."""
 from __future__ import annotations
 
 from .gen_cli import gen_cli
+from .gen_multi_input import gen_multi_input
 from .gen_onnx import gen_onnx
 from .gen_qdq import gen_qdq
 from .gen_robust import ROBUST_TARGETS
@@ -22,9 +23,10 @@ TARGETS = {
     "onnx": gen_onnx,
     "qdq": gen_qdq,
     "scheduler": gen_scheduler,
+    "multi-input": gen_multi_input,
     **{name: gen for name, (gen, _) in ROBUST_TARGETS.items()},
 }
 # Share of the inputs each target gets when --targets names several (heavier targets less).
 WEIGHTS = {"sknd": 20, "nnef1": 20, "dat": 20, "quant": 12, "container": 8, "cli": 7, "npu-config": 13,
-           "onnx": 15, "qdq": 10, "scheduler": 5,
+           "onnx": 15, "qdq": 10, "scheduler": 5, "multi-input": 5,
            **{name: weight for name, (_, weight) in ROBUST_TARGETS.items()}}

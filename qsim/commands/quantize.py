@@ -24,13 +24,13 @@ from ..atomic import atomic_directory
 from ..errors import UsageError
 from ..outpath import QUANTIZED_MODEL, check_output
 from ..quant.calibration.annotations import annotated_parameters
-from ..quant.calibration.data import Samples, load_samples
+from ..quant.calibration.data import Samples, load_model_samples
+from ..quant.calibration.model_inputs import sample_shapes
 from ..quant.calibration.observers import ObserverKind
 from ..quant.params import Granularity, Precision, Rounding, WeightRounding
 from ..quant.accuracy import AccuracyReport
 from ..quant.options import QuantizeOptions
-from ..quant.pipeline import (QuantizeResult, load_float_model, make_target, model_name_of,
-                              quantize_graph, single_input)
+from ..quant.pipeline import QuantizeResult, load_float_model, make_target, model_name_of, quantize_graph
 from ..quant.qmodel import write_quantized_model
 from ..quant.target import TargetKind
 from ..report.accuracy import write_accuracy_report
@@ -48,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="float model: folder with main.sknd or graph.nnef, a .sknd file, "
                         "graph.nnef, .tgz or .onnx (default: the embedded Fashion-MNIST CNN)")
     p.add_argument("--calib", metavar="DATA", help="calibration inputs: .npy, .npz or a folder "
-                   "of images (required with MODEL unless it is quantized already, e.g. an ONNX QDQ "
-                   "model; default: the embedded calibration images)")
+                   "of images; a model with several inputs: an .npz keyed by input name or a folder "
+                   "of NAME.npy files (required with MODEL unless it is quantized already, e.g. an "
+                   "ONNX QDQ model; default: the embedded calibration images)")
     p.add_argument("--eval", metavar="DATA", help="evaluation inputs (.npy/.npz/image folder, "
                    "with labels for top-1 accuracy); default: the Fashion-MNIST test set for "
                    "the embedded model, else the calibration data")
@@ -150,9 +151,9 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                  [("model", model_path), ("calibration data", calib),
                   ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL, default=out is None)
     graph = load_float_model(model_path)
-    input_name, sample_shape = single_input(graph)
+    shapes = sample_shapes(graph)
     if calib is not None:
-        calib_samples = load_samples(calib, input_name, sample_shape)
+        calib_samples = load_model_samples(calib, shapes)
     elif model is None:
         calib_samples = Samples(zoo.calibration_images())
     elif annotated_parameters(graph):
@@ -161,7 +162,7 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
                          "images)", hint=f"qsim quantize {model} --calib calib.npz")
     if evaluation is not None:
-        eval_samples = load_samples(evaluation, input_name, sample_shape)
+        eval_samples = load_model_samples(evaluation, shapes)
     elif model is None:
         eval_samples, note = _embedded_evaluation(subset_only)
         notes += (note,)

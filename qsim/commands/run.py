@@ -21,6 +21,7 @@ from ..outpath import TENSOR_DUMP, check_output
 from ..quant import qmodel
 from ..kernels.backend import Backend
 from ..runtime.executor import execute
+from ..quant.calibration.model_inputs import check_index_ranges
 from ..userdata import read_inputs
 from .arguments import input_files
 
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         batch = onnx_batch(args.model, graph, arrays)
         if batch is not None:
             graph = load(args.model, batch=batch)
+        check_index_ranges(graph, arrays, "--input")     # token ids within their embedding tables
     if args.output is not None:
         check_output_count(args.output, graph, inputs)
     values = execute(graph, arrays, backend=Backend(args.backend), keep=_kept(graph, args.dump))

@@ -28,6 +28,7 @@ from ..progress import Progress
 from ..report.sweep import sweep_plot_png, sweep_summary
 from ..report.throughput import (PARTS, ThroughputReport, render_part, summary_lines,
                                 throughput_report, write_throughput_report)
+from .arguments import input_files
 from .quantized_model import load_npu_model, read_inputs
 
 NAME = "simulate"
@@ -44,9 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="verilator", metavar="ENGINE",
                    help="verilator (default; RTL compiled with Verilator, build cached), amaranth "
                         "(Amaranth's simulator, small arrays) or model (numpy cycle model)")
-    p.add_argument("--input", metavar="X.npy",
+    p.add_argument("--input", action="append", metavar="[NAME=]X.npy",
                    help="model input: float (quantized with the model's input scale) or int8 "
-                        "(used as is); default: the first embedded test image")
+                        "(used as is); in graph input order or by name, one per model input "
+                        "(repeatable); default: the first embedded test image")
     p.add_argument("-o", "--out", metavar="OUT",
                    help="report folder (default qsim-out/<model>-npu/, -npu-sweep/ for sweeps)")
     p.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
@@ -81,7 +83,7 @@ def default_out(model_name: str, sweep: bool) -> Path:
     return Path("qsim-out") / f"{model_name}-npu{'-sweep' if sweep else ''}"
 
 
-def simulate_command(model: str | None, config_spec: str, engine: Engine, input_path: str | None,
+def simulate_command(model: str | None, config_spec: str, engine: Engine, input_path: str | list[str] | None,
                      out: str | None, sweep: list[str] | None = None, vcd: str | None = None,
                      show_progress: bool = True, tech: str | None = None, workers: int | None = 1,
                      scheduler: str | None = None) -> SimulateResult:
@@ -104,10 +106,10 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
         if sweep:
             pool.warm_up(_load_plotting)    # the workers render the reports, and are idle until
         loaded = load_npu_model(model)      # the model is loaded and its tasks are made
-        feeds, _ = read_inputs(loaded.model, [input_path] if input_path else None)
+        specs = [input_path] if isinstance(input_path, str) else list(input_path or [])
+        feeds, _ = read_inputs(loaded.model, specs or None)
         target = Path(out) if out is not None else default_out(loaded.name, bool(sweep))
-        inputs = [("quantized model", model), ("NPU configuration", config_spec),
-                  ("--input", input_path)]
+        inputs = [("quantized model", model), ("NPU configuration", config_spec), *input_files(specs)]
         check_output(out if out is not None else target, "-o", inputs, replaces=SIMULATION_REPORT,
                      default=out is None)
         if vcd:

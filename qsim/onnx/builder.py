@@ -173,6 +173,10 @@ class NodeContext:
             if value is None:
                 in_names.append("")
                 continue
+            if value.is_constant and value.data.size == 0:
+                self.fail(f"input '{value.name}' is empty (shape {list(value.shape)}); qsim graphs "
+                          "hold no empty tensors", unsupported=True,
+                          hint="an empty slice may only feed Concat (which drops it) or shape arithmetic")
             if value.dtype in (ir.DType.F16, ir.DType.F64):
                 self.fail(f"an input is {value.dtype}; qsim executes float32 models",
                           hint="convert the model to float32", unsupported=True)

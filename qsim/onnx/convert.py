@@ -138,10 +138,14 @@ def _fold_binary(ctx: NodeContext, arrays: list) -> list:
 @converter("Mod")
 def _mod(ctx: NodeContext) -> list:
     x, y = ctx.input(0, "A"), ctx.input(1, "B")
-    if ctx.attr("fmod", 0):    # C fmod (sign of the dividend); math.mod takes the divisor's sign
-        ctx.fail("fmod=1 on computed tensors", unsupported=True, hint="qsim's math.mod is Python's %")
     if x.dtype != y.dtype:
         ctx.fail(f"inputs have different element types {x.dtype} and {y.dtype}")
+    if ctx.attr("fmod", 0):
+        # C fmod takes the dividend's sign, math.mod (Python's %) the divisor's; on |a| and |b|
+        # the two agree exactly (no rounding: the remainder of positive operands is exact), so
+        # fmod(a, b) = sign(a) * (|a| % |b|)
+        rem = binary(ctx, "math.mod", unary(ctx, "math.abs", x), unary(ctx, "math.abs", y))
+        return [binary(ctx, "math.mul", unary(ctx, "math.sign", x), rem, final=True)]
     return [binary(ctx, "math.mod", x, y, final=True)]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 
 from .. import ir
 from ..limits import check_tensor_size
@@ -80,10 +81,22 @@ def _range(ctx: NodeContext) -> list:
     return [constant_value(ctx.output_names[0], (s + d * np.arange(count)).astype(start.dtype))]
 
 
+# Unsigned types wider than qsim's are held in int64: a cast to them (what torch writes for shape
+# arithmetic, e.g. Cast(to=UINT64) before a Range or Reshape) gives the same values for every
+# value below 2^63, which all shapes, indices and counts are; a graph output of that type is
+# written as int64.
+_WIDE_UNSIGNED = (onnx.TensorProto.UINT32, onnx.TensorProto.UINT64)
+
+
+def _cast_target(ctx: NodeContext) -> ir.DType:
+    code = int(ctx.attr("to", 0))
+    return ir.DType.I64 if code in _WIDE_UNSIGNED else as_dtype(ctx, code, "target type 'to'")
+
+
 @converter("Cast")
 def _cast(ctx: NodeContext) -> list:
     x = ctx.input(0, "input")
-    target = as_dtype(ctx, int(ctx.attr("to", 0)), "target type 'to'")
+    target = _cast_target(ctx)
     if target == x.dtype:
         return [x]
     if target in (ir.DType.F16, ir.DType.F64):
@@ -93,7 +106,7 @@ def _cast(ctx: NodeContext) -> list:
 
 @folder("Cast")
 def _fold_cast(ctx: NodeContext, arrays: list) -> list:
-    target = as_dtype(ctx, int(ctx.attr("to", 0)), "target type 'to'")
+    target = _cast_target(ctx)
     _check_size(ctx, arrays[0].shape, target.numpy.itemsize)
     with np.errstate(all="ignore"):
         return [arrays[0].astype(target.numpy)]

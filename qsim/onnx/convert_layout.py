@@ -272,8 +272,9 @@ def _slice(ctx: NodeContext) -> list:
     x = ctx.input(0, "data")
     axes, begin, end, steps, shape = _slice_params(ctx, x.shape)
     if any(e == 0 for e in shape):
-        ctx.fail(f"the slice of {list(x.shape)} is empty ({list(shape)})", unsupported=True,
-                 hint="qsim graphs have no empty tensors")
+        # an empty slice holds nothing to compute: it is an empty constant, which Concat drops
+        # (a torch export's x[:, :0] pieces); an operator computing on it is refused (builder.emit)
+        return [constant_value(ctx.output_names[0], np.zeros(shape, x.dtype.numpy))]
     if shape == x.shape and all(s == 1 for s in steps):
         return [x]
     attrs = {"axes": tuple(axes), "begin": tuple(begin), "end": tuple(end), "stride": tuple(steps)}
@@ -495,10 +496,16 @@ def _resize(ctx: NodeContext) -> list:
     for a, n in zip(axes, sizes):
         out[a] = n
     moved = [(a, n) for a, n in zip(axes, sizes) if n != x.shape[a]]
+    if transform == "pytorch_half_pixel" and any(n == 1 for _, n in moved):
+        # pytorch_half_pixel maps an output extent of 1 to the source coordinate 0 (not the
+        # centre), where every mode's weights select x[0] alone: the first slice of the axis
+        ones = tuple(a for a, n in moved if n == 1)
+        shape = tuple(1 if i in ones else e for i, e in enumerate(x.shape))
+        attrs = {"axes": ones, "begin": (0,) * len(ones), "end": (1,) * len(ones), "stride": (1,) * len(ones)}
+        moved = [(a, n) for a, n in moved if n != 1]
+        x = ctx.emit1("layout.slice", [x], attrs, x.dtype, shape, final=not moved)
     if not moved:
         return [x]
-    if transform == "pytorch_half_pixel" and any(n == 1 for _, n in moved):
-        ctx.fail("pytorch_half_pixel to an extent of 1", unsupported=True)
     attrs = {"axes": tuple(a for a, _ in moved), "size": tuple(n for _, n in moved),
              "coordinate_transform": _TRANSFORMS[transform]}
     if mode == "nearest":

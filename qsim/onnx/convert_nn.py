@@ -337,12 +337,31 @@ def _gemm(ctx: NodeContext) -> list:
 @converter("Softmax")
 def _softmax(ctx: NodeContext) -> list:
     x = ctx.float_input(ctx.input(0, "input"), "input")
-    if ctx.since < 13:   # the input is coerced to 2-D at 'axis' (default 1): softmax over axis..rank
-        axis = ctx.axis(int(ctx.attr("axis", 1)), x.rank)
-        axes = tuple(range(axis, x.rank))
-    else:
-        axes = (ctx.axis(int(ctx.attr("axis", -1)), x.rank),)
-    return [ctx.emit1("nn.softmax", [x], {"axes": axes}, F32, x.shape, final=True)]
+    return [ctx.emit1("nn.softmax", [x], {"axes": _softmax_axes(ctx, x.rank)}, F32, x.shape, final=True)]
+
+
+def _softmax_axes(ctx: NodeContext, rank: int) -> tuple[int, ...]:
+    """Softmax/LogSoftmax axes: before opset 13 the input is coerced to 2-D at 'axis' (default
+    1), so the axes axis..rank; since, the one 'axis' (default -1)."""
+    if ctx.since < 13:
+        axis = ctx.axis(int(ctx.attr("axis", 1)), rank)
+        return tuple(range(axis, rank))
+    return (ctx.axis(int(ctx.attr("axis", -1)), rank),)
+
+
+@converter("LogSoftmax")
+def _log_softmax(ctx: NodeContext) -> list:
+    """x - max - log(sum(exp(x - max))) over the axes Softmax would take (onnxruntime's order of
+    operations: the shift by the maximum keeps exp in range and the log exact where a
+    probability underflows, which log(softmax(x)) would turn into -inf)."""
+    x = ctx.float_input(ctx.input(0, "input"), "input")
+    axes = _softmax_axes(ctx, x.rank)
+    reduced = tuple(1 if i in axes else e for i, e in enumerate(x.shape))
+    top = ctx.emit1("math.max_reduce", [x], {"axes": axes, "squeeze": False}, F32, reduced)
+    shifted = binary(ctx, "math.sub", x, top)
+    total = ctx.emit1("math.sum_reduce", [unary(ctx, "math.exp", shifted)], {"axes": axes, "squeeze": False},
+                      F32, reduced)
+    return [binary(ctx, "math.sub", shifted, unary(ctx, "math.log", total), final=True)]
 
 
 _REDUCE = {"ReduceMean": "math.mean_reduce", "ReduceSum": "math.sum_reduce", "ReduceMax": "math.max_reduce",
@@ -362,7 +381,8 @@ def _reduce_axes(ctx: NodeContext, rank: int):
     else:
         axes = ctx.attr("axes")
         axes = list(range(rank)) if axes is None else axes
-    return ctx.axes(axes, rank)
+    # an axis named twice is reduced once (onnxruntime reads the list as a set)
+    return tuple(sorted(set(ctx.axis(int(a), rank, "axes") for a in axes)))
 
 
 @converter(*_REDUCE)

@@ -26,6 +26,7 @@ from .accuracy import AccuracyReport
 from .calibration.annotations import MissingParameters, annotated_input_samples, annotated_parameters
 from .calibration.calibrate import calibrate
 from .calibration.data import Samples
+from .calibration.model_inputs import as_input, check_index_ranges, check_sample_types, sample_shapes
 from .cvm.context import CvmConfig
 from .cvm.target import CvmTarget
 from .evaluation.evaluate import Batched, evaluate
@@ -51,38 +52,33 @@ class QuantizeResult:
 
 
 def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
-    """The model's one input and the shape of one sample: the input's shape without its batch
-    axis, the first axis of extent 1 (the leading one for batch-first models; axis 1 of a
-    sequence-first [S, 1, E] transformer input). Which extent-1 axis is dropped does not change
-    a sample's element order, so `input_feeds` reshapes a sample back to the input's shape."""
-    if len(graph.inputs) != 1:
-        raise UsageError(f"model {graph.name!r} has {len(graph.inputs)} inputs; qsim quantize "
-                         "calibrates single-input models",
-                         hint="calibrating several inputs is not supported yet; `qsim run` runs the "
-                              "float model with one --input per model input")
-    name = graph.inputs[0]
-    shape = graph.tensor(name).shape
-    if any(d is None for d in shape) or 1 not in shape:
-        raise UsageError(f"model input {name!r} has shape {list(shape)}; qsim quantize needs a "
-                         "static shape with batch 1", hint="declare the input as [1, ...]")
-    batch_axis = list(shape).index(1)
-    return name, tuple(int(d) for i, d in enumerate(shape) if i != batch_axis)
+    """The model's first input and the shape of one sample (model_inputs.sample_shapes: the
+    input's shape without its batch axis, the first axis of extent 1)."""
+    name, shape = next(iter(sample_shapes(graph).items()))
+    return name, shape
 
 
 def input_feeds(graph: ir.Graph, samples: Samples, input_name: str, limit: int | None = None):
-    """`samples.feeds` with each sample in the input's shape (its batch axis where the model has
-    it) and type: float32, or integers for an integer input (token ids), which float data cannot
-    feed."""
-    t = graph.tensor(input_name)
-    shape = tuple(int(d) for d in t.shape)
-    integer = t.dtype.numpy is not None and np.dtype(t.dtype.numpy).kind in "iu"
-    if integer and np.asarray(samples.inputs).dtype.kind not in "iu":
-        raise DataError(f"model input {input_name!r} is {t.dtype.name} (indices, e.g. token ids); the "
-                        f"samples are {np.asarray(samples.inputs).dtype}",
-                        hint="store the ids as an integer array (int64)")
+    """`samples.feeds` with each input's sample in that input's shape (its batch axis where the
+    model has it) and type: float32, integers for an integer input (token ids, positions) and
+    bool for a mask, which float data cannot feed (model_inputs.py)."""
+    check_sample_types(graph, samples.arrays(input_name), "the samples")
     for feed, label in samples.feeds(input_name, limit):
-        yield {k: v.reshape(shape) if integer else v.reshape(shape).astype(np.float32, copy=False)
-               for k, v in feed.items()}, label
+        yield {k: as_input(graph, k, v) for k, v in feed.items()}, label
+
+
+def check_samples(graph: ir.Graph, samples: Samples | None, input_name: str, what: str) -> None:
+    """The samples give every graph input, each of its kind, every id in its table's range."""
+    if samples is None:
+        return
+    arrays = samples.arrays(input_name)
+    missing = [n for n in graph.inputs if n not in arrays]
+    if missing:
+        raise DataError(f"the {what} give no samples for model input(s) {', '.join(map(repr, missing))}",
+                        hint="model inputs: " + ", ".join(graph.inputs) + "; store one array per input "
+                             "(an .npz keyed by input name)")
+    check_sample_types(graph, arrays, f"the {what}")
+    check_index_ranges(graph, arrays, f"the {what}")
 
 
 EVAL_BATCH = 100                 # samples per evaluation batch at most ...
@@ -226,6 +222,8 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
     name = name or graph.name
     graph = fold_constant_ops(graph)      # weights computed from constants become constants
     input_name, _ = single_input(graph)
+    check_samples(graph, calib, input_name, "calibration data")
+    check_samples(graph, evaluation, input_name, "evaluation data")
     outputs = scored_outputs(graph, evaluation or calib, options.score_outputs)
     target.check_graph(graph)
     seconds = {}
@@ -240,6 +238,9 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
         notes = notes + ("No evaluation data was given: the report compares float and integer "
                          "results on the calibration data.",)
     elif evaluation is None:
+        if len(graph.inputs) > 1:
+            raise UsageError(f"model {graph.name!r} has {len(graph.inputs)} inputs; without data qsim "
+                             "generates inputs for one-input models only", hint="pass --eval DATA")
         evaluation = annotated_input_samples(graph, input_name)
         notes = notes + (f"No calibration or evaluation data was given: the report compares float and "
                          f"integer results on {len(evaluation)} seeded random inputs spread over the "

@@ -30,7 +30,7 @@ from ..skriptnd.writer import write_model_files
 from ..textfile import decode_utf8
 from ..userdata import check_nesting
 from .lowering.float_side import Lowered, LoweredModel
-from .lowering.integer_inputs import INDEX_DTYPE, narrow_integers
+from .lowering.integer_inputs import as_integer_input
 from .params import dequantize, quantize
 from .target import Target, TargetKind
 from .cvm.target import CvmTarget
@@ -201,8 +201,9 @@ def integer_inputs(model: LoweredModel, arrays: dict[str, np.ndarray]) -> dict[s
         if tuple(value.shape) != tuple(t.shape):
             raise DataError(f"input {name!r}: array of shape {list(value.shape)}, the model "
                             f"takes {list(t.shape)}", hint="reshape the array to the input shape")
-        if t.dtype is INDEX_DTYPE:      # an integer input (token ids): int64 narrowed, never quantized
-            out[name] = narrow_integers(value, t.dtype, name)
+        fixed = as_integer_input(value, t.dtype, name)   # token ids narrowed, masks bool: never quantized
+        if fixed is not None:
+            out[name] = fixed
         elif value.dtype.kind == "f":
             out[name] = quantize(value, model.input_quant[name], what=name).astype(t.dtype.numpy)
         elif value.dtype == t.dtype.numpy:

@@ -169,6 +169,7 @@ class _Writer:
         self.prefix = ""                        # scope of the block being written (2.10.1)
         plain = {n for n in graph.tensors if is_identifier(n)}
         self.names = _Names(plain)
+        self.plain = frozenset(plain)           # the graph's tensors named by identifiers
 
     # ------------------------------------------------------------ main
     def render(self, header: str) -> tuple[str, list]:
@@ -404,8 +405,8 @@ class _Writer:
                                     f"{len(d.outputs)}")
         p = self.prefix
         scope = _common_scope([n[len(p):] if n.startswith(p) else None for n in outs])
-        if scope is not None and self._shadows(outs):
-            scope = None
+        if scope is not None and any(n[len(p) + len(scope) + 1:] in self.plain for n in outs):
+            scope = None    # a block's local name would redefine a graph tensor (input 'ids', 'te.ids')
         if scope is None:
             targets = [self.bind_target(n) for n in outs]
             return f"{', '.join(targets)} = {self._label(op, p, targets[0])}{call};"
@@ -425,13 +426,6 @@ class _Writer:
         for part in reversed(parts[1:]):
             text = f"{names} = {part}: {{ {text} }}; yield {names};"
         return f"{', '.join(outer)} = {parts[0]}: {{ {text} }};"
-
-    def _shadows(self, outs: list[str]) -> bool:
-        """Whether a block for `scope` would define a name already defined outside it (a graph
-        input `ids` beside a block-local `gather.ids`): the reader refuses a name defined twice,
-        so such outputs are written unscoped instead."""
-        defined = set(self.ref.values())
-        return not defined.isdisjoint(n.rsplit(".", 1)[1] for n in outs)
 
     def _bind_pack(self, op, d, call, where, packed) -> str:
         """An operator with a packed output (layout.split, layout.unstack): its only output; the

@@ -205,6 +205,72 @@ def layer_norm(n: Net, x: str, d: int) -> str:
                   axis=-1, epsilon=1e-5)
 
 
+def conv1d_net(rng, c: int = 8, length: int = 32) -> onnx.ModelProto:
+    """A keyword-spotting front end on MFCC frames [10, 32]: Conv1d + BatchNorm1d + ReLU,
+    MaxPool1d, a stride-2 Conv1d + BatchNorm1d + ReLU, AvgPool1d, global average pooling and a
+    linear head (torch's nn.Conv1d/BatchNorm1d/MaxPool1d/AvgPool1d export: rank-3 nodes)."""
+    n = Net(rng)
+
+    def conv1d(x, cin, cout, k, stride=1):
+        w = n.const("w", n.normal((cout, cin, k), np.sqrt(2.0 / (cin * k))))
+        return n.bn(n.node("Conv", [x, w, n.const("b", n.normal(cout, 0.1))], kernel_shape=[k], pads=[k // 2] * 2,
+                           strides=[stride]), cout)
+    h = n.relu(conv1d("x", 10, c, 3))
+    h = n.node("MaxPool", [h], kernel_shape=[2], strides=[2])
+    h = n.relu(conv1d(h, c, 2 * c, 5, stride=2))
+    h = n.node("AveragePool", [h], kernel_shape=[2], strides=[2])
+    pooled = n.node("Flatten", [n.node("GlobalAveragePool", [h])])
+    n.output(n.gemm(pooled, 2 * c, 6), "y")
+    return n.model((10, length), ["y"], name="conv1d_net")
+
+
+def espcn(rng, c: int = 16, scale: int = 2) -> onnx.ModelProto:
+    """ESPCN super-resolution: 5x5 conv + Tanh, 3x3 conv + Tanh, 3x3 conv to scale² channels,
+    then torch.nn.PixelShuffle (DepthToSpace, mode CRD)."""
+    n = Net(rng)
+    h = n.node("Tanh", [n.conv("x", 1, c, k=5, bias=True)])
+    h = n.node("Tanh", [n.conv(h, c, c // 2, k=3, bias=True)])
+    h = n.conv(h, c // 2, scale * scale, k=3, bias=True)
+    n.output(n.node("DepthToSpace", [h], blocksize=scale, mode="CRD"), "y")
+    return n.model((1, 8, 8), ["y"], name="espcn")
+
+
+def vit_class_token(rng, d: int = 16, patch: int = 4, image: int = 16) -> onnx.ModelProto:
+    """A ViT's stem as torchvision exports it: a patch convolution, flatten + transpose to tokens,
+    the learned class token Expanded to the batch (its shape from Shape(x)) and Concatenated in
+    front, position embeddings added, LayerNorm, a feed-forward layer, the class token's output
+    (Gather 0 on the token axis) into a linear head."""
+    n = Net(rng)
+    tokens = (image // patch) ** 2
+    w = n.const("w", n.normal((d, 3, patch, patch), np.sqrt(2.0 / (3 * patch * patch))))
+    p = n.node("Conv", ["x", w, n.const("b", n.normal(d, 0.1))], kernel_shape=[patch, patch], strides=[patch, patch])
+    seq = n.node("Transpose", [n.node("Reshape", [p, n.const("shape", np.asarray([0, d, tokens], np.int64))])],
+                 perm=[0, 2, 1])
+    batch = n.node("Slice", [n.node("Shape", ["x"]), n.const("s0", np.asarray([0], np.int64)),
+                             n.const("s1", np.asarray([1], np.int64))])
+    shape = n.node("Concat", [batch, n.const("rest", np.asarray([1, d], np.int64))], axis=0)
+    cls = n.node("Expand", [n.const("class_token", n.normal((1, 1, d), 0.5)), shape])
+    h = n.add(n.node("Concat", [cls, seq], axis=1), n.const("pos_embedding", n.normal((1, tokens + 1, d), 0.5)))
+    h = layer_norm(n, h, d)
+    h = n.add(h, n.linear(n.relu(n.linear(h, d, 2 * d)), 2 * d, d))
+    first = n.node("Gather", [h, n.const("zero", np.asarray(0, np.int64))], axis=1)
+    n.output(n.gemm(first, d, 5), "y")
+    return n.model((3, image, image), ["y"], opset=17, name="vit_class_token")
+
+
+def unet_conv_transpose(rng, c: int = 8) -> onnx.ModelProto:
+    """A one-level UNet: encoder conv + ReLU, max pool, bottleneck conv + ReLU, a stride-2
+    ConvTranspose decoder, skip concatenation, conv + ReLU and a 1x1 output conv."""
+    n = Net(rng)
+    e = n.relu(n.conv("x", 3, c, bias=True))
+    b = n.relu(n.conv(n.node("MaxPool", [e], kernel_shape=[2, 2], strides=[2, 2]), c, 2 * c, bias=True))
+    w = n.const("wt", n.normal((2 * c, c, 2, 2), np.sqrt(1.0 / (2 * c))))
+    up = n.node("ConvTranspose", [b, w, n.const("bt", n.normal(c, 0.1))], kernel_shape=[2, 2], strides=[2, 2])
+    h = n.relu(n.conv(n.node("Concat", [up, e], axis=1), 2 * c, c, bias=True))
+    n.output(n.conv(h, c, 2, k=1, bias=True), "y")
+    return n.model((3, 8, 8), ["y"], name="unet_conv_transpose")
+
+
 # every block by name
 BLOCKS = {
     "resnet_basic_blocks": resnet_basic_blocks,
@@ -214,4 +280,8 @@ BLOCKS = {
     "squeezenet_fire": squeezenet_fire,
     "prelu_cnn": prelu_cnn,
     "transformer_encoder_layer": transformer_encoder_layer,
+    "conv1d_net": conv1d_net,
+    "espcn": espcn,
+    "vit_class_token": vit_class_token,
+    "unet_conv_transpose": unet_conv_transpose,
 }

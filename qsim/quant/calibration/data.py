@@ -11,6 +11,8 @@
   corners false), laid out NCHW, then `(x - mean) / std` with the given per-channel
   mean/std (defaults 0 and 1). A file `labels.txt` (`<filename> <class id>` per line) in
   the folder gives labels.
+A model with several inputs takes an `.npz` keyed by input name, or a folder with one file
+NAME.npy (or one folder of images NAME/) per input (`load_model_samples`).
 Every failure names the file and what was expected.
 """
 from __future__ import annotations
@@ -37,13 +39,19 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 
 @dataclass(frozen=True)
 class Samples:
-    """Float samples for one graph input, with optional labels."""
-    inputs: np.ndarray                 # [N, *input_shape] float32 (int64 from integer data)
+    """Samples for the graph inputs, with optional labels: `inputs` for the first (or only)
+    input, `others` for the rest of a multi-input model, by input name."""
+    inputs: np.ndarray                 # [N, *input_shape] float32 (int64 from integer data, bool masks)
     labels: np.ndarray | None = None   # [N] int64, naming no output
     output_labels: dict[str, np.ndarray] = field(default_factory=dict)   # output name -> [N] int64
+    others: dict[str, np.ndarray] = field(default_factory=dict)          # input name -> [N, ...]
 
     def __len__(self) -> int:
         return int(self.inputs.shape[0])
+
+    def arrays(self, input_name: str) -> dict[str, np.ndarray]:
+        """Every input's samples by name (`input_name`: the name of `inputs`)."""
+        return {input_name: self.inputs, **self.others}
 
     def feeds(self, input_name: str, limit: int | None = None) -> Iterator[tuple[dict, object]]:
         """(feed dict with a batch axis of 1, labels) per sample: labels are None, an int
@@ -54,15 +62,15 @@ class Samples:
             if self.output_labels:
                 named = {k: int(v[i]) for k, v in self.output_labels.items()}
                 label = named if label is None else dict(named, **{UNNAMED: label})
-            yield {input_name: self.inputs[i:i + 1]}, label
+            yield {name: v[i:i + 1] for name, v in self.arrays(input_name).items()}, label
 
 
 def _fit(array: np.ndarray, input_shape: Sequence[int], where: str, input_name: str) -> np.ndarray:
     shape = tuple(int(d) for d in input_shape)
     array = np.asarray(array)
-    if array.dtype.kind not in "iuf":
+    if array.dtype.kind not in "biuf":
         raise DataError(f"{where}: data of type {array.dtype} is not numeric",
-                        hint="store integer or float samples")
+                        hint="store integer, float or bool samples")
     if tuple(array.shape) == shape:
         array = array[None]
     if tuple(array.shape[1:]) != shape:
@@ -74,8 +82,10 @@ def _fit(array: np.ndarray, input_shape: Sequence[int], where: str, input_name: 
                         hint="store at least one sample")
     # before the cast, which would turn 1e300 into inf
     check_finite(array, f"{where} (samples of input '{input_name}')")
-    # integer samples stay integers (token ids for an integer model input; for a float input
-    # pipeline.input_feeds converts them)
+    # integer samples stay integers (token ids for an integer model input) and bool ones bool
+    # (masks); for a float input model_inputs.as_input converts them
+    if array.dtype.kind == "b":
+        return array
     return array.astype(np.int64) if array.dtype.kind in "iu" else array.astype(np.float32)
 
 
@@ -120,6 +130,65 @@ def load_samples(path: str | Path, input_name: str, input_shape: Sequence[int], 
         return Samples(inputs, labels, named)
     raise DataError(f"{path}: unknown data format {path.suffix!r}",
                     hint="use .npy, .npz or a folder of images")
+
+
+def load_model_samples(path: str | Path, shapes: dict[str, Sequence[int]], *,
+                       mean: Sequence[float] = (0.0,), std: Sequence[float] = (1.0,)) -> Samples:
+    """Samples for every input of a model (`shapes`: input name -> one sample's shape, in graph
+    input order). One input: `load_samples`. Several: an .npz with one array per input name
+    (labels as for one input), or a folder with, per input, a file NAME.npy or a sub-folder NAME
+    of images (labels: labels.npy beside them, or the image folders' labels.txt)."""
+    names = list(shapes)
+    if len(names) == 1:
+        return load_samples(path, names[0], shapes[names[0]], mean=mean, std=std)
+    path = Path(path)
+    listing = ", ".join(f"{n} {list(shapes[n])}" for n in names)
+    hint = f"give an .npz with one array [N, ...] per input name ({listing}), or a folder of NAME.npy files"
+    if path.is_dir():
+        arrays, labels = _input_folder(path, shapes, hint, mean, std)
+        named = {}
+    elif path.exists() or is_stream(path):
+        data = read_npy_or_npz(path)
+        if isinstance(data, np.ndarray):
+            raise DataError(f"{path}: one array, and the model has {len(names)} inputs ({listing})", hint=hint)
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise DataError(f"{path}: no array for model input(s) {', '.join(map(repr, missing))} "
+                            f"(arrays: {', '.join(data) or 'none'})", hint=hint)
+        arrays = {n: _fit(data[n], shapes[n], f"{path}[{n}]", n) for n in names}
+        label_key = next((k for k in ("y", "labels") if k in data), None)
+        labels = data[label_key] if label_key else None
+        named = {k[len(LABEL_PREFIX):]: data[k] for k in data if k.startswith(LABEL_PREFIX)}
+    else:
+        raise DataError(f"{path}: no such file or folder", hint=hint)
+    counts = {n: int(a.shape[0]) for n, a in arrays.items()}
+    if len(set(counts.values())) != 1:
+        raise DataError(f"{path}: the inputs hold different numbers of samples "
+                        f"({', '.join(f'{n}: {c}' for n, c in counts.items())})",
+                        hint="store the same number of samples for every input, in the same order")
+    n = counts[names[0]]
+    return Samples(arrays[names[0]], _labels(labels, n, f"{path} labels"),
+                   {k: _labels(v, n, f"{path}[{LABEL_PREFIX}{k}]") for k, v in named.items()},
+                   {k: arrays[k] for k in names[1:]})
+
+
+def _input_folder(folder: Path, shapes: dict, hint: str, mean, std) -> tuple[dict, np.ndarray | None]:
+    """The per-input files (NAME.npy) or image sub-folders (NAME/) of a multi-input data folder,
+    and its labels (labels.npy, else the first image folder's labels.txt)."""
+    arrays, labels = {}, None
+    for name, shape in shapes.items():
+        file, sub = folder / f"{name}.npy", folder / name
+        if file.is_file():
+            arrays[name] = _fit(read_npy_or_npz(file, npz=False), shape, str(file), name)
+        elif sub.is_dir():
+            images = _load_images(sub, shape, mean, std)
+            arrays[name] = images.inputs
+            labels = images.labels if labels is None else labels
+        else:
+            raise DataError(f"{folder}: no {file.name} or sub-folder {name}/ for model input {name!r}", hint=hint)
+    if (folder / "labels.npy").is_file():
+        labels = read_npy_or_npz(folder / "labels.npy", npz=False)
+    return arrays, labels
 
 
 def _resize_bilinear(img: np.ndarray, h: int, w: int) -> np.ndarray:

@@ -26,7 +26,7 @@ from ...threads import apply_blas_threads, thread_count, wait_in_order
 from ..accuracy import AccuracyReport, OutputAccuracy, TensorAccuracy
 from ..calibration.data import UNNAMED
 from ..lowering.float_side import LoweredModel
-from ..lowering.integer_inputs import INDEX_DTYPE, narrow_integers
+from ..lowering.integer_inputs import as_integer_input
 from ..params import dequantize, quantize, scheme_of
 from .scoring import OutputRole, ScoredOutput, choose_outputs, label_targets, old_rule_warning
 
@@ -161,8 +161,9 @@ def quantize_feed(model: LoweredModel, feed: dict[str, np.ndarray]) -> dict[str,
     out = {}
     for name, value in feed.items():
         t = model.graph.tensor(model.tensor_map[name].name)
-        if t.dtype is INDEX_DTYPE:      # an integer input (token ids) takes integers as they are
-            out[t.name] = narrow_integers(value, t.dtype, name)
+        fixed = as_integer_input(value, t.dtype, name)   # token ids, masks: taken as they are
+        if fixed is not None:
+            out[t.name] = fixed
             continue
         out[t.name] = quantized(value, model.input_quant[t.name], t.dtype.numpy, name)
     return out
@@ -301,7 +302,9 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
 
     if outputs is None:
         outputs = choose_outputs(float_graph)
-    watched = [n for n in model.tensor_map if not float_graph.tensor(n).is_constant]
+    # (a bool mask input is the same in both graphs: nothing to compare)
+    watched = [n for n in model.tensor_map
+               if not float_graph.tensor(n).is_constant and float_graph.tensor(n).dtype is not ir.DType.BOOL]
     stats = {n: _TensorStats() for n in watched}
     scored = [_OutputStats(o, float(model.tensor_map[o.name].quant.scales()[0])) for o in outputs]
     unnamed_targets = label_targets(outputs)

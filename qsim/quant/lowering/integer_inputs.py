@@ -4,6 +4,9 @@ are int32, 2.11.1), with the identity parameters INTEGER_INPUT (scale 1, zero po
 every place that reads an input's parameters (the model folder, `qsim run`/`simulate`) reads
 the values as they are. int64 arrays are narrowed to int32 only when every value fits;
 otherwise a DataError names the input and the first value that does not.
+
+Bool model inputs (an attention's padding mask) stay bool in the integer graph, with the
+identity parameters MASK_INPUT (`as_integer_input` takes bool arrays, or integers 0 and 1).
 """
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ from ... import ir
 from ...errors import DataError
 
 INTEGER_INPUT = ir.QuantInfo(scale=1.0, zero_point=0, bits=32, signed=True, symmetric=True, source="derived")
+# a bool input's parameters: the identity (True is 1), so that every reader of input parameters
+# (the model folder's @quantize, qsim run) finds some; the values are never quantized
+MASK_INPUT = ir.QuantInfo(scale=1.0, zero_point=0, bits=8, signed=False, symmetric=True, source="derived")
 INDEX_DTYPE = ir.DType.I32
 INTEGER_INPUT_DTYPES = (ir.DType.I64, ir.DType.I32)
 
@@ -35,3 +41,17 @@ def narrow_integers(value: np.ndarray, dtype: ir.DType, what: str) -> np.ndarray
                         f"{np.dtype(dtype.numpy).name} (TOSA's GATHER index type)",
                         hint=f"ids must lie in [{info.min}, {info.max}]; check the data")
     return value.astype(dtype.numpy)
+
+
+def as_integer_input(value: np.ndarray, dtype: ir.DType, what: str) -> np.ndarray | None:
+    """An integer-graph input that is not quantized: int ids narrowed to `dtype`, a bool mask
+    as bool; None for an input that is quantized (any other dtype)."""
+    if dtype is INDEX_DTYPE:
+        return narrow_integers(value, dtype, what)
+    if dtype is not ir.DType.BOOL:
+        return None
+    value = np.asarray(value)
+    if value.dtype.kind != "b" and not (value.dtype.kind in "iu" and np.isin(value, (0, 1)).all()):
+        raise DataError(f"input {what!r} is a bool mask, the array is {value.dtype}",
+                        hint="store the mask as a bool array (True/False, or integers 0 and 1)")
+    return value.astype(bool)

@@ -16,6 +16,10 @@ Forms recognized, with `s` the scores and the result read only by one nn.softmax
 
     math.add(s, M) | math.add(M, s)       M constant, every element 0 or <= MASK_LIMIT
     math.select(c, F, s) | select(c, s, F) c constant bool, F a constant <= MASK_LIMIT
+    math.add(s, M) | math.add(M, s)       M computed: layout ops (reshape, broadcast, transpose)
+                                          of select(c, F, 0) or select(c, 0, F), c a computed bool
+                                          (torch's src_key_padding_mask: a bool model input); the
+                                          integer softmax rebuilds the mask from c at run time
 
 A value <= MASK_LIMIT (-1e4; -inf, -1e9 and float32's lowest included) is masked: exp of it
 plus any score difference above -1e4 + 104 underflows to exactly 0 in float32 (exp(-104) is
@@ -31,8 +35,8 @@ import numpy as np
 
 from ... import ir
 from ...errors import UnsupportedError
+from .runtime_mask import MASK_LIMIT, RuntimeMask, constant, is_fill, runtime_mask
 
-MASK_LIMIT = -1e4
 
 
 @dataclass(frozen=True)
@@ -40,21 +44,20 @@ class MaskedSoftmax:
     mask_op: ir.Op                  # the math.add / math.select applying the mask
     softmax: ir.Op                  # the nn.softmax reading its result
     scores: str                     # the float scores before the mask
-    keep: np.ndarray                # bool, the scores' rank (extent 1 where the mask broadcasts)
+    keep: np.ndarray | None         # bool, the scores' rank (extent 1 where the mask broadcasts)
+    runtime: RuntimeMask | None = None      # instead of `keep`: the mask computed at run time
 
     @property
     def masked(self) -> str:
         return self.mask_op.outputs[0]
 
     def fully_masked_rows(self, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
-        """Whether some softmax row (the `axes` of scores of `shape`) keeps no position."""
+        """Whether some softmax row (the `axes` of scores of `shape`) may keep no position
+        (always possible with a run-time mask: the data decides)."""
+        if self.keep is None:
+            return True
         keep = np.broadcast_to(self.keep, shape)
         return bool(np.any(~np.any(keep, axis=axes)))
-
-
-def _constant(graph: ir.Graph, name: str) -> np.ndarray | None:
-    t = graph.tensor(name)
-    return None if t.data is None else np.asarray(t.data)
 
 
 def _plain(op: ir.Op) -> bool:
@@ -66,10 +69,6 @@ def _to_rank(keep: np.ndarray, rank: int) -> np.ndarray | None:
     if keep.ndim > rank:
         return None
     return keep.reshape((1,) * (rank - keep.ndim) + keep.shape)
-
-
-def _is_fill(data: np.ndarray | None) -> bool:
-    return data is not None and data.dtype.kind == "f" and data.size > 0 and bool(np.all(data <= MASK_LIMIT))
 
 
 def _softmax_reader(graph: ir.Graph, name: str) -> ir.Op | None:
@@ -91,8 +90,11 @@ def match_masked_softmax(graph: ir.Graph, op: ir.Op) -> MaskedSoftmax | None:
     if kind == "math.add":
         a, b = op.inputs[:2]
         for scores, mask in ((a, b), (b, a)):
-            data = _constant(graph, mask)
-            if _constant(graph, scores) is not None or data is None or data.dtype.kind != "f":
+            runtime = runtime_mask(graph, mask) if constant(graph, mask) is None else None
+            if runtime is not None and graph.tensor(scores).shape == graph.tensor(op.outputs[0]).shape:
+                return MaskedSoftmax(op, softmax, scores, None, runtime)
+            data = constant(graph, mask)
+            if constant(graph, scores) is not None or data is None or data.dtype.kind != "f":
                 continue
             masked = data <= MASK_LIMIT
             if not np.all(masked | (data == 0)) or not masked.any():
@@ -103,12 +105,12 @@ def match_masked_softmax(graph: ir.Graph, op: ir.Op) -> MaskedSoftmax | None:
             return MaskedSoftmax(op, softmax, scores, keep)
         return None
     cond, when_true, when_false = op.inputs[:3]
-    c = _constant(graph, cond)
+    c = constant(graph, cond)
     if c is None or c.dtype != np.bool_:
         return None
-    if _is_fill(_constant(graph, when_true)) and _constant(graph, when_false) is None:
+    if is_fill(constant(graph, when_true)) and constant(graph, when_false) is None:
         scores, keep = when_false, ~c
-    elif _is_fill(_constant(graph, when_false)) and _constant(graph, when_true) is None:
+    elif is_fill(constant(graph, when_false)) and constant(graph, when_true) is None:
         scores, keep = when_true, c
     else:
         return None
@@ -140,7 +142,7 @@ def check_softmax_masks(graph: ir.Graph) -> list[MaskedSoftmax]:
         if match is not None:
             found.append(match)
             continue
-        if any(_mask_sized(_constant(graph, i)) for i in producer.inputs if i):
+        if any(_mask_sized(constant(graph, i)) for i in producer.inputs if i):
             raise UnsupportedError(
                 f"{producer.kind.name} {producer.label!r} applies an attention mask (a constant with -inf or "
                 f"values <= {MASK_LIMIT:g}) to the input of softmax {op.label!r} in a form qsim does not "
@@ -151,5 +153,41 @@ def check_softmax_masks(graph: ir.Graph) -> list[MaskedSoftmax]:
 
 
 def masked_tensors(graph: ir.Graph) -> set[str]:
-    """The masked scores of every masked softmax: calibration observes none of them."""
-    return {m.masked for m in check_softmax_masks(graph)}
+    """The masked scores of every masked softmax and the run-time masks' -inf/0 tensors:
+    calibration observes none of them."""
+    found = set()
+    for m in check_softmax_masks(graph):
+        found.add(m.masked)
+        if m.runtime is not None:
+            found |= m.runtime.tensors
+    return found
+
+
+_HEADS: list = [None, {}]      # the graph runtime_mask_heads last answered for, and its answer
+
+
+def runtime_mask_heads(graph: ir.Graph) -> dict[int, list[ir.Op]]:
+    """The ops of the run-time masks (runtime_mask.py) by the id of each mask's first op, for
+    the masks whose every tensor is read only by their own ops and their softmaxes' mask
+    additions (the integer softmaxes rebuild the mask from its input, so these ops have nothing
+    left to compute); a mask read elsewhere is left to the ordinary rules."""
+    if _HEADS[0] is graph:
+        return _HEADS[1]
+    groups: dict[int, list[ir.Op]] = {}
+    adds: dict[int, set[int]] = {}
+    for op in graph.ops:
+        match = match_masked_softmax(graph, op) if op.kind.name == "math.add" else None
+        if match is None or match.runtime is None:
+            continue
+        head = id(match.runtime.chain[0])
+        members = groups.setdefault(head, [])
+        members += [o for o in match.runtime.chain if all(o is not m for m in members)]
+        adds.setdefault(head, set()).add(id(op))
+    heads = {}
+    for head, members in groups.items():
+        inside = {id(o) for o in members} | adds[head]
+        if all(n not in graph.outputs and all(id(u) in inside for u in graph.consumers(n))
+               for o in members for n in o.outputs):
+            heads[head] = members
+    _HEADS[:] = [graph, heads]
+    return heads

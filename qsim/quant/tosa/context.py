@@ -17,7 +17,7 @@ from ...errors import InvalidGraphError, UnsupportedError
 from ...tosa.run import operator as tosa_operator
 from ...tosa.signature import storage_name
 from ...tosa.validate import bind, output_types
-from ..lowering.integer_inputs import INDEX_DTYPE, INTEGER_INPUT, is_integer_input
+from ..lowering.integer_inputs import INDEX_DTYPE, INTEGER_INPUT, MASK_INPUT, is_integer_input
 from ..lowering.float_side import FloatSide, Lowered, compose_perm, identity
 from ..params import Precision, QuantConfig, params_from_range, quantize
 from .scale import ScaleWidth, fixed_point_scale
@@ -184,6 +184,10 @@ class TosaContext:
         """A float graph input becomes an integer graph input (quantized outside the graph);
         an integer one (token ids) stays integer, as int32 (lowering/integer_inputs.py)."""
         shape = self.f.float_shape(name)
+        if self.f.graph.tensor(name).dtype is ir.DType.BOOL:      # a mask: bool as it is
+            out = self.f.builder.add_tensor(name, ir.DType.BOOL, shape, quant=MASK_INPUT, exact=True)
+            self.f.bind(name, Lowered(out, MASK_INPUT, identity(len(shape))))
+            return
         if is_integer_input(self.f.graph.tensor(name).dtype):
             out = self.f.builder.add_tensor(name, INDEX_DTYPE, shape, quant=INTEGER_INPUT, exact=True)
             self.f.bind(name, Lowered(out, INTEGER_INPUT, identity(len(shape))))

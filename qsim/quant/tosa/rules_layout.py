@@ -15,6 +15,7 @@ import numpy as np
 from ... import ir
 from ..lowering.float_patterns import is_annotated, packed_ints, spatial_padding
 from ..lowering.float_side import NHWC_FROM_NCHW, Lowered, identity
+from ..params import quantize
 from ..rules import pattern_rule, rule
 from .rules_linear import _crop_input
 from ..target import TargetKind
@@ -164,16 +165,32 @@ def lower_split(ctx: TosaContext, op: ir.Op) -> None:
 @rule(TargetKind.TOSA, "layout.concat")
 def lower_concat(ctx: TosaContext, op: ir.Op) -> None:
     quant = ctx.f.activation_quant(op.outputs[0])
-    first = ctx.f.value(op.inputs[0])
-    rank = len(first.perm)
+    computed = [name for name in op.inputs if not ctx.f.is_constant(name)]
+    if not computed:
+        raise ctx.f.unsupported("every input is a constant (the pipeline folds such a concat)")
+    rank = len(ctx.f.float_shape(op.outputs[0]))
+    # the computed inputs' layout; with a constant input the float layout (the constant's own,
+    # so it needs no TRANSPOSE, and a class token joins along the token axis, not the lanes)
+    perm = identity(rank) if len(computed) < len(op.inputs) else ctx.f.value(computed[0]).perm
     axis = int(op.attrs.get("axis", 0)) % rank
     parts = []
     for k, name in enumerate(op.inputs):
-        v = ctx.transpose_to(ctx.f.value(name), first.perm, f"{op.outputs[0]}.in{k}.t")
+        v = _constant_on_grid(ctx, name, quant) if ctx.f.is_constant(name) else ctx.f.value(name)
+        v = ctx.transpose_to(v, perm, f"{op.outputs[0]}.in{k}.t")
         parts.append(ctx.requantize(v, quant, f"{op.outputs[0]}.in{k}.rq").name)
-    out = ctx.emit("CONCAT", parts, {"axis": first.perm.index(axis)}, hint=op.outputs[0],
+    out = ctx.emit("CONCAT", parts, {"axis": perm.index(axis)}, hint=op.outputs[0],
                      label=ctx.f.where(), quant=quant, exact=True)
-    ctx.f.bind(op.outputs[0], Lowered(out, quant, first.perm))
+    ctx.f.bind(op.outputs[0], Lowered(out, quant, perm))
+
+
+def _constant_on_grid(ctx: TosaContext, name: str, quant: ir.QuantInfo) -> Lowered:
+    """A constant input of a concat (a ViT's class token, a learned prefix) quantized onto the
+    output's grid, so that it joins the computed pieces without a RESCALE: calibration saw the
+    output, constant included, so its range covers the constant's values (quantize clamps at the
+    rails all the same)."""
+    data = ctx.f.constant(name)
+    q = np.reshape(quantize(data, quant, what=name), data.shape)
+    return Lowered(ctx.constant_tensor(f"{name}.q", q, ctx.act_dtype, quant), quant, identity(data.ndim))
 
 
 def _pool_args(ctx: TosaContext, op: ir.Op):

@@ -58,6 +58,7 @@ from ..lowering.float_side import Lowered
 from .integer_newton import Emitter, reciprocal
 from ..rules import pattern_rule, rule
 from ..lowering.softmax_mask import MaskedSoftmax, match_masked_softmax
+from .runtime_mask import runtime_keep
 from ..target import TargetKind
 from .context import TosaContext
 
@@ -125,7 +126,9 @@ def _integer_softmax(ctx: TosaContext, op: ir.Op, scores: str, mask: MaskedSoftm
     int_axes = [x.perm.index(a) for a in axes]
     where = ctx.f.where()
     keep = None
-    if mask is not None:
+    if mask is not None and mask.runtime is not None:
+        keep = runtime_keep(ctx, mask.runtime, x.perm, rank, f"{name}.keep")
+    elif mask is not None:
         # the mask in the scores' integer layout, extent 1 where it broadcasts
         keep = ctx.constant_tensor(f"{name}.keep", np.ascontiguousarray(mask.keep.transpose(x.perm)),
                                    ir.DType.BOOL)

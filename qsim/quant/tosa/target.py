@@ -21,6 +21,7 @@ from ..rounding.adaptive import ROUNDING_MODES
 from ..rounding.moments import watch_layers
 from ..rules import RULES, Rule, apply_rules
 from ..target import TargetKind
+from . import runtime_mask  # noqa: F401  (its pattern rule first: before the element-wise chains)
 from . import (rules_activation, rules_elementwise, rules_gather,  # noqa: F401  (register the rules)
                rules_layout, rules_linear, rules_matmul, rules_norm, rules_resize, rules_softmax)
 from .context import TosaContext

@@ -4,7 +4,9 @@ a torch.nn.TransformerEncoder (GELU, 2 heads) at opset 17, its sequence-first
 (batch_first=False) forms (ReLU post-norm; GELU pre-norm), causal-masked forms (mask argument,
 is_causal=True), an nn.Embedding on int64 token ids feeding an encoder, with seeded weights, and a fake-quantized
 (QAT-style) conv + linear model whose export carries QuantizeLinear/DequantizeLinear pairs
-(fake_quant_qdq_opset17.onnx, for tests/onnx/test_qdq.py). The tests load
+(fake_quant_qdq_opset17.onnx, for tests/onnx/test_qdq.py), and a 2-layer encoder with a
+src_key_padding_mask input (encoder_padding_mask_opset17.onnx, for tests/quant/test_multi_input.py).
+The tests load
 these files, so they need no torch; run this script (with torch installed) to regenerate them:
 
     python tests/onnx/torch_exports/make_exports.py
@@ -150,6 +152,31 @@ def fake_quant_export() -> None:
     print(f"wrote {path.name}")
 
 
+class PaddedEncoder(nn.Module):
+    """x [N, 8, 16] and its padding mask [N, 8] (bool, True: a padded position) → a 2-layer
+    batch_first encoder with src_key_padding_mask → mean over positions → 4 logits."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x, mask):
+        return self.head(self.encoder(x, src_key_padding_mask=mask).mean(1))
+
+
+def padding_mask_export() -> None:
+    torch.manual_seed(0)
+    path = HERE / "encoder_padding_mask_opset17.onnx"
+    mask = torch.zeros(2, 8, dtype=torch.bool)
+    mask[:, 6:] = True
+    torch.onnx.export(PaddedEncoder().eval(), (torch.randn(2, 8, 16), mask), str(path), opset_version=17,
+                      dynamo=False, input_names=["x", "mask"], output_names=["y"],
+                      dynamic_axes={"x": {0: "N"}, "mask": {0: "N"}, "y": {0: "N"}})
+    print(f"wrote {path.name}")
+
+
 def main() -> None:
     # (models, input element type, batch axis)
     for table, dtype, batch_axis in ((MODELS, np.float32, 0), (INTEGER_INPUTS, np.int64, 0), (SEQ_FIRST, np.float32, 1)):
@@ -160,6 +187,7 @@ def main() -> None:
                 onnx.save(model, HERE / f"{name}_opset{opset}.onnx")
                 print(f"wrote {name}_opset{opset}.onnx")
     fake_quant_export()
+    padding_mask_export()
 
 
 if __name__ == "__main__":
