@@ -69,10 +69,6 @@ SQNR_FLOOR_DB = {"resnet_basic_blocks": 30.0, "inverted_residual": 30.0, "mobile
                  "transformer_encoder_layer": 25.0, "conv1d_net": 32.0, "espcn": 28.0, "vit_class_token": 23.0,
                  "unet_conv_transpose": 25.0}
 
-# blocks with an arithmetic layer the NPU does not map yet, run on the host in simulate (issue 29
-# item 4 moves TRANSPOSE_CONV2D onto the array): block -> the TOSA operators allowed on the host
-HOST_PENDING = {"unet_conv_transpose": ("TRANSPOSE_CONV2D",)}
-
 # what stops each block today (issue 13: batched MatMul, LayerNorm, GELU: helper "xfmr")
 PENDING = {
 }
@@ -242,5 +238,5 @@ def test_simulate_verifies_every_layer(block_files, quantized, name, tmp_path):
     assert compared and all(layer.verified for layer in compared)
     # issue 14: the host keeps only the free reinterpretations; everything else runs on the NPU
     on_host = [(layer.name, layer.op) for layer in sim.reports[0].layers
-               if layer.unit == "host" and layer.op not in ("RESHAPE", "IDENTITY", "CONST", *HOST_PENDING.get(name, ()))]
+               if layer.unit == "host" and layer.op not in ("RESHAPE", "IDENTITY", "CONST")]
     assert not on_host, on_host
