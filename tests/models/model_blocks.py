@@ -271,6 +271,19 @@ def unet_conv_transpose(rng, c: int = 8) -> onnx.ModelProto:
     return n.model((3, 8, 8), ["y"], name="unet_conv_transpose")
 
 
+def decoder_output_padding(rng, c: int = 8) -> onnx.ModelProto:
+    """A stride-2 encoder and the decoder PyTorch writes as ConvTranspose2d(k=3, stride=2,
+    padding=1, output_padding=1): the output_padding row and column are kept from the end crop."""
+    n = Net(rng)
+    e = n.relu(n.conv("x", 3, c, bias=True))
+    b = n.relu(n.conv(e, c, 2 * c, stride=2, bias=True))                    # 4x4
+    w = n.const("wt", n.normal((2 * c, c, 3, 3), np.sqrt(1.0 / (2 * c))))
+    up = n.node("ConvTranspose", [b, w, n.const("bt", n.normal(c, 0.1))], kernel_shape=[3, 3],
+                strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])     # 8x8
+    n.output(n.conv(n.relu(up), c, 2, k=1, bias=True), "y")
+    return n.model((3, 8, 8), ["y"], name="decoder_output_padding")
+
+
 # every block by name
 BLOCKS = {
     "resnet_basic_blocks": resnet_basic_blocks,
@@ -284,4 +297,5 @@ BLOCKS = {
     "espcn": espcn,
     "vit_class_token": vit_class_token,
     "unet_conv_transpose": unet_conv_transpose,
+    "decoder_output_padding": decoder_output_padding,
 }

@@ -62,12 +62,14 @@ FLOAT_BOUNDS = {
                         "terms count at most 1; DepthToSpace exact"),
     "unet_conv_transpose": (300, 1.0, "conv 28 + pool exact + conv 73 + conv-transpose 17 + concat exact + "
                                       "conv 145 + 1x1 9; ReLU 1-Lipschitz"),
+    "decoder_output_padding": (200, 1.0, "conv 28 + conv 73 + conv-transpose 4 taps x 16 + 1 + 1x1 9; "
+                                         "ReLU 1-Lipschitz"),
 }
 
 SQNR_FLOOR_DB = {"resnet_basic_blocks": 30.0, "inverted_residual": 30.0, "mobilenetv3_block": 30.0,
                  "shufflenet_unit": 30.0, "squeezenet_fire": 35.0, "prelu_cnn": 30.0,
                  "transformer_encoder_layer": 25.0, "conv1d_net": 32.0, "espcn": 28.0, "vit_class_token": 23.0,
-                 "unet_conv_transpose": 25.0}
+                 "unet_conv_transpose": 25.0, "decoder_output_padding": 25.0}
 
 # what stops each block today (issue 13: batched MatMul, LayerNorm, GELU: helper "xfmr")
 PENDING = {

@@ -271,10 +271,17 @@ def lower_deconv(ctx: TosaContext, op: ir.Op) -> None:
         upper = op.attrs.get("padding_align", "UPPER") == "UPPER"
         begins = tuple(t // 2 if upper else -(-t // 2) for t in totals)
     out_shape = ctx.f.float_shape(op.outputs[0])
-    exact = tuple((ix[i] - 1) * stride[i] + fx[i] - totals[i] for i in range(2))
-    if tuple(out_shape[2:]) != exact:
-        raise ctx.f.unsupported(f"output_size {list(out_shape[2:])} is not the exact extent "
-                              f"{list(exact)} TRANSPOSE_CONV2D computes")
+    full = tuple((ix[i] - 1) * stride[i] + fx[i] - totals[i] for i in range(2))
+    # an output longer than `full` (ONNX output_padding) keeps rows the end padding would crop:
+    # the same sums, so the end crop shrinks by the extra rows while it can (TOSA's out_pad >= 0)
+    extra = tuple(out_shape[2 + i] - full[i] for i in range(2))
+    if any(e < 0 or e > t - b for e, b, t in zip(extra, begins, totals)):
+        raise ctx.f.unsupported(f"output_size {list(out_shape[2:])} is not an extent TRANSPOSE_CONV2D "
+                                f"computes: {list(full)} plus at most the end padding "
+                                f"{[t - b for b, t in zip(begins, totals)]}",
+                                hint="pad the deconvolution's input or output explicitly instead")
+    totals = tuple(t - e for t, e in zip(totals, extra))
+    exact = tuple(out_shape[2:])
     if any(b < 0 or t - b < 0 for b, t in zip(begins, totals)):
         raise ctx.f.unsupported(f"negative padding {list(begins)} / {list(totals)}")
 
