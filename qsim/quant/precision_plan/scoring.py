@@ -1,0 +1,104 @@
+"""How accurate one lowering is, in the two measures a precision target is written in:
+the output SQNR (dB; the lowest over the graph's outputs) and, for a class-vector output, the
+top-1 agreement drop (percentage points of evaluation samples whose integer argmax differs
+from the float one). The float outputs are computed once; each plan runs its integer graph
+on the same samples."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import ir
+from ...errors import UsageError
+from ...runtime.executor import execute
+from ..evaluation.evaluate import float_view, quantize_feed
+from ..evaluation.scoring import class_vector_extent
+from ..lowering.float_side import LoweredModel
+
+
+@dataclass(frozen=True)
+class PlanAccuracy:
+    sqnr_db: float                  # lowest over the outputs (inf: exact)
+    agreement: float | None         # top-1 agreement of the first class-vector output (0..1)
+
+    @property
+    def drop_points(self) -> float | None:
+        return None if self.agreement is None else 100.0 * (1.0 - self.agreement)
+
+    def to_json(self) -> dict:
+        return {"sqnr_db": self.sqnr_db if math.isfinite(self.sqnr_db) else None,
+                "top1_agreement": self.agreement, "top1_drop_points": self.drop_points}
+
+
+@dataclass(frozen=True)
+class AccuracyTarget:
+    """At least `sqnr_db` of output SQNR and/or at most `max_drop_points` of top-1 drop."""
+    sqnr_db: float | None = None
+    max_drop_points: float | None = None
+
+    def __post_init__(self):
+        if self.sqnr_db is None and self.max_drop_points is None:
+            raise UsageError("a precision target needs --target-sqnr DB or --max-drop PT")
+        for flag, value in (("--target-sqnr", self.sqnr_db), ("--max-drop", self.max_drop_points)):
+            if value is not None and not math.isfinite(value):
+                raise UsageError(f"{flag} {value}: must be a finite number")
+        if self.max_drop_points is not None and not 0 <= self.max_drop_points < 100:
+            raise UsageError(f"--max-drop {self.max_drop_points}: a drop in percentage points "
+                             "must be in [0, 100)", hint="e.g. --max-drop 1 for at most one point")
+
+    def met(self, acc: PlanAccuracy) -> bool:
+        if self.sqnr_db is not None and not acc.sqnr_db >= self.sqnr_db:
+            return False
+        return self.max_drop_points is None or acc.drop_points <= self.max_drop_points + 1e-9
+
+    def describe(self) -> str:
+        parts = ([f"output SQNR >= {self.sqnr_db:g} dB"] if self.sqnr_db is not None else []) + (
+            [f"top-1 agreement drop <= {self.max_drop_points:g} points"]
+            if self.max_drop_points is not None else [])
+        return " and ".join(parts)
+
+    def to_json(self) -> dict:
+        return {"sqnr_db": self.sqnr_db, "max_drop_points": self.max_drop_points}
+
+
+def describe(acc: PlanAccuracy) -> str:
+    sqnr = "exact" if not math.isfinite(acc.sqnr_db) else f"{acc.sqnr_db:.2f} dB"
+    drop = "" if acc.drop_points is None else f", top-1 drop {acc.drop_points:.2f} points"
+    return f"SQNR {sqnr}{drop}"
+
+
+class PlanScorer:
+    """Scores lowerings of `graph` on `feeds` (float input feeds, batch 1 each)."""
+
+    def __init__(self, graph: ir.Graph, feeds: list[dict[str, np.ndarray]], backend: str = "kernels"):
+        if not feeds:
+            raise UsageError("no evaluation samples to score a precision plan on")
+        self.graph, self.feeds, self.backend = graph, feeds, backend
+        self.reference = [execute(graph, feed, backend, keep=graph.outputs) for feed in feeds]
+        self.classes = next((name for name in graph.outputs
+                             if class_vector_extent(graph.tensor(name).shape[1:]) is not None), None)
+
+    def __call__(self, model: LoweredModel) -> PlanAccuracy:
+        signal = {n: 0.0 for n in self.graph.outputs}
+        noise = dict(signal)
+        agree = 0
+        int_outputs = [model.tensor_map[n].name for n in self.graph.outputs]
+        for feed, ref in zip(self.feeds, self.reference):
+            values = execute(model.graph, quantize_feed(model, feed), self.backend, keep=int_outputs)
+            for name in self.graph.outputs:
+                f = np.asarray(ref[name], np.float64)
+                q = float_view(model, name, values).reshape(f.shape)
+                signal[name] += float(np.sum(f * f))
+                noise[name] += float(np.sum((q - f) ** 2))
+                if name == self.classes:
+                    agree += int(np.argmax(f) == np.argmax(q))
+        sqnr = min(_db(signal[n], noise[n]) for n in self.graph.outputs)
+        return PlanAccuracy(sqnr, agree / len(self.feeds) if self.classes is not None else None)
+
+
+def _db(signal: float, noise: float) -> float:
+    if noise == 0.0:
+        return math.inf
+    return 10.0 * math.log10(signal / noise) if signal > 0 else -math.inf
