@@ -26,6 +26,7 @@ from ..quant.lowering.float_side import LoweredModel
 from ..quant.options import QuantizeOptions
 from ..quant.params import Precision, PrecisionPlan
 from ..quant.pipeline import calibrate_each_width, input_feeds, single_input
+from ..quant.rebatch import rebatched_graph
 from ..quant.precision_plan.scoring import AccuracyTarget, PlanScorer, describe
 from ..quant.precision_plan.search import search_plan
 from ..quant.tosa.mixed_precision import MAC_KINDS, mac_layers
@@ -69,7 +70,7 @@ def choose_plan(graph: ir.Graph, calib: Samples | None, evaluation: Samples | No
     # every plan is scored on the samples the final report evaluates (--eval-limit bounds both)
     limit = len(samples) if options.eval_limit is None else min(options.eval_limit, len(samples))
     feeds = [feed for feed, _ in input_feeds(graph, samples, input_name, limit)]
-    scorer = PlanScorer(graph, feeds, options.backend)
+    scorer = PlanScorer(graph, feeds, options.backend, rebatched_graph)
     if request.target.max_drop_points is not None and scorer.classes is None:
         raise UsageError(f"--max-drop needs a class-vector output; {graph.name!r} has none "
                          f"(outputs: {', '.join(graph.outputs)})", hint="use --target-sqnr DB")

@@ -207,11 +207,13 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         notes += (note,)
     else:
         eval_samples = None
-    sections = ()
+    sections, searched = (), {}
     if plan_request is not None:
+        t0 = time.perf_counter()
         options, section = choose_plan(graph, calib_samples, eval_samples, options, plan_request,
                                        model_name)
         chosen, sections = make_target(kind, options), (section,)
+        searched = {"plan search": time.perf_counter() - t0}
     load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
     result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
                             load_batch=load_batch)
@@ -224,7 +226,7 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     with atomic_directory(out_dir, command=QUANTIZED_MODEL.command) as tmp:
         write_quantized_model(result.model, chosen, tmp, source=str(model_path), settings=settings)
         write_accuracy_report(result.report, tmp, sections)
-    seconds = dict(result.seconds, write=time.perf_counter() - t0)
+    seconds = dict(searched, **result.seconds, write=time.perf_counter() - t0)
     return dataclasses.replace(result, out_dir=out_dir, seconds=seconds,
                                summary=tuple(summary_line(x.choice) for x in sections))
 

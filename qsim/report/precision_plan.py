@@ -12,7 +12,9 @@ from pathlib import Path
 from ..npu.plan_cost import PlanCost
 from ..quant.precision_plan.scoring import AccuracyTarget, PlanAccuracy, describe
 from ..quant.precision_plan.search import SearchResult
+from ..atomic import atomic_write_bytes
 from .html import Page
+from .layer_plots import png
 
 SENSITIVITY_PLOT = "sensitivity.png"
 
@@ -78,6 +80,7 @@ def _by_sensitivity(s: SearchResult):
 
 
 def sensitivity_plot(choice: PlanChoice, path: Path) -> None:
+    """Horizontal bars, most sensitive layer on top; the plan's 16x8 layers in blue."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -85,16 +88,14 @@ def sensitivity_plot(choice: PlanChoice, path: Path) -> None:
     rows = _by_sensitivity(choice.search)
     upgraded = set(choice.search.upgraded)
     fig, ax = plt.subplots(figsize=(8, max(2.5, 0.3 * len(rows) + 1.2)))
-    values = [x.sqnr_loss_db if math.isfinite(x.sqnr_loss_db) else 0.0 for x in rows]
-    ax.barh(range(len(rows)), values, color=["#3b7dd8" if x.layer in upgraded else "#bbb" for x in rows])
-    ax.set_yticks(range(len(rows)), [x.layer for x in rows], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("output SQNR lost (dB) when this layer alone is int8 in the all-16x8 plan")
-    ax.set_title(f"{choice.model}: layer sensitivity (blue: 16x8 in the chosen plan)")
+    ax.barh([-i for i in range(len(rows))],
+            [x.sqnr_loss_db if math.isfinite(x.sqnr_loss_db) else 0.0 for x in rows],
+            color=["#3b7dd8" if x.layer in upgraded else "#bbb" for x in rows], tick_label=[x.layer for x in rows])
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set(xlabel="output SQNR lost (dB) when this layer alone is int8 in the all-16x8 plan",
+           title=f"{choice.model}: layer sensitivity (blue: 16x8 in the chosen plan)")
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    atomic_write_bytes(path, png(fig))
 
 
 def plan_section(choice: PlanChoice, page: Page, out_dir: Path) -> None:

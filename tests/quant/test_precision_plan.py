@@ -242,3 +242,11 @@ def test_a_met_int8_plan_is_taken_as_it_is():
 def test_bad_targets_are_usage_errors(kwargs):
     with pytest.raises(UsageError):
         AccuracyTarget(**kwargs)
+
+
+def test_scoring_a_batch_gives_the_figures_of_one_sample_at_a_time(setup):
+    from qsim.quant.rebatch import rebatched_graph
+    graph, feeds = setup[1], setup[4]
+    model = lower(setup, PrecisionPlan((("c2", WIDE), ("y", WIDE))))
+    assert rebatched_graph(model.graph, len(feeds)) is not None       # the batched path is taken
+    assert PlanScorer(graph, feeds, rebatch=rebatched_graph)(model) == PlanScorer(graph, feeds)(model)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -70,23 +71,39 @@ def describe(acc: PlanAccuracy) -> str:
 
 
 class PlanScorer:
-    """Scores lowerings of `graph` on `feeds` (float input feeds, batch 1 each)."""
+    """Scores lowerings of `graph` on `feeds` (float input feeds, batch 1 each). With
+    `rebatch(integer graph, n) -> graph or None` (quant.rebatch.rebatched_graph) the samples
+    run as one batch where the integer graph allows it (each sample gets the batch-1 bits)."""
 
-    def __init__(self, graph: ir.Graph, feeds: list[dict[str, np.ndarray]], backend: str = "kernels"):
+    def __init__(self, graph: ir.Graph, feeds: list[dict[str, np.ndarray]], backend: str = "kernels",
+                 rebatch: Callable[[ir.Graph, int], ir.Graph | None] | None = None):
         if not feeds:
             raise UsageError("no evaluation samples to score a precision plan on")
-        self.graph, self.feeds, self.backend = graph, feeds, backend
+        self.graph, self.feeds, self.backend, self.rebatch = graph, feeds, backend, rebatch
         self.reference = [execute(graph, feed, backend, keep=graph.outputs) for feed in feeds]
         self.classes = next((name for name in graph.outputs
                              if class_vector_extent(graph.tensor(name).shape[1:]) is not None), None)
+
+    def _integer_outputs(self, model: LoweredModel):
+        """Each sample's integer output values (by integer name), batched where possible."""
+        int_outputs = [model.tensor_map[n].name for n in self.graph.outputs]
+        big = None
+        if self.rebatch is not None and len(self.feeds) > 1:
+            big = self.rebatch(model.graph, len(self.feeds))
+        if big is None:
+            for feed in self.feeds:
+                yield execute(model.graph, quantize_feed(model, feed), self.backend, keep=int_outputs)
+            return
+        stacked = {k: np.concatenate([f[k] for f in self.feeds]) for k in self.feeds[0]}
+        values = execute(big, quantize_feed(model, stacked), self.backend, keep=int_outputs)
+        for i in range(len(self.feeds)):
+            yield {k: v[i:i + 1] for k, v in values.items()}
 
     def __call__(self, model: LoweredModel) -> PlanAccuracy:
         signal = {n: 0.0 for n in self.graph.outputs}
         noise = dict(signal)
         agree = 0
-        int_outputs = [model.tensor_map[n].name for n in self.graph.outputs]
-        for feed, ref in zip(self.feeds, self.reference):
-            values = execute(model.graph, quantize_feed(model, feed), self.backend, keep=int_outputs)
+        for values, ref in zip(self._integer_outputs(model), self.reference):
             for name in self.graph.outputs:
                 f = np.asarray(ref[name], np.float64)
                 q = float_view(model, name, values).reshape(f.shape)
