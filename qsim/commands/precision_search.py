@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..npu.config import load_config
 from ..npu.energy import load_tech
 from ..npu.engines import Engine
-from ..npu.plan_cost import PlanCost, array_layer_costs, plan_cost
+from ..npu.plan_cost import PlanCost, StageCost, array_layer_costs, plan_cost
 from ..npu.simulate import simulate_one
 from ..quant.calibration.data import Samples
 from ..quant.evaluation.evaluate import quantize_feed
@@ -100,7 +100,7 @@ def choose_plan(graph: ir.Graph, calib: Samples | None, evaluation: Samples | No
     c8, int8_layers = cost(lower(PrecisionPlan(default=Precision.INT8)))
     c16, _ = cost(lower(PrecisionPlan(default=Precision.INT16X8)), int8_layers)
     labels = _labels(graph)
-    zero = type(next(iter(c8.by_layer.values())))(0, 0.0)
+    zero = StageCost(0, 0.0)
     extra = {layer: _value(c16.by_layer.get(labels[layer], zero), request.cost)
              - _value(c8.by_layer.get(labels[layer], zero), request.cost) for layer in layers}
     result = search_plan(layers, score, extra, request.target)

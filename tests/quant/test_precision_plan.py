@@ -250,3 +250,13 @@ def test_scoring_a_batch_gives_the_figures_of_one_sample_at_a_time(setup):
     model = lower(setup, PrecisionPlan((("c2", WIDE), ("y", WIDE))))
     assert rebatched_graph(model.graph, len(feeds)) is not None       # the batched path is taken
     assert PlanScorer(graph, feeds, rebatch=rebatched_graph)(model) == PlanScorer(graph, feeds)(model)
+
+
+def test_scoring_in_several_batches_gives_the_same_figures(setup, monkeypatch):
+    from qsim.quant.precision_plan import scoring
+    from qsim.quant.rebatch import rebatched_graph
+    graph, feeds = setup[1], setup[4]
+    model = lower(setup, PrecisionPlan((("c1", WIDE),)))
+    whole = PlanScorer(graph, feeds, rebatch=rebatched_graph)(model)
+    monkeypatch.setattr(scoring, "BATCH", 5)                            # 5 + 5 + 2 samples
+    assert PlanScorer(graph, feeds, rebatch=rebatched_graph)(model) == whole

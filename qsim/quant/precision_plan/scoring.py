@@ -70,6 +70,9 @@ def describe(acc: PlanAccuracy) -> str:
     return f"SQNR {sqnr}{drop}"
 
 
+BATCH = 32        # samples per integer run at most: a 16x8 plan's activations are twice int8's
+
+
 class PlanScorer:
     """Scores lowerings of `graph` on `feeds` (float input feeds, batch 1 each). With
     `rebatch(integer graph, n) -> graph or None` (quant.rebatch.rebatched_graph) the samples
@@ -85,19 +88,24 @@ class PlanScorer:
                              if class_vector_extent(graph.tensor(name).shape[1:]) is not None), None)
 
     def _integer_outputs(self, model: LoweredModel):
-        """Each sample's integer output values (by integer name), batched where possible."""
+        """Each sample's integer output values (by integer name), BATCH samples at a time
+        where the integer graph can be rebatched, else one at a time."""
         int_outputs = [model.tensor_map[n].name for n in self.graph.outputs]
-        big = None
-        if self.rebatch is not None and len(self.feeds) > 1:
-            big = self.rebatch(model.graph, len(self.feeds))
-        if big is None:
-            for feed in self.feeds:
-                yield execute(model.graph, quantize_feed(model, feed), self.backend, keep=int_outputs)
-            return
-        stacked = {k: np.concatenate([f[k] for f in self.feeds]) for k in self.feeds[0]}
-        values = execute(big, quantize_feed(model, stacked), self.backend, keep=int_outputs)
-        for i in range(len(self.feeds)):
-            yield {k: v[i:i + 1] for k, v in values.items()}
+        graphs: dict[int, ir.Graph | None] = {}
+        for start in range(0, len(self.feeds), BATCH):
+            chunk = self.feeds[start:start + BATCH]
+            if len(chunk) not in graphs:
+                graphs[len(chunk)] = (self.rebatch(model.graph, len(chunk))
+                                      if self.rebatch is not None and len(chunk) > 1 else None)
+            big = graphs[len(chunk)]
+            if big is None:
+                for feed in chunk:
+                    yield execute(model.graph, quantize_feed(model, feed), self.backend, keep=int_outputs)
+                continue
+            stacked = {k: np.concatenate([f[k] for f in chunk]) for k in chunk[0]}
+            values = execute(big, quantize_feed(model, stacked), self.backend, keep=int_outputs)
+            for i in range(len(chunk)):
+                yield {k: v[i:i + 1] for k, v in values.items()}
 
     def __call__(self, model: LoweredModel) -> PlanAccuracy:
         signal = {n: 0.0 for n in self.graph.outputs}
