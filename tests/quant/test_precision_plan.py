@@ -260,3 +260,21 @@ def test_scoring_in_several_batches_gives_the_same_figures(setup, monkeypatch):
     whole = PlanScorer(graph, feeds, rebatch=rebatched_graph)(model)
     monkeypatch.setattr(scoring, "BATCH", 5)                            # 5 + 5 + 2 samples
     assert PlanScorer(graph, feeds, rebatch=rebatched_graph)(model) == whole
+
+
+def test_an_output_after_pooling_has_its_16x8_producer_width(tmp_path):
+    """conv -> relu -> global pool -> flatten (the graph output): with the conv 16x8 nothing
+    reads the output, so it keeps the conv's width, int16, as all-16x8 would give it."""
+    import onnx
+    rng = np.random.default_rng(5)
+    model = onnx_model([node("Conv", ["x", "k"], ["c"], pads=[1, 1, 1, 1]), node("Relu", ["c"], ["r"]),
+                        node("GlobalAveragePool", ["r"], ["p"]), node("Flatten", ["p"], ["y"])],
+                       (1, 2, 6, 6), ["y"], [init("k", rng.normal(0, 0.5, (4, 2, 3, 3)).astype(np.float32))])
+    onnx.save(model, tmp_path / "m.onnx")
+    graph = load_float_model(str(tmp_path / "m.onnx"))
+    assert op_precisions(graph, PrecisionPlan((("c", WIDE),))).tensors["y"] is WIDE
+    assert op_precisions(graph, PrecisionPlan((("c", INT8),), WIDE)).tensors["y"] is INT8
+    cal = calibrate_each_width(graph, Samples(rng.normal(0, 1, (8, 2, 6, 6)).astype(np.float32)), "x",
+                               dataclasses.replace(OPTIONS, plan=PrecisionPlan()))
+    lowered = TosaTarget(QuantConfig(plan=PrecisionPlan((("c", WIDE),)))).lower(graph, cal)
+    assert lowered.graph.tensor(lowered.tensor_map["y"].name).dtype is ir.DType.I16

@@ -7,8 +7,9 @@ activation tensor is then follows from the readers that need it:
 - a tensor is as wide as the widest mode among its readers (a non-MAC reader, ADD, pooling,
   reshape..., works at the width of its own output), so the producer of a 16x8 layer's input
   writes int16: that, and not the layer's own arithmetic, is where the extra bits are won;
-- a tensor nobody reads (a graph output) has its producer's width: the MAC layer's mode, or
-  the plan's default after any other operator;
+- a tensor nobody reads (a graph output) has the width its producer would pass on: the MAC
+  layer's mode, or after any other operator the widest of that operator's inputs, so a 16x8
+  classifier layer followed by pooling and reshapes delivers int16 outputs;
 - MATMUL writes at its own mode's width (its rule ties the operand and output types).
 
 A reader narrower than the tensor gets it through one TOSA RESCALE onto the tensor's grid at
@@ -51,6 +52,17 @@ class OpPrecisions:
 
 def op_precisions(graph: ir.Graph, plan: PrecisionPlan) -> OpPrecisions:
     """The widths of every tensor and op of `graph` under `plan` (module doc)."""
+    # forward: the width a tensor nobody reads takes, its producer's mode after a MAC layer,
+    # else the widest of the producer's computed inputs (graph inputs: the plan's default)
+    produced: dict[str, Precision] = {}
+    for op in graph.ops:
+        if op.kind.name in MAC_KINDS:
+            width = plan.of(op.outputs[0])
+        else:
+            widths = [produced.get(n, plan.default) for n in op.inputs
+                      if n and not graph.tensor(n).is_constant]
+            width = max(widths, key=_WIDTH.__getitem__, default=plan.default)
+        produced.update((name, width) for name in op.outputs)
     need: dict[str, Precision] = {}
     reads: dict[int, Precision] = {}
     writes: dict[int, Precision] = {}
@@ -59,9 +71,8 @@ def op_precisions(graph: ir.Graph, plan: PrecisionPlan) -> OpPrecisions:
         mode = plan.of(op.outputs[0]) if mac else None
         out = None
         for name in op.outputs:
-            p = need.get(name, mode if mode is not None else plan.default)
+            p = need.get(name, produced[name])
             out = p if out is None else wider(out, p)
-        out = out or plan.default
         if op.kind.name == "linalg.matmul":
             out = mode
         for name in op.outputs:
