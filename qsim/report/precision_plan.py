@@ -44,7 +44,7 @@ def plan_json(choice: PlanChoice) -> dict:
     return {
         "target": choice.target.to_json(), "met": s.met, "measure": choice.measure,
         "npu_config": choice.config, "tech": choice.tech, "eval_samples": choice.eval_samples,
-        "plan": s.plan.to_json(),
+        "plan": {"default": s.plan.default.value, "layers": {x: s.plan.of(x).value for x in s.layers}},
         "accuracy": s.accuracy.to_json(),
         "baselines": {"int8": s.int8.to_json(), "16x8": s.wide.to_json()},
         "cost": {k: v.to_json() for k, v in choice.costs.items()},
@@ -58,8 +58,7 @@ def plan_json(choice: PlanChoice) -> dict:
 
 def summary_line(choice: PlanChoice) -> str:
     s = choice.search
-    n = len(s.upgraded) if s.plan.layers else (0 if s.plan.default.value == "int8" else -1)
-    what = "all 16x8" if n < 0 else f"{n} of {max(len(s.sensitivities), len(s.plan.layers))} MAC layers 16x8"
+    what = f"{len(s.upgraded)} of {len(s.layers)} MAC layers 16x8"
     unit = "cycles" if choice.measure == "cycles" else "pJ"
     c = {k: v.value(choice.measure) for k, v in choice.costs.items()}
     head = "precision plan" if s.met else "precision target NOT met; best plan"
@@ -117,8 +116,7 @@ def plan_section(choice: PlanChoice, page: Page, out_dir: Path) -> None:
     if s.sensitivities:
         sensitivity_plot(choice, out_dir / SENSITIVITY_PLOT)
         page.image(SENSITIVITY_PLOT, "layer sensitivity")
-    plan = dict(s.plan.layers)
-    rows = [[x.layer, (plan.get(x.layer) or s.plan.default).value, _cell_db(x.sqnr_loss_db),
+    rows = [[x.layer, s.plan.of(x.layer).value, _cell_db(x.sqnr_loss_db),
              "n/a" if x.drop_points is None else round(x.drop_points, 2), x.extra_cost]
             for x in _by_sensitivity(s)]
     page.table(["layer", "precision", "SQNR lost alone at int8 (dB)", "top-1 points lost",

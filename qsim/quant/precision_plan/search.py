@@ -1,7 +1,7 @@
 """The cheapest per-layer precision plan found to meet an accuracy target.
 
-1. Baselines: all-int8 (the cheapest plan: if it meets the target it is the answer) and
-   all-16x8 (the most accurate: if it misses, the target is unreachable; SearchResult.met is
+1. Baselines (both scored, for the report): all-int8 (the cheapest plan: if it meets the
+   target it is the answer) and all-16x8 (the most accurate: if it misses, the target is unreachable; SearchResult.met is
    False and the caller says so).
 2. Sensitivity of each MAC layer: the output SQNR lost when that layer alone is int8 in the
    all-16x8 plan (and the top-1 points lost, reported).
@@ -43,11 +43,13 @@ class SearchResult:
     int8: PlanAccuracy
     wide: PlanAccuracy
     sensitivities: tuple[LayerSensitivity, ...] = ()
+    layers: tuple[str, ...] = ()    # every MAC layer, graph order
     tried: tuple[tuple[int, PlanAccuracy], ...] = field(default_factory=tuple)   # (k upgraded, accuracy)
 
     @property
     def upgraded(self) -> tuple[str, ...]:
-        return tuple(layer for layer, p in self.plan.layers if p is WIDE)
+        """The layers at 16x8 (every one under an all-16x8 plan)."""
+        return tuple(layer for layer in self.layers if self.plan.of(layer) is WIDE)
 
 
 def upgraded_plan(layers, chosen) -> PrecisionPlan:
@@ -59,12 +61,11 @@ def upgraded_plan(layers, chosen) -> PrecisionPlan:
 def search_plan(layers: list[str], score: Callable[[PrecisionPlan], PlanAccuracy],
                 extra_cost: dict[str, float], target: AccuracyTarget) -> SearchResult:
     """The plan of module doc for MAC `layers` (graph order)."""
-    a8 = score(PrecisionPlan(default=INT8))
+    a8, a16 = score(PrecisionPlan(default=INT8)), score(PrecisionPlan(default=WIDE))
     if target.met(a8):
-        return SearchResult(PrecisionPlan(default=INT8), a8, True, a8, a8)
-    a16 = score(PrecisionPlan(default=WIDE))
+        return SearchResult(PrecisionPlan(default=INT8), a8, True, a8, a16, layers=tuple(layers))
     if not target.met(a16):
-        return SearchResult(PrecisionPlan(default=WIDE), a16, False, a8, a16)
+        return SearchResult(PrecisionPlan(default=WIDE), a16, False, a8, a16, layers=tuple(layers))
     sens = []
     for layer in layers:
         acc = score(PrecisionPlan(((layer, INT8),), WIDE))
@@ -82,7 +83,8 @@ def search_plan(layers: list[str], score: Callable[[PrecisionPlan], PlanAccuracy
 
     lo, hi = 0, len(order)              # invariant: k = lo misses (all-int8), k = hi is tried last
     if not target.met(at(hi)):          # every MAC layer 16x8 but the non-MAC tail int8: fall back
-        return SearchResult(PrecisionPlan(default=WIDE), a16, True, a8, a16, tuple(sens), _listed(tried))
+        return SearchResult(PrecisionPlan(default=WIDE), a16, True, a8, a16, tuple(sens), tuple(layers),
+                            _listed(tried))
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if target.met(at(mid)):
@@ -98,7 +100,8 @@ def search_plan(layers: list[str], score: Callable[[PrecisionPlan], PlanAccuracy
         acc = score(upgraded_plan(layers, trial))
         if target.met(acc):
             chosen, accuracy = trial, acc
-    return SearchResult(upgraded_plan(layers, chosen), accuracy, True, a8, a16, tuple(sens), _listed(tried))
+    return SearchResult(upgraded_plan(layers, chosen), accuracy, True, a8, a16, tuple(sens), tuple(layers),
+                        _listed(tried))
 
 
 def _loss(base: float, other: float) -> float:
