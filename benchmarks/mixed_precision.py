@@ -48,7 +48,7 @@ from _architectures import ARCHITECTURES  # noqa: E402
 from _rows import merged_rows, read_previous, run_header, write_report  # noqa: E402
 from models import prepare  # noqa: E402
 
-DEFAULT_MODELS = ("squeezenet1_1", "mobilenet_v2", "mtcnn_onet", "transformer_encoder")
+DEFAULT_MODELS = ("squeezenet1_1", "transformer_encoder", "mtcnn_onet", "mobilenet_v2")
 
 
 def lowest_sqnr(result) -> float:
@@ -172,10 +172,9 @@ def main(argv=None) -> int:
     for name in names:
         print(f"{name} ...", flush=True)
         rows[name] = run_model(name, args)
-        print(json.dumps({k: v for k, v in rows[name].items() if k not in ("sensitivity", "plan")},
-                         default=str)[:600], flush=True)
-    rows = merged_rows(read_previous(json_path), rows, list(ARCHITECTURES))
-    write_report(Path(args.out), "mixed_precision", rows, lambda r: markdown(r, args))
+        # written after every model: a long run interrupted keeps the models it finished
+        merged = merged_rows(read_previous(json_path), rows, list(ARCHITECTURES))
+        write_report(Path(args.out), "mixed_precision", merged, lambda r: markdown(r, args))
     return 0 if all("failed" not in r for r in rows.values()) else 1
 
 
