@@ -75,9 +75,8 @@ def op_precisions(graph: ir.Graph, plan: PrecisionPlan) -> OpPrecisions:
             out = p if out is None else wider(out, p)
         if op.kind.name == "linalg.matmul":
             out = mode
-        for name in op.outputs:
-            if name not in need or op.kind.name == "linalg.matmul":
-                need[name] = out
+        for name in op.outputs:          # an op writes all its outputs at one width
+            need[name] = out
         reads[id(op)] = mode if mac else out
         writes[id(op)] = out
         for name in op.inputs:
