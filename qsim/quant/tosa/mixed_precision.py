@@ -10,7 +10,6 @@ activation tensor is then follows from the readers that need it:
 - a tensor nobody reads (a graph output) has the width its producer would pass on: the MAC
   layer's mode, or after any other operator the widest of that operator's inputs, so a 16x8
   classifier layer followed by pooling and reshapes delivers int16 outputs;
-- MATMUL writes at its own mode's width (its rule ties the operand and output types).
 
 A reader narrower than the tensor gets it through one TOSA RESCALE onto the tensor's grid at
 the reader's width (calibrated for that width; int16 -> int8 and, where a producer writes
@@ -73,8 +72,6 @@ def op_precisions(graph: ir.Graph, plan: PrecisionPlan) -> OpPrecisions:
         for name in op.outputs:
             p = need.get(name, produced[name])
             out = p if out is None else wider(out, p)
-        if op.kind.name == "linalg.matmul":
-            out = mode
         for name in op.outputs:          # an op writes all its outputs at one width
             need[name] = out
         reads[id(op)] = mode if mac else out
