@@ -3,10 +3,7 @@ the energy table say; a 16-bit array layer, which runs on the host path, costs i
 stage once per 8-bit plane (2 for 16x8), never nothing."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
-import onnx
 import pytest
 
 from qsim.npu.config import load_config
@@ -15,23 +12,17 @@ from qsim.npu.engines import Engine
 from qsim.npu.plan_cost import array_layer_costs, plan_cost, stage_cost
 from qsim.npu.program import Unit
 from qsim.npu.simulate import simulate_one
-from qsim.quant.calibration.data import Samples
 from qsim.quant.evaluation.evaluate import quantize_feed
 from qsim.quant.params import Precision, PrecisionPlan, QuantConfig
-from qsim.quant.pipeline import calibrate_each_width, load_float_model
 from qsim.quant.tosa.target import TosaTarget
 
-from quant.test_precision_plan import OPTIONS, residual_cnn   # the plan tests' residual CNN
+from quant.test_precision_plan import calibrated_residual_cnn   # the plan tests' residual CNN
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     rng = np.random.default_rng(7)
-    path = tmp_path_factory.mktemp("cost") / "m.onnx"
-    onnx.save(residual_cnn(rng), path)
-    graph = load_float_model(str(path))
-    cal = calibrate_each_width(graph, Samples(rng.normal(0, 1, (8, 3, 8, 8)).astype(np.float32)), "x",
-                               dataclasses.replace(OPTIONS, plan=PrecisionPlan()))
+    _, graph, _, cal = calibrated_residual_cnn(tmp_path_factory.mktemp("cost"), rng, samples=8)
     x = {"x": rng.normal(0, 1, (1, 3, 8, 8)).astype(np.float32)}
     out = {}
     for key, plan in (("int8", PrecisionPlan()), ("16x8", PrecisionPlan(default=Precision.INT16X8)),

@@ -55,15 +55,22 @@ def residual_cnn(rng) -> "onnx.ModelProto":  # noqa: F821
     return onnx_model(nodes, (1, 3, 8, 8), ["y"], inits)
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def calibrated_residual_cnn(folder, rng, samples: int = 16):
+    """residual_cnn written to folder/m.onnx and loaded; calibrated at both widths on `samples`
+    normal inputs: (path, float graph, calibration samples, Calibration)."""
     import onnx
-    rng = np.random.default_rng(7)
-    path = tmp_path_factory.mktemp("mixed") / "m.onnx"
+    path = folder / "m.onnx"
     onnx.save(residual_cnn(rng), path)
     graph = load_float_model(str(path))
-    calib = Samples(rng.normal(0, 1, (16, 3, 8, 8)).astype(np.float32))
-    cal = calibrate_each_width(graph, calib, graph.inputs[0], dataclasses.replace(OPTIONS, plan=PrecisionPlan()))
+    calib = Samples(rng.normal(0, 1, (samples, 3, 8, 8)).astype(np.float32))
+    return path, graph, calib, calibrate_each_width(graph, calib, graph.inputs[0],
+                                                    dataclasses.replace(OPTIONS, plan=PrecisionPlan()))
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    rng = np.random.default_rng(7)
+    path, graph, calib, cal = calibrated_residual_cnn(tmp_path_factory.mktemp("mixed"), rng)
     feeds = [{graph.inputs[0]: rng.normal(0, 1, (1, 3, 8, 8)).astype(np.float32)} for _ in range(12)]
     return path, graph, calib, cal, feeds
 
