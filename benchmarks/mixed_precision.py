@@ -45,7 +45,7 @@ from qsim.quant.params import Precision  # noqa: E402
 from qsim.quant.precision_plan.scoring import AccuracyTarget  # noqa: E402
 
 from _architectures import ARCHITECTURES  # noqa: E402
-from _rows import merged_rows, read_previous, run_header, write_report  # noqa: E402
+from _rows import merged_rows, read_previous, run_header, with_kept_sections, write_report  # noqa: E402
 from models import prepare  # noqa: E402
 
 DEFAULT_MODELS = ("squeezenet1_1", "transformer_encoder", "mtcnn_onet", "mobilenet_v2")
@@ -174,7 +174,11 @@ def main(argv=None) -> int:
         rows[name] = run_model(name, args)
         # written after every model: a long run interrupted keeps the models it finished
         merged = merged_rows(read_previous(json_path), rows, list(ARCHITECTURES))
-        write_report(Path(args.out), "mixed_precision", merged, lambda r: markdown(r, args))
+        md_path = Path(args.out) / "mixed_precision.md"
+        previous = md_path.read_text() if md_path.is_file() else None
+        # (the `## ` sections after the generated table are written readings: kept)
+        write_report(Path(args.out), "mixed_precision", merged,
+                     lambda r: with_kept_sections(markdown(r, args), previous))
     return 0 if all("failed" not in r for r in rows.values()) else 1
 
 
