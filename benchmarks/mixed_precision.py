@@ -146,8 +146,11 @@ def markdown(rows: dict, args) -> str:
         wide = [k for k, v in row["plan"].items() if v == "16x8"]
         top = ", ".join(f"{s['layer']} ({s['sqnr_loss_db']:.2f} dB)" for s in row["sensitivity"]
                         if s["sqnr_loss_db"] is not None)
+        energy = {k: row["cost"][k]["energy_pj"] for k in ("plan", "int8", "16x8")}
         lines.append(f"- **{name}**: 16x8: {', '.join(wide)}. Most sensitive: {top}. "
-                     f"{row['evaluated']} plans scored.")
+                     f"{row['evaluated']} plans scored. Energy (45nm): {energy['plan'] / 1e6:.1f} uJ, "
+                     f"{100 * energy['plan'] / energy['int8']:.1f} % of all-int8, "
+                     f"{100 * energy['plan'] / energy['16x8']:.1f} % of all-16x8.")
         lines.append(f"  - `{row['summary']}`")
     return "\n".join(lines) + "\n"
 
@@ -162,7 +165,14 @@ def main(argv=None) -> int:
     p.add_argument("--config", default="16x16")
     p.add_argument("--work", default="/tmp/qsim-mixed-precision")
     p.add_argument("--out", default=str(HERE.parent / "reports"))
+    p.add_argument("--render", action="store_true", help="only rewrite the .md from the .json")
     args = p.parse_args(argv)
+    if args.render:
+        path = Path(args.out) / "mixed_precision.md"
+        rows = read_previous(Path(args.out) / "mixed_precision.json")
+        write_report(Path(args.out), "mixed_precision", rows,
+                     lambda r: with_kept_sections(markdown(r, args), path.read_text() if path.is_file() else None))
+        return 0
     names = [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in ARCHITECTURES]
     if unknown:
