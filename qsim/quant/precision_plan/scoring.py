@@ -52,7 +52,9 @@ class AccuracyTarget:
     def met(self, acc: PlanAccuracy) -> bool:
         if self.sqnr_db is not None and not acc.sqnr_db >= self.sqnr_db:
             return False
-        return self.max_drop_points is None or acc.drop_points <= self.max_drop_points + 1e-9
+        # (no class output: a drop target cannot be met; the command refuses it before searching)
+        return self.max_drop_points is None or (acc.drop_points is not None
+                                                and acc.drop_points <= self.max_drop_points + 1e-9)
 
     def describe(self) -> str:
         parts = ([f"output SQNR >= {self.sqnr_db:g} dB"] if self.sqnr_db is not None else []) + (
