@@ -285,3 +285,14 @@ def test_an_output_after_pooling_has_its_16x8_producer_width(tmp_path):
                                dataclasses.replace(OPTIONS, plan=PrecisionPlan()))
     lowered = TosaTarget(QuantConfig(plan=PrecisionPlan((("c", WIDE),)))).lower(graph, cal)
     assert lowered.graph.tensor(lowered.tensor_map["y"].name).dtype is ir.DType.I16
+
+
+def test_a_plan_needs_both_calibrations_and_the_tosa_target(setup):
+    from qsim.quant.cvm.context import CvmConfig
+    from qsim.quant.cvm.target import CvmTarget
+    from qsim.quant.target import Calibration
+    graph, cal = setup[1], setup[3]
+    with pytest.raises(UsageError, match="calibrated at each"):
+        TosaTarget(QuantConfig(plan=PrecisionPlan())).lower(graph, Calibration(cal.qparams))
+    with pytest.raises(UsageError, match="cvm"):
+        CvmTarget(CvmConfig()).check_options(dataclasses.replace(OPTIONS, plan=PrecisionPlan()))
