@@ -281,7 +281,8 @@ def hw_violations() -> list[str]:
 # quant/'s sub-packages, lowest first (docs/architecture.md, "quant/ by concern"): a sub-package
 # imports only sub-packages of a lower rank, and of quant's top modules only those every concern
 # shares (never the pipeline or the folder code, which sit above all of them)
-QUANT_RANK = {"calibration": 0, "lowering": 1, "evaluation": 2, "rounding": 2, "tosa": 3, "cvm": 3}
+QUANT_RANK = {"calibration": 0, "lowering": 1, "evaluation": 2, "rounding": 2, "tosa": 3, "cvm": 3,
+              "precision_plan": 3}
 QUANT_SHARED = ("params", "accuracy", "options", "target", "rules")
 
 

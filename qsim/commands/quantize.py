@@ -27,16 +27,19 @@ from ..quant.calibration.annotations import annotated_parameters
 from ..quant.calibration.data import Samples, load_model_samples
 from ..quant.calibration.model_inputs import sample_shapes
 from ..quant.calibration.observers import ObserverKind
-from ..quant.params import Granularity, Precision, Rounding, WeightRounding
+from ..quant.params import Granularity, Precision, PrecisionPlan, Rounding, WeightRounding
 from ..quant.accuracy import AccuracyReport
 from ..quant.options import QuantizeOptions
 from ..quant.pipeline import QuantizeResult, load_float_model, make_target, model_name_of, quantize_graph
 from ..quant.qmodel import write_quantized_model
 from ..quant.target import TargetKind
 from ..report.accuracy import write_accuracy_report
+from ..report.precision_plan import summary_line
 from ..kernels.backend import Backend
 from ..zoo.fashion_mnist import DEBIAN_DIR
 from .arguments import whole_number
+from .precision_search import COSTS, PlanRequest, choose_plan
+from ..quant.precision_plan.scoring import AccuracyTarget
 
 NAME = "quantize"
 HELP = "quantize a float model to a bit-exact integer model (TOSA 0.30 or CVM) and report its accuracy"
@@ -87,6 +90,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="score this graph output in the report (repeatable; default: every output). "
                         "Every scored output gets SQNR and error figures; top-1 figures where it is "
                         "a class vector (docs/quantize.md: which outputs count as one)")
+    g = p.add_argument_group("precision plan (docs/quantize.md, \"Mixed precision with a target\")")
+    g.add_argument("--target-sqnr", type=float, metavar="DB",
+                   help="choose int8 or 16x8 per layer: the cheapest plan whose output SQNR is at "
+                        "least DB (replaces --precision)")
+    g.add_argument("--max-drop", type=float, metavar="PT",
+                   help="the same for a class-vector output: top-1 agreement with the float model "
+                        "drops by at most PT percentage points")
+    g.add_argument("--config", metavar="CFG", help="NPU configuration the plan is costed on: a "
+                   "preset (8x8, 16x16, 32x32, :os) or a TOML file (default 16x16)")
+    g.add_argument("--cost", choices=COSTS, help="what the plan minimizes on the NPU (default cycles)")
+    g.add_argument("--tech", metavar="NAME|FILE", help="energy table for --cost energy "
+                   "(default 45nm; docs/npu.md, Energy)")
     p.add_argument("--subset", action="store_true",
                    help="embedded model: evaluate on the embedded 1000-image subset only")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -99,11 +114,33 @@ def run(args: argparse.Namespace) -> int:
         bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding and WeightRounding(args.weight_rounding),
         backend=Backend(args.backend), calib_limit=args.calib_limit, eval_limit=args.eval_limit,
         show_progress=not args.quiet, score_outputs=tuple(args.score_outputs))
+    request = plan_request(args)
     result = quantize_to_folder(args.model, args.calib, args.out, options, evaluation=args.eval,
                                 subset_only=args.subset, target=TargetKind(args.target),
-                                cvm_precision=args.cvm_precision)
+                                cvm_precision=args.cvm_precision, plan_request=request)
     print("\n".join(summary_lines(result)))
     return 0
+
+
+def plan_request(args: argparse.Namespace) -> PlanRequest | None:
+    """The precision-plan options, checked against the rest (None: no plan search)."""
+    searching = args.target_sqnr is not None or args.max_drop is not None
+    if not searching:
+        for flag, value in (("--config", args.config), ("--cost", args.cost), ("--tech", args.tech)):
+            if value is not None:
+                raise UsageError(f"{flag} costs a precision plan; it needs --target-sqnr DB or "
+                                 "--max-drop PT", hint=f"drop {flag}, or give a target")
+        return None
+    if args.target != TargetKind.TOSA.value:
+        raise UsageError("a precision plan picks TOSA modes; --target cvm has one precision",
+                         hint="drop --target cvm")
+    if args.precision != Precision.INT8.value:
+        raise UsageError("--precision and a precision target both set the precision",
+                         hint="drop --precision: the plan picks int8 or 16x8 per layer")
+    if args.tech is not None and args.cost != "energy":
+        raise UsageError("--tech is the energy table of --cost energy", hint="add --cost energy")
+    return PlanRequest(AccuracyTarget(args.target_sqnr, args.max_drop), args.config or "16x16",
+                       args.cost or "cycles", args.tech)
 
 
 def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
@@ -123,7 +160,8 @@ def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
 def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                      options: QuantizeOptions = QuantizeOptions(),
                      evaluation: str | None = None, subset_only: bool = False,
-                     target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8) -> QuantizeResult:
+                     target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8,
+                     plan_request: PlanRequest | None = None) -> QuantizeResult:
     """The whole `qsim quantize` job; returns the result with the folder written.
 
     With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
@@ -137,6 +175,8 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                          hint="use " + " or ".join(k.value for k in TargetKind)) from None
     chosen = make_target(kind, options, cvm_precision)
     chosen.check_options(options)
+    # a plan search writes `<model>-mixed` (the plan is not known yet)
+    named = chosen if plan_request is None else make_target(kind, dataclasses.replace(options, plan=PrecisionPlan()))
     for flag, value in (("--calib-limit", options.calib_limit), ("--eval-limit", options.eval_limit)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} {value}: must be at least 1")
@@ -146,7 +186,7 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     else:
         model_path = Path(model)
     model_name = model_name_of(model_path)
-    out_dir = Path(out) if out is not None else Path("qsim-out") / chosen.folder_name(model_name)
+    out_dir = Path(out) if out is not None else Path("qsim-out") / named.folder_name(model_name)
     check_output(out if out is not None else out_dir, "-o",
                  [("model", model_path), ("calibration data", calib),
                   ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL, default=out is None)
@@ -168,6 +208,13 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         notes += (note,)
     else:
         eval_samples = None
+    sections, searched = (), {}
+    if plan_request is not None:
+        t0 = time.perf_counter()
+        options, section = choose_plan(graph, calib_samples, eval_samples, options, plan_request,
+                                       model_name)
+        chosen, sections = make_target(kind, options), (section,)
+        searched = {"plan search": time.perf_counter() - t0}
     load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
     result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
                             load_batch=load_batch)
@@ -179,9 +226,10 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                                               if by_annotations else "calibration data"))
     with atomic_directory(out_dir, command=QUANTIZED_MODEL.command) as tmp:
         write_quantized_model(result.model, chosen, tmp, source=str(model_path), settings=settings)
-        write_accuracy_report(result.report, tmp)
-    seconds = dict(result.seconds, write=time.perf_counter() - t0)
-    return dataclasses.replace(result, out_dir=out_dir, seconds=seconds)
+        write_accuracy_report(result.report, tmp, sections)
+    seconds = dict(searched, **result.seconds, write=time.perf_counter() - t0)
+    return dataclasses.replace(result, out_dir=out_dir, seconds=seconds,
+                               summary=tuple(summary_line(x.choice) for x in sections))
 
 
 def summary_lines(result: QuantizeResult) -> list[str]:
@@ -191,6 +239,7 @@ def summary_lines(result: QuantizeResult) -> list[str]:
              f"evaluated on {r.eval_samples} samples"]
     lines += [f"  {line}" for line in output_lines(r)]
     lines += [f"  warning: {w}" for w in r.warnings]
+    lines += [f"  {line}" for line in result.summary]
     finite = [t for t in r.tensors if math.isfinite(t.sqnr_db)]
     if finite:
         worst = min(finite, key=lambda t: t.sqnr_db)

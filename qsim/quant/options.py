@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .calibration.observers import ObserverKind
-from .params import Granularity, Precision, QuantConfig
+from .params import Granularity, Precision, PrecisionPlan, QuantConfig
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,12 @@ class QuantizeOptions:
     eval_limit: int | None = None
     show_progress: bool = True
     score_outputs: tuple[str, ...] = ()   # outputs the report scores (default: every output)
+    plan: PrecisionPlan | None = None     # per-layer precisions (TOSA; overrides `precision`)
 
     @property
     def config(self) -> QuantConfig:
         return QuantConfig(precision=self.precision, weight_granularity=self.weight_granularity,
-                           double_round=self.double_round)
+                           double_round=self.double_round, plan=self.plan)
 
     @property
     def rounding_mode(self) -> str:
@@ -39,10 +40,12 @@ class QuantizeOptions:
         return self.weight_rounding or "adaptive"
 
     def settings(self) -> dict:
-        return {"observer": self.observer.value, "precision": self.precision.value,
+        return {"observer": self.observer.value,
+                "precision": self.precision.value if self.plan is None else "mixed",
                 "weights": self.weight_granularity.value,
                 "rounding": "double" if self.double_round else "single",
                 "bias_correction": self.bias_correction,
                 "weight_rounding": self.rounding_mode,
                 "backend": self.backend} | ({"score_outputs": list(self.score_outputs)}
-                                            if self.score_outputs else {})
+                                            if self.score_outputs else {}) | (
+            {"plan": self.plan.to_json()} if self.plan is not None else {})

@@ -99,11 +99,34 @@ class QuantScheme:
 
 
 @dataclass(frozen=True)
+class PrecisionPlan:
+    """A precision per MAC layer (nn.conv, nn.deconv, nn.linear, linalg.matmul), named by
+    the float op's first output. A layer's precision is its operator's TOSA mode: INT8 reads
+    int8 activations (int32 accumulator), INT16X8 int16 ones (int48 accumulator; MATMUL 16x16).
+    Layers not named take `default`. How every activation tensor's width follows from the
+    plan: qsim/quant/tosa/mixed_precision.py."""
+    layers: tuple[tuple[str, Precision], ...] = ()
+    default: Precision = Precision.INT8
+
+    def of(self, layer: str) -> Precision:
+        return dict(self.layers).get(layer, self.default)
+
+    def with_layer(self, layer: str, precision: Precision) -> "PrecisionPlan":
+        table = dict(self.layers)
+        table[layer] = precision
+        return PrecisionPlan(tuple(sorted(table.items())), self.default)
+
+    def to_json(self) -> dict:
+        return {"default": self.default.value, "layers": {k: v.value for k, v in self.layers}}
+
+
+@dataclass(frozen=True)
 class QuantConfig:
     """The per-run choices of `qsim quantize` that fix every calibrated tensor's scheme."""
     precision: Precision = Precision.INT8
     weight_granularity: Granularity = Granularity.PER_CHANNEL
     double_round: bool = False          # RESCALE rounding (True reproduces TFLite)
+    plan: PrecisionPlan | None = None   # per-layer precisions (None: `precision` everywhere)
 
     def activation_scheme(self) -> QuantScheme:
         if self.precision is Precision.INT8:

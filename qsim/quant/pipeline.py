@@ -35,6 +35,7 @@ from .fold_constants import fold_constant_ops
 from .lowering.float_side import LoweredModel
 from .lowering.softmax_mask import masked_tensors
 from .options import QuantizeOptions
+from .params import Precision
 from .qmodel import METADATA_FILE, is_quantized_model
 from .rebatch import rebatched_graph
 from .rules import RULES
@@ -49,6 +50,7 @@ class QuantizeResult:
     target: Target
     out_dir: Path | None = None
     seconds: dict = field(default_factory=dict)
+    summary: tuple[str, ...] = ()        # further lines of the command's summary (a precision plan's)
 
 
 def single_input(graph: ir.Graph) -> tuple[str, tuple[int, ...]]:
@@ -117,6 +119,8 @@ def calibrate_model(graph: ir.Graph, calib: Samples | None, input_name: str,
     no samples, the model's own annotations are the parameters (annotated_calibration)."""
     if calib is None:
         return Calibration(annotated_parameters(graph))
+    if options.plan is not None:
+        return calibrate_each_width(graph, calib, input_name, options)
     means, moments = target.weight_statistics(graph, options)
     n_calib = len(calib) if options.calib_limit is None else min(options.calib_limit, len(calib))
     qparams = calibrate(graph, (feed for feed, _ in input_feeds(graph, calib, input_name, n_calib)),
@@ -124,6 +128,19 @@ def calibrate_model(graph: ir.Graph, calib: Samples | None, input_name: str,
                         show_progress=options.show_progress, channel_means=means,
                         input_moments=moments, skip=masked_tensors(graph))
     return Calibration(qparams, means, moments)
+
+
+def calibrate_each_width(graph: ir.Graph, calib: Samples, input_name: str,
+                         options: QuantizeOptions) -> Calibration:
+    """A per-layer plan's calibration (tosa/mixed_precision.py): every tensor at each width,
+    int8 (asymmetric) and int16 (symmetric), as `--precision` calibrates it; the weight
+    statistics are float-side, the same at both."""
+    by = {p: calibrate_model(graph, calib, input_name, dataclasses.replace(options, precision=p, plan=None),
+                             TosaTarget(dataclasses.replace(options.config, precision=p, plan=None)))
+          for p in Precision}
+    base = by[Precision.INT8]
+    return Calibration(base.qparams, base.channel_means, base.input_moments,
+                       {p: c.qparams for p, c in by.items()})
 
 
 def lower_annotated(graph: ir.Graph, calibration: Calibration, target: Target) -> LoweredModel:

@@ -55,22 +55,34 @@ def apply_rules(ctx, target: TargetKind) -> None:
         if id(op) in f.fused:
             continue
         f.op = op
-        if any(pattern(ctx, op) for pattern in PATTERN_RULES[target]):
-            continue
-        fn = rules.get(op.kind.name)
-        if fn is None:
-            defined = op.definition is not None     # the model's own operator: where it is defined
-            raise UnsupportedError(
-                f"cannot lower {op.kind.name} {op.label!r}: no {_RULE_SET_NAME[target]} lowering "
-                f"for {op.kind.name}"
-                + (f" (operator '{op.definition.name}' is defined by the model)" if defined else ""),
-                location=op.definition.loc if defined else None,
-                hint=("define it with a @compose block of standard operators; " if defined else "")
-                     + ("control flow is lowered only once composed away: write a loop of "
-                        "compile-time count with 'unroll' instead of 'do'; " if op.subgraphs else "")
-                     + "operators with a rule: " + ", ".join(sorted(rules)))
-        fn(ctx, op)
-        for out in op.outputs:
-            if out not in f.values and out in f.graph.outputs:
-                raise f.unsupported(f"output {out!r} was not produced")
+        enter, leave = getattr(ctx, "enter_op", None), getattr(ctx, "leave_op", None)
+        if enter is not None:       # a target whose ops' widths vary (a per-layer plan)
+            enter(op)
+        try:
+            _lower_op(ctx, op, rules, target)
+        finally:
+            if leave is not None:
+                leave()
     f.op = None
+
+
+def _lower_op(ctx, op: ir.Op, rules: dict[str, Rule], target: TargetKind) -> None:
+    f = ctx.f
+    if any(pattern(ctx, op) for pattern in PATTERN_RULES[target]):
+        return
+    fn = rules.get(op.kind.name)
+    if fn is None:
+        defined = op.definition is not None     # the model's own operator: where it is defined
+        raise UnsupportedError(
+            f"cannot lower {op.kind.name} {op.label!r}: no {_RULE_SET_NAME[target]} lowering "
+            f"for {op.kind.name}"
+            + (f" (operator '{op.definition.name}' is defined by the model)" if defined else ""),
+            location=op.definition.loc if defined else None,
+            hint=("define it with a @compose block of standard operators; " if defined else "")
+                 + ("control flow is lowered only once composed away: write a loop of "
+                    "compile-time count with 'unroll' instead of 'do'; " if op.subgraphs else "")
+                 + "operators with a rule: " + ", ".join(sorted(rules)))
+    fn(ctx, op)
+    for out in op.outputs:
+        if out not in f.values and out in f.graph.outputs:
+            raise f.unsupported(f"output {out!r} was not produced")

@@ -33,6 +33,9 @@ class Calibration:
     qparams: dict[str, ir.QuantInfo]
     channel_means: dict | None = None
     input_moments: InputMoments | None = None
+    # a per-layer precision plan's parameters: every tensor calibrated at each width
+    # (params.Precision -> qparams), of which the lowering takes each tensor's own
+    by_precision: dict | None = None
 
 
 class Target(Protocol):

@@ -8,12 +8,21 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Protocol, Sequence
 
 import numpy as np
 
 from ..atomic import atomic_write_text
 from ..quant.accuracy import AccuracyReport
 from .html import Page
+
+
+class ReportSection(Protocol):
+    """A further part of the report (e.g. report/precision_plan.py's)."""
+
+    def json(self) -> dict: ...
+
+    def render(self, page: Page, out_dir: Path) -> None: ...
 
 
 def _plot_sqnr(report: AccuracyReport, path: Path) -> None:
@@ -80,13 +89,18 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100.0 * x:.2f} %"
 
 
-def write_accuracy_report(report: AccuracyReport, out_dir: str | Path) -> dict[str, Path]:
-    """Writes report.json, sqnr.png, errors.png and report.html into `out_dir`."""
+def write_accuracy_report(report: AccuracyReport, out_dir: str | Path,
+                          sections: Sequence[ReportSection] = ()) -> dict[str, Path]:
+    """Writes report.json, sqnr.png, errors.png and report.html into `out_dir`; each of
+    `sections` adds its report.json entries and its part of the page (after the accuracy)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "report.json", "sqnr_plot": out / "sqnr.png",
              "error_plot": out / "errors.png", "html": out / "report.html"}
-    atomic_write_text(paths["json"], json.dumps(report.to_json(), indent=2) + "\n")
+    data = report.to_json()
+    for section in sections:
+        data.update(section.json())
+    atomic_write_text(paths["json"], json.dumps(data, indent=2) + "\n")
     _plot_sqnr(report, paths["sqnr_plot"])
     _plot_histograms(report, paths["error_plot"])
 
@@ -117,5 +131,7 @@ def write_accuracy_report(report: AccuracyReport, out_dir: str | Path) -> dict[s
                [[t.name, t.op, "exact" if not math.isfinite(t.sqnr_db) else round(t.sqnr_db, 2)]
                 for t in report.tensors])
     page.heading("Error histograms").image(paths["error_plot"].name, "error histograms")
+    for section in sections:
+        section.render(page, out)
     atomic_write_text(paths["html"], page.render())
     return paths

@@ -51,6 +51,10 @@ class CvmTarget:
         return dict(RULES[TargetKind.CVM])
 
     def check_options(self, options) -> None:
+        if options.plan is not None:
+            raise UsageError("--target cvm has one precision: a per-layer precision plan "
+                             "(--target-sqnr, --max-drop) picks among TOSA modes",
+                             hint="drop --target cvm")
         if options.precision is not Precision.INT8:
             raise UsageError("--target cvm quantizes to CVM's INT8/INT32 tensors; --precision 16x8 "
                              "is a TOSA mode", hint="drop --precision or use --target tosa")

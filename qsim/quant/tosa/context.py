@@ -31,20 +31,44 @@ class TosaContext:
         self.config = config
         self.channel_means: dict[str, np.ndarray] = channel_means or {}   # bias correction
         self.input_moments = input_moments    # rounding.InputMoments: adaptive weight rounding
+        # the widths of the op being lowered: the mode its inputs are read at, and the width
+        # it writes (both config.precision, except under a per-layer plan: mixed_precision.py)
+        self.precision_in = self.precision_out = config.precision
+        self.plan_switch = None               # mixed_precision.PlanSwitch under a plan
 
-    # -- types of this run --------------------------------------------------------------
+    # -- types of this op ---------------------------------------------------------------
+    @property
+    def precision(self) -> Precision:
+        """The width the current op writes."""
+        return self.precision_out
+
     @property
     def act_dtype(self) -> ir.DType:
-        return self.config.precision.activation_dtype
+        """The activation type the current op writes."""
+        return self.precision_out.activation_dtype
+
+    @property
+    def input_dtype(self) -> ir.DType:
+        """The activation type the current op reads (its TOSA mode's in_t)."""
+        return self.precision_in.activation_dtype
 
     @property
     def acc_dtype(self) -> ir.DType:
-        return self.config.precision.accumulator_dtype
+        return self.precision_in.accumulator_dtype
 
     @property
     def scale_width(self) -> ScaleWidth:
         # int48 accumulators can only be scaled with 16-bit multipliers (TOSA 1.9.2)
-        return ScaleWidth.SCALE16 if self.config.precision is Precision.INT16X8 else ScaleWidth.SCALE32
+        return ScaleWidth.SCALE16 if self.precision_in is Precision.INT16X8 else ScaleWidth.SCALE32
+
+    def enter_op(self, op: ir.Op) -> None:
+        """Called before op's rule: under a plan, the op's widths and inputs (mixed_precision.py)."""
+        if self.plan_switch is not None:
+            self.plan_switch.enter(op)
+
+    def leave_op(self) -> None:
+        if self.plan_switch is not None:
+            self.plan_switch.leave()
 
     # -- emission ---------------------------------------------------------------------------
     def emit(self, op: str, inputs: Sequence[str], attrs: dict[str, Any], *, hint: str,
@@ -193,7 +217,9 @@ class TosaContext:
             self.f.bind(name, Lowered(out, INTEGER_INPUT, identity(len(shape))))
             return
         quant = self.f.activation_quant(name)
-        out = self.f.builder.add_tensor(name, self.act_dtype, shape, quant=quant, exact=True)
+        dtype = (self.act_dtype if self.plan_switch is None
+                 else self.plan_switch.input_precision(name).activation_dtype)
+        out = self.f.builder.add_tensor(name, dtype, shape, quant=quant, exact=True)
         self.f.bind(name, Lowered(out, quant, identity(len(shape))))
 
     def quantize_weights(self, weights: np.ndarray, channel_axis: int,

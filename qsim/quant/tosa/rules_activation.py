@@ -88,7 +88,7 @@ def lower_prelu(ctx: TosaContext, op: ir.Op) -> None:
     if slopes.size not in (1, ctx.f.float_shape(op.inputs[0])[axis]):
         raise ctx.f.unsupported(f"{slopes.size} slopes for {ctx.f.float_shape(op.inputs[0])[axis]} "
                                 f"channels on axis {axis}")
-    if np.all(slopes == slopes[0]) and ctx.config.precision is Precision.INT8:
+    if np.all(slopes == slopes[0]) and ctx.precision is Precision.INT8:
         _one_op_table(ctx, op, {op.inputs[1]: float(slopes[0])})
         return
     _slope_halves(ctx, op, x, slopes, axis)
@@ -97,7 +97,7 @@ def lower_prelu(ctx: TosaContext, op: ir.Op) -> None:
 def lower_leaky_relu(ctx: TosaContext, op: ir.Op) -> None:
     """nn.relu with alpha > 0 (called by the nn.relu rule, rules_elementwise)."""
     alpha = float(op.attrs["alpha"])
-    if ctx.config.precision is Precision.INT8 or op.attrs.get("max") is not None:
+    if ctx.precision is Precision.INT8 or op.attrs.get("max") is not None:
         _one_op_table(ctx, op, {})
         return
     x = ctx.f.value(op.inputs[0])
@@ -164,7 +164,7 @@ def prelu_after(ctx: TosaContext, name: str, channels: int) -> tuple[ir.Op, np.n
     per channel), when it can fold into the layer's output RESCALE (module doc): int8 (an
     int32 accumulator), `name` not annotated (an annotated tensor must appear)."""
     f = ctx.f
-    if ctx.config.precision is not Precision.INT8 or is_annotated(f, name):
+    if ctx.precision is not Precision.INT8 or ctx.precision_in is not Precision.INT8 or is_annotated(f, name):
         return None
     op = f.only_consumer(name)
     if op is None or op.inputs[0] != name:

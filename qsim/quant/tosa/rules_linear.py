@@ -181,7 +181,7 @@ def _fit_channel_scales(ctx, w, wq, w_quant, bias, x_quant, last, note, what):
     need = np.full(w.shape[0], s_y * MIN_RESCALE_RATIO / s_x)
     if bias is not None:
         bq = bias_quant(x_quant, w_quant, ctx.acc_dtype)
-        products = int(np.prod(w.shape[1:])) * 127 * ((1 << ctx.act_dtype.bits) - 1)
+        products = int(np.prod(w.shape[1:])) * 127 * ((1 << ctx.input_dtype.bits) - 1)
         limit = float((1 << (bq.bits - 1)) - 1 - products)
         b = np.abs(np.broadcast_to(np.asarray(bias, np.float64).reshape(-1), (w.shape[0],)))
         need = np.maximum(need, b / (s_x * limit))

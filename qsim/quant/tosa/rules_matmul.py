@@ -128,7 +128,7 @@ def _constant_operand(ctx: TosaContext, name: str, trans: bool, per_channel: boo
     rank = data.ndim
     if trans:
         data = data.transpose(_last_two_swapped(rank))
-    bits = ctx.act_dtype.bits
+    bits = ctx.input_dtype.bits
     if per_channel and ctx.config.weight_scheme(rank - 1).channel_axis is not None:
         moved = np.moveaxis(data, rank - 1, 0).reshape(data.shape[-1], -1)
         lo, hi = moved.min(axis=1), moved.max(axis=1)
@@ -138,7 +138,7 @@ def _constant_operand(ctx: TosaContext, name: str, trans: bool, per_channel: boo
         scheme = QuantScheme(bits=bits, signed=True, symmetric=True)
     quant = params_from_range(lo, hi, scheme, source="derived", what=repr(name))
     q = quantize(data, quant, what=repr(name)).reshape(data.shape)
-    return Lowered(ctx.constant_tensor(f"{name}.q", q, ctx.act_dtype, quant), quant, identity(rank))
+    return Lowered(ctx.constant_tensor(f"{name}.q", q, ctx.input_dtype, quant), quant, identity(rank))
 
 
 def _computed_operand(ctx: TosaContext, name: str, trans: bool) -> Lowered:
@@ -176,7 +176,7 @@ def _to_batch3(ctx: TosaContext, v: Lowered, batch: tuple[int, ...], hint: str) 
 
 
 def _accumulator_budget(ctx: TosaContext, k: int) -> None:
-    bits = ctx.act_dtype.bits
+    bits = ctx.input_dtype.bits
     acc_bits = 32 if bits == 8 else 48
     if k * ((1 << bits) - 1) ** 2 >= 1 << (acc_bits - 1):
         raise ctx.f.unsupported(
@@ -196,11 +196,11 @@ def _lower_batched(ctx: TosaContext, op: ir.Op, ta: bool, tb: bool) -> None:
     b = (_constant_operand(ctx, op.inputs[1], tb, per_channel=True) if ctx.f.is_constant(op.inputs[1])
          else _computed_operand(ctx, op.inputs[1], tb))
     for v, role in ((a, "A"), (b, "B")):
-        if v.quant.bits != ctx.act_dtype.bits:
+        if v.quant.bits != ctx.input_dtype.bits:
             raise ctx.f.unsupported(f"operand {role} is quantized to {v.quant.bits} bits; MATMUL "
-                                    f"takes two int{ctx.act_dtype.bits} operands in this mode")
+                                    f"takes two int{ctx.input_dtype.bits} operands in this mode")
     zps = [int(a.quant.zero_points()[0]), int(b.quant.zero_points()[0])]
-    if ctx.act_dtype is not ir.DType.I8 and any(zps):
+    if ctx.input_dtype is not ir.DType.I8 and any(zps):
         raise ctx.f.unsupported(f"int16 MATMUL operands need zero point 0 (TOSA 2.3.8), got {zps}")
     k = a_shape[-2] if ta else a_shape[-1]
     _accumulator_budget(ctx, k)

@@ -25,6 +25,7 @@ from . import runtime_mask  # noqa: F401  (its pattern rule first: before the el
 from . import (rules_activation, rules_elementwise, rules_gather,  # noqa: F401  (register the rules)
                rules_layout, rules_linear, rules_matmul, rules_norm, rules_resize, rules_softmax)
 from .context import TosaContext
+from .mixed_precision import PlanSwitch
 
 TOSA_WORDING = Wording(onto="", default_hint="qsim lowers only what TOSA 0.30 can express exactly; "
                                              "change the model or file an issue")
@@ -33,12 +34,20 @@ TOSA_WORDING = Wording(onto="", default_hint="qsim lowers only what TOSA 0.30 ca
 def lower_graph(graph: ir.Graph, qparams: dict[str, ir.QuantInfo],
                 config: QuantConfig = QuantConfig(),
                 channel_means: dict[str, np.ndarray] | None = None,
-                input_moments=None) -> LoweredModel:
+                input_moments=None, by_precision: dict | None = None) -> LoweredModel:
     """Lowers `graph` (float, NNEF operators) to a verified TOSA integer graph.
     `channel_means` (from calibrate) turns on bias correction of the weight rounding;
-    `input_moments` (rounding.InputMoments from calibrate) turns on adaptive rounding."""
+    `input_moments` (rounding.InputMoments from calibrate) turns on adaptive rounding.
+    Under a per-layer plan (config.plan), `by_precision` holds the parameters calibrated at
+    each width (Precision -> qparams; mixed_precision.py), and `qparams` is not read."""
     f = FloatSide(graph, qparams, TOSA_WORDING)
     ctx = TosaContext(f, config, channel_means, input_moments)
+    if config.plan is not None:
+        if by_precision is None or set(by_precision) != set(Precision):
+            raise UsageError("a per-layer precision plan needs every tensor calibrated at each "
+                             "width (int8 and 16x8)", hint="calibrate with mixed_calibration()")
+        ctx.plan_switch = PlanSwitch(ctx, config.plan, by_precision)
+        f.qparams = ctx.plan_switch.qparams()
     apply_rules(ctx, TargetKind.TOSA)
     outputs = []
     for name in graph.outputs:
@@ -90,11 +99,12 @@ class TosaTarget:
 
     def lower(self, graph: ir.Graph, calibration) -> LoweredModel:
         return lower_graph(graph, calibration.qparams, self.config, calibration.channel_means,
-                           calibration.input_moments)
+                           calibration.input_moments, calibration.by_precision)
 
     def _config_settings(self) -> dict:
         # the target's own config is what the lowering used: it wins over the options'
-        return {"precision": self.config.precision.value,
+        plan = self.config.plan
+        return {"precision": self.config.precision.value if plan is None else "mixed",
                 "weights": self.config.weight_granularity.value,
                 "rounding": "double" if self.config.double_round else "single"}
 
@@ -106,7 +116,8 @@ class TosaTarget:
         return {k: self._config_settings().get(k, v) for k, v in settings.items()}
 
     def folder_name(self, model_name: str) -> str:
-        suffix = "int8" if self.config.precision is Precision.INT8 else "int16x8"
+        suffix = ("mixed" if self.config.plan is not None
+                  else "int8" if self.config.precision is Precision.INT8 else "int16x8")
         return f"{model_name}-{suffix}"
 
     def text_form(self, graph: ir.Graph) -> ir.Graph:
