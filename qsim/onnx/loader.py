@@ -25,6 +25,7 @@ from ..errors import InvalidGraphError, QsimError, UnsupportedError, UsageError
 from .builder import Builder, NodeContext, Value, constant_value
 # each operator family registers its converters and folders (convert_base.py) when imported
 from . import convert, convert_constant, convert_layout, convert_nn  # noqa: F401
+from . import convert_recurrent  # noqa: F401  (LSTM, GRU)
 from .convert_base import CONVERTERS, FOLDERS
 from .qdq import attach_annotations, has_qdq, strip_qdq
 from .protobuf import ModelFile, attributes, dtype_of, read_model, tensor_array
