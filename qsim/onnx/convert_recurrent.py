@@ -282,10 +282,21 @@ def _recurrent(ctx: NodeContext) -> list:
     return _outputs(ctx, per_dir, steps, batch, n, layout)
 
 
+def _consumed(ctx: NodeContext, name: str) -> bool:
+    """Whether a node or a graph output reads `name`: an output nothing reads (torch names Y
+    and Y_h of every layer) is not assembled, so it costs no concat on the NPU."""
+    if not name:
+        return False
+    graph = ctx.model.proto.graph if ctx.model is not None else None
+    if graph is None:
+        return True
+    return any(o.name == name for o in graph.output) or any(name in node.input for node in graph.node)
+
+
 def _outputs(ctx: NodeContext, per_dir: list, steps: int, batch: int, n: int, layout: int) -> list:
     """Y, Y_h (and Y_c) from each direction's states; only the outputs the model names."""
     d = len(per_dir)
-    names = list(ctx.output_names) + ["", "", ""]
+    names = [name if _consumed(ctx, name) else "" for name in list(ctx.output_names) + ["", "", ""]]
     results: list = [None, None, None]
     if names[0]:    # [S, D, N, H]: step-major, then direction
         pieces = [per_dir[k][0][t] for t in range(steps) for k in range(d)]
