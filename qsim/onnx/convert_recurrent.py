@@ -25,7 +25,7 @@ at run time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,6 +48,13 @@ class _Cell:
     recurrence: np.ndarray          # R [G·H, H]
     recurrent_bias: np.ndarray      # Rb [G·H]
     peephole: np.ndarray | None     # P [3·H] (i, o, f), LSTM only; None when absent or zero
+    # hint → the constant every step reads (one graph tensor for R, not one per step)
+    shared: dict = field(default_factory=dict, compare=False)
+
+    def constant(self, ctx: NodeContext, hint: str, array: np.ndarray) -> Value:
+        if hint not in self.shared:
+            self.shared[hint] = _const(ctx, hint, array)
+        return self.shared[hint]
 
 
 def _const(ctx: NodeContext, hint: str, array) -> Value:
@@ -143,17 +150,20 @@ def _columns(ctx: NodeContext, x: Value, begin: int, end: int, rows: tuple[int, 
     return ctx.emit1("layout.slice", [x], attrs, F32, (r1 - r0, end - begin))
 
 
-def _linear(ctx: NodeContext, x: Value, weights: np.ndarray, bias: np.ndarray | None, hint: str) -> Value:
-    """x·weightsᵀ (+ bias) as nn.linear (filter [out, in])."""
-    filt = _const(ctx, f"{hint}.filter", weights)
-    b = None if bias is None else _const(ctx, f"{hint}.bias", bias)
+def _linear(ctx: NodeContext, cell: _Cell | None, x: Value, weights: np.ndarray, bias: np.ndarray | None,
+            hint: str) -> Value:
+    """x·weightsᵀ (+ bias) as nn.linear (filter [out, in]); a cell's weights are shared by its steps."""
+    def const(what, array):
+        return _const(ctx, what, array) if cell is None else cell.constant(ctx, what, array)
+    filt = const(f"{hint}.filter", weights)
+    b = None if bias is None else const(f"{hint}.bias", bias)
     return ctx.emit1("nn.linear", [x, filt, b], {}, F32, (x.shape[0], weights.shape[0]))
 
 
 def _lstm_step(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, c: Value | None):
     """One LSTM step: xp = X_t·Wᵀ + Wb + Rb [N, 4H]; returns (H_t, C_t)."""
     n = cell.hidden
-    gates = xp if h is None else binary(ctx, "math.add", xp, _linear(ctx, h, cell.recurrence, None, "R"))
+    gates = xp if h is None else binary(ctx, "math.add", xp, _linear(ctx, cell, h, cell.recurrence, None, "R"))
     p = cell.peephole
     o = None
     if p is None:
@@ -162,20 +172,20 @@ def _lstm_step(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, c: Val
         i, o, f = (_columns(ctx, iof, k * n, (k + 1) * n) for k in range(3))
     else:           # the peepholes of i and f read C_{t-1} (none when it is the zero state)
         i_in, f_in = _columns(ctx, gates, 0, n), _columns(ctx, gates, 2 * n, 3 * n)
-        i = unary(ctx, "nn.sigmoid", i_in if c is None else _peep(ctx, i_in, c, p[:n], "Pi"))
-        f = None if c is None else unary(ctx, "nn.sigmoid", _peep(ctx, f_in, c, p[2 * n:], "Pf"))
+        i = unary(ctx, "nn.sigmoid", i_in if c is None else _peep(ctx, cell, i_in, c, p[:n], "Pi"))
+        f = None if c is None else unary(ctx, "nn.sigmoid", _peep(ctx, cell, f_in, c, p[2 * n:], "Pf"))
     g = unary(ctx, "math.tanh", _columns(ctx, gates, 3 * n, 4 * n))
     c_new = binary(ctx, "math.mul", i, g)
     if c is not None:
         c_new = binary(ctx, "math.add", binary(ctx, "math.mul", f, c), c_new)
     if o is None:   # the output gate's peephole reads the new cell state C_t
-        o = unary(ctx, "nn.sigmoid", _peep(ctx, _columns(ctx, gates, n, 2 * n), c_new, p[n:2 * n], "Po"))
+        o = unary(ctx, "nn.sigmoid", _peep(ctx, cell, _columns(ctx, gates, n, 2 * n), c_new, p[n:2 * n], "Po"))
     h_new = binary(ctx, "math.mul", o, unary(ctx, "math.tanh", c_new))
     return h_new, c_new
 
 
-def _peep(ctx: NodeContext, pre: Value, c: Value, weights: np.ndarray, hint: str) -> Value:
-    return binary(ctx, "math.add", pre, binary(ctx, "math.mul", c, _const(ctx, hint, weights)))
+def _peep(ctx: NodeContext, cell: _Cell, pre: Value, c: Value, weights: np.ndarray, hint: str) -> Value:
+    return binary(ctx, "math.add", pre, binary(ctx, "math.mul", c, cell.constant(ctx, hint, weights)))
 
 
 def _gru_step(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, before_reset: bool):
@@ -184,15 +194,15 @@ def _gru_step(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, before_
     r_mat, rb_h = cell.recurrence, cell.recurrent_bias[2 * n:]
     zr_in = _columns(ctx, xp, 0, 2 * n)
     if h is not None:
-        zr_in = binary(ctx, "math.add", zr_in, _linear(ctx, h, r_mat[:2 * n], None, "Rzr"))
+        zr_in = binary(ctx, "math.add", zr_in, _linear(ctx, cell, h, r_mat[:2 * n], None, "Rzr"))
     zr = unary(ctx, "nn.sigmoid", zr_in)
     z, r = _columns(ctx, zr, 0, n), _columns(ctx, zr, n, 2 * n)
     n_in = _columns(ctx, xp, 2 * n, 3 * n)
     if before_reset:        # r ⊙ (H·Rhᵀ + Rbh)
-        rec = _const(ctx, "Rbh", rb_h) if h is None else _linear(ctx, h, r_mat[2 * n:], rb_h, "Rh")
+        rec = cell.constant(ctx, "Rbh", rb_h) if h is None else _linear(ctx, cell, h, r_mat[2 * n:], rb_h, "Rh")
         n_in = binary(ctx, "math.add", n_in, binary(ctx, "math.mul", r, rec))
     elif h is not None:     # (r ⊙ H)·Rhᵀ; Rbh is in xp
-        n_in = binary(ctx, "math.add", n_in, _linear(ctx, binary(ctx, "math.mul", r, h), r_mat[2 * n:], None, "Rh"))
+        n_in = binary(ctx, "math.add", n_in, _linear(ctx, cell, binary(ctx, "math.mul", r, h), r_mat[2 * n:], None, "Rh"))
     cand = unary(ctx, "math.tanh", n_in)
     if h is None:           # (1 - z) ⊙ n
         return binary(ctx, "math.sub", cand, binary(ctx, "math.mul", z, cand))
@@ -206,7 +216,7 @@ def _input_projection(ctx: NodeContext, x_rows: Value, w: np.ndarray, b: np.ndar
     bias = wb + rb
     if op == "GRU" and before_reset:
         bias = np.concatenate([bias[:2 * n], wb[2 * n:]])
-    return _linear(ctx, x_rows, w, bias, "W")
+    return _linear(ctx, None, x_rows, w, bias, "W")
 
 
 def _run_direction(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, c: Value | None,
