@@ -45,6 +45,7 @@ from qsim.quant.pipeline import load_float_model  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
 from _architectures import ARCHITECTURES, inputs  # noqa: E402
+ARCHITECTURES.update(__import__("_recurrent").ARCHITECTURES)   # LSTM / GRU keyword spotting
 from _rows import merged_rows, read_previous, run_header, write_report  # noqa: E402
 
 CALIB_SEED, EVAL_SEED = 1, 2

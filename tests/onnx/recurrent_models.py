@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from onnx_helpers import init, make_model
+from onnx_helpers import EPS32, U32, gamma, init, make_model
 
 GATES = {"LSTM": 4, "GRU": 3}
 
@@ -106,3 +106,47 @@ def keyword_spotting(op: str, rng: np.random.Generator, layers: int = 1, hidden:
     nodes.append(helper.make_node("Gemm", ["last", "fc.weight", "fc.bias"], ["logits"], transB=1, name="fc"))
     return make_model(nodes, [("x", ["N", frames, mfcc])], [("logits", None)], inits, opset=14,
                       name=f"kws_{op.lower()}{layers}")
+
+
+ACT = 2 * EPS32     # σ / tanh of each implementation: within EPS32 of exact, two of them
+
+
+def state_error_bound(op: str, weights: dict, steps: int, x_max: float, x_error: float = 0.0,
+                      h0_max: float = 0.0, c0_max: float = 0.0, linear_before_reset: bool = False) -> float:
+    """A bound on the difference of two float32 implementations of one LSTM/GRU node (every
+    hidden and cell state, all steps), from its weights {W, R, B, P?} ([D, G·H, ...]), the
+    largest |input| and an error `x_error` the inputs already carry (a previous layer's
+    bound). test_recurrent_float's doc derives the terms."""
+    w = {k: np.abs(np.asarray(v, np.float64)) for k, v in weights.items()}
+    gates = 4 if op == "LSTM" else 3
+    n = w["R"].shape[-1]
+    h_max = max(1.0, h0_max)
+    bias = w["B"][:, :gates * n] + w["B"][:, gates * n:]
+    m = float((w["W"].sum(-1) * x_max + w["R"].sum(-1) * h_max + bias).max())
+    w_norm = float(w["W"].sum(-1).max())
+    delta = 2 * gamma(w["W"].shape[-1] + n + 3) * m + w_norm * x_error
+    r_norm = float(w["R"].sum(-1).max())
+    p_max = float(w["P"].max()) if "P" in w else 0.0
+    f_max = 1 / (1 + np.exp(-(m + p_max * (c0_max + steps))))    # σ of the largest pre-activation
+    e_h = e_c = 0.0
+    c_max = c0_max                      # |C| before the step: |C_t| ≤ f_max·|C_t-1| + 1
+    for _ in range(steps):
+        if op == "LSTM":
+            pre = r_norm * e_h + p_max * e_c + delta
+            e_c = f_max * e_c + (c_max + 1) * (pre / 4 + ACT) + pre + ACT + 4 * U32 * (c_max + 2)
+            c_max = f_max * c_max + 1
+            pre_o = r_norm * e_h + p_max * e_c + delta
+            e_h = pre_o / 4 + ACT + e_c + ACT + 2 * U32
+        else:
+            r_h = float(w["R"][:, 2 * n:].sum(-1).max())
+            rec_max = r_h * h_max + float(w["B"][:, 5 * n:].max())
+            gate = (r_norm * e_h + delta) / 4 + ACT              # z and r
+            if linear_before_reset:
+                pre_n = gate * rec_max + r_h * e_h + 2 * delta
+            else:
+                pre_n = r_h * (gate * h_max + e_h) + 2 * delta
+            e_n = pre_n + ACT
+            # (1 - z)·n + z·h is a convex combination: errors of n and h pass on at most their
+            # larger one; z's error moves it by |h - n| ≤ 2·h_max; qsim's n + z·(h - n) rounds 3 times
+            e_h = max(e_n, e_h) + gate * 2 * h_max + 3 * U32 * 2 * h_max
+    return max(e_h, e_c)

@@ -26,52 +26,20 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from onnx_helpers import EPS32, U32, assert_within, gamma, run_ort, run_qsim, save
-from recurrent_models import Recurrent, recurrent_model
+from onnx_helpers import assert_within, run_ort, run_qsim, save
+from recurrent_models import Recurrent, recurrent_model, state_error_bound
 from qsim.errors import QsimError
 
-ACT = 2 * EPS32     # σ / tanh of each implementation: within EPS32 of exact, two of them
-
-
 def _weights(model: onnx.ModelProto) -> dict:
-    return {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
 
 
 def _state_error_bound(spec: Recurrent, model: onnx.ModelProto, feeds: dict) -> float:
     """A bound on |qsim - onnxruntime| of every hidden and cell state after `spec.steps` steps."""
-    w = _weights(model)
-    x_max = float(np.abs(feeds["x"]).max())
-    h_max = max(1.0, float(np.abs(feeds["h0"]).max()) if "h0" in feeds else 0.0)
-    c0_max = float(np.abs(feeds["c0"]).max()) if "c0" in feeds else 0.0
-    gates, n = (4 if spec.op == "LSTM" else 3), spec.hidden
-    bias = np.abs(w["B"][:, :gates * n]) + np.abs(w["B"][:, gates * n:])
-    m = float((np.abs(w["W"]).sum(-1) * x_max + np.abs(w["R"]).sum(-1) * h_max + bias).max())
-    delta = 2 * gamma(spec.input_size + n + 3) * m
-    r_norm = float(np.abs(w["R"]).sum(-1).max())
-    p_max = float(np.abs(w["P"]).max()) if "P" in w else 0.0
-    f_max = 1 / (1 + np.exp(-(m + p_max * (c0_max + spec.steps))))    # σ of the largest pre-activation
-    e_h = e_c = 0.0
-    c_max = c0_max                      # |C| before the step: |C_t| ≤ f_max·|C_t-1| + 1
-    for _ in range(spec.steps):
-        if spec.op == "LSTM":
-            pre = r_norm * e_h + p_max * e_c + delta
-            e_c = f_max * e_c + (c_max + 1) * (pre / 4 + ACT) + pre + ACT + 4 * U32 * (c_max + 2)
-            c_max = f_max * c_max + 1
-            pre_o = r_norm * e_h + p_max * e_c + delta
-            e_h = pre_o / 4 + ACT + e_c + ACT + 2 * U32
-        else:
-            r_h = float(np.abs(w["R"][:, 2 * n:]).sum(-1).max())
-            rec_max = r_h * h_max + float(np.abs(w["B"][:, 5 * n:]).max())
-            gate = (r_norm * e_h + delta) / 4 + ACT              # z and r
-            if spec.linear_before_reset:
-                pre_n = gate * rec_max + r_h * e_h + 2 * delta
-            else:
-                pre_n = r_h * (gate * h_max + e_h) + 2 * delta
-            e_n = pre_n + ACT
-            # (1 - z)·n + z·h is a convex combination: errors of n and h pass on at most their
-            # larger one; z's error moves it by |h - n| ≤ 2·h_max; qsim's n + z·(h - n) rounds 3 times
-            e_h = max(e_n, e_h) + gate * 2 * h_max + 3 * U32 * 2 * h_max
-    return max(e_h, e_c)
+    def largest(name):
+        return float(np.abs(feeds[name]).max()) if name in feeds else 0.0
+    return state_error_bound(spec.op, _weights(model), spec.steps, largest("x"), h0_max=largest("h0"),
+                             c0_max=largest("c0"), linear_before_reset=bool(spec.linear_before_reset))
 
 
 def _as_layout0(model: onnx.ModelProto, spec: Recurrent) -> onnx.ModelProto:
