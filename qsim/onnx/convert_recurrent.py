@@ -126,7 +126,7 @@ def _state_of_direction(ctx: NodeContext, state: Value | None, direction: int, l
     """[N, H] of one direction from initial_h/initial_c ([D, N, H], layout 1: [N, D, H])."""
     if state is None:
         return None
-    d, n, h = (state.shape[1], state.shape[0], state.shape[2]) if layout else state.shape
+    n, h = (state.shape[0], state.shape[2]) if layout else state.shape[1:]
     axis = 1 if layout else 0
     if state.is_constant:
         part = np.take(state.data, direction, axis=axis)

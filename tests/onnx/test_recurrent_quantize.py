@@ -76,6 +76,7 @@ def _simulate(folder, x: np.ndarray, tmp_path):
 KWS = [("LSTM", 1, 49, 25.0), ("GRU", 1, 49, 25.0), ("LSTM", 2, 12, 25.0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op, layers, frames, floor_db", KWS, ids=[f"{op}x{n}-{f}" for op, n, f, _ in KWS])
 def test_keyword_spotting_quantizes_bit_exact_and_simulates_on_the_npu(tmp_path, op, layers, frames, floor_db):
     rng = np.random.default_rng(40 + layers)
@@ -141,6 +142,7 @@ def test_every_direction_and_layout_is_bit_exact_with_constant_initial_states(tm
     _simulate(folder, x[:1], tmp_path)
 
 
+@pytest.mark.slow
 def test_16x8_is_bit_exact_and_more_accurate_than_int8(tmp_path):
     """int16 activations: the cell state and gates keep 8 more bits; measured on the keyword-
     spotting LSTM the logits' SQNR rises by more than 8 dB (reports/recurrent.md has the numbers)."""
