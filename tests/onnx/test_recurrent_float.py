@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import numpy_helper
 
 from onnx_helpers import assert_within, run_ort, run_qsim, save
@@ -200,3 +202,22 @@ def test_refuses_wrong_weight_shapes_and_computed_weights(tmp_path):
     with pytest.raises(QsimError) as err:
         run_qsim(save(computed, tmp_path), {**feeds, "W": np.zeros(tuple(w.dims), np.float32)}, batch=2)
     assert "node 'rnn'" in str(err.value) and "'W'" in str(err.value)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(op=st.sampled_from(["LSTM", "GRU"]), direction=st.sampled_from(["forward", "reverse", "bidirectional"]),
+       layout=st.integers(0, 1), initial=st.booleans(), peepholes=st.booleans(), lbr=st.integers(0, 1),
+       steps=st.integers(1, 6), batch=st.integers(1, 3), input_size=st.integers(1, 5), hidden=st.integers(1, 6),
+       outputs=st.tuples(st.booleans(), st.booleans(), st.booleans()).filter(any), seed=st.integers(0, 2 ** 16))
+def test_random_recurrent_nodes_match_onnxruntime(tmp_path, op, direction, layout, initial, peepholes, lbr, steps,
+                                                   batch, input_size, hidden, outputs, seed):
+    if op == "GRU":
+        outputs = outputs[:2] if any(outputs[:2]) else (True, False)
+    spec = Recurrent(op, direction, layout, initial, initial and op == "LSTM", peepholes and op == "LSTM",
+                     lbr if op == "GRU" else None, outputs, steps, batch, input_size, hidden)
+    model, feeds = recurrent_model(spec, np.random.default_rng(seed))
+    got = run_qsim(save(model, tmp_path), feeds, batch=batch)
+    ref = _reference(model, spec, feeds)
+    assert set(got) == set(ref)
+    for name in ref:
+        assert_within(got[name], ref[name], _state_error_bound(spec, model, feeds), f"{spec}: {name}")
