@@ -149,7 +149,8 @@ def measure(cell: str, steps: int, epochs: int, work: Path) -> dict:
         report = result.report
         row[precision.value] = {"float_top1": report.float_top1, "int_top1": report.int8_top1,
                                 "agreement": report.top1_agreement, "sqnr_db": report.outputs[0].sqnr_db,
-                                "integer_ops": len(result.model.graph.ops)}
+                                "integer_ops": len(result.model.graph.ops),
+                                "state_sqnr_db": state_sqnr(report, "c" if cell == "lstm" else "h")}
         np.save(folder / "x1.npy", x[TRAIN:TRAIN + 1])
         sim = simulate_command(str(out), "16x16", Engine.MODEL, str(folder / "x1.npy"), str(folder / f"npu-{precision.value}"),
                                show_progress=False, workers=1)
@@ -158,6 +159,19 @@ def measure(cell: str, steps: int, epochs: int, work: Path) -> dict:
         row[precision.value]["simulate"] = {"verified": sim.verified, "cycles": sim.reports[0].total_cycles,
                                             "layers": len(layers), "host_arithmetic": host}
     return row
+
+
+def state_sqnr(report, which: str) -> dict:
+    """SQNR of the recurrent state `which` (c: LSTM cell, h: GRU hidden) by step: the first,
+    the last and the lowest (the converter names a step's states `<node>.<direction>.t<step>.<h|c>`)."""
+    import re
+    by_step = {}
+    for t in report.tensors:
+        m = re.search(r"\.t(\d+)\." + which + r"$", t.name)
+        if m:
+            by_step[int(m.group(1))] = t.sqnr_db
+    steps = sorted(by_step)
+    return {"first": by_step[steps[0]], "last": by_step[steps[-1]], "lowest": min(by_step.values())}
 
 
 def markdown(results: dict) -> str:
@@ -172,8 +186,11 @@ def markdown(results: dict) -> str:
              "Quantization: `qsim quantize` defaults (percentile observer, per-channel weights, adaptive weight "
              "rounding) at int8 and at 16x8 (int16 activations). Simulation: the NPU's cycle model, 16x16, one "
              "input, every layer compared with the kernels.", "",
+             "State SQNR: the recurrent state (LSTM: the cell state C, GRU: the hidden state H) of each step, float "
+             "vs dequantized integer over the evaluation set: at the first step, the last step, and the lowest.", "",
              "| model | float vs onnxruntime (max abs) | precision | float top-1 | integer top-1 | top-1 agreement "
-             "| logits SQNR | integer ops | simulate |", "|---|---|---|---|---|---|---|---|---|"]
+             "| logits SQNR | state SQNR first / last / lowest | integer ops | simulate |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["models"]:
         for p in ("int8", "16x8"):
             m = r[p]
@@ -182,7 +199,9 @@ def markdown(results: dict) -> str:
                    + ("host: " + ", ".join(s["host_arithmetic"]) if s["host_arithmetic"] else "no host arithmetic"))
             lines.append(f"| {r['model']} ({r['steps']} steps × {r['features']}) | {r['float_vs_onnxruntime']:.1e} | "
                          f"{p} | {100 * m['float_top1']:.1f} % | {100 * m['int_top1']:.1f} % | "
-                         f"{100 * m['agreement']:.1f} % | {m['sqnr_db']:.1f} dB | {m['integer_ops']} | {sim} |")
+                         f"{100 * m['agreement']:.1f} % | {m['sqnr_db']:.1f} dB | "
+                         + " / ".join(f"{m['state_sqnr_db'][k]:.1f}" for k in ("first", "last", "lowest"))
+                         + f" dB | {m['integer_ops']} | {sim} |")
     return "\n".join(lines)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .builder import F32, NodeContext, Value
-from .convert_base import binary, converter, unary
+from .convert_base import NO_ALIGN, binary, converter, unary
 
 _DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh")}
 _GATES = {"LSTM": 4, "GRU": 3}
@@ -48,6 +48,10 @@ class _Cell:
     recurrence: np.ndarray          # R [G·H, H]
     recurrent_bias: np.ndarray      # Rb [G·H]
     peephole: np.ndarray | None     # P [3·H] (i, o, f), LSTM only; None when absent or zero
+    @property
+    def tag(self) -> str:
+        return "reverse" if self.reverse else "forward"
+
     # hint → the constant every step reads (one graph tensor for R, not one per step)
     shared: dict = field(default_factory=dict, compare=False)
 
@@ -160,7 +164,13 @@ def _linear(ctx: NodeContext, cell: _Cell | None, x: Value, weights: np.ndarray,
     return ctx.emit1("nn.linear", [x, filt, b], {}, F32, (x.shape[0], weights.shape[0]))
 
 
-def _lstm_step(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, c: Value | None):
+def _state(ctx: NodeContext, kind: str, x: Value, y: Value, name: str) -> Value:
+    """The element-wise op that makes a step's state, named `<node>.<direction>.t<step>.<h|c>` so
+    that reports and `qsim run --dump` show which state of which step a tensor is."""
+    return ctx.emit(kind, [x, y], dict(NO_ALIGN), [(F32, x.shape)], [ctx.builder.fresh(name)])[0]
+
+
+def _lstm_step(ctx: NodeContext, cell: _Cell, t: int, xp: Value, h: Value | None, c: Value | None):
     """One LSTM step: xp = X_t·Wᵀ + Wb + Rb [N, 4H]; returns (H_t, C_t)."""
     n = cell.hidden
     gates = xp if h is None else binary(ctx, "math.add", xp, _linear(ctx, cell, h, cell.recurrence, None, "R"))
@@ -175,20 +185,21 @@ def _lstm_step(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, c: Val
         i = unary(ctx, "nn.sigmoid", i_in if c is None else _peep(ctx, cell, i_in, c, p[:n], "Pi"))
         f = None if c is None else unary(ctx, "nn.sigmoid", _peep(ctx, cell, f_in, c, p[2 * n:], "Pf"))
     g = unary(ctx, "math.tanh", _columns(ctx, gates, 3 * n, 4 * n))
-    c_new = binary(ctx, "math.mul", i, g)
-    if c is not None:
-        c_new = binary(ctx, "math.add", binary(ctx, "math.mul", f, c), c_new)
+    name = f"{ctx.label}.{cell.tag}.t{t}"
+    if c is None:
+        c_new = _state(ctx, "math.mul", i, g, f"{name}.c")
+    else:
+        c_new = _state(ctx, "math.add", binary(ctx, "math.mul", f, c), binary(ctx, "math.mul", i, g), f"{name}.c")
     if o is None:   # the output gate's peephole reads the new cell state C_t
         o = unary(ctx, "nn.sigmoid", _peep(ctx, cell, _columns(ctx, gates, n, 2 * n), c_new, p[n:2 * n], "Po"))
-    h_new = binary(ctx, "math.mul", o, unary(ctx, "math.tanh", c_new))
-    return h_new, c_new
+    return _state(ctx, "math.mul", o, unary(ctx, "math.tanh", c_new), f"{name}.h"), c_new
 
 
 def _peep(ctx: NodeContext, cell: _Cell, pre: Value, c: Value, weights: np.ndarray, hint: str) -> Value:
     return binary(ctx, "math.add", pre, binary(ctx, "math.mul", c, cell.constant(ctx, hint, weights)))
 
 
-def _gru_step(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, before_reset: bool):
+def _gru_step(ctx: NodeContext, cell: _Cell, t: int, xp: Value, h: Value | None, before_reset: bool):
     """One GRU step: xp = X_t·Wᵀ + Wb (+ Rb of z and r; + Rb of h unless linear_before_reset)."""
     n = cell.hidden
     r_mat, rb_h = cell.recurrence, cell.recurrent_bias[2 * n:]
@@ -205,8 +216,9 @@ def _gru_step(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, before_
         n_in = binary(ctx, "math.add", n_in, _linear(ctx, cell, binary(ctx, "math.mul", r, h), r_mat[2 * n:], None, "Rh"))
     cand = unary(ctx, "math.tanh", n_in)
     if h is None:           # (1 - z) ⊙ n
-        return binary(ctx, "math.sub", cand, binary(ctx, "math.mul", z, cand))
-    return binary(ctx, "math.add", cand, binary(ctx, "math.mul", z, binary(ctx, "math.sub", h, cand)))
+        return _state(ctx, "math.sub", cand, binary(ctx, "math.mul", z, cand), f"{ctx.label}.{cell.tag}.t{t}.h")
+    update = binary(ctx, "math.mul", z, binary(ctx, "math.sub", h, cand))
+    return _state(ctx, "math.add", cand, update, f"{ctx.label}.{cell.tag}.t{t}.h")
 
 
 def _input_projection(ctx: NodeContext, x_rows: Value, w: np.ndarray, b: np.ndarray, op: str, n: int,
@@ -227,9 +239,9 @@ def _run_direction(ctx: NodeContext, cell: _Cell, xp: Value, h: Value | None, c:
     for t in order:
         x_t = _columns(ctx, xp, 0, xp.shape[1], rows=(t * cell.batch, (t + 1) * cell.batch))
         if cell.op == "LSTM":
-            h, c = _lstm_step(ctx, cell, x_t, h, c)
+            h, c = _lstm_step(ctx, cell, t, x_t, h, c)
         else:
-            h = _gru_step(ctx, cell, x_t, h, before_reset)
+            h = _gru_step(ctx, cell, t, x_t, h, before_reset)
         outputs[t] = h
     return outputs, h, c
 
