@@ -35,6 +35,9 @@ from .convert_base import NO_ALIGN, binary, converter, unary
 _DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh")}
 _GATES = {"LSTM": 4, "GRU": 3}
 _DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
+# the longest sequence unrolled: some 30 operators per step and direction, so 4,096 steps are
+# already a graph of 10^5 operators (minutes to quantize); a longer one is refused, not hung on
+MAX_STEPS = 4096
 
 
 @dataclass(frozen=True)
@@ -277,10 +280,18 @@ def _recurrent(ctx: NodeContext) -> list:
     if x.rank != 3:
         ctx.fail(f"X has shape {list(x.shape)}, expected rank 3 ([seq, batch, input], layout 1: [batch, seq, input])")
     steps, batch, size = (x.shape[1], x.shape[0], x.shape[2]) if layout else x.shape
+    if steps > MAX_STEPS:
+        ctx.fail(f"a sequence of {steps} steps is longer than the {MAX_STEPS} qsim unrolls", unsupported=True,
+                 hint="qsim unrolls recurrent layers step by step; split the sequence into shorter windows")
     w_value = ctx.input(1, "W")
-    n = int(ctx.attr("hidden_size", 0)) or (w_value.shape[1] // gates if w_value.rank == 3 else 0)
-    if n <= 0:
+    n = ctx.attr("hidden_size")
+    if n is None:       # optional: then W [D, G·H, I] says it
+        if w_value.rank != 3 or w_value.shape[1] % gates:
+            ctx.fail(f"'W' has shape {list(w_value.shape)}, expected [num_directions, {gates}·hidden_size, input_size]")
+        n = w_value.shape[1] // gates
+    if int(n) <= 0:
         ctx.fail(f"hidden_size {n} is not positive")
+    n = int(n)
     w = _weights(ctx, 1, "W", (d, gates * n, size))
     r = _weights(ctx, 2, "R", (d, gates * n, n))
     b = np.zeros((d, 2 * gates * n), np.float32) if ctx.optional(3) is None else _weights(ctx, 3, "B", (d, 2 * gates * n))

@@ -221,3 +221,10 @@ def test_random_recurrent_nodes_match_onnxruntime(tmp_path, op, direction, layou
     assert set(got) == set(ref)
     for name in ref:
         assert_within(got[name], ref[name], _state_error_bound(spec, model, feeds), f"{spec}: {name}")
+
+
+def test_refuses_a_sequence_too_long_to_unroll(tmp_path):
+    from qsim.onnx.convert_recurrent import MAX_STEPS
+    model, feeds = recurrent_model(Recurrent("GRU", steps=MAX_STEPS + 1, batch=1, input_size=1, hidden=1),
+                                   np.random.default_rng(0))
+    _refusal(tmp_path, model, feeds, f"{MAX_STEPS + 1} steps", "shorter windows")
