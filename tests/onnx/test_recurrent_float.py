@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import numpy_helper
 
-from onnx_helpers import assert_within, run_ort, run_qsim, save
+from onnx_helpers import assert_within, make_model, run_ort, run_qsim, save
 from recurrent_models import Recurrent, recurrent_model, state_error_bound
 from qsim.errors import QsimError
 
@@ -228,3 +228,30 @@ def test_refuses_a_sequence_too_long_to_unroll(tmp_path):
     model, feeds = recurrent_model(Recurrent("GRU", steps=MAX_STEPS + 1, batch=1, input_size=1, hidden=1),
                                    np.random.default_rng(0))
     _refusal(tmp_path, model, feeds, f"{MAX_STEPS + 1} steps", "shorter windows")
+
+
+@settings(derandomize=True, max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(op=st.sampled_from(["LSTM", "GRU"]), hidden_size=st.one_of(st.none(), st.integers(-2, 6)),
+       direction=st.sampled_from(["forward", "reverse", "bidirectional", "both", ""]), layout=st.integers(-1, 2),
+       w_shape=st.lists(st.integers(1, 16), min_size=1, max_size=4), r_rows=st.integers(1, 16),
+       x_shape=st.lists(st.integers(1, 4), min_size=2, max_size=4), states=st.integers(0, 3),
+       activations=st.one_of(st.none(), st.lists(st.sampled_from(["Sigmoid", "Tanh", "Relu", "tanh"]), min_size=1, max_size=6)))
+def test_any_node_loads_or_is_refused_with_a_located_error(tmp_path, op, hidden_size, direction, layout, w_shape,
+                                                           r_rows, x_shape, states, activations):
+    """Malformed LSTM/GRU nodes (shapes, attributes, state inputs) never reach a traceback."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(size=w_shape).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.normal(size=(1, r_rows, 4)).astype(np.float32), "R"),
+             numpy_helper.from_array(np.zeros((1, 2, 4), np.float32), "s")]
+    inputs = ["x", "W", "R", "", ""] + ["s"] * states
+    attrs = {"direction": direction, "layout": layout}
+    if hidden_size is not None:
+        attrs["hidden_size"] = hidden_size
+    if activations is not None:
+        attrs["activations"] = activations
+    node = onnx.helper.make_node(op, inputs, ["Y"], name="rnn", **attrs)
+    model = make_model([node], [("x", x_shape)], [("Y", None)], inits, opset=14)
+    try:
+        run_qsim(save(model, tmp_path), {"x": rng.normal(size=x_shape).astype(np.float32)})
+    except QsimError as err:
+        assert "node 'rnn'" in str(err) or "graph" in str(err), str(err)
