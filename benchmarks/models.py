@@ -52,9 +52,10 @@ from qsim.runtime.executor import execute  # noqa: E402
 
 from _architectures import ARCHITECTURES as _CNNS, inputs as _cnn_inputs  # noqa: E402
 from _network_kinds import NETWORK_KINDS, samples as _kind_samples  # noqa: E402
+from _recurrent import ARCHITECTURES as _RECURRENT  # noqa: E402  (LSTM / GRU keyword spotting)
 from _rows import merged_rows, read_previous, run_header, write_report  # noqa: E402
 
-ARCHITECTURES = {**_CNNS, **NETWORK_KINDS}
+ARCHITECTURES = {**_CNNS, **_RECURRENT, **NETWORK_KINDS}
 
 CALIB_SEED, EVAL_SEED = 1, 2
 FLOAT_BATCH = 4

@@ -27,6 +27,7 @@ from .builder import Builder, NodeContext, Value, constant_value
 from . import convert, convert_constant, convert_layout, convert_nn  # noqa: F401
 # after convert_nn: it wraps convert_nn's window converters (1-D inputs on a unit axis)
 from . import convert_rearrange, convert_unit_axis  # noqa: F401
+from . import convert_recurrent  # noqa: F401  (LSTM, GRU)
 from .convert_base import CONVERTERS, FOLDERS
 from .qdq import attach_annotations, has_qdq, strip_qdq
 from .protobuf import ModelFile, attributes, dtype_of, read_model, tensor_array

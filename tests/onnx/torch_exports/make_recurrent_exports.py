@@ -1,0 +1,48 @@
+"""Writes tests/onnx/torch_exports/{lstm,gru}_*.onnx: real PyTorch (TorchScript exporter,
+dynamo=False, opset 14) exports of recurrent layers for tests/onnx/test_recurrent_torch.py:
+a 2-layer bidirectional nn.LSTM and a 2-layer nn.GRU (torch's GRU is ONNX linear_before_reset=1),
+both batch_first over [N, 6, 5], hidden 8, returning the whole output sequence and the final
+hidden state. Weights are seeded and scaled by 0.15 (torch's default init has |R| row sums above
+1, under which the tests' float32 error bound would grow too fast over the steps to be useful).
+The tests read the files, so they need no torch; regenerate them (with torch installed):
+
+    python tests/onnx/torch_exports/make_recurrent_exports.py
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import onnx
+import torch
+
+HERE = Path(__file__).resolve().parent
+STEPS, FEATURES, HIDDEN = 6, 5, 8
+
+
+class Recurrent(torch.nn.Module):
+    def __init__(self, kind, bidirectional: bool):
+        super().__init__()
+        self.rnn = kind(FEATURES, HIDDEN, num_layers=2, batch_first=True, bidirectional=bidirectional)
+        with torch.no_grad():
+            for p in self.rnn.parameters():
+                p.mul_(0.15)
+
+    def forward(self, x):
+        y, state = self.rnn(x)
+        h = state[0] if isinstance(state, tuple) else state
+        return y, h
+
+
+def write(name: str, kind, bidirectional: bool) -> None:
+    torch.manual_seed(0)
+    module = Recurrent(kind, bidirectional).eval()
+    buf = io.BytesIO()
+    torch.onnx.export(module, (torch.zeros(2, STEPS, FEATURES),), buf, input_names=["x"], output_names=["y", "h"],
+                      opset_version=14, dynamo=False, dynamic_axes={"x": {0: "N"}})
+    onnx.save(onnx.load_from_string(buf.getvalue()), HERE / f"{name}.onnx")
+
+
+if __name__ == "__main__":
+    write("lstm_bidirectional_2layers_opset14", torch.nn.LSTM, True)
+    write("gru_2layers_opset14", torch.nn.GRU, False)
