@@ -19,10 +19,8 @@ import pytest
 import qsim
 import qsim.tosa  # noqa: F401  (registers the TOSA folder form for qsim.load)
 from qsim import cli, ir
-from qsim.errors import UnsupportedError
 from qsim.quant.fold_constants import fold_constant_ops
 from qsim.quant.params import QuantConfig
-from qsim.quant.tosa.target import lower_graph
 from qsim.runtime.executor import execute
 from qsim.tensorfile import write_tensor
 
@@ -128,18 +126,6 @@ def test_weight_sub_graphs_quantize_and_simulate(tmp_path, rng, target, capsys):
         assert cli.main(["simulate", str(out), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "s"),
                          "--engine", "model"]) == 0
         assert "every layer bit-exact" in capsys.readouterr().out
-
-
-def test_a_constant_where_a_computed_tensor_is_needed_says_what_to_do(rng):
-    g = FloatGraph(rng)
-    x = g.input("x", (1, 2, 3, 3))
-    g.op("layout.concat", [x, g.weights("extra", (1, 2, 3, 3))], "y", (1, 4, 3, 3), axis=1)
-    graph = g.graph(["y"])
-    qp = calibrate_minmax(graph, [rng.normal(size=(1, 2, 3, 3)).astype(np.float32)])
-    with pytest.raises(UnsupportedError) as err:
-        lower_graph(graph, qp)
-    assert "layout.concat 'y'" in str(err.value) and "'extra'" in str(err.value)
-    assert "fold the constant into the model's weights" in err.value.hint
 
 
 # ---------------------------------------------------------------- squeeze-and-excitation
