@@ -16,7 +16,7 @@ from qsim.tflite.writer import ModelWriter, Options
 from qsim.quant.options import QuantizeOptions
 
 # TFLite reference kernels round twice (MultiplyByQuantizedMultiplier): TOSA double_round
-TFLITE_OPTIONS = QuantizeOptions(show_progress=False, double_round=True)
+TFLITE_OPTIONS = QuantizeOptions(show_progress=False, double_round=True, eval_limit=1)
 
 # BuiltinOptions union codes and the option tables' field slots (schema.fbs)
 CONV_OPTIONS, DEPTHWISE_OPTIONS, POOL_OPTIONS, FC_OPTIONS, SOFTMAX_OPTIONS = 1, 2, 5, 8, 9

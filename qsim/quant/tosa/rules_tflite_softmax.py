@@ -95,7 +95,7 @@ def lower_softmax(ctx: TosaContext, op: ir.Op, x: Lowered, axis: int, out_quant:
     doubled = emit("LOGICAL_LEFT_SHIFT", [r, const("k1b", 1)], "reciprocal_q31")
     reciprocal = emit("SELECT", [saturated, const("int32_max", INT32_MAX), doubled], "reciprocal")
     p = emit("MUL", [e, reciprocal], "scaled", shift=31)
-    exponent = emit("SUB", [const("k35", 35), headroom], "shift")
+    exponent = emit("SUB", [const("k35", 35), headroom], "rounding_exponent")
     unsat = emit("ARITHMETIC_RIGHT_SHIFT", [p, exponent], "p256", round=True)
     out = ctx.rescale(unsat, scale=1.0, input_zp=0, output_zp=OUTPUT_ZERO_POINT, out_dtype=ir.DType.I8,
                       hint=name, quant=out_quant, exact=True)
