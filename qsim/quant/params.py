@@ -152,7 +152,7 @@ def params_from_range(lo, hi, scheme: QuantScheme, source: str = "calibration",
 
 
 # "tflite": parameters a .tflite model carries; its operators' arithmetic is TFLite's where
-# TFLite and qsim's rules differ (quant/tosa/tflite_arith.py)
+# TFLite and qsim's rules differ (quant/tosa/tflite/)
 ANNOTATION_SOURCES = ("annotation", "graph.quant", "tflite")
 
 

@@ -78,8 +78,8 @@ class Net:
     def op(self, builtin, inputs, outputs, options=None, version=1):
         self.w.operator(builtin, inputs, outputs, options, version)
 
-    def finish(self, inputs, outputs) -> bytes:
-        return self.w.finish(inputs, outputs)
+    def finish(self, inputs, outputs, external: bool = False) -> bytes:
+        return self.w.finish(inputs, outputs, external)
 
 
 @dataclass

@@ -22,9 +22,9 @@ from ..lowering.float_patterns import clamp_bounds, fused_activation, relu_bound
 from ..lowering.float_side import Lowered, identity
 from ..params import QuantScheme, annotated, params_from_range, quantize
 from ..rules import rule
-from . import rules_tflite
+from .tflite import rules_add as tflite_add
 from .rules_division import lower_division
-from .tflite_arith import is_tflite
+from .tflite.arith import is_tflite
 from .rules_activation import lower_leaky_relu
 from .tables import UnaryFunction, make_table, operator_function
 from ..target import TargetKind
@@ -103,7 +103,7 @@ def _result(ctx: TosaContext, op: ir.Op, acc: str, acc_scale: float, perm) -> No
 def lower_add_sub(ctx: TosaContext, op: ir.Op) -> None:
     a, b = _binary_operands(ctx, op)
     if is_tflite(a.quant, b.quant) and not (a.quant.per_channel or b.quant.per_channel):
-        rules_tflite.lower_add_sub(ctx, op, a, b)      # TFLite's arithmetic (rules_tflite.py)
+        tflite_add.lower_add_sub(ctx, op, a, b)      # TFLite's arithmetic (tflite/rules_add.py)
         return
     s_c = max(float(a.quant.scales()[0]), float(b.quant.scales()[0])) / (1 << COMMON_SCALE_BITS)
     ai = ctx.to_int32(a, float(a.quant.scales()[0]) / s_c, f"{op.outputs[0]}.lhs32")

@@ -1,5 +1,5 @@
 """Lowerings in TFLite's integer form, for operators whose operands' parameters came from a
-.tflite model (QuantInfo.source "tflite", tflite_arith.is_tflite): TOSA 0.30 operators whose
+.tflite model (QuantInfo.source "tflite", arith.is_tflite): TOSA 0.30 operators whose
 results are LiteRT's reference kernels' bit for bit (docs/tflite.md). The rules of qsim's own
 form call these when their operands are TFLite's.
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import ir
-from ..lowering.float_patterns import fused_activation
-from ..lowering.float_side import Lowered
-from .context import TosaContext
-from .tflite_arith import add_multipliers
+from .... import ir
+from ...lowering.float_patterns import fused_activation
+from ...lowering.float_side import Lowered
+from ..context import TosaContext
+from .arith import add_multipliers
 
 ADD_LEFT_SHIFT = {8: 20, 16: 15}
 # RESCALE by 2^LIFT_MULTIPLIER_BITS / 2^(LIFT_MULTIPLIER_BITS - left_shift): exact, and its

@@ -1,5 +1,5 @@
 """SOFTMAX in TFLite's int8 form (reference softmax.h; the arithmetic in numpy:
-tflite_fixedpoint.py), as TOSA 0.30 operators, for an input whose parameters came from a
+fixedpoint.py), as TOSA 0.30 operators, for an input whose parameters came from a
 .tflite model and TFLite's int8 output grid (scale 1/256, zero point -128).
 
 Per row along the axis (extent N <= MAX_EXTENT):
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import ir
-from ..lowering.float_side import Lowered
-from .context import TosaContext
-from .tflite_fixedpoint import (FORTY_EIGHT_SEVENTEENTHS, INT32_MAX, MINUS_THIRTY_TWO_SEVENTEENTHS,
+from .... import ir
+from ...lowering.float_side import Lowered
+from ..context import TosaContext
+from .fixedpoint import (FORTY_EIGHT_SEVENTEENTHS, INT32_MAX, MINUS_THIRTY_TWO_SEVENTEENTHS,
                                 softmax_exp)
 
 MAX_EXTENT = 511

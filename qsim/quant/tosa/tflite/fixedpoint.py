@@ -1,5 +1,5 @@
 """TFLite's int8 SOFTMAX arithmetic in numpy (reference softmax.h with gemmlowp's fixed point,
-read for the formulas): the tables rules_tflite_softmax.py looks up, and the whole kernel as a
+read for the formulas): the tables rules_softmax.py looks up, and the whole kernel as a
 reference for the tests. Values are int64 arrays holding int32 raw fixed-point numbers.
 
 Identities used (derived from gemmlowp's definitions):

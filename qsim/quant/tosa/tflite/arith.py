@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import ir
+from .... import ir
 
 TFLITE = "tflite"
 
