@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .... import ir
+from .fixedpoint import rounding_divide_by_pot, srdhm
 
 TFLITE = "tflite"
 
@@ -80,7 +81,6 @@ def add_multipliers(s1: float, s2: float, s_out: float, left_shift: int):
 def multiply_by_quantized_multiplier(x, multiplier: int, shift: int):
     """TFLite's reference MultiplyByQuantizedMultiplier for a (multiplier, TOSA shift) of
     quantize_multiplier: SaturatingRoundingDoublingHighMul then RoundingDivideByPOT."""
-    from .fixedpoint import rounding_divide_by_pot, srdhm
     exponent = 31 - shift
     x = np.asarray(x, np.int64) * (1 << max(exponent, 0))
     return rounding_divide_by_pot(srdhm(x, multiplier), max(-exponent, 0))
