@@ -259,6 +259,20 @@ def resize(builtin, align=False, half=False, size=16):
     return n.finish([x], [y]), SHAPE, IN_ZP
 
 
+def conv_16x8():
+    """16x8: int16 activations (zero point 0), int8 weights, int64 bias; conv + RELU, then ADD."""
+    n = Net(3)
+    x = n.act([1, 6, 6, 3], 0.001, 0, dtype=np.int16, name="x")
+    k = n.weights([4, 3, 3, 3])
+    scale = (np.float32(0.001) * n.w.tensors[k].scale).astype(np.float32)
+    b = n.w.tensor("b", np.int64, [4], data=n.rng.integers(-30000, 30000, 4), scale=scale, zero_point=0)
+    c = n.act([1, 6, 6, 4], 0.002, 0, dtype=np.int16, name="c")
+    n.op("CONV_2D", [x, k, b], [c], conv_options(act=1), version=4)
+    y = n.act([1, 6, 6, 4], 0.003, 0, dtype=np.int16, name="y")
+    n.op("ADD", [c, c], [y], act_options(ADD_OPTIONS), version=3)
+    return n.finish([x], [y]), [1, 6, 6, 3], 0
+
+
 OPERATORS = {
     "CONV_2D": conv, "CONV_2D stride 2 relu6": lambda: conv(2, 0, RELU6, zp=-128, out_zp=-128),
     "CONV_2D 1x1 valid": lambda: conv(1, 1, 0, kernel=1, out_zp=127),

@@ -66,3 +66,11 @@ def test_unsupported_builtin_and_damaged_file_exit_2(tmp_path, capsys):
     assert main(["quantize", str(cut), "-o", str(tmp_path / "q"), "-q"]) == 2
     err = capsys.readouterr().err
     assert "data error" in err and "outside the file" in err
+
+
+def test_a_16x8_model_quantizes_at_16x8_by_default(tmp_path, capsys):
+    path = tmp_path / "m16.tflite"
+    path.write_bytes(op_models.conv_16x8()[0])
+    assert main(["quantize", str(path), "-o", str(tmp_path / "Q"), "-q"]) == 0
+    meta = json.loads((tmp_path / "Q" / "quantization.json").read_text())
+    assert meta["settings"]["precision"] == "16x8" and meta["settings"]["rounding"] == "double"

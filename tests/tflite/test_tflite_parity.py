@@ -38,6 +38,15 @@ def test_known_differences_stay_as_measured(name):
 
 
 @pytest.mark.parametrize("backend", ["reference", "kernels"])
+def test_16x8_conv_and_add_equal_litert(backend):
+    """int16 activations, int8 weights, int64 bias (int48 accumulator in TOSA), seeded int16
+    inputs and the int16 rails."""
+    data, shape, zp = op_models.conv_16x8()
+    result = parity(data, corner_inputs(tuple(shape), zp, dtype=np.int16, count=6), backend)
+    assert result.elements == 10 * 144 and result.differing == 0, result
+
+
+@pytest.mark.parametrize("backend", ["reference", "kernels"])
 def test_small_cnn_equals_litert_on_every_tensor(backend):
     data, shape, zp = op_models.small_cnn()
     result = tensor_parity(data, corner_inputs(tuple(shape), zp, count=8), backend)
