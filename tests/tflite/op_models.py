@@ -8,7 +8,7 @@ import numpy as np
 from tests.tflite.harness import (ADD_OPTIONS, CONCAT_OPTIONS, LEAKY_RELU_OPTIONS, MUL_OPTIONS, REDUCER_OPTIONS,
                                   RELU6, SOFTMAX_OPTIONS, SUB_OPTIONS, FC_OPTIONS, Net, act_options,
                                   conv_options, depthwise_options, pool_options)
-from qsim.tflite.writer import Options
+from qsim.tflite.writer import ModelWriter, Options
 
 SHAPE = [1, 8, 8, 4]
 IN_SCALE, IN_ZP = 0.04, -5
@@ -271,6 +271,23 @@ def conv_16x8():
     y = n.act([1, 6, 6, 4], 0.003, 0, dtype=np.int16, name="y")
     n.op("ADD", [c, c], [y], act_options(ADD_OPTIONS), version=3)
     return n.finish([x], [y]), [1, 6, 6, 3], 0
+
+
+def float_cnn(seed: int = 0):
+    """A float model (no quantization): conv (RELU6), MEAN, SOFTMAX, input [1, 8, 8, 3]."""
+    rng = np.random.default_rng(seed)
+    w = ModelWriter()
+    x = w.tensor("x", np.float32, [1, 8, 8, 3])
+    k = w.tensor("k", np.float32, [4, 3, 3, 3], data=rng.normal(size=(4, 3, 3, 3)) * 0.3)
+    b = w.tensor("b", np.float32, [4], data=rng.normal(size=4) * 0.1)
+    c = w.tensor("c", np.float32, [1, 8, 8, 4])
+    w.operator("CONV_2D", [x, k, b], [c], conv_options(act=RELU6))
+    axes = w.tensor("axes", np.int32, [2], data=[1, 2])
+    m = w.tensor("m", np.float32, [1, 4])
+    w.operator("MEAN", [c, axes], [m], Options(REDUCER_OPTIONS, [(0, "bool", False)]))
+    y = w.tensor("y", np.float32, [1, 4])
+    w.operator("SOFTMAX", [m], [y], Options(SOFTMAX_OPTIONS, [(0, "f32", 1.0)]))
+    return w.finish([x], [y])
 
 
 OPERATORS = {
