@@ -124,3 +124,24 @@ def test_activation_bounds_round_to_nearest(value, scale, zp, expected):
     """zero point + round(bound / scale) with the quotient in float32, half away from zero:
     6 / 0.048 = 125 -> -3; 1 / float32(0.016) = 62.49999... -> 62; ties 2.5 -> 3, -2.5 -> -3."""
     assert activation_bound(value, scale, zp) == expected
+
+
+@pytest.mark.parametrize("builtin", ["LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU"])
+def test_int8_activations_equal_litert_on_every_code_at_random_grids(builtin):
+    """All 256 input codes at 8 seeded (input scale, zero point, output grid) choices; LOGISTIC
+    and TANH on TFLite's fixed output grids (1/256, -128) and (1/128, 0)."""
+    from qsim.tflite.writer import Options
+    from tests.tflite.harness import LEAKY_RELU_OPTIONS, Net
+    rng = np.random.default_rng(21)
+    codes = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    for _ in range(8):
+        n = Net(0)
+        x = n.act([1, 256], float(rng.uniform(0.005, 0.3)), int(rng.integers(-128, 128)), name="x")
+        grid = {"LOGISTIC": (1 / 256, -128), "TANH": (1 / 128, 0)}.get(
+            builtin, (float(rng.uniform(0.005, 0.1)), int(rng.integers(-128, 0))))
+        y = n.act([1, 256], *grid, name="y")
+        options = Options(LEAKY_RELU_OPTIONS, [(0, "f32", float(rng.uniform(0.01, 0.9)))]) \
+            if builtin == "LEAKY_RELU" else None
+        n.op(builtin, [x], [y], options)
+        result = parity(n.finish([x], [y]), [codes])
+        assert result.elements == 256 and result.differing == 0, (builtin, result)
