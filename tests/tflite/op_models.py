@@ -290,6 +290,21 @@ def float_cnn(seed: int = 0):
     return w.finish([x], [y])
 
 
+def float_io(seed: int = 5):
+    """float32 input -> QUANTIZE -> conv (RELU6) -> DEQUANTIZE -> float32 output (what TFLite's
+    converter writes without int8 input/output types)."""
+    n = Net(seed)
+    xf = n.w.tensor("image", np.float32, [1, 8, 8, 3])
+    xq = n.act([1, 8, 8, 3], 0.03, 4, name="image_q")
+    n.op("QUANTIZE", [xf], [xq])
+    k = n.weights([4, 3, 3, 3])
+    c = n.act([1, 8, 8, 4], 0.07, -9, name="conv")
+    n.op("CONV_2D", [xq, k, n.bias(4, 0.03, k)], [c], conv_options(act=RELU6))
+    y = n.w.tensor("scores", np.float32, [1, 8, 8, 4])
+    n.op("DEQUANTIZE", [c], [y])
+    return n.finish([xf], [y])
+
+
 OPERATORS = {
     "CONV_2D": conv, "CONV_2D stride 2 relu6": lambda: conv(2, 0, RELU6, zp=-128, out_zp=-128),
     "CONV_2D 1x1 valid": lambda: conv(1, 1, 0, kernel=1, out_zp=127),

@@ -145,3 +145,22 @@ def test_int8_activations_equal_litert_on_every_code_at_random_grids(builtin):
         n.op(builtin, [x], [y], options)
         result = parity(n.finish([x], [y]), [codes])
         assert result.elements == 256 and result.differing == 0, (builtin, result)
+
+
+def test_float_io_model_keeps_names_and_equals_litert():
+    """QUANTIZE of the float input becomes the input's parameters, DEQUANTIZE keeps the output's
+    TFLite name; fed LiteRT's own quantized input, qsim's integer output dequantizes to LiteRT's
+    float output exactly."""
+    from tests.tflite.harness import lower, litert, run_qsim
+    data = op_models.float_io()
+    graph, lowered = lower(data)
+    assert graph.inputs == ("image",) and graph.outputs == ("scores",)
+    assert lowered.input_quant[lowered.graph.inputs[0]].zero_point == 4
+    rng = np.random.default_rng(8)
+    for _ in range(4):
+        x = (rng.normal(size=(1, 8, 8, 3)) * 2).astype(np.float32)
+        it = litert(data, x)
+        codes = it.get_tensor(1)                                  # image_q, LiteRT's QUANTIZE
+        ours = run_qsim(lowered, graph, codes)[0]
+        want = it.get_tensor(it.get_output_details()[0]["index"])
+        np.testing.assert_array_equal((ours.astype(np.float32) + 9) * np.float32(0.07), want)
