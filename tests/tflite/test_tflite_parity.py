@@ -18,10 +18,11 @@ from tests.tflite.harness import corner_inputs, parity, run_litert, tensor_parit
 EXACT = [name for name in op_models.OPERATORS if name not in op_models.KNOWN_DIFFERENCES]
 
 
+@pytest.mark.parametrize("backend", ["reference", "kernels"])
 @pytest.mark.parametrize("name", EXACT)
-def test_operator_equals_litert_reference(name):
+def test_operator_equals_litert_reference(name, backend):
     data, shape, zp = op_models.OPERATORS[name]()
-    result = parity(data, corner_inputs(tuple(shape), zp, count=6))
+    result = parity(data, corner_inputs(tuple(shape), zp, count=6), backend)
     assert result.elements > 0
     assert result.differing == 0, result
 
