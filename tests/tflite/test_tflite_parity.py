@@ -164,3 +164,20 @@ def test_float_io_model_keeps_names_and_equals_litert():
         ours = run_qsim(lowered, graph, codes)[0]
         want = it.get_tensor(it.get_output_details()[0]["index"])
         np.testing.assert_array_equal((ours.astype(np.float32) + 9) * np.float32(0.07), want)
+
+
+def test_tflite_tensors_round_twice_whatever_the_run_option():
+    """quantize_graph with the default options (single rounding) still rescales a .tflite
+    model's tensors as TFLite does: the small CNN's output equals LiteRT's."""
+    from qsim.quant.options import QuantizeOptions
+    from qsim.quant.pipeline import quantize_graph
+    from qsim.tflite.load import convert_model
+    from qsim.tflite.model import parse_model
+    from tests.tflite.harness import run_qsim
+    data, shape, zp = op_models.small_cnn()
+    graph = convert_model(parse_model(data))
+    lowered = quantize_graph(graph, None, None, QuantizeOptions(show_progress=False, eval_limit=1)).model
+    rescales = [op for op in lowered.graph.ops if op.kind.name == "tosa.RESCALE"]
+    assert rescales and all(op.attrs["double_round"] for op in rescales if int(op.attrs["shift"].max()) > 31)
+    for x in corner_inputs(tuple(shape), zp, count=4):
+        np.testing.assert_array_equal(run_qsim(lowered, graph, x)[0], run_litert(data, x)[0])
