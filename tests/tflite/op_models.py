@@ -357,7 +357,3 @@ def small_cnn(seed: int = 20):
     n.op("SOFTMAX", [f], [y], Options(SOFTMAX_OPTIONS, [(0, "f32", 1.0)]))
     return n.finish([x], [y]), [1, 16, 16, 3], -1
 
-
-# operators whose TFLite arithmetic qsim does not reproduce: the most differing elements (of 1 LSB)
-# measured on the parity test's inputs (docs/tflite.md explains each)
-KNOWN_DIFFERENCES = {"MEAN 7x7 same grid": 1, "MEAN 3x3 coarser": 2}

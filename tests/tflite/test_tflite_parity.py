@@ -2,8 +2,7 @@
 element for element: per operator on seeded inputs and corners (both rails, -128 everywhere,
 the zero point everywhere, alternating rails), every tensor of the issue's small CNN, and the
 arithmetic pieces (multiplier derivation, double rounding, the fixed-point softmax) against
-TFLite's formulas. Operators whose TFLite arithmetic qsim does not reproduce are asserted at
-their measured difference (docs/tflite.md), so a change either way shows."""
+TFLite's formulas."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,26 +14,15 @@ from qsim.tosa import arith
 from tests.tflite import op_models
 from tests.tflite.harness import corner_inputs, parity, run_litert, tensor_parity
 
-EXACT = [name for name in op_models.OPERATORS if name not in op_models.KNOWN_DIFFERENCES]
 
 
 @pytest.mark.parametrize("backend", ["reference", "kernels"])
-@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("name", sorted(op_models.OPERATORS))
 def test_operator_equals_litert_reference(name, backend):
     data, shape, zp = op_models.OPERATORS[name]()
     result = parity(data, corner_inputs(tuple(shape), zp, count=6), backend)
     assert result.elements > 0
     assert result.differing == 0, result
-
-
-@pytest.mark.parametrize("name", sorted(op_models.KNOWN_DIFFERENCES))
-def test_known_differences_stay_as_measured(name):
-    """MEAN (TFLite has three integer paths by keep_dims and grids, none reproduced exactly yet;
-    qsim rescales the int32 sum once): at most 1 LSB, on at most the measured number of elements."""
-    data, shape, zp = op_models.OPERATORS[name]()
-    result = parity(data, corner_inputs(tuple(shape), zp, count=6))
-    most = op_models.KNOWN_DIFFERENCES[name]
-    assert result.max_lsb <= 1 and result.differing <= most, result
 
 
 @pytest.mark.parametrize("backend", ["reference", "kernels"])

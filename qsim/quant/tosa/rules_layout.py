@@ -19,7 +19,8 @@ from ..rules import pattern_rule, rule
 from .rules_linear import _crop_input
 from ..target import TargetKind
 from .tflite import rules_pool as tflite_pool
-from .tflite.arith import is_tflite
+from .tflite.arith import is_tflite, mean_multiplier
+from .tflite.rules_add import rescale_fixed
 from .context import TosaContext
 
 
@@ -233,7 +234,8 @@ def lower_mean_sum(ctx: TosaContext, op: ir.Op) -> None:
     squeeze = bool(op.attrs.get("squeeze", False))
     mean = op.kind.name == "math.mean_reduce"
     x = ctx.f.value(op.inputs[0])
-    if (mean and rank == 4 and axes == [2, 3] and in_shape[2] * in_shape[3] > 1
+    tflite = mean and is_tflite(x.quant)     # TFLite's MEAN: one multiplier with 1/count folded in
+    if (mean and not tflite and rank == 4 and axes == [2, 3] and in_shape[2] * in_shape[3] > 1
             and _own_annotation(ctx, op.outputs[0], x.quant) is None):
         # global average pooling: one AVG_POOL2D over the whole plane (an output annotated on
         # another grid takes the general path below: one rounding, not AVG_POOL2D's and a RESCALE's)
@@ -259,8 +261,13 @@ def lower_mean_sum(ctx: TosaContext, op: ir.Op) -> None:
     quant = ctx.f.activation_quant(op.outputs[0])
     ratio = float(x.quant.scales()[0]) / (count * float(quant.scales()[0]))
     out_hint = f"{op.outputs[0]}.kept" if squeeze else op.outputs[0]
-    out = ctx.rescale(acc, scale=ratio, input_zp=0, output_zp=int(quant.zero_points()[0]),
-                      out_dtype=ctx.act_dtype, hint=out_hint, quant=quant, exact=not squeeze)
+    if tflite:
+        multiplier, shift = mean_multiplier(float(x.quant.scales()[0]), float(quant.scales()[0]), count)
+        out = rescale_fixed(ctx, acc, multiplier, shift, 0, int(quant.zero_points()[0]), ctx.act_dtype,
+                            out_hint, True, quant=quant, exact=not squeeze)
+    else:
+        out = ctx.rescale(acc, scale=ratio, input_zp=0, output_zp=int(quant.zero_points()[0]),
+                          out_dtype=ctx.act_dtype, hint=out_hint, quant=quant, exact=not squeeze)
     v = Lowered(out, quant, x.perm)
     if squeeze:
         v = ctx.to_float_layout(v, f"{op.outputs[0]}.float")
