@@ -107,11 +107,17 @@ def lower_transpose(ctx: TosaContext, op: ir.Op) -> None:
 def lower_pad(ctx: TosaContext, op: ir.Op) -> None:
     if op.attrs.get("method", "CONSTANT") != "CONSTANT":
         raise ctx.f.unsupported(f"pad method {op.attrs.get('method')!r}; only CONSTANT is lowered")
+    x = ctx.f.value(op.inputs[0])
+    pad_code = int(x.quant.zero_points()[0])            # padding with 0: the zero point exactly
     if len(op.inputs) > 1 and op.inputs[1]:
         value = ctx.f.constant(op.inputs[1])
-        if value is None or float(value.reshape(-1)[0]) != 0.0:
-            raise ctx.f.unsupported("only padding with 0 is lowered (it is the zero point exactly)")
-    x = ctx.f.value(op.inputs[0])
+        steps = None if value is None else float(value.reshape(-1)[0]) / float(x.quant.scales()[0])
+        # another constant: only one that lies on the input's grid (a TFLite PADV2 constant is
+        # stored on it), so that padding with its code is exact
+        if steps is None or abs(steps - round(steps)) > 1e-3 or \
+                not ctx.act_dtype.min <= pad_code + round(steps) <= ctx.act_dtype.max:
+            raise ctx.f.unsupported("only padding with 0 or a value on the input's grid is lowered")
+        pad_code += int(round(steps))
     rank = len(x.perm)
     axes = _norm_axes(op.attrs.get("axes", range(rank)), rank)
     pads = packed_ints(op.attrs.get("padding"), 2 * len(axes), "padding", ctx.f)
@@ -120,7 +126,7 @@ def lower_pad(ctx: TosaContext, op: ir.Op) -> None:
         before[a], after[a] = pads[k], pads[len(axes) + k]
     padding = tuple((before[p], after[p]) for p in x.perm)      # in the integer layout
     out = ctx.emit("PAD", [x.name], {"padding": np.array(padding, dtype=np.int32),
-                                       "pad_const": int(x.quant.zero_points()[0])},
+                                       "pad_const": pad_code},
                      hint=op.outputs[0], label=ctx.f.where(), quant=x.quant, exact=True)
     ctx.f.bind(op.outputs[0], Lowered(out, x.quant, x.perm))
 
