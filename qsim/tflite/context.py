@@ -260,6 +260,9 @@ class OpContext:
         """Emits `kind` computing output k (held NCHW when 4-D unless `nchw` says otherwise)."""
         t = self.out_def(k)
         held_nchw = t.rank == 4 if nchw is None else nchw
+        if held_nchw and t.rank != 4:
+            self.fail(f"output {t.describe()} is not 4-D like the operator's input",
+                      hint="the output's shape must be the one the operator computes")
         shape = tuple(t.shape[i] for i in NHWC_TO_NCHW) if held_nchw else t.shape
         b = self.builder
         out_name = name or (t.name if t.name not in b.tensors else b.fresh(t.name))
@@ -284,6 +287,8 @@ class OpContext:
     def held_out_shape(self, nchw: bool | None = None, k: int = 0) -> tuple[int, ...]:
         t = self.out_def(k)
         held = t.rank == 4 if nchw is None else nchw
+        if held and t.rank != 4:
+            self.fail(f"output {t.describe()} is not 4-D like the operator's input")
         return tuple(t.shape[i] for i in NHWC_TO_NCHW) if held else t.shape
 
     def scalar(self, value: float) -> str:

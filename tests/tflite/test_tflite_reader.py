@@ -193,3 +193,13 @@ def test_empty_tensor_is_refused_by_name():
     w.operator("RELU", [x], [y])
     with pytest.raises(UnsupportedError, match="tensor 0 'x' is empty"):
         parse_model(w.finish([x], [y]))
+
+
+def test_output_of_another_rank_than_computed_is_refused():
+    """(found by the fuzzer: a RELU6 of a 4-D input declaring a 2-D output)"""
+    w = ModelWriter()
+    x = w.tensor("x", np.int8, [1, 4, 4, 2], scale=0.1)
+    y = w.tensor("y", np.int8, [16, 2], scale=0.1)
+    w.operator("RELU6", [x], [y])
+    with pytest.raises(QsimError, match="not 4-D"):
+        convert_model(parse_model(w.finish([x], [y])))
