@@ -13,6 +13,7 @@ import argparse
 
 import dataclasses
 import math
+import os
 import resource
 import sys
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 from .. import zoo
 from ..atomic import atomic_directory
 from ..errors import UsageError
+from ..loader import model_kind
 from ..outpath import QUANTIZED_MODEL, check_output
 from ..quant.calibration.annotations import annotated_parameters
 from ..quant.calibration.data import Samples, load_model_samples
@@ -66,13 +68,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--observer", choices=[k.value for k in ObserverKind],
                    default=ObserverKind.PERCENTILE.value,
                    help="range observer for calibrated tensors (default percentile: the 99.99th percentile range)")
-    p.add_argument("--precision", choices=[p.value for p in Precision], default=Precision.INT8.value,
-                   help="int8, or 16x8: int16 activations, int8 weights (default int8)")
+    p.add_argument("--precision", choices=[p.value for p in Precision], default=None,
+                   help="int8, or 16x8: int16 activations, int8 weights (default int8; for a .tflite "
+                        "model, its own: 16x8 when its input is int16)")
     p.add_argument("--weights", choices=[g.value for g in Granularity],
                    default=Granularity.PER_CHANNEL.value,
                    help="weight scale granularity (default per-channel)")
-    p.add_argument("--rounding", choices=[r.value for r in Rounding], default=Rounding.SINGLE.value,
-                   help="RESCALE rounding; double reproduces TFLite (default single)")
+    p.add_argument("--rounding", choices=[r.value for r in Rounding], default=None,
+                   help="RESCALE rounding; double reproduces TFLite (default: double for a .tflite "
+                        "model, whose reference kernels round twice; single otherwise)")
     p.add_argument("--no-bias-correction", action="store_true",
                    help="keep the float biases (default: correct each output channel's mean "
                         "shift caused by weight rounding, from calibration channel means)")
@@ -107,10 +111,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
+def _is_tflite(path) -> bool:
+    return bool(path) and os.path.isfile(path) and model_kind(path) == "tflite"
+
+
+def _precision(args: argparse.Namespace) -> Precision:
+    if args.precision is not None:
+        return Precision(args.precision)
+    if _is_tflite(args.model):
+        from ..tflite import activation_bits  # deferred: the TFLite front end, for .tflite models only
+        return Precision.INT16X8 if activation_bits(args.model) == 16 else Precision.INT8
+    return Precision.INT8
+
+
+def _double_round(args: argparse.Namespace) -> bool:
+    if args.rounding is not None:
+        return Rounding(args.rounding) is Rounding.DOUBLE
+    return _is_tflite(args.model)
+
+
 def run(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
-        observer=ObserverKind(args.observer), precision=Precision(args.precision),
-        weight_granularity=Granularity(args.weights), double_round=Rounding(args.rounding) is Rounding.DOUBLE,
+        observer=ObserverKind(args.observer), precision=_precision(args),
+        weight_granularity=Granularity(args.weights), double_round=_double_round(args),
         bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding and WeightRounding(args.weight_rounding),
         backend=Backend(args.backend), calib_limit=args.calib_limit, eval_limit=args.eval_limit,
         show_progress=not args.quiet, score_outputs=tuple(args.score_outputs))
@@ -134,7 +157,7 @@ def plan_request(args: argparse.Namespace) -> PlanRequest | None:
     if args.target != TargetKind.TOSA.value:
         raise UsageError("a precision plan picks TOSA modes; --target cvm has one precision",
                          hint="drop --target cvm")
-    if args.precision != Precision.INT8.value:
+    if args.precision is not None:
         raise UsageError("--precision and a precision target both set the precision",
                          hint="drop --precision: the plan picks int8 or 16x8 per layer")
     if args.tech is not None and args.cost != "energy":
