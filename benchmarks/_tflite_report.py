@@ -1,0 +1,181 @@
+"""reports/tflite.md, reports/tflite.json and reports/tflite_cycles.png from benchmarks/tflite.py's
+results (one dict: the run header and, per model, what run_model returned)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from qsim.atomic import atomic_write_text
+
+from _tflite_match import largest_differences
+
+PLOT_MODEL = "mobilenet_v2"       # the per-layer plot's model (falls back to the first with both sides)
+
+
+def short(name: str, width: int = 48) -> str:
+    """A TFLite tensor name cut to its last ';'-part and `width` characters (the converter joins
+    every fused TF op's name into one)."""
+    name = name.split(";")[0]
+    return name if len(name) <= width else "…" + name[-(width - 1):]
+
+
+def summary_line(r: dict) -> str:
+    parts = [r["model"]]
+    if "parity" in r:
+        t = r["parity"]["total"]
+        parts.append(f"parity {t['differing']}/{t['elements']} differ, max {t['max_lsb']} LSB")
+    for acc, c in r.get("compare", {}).items():
+        parts.append(f"{acc}: Vela {c['vela_cycles']:,} vs qsim {c['qsim_config']} {c['qsim_cycles']:,} cycles")
+    if "error" in r:
+        parts.append(f"stopped at {r['error']['stage']}: {r['error']['message'].splitlines()[-1][:200]}")
+    return "; ".join(parts)
+
+
+def _parity_rows(models: dict) -> list[str]:
+    lines = ["| model | inputs | operator outputs compared | not compared | elements | differing | max LSB | model output differing |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for name, r in models.items():
+        if "parity" not in r:
+            lines.append(f"| {name} | – | – | – | – | – | – | not run: {r.get('error', {}).get('stage', '?')} |")
+            continue
+        p, t = r["parity"], r["parity"]["total"]
+        out = p["model_output"]
+        out_text = f"{out['differing']} of {out['elements']}" if out else "not compared"
+        lines.append(f"| {name} | {p['inputs']} | {len(p['tensors'])} | {len(p['not_compared'])} | "
+                     f"{t['elements']:,} | {t['differing']:,} | {t['max_lsb']} | {out_text} |")
+    return lines
+
+
+def _parity_details(models: dict) -> list[str]:
+    lines = []
+    for name, r in models.items():
+        if "parity" not in r:
+            continue
+        p = r["parity"]
+        lines += [f"**{name}** per operator type:", "",
+                  "| builtin | elements | differing | max LSB |", "|---|---:|---:|---:|"]
+        lines += [f"| {b} | {v['elements']:,} | {v['differing']:,} | {v['max_lsb']} |"
+                  for b, v in p["by_builtin"].items()]
+        first = [row for row in p["tensors"] if row["differing"]][:8]
+        if first:
+            lines += ["", "First operators whose outputs differ (graph order):", ""]
+            lines += [f"- #{row['index']} {row['builtin']} `{short(row['output'])}`: {row['differing']:,} of "
+                      f"{row['elements']:,} elements, max {row['max_lsb']} LSB" for row in first]
+        if p["not_compared"]:
+            lines += ["", "Not compared:", ""]
+            lines += [f"- #{row['index']} {row['builtin']} `{short(row['output'])}`: {row['why']}"
+                      for row in p["not_compared"][:12]]
+            if len(p["not_compared"]) > 12:
+                lines.append(f"- and {len(p['not_compared']) - 12} more")
+        lines.append("")
+    return lines
+
+
+def _cycle_rows(models: dict) -> list[str]:
+    lines = ["| model | accelerator | Vela cycles | Vela SRAM bytes | Vela off-chip bytes | Vela CPU ops | qsim array | "
+             "qsim cycles | qsim DRAM bytes | qsim / Vela cycles | MACs |",
+             "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|"]
+    totals: dict[str, list[int]] = {}
+    for name, r in models.items():
+        for acc, v in r.get("vela", {}).items():
+            npu = next((n for n in r.get("npu", {}).values() if n["accelerator"] == acc and n["engine"] == "model"), None)
+            off = v["dram_bytes"] + v["offchip_flash_bytes"]
+            q = (f"{npu['config']['rows']}x{npu['config']['cols']} | {npu['total_cycles']:,} | {npu['dram_bytes']:,} | "
+                 f"{npu['total_cycles'] / v['cycles_total']:.2f}") if npu else "– | – | – | –"
+            lines.append(f"| {name} | {acc} | {v['cycles_total']:,} | {v['sram_bytes']:,} | {off:,} | "
+                         f"{', '.join(v['cpu_ops']) or 'none'} | {q} | {v['nn_macs']:,} |")
+            if npu:
+                t = totals.setdefault(acc, [0, 0, 0, 0, 0])
+                for k, value in enumerate((v["cycles_total"], v["sram_bytes"], off, npu["total_cycles"], npu["dram_bytes"])):
+                    t[k] += value
+    for acc, t in totals.items():
+        lines.append(f"| **total (models both ran)** | {acc} | {t[0]:,} | {t[1]:,} | {t[2]:,} | | | {t[3]:,} | {t[4]:,} | "
+                     f"{t[3] / t[0]:.2f} | |")
+    return lines
+
+
+def _cause(row: dict) -> str:
+    """What the two sides' own breakdowns say about one operator's difference."""
+    notes = []
+    q, v = row["qsim_cycles"], row["vela_cycles"]
+    if q and row["qsim_stall_cycles"] > 0.4 * q:
+        notes.append(f"qsim waits for DRAM {row['qsim_stall_cycles'] / q:.0%} of its cycles")
+    if q and row["qsim_fill_drain_cycles"] > 0.4 * q:
+        notes.append(f"qsim fill/drain {row['qsim_fill_drain_cycles'] / q:.0%}")
+    if v and max(row["vela_sram_access_cycles"], row["vela_offchip_access_cycles"]) > row["vela_npu_cycles"]:
+        notes.append("Vela memory-bound (access cycles > compute)")
+    if row["vela_rows"] == 0:
+        notes.append("no Vela operation (removed or fused into a neighbour)")
+    if row["qsim_layers"] == 0:
+        notes.append("no qsim stage (fused into a neighbour or a host step)")
+    return "; ".join(notes)
+
+
+def _largest(models: dict, count: int = 6) -> list[str]:
+    lines = []
+    for name, r in models.items():
+        for acc, c in r.get("compare", {}).items():
+            lines += [f"**{name}, {acc} vs qsim {c['qsim_config']}** (operators with the largest |qsim - Vela|):", "",
+                      "| # | builtin | output | MACs | Vela cycles (NPU / SRAM / off-chip access) | qsim cycles "
+                      "(compute / fill-drain / stall) | qsim / Vela | reading |",
+                      "|---:|---|---|---:|---|---|---:|---|"]
+            for row in largest_differences(c["per_op"], count):
+                ratio = f"{row['qsim_cycles'] / row['vela_cycles']:.2f}" if row["vela_cycles"] else "–"
+                lines.append(
+                    f"| {row['index']} | {row['builtin']} | `{short(row['output'], 36)}` | {row['macs']:,} | "
+                    f"{row['vela_cycles']:,} ({row['vela_npu_cycles']:,} / {row['vela_sram_access_cycles']:,} / "
+                    f"{row['vela_offchip_access_cycles']:,}) | {row['qsim_cycles']:,} ({row['qsim_compute_cycles']:,} / "
+                    f"{row['qsim_fill_drain_cycles']:,} / {row['qsim_stall_cycles']:,}) | {ratio} | {_cause(row)} |")
+            lines.append("")
+    return lines
+
+
+def plot(models: dict, path: Path) -> str | None:
+    """Per-operator cycles, qsim beside Vela, of PLOT_MODEL (U55-256 vs 16x16); None if no model
+    has both sides."""
+    name = PLOT_MODEL if "ethos-u55-256" in models.get(PLOT_MODEL, {}).get("compare", {}) else next(
+        (n for n, r in models.items() if "ethos-u55-256" in r.get("compare", {})), None)
+    if name is None:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    c = models[name]["compare"]["ethos-u55-256"]
+    rows = [r for r in c["per_op"] if r["vela_cycles"] or r["qsim_cycles"]]
+    x = range(len(rows))
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.16 * len(rows) + 2), 4.8))
+    ax.bar([i - 0.2 for i in x], [r["vela_cycles"] for r in rows], 0.4, label="Vela, Ethos-U55-256")
+    ax.bar([i + 0.2 for i in x], [r["qsim_cycles"] for r in rows], 0.4, label=f"qsim NPU {c['qsim_config']} (model engine)")
+    ax.set_yscale("log")
+    ax.set_xticks(list(x), [f"{r['index']} {r['builtin'].replace('DEPTHWISE_CONV_2D', 'DW').replace('CONV_2D', 'CONV')}"
+                            for r in rows], rotation=90, fontsize=6)
+    ax.set_ylabel("cycles (log)")
+    ax.set_title(f"{name}: cycles per TFLite operator (Vela {c['vela_cycles']:,}, qsim {c['qsim_cycles']:,} in total)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def write_report(doc: dict, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    models = doc["models"]
+    json_path, md_path, png_path = out / "tflite.json", out / "tflite.md", out / "tflite_cycles.png"
+    atomic_write_text(json_path, json.dumps(doc, indent=1, default=str) + "\n")
+    plotted = plot(models, png_path)
+    from _tflite_text import EXPLANATION, header_lines
+    lines = header_lines(doc)
+    lines += ["## Parity: qsim's integer run vs LiteRT's reference kernels", ""] + _parity_rows(models) + [""]
+    lines += _parity_details(models)
+    lines += ["## Cycles and bytes: qsim's NPU beside Vela at the same MACs per cycle", ""] + _cycle_rows(models) + [""]
+    if plotted:
+        lines += [f"![per-operator cycles of {plotted}](tflite_cycles.png)", ""]
+    lines += ["## Largest per-operator differences", ""] + _largest(models) + EXPLANATION
+    errors = {n: r["error"] for n, r in models.items() if "error" in r}
+    if errors:
+        lines += ["## Models qsim did not finish", ""]
+        lines += [f"- **{n}** at {e['stage']}: `{e['message'].strip().splitlines()[-1][:400]}`" for n, e in errors.items()]
+        lines.append("")
+    atomic_write_text(md_path, "\n".join(lines) + "\n")
+    return [json_path, md_path] + ([png_path] if plotted else [])
