@@ -3,7 +3,9 @@
 - a `.sknd` file, or a folder holding `main.sknd`: NNEF 2.0 / SkriptND (qsim.skriptnd);
 - a `graph.nnef` file, a folder holding `graph.nnef`, or a `.tgz` / `.tar.gz` / `.tar` container:
   NNEF 1.0 (qsim.nnef1);
-- a `.onnx` file: ONNX (qsim.onnx).
+- a `.onnx` file: ONNX (qsim.onnx);
+- a TFLite flatbuffer (file identifier "TFL3" at bytes 4..8, whatever its name): TFLite
+  (qsim.tflite).
 Each front end is imported when a model of its form is loaded (the package's __init__ imports
 this module, so every `import qsim...` would otherwise pay for all of them).
 Anything else is a UsageError saying what was found and what is expected.
@@ -20,7 +22,7 @@ NNEF1_CONTAINERS = (".tgz", ".tar.gz", ".tar")
 
 
 def model_kind(path: str) -> str:
-    """'skriptnd', 'nnef1' or 'onnx' for a model path; raises UsageError otherwise."""
+    """'skriptnd', 'nnef1', 'onnx' or 'tflite' for a model path; raises UsageError otherwise."""
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, "main.sknd")):
             return "skriptnd"
@@ -30,6 +32,8 @@ def model_kind(path: str) -> str:
     if not os.path.exists(path):
         raise UsageError(f"no such file or folder: {path}")
     lower = path.lower()
+    if _has_tflite_identifier(path):
+        return "tflite"
     if lower.endswith(".sknd"):
         return "skriptnd"
     if lower.endswith(".nnef") or lower.endswith(NNEF1_CONTAINERS):
@@ -38,7 +42,19 @@ def model_kind(path: str) -> str:
         return "onnx"
     raise UsageError(f"cannot tell the model format of {path}",
                      hint="give a .sknd file or a folder with main.sknd (NNEF 2.0), graph.nnef, "
-                          "a folder holding it, or a .tgz/.tar container (NNEF 1.0), or a .onnx file")
+                          "a folder holding it, or a .tgz/.tar container (NNEF 1.0), a .onnx file, "
+                          "or a .tflite file")
+
+
+def _has_tflite_identifier(path: str) -> bool:
+    """Bytes 4..8 of a TFLite flatbuffer are its file identifier "TFL3" (read here, not by
+    importing the front end: every model path passes this test)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    return len(head) == 8 and head[4:8] == b"TFL3"
 
 
 def load(path: str, *, graph: str | None = None, keep: Iterable[str] = (),
@@ -79,5 +95,8 @@ def _load(path: str, *, graph, keep, attribs, require_data: bool, batch: int) ->
     if kind == "onnx":
         from .onnx import load as load_onnx  # deferred: imports the onnx package (protobuf), a real cost
         return load_onnx(path, batch=batch)
+    if kind == "tflite":
+        from .tflite import load_tflite  # deferred: the TFLite front end (flatbuffers)
+        return load_tflite(path)
     from .nnef1 import load_nnef1  # deferred: NNEF 1.0 front end: +0.07 s CPU (as above)
     return load_nnef1(path, batch=None if batch == 1 else batch)

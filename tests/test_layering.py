@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("errors", "ir", "numerics", "version", "tensorfile", "tensorbits", "atomic", "limits",
               "textfile", "outpath", "cachedir", "threads", "pinned", "progress", "userdata", "zoo",
               "_checkout")),
-    ("front ends", ("skriptnd", "nnef1", "onnx")),
+    ("front ends", ("skriptnd", "nnef1", "onnx", "tflite")),
     ("model loading", ("loader",)),
     ("dialects", ("tosa", "cvm", "kernels")),
     ("runtime", ("runtime",)),

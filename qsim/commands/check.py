@@ -52,7 +52,7 @@ def check_model(path: str, *, all_graphs: bool = False, graph: str | None = None
             lines.extend(summarize(r.graph, r.missing_data))
         return "\n".join(lines)
     g = load(path)
-    form = "ONNX" if model_kind(path) == "onnx" else "NNEF 1.0"
+    form = {"onnx": "ONNX", "tflite": "TFLite"}.get(model_kind(path), "NNEF 1.0")
     # an NNEF 1.0 document holds exactly one graph (1.0 spec 3.1), so --graph can only name it;
     # --keep would keep compound operators whole, which NNEF 1.0 fragments do not have
     if graph is not None and graph != g.name:

@@ -13,6 +13,7 @@ import argparse
 
 import dataclasses
 import math
+import os
 import resource
 import sys
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 from .. import zoo
 from ..atomic import atomic_directory
 from ..errors import UsageError
+from ..loader import model_kind
 from ..outpath import QUANTIZED_MODEL, check_output
 from ..quant.calibration.annotations import annotated_parameters
 from ..quant.calibration.data import Samples, load_samples
@@ -67,8 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", choices=[g.value for g in Granularity],
                    default=Granularity.PER_CHANNEL.value,
                    help="weight scale granularity (default per-channel)")
-    p.add_argument("--rounding", choices=[r.value for r in Rounding], default=Rounding.SINGLE.value,
-                   help="RESCALE rounding; double reproduces TFLite (default single)")
+    p.add_argument("--rounding", choices=[r.value for r in Rounding], default=None,
+                   help="RESCALE rounding; double reproduces TFLite (default: double for a .tflite "
+                        "model, whose reference kernels round twice; single otherwise)")
     p.add_argument("--no-bias-correction", action="store_true",
                    help="keep the float biases (default: correct each output channel's mean "
                         "shift caused by weight rounding, from calibration channel means)")
@@ -91,10 +94,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
+def _double_round(args: argparse.Namespace) -> bool:
+    if args.rounding is not None:
+        return Rounding(args.rounding) is Rounding.DOUBLE
+    return bool(args.model) and os.path.isfile(args.model) and model_kind(args.model) == "tflite"
+
+
 def run(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
         observer=ObserverKind(args.observer), precision=Precision(args.precision),
-        weight_granularity=Granularity(args.weights), double_round=Rounding(args.rounding) is Rounding.DOUBLE,
+        weight_granularity=Granularity(args.weights), double_round=_double_round(args),
         bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding and WeightRounding(args.weight_rounding),
         backend=Backend(args.backend), calib_limit=args.calib_limit, eval_limit=args.eval_limit,
         show_progress=not args.quiet, score_outputs=tuple(args.score_outputs))
