@@ -80,6 +80,13 @@ def match_items(ops: Sequence[TfliteOp], names: Sequence[str],
     return result
 
 
+def renamed(ops: Sequence[TfliteOp], names: dict[str, str]) -> list[TfliteOp]:
+    """The operators with their outputs under another naming (qsim's integer graph, whose
+    tensor names are the TFLite names made identifiers: `names` is the quantized model's
+    tensor_map, TFLite name -> integer tensor name); names without an entry kept."""
+    return [TfliteOp(op.index, op.builtin, names.get(op.output, op.output)) for op in ops]
+
+
 def per_op_sums(ops: Sequence[TfliteOp], assignment: Sequence[int | None],
                 values: Sequence[dict], keys: Sequence[str]) -> tuple[list[dict], dict]:
     """Sums of `keys` of the items per operator (operators in order, with `items`: how many rows

@@ -199,3 +199,25 @@ def convert(model, net: Network, seed: int) -> bytes:
     converter.inference_input_type = tf.int8
     converter.inference_output_type = tf.int8
     return converter.convert()
+
+
+def shorten_tensor_names(data: bytes, width: int = 120) -> bytes:
+    """The flatbuffer with every tensor named by the first ';'-part of its converter name (cut to
+    `width` characters, made unique with a suffix). The converter joins the names of all TF ops it
+    fused into one tensor (~250 characters for a conv + batch norm + relu), and qsim quantize fails
+    writing a quantized model with such names (its .dat file names exceed the file system's 255
+    bytes: reports/tflite.md). Vela, LiteRT and qsim all read the renamed file, so names still
+    match across the three."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(data))
+    for subgraph in model.subgraphs:
+        seen: set[bytes] = set()
+        for tensor in subgraph.tensors:
+            name = (tensor.name or b"").split(b";")[0][:width]
+            unique, k = name, 1
+            while unique in seen:
+                unique, k = name + b"_%d" % k, k + 1
+            seen.add(unique)
+            tensor.name = unique
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))

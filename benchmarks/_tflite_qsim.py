@@ -92,10 +92,19 @@ def simulate(qmodel: Path, setup: NpuSetup, engine: str, x: np.ndarray, work: Pa
     return json.loads((out / "report.json").read_text())
 
 
-def integer_run(qmodel: Path, x: np.ndarray) -> dict[str, np.ndarray]:
+def integer_names(qmodel: Path) -> dict[str, str]:
+    """The quantized model's tensor_map: source (TFLite) tensor name -> integer tensor name."""
+    from qsim.quant.qmodel import read_metadata
+    return {source: entry["tensor"] for source, entry in read_metadata(qmodel).get("tensor_map", {}).items()
+            if isinstance(entry, dict) and "tensor" in entry}
+
+
+def integer_run(qmodel: Path, x: np.ndarray) -> dict[str, list[np.ndarray]]:
     """qsim's integer execution (the kernels backend, every tensor kept) of one int8 input,
-    keyed by the source model's tensor names (the quantized model's tensor_map), in the source
-    layout (the map's permutation undone)."""
+    keyed by the source model's tensor names (the quantized model's tensor_map): per name the
+    integer tensor as qsim holds it (TOSA's NHWC, TFLite's layout too) and, where the map has
+    a permutation, the same in the float graph's layout (the reader may build that NCHW); the
+    comparison takes the one of the reference's shape."""
     from qsim.quant.qmodel import load_quantized_model
     from qsim.runtime.executor import execute
 
@@ -106,5 +115,5 @@ def integer_run(qmodel: Path, x: np.ndarray) -> dict[str, np.ndarray]:
     for source, lowered in model.tensor_map.items():
         if lowered.name in values:
             value = values[lowered.name]
-            out[source] = np.transpose(value, np.argsort(lowered.perm)) if lowered.perm else value
+            out[source] = [value] + ([np.transpose(value, np.argsort(lowered.perm))] if lowered.perm else [])
     return out

@@ -48,15 +48,18 @@ VELA_ROW_KEYS = ("cycles", "npu_cycles", "sram_access_cycles", "dram_access_cycl
                  "offchip_flash_access_cycles", "macs")
 
 
-def convert_model(name: str, work: Path, seed: int) -> tuple[Path, float | None]:
-    """The model's .tflite in `work` (kept between runs: a rerun reuses it)."""
-    path = work / f"{name}.tflite"
+def convert_model(name: str, work: Path, seed: int, keep_names: bool) -> tuple[Path, float | None]:
+    """The model's .tflite in `work` (kept between runs: a rerun reuses it); tensor names
+    shortened unless keep_names (_tflite_models.shorten_tensor_names says why)."""
+    path = work / (f"{name}_converter_names.tflite" if keep_names else f"{name}.tflite")
     if path.exists():
         return path, None
     import _tflite_models as models
     start = time.perf_counter()
     net = models.NETWORKS[name]
     data = models.convert(models.build(net, seed), net, seed)
+    if not keep_names:
+        data = models.shorten_tensor_names(data)
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(data)
     tmp.replace(path)
@@ -71,7 +74,9 @@ def eval_inputs(name: str, count: int, scale: float, zero_point: int) -> np.ndar
 
 
 def parity(ops, tensor_dtypes, reference, ours) -> tuple[list[dict], list[dict]]:
-    """Per TFLite operator output, over the inputs: compared rows and not-compared rows (why)."""
+    """Per TFLite operator output, over the inputs: compared rows and not-compared rows (why).
+    reference: per input, LiteRT's tensors by name; ours: per input, qsim's candidates by name
+    (its layouts of the tensor, _tflite_qsim.integer_run), the first of LiteRT's shape taken."""
     compared, skipped = [], []
     for op in ops:
         dtype = tensor_dtypes[op.output]
@@ -81,15 +86,16 @@ def parity(ops, tensor_dtypes, reference, ours) -> tuple[list[dict], list[dict]]
             continue
         total, why = match.Parity(), None
         for theirs_all, ours_all in zip(reference, ours):
-            mine = ours_all.get(op.output)
-            if mine is None:
+            layouts = ours_all.get(op.output)
+            if layouts is None:
                 why = "no qsim tensor of this name (fused into its consumer or renamed)"
                 break
             theirs = theirs_all[op.output]
-            if mine.size != theirs.size:
-                why = f"qsim shape {list(mine.shape)} vs LiteRT {list(theirs.shape)}"
+            mine = next((v for v in layouts if v.shape == theirs.shape), None)
+            if mine is None:
+                why = f"qsim shape {list(layouts[0].shape)} vs LiteRT {list(theirs.shape)}"
                 break
-            total.add(match.compare(mine.reshape(theirs.shape), theirs))
+            total.add(match.compare(mine, theirs))
         row = {"index": op.index, "builtin": op.builtin, "output": op.output}
         if why:
             skipped.append(dict(row, why=why))
@@ -161,8 +167,9 @@ def vela_runs(result: dict, tflite: Path, work: Path) -> None:
             "rows": [vars(r) for r in run.rows]}
 
 
-def compare_cycles(result: dict, ops) -> None:
-    """Per accelerator: Vela's rows and qsim's layers (model engine) summed per TFLite operator."""
+def compare_cycles(result: dict, ops, integer_names: dict[str, str]) -> None:
+    """Per accelerator: Vela's rows and qsim's layers (model engine) summed per TFLite operator
+    (qsim's layers by the integer graph's names of the operators' outputs)."""
     result["compare"] = {}
     for setup in SETUPS:
         vela, npu = result.get("vela", {}).get(setup.accelerator), result.get("npu", {}).get(f"{setup.name}-model")
@@ -173,7 +180,8 @@ def compare_cycles(result: dict, ops) -> None:
                                  lambda i, op: match.vela_type_agrees(rows[i]["original_op"], op))
         v_ops, v_un = match.per_op_sums(ops, v_at, rows, VELA_ROW_KEYS)
         layers = npu["layers"]
-        q_at = match.match_items(ops, [layer["name"] for layer in layers], lambda i, op: True)
+        q_at = match.match_items(match.renamed(ops, integer_names), [layer["name"] for layer in layers],
+                                 lambda i, op: True)
         q_ops, q_un = match.per_op_sums(ops, q_at, [{k: (layer[k] or 0) for k in QSIM_LAYER_KEYS} for layer in layers],
                                         QSIM_LAYER_KEYS)
         per_op = []
@@ -199,7 +207,7 @@ def run_model(name: str, args) -> dict:
     result: dict = {"model": name}
     stage = "convert"
     try:
-        tflite, convert_s = convert_model(name, Path(args.work), args.seed)
+        tflite, convert_s = convert_model(name, Path(args.work), args.seed, args.keep_names)
         result.update(tflite=str(tflite), tflite_bytes=tflite.stat().st_size, convert_s=convert_s)
         import _tflite_litert as litert
         ops = litert.operators(litert.interpreter(tflite))
@@ -218,7 +226,8 @@ def run_model(name: str, args) -> dict:
         xs = run_parity(result, tflite, qmodel, args.inputs)
         stage = "qsim simulate"
         npu_runs(result, qmodel, xs[0], work, name in args.verilator)
-        compare_cycles(result, ops)
+        from _tflite_qsim import integer_names
+        compare_cycles(result, ops, integer_names(qmodel))
     except QsimFailed as err:
         result["error"] = {"stage": stage, "message": str(err)}
     except Exception as err:      # noqa: BLE001 - one model's failure must not lose the others'
@@ -254,6 +263,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="weights and calibration data")
     parser.add_argument("--work", default="/tmp/qsim-tflite-bench")
     parser.add_argument("--verilator", default="", help="models also simulated on the verilator engine (16x16)")
+    parser.add_argument("--keep-names", action="store_true",
+                        help="keep the converter's joined tensor names (qsim quantize fails on them)")
     parser.add_argument("--requantize", action="store_true", help="rerun qsim quantize on a kept work folder")
     parser.add_argument("--out", default=str(HERE.parent / "reports"))
     args = parser.parse_args(argv)

@@ -11,7 +11,7 @@ BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 sys.path.insert(0, BENCHMARKS)
 
 from _tflite_match import (Parity, TfliteOp, builtin_key, compare, largest_differences,  # noqa: E402
-                           match_items, parity_by_builtin, per_op_sums, vela_type_agrees)
+                           match_items, parity_by_builtin, per_op_sums, renamed, vela_type_agrees)
 from _vela import VelaFormatError, parse_per_layer, parse_summary  # noqa: E402
 from tflite import parity  # noqa: E402
 
@@ -95,6 +95,17 @@ def test_qsim_layers_go_by_name_prefix_and_to_the_next_named_one():
     assert found == [0, 1, 3, 4, 4]
 
 
+def test_qsim_layers_named_by_the_integer_graph_match_through_the_tensor_map():
+    names = {"net/conv;net/relu": "net_conv_net_relu", "StatefulPartitionedCall_1:0": "StatefulPartitionedCall_1_0"}
+    ops = renamed(OPS, names)
+    assert [op.output for op in ops] == ["net_conv_net_relu", "net/pool/AvgPool", "net/flatten/Reshape",
+                                         "net/logits/MatMul", "StatefulPartitionedCall_1_0"]
+    assert [op.index for op in ops] == [0, 1, 2, 3, 4] and ops[4].builtin == "SOFTMAX"
+    layers = ["net_conv_net_relu", "net/logits/MatMul", "StatefulPartitionedCall_1_0_max",
+              "StatefulPartitionedCall_1_0"]
+    assert match_items(ops, layers, lambda i, op: True) == [0, 3, 4, 4]
+
+
 def test_per_operator_sums_and_unmatched_rest():
     values = [{"cycles": 10}, {"cycles": 5}, {"cycles": 7}, {"cycles": 1}]
     per_op, rest = per_op_sums(OPS[:2], [0, None, 0, 1], values, ["cycles"])
@@ -119,10 +130,11 @@ def test_parity_sums_over_inputs_and_says_why_a_tensor_is_not_compared():
             "m": np.array([-32768], np.int16), "f": np.zeros(1, np.float32)},
            {"a": np.array([1, 2, 3], np.int8), "b": np.array([[5, 5]], np.int8), "r": np.zeros((2, 2), np.int8),
             "m": np.array([0], np.int16), "f": np.zeros(1, np.float32)}]
-    ours = [{"a": np.array([1, 2, 4], np.int8), "b": np.array([0, 0], np.int8), "r": np.zeros(3, np.int8),
-             "m": np.array([32767], np.int16)},
-            {"a": np.array([1, 0, 3], np.int8), "b": np.array([5, 7], np.int8), "r": np.zeros(3, np.int8),
-             "m": np.array([0], np.int16)}]
+    # qsim's candidates per tensor: its own layout first, then the float graph's
+    ours = [{"a": [np.array([1, 2, 4], np.int8)], "b": [np.array([0, 0], np.int8), np.array([[0, 0]], np.int8)],
+             "r": [np.zeros(4, np.int8)], "m": [np.array([32767], np.int16)]},
+            {"a": [np.array([1, 0, 3], np.int8)], "b": [np.array([5, 7], np.int8), np.array([[5, 7]], np.int8)],
+             "r": [np.zeros(4, np.int8)], "m": [np.array([0], np.int16)]}]
     del ours[1]["m"]
     compared, skipped = parity(ops, dtypes, ref, ours)
     assert compared == [
