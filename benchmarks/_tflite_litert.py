@@ -25,8 +25,15 @@ def operators(it) -> list[TfliteOp]:
     """The model's operators in execution order (LiteRT's order is the subgraph's)."""
     details = it.get_tensor_details()
     names = {d["index"]: d["name"] for d in details}
-    return [TfliteOp(int(op["index"]), str(op["op_name"]), names[int(op["outputs"][0])])
+    return [TfliteOp(int(op["index"]), str(op["op_name"]), names[int(op["outputs"][0])],
+                     tuple(names[int(i)] for i in op["inputs"] if int(i) >= 0))
             for op in it._get_ops_details()]
+
+
+def produced(it) -> set[str]:
+    """Every tensor an operator writes (all outputs, not only the first)."""
+    names = {d["index"]: d["name"] for d in it.get_tensor_details()}
+    return {names[int(i)] for op in it._get_ops_details() for i in op["outputs"]}
 
 
 def input_quantization(it) -> tuple[tuple[int, ...], float, int]:

@@ -29,6 +29,7 @@ class TfliteOp:
     index: int
     builtin: str         # BuiltinOperator name as LiteRT prints it: CONV_2D, AVERAGE_POOL_2D
     output: str          # the first output tensor's name
+    inputs: tuple[str, ...] = ()     # input tensor names (activations and constants)
 
 
 # Vela's operator names (ethosu.vela.operation.Op) that are not the builtin's name with the
@@ -84,7 +85,7 @@ def renamed(ops: Sequence[TfliteOp], names: dict[str, str]) -> list[TfliteOp]:
     """The operators with their outputs under another naming (qsim's integer graph, whose
     tensor names are the TFLite names made identifiers: `names` is the quantized model's
     tensor_map, TFLite name -> integer tensor name); names without an entry kept."""
-    return [TfliteOp(op.index, op.builtin, names.get(op.output, op.output)) for op in ops]
+    return [TfliteOp(op.index, op.builtin, names.get(op.output, op.output), op.inputs) for op in ops]
 
 
 def per_op_sums(ops: Sequence[TfliteOp], assignment: Sequence[int | None],
@@ -108,19 +109,23 @@ class Parity:
     elements: int = 0
     differing: int = 0
     max_lsb: int = 0
+    higher: int = 0          # of the differing elements, those where qsim's value is the larger
 
     def add(self, other: "Parity") -> None:
         self.elements += other.elements
         self.differing += other.differing
         self.max_lsb = max(self.max_lsb, other.max_lsb)
+        self.higher += other.higher
 
 
 def compare(ours: np.ndarray, theirs: np.ndarray) -> Parity:
     """Element counts of two integer tensors of one shape (int64 differences: no wrap-around)."""
     if ours.shape != theirs.shape:
         raise ValueError(f"shapes differ: {ours.shape} vs {theirs.shape}")
-    diff = np.abs(ours.astype(np.int64) - theirs.astype(np.int64))
-    return Parity(int(diff.size), int(np.count_nonzero(diff)), int(diff.max()) if diff.size else 0)
+    signed = ours.astype(np.int64) - theirs.astype(np.int64)
+    diff = np.abs(signed)
+    return Parity(int(diff.size), int(np.count_nonzero(diff)), int(diff.max()) if diff.size else 0,
+                  int(np.count_nonzero(signed > 0)))
 
 
 def parity_by_builtin(rows: Sequence[dict]) -> dict[str, Parity]:
@@ -129,8 +134,25 @@ def parity_by_builtin(rows: Sequence[dict]) -> dict[str, Parity]:
     out: dict[str, Parity] = {}
     for row in rows:
         out.setdefault(row["builtin"], Parity()).add(
-            Parity(row["elements"], row["differing"], row["max_lsb"]))
+            Parity(row["elements"], row["differing"], row["max_lsb"], row.get("higher", 0)))
     return out
+
+
+def origins(ops: Sequence[TfliteOp], rows: Sequence[dict], produced: set[str]) -> list[dict]:
+    """The compared operators (rows by "output") whose output differs although every input is
+    exact: an input is exact when it is compared and equal, or when no operator produces it (a
+    constant, or the graph input both sides receive as the same array). There differences start;
+    an operator with a differing or uncompared input may only pass differences on."""
+    by_output = {row["output"]: row for row in rows}
+    found = []
+    for op in ops:
+        row = by_output.get(op.output)
+        if row is None or not row["differing"]:
+            continue
+        if all((name in by_output and by_output[name]["differing"] == 0) or
+               (name not in by_output and name not in produced) for name in op.inputs):
+            found.append(row)
+    return found
 
 
 def largest_differences(per_op: Sequence[dict], count: int) -> list[dict]:

@@ -19,6 +19,14 @@ def short(name: str, width: int = 48) -> str:
     return name if len(name) <= width else "…" + name[-(width - 1):]
 
 
+def error_text(message: str, width: int = 400) -> str:
+    """qsim's message (its first line, which names the file, operator and cause) without the
+    traceback or hint that follow."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    first = next((line for line in lines if "error" in line.lower() and not line.startswith("File ")), lines[-1])
+    return first[:width]
+
+
 def summary_line(r: dict) -> str:
     parts = [r["model"]]
     if "parity" in r:
@@ -27,22 +35,23 @@ def summary_line(r: dict) -> str:
     for acc, c in r.get("compare", {}).items():
         parts.append(f"{acc}: Vela {c['vela_cycles']:,} vs qsim {c['qsim_config']} {c['qsim_cycles']:,} cycles")
     if "error" in r:
-        parts.append(f"stopped at {r['error']['stage']}: {r['error']['message'].splitlines()[-1][:200]}")
+        parts.append(f"stopped at {r['error']['stage']}: {error_text(r['error']['message'], 200)}")
     return "; ".join(parts)
 
 
 def _parity_rows(models: dict) -> list[str]:
-    lines = ["| model | inputs | operator outputs compared | not compared | elements | differing | max LSB | model output differing |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| model | inputs | operator outputs compared | not compared | elements | differing | max LSB | "
+             "differences start at (operators) | model output differing |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, r in models.items():
         if "parity" not in r:
-            lines.append(f"| {name} | – | – | – | – | – | – | not run: {r.get('error', {}).get('stage', '?')} |")
+            lines.append(f"| {name} | – | – | – | – | – | – | – | not run: {r.get('error', {}).get('stage', '?')} |")
             continue
         p, t = r["parity"], r["parity"]["total"]
         out = p["model_output"]
         out_text = f"{out['differing']} of {out['elements']}" if out else "not compared"
         lines.append(f"| {name} | {p['inputs']} | {len(p['tensors'])} | {len(p['not_compared'])} | "
-                     f"{t['elements']:,} | {t['differing']:,} | {t['max_lsb']} | {out_text} |")
+                     f"{t['elements']:,} | {t['differing']:,} | {t['max_lsb']} | {len(p.get('origins', []))} | {out_text} |")
     return lines
 
 
@@ -56,11 +65,17 @@ def _parity_details(models: dict) -> list[str]:
                   "| builtin | elements | differing | max LSB |", "|---|---:|---:|---:|"]
         lines += [f"| {b} | {v['elements']:,} | {v['differing']:,} | {v['max_lsb']} |"
                   for b, v in p["by_builtin"].items()]
-        first = [row for row in p["tensors"] if row["differing"]][:8]
-        if first:
-            lines += ["", "First operators whose outputs differ (graph order):", ""]
+        by_index = {row["index"]: row for row in p["tensors"]}
+        start = [by_index[i] for i in p.get("origins", [])]
+        differing = sum(1 for row in p["tensors"] if row["differing"])
+        if differing:
+            lines += ["", f"{differing} operator outputs differ; differences start at {len(start)} operators whose "
+                      "inputs are all exact (the others receive a differing input and pass it on):", ""]
             lines += [f"- #{row['index']} {row['builtin']} `{short(row['output'])}`: {row['differing']:,} of "
-                      f"{row['elements']:,} elements, max {row['max_lsb']} LSB" for row in first]
+                      f"{row['elements']:,} elements, max {row['max_lsb']} LSB, qsim the higher in "
+                      f"{row.get('higher', 0):,}" for row in start[:12]]
+            if len(start) > 12:
+                lines.append(f"- and {len(start) - 12} more")
         if p["not_compared"]:
             lines += ["", "Not compared:", ""]
             lines += [f"- #{row['index']} {row['builtin']} `{short(row['output'])}`: {row['why']}"
@@ -111,21 +126,27 @@ def _cause(row: dict) -> str:
     return "; ".join(notes)
 
 
+def _rate(macs: int, cycles: int) -> str:
+    return f"{macs / cycles:.0f}" if cycles and macs else "–"
+
+
 def _largest(models: dict, count: int = 6) -> list[str]:
     lines = []
     for name, r in models.items():
         for acc, c in r.get("compare", {}).items():
             lines += [f"**{name}, {acc} vs qsim {c['qsim_config']}** (operators with the largest |qsim - Vela|):", "",
                       "| # | builtin | output | MACs | Vela cycles (NPU / SRAM / off-chip access) | qsim cycles "
-                      "(compute / fill-drain / stall) | qsim / Vela | reading |",
-                      "|---:|---|---|---:|---|---|---:|---|"]
+                      "(compute / fill-drain / stall) | MACs per cycle Vela / qsim | qsim / Vela | reading |",
+                      "|---:|---|---|---:|---|---|---|---:|---|"]
             for row in largest_differences(c["per_op"], count):
                 ratio = f"{row['qsim_cycles'] / row['vela_cycles']:.2f}" if row["vela_cycles"] else "–"
                 lines.append(
                     f"| {row['index']} | {row['builtin']} | `{short(row['output'], 36)}` | {row['macs']:,} | "
                     f"{row['vela_cycles']:,} ({row['vela_npu_cycles']:,} / {row['vela_sram_access_cycles']:,} / "
                     f"{row['vela_offchip_access_cycles']:,}) | {row['qsim_cycles']:,} ({row['qsim_compute_cycles']:,} / "
-                    f"{row['qsim_fill_drain_cycles']:,} / {row['qsim_stall_cycles']:,}) | {ratio} | {_cause(row)} |")
+                    f"{row['qsim_fill_drain_cycles']:,} / {row['qsim_stall_cycles']:,}) | "
+                    f"{_rate(row['macs'], row['vela_cycles'])} / {_rate(row['macs'], row['qsim_cycles'])} | {ratio} | "
+                    f"{_cause(row)} |")
             lines.append("")
     return lines
 
@@ -175,7 +196,7 @@ def write_report(doc: dict, out: Path) -> list[Path]:
     errors = {n: r["error"] for n, r in models.items() if "error" in r}
     if errors:
         lines += ["## Models qsim did not finish", ""]
-        lines += [f"- **{n}** at {e['stage']}: `{e['message'].strip().splitlines()[-1][:400]}`" for n, e in errors.items()]
+        lines += [f"- **{n}** at {e['stage']}: `{error_text(e['message'])}`" for n, e in errors.items()]
         lines.append("")
     atomic_write_text(md_path, "\n".join(lines) + "\n")
     return [json_path, md_path] + ([png_path] if plotted else [])

@@ -101,7 +101,7 @@ def parity(ops, tensor_dtypes, reference, ours) -> tuple[list[dict], list[dict]]
             skipped.append(dict(row, why=why))
         else:
             compared.append(dict(row, elements=total.elements, differing=total.differing,
-                                 max_lsb=total.max_lsb))
+                                 max_lsb=total.max_lsb, higher=total.higher))
     return compared, skipped
 
 
@@ -123,11 +123,12 @@ def run_parity(result: dict, tflite: Path, qmodel: Path, n_inputs: int) -> list[
     compared, skipped = parity(ops, dtypes, reference, ours)
     total = match.Parity()
     for row in compared:
-        total.add(match.Parity(row["elements"], row["differing"], row["max_lsb"]))
+        total.add(match.Parity(row["elements"], row["differing"], row["max_lsb"], row["higher"]))
     out_name = it.get_output_details()[0]["name"]
     result["parity"] = {"inputs": n_inputs, "tensors": compared, "not_compared": skipped,
                         "by_builtin": {k: vars(v) for k, v in match.parity_by_builtin(compared).items()},
                         "total": vars(total),
+                        "origins": [r["index"] for r in match.origins(ops, compared, litert.produced(it))],
                         "model_output": next((r for r in compared if r["output"] == out_name), None)}
     return xs
 
@@ -267,14 +268,21 @@ def main(argv=None) -> int:
                         help="keep the converter's joined tensor names (qsim quantize fails on them)")
     parser.add_argument("--requantize", action="store_true", help="rerun qsim quantize on a kept work folder")
     parser.add_argument("--out", default=str(HERE.parent / "reports"))
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite tflite.md and the plot from the --out folder's tflite.json")
     args = parser.parse_args(argv)
+    out = Path(args.out)
+    if args.report_only:
+        from _tflite_report import write_report
+        for path in write_report(json.loads((out / "tflite.json").read_text()), out):
+            print(f"wrote {path}")
+        return 0
     args.verilator = [m for m in args.verilator.split(",") if m]
     models = [m for m in args.models.split(",") if m]
     from _rows import run_header
     header = dict(run_header(), cpu=cpu_model(), versions=versions(), seed=args.seed, inputs=args.inputs,
                   command="python benchmarks/tflite.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                   qsim_setups=[vars(s) for s in SETUPS])
-    out = Path(args.out)
     previous = json.loads((out / "tflite.json").read_text()).get("models", {}) if (out / "tflite.json").exists() else {}
     results = {}
     for name in models:

@@ -11,7 +11,7 @@ BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 sys.path.insert(0, BENCHMARKS)
 
 from _tflite_match import (Parity, TfliteOp, builtin_key, compare, largest_differences,  # noqa: E402
-                           match_items, parity_by_builtin, per_op_sums, renamed, vela_type_agrees)
+                           match_items, origins, parity_by_builtin, per_op_sums, renamed, vela_type_agrees)
 from _vela import VelaFormatError, parse_per_layer, parse_summary  # noqa: E402
 from tflite import parity  # noqa: E402
 
@@ -116,7 +116,7 @@ def test_per_operator_sums_and_unmatched_rest():
 def test_compare_counts_differences_without_wrapping():
     ours = np.array([[-128, 0, 5], [127, 1, 1]], np.int8)
     theirs = np.array([[127, 0, 4], [127, 1, 3]], np.int8)
-    assert compare(ours, theirs) == Parity(6, 3, 255)       # int8 differences taken in int64
+    assert compare(ours, theirs) == Parity(6, 3, 255, 1)    # int8 differences taken in int64; one above
     assert compare(ours, ours) == Parity(6, 0, 0)
     with pytest.raises(ValueError, match="shapes differ"):
         compare(ours, theirs.reshape(3, 2))
@@ -138,11 +138,22 @@ def test_parity_sums_over_inputs_and_says_why_a_tensor_is_not_compared():
     del ours[1]["m"]
     compared, skipped = parity(ops, dtypes, ref, ours)
     assert compared == [
-        {"index": 0, "builtin": "CONV_2D", "output": "a", "elements": 6, "differing": 2, "max_lsb": 2},
-        {"index": 2, "builtin": "ADD", "output": "b", "elements": 4, "differing": 1, "max_lsb": 2}]
+        {"index": 0, "builtin": "CONV_2D", "output": "a", "elements": 6, "differing": 2, "max_lsb": 2, "higher": 1},
+        {"index": 2, "builtin": "ADD", "output": "b", "elements": 4, "differing": 1, "max_lsb": 2, "higher": 1}]
     assert [(s["index"], s["why"].split(" ")[0]) for s in skipped] == [(1, "float32"), (3, "qsim"), (4, "no")]
     by = parity_by_builtin(compared + [{"builtin": "CONV_2D", "elements": 4, "differing": 1, "max_lsb": 9}])
-    assert by == {"CONV_2D": Parity(10, 3, 9), "ADD": Parity(4, 1, 2)}
+    assert by == {"CONV_2D": Parity(10, 3, 9, 1), "ADD": Parity(4, 1, 2, 1)}
+
+
+def test_differences_start_where_every_input_is_exact():
+    ops = [TfliteOp(0, "CONV_2D", "a", ("x", "w0")), TfliteOp(1, "CONV_2D", "b", ("a", "w1")),
+           TfliteOp(2, "ADD", "c", ("x", "b")), TfliteOp(3, "RESHAPE", "d", ("x",)),
+           TfliteOp(4, "MUL", "e", ("d", "x")), TfliteOp(5, "MEAN", "f", ("a",))]
+    rows = [{"output": "a", "differing": 0}, {"output": "b", "differing": 3}, {"output": "c", "differing": 5},
+            {"output": "e", "differing": 1}, {"output": "f", "differing": 2}]
+    # b: inputs a (exact) and a constant -> origin; c: input b differs -> passed on; e: input d is
+    # produced but not compared -> unknown, not an origin; f: input a exact -> origin
+    assert [r["output"] for r in origins(ops, rows, {"a", "b", "c", "d", "e", "f"})] == ["b", "f"]
 
 
 def test_largest_differences_by_absolute_cycle_gap():
