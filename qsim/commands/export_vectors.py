@@ -21,7 +21,9 @@ HELP = "write golden vectors (.npy, $readmemh .hex, JSON manifest) of every laye
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser
     p.add_argument("model", nargs="?", metavar="QMODEL",
-                   help="quantized model folder from qsim quantize (default: the embedded model)")
+                   help="quantized model folder from qsim quantize, or a model that carries its own "
+                        "quantization (a .tflite or QDQ ONNX file: quantized in memory on its "
+                        "parameters); default: the embedded model")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--out", metavar="DIR", help="output directory (new, empty, or an earlier export-vectors output, which is replaced)")
     where.add_argument("--cocotb", metavar="DIR",

@@ -1,16 +1,21 @@
 """The quantized model and the inputs the NPU commands (`qsim simulate`, `qsim export-vectors`)
-hand the NPU: a folder written by `qsim quantize`, or the embedded model quantized in memory;
+hand the NPU: a folder written by `qsim quantize`, a model file that carries its own quantization
+(a .tflite or QDQ ONNX model) quantized in memory, or the embedded model quantized in memory;
 the integer inputs from `--input` options, or the first embedded test image. The NPU modules
 take the model and its inputs as arguments and load neither."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from .. import zoo
 from ..errors import UsageError
 from ..quant.lowering.float_side import LoweredModel
 from ..quant.pipeline import embedded_quantized_model, model_name_of
-from ..quant.qmodel import integer_inputs, load_quantized_model
+from ..loader import load, model_kind
+from ..quant.options import QuantizeOptions
+from ..quant.pipeline import quantize_graph
+from ..quant.qmodel import integer_inputs, is_quantized_model, load_quantized_model
 from ..quant.target import TargetKind
 from ..userdata import read_inputs as read_input_arrays
 
@@ -23,10 +28,16 @@ class LoadedModel:
 
 
 def load_npu_model(path: str | None) -> LoadedModel:
-    """A TOSA folder written by `qsim quantize`, or (None) the embedded model quantized in memory."""
+    """A TOSA folder written by `qsim quantize`, a model file carrying its own quantization
+    (quantized in memory on it, as `qsim quantize` without --calib does; a .tflite model with
+    TFLite's double rounding), or (None) the embedded model quantized in memory."""
     if path is None:
         return LoadedModel(embedded_quantized_model(), "fashion_cnn",
                            "embedded Fashion-MNIST CNN (quantized in memory)")
+    if os.path.isfile(path) and not is_quantized_model(path):
+        options = QuantizeOptions(show_progress=False, double_round=model_kind(path) == "tflite", eval_limit=1)
+        lowered = quantize_graph(load(path), None, None, options).model
+        return LoadedModel(lowered, model_name_of(path), f"{path} (quantized in memory on its own parameters)")
     return LoadedModel(load_quantized_model(path, expect=TargetKind.TOSA), model_name_of(path), str(path))
 
 

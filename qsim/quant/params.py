@@ -151,7 +151,9 @@ def params_from_range(lo, hi, scheme: QuantScheme, source: str = "calibration",
                      source=source)
 
 
-ANNOTATION_SOURCES = ("annotation", "graph.quant")
+# "tflite": parameters a .tflite model carries; its operators' arithmetic is TFLite's where
+# TFLite and qsim's rules differ (quant/tosa/tflite/)
+ANNOTATION_SOURCES = ("annotation", "graph.quant", "tflite")
 
 
 def annotated(t: Tensor) -> bool:

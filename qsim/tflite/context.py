@@ -62,9 +62,9 @@ def quant_info(q: QuantParams | None, type_code: int, axis_map=None) -> ir.Quant
     bits = {S.INT8: 8, S.INT16: 16, S.UINT8: 8, S.INT32: 32}[type_code]
     signed = type_code != S.UINT8
     if q.axis is None:
-        return ir.QuantInfo(float(q.scale[0]), int(q.zero_point[0]), None, bits, signed, False, "annotation")
+        return ir.QuantInfo(float(q.scale[0]), int(q.zero_point[0]), None, bits, signed, False, "tflite")
     axis = q.axis if axis_map is None else axis_map(q.axis)
-    return ir.QuantInfo(q.scale.astype(np.float64), q.zero_point.copy(), axis, bits, signed, False, "annotation")
+    return ir.QuantInfo(q.scale.astype(np.float64), q.zero_point.copy(), axis, bits, signed, False, "tflite")
 
 
 @dataclass

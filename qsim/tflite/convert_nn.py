@@ -136,6 +136,12 @@ def _pool(ctx: OpContext) -> None:
     attrs = {"axes": (2, 3), "size": kernel, "stride": strides, "dilation": (1, 1), "padding": pads,
              "padding_align": "UPPER", "ceil_mode": False}
     average = ctx.op.builtin == "AVERAGE_POOL_2D"
+    out_quant = ctx.out_quant()
+    if x.quant is not None and out_quant is not None and \
+            (x.quant.scale, x.quant.zero_point) != (out_quant.scale, out_quant.zero_point):
+        ctx.fail(f"input and output are quantized differently ({x.quant.scale}, {x.quant.zero_point} and "
+                 f"{out_quant.scale}, {out_quant.zero_point}); TFLite's integer pooling does not rescale",
+                 hint="give the pooling output the input's scale and zero point, as TFLite's converter does")
     if average:
         attrs["ignore_border"] = True     # TFLite divides by the count of real (unpadded) elements
     kind = "nn.avg_pool" if average else "nn.max_pool"

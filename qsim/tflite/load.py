@@ -27,6 +27,12 @@ def load_tflite(path: str) -> ir.Graph:
 
 
 def convert_model(model: ModelDef) -> ir.Graph:
+    return import_model(model)[0]
+
+
+def import_model(model: ModelDef) -> tuple[ir.Graph, dict[int, Value]]:
+    """The float graph and, by TFLite tensor index, the Value standing for each tensor (its
+    ir name and whether it is held NCHW): what a per-tensor comparison with LiteRT reads."""
     b = Builder(model)
     inputs = []
     for index in model.inputs:
@@ -51,7 +57,7 @@ def convert_model(model: ModelDef) -> ir.Graph:
             if ctx.out_def(k).index not in b.values:
                 ctx.fail(f"internal: output {k} was not produced")
     outputs = [_graph_output(b, model, index) for index in model.outputs]
-    return b.finish(inputs, outputs).verify()
+    return b.finish(inputs, outputs).verify(), dict(b.values)
 
 
 def _graph_output(b: Builder, model: ModelDef, index: int) -> str:
@@ -69,6 +75,7 @@ def _graph_output(b: Builder, model: ModelDef, index: int) -> str:
     b.ops = [_renamed(op, v.name, inner) for op in b.ops]
     b.add(t.name, t.shape, held.quant)
     b.emit("layout.transpose", [inner], t.name, {"axis": 0, "perm": NCHW_TO_NHWC}, f"output_{t.name}")
+    b.values[index] = Value(t.name, t.shape, False, held.quant)
     return t.name
 
 

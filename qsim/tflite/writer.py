@@ -73,10 +73,31 @@ class ModelWriter:
 
     # ---- serialization
 
-    def finish(self, inputs: Sequence[int], outputs: Sequence[int]) -> bytes:
+    def finish(self, inputs: Sequence[int], outputs: Sequence[int], external: bool = False) -> bytes:
+        """The model's bytes. `external`: constant data after the flatbuffer, found through the
+        buffers' offset/size fields (how files over 2 GB store it), 16-byte aligned."""
+        if not external:
+            return self._serialize(inputs, outputs, None)
+        # offsets are fixed-width fields: a first pass with placeholders gives the size
+        size = len(self._serialize(inputs, outputs, [0] * len(self.buffers)))
+        offsets, at = [], -(-size // 16) * 16
+        for data in self.buffers:
+            offsets.append(at)
+            at = -(-(at + len(data)) // 16) * 16
+        head = self._serialize(inputs, outputs, offsets)
+        assert len(head) == size
+        body = bytearray(head) + bytes(at - size)
+        for offset, data in zip(offsets, self.buffers):
+            body[offset:offset + len(data)] = data
+        return bytes(body)
+
+    def _serialize(self, inputs, outputs, offsets) -> bytes:
         b = flatbuffers.Builder(1024)
         b.ForceDefaults(True)
-        buffers = [self._buffer(b, data) for data in self.buffers]
+        buffers = [self._buffer(b, data) if offsets is None else
+                   self._table(b, [(S.BUFFER_OFFSET, "u64", offsets[i] if data else 0),
+                                   (S.BUFFER_SIZE, "u64", len(data))])
+                   for i, data in enumerate(self.buffers)]
         tensors = [self._tensor(b, t) for t in self.tensors]
         operators = [self._operator(b, *op) for op in self.operators]
         codes = [self._table(b, [(S.OPCODE_DEPRECATED_BUILTIN, "i8", min(code, 127)),
@@ -110,6 +131,8 @@ class ModelWriter:
                 b.PrependInt32Slot(slot, int(value), 0)
             elif kind == "u32":
                 b.PrependUint32Slot(slot, int(value), 0)
+            elif kind == "u64":
+                b.PrependUint64Slot(slot, int(value), 0)
             elif kind == "f32":
                 b.PrependFloat32Slot(slot, float(value), 0.0)
             elif kind == "bool":

@@ -9,13 +9,14 @@ import numpy as np
 
 from qsim.quant.pipeline import quantize_graph
 from qsim.runtime.executor import execute
-from qsim.tflite.load import convert_model
+from qsim.tflite.context import NCHW_TO_NHWC
+from qsim.tflite.load import import_model
 from qsim.tflite.model import parse_model
 from qsim.tflite.writer import ModelWriter, Options
 from qsim.quant.options import QuantizeOptions
 
 # TFLite reference kernels round twice (MultiplyByQuantizedMultiplier): TOSA double_round
-TFLITE_OPTIONS = QuantizeOptions(show_progress=False, double_round=True)
+TFLITE_OPTIONS = QuantizeOptions(show_progress=False, double_round=True, eval_limit=1)
 
 # BuiltinOptions union codes and the option tables' field slots (schema.fbs)
 CONV_OPTIONS, DEPTHWISE_OPTIONS, POOL_OPTIONS, FC_OPTIONS, SOFTMAX_OPTIONS = 1, 2, 5, 8, 9
@@ -77,8 +78,8 @@ class Net:
     def op(self, builtin, inputs, outputs, options=None, version=1):
         self.w.operator(builtin, inputs, outputs, options, version)
 
-    def finish(self, inputs, outputs) -> bytes:
-        return self.w.finish(inputs, outputs)
+    def finish(self, inputs, outputs, external: bool = False) -> bytes:
+        return self.w.finish(inputs, outputs, external)
 
 
 @dataclass
@@ -88,17 +89,24 @@ class Parity:
     max_lsb: int
 
 
-def run_litert(data: bytes, x: np.ndarray) -> list[np.ndarray]:
+def litert(data: bytes, x: np.ndarray):
+    """LiteRT's interpreter with the reference kernels, run on x, every tensor kept."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    it = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                     experimental_preserve_all_tensors=True)
     it.allocate_tensors()
     it.set_tensor(it.get_input_details()[0]["index"], x)
     it.invoke()
+    return it
+
+
+def run_litert(data: bytes, x: np.ndarray) -> list[np.ndarray]:
+    it = litert(data, x)
     return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
 
 
 def lower(data: bytes):
-    graph = convert_model(parse_model(data))
+    graph, _ = import_model(parse_model(data))
     return graph, quantize_graph(graph, None, None, TFLITE_OPTIONS).model
 
 
@@ -129,3 +137,27 @@ def parity(data: bytes, feeds, backend: str = "reference") -> Parity:
             differing += int(np.count_nonzero(diff))
             max_lsb = max(max_lsb, int(diff.max(initial=0)))
     return Parity(elements, differing, max_lsb)
+
+
+def tensor_parity(data: bytes, feeds, backend: str = "reference") -> dict[str, Parity]:
+    """Parity of every computed TFLite tensor that has an integer counterpart, by tensor name."""
+    model = parse_model(data)
+    graph, values = import_model(model)
+    lowered = quantize_graph(graph, None, None, TFLITE_OPTIONS).model
+    result: dict[str, Parity] = {}
+    for x in feeds:
+        feed = {lowered.tensor_map[graph.inputs[0]].name: x}
+        ours, theirs = execute(lowered.graph, feed, backend), litert(data, x)
+        for index, value in values.items():
+            low = lowered.tensor_map.get(value.name)
+            if value.data is not None or low is None or low.name not in ours:
+                continue
+            held = ours[low.name].transpose(np.argsort(low.perm))
+            got = held.transpose(NCHW_TO_NHWC) if value.nchw else held
+            want = theirs.get_tensor(index)
+            diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+            name = model.tensors[index].name
+            old = result.get(name, Parity(0, 0, 0))
+            result[name] = Parity(old.elements + diff.size, old.differing + int(np.count_nonzero(diff)),
+                                  max(old.max_lsb, int(diff.max(initial=0))))
+    return result

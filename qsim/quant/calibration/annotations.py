@@ -22,7 +22,7 @@ from .data import Samples
 
 
 def _what(t: ir.Tensor) -> str:
-    origin = "@quantize entry" if t.quant.source == "annotation" else "graph.quant line"
+    origin = {"annotation": "@quantize entry", "tflite": "TFLite quantization"}.get(t.quant.source, "graph.quant line")
     return f"the {origin} of tensor {t.name!r}"
 
 

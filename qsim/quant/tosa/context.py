@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .tflite.arith import activation_range, is_tflite
 from ... import ir
 from ...errors import InvalidGraphError, UnsupportedError
 from ...tosa.run import operator as tosa_operator
@@ -163,6 +164,8 @@ class TosaContext:
     def clamp_range(self, quant: ir.QuantInfo, lo: float | None, hi: float | None) -> tuple[int, int]:
         """Integer bounds of the real interval [lo, hi] on `quant`'s grid, within the type."""
         dt = self.act_dtype
+        if is_tflite(quant):     # TFLite rounds the bounds to nearest (tflite/arith.py)
+            return activation_range(quant, lo, hi, dt.min, dt.max)
         s, zp = float(quant.scales()[0]), int(quant.zero_points()[0])
         qlo = dt.min if lo is None else max(dt.min, min(dt.max, int(np.ceil(lo / s - 1e-9)) + zp))
         qhi = dt.max if hi is None else min(dt.max, max(dt.min, int(np.floor(hi / s + 1e-9)) + zp))

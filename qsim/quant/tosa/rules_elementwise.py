@@ -20,9 +20,11 @@ import numpy as np
 from ... import ir
 from ..lowering.float_patterns import clamp_bounds, fused_activation, relu_bounds
 from ..lowering.float_side import Lowered, identity
-from ..params import QuantScheme, params_from_range, quantize
+from ..params import QuantScheme, annotated, params_from_range, quantize
 from ..rules import rule
+from .tflite import rules_add as tflite_add
 from .rules_division import lower_division
+from .tflite.arith import is_tflite
 from .rules_activation import lower_leaky_relu
 from .tables import UnaryFunction, make_table, operator_function
 from ..target import TargetKind
@@ -100,6 +102,9 @@ def _result(ctx: TosaContext, op: ir.Op, acc: str, acc_scale: float, perm) -> No
 @rule(TargetKind.TOSA, "math.add", "math.sub")
 def lower_add_sub(ctx: TosaContext, op: ir.Op) -> None:
     a, b = _binary_operands(ctx, op)
+    if is_tflite(a.quant, b.quant) and not (a.quant.per_channel or b.quant.per_channel):
+        tflite_add.lower_add_sub(ctx, op, a, b)      # TFLite's arithmetic (tflite/rules_add.py)
+        return
     s_c = max(float(a.quant.scales()[0]), float(b.quant.scales()[0])) / (1 << COMMON_SCALE_BITS)
     ai = ctx.to_int32(a, float(a.quant.scales()[0]) / s_c, f"{op.outputs[0]}.lhs32")
     bi = ctx.to_int32(b, float(b.quant.scales()[0]) / s_c, f"{op.outputs[0]}.rhs32")
@@ -172,7 +177,16 @@ def lower_clamp(ctx: TosaContext, op: ir.Op) -> None:
 
 @rule(TargetKind.TOSA, "math.iden")
 def lower_identity(ctx: TosaContext, op: ir.Op) -> None:
-    ctx.f.bind(op.outputs[0], ctx.f.value(op.inputs[0]))
+    """The input itself; or, where the output is annotated with other per-tensor parameters
+    (a TFLite QUANTIZE between two integer grids), the input requantized to them."""
+    x = ctx.f.value(op.inputs[0])
+    out_t = ctx.f.graph.tensor(op.outputs[0])
+    out = out_t.quant
+    if annotated(out_t) and x.quant is not None and not out.per_channel and not x.quant.per_channel \
+            and (float(out.scale), int(out.zero_point)) != (float(x.quant.scale), int(x.quant.zero_point)):
+        ctx.f.bind(op.outputs[0], ctx.requantize(x, out, hint=op.outputs[0], exact=True))
+        return
+    ctx.f.bind(op.outputs[0], x)
 
 
 @rule(TargetKind.TOSA, *(f.value for f in UnaryFunction if "." in f.value))

@@ -59,6 +59,8 @@ from .integer_newton import Emitter, reciprocal
 from ..rules import pattern_rule, rule
 from ..lowering.softmax_mask import MaskedSoftmax, match_masked_softmax
 from ..target import TargetKind
+from .tflite import rules_softmax as tflite_softmax
+from .tflite.arith import is_tflite
 from .context import TosaContext
 
 SOFTMAX_STEPS = 255              # output grid 1/255: p = 0 and p = 1 both representable
@@ -93,6 +95,15 @@ def softmax_exp_table(scale: float) -> np.ndarray:
 
 @rule(TargetKind.TOSA, "nn.softmax")
 def lower_softmax(ctx: TosaContext, op: ir.Op) -> None:
+    x = ctx.f.value(op.inputs[0])
+    shape = ctx.f.float_shape(op.inputs[0])
+    axes = sorted({int(a) % len(shape) for a in op.attrs.get("axes", (1,))})
+    out_quant = ctx.f.activation_quant(op.outputs[0])
+    if is_tflite(x.quant) and len(axes) == 1 and \
+            tflite_softmax.applies(ctx, x, out_quant, shape[axes[0]]):
+        # TFLite's reference arithmetic, bit for bit (tflite/rules_softmax.py)
+        tflite_softmax.lower_softmax(ctx, op, x, x.perm.index(axes[0]), out_quant)
+        return
     _integer_softmax(ctx, op, op.inputs[0])
 
 

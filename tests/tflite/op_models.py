@@ -1,0 +1,231 @@
+"""One small quantized TFLite model per operator (written in code), each with a single int8
+input, for the per-operator parity tests against LiteRT's reference kernels. Every builder
+returns (model bytes, input shape, input zero point)."""
+from __future__ import annotations
+
+import numpy as np
+
+from tests.tflite.harness import (ADD_OPTIONS, CONCAT_OPTIONS, LEAKY_RELU_OPTIONS, MUL_OPTIONS, REDUCER_OPTIONS,
+                                  RELU6, SOFTMAX_OPTIONS, SUB_OPTIONS, FC_OPTIONS, Net, act_options,
+                                  conv_options, depthwise_options, pool_options)
+from qsim.tflite.writer import Options
+
+SHAPE = [1, 8, 8, 4]
+IN_SCALE, IN_ZP = 0.04, -5
+
+
+def _start(seed=0, zp=IN_ZP, shape=SHAPE, scale=IN_SCALE, dtype=np.int8):
+    n = Net(seed)
+    return n, n.act(shape, scale, zp, dtype=dtype, name="x")
+
+
+def conv(stride=1, padding=0, act=0, zp=IN_ZP, out_zp=3, kernel=3, seed=0):
+    n, x = _start(seed, zp)
+    k = n.weights([6, kernel, kernel, 4])
+    b = n.bias(6, IN_SCALE, k)
+    size = (8 + stride - 1) // stride if padding == 0 else (8 - kernel) // stride + 1
+    y = n.act([1, size, size, 6], 0.09, out_zp, name="y")
+    n.op("CONV_2D", [x, k, b], [y], conv_options((stride, stride), padding, act))
+    return n.finish([x], [y]), SHAPE, zp
+
+
+def depthwise(act=RELU6, multiplier=1, stride=1, zp=IN_ZP, seed=1):
+    n, x = _start(seed, zp)
+    c = 4 * multiplier
+    k = n.weights([1, 3, 3, c], axis=3)
+    b = n.bias(c, IN_SCALE, k)
+    size = (8 + stride - 1) // stride
+    y = n.act([1, size, size, c], 0.05, -128 if act == RELU6 else 1, name="y")
+    n.op("DEPTHWISE_CONV_2D", [x, k, b], [y], depthwise_options((stride, stride), 0, act, multiplier), version=2)
+    return n.finish([x], [y]), SHAPE, zp
+
+
+def fully_connected(act=0, seed=2):
+    n, x = _start(seed)
+    k = n.weights([10, 256], per_channel=False)
+    b = n.bias(10, IN_SCALE, k)
+    y = n.act([1, 10], 0.2, -7, name="y")
+    n.op("FULLY_CONNECTED", [x, k, b], [y], Options(FC_OPTIONS, [(0, "i8", act), (1, "i8", 0), (2, "bool", False)]))
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def _residual(builtin, options, seed, out_scale=0.06, out_zp=-2, other_scale=0.07, other_zp=4):
+    """x -> 1x1 conv (its own grid) -> builtin(conv, x): two operands on different grids."""
+    n, x = _start(seed)
+    k = n.weights([4, 1, 1, 4])
+    b = n.bias(4, IN_SCALE, k)
+    c = n.act(SHAPE, other_scale, other_zp, name="c")
+    n.op("CONV_2D", [x, k, b], [c], conv_options())
+    y = n.act(SHAPE, out_scale, out_zp, name="y")
+    n.op(builtin, [c, x], [y], options)
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def add(act=0):
+    return _residual("ADD", act_options(ADD_OPTIONS, act), 3)
+
+
+def sub():
+    return _residual("SUB", act_options(SUB_OPTIONS), 4)
+
+
+def mul():
+    return _residual("MUL", act_options(MUL_OPTIONS), 5, out_scale=0.01, out_zp=0)
+
+
+def pool(builtin, kernel=2, stride=2, padding=1, out_scale=IN_SCALE, out_zp=IN_ZP):
+    n, x = _start(6)
+    size = (8 - kernel) // stride + 1 if padding == 1 else (8 + stride - 1) // stride
+    y = n.act([1, size, size, 4], out_scale, out_zp, name="y")
+    n.op(builtin, [x], [y], pool_options((kernel, kernel), (stride, stride), padding))
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def mean(keep=False, out_scale=0.02, out_zp=1):
+    n, x = _start(7)
+    axes = n.const("axes", np.int32, [1, 2])
+    y = n.act([1, 1, 1, 4] if keep else [1, 4], out_scale, out_zp, name="y")
+    n.op("MEAN", [x, axes], [y], Options(REDUCER_OPTIONS, [(0, "bool", keep)]))
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def softmax(scale=0.1):
+    n, x = _start(8, shape=[1, 10], scale=scale)
+    y = n.act([1, 10], 1 / 256, -128, name="y")
+    n.op("SOFTMAX", [x], [y], Options(SOFTMAX_OPTIONS, [(0, "f32", 1.0)]))
+    return n.finish([x], [y]), [1, 10], IN_ZP
+
+
+def unary(builtin, out_scale, out_zp, options=None, version=1):
+    n, x = _start(9)
+    y = n.act(SHAPE, out_scale, out_zp, name="y")
+    n.op(builtin, [x], [y], options, version)
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def logistic():
+    return unary("LOGISTIC", 1 / 256, -128)
+
+
+def tanh():
+    return unary("TANH", 1 / 128, 0)
+
+
+def relu():
+    return unary("RELU", 0.03, -128)
+
+
+def relu6():
+    return unary("RELU6", 0.03, -128)
+
+
+def leaky_relu():
+    return unary("LEAKY_RELU", 0.03, -20, Options(LEAKY_RELU_OPTIONS, [(0, "f32", 0.1)]), version=2)
+
+
+def prelu():
+    n, x = _start(10)
+    alpha = n.w.tensor("alpha", np.int8, [1, 1, 4], data=np.array([[[20, 60, -30, 100]]], np.int8),
+                       scale=0.005, zero_point=0)
+    y = n.act(SHAPE, 0.035, -10, name="y")
+    n.op("PRELU", [x, alpha], [y])
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def hard_swish():
+    return unary("HARD_SWISH", 0.025, -30)
+
+
+def requantize():
+    return unary("QUANTIZE", 0.05, 7)
+
+
+def concat():
+    """x concatenated on channels with a 1x1 conv of it (TFLite's int8 CONCATENATION wants its
+    inputs on the output's grid: LiteRT refuses a model that requantizes)."""
+    n, x = _start(11)
+    k = n.weights([2, 1, 1, 4])
+    b = n.bias(2, IN_SCALE, k)
+    c = n.act([1, 8, 8, 2], IN_SCALE, IN_ZP, name="c")
+    n.op("CONV_2D", [x, k, b], [c], conv_options())
+    y = n.act([1, 8, 8, 6], IN_SCALE, IN_ZP, name="y")
+    n.op("CONCATENATION", [x, c], [y], Options(CONCAT_OPTIONS, [(0, "i32", 3), (1, "i8", 0)]))
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def reshape():
+    """x -> RESHAPE [1, 16, 16] -> FULLY_CONNECTED: reshape reads TFLite's element order."""
+    n, x = _start(12)
+    shape = n.const("shape", np.int32, [1, 16, 16])
+    r = n.act([1, 16, 16], IN_SCALE, IN_ZP, name="r")
+    n.op("RESHAPE", [x, shape], [r])
+    k = n.weights([5, 16], per_channel=False)
+    y = n.act([1, 16, 5], 0.1, 0, name="y")
+    n.op("FULLY_CONNECTED", [r, k, -1], [y], Options(FC_OPTIONS, [(0, "i8", 0), (1, "i8", 0), (2, "bool", True)]))
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def pad():
+    n, x = _start(13)
+    pads = n.const("pads", np.int32, [[0, 0], [1, 2], [2, 1], [0, 0]])
+    y = n.act([1, 11, 11, 4], IN_SCALE, IN_ZP, name="y")
+    n.op("PAD", [x, pads], [y])
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def transpose():
+    n, x = _start(14)
+    perm = n.const("perm", np.int32, [0, 3, 1, 2])
+    y = n.act([1, 4, 8, 8], IN_SCALE, IN_ZP, name="y")
+    n.op("TRANSPOSE", [x, perm], [y])
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+OPERATORS = {
+    "CONV_2D": conv, "CONV_2D stride 2 relu6": lambda: conv(2, 0, RELU6, zp=-128, out_zp=-128),
+    "CONV_2D 1x1 valid": lambda: conv(1, 1, 0, kernel=1, out_zp=127),
+    "DEPTHWISE_CONV_2D relu6": depthwise, "DEPTHWISE_CONV_2D x2 stride 2": lambda: depthwise(0, 2, 2),
+    "FULLY_CONNECTED": fully_connected, "ADD": add, "ADD relu": lambda: add(1), "SUB": sub, "MUL": mul,
+    "MAX_POOL_2D": lambda: pool("MAX_POOL_2D"),
+    "AVERAGE_POOL_2D": lambda: pool("AVERAGE_POOL_2D", 3, 1, 0),
+    "AVERAGE_POOL_2D 2x2": lambda: pool("AVERAGE_POOL_2D", 2, 2, 1),
+    "MEAN": mean, "MEAN keep_dims": lambda: mean(True), "SOFTMAX": softmax, "LOGISTIC": logistic,
+    "TANH": tanh, "RELU": relu, "RELU6": relu6, "LEAKY_RELU": leaky_relu, "PRELU": prelu,
+    "QUANTIZE (requantize)": requantize, "CONCATENATION": concat,
+    "RESHAPE": reshape, "PAD": pad, "TRANSPOSE": transpose,
+}
+
+
+def small_cnn(seed: int = 20):
+    """The issue's small int8 CNN: conv (relu), depthwise (relu6), 1x1 conv, residual add, max
+    pool, global mean pool, fully connected, softmax; int8 input [1, 16, 16, 3]."""
+    n = Net(seed)
+    x = n.act([1, 16, 16, 3], 0.02, -1, name="input")
+    k1 = n.weights([8, 3, 3, 3])
+    c1 = n.act([1, 8, 8, 8], 0.05, -128, name="conv1")
+    n.op("CONV_2D", [x, k1, n.bias(8, 0.02, k1)], [c1], conv_options((2, 2), 0, 1))
+    k2 = n.weights([1, 3, 3, 8], axis=3)
+    c2 = n.act([1, 8, 8, 8], 0.03, -128, name="dw")
+    n.op("DEPTHWISE_CONV_2D", [c1, k2, n.bias(8, 0.05, k2)], [c2], depthwise_options(act=RELU6), version=2)
+    k3 = n.weights([8, 1, 1, 8])
+    c3 = n.act([1, 8, 8, 8], 0.06, 5, name="pw")
+    n.op("CONV_2D", [c2, k3, n.bias(8, 0.03, k3)], [c3], conv_options())
+    r = n.act([1, 8, 8, 8], 0.08, -10, name="residual")
+    n.op("ADD", [c3, c1], [r], act_options(ADD_OPTIONS))
+    p = n.act([1, 4, 4, 8], 0.08, -10, name="pool")
+    n.op("MAX_POOL_2D", [r], [p], pool_options((2, 2), (2, 2)))
+    axes = n.const("mean_axes", np.int32, [1, 2])
+    m = n.act([1, 8], 0.04, -20, name="gap")
+    n.op("MEAN", [p, axes], [m], Options(REDUCER_OPTIONS, [(0, "bool", False)]))
+    k4 = n.weights([10, 8], per_channel=False)
+    f = n.act([1, 10], 0.15, 3, name="logits")
+    n.op("FULLY_CONNECTED", [m, k4, n.bias(10, 0.04, k4)], [f],
+         Options(FC_OPTIONS, [(0, "i8", 0), (1, "i8", 0), (2, "bool", False)]))
+    y = n.act([1, 10], 1 / 256, -128, name="probabilities")
+    n.op("SOFTMAX", [f], [y], Options(SOFTMAX_OPTIONS, [(0, "f32", 1.0)]))
+    return n.finish([x], [y]), [1, 16, 16, 3], -1
+
+
+# operators whose TFLite arithmetic qsim does not reproduce: the most differing elements (of 1 LSB)
+# measured on the parity test's inputs (docs/tflite.md explains each)
+KNOWN_DIFFERENCES = {"AVERAGE_POOL_2D": 121, "AVERAGE_POOL_2D 2x2": 72, "LEAKY_RELU": 478, "PRELU": 92}
