@@ -109,6 +109,31 @@ def _cycle_rows(models: dict) -> list[str]:
     return lines
 
 
+def _by_builtin(models: dict) -> list[str]:
+    """Cycles per operator type over every model both sides ran, per accelerator."""
+    sums: dict[tuple[str, str], dict] = {}
+    for r in models.values():
+        for acc, c in r.get("compare", {}).items():
+            for row in c["per_op"]:
+                t = sums.setdefault((acc, row["builtin"]), dict.fromkeys(
+                    ("ops", "macs", "vela", "vela_mem", "qsim", "stall", "fill"), 0))
+                t["ops"] += 1
+                t["macs"] += row["macs"]
+                t["vela"] += row["vela_cycles"]
+                t["vela_mem"] += row["vela_cycles"] if row["vela_cycles"] > row["vela_npu_cycles"] else 0
+                t["qsim"] += row["qsim_cycles"]
+                t["stall"] += row["qsim_stall_cycles"]
+                t["fill"] += row["qsim_fill_drain_cycles"]
+    lines = ["| accelerator / qsim array | builtin | operators | MACs | Vela cycles | of which memory-bound operators | "
+             "qsim cycles | qsim stall / fill-drain share | MACs per cycle Vela / qsim |",
+             "|---|---|---:|---:|---:|---:|---:|---|---|"]
+    for (acc, builtin), t in sorted(sums.items(), key=lambda kv: (kv[0][0], -kv[1]["vela"] - kv[1]["qsim"])):
+        share = f"{t['stall'] / t['qsim']:.0%} / {t['fill'] / t['qsim']:.0%}" if t["qsim"] else "–"
+        lines.append(f"| {acc} | {builtin} | {t['ops']} | {t['macs']:,} | {t['vela']:,} | {t['vela_mem']:,} | "
+                     f"{t['qsim']:,} | {share} | {_rate(t['macs'], t['vela'])} / {_rate(t['macs'], t['qsim'])} |")
+    return lines
+
+
 def _cause(row: dict) -> str:
     """What the two sides' own breakdowns say about one operator's difference."""
     notes = []
@@ -152,29 +177,34 @@ def _largest(models: dict, count: int = 6) -> list[str]:
 
 
 def plot(models: dict, path: Path) -> str | None:
-    """Per-operator cycles, qsim beside Vela, of PLOT_MODEL (U55-256 vs 16x16); None if no model
+    """Per-operator cycles, qsim beside Vela, of PLOT_MODEL (falls back to the first model with
+    both sides): one panel per accelerator (U55-256 vs 16x16, U65-512 vs 16x32). None if no model
     has both sides."""
-    name = PLOT_MODEL if "ethos-u55-256" in models.get(PLOT_MODEL, {}).get("compare", {}) else next(
-        (n for n, r in models.items() if "ethos-u55-256" in r.get("compare", {})), None)
+    name = PLOT_MODEL if models.get(PLOT_MODEL, {}).get("compare") else next(
+        (n for n, r in models.items() if r.get("compare")), None)
     if name is None:
         return None
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    c = models[name]["compare"]["ethos-u55-256"]
-    rows = [r for r in c["per_op"] if r["vela_cycles"] or r["qsim_cycles"]]
-    x = range(len(rows))
-    fig, ax = plt.subplots(figsize=(max(8.0, 0.16 * len(rows) + 2), 4.8))
-    ax.bar([i - 0.2 for i in x], [r["vela_cycles"] for r in rows], 0.4, label="Vela, Ethos-U55-256")
-    ax.bar([i + 0.2 for i in x], [r["qsim_cycles"] for r in rows], 0.4, label=f"qsim NPU {c['qsim_config']} (model engine)")
-    ax.set_yscale("log")
-    ax.set_xticks(list(x), [f"{r['index']} {r['builtin'].replace('DEPTHWISE_CONV_2D', 'DW').replace('CONV_2D', 'CONV')}"
-                            for r in rows], rotation=90, fontsize=6)
-    ax.set_ylabel("cycles (log)")
-    ax.set_title(f"{name}: cycles per TFLite operator (Vela {c['vela_cycles']:,}, qsim {c['qsim_cycles']:,} in total)")
-    ax.legend()
+    compares = models[name]["compare"]
+    width = max(8.0, 0.16 * len(models[name]["ops"]) + 2)
+    fig, axes = plt.subplots(len(compares), 1, figsize=(width, 4.2 * len(compares)), squeeze=False)
+    for ax, (accelerator, c) in zip(axes[:, 0], compares.items()):
+        rows = [r for r in c["per_op"] if r["vela_cycles"] or r["qsim_cycles"]]
+        x = range(len(rows))
+        ax.bar([i - 0.2 for i in x], [r["vela_cycles"] for r in rows], 0.4, label=f"Vela, {accelerator}")
+        ax.bar([i + 0.2 for i in x], [r["qsim_cycles"] for r in rows], 0.4,
+               label=f"qsim NPU {c['qsim_config']} (model engine)")
+        ax.set_yscale("log")
+        ax.set_xticks(list(x), [f"{r['index']} {r['builtin'].replace('DEPTHWISE_CONV_2D', 'DW').replace('CONV_2D', 'CONV')}"
+                                for r in rows], rotation=90, fontsize=6)
+        ax.set_ylabel("cycles (log)")
+        ax.set_title(f"{name}: cycles per TFLite operator, {accelerator} (Vela {c['vela_cycles']:,}, "
+                     f"qsim {c['qsim_config']} {c['qsim_cycles']:,} in total)", fontsize=10)
+        ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return name
 
@@ -192,7 +222,10 @@ def write_report(doc: dict, out: Path) -> list[Path]:
     lines += ["## Cycles and bytes: qsim's NPU beside Vela at the same MACs per cycle", ""] + _cycle_rows(models) + [""]
     if plotted:
         lines += [f"![per-operator cycles of {plotted}](tflite_cycles.png)", ""]
-    lines += ["## Largest per-operator differences", ""] + _largest(models) + EXPLANATION
+    lines += ["## Cycles per operator type (all models both sides ran)", "",
+              "Vela's memory-bound operators: those whose estimate is set by memory access, not by the MAC "
+              "engine (Op Cycles > NPU cycles).", ""] + _by_builtin(models) + [""]
+    lines += EXPLANATION + ["## Largest per-operator differences", ""] + _largest(models)
     errors = {n: r["error"] for n, r in models.items() if "error" in r}
     if errors:
         lines += ["## Models qsim did not finish", ""]
