@@ -86,6 +86,23 @@ def _parity_details(models: dict) -> list[str]:
     return lines
 
 
+def _origin_causes(models: dict) -> list[str]:
+    from _tflite_text import ORIGIN_CAUSES
+    builtins: dict[str, list[str]] = {}
+    for name, r in models.items():
+        rows = {row["index"]: row for row in r.get("parity", {}).get("tensors", [])}
+        for index in r.get("parity", {}).get("origins", []):
+            builtins.setdefault(rows[index]["builtin"], []).append(name)
+    if not builtins:
+        return []
+    lines = ["Where differences start, by operator type:", ""]
+    for builtin, names in builtins.items():
+        cause = ORIGIN_CAUSES.get(builtin, "no cause established yet: the operator's lowering against LiteRT's "
+                                           "reference kernel is to be checked on this model's tensors.")
+        lines.append(f"- **{builtin}** ({', '.join(sorted(set(names)))}): {cause}")
+    return lines + [""]
+
+
 def _cycle_rows(models: dict) -> list[str]:
     lines = ["| model | accelerator | Vela cycles | Vela SRAM bytes | Vela off-chip bytes | Vela CPU ops | qsim array | "
              "qsim cycles | qsim DRAM bytes | qsim / Vela cycles | MACs |",
@@ -218,7 +235,7 @@ def write_report(doc: dict, out: Path) -> list[Path]:
     from _tflite_text import EXPLANATION, header_lines
     lines = header_lines(doc)
     lines += ["## Parity: qsim's integer run vs LiteRT's reference kernels", ""] + _parity_rows(models) + [""]
-    lines += _parity_details(models)
+    lines += _parity_details(models) + _origin_causes(models)
     lines += ["## Cycles and bytes: qsim's NPU beside Vela at the same MACs per cycle", ""] + _cycle_rows(models) + [""]
     if plotted:
         lines += [f"![per-operator cycles of {plotted}](tflite_cycles.png)", ""]

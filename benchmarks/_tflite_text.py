@@ -36,28 +36,72 @@ def header_lines(doc: dict) -> list[str]:
         "parameters, window descriptors).", ""]
 
 
+# What is known of a builtin whose outputs differ from LiteRT's with exact inputs (a parity
+# "origin"); the report prints the entry of every builtin that is an origin in some model.
+ORIGIN_CAUSES = {
+    "MEAN": "LiteRT's reference MEAN for int8 with keep_dims false and different input and output scales "
+            "(Keras GlobalAveragePooling2D as converted: MEAN over H and W of 7x7) is "
+            "reference_ops::QuantizedMeanOrSum: the int32 sum minus count x input zero point, times the "
+            "multiplier of input_scale / output_scale into which 1/count is folded by an integer division "
+            "((multiplier << s) / count, truncated, s = min(floor(log2(count)), 32, 31 + shift)), through "
+            "MultiplyByQuantizedMultiplier (double rounding). A numpy transcription of that arithmetic equals "
+            "LiteRT's MEAN output on every element (ResNet-18, first input: 512 of 512); qsim's output differs "
+            "from it in 35 and from the exactly rounded mean in 18 of the 512, and is 1 lower wherever it "
+            "differs from LiteRT (column 'qsim the higher in' = 0). So qsim's MEAN lowering rounds neither as "
+            "TFLite nor exactly; to be bit-exact it must fold 1/count into the multiplier as TFLite does "
+            "(benchmarks/tflite.py's figures are checked against the reader branch of the run's commit).",
+}
+
 EXPLANATION = [
     "## Why the per-operator cycles differ", "",
-    "The tables above give each operator's breakdown on both sides: Vela's compute (NPU) cycles and its "
-    "memory-access cycles per memory, qsim's streaming (compute), fill/drain and DMA-stall cycles. The "
-    "recurring causes:", "",
-    "- **Dataflow and depthwise convolutions.** Ethos-U's MAC engine works on output blocks (a few output "
-    "pixels x 8-16 output channels per cycle for the U55-256) and runs a depthwise convolution at a fraction "
-    "of its peak, but still walks the output pixels in parallel. qsim's weight-stationary systolic array maps "
-    "a depthwise convolution block-diagonally (cols / multiplier channels per GEMM, K = the kernel taps), "
-    "so a 3x3 depthwise layer keeps 9 of 16 rows busy and pays a weight preload and array fill/drain per "
-    "channel group.",
-    "- **Fused operators.** Vela fuses the activation into the convolution (the 0-cycle Relu rows), keeps "
-    "reshapes as no-ops and fuses the LayerNorm's epsilon ADD into the RSQRT lookup; qsim fuses "
-    "RESCALE and CLAMP into the array's requantization unit and the residual ADD's rescales into one vector "
-    "job, but runs a Softmax, MEAN and elementwise chains as vector-unit stages whose cycles are beats plus "
-    "per-job set-up and configuration loads. Vela decomposes SOFTMAX into ~26 elementwise and LUT operations.",
-    "- **Memory.** Vela keeps feature maps in on-chip SRAM (U55: 8 B/cycle, U65: 16 B/cycle) and streams "
-    "weights from flash/DRAM with double-buffering, overlapping transfers with compute; its per-operator cycles "
-    "are the larger of compute and access time. qsim reads every operand from one DRAM at the same bandwidth "
-    "(8 or 16 B/cycle), re-reads an input pixel once per kernel tap and weight fold (im2col in the window "
-    "DMA), and its stage sequence has no overlap between layers; where its stall column dominates, the layer "
-    "is bandwidth-bound in qsim and not in Vela.",
-    "- **Array shape.** A 1x1 convolution or fully-connected layer with few output channels (DS-CNN's 12 "
-    "classes, the transformer's heads of 32) fills few of qsim's columns; Vela's block config picks a "
-    "shape per layer.", ""]
+    "Read with the tables above and below (each operator's breakdown on both sides: Vela's MAC-engine "
+    "cycles and its access cycles per memory; qsim's streaming, fill/drain and DMA-stall cycles). Vela 5.2's "
+    "figures are its compiler's estimates for the accelerator's default system configuration, not "
+    "measurements; qsim's are its cycle model's, equal to its RTL's (DS-CNN on the verilator engine above). "
+    "Both sides do the same MACs (the MACs column agrees per operator).", "",
+    "- **Depthwise convolutions (qsim 3-5x slower).** An Ethos-U55-256 computes a micro-block of 2x2 "
+    "output pixels x 8 channels per step (Vela's architecture description: ofm_ublock 2x2x8), so a "
+    "depthwise convolution still keeps 32 MAC lanes busy and reads each input block once for all taps. qsim "
+    "maps a depthwise convolution block-diagonally onto the weight-stationary array: each streaming cycle "
+    "uses the diagonal 16 of the 256 PEs (one tap of 16 channels), and its window DMA reads the input once "
+    "per tap, so at 8 B/cycle the reads take about as long again as the streaming (stall ~50 % on 16x16). "
+    "Doubling the columns (16x32) does not help it: the diagonal grows with the array.",
+    "- **Few input channels (qsim 1.1-7x faster).** The first convolution of every image net (3 input "
+    "channels) and DS-CNN's 10x4 convolution on a 1-channel spectrogram: Ethos-U reduces 8 input channels "
+    "per step, so 1 or 3 channels leave 5/8 to 7/8 of its MACs idle (Vela's own utilisation for DS-CNN's "
+    "first layer: 8 %), and on the U65 (Dedicated_Sram: feature maps in DRAM, SRAM as a cache) its estimate "
+    "for the 224x224 stems is bound by the feature-map traffic, hence the 3-7x there. qsim's implicit GEMM "
+    "puts kernel height x width x channels on K (40, 27 or 147 rows), which fills its rows; its stem layers "
+    "still stall on DRAM for half to two thirds of their cycles.",
+    "- **Weights from flash (Vela slower on U55).** The U55's default system keeps weights in off-chip flash "
+    "at 0.5 GB/s (1 B/cycle at 500 MHz). The 1280x1000 classifier of MobileNetV2 and EfficientNet-Lite0 "
+    "(1.28 MB of weights) takes Vela 1.29 M cycles, 44 % of MobileNetV2's total, and ResNet-18's layer-4 "
+    "3x3 convolutions (2.36 MB each) 2.36 M cycles each: access-bound, where qsim (one DRAM at 8 B/cycle "
+    "for weights and feature maps alike) takes 0.25 M and 1.29 M. On the U65 (weights in DRAM at 12 B/cycle) "
+    "Vela's classifier drops to 0.11 M cycles and ResNet-18's layer 4 becomes compute-bound (0.30 M), and "
+    "qsim is the slower one (0.17 M and 0.53 M).",
+    "- **Batch-1 GEMMs (qsim fill/drain-bound).** A fully-connected layer on one input streams one row per "
+    "weight fold: qsim's classifier pays 80 x 63 folds of weight preload and array fill/drain (95 % of its "
+    "cycles) for 5,040 streaming cycles; ResNet-18's 7x7 layer-4 convolutions stream 49 rows per fold, so "
+    "fill/drain is a third to a half of their cycles. Ethos-U has no systolic fill: its cost there is the "
+    "weight traffic.",
+    "- **Feature-map traffic of large layers (qsim 2.1x slower on ResNet-18's 56x56 layers, U55).** Where "
+    "Vela runs at its peak (255 MACs/cycle, feature maps in SRAM, the input block reused across the 3x3 taps "
+    "in the NPU's internal buffer), qsim's window DMA re-reads each input pixel once per tap and weight fold "
+    "from DRAM at 8 B/cycle: half its cycles are stalls (at 16 B/cycle, 16x32, 5 %, and the gap closes to "
+    "1.1x). qsim's DRAM bytes are 1.5-2.9x Vela's SRAM + off-chip bytes for the same reason, and because "
+    "every layer's output goes to DRAM and back (Vela cascades layers through SRAM).",
+    "- **Elementwise ADD (qsim 5-6x slower).** qsim lowers a TFLite ADD in TFLite's own arithmetic (each "
+    "operand shifted left by 20 bits and rescaled in int32, then added and rescaled): five vector-unit "
+    "stages, four of them moving int32 tensors through DRAM (ResNet-18's first residual ADD: 0.88 M cycles, "
+    "92 % of them DMA stalls). qsim's vector-chain fusion merges the ONNX form of a residual ADD into one "
+    "stage but not this chain of two RESCALEs per operand; Vela runs the ADD as one elementwise pass on "
+    "int8 inputs.",
+    "- **Pools, MEAN and SOFTMAX** are small in both: Vela runs a 25x5 average pool (DS-CNN) as pooling "
+    "sub-kernels at 1 MAC/cycle where qsim's vector unit sums 16 lanes per beat; qsim's 3x3 max pool reads "
+    "each window from DRAM (62 % stalls). Vela decomposes SOFTMAX into ~26 elementwise and LUT "
+    "operations, qsim into 8 vector stages.",
+    "- **U65-512 against 16x32.** Vela's U65-512 (two 256-MAC cores, 16 B/cycle SRAM, weights in DRAM) is "
+    "2.8-3.0x faster than its U55-256 on the image nets; qsim's 16x32 at 16 B/cycle gains 1.5-2.7x over "
+    "its 16x16 (most on ResNet-18, whose stalls the doubled bandwidth removes), because depthwise, "
+    "fill/drain-bound and vector-unit layers do not use the extra columns.", ""]
