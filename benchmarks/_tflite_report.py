@@ -108,6 +108,7 @@ def _cycle_rows(models: dict) -> list[str]:
              "qsim cycles | qsim DRAM bytes | qsim / Vela cycles | MACs |",
              "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|"]
     totals: dict[str, list[int]] = {}
+    notes: list[str] = []
     for name, r in models.items():
         for acc, v in r.get("vela", {}).items():
             npu = next((n for n in r.get("npu", {}).values() if n["accelerator"] == acc and n["engine"] == "model"), None)
@@ -120,10 +121,18 @@ def _cycle_rows(models: dict) -> list[str]:
                 t = totals.setdefault(acc, [0, 0, 0, 0, 0])
                 for k, value in enumerate((v["cycles_total"], v["sram_bytes"], off, npu["total_cycles"], npu["dram_bytes"])):
                     t[k] += value
+    for name, r in models.items():
+        for key, run in r.get("npu", {}).items():
+            if run["engine"] != "model":
+                model_run = r["npu"].get(key.rsplit("-", 1)[0] + "-model", {})
+                same = "equal to" if run["total_cycles"] == model_run.get("total_cycles") else "DIFFERENT from"
+                notes.append(f"{name} on qsim's {run['engine']} engine ({key.rsplit('-', 1)[0]}, the RTL): "
+                             f"{run['total_cycles']:,} cycles, {same} the cycle model's; every layer verified "
+                             f"against the kernels: {run['all_verified']}; {run['seconds']} s.")
     for acc, t in totals.items():
         lines.append(f"| **total (models both ran)** | {acc} | {t[0]:,} | {t[1]:,} | {t[2]:,} | | | {t[3]:,} | {t[4]:,} | "
                      f"{t[3] / t[0]:.2f} | |")
-    return lines
+    return lines + ([""] + notes if notes else [])
 
 
 def _by_builtin(models: dict) -> list[str]:

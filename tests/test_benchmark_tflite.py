@@ -160,3 +160,29 @@ def test_largest_differences_by_absolute_cycle_gap():
     rows = [{"qsim_cycles": 10, "vela_cycles": 100}, {"qsim_cycles": 500, "vela_cycles": 450},
             {"qsim_cycles": 1000, "vela_cycles": 1}]
     assert [r["vela_cycles"] for r in largest_differences(rows, 2)] == [1, 100]
+
+
+def test_report_keeps_qsims_message_line_and_cuts_converter_names():
+    from _tflite_report import error_text, short
+    message = ("qsim quantize exited 2: qsim: m.tflite: unsupported error: operator 6 BATCH_MATMUL (version 2)\n"
+               "  hint: qsim converts ADD, CONV_2D")
+    assert error_text(message) == ("qsim quantize exited 2: qsim: m.tflite: unsupported error: operator 6 "
+                                   "BATCH_MATMUL (version 2)")
+    assert error_text("Traceback\n  File \"x.py\", line 1\nValueError: bad") == "ValueError: bad"
+    assert short("net/conv/Relu;net/bn/add;net/conv/convolution") == "net/conv/Relu"
+    assert short("a" * 60, 10) == "…" + "a" * 9
+
+
+def test_report_cycle_table_sums_models_both_sides_ran(tmp_path):
+    from _tflite_report import _cycle_rows
+    vela = {"cycles_total": 1000, "sram_bytes": 10, "dram_bytes": 1, "offchip_flash_bytes": 2, "cpu_ops": [],
+            "nn_macs": 99}
+    npu = {"accelerator": "ethos-u55-256", "engine": "model", "config": {"rows": 16, "cols": 16},
+           "total_cycles": 1500, "dram_bytes": 40}
+    models = {"a": {"vela": {"ethos-u55-256": vela}, "npu": {"16x16-model": npu}},
+              "b": {"vela": {"ethos-u55-256": dict(vela, cycles_total=3000)}}}      # qsim did not run b
+    lines = _cycle_rows(models)
+    assert "| a | ethos-u55-256 | 1,000 | 10 | 3 | none | 16x16 | 1,500 | 40 | 1.50 | 99 |" in lines
+    assert "| b | ethos-u55-256 | 3,000 | 10 | 3 | none | – | – | – | – | 99 |" in lines
+    total = [line for line in lines if line.startswith("| **total")]
+    assert total == ["| **total (models both ran)** | ethos-u55-256 | 1,000 | 10 | 3 | | | 1,500 | 40 | 1.50 | |"]
