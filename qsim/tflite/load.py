@@ -13,7 +13,7 @@ import os
 from .. import ir
 from ..errors import UnsupportedError
 # each operator family registers its converters when imported
-from . import convert_elementwise, convert_layout, convert_nn  # noqa: F401
+from . import convert_elementwise, convert_image, convert_layout, convert_nn, convert_slice  # noqa: F401
 from .context import CONVERTERS, NCHW_TO_NHWC, Builder, OpContext, Value, quant_info
 from .model import ModelDef, read_model
 from . import schema as S

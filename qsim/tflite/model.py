@@ -160,6 +160,9 @@ def _tensor(buf: Buffer, t: Table, index: int, buffers: list[Table]) -> TensorDe
     shape = () if raw_shape is None else tuple(int(d) for d in raw_shape)
     if len(shape) > MAX_RANK:
         buf.fail(f"{where} has rank {len(shape)}; qsim reads tensors of rank up to {MAX_RANK}")
+    if any(d == 0 for d in shape):
+        raise UnsupportedError(f"{where} is empty (shape {list(shape)})", location=buf.location,
+                               hint="qsim graphs have no empty tensors")
     if any(d < 0 for d in shape):
         raise UnsupportedError(f"{where} has a dynamic shape {list(shape)}", location=buf.location,
                                hint="convert the model with a fixed input shape (batch 1)")

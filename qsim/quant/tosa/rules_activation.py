@@ -44,6 +44,8 @@ from ..lowering.float_side import Lowered
 from ..params import Precision
 from ..rules import RULES, pattern_rule, rule
 from .tables import make_table
+from .tflite import rules_prelu as tflite_prelu
+from .tflite.arith import is_tflite, leaky_relu_table
 from ..target import TargetKind
 from .context import TosaContext
 
@@ -88,6 +90,10 @@ def lower_prelu(ctx: TosaContext, op: ir.Op) -> None:
     if slopes.size not in (1, ctx.f.float_shape(op.inputs[0])[axis]):
         raise ctx.f.unsupported(f"{slopes.size} slopes for {ctx.f.float_shape(op.inputs[0])[axis]} "
                                 f"channels on axis {axis}")
+    slope_quant = ctx.f.graph.tensor(op.inputs[1]).quant
+    if is_tflite(x.quant) and tflite_prelu.applies(ctx, slope_quant):
+        tflite_prelu.lower_prelu(ctx, op, x, axis, slope_quant)     # TFLite's kernel (tflite/rules_prelu.py)
+        return
     if np.all(slopes == slopes[0]) and ctx.config.precision is Precision.INT8:
         _one_op_table(ctx, op, {op.inputs[1]: float(slopes[0])})
         return
@@ -97,10 +103,18 @@ def lower_prelu(ctx: TosaContext, op: ir.Op) -> None:
 def lower_leaky_relu(ctx: TosaContext, op: ir.Op) -> None:
     """nn.relu with alpha > 0 (called by the nn.relu rule, rules_elementwise)."""
     alpha = float(op.attrs["alpha"])
+    x = ctx.f.value(op.inputs[0])
+    if is_tflite(x.quant) and ctx.config.precision is Precision.INT8 and op.attrs.get("max") is None:
+        # TFLite's kernel: two multipliers by the input's sign (tflite/arith.py), one TABLE
+        quant = ctx.f.activation_quant(op.outputs[0])
+        table = leaky_relu_table(x.quant, quant, alpha, ctx.act_dtype.min, ctx.act_dtype.max)
+        out = ctx.emit("TABLE", [x.name], {"table": table}, hint=op.outputs[0], label=ctx.f.where(),
+                       quant=quant, exact=True)
+        ctx.f.bind(op.outputs[0], Lowered(out, quant, x.perm))
+        return
     if ctx.config.precision is Precision.INT8 or op.attrs.get("max") is not None:
         _one_op_table(ctx, op, {})
         return
-    x = ctx.f.value(op.inputs[0])
     _slope_halves(ctx, op, x, np.asarray([alpha]), None)
 
 

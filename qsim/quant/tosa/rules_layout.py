@@ -18,6 +18,8 @@ from ..lowering.float_side import NHWC_FROM_NCHW, Lowered, identity
 from ..rules import pattern_rule, rule
 from .rules_linear import _crop_input
 from ..target import TargetKind
+from .tflite import rules_pool as tflite_pool
+from .tflite.arith import is_tflite
 from .context import TosaContext
 
 
@@ -209,8 +211,12 @@ def lower_pool(ctx: TosaContext, op: ir.Op) -> None:
                                   "divides by the count of valid elements only")
         zp = int(x.quant.zero_points()[0])
         attrs.update(input_zp=zp, output_zp=zp)
-    tosa_op = "MAX_POOL2D" if op.kind.name == "nn.max_pool" else "AVG_POOL2D"
     own = _own_annotation(ctx, op.outputs[0], x.quant)
+    if op.kind.name == "nn.avg_pool" and is_tflite(x.quant) and own is None and ctx.act_dtype is ir.DType.I8:
+        # TFLite rounds the raw codes' mean half away from zero (tflite/rules_pool.py)
+        ctx.f.bind(op.outputs[0], tflite_pool.lower_average_pool(ctx, op, x, attrs, NHWC_FROM_NCHW))
+        return
+    tosa_op = "MAX_POOL2D" if op.kind.name == "nn.max_pool" else "AVG_POOL2D"
     out = ctx.emit(tosa_op, [x.name], attrs, hint=op.outputs[0] if own is None else f"{op.outputs[0]}.pooled",
                    label=ctx.f.where(), quant=x.quant, exact=own is None)
     v = Lowered(out, x.quant, NHWC_FROM_NCHW)

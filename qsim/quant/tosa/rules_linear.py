@@ -286,8 +286,12 @@ def lower_deconv(ctx: TosaContext, op: ir.Op) -> None:
         bias = (bias.reshape(-1) if bias is not None else 0.0) * a + c
     note = _weight_annotation(ctx, op, bn)
     if note is not None and note.per_channel:
-        raise ctx.f.unsupported(f"filter {op.inputs[1]!r} has a per-channel annotation; per-channel "
-                              "deconvolution filters are quantized by qsim (remove the annotation)")
+        # the annotation's axis is the [IC, OC, KH, KW] filter's; w is [OC, IC, KH, KW] here
+        if note.axis != 1:
+            raise ctx.f.unsupported(f"filter {op.inputs[1]!r} is annotated per channel along axis "
+                                    f"{note.axis}; deconvolution filters are quantized per output "
+                                    "channel (axis 1 of [IC, OC, KH, KW])")
+        note = dataclasses.replace(note, axis=0)
     wq, w_quant = ctx.quantize_weights(w, 0, note, f"{op.inputs[1]!r}")
     x = ctx.transpose_to(ctx.f.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
     n = ctx.f.builder.tensor(x.name).shape[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .... import ir
+from .fixedpoint import rounding_divide_by_pot, srdhm
 
 TFLITE = "tflite"
 
@@ -75,3 +76,33 @@ def add_multipliers(s1: float, s2: float, s_out: float, left_shift: int):
     real2 = float(np.float32(s2)) / twice_max
     real_out = twice_max / ((1 << left_shift) * float(np.float32(s_out)))
     return quantize_multiplier(real1), quantize_multiplier(real2), quantize_multiplier(real_out)
+
+
+def multiply_by_quantized_multiplier(x, multiplier: int, shift: int):
+    """TFLite's reference MultiplyByQuantizedMultiplier for a (multiplier, TOSA shift) of
+    quantize_multiplier: SaturatingRoundingDoublingHighMul then RoundingDivideByPOT."""
+    exponent = 31 - shift
+    x = np.asarray(x, np.int64) * (1 << max(exponent, 0))
+    return rounding_divide_by_pot(srdhm(x, multiplier), max(-exponent, 0))
+
+
+def float32_ratio(*factors: float, divisor: float) -> float:
+    """A product of float32 scales divided by one, in float32 arithmetic (what TFLite's kernels
+    compute where they divide `float` parameters without a cast to double)."""
+    value = np.float32(1.0)
+    for f in factors:
+        value = np.float32(value * np.float32(f))
+    return float(np.float32(value / np.float32(divisor)))
+
+
+def leaky_relu_table(in_quant: ir.QuantInfo, out_quant: ir.QuantInfo, alpha: float, lo: int, hi: int) -> np.ndarray:
+    """The int8 -> int8 LEAKY_RELU of TFLite's reference kernel (leaky_relu.h) for all 256
+    inputs: the identity or alpha multiplier by the input's sign, output zero point, clamp."""
+    s_in, zp_in = float(in_quant.scales()[0]), int(in_quant.zero_points()[0])
+    s_out, zp_out = float(out_quant.scales()[0]), int(out_quant.zero_points()[0])
+    identity = quantize_multiplier(float32_ratio(s_in, divisor=s_out))
+    slope = quantize_multiplier(float32_ratio(s_in, alpha, divisor=s_out))
+    v = np.arange(-128, 128, dtype=np.int64) - zp_in
+    out = np.where(v >= 0, multiply_by_quantized_multiplier(v, *identity),
+                   multiply_by_quantized_multiplier(v, *slope)) + zp_out
+    return np.clip(out, lo, hi).astype(np.int8)

@@ -25,8 +25,9 @@ ADD_LEFT_SHIFT = {8: 20, 16: 15}
 LIFT_MULTIPLIER_BITS = 30
 
 
-def _rescale(ctx: TosaContext, src: str, multiplier: int, shift: int, input_zp: int, output_zp: int,
+def rescale_fixed(ctx: TosaContext, src: str, multiplier: int, shift: int, input_zp: int, output_zp: int,
              out_dtype: ir.DType, hint: str, double_round: bool, quant=None, exact=False) -> str:
+    """RESCALE by an explicit (multiplier, shift), per tensor."""
     return ctx.emit("RESCALE", [src], {
         "input_zp": int(input_zp), "output_zp": int(output_zp),
         "multiplier": np.array([multiplier], np.int32), "shift": np.array([shift], np.int8),
@@ -46,16 +47,16 @@ def lower_add_sub(ctx: TosaContext, op: ir.Op, a: Lowered, b: Lowered) -> None:
     m1, m2, mo = add_multipliers(scales[0], scales[1], float(out_quant.scales()[0]), left_shift)
     operands = []
     for v, (m, s), side in ((a, m1, "lhs"), (b, m2, "rhs")):
-        lifted = _rescale(ctx, v.name, 1 << LIFT_MULTIPLIER_BITS, LIFT_MULTIPLIER_BITS - left_shift,
+        lifted = rescale_fixed(ctx, v.name, 1 << LIFT_MULTIPLIER_BITS, LIFT_MULTIPLIER_BITS - left_shift,
                           int(v.quant.zero_points()[0]), 0, ir.DType.I32, f"{op.outputs[0]}.{side}.shifted", False)
-        operands.append(_rescale(ctx, lifted, m, s, 0, 0, ir.DType.I32, f"{op.outputs[0]}.{side}32", True))
+        operands.append(rescale_fixed(ctx, lifted, m, s, 0, 0, ir.DType.I32, f"{op.outputs[0]}.{side}32", True))
     tosa_op = "ADD" if op.kind.name == "math.add" else "SUB"
     acc = ctx.emit(tosa_op, operands, {}, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
     zp = int(out_quant.zero_points()[0])
     if act is None:
-        out = _rescale(ctx, acc, *mo, 0, zp, ctx.act_dtype, last, True, quant=out_quant, exact=True)
+        out = rescale_fixed(ctx, acc, *mo, 0, zp, ctx.act_dtype, last, True, quant=out_quant, exact=True)
     else:
-        pre = _rescale(ctx, acc, *mo, 0, zp, ctx.act_dtype, f"{op.outputs[0]}.rescaled", True, quant=out_quant)
+        pre = rescale_fixed(ctx, acc, *mo, 0, zp, ctx.act_dtype, f"{op.outputs[0]}.rescaled", True, quant=out_quant)
         lo, hi = ctx.clamp_range(out_quant, act[1], act[2])
         out = ctx.emit("CLAMP", [pre], {"min_val": lo, "max_val": hi}, hint=last, label=ctx.f.where(),
                        quant=out_quant, exact=True)
