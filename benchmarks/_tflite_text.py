@@ -19,7 +19,10 @@ def header_lines(doc: dict) -> list[str]:
         "128, 4 heads, LayerNorm, ReLU feed-forward of 256). Random seeded weights, batch-norm statistics from "
         "the representative data; TFLiteConverter with 8 representative inputs (crops of scikit-image's "
         "photographs for the image nets, seeded normal samples otherwise), TFLITE_BUILTINS_INT8, int8 input "
-        "and output, batch 1.", "",
+        "and output, batch 1. Tensor names are cut to the first ';'-part of the converter's joined names "
+        "(benchmarks/_tflite_models.shorten_tensor_names) before Vela, LiteRT and qsim read the file: with "
+        "the converter's names (~250 characters) `qsim quantize` stops with an OSError traceback, File name "
+        "too long, writing a weight's .dat file (`--keep-names` reproduces it).", "",
         f"Parity: `qsim quantize m.tflite -o Q`, qsim's integer run on the kernels backend with every tensor "
         f"kept, against LiteRT's interpreter with the BUILTIN_REF resolver and "
         f"experimental_preserve_all_tensors, on the same {doc['inputs']} seeded int8 inputs per model (seed "
@@ -97,10 +100,12 @@ EXPLANATION = [
     "92 % of them DMA stalls). qsim's vector-chain fusion merges the ONNX form of a residual ADD into one "
     "stage but not this chain of two RESCALEs per operand; Vela runs the ADD as one elementwise pass on "
     "int8 inputs.",
-    "- **Pools, MEAN and SOFTMAX** are small in both: Vela runs a 25x5 average pool (DS-CNN) as pooling "
-    "sub-kernels at 1 MAC/cycle where qsim's vector unit sums 16 lanes per beat; qsim's 3x3 max pool reads "
+    "- **Pools, MEAN and SOFTMAX** are small in both. A 25x5 average pool (DS-CNN): Vela runs it as "
+    "pooling sub-kernels at about 1 MAC/cycle; qsim, to round half away from zero as TFLite's reference "
+    "kernel does (TOSA's AVG_POOL2D rounds half up), lowers it to ten vector stages (casts to int16, "
+    "AVG_POOL2D of x and of -x, a compare and a select), about 2x Vela's cycles. qsim's 3x3 max pool reads "
     "each window from DRAM (62 % stalls). Vela decomposes SOFTMAX into ~26 elementwise and LUT "
-    "operations, qsim into 8 vector stages.",
+    "operations; qsim runs TFLite's fixed-point softmax as a chain of vector stages.",
     "- **U65-512 against 16x32.** Vela's U65-512 (two 256-MAC cores, 16 B/cycle SRAM, weights in DRAM) is "
     "2.8-3.0x faster than its U55-256 on the image nets; qsim's 16x32 at 16 B/cycle gains 1.5-2.7x over "
     "its 16x16 (most on ResNet-18, whose stalls the doubled bandwidth removes), because depthwise, "

@@ -1,9 +1,17 @@
 """TFLite int8 networks: qsim's integer run against LiteRT's reference kernels, and qsim's NPU
 beside Arm's Ethos-U compiler (Vela) at the same MACs per cycle.
 
-    pip install tensorflow-cpu ai-edge-litert ethos-u-vela      # benchmark-only
+    pip install tensorflow-cpu ai-edge-litert ethos-u-vela scikit-image     # benchmark-only
+    python benchmarks/tflite.py --requantize --verilator ds_cnn                # the committed report
     python benchmarks/tflite.py [--models mobilenet_v2,ds_cnn,...] [--inputs 2] [--work DIR]
-                                [--verilator ds_cnn] [--out reports]
+                                [--verilator MODELS] [--requantize] [--keep-names] [--out reports]
+    python benchmarks/tflite.py --report-only      # tflite.md and the plot again from tflite.json
+
+--work (default /tmp/qsim-tflite-bench) keeps the .tflite files and qsim's quantized models
+between runs; --requantize reruns `qsim quantize` (after a change to qsim). A run of some
+models keeps the other models' rows of the previous tflite.json. Tensor names are cut to the
+converter's first name part unless --keep-names (_tflite_models.shorten_tensor_names: qsim
+quantize cannot write the joined names as file names).
 
 Per model (benchmarks/_tflite_models.py: MobileNetV2 alpha 0.35, an EfficientNet-Lite0-like
 net, a ResNet-18-like net, MLPerf Tiny's DS-CNN and a two-layer transformer encoder; random
