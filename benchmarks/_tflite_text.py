@@ -7,12 +7,16 @@ def header_lines(doc: dict) -> list[str]:
     v = doc.get("versions", {})
     setups = ", ".join(f"{s['accelerator']} → qsim {s['rows']}x{s['cols']} WS, {s['dram_bytes_per_cycle']} B/cycle, "
                        f"{s['clock_mhz']:.0f} MHz" for s in doc.get("qsim_setups", []))
+    runs = [f"{name}: `{r['run']['command']}` at {r['run']['commit']} ({r['run']['date']}, load {r['run']['load']})"
+            for name, r in doc["models"].items() if "run" in r]
     return [
         "# TFLite int8 networks: LiteRT parity and Vela beside qsim's NPU", "",
         f"Command: `{doc['command']}` (benchmarks/tflite.py; its docstring lists the benchmark-only packages).",
         f"Date {doc['date']}, commit {doc['commit']}, CPU {doc['cpu']} ({doc['machine']}), "
         f"1-minute load {doc['load']} at the start.",
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".", "",
+        *(["A run of some models keeps the other models' rows; the run each model's figures come from:", ""]
+          + [f"- {line}" for line in runs] + [""] if runs else []),
         "Models (benchmarks/_tflite_models.py): MobileNetV2 (keras.applications, alpha 0.35, 224x224), an "
         "EfficientNet-Lite0-like net (MBConv, relu6, no squeeze-excitation, 224x224), a ResNet-18-like net "
         "(224x224), MLPerf Tiny's DS-CNN (49x10 MFCC input) and a two-layer transformer encoder (64 tokens x "

@@ -298,6 +298,7 @@ def main(argv=None) -> int:
         print(f"{name}: ...", flush=True)
         results[name] = run_model(name, args)
         results[name]["seconds"] = round(time.perf_counter() - start, 1)
+        results[name]["run"] = {k: header[k] for k in ("command", "commit", "date", "load")}
         from _tflite_report import summary_line
         print(summary_line(results[name]), flush=True)
     from _rows import merged_rows
