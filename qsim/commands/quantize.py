@@ -64,8 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--observer", choices=[k.value for k in ObserverKind],
                    default=ObserverKind.PERCENTILE.value,
                    help="range observer for calibrated tensors (default percentile: the 99.99th percentile range)")
-    p.add_argument("--precision", choices=[p.value for p in Precision], default=Precision.INT8.value,
-                   help="int8, or 16x8: int16 activations, int8 weights (default int8)")
+    p.add_argument("--precision", choices=[p.value for p in Precision], default=None,
+                   help="int8, or 16x8: int16 activations, int8 weights (default int8; for a .tflite "
+                        "model, its own: 16x8 when its input is int16)")
     p.add_argument("--weights", choices=[g.value for g in Granularity],
                    default=Granularity.PER_CHANNEL.value,
                    help="weight scale granularity (default per-channel)")
@@ -94,15 +95,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
+def _is_tflite(path) -> bool:
+    return bool(path) and os.path.isfile(path) and model_kind(path) == "tflite"
+
+
+def _precision(args: argparse.Namespace) -> Precision:
+    if args.precision is not None:
+        return Precision(args.precision)
+    if _is_tflite(args.model):
+        from ..tflite import activation_bits  # deferred: the TFLite front end, for .tflite models only
+        return Precision.INT16X8 if activation_bits(args.model) == 16 else Precision.INT8
+    return Precision.INT8
+
+
 def _double_round(args: argparse.Namespace) -> bool:
     if args.rounding is not None:
         return Rounding(args.rounding) is Rounding.DOUBLE
-    return bool(args.model) and os.path.isfile(args.model) and model_kind(args.model) == "tflite"
+    return _is_tflite(args.model)
 
 
 def run(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
-        observer=ObserverKind(args.observer), precision=Precision(args.precision),
+        observer=ObserverKind(args.observer), precision=_precision(args),
         weight_granularity=Granularity(args.weights), double_round=_double_round(args),
         bias_correction=not args.no_bias_correction, weight_rounding=args.weight_rounding and WeightRounding(args.weight_rounding),
         backend=Backend(args.backend), calib_limit=args.calib_limit, eval_limit=args.eval_limit,

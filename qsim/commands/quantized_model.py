@@ -14,6 +14,8 @@ from ..quant.lowering.float_side import LoweredModel
 from ..quant.pipeline import embedded_quantized_model, model_name_of
 from ..loader import load, model_kind
 from ..quant.options import QuantizeOptions
+from ..quant.params import Precision
+from ..tflite import activation_bits
 from ..quant.pipeline import quantize_graph
 from ..quant.qmodel import integer_inputs, is_quantized_model, load_quantized_model
 from ..quant.target import TargetKind
@@ -35,7 +37,9 @@ def load_npu_model(path: str | None) -> LoadedModel:
         return LoadedModel(embedded_quantized_model(), "fashion_cnn",
                            "embedded Fashion-MNIST CNN (quantized in memory)")
     if os.path.isfile(path) and not is_quantized_model(path):
-        options = QuantizeOptions(show_progress=False, double_round=model_kind(path) == "tflite", eval_limit=1)
+        tflite = model_kind(path) == "tflite"
+        precision = Precision.INT16X8 if tflite and activation_bits(path) == 16 else Precision.INT8
+        options = QuantizeOptions(show_progress=False, double_round=tflite, eval_limit=1, precision=precision)
         lowered = quantize_graph(load(path), None, None, options).model
         return LoadedModel(lowered, model_name_of(path), f"{path} (quantized in memory on its own parameters)")
     return LoadedModel(load_quantized_model(path, expect=TargetKind.TOSA), model_name_of(path), str(path))

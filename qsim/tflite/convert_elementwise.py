@@ -92,13 +92,17 @@ def _unary(ctx: OpContext) -> None:
 
 @converter("QUANTIZE", "DEQUANTIZE")
 def _quantize(ctx: OpContext) -> None:
-    """QUANTIZE of a float tensor and DEQUANTIZE: the same real values on another side of the
-    integer boundary, so the output is the input (a float graph input takes the QUANTIZE
-    output's parameters: qsim quantizes its inputs itself). QUANTIZE between two integer
-    grids (requantization) is a math.iden that the lowering rescales."""
+    """QUANTIZE of a float tensor: the same real values, so the output is the input, which
+    takes the QUANTIZE output's parameters (a float graph input: qsim quantizes its inputs
+    itself). DEQUANTIZE: a math.iden to an unannotated tensor, the integer values themselves
+    in the integer graph (its output parameters say what they mean), keeping TFLite's name.
+    QUANTIZE between two integer grids (requantization): a math.iden that the lowering rescales."""
     x = ctx.input(0, "input")
-    if ctx.op.builtin == "DEQUANTIZE" or x.quant is None:
-        ctx.alias(0, x if ctx.op.builtin == "DEQUANTIZE" else _requantized_input(ctx, x))
+    if ctx.op.builtin == "QUANTIZE" and x.quant is None:
+        ctx.alias(0, _requantized_input(ctx, x))
+        return
+    if ctx.op.builtin == "DEQUANTIZE" and x.data is not None:
+        ctx.alias(0, x)            # a dequantized constant (weights stored int8): its real values
         return
     src, nchw = _unary_operand(ctx)
     ctx.result("math.iden", [src], {}, nchw=nchw)

@@ -90,6 +90,14 @@ def is_tflite(path: str) -> bool:
     return len(head) == 8 and head[4:8] == S.FILE_IDENTIFIER
 
 
+def activation_bits(path: str) -> int:
+    """16 for a 16x8 model (its first input int16), else 8: the precision `qsim quantize` takes
+    for a .tflite file by default."""
+    model = read_model(path)
+    first = model.tensors[model.inputs[0]] if model.inputs else None
+    return 16 if first is not None and first.type_code == S.INT16 else 8
+
+
 def read_model(path: str) -> ModelDef:
     path = os.fspath(path)
     try:

@@ -3,6 +3,7 @@ run by qsim (import, quantize on the model's own parameters, integer execution) 
 LiteRT's interpreter with its reference kernels (BUILTIN_REF), compared element for element."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,7 @@ from qsim.tflite.load import import_model
 from qsim.tflite.model import parse_model
 from qsim.tflite.writer import ModelWriter, Options
 from qsim.quant.options import QuantizeOptions
+from qsim.quant.params import Precision
 
 # TFLite reference kernels round twice (MultiplyByQuantizedMultiplier): TOSA double_round
 TFLITE_OPTIONS = QuantizeOptions(show_progress=False, double_round=True, eval_limit=1)
@@ -105,9 +107,16 @@ def run_litert(data: bytes, x: np.ndarray) -> list[np.ndarray]:
     return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
 
 
+def options_for(model) -> QuantizeOptions:
+    """TFLITE_OPTIONS, at 16x8 for a model with an int16 input."""
+    int16 = model.tensors[model.inputs[0]].type_code == 7
+    return dataclasses.replace(TFLITE_OPTIONS, precision=Precision.INT16X8) if int16 else TFLITE_OPTIONS
+
+
 def lower(data: bytes):
-    graph, _ = import_model(parse_model(data))
-    return graph, quantize_graph(graph, None, None, TFLITE_OPTIONS).model
+    model = parse_model(data)
+    graph, _ = import_model(model)
+    return graph, quantize_graph(graph, None, None, options_for(model)).model
 
 
 def run_qsim(lowered, graph, x: np.ndarray, backend: str = "reference") -> list[np.ndarray]:
@@ -143,7 +152,7 @@ def tensor_parity(data: bytes, feeds, backend: str = "reference") -> dict[str, P
     """Parity of every computed TFLite tensor that has an integer counterpart, by tensor name."""
     model = parse_model(data)
     graph, values = import_model(model)
-    lowered = quantize_graph(graph, None, None, TFLITE_OPTIONS).model
+    lowered = quantize_graph(graph, None, None, options_for(model)).model
     result: dict[str, Parity] = {}
     for x in feeds:
         feed = {lowered.tensor_map[graph.inputs[0]].name: x}

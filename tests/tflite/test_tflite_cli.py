@@ -66,3 +66,37 @@ def test_unsupported_builtin_and_damaged_file_exit_2(tmp_path, capsys):
     assert main(["quantize", str(cut), "-o", str(tmp_path / "q"), "-q"]) == 2
     err = capsys.readouterr().err
     assert "data error" in err and "outside the file" in err
+
+
+def test_a_16x8_model_quantizes_at_16x8_by_default(tmp_path, capsys):
+    path = tmp_path / "m16.tflite"
+    path.write_bytes(op_models.conv_16x8()[0])
+    assert main(["quantize", str(path), "-o", str(tmp_path / "Q"), "-q"]) == 0
+    meta = json.loads((tmp_path / "Q" / "quantization.json").read_text())
+    assert meta["settings"]["precision"] == "16x8" and meta["settings"]["rounding"] == "double"
+
+
+def test_a_float_model_runs_as_litert_and_quantizes_from_calibration(tmp_path, capsys):
+    """A float .tflite: qsim's float execution equals LiteRT's within float32 rounding of a
+    27-term conv, a 64-term mean and a softmax; qsim quantize calibrates it (--calib)."""
+    from ai_edge_litert.interpreter import Interpreter
+    import qsim
+    from qsim.runtime.executor import execute
+    data = op_models.float_cnn()
+    path = tmp_path / "f.tflite"
+    path.write_bytes(data)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(1, 8, 8, 3)).astype(np.float32)
+    graph = qsim.load(str(path))
+    ours = execute(graph, {"x": x}, keep=graph.outputs)["y"]
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    theirs = it.get_tensor(it.get_output_details()[0]["index"])
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=64 * 2.0 ** -24 * 8)
+    np.save(tmp_path / "calib.npy", rng.normal(size=(16, 8, 8, 3)).astype(np.float32))
+    assert main(["quantize", str(path), "--calib", str(tmp_path / "calib.npy"), "-o", str(tmp_path / "Q"),
+                 "-q"]) == 0
+    meta = json.loads((tmp_path / "Q" / "quantization.json").read_text())
+    assert meta["settings"]["rounding"] == "double" and meta["settings"]["precision"] == "int8"

@@ -29,12 +29,20 @@ def test_operator_equals_litert_reference(name):
 @pytest.mark.parametrize("name", sorted(op_models.KNOWN_DIFFERENCES))
 def test_known_differences_stay_as_measured(name):
     """MEAN (TFLite has three integer paths by keep_dims and grids, none reproduced exactly yet;
-    qsim rescales the int32 sum once) and RESIZE_BILINEAR (TFLite's integer interpolation rounds
-    differently from TOSA RESIZE): at most 1 LSB, on at most the measured number of elements."""
+    qsim rescales the int32 sum once): at most 1 LSB, on at most the measured number of elements."""
     data, shape, zp = op_models.OPERATORS[name]()
     result = parity(data, corner_inputs(tuple(shape), zp, count=6))
     most = op_models.KNOWN_DIFFERENCES[name]
     assert result.max_lsb <= 1 and result.differing <= most, result
+
+
+@pytest.mark.parametrize("backend", ["reference", "kernels"])
+def test_16x8_conv_and_add_equal_litert(backend):
+    """int16 activations, int8 weights, int64 bias (int48 accumulator in TOSA), seeded int16
+    inputs and the int16 rails."""
+    data, shape, zp = op_models.conv_16x8()
+    result = parity(data, corner_inputs(tuple(shape), zp, dtype=np.int16, count=6), backend)
+    assert result.elements == 10 * 144 and result.differing == 0, result
 
 
 @pytest.mark.parametrize("backend", ["reference", "kernels"])
@@ -115,3 +123,43 @@ def test_activation_bounds_round_to_nearest(value, scale, zp, expected):
     """zero point + round(bound / scale) with the quotient in float32, half away from zero:
     6 / 0.048 = 125 -> -3; 1 / float32(0.016) = 62.49999... -> 62; ties 2.5 -> 3, -2.5 -> -3."""
     assert activation_bound(value, scale, zp) == expected
+
+
+@pytest.mark.parametrize("builtin", ["LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU"])
+def test_int8_activations_equal_litert_on_every_code_at_random_grids(builtin):
+    """All 256 input codes at 8 seeded (input scale, zero point, output grid) choices; LOGISTIC
+    and TANH on TFLite's fixed output grids (1/256, -128) and (1/128, 0)."""
+    from qsim.tflite.writer import Options
+    from tests.tflite.harness import LEAKY_RELU_OPTIONS, Net
+    rng = np.random.default_rng(21)
+    codes = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    for _ in range(8):
+        n = Net(0)
+        x = n.act([1, 256], float(rng.uniform(0.005, 0.3)), int(rng.integers(-128, 128)), name="x")
+        grid = {"LOGISTIC": (1 / 256, -128), "TANH": (1 / 128, 0)}.get(
+            builtin, (float(rng.uniform(0.005, 0.1)), int(rng.integers(-128, 0))))
+        y = n.act([1, 256], *grid, name="y")
+        options = Options(LEAKY_RELU_OPTIONS, [(0, "f32", float(rng.uniform(0.01, 0.9)))]) \
+            if builtin == "LEAKY_RELU" else None
+        n.op(builtin, [x], [y], options)
+        result = parity(n.finish([x], [y]), [codes])
+        assert result.elements == 256 and result.differing == 0, (builtin, result)
+
+
+def test_float_io_model_keeps_names_and_equals_litert():
+    """QUANTIZE of the float input becomes the input's parameters, DEQUANTIZE keeps the output's
+    TFLite name; fed LiteRT's own quantized input, qsim's integer output dequantizes to LiteRT's
+    float output exactly."""
+    from tests.tflite.harness import lower, litert, run_qsim
+    data = op_models.float_io()
+    graph, lowered = lower(data)
+    assert graph.inputs == ("image",) and graph.outputs == ("scores",)
+    assert lowered.input_quant[lowered.graph.inputs[0]].zero_point == 4
+    rng = np.random.default_rng(8)
+    for _ in range(4):
+        x = (rng.normal(size=(1, 8, 8, 3)) * 2).astype(np.float32)
+        it = litert(data, x)
+        codes = it.get_tensor(1)                                  # image_q, LiteRT's QUANTIZE
+        ours = run_qsim(lowered, graph, codes)[0]
+        want = it.get_tensor(it.get_output_details()[0]["index"])
+        np.testing.assert_array_equal((ours.astype(np.float32) + 9) * np.float32(0.07), want)

@@ -45,7 +45,7 @@ from ..params import Precision
 from ..rules import RULES, pattern_rule, rule
 from .tables import make_table
 from .tflite import rules_prelu as tflite_prelu
-from .tflite.arith import is_tflite, leaky_relu_table
+from .tflite.arith import hard_swish_table, is_hard_swish, is_tflite, leaky_relu_table
 from ..target import TargetKind
 from .context import TosaContext
 
@@ -54,7 +54,15 @@ def _chain_table(ctx: TosaContext, chain: ElementwiseChain, what: str) -> None:
     """One TABLE for `chain` (the module doc); binds its output."""
     x = ctx.f.value(chain.input)
     quant = ctx.f.activation_quant(chain.output)
-    table = make_table(chain.function(), x.quant, quant, what=what)
+    function = chain.function()
+    if is_tflite(x.quant) and ctx.config.precision is Precision.INT8 and is_hard_swish(function):
+        # TFLite's 16-bit fixed-point hard swish, tabulated (tflite/fixedpoint.py)
+        out = ctx.emit("TABLE", [x.name], {"table": hard_swish_table(x.quant, quant)}, hint=chain.output,
+                       label=what, quant=quant, exact=True)
+        ctx.f.bind(chain.output, Lowered(out, quant, x.perm))
+        ctx.f.fused.update(id(op) for op in chain.ops)
+        return
+    table = make_table(function, x.quant, quant, what=what)
     out = ctx.table(x.name, table, hint=chain.output, quant=quant)
     ctx.f.bind(chain.output, Lowered(out, quant, x.perm))
     ctx.f.fused.update(id(op) for op in chain.ops)

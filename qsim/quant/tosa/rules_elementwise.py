@@ -102,7 +102,7 @@ def _result(ctx: TosaContext, op: ir.Op, acc: str, acc_scale: float, perm) -> No
 @rule(TargetKind.TOSA, "math.add", "math.sub")
 def lower_add_sub(ctx: TosaContext, op: ir.Op) -> None:
     a, b = _binary_operands(ctx, op)
-    if is_tflite(a.quant, b.quant) and not (a.quant.per_channel or b.quant.per_channel):
+    if is_tflite(a.quant, b.quant) and ctx.act_dtype is ir.DType.I8 and not (a.quant.per_channel or b.quant.per_channel):
         tflite_add.lower_add_sub(ctx, op, a, b)      # TFLite's arithmetic (tflite/rules_add.py)
         return
     s_c = max(float(a.quant.scales()[0]), float(b.quant.scales()[0])) / (1 << COMMON_SCALE_BITS)

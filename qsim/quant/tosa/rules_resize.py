@@ -30,6 +30,8 @@ from ...numerics import RESIZE_ROUNDING, nnef_round, trunc_div
 from ..lowering.float_side import NHWC_FROM_NCHW, Lowered
 from ..rules import rule
 from ..target import TargetKind
+from .tflite import rules_pool as tflite_pool
+from .tflite.arith import is_tflite
 from .context import TosaContext
 
 MAX_SHIFT = 11
@@ -82,8 +84,12 @@ def lower_linear_resize(ctx: TosaContext, op: ir.Op) -> None:
         "output_size": (out_shape[2], out_shape[3]), "stride": stride, "offset": offset,
         "border": border, "shift": shift, "mode": "BILINEAR"}, hint=f"{op.outputs[0]}.acc",
         label=ctx.f.where())
-    out = ctx.rescale(acc, scale=Fraction(1, unit * unit), input_zp=0, output_zp=0,
-                      out_dtype=ctx.act_dtype, hint=op.outputs[0], quant=x.quant, exact=True)
+    if is_tflite(x.quant):
+        # TFLite divides by 2^(2 shift) once, rounding half away from zero (tflite/rules_pool.py)
+        out = tflite_pool.divide_by_pot_half_away(ctx, acc, 2 * shift, op.outputs[0], x.quant)
+    else:
+        out = ctx.rescale(acc, scale=Fraction(1, unit * unit), input_zp=0, output_zp=0,
+                          out_dtype=ctx.act_dtype, hint=op.outputs[0], quant=x.quant, exact=True)
     ctx.f.bind(op.outputs[0], Lowered(out, x.quant, NHWC_FROM_NCHW))
 
 

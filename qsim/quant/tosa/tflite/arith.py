@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .... import ir
-from .fixedpoint import rounding_divide_by_pot, srdhm
+from .fixedpoint import hard_swish_int8, rounding_divide_by_pot, srdhm
 
 TFLITE = "tflite"
 
@@ -106,3 +106,17 @@ def leaky_relu_table(in_quant: ir.QuantInfo, out_quant: ir.QuantInfo, alpha: flo
     out = np.where(v >= 0, multiply_by_quantized_multiplier(v, *identity),
                    multiply_by_quantized_multiplier(v, *slope)) + zp_out
     return np.clip(out, lo, hi).astype(np.int8)
+
+
+def is_hard_swish(function) -> bool:
+    """Whether a chain's float function is x * relu6(x + 3) / 6 (checked on a grid covering its
+    three pieces): the chain TFLite's HARD_SWISH imports as."""
+    x = np.linspace(-8.0, 8.0, 161)
+    # (the imported chain multiplies by float32(1/6): equal to float32 precision)
+    return bool(np.allclose(function(x), x * np.clip(x + 3.0, 0.0, 6.0) / 6.0, rtol=0, atol=1e-5))
+
+
+def hard_swish_table(in_quant: ir.QuantInfo, out_quant: ir.QuantInfo) -> np.ndarray:
+    """The int8 TABLE of TFLite's HARD_SWISH for all 256 inputs."""
+    return hard_swish_int8(np.arange(-128, 128), float(in_quant.scales()[0]), int(in_quant.zero_points()[0]),
+                           float(out_quant.scales()[0]), int(out_quant.zero_points()[0]))

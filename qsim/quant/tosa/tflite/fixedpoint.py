@@ -128,3 +128,49 @@ def softmax_int8(x, input_scale: float, beta: float = 1.0) -> np.ndarray:
     shift = ACCUMULATION_INTEGER_BITS - headroom + 31 - 8
     out = rounding_divide_by_pot(srdhm(scale, e), shift) - 128
     return np.clip(out, -128, 127).astype(np.int8)
+
+
+def _srdhm16(a, b):
+    a, b = np.asarray(a, I64), np.asarray(b, I64)
+    out = np.floor_divide(a * b + (1 << 14), 1 << 15)
+    return np.where((a == -32768) & (b == -32768), 32767, out)
+
+
+def _saturate16(x):
+    return np.clip(np.asarray(x, I64), -32768, 32767)
+
+
+def _multiplier16(real: float) -> tuple[int, int]:
+    """QuantizeMultiplier, then DownScaleInt32ToInt16Multiplier: (int16 multiplier, exponent)."""
+    q, e = np.frexp(np.float64(real))
+    m = int(np.floor(q * (1 << 31) + 0.5))
+    if m == 1 << 31:
+        m //= 2
+        e += 1
+    m16 = 32767 if m >= INT32_MAX - (1 << 15) else (m + (1 << 15)) >> 16
+    return m16, int(e)
+
+
+def hard_swish_int8(q, input_scale: float, input_zp: int, output_scale: float, output_zp: int):
+    """TFLite's reference int8 HARD_SWISH (hard_swish.h) of the codes q: 16-bit fixed point,
+    a 'relu-ish' gate on the scale where 3.0 is 2^15, multiplied without rounding
+    (SaturatingDoublingHighMul), the multipliers from float32 scales."""
+    hires = np.float32(np.float32(1.0 / 128.0) * np.float32(input_scale))
+    out_m, out_e = _multiplier16(float(np.float32(hires / np.float32(output_scale))))
+    relu_m, relu_e = _multiplier16(float(np.float32(hires / np.float32(3.0 / 32768.0))))
+    v = (np.asarray(q, I64) - input_zp) * 128
+    preshift = _srdhm16(v, out_m)
+    reluish = v
+    if relu_e > 0:
+        reluish = _saturate16(reluish * (1 << (relu_e - 1)))
+    reluish = _srdhm16(reluish, relu_m)
+    if relu_e > 0:
+        reluish = _saturate16(reluish * 2)
+    if relu_e < 0:
+        reluish = rounding_divide_by_pot(reluish, -relu_e)
+    reluish = (reluish + (1 << 15)) >> 1
+    product = reluish * preshift
+    high = np.where((reluish == -32768) & (preshift == -32768), 32767,
+                    np.sign(product) * (np.abs(product) >> 15))          # C++ division truncates
+    out = rounding_divide_by_pot(high, -out_e) + output_zp
+    return np.clip(out, -128, 127).astype(np.int8)

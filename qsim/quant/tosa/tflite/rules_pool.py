@@ -18,6 +18,7 @@ import numpy as np
 from .... import ir
 from ...lowering.float_side import Lowered
 from ..context import TosaContext
+from .rules_add import rescale_fixed
 
 
 def lower_average_pool(ctx: TosaContext, op: ir.Op, x: Lowered, attrs: dict, perm) -> Lowered:
@@ -40,3 +41,25 @@ def lower_average_pool(ctx: TosaContext, op: ir.Op, x: Lowered, attrs: dict, per
     mean = ctx.emit("SELECT", [negative, away, up], {}, hint=f"{name}.mean32", label=where)
     out = ctx.emit("CAST", [mean], {}, hint=name, label=where, out_dtype=ctx.act_dtype, quant=x.quant, exact=True)
     return Lowered(out, x.quant, perm)
+
+
+def divide_by_pot_half_away(ctx: TosaContext, acc: str, bits: int, hint: str, quant: ir.QuantInfo) -> str:
+    """acc / 2^bits rounded half away from zero, to the activation type (TFLite's integer
+    RESIZE_BILINEAR: add sign(acc) 2^19, divide by 2^20 truncating). Each half is one RESCALE
+    by 2^(31 - bits) / 2^31: a shift of 31 takes no double rounding, so it rounds half up once;
+    the negative half is rescaled negated. |acc| < 2^29 (REQUIRE of apply_scale_32, shift 31)."""
+    where = ctx.f.where()
+    rank = len(ctx.f.builder.tensor(acc).shape)
+    multiplier = 1 << (31 - bits)
+
+    def half_up(src: str, what: str) -> str:
+        return rescale_fixed(ctx, src, multiplier, 31, 0, 0, ir.DType.I32, f"{hint}.{what}", False)
+
+    up = half_up(acc, "half_up")
+    negated = ctx.emit("NEGATE", [acc], {"input1_zp": 0, "output_zp": 0}, hint=f"{hint}.negated", label=where)
+    down = ctx.emit("NEGATE", [half_up(negated, "negated_half_up")], {"input1_zp": 0, "output_zp": 0},
+                    hint=f"{hint}.half_down", label=where)
+    zero = ctx.constant_tensor(f"{hint}.zero", np.zeros((1,) * rank), ir.DType.I32)
+    nonneg = ctx.emit("GREATER_EQUAL", [acc, zero], {}, hint=f"{hint}.nonneg", label=where)
+    rounded = ctx.emit("SELECT", [nonneg, up, down], {}, hint=f"{hint}.rounded", label=where)
+    return rescale_fixed(ctx, rounded, 1 << 30, 30, 0, 0, ctx.act_dtype, hint, False, quant=quant, exact=True)
