@@ -64,9 +64,9 @@ EXPLANATION = [
     "Read with the tables above and below (each operator's breakdown on both sides: Vela's MAC-engine "
     "cycles and its access cycles per memory; qsim's streaming, fill/drain and DMA-stall cycles). Vela 5.2's "
     "figures are its compiler's estimates for the accelerator's default system configuration, not "
-    "measurements; qsim's are its cycle model's, equal to its RTL's (DS-CNN on the verilator engine above). "
+    "measurements; qsim's are its cycle model's, equal to its RTL's (the four models run on the verilator engine above: same totals, every layer verified). "
     "Both sides do the same MACs (the MACs column agrees per operator).", "",
-    "- **Depthwise convolutions (qsim 3-5x slower).** An Ethos-U55-256 computes a micro-block of 2x2 "
+    "- **Depthwise convolutions (qsim 1.4-9x slower, most 3-5x).** An Ethos-U55-256 computes a micro-block of 2x2 "
     "output pixels x 8 channels per step (Vela's architecture description: ofm_ublock 2x2x8), so a "
     "depthwise convolution still keeps 32 MAC lanes busy and reads each input block once for all taps. qsim "
     "maps a depthwise convolution block-diagonally onto the weight-stationary array: each streaming cycle "
@@ -96,9 +96,9 @@ EXPLANATION = [
     "Vela runs at its peak (255 MACs/cycle, feature maps in SRAM, the input block reused across the 3x3 taps "
     "in the NPU's internal buffer), qsim's window DMA re-reads each input pixel once per tap and weight fold "
     "from DRAM at 8 B/cycle: half its cycles are stalls (at 16 B/cycle, 16x32, 5 %, and the gap closes to "
-    "1.1x). qsim's DRAM bytes are 1.5-2.9x Vela's SRAM + off-chip bytes for the same reason, and because "
+    "1.1x). qsim's DRAM bytes are 1.8-2.9x Vela's SRAM + off-chip bytes for the same reason, and because "
     "every layer's output goes to DRAM and back (Vela cascades layers through SRAM).",
-    "- **Elementwise ADD (qsim 5-6x slower).** qsim lowers a TFLite ADD in TFLite's own arithmetic (each "
+    "- **Elementwise ADD (qsim 3-6x slower).** qsim lowers a TFLite ADD in TFLite's own arithmetic (each "
     "operand shifted left by 20 bits and rescaled in int32, then added and rescaled): five vector-unit "
     "stages, four of them moving int32 tensors through DRAM (ResNet-18's first residual ADD: 0.88 M cycles, "
     "92 % of them DMA stalls). qsim's vector-chain fusion merges the ONNX form of a residual ADD into one "

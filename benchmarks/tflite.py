@@ -2,7 +2,8 @@
 beside Arm's Ethos-U compiler (Vela) at the same MACs per cycle.
 
     pip install tensorflow-cpu ai-edge-litert ethos-u-vela scikit-image     # benchmark-only
-    python benchmarks/tflite.py --requantize --verilator ds_cnn                # the committed report
+    python benchmarks/tflite.py --requantize --verilator ds_cnn,mobilenet_v2,efficientnet_lite0,resnet18
+                                                   # the committed report
     python benchmarks/tflite.py [--models mobilenet_v2,ds_cnn,...] [--inputs 2] [--work DIR]
                                 [--verilator MODELS] [--requantize] [--keep-names] [--out reports]
     python benchmarks/tflite.py --report-only      # tflite.md and the plot again from tflite.json
