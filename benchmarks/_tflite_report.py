@@ -27,6 +27,17 @@ def error_text(message: str, width: int = 400) -> str:
     return first[:width]
 
 
+def unconverted_builtins(message: str, ops: list[dict]) -> list[str]:
+    """The model's builtins missing from the list qsim's unsupported-builtin hint gives ("qsim
+    converts A, B, ..."); [] when the message has no such list."""
+    marker = "qsim converts "
+    if marker not in message:
+        return []
+    listed = message.split(marker, 1)[1].splitlines()[0]
+    supported = {name.strip(" .") for name in listed.split(",")}
+    return sorted({op["builtin"] for op in ops} - supported)
+
+
 def summary_line(r: dict) -> str:
     parts = [r["model"]]
     if "parity" in r:
@@ -255,7 +266,10 @@ def write_report(doc: dict, out: Path) -> list[Path]:
     errors = {n: r["error"] for n, r in models.items() if "error" in r}
     if errors:
         lines += ["## Models qsim did not finish", ""]
-        lines += [f"- **{n}** at {e['stage']}: `{error_text(e['message'])}`" for n, e in errors.items()]
+        for n, e in errors.items():
+            missing = unconverted_builtins(e["message"], models[n].get("ops", []))
+            lines.append(f"- **{n}** at {e['stage']}: `{error_text(e['message'])}`"
+                         + (f"; builtins of this model qsim does not convert: {', '.join(missing)}" if missing else ""))
         lines.append("")
     atomic_write_text(md_path, "\n".join(lines) + "\n")
     return [json_path, md_path] + ([png_path] if plotted else [])

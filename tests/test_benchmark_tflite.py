@@ -173,6 +173,14 @@ def test_report_keeps_qsims_message_line_and_cuts_converter_names():
     assert short("a" * 60, 10) == "…" + "a" * 9
 
 
+def test_report_names_the_builtins_qsim_does_not_convert():
+    from _tflite_report import unconverted_builtins
+    message = "unsupported error: operator 19 NEG\n  hint: qsim converts ADD, MEAN, MUL, RESHAPE.\n"
+    ops = [{"builtin": b} for b in ("ADD", "NEG", "RSQRT", "MUL", "NEG", "SQUARED_DIFFERENCE")]
+    assert unconverted_builtins(message, ops) == ["NEG", "RSQRT", "SQUARED_DIFFERENCE"]
+    assert unconverted_builtins("OSError: File name too long", ops) == []
+
+
 def test_report_cycle_table_sums_models_both_sides_ran(tmp_path):
     from _tflite_report import _cycle_rows
     vela = {"cycles_total": 1000, "sram_bytes": 10, "dram_bytes": 1, "offchip_flash_bytes": 2, "cpu_ops": [],
