@@ -305,6 +305,27 @@ def float_io(seed: int = 5):
     return n.finish([xf], [y])
 
 
+def padv2():
+    """PADV2 with a constant of real value 0.4 (code 5 on the input's grid)."""
+    n, x = _start(23)
+    pads = n.const("pads", np.int32, [[0, 0], [2, 0], [0, 1], [0, 0]])
+    value = n.w.tensor("value", np.int8, [], data=np.array(5, np.int8), scale=IN_SCALE, zero_point=IN_ZP)
+    y = n.act([1, 10, 9, 4], IN_SCALE, IN_ZP, name="y")
+    n.op("PADV2", [x, pads, value], [y])
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
+def squeeze():
+    """MEAN keeping dims to [1, 1, 1, 4], then SQUEEZE to [1, 4]."""
+    n, x = _start(24)
+    axes = n.const("axes", np.int32, [1, 2])
+    m = n.act([1, 1, 1, 4], 0.02, 3, name="m")
+    n.op("MEAN", [x, axes], [m], Options(REDUCER_OPTIONS, [(0, "bool", True)]))
+    y = n.act([1, 4], 0.02, 3, name="y")
+    n.op("SQUEEZE", [m], [y], Options(30, [(0, "vi32", [1, 2])]))
+    return n.finish([x], [y]), SHAPE, IN_ZP
+
+
 OPERATORS = {
     "CONV_2D": conv, "CONV_2D stride 2 relu6": lambda: conv(2, 0, RELU6, zp=-128, out_zp=-128),
     "CONV_2D 1x1 valid": lambda: conv(1, 1, 0, kernel=1, out_zp=127),
@@ -324,7 +345,8 @@ OPERATORS = {
     "RESIZE_BILINEAR half-pixel": lambda: resize("RESIZE_BILINEAR", half=True),
     "RESIZE_NEAREST_NEIGHBOR": lambda: resize("RESIZE_NEAREST_NEIGHBOR"),
     "RESIZE_NEAREST_NEIGHBOR half-pixel": lambda: resize("RESIZE_NEAREST_NEIGHBOR", half=True),
-    "HARD_SWISH": hard_swish,
+    "HARD_SWISH": hard_swish, "RELU_N1_TO_1": lambda: unary("RELU_N1_TO_1", 0.01, 0),
+    "RELU_0_TO_1": lambda: unary("RELU_0_TO_1", 0.005, -128), "PADV2": padv2, "SQUEEZE": squeeze,
 }
 
 
@@ -357,7 +379,3 @@ def small_cnn(seed: int = 20):
     n.op("SOFTMAX", [f], [y], Options(SOFTMAX_OPTIONS, [(0, "f32", 1.0)]))
     return n.finish([x], [y]), [1, 16, 16, 3], -1
 
-
-# operators whose TFLite arithmetic qsim does not reproduce: the most differing elements (of 1 LSB)
-# measured on the parity test's inputs (docs/tflite.md explains each)
-KNOWN_DIFFERENCES = {"MEAN 7x7 same grid": 1, "MEAN 3x3 coarser": 2}

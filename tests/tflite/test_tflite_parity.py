@@ -2,8 +2,7 @@
 element for element: per operator on seeded inputs and corners (both rails, -128 everywhere,
 the zero point everywhere, alternating rails), every tensor of the issue's small CNN, and the
 arithmetic pieces (multiplier derivation, double rounding, the fixed-point softmax) against
-TFLite's formulas. Operators whose TFLite arithmetic qsim does not reproduce are asserted at
-their measured difference (docs/tflite.md), so a change either way shows."""
+TFLite's formulas."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,25 +14,15 @@ from qsim.tosa import arith
 from tests.tflite import op_models
 from tests.tflite.harness import corner_inputs, parity, run_litert, tensor_parity
 
-EXACT = [name for name in op_models.OPERATORS if name not in op_models.KNOWN_DIFFERENCES]
 
 
-@pytest.mark.parametrize("name", EXACT)
-def test_operator_equals_litert_reference(name):
+@pytest.mark.parametrize("backend", ["reference", "kernels"])
+@pytest.mark.parametrize("name", sorted(op_models.OPERATORS))
+def test_operator_equals_litert_reference(name, backend):
     data, shape, zp = op_models.OPERATORS[name]()
-    result = parity(data, corner_inputs(tuple(shape), zp, count=6))
+    result = parity(data, corner_inputs(tuple(shape), zp, count=6), backend)
     assert result.elements > 0
     assert result.differing == 0, result
-
-
-@pytest.mark.parametrize("name", sorted(op_models.KNOWN_DIFFERENCES))
-def test_known_differences_stay_as_measured(name):
-    """MEAN (TFLite has three integer paths by keep_dims and grids, none reproduced exactly yet;
-    qsim rescales the int32 sum once): at most 1 LSB, on at most the measured number of elements."""
-    data, shape, zp = op_models.OPERATORS[name]()
-    result = parity(data, corner_inputs(tuple(shape), zp, count=6))
-    most = op_models.KNOWN_DIFFERENCES[name]
-    assert result.max_lsb <= 1 and result.differing <= most, result
 
 
 @pytest.mark.parametrize("backend", ["reference", "kernels"])
@@ -163,3 +152,20 @@ def test_float_io_model_keeps_names_and_equals_litert():
         ours = run_qsim(lowered, graph, codes)[0]
         want = it.get_tensor(it.get_output_details()[0]["index"])
         np.testing.assert_array_equal((ours.astype(np.float32) + 9) * np.float32(0.07), want)
+
+
+def test_tflite_tensors_round_twice_whatever_the_run_option():
+    """quantize_graph with the default options (single rounding) still rescales a .tflite
+    model's tensors as TFLite does: the small CNN's output equals LiteRT's."""
+    from qsim.quant.options import QuantizeOptions
+    from qsim.quant.pipeline import quantize_graph
+    from qsim.tflite.load import convert_model
+    from qsim.tflite.model import parse_model
+    from tests.tflite.harness import run_qsim
+    data, shape, zp = op_models.small_cnn()
+    graph = convert_model(parse_model(data))
+    lowered = quantize_graph(graph, None, None, QuantizeOptions(show_progress=False, eval_limit=1)).model
+    rescales = [op for op in lowered.graph.ops if op.kind.name == "tosa.RESCALE"]
+    assert rescales and all(op.attrs["double_round"] for op in rescales if int(op.attrs["shift"].max()) > 31)
+    for x in corner_inputs(tuple(shape), zp, count=4):
+        np.testing.assert_array_equal(run_qsim(lowered, graph, x)[0], run_litert(data, x)[0])

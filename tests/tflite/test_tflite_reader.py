@@ -183,3 +183,13 @@ def test_options_table_of_another_kind_is_read_as_its_fields():
     n.op("MAX_POOL_2D", [x], [y], Options(5, [(0, "i8", 1)]))
     with pytest.raises(QsimError, match="output shape"):
         convert_model(parse_model(n.finish([x], [y])))
+
+
+def test_empty_tensor_is_refused_by_name():
+    """(found by the fuzzer: an extent of 0 reached the conv converter's channel division)"""
+    w = ModelWriter()
+    x = w.tensor("x", np.int8, [1, 6, 0, 3], scale=0.1)
+    y = w.tensor("y", np.int8, [1, 6, 6, 3], scale=0.1)
+    w.operator("RELU", [x], [y])
+    with pytest.raises(UnsupportedError, match="tensor 0 'x' is empty"):
+        parse_model(w.finish([x], [y]))

@@ -124,7 +124,8 @@ class TosaContext:
             "multiplier": fp.multiplier.astype(np.int32 if width.scale32 else np.int16),
             "shift": fp.shift.astype(np.int8),
             "scale32": width.scale32,
-            "double_round": bool(self.config.double_round and width.scale32),
+            # a tensor of a .tflite model is rescaled as TFLite does (twice), whatever the run's option
+            "double_round": bool((self.config.double_round or is_tflite(quant)) and width.scale32),
             "per_channel": per_channel,
         }, hint=hint, label=self.f.where(), out_dtype=out_dtype, quant=quant, exact=exact)
 

@@ -19,7 +19,8 @@ from ..rules import pattern_rule, rule
 from .rules_linear import _crop_input
 from ..target import TargetKind
 from .tflite import rules_pool as tflite_pool
-from .tflite.arith import is_tflite
+from .tflite.arith import is_tflite, mean_multiplier
+from .tflite.rules_add import rescale_fixed
 from .context import TosaContext
 
 
@@ -106,11 +107,17 @@ def lower_transpose(ctx: TosaContext, op: ir.Op) -> None:
 def lower_pad(ctx: TosaContext, op: ir.Op) -> None:
     if op.attrs.get("method", "CONSTANT") != "CONSTANT":
         raise ctx.f.unsupported(f"pad method {op.attrs.get('method')!r}; only CONSTANT is lowered")
+    x = ctx.f.value(op.inputs[0])
+    pad_code = int(x.quant.zero_points()[0])            # padding with 0: the zero point exactly
     if len(op.inputs) > 1 and op.inputs[1]:
         value = ctx.f.constant(op.inputs[1])
-        if value is None or float(value.reshape(-1)[0]) != 0.0:
-            raise ctx.f.unsupported("only padding with 0 is lowered (it is the zero point exactly)")
-    x = ctx.f.value(op.inputs[0])
+        steps = None if value is None else float(value.reshape(-1)[0]) / float(x.quant.scales()[0])
+        # another constant: only one that lies on the input's grid (a TFLite PADV2 constant is
+        # stored on it), so that padding with its code is exact
+        if steps is None or abs(steps - round(steps)) > 1e-3 or \
+                not ctx.act_dtype.min <= pad_code + round(steps) <= ctx.act_dtype.max:
+            raise ctx.f.unsupported("only padding with 0 or a value on the input's grid is lowered")
+        pad_code += int(round(steps))
     rank = len(x.perm)
     axes = _norm_axes(op.attrs.get("axes", range(rank)), rank)
     pads = packed_ints(op.attrs.get("padding"), 2 * len(axes), "padding", ctx.f)
@@ -119,7 +126,7 @@ def lower_pad(ctx: TosaContext, op: ir.Op) -> None:
         before[a], after[a] = pads[k], pads[len(axes) + k]
     padding = tuple((before[p], after[p]) for p in x.perm)      # in the integer layout
     out = ctx.emit("PAD", [x.name], {"padding": np.array(padding, dtype=np.int32),
-                                       "pad_const": int(x.quant.zero_points()[0])},
+                                       "pad_const": pad_code},
                      hint=op.outputs[0], label=ctx.f.where(), quant=x.quant, exact=True)
     ctx.f.bind(op.outputs[0], Lowered(out, x.quant, x.perm))
 
@@ -233,7 +240,8 @@ def lower_mean_sum(ctx: TosaContext, op: ir.Op) -> None:
     squeeze = bool(op.attrs.get("squeeze", False))
     mean = op.kind.name == "math.mean_reduce"
     x = ctx.f.value(op.inputs[0])
-    if (mean and rank == 4 and axes == [2, 3] and in_shape[2] * in_shape[3] > 1
+    tflite = mean and is_tflite(x.quant)     # TFLite's MEAN: one multiplier with 1/count folded in
+    if (mean and not tflite and rank == 4 and axes == [2, 3] and in_shape[2] * in_shape[3] > 1
             and _own_annotation(ctx, op.outputs[0], x.quant) is None):
         # global average pooling: one AVG_POOL2D over the whole plane (an output annotated on
         # another grid takes the general path below: one rounding, not AVG_POOL2D's and a RESCALE's)
@@ -259,8 +267,13 @@ def lower_mean_sum(ctx: TosaContext, op: ir.Op) -> None:
     quant = ctx.f.activation_quant(op.outputs[0])
     ratio = float(x.quant.scales()[0]) / (count * float(quant.scales()[0]))
     out_hint = f"{op.outputs[0]}.kept" if squeeze else op.outputs[0]
-    out = ctx.rescale(acc, scale=ratio, input_zp=0, output_zp=int(quant.zero_points()[0]),
-                      out_dtype=ctx.act_dtype, hint=out_hint, quant=quant, exact=not squeeze)
+    if tflite:
+        multiplier, shift = mean_multiplier(float(x.quant.scales()[0]), float(quant.scales()[0]), count)
+        out = rescale_fixed(ctx, acc, multiplier, shift, 0, int(quant.zero_points()[0]), ctx.act_dtype,
+                            out_hint, True, quant=quant, exact=not squeeze)
+    else:
+        out = ctx.rescale(acc, scale=ratio, input_zp=0, output_zp=int(quant.zero_points()[0]),
+                          out_dtype=ctx.act_dtype, hint=out_hint, quant=quant, exact=not squeeze)
     v = Lowered(out, quant, x.perm)
     if squeeze:
         v = ctx.to_float_layout(v, f"{op.outputs[0]}.float")

@@ -120,3 +120,15 @@ def hard_swish_table(in_quant: ir.QuantInfo, out_quant: ir.QuantInfo) -> np.ndar
     """The int8 TABLE of TFLite's HARD_SWISH for all 256 inputs."""
     return hard_swish_int8(np.arange(-128, 128), float(in_quant.scales()[0]), int(in_quant.zero_points()[0]),
                            float(out_quant.scales()[0]), int(out_quant.zero_points()[0]))
+
+
+def mean_multiplier(input_scale: float, output_scale: float, count: int) -> tuple[int, int]:
+    """TFLite's int8/int16 MEAN (reference QuantizedMeanOrSum): the multiplier of
+    input_scale / output_scale (QuantizeMultiplier, exponent e) with 1/count folded in by
+    integer division, (m << k) // count with k = floor(log2 count) clamped to 32 and 31 + e,
+    exponent e - k; as TOSA (multiplier, shift). The centred sum times it (MultiplyBy-
+    QuantizedMultiplier) plus the output zero point is the result."""
+    multiplier, shift = quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale)))
+    exponent = 31 - shift
+    k = min(int(count).bit_length() - 1, 32, 31 + exponent)
+    return (multiplier << k) // int(count), 31 - (exponent - k)
