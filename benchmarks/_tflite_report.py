@@ -255,7 +255,8 @@ def write_report(doc: dict, out: Path) -> list[Path]:
     from _tflite_text import EXPLANATION, header_lines
     lines = header_lines(doc)
     lines += ["## Parity: qsim's integer run vs LiteRT's reference kernels", ""] + _parity_rows(models) + [""]
-    lines += _parity_details(models) + _origin_causes(models)
+    from _tflite_text import PARITY_HISTORY
+    lines += PARITY_HISTORY + _parity_details(models) + _origin_causes(models)
     lines += ["## Cycles and bytes: qsim's NPU beside Vela at the same MACs per cycle", ""] + _cycle_rows(models) + [""]
     if plotted:
         lines += [f"![per-operator cycles of {plotted}](tflite_cycles.png)", ""]
