@@ -246,6 +246,17 @@ def run_model(name: str, args) -> dict:
     return result
 
 
+def keep_raw(result: dict, path: Path) -> None:
+    """Moves Vela's rows and qsim's layers (the matched inputs of result["compare"], 60 % of the
+    JSON) out of the report into the work folder, and leaves the file's name in their place."""
+    raw = {"vela": {acc: v.pop("rows") for acc, v in result.get("vela", {}).items() if "rows" in v},
+           "npu": {key: n.pop("layers") for key, n in result.get("npu", {}).items() if "layers" in n}}
+    if raw["vela"] or raw["npu"]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(raw, default=str))
+        result["raw"] = str(path)
+
+
 def versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
     out = {}
@@ -300,6 +311,7 @@ def main(argv=None) -> int:
         results[name] = run_model(name, args)
         results[name]["seconds"] = round(time.perf_counter() - start, 1)
         results[name]["run"] = {k: header[k] for k in ("command", "commit", "date", "load")}
+        keep_raw(results[name], Path(args.work) / name / "raw.json")
         from _tflite_report import summary_line
         print(summary_line(results[name]), flush=True)
     from _rows import merged_rows
