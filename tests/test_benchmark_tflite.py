@@ -194,3 +194,18 @@ def test_report_cycle_table_sums_models_both_sides_ran(tmp_path):
     assert "| b | ethos-u55-256 | 3,000 | 10 | 3 | none | – | – | – | – | 99 |" in lines
     total = [line for line in lines if line.startswith("| **total")]
     assert total == ["| **total (models both ran)** | ethos-u55-256 | 1,000 | 10 | 3 | | | 1,500 | 40 | 1.50 | |"]
+
+
+def test_raw_rows_and_layers_move_to_the_work_folder(tmp_path):
+    import json
+    from tflite import keep_raw
+    result = {"vela": {"ethos-u55-256": {"cycles_total": 5, "rows": [{"name": "a"}]}},
+              "npu": {"16x16-model": {"total_cycles": 7, "layers": [{"name": "b"}]}}}
+    keep_raw(result, tmp_path / "m" / "raw.json")
+    assert result == {"vela": {"ethos-u55-256": {"cycles_total": 5}}, "npu": {"16x16-model": {"total_cycles": 7}},
+                      "raw": str(tmp_path / "m" / "raw.json")}
+    assert json.loads((tmp_path / "m" / "raw.json").read_text()) == {
+        "vela": {"ethos-u55-256": [{"name": "a"}]}, "npu": {"16x16-model": [{"name": "b"}]}}
+    failed = {"error": {"stage": "convert", "message": "x"}}
+    keep_raw(failed, tmp_path / "n" / "raw.json")
+    assert failed == {"error": {"stage": "convert", "message": "x"}} and not (tmp_path / "n").exists()
