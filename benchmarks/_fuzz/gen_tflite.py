@@ -1,5 +1,6 @@
 """The `tflite` fuzz target: small quantized .tflite models written with qsim.tflite.writer (a
-conv, depthwise or dense layer, an add or pooling, a softmax), then mutated where the TFLite
+conv, depthwise or dense layer; an add, max or average pooling, MEAN, LEAKY_RELU, a bilinear
+resize or a softmax), then mutated where the TFLite
 reader (qsim/tflite/model.py, flatbuf.py) and importer decide: quantization scales (0,
 negative, NaN, inf, huge) and zero points, per-channel axes, shapes (0, negative, huge, rank
 9), buffer data (short, long, offset/size past the file), tensor and opcode indices, builtin
@@ -45,7 +46,7 @@ def _model(rng: random.Random, w: ModelWriter) -> tuple[list[int], list[int]]:
         k = w.tensor("k", np.int8, [5, 108], data=nrng.integers(-127, 128, (5, 108)), scale=0.01)
         y = w.tensor("y", np.int8, [1, 5], scale=0.2, zero_point=0)
         w.operator("FULLY_CONNECTED", [x, k, -1], [y], Options(8, [(0, "i8", 0)]))
-    tail = rng.choice(("none", "add", "pool", "softmax"))
+    tail = rng.choice(("none", "add", "pool", "softmax", "mean", "average", "leaky", "resize"))
     shape = list(w.tensors[y].shape)
     if tail == "add":
         z = w.tensor("z", np.int8, shape, scale=0.15, zero_point=-2)
@@ -55,6 +56,27 @@ def _model(rng: random.Random, w: ModelWriter) -> tuple[list[int], list[int]]:
         z = w.tensor("z", np.int8, [1, 3, 3, shape[3]], scale=0.1, zero_point=1)
         w.operator("MAX_POOL_2D", [y], [z], Options(5, [(0, "i8", 1), (1, "i32", 2), (2, "i32", 2), (3, "i32", 2),
                                                         (4, "i32", 2)]))
+        y = z
+    elif tail == "mean" and len(shape) == 4:
+        axes = w.tensor("axes", np.int32, [2], data=[1, 2])
+        z = w.tensor("z", np.int8, [1, shape[3]], scale=0.05, zero_point=-1)
+        w.operator("MEAN", [y, axes], [z], Options(27, [(0, "bool", False)]))
+        y = z
+    elif tail == "average" and len(shape) == 4:
+        q = w.tensors[y]
+        z = w.tensor("z", np.int8, [1, 6, 6, shape[3]], scale=q.scale, zero_point=q.zero_point)
+        w.operator("AVERAGE_POOL_2D", [y], [z], Options(5, [(0, "i8", 0), (1, "i32", 1), (2, "i32", 1),
+                                                            (3, "i32", 3), (4, "i32", 3)]))
+        y = z
+    elif tail == "leaky":
+        z = w.tensor("z", np.int8, shape, scale=0.05, zero_point=-20)
+        w.operator("LEAKY_RELU", [y], [z], Options(75, [(0, "f32", rng.choice((0.1, 0.0, 1.0, -0.5)))]))
+        y = z
+    elif tail == "resize" and len(shape) == 4:
+        q = w.tensors[y]
+        size = w.tensor("size", np.int32, [2], data=[12, 12])
+        z = w.tensor("z", np.int8, [1, 12, 12, shape[3]], scale=q.scale, zero_point=q.zero_point)
+        w.operator("RESIZE_BILINEAR", [y, size], [z], Options(15, [(2, "bool", False), (3, "bool", rng.random() < 0.5)]))
         y = z
     elif tail == "softmax" and len(shape) == 2:
         z = w.tensor("z", np.int8, shape, scale=1 / 256, zero_point=-128)

@@ -204,7 +204,11 @@ class OpContext:
         if np.abs(centered).max(initial=0) >= 1 << EXACT_INTEGER_BITS:
             self.fail(f"constant '{t.name}' holds integers of {EXACT_INTEGER_BITS} bits or more, which "
                       "float32 does not carry exactly", unsupported=True)
-        real = (centered.astype(np.float64) * q.scale.astype(np.float64).reshape(shape)).astype(np.float32)
+        with np.errstate(over="ignore"):
+            real = (centered.astype(np.float64) * q.scale.astype(np.float64).reshape(shape)).astype(np.float32)
+        if not np.all(np.isfinite(real)):
+            self.fail(f"constant '{t.name}' dequantizes beyond float32 (scale {float(q.scale.max()):.3g})",
+                      hint="the tensor's quantization scale is not a real model's; export the model again")
         return real, quant_info(q, t.type_code, axis_map)
 
     def add_constant(self, hint: str, array: np.ndarray, quant: ir.QuantInfo | None) -> str:
