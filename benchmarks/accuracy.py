@@ -295,13 +295,19 @@ def peer(args) -> dict:
             # which outputs are class vectors: qsim's rule (docs/quantize.md), for both quantizers
             row["outputs"] = {o.name: {"role": o.role.value}
                               for o in choose_outputs(load_float_model(files["model"]))}
-            t0 = time.perf_counter()
-            result = quantize_to_folder(str(files["model"]), str(files["calib"]),
-                                        str(Path(args.work_models) / name / "int8"),
-                                        QuantizeOptions(show_progress=False), evaluation=str(files["eval"]))
-            row["qsim_seconds"] = round(time.perf_counter() - t0, 1)
-            for o in result.report.outputs:
-                row["outputs"][o.name].update(qsim_sqnr_db=_finite(o.sqnr_db), qsim_top1_agreement=o.top1_agreement)
+            for observer in [""] + [o for o in args.peer_observers.split(",") if o]:
+                t0 = time.perf_counter()
+                options = QuantizeOptions(show_progress=False, **({"observer": ObserverKind(observer)} if observer else {}))
+                result = quantize_to_folder(str(files["model"]), str(files["calib"]),
+                                            str(Path(args.work_models) / name / f"int8{observer}"),
+                                            options, evaluation=str(files["eval"]))
+                row[f"qsim{'_' + observer if observer else ''}_seconds"] = round(time.perf_counter() - t0, 1)
+                for o in result.report.outputs:
+                    if observer:      # a fixed observer, beside the default
+                        row["outputs"][o.name].setdefault("observers", {})[observer] = _finite(o.sqnr_db)
+                    else:
+                        row["outputs"][o.name].update(qsim_sqnr_db=_finite(o.sqnr_db),
+                                                      qsim_top1_agreement=o.top1_agreement)
         except QsimError as err:
             row["qsim_error"] = str(err).splitlines()[0]
         t0 = time.perf_counter()
@@ -491,6 +497,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="reports")
     parser.add_argument("--peer-models", default="", help="peer comparison: models of benchmarks/models.py "
                         "(default: all)")
+    parser.add_argument("--peer-observers", default="", help="peer comparison: fixed observers also run "
+                        "beside the default, e.g. minmax,percentile,mse (a column of their SQNRs)")
     parser.add_argument("--peer-calib", type=int, default=PEER_CALIB)
     parser.add_argument("--peer-eval", type=int, default=PEER_EVAL)
     parser.add_argument("--work-models", default="/tmp/qsim-bench-models",

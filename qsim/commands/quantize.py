@@ -60,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--cvm-precision", type=int, default=8, choices=range(2, 9), metavar="P",
                    help="--target cvm: activation precision in bits, 2..8 (default 8)")
     p.add_argument("--observer", choices=[k.value for k in ObserverKind],
-                   default=ObserverKind.PERCENTILE.value,
-                   help="range observer for calibrated tensors (default percentile: the 99.99th percentile range)")
+                   default=ObserverKind.AUTO.value,
+                   help="range observer for calibrated tensors (default auto: per tensor, the min-max, "
+                        "percentile or MSE range costing its consumers the least error on calibration data)")
     p.add_argument("--precision", choices=[p.value for p in Precision], default=Precision.INT8.value,
                    help="int8, or 16x8: int16 activations, int8 weights (default int8)")
     p.add_argument("--weights", choices=[g.value for g in Granularity],
