@@ -37,6 +37,7 @@ from ..report.accuracy import write_accuracy_report
 from ..kernels.backend import Backend
 from ..zoo.fashion_mnist import DEBIAN_DIR
 from .arguments import whole_number
+from .qdq_reference import check_reference, scored_against
 
 NAME = "quantize"
 HELP = "quantize a float model to a bit-exact integer model (TOSA 0.30 or CVM) and report its accuracy"
@@ -59,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="integer operator set (default tosa)")
     p.add_argument("--cvm-precision", type=int, default=8, choices=range(2, 9), metavar="P",
                    help="--target cvm: activation precision in bits, 2..8 (default 8)")
+    p.add_argument("--float-model", metavar="MODEL",
+                   help="an ONNX QDQ model's float original: score the integer model against it instead "
+                        "of the QDQ model's dequantized graph")
     p.add_argument("--observer", choices=[k.value for k in ObserverKind],
                    default=ObserverKind.AUTO.value,
                    help="range observer for calibrated tensors (default auto: per tensor, the min-max, "
@@ -101,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         show_progress=not args.quiet, score_outputs=tuple(args.score_outputs))
     result = quantize_to_folder(args.model, args.calib, args.out, options, evaluation=args.eval,
                                 subset_only=args.subset, target=TargetKind(args.target),
-                                cvm_precision=args.cvm_precision)
+                                cvm_precision=args.cvm_precision, float_model=args.float_model)
     print("\n".join(summary_lines(result)))
     return 0
 
@@ -123,13 +127,15 @@ def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
 def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                      options: QuantizeOptions = QuantizeOptions(),
                      evaluation: str | None = None, subset_only: bool = False,
-                     target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8) -> QuantizeResult:
+                     target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8,
+                     float_model: str | None = None) -> QuantizeResult:
     """The whole `qsim quantize` job; returns the result with the folder written.
 
     With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
     evaluated on the Fashion-MNIST test set. Otherwise `calib` is required unless the model
     carries its own quantization (annotations, an ONNX QDQ model); `evaluation` defaults to the
-    calibration data (the report says so)."""
+    calibration data (the report says so). `float_model`: the float model an ONNX QDQ `model`
+    was made from, which the report scores against (qdq_reference.py)."""
     try:
         kind = TargetKind(target)
     except ValueError:
@@ -149,7 +155,7 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     out_dir = Path(out) if out is not None else Path("qsim-out") / chosen.folder_name(model_name)
     check_output(out if out is not None else out_dir, "-o",
                  [("model", model_path), ("calibration data", calib),
-                  ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL, default=out is None)
+                  ("evaluation data", evaluation), ("float model", float_model)], replaces=QUANTIZED_MODEL, default=out is None)
     graph = load_float_model(model_path)
     input_name, sample_shape = single_input(graph)
     if calib is not None:
@@ -169,8 +175,19 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     else:
         eval_samples = None
     load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
+    reference = None
+    if float_model is not None:
+        reference = load_float_model(Path(float_model))
+        check_reference(reference, graph, float_model)
+    against, warnings = scored_against(model_path, float_model)
+    if against is not None:
+        notes += (f"Scored against {against}.",)
     result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
-                            load_batch=load_batch)
+                            load_batch=load_batch, reference=reference)
+    if against is not None:
+        report = dataclasses.replace(result.report, warnings=result.report.warnings + warnings,
+                                     settings=dict(result.report.settings, scored_against=against))
+        result = dataclasses.replace(result, report=report)
     t0 = time.perf_counter()
     by_annotations = model is not None and calib is None
     settings = dict(options.settings(), calibration=calib or ("model annotations" if by_annotations else
@@ -189,6 +206,8 @@ def summary_lines(result: QuantizeResult) -> list[str]:
     r = result.report
     lines = [f"quantized {r.model}: {len(result.model.graph.ops)} {result.target.title} operators, "
              f"evaluated on {r.eval_samples} samples"]
+    if "scored_against" in r.settings:
+        lines.append(f"  scored against {r.settings['scored_against']}")
     lines += [f"  {line}" for line in output_lines(r)]
     lines += [f"  warning: {w}" for w in r.warnings]
     finite = [t for t in r.tensors if math.isfinite(t.sqnr_db)]
