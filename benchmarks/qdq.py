@@ -92,21 +92,29 @@ def cause_of(position: float) -> str:
 
 def first_difference(path: Path, x: np.ndarray) -> dict | None:
     """The first quantized activation (graph order) where qsim's integer value differs from
-    onnxruntime's float path (ORT_DISABLE_ALL) on input x[0]: element, both values, LSB, the
+    onnxruntime's float path (ORT_DISABLE_ALL) on the first input of x where one does: element, both values, LSB, the
     float value onnxruntime quantized there, its grid position and the cause (cause_of); None
     when every activation is equal."""
     tapped, taps = with_taps(path, with_sources=True)
     graph = load(str(path))
     lowered = quantize_graph(graph, None, None, QuantizeOptions(show_progress=False)).model
-    in_name = graph.inputs[0]
-    in_quant = graph.tensor(in_name).quant
     session = ort_session(str(tapped), "ORT_DISABLE_ALL")
     names = [o.name for o in session.get_outputs()]
-    xq = on_signed_grid(quantize_linear(x[:1], in_quant), in_quant)
+    for i in range(len(x)):
+        found = _first_difference_on(graph, lowered, session, names, path, taps, x[i:i + 1])
+        if found is not None:
+            return dict(found, input=i)
+    return None
+
+
+def _first_difference_on(graph, lowered, session, names, path, taps, x):
+    in_name = graph.inputs[0]
+    in_quant = graph.tensor(in_name).quant
+    xq = on_signed_grid(quantize_linear(x, in_quant), in_quant)
     values = execute(lowered.graph, {lowered.tensor_map[in_name].name: xq.astype(np.int8)})
-    theirs_all = dict(zip(names, session.run(None, {in_name: x[:1]})))
+    theirs_all = dict(zip(names, session.run(None, {in_name: x})))
     order = {name: k for k, op in enumerate(graph.ops) for name in op.outputs}
-    checked = 0
+    checked = 0     # quantized activations compared so far (graph order)
     import onnx
     # a DequantizeLinear output that is a graph output names the tensor in qsim (onnx/qdq.py)
     renamed = {n.input[0]: n.output[0] for n in onnx.load(str(path)).graph.node
@@ -239,20 +247,21 @@ def markdown(results: dict) -> str:
               "(tests/onnx/test_qdq_softmax.py). The float path (DISABLE_ALL) computes the definition, "
               "which qsim's integer softmax follows within one step; in the encoder the attention's p·v "
               "product then carries a 1-step difference of p to a few steps."]
-    lines += ["", "## First difference from onnxruntime's float path (ORT_DISABLE_ALL), first input", "",
-              "The first quantized activation, in graph order, whose integer value differs; the element where the "
+    lines += ["", "## First difference from onnxruntime's float path (ORT_DISABLE_ALL)", "",
+              "On the first evaluation input where any differs, the first quantized activation, in graph order, "
+              "whose integer value differs; the element where the "
               "difference is largest, both values, the float value onnxruntime quantized there and its position "
               "on the grid (value / scale + zero point, before rounding), and the cause that position shows.", "",
-              "| model | activation (n of quantized) | op | differing / elements | element | qsim | onnxruntime | "
-              "grid position | cause |", "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |"]
+              "| model | input | activation (n of quantized) | op | differing / elements | element | qsim | onnxruntime | "
+              "grid position | cause |", "| --- | ---: | --- | --- | ---: | --- | ---: | ---: | ---: | --- |"]
     for r in results["models"]:
         f = r.get("first_difference", "absent")
         if f == "absent":
             continue
         if f is None:
-            lines.append(f"| {r['model']} | none: every quantized activation equal | | | | | | | |")
+            lines.append(f"| {r['model']} | all | none: every quantized activation equal | | | | | | | | |")
             continue
-        lines.append(f"| {r['model']} | `{f['tensor']}` ({f['activation_index']} of {f['activations']}) | {f['op']} | "
+        lines.append(f"| {r['model']} | {f['input']} | `{f['tensor']}` ({f['activation_index']} of {f['activations']}) | {f['op']} | "
                      f"{f['differing']} / {f['elements']} | {f['element']} | {f['qsim']} | {f['onnxruntime']} | "
                      f"{f['grid_position']:.6f} | {f['cause']} |")
     multi = [r for r in results["models"] if len(r.get("per_output", {})) > 1]

@@ -100,3 +100,36 @@ def test_mismatching_float_model_is_a_usage_error(tmp_path, capsys):
         quantize_to_folder(qdq, None, str(tmp_path / "out"), OPTIONS, float_model=other)
     assert main(["quantize", qdq, "--float-model", other, "-o", str(tmp_path / "out2"), "--quiet"]) == 2
     assert "same input and output names and shapes" in capsys.readouterr().err
+
+
+def _qdq_benchmark():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import qdq
+    return qdq
+
+
+def test_first_difference_names_a_tie_where_the_two_rules_round_apart(tmp_path):
+    """tie_model's requantization ratio is exactly 1/2: the first difference from onnxruntime's
+    float path is a tie that TOSA rounds up and onnxruntime to even (grid position k + 0.5)."""
+    import onnx
+    from pathlib import Path
+    from tests.onnx.qdq_models import tie_model
+    qdq = _qdq_benchmark()
+    model, integers = tie_model()
+    path = Path(tmp_path) / "tie.onnx"
+    onnx.save(model, path)
+    found = qdq.first_difference(path, np.concatenate(samples(model, 3, seed=3)))
+    assert found is not None and found["tensor"] == "y" and found["lsb"] == 1
+    assert found["grid_position"] % 1 == 0.5 and found["cause"].startswith("tie")
+    # half up vs half to even (of the value before the zero point is added): qsim above,
+    # onnxruntime on the even neighbour
+    assert found["qsim"] == found["grid_position"] + 0.5 and (found["onnxruntime"] - integers["zy"]) % 2 == 0
+
+
+def test_cause_of_tells_ties_float_rounding_and_other_arithmetic_apart():
+    qdq = _qdq_benchmark()
+    assert qdq.cause_of(-73.5).startswith("tie")
+    assert qdq.cause_of(-73.50001).startswith("float-scale vs integer-multiplier")
+    assert qdq.cause_of(12.3).startswith("not a rounding")
