@@ -386,6 +386,30 @@ def peer_markdown(pe: dict) -> list[str]:
         lines += ["", "Rows at other sample counts check that a figure is not decided by a few samples: "
                   "MTCNN's face probability nearly is, its error sits in the logits of a few uncertain crops "
                   "(docs/quantize.md, PReLU and leaky ReLU)."]
+    return lines + [""] + observers_markdown(pe)
+
+
+def observers_markdown(pe: dict) -> list[str]:
+    """The rows run with --peer-observers: the default (auto) beside each fixed observer and
+    onnxruntime; goals: auto >= onnxruntime, and within 0.3 dB of the best fixed observer."""
+    rows = [(k, r) for k, r in pe["models"].items()
+            if any("observers" in o for o in r.get("outputs", {}).values())]
+    if not rows:
+        return []
+    fixed = sorted({obs for _, r in rows for o in r["outputs"].values() for obs in o.get("observers", {})})
+    lines = ["### The default (auto observer) against each fixed observer", "",
+             "Same runs as the rows above with these sample counts: the default recipe with `--observer auto` "
+             "(the default) and with each fixed observer, and onnxruntime's quantize_static.", "",
+             "| model | samples | output | auto | " + " | ".join(fixed) + " | onnxruntime | auto >= onnxruntime | "
+             "auto >= best fixed - 0.3 dB |", "|---" * (len(fixed) + 7) + "|"]
+    for key, r in rows:
+        for out, o in r["outputs"].items():
+            auto, ort, obs = o.get("qsim_sqnr_db"), o.get("ort_sqnr_db"), o.get("observers", {})
+            best = max((v for v in obs.values() if v is not None), default=None)
+            ok_ort = "n/a" if auto is None or ort is None else ("yes" if auto >= ort else "**no**")
+            ok_best = "n/a" if auto is None or best is None else ("yes" if auto >= best - 0.3 else "**no**")
+            lines.append(f"| {r.get('model', key)} | {r.get('calib')} / {r.get('eval')} | {out} | {_db(auto)} | "
+                         + " | ".join(_db(obs[f]) if f in obs else "n/a" for f in fixed) + f" | {_db(ort)} | {ok_ort} | {ok_best} |")
     return lines + [""]
 
 
