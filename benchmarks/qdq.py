@@ -74,7 +74,7 @@ def with_taps(path: Path, with_sources: bool = False) -> tuple[Path, dict[str, s
     return out, taps
 
 
-TIE_TOLERANCE = 2.0 ** -20   # relative: onnxruntime's float32 acc*scale carries ~2^-24 per product
+TIE_TOLERANCE = 2.0 ** -20   # x 64 = 2^-14 relative: float32 sums of up to ~1000 products (2^-24 each)
 
 
 def cause_of(position: float) -> str:
@@ -84,8 +84,9 @@ def cause_of(position: float) -> str:
     if frac == 0.5:
         return "tie: TOSA RESCALE rounds half up, onnxruntime half to even"
     if abs(frac - 0.5) <= TIE_TOLERANCE * max(1.0, abs(position)) * 64:
-        return ("float-scale vs integer-multiplier requantization: within float32 rounding of a tie, "
-                "onnxruntime's float32 acc x scale and TOSA's 31-bit multiplier land on either side")
+        return ("near-tie requantization: within 2^-14 relative of a tie, where the two arithmetics "
+                "(onnxruntime: float32 sums and products; TOSA: integer accumulators, 31-bit multipliers, "
+                "qsim's add/mul operand rescale) land on either side")
     return ("not a rounding of the same value: the operators compute different values (an integer "
             "lowering such as an average, a table or a softmax, or a fused kernel's own arithmetic)")
 
