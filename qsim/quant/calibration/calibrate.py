@@ -4,8 +4,8 @@ quantization parameters.
 Annotations win: a tensor whose QuantInfo came from @quantize or graph.quant keeps it
 exactly; every other non-constant tensor gets parameters from an observer
 (min-max, percentile or MSE, ObserverKind) on the run's activation scheme; with the auto
-observer, the one of those ranges that costs the tensor's consumers the least error on the
-first calibration samples (choose.py).
+observer, one of those ranges per tensor, chosen by the error it causes downstream on the first
+calibration samples (choose.py).
 """
 from __future__ import annotations
 

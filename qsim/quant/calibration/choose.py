@@ -1,19 +1,22 @@
-"""The auto observer's choice: per tensor, the candidate range (AutoObserver.candidates) that
-costs the tensor's consumers the least output error on calibration samples.
+"""The auto observer's choice: which of its candidate ranges (AutoObserver.candidates) each
+tensor keeps, by the error the range causes downstream on calibration samples.
 
-A range's error on the tensor itself (what the MSE observer minimizes) is not what the network
-pays: rounding noise is independent from value to value and partly averages out in a
-convolution's sum, while clipping an outlier moves every output that reads it by the same
-sign. So each candidate is judged where its error lands: the tensor is rounded to the
-candidate's grid (dequantize(quantize(x))), every op reading it is run again on that value with
-its other inputs float, and the squared difference from the float outputs is summed. The score
-of a candidate is the sum over consumers of noise / signal (each consumer's output energy on
-the same samples), so a consumer counts by its relative error whatever its magnitude. A tensor
-that no float op reads (a graph output, or read only by control flow) is scored on itself.
+Two measures, two kinds of plan (choose_observers):
+- per tensor, by its consumers (downstream_errors): a range's error on the tensor itself (what
+  the MSE observer minimizes) is not what the network pays: rounding noise is independent from
+  value to value and partly averages out in a convolution's sum, while clipping an outlier moves
+  every output that reads it by the same sign. So the tensor is rounded to each candidate's grid
+  (dequantize(quantize(x))), every op reading it is run again on that value with its other
+  inputs float, and the candidate's score is the sum over consumers of noise / signal. A tensor
+  no float op reads (a graph output, or read only by control flow) is scored on itself. The
+  least-score candidates make the per-tensor plan;
+- at the outputs (plan_error): the per-tensor plan and each candidate applied to every tensor
+  (the uniform plans) are run as a whole, every materialized activation rounded to its grid, and
+  the plan of least output noise / signal over the scored samples is kept.
 
 Only scales and zero points change: the quantized model is lowered and replayed as with any
-fixed observer (bit-exact). Cost: one float execution per sample plus, per tensor, one run of
-each consumer per distinct candidate; on AUTO_SAMPLES samples at most.
+fixed observer (bit-exact). Cost: per tensor, one consumer run per distinct candidate on
+LOCAL_SAMPLES samples; per plan, one float run per scored sample (AUTO_SAMPLES at most).
 """
 from __future__ import annotations
 
