@@ -399,7 +399,12 @@ def observers_markdown(pe: dict) -> list[str]:
     fixed = sorted({obs for _, r in rows for o in r["outputs"].values() for obs in o.get("observers", {})})
     lines = ["### The default (auto observer) against each fixed observer", "",
              "Same runs as the rows above with these sample counts: the default recipe with `--observer auto` "
-             "(the default) and with each fixed observer, and onnxruntime's quantize_static.", "",
+             "(the default) and with each fixed observer, and onnxruntime's quantize_static. One run per model, "
+             "each `python benchmarks/accuracy.py --models peer --peer-models MODEL --peer-calib 16 --peer-eval 16 "
+             "--peer-observers minmax,percentile,mse` (nice'd, on 2 cores shared with other jobs). GoogLeNet, "
+             "DenseNet-121, RegNet-X-400MF, EfficientNet-B0, the small-width ConvNeXt, the small ViT and the UNet "
+             "are benchmarks/_torchvision_bn.py's (112x112 crops, random weights, batch norms re-estimated on "
+             "photographs); a model missing here did not finish in the session's time.", "",
              "| model | samples | output | auto | " + " | ".join(fixed) + " | onnxruntime | auto >= onnxruntime | "
              "auto >= best fixed - 0.3 dB |", "|---" * (len(fixed) + 7) + "|"]
     for key, r in rows:
