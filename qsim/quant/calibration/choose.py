@@ -24,9 +24,11 @@ import numpy as np
 
 from ... import ir
 from ...runtime.executor import execute, run_op
+from ...skriptnd.compose import dynattr
 from ..params import QuantScheme, dequantize, params_from_range, quantize
 from .observers import AutoObserver, ObserverKind
 
+FALLBACK = ObserverKind.PERCENTILE.value   # where nothing can be measured: the default before auto
 AUTO_SAMPLES = 16         # calibration samples the plans are scored on (the first ones)
 LOCAL_SAMPLES = 8         # of which the per-tensor (consumer error) choice is measured on
 
@@ -101,8 +103,8 @@ def downstream_errors(graph: ir.Graph, candidates: dict[str, dict[str, ir.QuantI
                         if _float(values.get(o)):
                             diff = np.asarray(got, np.float64) - values[o]
                             sums[o] = sums.get(o, 0.0) + float(np.sum(diff * diff))
-    scores = {t: {label: sum(e / signal[t][o] if signal[t][o] > 0 else (0.0 if e == 0 else np.inf)
-                             for o, e in per_out.items())
+    scores = {t: {label: sum(e / signal[t][o] if signal[t][o] > 0 and np.isfinite(e) else
+                             (0.0 if e == 0 else np.inf) for o, e in per_out.items())
                   for label, per_out in noise[t].items()}
               for t in measured}
     return {t: {label: score[same[t][label]] for label in candidates[t]} for t, score in scores.items()}
@@ -169,6 +171,9 @@ def choose_observers(graph: ir.Graph, observers: dict[str, AutoObserver], scheme
     which only the outputs over many samples show; so the result is never worse, on the
     calibration samples, than the best single observer's.
     """
+    if any(dynattr.has_runtime(v) for op in graph.ops for v in op.attrs.values()):
+        # attributes resolved from run-time extents: its ops cannot be rerun one at a time here
+        return _keep(observers, {}, FALLBACK)
     candidates = {name: candidate_params(obs, scheme) for name, obs in observers.items() if obs.count}
     scores = downstream_errors(graph, candidates, feeds[:LOCAL_SAMPLES], backend)
     per_tensor = {}
@@ -182,10 +187,16 @@ def choose_observers(graph: ir.Graph, observers: dict[str, AutoObserver], scheme
     errors = {key: plan_error(graph, {n: candidates[n][label] for n, label in plan.items() if n not in hidden},
                               feeds, references, backend)
               for key, plan in plans.items()}
-    best = min(errors, key=lambda k: (errors[k], list(plans).index(k)))
+    finite = {k: e for k, e in errors.items() if np.isfinite(e)}   # a log or sqrt of a rounded 0
+    if not finite:
+        return _keep(observers, {}, FALLBACK)
+    best = min(finite, key=lambda k: (finite[k], list(plans).index(k)))
+    return _keep(observers, plans[best], ObserverKind.MINMAX.value)
+
+
+def _keep(observers: dict[str, AutoObserver], plan: dict[str, str], default: str) -> dict[str, str]:
+    """Sets each observer's `chosen` label (the plan's, else `default`); returns them."""
     chosen = {}
-    for name in observers:
-        label = plans[best].get(name, ObserverKind.MINMAX.value)
-        observers[name].chosen = label
-        chosen[name] = label
+    for name, obs in observers.items():
+        obs.chosen = chosen[name] = plan.get(name, default)
     return chosen
