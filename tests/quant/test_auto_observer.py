@@ -11,7 +11,7 @@ from qsim.quant.calibration.calibrate import calibrate
 from qsim.quant.calibration.choose import fused_away, plan_error
 from qsim.quant.calibration.observers import AutoObserver, ObserverKind
 from qsim.quant.options import QuantizeOptions
-from qsim.quant.params import QuantScheme, params_from_range
+from qsim.quant.params import QuantScheme
 from qsim.quant.pipeline import load_float_model
 from qsim.runtime.executor import execute
 
@@ -126,15 +126,13 @@ def test_candidates_are_the_fixed_observers_ranges():
     assert abs(cands["mse"][1][0] - hi[0]) <= 2 * coarse_bin and abs(cands["mse"][0][0] - lo[0]) <= 2 * coarse_bin
 
 
-def test_auto_is_the_default_and_its_choice_does_not_depend_on_batching(tmp_path):
+def test_auto_is_the_default_and_repeatable(tmp_path):
     assert QuantizeOptions().observer is ObserverKind.AUTO
     graph = gemm_model(tmp_path)
     x = heavy_tailed(np.random.default_rng(4), 12, 512)
     a = calibrate(graph, iter(feeds_of(x)), observer="auto", show_progress=False)
     b = calibrate(graph, iter(feeds_of(x)), observer="auto", show_progress=False)
     assert a == b
-    params = params_from_range(np.array([-1.0]), np.array([1.0]), QuantScheme())
-    assert params.scale > 0
 
 
 @pytest.mark.parametrize("count", [1, 2])
