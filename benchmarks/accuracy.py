@@ -443,8 +443,9 @@ def markdown(results: dict) -> str:
              "`--weight-rounding nearest` (the default is adaptive rounding, docs/quantize.md); "
              "`nobc`: `--no-bias-correction`; `16x8`: `--precision 16x8` (int16 activations, "
              "int8 weights). Weights are int8 per output channel in every recipe. qsim quantize's "
-             "defaults (percentile, adaptive rounding, bias correction, int8) are the "
-             "`percentile` row.", ""]
+             "other defaults (adaptive rounding, bias correction, int8) are in every observer row; its default "
+             "observer is now `auto` (per tensor, the range of least downstream error: docs/quantize.md), "
+             "compared with each fixed observer in the peer section's last table.", ""]
     en = results.get("efficientnet")
     if en is not None and "skipped" not in en:
         lines += ["## EfficientNet-Lite0 on crops of real photographs", "",
