@@ -413,9 +413,13 @@ def observers_markdown(pe: dict) -> list[str]:
             best = max((v for v in obs.values() if v is not None), default=None)
             ok_ort = "n/a" if auto is None or ort is None else ("yes" if auto >= ort else "**no**")
             ok_best = "n/a" if auto is None or best is None else ("yes" if auto >= best - 0.3 else "**no**")
-            lines.append(f"| {r.get('model', key)} | {r.get('calib')} / {r.get('eval')} | {out} | {_db(auto)} | "
-                         + " | ".join(_db(obs[f]) if f in obs else "n/a" for f in fixed) + f" | {_db(ort)} | {ok_ort} | {ok_best} |")
+            lines.append(f"| {r.get('model', key)} | {r.get('calib')} / {r.get('eval')} | {out} | {_db2(auto)} | "
+                         + " | ".join(_db2(obs[f]) if f in obs else "n/a" for f in fixed) + f" | {_db2(ort)} | {ok_ort} | {ok_best} |")
     return lines + [""]
+
+
+def _db2(x) -> str:
+    return "exact" if x is None else f"{x:.2f} dB"
 
 
 def _db(x) -> str:
