@@ -78,7 +78,7 @@ def build_module(name: str):
         settings = [CNBlockConfig(48, 96, 2), CNBlockConfig(96, 192, 2), CNBlockConfig(192, 384, 6),
                     CNBlockConfig(384, None, 2)]
         return tv.convnext.ConvNeXt(settings, stochastic_depth_prob=0.0)
-    if name == "vit_small":
+    if name == "vit_l4_w128":
         return VisionTransformer(image_size=112, patch_size=16, num_layers=4, num_heads=4, hidden_dim=128,
                                  mlp_dim=512)
     if name == "unet_small":
@@ -114,12 +114,12 @@ def export(name: str):
 
 
 NAMES = ("googlenet", "densenet121", "regnet_x_400mf", "efficientnet_b0", "convnext_small_width",
-         "vit_small", "unet_small")
+         "vit_l4_w128", "unet_small")
 
 
 def architectures(make):
     """{name: make(name, input_shape, weights, build)} for every model here."""
     weights = "random (torchvision init), batch-norm statistics re-estimated on photographs"
-    return {n: make(n, SMALL_IMAGE, weights if n not in ("convnext_small_width", "vit_small") else
+    return {n: make(n, SMALL_IMAGE, weights if n not in ("convnext_small_width", "vit_l4_w128") else
                     "random (torchvision init; layer norms, no batch-norm)", lambda n=n: export(n))
             for n in NAMES}
