@@ -184,9 +184,12 @@ def choose_observers(graph: ir.Graph, observers: dict[str, AutoObserver], scheme
     plans = {"per-tensor": per_tensor} | {label: dict.fromkeys(candidates, label) for label in AutoObserver.labels()}
     references = [execute(graph, feed, backend, keep=graph.outputs) for feed in feeds]
     hidden = fused_away(graph)
-    errors = {key: plan_error(graph, {n: candidates[n][label] for n, label in plan.items() if n not in hidden},
-                              feeds, references, backend)
-              for key, plan in plans.items()}
+    # a rounded plan may drive a float op to inf/NaN (an rsqrt of a variance rounded to 0): that
+    # plan scores large or non-finite and loses; numpy's warnings about it would only alarm
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        errors = {key: plan_error(graph, {n: candidates[n][label] for n, label in plan.items() if n not in hidden},
+                                  feeds, references, backend)
+                  for key, plan in plans.items()}
     finite = {k: e for k, e in errors.items() if np.isfinite(e)}   # a log or sqrt of a rounded 0
     if not finite:
         return _keep(observers, {}, FALLBACK)
