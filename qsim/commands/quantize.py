@@ -42,6 +42,7 @@ from ..zoo.fashion_mnist import DEBIAN_DIR
 from .arguments import whole_number
 from .precision_search import COSTS, PlanRequest, choose_plan
 from ..quant.precision_plan.scoring import AccuracyTarget
+from .qdq_reference import check_reference, scored_against
 
 NAME = "quantize"
 HELP = "quantize a float model to a bit-exact integer model (TOSA 0.30 or CVM) and report its accuracy"
@@ -65,9 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="integer operator set (default tosa)")
     p.add_argument("--cvm-precision", type=int, default=8, choices=range(2, 9), metavar="P",
                    help="--target cvm: activation precision in bits, 2..8 (default 8)")
+    p.add_argument("--float-model", metavar="MODEL",
+                   help="an ONNX QDQ model's float original: score the integer model against it instead "
+                        "of the QDQ model's dequantized graph")
     p.add_argument("--observer", choices=[k.value for k in ObserverKind],
-                   default=ObserverKind.PERCENTILE.value,
-                   help="range observer for calibrated tensors (default percentile: the 99.99th percentile range)")
+                   default=ObserverKind.AUTO.value,
+                   help="range observer for calibrated tensors (default auto: per tensor, the min-max, "
+                        "percentile or MSE range costing its consumers the least error on calibration data)")
     p.add_argument("--precision", choices=[p.value for p in Precision], default=None,
                    help="int8, or 16x8: int16 activations, int8 weights (default int8; for a .tflite "
                         "model, its own: 16x8 when its input is int16)")
@@ -140,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     request = plan_request(args)
     result = quantize_to_folder(args.model, args.calib, args.out, options, evaluation=args.eval,
                                 subset_only=args.subset, target=TargetKind(args.target),
-                                cvm_precision=args.cvm_precision, plan_request=request)
+                                cvm_precision=args.cvm_precision, float_model=args.float_model,
+                                plan_request=request)
     print("\n".join(summary_lines(result)))
     return 0
 
@@ -184,13 +190,15 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                      options: QuantizeOptions = QuantizeOptions(),
                      evaluation: str | None = None, subset_only: bool = False,
                      target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8,
+                     float_model: str | None = None,
                      plan_request: PlanRequest | None = None) -> QuantizeResult:
     """The whole `qsim quantize` job; returns the result with the folder written.
 
     With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
     evaluated on the Fashion-MNIST test set. Otherwise `calib` is required unless the model
     carries its own quantization (annotations, an ONNX QDQ model); `evaluation` defaults to the
-    calibration data (the report says so)."""
+    calibration data (the report says so). `float_model`: the float model an ONNX QDQ `model`
+    was made from, which the report scores against (qdq_reference.py)."""
     try:
         kind = TargetKind(target)
     except ValueError:
@@ -212,7 +220,7 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     out_dir = Path(out) if out is not None else Path("qsim-out") / named.folder_name(model_name)
     check_output(out if out is not None else out_dir, "-o",
                  [("model", model_path), ("calibration data", calib),
-                  ("evaluation data", evaluation)], replaces=QUANTIZED_MODEL, default=out is None)
+                  ("evaluation data", evaluation), ("float model", float_model)], replaces=QUANTIZED_MODEL, default=out is None)
     graph = load_float_model(model_path)
     shapes = sample_shapes(graph)
     if calib is not None:
@@ -239,8 +247,19 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         chosen, sections = make_target(kind, options), (section,)
         searched = {"plan search": time.perf_counter() - t0}
     load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
+    reference = None
+    if float_model is not None:
+        reference = load_float_model(Path(float_model))
+        check_reference(reference, graph, float_model)
+    against, warnings = scored_against(model_path, float_model)
+    if against is not None:
+        notes += (f"Scored against {against}.",)
     result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
-                            load_batch=load_batch)
+                            load_batch=load_batch, reference=reference)
+    if against is not None:
+        report = dataclasses.replace(result.report, warnings=result.report.warnings + warnings,
+                                     settings=dict(result.report.settings, scored_against=against))
+        result = dataclasses.replace(result, report=report)
     t0 = time.perf_counter()
     by_annotations = model is not None and calib is None
     settings = dict(options.settings(), calibration=calib or ("model annotations" if by_annotations else
@@ -260,6 +279,8 @@ def summary_lines(result: QuantizeResult) -> list[str]:
     r = result.report
     lines = [f"quantized {r.model}: {len(result.model.graph.ops)} {result.target.title} operators, "
              f"evaluated on {r.eval_samples} samples"]
+    if "scored_against" in r.settings:
+        lines.append(f"  scored against {r.settings['scored_against']}")
     lines += [f"  {line}" for line in output_lines(r)]
     lines += [f"  warning: {w}" for w in r.warnings]
     lines += [f"  {line}" for line in result.summary]

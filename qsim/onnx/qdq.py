@@ -447,3 +447,40 @@ def attach_annotations(graph: ir.Graph, annotations: QdqAnnotations) -> ir.Graph
             axis = None if quant.axis is None else 1 - quant.axis
             tensors[name] = dataclasses.replace(t, quant=dataclasses.replace(quant, axis=axis))
     return ir.Graph(graph.name, graph.inputs, graph.outputs, graph.ops, tensors)
+
+
+# producers whose float output is signed in general: a QuantizeLinear of theirs whose grid starts
+# at 0 clips away every negative value, i.e. acts as a ReLU the graph no longer has
+SIGNED_PRODUCERS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "BatchNormalization")
+
+
+def folded_activation_warnings(model: ModelFile) -> list[str]:
+    """Why the model's dequantized graph (the float graph qsim reads from a QDQ model) cannot be
+    the float model it was exported from: onnxruntime's quantize_static removes a Relu (or a
+    Clip at 0) before a QuantizeLinear and lets the pair's range [0, ...] do its work, so the
+    QuantizeLinear of a Conv/Gemm/Add/... output has its zero point at the integer type's minimum.
+    The stripped graph keeps that output's negative values, which the integer model clips: its
+    figures measure the clipping, not the quantization. One message per finding, naming the
+    tensors (the first five)."""
+    stripper = _Stripper(model)
+    folded = []
+    for i, node in enumerate(stripper.nodes):
+        if node.op_type != QUANTIZE or node.domain not in ("", "ai.onnx") or not node.input:
+            continue
+        x = node.input[0]
+        producer = stripper.producer.get(x)
+        if stripper.is_constant(x) or producer is None:
+            continue
+        params = stripper.params(i, None)
+        bits, signed = params.bits_signed
+        lowest = -(1 << (bits - 1)) if signed else 0
+        if stripper.nodes[producer].op_type in SIGNED_PRODUCERS and np.all(params.zero_point == lowest):
+            folded.append(f"'{x}' ({stripper.nodes[producer].op_type})")
+    if not folded:
+        return []
+    more = f" and {len(folded) - 5} more" if len(folded) > 5 else ""
+    return [f"{len(folded)} QuantizeLinear(s) quantize a signed tensor on a grid that starts at 0 (zero point "
+            f"at the type's minimum) with no Relu before them: {', '.join(folded[:5])}{more}. "
+            "onnxruntime's quantize_static folds a Relu into such a pair, so the QDQ model's dequantized graph, "
+            "which this report scores against, is not the float model (it lacks those ReLUs); "
+            "pass --float-model MODEL.onnx to score against the float model"]

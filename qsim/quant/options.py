@@ -14,7 +14,8 @@ from .params import Granularity, Precision, PrecisionPlan, QuantConfig
 
 @dataclass(frozen=True)
 class QuantizeOptions:
-    observer: ObserverKind = ObserverKind.PERCENTILE   # best measured on both models (reports/accuracy.md)
+    observer: ObserverKind = ObserverKind.AUTO   # per tensor, the range costing least downstream
+                                                 # (calibration/choose.py; reports/accuracy.md)
     precision: Precision = Precision.INT8
     weight_granularity: Granularity = Granularity.PER_CHANNEL
     double_round: bool = False

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from qsim.errors import DataError, UsageError
-from qsim.quant.calibration.observers import (OBSERVER_CLASSES, MinMaxObserver, MseObserver, ObserverKind, PercentileObserver,
+from qsim.quant.calibration.observers import (OBSERVER_CLASSES, AutoObserver, MinMaxObserver, MseObserver, ObserverKind, PercentileObserver,
                                   StreamingHistogram, make_observer)
 from qsim.quant.params import QuantScheme, dequantize, quantize
 
@@ -36,12 +36,12 @@ def test_unknown_observer_kind_is_an_error_not_mse():
     for bad in ("kl", "", None, 3):
         with pytest.raises(UsageError, match=f"unknown observer {bad!r}") as err:
             make_observer(bad)
-        assert err.value.hint == "choose one of minmax, percentile, mse"
+        assert err.value.hint == "choose one of auto, minmax, percentile, mse"
 
 
 def test_every_observer_kind_makes_its_own_observer():
     made = {kind: type(make_observer(kind)) for kind in ObserverKind}
-    assert made == {ObserverKind.MINMAX: MinMaxObserver, ObserverKind.PERCENTILE: PercentileObserver,
+    assert made == {ObserverKind.AUTO: AutoObserver, ObserverKind.MINMAX: MinMaxObserver, ObserverKind.PERCENTILE: PercentileObserver,
                     ObserverKind.MSE: MseObserver}
     assert set(OBSERVER_CLASSES) == set(ObserverKind)
 

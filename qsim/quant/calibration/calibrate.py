@@ -3,7 +3,9 @@ quantization parameters.
 
 Annotations win: a tensor whose QuantInfo came from @quantize or graph.quant keeps it
 exactly; every other non-constant tensor gets parameters from an observer
-(min-max, percentile or MSE, ObserverKind) on the run's activation scheme.
+(min-max, percentile or MSE, ObserverKind) on the run's activation scheme; with the auto
+observer, one of those ranges per tensor, chosen by the error it causes downstream on the first
+calibration samples (choose.py).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from ...kernels.extensions import extension
 from ...progress import progress
 from ...runtime.executor import execute
 from ...threads import apply_blas_threads, thread_count, wait_in_order
+from .choose import AUTO_SAMPLES, choose_observers
 from .observers import ObserverKind, make_observer
 from ..params import QuantConfig, annotated
 
@@ -36,7 +39,8 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
               config: QuantConfig = QuantConfig(), observer: ObserverKind | str = ObserverKind.MINMAX,
               total: int | None = None, show_progress: bool = True,
               channel_means: dict[str, np.ndarray] | None = None,
-              input_moments=None, skip: Collection[str] = ()) -> dict[str, ir.QuantInfo]:
+              input_moments=None, skip: Collection[str] = (),
+              choices: dict[str, str] | None = None) -> dict[str, ir.QuantInfo]:
     """QuantInfo for every non-constant tensor of the float `graph`.
 
     `batches` yields {input name: float array}; each is one execution of the graph.
@@ -46,6 +50,7 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     of the layers it watches, which adaptive weight rounding uses.
     `skip`: tensors no observer watches and that get no parameters (attention scores after a
     -inf mask, which only the integer softmax reads: lowering/softmax_mask.py).
+    `choices`, when given with the auto observer, is filled with {tensor: chosen range's label}.
     """
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
@@ -54,6 +59,8 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     for name, t in graph.tensors.items():
         if not t.is_constant and not annotated(t) and name not in skip:
             observers[name] = make_observer(observer, name=name)
+    auto = (observer if isinstance(observer, ObserverKind) else ObserverKind.from_name(observer)) is ObserverKind.AUTO
+    kept: list[dict[str, np.ndarray]] = []          # the samples the auto observer scores on
     if input_moments is not None:
         input_moments.expect_samples(total)
     averaged = ({name for name, t in graph.tensors.items() if not t.is_constant and len(t.shape) >= 2}
@@ -105,6 +112,8 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     seen = 0
     try:
         for feed in progress(batches, "calibrating", total=total, enabled=show_progress):
+            if auto and len(kept) < AUTO_SAMPLES:
+                kept.append(feed)
             try:
                 values = execute(graph, feed, keep=keep, on_value=take)
                 for name in unstreamed:
@@ -123,6 +132,10 @@ def calibrate(graph: ir.Graph, batches: Iterable[dict[str, np.ndarray]],
     if channel_means is not None:
         channel_means.update({name: total / seen for name, total in sums.items()})
     scheme = config.activation_scheme()
+    if auto:
+        chosen = choose_observers(graph, observers, scheme, kept)
+        if choices is not None:
+            choices.update(chosen)
     params = {name: obs.params(scheme) for name, obs in observers.items()}
     for name, t in graph.tensors.items():
         if annotated(t) and not t.is_constant:

@@ -1,6 +1,9 @@
 """Calibration observers: watch a tensor over calibration batches, then choose its range.
 
-Three kinds, selected by ObserverKind (the CLI's `--observer NAME`):
+Four kinds, selected by ObserverKind (the CLI's `--observer NAME`):
+- AUTO (the default): every range below (and two more clipping percentiles) offered per
+  tensor; calibrate() keeps the one whose rounding and clipping cost the tensor's consumers
+  the least output error on calibration samples (calibration/choose.py);
 - MINMAX: the exact running minimum and maximum;
 - PERCENTILE: the p-th percentile range (of |x| for symmetric schemes), so rare outliers
   do not stretch the scale;
@@ -35,6 +38,7 @@ _quant_ops = extension("_quant_ops")   # raises KernelsUnavailableError when mis
 
 
 class ObserverKind(enum.Enum):
+    AUTO = "auto"
     MINMAX = "minmax"
     PERCENTILE = "percentile"
     MSE = "mse"
@@ -363,18 +367,22 @@ class PercentileObserver(_HistogramObserver):
         self.fraction = percentile / 100.0
 
     def _channel_range(self, hist, scheme):
-        left, right, counts = hist.bins()
-        if hist.zeros:          # put the exact zeros back for counting purposes
-            counts = counts.copy()
-            counts[-hist.first] += hist.zeros
-        if scheme.symmetric:
-            f_left, f_right, f_counts = _fold_with_zeros(hist)
-            t = min(_quantile(f_left, f_right, f_counts, self.fraction),
-                    max(abs(hist.lo), abs(hist.hi)))
-            return -t, t
-        lo = max(_quantile(left, right, counts, 1.0 - self.fraction), hist.lo)
-        hi = min(_quantile(left, right, counts, self.fraction), hist.hi)
-        return lo, hi
+        return percentile_range(hist, scheme, self.fraction)
+
+
+def percentile_range(hist: StreamingHistogram, scheme: QuantScheme, fraction: float):
+    """[q(1-p), q(p)] of one channel's histogram, or [-t, t] with t = q(p) of |x| when symmetric."""
+    left, right, counts = hist.bins()
+    if hist.zeros:          # put the exact zeros back for counting purposes
+        counts = counts.copy()
+        counts[-hist.first] += hist.zeros
+    if scheme.symmetric:
+        f_left, f_right, f_counts = _fold_with_zeros(hist)
+        t = min(_quantile(f_left, f_right, f_counts, fraction), max(abs(hist.lo), abs(hist.hi)))
+        return -t, t
+    lo = max(_quantile(left, right, counts, 1.0 - fraction), hist.lo)
+    hi = min(_quantile(left, right, counts, fraction), hist.hi)
+    return lo, hi
 
 
 def _fold_with_zeros(hist: StreamingHistogram):
@@ -403,30 +411,45 @@ class MseObserver(_HistogramObserver):
     GRID_2D = 32
 
     def _channel_range(self, hist, scheme):
-        left, right, counts = hist.bins()
-        lo_all, hi_all = min(hist.lo, 0.0), max(hist.hi, 0.0)
-        if hi_all == lo_all or counts.sum() == 0:
-            return lo_all, hi_all
-        if scheme.symmetric:
-            peak = max(-lo_all, hi_all)
-            t = peak * np.arange(1, self.GRID + 1) / self.GRID
-            step = t / scheme.qmax
-            err = _expected_error(left, right, counts, -t, t, step)
-            best = float(t[int(np.argmin(err))])
-            return -best, best
-        fractions = np.arange(1, self.GRID_2D + 1) / self.GRID_2D
-        his = np.concatenate([[0.0], hi_all * fractions]) if hi_all > 0 else np.zeros(1)
-        los = np.concatenate([[0.0], lo_all * fractions]) if lo_all < 0 else np.zeros(1)
-        lo_c, hi_c = (a.reshape(-1) for a in np.meshgrid(los, his, indexing="ij"))
-        keep = hi_c > lo_c
-        lo_c, hi_c = lo_c[keep], hi_c[keep]
-        step = (hi_c - lo_c) / (scheme.qmax - scheme.qmin)
-        zero_point = np.clip(scheme.qmin - nnef_round(lo_c / step),
-                             scheme.qmin, scheme.qmax)
-        err = _expected_error(left, right, counts, (scheme.qmin - zero_point) * step,
-                              (scheme.qmax - zero_point) * step, step)
-        k = int(np.argmin(err))
-        return float(lo_c[k]), float(hi_c[k])
+        return mse_range(hist, scheme, self.GRID, self.GRID_2D)
+
+
+def mse_range(hist: StreamingHistogram, scheme: QuantScheme, grid: int, grid_2d: int,
+              max_bins: int | None = None):
+    """MseObserver's range for one channel's histogram (its docstring says how); with
+    `max_bins`, on the histogram's runs of consecutive bins merged so that at most that many
+    remain (a coarser piecewise-uniform density: the search costs bins x candidates)."""
+    left, right, counts = hist.bins()
+    if max_bins is not None and counts.size > max_bins:
+        m = -(-counts.size // max_bins)
+        starts = np.arange(0, counts.size, m)
+        left, right = left[starts], right[np.minimum(starts + m, counts.size) - 1]
+        counts = np.add.reduceat(counts, starts)
+    used = counts > 0           # an empty bin adds 0 to every candidate's error: skip it
+    left, right, counts = left[used], right[used], counts[used]
+    lo_all, hi_all = min(hist.lo, 0.0), max(hist.hi, 0.0)
+    if hi_all == lo_all or counts.sum() == 0:
+        return lo_all, hi_all
+    if scheme.symmetric:
+        peak = max(-lo_all, hi_all)
+        t = peak * np.arange(1, grid + 1) / grid
+        step = t / scheme.qmax
+        err = _expected_error(left, right, counts, -t, t, step)
+        best = float(t[int(np.argmin(err))])
+        return -best, best
+    fractions = np.arange(1, grid_2d + 1) / grid_2d
+    his = np.concatenate([[0.0], hi_all * fractions]) if hi_all > 0 else np.zeros(1)
+    los = np.concatenate([[0.0], lo_all * fractions]) if lo_all < 0 else np.zeros(1)
+    lo_c, hi_c = (a.reshape(-1) for a in np.meshgrid(los, his, indexing="ij"))
+    keep = hi_c > lo_c
+    lo_c, hi_c = lo_c[keep], hi_c[keep]
+    step = (hi_c - lo_c) / (scheme.qmax - scheme.qmin)
+    zero_point = np.clip(scheme.qmin - nnef_round(lo_c / step),
+                         scheme.qmin, scheme.qmax)
+    err = _expected_error(left, right, counts, (scheme.qmin - zero_point) * step,
+                          (scheme.qmax - zero_point) * step, step)
+    k = int(np.argmin(err))
+    return float(lo_c[k]), float(hi_c[k])
 
 
 def _sawtooth_integral(x, step):
@@ -459,8 +482,50 @@ def _expected_error(left, right, counts, clip_lo, clip_hi, step):
     return (n * per_bin).sum(axis=1)
 
 
+class AutoObserver(_HistogramObserver):
+    """Keeps one histogram and offers, per channel, the range of every fixed observer: min-max,
+    percentile at CLIPPING_PERCENTILES (99.99 is PercentileObserver's default) and the MSE
+    search (on coarser bins, MSE_BINS). calibrate() measures what each costs downstream and sets
+    `chosen` (calibration/choose.py); until then the range is MSE's."""
+    CLIPPING_PERCENTILES = (99.9, 99.99, 99.999)
+    MSE_BINS = 256     # the MSE search on 8x coarser bins than MseObserver's: 8x cheaper (the
+                       # embedded job's calibration 3.5 s -> 0.4 s), within a bin of its range
+
+    def __init__(self, channel_axis=None, *, name="tensor"):
+        super().__init__(channel_axis, name=name)
+        self.chosen = ObserverKind.MSE.value
+
+    @classmethod
+    def labels(cls) -> list[str]:
+        """The candidates' labels, in order of preference on a tie."""
+        return [ObserverKind.MINMAX.value, ObserverKind.MSE.value] + [
+            ObserverKind.PERCENTILE.value + ("" if p == 99.99 else f"{p:g}") for p in cls.CLIPPING_PERCENTILES]
+
+    def _rules(self, scheme: QuantScheme) -> dict:
+        """{label: one channel's histogram -> (lo, hi)}, in labels() order."""
+        rules = [lambda h: (h.lo, h.hi),
+                 lambda h: mse_range(h, scheme, MseObserver.GRID, MseObserver.GRID_2D, self.MSE_BINS)]
+        rules += [lambda h, f=p / 100.0: percentile_range(h, scheme, f) for p in self.CLIPPING_PERCENTILES]
+        return dict(zip(self.labels(), rules))
+
+    def candidates(self, scheme: QuantScheme) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """{label: (lo, hi) per channel}: the fixed observers' names, and 'percentile99.9' /
+        'percentile99.999' for the other clippings."""
+        self._check_seen()
+        return {label: self._ranges(rule) for label, rule in self._rules(scheme).items()}
+
+    def _ranges(self, rule):
+        ranges = [rule(h) for h in self.histograms]
+        return np.array([r[0] for r in ranges]), np.array([r[1] for r in ranges])
+
+    def value_range(self, scheme):
+        self._check_seen()
+        return self._ranges(self._rules(scheme)[self.chosen])
+
+
 # every ObserverKind and its class (tests/quant/test_observers.py checks the table is complete)
 OBSERVER_CLASSES: dict[ObserverKind, type[Observer]] = {
+    ObserverKind.AUTO: AutoObserver,
     ObserverKind.MINMAX: MinMaxObserver,
     ObserverKind.PERCENTILE: PercentileObserver,
     ObserverKind.MSE: MseObserver,

@@ -292,19 +292,23 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
              backend: str = "kernels", name: str = "model", settings: dict | None = None,
              show_progress: bool = True, notes: tuple[str, ...] = (),
              batched: Batched | None = None,
-             outputs: tuple[ScoredOutput, ...] | None = None) -> AccuracyReport:
+             outputs: tuple[ScoredOutput, ...] | None = None,
+             outputs_only: bool = False) -> AccuracyReport:
     """Runs both graphs on every (feed, labels) sample (feeds with a batch axis of 1; labels
     None, an int, or {output name: int} as Samples.feeds gives them) and summarizes the
     agreement. `outputs`: the scored outputs (default: every output, scoring.choose_outputs,
     unnamed labels going to the classification outputs). With `batched`, samples run
-    `batched.size` at a time."""
+    `batched.size` at a time. `outputs_only`: no per-tensor figures, only the outputs' (the
+    float graph is another model than the one lowered, e.g. a QDQ model's float original, whose
+    inner tensors need not be the lowered graph's even where the names match)."""
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
     if outputs is None:
         outputs = choose_outputs(float_graph)
     # (a bool mask input is the same in both graphs: nothing to compare)
     watched = [n for n in model.tensor_map
-               if not float_graph.tensor(n).is_constant and float_graph.tensor(n).dtype is not ir.DType.BOOL]
+               if not float_graph.tensor(n).is_constant and float_graph.tensor(n).dtype is not ir.DType.BOOL
+               and (not outputs_only or n in float_graph.outputs)]
     stats = {n: _TensorStats() for n in watched}
     scored = [_OutputStats(o, float(model.tensor_map[o.name].quant.scales()[0])) for o in outputs]
     unnamed_targets = label_targets(outputs)
