@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 import dataclasses
+import functools
 import math
 import resource
 import sys
@@ -21,6 +22,9 @@ from pathlib import Path
 
 from .. import zoo
 from ..atomic import atomic_directory
+from ..cluster.distributed import CONNECT_TIMEOUT_S
+from ..cluster.local_cluster import check_worker_count
+from ..cluster.scheduler_address import check_address, probe_scheduler
 from ..errors import UsageError
 from ..outpath import QUANTIZED_MODEL, check_output
 from ..quant.calibration.annotations import annotated_parameters
@@ -28,6 +32,7 @@ from ..quant.calibration.data import Samples, load_samples
 from ..quant.calibration.observers import ObserverKind
 from ..quant.params import Granularity, Precision, Rounding, WeightRounding
 from ..quant.accuracy import AccuracyReport
+from ..quant.evaluation.distributed import evaluate_distributed
 from ..quant.options import QuantizeOptions
 from ..quant.pipeline import (QuantizeResult, load_float_model, make_target, model_name_of,
                               quantize_graph, single_input)
@@ -89,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--subset", action="store_true",
                    help="embedded model: evaluate on the embedded 1000-image subset only")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    # distributed evaluation (qsim.quant.evaluation.distributed): only when asked, never by default
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="evaluate on N local worker processes (a Dask LocalCluster; default: this "
+                        "process); the report is the same, bit for bit")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="evaluate on an existing Dask cluster, the address `dask scheduler` prints")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         show_progress=not args.quiet, score_outputs=tuple(args.score_outputs))
     result = quantize_to_folder(args.model, args.calib, args.out, options, evaluation=args.eval,
                                 subset_only=args.subset, target=TargetKind(args.target),
-                                cvm_precision=args.cvm_precision)
+                                cvm_precision=args.cvm_precision, workers=args.workers,
+                                scheduler=args.scheduler)
     print("\n".join(summary_lines(result)))
     return 0
 
@@ -122,13 +134,15 @@ def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
 def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                      options: QuantizeOptions = QuantizeOptions(),
                      evaluation: str | None = None, subset_only: bool = False,
-                     target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8) -> QuantizeResult:
+                     target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8,
+                     workers: int | None = None, scheduler: str | None = None) -> QuantizeResult:
     """The whole `qsim quantize` job; returns the result with the folder written.
 
     With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
     evaluated on the Fashion-MNIST test set. Otherwise `calib` is required unless the model
     carries its own quantization (annotations, an ONNX QDQ model); `evaluation` defaults to the
-    calibration data (the report says so)."""
+    calibration data (the report says so). `workers` > 1 or `scheduler`: the evaluation runs over
+    Dask (distributed_evaluator)."""
     try:
         kind = TargetKind(target)
     except ValueError:
@@ -136,6 +150,7 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                          hint="use " + " or ".join(k.value for k in TargetKind)) from None
     chosen = make_target(kind, options, cvm_precision)
     chosen.check_options(options)
+    evaluator = distributed_evaluator(workers, scheduler)
     for flag, value in (("--calib-limit", options.calib_limit), ("--eval-limit", options.eval_limit)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} {value}: must be at least 1")
@@ -169,7 +184,7 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         eval_samples = None
     load_batch = lambda n: load_float_model(model_path, batch=n)  # noqa: E731
     result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
-                            load_batch=load_batch)
+                            load_batch=load_batch, evaluator=evaluator)
     t0 = time.perf_counter()
     by_annotations = model is not None and calib is None
     settings = dict(options.settings(), calibration=calib or ("model annotations" if by_annotations else
@@ -181,6 +196,24 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
         write_accuracy_report(result.report, tmp)
     seconds = dict(result.seconds, write=time.perf_counter() - t0)
     return dataclasses.replace(result, out_dir=out_dir, seconds=seconds)
+
+
+def distributed_evaluator(workers: int | None, scheduler: str | None):
+    """evaluate_distributed on `workers` local processes or the cluster at `scheduler`, checked
+    now (before the calibration's minutes); None for this process (no option, or --workers 1)."""
+    if workers is not None and scheduler is not None:
+        raise UsageError("--workers and --scheduler do not combine",
+                         hint="--workers N starts N local worker processes; --scheduler evaluates on "
+                              "the workers of an existing cluster")
+    if scheduler is not None:
+        probe_scheduler(check_address(scheduler), CONNECT_TIMEOUT_S)
+    elif workers is None:
+        return None
+    else:
+        check_worker_count(workers)
+        if workers == 1:
+            return None
+    return functools.partial(evaluate_distributed, workers=workers, scheduler=scheduler)
 
 
 def summary_lines(result: QuantizeResult) -> list[str]:

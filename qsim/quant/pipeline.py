@@ -215,12 +215,14 @@ def batched_models(graph: ir.Graph, model: LoweredModel, calibration: Calibratio
 def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples | None = None,
                    options: QuantizeOptions = QuantizeOptions(), target: Target | None = None,
                    name: str | None = None, notes: tuple[str, ...] = (),
-                   load_batch: Callable[[int], ir.Graph] | None = None) -> QuantizeResult:
+                   load_batch: Callable[[int], ir.Graph] | None = None,
+                   evaluator: Callable[..., AccuracyReport] | None = None) -> QuantizeResult:
     """Calibrates, lowers to `target`'s operators (default: TOSA with the options' config) and
     evaluates `graph` (no files read or written). With `calib` None the model's annotations
     (@quantize, graph.quant, ONNX QDQ pairs) are its only parameters: no calibration, no bias
     correction or adaptive rounding (they need data). `load_batch(n)`, when given, loads the same
-    float model at batch n, to evaluate n samples at a time."""
+    float model at batch n, to evaluate n samples at a time. `evaluator`: evaluate's stand-in
+    with its arguments (qsim.quant.evaluation.distributed: the same report over Dask)."""
     target = target or TosaTarget(options.config)
     target.check_options(options)
     name = name or graph.name
@@ -248,7 +250,7 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
     batched = batched_models(graph, model, calibration, target, load_batch,
                              eval_batch_size(graph, model, n_eval))
-    report = evaluate(graph, model, input_feeds(graph, evaluation, input_name, n_eval), total=n_eval,
+    report = (evaluator or evaluate)(graph, model, input_feeds(graph, evaluation, input_name, n_eval), total=n_eval,
                       backend=options.backend, name=name, settings=target.report_settings(options),
                       show_progress=options.show_progress, notes=notes, batched=batched, outputs=outputs)
     seconds["evaluate"] = time.perf_counter() - t0
