@@ -145,22 +145,31 @@ def evaluate_distributed(float_graph: ir.Graph, model: LoweredModel, samples: It
     with open_pool(workers, scheduler or "") as pool:
         if isinstance(pool, InProcess):
             return evaluate(float_graph, model, samples, **serial)
-        step = batched.size if batched is not None else 1
-        size = -(-CHUNK_SAMPLES // step) * step
-        window = max(1, pool.workers * WINDOW_PER_WORKER)
-        parts: list[ChunkFigures] = []
-        bar = Progress(f"evaluating ({pool.what})", total, enabled=show_progress)
-        try:
-            tasks: list[Task] = []
-            for start, chunk in _chunks(samples, size):
-                tasks.append(Task(evaluate_chunk, (float_graph, model, batched, outputs, backend, start, chunk),
-                                  f"evaluate samples {start}-{start + len(chunk) - 1}", shared=(0, 1, 2)))
-                if len(tasks) == window:
-                    parts += _run(pool, tasks, bar)
-                    tasks = []
-            parts += _run(pool, tasks, bar)
-        finally:
-            bar.close()
+        return evaluate_on(pool, float_graph, model, samples, **serial)
+
+
+def evaluate_on(pool, float_graph: ir.Graph, model: LoweredModel, samples: Iterable, *, total: int | None,
+                backend: str, name: str, settings: dict | None, show_progress: bool, notes: tuple[str, ...],
+                batched: Batched | None, outputs: tuple[ScoredOutput, ...]) -> AccuracyReport:
+    """evaluate_distributed on an open Dask `pool` (qsim.cluster.distributed.DaskPool)."""
+    serial = dict(total=total, backend=backend, name=name, settings=settings, show_progress=show_progress,
+                  notes=notes, batched=batched, outputs=outputs)
+    step = batched.size if batched is not None else 1
+    size = -(-CHUNK_SAMPLES // step) * step
+    window = max(1, pool.workers * WINDOW_PER_WORKER)
+    parts: list[ChunkFigures] = []
+    bar = Progress(f"evaluating ({pool.what})", total, enabled=show_progress)
+    try:
+        tasks: list[Task] = []
+        for start, chunk in _chunks(samples, size):
+            tasks.append(Task(evaluate_chunk, (float_graph, model, batched, outputs, backend, start, chunk),
+                              f"evaluate samples {start}-{start + len(chunk) - 1}", shared=(0, 1, 2)))
+            if len(tasks) == window:
+                parts += _run(pool, tasks, bar)
+                tasks = []
+        parts += _run(pool, tasks, bar)
+    finally:
+        bar.close()
     if not parts:           # no samples: evaluate's report of none, every tensor listed
         return evaluate(float_graph, model, [], **serial)
     stats, scored, n_samples = merge(parts, model, outputs)
