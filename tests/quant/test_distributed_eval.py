@@ -210,3 +210,30 @@ def test_cli_bad_scheduler_and_workers_exit_2(tmp_path, capsys):
     assert "need at least 1" in capsys.readouterr().err
     assert main(["quantize", "--workers", "2", "--scheduler", "tcp://h:1", "-o", str(tmp_path / "o")]) == 2
     assert "do not combine" in capsys.readouterr().err
+
+
+def test_the_kernel_writes_each_samples_totals_as_one_sample_calls_give_them(rng):
+    # add_error_stats(sample_sums=...): the values distributed.py folds; each must be the total a
+    # call on that sample alone returns (from zero), and the running totals their ordered fold
+    from qsim.kernels.cpu_features import current_isa
+    from qsim.kernels.extensions import extension
+    from qsim.quant.evaluation.evaluate import ERROR_EDGES_LSB
+    ops = extension("_quant_ops")
+    samples, sample = 5, 3 * 4 * 700         # several STATS_BLOCKs per sample
+    q = rng.integers(-128, 128, (samples, 3, 4 * 700), dtype=np.int8)
+    f = (rng.normal(0, 20, q.size) * 0.05).astype(np.float32)
+    args = (np.array([0.05, 0.04, 0.06]), np.array([-128, 0, 127], np.int64), 4 * 700, 0.05, ERROR_EDGES_LSB)
+    sums = np.full((samples, 2), np.nan)
+    counts = np.zeros(64, np.int64)
+    running = ops.add_error_stats(current_isa().code, q, f, *args, counts, sample, 0.0, 0.0, sums)
+    one = np.zeros(64, np.int64)
+    fold = [0.0, 0.0]
+    for i in range(samples):
+        alone = ops.add_error_stats(current_isa().code, q[i:i + 1], f[i * sample:(i + 1) * sample], *args,
+                                    one, sample, 0.0, 0.0)
+        assert tuple(sums[i]) == alone
+        fold = [fold[0] + alone[0], fold[1] + alone[1]]
+    assert running == tuple(fold)
+    assert (counts == one).all()
+    with pytest.raises(ValueError, match="sample_sums must be"):
+        ops.add_error_stats(current_isa().code, q, f, *args, counts, sample, 0.0, 0.0, np.zeros((4, 2)))

@@ -86,25 +86,16 @@ class _IntegerView:
         q = int_values[self.int_name]
         if q.dtype not in (np.int8, np.int16, np.int32, np.int64):
             q = q.astype(np.int64)
-        q = first_rows(q.transpose(self.axes), rows)
+        q = _three_axes(first_rows(q.transpose(self.axes), rows))
         inner = 1 if self.channel_axis is None else int(np.prod(f.shape[self.channel_axis + 1:], dtype=np.int64))
         sample = f.size // rows if rows else f.size
-        if stats.per_sample is not None:
-            return self._add_per_sample(stats, q, f.reshape(-1), max(inner, 1), max(sample, 1), rows)
+        # per_sample: each sample's totals as the running totals take them in (distributed.py)
+        sums = None if stats.per_sample is None else np.empty((f.size // max(sample, 1), 2))
         stats.signal, stats.noise = _quant_ops.add_error_stats(
-            current_isa().code, _three_axes(q), f.reshape(-1), self.scale, self.zero_point, max(inner, 1),
-            self.lsb, ERROR_EDGES_LSB, stats.counts, max(sample, 1), stats.signal, stats.noise)
-
-    def _add_per_sample(self, stats: _TensorStats, q: np.ndarray, f: np.ndarray, inner: int, sample: int,
-                        rows: int | None) -> None:
-        """add's figures one sample a call, from zero: each sample's totals, which the kernel
-        adds to the running totals in the serial run (its docstring: the same bits whatever the
-        calls), so an ordered fold of them gives the serial run's bits."""
-        for i in range(rows or 1):
-            part = q if rows is None else q[i:i + 1]
-            stats.per_sample.append(_quant_ops.add_error_stats(
-                current_isa().code, _three_axes(part), f[i * sample:(i + 1) * sample], self.scale,
-                self.zero_point, inner, self.lsb, ERROR_EDGES_LSB, stats.counts, sample, 0.0, 0.0))
+            current_isa().code, q, f.reshape(-1), self.scale, self.zero_point, max(inner, 1), self.lsb,
+            ERROR_EDGES_LSB, stats.counts, max(sample, 1), stats.signal, stats.noise, sums)
+        if sums is not None:
+            stats.per_sample.extend(map(tuple, sums.tolist()))
 
 
 def first_rows(a: np.ndarray, rows: int | None) -> np.ndarray:
