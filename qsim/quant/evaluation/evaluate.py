@@ -93,7 +93,8 @@ class _IntegerView:
         sums = None if stats.per_sample is None else np.empty((f.size // max(sample, 1), 2))
         stats.signal, stats.noise = _quant_ops.add_error_stats(
             current_isa().code, q, f.reshape(-1), self.scale, self.zero_point, max(inner, 1), self.lsb,
-            ERROR_EDGES_LSB, stats.counts, max(sample, 1), stats.signal, stats.noise, sums)
+            ERROR_EDGES_LSB, stats.counts, max(sample, 1), stats.signal, stats.noise,
+            *(() if sums is None else (sums,)))     # the serial run calls it as before the option
         if sums is not None:
             stats.per_sample.extend(map(tuple, sums.tolist()))
 
