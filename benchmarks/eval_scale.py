@@ -6,7 +6,9 @@ The embedded Fashion-MNIST CNN, quantized once, evaluated on the first --samples
 Fashion-MNIST test set (Debian's dataset-fashion-mnist: 10,000 images; else the embedded 1,000)
 by (wall-clock medians over --repeat rounds, the settings alternated within each round so that
 load from other jobs hits all alike):
-- serial: evaluate in this process (what `--workers 1` runs);
+- serial: evaluate in this process (what `--workers 1` runs), with every core's threads (its
+  default: the kernels' and BLAS's threads, the statistics on a thread beside the float graph)
+  and with one thread (QSIM_THREADS=1: what each Dask worker computes with);
 - 1 and 2 workers, warm: evaluate_on a LocalCluster started beforehand (the tasks, the shipping
   of samples and models, and the merge);
 - 2 workers, cold: evaluate_distributed(workers=2), the cluster's start and stop included (what
@@ -37,6 +39,7 @@ from qsim.quant.evaluation.evaluate import evaluate  # noqa: E402
 from qsim.quant.options import QuantizeOptions  # noqa: E402
 from qsim.quant.pipeline import load_float_model, make_target, quantize_graph  # noqa: E402
 from qsim.quant.target import TargetKind  # noqa: E402
+from qsim.threads import THREADS_ENV, apply_blas_threads, set_threads, thread_count  # noqa: E402
 
 
 def cpu_name() -> str:
@@ -71,6 +74,20 @@ def bits(report) -> str:
     return json.dumps(dataclasses.asdict(report), default=repr, sort_keys=True)
 
 
+def one_thread(fn):
+    """fn() with QSIM_THREADS=1 (kernels and BLAS), the setting restored after."""
+    saved = os.environ.get(THREADS_ENV)
+    set_threads(1)
+    try:
+        return fn()
+    finally:
+        if saved is None:
+            os.environ.pop(THREADS_ENV, None)
+        else:
+            os.environ[THREADS_ENV] = saved
+        apply_blas_threads()
+
+
 def timed(fn):
     t0 = time.perf_counter()
     report = fn()
@@ -86,7 +103,7 @@ def main() -> int:
     seen, source = evaluation_job(args.samples)
     g, m, s, kw = seen["graph"], seen["model"], seen["samples"], seen["kwargs"]
     reference = bits(evaluate(g, m, s, **kw))
-    times: dict[str, list[float]] = {"serial": [], "1 worker (warm)": [], "2 workers (warm)": [],
+    times: dict[str, list[float]] = {"serial": [], "serial, 1 thread": [], "1 worker (warm)": [], "2 workers (warm)": [],
                                      "2 workers (cold: cluster start included)": []}
     loads = [load_average()]
     with local_cluster(1) as one, local_cluster(2) as two:
@@ -96,6 +113,7 @@ def main() -> int:
             evaluate_on(pool, g, m, s[:200], **dict(kw, total=200))
         for _ in range(args.repeat):
             runs = {"serial": lambda: evaluate(g, m, s, **kw),
+                    "serial, 1 thread": lambda: one_thread(lambda: evaluate(g, m, s, **kw)),
                     **{k: (lambda p=p: evaluate_on(p, g, m, s, **kw)) for k, p in pools.items()},
                     "2 workers (cold: cluster start included)":
                         lambda: evaluate_distributed(g, m, s, workers=2, scheduler=None, **kw)}
@@ -106,7 +124,7 @@ def main() -> int:
                 times[key].append(seconds)
             loads.append(load_average())
     medians = {k: statistics.median(v) for k, v in times.items()}
-    result = dict(cpu=cpu_name(), samples=len(s), source=source, batch=kw["batched"].size if kw["batched"] else 1,
+    result = dict(cpu=cpu_name(), threads=thread_count(), samples=len(s), source=source, batch=kw["batched"].size if kw["batched"] else 1,
                   repeat=args.repeat, seconds=times, medians=medians, load_averages=loads,
                   identical_reports=True)
     out = Path(args.out)
@@ -130,6 +148,9 @@ report was the serial run's, bit for bit.
 CPU: {r['cpu']} (lscpu). **The machine was heavily loaded by other engineers' jobs during these
 runs** (load averages 1/5/15 min, before and after each round: {'; '.join(r['load_averages'])}), so
 the figures are this day's, not the machine's best; the ratios are what the alternation protects.
+
+A Dask worker computes on one thread (qsim.cluster.distributed), the serial run on every core
+({r['threads']} here): "vs serial" compares with the serial run on all of them.
 
 | evaluation on | median s | vs serial | each round (s) |
 |---|---|---|---|
