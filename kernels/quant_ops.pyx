@@ -337,7 +337,7 @@ cdef void _fill_tile(const int_codes *base, int64_t a, int64_t b, int64_t s0, in
 def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] f, const double[::1] scale,
                     const int64_t[::1] zero_point, int64_t inner, double lsb_scale,
                     const double[::1] edges, int64_t[::1] counts, int64_t sample, double signal,
-                    double noise):
+                    double noise, double[:, ::1] sample_sums=None):
     """One pass of the evaluation's per-tensor statistics (qsim/quant/evaluate.py
     _IntegerView.add). Per element (the definition): d = (q - zp[c]) * scale[c] in float64
     (params.dequantize), e = d - f, v = e / lsb_scale; counts += the histogram of v clipped to
@@ -372,7 +372,10 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
     sample's total added to the running total; the samples in order. Fixed, so deterministic,
     the same bits however the samples are batched into calls (a batch of one sample a call is
     the same as many a call), and as accurate as numpy's pairwise sums to a few ulps (not the
-    same bits). The build passes -ffp-contract=off (no fused multiply-add)."""
+    same bits). The build passes -ffp-contract=off (no fused multiply-add).
+    `sample_sums` ([samples, 2], optional): each sample's (signal, noise) total is also written
+    there, the values the running totals take in (qsim/quant/evaluation/distributed.py merges
+    them in sample order: the bits of one running total)."""
     cdef int64_t A = q.shape[0], B = q.shape[1], D = q.shape[2]
     cdef Py_ssize_t n = A * B * D
     cdef int64_t C = scale.shape[0], bins = counts.shape[0]
@@ -383,8 +386,11 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
         raise ValueError("add_error_stats: edges must have len(counts) + 1 entries, 1..256 bins")
     if q.strides[0] % item or q.strides[1] % item or q.strides[2] % item:
         raise ValueError("add_error_stats: q's strides are not whole elements")
+    if sample_sums is not None and (sample_sums.shape[0] != n // sample or sample_sums.shape[1] != 2):
+        raise ValueError("add_error_stats: sample_sums must be [samples, 2]")
     if n == 0:
         return signal, noise
+    cdef double *sample_out = &sample_sums[0, 0] if sample_sums is not None else NULL
     cdef int64_t s0 = q.strides[0] // item, s1 = q.strides[1] // item, s2 = q.strides[2] // item
     cdef const int_codes *base = &q[0, 0, 0]
     cdef double first = edges[0], last = edges[bins]
@@ -526,6 +532,10 @@ def add_error_stats(int isa, const int_codes[:, :, :] q, const real_values[::1] 
             if stop == sample_end:
                 signal = signal + sample_signal
                 noise = noise + sample_noise
+                if sample_out != NULL:
+                    sample_out[0] = sample_signal
+                    sample_out[1] = sample_noise
+                    sample_out += 2
                 sample_signal = sample_noise = 0.0
                 sample_end += sample
             # the packed bins counted in STATS_LANES interleaved copies, the near ones divided

@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("front ends", ("skriptnd", "nnef1", "onnx", "tflite")),
     ("model loading", ("loader",)),
     ("dialects", ("tosa", "cvm", "kernels")),
-    ("runtime", ("runtime",)),
+    ("runtime", ("runtime", "cluster")),
     ("quantize", ("quant",)),
     ("npu", ("npu", "hw")),
     ("report", ("report",)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 import dataclasses
+import functools
 import math
 import os
 import resource
@@ -22,6 +23,9 @@ from pathlib import Path
 
 from .. import zoo
 from ..atomic import atomic_directory
+from ..cluster.distributed import CONNECT_TIMEOUT_S
+from ..cluster.local_cluster import check_worker_count
+from ..cluster.scheduler_address import check_address, probe_scheduler
 from ..errors import UsageError
 from ..loader import model_kind
 from ..outpath import QUANTIZED_MODEL, check_output
@@ -31,6 +35,7 @@ from ..quant.calibration.model_inputs import sample_shapes
 from ..quant.calibration.observers import ObserverKind
 from ..quant.params import Granularity, Precision, PrecisionPlan, Rounding, WeightRounding
 from ..quant.accuracy import AccuracyReport
+from ..quant.evaluation.distributed import evaluate_distributed
 from ..quant.options import QuantizeOptions
 from ..quant.pipeline import QuantizeResult, load_float_model, make_target, model_name_of, quantize_graph
 from ..quant.qmodel import write_quantized_model
@@ -114,6 +119,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--subset", action="store_true",
                    help="embedded model: evaluate on the embedded 1000-image subset only")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    # distributed evaluation (qsim.quant.evaluation.distributed): only when asked, never by default
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="evaluate on N local worker processes (a Dask LocalCluster; default: this "
+                        "process); the report is the same, bit for bit")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="evaluate on an existing Dask cluster, the address `dask scheduler` prints")
 
 
 def _is_tflite(path) -> bool:
@@ -146,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
     result = quantize_to_folder(args.model, args.calib, args.out, options, evaluation=args.eval,
                                 subset_only=args.subset, target=TargetKind(args.target),
                                 cvm_precision=args.cvm_precision, float_model=args.float_model,
-                                plan_request=request)
+                                plan_request=request, workers=args.workers,
+                                scheduler=args.scheduler)
     print("\n".join(summary_lines(result)))
     return 0
 
@@ -191,14 +203,16 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                      evaluation: str | None = None, subset_only: bool = False,
                      target: TargetKind | str = TargetKind.TOSA, cvm_precision: int = 8,
                      float_model: str | None = None,
-                     plan_request: PlanRequest | None = None) -> QuantizeResult:
+                     plan_request: PlanRequest | None = None,
+                     workers: int | None = None, scheduler: str | None = None) -> QuantizeResult:
     """The whole `qsim quantize` job; returns the result with the folder written.
 
     With no `model`, the embedded Fashion-MNIST CNN with its embedded calibration images,
     evaluated on the Fashion-MNIST test set. Otherwise `calib` is required unless the model
     carries its own quantization (annotations, an ONNX QDQ model); `evaluation` defaults to the
     calibration data (the report says so). `float_model`: the float model an ONNX QDQ `model`
-    was made from, which the report scores against (qdq_reference.py)."""
+    was made from, which the report scores against (qdq_reference.py). `workers` > 1 or
+    `scheduler`: the evaluation runs over Dask (distributed_evaluator)."""
     try:
         kind = TargetKind(target)
     except ValueError:
@@ -208,6 +222,7 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     chosen.check_options(options)
     # a plan search writes `<model>-mixed` (the plan is not known yet)
     named = chosen if plan_request is None else make_target(kind, dataclasses.replace(options, plan=PrecisionPlan()))
+    evaluator = distributed_evaluator(workers, scheduler)
     for flag, value in (("--calib-limit", options.calib_limit), ("--eval-limit", options.eval_limit)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} {value}: must be at least 1")
@@ -255,7 +270,8 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     if against is not None:
         notes += (f"Scored against {against}.",)
     result = quantize_graph(graph, calib_samples, eval_samples, options, chosen, model_name, notes,
-                            load_batch=load_batch, reference=reference)
+                            load_batch=load_batch, reference=reference,
+                            evaluator=evaluator)
     if against is not None:
         report = dataclasses.replace(result.report, warnings=result.report.warnings + warnings,
                                      settings=dict(result.report.settings, scored_against=against))
@@ -272,6 +288,24 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
     seconds = dict(searched, **result.seconds, write=time.perf_counter() - t0)
     return dataclasses.replace(result, out_dir=out_dir, seconds=seconds,
                                summary=tuple(summary_line(x.choice) for x in sections))
+
+
+def distributed_evaluator(workers: int | None, scheduler: str | None):
+    """evaluate_distributed on `workers` local processes or the cluster at `scheduler`, checked
+    now (before the calibration's minutes); None for this process (no option, or --workers 1)."""
+    if workers is not None and scheduler is not None:
+        raise UsageError("--workers and --scheduler do not combine",
+                         hint="--workers N starts N local worker processes; --scheduler evaluates on "
+                              "the workers of an existing cluster")
+    if scheduler is not None:
+        probe_scheduler(check_address(scheduler), CONNECT_TIMEOUT_S)
+    elif workers is None:
+        return None
+    else:
+        check_worker_count(workers)
+        if workers == 1:
+            return None
+    return functools.partial(evaluate_distributed, workers=workers, scheduler=scheduler)
 
 
 def summary_lines(result: QuantizeResult) -> list[str]:

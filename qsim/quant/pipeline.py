@@ -229,14 +229,17 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
                    options: QuantizeOptions = QuantizeOptions(), target: Target | None = None,
                    name: str | None = None, notes: tuple[str, ...] = (),
                    load_batch: Callable[[int], ir.Graph] | None = None,
-                   reference: ir.Graph | None = None) -> QuantizeResult:
+                   reference: ir.Graph | None = None,
+                   evaluator: Callable[..., AccuracyReport] | None = None) -> QuantizeResult:
     """Calibrates, lowers to `target`'s operators (default: TOSA with the options' config) and
     evaluates `graph` (no files read or written). With `calib` None the model's annotations
     (@quantize, graph.quant, ONNX QDQ pairs) are its only parameters: no calibration, no bias
     correction or adaptive rounding (they need data). `load_batch(n)`, when given, loads the same
     float model at batch n, to evaluate n samples at a time. `reference`: the float graph the
     integer model is scored against instead of `graph` (a QDQ model's float original: the
-    outputs only, one sample at a time)."""
+    outputs only, one sample at a time). `evaluator`: evaluate's stand-in
+    with its arguments (qsim.quant.evaluation.distributed: the same report over Dask; not with
+    `reference`, which is scored in this process)."""
     target = target or TosaTarget(options.config)
     target.check_options(options)
     name = name or graph.name
@@ -267,12 +270,15 @@ def quantize_graph(graph: ir.Graph, calib: Samples | None, evaluation: Samples |
                          "input's annotated range; pass --eval for figures on real data.",)
     t0 = time.perf_counter()
     n_eval = len(evaluation) if options.eval_limit is None else min(options.eval_limit, len(evaluation))
-    batched = None if reference is not None else batched_models(graph, model, calibration, target, load_batch,
-                                                                eval_batch_size(graph, model, n_eval))
-    report = evaluate(graph if reference is None else reference, model, input_feeds(graph, evaluation, input_name, n_eval), total=n_eval,
-                      backend=options.backend, name=name, settings=target.report_settings(options),
-                      show_progress=options.show_progress, notes=notes, batched=batched, outputs=outputs,
-                      outputs_only=reference is not None)
+    common = dict(total=n_eval, backend=options.backend, name=name, settings=target.report_settings(options),
+                  show_progress=options.show_progress, notes=notes, outputs=outputs)
+    feeds = input_feeds(graph, evaluation, input_name, n_eval)
+    if reference is not None:
+        report = evaluate(reference, model, feeds, batched=None, outputs_only=True, **common)
+    else:
+        batched = batched_models(graph, model, calibration, target, load_batch,
+                                 eval_batch_size(graph, model, n_eval))
+        report = (evaluator or evaluate)(graph, model, feeds, batched=batched, **common)
     seconds["evaluate"] = time.perf_counter() - t0
     return QuantizeResult(model, report, target, None, seconds)
 

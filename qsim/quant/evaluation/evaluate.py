@@ -40,6 +40,8 @@ class _TensorStats:
     signal: float = 0.0
     noise: float = 0.0
     counts: np.ndarray = field(default_factory=lambda: np.zeros(len(ERROR_EDGES_LSB) - 1, np.int64))
+    # a list: each sample's (signal, noise) is appended instead of summed (distributed.py merges)
+    per_sample: list | None = None
 
     def sqnr_db(self) -> float:
         if self.noise == 0.0:
@@ -87,9 +89,14 @@ class _IntegerView:
         q = _three_axes(first_rows(q.transpose(self.axes), rows))
         inner = 1 if self.channel_axis is None else int(np.prod(f.shape[self.channel_axis + 1:], dtype=np.int64))
         sample = f.size // rows if rows else f.size
+        # per_sample: each sample's totals as the running totals take them in (distributed.py)
+        sums = None if stats.per_sample is None else np.empty((f.size // max(sample, 1), 2))
         stats.signal, stats.noise = _quant_ops.add_error_stats(
             current_isa().code, q, f.reshape(-1), self.scale, self.zero_point, max(inner, 1), self.lsb,
-            ERROR_EDGES_LSB, stats.counts, max(sample, 1), stats.signal, stats.noise)
+            ERROR_EDGES_LSB, stats.counts, max(sample, 1), stats.signal, stats.noise,
+            *(() if sums is None else (sums,)))     # the serial run calls it as before the option
+        if sums is not None:
+            stats.per_sample.extend(map(tuple, sums.tolist()))
 
 
 def first_rows(a: np.ndarray, rows: int | None) -> np.ndarray:
@@ -238,18 +245,23 @@ class _OutputStats:
     labelled: int = 0
     float_correct: int = 0
     int_correct: int = 0
+    per_sample: list | None = None     # as _TensorStats.per_sample
 
     def add(self, f: np.ndarray, q: np.ndarray, labels: np.ndarray | None, samples: int = 1) -> None:
         """Adds `samples` samples (f and q: [samples, ...], or one sample of any shape); the
         sums of squares per sample, in order, so the same bits for any batch size."""
         err = q - f
         if samples == 1:
-            self.signal += float(np.sum(f * f))
-            self.noise += float(np.sum(err * err))
+            sums = [(float(np.sum(f * f)), float(np.sum(err * err)))]
         else:
-            for x, d in zip(f.reshape(samples, -1), err.reshape(samples, -1)):
-                self.signal += float(np.sum(x * x))
-                self.noise += float(np.sum(d * d))
+            sums = [(float(np.sum(x * x)), float(np.sum(d * d)))
+                    for x, d in zip(f.reshape(samples, -1), err.reshape(samples, -1))]
+        if self.per_sample is not None:
+            self.per_sample.extend(sums)
+        else:
+            for signal, noise in sums:
+                self.signal += signal
+                self.noise += noise
         lsb = np.abs(err) / self.scale
         if lsb.size:
             self.max_error_lsb = max(self.max_error_lsb, float(lsb.max()))
@@ -293,14 +305,15 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
              show_progress: bool = True, notes: tuple[str, ...] = (),
              batched: Batched | None = None,
              outputs: tuple[ScoredOutput, ...] | None = None,
-             outputs_only: bool = False) -> AccuracyReport:
+             outputs_only: bool = False, tally: dict | None = None) -> AccuracyReport:
     """Runs both graphs on every (feed, labels) sample (feeds with a batch axis of 1; labels
     None, an int, or {output name: int} as Samples.feeds gives them) and summarizes the
     agreement. `outputs`: the scored outputs (default: every output, scoring.choose_outputs,
     unnamed labels going to the classification outputs). With `batched`, samples run
     `batched.size` at a time. `outputs_only`: no per-tensor figures, only the outputs' (the
     float graph is another model than the one lowered, e.g. a QDQ model's float original, whose
-    inner tensors need not be the lowered graph's even where the names match)."""
+    inner tensors need not be the lowered graph's even where the names match). `tally` (a dict: qsim.quant.evaluation.distributed): each sample's sums are kept
+    apart, and the running figures are left in it ("tensors", "outputs", "samples")."""
     apply_blas_threads()     # QSIM_THREADS for the float GEMMs
 
     if outputs is None:
@@ -311,6 +324,9 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
                and (not outputs_only or n in float_graph.outputs)]
     stats = {n: _TensorStats() for n in watched}
     scored = [_OutputStats(o, float(model.tensor_map[o.name].quant.scales()[0])) for o in outputs]
+    if tally is not None:
+        for figures in (*stats.values(), *scored):
+            figures.per_sample = []
     unnamed_targets = label_targets(outputs)
     size = batched.size if batched is not None else 1
     fgraph, imodel = (batched.float_graph, batched.model) if batched is not None else (float_graph, model)
@@ -358,9 +374,18 @@ def evaluate(float_graph: ir.Graph, model: LoweredModel,
         bar.close()
         if worker is not None:
             worker.shutdown(wait=True)
+    if tally is not None:
+        tally.update(tensors=stats, outputs=scored, samples=n_samples)
+    return accuracy_report(float_graph, outputs, stats, scored, n_samples, name, settings, notes)
+
+
+def accuracy_report(float_graph: ir.Graph, outputs: tuple[ScoredOutput, ...], stats: dict[str, _TensorStats],
+                    scored: list[_OutputStats], n_samples: int, name: str, settings: dict | None,
+                    notes: tuple[str, ...]) -> AccuracyReport:
+    """The report of evaluate's running figures (`stats` in the watched tensors' order)."""
     tensors = tuple(TensorAccuracy(n, _producer_kind(float_graph, n), stats[n].sqnr_db(),
                                    tuple(int(c) for c in stats[n].counts),
-                                   tuple(float(e) for e in ERROR_EDGES_LSB)) for n in watched)
+                                   tuple(float(e) for e in ERROR_EDGES_LSB)) for n in stats)
     per_output = tuple(o.result(n_samples) for o in scored)
     primary = next((o for o in per_output if o.top1_agreement is not None), None)
     # only where every output is scored: a user who chose outputs knows what the report shows
