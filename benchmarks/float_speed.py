@@ -45,6 +45,7 @@ from qsim.runtime.executor import execute  # noqa: E402
 from _rows import run_header  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v2", "efficientnet_lite0")
+NOTES = "\n## Notes"
 
 
 def cpu_name() -> str:
@@ -144,7 +145,10 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "float_speed.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "float_speed.md").write_text(report(result))
+    md = out / "float_speed.md"
+    # the hand-written analysis below the table ("## Notes ...") survives a rerun
+    notes = md.read_text().partition(NOTES)[2] if md.exists() else ""
+    md.write_text(report(result) + (NOTES + notes if notes else ""))
     return 0
 
 
