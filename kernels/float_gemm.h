@@ -40,6 +40,7 @@
 #define QSIM_GM 8        /* rows (output channels) per A panel and micro-tile */
 #define QSIM_GN 48       /* pixels per B panel (row stride of a packed panel) */
 #define QSIM_GKC 256     /* k block: an A slice (8 KB) and a B panel (48 KB) per micro-kernel call */
+#define QSIM_GEMM_PANEL_OUTER_KC 64   /* k blocks this long loop over the B panels outside the rows */
 
 /* packed[gi][p][k][8] = w[gi][p*8 + i][k] (0.0f past m), panels [p0, p1) of every group */
 static void qsim_gemm_pack_a(const float *w, int64_t g, int64_t m, int64_t K, float *packed, int64_t q0,
@@ -543,15 +544,24 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
                 Bp = (float *)prepacked + k0 * npan * QSIM_GN;
             else
                 qsim_gemm_pack_cols(isa, geo, b, gi * fc, k0, k1, n0, npix, seg, nseg, Bp);
-            for (int64_t p = p0; p < p1; p++) {
-                const float *ap = packed + ((gi * mp + p) * K + k0) * QSIM_GM;
-                const int64_t r0 = p * QSIM_GM, rows = m - r0 < QSIM_GM ? m - r0 : QSIM_GM;
-                for (int64_t j = 0; j < npan; j++) {
-                    const int64_t c0 = n0 + j * QSIM_GN;
-                    /* the whole vectors of the panel; the last panel's tail columns come after */
-                    const int64_t cols = j < npan - 1 ? QSIM_GN : vec_last;
-                    const float *bp = direct != NULL ? base + c0 : Bp + j * kc * QSIM_GN;
-                    if (cols == 0) continue;
+            /* long k blocks: one B panel (kc x 48 floats) stays in the L1 cache while every row
+             * panel's A slice (kc x 8) streams past it, the products reading 8 floats of A per k
+             * step from the L2 cache instead of 48 of B; short ones (a 1x1 conv on few channels)
+             * keep the rows outer, writing the output row by row. The tiles are independent:
+             * the order changes no bits. */
+            const int panel_outer = kc >= QSIM_GEMM_PANEL_OUTER_KC;
+            const int64_t outer_n = panel_outer ? npan : p1 - p0, inner_n = panel_outer ? p1 - p0 : npan;
+            for (int64_t io = 0; io < outer_n * inner_n; io++) {
+                const int64_t j = panel_outer ? io / inner_n : io % inner_n;
+                const int64_t p = p0 + (panel_outer ? io % inner_n : io / inner_n);
+                const int64_t c0 = n0 + j * QSIM_GN;
+                /* the whole vectors of the panel; the last panel's tail columns come after */
+                const int64_t cols = j < npan - 1 ? QSIM_GN : vec_last;
+                const float *bp = direct != NULL ? base + c0 : Bp + j * kc * QSIM_GN;
+                if (cols == 0) continue;
+                {
+                    const float *ap = packed + ((gi * mp + p) * K + k0) * QSIM_GM;
+                    const int64_t r0 = p * QSIM_GM, rows = m - r0 < QSIM_GM ? m - r0 : QSIM_GM;
                     if (rows == QSIM_GM) {            /* the epilogue in registers */
                         qsim_gemm_fin fin = {bias == NULL ? NULL : bias + gi * m + r0,
                                              y == NULL ? NULL : y + (b * g * m + gi * m + r0) * N + c0,

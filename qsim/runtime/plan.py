@@ -15,6 +15,8 @@ keep set (plans are cached: graphs are immutable):
   arrays. Likewise the int32 accumulators (and the RESCALE output before a CLAMP) of a fused
   integer conv + RESCALE (+ CLAMP) when none of them is read, kept or streamed
   (int_fusion.RESCALE_ONLY); otherwise that step makes them all;
+- a zero layout.pad read only by a conv, its output neither kept nor streamed, is no step at
+  all: the conv pads by itself (pad_folding.py, the same bits);
 - `streamed`: the outputs the executor passes to the caller's on_value callback (all of them
   unless the caller names the ones it wants: execute's `stream`).
 
@@ -36,6 +38,7 @@ from ..skriptnd.compose import dynattr
 from .float_ops.bounds import BOUND_ONLY, THEN_BOUND
 from .float_ops.fusion import execution_order
 from .int_fusion import RESCALE_ONLY, THEN_RESCALE
+from .pad_folding import fold_pads
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ def _make_plan(graph: ir.Graph, keep: frozenset | None, stream: frozenset | str 
     def streamed(name: str) -> bool:
         return stream == STREAM_ALL or (stream is not None and name in stream)
 
-    order = execution_order(graph)
+    order = fold_pads(graph, execution_order(graph), keep, streamed, _reads)
     last_read: dict[str, int] = {}
     for i, op in enumerate(order):
         for name in _reads(graph, op):
