@@ -35,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--tech needs --area", hint="add --area to estimate the area")
     if args.area:
         tables = [load_area_table(t) for t in (args.tech or ["45nm", "7nm"])]   # bad tables fail before Yosys runs
+        names = [table.name for table in tables]
+        if len(set(names)) < len(names):
+            raise UsageError(f"--tech tables share a name ({', '.join(names)}): area.json keys them by name",
+                             hint="give each table its own [tech] name, or name each once")
         report = area_report(synthesize(config.geometry), tables, config.name)
         extra["area.json"] = json.dumps(report, indent=1) + "\n"
         table = format_area(report)

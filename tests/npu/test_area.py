@@ -168,7 +168,10 @@ def test_cli_rejects_bad_options_before_synthesis(tmp_path, capsys):
     assert main(["export-rtl", "--config", "8x8", "--out", str(tmp_path / "b"), "--area",
                  "--tech", str(tmp_path / "none.toml")]) == 2
     assert "no technology table" in capsys.readouterr().err
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert main(["export-rtl", "--config", "8x8", "--out", str(tmp_path / "c"), "--area",
+                 "--tech", "7nm", "--tech", "7nm"]) == 2
+    assert "share a name" in capsys.readouterr().err
+    assert not any((tmp_path / name).exists() for name in "abc")
 
 
 # -- synthesis (Yosys) -------------------------------------------------------------------------
