@@ -3,6 +3,7 @@ costed at 45 nm and 7 nm; writes reports/area.md and reports/area.json after eve
 long 32x32 run leaves the smaller sizes recorded.
 
     nice python benchmarks/area.py [8x8 16x16 32x32]
+    python benchmarks/area.py --render      # area.md again from area.json
 """
 from __future__ import annotations
 
@@ -44,8 +45,23 @@ def markdown(rows: dict[str, dict], machine: str) -> str:
            "(qsim/npu/tech/*.toml [area_um2]). SRAM: the buffers, lookup tables and reciprocal ROM "
            "as macros, bits x bit cell / 0.7 array efficiency ([sram_area]).",
            "",
-           f"Machine: {machine}. Load: other jobs shared the 2 cores, so the synthesis times "
-           "are wall times on a busy machine.",
+           f"Machine: {machine}. Load: other jobs shared the 2 cores (load average 11-17) and the "
+           "run was niced, so the synthesis times are wall times on a busy machine, several times "
+           "the CPU time.",
+           "",
+           "Before Yosys, modules identical within a unit are merged (Amaranth writes one module per "
+           "instance; qsim.npu.area.merge_identical_modules): 112 modules become 22 at 8x8 (the PEs "
+           "of the interior rows are one module, the lanes' scalers another), so the synthesis time "
+           "grows far slower than the PE count. Checked on 2x2: per-unit counts of the merged run "
+           "equal the unmerged run's (155,037 cells; the vector unit differs by 1 cell, Yosys' "
+           "optimization of one copy against several).",
+           "",
+           "What dominates: the vector unit (one lane per column, each with four 32-bit "
+           "multiply-and-shift scalers and a combinational 32-bit divider for INTDIV, hw/vector.py) is most of the logic; the "
+           "requantization unit (one scaler per column) is next; the PEs (int8 x int8 MAC with a "
+           "32-bit accumulator) are a smaller share. SRAM: the buffers scale with the presets "
+           "(16 KiB input and weight, 64 KiB accumulator per 8x8, scaled by n/8) and the output "
+           "buffer mirrors the accumulator depth.",
            ""]
     out += ["| config | cells | SRAM bits | 45 nm mm^2 | 7 nm mm^2 | synthesis s | commit |",
             "|---|---:|---:|---:|---:|---:|---|"]
@@ -84,5 +100,15 @@ def main(names: list[str]) -> None:
               f"synthesis {report['synthesis_seconds']:.0f} s", flush=True)
 
 
+def render() -> None:
+    """Rewrites reports/area.md from reports/area.json (no synthesis)."""
+    rows = json.loads((REPORTS / "area.json").read_text())
+    machine = next(iter(rows.values()))["machine"] if rows else cpu()
+    atomic_write_text(REPORTS / "area.md", markdown(rows, machine))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["8x8", "16x16", "32x32"])
+    if sys.argv[1:] == ["--render"]:
+        render()
+    else:
+        main(sys.argv[1:] or ["8x8", "16x16", "32x32"])
