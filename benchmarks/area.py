@@ -69,6 +69,11 @@ def markdown(rows: dict[str, dict], machine: str) -> str:
         out.append(f"| {name} | {r['total_cells']:,} | {r['total_sram_bits']:,} | {r['total_mm2']['45nm']:.3f} "
                    f"| {r['total_mm2']['7nm']:.4f} | {r['synthesis_seconds']:.0f} | {r.get('commit')} |")
     for name, r in rows.items():
+        if r.get("extrapolated"):
+            out += ["", f"**{name}: an ESTIMATE, not a synthesis result.** {r['extrapolated']} Each unit's "
+                    "cells and logic area are the half-size row's times that unit's measured growth from "
+                    "the quarter-size row to the half-size row; the SRAM bits are exact (from the RTL)."]
+    for name, r in rows.items():
         out += ["", f"## {name}", "", "| unit | cells | SRAM bits | 45 nm logic | 45 nm SRAM | 45 nm total "
                 "| 7 nm total |", "|---|---:|---:|---:|---:|---:|---:|"]
         for unit in UNITS:
@@ -93,11 +98,49 @@ def main(names: list[str]) -> None:
         # read just before writing: another run (32x32 in its own process) may have added a size
         rows = json.loads(path.read_text()) if path.exists() else {}
         rows[name] = report
-        rows = {k: rows[k] for k in sorted(rows, key=lambda k: int(k.split("x")[0]))}
+        rows = {k: rows[k] for k in sorted(rows, key=lambda k: (int(k.split("x")[0]), k))}
         atomic_write_text(path, json.dumps(rows, indent=1) + "\n")
         atomic_write_text(REPORTS / "area.md", markdown(rows, machine))
         print(f"{name}: {report['total_cells']} cells, {report['total_mm2']}, "
               f"synthesis {report['synthesis_seconds']:.0f} s", flush=True)
+
+
+def extrapolate(name: str, elapsed_note: str) -> None:
+    """An ESTIMATE for `name` (n x n) when its synthesis did not finish: each unit's logic area
+    grown from the (n/2) row by that unit's measured (n/4 -> n/2) ratio; SRAM bits exact (from
+    the RTL's memories). Stored under "<name> (extrapolated)", marked as such in area.md."""
+    from qsim.hw.top import NPU
+    from qsim.npu.area import count_cells, memories_of
+    from qsim.npu.export import _lean_rtlil
+    n = int(name.split("x")[0])
+    rows = json.loads((REPORTS / "area.json").read_text())
+    half, quarter = rows[f"{n // 2}x{n // 2}"], rows[f"{n // 4}x{n // 4}"]
+    memories = memories_of(_lean_rtlil(NPU(load_config(name).geometry), "qsim_npu"))
+    stat = {"modules": {m: {"num_cells_by_type": {}} for m in memories}}
+    for module in memories:               # the instance tree only matters for the bits: one each
+        parent = module.rsplit(".", 1)[0]
+        if module != "qsim_npu":
+            stat["modules"][parent]["num_cells_by_type"][module] = 1
+    bits = count_cells(stat, memories)[1]
+    tables = {t: load_area_table(t) for t in TECHS}
+    units = {}
+    for unit in UNITS:
+        h, q = half["units"][unit], quarter["units"][unit]
+        growth = h["cells"] / q["cells"] if q["cells"] else 1.0
+        mm2 = {}
+        for t in TECHS:
+            logic = h["mm2"][t]["logic"] * growth
+            sram = tables[t].sram_um2(bits[unit]) / 1e6
+            mm2[t] = {"logic": logic, "sram": sram, "total": logic + sram}
+        units[unit] = {"cells": round(h["cells"] * growth), "sram_bits": bits[unit], "mm2": mm2}
+    rows[f"{name} (extrapolated)"] = {
+        "config": name, "extrapolated": elapsed_note, "units": units,
+        "total_cells": sum(u["cells"] for u in units.values()),
+        "total_sram_bits": sum(u["sram_bits"] for u in units.values()),
+        "total_mm2": {t: sum(u["mm2"][t]["total"] for u in units.values()) for t in TECHS},
+        "synthesis_seconds": float("nan"), "commit": commit(), "machine": half["machine"]}
+    atomic_write_text(REPORTS / "area.json", json.dumps(rows, indent=1) + "\n")
+    render()
 
 
 def render() -> None:
@@ -110,5 +153,7 @@ def render() -> None:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--render"]:
         render()
+    elif sys.argv[1:2] == ["--extrapolate"]:
+        extrapolate(sys.argv[2], " ".join(sys.argv[3:]))
     else:
         main(sys.argv[1:] or ["8x8", "16x16", "32x32"])
