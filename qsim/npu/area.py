@@ -158,6 +158,7 @@ class Synthesis:
     sram_bits: dict[str, int]            # unit -> bits of its SRAM macros
     memories: dict[str, tuple[int, int]] = field(default_factory=dict)   # memory -> (width, depth)
     seconds: float = 0.0                 # wall time of the Yosys run
+    cpu_seconds: float = 0.0             # its CPU time (user + system; the wall time depends on the load)
 
 
 def unit_of(module: str) -> str:
@@ -260,13 +261,23 @@ def synthesize(geom: Geometry) -> Synthesis:
     with tempfile.TemporaryDirectory(prefix="qsim-area-") as tmp:
         work = Path(tmp)
         (work / "npu.il").write_text(rtlil, encoding="utf-8")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _children_cpu()
         run_yosys(SYNTH_SCRIPT.format(rtlil="npu.il", stat="stat.json"), work)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu_start
         stat = json.loads((work / "stat.json").read_text(encoding="utf-8"))
     cells, bits = count_cells(stat, memories)
     flat = {f"{module}.{mem}": shape for module, mems in memories.items() for mem, shape in mems.items()}
-    return Synthesis(cells=cells, sram_bits=bits, memories=flat, seconds=seconds)
+    return Synthesis(cells=cells, sram_bits=bits, memories=flat, seconds=seconds, cpu_seconds=cpu)
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (0 where the platform does not say)."""
+    try:
+        import resource                    # deferred: POSIX only
+    except ImportError:
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # -- area --------------------------------------------------------------------------------------
@@ -292,7 +303,8 @@ def area_report(synth: Synthesis, tables: list[AreaTable], config_name: str = ""
     totals = {table.name: sum(units[u]["mm2"][table.name]["total"] for u in UNITS) for table in tables}
     return {"config": config_name, "units": units, "total_cells": sum(u["cells"] for u in units.values()),
             "total_sram_bits": sum(u["sram_bits"] for u in units.values()), "total_mm2": totals,
-            "synthesis_seconds": synth.seconds, "memories": {k: list(v) for k, v in synth.memories.items()},
+            "synthesis_seconds": synth.seconds, "synthesis_cpu_seconds": synth.cpu_seconds,
+            "memories": {k: list(v) for k, v in synth.memories.items()},
             "tech": [table.to_json() for table in tables]}
 
 
@@ -306,5 +318,6 @@ def format_area(report: dict) -> str:
                      + "".join(f"{entry['mm2'][t]['total']:>14.4f}" for t in techs))
     lines.append(f"{'total':<16}{report['total_cells']:>10}{report['total_sram_bits']:>12}"
                  + "".join(f"{report['total_mm2'][t]:>14.4f}" for t in techs))
-    lines.append(f"synthesis (Yosys, generic gates): {report['synthesis_seconds']:.1f} s")
+    lines.append(f"synthesis (Yosys, generic gates): {report['synthesis_seconds']:.1f} s "
+                 f"({report.get('synthesis_cpu_seconds', 0.0):.1f} s CPU)")
     return "\n".join(lines)
