@@ -5,7 +5,8 @@
                               [--out reports]
 
 Targets (benchmarks/_fuzz/targets.py): sknd, nnef1, dat, quant, container, cli, npu-config, onnx,
-qdq, scheduler; and (benchmarks/_fuzz/gen_robust.py) sknd-dynamic, dat-extents, onnx-attrs, images. Each
+qdq, scheduler; (benchmarks/_fuzz/gen_robust.py) sknd-dynamic, dat-extents, onnx-attrs, images;
+(benchmarks/_fuzz/gen_area.py) area-table, the area estimate's technology tables. Each
 input is a case folder (files) plus a qsim command line or a library call, generated from repo
 seeds (stdlib, tests/fixtures, the embedded model), grammar-aware generators, and mutators
 (byte flips, token edits, deep nesting, long chains, numeric extremes, non-UTF-8 bytes).

@@ -33,10 +33,17 @@ def _load_config(path: str) -> None:
     load_config(path)
 
 
+def _load_area_table(path: str) -> None:
+    from qsim.npu.area import load_area_table
+    load_area_table(path)
+
+
 # The same calls as Python one-liners, for reproducers ({arg} is the case's argument).
 SNIPPETS = {
     "read_tensor": "from qsim.tensorfile import read_tensor_file; read_tensor_file({arg!r}).values()",
     "load_config": "from qsim.npu.config import load_config; load_config({arg!r})",
+    "load_area_table": "from qsim.npu.area import load_area_table; load_area_table({arg!r})",
 }
 
-CALLS = {"read_tensor": _as_cli(_read_tensor), "load_config": _as_cli(_load_config)}
+CALLS = {"read_tensor": _as_cli(_read_tensor), "load_config": _as_cli(_load_config),
+         "load_area_table": _as_cli(_load_area_table)}

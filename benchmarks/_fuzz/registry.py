@@ -4,6 +4,7 @@ containers, NPU configurations) and in gen_*.py, one module per later family; th
 names them, so no generator module needs to import the table."""
 from __future__ import annotations
 
+from .gen_area import gen_area_table
 from .gen_cli import gen_cli
 from .gen_multi_input import gen_multi_input
 from .gen_onnx import gen_onnx
@@ -26,9 +27,10 @@ TARGETS = {
     "scheduler": gen_scheduler,
     "multi-input": gen_multi_input,
     "tflite": gen_tflite,
+    "area-table": gen_area_table,
     **{name: gen for name, (gen, _) in ROBUST_TARGETS.items()},
 }
 # Share of the inputs each target gets when --targets names several (heavier targets less).
 WEIGHTS = {"sknd": 20, "nnef1": 20, "dat": 20, "quant": 12, "container": 8, "cli": 7, "npu-config": 13,
-           "onnx": 15, "qdq": 10, "scheduler": 5, "multi-input": 5, "tflite": 10,
+           "onnx": 15, "qdq": 10, "scheduler": 5, "multi-input": 5, "tflite": 10, "area-table": 3,
            **{name: weight for name, (_, weight) in ROBUST_TARGETS.items()}}

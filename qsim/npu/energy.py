@@ -47,6 +47,8 @@ ENERGY_KEYS = ("mac", "vector_op", "register_byte", "dram_byte")
 # Optional entries (absent: 0, so a table written before they existed costs what it did):
 # the extra energy of a vector lane that multiplies (MUL, DOT) or divides (INTDIV).
 OPTIONAL_ENERGY_KEYS = ("vector_mul", "vector_div")
+# The area tables of the same file, read by qsim.npu.area (an energy table may leave them out).
+AREA_TABLES = ("area_um2", "sram_area")
 BUFFERS = ("input", "weight", "param", "accumulator", "output")
 # Components of the per-layer breakdown, in plot order.
 COMPONENTS = ("mac", "input_buffer", "weight_buffer", "param_buffer", "accumulator_buffer",
@@ -179,18 +181,25 @@ def packaged_techs() -> list[str]:
                   if p.name.endswith(".toml"))
 
 
-def load_tech(spec: str | None) -> EnergyTable:
-    """A packaged table by name (`45nm`, `7nm`; None: the default) or a TOML file path."""
+def tech_text(spec: str | None, what: str = "energy table") -> tuple[str, str, str]:
+    """(text, file, source) of a packaged table by name (`45nm`, `7nm`; None: the default) or
+    of a TOML file path: the one lookup the energy and the area tables (qsim.npu.area) share."""
     spec = DEFAULT_TECH if spec is None else str(spec)
     if spec in packaged_techs():
         text = resources.files("qsim.npu").joinpath("tech", f"{spec}.toml").read_text(encoding="utf-8")
-        return parse_tech(text, f"qsim/npu/tech/{spec}.toml", source=spec)
+        return text, f"qsim/npu/tech/{spec}.toml", spec
     path = Path(spec)
-    if not is_file(path, "energy table"):
-        raise DataError(f"no energy table '{spec}': not a packaged technology and not a file",
+    if not is_file(path, what):
+        raise DataError(f"no {what} '{spec}': not a packaged technology and not a file",
                         hint=f"packaged: {', '.join(packaged_techs())}; or a TOML file of the "
-                             "same form (docs/npu.md, Energy)")
-    return parse_tech(read_utf8(path, "energy table"), str(path), source=str(path))
+                             "same form (docs/npu.md, Energy and Area)")
+    return read_utf8(path, what), str(path), str(path)
+
+
+def load_tech(spec: str | None) -> EnergyTable:
+    """A packaged table by name (`45nm`, `7nm`; None: the default) or a TOML file path."""
+    text, file, source = tech_text(spec)
+    return parse_tech(text, file, source=source)
 
 
 def _line_of(text: str, key: str) -> int | None:
@@ -219,8 +228,8 @@ def parse_tech(text: str, file: str = "<tech>", source: str | None = None) -> En
         raise DataError(f"not valid TOML: {err}", location=Location(file), hint=form_hint) from None
     tables = ("tech", "energy_pj", "sram_pj_per_64bit")
     for key in doc:
-        if key not in tables:
-            fail(f"[{key}", f"unknown table [{key}]", hint=f"the tables are {', '.join(tables)}")
+        if key not in tables + AREA_TABLES:
+            fail(f"[{key}", f"unknown table [{key}]", hint=f"the tables are {', '.join(tables + AREA_TABLES)}")
     for key in tables:
         if not isinstance(doc.get(key), dict):
             fail(None, f"missing table [{key}]", hint=form_hint)

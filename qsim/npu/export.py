@@ -87,7 +87,8 @@ ZERO_MEMORY_INIT = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[\w$\\]+\[\d+\] =
                               re.MULTILINE)
 
 
-def export_rtl(config: NpuConfig, out_dir: str | Path) -> Path:
+def export_rtl(config: NpuConfig, out_dir: str | Path, extra: dict[str, str] | None = None) -> Path:
+    """`extra`: more files (name -> text) written with the others, e.g. area.json (qsim.npu.area)."""
     out = require_replaceable(out_dir, RTL)
     geom = config.geometry
     readme = resources.files("qsim.hw").joinpath("README.md").read_text(encoding="utf-8")
@@ -105,4 +106,6 @@ def export_rtl(config: NpuConfig, out_dir: str | Path) -> Path:
         (work / "qsim_npu.v").write_text(verilog, encoding="utf-8")
         (work / "npu.toml").write_text(config.to_toml(), encoding="utf-8")
         (work / "README.md").write_text(header + readme, encoding="utf-8")
+        for name, text in (extra or {}).items():
+            (work / name).write_text(text, encoding="utf-8")
     return out
