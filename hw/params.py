@@ -36,7 +36,7 @@ class Geometry:
     weight_buffer_bytes: int
     accumulator_buffer_bytes: int
     dram_bytes_per_cycle: int
-    # The testbench memory's timing (qsim/npu/dram.py DramTiming; None: the ideal memory).
+    # The testbench memory's timing (qsim/npu/dram/timing.py DramTiming; None: the ideal memory).
     # Not part of the RTL: left out of the repr (the Verilator build key) and of equality.
     dram: object = field(default=None, repr=False, compare=False)
 

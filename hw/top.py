@@ -16,7 +16,7 @@ time (and also drives dram_addr = dram_waddr for its writes); the vector DMA
 reads and writes in the same cycle. The DRAM itself is modelled by the simulation harness;
 its bandwidth is enforced by the DMA unit's credit counter.
 dram_stall (input, low with the ideal memory) is the memory's not-ready: a memory with
-DRAM timing (qsim/npu/dram.py) holds it high while a presented request waits for its row.
+DRAM timing (qsim/npu/dram/timing.py) holds it high while a presented request waits for its row.
 In a stalled cycle no register or buffer of the NPU changes (the whole NPU is clock-
 enabled by ~dram_stall), so the requests stay presented; the memory serves neither the
 read nor the write and accepts no instruction in that cycle, and keeps dram_rdata as it was.

@@ -9,11 +9,11 @@ Keys (all required except name and clock_mhz):
                                 the int8 output buffer has the same depth in words
   dram_bytes_per_cycle          1..4096
   clock_mhz                     (0, 10000], default 1000
-  dram                          optional: a DRAM timing profile of qsim/npu/dram_profiles.toml
+  dram                          optional: a DRAM timing profile of qsim/npu/dram/profiles.toml
                                 ("ddr4-3200", "lpddr4-4266"; "off" = absent), converted to
                                 cycles at clock_mhz; or all six of dram_trcd, dram_trp, dram_tcl
                                 (cycles, >= 0), dram_banks, dram_row_bytes, dram_burst_bytes
-                                (>= 1). Absent: the ideal memory (qsim/npu/dram.py), as before.
+                                (>= 1). Absent: the ideal memory (qsim/npu/dram/timing.py), as before.
 Each buffer holds 2..65536 words (16-bit addresses), and at least 2*rows
 (weights, WS), 2*rows (accumulators) words so that both halves of a double
 buffer hold a full tile.
@@ -178,7 +178,7 @@ def _dram(table: dict, clock_mhz: float, fail) -> DramTiming | None:
         if not isinstance(name, str) or name.lower() not in (*profiles(), "off"):
             fail("dram", f"key 'dram' = {name!r} is not a DRAM profile: allowed "
                          f"{', '.join(repr(k) for k in (*profiles(), 'off'))}",
-                 hint="profiles and their sources: qsim/npu/dram_profiles.toml, docs/npu.md")
+                 hint="profiles and their sources: qsim/npu/dram/profiles.toml, docs/npu.md")
         return None if name.lower() == "off" else profile_timing(name, clock_mhz)
     if not explicit:
         return None

@@ -16,7 +16,7 @@ from .array.compile import Program
 from .cycle_model import CycleStats, cycle_stats, execute
 from .sim_verilator import run_verilator
 from .dram import DramTiming
-from .dram_trace import program_dram_stalls
+from .dram.trace import program_dram_stalls
 
 
 class Engine(enum.Enum):
@@ -46,7 +46,7 @@ class ProgramRun:
 
 def run_program(geom: Geometry, program: Program, engine="model", what: str = "program",
                 dram_timing: DramTiming | None = None) -> ProgramRun:
-    """`dram_timing` (default: geom.dram) None: the ideal memory; otherwise the row-buffer model (qsim/npu/dram.py),
+    """`dram_timing` (default: geom.dram) None: the ideal memory; otherwise the row-buffer model (qsim/npu/dram/timing.py),
     whose waits stop the whole NPU and so add to the ideal cycles (counted as stall)."""
     engine = Engine.parse(engine)
     dram_timing = dram_timing if dram_timing is not None else geom.dram

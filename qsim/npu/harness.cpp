@@ -3,7 +3,7 @@
 // Built into a shared library together with the verilated qsim_npu (see sim_verilator.py);
 // PORT_BYTES and INSTR_BYTES are passed with -D. Semantics match qsim/npu/sim_amaranth.py:
 // cycle 0 is the first cycle after reset; DRAM reads return data one cycle after dram_re, writes go to dram_waddr
-// (reads past the end return zeros); with DRAM timing (qsim/npu/dram.py: params = trcd, trp,
+// (reads past the end return zeros); with DRAM timing (qsim/npu/dram/timing.py: params = trcd, trp,
 // tcl, banks, row_bytes) a request that misses its bank's open row holds dram_stall high for its
 // cost, during which nothing is served, no instruction accepted and dram_rdata kept; the result is the first cycle with `idle` high and
 // no instruction left, or -1 if max_cycles is reached first.
@@ -29,7 +29,7 @@ static void set_wide(W& wide, const uint8_t* bytes, size_t n) {
     std::memcpy(words, bytes, n);  // x86-64 is little-endian: byte k is bits [8k, 8k+8)
 }
 
-// The open row of every bank (qsim/npu/dram.py RowBuffers): the cost of one request.
+// The open row of every bank (qsim/npu/dram/timing.py RowBuffers): the cost of one request.
 struct RowBuffers {
     int64_t trcd, trp, tcl, banks, row_bytes;
     std::vector<int64_t> open;

@@ -2,7 +2,7 @@
 
 The testbench plays the instruction stream (valid held high while instructions
 remain) and the modelled DRAM (hw/top.py: 1-cycle read latency, byte-addressed, separate read and write channels;
-reads past the end return zeros). With `dram` timing (qsim/npu/dram.py) the memory holds
+reads past the end return zeros). With `dram` timing (qsim/npu/dram/timing.py) the memory holds
 dram_stall high while a request waits on its row buffer: in such a cycle it serves nothing,
 accepts no instruction and keeps dram_rdata. Cycle 0 is the first cycle after reset; the
 result is the first cycle in which `idle` is high with no instruction left.

@@ -362,7 +362,7 @@ def run_verilator(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1 
                   dram_timing=None) -> int:
     """Runs `instrs` on `dram` (contiguous uint8, modified in place); returns the cycle count.
     With `vcd_path`, runs the traced build and writes the cycles vcd_window = (first, last)
-    (last -1: to the end) as a VCD file. `dram_timing` (qsim/npu/dram.py DramTiming): the
+    (last -1: to the end) as a VCD file. `dram_timing` (qsim/npu/dram/timing.py DramTiming): the
     testbench memory's row-buffer timing (not with `vcd_path`)."""
     if dram.dtype != np.uint8 or not dram.flags.c_contiguous:
         raise ValueError("dram must be a contiguous uint8 array")

@@ -1,4 +1,4 @@
-"""DRAM timing (qsim/npu/dram.py): the row-buffer costs against their formula, the same cycles
+"""DRAM timing (qsim/npu/dram/timing.py): the row-buffer costs against their formula, the same cycles
 on the model, amaranth and verilator engines with timing on, the configuration keys and their
 errors, and the default (no key) leaving every cycle count as it was."""
 import dataclasses

@@ -4,7 +4,7 @@ Off by default: without a `dram` key the memory is the ideal one (every request 
 the cycle it is made; only dram_bytes_per_cycle paces the DMAs), so every cycle figure of
 a configuration without the key is the same as before the model existed.
 
-With a profile (dram_profiles.toml beside this module, or explicit keys) every DRAM
+With a profile (profiles.toml beside this module, or explicit keys) every DRAM
 request (a DMA read of one port word, or a write) addresses bank b = (a // row_bytes) % banks,
 row r = a // (row_bytes * banks), a its first byte. The request costs, before it is served:
   the bank's open row is r (a hit)           0 cycles (CAS pipelined behind the stream)
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UsageError
+from ...errors import UsageError
 
-PROFILES_PATH = Path(__file__).with_name("dram_profiles.toml")
+PROFILES_PATH = Path(__file__).with_name("profiles.toml")
 TIMING_KEYS = ("trcd", "trp", "tcl")
 SHAPE_KEYS = ("banks", "row_bytes", "burst_bytes")
 
@@ -66,7 +66,7 @@ class DramTiming:
         return self.trp + self.trcd + self.tcl
 
     def params(self) -> list[int]:
-        """The integers the testbench memories take (sim_amaranth.py, harness.cpp), in this order."""
+        """The integers the testbench memories take (qsim/npu/sim_amaranth.py, qsim/npu/harness.cpp), in this order."""
         return [self.trcd, self.trp, self.tcl, self.banks, self.row_bytes]
 
 
@@ -83,7 +83,7 @@ def profile_timing(name: str, clock_mhz: float) -> DramTiming:
     table = profiles()
     if name.lower() not in table:
         raise UsageError(f"unknown DRAM profile '{name}'", hint=f"profiles: {', '.join(table)} "
-                         f"(qsim/npu/dram_profiles.toml), or give dram_trcd/dram_trp/dram_tcl/"
+                         f"(qsim/npu/dram/profiles.toml), or give dram_trcd/dram_trp/dram_tcl/"
                          f"dram_banks/dram_row_bytes/dram_burst_bytes")
     p = table[name.lower()]
     return DramTiming(**{k: ns_to_cycles(p[f"{k}_ns"], clock_mhz) for k in TIMING_KEYS},

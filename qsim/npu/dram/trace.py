@@ -1,5 +1,5 @@
 """The DRAM request sequence of a program (the address of every read and write the RTL's
-DMAs present, in order), for the DRAM timing model (qsim/npu/dram.py).
+DMAs present, in order), for the DRAM timing model (qsim/npu/dram/timing.py).
 
 Only one DRAM unit runs at a time (hw/top.py: LOAD, STORE, LOADW and VRUN share one
 dispatch slot), so the sequence is the program order of its DRAM instructions, each one's
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hw.isa import Opcode
-from ..hw.params import Geometry
-from ..hw.window_isa import unpack_window
-from .array.window import transactions
-from .cycle_model import _configured, vrun_configs
-from .dram import DramTiming, stall_cycles
-from .vector.model import (STREAM_LEVELS, VECTOR_LATENCY_CYCLES, _addresses, _levels, stream_operand,
+from ...hw.isa import Opcode
+from ...hw.params import Geometry
+from ...hw.window_isa import unpack_window
+from ..array.window import transactions
+from ..cycle_model import _configured, vrun_configs
+from .timing import DramTiming, stall_cycles
+from ..vector.model import (STREAM_LEVELS, VECTOR_LATENCY_CYCLES, _addresses, _levels, stream_operand,
                            vrun_emits, vrun_issue_cycles, vrun_transactions)
 
 
