@@ -5,10 +5,12 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from qsim.errors import DataError, UsageError
 from qsim.hw.params import Dataflow, Geometry
-from qsim.npu.config import load_config, parse_config
+from qsim.npu.config import DRAM_KEYS, load_config, parse_config
 from qsim.npu.dram import DramTiming, RowBuffers, ns_to_cycles, profile_timing, stall_cycles
 from qsim.npu.engines import run_program
 from qsim.npu.layers import run_layer
@@ -184,3 +186,22 @@ def test_unknown_preset_profile_and_negative_timing_are_usage_errors():
         DramTiming(trcd=-1, trp=0, tcl=0, banks=1, row_bytes=8, burst_bytes=8)
     with pytest.raises(UsageError, match="unknown DRAM profile"):
         profile_timing("hbm9", 1000.0)
+
+
+_VALUES = st.one_of(st.integers(-(1 << 22), 1 << 22), st.booleans(), st.floats(allow_nan=True),
+                    st.sampled_from(['"ddr4-3200"', '"LPDDR4-4266"', '"off"', '"x"', '""', "[]", "{}"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(("dram",) + DRAM_KEYS), _VALUES, max_size=8))
+def test_any_dram_keys_give_a_config_or_a_data_error(table):
+    text = BASE + "".join(f"{k} = {v if isinstance(v, str) else str(v).lower()}\n" for k, v in table.items())
+    try:
+        config = parse_config(text, file="npu.toml")
+    except DataError as err:
+        assert "npu.toml" in str(err)
+        return
+    if config.dram is not None:
+        assert min(config.dram.trcd, config.dram.trp, config.dram.tcl) >= 0
+        assert min(config.dram.banks, config.dram.row_bytes, config.dram.burst_bytes) >= 1
+        assert parse_config(config.to_toml()).dram == config.dram
