@@ -221,7 +221,7 @@ def load_config(spec: str | Path) -> NpuConfig:
             elif suffix.lower() in profiles():
                 config = NpuConfig(**{**config.__dict__, "dram": profile_timing(suffix, config.clock_mhz)})
             else:
-                raise UsageError(f"unknown dataflow or DRAM profile '{suffix}' in '{text_spec}'",
+                raise UsageError(f"unknown dataflow '{suffix}' in '{text_spec}' (nor a DRAM profile)",
                                  hint=f"use ':ws' or ':os' and/or a DRAM profile "
                                       f"({', '.join(':' + p for p in profiles())}) after the preset name")
         return config
