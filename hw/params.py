@@ -8,7 +8,7 @@ lanes, accumulator words C int32 lanes, parameter words C lanes of
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PARAM_LANE_BYTES = 9        # bias (4) + multiplier (4) + shift (1), little-endian
 PARAM_DEPTH_WORDS = 4       # two banks of two words: one word per output-column tile
@@ -36,6 +36,9 @@ class Geometry:
     weight_buffer_bytes: int
     accumulator_buffer_bytes: int
     dram_bytes_per_cycle: int
+    # The testbench memory's timing (qsim/npu/dram/timing.py DramTiming; None: the ideal memory).
+    # Not part of the RTL: left out of the repr (the Verilator build key) and of equality.
+    dram: object = field(default=None, repr=False, compare=False)
 
     @property
     def input_word_bytes(self) -> int:

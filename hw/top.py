@@ -15,6 +15,11 @@ DRAM[addr+k]); dram_we writes dram_wlen low bytes of dram_wdata at dram_waddr
 time (and also drives dram_addr = dram_waddr for its writes); the vector DMA
 reads and writes in the same cycle. The DRAM itself is modelled by the simulation harness;
 its bandwidth is enforced by the DMA unit's credit counter.
+dram_stall (input, low with the ideal memory) is the memory's not-ready: a memory with
+DRAM timing (qsim/npu/dram/timing.py) holds it high while a presented request waits for its row.
+In a stalled cycle no register or buffer of the NPU changes (the whole NPU is clock-
+enabled by ~dram_stall), so the requests stay presented; the memory serves neither the
+read nor the write and accepts no instruction in that cycle, and keeps dram_rdata as it was.
 
 Units: `NPU(geom)` is the whole NPU (what `qsim export-rtl` writes). `NPU(geom, Units.ARRAY)`
 leaves out the vector DMA and vector unit, `NPU(geom, Units.VECTOR)` the compute unit, the
@@ -24,7 +29,7 @@ cycle, and the idle vector unit halved the array's simulation speed). A program 
 only the units present behaves identically, cycle for cycle, on the whole NPU: an absent
 unit's busy is 0 and its DRAM port drives nothing, exactly as an idle one does.
 """
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, unsigned
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -48,7 +53,7 @@ class NPU(wiring.Component):
             "idle": Out(1),
             "dram_addr": Out(32), "dram_re": Out(1), "dram_we": Out(1),
             "dram_wdata": Out(8 * P), "dram_wlen": Out(16), "dram_rdata": In(8 * P),
-            "dram_waddr": Out(32),
+            "dram_waddr": Out(32), "dram_stall": In(1),
         })
 
     def elaborate(self, platform):
@@ -116,7 +121,7 @@ class NPU(wiring.Component):
             m.d.sync += [cur.eq(self.instr.payload), cur_valid.eq(1)]
         with m.Elif(fire):
             m.d.sync += cur_valid.eq(0)
-        return m
+        return EnableInserter(~self.dram_stall)(m)
 
     @staticmethod
     def _buffers(m, g: Geometry, dma, cu, wd) -> None:

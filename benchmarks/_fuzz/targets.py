@@ -400,9 +400,11 @@ def _gzip(raw: bytes) -> bytes:
 
 TOML_VALUES = ("0", "1", "-1", "4", "16", "256", "4096", "65536", "1e400", "nan", "inf", "-inf",
                "9223372036854775807", "9223372036854775808", "1.5", "true", '"ws"', '"os"', '"OS"',
-               '"x"', '""', "[]", "[1, 2]", "{}", "1979-05-27", "0x10", "0.0", "5e-324", '"\\u0000"')
+               '"x"', '""', "[]", "[1, 2]", "{}", "1979-05-27", "0x10", "0.0", "5e-324", '"\\u0000"',
+               '"ddr4-3200"', '"LPDDR4-4266"', '"off"')
 TOML_KEYS = ("name", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
-             "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "bogus")
+             "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "bogus",
+             "dram", "dram_trcd", "dram_trp", "dram_tcl", "dram_banks", "dram_row_bytes", "dram_burst_bytes")
 
 
 def random_toml(rng: random.Random) -> bytes:

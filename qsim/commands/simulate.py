@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="quantized model folder from qsim quantize (default: the embedded model)")
     p.add_argument("--config", default="16x16", metavar="CFG",
                    help="NPU configuration: a TOML file or a preset (8x8, 16x16, 32x32; append "
-                        ":os for output-stationary); default 16x16")
+                        ":os for output-stationary and/or :ddr4-3200 / :lpddr4-4266 for DRAM "
+                        "timing, off by default); default 16x16")
     p.add_argument("--engine", default="verilator", metavar="ENGINE",
                    help="verilator (default; RTL compiled with Verilator, build cached), amaranth "
                         "(Amaranth's simulator, small arrays) or model (numpy cycle model)")
@@ -54,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
                    help="run the product of these configuration values in parallel, e.g. "
                         "size=8,16,32 dataflow=ws,os (keys: size, rows, cols, dataflow, "
-                        "*_buffer_bytes, dram_bytes_per_cycle, clock_mhz)")
+                        "*_buffer_bytes, dram_bytes_per_cycle, clock_mhz, dram)")
     p.add_argument("--vcd", metavar="FILE.vcd",
                    help="on a mismatch, write the waveform around the first wrong DRAM write")
     p.add_argument("--tech", metavar="NAME|FILE",

@@ -9,6 +9,11 @@ Keys (all required except name and clock_mhz):
                                 the int8 output buffer has the same depth in words
   dram_bytes_per_cycle          1..4096
   clock_mhz                     (0, 10000], default 1000
+  dram                          optional: a DRAM timing profile of qsim/npu/dram/profiles.toml
+                                ("ddr4-3200", "lpddr4-4266"; "off" = absent), converted to
+                                cycles at clock_mhz; or all six of dram_trcd, dram_trp, dram_tcl
+                                (cycles, >= 0), dram_banks, dram_row_bytes, dram_burst_bytes
+                                (>= 1). Absent: the ideal memory (qsim/npu/dram/timing.py), as before.
 Each buffer holds 2..65536 words (16-bit addresses), and at least 2*rows
 (weights, WS), 2*rows (accumulators) words so that both halves of a double
 buffer hold a full tile.
@@ -23,6 +28,7 @@ from pathlib import Path
 from ..errors import DataError, Location, UsageError
 from ..userdata import check_nesting
 from ..hw.params import Dataflow, Geometry
+from .dram import SHAPE_KEYS, TIMING_KEYS, DramTiming, profile_timing, profiles
 from ..textfile import decode_utf8
 
 MAX_DIM = 64
@@ -52,7 +58,16 @@ class NpuConfig(Geometry):
                 f"weight_buffer_bytes = {self.weight_buffer_bytes}\n"
                 f"accumulator_buffer_bytes = {self.accumulator_buffer_bytes}\n"
                 f"dram_bytes_per_cycle = {self.dram_bytes_per_cycle}\n"
-                f"clock_mhz = {self.clock_mhz}\n")
+                f"clock_mhz = {self.clock_mhz}\n" + dram_toml(self.dram))
+
+
+def dram_toml(timing: DramTiming | None) -> str:
+    """The [npu] lines that give `timing` back (none for the ideal memory)."""
+    if timing is None:
+        return ""
+    if timing.profile:
+        return f'dram = "{timing.profile}"\n'
+    return "".join(f"dram_{k} = {getattr(timing, k)}\n" for k in TIMING_KEYS + SHAPE_KEYS)
 
 
 def toml_string(text: str) -> str:
@@ -105,7 +120,7 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
     table = dict(doc["npu"])
     required = ("rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
                 "accumulator_buffer_bytes", "dram_bytes_per_cycle")
-    check_keys(table, required, ("name", "clock_mhz"), "npu", fail)
+    check_keys(table, required, ("name", "clock_mhz", "dram") + DRAM_KEYS, "npu", fail)
 
     def integer(key, low, high):
         value = table[key]
@@ -142,11 +157,43 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
         return value
 
     return NpuConfig(
-        name=name, rows=rows, cols=cols, dataflow=dataflow,
+        dram=_dram(table, float(clock), fail), name=name, rows=rows, cols=cols, dataflow=dataflow,
         input_buffer_bytes=buffer("input_buffer_bytes", rows, 2),
         weight_buffer_bytes=buffer("weight_buffer_bytes", cols, 2 * rows),
         accumulator_buffer_bytes=buffer("accumulator_buffer_bytes", 4 * cols, 2 * rows),
         dram_bytes_per_cycle=bandwidth, clock_mhz=float(clock))
+
+
+DRAM_KEYS = tuple(f"dram_{k}" for k in TIMING_KEYS + SHAPE_KEYS)
+
+
+def _dram(table: dict, clock_mhz: float, fail) -> DramTiming | None:
+    """The `dram` profile or the six explicit dram_* keys; None when neither is given."""
+    explicit = [k for k in DRAM_KEYS if k in table]
+    if "dram" in table:
+        name = table["dram"]
+        if explicit:
+            fail(explicit[0], f"key '{explicit[0]}' and a 'dram' profile are both given",
+                 hint="give either dram = \"PROFILE\" or all of the explicit dram_* keys")
+        if not isinstance(name, str) or name.lower() not in (*profiles(), "off"):
+            fail("dram", f"key 'dram' = {name!r} is not a DRAM profile: allowed "
+                         f"{', '.join(repr(k) for k in (*profiles(), 'off'))}",
+                 hint="profiles and their sources: qsim/npu/dram/profiles.toml, docs/npu.md")
+        return None if name.lower() == "off" else profile_timing(name, clock_mhz)
+    if not explicit:
+        return None
+    missing = [k for k in DRAM_KEYS if k not in table]
+    if missing:
+        fail(explicit[0], f"explicit DRAM timing needs all of {', '.join(DRAM_KEYS)}; missing "
+                          f"{', '.join(missing)}", hint="or use a profile: dram = \"ddr4-3200\"")
+    values = {}
+    for key in DRAM_KEYS:
+        value, low = table[key], 0 if key[5:] in TIMING_KEYS else 1
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 1 << 20:
+            fail(key, f"key '{key}' = {value!r} must be an integer in [{low}, {1 << 20}]",
+                 hint="DRAM times are whole NPU cycles; a latency cannot be negative")
+        values[key[5:]] = value
+    return DramTiming(**values)
 
 
 def check_keys(table: dict, required, optional, header: str, fail) -> None:
@@ -162,16 +209,21 @@ def check_keys(table: dict, required, optional, header: str, fail) -> None:
 
 
 def load_config(spec: str | Path) -> NpuConfig:
-    """A preset name (8x8, 16x16, 32x32; with ':os' / ':ws' for the dataflow) or a TOML path."""
+    """A preset name (8x8, 16x16, 32x32; with ':os' / ':ws' for the dataflow and/or ':ddr4-3200'
+    / ':lpddr4-4266' for DRAM timing) or a TOML path."""
     text_spec = str(spec)
-    base, _, flow = text_spec.partition(":")
+    base, *suffixes = text_spec.split(":")
     if base in PRESETS:
         config = PRESETS[base]
-        if flow:
-            if flow.lower() not in _DATAFLOW_NAMES:
-                raise UsageError(f"unknown dataflow '{flow}' in '{text_spec}'",
-                                 hint="use ':ws' or ':os' after the preset name")
-            config = NpuConfig(**{**config.__dict__, "dataflow": _DATAFLOW_NAMES[flow.lower()]})
+        for suffix in suffixes:
+            if suffix.lower() in _DATAFLOW_NAMES:
+                config = NpuConfig(**{**config.__dict__, "dataflow": _DATAFLOW_NAMES[suffix.lower()]})
+            elif suffix.lower() in profiles():
+                config = NpuConfig(**{**config.__dict__, "dram": profile_timing(suffix, config.clock_mhz)})
+            else:
+                raise UsageError(f"unknown dataflow '{suffix}' in '{text_spec}' (nor a DRAM profile)",
+                                 hint=f"use ':ws' or ':os' and/or a DRAM profile "
+                                      f"({', '.join(':' + p for p in profiles())}) after the preset name")
         return config
     path = Path(text_spec)
     if not is_file(path, "NPU configuration"):

@@ -3,13 +3,16 @@
 // Built into a shared library together with the verilated qsim_npu (see sim_verilator.py);
 // PORT_BYTES and INSTR_BYTES are passed with -D. Semantics match qsim/npu/sim_amaranth.py:
 // cycle 0 is the first cycle after reset; DRAM reads return data one cycle after dram_re, writes go to dram_waddr
-// (reads past the end return zeros); the result is the first cycle with `idle` high and
+// (reads past the end return zeros); with DRAM timing (qsim/npu/dram/timing.py: params = trcd, trp,
+// tcl, banks, row_bytes) a request that misses its bank's open row holds dram_stall high for its
+// cost, during which nothing is served, no instruction accepted and dram_rdata kept; the result is the first cycle with `idle` high and
 // no instruction left, or -1 if max_cycles is reached first.
 // A build with Verilator's --trace (VM_TRACE) also exports qsim_npu_run_vcd, which writes
 // a VCD of the cycles [vcd_from, vcd_to]: two samples per cycle, at 10*cycle (inputs of the
 // cycle applied, before the rising edge) and 10*cycle + 5 (after it).
 #include <cstdint>
 #include <cstring>
+#include <vector>
 #include "Vqsim_npu.h"
 #include "verilated.h"
 #if VM_TRACE
@@ -26,10 +29,30 @@ static void set_wide(W& wide, const uint8_t* bytes, size_t n) {
     std::memcpy(words, bytes, n);  // x86-64 is little-endian: byte k is bits [8k, 8k+8)
 }
 
+// The open row of every bank (qsim/npu/dram/timing.py RowBuffers): the cost of one request.
+struct RowBuffers {
+    int64_t trcd, trp, tcl, banks, row_bytes;
+    std::vector<int64_t> open;
+    explicit RowBuffers(const int64_t* p)
+        : trcd(p[0]), trp(p[1]), tcl(p[2]), banks(p[3]), row_bytes(p[4]), open(p[3], -1) {}
+    int64_t cost(int64_t addr) {
+        const int64_t bank = (addr / row_bytes) % banks, row = addr / (row_bytes * banks);
+        const int64_t was = open[bank];
+        open[bank] = row;
+        return was == row ? 0 : was < 0 ? trcd + tcl : trp + trcd + tcl;
+    }
+};
+
 static int64_t run(VerilatedContext& context, Vqsim_npu& top, const uint8_t* instrs,
                    int64_t n_instr, uint8_t* dram, int64_t dram_bytes, int64_t max_cycles,
-                   VerilatedVcdC* vcd, int64_t vcd_from, int64_t vcd_to) {
+                   VerilatedVcdC* vcd, int64_t vcd_from, int64_t vcd_to,
+                   const int64_t* dram_params = nullptr) {
     uint8_t rdata[PORT_BYTES] = {0};
+    std::vector<RowBuffers> rows;
+    if (dram_params) rows.emplace_back(dram_params);
+    int64_t owed = 0;
+    bool charged = false;
+    top.dram_stall = 0;
     top.clk = 0;
     top.rst = 1;
     for (int i = 0; i < 2; i++) {  // two reset cycles
@@ -45,6 +68,19 @@ static int64_t run(VerilatedContext& context, Vqsim_npu& top, const uint8_t* ins
         if (!pending && top.idle) return cycle;
         if (cycle >= max_cycles) return -1;
         const int64_t addr = top.dram_addr;
+        if (!rows.empty() && !charged && (top.dram_we || top.dram_re)) {
+            // the write of a cycle before its read, as they are served
+            owed = (top.dram_we ? rows[0].cost(top.dram_waddr) : 0) + (top.dram_re ? rows[0].cost(addr) : 0);
+            charged = true;
+        }
+        if (owed > 0) {  // a stalled cycle: the NPU stands still, the inputs stay as they are
+            owed--;
+            top.dram_stall = 1;
+            top.clk = 1; top.eval(); top.clk = 0; top.eval();
+            continue;
+        }
+        charged = false;
+        top.dram_stall = 0;
         if (top.dram_we) {  // the write channel; lands before this cycle's read
             const int64_t waddr = top.dram_waddr;
             int64_t n = top.dram_wlen;
@@ -83,6 +119,13 @@ int64_t qsim_npu_run(const uint8_t* instrs, int64_t n_instr, uint8_t* dram, int6
     VerilatedContext context;
     Vqsim_npu top{&context};
     return run(context, top, instrs, n_instr, dram, dram_bytes, max_cycles, nullptr, 0, -1);
+}
+
+int64_t qsim_npu_run_dram(const uint8_t* instrs, int64_t n_instr, uint8_t* dram, int64_t dram_bytes,
+                          int64_t max_cycles, const int64_t* dram_params) {
+    VerilatedContext context;
+    Vqsim_npu top{&context};
+    return run(context, top, instrs, n_instr, dram, dram_bytes, max_cycles, nullptr, 0, -1, dram_params);
 }
 
 #if VM_TRACE

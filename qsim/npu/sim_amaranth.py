@@ -2,7 +2,9 @@
 
 The testbench plays the instruction stream (valid held high while instructions
 remain) and the modelled DRAM (hw/top.py: 1-cycle read latency, byte-addressed, separate read and write channels;
-reads past the end return zeros). Cycle 0 is the first cycle after reset; the
+reads past the end return zeros). With `dram` timing (qsim/npu/dram/timing.py) the memory holds
+dram_stall high while a request waits on its row buffer: in such a cycle it serves nothing,
+accepts no instruction and keeps dram_rdata. Cycle 0 is the first cycle after reset; the
 result is the first cycle in which `idle` is high with no instruction left.
 """
 from __future__ import annotations
@@ -13,11 +15,12 @@ from ..errors import MismatchError
 from ..hw.isa import INSTR_BYTES, pack_program
 from ..hw.params import Geometry, Units
 from ..hw.top import NPU
+from .dram import DramTiming, RowBuffers
 
 
 def run_amaranth(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1_000_000,
                  vcd_path: str | None = None, write_log: list | None = None,
-                 units: Units = Units.ALL) -> int:
+                 units: Units = Units.ALL, dram_timing: DramTiming | None = None) -> int:
     """Runs `instrs` on `dram` (uint8, modified in place) on the NPU with `units` (default:
     the whole NPU); returns the cycle count. `write_log`, when given, receives
     (cycle, dram_addr, bytes) for every DRAM write."""
@@ -28,9 +31,10 @@ def run_amaranth(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1_0
     words = [int.from_bytes(blob[i:i + INSTR_BYTES], "little") for i in range(0, len(blob), INSTR_BYTES)]
     port = geom.dram_port_bytes
     result = {}
+    rows = RowBuffers(dram_timing) if dram_timing else None
 
     async def testbench(ctx):
-        index, rdata, cycle = 0, 0, 0
+        index, rdata, cycle, owed, charged = 0, 0, 0, 0, False
         while True:
             pending = index < len(words)
             ctx.set(dut.instr.valid, int(pending))
@@ -44,6 +48,18 @@ def run_amaranth(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1_0
                 raise MismatchError(f"NPU did not finish within {max_cycles} cycles "
                                     f"({index} of {len(words)} instructions accepted)")
             addr = ctx.get(dut.dram_addr)
+            if rows is not None and not charged and (ctx.get(dut.dram_we) or ctx.get(dut.dram_re)):
+                # the write of a cycle before its read, as they are served
+                owed = sum(rows.cost(a) for a, on in ((ctx.get(dut.dram_waddr), ctx.get(dut.dram_we)),
+                                                        (addr, ctx.get(dut.dram_re))) if on)
+                charged = True
+            ctx.set(dut.dram_stall, int(owed > 0))
+            if owed > 0:
+                owed -= 1
+                await ctx.tick()
+                cycle += 1
+                continue
+            charged = False
             if ctx.get(dut.dram_we):       # the write channel: lands before this cycle's read
                 waddr, n = ctx.get(dut.dram_waddr), ctx.get(dut.dram_wlen)
                 if write_log is not None:

@@ -345,6 +345,9 @@ def _load(lib: Path) -> ctypes.CDLL:
         dll.qsim_npu_run.restype = ctypes.c_int64
         dll.qsim_npu_run.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p,
                                      ctypes.c_int64, ctypes.c_int64]
+        dll.qsim_npu_run_dram.restype = ctypes.c_int64
+        dll.qsim_npu_run_dram.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p,
+                                          ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
         if hasattr(dll, "qsim_npu_run_vcd"):
             dll.qsim_npu_run_vcd.restype = ctypes.c_int64
             dll.qsim_npu_run_vcd.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p,
@@ -355,17 +358,24 @@ def _load(lib: Path) -> ctypes.CDLL:
 
 
 def run_verilator(geom: Geometry, instrs, dram: np.ndarray, max_cycles: int = 1 << 40,
-                  vcd_path: str | None = None, vcd_window: tuple[int, int] = (0, -1)) -> int:
+                  vcd_path: str | None = None, vcd_window: tuple[int, int] = (0, -1),
+                  dram_timing=None) -> int:
     """Runs `instrs` on `dram` (contiguous uint8, modified in place); returns the cycle count.
     With `vcd_path`, runs the traced build and writes the cycles vcd_window = (first, last)
-    (last -1: to the end) as a VCD file."""
+    (last -1: to the end) as a VCD file. `dram_timing` (qsim/npu/dram/timing.py DramTiming): the
+    testbench memory's row-buffer timing (not with `vcd_path`)."""
     if dram.dtype != np.uint8 or not dram.flags.c_contiguous:
         raise ValueError("dram must be a contiguous uint8 array")
     blob = pack_program(instrs)
     units = program_units(geom, instrs)
     if vcd_path is None:
         dll = _load(build(geom, units=units))
-        cycles = dll.qsim_npu_run(blob, len(instrs), dram.ctypes.data, dram.size, max_cycles)
+        if dram_timing is None:
+            cycles = dll.qsim_npu_run(blob, len(instrs), dram.ctypes.data, dram.size, max_cycles)
+        else:
+            params = np.asarray(dram_timing.params(), np.int64)
+            cycles = dll.qsim_npu_run_dram(blob, len(instrs), dram.ctypes.data, dram.size, max_cycles,
+                                           params.ctypes.data)
     else:
         dll = _load(build(geom, vcd=True, units=units))
         first, last = vcd_window

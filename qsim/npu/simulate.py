@@ -24,14 +24,14 @@ from ..progress import Progress
 from ..quant.lowering.float_side import LoweredModel
 from ..runtime.executor import execute
 from ..hw.params import Units
-from .config import NpuConfig, parse_config
+from .config import NpuConfig, dram_toml, parse_config
 from .distributed import InProcess
 from .engines import Engine
 from .program import GraphRun, PreparedRun, Unit, finish_run, plan, prepare_run
 
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
-              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz")
+              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "dram")
 
 
 def resolve_engine(name: str, vcd: str | None) -> Engine:
@@ -71,11 +71,13 @@ def parse_sweep(specs: list[str], base: NpuConfig) -> list[NpuConfig]:
         for (key, _), value in zip(axes, combo):
             targets = ("rows", "cols") if key == "size" else (key,)
             for target in targets:
-                fields[target] = value if target == "dataflow" else _number(key, value)
+                fields[target] = value if target in ("dataflow", "dram") else _number(key, value)
         name = f"{fields['rows']}x{fields['cols']}-{str(fields['dataflow']).lower()}" + "".join(
             f"-{k}{v}" for (k, _), v in zip(axes, combo) if k not in ("size", "rows", "cols", "dataflow"))
         text = "[npu]\n" + f'name = "{name}"\n' + "".join(
-            f'{k} = "{v}"\n' if k == "dataflow" else f"{k} = {v}\n" for k, v in fields.items())
+            f'{k} = "{v}"\n' if k in ("dataflow", "dram") else f"{k} = {v}\n" for k, v in fields.items())
+        if "dram" not in fields:        # the base's DRAM timing, unless swept
+            text += dram_toml(base.dram)
         configs.append(parse_config(text, file=f"--sweep {' '.join(specs)} ({name})"))
     if len({c.name for c in configs}) != len(configs):
         raise UsageError("--sweep produces the same configuration twice", hint="remove repeated values")

@@ -159,6 +159,14 @@ class ThroughputReport:
         return buf.getvalue()
 
 
+def dram_label(timing) -> str:
+    """The memory a report's cycles assume: 'ideal', a profile name, or the explicit timing."""
+    if timing is None:
+        return "ideal"
+    return timing.profile or (f"tRCD {timing.trcd}, tRP {timing.trp}, tCL {timing.tcl} cycles, "
+                              f"{timing.banks} banks of {timing.row_bytes} B rows")
+
+
 def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None = None) -> ThroughputReport:
     config = run.config
     tech = load_tech(None) if tech is None else tech
@@ -180,7 +188,8 @@ def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None =
            "dataflow": config.dataflow.value, "input_buffer_bytes": config.input_buffer_bytes,
            "weight_buffer_bytes": config.weight_buffer_bytes,
            "accumulator_buffer_bytes": config.accumulator_buffer_bytes,
-           "dram_bytes_per_cycle": config.dram_bytes_per_cycle, "clock_mhz": config.clock_mhz}
+           "dram_bytes_per_cycle": config.dram_bytes_per_cycle, "clock_mhz": config.clock_mhz,
+           "dram": dram_label(config.dram)}
     notes.append(energy_sentence(layers, tech.name, tech.source))
     return ThroughputReport(model=model_name, engine=run.engine.value, config=cfg,
                             layers=tuple(layers), notes=tuple(notes), tech=tech.to_json())
@@ -221,6 +230,7 @@ def _html(report: ThroughputReport) -> str:
         ["engine", report.engine],
         ["array", f"{cfg['rows']} x {cfg['cols']} ({cfg.get('dataflow', '?')})"],
         ["clock", f"{cfg['clock_mhz']} MHz"],
+        ["DRAM timing", cfg.get("dram", "ideal")],
         ["total cycles", report.total_cycles],
         ["latency", f"{report.latency_s * 1e3:.4g} ms"],
         ["inferences/s", f"{report.inferences_per_s:.4g}"],

@@ -28,7 +28,7 @@ SIGNALS = {
     "idle": "idle",
     "dram_addr": "dram_addr", "dram_re": "dram_re", "dram_rdata": "dram_rdata",
     "dram_we": "dram_we", "dram_waddr": "dram_waddr", "dram_wdata": "dram_wdata",
-    "dram_wlen": "dram_wlen",
+    "dram_wlen": "dram_wlen", "dram_stall": "dram_stall",
 }
 CLOCK_NS = 10
 RESET_CYCLES = 2
@@ -80,6 +80,7 @@ class QsimNpuDriver:
         s["instr_valid"].value = 0
         s["instr_payload"].value = 0
         s["dram_rdata"].value = 0
+        s["dram_stall"].value = 0         # the ideal memory: never stalls (qsim/npu/dram/timing.py)
         for _ in range(RESET_CYCLES):
             await FallingEdge(s["clk"])
         s["rst"].value = 0
