@@ -44,7 +44,7 @@ from _resnet18_layers import expected_outputs, resnet18_convs, resnet50_convs  #
 
 from qsim import ir  # noqa: E402
 from qsim.npu.config import load_config  # noqa: E402
-from qsim.npu.distributed import InProcess, Task, open_pool  # noqa: E402
+from qsim.cluster.distributed import InProcess, Task, open_pool  # noqa: E402
 from qsim.npu.engines import Engine  # noqa: E402
 from qsim.npu.program import Stage, Unit, prepare_run, run_array_stage  # noqa: E402
 
@@ -414,7 +414,7 @@ def _extrapolated(doc: dict, r50: dict, rate: float, size: int) -> dict:
     points = 1000
     tasks_per_point = len(r50["layers"])
     # A layer task's data (golden input, weights, expected output) is the same at every sweep
-    # point, and a Dask pool sends it to each worker once (qsim.npu.distributed, Task.shared):
+    # point, and a Dask pool sends it to each worker once (qsim.cluster.distributed, Task.shared):
     # the transfer grows with the workers, not with the points. Without the sharing it would be
     # `per_point` bytes for every point.
     per_point = sum(r["bytes_sent"] for r in r50["layers"])

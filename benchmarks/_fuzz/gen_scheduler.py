@@ -1,5 +1,5 @@
 """The `scheduler` fuzz target: Dask scheduler addresses and the greetings of the peers behind
-them (qsim.npu.scheduler_address).
+them (qsim.cluster.scheduler_address).
 
 Kinds of case:
   address   a generated or mutated address text (schemes, hosts of every length and script,
@@ -96,7 +96,7 @@ def random_greeting(rng: random.Random) -> bytes:
 
 def gen_scheduler(rng: random.Random, corpus) -> Case:
     from qsim.errors import QsimError
-    from qsim.npu.scheduler_address import check_address
+    from qsim.cluster.scheduler_address import check_address
     if rng.random() < 0.25:
         return Case("scheduler", "greeting", {"greeting.bin": random_greeting(rng)},
                     call="scheduler_greeting", call_arg="greeting.bin", timeout_s=30)
@@ -130,7 +130,7 @@ PROBE_TIMEOUT_S = 2.0
 
 
 def _scheduler_address(path: str) -> None:
-    from qsim.npu.scheduler_address import check_address, probe_scheduler
+    from qsim.cluster.scheduler_address import check_address, probe_scheduler
     with open(path, "rb") as f:
         text = f.read().decode("utf-8", "surrogateescape")
     address = check_address(text)
@@ -139,7 +139,7 @@ def _scheduler_address(path: str) -> None:
 
 
 def _scheduler_greeting(path: str) -> None:
-    from qsim.npu.scheduler_address import SchedulerAddress, probe_scheduler
+    from qsim.cluster.scheduler_address import SchedulerAddress, probe_scheduler
     with open(path, "rb") as f:
         greeting = f.read()
     server = socket.create_server(("127.0.0.1", 0))

@@ -3,7 +3,7 @@ sweep), verify every layer against the kernels, write the report folder (one rep
 per sweep point with sweep.json and sweep.png) and print the cycle and energy summary.
 
 The array and vector layers (of every sweep point) and the sweep points' report renderings
-run as tasks on the pool of qsim.npu.distributed: this process for --workers 1, else Dask
+run as tasks on the pool of qsim.cluster.distributed: this process for --workers 1, else Dask
 workers; a point's renderings start as soon as its layers are done."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from ..atomic import atomic_directory, atomic_write_text
 from ..errors import UsageError
 from ..npu.config import load_config
-from ..npu.distributed import FollowUp, Task, open_pool, scheduler_address
+from ..cluster.distributed import FollowUp, Task, open_pool, scheduler_address
 from ..npu.energy import load_tech
 from ..npu.engines import Engine
 from ..npu.program import finish_run
@@ -90,7 +90,7 @@ def simulate_command(model: str | None, config_spec: str, engine: Engine, input_
                      scheduler: str | None = None) -> SimulateResult:
     """The whole `qsim simulate` job; the output folder appears complete or not at all.
     The array layers (of every sweep point) run as tasks on `workers` local processes or
-    the Dask cluster at `scheduler` (qsim.npu.distributed.open_pool)."""
+    the Dask cluster at `scheduler` (qsim.cluster.distributed.open_pool)."""
     base = load_config(config_spec)
     table = load_tech(tech)
     configs = parse_sweep(sweep, base) if sweep else [base]

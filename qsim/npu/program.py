@@ -16,7 +16,7 @@ Run and verify: every stage runs on its golden inputs (the kernels' tensors), an
 output is compared, element for element, with the kernels' tensor of the same name; a
 mismatch therefore does not propagate, so every stage is checked on its own (one fault is
 reported once, not once per downstream layer). It also makes the array stages independent
-of each other: they run as tasks (qsim.npu.distributed), in this process or on Dask
+of each other: they run as tasks (qsim.cluster.distributed), in this process or on Dask
 workers, and the run is assembled in stage order from their results.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ..errors import MismatchError, UnsupportedError
 from ..ir import DType, Graph, Op
 from ..runtime.executor import execute, run_op
 from .config import NpuConfig
-from .distributed import InProcess, Task
+from ..cluster.distributed import InProcess, Task
 from .energy import EventCounts, vector_events
 from .array.compile import Program
 from .cycle_model import vector_write_cycle
@@ -369,7 +369,7 @@ def _vector_program(geom, graph: Graph, stage: Stage, values: dict):
 
 
 def _array_cost(stage: Stage, inputs: list, want) -> float:
-    """About the layer's MACs plus its weight bytes, to order tasks (qsim.npu.distributed.Task.cost).
+    """About the layer's MACs plus its weight bytes, to order tasks (qsim.cluster.distributed.Task.cost).
     MACs: output elements times the weights' elements per output channel (KH*KW*IC for CONV2D,
     KH*KW for DEPTHWISE_CONV2D, IC for FULLY_CONNECTED; an upper bound for MATMUL). The weights
     are the second operand, or the `weight` attribute of a layer that carries them there. The
@@ -499,7 +499,7 @@ def run_graph_on_npu(graph: Graph, feeds: dict, config: NpuConfig, engine="veril
                      pool=None, on_task: Callable | None = None) -> GraphRun:
     """Runs `graph` on `feeds` (integer inputs by name) stage by stage and verifies every
     stage output against `expected` (default: the kernels' execution of `graph`). The array
-    stages run as tasks on `pool` (qsim.npu.distributed; default: this process), `on_task`
+    stages run as tasks on `pool` (qsim.cluster.distributed; default: this process), `on_task`
     called as each finishes; the result does not depend on the pool."""
     prepared = prepare_run(graph, feeds, config, engine, expected)
     layers = (pool or InProcess()).run(prepared.tasks, on_task)

@@ -1,5 +1,5 @@
 """Running a quantized model on the NPU for `qsim simulate`: one configuration or a sweep of
-them, every array layer a task on a pool (qsim.npu.distributed), every stage verified against
+them, every array layer a task on a pool (qsim.cluster.distributed), every stage verified against
 the kernels (qsim.npu.program). This module returns runs (GraphRun); the reports are
 qsim.report.throughput's and the output folder is qsim.commands.simulate's.
 
@@ -25,7 +25,7 @@ from ..quant.lowering.float_side import LoweredModel
 from ..runtime.executor import execute
 from ..hw.params import Units
 from .config import NpuConfig, dram_toml, parse_config
-from .distributed import InProcess
+from ..cluster.distributed import InProcess
 from .engines import Engine
 from .program import GraphRun, PreparedRun, Unit, finish_run, plan, prepare_run
 

@@ -15,9 +15,9 @@ import pytest
 
 from qsim.cli import main
 from qsim.errors import MismatchError, UnsupportedError, UsageError
-from qsim.npu import distributed, local_cluster
+from qsim.cluster import distributed, local_cluster
 from qsim.npu.config import load_config
-from qsim.npu.distributed import DaskPool, FollowUp, InProcess, Task, open_pool
+from qsim.cluster.distributed import DaskPool, FollowUp, InProcess, Task, open_pool
 from qsim.npu.program import run_graph_on_npu
 from qsim.quant.pipeline import embedded_quantized_model
 from tests.npu.test_program import _faulty
@@ -538,7 +538,7 @@ def test_on_an_existing_cluster_the_workers_build_verilator_not_the_command(
 
 
 _BLOCK_QSIM = "import sys\nsys.modules['qsim'] = None     # this process cannot import qsim\n"
-_OTHER_QSIM = ("import qsim.npu.distributed as d\n"
+_OTHER_QSIM = ("import qsim.cluster.distributed as d\n"
                "d.code_identity = lambda: ('0.0.1', '0123456789ab', '/elsewhere/qsim')\n")
 
 

@@ -1,4 +1,4 @@
-"""The LocalCluster a command starts (qsim.npu.local_cluster): patient timeouts on a loaded
+"""The LocalCluster a command starts (qsim.cluster.local_cluster): patient timeouts on a loaded
 machine, in every process of the cluster; a quiet, orderly close; and a simulate on two local
 workers under load that prints no traceback and no Dask error."""
 import logging
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from qsim.npu import local_cluster
-from qsim.npu.distributed import open_pool
+from qsim.cluster import local_cluster
+from qsim.cluster.distributed import open_pool
 
 pytest.importorskip("distributed")
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""--scheduler / $QSIM_SCHEDULER checked before Dask sees it (qsim.npu.scheduler_address): the
+"""--scheduler / $QSIM_SCHEDULER checked before Dask sees it (qsim.cluster.scheduler_address): the
 form of the address, and the peer behind it (a TCP service that is not a Dask scheduler is
 refused without trusting the length its first bytes claim); and the cap on --workers."""
 import socket
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from qsim.cli import main
 from qsim.errors import UsageError
-from qsim.npu import distributed, local_cluster
-from qsim.npu.scheduler_address import SchedulerAddress, check_address, probe_scheduler
+from qsim.cluster import distributed, local_cluster
+from qsim.cluster.scheduler_address import SchedulerAddress, check_address, probe_scheduler
 
 
 def _simulate_fails(capsys, tmp_path, *argv):
