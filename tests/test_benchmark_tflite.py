@@ -1,6 +1,7 @@
 """benchmarks/tflite.py's pure parts on hand-made inputs: Vela's CSV readers, the matching of Vela
 rows and qsim layers to TFLite operators, the per-operator sums and the parity counts. Needs
 neither TensorFlow, LiteRT nor Vela."""
+import importlib.util
 import os
 import sys
 
@@ -13,7 +14,11 @@ sys.path.insert(0, BENCHMARKS)
 from _tflite_match import (Parity, TfliteOp, builtin_key, compare, largest_differences,  # noqa: E402
                            match_items, origins, parity_by_builtin, per_op_sums, renamed, vela_type_agrees)
 from _vela import VelaFormatError, parse_per_layer, parse_summary  # noqa: E402
-from tflite import parity  # noqa: E402
+# benchmarks/tflite.py by path under another name: "tflite" is tests/tflite's package name here
+_spec = importlib.util.spec_from_file_location("bench_tflite", os.path.join(BENCHMARKS, "tflite.py"))
+bench_tflite = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_tflite)
+parity = bench_tflite.parity
 
 HEADER = ("Original Operator,NNG Operator,Target,Staging Usage,Peak% (Staging),Op Cycles,Network% (cycles),"
           "NPU,SRAM AC,DRAM AC,OnFlash AC,OffFlash AC,MAC Count,Network% (MAC),Util% (MAC),Name\n")
@@ -198,7 +203,7 @@ def test_report_cycle_table_sums_models_both_sides_ran(tmp_path):
 
 def test_raw_rows_and_layers_move_to_the_work_folder(tmp_path):
     import json
-    from tflite import keep_raw
+    keep_raw = bench_tflite.keep_raw
     result = {"vela": {"ethos-u55-256": {"cycles_total": 5, "rows": [{"name": "a"}]}},
               "npu": {"16x16-model": {"total_cycles": 7, "layers": [{"name": "b"}]}}}
     keep_raw(result, tmp_path / "m" / "raw.json")
