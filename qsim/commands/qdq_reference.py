@@ -13,14 +13,14 @@ from pathlib import Path
 
 from .. import ir
 from ..errors import UsageError
-from ..onnx.protobuf import read_model
-from ..onnx.qdq import folded_activation_warnings, has_qdq
 
 DEQUANTIZED = ("the QDQ model's dequantized graph (its QuantizeLinear/DequantizeLinear pairs removed), "
                "not necessarily the float model it came from")
 
 
 def is_qdq_model(path: Path) -> bool:
+    from ..onnx.protobuf import read_model   # deferred: onnx, for ONNX models only (docs/architecture.md)
+    from ..onnx.qdq import has_qdq
     return path.suffix.lower() == ".onnx" and path.is_file() and has_qdq(read_model(str(path)))
 
 
@@ -31,6 +31,8 @@ def scored_against(model_path: Path, float_model: str | None) -> tuple[str | Non
         return f"the float model {float_model} (--float-model)", ()
     if not is_qdq_model(model_path):
         return None, ()
+    from ..onnx.protobuf import read_model   # deferred: onnx, for ONNX models only
+    from ..onnx.qdq import folded_activation_warnings
     return DEQUANTIZED, tuple(folded_activation_warnings(read_model(str(model_path))))
 
 
