@@ -49,8 +49,8 @@ def _operand(ctx: TosaContext, name: str, out_rank: int, align, hint: str,
         if transform is not None:
             data = transform(data)
             name = f"{name}.{transform.__name__}"
-        quant = ctx.f.graph.tensor(name).quant
-        if transform is not None or not is_tflite(quant) or quant.per_channel or quant.bits != ctx.act_dtype.bits:
+        quant = None if transform is not None else ctx.f.graph.tensor(name).quant
+        if not is_tflite(quant) or quant.per_channel or quant.bits != ctx.act_dtype.bits:
             scheme = QuantScheme(bits=ctx.act_dtype.bits, signed=True, symmetric=True)
             quant = params_from_range(data.min(), data.max(), scheme, source="derived", what=name)
         # (else a .tflite constant keeps its own grid: its codes are TFLite's, which its kernels read)
