@@ -87,7 +87,8 @@ def _number(key: str, value: str, flag: str = "--sweep"):
     try:
         return float(value) if key == "clock_mhz" else int(value)
     except ValueError:
-        raise UsageError(f"{flag} {key}={value!r}: not a number") from None
+        raise UsageError(f"{flag} {key}={value!r}: not a number",
+                         hint="whole numbers (clock_mhz may have a fraction), e.g. rows=8,16") from None
 
 
 # -- one configuration ------------------------------------------------------------------------
