@@ -22,8 +22,7 @@ from ..npu.energy import load_tech
 from ..npu.simulate import resolve_engine
 from ..outpath import EXPLORE_REPORT, check_output
 from ..progress import Progress
-from ..quant.calibration.data import Samples, load_model_samples
-from ..quant.calibration.model_inputs import sample_shapes
+from ..quant.calibration.data import Samples
 from ..quant.options import QuantizeOptions
 from ..quant.params import Precision
 from ..quant.pipeline import load_float_model, make_target, model_name_of, quantize_graph
@@ -34,6 +33,7 @@ from ..report.explore import render
 from ..report.precision_plan import plan_json
 from .arguments import whole_number
 from .precision_search import PlanRequest, choose_plan
+from .quantize import model_samples
 from .quantized_model import read_inputs
 
 NAME = "explore"
@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--calib", metavar="DATA", help="calibration inputs (.npy/.npz/image folder; "
                    "default for the embedded model: its calibration images)")
     p.add_argument("--eval", metavar="DATA", help="evaluation inputs with labels for accuracy "
-                   "(default for the embedded model: its 1000 test images; else the calibration data)")
+                   "(default for the embedded model: its 1000 embedded test images; else the "
+                   "calibration data)")
     p.add_argument("--eval-limit", type=whole_number(1), metavar="N", help="score at most N samples")
     p.add_argument("--space", nargs="+", metavar="KEY=V1,V2",
                    help="the space: precision=int8,16x8,sqnr:DB and the keys of `qsim simulate "
@@ -75,24 +76,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _data(model: str | None, calib: str | None, evaluation: str | None, eval_limit: int | None):
-    """(float graph, name, calibration samples, evaluation samples)."""
+    """(float graph, name, calibration samples, evaluation samples): those of `qsim quantize`
+    (the embedded model: its calibration images and its 1000 embedded test images); without
+    --eval, the calibration data is scored."""
     path = zoo.default_model().path if model is None else Path(model)
     graph = load_float_model(path)
-    shapes = sample_shapes(graph)
-    if calib is not None:
-        calib_samples = load_model_samples(calib, shapes)
-    elif model is None:
-        calib_samples = Samples(zoo.calibration_images())
-    else:
-        raise UsageError("no calibration data: pass --calib DATA", hint=f"qsim explore {model} --calib calib.npz")
-    if evaluation is not None:
-        eval_samples = load_model_samples(evaluation, shapes)
-    elif model is None:
-        images, labels = zoo.test_subset()
-        eval_samples = Samples(images, labels)
-    else:
-        eval_samples = calib_samples
-    if eval_limit is not None and eval_limit < len(eval_samples):
+    calib_samples, eval_samples, _ = model_samples(graph, model, calib, evaluation, subset_only=True)
+    eval_samples = eval_samples if eval_samples is not None else calib_samples
+    if eval_samples is not None and eval_limit is not None and eval_limit < len(eval_samples):
         eval_samples = replace(eval_samples, inputs=eval_samples.inputs[:eval_limit],
                                labels=None if eval_samples.labels is None else eval_samples.labels[:eval_limit])
     return graph, model_name_of(path), calib_samples, eval_samples
@@ -117,8 +108,8 @@ def quantize_variant(graph, name: str, calib: Samples, evaluation: Samples, prec
     detail["output_sqnr_db"] = {o.name: o.sqnr_db for o in report.outputs}
     detail["eval_samples"] = report.eval_samples
     model = result.model
-    if input_specs:
-        feeds, _ = read_inputs(model, input_specs)
+    if input_specs or evaluation is None:
+        feeds, _ = read_inputs(model, input_specs)     # none: the embedded test image (or a clear error)
     else:
         feeds = integer_inputs(model, {model.graph.inputs[0]: evaluation.inputs[:1]})
     return Variant(precision, model, feeds, accuracy, kind, detail)

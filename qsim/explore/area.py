@@ -12,7 +12,7 @@ NOT_ASKED = "n/a: pass --area to synthesize every geometry (minutes each)"
 
 def area_available() -> bool:
     try:
-        from ..npu import area  # noqa: F401  deferred: imports the synthesis flow, may be absent
+        from ..npu import area  # noqa: F401 # deferred: the synthesis flow, absent in some builds
     except ImportError:
         return False
     return True
