@@ -31,7 +31,7 @@ from ..quant.qmodel import integer_inputs
 from ..quant.target import TargetKind
 from ..report.explore import render
 from ..report.precision_plan import plan_json
-from .arguments import whole_number
+from .arguments import add_pool_arguments, pool_scheduler, whole_number
 from .precision_search import PlanRequest, choose_plan
 from .quantize import model_samples
 from .quantized_model import read_inputs
@@ -68,9 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--area", action="store_true",
                    help="synthesize every geometry for its area (qsim.npu.area; minutes per geometry)")
     p.add_argument("--tech", metavar="NAME|FILE", help="energy and area table: 45nm (default), 7nm, or a TOML file")
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="N local Dask worker processes (default: one per core; 1: this process)")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="an existing Dask cluster's scheduler")
+    add_pool_arguments(p, "the points' layers")
     p.add_argument("-o", "--out", metavar="OUT", help="report folder (default qsim-out/<model>-explore/)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
@@ -165,12 +163,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.space and not args.space_file:
         raise UsageError("no design space: pass --space KEY=V1,V2 ... or --space-file SPACE.toml",
                          hint="e.g. qsim explore --space size=8,16 dataflow=ws,os precision=int8,16x8")
-    scheduler = args.scheduler
-    if args.workers is not None:
-        if scheduler is not None:
-            raise UsageError("--workers and --scheduler do not combine",
-                             hint="--workers N starts N local workers; --scheduler uses an existing cluster")
-        scheduler = ""
+    scheduler = pool_scheduler(args)
     target, result = explore_command(
         args.model, args.space, args.space_file, args.config, args.calib, args.eval, args.eval_limit,
         args.input, args.engine, None if args.no_verify_pareto else args.verify_engine, args.area,
