@@ -18,7 +18,7 @@ from ..npu.config import NpuConfig
 from ..npu.distributed import Task
 from ..npu.engines import Engine
 from ..npu.program import GraphRun, finish_run
-from ..npu.simulate import point_tasks, prepare_sweep
+from ..npu.simulate import point_tasks, prepare_sweep, start_builds
 from ..progress import Progress
 from ..quant.lowering.float_side import LoweredModel
 from ..report.sweep import sweep_summary
@@ -116,6 +116,10 @@ def verify_pareto(variants: list[Variant], configs: list[NpuConfig], points: lis
                   engine: Engine, pool, progress: Progress | None = None) -> None:
     """The Pareto points rerun on `engine` (the RTL), each compared with its search run."""
     by_name = {c.name: c for c in configs}
+    if getattr(pool, "same_machine", True):
+        # cold Verilator builds of the front's geometries start together, in child processes
+        front_names = dict.fromkeys(p["config"]["name"] for p in points if p["pareto"])
+        start_builds([by_name[n] for n in front_names], engine)
     for v in variants:
         front = [p for p in points if p["pareto"] and p["precision"] == v.precision]
         if not front:

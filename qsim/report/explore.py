@@ -12,7 +12,7 @@ CSV_COLUMNS = ("name", "precision", "rows", "cols", "dataflow", "input_buffer_by
                "weight_buffer_bytes", "accumulator_buffer_bytes", "dram_bytes_per_cycle",
                "clock_mhz", "accuracy", "total_cycles", "latency_ms", "inferences_per_s",
                "energy_per_inference_pj", "area_mm2", "pareto", "all_verified", "rtl_engine",
-               "rtl_agree")
+               "rtl_agree", "host_arithmetic")
 # (file, y key, y label, y scale): every plot has latency on x
 PLOTS = (("accuracy_vs_latency.png", "accuracy", "accuracy (top-1, %)", 100.0),
          ("energy_vs_latency.png", "energy_per_inference_pj", "energy per inference (nJ)", 1e-3),
@@ -24,7 +24,7 @@ def csv_row(p: dict) -> dict:
     row = {k: c.get(k) for k in CSV_COLUMNS if k in c}
     row.update({k: p.get(k) for k in ("name", "precision", "accuracy", "total_cycles", "latency_ms",
                                       "inferences_per_s", "energy_per_inference_pj", "pareto",
-                                      "all_verified")})
+                                      "all_verified", "host_arithmetic")})
     row["area_mm2"] = p["area_mm2"] if p["area_mm2"] is not None else "n/a"
     row["rtl_engine"] = p["rtl"]["engine"] if p["rtl"] else ""
     row["rtl_agree"] = p["rtl"]["agree"] if p["rtl"] else ""
@@ -87,7 +87,7 @@ def _fmt(value, digits: int = 3) -> str:
 
 def _table(points: list[dict]) -> str:
     head = ("point", "accuracy %", "cycles", "latency ms", "inferences/s", "energy nJ", "area mm²",
-            "verified", "RTL check")
+            "verified", "RTL check", "note")
     rows = []
     for p in points:
         rtl = p["rtl"]
@@ -97,7 +97,7 @@ def _table(points: list[dict]) -> str:
                  _fmt(None if p["accuracy"] is None else 100 * p["accuracy"], 4), p["total_cycles"],
                  _fmt(p["latency_ms"]), _fmt(p["inferences_per_s"], 4),
                  _fmt(p["energy_per_inference_pj"] / 1e3, 4), _fmt(p["area_mm2"]),
-                 "yes" if p["all_verified"] else "NO", check)
+                 "yes" if p["all_verified"] else "NO", check, p.get("host_arithmetic") or "")
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
             + "".join(rows) + "</table>")

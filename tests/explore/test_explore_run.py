@@ -76,3 +76,18 @@ def test_cli_summary(tmp_path, capsys):
                  "--no-verify-pareto", "--workers", "1", "-q", "-o", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "int8/8x8-ws" in out and "16x8/8x8-ws" in out and "Pareto points of 2" in out
+
+
+def test_precision_plan_point_costs_what_the_plan_search_measured(tmp_path):
+    """A `sqnr:DB` point is the plan `qsim quantize --target-sqnr DB` picks: its cycles on the
+    16x16 preset equal the cycles the plan search costed it at (qsim.npu.plan_cost), a separate
+    run of the same plan; its accuracy is the plan's."""
+    target, result = explore_command(None, ["precision=sqnr:30"], eval_limit=30, engine="model",
+                                     verify_engine=None, workers=1, out=str(tmp_path / "r"))
+    doc = json.loads((target / "report.json").read_text())
+    plan = doc["precisions"]["sqnr:30"]["plan"]
+    assert plan["target"]["sqnr_db"] == 30.0 and plan["met"]
+    assert set(plan["plan"]["layers"].values()) <= {"int8", "16x8"}
+    (point,) = result.points
+    assert point["total_cycles"] == plan["cost"]["plan"]["cycles"]
+    assert point["accuracy"] == doc["precisions"]["sqnr:30"]["accuracy"]
