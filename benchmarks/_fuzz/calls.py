@@ -33,10 +33,19 @@ def _load_config(path: str) -> None:
     load_config(path)
 
 
+def _load_space(path: str) -> None:
+    from qsim.explore.space import load_space
+    from qsim.npu.config import load_config
+    load_space(path, None, load_config("16x16"))
+
+
 # The same calls as Python one-liners, for reproducers ({arg} is the case's argument).
 SNIPPETS = {
     "read_tensor": "from qsim.tensorfile import read_tensor_file; read_tensor_file({arg!r}).values()",
     "load_config": "from qsim.npu.config import load_config; load_config({arg!r})",
+    "load_space": ("from qsim.explore.space import load_space; from qsim.npu.config import load_config; "
+                   "load_space({arg!r}, None, load_config('16x16'))"),
 }
 
-CALLS = {"read_tensor": _as_cli(_read_tensor), "load_config": _as_cli(_load_config)}
+CALLS = {"read_tensor": _as_cli(_read_tensor), "load_config": _as_cli(_load_config),
+         "load_space": _as_cli(_load_space)}

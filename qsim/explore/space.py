@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DataError, UsageError
+from ..userdata import check_nesting
 from ..npu.config import NpuConfig
 from ..npu.simulate import SWEEP_KEYS, parse_sweep
 
@@ -71,6 +72,7 @@ def parse_terms(terms: list[str], base: NpuConfig, flag: str = "--space") -> Spa
 def space_terms_from_toml(text: str, file: str) -> list[str]:
     """The [space] table of a TOML file as `KEY=V1,V2` terms: every key a list (or one value)
     of numbers or strings."""
+    check_nesting(text, file, toml=True)        # tomllib recurses per nesting level
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -106,6 +108,9 @@ def load_space(toml_path: str | None, terms: list[str] | None, base: NpuConfig) 
         except OSError as err:
             raise UsageError(f"--space-file {toml_path}: cannot read it ({err.strerror})",
                              hint="pass an existing TOML file with a [space] table") from None
+        except UnicodeDecodeError as err:
+            raise DataError(f"--space-file {toml_path}: not UTF-8 text (byte {err.start})",
+                            hint="a TOML file is UTF-8 text with a [space] table") from None
         for term in space_terms_from_toml(text, str(path)):
             merged[term.partition("=")[0]] = term
     given = set()

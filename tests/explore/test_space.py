@@ -76,11 +76,12 @@ def test_toml_space(tmp_path):
     ("[space]\nrows = [true]\n", "must be a non-empty list of numbers or strings"),
     ("[space]\nrows = [[8]]\n", "must be a non-empty list of numbers or strings"),
     ('[space]\ndataflow = ["ws,os"]\n', "one with a comma"),
-])
+    ("[space]\nrows = " + "[" * 5000 + "]" * 5000 + "\n", "nested more than"),
+], ids=lambda v: v[:40] if isinstance(v, str) else v)
 def test_toml_errors(text, words):
     with pytest.raises(DataError) as err:
         space_terms_from_toml(text, "s.toml")
-    assert words in err.value.message and "s.toml" in err.value.message
+    assert words in err.value.message and "s.toml" in err.value.format()
 
 
 def test_cli_errors_exit_2(tmp_path, capsys):
@@ -93,3 +94,11 @@ def test_cli_errors_exit_2(tmp_path, capsys):
     assert main(["explore", "--space", "rows=8", "rows=16", "-o", str(tmp_path / "d")]) == 2
     assert "given twice" in capsys.readouterr().err
     assert not any((tmp_path / n).exists() for n in "abcd")
+
+
+def test_space_file_not_text(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_bytes(b"[space]\nrows = [8]\n\xff\xfe")
+    with pytest.raises(DataError) as err:
+        load_space(str(path), None, BASE)
+    assert "not UTF-8 text (byte 19)" in err.value.message
