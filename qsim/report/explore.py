@@ -49,6 +49,13 @@ def plot_png(points: list[dict], key: str, label: str, scale: float) -> bytes | 
     shown = [p for p in points if isinstance(p.get(key), (int, float))]
     if not shown:
         return None
+    if key == "energy_per_inference_pj":
+        # nJ, uJ or mJ: whichever keeps the largest value under 10,000 (readable tick labels)
+        largest = max(p[key] for p in shown)
+        for unit, pj in (("nJ", 1e3), ("µJ", 1e6), ("mJ", 1e9)):
+            if largest / pj < 1e4 or unit == "mJ":
+                label, scale = f"energy per inference ({unit})", 1.0 / pj
+                break
     import matplotlib                   # deferred: matplotlib takes ~1 s to import
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt     # deferred: as above
