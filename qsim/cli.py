@@ -26,9 +26,9 @@ def commands() -> tuple:
     # The commands load the compiled kernels when imported: a missing or stale build raises
     # KernelsUnavailableError, which main reports (exit 2, with the rebuild hint) instead of a
     # traceback at `import qsim.cli`.
-    from .commands import (check, export_rtl, export_vectors,  # deferred: see the comment above
-                           quantize, run, selftest, simulate)
-    return (selftest, run, quantize, export_rtl, simulate, export_vectors, check)
+    from .commands import (check, explore, export_rtl,  # deferred: see the comment above
+                           export_vectors, quantize, run, selftest, simulate)
+    return (selftest, run, quantize, export_rtl, simulate, explore, export_vectors, check)
 
 
 def build_parser() -> argparse.ArgumentParser:

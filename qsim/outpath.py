@@ -58,6 +58,8 @@ QUANTIZED_MODEL = OutputKind("quantize", ("quantization.json",),
 SIMULATION_REPORT = OutputKind("simulate", ("report.json", "sweep.json"),
                                ("report.json", "report.html", "*.png", "*.csv", "sweep.json",
                                 "*/report.json", "*/report.html", "*/*.png", "*/*.csv"))
+EXPLORE_REPORT = OutputKind("explore", ("report.json", "points.csv"),
+                            ("report.json", "report.html", "points.csv", "*.png"))
 TENSOR_DUMP = OutputKind("run --dump")
 GOLDEN_VECTORS = OutputKind("export-vectors")
 RTL = OutputKind("export-rtl")

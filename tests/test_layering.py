@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("quantize", ("quant",)),
     ("npu", ("npu", "hw")),
     ("report", ("report",)),
+    ("exploration", ("explore",)),
     ("commands", ("commands", "selftest")),
     ("cli", ("cli", "__main__", "__init__")),
 ]

@@ -38,12 +38,20 @@ def _load_area_table(path: str) -> None:
     load_area_table(path)
 
 
+def _load_space(path: str) -> None:
+    from qsim.explore.space import load_space
+    from qsim.npu.config import load_config
+    load_space(path, None, load_config("16x16"))
+
+
 # The same calls as Python one-liners, for reproducers ({arg} is the case's argument).
 SNIPPETS = {
     "read_tensor": "from qsim.tensorfile import read_tensor_file; read_tensor_file({arg!r}).values()",
     "load_config": "from qsim.npu.config import load_config; load_config({arg!r})",
     "load_area_table": "from qsim.npu.area import load_area_table; load_area_table({arg!r})",
+    "load_space": ("from qsim.explore.space import load_space; from qsim.npu.config import load_config; "
+                   "load_space({arg!r}, None, load_config('16x16'))"),
 }
 
 CALLS = {"read_tensor": _as_cli(_read_tensor), "load_config": _as_cli(_load_config),
-         "load_area_table": _as_cli(_load_area_table)}
+         "load_area_table": _as_cli(_load_area_table), "load_space": _as_cli(_load_space)}

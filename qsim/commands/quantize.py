@@ -198,6 +198,32 @@ def _embedded_evaluation(subset_only: bool) -> tuple[Samples, str]:
                                       f"({len(labels)} labelled images){why}.")
 
 
+def model_samples(graph, model: str | None, calib: str | None, evaluation: str | None,
+                  subset_only: bool = False) -> tuple[Samples | None, Samples | None, tuple[str, ...]]:
+    """The calibration and evaluation samples of `qsim quantize` (and `qsim explore`): the files
+    given, else for the embedded model (`model` None) its calibration images and test set; a
+    model with its own quantization needs no calibration data; notes for the report."""
+    shapes = sample_shapes(graph)
+    notes: tuple[str, ...] = ()
+    if calib is not None:
+        calib_samples = load_model_samples(calib, shapes)
+    elif model is None:
+        calib_samples = Samples(zoo.calibration_images())
+    elif annotated_parameters(graph):
+        calib_samples = None     # quantized by the model's own annotations (e.g. an ONNX QDQ model)
+    else:
+        raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
+                         "images)", hint=f"qsim quantize {model} --calib calib.npz")
+    if evaluation is not None:
+        eval_samples = load_model_samples(evaluation, shapes)
+    elif model is None:
+        eval_samples, note = _embedded_evaluation(subset_only)
+        notes += (note,)
+    else:
+        eval_samples = None
+    return calib_samples, eval_samples, notes
+
+
 def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                      options: QuantizeOptions = QuantizeOptions(),
                      evaluation: str | None = None, subset_only: bool = False,
@@ -237,23 +263,8 @@ def quantize_to_folder(model: str | None, calib: str | None, out: str | None,
                  [("model", model_path), ("calibration data", calib),
                   ("evaluation data", evaluation), ("float model", float_model)], replaces=QUANTIZED_MODEL, default=out is None)
     graph = load_float_model(model_path)
-    shapes = sample_shapes(graph)
-    if calib is not None:
-        calib_samples = load_model_samples(calib, shapes)
-    elif model is None:
-        calib_samples = Samples(zoo.calibration_images())
-    elif annotated_parameters(graph):
-        calib_samples = None     # quantized by the model's own annotations (e.g. an ONNX QDQ model)
-    else:
-        raise UsageError("no calibration data: pass --calib DATA (.npy, .npz or a folder of "
-                         "images)", hint=f"qsim quantize {model} --calib calib.npz")
-    if evaluation is not None:
-        eval_samples = load_model_samples(evaluation, shapes)
-    elif model is None:
-        eval_samples, note = _embedded_evaluation(subset_only)
-        notes += (note,)
-    else:
-        eval_samples = None
+    calib_samples, eval_samples, more = model_samples(graph, model, calib, evaluation, subset_only)
+    notes += more
     sections, searched = (), {}
     if plan_request is not None:
         t0 = time.perf_counter()

@@ -28,7 +28,7 @@ from ..progress import Progress
 from ..report.sweep import sweep_plot_png, sweep_summary
 from ..report.throughput import (PARTS, ThroughputReport, render_part, summary_lines,
                                 throughput_report, write_throughput_report)
-from .arguments import input_files
+from .arguments import add_pool_arguments, input_files, pool_scheduler
 from .quantized_model import load_npu_model, read_inputs
 
 NAME = "simulate"
@@ -61,13 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--tech", metavar="NAME|FILE",
                    help="per-event energy table: 45nm (default), 7nm, or a TOML file of the same "
                         "form (docs/npu.md, Energy)")
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="run the layers (of every sweep point) as tasks on N local Dask worker "
-                        "processes (default: one per core; at most 4 per core; 1: in this "
-                        "process, no cluster)")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                   help="run the tasks on an existing Dask cluster, the address `dask scheduler` "
-                        "prints (default: $QSIM_SCHEDULER, unless --workers is given)")
+    add_pool_arguments(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -198,13 +192,7 @@ def _write_files(folder: Path, files: dict[str, bytes]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     engine = resolve_engine(args.engine, args.vcd)       # a bad name fails before any work
-    scheduler = args.scheduler
-    if args.workers is not None:
-        if scheduler is not None:
-            raise UsageError("--workers and --scheduler do not combine",
-                             hint="--workers N starts N local worker processes; --scheduler runs on "
-                                  "the workers of an existing cluster")
-        scheduler = ""          # an explicit --workers N wins over $QSIM_SCHEDULER (a default)
+    scheduler = pool_scheduler(args)
     result = simulate_command(args.model, args.config, engine, args.input, args.out,
                               sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
                               tech=args.tech, workers=args.workers, scheduler=scheduler)

@@ -44,22 +44,23 @@ def resolve_engine(name: str, vcd: str | None) -> Engine:
 
 # -- sweeps -----------------------------------------------------------------------------------
 
-def parse_sweep(specs: list[str], base: NpuConfig) -> list[NpuConfig]:
+def parse_sweep(specs: list[str], base: NpuConfig, flag: str = "--sweep") -> list[NpuConfig]:
     """`KEY=V1,V2,...` terms -> the configurations of their cartesian product over `base`.
-    KEY is a configuration key, or `size` for rows = cols."""
+    KEY is a configuration key, or `size` for rows = cols; `flag` names the option in errors
+    (`qsim explore --space` sweeps the same keys)."""
     axes = []
     for spec in specs:
         key, sep, values = spec.partition("=")
         key = key.strip()
         items = [v.strip() for v in values.split(",")]
         if not sep or not key or not all(items):
-            raise UsageError(f"--sweep term {spec!r} is not KEY=V1,V2,...",
-                             hint="e.g. --sweep size=8,16,32 dataflow=ws,os")
+            raise UsageError(f"{flag} term {spec!r} is not KEY=V1,V2,...",
+                             hint=f"e.g. {flag} size=8,16,32 dataflow=ws,os")
         if key not in SWEEP_KEYS:
-            raise UsageError(f"--sweep key {key!r} is not a configuration key",
+            raise UsageError(f"{flag} key {key!r} is not a configuration key",
                              hint=f"sweepable keys: {', '.join(SWEEP_KEYS)}")
         if any(key == k for k, _ in axes):
-            raise UsageError(f"--sweep key {key!r} is given twice", hint="list all values in one term")
+            raise UsageError(f"{flag} key {key!r} is given twice", hint="list all values in one term")
         axes.append((key, items))
     configs = []
     for combo in itertools.product(*(values for _, values in axes)):
@@ -71,24 +72,25 @@ def parse_sweep(specs: list[str], base: NpuConfig) -> list[NpuConfig]:
         for (key, _), value in zip(axes, combo):
             targets = ("rows", "cols") if key == "size" else (key,)
             for target in targets:
-                fields[target] = value if target in ("dataflow", "dram") else _number(key, value)
+                fields[target] = value if target in ("dataflow", "dram") else _number(key, value, flag)
         name = f"{fields['rows']}x{fields['cols']}-{str(fields['dataflow']).lower()}" + "".join(
             f"-{k}{v}" for (k, _), v in zip(axes, combo) if k not in ("size", "rows", "cols", "dataflow"))
         text = "[npu]\n" + f'name = "{name}"\n' + "".join(
             f'{k} = "{v}"\n' if k in ("dataflow", "dram") else f"{k} = {v}\n" for k, v in fields.items())
         if "dram" not in fields:        # the base's DRAM timing, unless swept
             text += dram_toml(base.dram)
-        configs.append(parse_config(text, file=f"--sweep {' '.join(specs)} ({name})"))
+        configs.append(parse_config(text, file=f"{flag} {' '.join(specs)} ({name})"))
     if len({c.name for c in configs}) != len(configs):
-        raise UsageError("--sweep produces the same configuration twice", hint="remove repeated values")
+        raise UsageError(f"{flag} produces the same configuration twice", hint="remove repeated values")
     return configs
 
 
-def _number(key: str, value: str):
+def _number(key: str, value: str, flag: str = "--sweep"):
     try:
         return float(value) if key == "clock_mhz" else int(value)
     except ValueError:
-        raise UsageError(f"--sweep {key}={value!r}: not a number") from None
+        raise UsageError(f"{flag} {key}={value!r}: not a number",
+                         hint="whole numbers (clock_mhz may have a fraction), e.g. rows=8,16") from None
 
 
 # -- one configuration ------------------------------------------------------------------------

@@ -333,6 +333,20 @@ def fused_activation(ctx: OpContext, kind: str, inputs, attrs, act: int, nchw: b
     return activation(ctx, pre, *_ACTIVATION_BOUNDS[act], nchw=nchw)
 
 
+def flat_activation(ctx: OpContext, x: str, shape, act: int) -> str:
+    """Fused activation `act` on intermediate `x` (held `shape`, output 0's parameters), as an
+    intermediate: for a layer whose result is reshaped afterwards."""
+    if act not in _ACTIVATION_BOUNDS:
+        ctx.fail(f"fused activation {S.ACTIVATIONS.get(act, act)}", unsupported=True,
+                 hint="qsim imports fused NONE, RELU, RELU_N1_TO_1 and RELU6")
+    lo, hi = _ACTIVATION_BOUNDS[act]
+    hint = f"{ctx.out_def().name}.act"
+    if lo == 0.0 and hi is None:
+        return ctx.intermediate("nn.relu", [x], {"alpha": None, "max": None}, shape, hint, ctx.out_quant())
+    attrs = {"val_align": None, "min_align": None, "max_align": None}
+    return ctx.intermediate("math.clamp", [x, ctx.scalar(lo), ctx.scalar(hi)], attrs, shape, hint, ctx.out_quant())
+
+
 def activation(ctx: OpContext, x: str, lo: float, hi: float | None, nchw: bool | None = None) -> Value:
     if lo == 0.0 and hi is None:
         return ctx.result("nn.relu", [x], {"alpha": None, "max": None}, nchw=nchw)

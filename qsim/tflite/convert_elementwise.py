@@ -115,3 +115,27 @@ def _requantized_input(ctx: OpContext, x: Value) -> Value:
     if t is not None and t.data is None:
         b.tensors[x.name] = type(t)(t.name, t.dtype, t.shape, data=None, quant=quant)
     return Value(x.name, x.shape, x.nchw, quant)
+
+
+_MATH_UNARY = {"NEG": "math.neg", "RSQRT": "math.rsqrt"}
+
+
+@converter(*_MATH_UNARY)
+def _math_unary(ctx: OpContext) -> None:
+    """NEG and RSQRT: int8 ones lower to a TABLE of TFLite's kernel (quant/tosa/tflite/
+    rules_unary.py); a float NEG between DEQUANTIZE and QUANTIZE (the converter's form inside
+    LayerNormalization) joins the two grids as one table."""
+    x, nchw = _unary_operand(ctx)
+    ctx.result(_MATH_UNARY[ctx.op.builtin], [x], {}, nchw=nchw)
+
+
+@converter("SQUARED_DIFFERENCE")
+def _squared_difference(ctx: OpContext) -> None:
+    """(x - y)^2 as math.sub to an unannotated tensor read only by math.sqr: the TOSA lowering
+    takes the pair as TFLite's one int8 kernel (quant/tosa/tflite/rules_squared_difference.py)."""
+    a, b = ctx.input(0, "x"), ctx.input(1, "y")
+    names, nchw = _operands(ctx, [a, b])
+    shape = ctx.held_out_shape(nchw)
+    diff = ctx.intermediate("math.sub", names, {"lhs_align": None, "rhs_align": None}, shape,
+                            f"{ctx.out_def().name}.diff", None)
+    ctx.result("math.sqr", [diff], {}, nchw=nchw)

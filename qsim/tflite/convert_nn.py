@@ -8,7 +8,7 @@ import numpy as np
 from .. import numerics
 from .flatbuf import BOOL as BOOL_OPT, FLOAT32 as F32_OPT, INT8 as I8_OPT, INT32 as I32_OPT
 from . import schema as S
-from .context import OpContext, Value, converter, fused_activation
+from .context import OpContext, Value, converter, flat_activation, fused_activation
 
 
 def _same_padding(extent: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
@@ -120,7 +120,9 @@ def _fully_connected(ctx: OpContext) -> None:
         fused_activation(ctx, "nn.linear", inputs, {}, ctx.option(0, I8_OPT, 0), nchw=False)
         return
     flat = ctx.intermediate("nn.linear", inputs, {}, (rows, outs), f"{out.name}.rows", ctx.out_quant())
-    ctx.fail_if_activation(ctx.option(0, I8_OPT, 0), "a FULLY_CONNECTED keeping its input's dimensions")
+    act = ctx.option(0, I8_OPT, 0)
+    if act:       # the activation on the rows (same grid), then the reshape back
+        flat = flat_activation(ctx, flat, (rows, outs), act)
     ctx.result("layout.reshape", [flat], {"axis": 0, "rank": 2, "shape": tuple(out.shape)}, nchw=False)
 
 

@@ -138,8 +138,9 @@ class TosaContext:
     # -- requantization ---------------------------------------------------------------------
     def rescale(self, src: str, *, scale, input_zp: int, output_zp: int, out_dtype: ir.DType,
                 hint: str, quant: ir.QuantInfo | None = None, exact: bool = False,
-                per_channel: bool = False) -> str:
-        """RESCALE by `scale` (a real number, or per-channel reals on the last axis)."""
+                per_channel: bool = False, single_round: bool = False) -> str:
+        """RESCALE by `scale` (a real number, or per-channel reals on the last axis);
+        `single_round` forces double_round off (a TFLite kernel that rounds once)."""
         in_dtype = self.f.builder.tensor(src).dtype
         width = ScaleWidth.SCALE16 if in_dtype is ir.DType.I48 else ScaleWidth.SCALE32
         fp = fixed_point_scale(scale, width, what=f"{self.f.where()} RESCALE")
@@ -149,7 +150,8 @@ class TosaContext:
             "shift": fp.shift.astype(np.int8),
             "scale32": width.scale32,
             # a tensor of a .tflite model is rescaled as TFLite does (twice), whatever the run's option
-            "double_round": bool((self.config.double_round or is_tflite(quant)) and width.scale32),
+            "double_round": bool((self.config.double_round or is_tflite(quant)) and width.scale32
+                                 and not single_round),
             "per_channel": per_channel,
         }, hint=hint, label=self.f.where(), out_dtype=out_dtype, quant=quant, exact=exact)
 

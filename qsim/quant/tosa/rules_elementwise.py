@@ -23,6 +23,8 @@ from ..lowering.float_side import Lowered, identity
 from ..params import QuantScheme, annotated, params_from_range, quantize
 from ..rules import rule
 from .tflite import rules_add as tflite_add
+from .tflite import rules_squared_difference as tflite_sqdiff
+from .tflite import rules_unary as tflite_unary
 from .rules_division import lower_division
 from .tflite.arith import is_tflite
 from .rules_activation import lower_leaky_relu
@@ -47,8 +49,11 @@ def _operand(ctx: TosaContext, name: str, out_rank: int, align, hint: str,
         if transform is not None:
             data = transform(data)
             name = f"{name}.{transform.__name__}"
-        scheme = QuantScheme(bits=ctx.act_dtype.bits, signed=True, symmetric=True)
-        quant = params_from_range(data.min(), data.max(), scheme, source="derived", what=name)
+        quant = None if transform is not None else ctx.f.graph.tensor(name).quant
+        if not is_tflite(quant) or quant.per_channel or quant.bits != ctx.act_dtype.bits:
+            scheme = QuantScheme(bits=ctx.act_dtype.bits, signed=True, symmetric=True)
+            quant = params_from_range(data.min(), data.max(), scheme, source="derived", what=name)
+        # (else a .tflite constant keeps its own grid: its codes are TFLite's, which its kernels read)
         q = np.reshape(quantize(data, quant, what=name), data.shape)   # rank 0 stays rank 0
         v = Lowered(ctx.constant_tensor(f"{name}.q", q, ctx.act_dtype, quant), quant,
                     identity(data.ndim))
@@ -102,6 +107,10 @@ def _result(ctx: TosaContext, op: ir.Op, acc: str, acc_scale: float, perm) -> No
 @rule(TargetKind.TOSA, "math.add", "math.sub")
 def lower_add_sub(ctx: TosaContext, op: ir.Op) -> None:
     a, b = _binary_operands(ctx, op)
+    square = tflite_sqdiff.square_of(ctx, op) if is_tflite(a.quant, b.quant) else None
+    if square is not None and ctx.act_dtype is ir.DType.I8:
+        tflite_sqdiff.lower_squared_difference(ctx, op, square, a, b)    # TFLite's SQUARED_DIFFERENCE
+        return
     if is_tflite(a.quant, b.quant) and ctx.act_dtype is ir.DType.I8 and not (a.quant.per_channel or b.quant.per_channel):
         tflite_add.lower_add_sub(ctx, op, a, b)      # TFLite's arithmetic (tflite/rules_add.py)
         return
@@ -193,6 +202,12 @@ def lower_identity(ctx: TosaContext, op: ir.Op) -> None:
 def lower_table(ctx: TosaContext, op: ir.Op) -> None:
     x = ctx.f.value(op.inputs[0])
     quant = ctx.f.activation_quant(op.outputs[0])
+    own = tflite_unary.tflite_table(op.kind.name, x.quant, quant)      # TFLite's RSQRT / NEG kernels
+    if own is not None:
+        out = ctx.emit("TABLE", [x.name], {"table": own}, hint=op.outputs[0], label=ctx.f.where(),
+                       quant=quant, exact=True)
+        ctx.f.bind(op.outputs[0], Lowered(out, quant, x.perm))
+        return
     table = make_table(operator_function(op.kind.name, op.attrs), x.quant, quant, what=ctx.f.where())
     out = ctx.table(x.name, table, hint=op.outputs[0], quant=quant)
     ctx.f.bind(op.outputs[0], Lowered(out, quant, x.perm))

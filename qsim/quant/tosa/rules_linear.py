@@ -25,6 +25,7 @@ from ..rules import rule
 from .rules_activation import prelu_after, rescale_with_slopes
 from ..target import TargetKind
 from .context import TosaContext
+from .tflite.arith import is_tflite
 
 
 
@@ -65,10 +66,11 @@ def _layer_tail(ctx: TosaContext, op: ir.Op, channels: int):
 
 def _finish(ctx: TosaContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.QuantInfo,
             last_float: str, act, out_perm, hint: str, out_shape: tuple[int, ...] | None = None,
-            slopes: np.ndarray | None = None) -> None:
+            slopes: np.ndarray | None = None, single_round: bool = False) -> None:
     """RESCALE the accumulator to the output's grid, CLAMP for a fused activation (or, with
     `slopes`, one RESCALE per sign of the accumulator: a folded PReLU), bind; then RESHAPE to
-    `out_shape` when given (RESHAPE takes no int48 accumulator)."""
+    `out_shape` when given (RESHAPE takes no int48 accumulator). `single_round`: the RESCALE
+    rounds once (TFLite's int8 FULLY_CONNECTED)."""
     out_quant = ctx.f.activation_quant(last_float)
     s_x = float(in_quant.scales()[0])
     ratios = s_x * w_quant.scales() / float(out_quant.scales()[0])
@@ -81,12 +83,13 @@ def _finish(ctx: TosaContext, acc: str, in_quant: ir.QuantInfo, w_quant: ir.Quan
     elif act is None:
         out = ctx.rescale(acc, scale=ratios if per_channel else float(ratios[0]), input_zp=0,
                           output_zp=zp_out, out_dtype=ctx.act_dtype, hint=final,
-                          quant=out_quant, exact=not reshape, per_channel=per_channel)
+                          quant=out_quant, exact=not reshape, per_channel=per_channel,
+                          single_round=single_round)
     else:
         _, lo, hi = act
         pre = ctx.rescale(acc, scale=ratios if per_channel else float(ratios[0]), input_zp=0,
                           output_zp=zp_out, out_dtype=ctx.act_dtype, hint=f"{hint}.rescaled",
-                          quant=out_quant, per_channel=per_channel)
+                          quant=out_quant, per_channel=per_channel, single_round=single_round)
         qlo, qhi = ctx.clamp_range(out_quant, lo, hi)
         out = ctx.emit("CLAMP", [pre], {"min_val": qlo, "max_val": qhi}, hint=final,
                          label=ctx.f.where(), quant=out_quant, exact=not reshape)
@@ -346,7 +349,12 @@ def lower_linear(ctx: TosaContext, op: ir.Op) -> None:
     acc = ctx.emit("FULLY_CONNECTED", [x.name], {
         "weight": wq, "bias": bias_q, "input_zp": int(x.quant.zero_points()[0]), "weight_zp": 0,
     }, hint=f"{op.outputs[0]}.acc", label=ctx.f.where())
-    _finish(ctx, acc, x.quant, w_quant, last, act, identity(2), op.outputs[0], slopes=slopes)
+    # LiteRT's int8 FULLY_CONNECTED (per-tensor and per-channel) rescales its accumulator in
+    # 64 bits, rounding once ((acc m + 2^(s-1)) >> s), where its convolutions round twice
+    # (measured against BUILTIN_REF on rounding ties: docs/tflite.md)
+    single = is_tflite(x.quant) and ctx.act_dtype is ir.DType.I8
+    _finish(ctx, acc, x.quant, w_quant, last, act, identity(2), op.outputs[0], slopes=slopes,
+            single_round=single)
 
 
 @rule(TargetKind.TOSA, "nn.batch_norm")

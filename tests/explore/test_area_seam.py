@@ -1,0 +1,40 @@
+"""The area seam of qsim explore: with a qsim.npu.area module (here a stand-in with the API of
+the synthesis flow: load_area_table, synthesize, area_report), --area fills area_mm2 once per
+geometry and area joins the Pareto objectives; without the module the column is n/a."""
+from __future__ import annotations
+
+import sys
+import types
+
+from qsim.commands.explore import explore_command
+from qsim.explore.area import NOT_BUILT, area_mm2
+from qsim.npu.config import load_config
+
+
+def fake_area_module(calls: list) -> types.ModuleType:
+    module = types.ModuleType("qsim.npu.area")
+    table = types.SimpleNamespace(name="45nm")
+    module.load_area_table = lambda spec: table
+    module.synthesize = lambda geom: (calls.append((geom.rows, geom.cols, geom.dataflow.value)) or geom)
+    module.area_report = lambda synth, tables, name: {"total_mm2": {"45nm": synth.rows * synth.cols * 0.01}}
+    return module
+
+
+def test_area_filled_per_geometry_and_in_the_front(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setitem(sys.modules, "qsim.npu.area", fake_area_module(calls))
+    import qsim.npu
+    monkeypatch.setattr(qsim.npu, "area", sys.modules["qsim.npu.area"], raising=False)
+    target, result = explore_command(None, ["size=8,16", "clock_mhz=500,1000"], eval_limit=20, engine="model",
+                                     verify_engine=None, area=True, workers=1, out=str(tmp_path / "r"))
+    assert sorted(calls) == [(8, 8, "ws"), (16, 16, "ws")]       # the clock does not change the area
+    assert {p["config"]["rows"]: p["area_mm2"] for p in result.points} == {8: 0.64, 16: 2.56}
+    assert ("area_mm2", "min") in result.objectives
+    # the 8x8 array is smaller than every 16x16 point: its fastest clock is on the front
+    assert any(p["pareto"] and p["config"]["rows"] == 8 for p in result.points)
+    assert (target / "area_vs_latency.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_area_without_the_module(monkeypatch):
+    monkeypatch.setitem(sys.modules, "qsim.npu.area", None)     # import fails: ImportError
+    assert area_mm2(load_config("8x8").geometry, None) == (None, NOT_BUILT)
