@@ -36,5 +36,7 @@ def test_area_filled_per_geometry_and_in_the_front(tmp_path, monkeypatch):
 
 
 def test_area_without_the_module(monkeypatch):
+    import qsim.npu
     monkeypatch.setitem(sys.modules, "qsim.npu.area", None)     # import fails: ImportError
+    monkeypatch.delattr(qsim.npu, "area", raising=False)       # (an earlier import left the attribute)
     assert area_mm2(load_config("8x8").geometry, None) == (None, NOT_BUILT)
