@@ -20,7 +20,7 @@ DEQUANTIZED = ("the QDQ model's dequantized graph (its QuantizeLinear/Dequantize
 
 def is_qdq_model(path: Path) -> bool:
     from ..onnx.protobuf import read_model   # deferred: onnx, for ONNX models only (docs/architecture.md)
-    from ..onnx.qdq import has_qdq
+    from ..onnx.qdq import has_qdq           # deferred: the same
     return path.suffix.lower() == ".onnx" and path.is_file() and has_qdq(read_model(str(path)))
 
 
@@ -32,7 +32,7 @@ def scored_against(model_path: Path, float_model: str | None) -> tuple[str | Non
     if not is_qdq_model(model_path):
         return None, ()
     from ..onnx.protobuf import read_model   # deferred: onnx, for ONNX models only
-    from ..onnx.qdq import folded_activation_warnings
+    from ..onnx.qdq import folded_activation_warnings   # deferred: the same
     return DEQUANTIZED, tuple(folded_activation_warnings(read_model(str(model_path))))
 
 
