@@ -152,6 +152,21 @@ def _npy(shape, rng: random.Random) -> bytes:
     return buf.getvalue()
 
 
+def model_command(rng: random.Random, files: dict, model: str, input_shape, commands) -> list[str]:
+    """The qsim command a fuzzed model file is fed to: `commands` is ((cumulative probability,
+    command name), ...) over check, run, quantize and export-vectors; the commands that take an
+    input get a seeded x.npy of `input_shape` in `files`. One rng.random() call and then the
+    input's, so a seed replays the same case."""
+    roll = rng.random()
+    name = next(command for limit, command in commands if roll < limit)
+    if name in ("run", "export-vectors"):
+        files["x.npy"] = _npy(input_shape, rng)
+    return {"check": ["check", model],
+            "run": ["run", model, "--input", "x.npy"],
+            "quantize": ["quantize", model, "-o", "q", "-q"],
+            "export-vectors": ["export-vectors", model, "--out", "v", "--input", "x.npy"]}[name]
+
+
 def serialized_variant(rng: random.Random, model: onnx.ModelProto, mutate_structure, structured: float,
                        max_structural: int, max_byte: int, truncated: float) -> tuple[bytes, str]:
     """`model` as bytes with the kind of change: up to `max_structural` structural mutations

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .gen_onnx import _npy, serialized_variant
+from .gen_onnx import model_command, serialized_variant
 from .runner import Case
 
 INPUT_SHAPE = [1, 2, 5, 5]
@@ -134,12 +134,5 @@ def gen_qdq(rng: random.Random, corpus) -> Case:
     blob, kind = serialized_variant(rng, model, mutate_qdq, structured=0.7, max_structural=2, max_byte=3,
                                     truncated=0.0)
     files = {"m.onnx": blob}
-    roll = rng.random()
-    if roll < 0.4:
-        argv = ["check", "m.onnx"]
-    elif roll < 0.7:
-        files["x.npy"] = _npy(INPUT_SHAPE, rng)
-        argv = ["run", "m.onnx", "--input", "x.npy"]
-    else:
-        argv = ["quantize", "m.onnx", "-o", "q", "-q"]
+    argv = model_command(rng, files, "m.onnx", INPUT_SHAPE, ((0.4, "check"), (0.7, "run"), (1.0, "quantize")))
     return Case("qdq", kind, files, argv=argv, timeout_s=60)

@@ -16,7 +16,7 @@ import numpy as np
 
 from qsim.tflite.writer import ModelWriter, Options
 
-from .gen_onnx import _npy
+from .gen_onnx import model_command
 from .runner import Case
 
 INPUT_SHAPE = [1, 6, 6, 3]
@@ -146,15 +146,6 @@ def gen_tflite(rng: random.Random, corpus) -> Case:
     elif 0.8 <= pick < 0.9:
         blob, kind = blob[:rng.randrange(len(blob))], "truncated"
     files = {"m.tflite": blob}
-    roll = rng.random()
-    if roll < 0.4:
-        argv = ["check", "m.tflite"]
-    elif roll < 0.65:
-        files["x.npy"] = _npy(INPUT_SHAPE, rng)
-        argv = ["run", "m.tflite", "--input", "x.npy"]
-    elif roll < 0.9:
-        argv = ["quantize", "m.tflite", "-o", "q", "-q"]
-    else:
-        files["x.npy"] = _npy(INPUT_SHAPE, rng)
-        argv = ["export-vectors", "m.tflite", "--out", "v", "--input", "x.npy"]
+    argv = model_command(rng, files, "m.tflite", INPUT_SHAPE,
+                         ((0.4, "check"), (0.65, "run"), (0.9, "quantize"), (1.0, "export-vectors")))
     return Case("tflite", kind, files, argv=argv, timeout_s=90)

@@ -29,8 +29,8 @@ from ... import ir
 from ...numerics import nnef_round
 from .context import CvmContext as Ctx
 from .context import alpha
-from ..lowering.float_patterns import (batch_norm_affine, clamp_bounds, conv_operands, fold_tail, fused_activation,
-                             packed_ints, relu_bounds, spatial_padding)
+from ..lowering.float_patterns import (batch_norm_affine, clamp_bounds, conv_operands, fold_tail, packed_ints,
+                                       relu_bounds, spatial_padding, take_fused_activation)
 from ..lowering.float_side import Lowered
 from ..rules import rule
 from ..target import TargetKind
@@ -191,11 +191,7 @@ def lower_batch_norm(ctx: Ctx, op: ir.Op) -> None:
         raise ctx.f.unsupported("an unfolded batch norm must be on an NCHW tensor, channel axis 1")
     c = shape[1]
     a, cst = batch_norm_affine(ctx.f, op, c)
-    act = fused_activation(ctx.f, op.outputs[0])
-    last = op.outputs[0]
-    if act is not None:
-        ctx.f.fused.add(id(act[0]))
-        last = act[0].outputs[0]
+    act, last = take_fused_activation(ctx.f, op.outputs[0])
     x = ctx.f.value(op.inputs[0])
     wq = _weights(ctx, a.reshape(c, 1, 1, 1), f"{op.outputs[0]}.scale")
     e_acc = ctx.exponent(x) + ctx.exponent(wq)
@@ -254,11 +250,7 @@ def lower_mul(ctx: Ctx, op: ir.Op) -> None:
 
 
 def _elementwise_result(ctx: Ctx, op: ir.Op, acc: Lowered) -> None:
-    act = fused_activation(ctx.f, op.outputs[0])
-    last = op.outputs[0]
-    if act is not None:
-        ctx.f.fused.add(id(act[0]))
-        last = act[0].outputs[0]
+    act, last = take_fused_activation(ctx.f, op.outputs[0])
     _activation(ctx, acc, act, last, op.outputs[0])
 
 

@@ -115,6 +115,17 @@ def fused_activation(f: FloatSide, name: str):
     return None
 
 
+def take_fused_activation(f: FloatSide, name: str):
+    """`fused_activation(f, name)` claimed by the caller, as (activation or None, the tensor
+    the fused result is written to): the relu/clamp is marked fused so that no rule lowers it
+    again, and its output (else `name`) is the tensor whose grid the result is rescaled to."""
+    act = fused_activation(f, name)
+    if act is None:
+        return None, name
+    f.fused.add(id(act[0]))
+    return act, act[0].outputs[0]
+
+
 def folded_batch_norm(f: FloatSide, name: str, channels: int):
     """A batch norm reading only `name` (channel axis 1), as (op, a, c) with bn(x) = a*x + c
     (None when `name` is annotated: folding would remove it)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ir
-from ..lowering.float_patterns import clamp_bounds, fused_activation, relu_bounds
+from ..lowering.float_patterns import clamp_bounds, relu_bounds, take_fused_activation
 from ..lowering.float_side import Lowered, identity
 from ..params import QuantScheme, annotated, params_from_range, quantize
 from ..rules import rule
@@ -84,11 +84,7 @@ def _binary_operands(ctx: TosaContext, op: ir.Op, rhs_transform=None) -> tuple[L
 
 def _result(ctx: TosaContext, op: ir.Op, acc: str, acc_scale: float, perm) -> None:
     """RESCALE an int32 result at `acc_scale` to the output grid; CLAMP a fused activation."""
-    act = fused_activation(ctx.f, op.outputs[0])
-    last = op.outputs[0]
-    if act is not None:
-        ctx.f.fused.add(id(act[0]))
-        last = act[0].outputs[0]
+    act, last = take_fused_activation(ctx.f, op.outputs[0])
     quant = ctx.f.activation_quant(last)
     ratio = acc_scale / float(quant.scales()[0])
     zp = int(quant.zero_points()[0])

@@ -16,8 +16,8 @@ import dataclasses
 import numpy as np
 
 from ... import ir
-from ..lowering.float_patterns import (batch_norm_affine, conv_operands, fold_tail, fused_activation, packed_ints,
-                             spatial_padding)
+from ..lowering.float_patterns import (batch_norm_affine, conv_operands, fold_tail, packed_ints, spatial_padding,
+                                       take_fused_activation)
 from ..lowering.float_side import NHWC_FROM_NCHW, Lowered, identity
 from ..params import bias_quant, quantize, quantize_bias
 from ..rounding.adaptive import round_layer
@@ -366,11 +366,7 @@ def lower_batch_norm(ctx: TosaContext, op: ir.Op) -> None:
     c = shape[1]
     a, bias = batch_norm_affine(ctx.f, op, c)
     wq, w_quant = ctx.quantize_weights(a.reshape(c, 1, 1, 1), 0, what=f"{ctx.f.where()} scale")
-    act = fused_activation(ctx.f, op.outputs[0])
-    last = op.outputs[0]
-    if act is not None:
-        ctx.f.fused.add(id(act[0]))
-        last = act[0].outputs[0]
+    act, last = take_fused_activation(ctx.f, op.outputs[0])
     x = ctx.transpose_to(ctx.f.value(op.inputs[0]), NHWC_FROM_NCHW, f"{op.inputs[0]}.nhwc")
     bias_q = _bias_values(ctx, bias, x.quant, w_quant, c, f"{ctx.f.where()} bias")
     acc = ctx.emit("DEPTHWISE_CONV2D", [x.name], {

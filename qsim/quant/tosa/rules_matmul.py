@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from ... import ir
-from ..lowering.float_patterns import fused_activation, is_annotated
+from ..lowering.float_patterns import is_annotated, take_fused_activation
 from ..lowering.float_side import Lowered, identity
 from ..params import QuantScheme, params_from_range, quantize
 from ..rules import rule
@@ -97,10 +97,7 @@ def _lower_fully_connected(ctx: TosaContext, op: ir.Op, tb: bool) -> None:
     if fold is not None:
         ctx.f.fused.add(id(fold[0]))
         last, bias = fold[0].outputs[0], fold[1]
-    act = fused_activation(ctx.f, last)
-    if act is not None:
-        ctx.f.fused.add(id(act[0]))
-        last = act[0].outputs[0]
+    act, last = take_fused_activation(ctx.f, last)
     # an annotated per-tensor zero point (a QDQ model's constant operand quantized like an
     # activation) is FULLY_CONNECTED's weight_zp (TOSA 0.30: allowed for int8 weights)
     wq, w_quant = ctx.quantize_weights(w, 0, note, f"{op.inputs[1]!r}", zero_point_ok=True)
@@ -208,11 +205,7 @@ def _lower_batched(ctx: TosaContext, op: ir.Op, ta: bool, tb: bool) -> None:
     names = [_to_batch3(ctx, a, batch, f"{out}.A"), _to_batch3(ctx, b, batch, f"{out}.B")]
     acc = ctx.emit("MATMUL", names, {"A_zp": zps[0], "B_zp": zps[1]}, hint=f"{out}.acc",
                    label=ctx.f.where())
-    act = fused_activation(ctx.f, out)
-    last = out
-    if act is not None:
-        ctx.f.fused.add(id(act[0]))
-        last = act[0].outputs[0]
+    act, last = take_fused_activation(ctx.f, out)
     s_a = float(a.quant.scales()[0])
     _finish(ctx, acc, ir.QuantInfo(scale=s_a, zero_point=0, source="derived"), b.quant, last, act,
             identity(len(out_shape)), out, out_shape)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .... import ir
-from ...lowering.float_patterns import fused_activation
+from ...lowering.float_patterns import take_fused_activation
 from ...lowering.float_side import Lowered
 from ..context import TosaContext
 from .arith import add_multipliers
@@ -36,11 +36,7 @@ def rescale_fixed(ctx: TosaContext, src: str, multiplier: int, shift: int, input
 
 
 def lower_add_sub(ctx: TosaContext, op: ir.Op, a: Lowered, b: Lowered) -> None:
-    act = fused_activation(ctx.f, op.outputs[0])
-    last = op.outputs[0]
-    if act is not None:
-        ctx.f.fused.add(id(act[0]))
-        last = act[0].outputs[0]
+    act, last = take_fused_activation(ctx.f, op.outputs[0])
     out_quant = ctx.f.activation_quant(last)
     left_shift = ADD_LEFT_SHIFT[8 if ctx.act_dtype.bits == 8 else 16]
     scales = [float(v.quant.scales()[0]) for v in (a, b)]
