@@ -25,7 +25,55 @@ class ReportSection(Protocol):
     def render(self, page: Page, out_dir: Path) -> None: ...
 
 
+# Above this many tensors one bar per tensor makes an image tens of thousands of pixels tall
+# (0.28 inch each) that takes longer to draw than the quantization took (seen: ~3,000 tensors of
+# an unrolled LSTM) and that nobody can read; such a model gets the compact form instead.
+MOST_BARS = 150
+# how many of the lowest-SQNR tensors the compact form names
+NAMED_LOWEST = 12
+
+
 def _plot_sqnr(report: AccuracyReport, path: Path) -> None:
+    if len(report.tensors) > MOST_BARS:
+        _plot_sqnr_compact(report, path)
+    else:
+        _plot_sqnr_bars(report, path)
+
+
+def _plot_sqnr_compact(report: AccuracyReport, path: Path) -> None:
+    """Every tensor as a point (graph order on x, SQNR on y) in a fixed-size figure; the outputs
+    and the NAMED_LOWEST lowest tensors are marked and named. report.json keeps every figure."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outputs = {o.name for o in report.outputs}
+    finite = [t.sqnr_db for t in report.tensors if math.isfinite(t.sqnr_db)]
+    cap = (max(finite) + 10.0) if finite else 100.0
+    values = np.array([t.sqnr_db if math.isfinite(t.sqnr_db) else cap for t in report.tensors])
+    index = np.arange(len(values))
+    fig, ax = plt.subplots(figsize=(11, 5))
+    colors = ["#c44" if v < 20 else "#e9a23b" if v < 30 else "#3b7dd8" for v in values]
+    ax.scatter(index, values, s=6, c=colors, linewidths=0)
+    lowest = [int(i) for i in np.argsort(values, kind="stable")[:NAMED_LOWEST]]
+    marked = [i for i, t in enumerate(report.tensors) if t.name in outputs]
+    for i in lowest + [i for i in marked if i not in lowest]:
+        name = report.tensors[i].name + (" (output)" if i in marked else "")
+        ax.annotate(f"{name}: {values[i]:.1f} dB", (index[i], values[i]), fontsize=7,
+                    xytext=(4, -3 if i in lowest else 4), textcoords="offset points",
+                    fontweight="bold" if i in marked else "normal")
+    ax.scatter(index[marked], values[marked], s=40, facecolors="none", edgecolors="black")
+    ax.set_xlabel(f"tensor, in graph order ({len(values)} tensors; each one's SQNR is in report.json)")
+    ax.set_ylabel("SQNR (dB), float vs dequantized integer")
+    ax.set_title(f"{report.model}: per-tensor SQNR (outputs circled, the {NAMED_LOWEST} lowest named)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_sqnr_bars(report: AccuracyReport, path: Path) -> None:
+    """One named bar per tensor, in graph order (models of up to MOST_BARS tensors)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -64,3 +64,20 @@ def test_per_output_figures_and_warnings_in_json_and_html(tmp_path):
     assert "62.50 %" in page and "87.50 %" in page                  # prob's integer top-1, within 1 LSB
     assert '<p class="bad">Warning: outputs[0] &#x27;box&#x27; is not a class vector</p>' in page
     assert "top-1 agreement (float vs integer) (&#x27;prob&#x27;)" in page
+
+
+def _png_size(path):
+    header = path.read_bytes()[:24]          # PNG signature, IHDR length and type, width, height
+    return int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+
+
+def test_sqnr_plot_of_a_large_model_stays_a_readable_size(tmp_path):
+    # 3,000 tensors (an unrolled LSTM's count) as bars would be 0.28 inch each: ~92,000 pixels tall
+    from qsim.report.accuracy import MOST_BARS
+    many = tuple(TensorAccuracy(f"t{i}", "ADD", 20.0 + (i % 37)) for i in range(3000))
+    r = AccuracyReport(model="big", eval_samples=1, top1_agreement=1.0, tensors=many)
+    width, height = _png_size(write_accuracy_report(r, tmp_path / "big")["sqnr_plot"])
+    assert height <= 6 * 110 and width <= 12 * 110
+    few = AccuracyReport(model="small", eval_samples=1, top1_agreement=1.0, tensors=many[:MOST_BARS])
+    _, bars_height = _png_size(write_accuracy_report(few, tmp_path / "small")["sqnr_plot"])
+    assert bars_height > 0.25 * MOST_BARS * 110      # up to MOST_BARS: one named bar each
