@@ -24,7 +24,6 @@ Writes reports/float_speed.md and reports/float_speed.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -42,10 +41,9 @@ sys.path.insert(0, str(HERE.parent))     # this checkout's qsim, not another ins
 from qsim.quant.pipeline import load_float_model  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
-from _rows import run_header  # noqa: E402
+from _rows import run_header, with_kept_sections, write_report  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v2", "efficientnet_lite0")
-NOTES = "\n## Notes"
 
 
 def cpu_name() -> str:
@@ -143,12 +141,10 @@ def main(argv=None) -> int:
             print(f"{name} threads={threads}: qsim {r['qsim']['wall_ms']:.1f} ms, ort {r['ort']['wall_ms']:.1f} ms "
                   f"(wall medians), ratio {r['ratio_wall']:.2f} wall / {r['ratio_cpu']:.2f} CPU", flush=True)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "float_speed.json").write_text(json.dumps(result, indent=1) + "\n")
     md = out / "float_speed.md"
-    # the hand-written analysis below the table ("## Notes ...") survives a rerun
-    notes = md.read_text().partition(NOTES)[2] if md.exists() else ""
-    md.write_text(report(result) + (NOTES + notes if notes else ""))
+    # the hand-written analysis below the table (its "## " sections) survives a rerun
+    kept = md.read_text() if md.exists() else None
+    write_report(out, "float_speed", result, lambda r: with_kept_sections(report(r), kept), echo=False)
     return 0
 
 
