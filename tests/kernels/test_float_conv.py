@@ -53,6 +53,9 @@ CASES = [   # (B, C, H, W), m, K, stride, dilation, before, out_size
     ((1, 2, 6, 33), 1, (1, 8), (1, 1), (1, 1), (0, 4), (6, 33)),       # widest kernel row of the loop
     ((1, 2, 6, 36), 1, (1, 9), (1, 1), (1, 1), (0, 4), (6, 36)),       # one past it: the plane loop
     ((1, 2, 3, 40), 1, (3, 3), (2, 2), (1, 1), (3, 1), (3, 20)),       # rows wholly in the padding
+    ((1, 20, 10, 28), 1, (3, 3), (1, 1), (1, 1), (1, 1), (10, 28)),    # 28 wide: 2 rows of 2 vectors
+    ((1, 17, 9, 37), 1, (5, 5), (2, 2), (1, 1), (2, 2), (5, 19)),      # 19 wide, odd rows of the pair
+    ((2, 3, 7, 13), 2, (3, 3), (1, 1), (1, 1), (1, 1), (7, 13)),       # 13 wide: 4 rows of 1 vector
 ]
 
 
