@@ -8,8 +8,9 @@ into stride phases, so every tap is one contiguous run on a flat output index an
 rows and stride 2 fill the vector registers (no NHWC copies); on AVX-512, strides 1 and 2 take
 a row loop of the same bits instead that reads the taps in place (kernels/float_dw_rows.h).
 Narrow images (multiplier 1) take a third loop of the same bits that runs 16 channels side by
-side in one vector instead (a [H][W][16] copy per block of channels). Output planes or channel blocks are split over
-QSIM_THREADS threads of the compiled pool (kernels/task_pool.h); the GIL is released.
+side in one vector instead (a [H][W][16] copy per block of channels). Output planes or channel
+blocks are split over QSIM_THREADS threads of the compiled pool (kernels/task_pool.h); the GIL
+is released.
 """
 from __future__ import annotations
 
