@@ -1,6 +1,6 @@
-"""What benchmarks/models.py and benchmarks/accuracy.py share when they write a report: rows per
-model merged with the previous run's (a run of a few models keeps the others' figures), the
-machine line, and writing the JSON and Markdown pair."""
+"""What the benchmarks (models.py, accuracy.py, float_speed.py, qdq.py, ...) share when they
+write a report: rows per model merged with the previous run's (a run of a few models keeps the
+others' figures), the machine line, and writing the JSON and Markdown pair."""
 from __future__ import annotations
 
 import json
@@ -60,12 +60,16 @@ def read_previous(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def write_report(out: Path, stem: str, results: dict, markdown: Callable[[dict], str]) -> str:
-    """Writes out/<stem>.json and out/<stem>.md (atomically); prints and returns the Markdown."""
+def write_report(out: Path, stem: str, results: dict, markdown: Callable[[dict], str], echo: bool = True) -> str:
+    """Writes out/<stem>.json and out/<stem>.md (atomically, the folder made when missing; the
+    Markdown ends in one newline); prints it with `echo` and returns it. The one report writer
+    of the benchmarks (models, accuracy, float_speed, qdq, ...)."""
+    out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / f"{stem}.json", json.dumps(results, indent=2, default=float) + "\n")
-    text = markdown(results)
+    text = markdown(results).rstrip("\n")
     atomic_write_text(out / f"{stem}.md", text + "\n")
-    print(text)
+    if echo:
+        print(text)
     return text
 
 

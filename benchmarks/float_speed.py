@@ -24,7 +24,6 @@ Writes reports/float_speed.md and reports/float_speed.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -40,12 +39,12 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))     # this checkout's qsim, not another installed one
 
 from qsim.quant.pipeline import load_float_model  # noqa: E402
+from qsim.kernels.cpu_features import current_isa, detected_features  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
-from _rows import run_header  # noqa: E402
+from _rows import run_header, with_kept_sections, write_report  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v2", "efficientnet_lite0")
-NOTES = "\n## Notes"
 
 
 def cpu_name() -> str:
@@ -108,7 +107,8 @@ def report(result: dict) -> str:
     lines = ["# Float executor vs onnxruntime (batch 1, 224x224, float32)", "",
              f"CPU: {result['cpu']} ({os.cpu_count()} cores); {result['header']['machine']}; "
              f"{result['header']['date']}, commit {result['header']['commit']}, "
-             f"load average {result['header']['load']} at the start.", "",
+             f"load average {result['header']['load']} at the start, {result['load_end']} at the end; "
+             f"qsim's kernel path {result['isa']} (CPU flags: {result['flags']}).", "",
              "The machine was shared with other engineers' jobs (load average above the core count): "
              "every repetition ran qsim and then onnxruntime back to back, alternating, so both saw "
              "the same load. Ratio = onnxruntime time / qsim time (goal >= 0.8).", "",
@@ -132,7 +132,9 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "qsim-float-speed"))
     ap.add_argument("--out", default=str(HERE.parent / "reports"))
     args = ap.parse_args(argv)
+    flags = [name for name, on in detected_features().items() if on]
     result = {"cpu": cpu_name(), "header": run_header(), "reps": args.reps, "models": {},
+              "isa": current_isa().value, "flags": " ".join(flags),
               "command": "python benchmarks/float_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     for name in args.models.split(","):
         path = export(name, Path(args.work))
@@ -142,13 +144,12 @@ def main(argv=None) -> int:
             result["models"][name].append(r)
             print(f"{name} threads={threads}: qsim {r['qsim']['wall_ms']:.1f} ms, ort {r['ort']['wall_ms']:.1f} ms "
                   f"(wall medians), ratio {r['ratio_wall']:.2f} wall / {r['ratio_cpu']:.2f} CPU", flush=True)
+    result["load_end"] = round(os.getloadavg()[0], 1)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "float_speed.json").write_text(json.dumps(result, indent=1) + "\n")
     md = out / "float_speed.md"
-    # the hand-written analysis below the table ("## Notes ...") survives a rerun
-    notes = md.read_text().partition(NOTES)[2] if md.exists() else ""
-    md.write_text(report(result) + (NOTES + notes if notes else ""))
+    # the hand-written analysis below the table (its "## " sections) survives a rerun
+    kept = md.read_text() if md.exists() else None
+    write_report(out, "float_speed", result, lambda r: with_kept_sections(report(r), kept), echo=False)
     return 0
 
 

@@ -38,12 +38,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))     # this checkout's qsim and tests, not another installed one
 
-from qsim.atomic import atomic_write_text  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
 from qsim.onnx import load  # noqa: E402
 from qsim.quant.options import QuantizeOptions  # noqa: E402
 from qsim.quant.pipeline import quantize_graph  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
+from _rows import write_report  # noqa: E402
 from tests.onnx.qdq_models import compare_with_ort, on_signed_grid, ort_session, quantize_linear  # noqa: E402
 
 DEFAULT_MODELS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2")
@@ -302,8 +302,7 @@ def main(argv=None) -> int:
         results["models"].append(run_model(name, args))
         print(json.dumps({k: v for k, v in results["models"][-1].items() if k != "layers"}), flush=True)
     out = Path(args.out)
-    atomic_write_text(out / "qdq.json", json.dumps(results, indent=1) + "\n")
-    atomic_write_text(out / "qdq.md", markdown(results))
+    write_report(out, "qdq", results, markdown, echo=False)
     print(f"wrote {out / 'qdq.md'}")
     return 0
 

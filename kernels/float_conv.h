@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "isa_paths.h"
+#include "float_dw_rows.h"
 
 /* ---- NCHW, any multiplier m: output plane p = b*OC + oc reads input channel oc / m.
  *
@@ -198,6 +199,13 @@ static void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t 
                                     int64_t pt, int64_t pl, float *out, int64_t OH, int64_t OW,
                                     float *y, float lo, float hi, int has_hi, int bound_only,
                                     float *scratch, int64_t *off, int64_t p0, int64_t p1) {
+#if QSIM_X86
+    if (isa >= QSIM_ISA_AVX512VNNI && qsim_dw_rows_fits(KW, sy, sx)) {   /* in place, same bits (float_dw_rows.h) */
+        qsim_dw_rows_avx512(x, C, H, W, w, bias, m, KH, KW, sy, sx, dy, dx, pt, pl, out, OH, OW, y, lo, hi, has_hi,
+                            bound_only, p0, p1);
+        return;
+    }
+#endif
     QSIM_DISPATCH(isa, qsim_dw_plane_f32, x, C, H, W, w, bias, m, KH, KW, sy, sx, dy, dx, pt, pl, out,
                   OH, OW, y, lo, hi, has_hi, bound_only, scratch, off, p0, p1);
 }

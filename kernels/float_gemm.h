@@ -268,7 +268,8 @@ static QSIM_TARGET_AVX512 void qsim_gemm_k512_##NV(int64_t kc, const float *rest
                                                    const float *restrict b,                        \
                                                    const int64_t *restrict bo, float *restrict c,  \
                                                    int64_t ldc, int load,                          \
-                                                   const qsim_gemm_fin *fin) {                     \
+                                                   const qsim_gemm_fin *fin, const float *pf,      \
+                                                   const float *pfa) {                             \
     __m512 acc[QSIM_GM][NV];                                                                        \
     _Pragma("GCC unroll 8") for (int r = 0; r < QSIM_GM; r++)                                      \
         _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++)                                       \
@@ -277,6 +278,13 @@ static QSIM_TARGET_AVX512 void qsim_gemm_k512_##NV(int64_t kc, const float *rest
         __m512 bv[NV];                                                                              \
         const float *bk = b + bo[k];                                                                \
         _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(bk + 16 * v); \
+        if (pf != NULL) {                                                                           \
+            _mm_prefetch((const char *)(pf + bo[k]), _MM_HINT_T0);                                  \
+            _mm_prefetch((const char *)(pf + bo[k] + 16), _MM_HINT_T0);                             \
+            _mm_prefetch((const char *)(pf + bo[k] + 32), _MM_HINT_T0);                             \
+            _mm_prefetch((const char *)(pf + bo[k] + 47), _MM_HINT_T0);                             \
+        }                                                                                           \
+        if (pfa != NULL) _mm_prefetch((const char *)(pfa + QSIM_GM * k), _MM_HINT_T0);              \
         _Pragma("GCC unroll 8") for (int r = 0; r < QSIM_GM; r++) {                                \
             const __m512 av = _mm512_set1_ps(a[r]);                                                 \
             _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++)                                   \
@@ -350,14 +358,20 @@ static void qsim_gemm_kbase(int64_t kc, const float *restrict a, const float *re
                                     fin->has_hi);
 }
 
-/* one 8 x width tile (width a multiple of 16, <= 48) on the chosen path */
+/* one 8 x width tile (width a multiple of 16, <= 48) on the chosen path. pf, pfa: NULL, or the
+ * B columns (same row offsets bo) and the A slice (kc x 8) a later tile reads, which the AVX-512
+ * kernel prefetches while it computes this one: a 1x1 conv read in place streams K planes at
+ * once, more than the hardware prefetchers follow, and a 7x7 layer streams its weights from the
+ * L3 cache once per inference (in a network both waited on their loads: 10-25 % of such a
+ * layer's time with cold caches). Prefetches change no value. */
 static inline void qsim_gemm_tile(int isa, int64_t kc, const float *a, const float *b, const int64_t *bo, float *c,
-                                  int64_t ldc, int load, int64_t width, const qsim_gemm_fin *fin) {
+                                  int64_t ldc, int load, int64_t width, const qsim_gemm_fin *fin, const float *pf,
+                                  const float *pfa) {
 #if QSIM_X86
     if (isa == QSIM_ISA_AVX512VNNI) {
-        if (width == 48) qsim_gemm_k512_3(kc, a, b, bo, c, ldc, load, fin);
-        else if (width == 32) qsim_gemm_k512_2(kc, a, b, bo, c, ldc, load, fin);
-        else qsim_gemm_k512_1(kc, a, b, bo, c, ldc, load, fin);
+        if (width == 48) qsim_gemm_k512_3(kc, a, b, bo, c, ldc, load, fin, pf, pfa);
+        else if (width == 32) qsim_gemm_k512_2(kc, a, b, bo, c, ldc, load, fin, pf, pfa);
+        else qsim_gemm_k512_1(kc, a, b, bo, c, ldc, load, fin, pf, pfa);
         return;
     }
     if (isa == QSIM_ISA_AVX2) {
@@ -381,6 +395,8 @@ static inline void qsim_gemm_tile(int isa, int64_t kc, const float *a, const flo
     }
 #endif
     (void)isa;
+    (void)pf;
+    (void)pfa;
     qsim_gemm_kbase(kc, a, b, bo, c, ldc, load, width, fin);
 }
 
@@ -559,6 +575,11 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
                 const int64_t cols = j < npan - 1 ? QSIM_GN : vec_last;
                 const float *bp = direct != NULL ? base + c0 : Bp + j * kc * QSIM_GN;
                 if (cols == 0) continue;
+                /* read in place: the first row panel over a B panel prefetches the next one; the
+                 * next row panel's A slice is prefetched by the tile before its first use */
+                const float *pf = direct != NULL && p == p0 && j + 1 < npan ? bp + QSIM_GN : NULL;
+                const float *pfa = p + 1 < p1 && (panel_outer || j == npan - 1)
+                                       ? packed + ((gi * mp + p + 1) * K + k0) * QSIM_GM : NULL;
                 {
                     const float *ap = packed + ((gi * mp + p) * K + k0) * QSIM_GM;
                     const int64_t r0 = p * QSIM_GM, rows = m - r0 < QSIM_GM ? m - r0 : QSIM_GM;
@@ -567,7 +588,7 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
                                              y == NULL ? NULL : y + (b * g * m + gi * m + r0) * N + c0,
                                              bounded, has_hi, lo, hi};
                         qsim_gemm_tile(isa, kc, ap, bp, bo, o + r0 * N + c0, N, k0 > 0, cols,
-                                       last && (bias != NULL || bounded) ? &fin : NULL);
+                                       last && (bias != NULL || bounded) ? &fin : NULL, pf, pfa);
                         continue;
                     }
                     /* the last rows of m: through an 8 x 48 buffer */
@@ -575,7 +596,7 @@ static void qsim_conv_gemm_f32(int isa, const qsim_gemm_geo *geo, int64_t g, int
                     if (k0 > 0)
                         for (int64_t r = 0; r < rows; r++)
                             memcpy(tmp + r * QSIM_GN, o + (r0 + r) * N + c0, (size_t)cols * sizeof(float));
-                    qsim_gemm_tile(isa, kc, ap, bp, bo, tmp, QSIM_GN, k0 > 0, cols, NULL);
+                    qsim_gemm_tile(isa, kc, ap, bp, bo, tmp, QSIM_GN, k0 > 0, cols, NULL, pf, pfa);
                     for (int64_t r = 0; r < rows; r++)
                         memcpy(o + (r0 + r) * N + c0, tmp + r * QSIM_GN, (size_t)cols * sizeof(float));
                     if (last && (bias != NULL || bounded))   /* + bias, relu/clamp: numpy's values */

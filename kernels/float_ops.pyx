@@ -487,7 +487,7 @@ def gemm_scratch_floats(int64_t K, int64_t ppb):
 
 
 cdef extern from "float_pool.h" nogil:
-    void qsim_max_pool_f32(const float *x, int64_t H, int64_t W, float *out, int64_t OH, int64_t OW,
+    void qsim_max_pool_f32(int isa, const float *x, int64_t H, int64_t W, float *out, int64_t OH, int64_t OW,
                            int64_t KH, int64_t KW, int64_t sy, int64_t sx, int64_t dy, int64_t dx,
                            int64_t pt, int64_t pl, int64_t p0, int64_t p1)
     void qsim_copy_planes_f32(const float *src, int64_t src_plane, int64_t src_row, float *dst, int64_t dst_plane,
@@ -498,19 +498,21 @@ cdef struct _PoolCtx:
     const float *x
     float *out
     int64_t H, W, OH, OW, KH, KW, sy, sx, dy, dx, pt, pl
+    int isa
 
 
 cdef void _max_pool_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
     cdef _PoolCtx *c = <_PoolCtx *>ctx
-    qsim_max_pool_f32(c.x, c.H, c.W, c.out, c.OH, c.OW, c.KH, c.KW, c.sy, c.sx, c.dy, c.dx, c.pt, c.pl, lo, hi)
+    qsim_max_pool_f32(c.isa, c.x, c.H, c.W, c.out, c.OH, c.OW, c.KH, c.KW, c.sy, c.sx, c.dy, c.dx, c.pt, c.pl, lo, hi)
 
 
 def max_pool_f32(const float[:, :, ::1] x, float[:, :, ::1] out, int64_t KH, int64_t KW, int64_t sy, int64_t sx,
-                 int64_t dy, int64_t dx, int64_t pt, int64_t pl, int threads=1):
+                 int64_t dy, int64_t dx, int64_t pt, int64_t pl, int threads=1, int isa=0):
     """out[p][oy][ox] = the max of x[p][sy*oy + dy*ky - pt][sx*ox + dx*kx - pl] over the taps
     (-inf outside x), as the numpy reference takes it tap by tap in row-major order with
     numpy.maximum (NaN propagates; of equal values the later tap's is kept), planes on `threads`
-    threads of the pool (kernels/float_pool.h)."""
+    threads of the pool (kernels/float_pool.h); isa: the instruction-set path (every path gives
+    the same bits; 0, the portable one, unless the caller names the CPU's)."""
     cdef _PoolCtx c
     _check_threads(threads, "max_pool_f32")
     if out.shape[0] != x.shape[0] or KH < 1 or KW < 1 or sy < 1 or sx < 1 or dy < 1 or dx < 1:
@@ -520,6 +522,7 @@ def max_pool_f32(const float[:, :, ::1] x, float[:, :, ::1] out, int64_t KH, int
     c.x, c.out, c.H, c.W, c.OH, c.OW = &x[0, 0, 0] if x.shape[1] * x.shape[2] else NULL, &out[0, 0, 0], \
         x.shape[1], x.shape[2], out.shape[1], out.shape[2]
     c.KH, c.KW, c.sy, c.sx, c.dy, c.dx, c.pt, c.pl = KH, KW, sy, sx, dy, dx, pt, pl
+    c.isa = isa
     with nogil:
         _pool_run(_max_pool_part, &c, out.shape[0], qsim_parts_for(out.shape[0], threads), threads)
 

@@ -27,6 +27,14 @@ def test_write_report_writes_both_files_and_reads_back(tmp_path, capsys):
     assert json.loads((tmp_path / "r.json").read_text()) == {"x": 1.5} == read_previous(tmp_path / "r.json")
 
 
+def test_write_report_makes_the_folder_ends_in_one_newline_and_may_stay_quiet(tmp_path, capsys):
+    out = tmp_path / "new" / "reports"
+    text = write_report(out, "q", {"y": 2}, lambda r: f"# y\n\n{r['y']}\n\n", echo=False)
+    assert text == "# y\n\n2" and capsys.readouterr().out == ""
+    assert (out / "q.md").read_text() == "# y\n\n2\n"
+    assert json.loads((out / "q.json").read_text()) == {"y": 2}
+
+
 def test_regenerated_report_keeps_the_written_sections_and_drops_the_old_table():
     previous = "# speed\n\nold table | 1 |\n\n## Reading\nwhy 1\n\n## Idle check\nfigures\n"
     text = with_kept_sections("# speed\n\nnew table | 2 |\n", previous)

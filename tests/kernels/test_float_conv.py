@@ -41,6 +41,21 @@ CASES = [   # (B, C, H, W), m, K, stride, dilation, before, out_size
     ((1, 4, 10, 67), 1, (3, 3), (3, 3), (2, 2), (1, 0), (3, 21)),      # stride 3 with dilation
     ((2, 3, 8, 40), 2, (5, 5), (2, 2), (1, 1), (2, 1), (4, 19)),       # multiplier 2, stride 2
     ((1, 2, 5, 5), 1, (1, 1), (2, 2), (1, 1), (0, 0), (3, 3)),         # 1x1 taps, stride 2
+    # the AVX-512 row loop (float_dw_rows.h: rows wider than the channel blocks take, strides 1
+    # and 2, kernels up to 8 wide): strips of 64 columns, masked edges, padding rows, crops
+    ((1, 3, 12, 56), 1, (3, 3), (1, 1), (1, 1), (1, 1), (12, 56)),     # MobileNetV2's 56x56, 3x3
+    ((1, 2, 9, 113), 1, (3, 3), (2, 2), (1, 1), (1, 1), (5, 57)),      # odd width, stride 2
+    ((1, 2, 7, 130), 1, (5, 5), (2, 1), (1, 1), (2, 2), (4, 130)),     # 5x5: 3 strips, the last of 2
+    ((1, 2, 8, 61), 1, (5, 5), (1, 2), (1, 1), (2, 2), (8, 31)),       # 5x5, stride 2 in x only
+    ((2, 2, 6, 47), 2, (3, 3), (1, 1), (2, 2), (2, 2), (6, 47)),       # multiplier 2, dilation 2
+    ((1, 3, 9, 70), 1, (2, 4), (2, 2), (1, 1), (0, 1), (4, 34)),       # even kernel, generic width
+    ((1, 2, 8, 40), 1, (3, 3), (1, 1), (1, 1), (-1, -2), (6, 34)),     # crops (negative padding)
+    ((1, 2, 6, 33), 1, (1, 8), (1, 1), (1, 1), (0, 4), (6, 33)),       # widest kernel row of the loop
+    ((1, 2, 6, 36), 1, (1, 9), (1, 1), (1, 1), (0, 4), (6, 36)),       # one past it: the plane loop
+    ((1, 2, 3, 40), 1, (3, 3), (2, 2), (1, 1), (3, 1), (3, 20)),       # rows wholly in the padding
+    ((1, 20, 10, 28), 1, (3, 3), (1, 1), (1, 1), (1, 1), (10, 28)),    # 28 wide: 2 rows of 2 vectors
+    ((1, 17, 9, 37), 1, (5, 5), (2, 2), (1, 1), (2, 2), (5, 19)),      # 19 wide, odd rows of the pair
+    ((2, 3, 7, 13), 2, (3, 3), (1, 1), (1, 1), (1, 1), (7, 13)),       # 13 wide: 4 rows of 1 vector
 ]
 
 
@@ -88,6 +103,21 @@ def test_non_finite_values_propagate_like_the_loop(rng):
     got = float_conv.depthwise2d(x, w, 1, (1, 1), (1, 1), (1, 1), (5, 5))
     np.testing.assert_array_equal(got, want)
     assert np.isnan(got[0, 3]).sum() > 0 and np.isnan(got[0, 7]).sum() > 0
+
+
+@pytest.mark.parametrize("width", [5, 60])      # the channel blocks and the plane or row loops
+def test_an_infinite_weight_makes_nan_in_the_padding_on_every_path(rng, width):
+    """The definition multiplies the padding's +0.0 too: inf * 0 = NaN in every output whose
+    window reaches the padding (the row loop's masked loads read +0.0 there, as the copy did)."""
+    x = rng.standard_normal((1, 3, 6, width)).astype(np.float32)
+    w = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    w[1, 0, 0, 0] = np.inf
+    want = loop_depthwise(x, w, 1, (1, 1), (1, 1), (1, 1), (6, width))
+    assert np.isnan(want[0, 1, 0]).all() and np.isnan(want[0, 1, :, 0]).all()
+    for isa in supported_isas():
+        with forced_isa(isa):
+            got = float_conv.depthwise2d(x, w, 1, (1, 1), (1, 1), (1, 1), (6, width))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=isa.value)
 
 
 @pytest.mark.parametrize("groups,c,oc,k,stride", [(1, 16, 24, 3, 1), (1, 3, 8, 7, 2), (32, 32, 32, 5, 1),

@@ -1,11 +1,13 @@
 """The float executor's compiled max pool and plane copies (kernels/float_pool.h) against numpy:
 max pool with numpy.maximum's bits (NaN propagates, of equal values -0.0/+0.0 the later tap's
-is kept), for any window, stride, dilation, padding or crop, on any thread count; plane copies
-with any strides, exactly."""
+is kept), for any window, stride, dilation, padding or crop, on any thread count and on every
+instruction-set path this CPU offers (AVX-512 has a loop of its own: 16 columns per register at
+strides 1 and 2, rows wide enough to use it); plane copies with any strides, exactly."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from qsim.kernels.cpu_features import supported_isas
 from qsim.kernels.extensions import extension
 
 _float_ops = extension("_float_ops")
@@ -40,8 +42,11 @@ def special_values(rng, shape):
     return x
 
 
+ISAS = [isa.code for isa in supported_isas()]
+
+
 @settings(max_examples=120, deadline=None)
-@given(st.integers(1, 9), st.integers(1, 12), st.integers(1, 12), st.integers(1, 4), st.integers(1, 4),
+@given(st.integers(1, 9), st.integers(1, 12), st.integers(1, 80), st.integers(1, 4), st.integers(1, 4),
        st.integers(1, 3), st.integers(1, 3), st.integers(1, 2), st.integers(1, 2), st.integers(-2, 3),
        st.integers(-2, 3), st.integers(1, 4), st.integers(0, 2 ** 31))
 def test_max_pool_gives_numpys_bits(P, H, W, KH, KW, sy, sx, dy, dx, pt, pl, threads, seed):
@@ -49,9 +54,25 @@ def test_max_pool_gives_numpys_bits(P, H, W, KH, KW, sy, sx, dy, dx, pt, pl, thr
     x = special_values(rng, (P, H, W))
     OH = max(1, (H + 2 * max(pt, 0) - dy * (KH - 1) - 1) // sy + 1)
     OW = max(1, (W + 2 * max(pl, 0) - dx * (KW - 1) - 1) // sx + 1)
-    out = np.full((P, OH, OW), 7.0, np.float32)
-    _float_ops.max_pool_f32(x, out, KH, KW, sy, sx, dy, dx, pt, pl, threads)
     want = numpy_max_pool(x, (KH, KW), (sy, sx), (dy, dx), (pt, pl), (OH, OW))
+    for isa in ISAS:
+        out = np.full((P, OH, OW), 7.0, np.float32)
+        _float_ops.max_pool_f32(x, out, KH, KW, sy, sx, dy, dx, pt, pl, threads, isa)
+        np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32), err_msg=f"isa {isa}")
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("W,k,s,pad", [(112, 3, 2, 1), (113, 3, 2, 1), (47, 3, 2, 0), (33, 2, 2, 0), (16, 1, 1, 0),
+                                       (40, 3, 1, 1), (35, 5, 2, 2), (18, 3, 1, 1), (31, 2, 1, 0)])
+def test_max_pool_rows_with_vector_blocks_on_every_path(rng, isa, W, k, s, pad):
+    """ResNet's 3x3 stride-2 pool and odd widths: the vector blocks, the row's last block that
+    starts early, the border columns (these widths give 1 to 7 blocks a row)."""
+    print(f"isa path {isa} of {ISAS}")
+    x = special_values(rng, (3, W // 2 + 3, W))
+    OH, OW = (x.shape[1] + 2 * pad - k) // s + 1, (W + 2 * pad - k) // s + 1
+    out = np.full((3, OH, OW), 7.0, np.float32)
+    _float_ops.max_pool_f32(x, out, k, k, s, s, 1, 1, pad, pad, 1, isa)
+    want = numpy_max_pool(x, (k, k), (s, s), (1, 1), (pad, pad), (OH, OW))
     np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
 
 

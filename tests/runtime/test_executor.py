@@ -79,6 +79,21 @@ def test_constants_feed_ops():
     assert run_graph(g, [np.array([1, 2], np.int32)], backend="reference")[0].tolist() == [11, -18]
 
 
+def test_a_graphs_constants_are_gathered_once_and_never_take_a_runs_values():
+    """execute keeps a graph's constants between runs (runtime/executor.py _constants): each run
+    gets its own copy, so a run's inputs and outputs never leak into the next one's values."""
+    from qsim.runtime.executor import _constants
+    c = Tensor("c", DType.I32, (2,), data=np.array([10, -20], np.int32))
+    g = _graph("k2", [_op("ADD", ["x", "c"], ["y"])],
+               [Tensor("x", DType.I32, (2,)), c, Tensor("y", DType.I32, (2,))], ["x"], ["y"])
+    first = execute(g, {"x": np.array([1, 2], np.int32)}, backend="reference")
+    second = execute(g, {"x": np.array([5, 6], np.int32)}, backend="reference")
+    assert first["y"].tolist() == [11, -18] and second["y"].tolist() == [15, -14]
+    constants, nbytes = _constants(g)
+    assert list(constants) == ["c"] and constants["c"] is c.data and nbytes == 8
+    assert _constants(g)[0] is constants                     # the same entry: gathered once
+
+
 def _unary_graph(name, op, dtype=DType.I32, shape=(2,), attrs=None):
     return _graph(name, [_op(op, ["a"], ["b"], attrs)], [Tensor("a", dtype, shape), Tensor("b", dtype, shape)],
                   ["a"], ["b"])

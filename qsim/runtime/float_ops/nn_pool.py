@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import fail, norm_axes, pack, register
+from ...kernels.cpu_features import current_isa
 from ...kernels.extensions import extension
 from ...threads import split_count, split_rows
 from .nn import padded_windows, window_geometry
@@ -38,7 +39,8 @@ def _pool(op, x, at, fill, combine):
         planes = x.shape[0] * x.shape[1]
         _float_ops.max_pool_f32(np.ascontiguousarray(x).reshape(planes, x.shape[2], x.shape[3]),
                                 acc.reshape(planes, ox[0], ox[1]), *size, *stride, *dilation, *before,
-                                split_count(planes, max(1, POOL_SPLIT_ELEMENTS // max(1, x.shape[2] * x.shape[3]))))
+                                split_count(planes, max(1, POOL_SPLIT_ELEMENTS // max(1, x.shape[2] * x.shape[3]))),
+                                current_isa().code)
         return acc, size
 
     whole = 1 in axes or x.ndim < 2
