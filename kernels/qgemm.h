@@ -401,8 +401,9 @@ static void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M,
                       const int64_t *taps, int64_t T, int64_t K4, const void *B, int64_t N,
                       const int32_t *colcorr, const int32_t *rowcorr, int32_t *out, int64_t ldo) {
 #if QSIM_X86
-    /* AMX takes the VNNI packing; without the permission or its scratch the VNNI path runs */
-    if (isa == QSIM_ISA_AVX512AMX
+    /* AMX takes the VNNI packing; without the permission or its scratch the VNNI path runs, and
+     * for one or two rows (a 16-row tile would be mostly padding) it is the faster one */
+    if (isa == QSIM_ISA_AVX512AMX && M > 2
         && qsim_gemm_amx(A, rows, M, taps, T, K4, (const int8_t *)B, N, colcorr, rowcorr, out, ldo) == 0)
         return;
     if (isa >= QSIM_ISA_AVX512VNNI) {

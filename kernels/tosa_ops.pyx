@@ -138,21 +138,34 @@ def pack_weights(int isa, const int8_t[:, :, ::1] w):
     return packed, colsum
 
 
-def pack_matrices_kn(int isa, const int8_t[:, :, ::1] b):
+def pack_matrices_kn(int isa, const int8_t[:, :, ::1] b, input_zp=None):
     """Packs each b[i] (MATMUL's B of batch i: K rows, N columns; one tap of K channels) for
-    qsim_gemm, in one call. Returns (packed uint8 [batches, bytes of one packing], column sums int32 [batches, N])."""
+    qsim_gemm, in one call. Returns (packed uint8 [batches, bytes of one packing], column sums
+    int32 [batches, N]); with `input_zp`, the column corrections instead (_colcorr_from_sums)."""
     cdef int64_t B = b.shape[0], K = b.shape[1], N = b.shape[2], i
     cdef size_t nbytes = qsim_pack_bytes(isa, N, 1, K)
     packed = np.empty((B, nbytes), dtype=np.uint8)
     colsum = np.empty((B, N), dtype=np.int32)
     cdef uint8_t[:, ::1] pv = packed
     cdef int32_t[:, ::1] cv = colsum
+    cdef int zp = 0 if input_zp is None else input_zp
     if B == 0:
         return packed, colsum
     with nogil:
         for i in range(B):
             qsim_pack_weights(isa, &b[i, 0, 0], N, 1, K, 1, 0, N, &pv[i, 0], &cv[i, 0])
+        if input_zp is not None:
+            _colcorr_from_sums(&cv[0, 0], B * N, zp)
     return packed, colsum
+
+
+cdef inline void _colcorr_from_sums(int32_t *colsum, int64_t n, int input_zp) noexcept nogil:
+    """colsum[j] -> -(128 + input_zp) * colsum[j] modulo 2^32 (the column correction of qgemm.h
+    without a bias: gemm_ops._column_correction's value, in uint32 arithmetic)"""
+    cdef uint32_t f = <uint32_t>(-(128 + input_zp))
+    cdef int64_t j
+    for j in range(n):
+        colsum[j] = <int32_t>(f * <uint32_t>colsum[j])
 
 
 def prepare_input_u8(int isa, const int8_t[:, :, :, :, ::1] x, int64_t PD, int64_t PH, int64_t PW,
@@ -310,7 +323,6 @@ def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[:
     the int32 values exist only block by block (see _Requant); returns True when a RESCALE
     REQUIRE failed (out is then incomplete)."""
     cdef _GemmCtx c
-    cdef _Requant r
     cdef const int32_t[::1] rc
     c.rowcorr = NULL
     if rowcorr is not None:
@@ -326,24 +338,99 @@ def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[:
     batches = M // batch_rows
     if batches * batch_rows != M or colcorr.shape[0] != batches * N or packed.shape[0] % batches:
         raise ValueError("gemm: rows, colcorr and packed do not hold the same number of batches")
-    threads = max(threads, 1)
     c.isa, c.A, c.rows, c.taps, c.T, c.K4 = isa, &A[0], &rows[0], &taps[0], taps.shape[0], K4
     c.packed, c.N, c.colcorr, c.ldo = &packed[0], N, &colcorr[0], N
     c.batch_rows, c.packed_stride = batch_rows, packed.shape[0] // batches
+    return _gemm_run(&c, M, out, max(threads, 1), requant)
+
+
+cdef bint _gemm_run(_GemmCtx *c, int64_t M, cnp.ndarray out, int threads, tuple requant) except -1:
+    """Runs the M rows of c (everything but out and requant filled in) on the pool; True when a
+    fused RESCALE REQUIRE failed."""
+    cdef _Requant r
     c.out, c.requant = <int32_t *>cnp.PyArray_DATA(out), NULL
     if requant is None:
         with nogil:
-            _pool_run(_gemm_part, &c, rows.shape[0], qsim_parts_for(rows.shape[0], threads), threads)
+            _pool_run(_gemm_part, c, M, qsim_parts_for(M, threads), threads)
         return False
     # blocks of whole micro-kernel row tiles (6 rows), at most QSIM_GEMM_MC rows (the GEMM's
     # own row block) and REQUANT_SCRATCH_BYTES of accumulators
     # the RESCALE has no AMX code: an AMX CPU runs its AVX-512 path
-    _requant_open(&r, QSIM_ISA_AVX512VNNI if isa == QSIM_ISA_AVX512AMX else isa, requant, out, N,
-                  max(6, min(QSIM_GEMM_MC, REQUANT_SCRATCH_BYTES // (4 * N)) // 6 * 6), threads)
+    _requant_open(&r, QSIM_ISA_AVX512VNNI if c.isa == QSIM_ISA_AVX512AMX else c.isa, requant, out, c.N,
+                  max(6, min(QSIM_GEMM_MC, REQUANT_SCRATCH_BYTES // (4 * c.N)) // 6 * 6), threads)
     c.requant = &r
     with nogil:
-        _pool_run(_gemm_requant_part, &c, rows.shape[0], qsim_parts_for(rows.shape[0], threads), threads)
+        _pool_run(_gemm_requant_part, c, M, qsim_parts_for(M, threads), threads)
     return _requant_close(&r, threads)
+
+
+def matmul_i8(int isa, int gemm_isa, const int8_t[:, :, ::1] a, const int8_t[:, :, ::1] b,
+              int a_zp, int b_zp, const int64_t[::1] rows, cnp.ndarray out, int threads=1,
+              tuple requant=None, tuple packed=None):
+    """TOSA MATMUL int8 x int8 -> int32 of a[N][H][C] and b[N][C][W] in one call: the activation
+    buffer a' = a + 128 with C rounded up to 4 (padding a_zp + 128), B packed per batch with its
+    column corrections (or `packed` = pack_matrices_kn(gemm_isa, b, a_zp) made before, for a
+    constant B), the B_zp row corrections, then every batch's rows on the pool (out, requant
+    and the result as in gemm; `rows` = p * round4(C), the plan's table). `isa` runs the
+    preparation, `gemm_isa` the GEMM and its packing (cpu_features.Isa.code / gemm_code)."""
+    cdef int64_t N = a.shape[0], H = a.shape[1], C = a.shape[2], W = b.shape[2], i
+    cdef int64_t C4 = (C + 3) // 4 * 4, M = N * H
+    cdef size_t nbytes = qsim_pack_bytes(gemm_isa, W, 1, C)
+    cdef const uint8_t[:, ::1] pv
+    cdef const int32_t[:, ::1] cv
+    cdef _GemmCtx c
+    cdef int64_t zero_tap = 0
+    cdef uint32_t kzp = <uint32_t>(C4 * (128 + a_zp))
+    if b.shape[0] != N or b.shape[1] != C or rows.shape[0] != M or out.ndim != 2 \
+            or out.shape[0] != M or out.shape[1] != W or not out.flags.c_contiguous \
+            or (requant is None and out.dtype != np.int32):
+        raise ValueError("matmul_i8: a, b, rows and out do not have the shapes of one MATMUL")
+    if M == 0 or W == 0:
+        return False
+    cdef uint8_t *abuf = <uint8_t *>malloc(M * C4 + 64)
+    cdef uint8_t *pbuf = NULL
+    cdef int32_t *cbuf = NULL
+    cdef int32_t *rbuf = NULL
+    if packed is None:
+        pbuf = <uint8_t *>malloc(N * nbytes + 64)
+        cbuf = <int32_t *>malloc(N * W * sizeof(int32_t))
+    else:
+        pv, cv = packed
+        if pv.shape[0] != N or <size_t>pv.shape[1] != nbytes or cv.shape[0] != N or cv.shape[1] != W:
+            free(abuf)
+            raise ValueError("matmul_i8: the packed B is not b's packing")
+    if b_zp != 0:
+        rbuf = <int32_t *>malloc(M * sizeof(int32_t))
+    if abuf == NULL or (packed is None and (pbuf == NULL or cbuf == NULL)) or (b_zp != 0 and rbuf == NULL):
+        _free4(abuf, pbuf, cbuf, rbuf)
+        raise MemoryError()
+    try:
+        with nogil:
+            qsim_prepare_input_u8(isa, &a[0, 0, 0], N, 1, H, 1, C, 1, H, 1, C4, 1, 1, 1, 0, 0, 0,
+                                  <uint8_t>((a_zp + 128) & 0xFF), abuf)
+            if pbuf != NULL:
+                for i in range(N):
+                    qsim_pack_weights(gemm_isa, &b[i, 0, 0], W, 1, C, 1, 0, W, pbuf + i * nbytes, cbuf + i * W)
+                _colcorr_from_sums(cbuf, N * W, a_zp)
+            if rbuf != NULL:
+                # rowcorr[p] = B_zp * (sum of the row's a' - C4 * (128 + A_zp)), modulo 2^32
+                qsim_row_sums(isa, abuf, &rows[0], M, &zero_tap, 1, C4 // 4, <uint32_t *>rbuf)
+                for i in range(M):
+                    rbuf[i] = <int32_t>(<uint32_t>b_zp * (<uint32_t>rbuf[i] - kzp))
+        c.isa, c.A, c.rows, c.taps, c.T, c.K4 = gemm_isa, abuf, &rows[0], &zero_tap, 1, C4 // 4
+        c.packed = pbuf if pbuf != NULL else &pv[0, 0]
+        c.colcorr = cbuf if cbuf != NULL else &cv[0, 0]
+        c.rowcorr, c.N, c.ldo, c.batch_rows, c.packed_stride = rbuf, W, W, H, nbytes
+        return _gemm_run(&c, M, out, max(threads, 1), requant)
+    finally:
+        _free4(abuf, pbuf, cbuf, rbuf)
+
+
+cdef inline void _free4(void *a, void *b, void *c, void *d) noexcept nogil:
+    free(a)
+    free(b)
+    free(c)
+    free(d)
 
 
 cdef struct _GemmI16Ctx:

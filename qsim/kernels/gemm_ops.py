@@ -299,12 +299,18 @@ def _conv2d_plan(attrs, shape: tuple, dtype: np.dtype, isa):
     args = (w.reshape(w.shape[0], -1, w.shape[3]), w, (1, w.shape[1], w.shape[2]),
             ((0, 0), (pt, pb), (pl, pr)), (1, *attrs["stride"]), (1, *attrs["dilation"]),
             attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]))
+    return args, _int8_plan(args, shape, dtype, isa)
+
+
+def _int8_plan(args, shape: tuple, dtype: np.dtype, isa):
+    """What _conv_nd prepares for an int8 input of NHWC `shape` and its arguments `args`
+    (None for other inputs): a per-op plan's part."""
     if dtype != np.int8:
-        return args, None
-    w_nt_c, _, kernel, pad, stride, dilation, bias, izp, wzp = args
+        return None
+    w_nt_c, w, kernel, pad, stride, dilation, bias, izp, wzp = args
     N, H, W, IC = shape
     g = _conv_geometry((N, 1, H, W), kernel, pad, stride, dilation, _round4(IC))
-    return args, (*_int8_prepared(w_nt_c, w, w_nt_c.shape[1] * IC, bias, izp, wzp, False, isa), g, _index_tables(g))
+    return (*_int8_prepared(w_nt_c, w, w_nt_c.shape[1] * IC, bias, izp, wzp, False, isa), g, _index_tables(g))
 
 
 def conv2d(inputs, attrs, then_rescale=None):
@@ -355,12 +361,23 @@ def transpose_conv2d(inputs, attrs, then_rescale=None):
 
 def fully_connected(inputs, attrs, then_rescale=None):
     x, = inputs
-    w = attrs["weight"]
     N, IC = x.shape
-    out = _conv_nd(x.reshape(N, 1, 1, 1, IC), w.reshape(w.shape[0], 1, IC), w, (1, 1, 1),
-                   ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), attrs["bias"], int(attrs["input_zp"]),
-                   int(attrs["weight_zp"]), then_rescale=then_rescale)
-    return [out.reshape(N, w.shape[0])]
+    isa = current_isa()
+    args, prepared = _fc_plans.get(attrs, (x.shape, x.dtype, isa), lambda: _fc_plan(attrs, x.shape, x.dtype, isa))
+    out = _conv_nd(x.reshape(N, 1, 1, 1, IC), *args, then_rescale=then_rescale, prepared=prepared)
+    return [out.reshape(N, args[0].shape[0])]
+
+
+# per FULLY_CONNECTED attribute mapping and input (shape, dtype, ISA), as _conv2d_plans: a
+# 512 -> 1000 layer's kernel takes a few microseconds, its per-call Python as much again
+_fc_plans = PerAttrs(1024)
+
+
+def _fc_plan(attrs, shape: tuple, dtype: np.dtype, isa):
+    w = attrs["weight"]
+    args = (w.reshape(w.shape[0], 1, w.shape[1]), w, (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1),
+            attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]))
+    return args, _int8_plan(args, (shape[0], 1, 1, shape[1]), dtype, isa)
 
 
 def matmul(inputs, attrs, then_rescale=None):
@@ -380,41 +397,32 @@ def matmul(inputs, attrs, then_rescale=None):
         for n in range(N):
             out[n] = _gemm_i16(a[n].reshape(1, 1, H, 1, C), g, b[n].T, None).reshape(H, W)
         return [out]
-    bound_ok, g, tables = _matmul_plans.get(attrs, (a.shape, b.shape), lambda: _matmul_plan(N, H, C, a_zp, b_zp))
+    isa = current_isa()
+    bound_ok, rows = _matmul_plans.get(attrs, (a.shape, b.shape), lambda: _matmul_plan(N, H, C, a_zp, b_zp))
     if not bound_ok:
         raise NeedsReference
     requant = _requant(then_rescale, W)
     out = np.empty((N * H, W), dtype=np.int32 if requant is None else requant[0])
-    if out.size == 0:
-        return [out.reshape(N, H, W)]
-    # every batch in one kernel call (rows of batch n read A's image n and B's packing n): no
-    # per-batch Python, which dominated attention-sized products ([8,128,64] x [8,64,128])
-    packed = _matmul_packed(b, current_isa())
-    colcorr = _column_correction(packed.colsum.reshape(-1), None, a_zp)
-    _gemm_i8(a.reshape(N, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, colcorr, out=out,
-             requant=requant, tables=tables, batch_rows=H)
+    # every batch in one kernel call, the operands prepared in C (qsim/kernels/tosa_ops.pyx
+    # matmul_i8): per-call Python and numpy dominated attention-sized products
+    # ([8,128,64] x [8,64,128])
+    a, b = np.ascontiguousarray(a, dtype=np.int8), np.ascontiguousarray(b, dtype=np.int8)
+    packed = None if b.flags.writeable else packed_for(b, ("matmul", isa, a_zp), lambda: _tosa_ops.pack_matrices_kn(
+        isa.gemm_code, b, a_zp))
+    if _tosa_ops.matmul_i8(isa.code, isa.gemm_code, a, b, a_zp, b_zp, rows, out, split_count(N * H),
+                           None if requant is None else requant[1], packed):
+        raise NeedsReference
     return [out.reshape(N, H, W)]
 
 
 # per MATMUL attribute mapping and operand shapes: the static overflow bound (it depends only on
-# K and the zero points) and the GEMM's geometry, worked out once (the bound's numpy was a tenth
-# of an attention-sized call)
+# K and the zero points) and the rows of the activation buffer, worked out once (the bound's
+# numpy was a tenth of an attention-sized call)
 _matmul_plans = PerAttrs(1024)
 
 
 def _matmul_plan(N: int, H: int, C: int, a_zp: int, b_zp: int):
     bound_ok = _fits(C, _max_abs_offset(-128, 127, a_zp), _max_abs_offset(-128, 127, b_zp), None, INT32_MAX)
-    g = _conv_geometry((N, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
-    return bound_ok, g, _index_tables(g)
-
-
-def _matmul_packed(b: np.ndarray, isa: Isa) -> PackedWeights:
-    """MATMUL's B packed per batch. A read-only B (a frozen array: a constant by contract, like a
-    weight attribute) is packed once per array object and ISA; other B arrays are activations,
-    packed on every call."""
-    def build():
-        data, colsum = _tosa_ops.pack_matrices_kn(isa.gemm_code, np.ascontiguousarray(b, dtype=np.int8))
-        return PackedWeights(data.reshape(-1), colsum, None, None)
-    if b.flags.writeable:
-        return build()
-    return packed_for(b, ("matmul", isa), build)
+    rows = np.arange(N * H, dtype=np.int64) * _round4(C)
+    rows.flags.writeable = False
+    return bound_ok, rows
