@@ -129,45 +129,6 @@ def test_wrapping_sums_of_the_shifted_operands_give_the_exact_result(isa):
 
 
 
-def test_read_only_matmul_b_is_packed_once_and_a_writable_one_every_call(monkeypatch):
-    # a read-only B is packed by pack_matrices_kn once and handed to matmul_i8 packed; a
-    # writable one goes in unpacked (matmul_i8 packs it) on every call
-    from qsim.kernels import gemm_ops
-    real, packs = gemm_ops._tosa_ops, []
-
-    class CountingPacks:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        def pack_matrices_kn(self, *args):
-            packs.append("cached")
-            return real.pack_matrices_kn(*args)
-
-        def matmul_i8(self, *args):
-            if args[-1] is None:
-                packs.append("per call")
-            return real.matmul_i8(*args)
-
-    monkeypatch.setattr(gemm_ops, "_tosa_ops", CountingPacks())
-    rng = np.random.default_rng(3)
-    a = rng.integers(-128, 128, (2, 5, 70)).astype(np.int8)
-    b = rng.integers(-128, 128, (2, 70, 9)).astype(np.int8)
-    attrs = dict(A_zp=-128, B_zp=0)
-
-    def want(b):
-        return np.einsum("nhc,ncw->nhw", a.astype(np.int64) + 128, b.astype(np.int64))
-
-    frozen = b.copy()
-    frozen.flags.writeable = False
-    for _ in range(3):
-        np.testing.assert_array_equal(tosa_run("MATMUL", [a, frozen], attrs)[0], want(frozen))
-    assert packs == ["cached"]
-    for step in range(2):                  # an activation: changed in place between calls
-        b[:, step] = 127
-        np.testing.assert_array_equal(tosa_run("MATMUL", [a, b], attrs)[0], want(b))
-    assert packs == ["cached", "per call", "per call"]
-
-
 @pytest.mark.skipif(Isa.AVX512AMX not in supported_isas(), reason="this CPU offers no AMX path")
 def test_amx_gemm_called_before_any_feature_detection_gets_its_permission():
     # a fresh process that calls the AMX GEMM without qsim.kernels.cpu_features having asked
