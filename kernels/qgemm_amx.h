@@ -112,10 +112,13 @@ typedef struct {
 
 /* One 32x32 (or 16-row / 16-column) block: tiles 0..3 <- init + sum over K of A rows x B
  * columns (init: 0, or, for a full block, the 32 columns' corrections, the same in every row).
- * K is T runs of `run` bytes (run a multiple of 64) for both A tiles. */
+ * K is T runs of `run` bytes (run a multiple of 64) for both A tiles. a_resident: K is one
+ * 64-byte step and the caller loaded the A tiles 4 (and 5) already (kept for a slab's every
+ * column pair: half the tile loads of a 32x32 block when K <= 64, attention's QK^T). */
 static inline __attribute__((always_inline)) QSIM_TARGET_AMX void
-qsim_amx_block(const int two_rows, const int two_cols, qsim_amx_source a0, qsim_amx_source a1,
-               int64_t T, int64_t run, const int8_t *bcol, int64_t bstride, const int32_t *init) {
+qsim_amx_block(const int signed_a, const int two_rows, const int two_cols, const int a_resident, qsim_amx_source a0,
+               qsim_amx_source a1, int64_t T, int64_t run, const int8_t *bcol, int64_t bstride,
+               const int32_t *init) {
     if (init) {     /* stride 0: the 16 corrections of a tile's columns in each of its rows */
         _tile_loadd(0, init, 0);
         _tile_loadd(1, init + 16, 0);
@@ -133,14 +136,21 @@ qsim_amx_block(const int two_rows, const int two_cols, qsim_amx_source a0, qsim_
         /* per step: A 16 rows x 64 K bytes; B 16 quad rows (those 64 K bytes) of 16 columns,
          * the next 16 columns 64 bytes on */
         for (int64_t j = 0; j < run; j += QSIM_AMX_KB, b += (QSIM_AMX_KB / 4) * bstride) {
-            _tile_loadd(4, at0 + j, a0.stride);
+            if (!a_resident) _tile_loadd(4, at0 + j, a0.stride);
             _tile_loadd(6, b, bstride);
             if (two_cols) _tile_loadd(7, b + 64, bstride);
-            if (two_rows) _tile_loadd(5, at1 + j, a1.stride);
-            _tile_dpbusd(0, 4, 6);
-            if (two_cols) _tile_dpbusd(1, 4, 7);
-            if (two_rows) _tile_dpbusd(2, 5, 6);
-            if (two_rows && two_cols) _tile_dpbusd(3, 5, 7);
+            if (two_rows && !a_resident) _tile_loadd(5, at1 + j, a1.stride);
+            if (signed_a) {      /* s8 x s8: A holds x itself (qsim_gemm_amx_s8) */
+                _tile_dpbssd(0, 4, 6);
+                if (two_cols) _tile_dpbssd(1, 4, 7);
+                if (two_rows) _tile_dpbssd(2, 5, 6);
+                if (two_rows && two_cols) _tile_dpbssd(3, 5, 7);
+            } else {
+                _tile_dpbusd(0, 4, 6);
+                if (two_cols) _tile_dpbusd(1, 4, 7);
+                if (two_rows) _tile_dpbusd(2, 5, 6);
+                if (two_rows && two_cols) _tile_dpbusd(3, 5, 7);
+            }
         }
     }
 }
@@ -177,28 +187,29 @@ qsim_amx_epilogue(const int32_t *acc, int64_t m, int64_t ncols, const int32_t *c
  * straight into out: no epilogue pass (what small K, e.g. attention's 64, spends most on);
  * others go through acc and the epilogue. */
 static inline __attribute__((always_inline)) QSIM_TARGET_AMX void
-qsim_amx_block_out(int64_t m, int two_cols, int64_t ncols, qsim_amx_source a0, qsim_amx_source a1,
+qsim_amx_block_out(const int signed_a, int64_t m, int two_cols, int64_t ncols, int a_resident,
+                   qsim_amx_source a0, qsim_amx_source a1,
                    int64_t KT, int64_t run, const int8_t *bcol, int64_t bstride,
                    const int32_t *colcorr, const int32_t *rowcorr, int32_t *out, int64_t ldo,
                    int32_t *acc) {
     if (ncols == 32 && !rowcorr && m == 32) {
-        qsim_amx_block(1, 1, a0, a1, KT, run, bcol, bstride, colcorr);
+        qsim_amx_block(signed_a, 1, 1, a_resident, a0, a1, KT, run, bcol, bstride, colcorr);
         _tile_stored(0, out, ldo * 4); _tile_stored(1, out + 16, ldo * 4);
         _tile_stored(2, out + 16 * ldo, ldo * 4); _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
         return;
     }
     if (m > 16 && two_cols) {
-        qsim_amx_block(1, 1, a0, a1, KT, run, bcol, bstride, 0);
+        qsim_amx_block(signed_a, 1, 1, a_resident, a0, a1, KT, run, bcol, bstride, 0);
         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(1, 16);
         QSIM_AMX_STORE(2, 16 * 32); QSIM_AMX_STORE(3, 16 * 32 + 16);
     } else if (m > 16) {
-        qsim_amx_block(1, 0, a0, a1, KT, run, bcol, bstride, 0);
+        qsim_amx_block(signed_a, 1, 0, a_resident, a0, a1, KT, run, bcol, bstride, 0);
         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(2, 16 * 32);
     } else if (two_cols) {
-        qsim_amx_block(0, 1, a0, a1, KT, run, bcol, bstride, 0);
+        qsim_amx_block(signed_a, 0, 1, a_resident, a0, a1, KT, run, bcol, bstride, 0);
         QSIM_AMX_STORE(0, 0); QSIM_AMX_STORE(1, 16);
     } else {
-        qsim_amx_block(0, 0, a0, a1, KT, run, bcol, bstride, 0);
+        qsim_amx_block(signed_a, 0, 0, a_resident, a0, a1, KT, run, bcol, bstride, 0);
         QSIM_AMX_STORE(0, 0);
     }
     qsim_amx_epilogue(acc, m, ncols, colcorr, rowcorr, out, ldo);
@@ -207,10 +218,10 @@ qsim_amx_block_out(int64_t m, int two_cols, int64_t ncols, qsim_amx_source a0, q
 /* out[p][n] = sum_k a'(p,k) w(k,n) + colcorr[n] - rowcorr[p] (modulo 2^32), as qsim_gemm_vnni.
  * Returns 0, or -1 when the process may not use AMX or the scratch could not be allocated
  * (nothing written: the caller runs the VNNI path on the same operands). */
-static QSIM_TARGET_AMX int
-qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
-              int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
-              const int32_t *rowcorr, int32_t *out, int64_t ldo) {
+static inline __attribute__((always_inline)) QSIM_TARGET_AMX int
+qsim_gemm_amx_body(const int signed_a, const uint8_t *A, const int64_t *rows, int64_t M,
+                   const int64_t *taps, int64_t T, int64_t K4, const int8_t *B, int64_t N,
+                   const int32_t *colcorr, const int32_t *rowcorr, int32_t *out, int64_t ldo) {
     const int64_t K = T * K4 * 4, KP = qsim_amx_kpad(K), NP = (N + 15) / 16 * 16;
     const int64_t mc = M < QSIM_AMX_MC ? (M + 15) / 16 * 16 : QSIM_AMX_MC;
     /* whole tiles of taps: A tiles may load in place, K walks tap by tap; else the scratch
@@ -218,6 +229,7 @@ qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *t
     const int by_tap = (4 * K4) % QSIM_AMX_KB == 0;
     const int64_t KT = by_tap ? T : 1, run = by_tap ? 4 * K4 : KP;
     const int64_t nb = qsim_amx_column_block(KP, NP);
+    const int resident = KT * run == QSIM_AMX_KB;    /* one K step: A tiles kept per slab */
     if (!qsim_amx_permitted()) return -1;
     uint8_t *S = qsim_amx_scratch_for((size_t)(mc * KP) + (size_t)KT * sizeof(int64_t));
     if (!S) return -1;
@@ -256,12 +268,16 @@ qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *t
                 const int64_t m = mrows - r0 < 32 ? mrows - r0 : 32;
                 const qsim_amx_source a0 = src[r0 / 16], a1 = m > 16 ? src[r0 / 16 + 1] : a0;
                 const int64_t p = mb + r0;
+                if (resident) {
+                    _tile_loadd(4, a0.base + a0.taps[0], a0.stride);
+                    if (m > 16) _tile_loadd(5, a1.base + a1.taps[0], a1.stride);
+                }
                 for (int64_t p0 = n0; p0 < nend; p0 += QSIM_VNNI_PANEL) {
                     const int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
                     const int8_t *panel = B + p0 * K;
                     for (int64_t c0 = 0; c0 < width; c0 += 32)
-                        qsim_amx_block_out(m, width - c0 >= 32, N - p0 - c0 < 32 ? N - p0 - c0 : 32,
-                                           a0, a1, KT, run, panel + c0 * 4, width * 4,
+                        qsim_amx_block_out(signed_a, m, width - c0 >= 32, N - p0 - c0 < 32 ? N - p0 - c0 : 32,
+                                           resident, a0, a1, KT, run, panel + c0 * 4, width * 4,
                                            colcorr + p0 + c0, rowcorr ? rowcorr + p : 0,
                                            out + p * ldo + p0 + c0, ldo, acc);
                 }
@@ -270,6 +286,24 @@ qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *t
     }
     _tile_release();
     return 0;
+}
+
+static QSIM_TARGET_AMX int
+qsim_gemm_amx(const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
+              int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
+              const int32_t *rowcorr, int32_t *out, int64_t ldo) {
+    return qsim_gemm_amx_body(0, A, rows, M, taps, T, K4, B, N, colcorr, rowcorr, out, ldo);
+}
+
+/* The same GEMM with A holding int8 x itself (no +128 shift, no activation buffer: MATMUL reads
+ * its operand A in place), TDPBSSD (s8 x s8, each product within [-16256, 16384], four per
+ * lane added modulo 2^32 like TDPBUSD): out = sum_k x w + colcorr - rowcorr modulo 2^32, the
+ * caller's corrections made for x (tosa_ops.pyx matmul_i8). Returns -1 as qsim_gemm_amx. */
+static QSIM_TARGET_AMX int
+qsim_gemm_amx_s8(const int8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
+                 int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
+                 const int32_t *rowcorr, int32_t *out, int64_t ldo) {
+    return qsim_gemm_amx_body(1, (const uint8_t *)A, rows, M, taps, T, K4, B, N, colcorr, rowcorr, out, ldo);
 }
 
 #endif /* QSIM_X86 */

@@ -34,6 +34,10 @@ cdef extern from "qgemm.h" nogil:
     void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
                    int64_t T, int64_t K4, const void *B, int64_t N, const int32_t *colcorr,
                    const int32_t *rowcorr, int32_t *out, int64_t ldo)
+    int qsim_gemm_amx_s8(const int8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+                         int64_t T, int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
+                         const int32_t *rowcorr, int32_t *out, int64_t ldo)
+    int qsim_amx_permitted()
     void qsim_gemm_i16_avx512(const int16_t *A, const int64_t *rows, int64_t M,
                               const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
                               int64_t N, const int64_t *bias, int64_t *out)
@@ -138,34 +142,28 @@ def pack_weights(int isa, const int8_t[:, :, ::1] w):
     return packed, colsum
 
 
-def pack_matrices_kn(int isa, const int8_t[:, :, ::1] b, input_zp=None):
+def pack_matrices_kn(int isa, const int8_t[:, :, ::1] b):
     """Packs each b[i] (MATMUL's B of batch i: K rows, N columns; one tap of K channels) for
-    qsim_gemm, in one call. Returns (packed uint8 [batches, bytes of one packing], column sums
-    int32 [batches, N]); with `input_zp`, the column corrections instead (_colcorr_from_sums)."""
-    cdef int64_t B = b.shape[0], K = b.shape[1], N = b.shape[2], i
+    qsim_gemm, in one call. Returns (packed uint8 [batches, bytes of one packing], column sums int32 [batches, N])."""
+    cdef int64_t B = b.shape[0], K = b.shape[1], N = b.shape[2]
     cdef size_t nbytes = qsim_pack_bytes(isa, N, 1, K)
     packed = np.empty((B, nbytes), dtype=np.uint8)
     colsum = np.empty((B, N), dtype=np.int32)
     cdef uint8_t[:, ::1] pv = packed
     cdef int32_t[:, ::1] cv = colsum
-    cdef int zp = 0 if input_zp is None else input_zp
     if B == 0:
         return packed, colsum
     with nogil:
-        for i in range(B):
-            qsim_pack_weights(isa, &b[i, 0, 0], N, 1, K, 1, 0, N, &pv[i, 0], &cv[i, 0])
-        if input_zp is not None:
-            _colcorr_from_sums(&cv[0, 0], B * N, zp)
+        _pack_batches(isa, &b[0, 0, 0], B, K, N, nbytes, &pv[0, 0], &cv[0, 0])
     return packed, colsum
 
 
-cdef inline void _colcorr_from_sums(int32_t *colsum, int64_t n, int input_zp) noexcept nogil:
-    """colsum[j] -> -(128 + input_zp) * colsum[j] modulo 2^32 (the column correction of qgemm.h
-    without a bias: gemm_ops._column_correction's value, in uint32 arithmetic)"""
-    cdef uint32_t f = <uint32_t>(-(128 + input_zp))
-    cdef int64_t j
-    for j in range(n):
-        colsum[j] = <int32_t>(f * <uint32_t>colsum[j])
+cdef void _pack_batches(int gemm_isa, const int8_t *b, int64_t N, int64_t C, int64_t W, size_t nbytes,
+                        uint8_t *packed, int32_t *colsum) noexcept nogil:
+    """b[N][C][W] -> N packings of nbytes, column sums [N][W]"""
+    cdef int64_t i
+    for i in range(N):
+        qsim_pack_weights(gemm_isa, b + i * C * W, W, 1, C, 1, 0, W, packed + i * nbytes, colsum + i * W)
 
 
 def prepare_input_u8(int isa, const int8_t[:, :, :, :, ::1] x, int64_t PD, int64_t PH, int64_t PW,
@@ -276,6 +274,8 @@ cdef struct _GemmCtx:
     int64_t batch_rows            # rows per batch: batch b uses B packing b and colcorr row b
     int64_t packed_stride         # bytes between two batches' B packings
     _Requant *requant
+    bint signed_a                 # A holds x itself: qsim_gemm_amx_s8 (MATMUL on AMX)
+    int failed                    # set when qsim_gemm_amx_s8 could not run (no scratch)
 
 
 cdef inline int64_t _batch_end(_GemmCtx *c, int64_t p) noexcept nogil:
@@ -285,6 +285,12 @@ cdef inline int64_t _batch_end(_GemmCtx *c, int64_t p) noexcept nogil:
 cdef inline void _gemm_rows(_GemmCtx *c, int64_t p, int64_t m, int32_t *out, int64_t ldo) noexcept nogil:
     """rows [p, p + m), all in one batch, into out (ldo int32 per row)"""
     cdef int64_t b = p // c.batch_rows
+    if c.signed_a:
+        if qsim_gemm_amx_s8(<const int8_t *>c.A, c.rows + p, m, c.taps, c.T, c.K4,
+                            <const int8_t *>(c.packed + b * c.packed_stride), c.N, c.colcorr + b * c.N,
+                            NULL if c.rowcorr == NULL else c.rowcorr + p, out, ldo):
+            c.failed = 1
+        return
     qsim_gemm(c.isa, c.A, c.rows + p, m, c.taps, c.T, c.K4, c.packed + b * c.packed_stride, c.N,
               c.colcorr + b * c.N, NULL if c.rowcorr == NULL else c.rowcorr + p, out, ldo)
 
@@ -341,6 +347,7 @@ def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[:
     c.isa, c.A, c.rows, c.taps, c.T, c.K4 = isa, &A[0], &rows[0], &taps[0], taps.shape[0], K4
     c.packed, c.N, c.colcorr, c.ldo = &packed[0], N, &colcorr[0], N
     c.batch_rows, c.packed_stride = batch_rows, packed.shape[0] // batches
+    c.signed_a, c.failed = False, 0
     return _gemm_run(&c, M, out, max(threads, 1), requant)
 
 
@@ -364,73 +371,121 @@ cdef bint _gemm_run(_GemmCtx *c, int64_t M, cnp.ndarray out, int threads, tuple 
     return _requant_close(&r, threads)
 
 
-def matmul_i8(int isa, int gemm_isa, const int8_t[:, :, ::1] a, const int8_t[:, :, ::1] b,
-              int a_zp, int b_zp, const int64_t[::1] rows, cnp.ndarray out, int threads=1,
-              tuple requant=None, tuple packed=None):
-    """TOSA MATMUL int8 x int8 -> int32 of a[N][H][C] and b[N][C][W] in one call: the activation
-    buffer a' = a + 128 with C rounded up to 4 (padding a_zp + 128), B packed per batch with its
-    column corrections (or `packed` = pack_matrices_kn(gemm_isa, b, a_zp) made before, for a
-    constant B), the B_zp row corrections, then every batch's rows on the pool (out, requant
-    and the result as in gemm; `rows` = p * round4(C), the plan's table). `isa` runs the
-    preparation, `gemm_isa` the GEMM and its packing (cpu_features.Isa.code / gemm_code)."""
-    cdef int64_t N = a.shape[0], H = a.shape[1], C = a.shape[2], W = b.shape[2], i
+def matmul_i8(int isa, int gemm_isa, cnp.ndarray a, cnp.ndarray b, int a_zp, int b_zp,
+              const int64_t[::1] rows, cnp.ndarray out, int threads=1, tuple requant=None,
+              tuple packed=None):
+    """TOSA MATMUL int8 x int8 -> int32 of a[N][H][C] and b[N][C][W] (C-contiguous int8) in one
+    call: B packed per batch with its column sums (or `packed` = pack_matrices_kn(gemm_isa, b),
+    made before for a constant B), the corrections, then every batch's rows on the pool (out,
+    requant and the result as in gemm; `rows` = p * round4(C), the plan's table). `isa` runs
+    the preparation, `gemm_isa` the GEMM and its packing (cpu_features.Isa.code / gemm_code).
+    On AMX with C a multiple of 64 the tiles read a itself (qsim_gemm_amx_s8: no activation
+    buffer); otherwise the buffer a' = a + 128 with C rounded up to 4 (padding a_zp + 128)."""
+    if a.ndim != 3 or b.ndim != 3 or a.dtype != np.int8 or b.dtype != np.int8 \
+            or not a.flags.c_contiguous or not b.flags.c_contiguous:
+        raise ValueError("matmul_i8: a and b are not C-contiguous int8 [N, H, C] and [N, C, W] arrays")
+    cdef int64_t N = a.shape[0], H = a.shape[1], C = a.shape[2], W = b.shape[2]
     cdef int64_t C4 = (C + 3) // 4 * 4, M = N * H
     cdef size_t nbytes = qsim_pack_bytes(gemm_isa, W, 1, C)
     cdef const uint8_t[:, ::1] pv
     cdef const int32_t[:, ::1] cv
-    cdef _GemmCtx c
-    cdef int64_t zero_tap = 0
-    cdef uint32_t kzp = <uint32_t>(C4 * (128 + a_zp))
     if b.shape[0] != N or b.shape[1] != C or rows.shape[0] != M or out.ndim != 2 \
             or out.shape[0] != M or out.shape[1] != W or not out.flags.c_contiguous \
             or (requant is None and out.dtype != np.int32):
         raise ValueError("matmul_i8: a, b, rows and out do not have the shapes of one MATMUL")
     if M == 0 or W == 0:
         return False
-    cdef uint8_t *abuf = <uint8_t *>malloc(M * C4 + 64)
-    cdef uint8_t *pbuf = NULL
-    cdef int32_t *cbuf = NULL
-    cdef int32_t *rbuf = NULL
-    if packed is None:
-        pbuf = <uint8_t *>malloc(N * nbytes + 64)
-        cbuf = <int32_t *>malloc(N * W * sizeof(int32_t))
-    else:
+    if packed is not None:
         pv, cv = packed
         if pv.shape[0] != N or <size_t>pv.shape[1] != nbytes or cv.shape[0] != N or cv.shape[1] != W:
-            free(abuf)
             raise ValueError("matmul_i8: the packed B is not b's packing")
-    if b_zp != 0:
-        rbuf = <int32_t *>malloc(M * sizeof(int32_t))
-    if abuf == NULL or (packed is None and (pbuf == NULL or cbuf == NULL)) or (b_zp != 0 and rbuf == NULL):
-        _free4(abuf, pbuf, cbuf, rbuf)
-        raise MemoryError()
+    cdef _MatmulBuffers m
+    m.packed, m.colsum, m.colcorr, m.rowcorr, m.A = NULL, NULL, NULL, NULL, NULL
     try:
+        _matmul_buffers(&m, N, W, M, nbytes, packed is None, b_zp != 0)
+        if packed is None:
+            with nogil:
+                _pack_batches(gemm_isa, <const int8_t *>cnp.PyArray_DATA(b), N, C, W, nbytes, m.packed, m.colsum)
+        else:
+            m.packed, m.colsum = <uint8_t *>&pv[0, 0], <int32_t *>&cv[0, 0]
+        if gemm_isa == QSIM_ISA_AVX512AMX and C % 64 == 0 and qsim_amx_permitted():
+            result = _matmul_run(&m, True, gemm_isa, <const uint8_t *>cnp.PyArray_DATA(a), rows, C, N, W, M,
+                                 nbytes, a_zp, b_zp, out, threads, requant)
+            if result is not None:
+                return result
+        m.A = <uint8_t *>malloc(M * C4 + 64)
+        if m.A == NULL:
+            raise MemoryError()
         with nogil:
-            qsim_prepare_input_u8(isa, &a[0, 0, 0], N, 1, H, 1, C, 1, H, 1, C4, 1, 1, 1, 0, 0, 0,
-                                  <uint8_t>((a_zp + 128) & 0xFF), abuf)
-            if pbuf != NULL:
-                for i in range(N):
-                    qsim_pack_weights(gemm_isa, &b[i, 0, 0], W, 1, C, 1, 0, W, pbuf + i * nbytes, cbuf + i * W)
-                _colcorr_from_sums(cbuf, N * W, a_zp)
-            if rbuf != NULL:
-                # rowcorr[p] = B_zp * (sum of the row's a' - C4 * (128 + A_zp)), modulo 2^32
-                qsim_row_sums(isa, abuf, &rows[0], M, &zero_tap, 1, C4 // 4, <uint32_t *>rbuf)
-                for i in range(M):
-                    rbuf[i] = <int32_t>(<uint32_t>b_zp * (<uint32_t>rbuf[i] - kzp))
-        c.isa, c.A, c.rows, c.taps, c.T, c.K4 = gemm_isa, abuf, &rows[0], &zero_tap, 1, C4 // 4
-        c.packed = pbuf if pbuf != NULL else &pv[0, 0]
-        c.colcorr = cbuf if cbuf != NULL else &cv[0, 0]
-        c.rowcorr, c.N, c.ldo, c.batch_rows, c.packed_stride = rbuf, W, W, H, nbytes
-        return _gemm_run(&c, M, out, max(threads, 1), requant)
+            qsim_prepare_input_u8(isa, <const int8_t *>cnp.PyArray_DATA(a), N, 1, H, 1, C, 1, H, 1, C4, 1, 1, 1,
+                                  0, 0, 0, <uint8_t>((a_zp + 128) & 0xFF), m.A)
+        return _matmul_run(&m, False, gemm_isa, m.A, rows, C4, N, W, M, nbytes, a_zp, b_zp, out, threads, requant)
     finally:
-        _free4(abuf, pbuf, cbuf, rbuf)
+        free(m.A)
+        free(m.colcorr)
+        free(m.rowcorr)
+        if packed is None:
+            free(m.packed)
+            free(m.colsum)
 
 
-cdef inline void _free4(void *a, void *b, void *c, void *d) noexcept nogil:
-    free(a)
-    free(b)
-    free(c)
-    free(d)
+cdef struct _MatmulBuffers:
+    uint8_t *packed       # B per batch (nbytes each)
+    int32_t *colsum       # [N][W]
+    int32_t *colcorr      # [N][W]
+    int32_t *rowcorr      # [M], when B_zp != 0
+    uint8_t *A            # the u8 activation buffer, when made
+
+
+cdef int _matmul_buffers(_MatmulBuffers *m, int64_t N, int64_t W, int64_t M, size_t nbytes, bint pack,
+                         bint rows) except -1:
+    if pack:
+        m.packed = <uint8_t *>malloc(N * nbytes + 64)
+        m.colsum = <int32_t *>malloc(N * W * sizeof(int32_t))
+    m.colcorr = <int32_t *>malloc(N * W * sizeof(int32_t))
+    if rows:
+        m.rowcorr = <int32_t *>malloc(M * sizeof(int32_t))
+    if m.colcorr == NULL or (pack and (m.packed == NULL or m.colsum == NULL)) or (rows and m.rowcorr == NULL):
+        raise MemoryError()
+    return 0
+
+
+cdef object _matmul_run(_MatmulBuffers *m, bint signed_a, int gemm_isa, const uint8_t *A,
+                        const int64_t[::1] rows, int64_t K, int64_t N, int64_t W, int64_t M,
+                        size_t nbytes, int a_zp, int b_zp, cnp.ndarray out, int threads, tuple requant):
+    """The GEMM on A (x itself when signed_a, else the u8 buffer; K bytes a row) with its
+    corrections, modulo 2^32 (qgemm.h; with x itself the shift is 0 instead of 128):
+        colcorr[n] = -(shift + A_zp) * colsum[n]
+        rowcorr[p] = B_zp * (sum_k A[p][k] - K * (shift + A_zp))
+    (sum_k A[p][k] is a sum of K bytes: |sum| < K * 256 < 2^31 for the K the bound proof lets
+    through.) Returns gemm's result, or None when the signed AMX kernel could not run (the
+    caller runs the u8 path)."""
+    cdef int64_t i, k, total
+    cdef int64_t zero_tap = 0
+    cdef uint32_t f = <uint32_t>(-((0 if signed_a else 128) + a_zp))
+    cdef uint32_t kz = <uint32_t>(K * ((0 if signed_a else 128) + a_zp))
+    cdef const int8_t *x = <const int8_t *>A
+    cdef _GemmCtx c
+    with nogil:
+        for i in range(N * W):
+            m.colcorr[i] = <int32_t>(f * <uint32_t>m.colsum[i])
+        if m.rowcorr != NULL:
+            if signed_a:
+                for i in range(M):
+                    total = 0
+                    for k in range(K):
+                        total += x[i * K + k]
+                    m.rowcorr[i] = <int32_t>(<uint32_t>b_zp * (<uint32_t>total - kz))
+            else:
+                qsim_row_sums(QSIM_ISA_AVX512VNNI if gemm_isa == QSIM_ISA_AVX512AMX else gemm_isa, A, &rows[0],
+                              M, &zero_tap, 1, K // 4, <uint32_t *>m.rowcorr)
+                for i in range(M):
+                    m.rowcorr[i] = <int32_t>(<uint32_t>b_zp * (<uint32_t>m.rowcorr[i] - kz))
+    c.isa, c.A, c.rows, c.taps, c.T, c.K4 = gemm_isa, A, &rows[0], &zero_tap, 1, K // 4
+    c.packed, c.colcorr, c.rowcorr, c.N, c.ldo = m.packed, m.colcorr, m.rowcorr, W, W
+    c.batch_rows, c.packed_stride, c.signed_a, c.failed = M // N, nbytes, signed_a, 0
+    result = _gemm_run(&c, M, out, max(threads, 1), requant)
+    return None if c.failed else result
 
 
 cdef struct _GemmI16Ctx:

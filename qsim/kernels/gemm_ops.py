@@ -407,8 +407,8 @@ def matmul(inputs, attrs, then_rescale=None):
     # matmul_i8): per-call Python and numpy dominated attention-sized products
     # ([8,128,64] x [8,64,128])
     a, b = np.ascontiguousarray(a, dtype=np.int8), np.ascontiguousarray(b, dtype=np.int8)
-    packed = None if b.flags.writeable else packed_for(b, ("matmul", isa, a_zp), lambda: _tosa_ops.pack_matrices_kn(
-        isa.gemm_code, b, a_zp))
+    packed = None if b.flags.writeable else packed_for(b, ("matmul", isa), lambda: _tosa_ops.pack_matrices_kn(
+        isa.gemm_code, b))
     if _tosa_ops.matmul_i8(isa.code, isa.gemm_code, a, b, a_zp, b_zp, rows, out, split_count(N * H),
                            None if requant is None else requant[1], packed):
         raise NeedsReference

@@ -80,7 +80,10 @@ def test_fully_connected_across_tile_edges(isa, m, k, n, izp, wzp, threads):
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("shape", [(8, 128, 64, 128), (3, 17, 65, 33), (2, 1, 1, 1)])
+# C a multiple of 64: the AMX path reads A in place (s8 x s8 tiles), batches of H rows off the
+# 16-row tiles included; other C: the u8 activation buffer
+@pytest.mark.parametrize("shape", [(8, 128, 64, 128), (3, 17, 65, 33), (2, 1, 1, 1), (3, 17, 128, 33),
+                                   (2, 40, 64, 70), (1, 2, 192, 5)])
 def test_batched_matmul_across_tile_edges(isa, shape, threads):
     b_, h, c, w_ = shape
     rng = np.random.default_rng(sum(shape))
