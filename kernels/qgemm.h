@@ -506,4 +506,6 @@ QSIM_VERSIONS(qsim_gemm_i16,
      const int16_t *Wt, int64_t N, const int64_t *bias, int64_t *out),
     (A, rows, M, taps, T, K, Wt, N, bias, out))
 
+#include "qgemm_i16.h"
+
 #endif

@@ -48,6 +48,13 @@ cdef extern from "qgemm.h" nogil:
                             const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
                             int64_t N, const int64_t *bias, int64_t *out)
 
+cdef extern from "qgemm_i16.h" nogil:
+    size_t qsim_pack_i16_bytes(int64_t N, int64_t KT)
+    void qsim_pack_i16(const int16_t *Wt, int64_t N, int64_t KT, int16_t *dst)
+    void qsim_gemm_i16_vnni(const int16_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+                            int64_t T, int64_t C2, const int16_t *plo, const int16_t *phi, int64_t N,
+                            const int64_t *bias, int64_t *out)
+
 cdef extern from "qwindow.h" nogil:
     void qsim_pad_i16(int isa, const int8_t *x8, const int16_t *x16, int64_t N, int64_t H,
                       int64_t W, int64_t C, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
@@ -494,6 +501,8 @@ cdef struct _GemmI16Ctx:
     const int64_t *rows
     const int64_t *taps
     const int16_t *wt
+    const int16_t *plo           # qsim_pack_i16 of wt (VNNI path), or NULL
+    const int16_t *phi           # the hi part of a split 16x16 B (wt then holds lo), or NULL
     const int64_t *bias
     int64_t *out
     int64_t T, K, N
@@ -501,7 +510,9 @@ cdef struct _GemmI16Ctx:
 
 cdef void _gemm_i16_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
     cdef _GemmI16Ctx *c = <_GemmI16Ctx *>ctx
-    if c.isa == QSIM_ISA_AVX512VNNI:
+    if c.plo != NULL:
+        qsim_gemm_i16_vnni(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.plo, c.phi, c.N, c.bias, c.out + lo * c.N)
+    elif c.isa == QSIM_ISA_AVX512VNNI:
         qsim_gemm_i16_avx512(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.wt, c.N, c.bias, c.out + lo * c.N)
     elif c.isa == QSIM_ISA_AVX2:
         qsim_gemm_i16_avx2(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.wt, c.N, c.bias, c.out + lo * c.N)
@@ -509,19 +520,43 @@ cdef void _gemm_i16_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept n
         qsim_gemm_i16_base(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.wt, c.N, c.bias, c.out + lo * c.N)
 
 
+def pack_i16(const int16_t[:, ::1] wt):
+    """wt[N][KT] (KT even, every |w| <= 255) packed for the VNNI int16 GEMM (kernels/qgemm_i16.h)."""
+    if wt.shape[1] % 2:
+        raise ValueError("pack_i16: an odd number of K values")
+    packed = np.empty(qsim_pack_i16_bytes(wt.shape[0], wt.shape[1]) // 2, dtype=np.int16)
+    cdef int16_t[::1] pv = packed
+    if packed.size:
+        with nogil:
+            qsim_pack_i16(&wt[0, 0], wt.shape[0], wt.shape[1], &pv[0])
+    return packed
+
+
 def gemm_i16(int isa, const int16_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps,
-             int64_t K, const int16_t[:, ::1] wt, bias, int64_t[:, ::1] out, int threads=1):
+             int64_t K, const int16_t[:, ::1] wt, bias, int64_t[:, ::1] out, int threads=1,
+             tuple packed=None):
     """int16-mode GEMM with int64 (int48) accumulation; wt[N][T*K]; the rows on `threads`
-    threads of the pool."""
+    threads of the pool. `packed` = (pack_i16(wt), None) or, for a 16x16 B split as
+    256 * hi + lo (wt holding lo), (pack_i16(lo), pack_i16(hi)): the VNNI kernel (isa
+    ISA_AVX512VNNI, K even); the other paths take wt itself (never split)."""
     cdef _GemmI16Ctx c
     cdef const int64_t[::1] bv
-    c.bias = NULL
+    cdef const int16_t[::1] lo_v, hi_v
+    c.bias, c.plo, c.phi = NULL, NULL, NULL
     if bias is not None:
         bv = bias
         c.bias = &bv[0]
     cdef int64_t M = rows.shape[0]
     if M == 0:
         return
+    if packed is not None:
+        if isa != QSIM_ISA_AVX512VNNI or K % 2:
+            raise ValueError("gemm_i16: packed weights need the VNNI path and an even K")
+        lo_v = packed[0]
+        c.plo = &lo_v[0]
+        if packed[1] is not None:
+            hi_v = packed[1]
+            c.phi = &hi_v[0]
     c.isa, c.A, c.rows, c.taps, c.T, c.K = isa, &A[0], &rows[0], &taps[0], taps.shape[0], K
     c.wt, c.N, c.out = &wt[0, 0], wt.shape[0], &out[0, 0]
     with nogil:
