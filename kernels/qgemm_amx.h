@@ -43,10 +43,11 @@
 #include "cpu_features.h"
 #include "isa_paths.h"
 
+#define QSIM_AMX_MC 256   /* rows per scratch block of A (256 * KP bytes, in L2) */
+
 #if QSIM_X86
 
 #define QSIM_AMX_KB 64    /* K bytes per tile step (a tile row) */
-#define QSIM_AMX_MC 256   /* rows per scratch block of A (256 * KP bytes, in L2) */
 #ifndef QSIM_AMX_L2_BYTES
 #define QSIM_AMX_L2_BYTES (1 << 20)   /* bytes of B a column block keeps in L2 */
 #endif
@@ -306,5 +307,14 @@ qsim_gemm_amx_s8(const int8_t *A, const int64_t *rows, int64_t M, const int64_t 
     return qsim_gemm_amx_body(1, (const uint8_t *)A, rows, M, taps, T, K4, B, N, colcorr, rowcorr, out, ldo);
 }
 
+#else  /* no AMX off x86: the callers' checks see it refused */
+static int qsim_amx_permitted(void) { return 0; }
+static int qsim_gemm_amx_s8(const int8_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
+                            int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
+                            const int32_t *rowcorr, int32_t *out, int64_t ldo) {
+    (void)A; (void)rows; (void)M; (void)taps; (void)T; (void)K4; (void)B; (void)N; (void)colcorr;
+    (void)rowcorr; (void)out; (void)ldo;
+    return -1;
+}
 #endif /* QSIM_X86 */
 #endif

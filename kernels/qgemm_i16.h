@@ -148,6 +148,13 @@ qsim_gemm_i16_vnni(const int16_t *A, const int64_t *rows, int64_t M, const int64
         }
     }
 }
+#else  /* off x86 the Python side never packs (gemm_ops._i16_packed: not the VNNI path) */
+static void qsim_gemm_i16_vnni(const int16_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T,
+                               int64_t C2, const int16_t *plo, const int16_t *phi, int64_t N,
+                               const int64_t *bias, int64_t *out) {
+    (void)A; (void)rows; (void)M; (void)taps; (void)T; (void)C2; (void)plo; (void)phi; (void)N;
+    (void)bias; (void)out;
+}
 #endif /* QSIM_X86 */
 
 #endif

@@ -21,7 +21,7 @@ include "task_pool_client.pxi"
 
 
 cdef extern from "qgemm.h" nogil:
-    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI, QSIM_ISA_AVX512AMX, QSIM_GEMM_MC
+    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI, QSIM_ISA_AVX512AMX, QSIM_GEMM_MC, QSIM_AMX_MC
     size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C)
     void qsim_pack_weights(int isa, const int8_t *src, int64_t N, int64_t T, int64_t C,
                            int64_t s_n, int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
@@ -367,11 +367,13 @@ cdef bint _gemm_run(_GemmCtx *c, int64_t M, cnp.ndarray out, int threads, tuple 
         with nogil:
             _pool_run(_gemm_part, c, M, qsim_parts_for(M, threads), threads)
         return False
-    # blocks of whole micro-kernel row tiles (6 rows), at most QSIM_GEMM_MC rows (the GEMM's
-    # own row block) and REQUANT_SCRATCH_BYTES of accumulators
+    # blocks of whole micro-kernel row tiles (6 rows; AMX: 32-row slabs), at most the GEMM's own
+    # row block (QSIM_GEMM_MC; AMX: QSIM_AMX_MC) and REQUANT_SCRATCH_BYTES of accumulators
     # the RESCALE has no AMX code: an AMX CPU runs its AVX-512 path
+    cdef int64_t tile = 32 if c.isa == QSIM_ISA_AVX512AMX else 6
+    cdef int64_t most = QSIM_AMX_MC if c.isa == QSIM_ISA_AVX512AMX else QSIM_GEMM_MC
     _requant_open(&r, QSIM_ISA_AVX512VNNI if c.isa == QSIM_ISA_AVX512AMX else c.isa, requant, out, c.N,
-                  max(6, min(QSIM_GEMM_MC, REQUANT_SCRATCH_BYTES // (4 * c.N)) // 6 * 6), threads)
+                  max(tile, min(most, REQUANT_SCRATCH_BYTES // (4 * c.N)) // tile * tile), threads)
     c.requant = &r
     with nogil:
         _pool_run(_gemm_requant_part, c, M, qsim_parts_for(M, threads), threads)
