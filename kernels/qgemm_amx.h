@@ -33,6 +33,11 @@
  * the A tiles (16 rows x 64 bytes), 6-7 the B tiles (16 quad rows x 64 bytes); per 64 bytes of
  * K: 4 loads, 4 TDPBUSD. The configuration is loaded at the start of each call and released at
  * the end (the tile state is per thread; the permission is per process, cpu_features.h).
+ * Loop order: per row block, column blocks of B that stay in L2; in one, each 32-row slab of
+ * A (in L1 for K up to ~1 KiB) meets every column pair before the next slab.
+ * qsim_gemm_amx_s8 is the same GEMM with A holding int8 x itself (TDPBSSD, s8 x s8: each
+ * product within [-16256, 16384], four per lane added modulo 2^32 the same way): MATMUL reads
+ * its operand in place, with the corrections of the unshifted operand (tosa_ops.pyx).
  * The scratch of each thread is kept for the next call (at most QSIM_AMX_MC * KP bytes of the
  * largest K it met) and never freed: the pool's threads live as long as the process.
  */
