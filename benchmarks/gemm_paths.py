@@ -3,7 +3,8 @@
     python benchmarks/gemm_paths.py [--threads 1 2] [--reps 30] [--isa avx512vnni avx512amx] [--out reports]
 
 Shapes: FULLY_CONNECTED 1024x1024x1024 (constant weight: onnxruntime gets it as an initializer),
-MATMUL [1,1024,1024]x[1,1024,1024] and the attention products QK^T [8,128,64]x[8,64,128] and
+MATMUL [1,1024,1024]x[1,1024,1024] with a constant B (read-only: packed once; an initializer
+there) and with both operands computed, and the attention products QK^T [8,128,64]x[8,64,128] and
 AV [8,128,128]x[8,128,64] (both operands computed: graph inputs on both sides, so each side
 packs B on every call). int32 outputs, batch as given. In one process, each repetition calls
 every qsim path (forced with qsim.kernels.cpu_features.forced_isa) and onnxruntime once, in a
@@ -41,6 +42,13 @@ def shapes(rng):
             lambda: KERNELS["FULLY_CONNECTED"]([x], fc)[0],
             kbench._matmul_model(x.shape, None, np.ascontiguousarray(w.T)), {"a": kbench._u8(x)})]
     mm = dict(INT32, A_zp=0, B_zp=0)
+    # MATMUL with a constant B (read-only, as the executor hands a B made from constants:
+    # packed once, like a weight) against MatMulInteger with B as an initializer
+    a1, b1 = ints(1, 1024, 1024), ints(1, 1024, 1024)
+    b1.flags.writeable = False
+    out.append(("MATMUL [1,1024,1024]x[1,1024,1024], B constant", 2.0 * 1024 ** 3,
+                lambda: KERNELS["MATMUL"]([a1, b1], mm)[0],
+                kbench._matmul_model(a1.shape[1:], None, np.ascontiguousarray(b1[0])), {"a": kbench._u8(a1[0])}))
     for name, (n, h, c, wd) in (("MATMUL [1,1024,1024]x[1,1024,1024]", (1, 1024, 1024, 1024)),
                                 ("attention QK^T [8,128,64]x[8,64,128]", (8, 128, 64, 128)),
                                 ("attention AV [8,128,128]x[8,128,64]", (8, 128, 128, 64))):

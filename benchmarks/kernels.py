@@ -1,4 +1,4 @@
-"""Times qsim's TOSA kernels against onnxruntime on the four issue-2 workloads.
+"""Times qsim's TOSA kernels against onnxruntime on the issue-2 workloads and two attention products.
 
     python benchmarks/kernels.py [--reps 40] [--out reports] [--only W1 W3]
 
@@ -10,10 +10,13 @@ load; the script prints medians (and minima), GOPS (2 ops per MAC) and the speed
 onnxruntime time / qsim time, and writes reports/kernels.md and reports/kernels.json.
 Times are never asserted anywhere: this script measures, the tests check bits.
 
-qsim is timed twice: "kernel" is the registry call the executor makes
-(qsim.kernels.registry.KERNELS[op](inputs, attrs), inputs already validated), "tosa.run" is
-the public one-operator API qsim.tosa.run(op, inputs, attrs), which validates every ERROR_IF
-first. Speed ratios use the kernel time; the table shows both.
+qsim is timed more than once: "kernel" is the registry call the executor makes
+(qsim.kernels.registry.KERNELS[op](inputs, attrs), inputs already validated; for W1 and W2,
+a conv followed by a RESCALE, the executor's fused call qsim.kernels.registry.rescaled, which
+runtime/int_fusion.py makes for such a chain: one kernel, no int32 tensor in memory), "apart"
+the conv and the RESCALE as two registry calls, "tosa.run" the public one-operator API
+qsim.tosa.run(op, inputs, attrs), which validates every ERROR_IF first. Speed ratios use the
+kernel time; the table shows all.
 
 onnx and onnxruntime are benchmark-only dependencies (pip install onnx onnxruntime); without
 them only qsim is timed. Before timing, every workload's results are checked: kernels against
@@ -31,6 +34,10 @@ Workloads:
      onnxruntime: MatMulInteger with the weight as an initializer
   W4 MATMUL 1024x1024x1024 int8 -> int32; both operands are activations in TOSA, so
      onnxruntime's MatMulInteger gets B as a graph input too (each side packs B every call)
+  W5, W6 an attention head's products QK^T [8,128,64]x[8,64,128] and AV [8,128,128]x[8,128,64]
+     (MATMUL, both operands computed: graph inputs of MatMulInteger too)
+Each workload's figures are recorded with the 1-minute load average at the start and the end
+of its timing (a shared machine).
 """
 from __future__ import annotations
 
@@ -48,7 +55,7 @@ from typing import Callable
 import numpy as np
 
 from qsim.kernels.cpu_features import current_isa, set_isa, supported_isas
-from qsim.kernels.registry import KERNELS
+from qsim.kernels.registry import KERNELS, rescaled
 from qsim.quant.tosa.scale import rescale_for_product
 
 for _module in ("convolution", "type_conversion"):    # operator definitions register on import
@@ -157,7 +164,8 @@ def _conv_checks(name, x, w_oihw, group, conv_api, resc, qsim_out, ort_requant):
     def checks(session):
         ref = run(op, [x], conv_api, backend="reference")[0]
         ref = run("RESCALE", [ref], resc, backend="reference")[0]
-        out = [_equal(f"{name} kernels vs qsim reference (conv + RESCALE)", qsim_out(), ref)]
+        out = [_equal(f"{name} kernels vs qsim reference (conv + RESCALE, {how})", fn(), ref)
+               for how, fn in zip(("fused", "apart"), qsim_out)]
         if session is None:
             return out
         nobias = dict(conv_api, bias=np.zeros_like(conv_api["bias"]))
@@ -204,16 +212,22 @@ def _conv_workload(rng, name, what, goal, x_shape, oc, group):
     def with_rescale():
         return KERNELS["RESCALE"]([KERNELS[op]([x], conv_k)[0]], resc)[0]
 
+    def fused():        # the executor's call for a conv + RESCALE chain (runtime/int_fusion.py)
+        y = rescaled(op, [x], conv_k, resc, None)
+        if y is None:
+            raise SystemExit(f"{name}: the kernels do not fuse this conv + RESCALE")
+        return y
+
     def api_with_rescale():
         return run("RESCALE", [run(op, [x], conv)[0]], resc)[0]
 
     feeds = {"x": np.ascontiguousarray(_u8(x).transpose(0, 3, 1, 2))}
-    timed = {"kernel": with_rescale, "tosa.run": api_with_rescale}
+    timed = {"kernel": fused, "apart": with_rescale, "tosa.run": api_with_rescale}
     if group != 1:      # the goal is on the convolution alone
-        timed = {"kernel": with_rescale, "conv only": conv_only, "tosa.run": api_with_rescale}
+        timed["conv only"] = conv_only
     return Workload(name, what, 2.0 * macs, goal, timed,
                     _conv_model(feeds["x"].shape, w_oihw, bias, group, (xs, ws, ys)), feeds,
-                    _conv_checks(name, x, w_oihw, group, conv, resc, with_rescale, feeds))
+                    _conv_checks(name, x, w_oihw, group, conv, resc, (fused, with_rescale), feeds))
 
 
 def workloads(rng) -> list[Workload]:
@@ -267,7 +281,32 @@ def workloads(rng) -> list[Workload]:
                                          "tosa.run": lambda: run("MATMUL", [a, b], mm)},
                         _matmul_model(a.shape[1:], b.shape[1:]), {"a": _u8(a[0]), "b": b[0]},
                         mm_checks))
+    out += [_attention_workload(rng, "W5", "QK^T", (8, 128, 64, 128)),
+            _attention_workload(rng, "W6", "AV", (8, 128, 128, 64))]
     return out
+
+
+def _attention_workload(rng, name, what, shape):
+    """W5/W6: an attention head's batched products, both operands computed (MatMulInteger gets
+    both as graph inputs: each side packs B on every call)."""
+    n, h, c, w = shape
+    a = rng.integers(-128, 128, (n, h, c), dtype=np.int8)
+    b = rng.integers(-128, 128, (n, c, w), dtype=np.int8)
+    mm_k = dict(A_zp=0, B_zp=0, out_t="int32")
+
+    def checks(session):
+        got = KERNELS["MATMUL"]([a, b], mm_k)[0]
+        out = [_equal(f"{name} vs numpy int64 product", got.astype(np.int64),
+                      np.einsum("nhc,ncw->nhw", a.astype(np.int64), b.astype(np.int64)))]
+        if session is not None:
+            out.append(_equal(f"{name} vs onnxruntime MatMulInteger", got, session.run(None, {"a": _u8(a), "b": b})[0]))
+        return out
+
+    return Workload(name, f"attention {what} MATMUL [{n},{h},{c}]x[{n},{c},{w}] int8 -> int32",
+                    2.0 * n * h * c * w, "ratio >= 1.0",
+                    {"kernel": lambda: KERNELS["MATMUL"]([a, b], mm_k),
+                     "tosa.run": lambda: run("MATMUL", [a, b], dict(A_zp=0, B_zp=0))},
+                    _matmul_model(a.shape, b.shape), {"a": _u8(a), "b": b}, checks)
 
 
 # ------------------------------------------------------------------ timing -------------------
@@ -285,6 +324,7 @@ def measure(wl: Workload, session, reps: int) -> dict:
     for fn in calls.values():        # warm-up: packing caches, first-touch pages, ORT init
         fn()
     wl.times = {label: [] for label in calls}
+    load_start = _load()
     for _ in range(reps):
         for label, fn in calls.items():
             wl.times[label].append(_timed(fn))
@@ -292,8 +332,14 @@ def measure(wl: Workload, session, reps: int) -> dict:
     q, o = med["kernel"], med.get("onnxruntime")
     return {"workload": wl.name, "what": wl.what, "ops": wl.ops, "goal": wl.goal, "reps": reps,
             "median_s": med, "min_s": {label: min(ts) for label, ts in wl.times.items()},
+            "load_average": [load_start, _load()],
             "qsim_gops": wl.ops / q / 1e9, "ort_gops": wl.ops / o / 1e9 if o else None,
             "speed_ratio_ort_over_qsim": o / q if o else None}
+
+
+def _load() -> float | None:
+    """The 1-minute load average (the machine is shared: each figure is recorded with it)."""
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
 def _cpu_info() -> tuple[str, list[str]]:
@@ -314,9 +360,9 @@ def _cpu_info() -> tuple[str, list[str]]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=40, help="repetitions of the large workloads "
-                    "(W3, a few microseconds per call, runs 20x as many)")
+                    "(W3, a few microseconds per call, runs 20x as many, W5 and W6 10x)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reports"))
-    ap.add_argument("--only", nargs="*", help="workload names (W1..W4)")
+    ap.add_argument("--only", nargs="*", help="workload names (W1..W6)")
     ap.add_argument("--threads", type=int, default=1,
                     help="threads on both sides (QSIM_THREADS, onnxruntime intra_op_num_threads); "
                          "reports for N > 1 go to kernels_threadsN.md/.json")
@@ -340,7 +386,7 @@ def main(argv=None) -> int:
             print(f"  check {'ok  ' if ok else 'FAIL'} {check}: {detail}", flush=True)
             if not ok:
                 failed.append(check)
-        summary = measure(wl, session, args.reps * (20 if wl.ops < 1e7 else 1))
+        summary = measure(wl, session, args.reps * (20 if wl.ops < 1e7 else 10 if wl.ops < 1e8 else 1))
         summary["checks"] = [{"check": c, "ok": ok, "detail": d} for c, ok, d in checks]
         results.append(summary)
         med = summary["median_s"]
@@ -379,23 +425,26 @@ def write_report(results, out_dir) -> None:
              f"{THREADS} thread(s) on both sides: QSIM_THREADS and intra_op_num_threads; "
              "medians of alternating repetitions in one process). Speed ratio = onnxruntime time / "
              "qsim kernel time. \"kernel\" is the registry call the executor makes "
-             "(`KERNELS[op](inputs, attrs)`); \"tosa.run\" is the public API `qsim.tosa.run`, which "
+             "(`KERNELS[op](inputs, attrs)`; W1 and W2: the fused conv + RESCALE call "
+             "`qsim.kernels.registry.rescaled` the executor makes for that chain, \"apart\" the two "
+             "registry calls); \"tosa.run\" is the public API `qsim.tosa.run`, which "
              "validates every ERROR_IF first.", "",
              f"Machine: {cpu}, {meta['cores']} cores, flags {' '.join(flags)}; qsim ISA path "
              f"{meta['qsim_isa']} (supported: {', '.join(meta['qsim_isas_supported'])}); onnxruntime "
              f"{ort_version}; numpy {np.__version__}; {meta['date_utc']} UTC; load average at the end "
              f"{meta['load_average_end']} (the machine is shared: absolute times move with the load, "
              "the alternation keeps the ratio fair).", "",
-             "| workload | qsim kernel | qsim GOPS | other qsim timings | onnxruntime | ort GOPS | speed ratio | goal |",
-             "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- |"]
+             "| workload | qsim kernel | qsim GOPS | other qsim timings | onnxruntime | ort GOPS | speed ratio | load (start-end) | goal |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | --- |"]
     for r in results:
         med = r["median_s"]
         ort = (f"{med['onnxruntime'] * 1e3:.3f} ms", f"{r['ort_gops']:.0f}",
                f"{r['speed_ratio_ort_over_qsim']:.2f}") if "onnxruntime" in med else ("n/a",) * 3
         others = "; ".join(f"{label} {t * 1e3:.3f} ms" for label, t in med.items()
                            if label not in ("kernel", "onnxruntime"))
+        load = "-".join(str(v) for v in r["load_average"])
         lines.append(f"| {r['workload']}: {r['what']} | {med['kernel'] * 1e3:.3f} ms | "
-                     f"{r['qsim_gops']:.0f} | {others} | {ort[0]} | {ort[1]} | {ort[2]} | {r['goal']} |")
+                     f"{r['qsim_gops']:.0f} | {others} | {ort[0]} | {ort[1]} | {ort[2]} | {load} | {r['goal']} |")
     lines += ["", "Checks run before timing:", ""]
     for r in results:
         lines += [f"- {'ok' if c['ok'] else 'FAILED'}: {c['check']} ({c['detail']})" for c in r["checks"]]

@@ -131,6 +131,12 @@ qsim_prepare_input_u8_body(const int8_t *x, int64_t N, int64_t D, int64_t H, int
                            int64_t C, int64_t PD, int64_t PH, int64_t PW, int64_t C4,
                            int64_t ud, int64_t uy, int64_t ux, int64_t od, int64_t oy,
                            int64_t ox, uint8_t fill, uint8_t *A) {
+    if (D == PD && H == PH && W == PW && C == C4 && ud == 1 && uy == 1 && ux == 1 && !od && !oy && !ox) {
+        /* no padding anywhere (FULLY_CONNECTED, MATMUL, unpadded 1x1 convs): one flat pass */
+        const int64_t total = N * D * H * W * C;
+        for (int64_t i = 0; i < total; i++) A[i] = (uint8_t)(x[i] ^ 0x80);
+        return;
+    }
     memset(A, fill, (size_t)(N * PD * PH * PW * C4));
     for (int64_t n = 0; n < N; n++)
         for (int64_t d = 0; d < D; d++) {
@@ -164,12 +170,69 @@ qsim_row_sums_body(const uint8_t *A, const int64_t *rows, int64_t M, const int64
     }
 }
 
+#if QSIM_X86
+/* MATMUL's B (one tap, columns contiguous: s_n == 1) on the VNNI/AMX layout, in registers: each
+ * group of 4 K rows x 16..64 columns becomes the panel's quad row by two rounds of byte/word
+ * unpacks and a 128-bit lane transpose (the same bytes qsim_pack_weights_body places one by
+ * one), and the column sums come from vpdpbusd of the quads with a vector of ones (u8 1 x s8 w:
+ * each lane adds its column's four weights, exact: |sum| <= K * 128 < 2^31). Columns >= N and
+ * K rows >= C are zero, as there. */
+static QSIM_TARGET_VNNI void
+qsim_pack_kn_vnni(const int8_t *src, int64_t N, int64_t C, int64_t s_c, int8_t *dst, int32_t *colsum) {
+    const int64_t C4 = qsim_round_up(C, 4), NP = qsim_round_up(N, 16), K = C4;
+    const __m512i ones = _mm512_set1_epi8(1);
+    memset(dst + NP * K, 0, QSIM_PACK_SLACK);
+    for (int64_t p0 = 0; p0 < NP; p0 += QSIM_VNNI_PANEL) {
+        const int64_t width = NP - p0 < QSIM_VNNI_PANEL ? NP - p0 : QSIM_VNNI_PANEL;
+        const int64_t live = N - p0 < width ? N - p0 : width;
+        const __mmask64 cols = live >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << live) - 1);
+        const int nv = (int)(width / 16);
+        __m512i sums[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                           _mm512_setzero_si512()};
+        int8_t *o = dst + p0 * K;
+        for (int64_t c4 = 0; c4 < C4; c4 += 4, o += width * 4) {
+            __m512i r[4];
+            for (int kk = 0; kk < 4; kk++)
+                r[kk] = c4 + kk < C ? _mm512_maskz_loadu_epi8(cols, src + (c4 + kk) * s_c + p0)
+                                    : _mm512_setzero_si512();
+            const __m512i t0 = _mm512_unpacklo_epi8(r[0], r[1]), t1 = _mm512_unpackhi_epi8(r[0], r[1]);
+            const __m512i t2 = _mm512_unpacklo_epi8(r[2], r[3]), t3 = _mm512_unpackhi_epi8(r[2], r[3]);
+            /* q0..q3: in 128-bit lane L, the quads of columns 16L + 0..3, 4..7, 8..11, 12..15 */
+            const __m512i q0 = _mm512_unpacklo_epi16(t0, t2), q1 = _mm512_unpackhi_epi16(t0, t2);
+            const __m512i q2 = _mm512_unpacklo_epi16(t1, t3), q3 = _mm512_unpackhi_epi16(t1, t3);
+            const __m512i a = _mm512_shuffle_i64x2(q0, q1, 0x44), b = _mm512_shuffle_i64x2(q2, q3, 0x44);
+            const __m512i c = _mm512_shuffle_i64x2(q0, q1, 0xEE), d = _mm512_shuffle_i64x2(q2, q3, 0xEE);
+            __m512i v[4];
+            v[0] = _mm512_shuffle_i64x2(a, b, 0x88);     /* columns 0..15, 4 bytes each */
+            v[1] = _mm512_shuffle_i64x2(a, b, 0xDD);     /* 16..31 */
+            v[2] = _mm512_shuffle_i64x2(c, d, 0x88);     /* 32..47 */
+            v[3] = _mm512_shuffle_i64x2(c, d, 0xDD);     /* 48..63 */
+            for (int j = 0; j < nv; j++) {
+                _mm512_storeu_si512((void *)(o + 64 * j), v[j]);
+                sums[j] = _mm512_dpbusd_epi32(sums[j], ones, v[j]);
+            }
+        }
+        for (int j = 0; j < nv && 16 * j < live; j++) {
+            const int64_t left = live - 16 * j;
+            _mm512_mask_storeu_epi32(colsum + p0 + 16 * j,
+                                     left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u), sums[j]);
+        }
+    }
+}
+#endif
+
 /* The packing and preparation loops above are compiled once per ISA (isa_paths.h). */
 #define QSIM_PACK_PARAMS (int isa, const int8_t *src, int64_t N, int64_t T, int64_t C, int64_t s_n, \
                           int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
 #define QSIM_PACK_ARGS (isa, src, N, T, C, s_n, s_t, s_c, dst, colsum)
 QSIM_VERSIONS(qsim_pack_weights, QSIM_PACK_PARAMS, QSIM_PACK_ARGS)
 static void qsim_pack_weights QSIM_PACK_PARAMS {
+#if QSIM_X86
+    if (isa >= QSIM_ISA_AVX512VNNI && T == 1 && s_n == 1) {
+        qsim_pack_kn_vnni(src, N, C, s_c, (int8_t *)dst, colsum);
+        return;
+    }
+#endif
     QSIM_DISPATCH(isa, qsim_pack_weights, isa, src, N, T, C, s_n, s_t, s_c, dst, colsum);
 }
 
@@ -401,8 +464,9 @@ static void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M,
                       const int64_t *taps, int64_t T, int64_t K4, const void *B, int64_t N,
                       const int32_t *colcorr, const int32_t *rowcorr, int32_t *out, int64_t ldo) {
 #if QSIM_X86
-    /* AMX takes the VNNI packing; without the permission or its scratch the VNNI path runs */
-    if (isa == QSIM_ISA_AVX512AMX
+    /* AMX takes the VNNI packing; without the permission or its scratch the VNNI path runs, and
+     * for one or two rows (a 16-row tile would be mostly padding) it is the faster one */
+    if (isa == QSIM_ISA_AVX512AMX && M > 2
         && qsim_gemm_amx(A, rows, M, taps, T, K4, (const int8_t *)B, N, colcorr, rowcorr, out, ldo) == 0)
         return;
     if (isa >= QSIM_ISA_AVX512VNNI) {
@@ -441,5 +505,7 @@ QSIM_VERSIONS(qsim_gemm_i16,
     (const int16_t *A, const int64_t *rows, int64_t M, const int64_t *taps, int64_t T, int64_t K,
      const int16_t *Wt, int64_t N, const int64_t *bias, int64_t *out),
     (A, rows, M, taps, T, K, Wt, N, bias, out))
+
+#include "qgemm_i16.h"
 
 #endif

@@ -21,7 +21,7 @@ include "task_pool_client.pxi"
 
 
 cdef extern from "qgemm.h" nogil:
-    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI, QSIM_ISA_AVX512AMX, QSIM_GEMM_MC
+    int QSIM_ISA_PORTABLE, QSIM_ISA_AVX2, QSIM_ISA_AVX512VNNI, QSIM_ISA_AVX512AMX, QSIM_GEMM_MC, QSIM_AMX_MC
     size_t qsim_pack_bytes(int isa, int64_t N, int64_t T, int64_t C)
     void qsim_pack_weights(int isa, const int8_t *src, int64_t N, int64_t T, int64_t C,
                            int64_t s_n, int64_t s_t, int64_t s_c, void *dst, int32_t *colsum)
@@ -34,6 +34,10 @@ cdef extern from "qgemm.h" nogil:
     void qsim_gemm(int isa, const uint8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
                    int64_t T, int64_t K4, const void *B, int64_t N, const int32_t *colcorr,
                    const int32_t *rowcorr, int32_t *out, int64_t ldo)
+    int qsim_gemm_amx_s8(const int8_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+                         int64_t T, int64_t K4, const int8_t *B, int64_t N, const int32_t *colcorr,
+                         const int32_t *rowcorr, int32_t *out, int64_t ldo)
+    int qsim_amx_permitted()
     void qsim_gemm_i16_avx512(const int16_t *A, const int64_t *rows, int64_t M,
                               const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
                               int64_t N, const int64_t *bias, int64_t *out)
@@ -43,6 +47,13 @@ cdef extern from "qgemm.h" nogil:
     void qsim_gemm_i16_base(const int16_t *A, const int64_t *rows, int64_t M,
                             const int64_t *taps, int64_t T, int64_t K, const int16_t *Wt,
                             int64_t N, const int64_t *bias, int64_t *out)
+
+cdef extern from "qgemm_i16.h" nogil:
+    size_t qsim_pack_i16_bytes(int64_t N, int64_t KT)
+    void qsim_pack_i16(const int16_t *Wt, int64_t N, int64_t KT, int16_t *dst)
+    void qsim_gemm_i16_vnni(const int16_t *A, const int64_t *rows, int64_t M, const int64_t *taps,
+                            int64_t T, int64_t C2, const int16_t *plo, const int16_t *phi, int64_t N,
+                            const int64_t *bias, int64_t *out)
 
 cdef extern from "qwindow.h" nogil:
     void qsim_pad_i16(int isa, const int8_t *x8, const int16_t *x16, int64_t N, int64_t H,
@@ -141,7 +152,7 @@ def pack_weights(int isa, const int8_t[:, :, ::1] w):
 def pack_matrices_kn(int isa, const int8_t[:, :, ::1] b):
     """Packs each b[i] (MATMUL's B of batch i: K rows, N columns; one tap of K channels) for
     qsim_gemm, in one call. Returns (packed uint8 [batches, bytes of one packing], column sums int32 [batches, N])."""
-    cdef int64_t B = b.shape[0], K = b.shape[1], N = b.shape[2], i
+    cdef int64_t B = b.shape[0], K = b.shape[1], N = b.shape[2]
     cdef size_t nbytes = qsim_pack_bytes(isa, N, 1, K)
     packed = np.empty((B, nbytes), dtype=np.uint8)
     colsum = np.empty((B, N), dtype=np.int32)
@@ -150,9 +161,16 @@ def pack_matrices_kn(int isa, const int8_t[:, :, ::1] b):
     if B == 0:
         return packed, colsum
     with nogil:
-        for i in range(B):
-            qsim_pack_weights(isa, &b[i, 0, 0], N, 1, K, 1, 0, N, &pv[i, 0], &cv[i, 0])
+        _pack_batches(isa, &b[0, 0, 0], B, K, N, nbytes, &pv[0, 0], &cv[0, 0])
     return packed, colsum
+
+
+cdef void _pack_batches(int gemm_isa, const int8_t *b, int64_t N, int64_t C, int64_t W, size_t nbytes,
+                        uint8_t *packed, int32_t *colsum) noexcept nogil:
+    """b[N][C][W] -> N packings of nbytes, column sums [N][W]"""
+    cdef int64_t i
+    for i in range(N):
+        qsim_pack_weights(gemm_isa, b + i * C * W, W, 1, C, 1, 0, W, packed + i * nbytes, colsum + i * W)
 
 
 def prepare_input_u8(int isa, const int8_t[:, :, :, :, ::1] x, int64_t PD, int64_t PH, int64_t PW,
@@ -263,6 +281,8 @@ cdef struct _GemmCtx:
     int64_t batch_rows            # rows per batch: batch b uses B packing b and colcorr row b
     int64_t packed_stride         # bytes between two batches' B packings
     _Requant *requant
+    bint signed_a                 # A holds x itself: qsim_gemm_amx_s8 (MATMUL on AMX)
+    int failed                    # set when qsim_gemm_amx_s8 could not run (no scratch)
 
 
 cdef inline int64_t _batch_end(_GemmCtx *c, int64_t p) noexcept nogil:
@@ -272,6 +292,12 @@ cdef inline int64_t _batch_end(_GemmCtx *c, int64_t p) noexcept nogil:
 cdef inline void _gemm_rows(_GemmCtx *c, int64_t p, int64_t m, int32_t *out, int64_t ldo) noexcept nogil:
     """rows [p, p + m), all in one batch, into out (ldo int32 per row)"""
     cdef int64_t b = p // c.batch_rows
+    if c.signed_a:
+        if qsim_gemm_amx_s8(<const int8_t *>c.A, c.rows + p, m, c.taps, c.T, c.K4,
+                            <const int8_t *>(c.packed + b * c.packed_stride), c.N, c.colcorr + b * c.N,
+                            NULL if c.rowcorr == NULL else c.rowcorr + p, out, ldo):
+            c.failed = 1
+        return
     qsim_gemm(c.isa, c.A, c.rows + p, m, c.taps, c.T, c.K4, c.packed + b * c.packed_stride, c.N,
               c.colcorr + b * c.N, NULL if c.rowcorr == NULL else c.rowcorr + p, out, ldo)
 
@@ -310,7 +336,6 @@ def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[:
     the int32 values exist only block by block (see _Requant); returns True when a RESCALE
     REQUIRE failed (out is then incomplete)."""
     cdef _GemmCtx c
-    cdef _Requant r
     cdef const int32_t[::1] rc
     c.rowcorr = NULL
     if rowcorr is not None:
@@ -326,24 +351,150 @@ def gemm(int isa, const uint8_t[::1] A, const int64_t[::1] rows, const int64_t[:
     batches = M // batch_rows
     if batches * batch_rows != M or colcorr.shape[0] != batches * N or packed.shape[0] % batches:
         raise ValueError("gemm: rows, colcorr and packed do not hold the same number of batches")
-    threads = max(threads, 1)
     c.isa, c.A, c.rows, c.taps, c.T, c.K4 = isa, &A[0], &rows[0], &taps[0], taps.shape[0], K4
     c.packed, c.N, c.colcorr, c.ldo = &packed[0], N, &colcorr[0], N
     c.batch_rows, c.packed_stride = batch_rows, packed.shape[0] // batches
+    c.signed_a, c.failed = False, 0
+    return _gemm_run(&c, M, out, max(threads, 1), requant)
+
+
+cdef bint _gemm_run(_GemmCtx *c, int64_t M, cnp.ndarray out, int threads, tuple requant) except -1:
+    """Runs the M rows of c (everything but out and requant filled in) on the pool; True when a
+    fused RESCALE REQUIRE failed."""
+    cdef _Requant r
     c.out, c.requant = <int32_t *>cnp.PyArray_DATA(out), NULL
     if requant is None:
         with nogil:
-            _pool_run(_gemm_part, &c, rows.shape[0], qsim_parts_for(rows.shape[0], threads), threads)
+            _pool_run(_gemm_part, c, M, qsim_parts_for(M, threads), threads)
         return False
-    # blocks of whole micro-kernel row tiles (6 rows), at most QSIM_GEMM_MC rows (the GEMM's
-    # own row block) and REQUANT_SCRATCH_BYTES of accumulators
+    # blocks of whole micro-kernel row tiles (6 rows; AMX: 32-row slabs), at most the GEMM's own
+    # row block (QSIM_GEMM_MC; AMX: QSIM_AMX_MC) and REQUANT_SCRATCH_BYTES of accumulators
     # the RESCALE has no AMX code: an AMX CPU runs its AVX-512 path
-    _requant_open(&r, QSIM_ISA_AVX512VNNI if isa == QSIM_ISA_AVX512AMX else isa, requant, out, N,
-                  max(6, min(QSIM_GEMM_MC, REQUANT_SCRATCH_BYTES // (4 * N)) // 6 * 6), threads)
+    cdef int64_t tile = 32 if c.isa == QSIM_ISA_AVX512AMX else 6
+    cdef int64_t most = QSIM_AMX_MC if c.isa == QSIM_ISA_AVX512AMX else QSIM_GEMM_MC
+    _requant_open(&r, QSIM_ISA_AVX512VNNI if c.isa == QSIM_ISA_AVX512AMX else c.isa, requant, out, c.N,
+                  max(tile, min(most, REQUANT_SCRATCH_BYTES // (4 * c.N)) // tile * tile), threads)
     c.requant = &r
     with nogil:
-        _pool_run(_gemm_requant_part, &c, rows.shape[0], qsim_parts_for(rows.shape[0], threads), threads)
+        _pool_run(_gemm_requant_part, c, M, qsim_parts_for(M, threads), threads)
     return _requant_close(&r, threads)
+
+
+def matmul_i8(int isa, int gemm_isa, cnp.ndarray a, cnp.ndarray b, int a_zp, int b_zp,
+              const int64_t[::1] rows, cnp.ndarray out, int threads=1, tuple requant=None,
+              tuple packed=None):
+    """TOSA MATMUL int8 x int8 -> int32 of a[N][H][C] and b[N][C][W] (C-contiguous int8) in one
+    call: B packed per batch with its column sums (or `packed` = pack_matrices_kn(gemm_isa, b),
+    made before for a constant B), the corrections, then every batch's rows on the pool (out,
+    requant and the result as in gemm; `rows` = p * round4(C), the plan's table). `isa` runs
+    the preparation, `gemm_isa` the GEMM and its packing (cpu_features.Isa.code / gemm_code).
+    On AMX with C a multiple of 64 the tiles read a itself (qsim_gemm_amx_s8: no activation
+    buffer); otherwise the buffer a' = a + 128 with C rounded up to 4 (padding a_zp + 128)."""
+    if a.ndim != 3 or b.ndim != 3 or a.dtype != np.int8 or b.dtype != np.int8 \
+            or not a.flags.c_contiguous or not b.flags.c_contiguous:
+        raise ValueError("matmul_i8: a and b are not C-contiguous int8 [N, H, C] and [N, C, W] arrays")
+    cdef int64_t N = a.shape[0], H = a.shape[1], C = a.shape[2], W = b.shape[2]
+    cdef int64_t C4 = (C + 3) // 4 * 4, M = N * H
+    cdef size_t nbytes = qsim_pack_bytes(gemm_isa, W, 1, C)
+    cdef const uint8_t[:, ::1] pv
+    cdef const int32_t[:, ::1] cv
+    if b.shape[0] != N or b.shape[1] != C or rows.shape[0] != M or out.ndim != 2 \
+            or out.shape[0] != M or out.shape[1] != W or not out.flags.c_contiguous \
+            or (requant is None and out.dtype != np.int32):
+        raise ValueError("matmul_i8: a, b, rows and out do not have the shapes of one MATMUL")
+    if M == 0 or W == 0:
+        return False
+    if packed is not None:
+        pv, cv = packed
+        if pv.shape[0] != N or <size_t>pv.shape[1] != nbytes or cv.shape[0] != N or cv.shape[1] != W:
+            raise ValueError("matmul_i8: the packed B is not b's packing")
+    cdef _MatmulBuffers m
+    m.packed, m.colsum, m.colcorr, m.rowcorr, m.A = NULL, NULL, NULL, NULL, NULL
+    try:
+        _matmul_buffers(&m, N, W, M, nbytes, packed is None, b_zp != 0)
+        if packed is None:
+            with nogil:
+                _pack_batches(gemm_isa, <const int8_t *>cnp.PyArray_DATA(b), N, C, W, nbytes, m.packed, m.colsum)
+        else:
+            m.packed, m.colsum = <uint8_t *>&pv[0, 0], <int32_t *>&cv[0, 0]
+        if gemm_isa == QSIM_ISA_AVX512AMX and C % 64 == 0 and qsim_amx_permitted():
+            result = _matmul_run(&m, True, gemm_isa, <const uint8_t *>cnp.PyArray_DATA(a), rows, C, N, W, M,
+                                 nbytes, a_zp, b_zp, out, threads, requant)
+            if result is not None:
+                return result
+        m.A = <uint8_t *>malloc(M * C4 + 64)
+        if m.A == NULL:
+            raise MemoryError()
+        with nogil:
+            qsim_prepare_input_u8(isa, <const int8_t *>cnp.PyArray_DATA(a), N, 1, H, 1, C, 1, H, 1, C4, 1, 1, 1,
+                                  0, 0, 0, <uint8_t>((a_zp + 128) & 0xFF), m.A)
+        return _matmul_run(&m, False, gemm_isa, m.A, rows, C4, N, W, M, nbytes, a_zp, b_zp, out, threads, requant)
+    finally:
+        free(m.A)
+        free(m.colcorr)
+        free(m.rowcorr)
+        if packed is None:
+            free(m.packed)
+            free(m.colsum)
+
+
+cdef struct _MatmulBuffers:
+    uint8_t *packed       # B per batch (nbytes each)
+    int32_t *colsum       # [N][W]
+    int32_t *colcorr      # [N][W]
+    int32_t *rowcorr      # [M], when B_zp != 0
+    uint8_t *A            # the u8 activation buffer, when made
+
+
+cdef int _matmul_buffers(_MatmulBuffers *m, int64_t N, int64_t W, int64_t M, size_t nbytes, bint pack,
+                         bint rows) except -1:
+    if pack:
+        m.packed = <uint8_t *>malloc(N * nbytes + 64)
+        m.colsum = <int32_t *>malloc(N * W * sizeof(int32_t))
+    m.colcorr = <int32_t *>malloc(N * W * sizeof(int32_t))
+    if rows:
+        m.rowcorr = <int32_t *>malloc(M * sizeof(int32_t))
+    if m.colcorr == NULL or (pack and (m.packed == NULL or m.colsum == NULL)) or (rows and m.rowcorr == NULL):
+        raise MemoryError()
+    return 0
+
+
+cdef object _matmul_run(_MatmulBuffers *m, bint signed_a, int gemm_isa, const uint8_t *A,
+                        const int64_t[::1] rows, int64_t K, int64_t N, int64_t W, int64_t M,
+                        size_t nbytes, int a_zp, int b_zp, cnp.ndarray out, int threads, tuple requant):
+    """The GEMM on A (x itself when signed_a, else the u8 buffer; K bytes a row) with its
+    corrections, modulo 2^32 (qgemm.h; with x itself the shift is 0 instead of 128):
+        colcorr[n] = -(shift + A_zp) * colsum[n]
+        rowcorr[p] = B_zp * (sum_k A[p][k] - K * (shift + A_zp))
+    (sum_k A[p][k] is a sum of K bytes: |sum| < K * 256 < 2^31 for the K the bound proof lets
+    through.) Returns gemm's result, or None when the signed AMX kernel could not run (the
+    caller runs the u8 path)."""
+    cdef int64_t i, k, total
+    cdef int64_t zero_tap = 0
+    cdef uint32_t f = <uint32_t>(-((0 if signed_a else 128) + a_zp))
+    cdef uint32_t kz = <uint32_t>(K * ((0 if signed_a else 128) + a_zp))
+    cdef const int8_t *x = <const int8_t *>A
+    cdef _GemmCtx c
+    with nogil:
+        for i in range(N * W):
+            m.colcorr[i] = <int32_t>(f * <uint32_t>m.colsum[i])
+        if m.rowcorr != NULL:
+            if signed_a:
+                for i in range(M):
+                    total = 0
+                    for k in range(K):
+                        total += x[i * K + k]
+                    m.rowcorr[i] = <int32_t>(<uint32_t>b_zp * (<uint32_t>total - kz))
+            else:
+                qsim_row_sums(QSIM_ISA_AVX512VNNI if gemm_isa == QSIM_ISA_AVX512AMX else gemm_isa, A, &rows[0],
+                              M, &zero_tap, 1, K // 4, <uint32_t *>m.rowcorr)
+                for i in range(M):
+                    m.rowcorr[i] = <int32_t>(<uint32_t>b_zp * (<uint32_t>m.rowcorr[i] - kz))
+    c.isa, c.A, c.rows, c.taps, c.T, c.K4 = gemm_isa, A, &rows[0], &zero_tap, 1, K // 4
+    c.packed, c.colcorr, c.rowcorr, c.N, c.ldo = m.packed, m.colcorr, m.rowcorr, W, W
+    c.batch_rows, c.packed_stride, c.signed_a, c.failed = M // N, nbytes, signed_a, 0
+    result = _gemm_run(&c, M, out, max(threads, 1), requant)
+    return None if c.failed else result
 
 
 cdef struct _GemmI16Ctx:
@@ -352,6 +503,8 @@ cdef struct _GemmI16Ctx:
     const int64_t *rows
     const int64_t *taps
     const int16_t *wt
+    const int16_t *plo           # qsim_pack_i16 of wt (VNNI path), or NULL
+    const int16_t *phi           # the hi part of a split 16x16 B (wt then holds lo), or NULL
     const int64_t *bias
     int64_t *out
     int64_t T, K, N
@@ -359,7 +512,9 @@ cdef struct _GemmI16Ctx:
 
 cdef void _gemm_i16_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept nogil:
     cdef _GemmI16Ctx *c = <_GemmI16Ctx *>ctx
-    if c.isa == QSIM_ISA_AVX512VNNI:
+    if c.plo != NULL:
+        qsim_gemm_i16_vnni(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.plo, c.phi, c.N, c.bias, c.out + lo * c.N)
+    elif c.isa == QSIM_ISA_AVX512VNNI:
         qsim_gemm_i16_avx512(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.wt, c.N, c.bias, c.out + lo * c.N)
     elif c.isa == QSIM_ISA_AVX2:
         qsim_gemm_i16_avx2(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.wt, c.N, c.bias, c.out + lo * c.N)
@@ -367,19 +522,43 @@ cdef void _gemm_i16_part(void *ctx, int slot, int64_t lo, int64_t hi) noexcept n
         qsim_gemm_i16_base(c.A, c.rows + lo, hi - lo, c.taps, c.T, c.K, c.wt, c.N, c.bias, c.out + lo * c.N)
 
 
+def pack_i16(const int16_t[:, ::1] wt):
+    """wt[N][KT] (KT even, every |w| <= 255) packed for the VNNI int16 GEMM (kernels/qgemm_i16.h)."""
+    if wt.shape[1] % 2:
+        raise ValueError("pack_i16: an odd number of K values")
+    packed = np.empty(qsim_pack_i16_bytes(wt.shape[0], wt.shape[1]) // 2, dtype=np.int16)
+    cdef int16_t[::1] pv = packed
+    if packed.size:
+        with nogil:
+            qsim_pack_i16(&wt[0, 0], wt.shape[0], wt.shape[1], &pv[0])
+    return packed
+
+
 def gemm_i16(int isa, const int16_t[::1] A, const int64_t[::1] rows, const int64_t[::1] taps,
-             int64_t K, const int16_t[:, ::1] wt, bias, int64_t[:, ::1] out, int threads=1):
+             int64_t K, const int16_t[:, ::1] wt, bias, int64_t[:, ::1] out, int threads=1,
+             tuple packed=None):
     """int16-mode GEMM with int64 (int48) accumulation; wt[N][T*K]; the rows on `threads`
-    threads of the pool."""
+    threads of the pool. `packed` = (pack_i16(wt), None) or, for a 16x16 B split as
+    256 * hi + lo (wt holding lo), (pack_i16(lo), pack_i16(hi)): the VNNI kernel (isa
+    ISA_AVX512VNNI, K even); the other paths take wt itself (never split)."""
     cdef _GemmI16Ctx c
     cdef const int64_t[::1] bv
-    c.bias = NULL
+    cdef const int16_t[::1] lo_v, hi_v
+    c.bias, c.plo, c.phi = NULL, NULL, NULL
     if bias is not None:
         bv = bias
         c.bias = &bv[0]
     cdef int64_t M = rows.shape[0]
     if M == 0:
         return
+    if packed is not None:
+        if isa != QSIM_ISA_AVX512VNNI or K % 2:
+            raise ValueError("gemm_i16: packed weights need the VNNI path and an even K")
+        lo_v = packed[0]
+        c.plo = &lo_v[0]
+        if packed[1] is not None:
+            hi_v = packed[1]
+            c.phi = &hi_v[0]
     c.isa, c.A, c.rows, c.taps, c.T, c.K = isa, &A[0], &rows[0], &taps[0], taps.shape[0], K
     c.wt, c.N, c.out = &wt[0, 0], wt.shape[0], &out[0, 0]
     with nogil:

@@ -21,7 +21,7 @@ from ..errors import UnsupportedError
 REQUIRED: dict[str, tuple[str, ...]] = {
     "_cpu": ("features",),
     "_tosa_ops": ("ISA_PORTABLE", "ISA_AVX2", "ISA_AVX512VNNI", "ISA_AVX512AMX", "EW_RANK", "pack_weights",
-                  "pack_matrices_kn", "prepare_input_u8", "row_sums", "gemm", "gemm_i16", "depthwise",
+                  "pack_matrices_kn", "matmul_i8", "prepare_input_u8", "row_sums", "gemm", "gemm_i16", "pack_i16", "depthwise",
                   "max_pool", "avg_pool", "rescale", "table_i8", "table_i16", "clamp", "elementwise",
                   "reduce"),
     "_cvm_conv": ("conv2d", "dense"),

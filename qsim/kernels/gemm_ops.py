@@ -178,21 +178,23 @@ def _int8_bound_ok(x: np.ndarray, k: int, packed: PackedWeights, bias, izp: int,
 
 # ----------------------------------------------------------------------- int16 core ---------
 
-def _gemm_i16(x5: np.ndarray, g: Geometry, w_nk: np.ndarray, bias) -> np.ndarray:
+def _gemm_i16(x5: np.ndarray, g: Geometry, w_nk: np.ndarray, bias, packed=None) -> np.ndarray:
     """int64 (int48) [M, OC] for the 16-bit modes: sum_k x * w_nk[n, k] + bias[n].
 
     input_zp is 0 there (ERROR_IF in_t != int8_t && input_zp != 0), so the padding holds 0
     and contributes nothing, like the spec's skipped taps. `w_nk` is `weight - weight_zp`
-    (int16: int8 weights may carry a zero point in the 16x8 mode, |w - weight_zp| <= 255)."""
+    (int16: int8 weights may carry a zero point in the 16x8 mode, |w - weight_zp| <= 255), with
+    g.channels values per tap (the channels rounded up to even, zero weights for the padding
+    channel: _even_taps). `packed`: tosa_ops.gemm_i16's, for the VNNI kernel."""
     N, D, H, W, C = x5.shape
-    buf = np.zeros((N, *g.buffer, C), dtype=np.int16)
+    buf = np.zeros((N, *g.buffer, g.channels), dtype=np.int16)
     keep, where = [], []
     for n, u, o, p in zip((D, H, W), g.up, g.offset, g.buffer):
         pos = np.arange(n) * u + o           # negative offsets (cropping) drop positions
         ok = (pos >= 0) & (pos < p)
         keep.append(np.flatnonzero(ok))
         where.append(pos[ok])
-    buf[:, where[0][:, None, None], where[1][None, :, None], where[2][None, None, :]] = \
+    buf[:, where[0][:, None, None], where[1][None, :, None], where[2][None, None, :], :C] = \
         x5[:, keep[0][:, None, None], keep[1][None, :, None], keep[2][None, None, :]]
     rows, taps = _index_tables(g)
     wt = np.ascontiguousarray(w_nk, dtype=np.int16)
@@ -200,23 +202,49 @@ def _gemm_i16(x5: np.ndarray, g: Geometry, w_nk: np.ndarray, bias) -> np.ndarray
     out = np.empty((rows.size, wt.shape[0]), dtype=np.int64)
     if out.size:
         isa, flat = current_isa().code, buf.reshape(-1)
-        _tosa_ops.gemm_i16(isa, flat, rows, taps, C, wt, b, out, split_count(rows.size))
+        _tosa_ops.gemm_i16(isa, flat, rows, taps, g.channels, wt, b, out, split_count(rows.size), packed)
     return out
 
 
-def _int16_bound_ok(k: int, x_bound: int, w: np.ndarray, bias) -> bool:
-    """`w` holds weight - weight_zp already."""
-    w_bound = int(np.abs(w.astype(np.int64)).max()) if w.size else 0
+def _even_taps(w_nk: np.ndarray, taps: int, channels: int) -> np.ndarray:
+    """int16 [OC, taps * C2]: w_nk [OC, taps * channels] with a zero weight after each tap's
+    channels when channels is odd (C2 = channels rounded up to even: the VNNI kernel reads
+    pairs)."""
+    if channels % 2 == 0:
+        return np.ascontiguousarray(w_nk, dtype=np.int16)
+    w = w_nk.reshape(w_nk.shape[0], taps, channels)
+    return np.ascontiguousarray(np.pad(w, ((0, 0), (0, 0), (0, 1))).reshape(w_nk.shape[0], -1), dtype=np.int16)
+
+
+def _i16_packed(isa: Isa, wt: np.ndarray, split: bool = False):
+    """gemm_i16's `packed` for wt [OC, K] (K even) on `isa`: None off the VNNI kernel's paths;
+    with `split` (16x16: any int16 weights), w = 256 * hi + lo, lo in [0, 255], hi in
+    [-128, 127], each packed (the kernel's exact blocks need |w| <= 255, qgemm_i16.h)."""
+    if isa.code != _tosa_ops.ISA_AVX512VNNI:
+        return None
+    if not split:
+        if wt.size and np.abs(wt.astype(np.int32)).max() > 255:    # not the 16x8 mode's weights
+            return None
+        return _tosa_ops.pack_i16(wt), None
+    lo = np.bitwise_and(wt, 0xFF).astype(np.int16)
+    hi = np.right_shift(wt, 8).astype(np.int16)
+    return _tosa_ops.pack_i16(lo), _tosa_ops.pack_i16(hi)
+
+
+def _int16_bound_ok(k: int, x_bound: int, w_bound: int, bias) -> bool:
+    """`w_bound`: max |weight - weight_zp| (_offset_weights_i16's)."""
     return _fits(k, x_bound, w_bound, bias, INT48_MAX)
 
 
-def _offset_weights_i16(w_key, flip: bool, w_nk: np.ndarray, wzp: int) -> np.ndarray:
-    """int16 [OC, K] = w_nk - weight_zp, once per (weight array, zero point)."""
+def _offset_weights_i16(w_key, flip: bool, w_nk: np.ndarray, wzp: int, taps: int, isa: Isa):
+    """(int16 [OC, taps * C2] = w_nk - weight_zp with each tap's channels rounded up to even
+    (_even_taps), its VNNI packing or None, max |w - weight_zp|), once per (weight array, zero
+    point, ISA)."""
     def build():
-        w = np.subtract(w_nk, wzp, dtype=np.int16)
+        w = _even_taps(np.subtract(w_nk, wzp, dtype=np.int16), taps, w_nk.shape[1] // max(taps, 1))
         w.flags.writeable = False
-        return w
-    return packed_for(w_key, ("i16", flip, wzp), build)
+        return w, _i16_packed(isa, w), int(np.abs(w.astype(np.int32)).max()) if w.size else 0
+    return packed_for(w_key, ("i16", flip, wzp, isa), build)
 
 
 # ----------------------------------------------------------------------- operators ----------
@@ -274,12 +302,14 @@ def _conv_nd(x5, w_nt_c, w_key, kernel, pad, stride, dilation, bias, izp, wzp, f
     else:
         if izp != 0:        # an ERROR_IF case: never computed here (the padding would be wrong)
             raise NeedsReference
-        w_nk = _offset_weights_i16(w_key, flip, w_nt_c.reshape(OC, -1), wzp)
-        if not _int16_bound_ok(k, 1 << 15, w_nk, bias):
+        w_nk, packed, w_bound = _offset_weights_i16(w_key, flip, w_nt_c.reshape(OC, -1), wzp, w_nt_c.shape[1],
+                                                    current_isa())
+        if not _int16_bound_ok(k, 1 << 15, w_bound, bias):
             raise NeedsReference
-        g = geometry(IC) if geometry else _conv_geometry(
-            (N, D, H, W), kernel, pad, stride, dilation, IC)
-        out = _gemm_i16(x5, g, w_nk, bias)
+        c2 = IC + IC % 2
+        g = geometry(c2) if geometry else _conv_geometry(
+            (N, D, H, W), kernel, pad, stride, dilation, c2)
+        out = _gemm_i16(x5, g, w_nk, bias, packed)
     return out.reshape(N, *g.out, OC)
 
 
@@ -299,12 +329,18 @@ def _conv2d_plan(attrs, shape: tuple, dtype: np.dtype, isa):
     args = (w.reshape(w.shape[0], -1, w.shape[3]), w, (1, w.shape[1], w.shape[2]),
             ((0, 0), (pt, pb), (pl, pr)), (1, *attrs["stride"]), (1, *attrs["dilation"]),
             attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]))
+    return args, _int8_plan(args, shape, dtype, isa)
+
+
+def _int8_plan(args, shape: tuple, dtype: np.dtype, isa):
+    """What _conv_nd prepares for an int8 input of NHWC `shape` and its arguments `args`
+    (None for other inputs): a per-op plan's part."""
     if dtype != np.int8:
-        return args, None
-    w_nt_c, _, kernel, pad, stride, dilation, bias, izp, wzp = args
+        return None
+    w_nt_c, w, kernel, pad, stride, dilation, bias, izp, wzp = args
     N, H, W, IC = shape
     g = _conv_geometry((N, 1, H, W), kernel, pad, stride, dilation, _round4(IC))
-    return args, (*_int8_prepared(w_nt_c, w, w_nt_c.shape[1] * IC, bias, izp, wzp, False, isa), g, _index_tables(g))
+    return (*_int8_prepared(w_nt_c, w, w_nt_c.shape[1] * IC, bias, izp, wzp, False, isa), g, _index_tables(g))
 
 
 def conv2d(inputs, attrs, then_rescale=None):
@@ -355,12 +391,23 @@ def transpose_conv2d(inputs, attrs, then_rescale=None):
 
 def fully_connected(inputs, attrs, then_rescale=None):
     x, = inputs
-    w = attrs["weight"]
     N, IC = x.shape
-    out = _conv_nd(x.reshape(N, 1, 1, 1, IC), w.reshape(w.shape[0], 1, IC), w, (1, 1, 1),
-                   ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), attrs["bias"], int(attrs["input_zp"]),
-                   int(attrs["weight_zp"]), then_rescale=then_rescale)
-    return [out.reshape(N, w.shape[0])]
+    isa = current_isa()
+    args, prepared = _fc_plans.get(attrs, (x.shape, x.dtype, isa), lambda: _fc_plan(attrs, x.shape, x.dtype, isa))
+    out = _conv_nd(x.reshape(N, 1, 1, 1, IC), *args, then_rescale=then_rescale, prepared=prepared)
+    return [out.reshape(N, args[0].shape[0])]
+
+
+# per FULLY_CONNECTED attribute mapping and input (shape, dtype, ISA), as _conv2d_plans: a
+# 512 -> 1000 layer's kernel takes a few microseconds, its per-call Python as much again
+_fc_plans = PerAttrs(1024)
+
+
+def _fc_plan(attrs, shape: tuple, dtype: np.dtype, isa):
+    w = attrs["weight"]
+    args = (w.reshape(w.shape[0], 1, w.shape[1]), w, (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1),
+            attrs["bias"], int(attrs["input_zp"]), int(attrs["weight_zp"]))
+    return args, _int8_plan(args, (shape[0], 1, 1, shape[1]), dtype, isa)
 
 
 def matmul(inputs, attrs, then_rescale=None):
@@ -375,46 +422,39 @@ def matmul(inputs, attrs, then_rescale=None):
             raise NeedsReference
         if not _fits(C, 1 << 15, 1 << 15, None, INT48_MAX):
             raise NeedsReference
-        g = _conv_geometry((1, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), C)
+        g = _conv_geometry((1, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), C + C % 2)
         out = np.empty((N, H, W), dtype=np.int64)
+        isa = current_isa()
         for n in range(N):
-            out[n] = _gemm_i16(a[n].reshape(1, 1, H, 1, C), g, b[n].T, None).reshape(H, W)
+            wt = _even_taps(b[n].T, 1, C)
+            out[n] = _gemm_i16(a[n].reshape(1, 1, H, 1, C), g, wt, None, _i16_packed(isa, wt, split=True)).reshape(H, W)
         return [out]
-    bound_ok, g, tables = _matmul_plans.get(attrs, (a.shape, b.shape), lambda: _matmul_plan(N, H, C, a_zp, b_zp))
+    isa = current_isa()
+    bound_ok, rows = _matmul_plans.get(attrs, (a.shape, b.shape), lambda: _matmul_plan(N, H, C, a_zp, b_zp))
     if not bound_ok:
         raise NeedsReference
     requant = _requant(then_rescale, W)
     out = np.empty((N * H, W), dtype=np.int32 if requant is None else requant[0])
-    if out.size == 0:
-        return [out.reshape(N, H, W)]
-    # every batch in one kernel call (rows of batch n read A's image n and B's packing n): no
-    # per-batch Python, which dominated attention-sized products ([8,128,64] x [8,64,128])
-    packed = _matmul_packed(b, current_isa())
-    colcorr = _column_correction(packed.colsum.reshape(-1), None, a_zp)
-    _gemm_i8(a.reshape(N, 1, H, 1, C), g, C, packed, W, None, a_zp, b_zp, colcorr, out=out,
-             requant=requant, tables=tables, batch_rows=H)
+    # every batch in one kernel call, the operands prepared in C (qsim/kernels/tosa_ops.pyx
+    # matmul_i8): per-call Python and numpy dominated attention-sized products
+    # ([8,128,64] x [8,64,128])
+    a, b = np.ascontiguousarray(a, dtype=np.int8), np.ascontiguousarray(b, dtype=np.int8)
+    packed = None if b.flags.writeable else packed_for(b, ("matmul", isa), lambda: _tosa_ops.pack_matrices_kn(
+        isa.gemm_code, b))
+    if _tosa_ops.matmul_i8(isa.code, isa.gemm_code, a, b, a_zp, b_zp, rows, out, split_count(N * H),
+                           None if requant is None else requant[1], packed):
+        raise NeedsReference
     return [out.reshape(N, H, W)]
 
 
 # per MATMUL attribute mapping and operand shapes: the static overflow bound (it depends only on
-# K and the zero points) and the GEMM's geometry, worked out once (the bound's numpy was a tenth
-# of an attention-sized call)
+# K and the zero points) and the rows of the activation buffer, worked out once (the bound's
+# numpy was a tenth of an attention-sized call)
 _matmul_plans = PerAttrs(1024)
 
 
 def _matmul_plan(N: int, H: int, C: int, a_zp: int, b_zp: int):
     bound_ok = _fits(C, _max_abs_offset(-128, 127, a_zp), _max_abs_offset(-128, 127, b_zp), None, INT32_MAX)
-    g = _conv_geometry((N, 1, H, 1), (1, 1, 1), ((0, 0),) * 3, (1, 1, 1), (1, 1, 1), _round4(C))
-    return bound_ok, g, _index_tables(g)
-
-
-def _matmul_packed(b: np.ndarray, isa: Isa) -> PackedWeights:
-    """MATMUL's B packed per batch. A read-only B (a frozen array: a constant by contract, like a
-    weight attribute) is packed once per array object and ISA; other B arrays are activations,
-    packed on every call."""
-    def build():
-        data, colsum = _tosa_ops.pack_matrices_kn(isa.gemm_code, np.ascontiguousarray(b, dtype=np.int8))
-        return PackedWeights(data.reshape(-1), colsum, None, None)
-    if b.flags.writeable:
-        return build()
-    return packed_for(b, ("matmul", isa), build)
+    rows = np.arange(N * H, dtype=np.int64) * _round4(C)
+    rows.flags.writeable = False
+    return bound_ok, rows

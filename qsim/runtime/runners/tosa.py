@@ -26,6 +26,7 @@ from ...tosa.run import execute_call
 from ...tosa.validate import contiguous
 from ...tosa.verify import bind_op
 from ..int_fusion import RESCALE_ONLY, THEN_RESCALE
+from .constant_operands import with_constant_b
 
 # graph -> {(id(op), backend): (call, fn, output storage dtypes)}; the graph holds its ops, so
 # an id stays that op's while the graph's entry lives, and the entry goes with the graph
@@ -62,6 +63,8 @@ def run_tosa(op: ir.Op, inputs: list, context) -> list[np.ndarray]:
     if context.backend == "kernels":
         extension("_tosa_ops")     # a broken build fails every call, a cached one too (a dict lookup)
     call, fn, storage = _bound(opdef, op, graph, context.backend)
+    if opdef.name == "MATMUL" and context.backend == "kernels":
+        inputs = with_constant_b(op, graph, inputs)     # a constant B: packed once per graph
     outs = execute_call(call, inputs, fn)
     return [o.astype(dtype, copy=False) for o, dtype in zip(outs, storage)]
 
@@ -87,6 +90,8 @@ def _run_chain(chain: list[ir.Op], last_only: bool, inputs: list, context) -> li
     if last_only and context.backend == "kernels":
         extension("_tosa_ops")
         call, rescale_attrs, clamp, dtype = _fused(chain, context.graph)
+        if call.opdef.name == "MATMUL":
+            inputs = with_constant_b(chain[0], context.graph, inputs)
         y = rescaled(call.opdef.name, [contiguous(x) for x in inputs], call.attrs, rescale_attrs, clamp)
         if y is not None:
             return [None] * (len(chain) - 1) + [y.astype(dtype, copy=False)]
