@@ -181,6 +181,7 @@ def run_model(name: str, args) -> dict:
         sim = json.loads((npu / "report.json").read_text())
         row["simulate"] = {"verified": sim["all_verified"], "cycles": sim["total_cycles"],
                            "layers": len(sim["layers"]), "summary": sim["summary"],
+                           "host_layers": sum(la["unit"] == "host" for la in sim["layers"]),
                            "messages": [line for line in done.stdout.splitlines() if "mismatch" in line.lower()][:3],
                            "host_arithmetic": sorted({la["op"] for la in sim["layers"] if la["name"] in
                                                       sim["host_arithmetic_layers"]})}
@@ -270,14 +271,15 @@ def markdown(results: dict) -> str:
                          + (f", {100 * o['top1_agreement']:.1f} %" if o.get("top1_agreement") is not None else "")
                          for o in r.get("outputs", []))
         sim = r.get("simulate")
-        sim_cell = (("verified" if sim["verified"] else "**MISMATCH**") + f", {sim['layers']} layers, "
+        host = f" ({sim['host_layers']} on the host)" if sim and "host_layers" in sim else ""
+        sim_cell = (("verified" if sim["verified"] else "**MISMATCH**") + f", {sim['layers']} layers{host}, "
                     f"{sim['cycles']} cycles") if sim else ""
         if sim and not sim["verified"] and sim["messages"]:
             sim_cell += ": " + sim["messages"][0].replace("|", "\\|")
         if sim and sim.get("host_arithmetic"):
             sim_cell += "; **on the host**: " + ", ".join(sim["host_arithmetic"])
         elif sim and "summary" in sim:      # rows that read the summary line say what it says
-            sim_cell += "; no host arithmetic"
+            sim_cell += "; no host arithmetic (the host only reshapes)"
         integer = r.get("integer")
         int_cell = ("not run" if integer is None else f"bit-exact, {integer['tensors']} tensors" if integer["bit_exact"]
                     else "**DIFFERS**: " + ", ".join(integer["differing"]))
