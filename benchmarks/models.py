@@ -161,6 +161,7 @@ def run_model(name: str, args) -> dict:
         row["integer_ops"] = len(load_quantized_model(out).graph.ops)
         row["outputs"] = report["outputs"]
         row["warnings"] = list(report.get("warnings", []))
+        row["observer"] = report["settings"]["observer"]
         stage = "integer vs reference"
         first = feeds_of(list(load_float_model(files["model"]).inputs), load_data(files["eval"]), slice(0, 1))
         t0 = time.perf_counter()
@@ -250,9 +251,10 @@ def markdown(results: dict) -> str:
              "photographs bundled with scikit-image/scikit-learn; MTCNN: crops of the embedded images; "
              "transformer: N(0, 1) embeddings; the issue-29 networks, benchmarks/_network_kinds.py: N(0, 1) "
              "samples of every input, padding masks of 0-5 padded positions; keyword spotting: N(0, 1) MFCC frames). "
-             "Recipe: qsim quantize's defaults (int8, observer `auto`: per tensor the min-max, percentile or MSE "
-             "range costing its consumers the least error; per-channel weights, adaptive weight rounding, bias "
-             "correction). Rows whose simulate cell reads the summary line ('no host arithmetic') ran `qsim quantize` "
+             "Recipe: qsim quantize's defaults (int8, per-channel weights, adaptive weight rounding, bias correction) "
+             "with the default range observer of the row's commit, named in the last column: `auto` (per tensor "
+             "the min-max, percentile or MSE range costing its consumers the least error; the default since "
+             "82c923f) or `percentile` (the default before, which the rows from earlier commits ran with). Rows whose simulate cell reads the summary line ('no host arithmetic') ran `qsim quantize` "
              "and `qsim simulate` as commands (models.json holds their command lines); earlier rows called the "
              "same functions in-process. "
              "SQNR: the integer output dequantized against the float model's on the evaluation samples. "
@@ -261,7 +263,7 @@ def markdown(results: dict) -> str:
              "Integer: the quantized folder's graph on the TOSA 0.30 numpy reference vs the compiled kernels on "
              "that sample, every tensor compared.", "",
              "| model | weights | float vs onnxruntime (max abs / relative) | outputs: SQNR, top-1 agreement | "
-             "integer: reference vs kernels | simulate | times (s) | run: commit, load |",
+             "integer: reference vs kernels | simulate | times (s) | run: commit, load, observer |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results["models"]:
         fl = r.get("float")
@@ -294,6 +296,7 @@ def markdown(results: dict) -> str:
                 sim_cell = cell
         run = r.get("run", {})
         run_cell = f"{run.get('commit', '?')}, {run.get('load', '?')}" if run else "earlier run"
+        run_cell += f", {r.get('observer', 'percentile')}"
         lines.append(f"| {r['model']} | {r['weights']} | {float_cell} | {outs} | {int_cell} | {sim_cell} | {times} "
                      f"| {run_cell} |")
     through = [r for r in results["models"] if "failed" not in r and r.get("simulate", {}).get("verified")]
