@@ -4,6 +4,9 @@ a 2-layer bidirectional nn.LSTM and a 2-layer nn.GRU (torch's GRU is ONNX linear
 both batch_first over [N, 6, 5], hidden 8, returning the whole output sequence and the final
 hidden state. Weights are seeded and scaled by 0.15 (torch's default init has |R| row sums above
 1, under which the tests' float32 error bound would grow too fast over the steps to be useful).
+For tests/onnx/test_recurrent_state_inputs.py: a 1-layer bidirectional nn.LSTM called as
+rnn(x, (h0, c0)) and a 1-layer nn.GRU called as rnn(x, h0), batch 1, weights scaled by 0.5, whose
+exports read initial_h / initial_c from the graph inputs h0 / c0.
 The tests read the files, so they need no torch; regenerate them (with torch installed):
 
     python tests/onnx/torch_exports/make_recurrent_exports.py
