@@ -28,9 +28,10 @@ import pytest
 from onnx_helpers import init, run_ort
 from recurrent_models import Recurrent, recurrent_model
 from qsim.cli import main
+from qsim.errors import DataError
 from qsim.quant.evaluation.evaluate import quantize_feed
 from qsim.quant.params import dequantize
-from qsim.quant.qmodel import load_quantized_model
+from qsim.quant.qmodel import integer_inputs, load_quantized_model
 from qsim.runtime.executor import execute
 
 EXPORTS = Path(__file__).resolve().parent / "torch_exports"
@@ -201,3 +202,26 @@ def test_torch_exports_with_state_inputs(tmp_path, capsys, name, op, directions)
     assert main(["run", str(folder), "--input", f"x={tmp_path / 'bad.npy'}", *specs[2:]]) == 2
     err = capsys.readouterr().err
     assert "array of shape [6, 4], the model takes [1, 6, 5]" in err and "batch axis" in err and "[6, 5]" in err
+
+
+def test_an_input_is_taken_in_its_shape_or_as_one_calibration_sample(tmp_path):
+    """Sequence-first x [S, 1, I] and h0 [1, 1, H]: calibration data holds [S, I] and [1, H]
+    samples, and the quantized model's commands take either form (qmodel.integer_inputs); an
+    array of neither is a DataError naming both."""
+    spec = Recurrent("GRU", initial_h=True, steps=3, batch=1, input_size=2, hidden=4)
+    rng = np.random.default_rng(72)
+    model, _ = recurrent_model(spec, rng)
+    onnx.save(model, tmp_path / "gru.onnx")
+    data = _samples(model, 16, rng)
+    np.savez(tmp_path / "calib.npz", x=data["x"][:, :, 0], h0=data["h0"][:, 0])
+    assert main(["quantize", str(tmp_path / "gru.onnx"), "--calib", str(tmp_path / "calib.npz"), "-o",
+                 str(tmp_path / "q"), "-q"]) == 0
+    qmodel = load_quantized_model(tmp_path / "q")
+    full = integer_inputs(qmodel, {"x": data["x"][0], "h0": data["h0"][0]})
+    sample = integer_inputs(qmodel, {"x": data["x"][0, :, 0], "h0": data["h0"][0, 0]})
+    assert full["x"].shape == (3, 1, 2) and full["h0"].shape == (1, 1, 4)
+    for name in full:
+        np.testing.assert_array_equal(sample[name], full[name])
+    with pytest.raises(DataError, match=r"array of shape \[2, 3\], the model takes \[3, 1, 2\]") as err:
+        integer_inputs(qmodel, {"x": np.zeros((2, 3), np.float32)})
+    assert "[3, 2]" in err.value.hint
