@@ -22,6 +22,25 @@ import numpy as np
 from _architectures import Architecture, _randomize_batch_norms, _torch
 
 
+def padded_encoder(width: int = 64, heads: int = 4, feedforward: int = 128, classes: int = 10):
+    """x [N, S, width] and its padding mask [N, S] (bool, True: a padded position) → a 2-layer
+    batch_first nn.TransformerEncoder with src_key_padding_mask → mean over positions → logits.
+    Also the generator of tests/onnx/torch_exports/encoder_padding_mask_opset17.onnx (width 16)."""
+    nn = _torch().nn
+
+    class PaddedEncoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(width, heads, feedforward, dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = nn.Linear(width, classes)
+
+        def forward(self, x, mask):
+            return self.head(self.encoder(x, src_key_padding_mask=mask).mean(1))
+
+    return PaddedEncoder()
+
+
 def _modules():
     torch = _torch()
     nn = torch.nn
@@ -37,16 +56,6 @@ def _modules():
 
         def forward(self, image, features):
             return self.head(torch.cat([self.image(image), self.features(features)], 1))
-
-    class PaddedEncoder(nn.Module):
-        def __init__(self):
-            super().__init__()
-            layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
-            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-            self.head = nn.Linear(64, 10)
-
-        def forward(self, x, mask):
-            return self.head(self.encoder(x, src_key_padding_mask=mask).mean(1))
 
     class KeywordConv1d(nn.Module):
         def __init__(self):
@@ -99,7 +108,7 @@ def _modules():
         nn.init.normal_(model.encoder.pos_embedding, std=0.5)
         return model
 
-    return {"two_input_cnn": TwoInputCNN, "transformer_padding_mask": PaddedEncoder,
+    return {"two_input_cnn": TwoInputCNN, "transformer_padding_mask": padded_encoder,
             "conv1d_kws": KeywordConv1d, "espcn": ESPCN, "vit_small": vit, "unet": UNet}
 
 

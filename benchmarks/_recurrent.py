@@ -163,6 +163,7 @@ def measure(cell: str, steps: int, epochs: int, work: Path, on_grid: bool = Fals
                                     QuantizeOptions(show_progress=False, precision=precision),
                                     evaluation=str(folder / "eval.npz"))
         report = result.report
+        row["observer"] = options_observer(out)
         row[precision.value] = {"float_top1": report.float_top1, "int_top1": report.int8_top1,
                                 "agreement": report.top1_agreement, "sqnr_db": report.outputs[0].sqnr_db,
                                 "integer_ops": len(result.model.graph.ops),
@@ -175,6 +176,12 @@ def measure(cell: str, steps: int, epochs: int, work: Path, on_grid: bool = Fals
         row[precision.value]["simulate"] = {"verified": sim.verified, "cycles": sim.reports[0].total_cycles,
                                             "layers": len(layers), "host_arithmetic": host}
     return row
+
+
+def options_observer(folder: Path) -> str:
+    """The range observer the quantized folder was made with (its report.json settings)."""
+    import json
+    return json.loads((folder / "report.json").read_text())["settings"]["observer"]
 
 
 def state_sqnr(report, which: str) -> dict:
@@ -199,9 +206,10 @@ def markdown(results: dict) -> str:
              "sequence: 8 steps of 8 features (rows) or 64 steps of 1 feature (pixels). Networks: torch nn.LSTM / "
              "nn.GRU (1 layer, hidden 32, batch_first) → last step → nn.Linear(10), trained with Adam, exported "
              "by torch.onnx (opset 14); qsim unrolls the ONNX LSTM/GRU node (docs/onnx.md, \"Recurrent networks\"). "
-             "Quantization: `qsim quantize` defaults (percentile observer, per-channel weights, adaptive weight "
-             "rounding) at int8 and at 16x8 (int16 activations). Simulation: the NPU's cycle model, 16x16, one "
-             "input, every layer compared with the kernels.", "",
+             "Quantization: `qsim quantize` defaults at int8 and at 16x8 (int16 activations): per-channel weights, "
+             "adaptive weight rounding and the default range observer of the row's commit, which the row names "
+             "(`auto` today; rows that name none ran when the default was `percentile`). Simulation: the NPU's "
+             "cycle model, 16x16, one input, every layer compared with the kernels.", "",
              "State SQNR: the recurrent state (LSTM: the cell state C, GRU: the hidden state H) of each step, float "
              "vs dequantized integer over the evaluation set: at the first step, the last step, and the lowest.", "",
              "| model | float vs onnxruntime (max abs) | precision | float top-1 | integer top-1 | top-1 agreement "
@@ -213,7 +221,8 @@ def markdown(results: dict) -> str:
             s = m["simulate"]
             sim = (("verified" if s["verified"] else "**MISMATCH**") + f", {s['cycles']} cycles, "
                    + ("host: " + ", ".join(s["host_arithmetic"]) if s["host_arithmetic"] else "no host arithmetic"))
-            lines.append(f"| {r['model']} ({r['steps']} steps × {r['features']}; {r.get('commit', '?')}) | "
+            observer = f", {r['observer']}" if "observer" in r else ""
+            lines.append(f"| {r['model']} ({r['steps']} steps × {r['features']}; {r.get('commit', '?')}{observer}) | "
                          f"{r['float_vs_onnxruntime']:.1e} | "
                          f"{p} | {100 * m['float_top1']:.1f} % | {100 * m['int_top1']:.1f} % | "
                          f"{100 * m['agreement']:.1f} % | {m['sqnr_db']:.1f} dB | "

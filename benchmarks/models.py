@@ -8,14 +8,17 @@ and UNet networks, benchmarks/_network_kinds.py; random weights except MTCNN's a
 EfficientNet-Lite0's, which are real):
 - float: qsim's float execution of the ONNX model vs onnxruntime on the evaluation inputs
   (largest |difference|, and relative to the largest |output|);
-- quantize: `qsim quantize model.onnx --calib calib.npy --eval eval.npy` (the default recipe),
-  each output's SQNR, top-1 agreement where it is a class vector, and the seconds per stage
-  (data of a multi-input model: an .npz keyed by input name);
+- quantize: `qsim quantize model.onnx --calib calib.npy --eval eval.npy -q` run as a command in a
+  child process, as a user runs it from the shell (the default recipe; data of a multi-input
+  model: an .npz keyed by input name): each output's SQNR against the float model on the
+  evaluation samples, top-1 agreement where it is a class vector, the seconds per stage;
 - integer: the written folder's integer graph on one sample, TOSA reference vs kernels, bit for bit;
-- simulate: `qsim simulate` on the NPU's numpy cycle model (16x16, one sample, `--input NAME=x.npy`
-  per input), whether every layer is bit-exact with the kernels, the cycle count, the seconds and
-  any arithmetic operator left on the host.
-A model that stops at any stage is recorded with the stage and qsim's message.
+- simulate: `qsim simulate QMODEL --engine model --input NAME=x.npy ...` (the NPU's numpy cycle
+  model, 16x16, one sample, every input of it), also a command: from its report.json, whether
+  every layer is bit-exact with the kernels, the cycle count, the seconds, the summary line and
+  any arithmetic operator left on the host (which the summary line then names in a WARNING).
+A model that stops at any stage is recorded with the stage and qsim's message; the commands
+are in models.json.
 
 Writes reports/models.md and reports/models.json (models not run keep their previous rows).
 Benchmark-only packages: torch (the
@@ -29,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import subprocess
 import sys
 import time
 import traceback
@@ -40,11 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))     # this checkout's qsim, not another installed one
 
-from qsim.commands.quantize import quantize_to_folder  # noqa: E402
-from qsim.commands.simulate import simulate_command  # noqa: E402
 from qsim.errors import QsimError  # noqa: E402
-from qsim.npu.engines import Engine  # noqa: E402
-from qsim.quant.options import QuantizeOptions  # noqa: E402
 from qsim.quant.evaluation.evaluate import quantize_feed  # noqa: E402
 from qsim.quant.pipeline import load_float_model  # noqa: E402
 from qsim.quant.qmodel import load_quantized_model  # noqa: E402
@@ -151,12 +152,16 @@ def run_model(name: str, args) -> dict:
         row["seconds"]["float_check"] = round(time.perf_counter() - t0, 1)
         stage = "quantize"
         out = Path(args.work) / name / "int8"
-        result = quantize_to_folder(str(files["model"]), str(files["calib"]), str(out),
-                                    QuantizeOptions(show_progress=False), evaluation=str(files["eval"]))
-        row["seconds"].update({k: round(v, 1) for k, v in result.seconds.items()})
-        row["integer_ops"] = len(result.model.graph.ops)
-        row["outputs"] = [o.__dict__ | {"sample_shape": list(o.sample_shape)} for o in result.report.outputs]
-        row["warnings"] = list(result.report.warnings)
+        quantize = ["quantize", str(files["model"]), "--calib", str(files["calib"]), "--eval", str(files["eval"]),
+                    "-o", str(out), "-q"]
+        done = run_cli(quantize)
+        row["commands"] = [shell_line(quantize)]
+        row["seconds"].update(stage_seconds(done.stdout))
+        report = json.loads((out / "report.json").read_text())
+        row["integer_ops"] = len(load_quantized_model(out).graph.ops)
+        row["outputs"] = report["outputs"]
+        row["warnings"] = list(report.get("warnings", []))
+        row["observer"] = report["settings"]["observer"]
         stage = "integer vs reference"
         first = feeds_of(list(load_float_model(files["model"]).inputs), load_data(files["eval"]), slice(0, 1))
         t0 = time.perf_counter()
@@ -166,22 +171,55 @@ def run_model(name: str, args) -> dict:
         specs = []
         for input_name, value in first.items():
             np.save(Path(args.work) / name / f"{input_name}1.npy", value)
-            specs.append(f"{input_name}={Path(args.work) / name / f'{input_name}1.npy'}")
+            specs += ["--input", f"{input_name}={Path(args.work) / name / f'{input_name}1.npy'}"]
+        npu = Path(args.work) / name / "npu"
+        simulate = ["simulate", str(out), "--config", args.config, "--engine", "model", *specs, "-o", str(npu),
+                    "--workers", "1", "-q"]
         t0 = time.perf_counter()
-        sim = simulate_command(str(out), args.config, Engine.MODEL, specs, str(Path(args.work) / name / "npu"),
-                               show_progress=False, workers=1)
+        done = run_cli(simulate)
+        row["commands"].append(shell_line(simulate))
         row["seconds"]["simulate"] = round(time.perf_counter() - t0, 1)
-        layers = sim.reports[0].layers
-        row["simulate"] = {"verified": sim.verified, "cycles": sim.reports[0].total_cycles,
-                           "layers": len(layers), "messages": sim.messages[:3],
-                           "host_arithmetic": sorted({layer.op for layer in layers if layer.unit == "host"
-                                                      and layer.op not in ("RESHAPE", "IDENTITY", "CONST")})}
+        sim = json.loads((npu / "report.json").read_text())
+        row["simulate"] = {"verified": sim["all_verified"], "cycles": sim["total_cycles"],
+                           "layers": len(sim["layers"]), "summary": sim["summary"],
+                           "host_layers": sum(la["unit"] == "host" for la in sim["layers"]),
+                           "messages": [line for line in done.stdout.splitlines() if "mismatch" in line.lower()][:3],
+                           "host_arithmetic": sorted({la["op"] for la in sim["layers"] if la["name"] in
+                                                      sim["host_arithmetic_layers"]})}
+    except CommandFailed as err:
+        row["failed"] = {"stage": stage, "message": str(err)}
     except QsimError as err:
         row["failed"] = {"stage": stage, "message": str(err).splitlines()[0]}
     except Exception as err:  # a traceback is a qsim bug: recorded with its stack, the run goes on
         row["failed"] = {"stage": stage, "message": f"{type(err).__name__}: {err}",
                          "traceback": traceback.format_exc(limit=6)}
     return row
+
+
+class CommandFailed(Exception):
+    """A qsim command that exited non-zero: its message is qsim's first line on stderr."""
+
+
+def run_cli(argv: list[str]) -> subprocess.CompletedProcess:
+    """`python -m qsim ARGV` in a child process, as a user runs it from the shell (this checkout's
+    qsim on PYTHONPATH); CommandFailed with qsim's message when it exits non-zero."""
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    done = subprocess.run([sys.executable, "-m", "qsim", *argv], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
+        message = next((line for line in lines if line.startswith("qsim:")), lines[-1])
+        raise CommandFailed(f"exit {done.returncode}: {message}")
+    return done
+
+
+def shell_line(argv: list[str]) -> str:
+    return "qsim " + " ".join(argv)
+
+
+def stage_seconds(stdout: str) -> dict[str, float]:
+    """The seconds per stage from quantize's `time: calibrate 1.2 s, lower 0.3 s, ...` line."""
+    line = next((line for line in stdout.splitlines() if line.strip().startswith("time:")), "")
+    return {k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+) s\b", line)}
 
 
 def integer_check(folder: Path, feeds: dict[str, np.ndarray]) -> dict:
@@ -212,13 +250,20 @@ def markdown(results: dict) -> str:
              f"{results['calib']} calibration and {results['eval']} evaluation samples (224x224 crops of the "
              "photographs bundled with scikit-image/scikit-learn; MTCNN: crops of the embedded images; "
              "transformer: N(0, 1) embeddings; the issue-29 networks, benchmarks/_network_kinds.py: N(0, 1) "
-             "samples of every input, padding masks of 0-5 padded positions). Recipe: qsim quantize's defaults (int8, percentile, adaptive "
-             f"weight rounding, bias correction). Simulation: the NPU's cycle model, {results['config']}, one "
-             "sample (every input of it). Integer: the quantized folder's graph on the TOSA 0.30 numpy reference "
-             "vs the compiled kernels on that sample, every tensor compared; simulate lists any arithmetic "
-             "operator left on the host.", "",
+             "samples of every input, padding masks of 0-5 padded positions; keyword spotting: N(0, 1) MFCC frames). "
+             "Recipe: qsim quantize's defaults (int8, per-channel weights, adaptive weight rounding, bias correction) "
+             "with the default range observer of the row's commit, named in the last column: `auto` (per tensor "
+             "the min-max, percentile or MSE range costing its consumers the least error; the default since "
+             "82c923f) or `percentile` (the default before, which the rows from earlier commits ran with). Rows whose simulate cell reads the summary line ('no host arithmetic') ran `qsim quantize` "
+             "and `qsim simulate` as commands (models.json holds their command lines); earlier rows called the "
+             "same functions in-process. "
+             "SQNR: the integer output dequantized against the float model's on the evaluation samples. "
+             f"Simulation: the NPU's cycle model, {results['config']}, one sample (every input of it); "
+             "'no host arithmetic' means the summary line carries no WARNING (the host only reshapes). "
+             "Integer: the quantized folder's graph on the TOSA 0.30 numpy reference vs the compiled kernels on "
+             "that sample, every tensor compared.", "",
              "| model | weights | float vs onnxruntime (max abs / relative) | outputs: SQNR, top-1 agreement | "
-             "integer: reference vs kernels | simulate | times (s) | run: commit, load |",
+             "integer: reference vs kernels | simulate | times (s) | run: commit, load, observer |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results["models"]:
         fl = r.get("float")
@@ -228,12 +273,15 @@ def markdown(results: dict) -> str:
                          + (f", {100 * o['top1_agreement']:.1f} %" if o.get("top1_agreement") is not None else "")
                          for o in r.get("outputs", []))
         sim = r.get("simulate")
-        sim_cell = (("verified" if sim["verified"] else "**MISMATCH**") + f", {sim['layers']} layers, "
+        host = f" ({sim['host_layers']} on the host)" if sim and "host_layers" in sim else ""
+        sim_cell = (("verified" if sim["verified"] else "**MISMATCH**") + f", {sim['layers']} layers{host}, "
                     f"{sim['cycles']} cycles") if sim else ""
         if sim and not sim["verified"] and sim["messages"]:
             sim_cell += ": " + sim["messages"][0].replace("|", "\\|")
         if sim and sim.get("host_arithmetic"):
             sim_cell += "; **on the host**: " + ", ".join(sim["host_arithmetic"])
+        elif sim and "summary" in sim:      # rows that read the summary line say what it says
+            sim_cell += "; no host arithmetic (the host only reshapes)"
         integer = r.get("integer")
         int_cell = ("not run" if integer is None else f"bit-exact, {integer['tensors']} tensors" if integer["bit_exact"]
                     else "**DIFFERS**: " + ", ".join(integer["differing"]))
@@ -248,6 +296,7 @@ def markdown(results: dict) -> str:
                 sim_cell = cell
         run = r.get("run", {})
         run_cell = f"{run.get('commit', '?')}, {run.get('load', '?')}" if run else "earlier run"
+        run_cell += f", {r.get('observer', 'percentile')}"
         lines.append(f"| {r['model']} | {r['weights']} | {float_cell} | {outs} | {int_cell} | {sim_cell} | {times} "
                      f"| {run_cell} |")
     through = [r for r in results["models"] if "failed" not in r and r.get("simulate", {}).get("verified")]

@@ -190,6 +190,13 @@ def load_quantized_model(folder: str | Path, expect: TargetKind | None = None) -
                         _quant_from(graph, graph.outputs, where), tensor_map)
 
 
+def _without_batch_axis(shape: tuple) -> tuple:
+    """The input's shape without its batch axis: the first axis of extent 1 (the leading one of
+    a batch-first input, axis 1 of a sequence-first [S, 1, E] one), the sample shape of
+    calibration data (quant/calibration/model_inputs.py); `shape` itself when no axis is 1."""
+    return shape if 1 not in shape else shape[:shape.index(1)] + shape[shape.index(1) + 1:]
+
+
 def integer_inputs(model: LoweredModel, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The graph's integer inputs from user arrays: a float array is quantized with the
     input's scale and zero point; an integer array must already have the input's dtype."""
@@ -198,9 +205,14 @@ def integer_inputs(model: LoweredModel, arrays: dict[str, np.ndarray]) -> dict[s
     for name, value in arrays.items():
         t = model.graph.tensor(name)
         value = np.asarray(value)
-        if tuple(value.shape) != tuple(t.shape):
+        shape = tuple(int(d) for d in t.shape)
+        sample = _without_batch_axis(shape)
+        if tuple(value.shape) == sample and sample != shape:
+            value = value.reshape(shape)        # one sample as calibration data holds it
+        if tuple(value.shape) != shape:
             raise DataError(f"input {name!r}: array of shape {list(value.shape)}, the model "
-                            f"takes {list(t.shape)}", hint="reshape the array to the input shape")
+                            f"takes {list(shape)}", hint="reshape the array to the input shape, or give one "
+                            f"sample without its batch axis, as calibration data holds it: {list(sample)}")
         fixed = as_integer_input(value, t.dtype, name)   # token ids narrowed, masks bool: never quantized
         if fixed is not None:
             out[name] = fixed

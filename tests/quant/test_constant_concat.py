@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from onnx import helper
 
 from qsim.quant.calibration.data import Samples
@@ -19,9 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "onnx"))
 from onnx_helpers import init, make_model, save  # noqa: E402
 
 
-def test_class_token_is_quantized_onto_the_concat_grid(tmp_path):
+# 2: a trained token's size; 0: torchvision's VisionTransformer starts its class token at zeros
+# (an untrained or freshly built model exports a constant of zeros: the concat's zero point)
+@pytest.mark.parametrize("token_scale", [2.0, 0.0])
+def test_class_token_is_quantized_onto_the_concat_grid(tmp_path, token_scale):
     rng = np.random.default_rng(7)
-    token = rng.normal(size=(1, 1, 8)).astype(np.float32) * 2
+    token = rng.normal(size=(1, 1, 8)).astype(np.float32) * token_scale
     nodes = [helper.make_node("Concat", ["cls", "x"], ["cat"], axis=1),
              helper.make_node("Add", ["cat", "pos"], ["h"]),
              helper.make_node("MatMul", ["h", "w"], ["y"])]

@@ -14,6 +14,7 @@ these files, so they need no torch; run this script (with torch installed) to re
 from __future__ import annotations
 
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ import torch
 
 nn = torch.nn
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2] / "benchmarks"))
+from _network_kinds import padded_encoder  # noqa: E402  (the one definition, also benchmarks/models.py's)
 # name -> (module factory, input shape, opsets)
 
 
@@ -152,27 +155,14 @@ def fake_quant_export() -> None:
     print(f"wrote {path.name}")
 
 
-class PaddedEncoder(nn.Module):
-    """x [N, 8, 16] and its padding mask [N, 8] (bool, True: a padded position) → a 2-layer
-    batch_first encoder with src_key_padding_mask → mean over positions → 4 logits."""
-
-    def __init__(self):
-        super().__init__()
-        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-        self.head = nn.Linear(16, 4)
-
-    def forward(self, x, mask):
-        return self.head(self.encoder(x, src_key_padding_mask=mask).mean(1))
-
-
 def padding_mask_export() -> None:
     torch.manual_seed(0)
     path = HERE / "encoder_padding_mask_opset17.onnx"
     mask = torch.zeros(2, 8, dtype=torch.bool)
     mask[:, 6:] = True
-    torch.onnx.export(PaddedEncoder().eval(), (torch.randn(2, 8, 16), mask), str(path), opset_version=17,
-                      dynamo=False, input_names=["x", "mask"], output_names=["y"],
+    module = padded_encoder(16, 2, 32, classes=4).eval()     # x [N, 8, 16], mask [N, 8] → 4 logits
+    torch.onnx.export(module, (torch.randn(2, 8, 16), mask), str(path), opset_version=17, dynamo=False,
+                      input_names=["x", "mask"], output_names=["y"],
                       dynamic_axes={"x": {0: "N"}, "mask": {0: "N"}, "y": {0: "N"}})
     print(f"wrote {path.name}")
 
