@@ -161,3 +161,43 @@ def test_wide_errors_follow_tosa_rules(rng):
     b = rng.integers(-5, 5, (1, 4, 3)).astype(np.int16)
     with pytest.raises(InvalidGraphError, match="weight zero point"):
         run_layer(geom, "MATMUL", [x[None], b], dict(B_zp=2), ok)
+
+
+@pytest.mark.parametrize("op, frames", [("LSTM", 5), ("GRU", 4)])
+def test_16x8_recurrent_gate_matmuls_run_on_the_array(tmp_path, op, frames):
+    """`qsim quantize --precision 16x8` of a keyword-spotting LSTM / GRU, then `qsim simulate`:
+    every gate and recurrent product (FULLY_CONNECTED, int16 x int8) on the array, the gates
+    (TABLE) on the vector unit, only reshapes on the host, every layer verified."""
+    import sys
+    from pathlib import Path
+
+    import onnx
+    sys.path.insert(0, str(Path(__file__).parents[1] / "onnx"))
+    from recurrent_models import keyword_spotting
+    from qsim.commands.quantize import quantize_to_folder
+    from qsim.commands.simulate import simulate_command
+    from qsim.npu.engines import Engine
+    from qsim.quant.options import QuantizeOptions
+    from qsim.quant.params import Precision
+    from qsim.quant.qmodel import load_quantized_model
+
+    rng = np.random.default_rng(41)
+    x = rng.normal(size=(16, frames, 10)).astype(np.float32)
+    onnx.save(keyword_spotting(op, rng, frames=frames), tmp_path / "kws.onnx")
+    np.save(tmp_path / "calib.npy", x)
+    folder = tmp_path / "kws-16x8"
+    quantize_to_folder(str(tmp_path / "kws.onnx"), str(tmp_path / "calib.npy"), str(folder),
+                       QuantizeOptions(show_progress=False, precision=Precision.INT16X8))
+    graph = load_quantized_model(folder).graph
+    np.save(tmp_path / "x1.npy", x[:1].reshape(graph.tensors[graph.inputs[0]].shape))
+    sim = simulate_command(str(folder), "8x8", Engine.MODEL, str(tmp_path / "x1.npy"), str(tmp_path / "npu"),
+                           show_progress=False, workers=1)
+    assert sim.verified, sim.messages
+    layers = sim.reports[0].layers
+    assert all(la.verified for la in layers if la.verified is not None)
+    fcs = [la for la in layers if la.op.startswith("FULLY_CONNECTED")]
+    wide_inputs = [op_ for op_ in graph.ops if op_.kind.short_name == "FULLY_CONNECTED"
+                   and graph.tensor(op_.inputs[0]).dtype.name == "I16"]
+    assert fcs and len(wide_inputs) == len(fcs) and all(la.unit == "array" for la in fcs)
+    assert {la.op for la in layers if la.unit == "host"} <= {"RESHAPE", "IDENTITY", "CONST"}
+    assert any(la.op.startswith("TABLE") and la.unit == "vector" for la in layers)
