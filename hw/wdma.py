@@ -55,7 +55,6 @@ class WindowDMA(wiring.Component):
         m = Module()
         g = self.geom
         R = g.rows
-        lane_bits = max(1, (R - 1).bit_length())
 
         def d(name):
             return _desc(self.desc, name)
@@ -164,11 +163,18 @@ class WindowDMA(wiring.Component):
                 with m.Else():
                     k_advance(length)
 
-        # Capture: the read's bytes land in lanes [dst, dst + nbytes) of the word.
-        d_valid, d_last, d_final = Signal(), Signal(), Signal()
-        d_dst, d_n, d_widx = Signal(lane_bits + 1), Signal(17), Signal(16)
         dst = Signal(17)
         m.d.comb += dst.eq(lane + lo - q)
+        self._capture(m, go, word_end, final, dst, nbytes, widx, word, zp_word, elem16, buf_addr)
+        return m
+
+    def _capture(self, m, go, word_end, final, dst, nbytes, widx, word, zp_word, elem16, buf_addr):
+        """The read's bytes land in lanes [dst, dst + nbytes) of the word, one cycle after `go`."""
+        g = self.geom
+        R = g.rows
+        lane_bits = max(1, (R - 1).bit_length())
+        d_valid, d_last, d_final = Signal(), Signal(), Signal()
+        d_dst, d_n, d_widx = Signal(lane_bits + 1), Signal(17), Signal(16)
         m.d.sync += [d_valid.eq(go), d_last.eq(go & word_end), d_final.eq(go & final),
                      d_dst.eq(dst[:lane_bits + 1]), d_n.eq(nbytes), d_widx.eq(widx)]
         # A plane read returns its lanes' bytes at even offsets (2R - 1 <= P: the compiler's check).
@@ -188,4 +194,3 @@ class WindowDMA(wiring.Component):
             m.d.sync += word.eq(Mux(d_last, zp_word, merged))
         with m.If(d_final & ~self.start):
             m.d.sync += self.busy.eq(0)
-        return m
