@@ -110,6 +110,7 @@ class ComputeUnit(wiring.Component):
             m.d.sync += [in_valid.eq(self.busy & (j < count)), w_valid.eq(self.busy & (j < count))]
             m.d.comb += [array.clear.eq(self.busy & (j == 0)),
                          array.drain.eq(self.busy & (j >= S) & (j < S + R - 1))]
+
         def operand(byte, plane):
             return Mux(plane == Plane.LO, byte.as_unsigned(), byte.as_signed())
 

@@ -228,7 +228,8 @@ class NpuState:
         # The PEs' 32-bit sums (one fold / one K chunk) never wrap on a plane pass (bounds:
         # qsim/npu/array/wide.py); an int8 pass wraps like TOSA's int32 accumulator, which the
         # low 32 bits of the 48-bit lanes reproduce.
-        product = _wrap(product, 32) << (8 * ((instr.get("a_plane") == Plane.HI) + (instr.get("w_plane") == Plane.HI)))
+        high_bytes = (instr.get("a_plane") == Plane.HI) + (instr.get("w_plane") == Plane.HI)
+        product = _wrap(product, 32) << (8 * high_bytes)
         rows = self._rows(self.acc, instr.get("acc_addr"), n_rows, "COMPUTE accumulator")
         old = self.acc[rows] if instr.get("accumulate") else 0
         total = _wrap(old + product, 48)
