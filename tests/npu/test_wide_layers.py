@@ -201,3 +201,34 @@ def test_16x8_recurrent_gate_matmuls_run_on_the_array(tmp_path, op, frames):
     assert fcs and len(wide_inputs) == len(fcs) and all(la.unit == "array" for la in fcs)
     assert {la.op for la in layers if la.unit == "host"} <= {"RESHAPE", "IDENTITY", "CONST"}
     assert any(la.op.startswith("TABLE") and la.unit == "vector" for la in layers)
+
+
+def test_16x8_cocotb_programs_reproduce_the_golden_vectors(tmp_path):
+    """`qsim quantize --precision 16x8` of the embedded CNN, `qsim export-vectors --cocotb`: the
+    exported programs, decoded from their instruction words (per hw/README.md's fields, the
+    plane fields included) and run on the cycle model, give the int16 golden tensors in the
+    exported cycle counts."""
+    from qsim.cli import main
+    from qsim.npu.cocotb_tb import golden_check
+    from qsim.npu.config import load_config
+    from qsim.npu.cycle_model import cycle_stats, execute
+
+    from .test_cocotb_export import _decode
+    assert main(["quantize", "--precision", "16x8", "--eval-limit", "20", "-o", str(tmp_path / "q"), "-q"]) == 0
+    assert main(["export-vectors", str(tmp_path / "q"), "--config", "8x8", "--cocotb", str(tmp_path / "tb")]) == 0
+    geom = load_config("8x8").geometry
+    checked = []
+    for layer in golden_check.load_layers(tmp_path / "tb"):
+        if not layer.programs:
+            continue
+        expected = layer.golden(tmp_path / "tb")
+        results = []
+        for program in layer.programs:
+            instrs, dram = _decode(program.instrs), program.dram.copy()
+            execute(geom, instrs, dram)
+            assert cycle_stats(geom, instrs, program.dram).total_cycles == program.cycles
+            results.append(program.result(dram))
+        np.testing.assert_array_equal(golden_check.assemble(layer, expected.shape, expected.dtype, results),
+                                      expected, err_msg=layer.name)
+        checked.append((layer.op.split("+")[0], expected.dtype))
+    assert checked.count(("CONV2D", np.dtype(np.int16))) == 4 and ("FULLY_CONNECTED", np.dtype(np.int16)) in checked
