@@ -232,3 +232,21 @@ def test_16x8_cocotb_programs_reproduce_the_golden_vectors(tmp_path):
                                       expected, err_msg=layer.name)
         checked.append((layer.op.split("+")[0], expected.dtype))
     assert checked.count(("CONV2D", np.dtype(np.int16))) == 4 and ("FULLY_CONNECTED", np.dtype(np.int16)) in checked
+
+
+@pytest.mark.parametrize("dataflow", [WS, OS], ids=["ws", "os"])
+def test_16x8_transpose_conv_equals_the_tosa_reference(rng, dataflow):
+    """TRANSPOSE_CONV2D of int16 activations: its sub-pixel phases are 16x8 convolutions, each
+    two plane passes; sums against qsim.tosa's reference (int48), then the int48 RESCALE."""
+    from qsim.tosa.run import run as tosa_run
+    x = rng.integers(I16_MIN, I16_MAX + 1, (1, 3, 4, 3)).astype(np.int16)
+    x[0, 0, 0] = I16_MIN
+    w = rng.integers(-128, 128, (5, 3, 2, 3)).astype(np.int8)
+    attrs = dict(weight=w, bias=rng.integers(-(1 << 40), 1 << 40, 5), out_pad=(0, 1, 1, 0), stride=(2, 3),
+                 out_shape=(1, 6, 10, 5), input_zp=0, weight_zp=-128)
+    acc = tosa_run("TRANSPOSE_CONV2D", [x], attrs, backend="reference")[0].astype(np.int64)
+    mult, shift = _scales(acc, 5, rng)
+    got = run_layer(_geom(dataflow), "TRANSPOSE_CONV2D", [x], attrs,
+                    dict(multiplier=mult, shift=shift, scale32=False, per_channel=True), out_bits=16)
+    np.testing.assert_array_equal(got.output, _rescale16(acc, mult, shift))
+    assert np.abs(acc).max() > 1 << 31
