@@ -1,6 +1,8 @@
 """int16 operands on the array (TOSA 16x8 and 16x16; qsim/npu/array/wide.py): byte-plane passes
 into int48 accumulators and the int48 RESCALE of the requantization unit, against the TOSA 0.30
 loops of tests/npu/oracle.py (int64 sums, apply_scale_16), on every engine."""
+import json
+
 import numpy as np
 import pytest
 
@@ -203,8 +205,9 @@ def test_16x8_recurrent_gate_matmuls_run_on_the_array(tmp_path, op, frames):
     assert any(la.op.startswith("TABLE") and la.unit == "vector" for la in layers)
 
 
-def test_16x8_cocotb_programs_reproduce_the_golden_vectors(tmp_path):
-    """`qsim quantize --precision 16x8` of the embedded CNN, `qsim export-vectors --cocotb`: the
+def test_16x8_cnn_simulates_verified_and_its_cocotb_programs_reproduce_the_golden_vectors(tmp_path):
+    """`qsim quantize --precision 16x8` of the embedded CNN, then `qsim simulate` (every layer
+    verified, nothing but reshapes on the host) and `qsim export-vectors --cocotb`: the
     exported programs, decoded from their instruction words (per hw/README.md's fields, the
     plane fields included) and run on the cycle model, give the int16 golden tensors in the
     exported cycle counts."""
@@ -215,6 +218,11 @@ def test_16x8_cocotb_programs_reproduce_the_golden_vectors(tmp_path):
 
     from .test_cocotb_export import _decode
     assert main(["quantize", "--precision", "16x8", "--eval-limit", "20", "-o", str(tmp_path / "q"), "-q"]) == 0
+    assert main(["simulate", str(tmp_path / "q"), "--config", "8x8", "--engine", "model", "-o", str(tmp_path / "s"),
+                 "-q"]) == 0
+    sim = json.loads((tmp_path / "s" / "report.json").read_text())
+    assert sim["all_verified"] and sim["host_arithmetic_layers"] == [] and "WARNING" not in sim["summary"]
+    assert {la["op"] for la in sim["layers"] if la["unit"] == "host"} <= {"RESHAPE", "IDENTITY", "CONST"}
     assert main(["export-vectors", str(tmp_path / "q"), "--config", "8x8", "--cocotb", str(tmp_path / "tb")]) == 0
     geom = load_config("8x8").geometry
     checked = []
