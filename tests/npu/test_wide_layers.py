@@ -212,11 +212,9 @@ def test_16x8_cnn_simulates_verified_and_its_cocotb_programs_reproduce_the_golde
     plane fields included) and run on the cycle model, give the int16 golden tensors in the
     exported cycle counts."""
     from qsim.cli import main
-    from qsim.npu.cocotb_tb import golden_check
     from qsim.npu.config import load_config
-    from qsim.npu.cycle_model import cycle_stats, execute
 
-    from .test_cocotb_export import _decode
+    from .test_cocotb_export import replay_golden_layers
     assert main(["quantize", "--precision", "16x8", "--eval-limit", "20", "-o", str(tmp_path / "q"), "-q"]) == 0
     assert main(["simulate", str(tmp_path / "q"), "--config", "8x8", "--engine", "model", "-o", str(tmp_path / "s"),
                  "-q"]) == 0
@@ -224,21 +222,8 @@ def test_16x8_cnn_simulates_verified_and_its_cocotb_programs_reproduce_the_golde
     assert sim["all_verified"] and sim["host_arithmetic_layers"] == [] and "WARNING" not in sim["summary"]
     assert {la["op"] for la in sim["layers"] if la["unit"] == "host"} <= {"RESHAPE", "IDENTITY", "CONST"}
     assert main(["export-vectors", str(tmp_path / "q"), "--config", "8x8", "--cocotb", str(tmp_path / "tb")]) == 0
-    geom = load_config("8x8").geometry
-    checked = []
-    for layer in golden_check.load_layers(tmp_path / "tb"):
-        if not layer.programs:
-            continue
-        expected = layer.golden(tmp_path / "tb")
-        results = []
-        for program in layer.programs:
-            instrs, dram = _decode(program.instrs), program.dram.copy()
-            execute(geom, instrs, dram)
-            assert cycle_stats(geom, instrs, program.dram).total_cycles == program.cycles
-            results.append(program.result(dram))
-        np.testing.assert_array_equal(golden_check.assemble(layer, expected.shape, expected.dtype, results),
-                                      expected, err_msg=layer.name)
-        checked.append((layer.op.split("+")[0], expected.dtype))
+    checked = [(layer.op.split("+")[0], expected.dtype)
+               for layer, expected in replay_golden_layers(tmp_path / "tb", load_config("8x8").geometry)]
     assert checked.count(("CONV2D", np.dtype(np.int16))) == 4 and ("FULLY_CONNECTED", np.dtype(np.int16)) in checked
 
 
