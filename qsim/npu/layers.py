@@ -17,6 +17,11 @@ contributing 0). TRANSPOSE_CONV2D (weight [OC,KH,KW,IC], out_pad, stride, out_sh
 stride_y x stride_x stride-1 convolutions, one per output phase (qsim/npu/array/subpixel.py),
 whose outputs interleave. Without a fused RESCALE the int32 accumulators are stored and the
 bias is added on the host.
+
+16x8 (int16 activations, int8 weights) and 16x16 MATMUL: the same GEMMs over the operands'
+byte planes into int48 accumulators (qsim/npu/array/wide.py), the fused RESCALE of int48
+(scale32 false, 48-bit bias) writing int16 or int8; int48 sums are never stored, so these
+layers need their RESCALE fused.
 """
 from __future__ import annotations
 
