@@ -33,6 +33,8 @@ from ...hw import isa
 from ...hw.isa import LoadBuffer, StoreBuffer
 from ...hw.params import PARAM_LANE_BYTES, Dataflow, Geometry
 from ...hw.window_isa import window_base
+from . import wide
+from ...hw.isa import Plane
 from .window import Window, descriptor_bytes, descriptor_words, window_timing
 
 ALIGN = 64
@@ -47,12 +49,13 @@ class Requant:
     clamp_lo: int
     clamp_hi: int
     double_round: bool
+    out_bits: int = 8         # 8: int8 output lanes; 16: int16 (COMPUTE out16)
 
 
 @dataclass(frozen=True)
 class Gemm:
-    a: np.ndarray             # int8: the A operand as DRAM holds it, read through `window`
-    w: np.ndarray             # int8 [K, N]
+    a: np.ndarray             # int8 or int16: the A operand as DRAM holds it, read through `window`
+    w: np.ndarray             # int8 or int16 [K, N] (int16: byte-plane passes, qsim/npu/array/wide.py)
     in_zp: int = 0
     w_zp: int = 0
     requant: Requant | None = None
@@ -61,6 +64,15 @@ class Gemm:
     @property
     def reading(self) -> Window:
         return self.window if self.window is not None else Window.matrix(*self.a.shape)
+
+    @property
+    def wide(self) -> bool:
+        """An int16 operand: int48 accumulators, byte-plane passes (wide.py)."""
+        return np.dtype(self.a.dtype) == np.int16 or np.dtype(self.w.dtype) == np.int16
+
+    @property
+    def passes(self) -> list[tuple[Plane, Plane]]:
+        return [(pa, pw) for pa in wide.planes(self.a.dtype) for pw in wide.planes(self.w.dtype)]
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -93,8 +105,9 @@ def _align(n: int) -> int:
     return _ceil(n, ALIGN) * ALIGN
 
 
-def _param_words(req: Requant | None, N: int, C: int) -> np.ndarray:
-    """[nN, C * 9] bytes: per lane bias int32, multiplier int32, shift uint8 (padding lanes 0/0/2)."""
+def _param_words(req: Requant | None, N: int, C: int, acc48: bool = False) -> np.ndarray:
+    """[nN, C * 9] bytes: per lane bias int32, multiplier int32, shift uint8 (padding lanes 0/0/2);
+    with int48 accumulators the int48 bias and a 16-bit multiplier (wide.pack_params)."""
     nN = _ceil(N, C)
     lanes = np.zeros((nN * C, PARAM_LANE_BYTES), np.uint8)
     bias = np.zeros(nN * C, np.int32)
@@ -102,16 +115,23 @@ def _param_words(req: Requant | None, N: int, C: int) -> np.ndarray:
     shift = np.full(nN * C, 2, np.uint8)
     if req is not None:
         bias[:N], mult[:N], shift[:N] = req.bias, req.multiplier, req.shift
+    lanes[:, 8] = shift
+    if acc48:
+        bias48 = np.zeros(nN * C, np.int64)
+        bias48[:N] = req.bias
+        wide.pack_params(lanes, bias48, mult)
+        return lanes.reshape(nN, C * PARAM_LANE_BYTES)
     lanes[:, 0:4] = bias.astype("<i4").view(np.uint8).reshape(-1, 4)
     lanes[:, 4:8] = mult.astype("<i4").view(np.uint8).reshape(-1, 4)
-    lanes[:, 8] = shift
     return lanes.reshape(nN, C * PARAM_LANE_BYTES)
 
 
-def _check(gemm: Gemm) -> None:
-    if gemm.a.dtype != np.int8 or gemm.w.dtype != np.int8:
-        raise UnsupportedError(f"the NPU multiplies int8 by int8; got {gemm.a.dtype} x {gemm.w.dtype}",
-                               hint="int16 activations run on the host (kernels backend)")
+def _check(gemm: Gemm, geom: Geometry) -> None:
+    if gemm.a.dtype not in (np.int8, np.int16) or gemm.w.dtype not in (np.int8, np.int16):
+        raise UnsupportedError(f"the NPU multiplies int8 or int16 operands; got {gemm.a.dtype} x {gemm.w.dtype}")
+    if gemm.wide:
+        wide.check(gemm.a.dtype, gemm.w.dtype, gemm.in_zp, gemm.w_zp, gemm.shape[1], geom.rows,
+                   geom.dram_port_bytes, gemm.requant)
     if not (-128 <= gemm.in_zp <= 127 and -128 <= gemm.w_zp <= 127):
         raise UnsupportedError(f"zero points {gemm.in_zp}, {gemm.w_zp} outside int8")
     req = gemm.requant
@@ -119,36 +139,57 @@ def _check(gemm: Gemm) -> None:
         if np.any(req.multiplier < 0) or np.any((req.shift < 2) | (req.shift > 62)):
             raise UnsupportedError("requantization needs multiplier >= 0 and 2 <= shift <= 62 "
                                    "(TOSA apply_scale_32 REQUIRE)")
-        if not -128 <= req.clamp_lo <= req.clamp_hi <= 127 or not -128 <= req.out_zp <= 127:
+        top = (1 << (req.out_bits - 1)) - 1
+        if not -top - 1 <= req.clamp_lo <= req.clamp_hi <= top or not -128 <= req.out_zp <= 127:
             raise UnsupportedError(f"output zero point {req.out_zp} / clamp [{req.clamp_lo}, "
-                                   f"{req.clamp_hi}] must lie in int8")
+                                   f"{req.clamp_hi}] must lie in int{req.out_bits}")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One COMPUTE of a group: K rows [k0, k0 + klen) of one pass (operand planes pa, pw).
+    `slot` numbers the distinct A blocks of a group (a pass's fold / K chunk), `wi` the
+    weight plane image."""
+    k0: int
+    klen: int
+    pa: Plane
+    pw: Plane
+    slot: int
+    wi: int
+
+
+def _weight_image(w: np.ndarray, K: int, N: int, R: int, C: int, ws: bool, fill) -> np.ndarray:
+    """W in the order the array consumes it: [nN, nF, R, C] (ws; rows beyond K hold `fill`)
+    or [nN, K, C] (os)."""
+    nN = _ceil(N, C)
+    rows = _ceil(K, R) * R if ws else K
+    w_pad = np.full((rows, nN * C), fill, np.int8)
+    w_pad[:K, :N] = w
+    if ws:
+        return w_pad.reshape(rows // R, R, nN, C).transpose(2, 0, 1, 3).copy()
+    return w_pad.reshape(K, nN, C).transpose(1, 0, 2).copy()
 
 
 def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
-    _check(gemm)
+    _check(gemm, geom)
     M, K, N = gemm.shape
     R, C = geom.rows, geom.cols
     ws = geom.dataflow is Dataflow.WEIGHT_STATIONARY
     nN = _ceil(N, C)
-    w_zp_fill = np.int8(gemm.w_zp)
     x = np.ascontiguousarray(gemm.a)
     window = gemm.reading
     if x.size != int(np.prod(window.shape)):
         raise ValueError(f"A operand of {x.shape} does not match its window {window.shape}")
+    a_planes, w_planes = wide.planes(gemm.a.dtype), wide.planes(gemm.w.dtype)
 
-    # W in the order the array consumes it; A stays as the layer holds it.
-    if ws:
-        nF = _ceil(K, R)
-        w_pad = np.full((nF * R, nN * C), w_zp_fill, np.int8)
-        w_pad[:K, :N] = gemm.w
-        w_img = w_pad.reshape(nF, R, nN, C).transpose(2, 0, 1, 3).copy()   # [nN, nF, R, C]
-    else:
-        nM = _ceil(M, R)
-        w_pad = np.full((K, nN * C), w_zp_fill, np.int8)
-        w_pad[:, :N] = gemm.w
-        w_img = w_pad.reshape(K, nN, C).transpose(1, 0, 2).copy()        # [nN, K, C]
-    params = _param_words(gemm.requant, N, C)
-    out_dtype = np.dtype(np.int8) if gemm.requant is not None else np.dtype("<i4")
+    # W in the order the array consumes it, one image per weight plane; A stays as the layer holds it.
+    w_img = np.stack([_weight_image(gemm.w if p is Plane.INT8 else wide.plane_bytes(gemm.w, p), K, N, R, C,
+                                    ws, np.int8(gemm.w_zp)) for p in w_planes])
+    plane_stride = w_img[0].nbytes
+    nF = _ceil(K, R)
+    params = _param_words(gemm.requant, N, C, gemm.wide)
+    out_bits = gemm.requant.out_bits if gemm.requant is not None else 32
+    out_dtype = np.dtype({8: np.int8, 16: "<i2", 32: "<i4"}[out_bits])
     eb = out_dtype.itemsize
 
     P = geom.dram_port_bytes
@@ -158,46 +199,53 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
     o_base = p_base + _align(params.nbytes)
     d_base = o_base + _align(M * N * eb)
     d_words = descriptor_words(P)
-    descriptors: dict[tuple, int] = {}          # (pixel, k, os) -> index in the descriptor region
+    descriptors: dict[tuple, int] = {}          # (pixel, k, os, plane) -> index in the descriptor region
 
     in_half, w_half, acc_half = (geom.input_depth_words // 2, geom.weight_depth_words // 2,
                                  geom.acc_depth_words // 2)
     if ws:
         rows_per_group = min(M, acc_half)
-        resident = (in_half // nF) >= rows_per_group
+        resident = (in_half // (nF * len(a_planes))) >= rows_per_group
         if not resident:
             rows_per_group = min(rows_per_group, in_half)
         groups = [(m0, min(rows_per_group, M - m0), j)
                   for m0 in range(0, M, rows_per_group) for j in range(nN)]
-        steps = [(f * R, R) for f in range(nF)]            # (k0, k rows) per fold
+        chunks = [(f * R, R) for f in range(nF)]            # (k0, k rows) per fold
     else:
-        k_chunk = min(K, in_half, w_half)
+        nM = _ceil(M, R)
+        k_chunk = min(K, in_half // len(a_planes), w_half)
+        if gemm.wide:       # one COMPUTE's PE sums stay within 32 bits (wide.py)
+            k_chunk = min(k_chunk, wide.MAX_TERMS_PER_COMPUTE)
         resident = k_chunk == K
         groups = [(i * R, min(R, M - i * R), j) for i in range(nM) for j in range(nN)]
-        steps = [(k0, min(k_chunk, K - k0)) for k0 in range(0, K, k_chunk)]
+        chunks = [(k0, min(k_chunk, K - k0)) for k0 in range(0, K, k_chunk)]
+    steps = [_Step(k0, klen, pa, pw, ia * len(chunks) + ci, iw)
+             for ia, pa in enumerate(a_planes) for iw, pw in enumerate(w_planes)
+             for ci, (k0, klen) in enumerate(chunks)]
 
-    def a_load(m0, rows, k0, klen, buf_addr):
-        """The window descriptor for rows m0.. from K index k0 (ws: one fold of `rows` words;
-        os: `klen` words of row tile m0) into the register file, then LOADW."""
-        key = (m0, k0, not ws)
+    def a_load(m0, rows, step, buf_addr):
+        """The window descriptor for rows m0.. from K index step.k0 (ws: one fold of `rows`
+        words; os: `klen` words of row tile m0) of plane step.pa into the register file, then LOADW."""
+        key = (m0, step.k0, not ws, int(step.pa))
         index = descriptors.setdefault(key, len(descriptors))
         return [isa.load(LoadBuffer.VCONFIG, window_base(C, P), d_words, d_base + index * d_words * P, P, P),
-                isa.loadw(buf_addr, rows if ws else klen)]
+                isa.loadw(buf_addr, rows if ws else step.klen)]
 
-    def w_load(j, k0, klen, buf_addr):
+    def w_load(j, step, buf_addr):
+        base = w_base + step.wi * plane_stride
         if ws:
-            addr = w_base + ((j * nF + k0 // R) * R) * C
+            addr = base + ((j * nF + step.k0 // R) * R) * C
             return isa.load(LoadBuffer.WEIGHT, buf_addr, R, addr, C, C)
-        addr = w_base + (j * K + k0) * C
-        return isa.load(LoadBuffer.WEIGHT, buf_addr, klen, addr, C, C)
+        addr = base + (j * K + step.k0) * C
+        return isa.load(LoadBuffer.WEIGHT, buf_addr, step.klen, addr, C, C)
 
     instrs = _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load,
                    p_base, params.shape[1], o_base, N, eb, in_half, w_half, acc_half)
     blobs = [b""] * len(descriptors)
-    for (m0, k0, os), index in descriptors.items():
-        blobs[index] = descriptor_bytes(window.descriptor(a_base, m0, k0, os, gemm.in_zp), P)
+    for (m0, k0, os, plane), index in descriptors.items():
+        blobs[index] = descriptor_bytes(dict(window.descriptor(a_base, m0, k0, os, gemm.in_zp), plane=plane), P)
     dram = np.zeros(d_base + len(blobs) * d_words * P, np.uint8)
-    dram[a_base:a_base + x.nbytes] = x.view(np.uint8).ravel()
+    dram[a_base:a_base + x.nbytes] = x.astype(x.dtype.newbyteorder("<")).view(np.uint8).ravel()
     dram[w_base:w_base + w_img.nbytes] = w_img.view(np.uint8).ravel()
     dram[p_base:p_base + params.nbytes] = params.ravel()
     if blobs:
@@ -215,6 +263,18 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
                    dram_output_bytes=M * N * eb)
 
 
+def _requant_fields(gemm: Gemm) -> dict:
+    """COMPUTE's requantization fields (out16: 16-bit clamp bounds split into byte halves)."""
+    req = gemm.requant
+    if req is None:
+        return dict(double_round=0, out_zp=0, clamp_lo=-128, clamp_hi=127)
+    low = lambda v: ((v & 0xFF) ^ 0x80) - 0x80       # noqa: E731 (the low byte, as a signed field)
+    out16 = req.out_bits == 16
+    return dict(double_round=int(bool(req.double_round)), out_zp=req.out_zp, acc48=int(gemm.wide),
+                out16=int(out16), clamp_lo=low(req.clamp_lo), clamp_hi=low(req.clamp_hi),
+                clamp_lo_msb=req.clamp_lo >> 8 if out16 else 0, clamp_hi_msb=req.clamp_hi >> 8 if out16 else 0)
+
+
 def _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load, p_base, p_bytes, o_base, N, eb,
           in_half, w_half, acc_half):
     """The instruction stream. In-order dispatch makes the halves safe to reuse:
@@ -225,6 +285,7 @@ def _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load, p_base, p_byt
     COMPUTE of group g, whose dispatch implies group g-1 is finished."""
     R, C = geom.rows, geom.cols
     req = gemm.requant
+    fields = _requant_fields(gemm)
     instrs: list = []
     step_index = 0
     chunk_index = -1
@@ -232,33 +293,34 @@ def _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load, p_base, p_byt
     pending_store = None
     for g, (m0, rows, j) in enumerate(groups):
         acc_base = (g % 2) * acc_half
+        block = rows if ws else steps[0].klen       # words of one A slot (resident: all of K)
         a_key = m0
         if resident and a_key != last_a_key:
             chunk_index += 1
             last_a_key = a_key
             a_half = (chunk_index % 2) * in_half
-            for s, (k0, klen) in enumerate(steps):
-                instrs.extend(a_load(m0, rows, k0, klen, a_half + (s * rows if ws else 0)))
+            loaded = set()
+            for step in steps:
+                if step.slot not in loaded:
+                    loaded.add(step.slot)
+                    instrs.extend(a_load(m0, rows, step, a_half + step.slot * block))
         instrs.append(isa.load(LoadBuffer.PARAM, g % 2, 1, p_base + j * p_bytes, 0, p_bytes))
-        for s, (k0, klen) in enumerate(steps):
+        for s, step in enumerate(steps):
             half = step_index % 2
             if resident:
-                a_addr = (chunk_index % 2) * in_half + (s * rows if ws else 0)
+                a_addr = (chunk_index % 2) * in_half + step.slot * block
             else:
                 a_addr = half * in_half
-                instrs.extend(a_load(m0, rows, k0, klen, a_addr))
+                instrs.extend(a_load(m0, rows, step, a_addr))
             w_addr = half * w_half
-            instrs.append(w_load(j, k0, klen, w_addr))
+            instrs.append(w_load(j, step, w_addr))
             last = s == len(steps) - 1
+            planes = dict(a_plane=int(step.pa), w_plane=int(step.pw)) if gemm.wide else {}
             instrs.append(isa.compute(
                 a_addr=a_addr, w_addr=w_addr, acc_addr=acc_base, out_addr=acc_base,
-                param_addr=g % 2, count=rows if ws else klen, accumulate=int(s > 0),
-                requant=int(last and req is not None),
-                double_round=int(bool(req.double_round)) if req is not None else 0,
-                in_zp=gemm.in_zp, w_zp=gemm.w_zp,
-                out_zp=req.out_zp if req is not None else 0,
-                clamp_lo=req.clamp_lo if req is not None else -128,
-                clamp_hi=req.clamp_hi if req is not None else 127, wait_dma=True))
+                param_addr=g % 2, count=rows if ws else step.klen, accumulate=int(s > 0),
+                requant=int(last and req is not None), in_zp=gemm.in_zp, w_zp=gemm.w_zp,
+                **fields, **planes, wait_dma=True))
             step_index += 1
             if s == 0 and pending_store is not None:
                 instrs.append(pending_store)
