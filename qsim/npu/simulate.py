@@ -31,7 +31,7 @@ from .program import GraphRun, PreparedRun, Unit, finish_run, plan, prepare_run
 
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
-              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "dram")
+              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "dram", "cores")
 
 
 def resolve_engine(name: str, vcd: str | None) -> Engine:
@@ -68,7 +68,8 @@ def parse_sweep(specs: list[str], base: NpuConfig, flag: str = "--sweep") -> lis
                   "input_buffer_bytes": base.input_buffer_bytes,
                   "weight_buffer_bytes": base.weight_buffer_bytes,
                   "accumulator_buffer_bytes": base.accumulator_buffer_bytes,
-                  "dram_bytes_per_cycle": base.dram_bytes_per_cycle, "clock_mhz": base.clock_mhz}
+                  "dram_bytes_per_cycle": base.dram_bytes_per_cycle, "clock_mhz": base.clock_mhz,
+                  "cores": base.cores}
         for (key, _), value in zip(axes, combo):
             targets = ("rows", "cols") if key == "size" else (key,)
             for target in targets:
