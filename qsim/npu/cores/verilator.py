@@ -14,6 +14,7 @@ import numpy as np
 from ...errors import MismatchError
 from ...hw.isa import INSTR_BYTES, pack_program
 from ...hw.params import Geometry, Units
+from ..export import _lean_rtlil
 from ..sim_verilator import (CXX_FLAGS, VERILATOR_FLAGS, _build_into, _exclusive, _verilator, _version,
                              cache_root, cached_build_is_usable, make_opts, runtime_objects)
 from .memory import scatter, shared_image
@@ -26,7 +27,6 @@ def cores_verilog(geom: Geometry, cores: int, units: Units = Units.ARRAY) -> str
     """The multi-core top as lean Verilog (qsim/npu/export.py's conversion of the single core)."""
     from ...hw.cores import MultiCore            # deferred: the HDL needs amaranth
     from amaranth.back.verilog import _convert_rtlil_text   # deferred: yosys
-    from ..export import _lean_rtlil
     return _convert_rtlil_text(_lean_rtlil(MultiCore(geom, cores, units), TOP))
 
 
