@@ -218,6 +218,18 @@ def check_keys(table: dict, required, optional, header: str, fail) -> None:
             fail(None, f"missing key '{key}' in [{header}]", hint=f"add '{key} = ...' under [{header}]")
 
 
+def with_cores(config: NpuConfig, cores: int | None) -> NpuConfig:
+    """`config` with `cores` cores (None: as it is); `qsim simulate --cores N`."""
+    if cores is None:
+        return config
+    if not 1 <= cores <= MAX_CORES:
+        raise UsageError(f"--cores {cores} is out of range: allowed [1, {MAX_CORES}]")
+    if cores > 1 and config.dram is not None:
+        raise UsageError(f"--cores {cores} with DRAM timing: several cores are modelled with the ideal memory only",
+                         hint="drop the DRAM profile from --config, or use --cores 1")
+    return NpuConfig(**{**config.__dict__, "cores": cores})
+
+
 def load_config(spec: str | Path) -> NpuConfig:
     """A preset name (8x8, 16x16, 32x32; with ':os' / ':ws' for the dataflow and/or ':ddr4-3200'
     / ':lpddr4-4266' for DRAM timing) or a TOML path."""

@@ -109,6 +109,9 @@ def prepare_engine(config: NpuConfig, engine: Engine, stream=None, prepared: Pre
     for units in SPLIT:
         if used is None or side[units] in used:
             build(config.geometry, units=units)
+    if config.cores > 1 and (used is None or Unit.ARRAY in used):
+        from .cores.verilator import build_cores    # deferred: as above
+        build_cores(config.geometry, config.cores)
     took = time.perf_counter() - start
     if took > 1.0:
         print(f"verilator: built the {config.name} NPU model in {took:.1f} s (cached for next time)",

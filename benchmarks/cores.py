@@ -1,0 +1,156 @@
+"""Several NPU cores on ResNet-18 (config key `cores`, qsim/npu/cores/): cores = 1, 2, 4 on the
+model engine and on the verilator engine (RTL), every stage verified bit-exact against the
+kernels, the RTL's cycles checked equal to the cycle model's core by core (run_round raises
+otherwise) and stage by stage here; cycles in total and per core, arbitration waits, energy per
+core and the arbiter's (45 nm table). Writes reports/cores.md, reports/cores.json and
+reports/cores.png.
+
+    PYTHONPATH=. python benchmarks/cores.py [--config 16x16] [--engines model,verilator] [--size 224]
+
+ResNet-18: torchvision's architecture with seeded random weights (benchmarks/_resnet18_onnx.py,
+ONNX -> nnef-tools -> NNEF 1.0), quantized by `qsim quantize` with 4 seeded random calibration
+images, simulated on one seeded random image (the model of benchmarks/npu_e2e.py).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from qsim.commands.quantized_model import load_npu_model, read_inputs  # noqa: E402
+from qsim.npu.config import load_config  # noqa: E402
+from qsim.npu.energy import energy_by_component, load_tech  # noqa: E402
+from qsim.npu.program import run_graph_on_npu  # noqa: E402
+from qsim.runtime.executor import execute  # noqa: E402
+
+CORES = (1, 2, 4)
+
+
+def measure(graph, feeds, expected, config, engine: str, table) -> dict:
+    start = time.perf_counter()
+    run = run_graph_on_npu(graph, feeds, config, engine, expected)
+    seconds = time.perf_counter() - start
+    geom = config.geometry
+    array = [s for s in run.stages if s.layer is not None]
+    n = config.cores
+    per_core = [sum(s.layer.core_cycles[k] if s.layer.core_cycles else s.cycles for s in array) for k in range(n)]
+    waits = [sum(s.layer.arbitration_cycles[k] for s in array if s.layer.arbitration_cycles) for k in range(n)]
+    core_pj = [sum(sum(energy_by_component(s.layer.core_events[k], table, geom).values()) for s in array
+                   if s.layer.core_events) for k in range(n)] if n > 1 else \
+        [sum(sum(energy_by_component(s.events, table, geom).values()) for s in array)]
+    parts = {}
+    for s in run.stages:
+        for key, pj in energy_by_component(s.events, table, geom).items():
+            parts[key] = parts.get(key, 0.0) + pj
+    return {"cores": n, "engine": engine, "verified": run.verified, "total_cycles": run.total_cycles,
+            "stage_cycles": [s.cycles for s in run.stages],
+            "array_cycles": sum(s.cycles for s in array), "other_cycles": run.total_cycles - sum(s.cycles for s in array),
+            "core_cycles": per_core, "arbitration_cycles": waits, "core_array_energy_uj": [e / 1e6 for e in core_pj],
+            "energy_uj": sum(parts.values()) / 1e6, "arbiter_energy_uj": parts.get("arbiter", 0.0) / 1e6,
+            "dram_bytes": sum(s.dram_input_bytes + s.dram_weight_bytes + s.dram_output_bytes for s in run.stages),
+            "seconds": round(seconds, 1),
+            "outputs": {s.stage.name: s.output for s in run.stages}}
+
+
+def plot(rows: list[dict], path: Path, config_name: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    model = [r for r in rows if r["engine"] == "model"]
+    n = [r["cores"] for r in model]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    base = model[0]["total_cycles"]
+    left.plot(n, [base / r["total_cycles"] for r in model], "o-", label="whole network")
+    left.plot(n, [model[0]["array_cycles"] / r["array_cycles"] for r in model], "s--", label="array layers")
+    left.plot(n, n, ":", color="grey", label="ideal (N)")
+    left.set_xlabel("cores N")
+    left.set_ylabel("speed-up over one core")
+    left.set_xticks(n)
+    left.set_title(f"ResNet-18, {config_name} cores sharing one DRAM port")
+    left.legend()
+    width = 0.8 / max(n)
+    for i, r in enumerate(model):
+        for k, cycles in enumerate(r["core_cycles"]):
+            busy = cycles - r["arbitration_cycles"][k]
+            right.bar(i + (k - (r["cores"] - 1) / 2) * width, busy / 1e6, width * 0.9, color="tab:blue",
+                      label="running" if i == 0 and k == 0 else None)
+            right.bar(i + (k - (r["cores"] - 1) / 2) * width, r["arbitration_cycles"][k] / 1e6, width * 0.9,
+                      bottom=busy / 1e6, color="tab:red", label="waiting for the DRAM port" if (i, k) == (1, 0) else None)
+        right.hlines(r["array_cycles"] / 1e6, i - 0.45, i + 0.45, color="black",
+                     label="array layers' cycles (slowest core per round)" if i == 0 else None)
+    right.set_xticks(range(len(model)), [f"N = {r['cores']}" for r in model])
+    right.set_ylabel("array-layer cycles per core (millions)")
+    right.set_title("each core's cycles, arbitration waits on top")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", default="16x16")
+    parser.add_argument("--engines", default="model,verilator")
+    parser.add_argument("--out", default="reports")
+    args = parser.parse_args()
+    from npu_e2e import resnet18_quantized
+    qmodel, image = resnet18_quantized()
+    loaded = load_npu_model(str(qmodel))
+    feeds, _ = read_inputs(loaded.model, [str(image)])
+    graph = loaded.model.graph
+    expected = execute(graph, feeds, backend="kernels")
+    base, table = load_config(args.config), load_tech("45nm")
+    rows = []
+    for engine in args.engines.split(","):
+        for n in CORES:
+            row = measure(graph, feeds, expected, dataclasses.replace(base, cores=n), engine, table)
+            rows.append(row)
+            print(f"{engine} cores={n}: {row['total_cycles']:,} cycles, verified {row['verified']}, "
+                  f"{row['seconds']} s", flush=True)
+    single = {r["engine"]: r for r in rows if r["cores"] == 1}
+    for r in rows:      # bit-exact with the single-core run, and the RTL's cycles the model's
+        r["bit_exact_with_one_core"] = all(np.array_equal(v, single[r["engine"]]["outputs"][k])
+                                           for k, v in r["outputs"].items())
+        model = next(m for m in rows if m["engine"] == "model" and m["cores"] == r["cores"])
+        r["cycles_equal_model"] = r["stage_cycles"] == model["stage_cycles"] and r["core_cycles"] == model["core_cycles"]
+    out = Path(args.out)
+    plot(rows, out / "cores.png", base.name)
+    for r in rows:
+        del r["outputs"]
+    (out / "cores.json").write_text(json.dumps({"config": base.name, "rows": rows}, indent=1) + "\n")
+    lines = [f"# Several cores on ResNet-18 ({base.name} cores, one shared DRAM port)", "",
+             f"Written by `PYTHONPATH=. python benchmarks/cores.py --config {args.config}` on {platform.processor() or platform.machine()} "
+             "(2 CPU cores shared with other jobs; the times are wall clock under that load). ResNet-18 at "
+             "224x224 (benchmarks/_resnet18_onnx.py, seeded random weights, quantized with 4 random "
+             "calibration images), one random image. Every stage is checked bit-exact against the kernels "
+             "(`verified`), every layer's output against the one-core run, and every RTL stage's and core's "
+             "cycles against the cycle model. DRAM: the ideal memory at "
+             f"{base.dram_bytes_per_cycle} B/cycle, shared: one DMA instruction owns the port at a time "
+             "(round-robin arbiter, docs/npu.md, Several cores).", "",
+             "| engine | N | total cycles | speed-up | array-layer cycles | other stages | cycles per core (array layers) "
+             "| waits for the port per core | energy (uJ) | of it arbiter (uJ) | DRAM bytes | verified | = one core | cycles = model | run time |",
+             "|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---|---|---:|"]
+    for r in rows:
+        s = single[r["engine"]]
+        lines.append(f"| {r['engine']} | {r['cores']} | {r['total_cycles']:,} | {s['total_cycles'] / r['total_cycles']:.2f}x | "
+                     f"{r['array_cycles']:,} | {r['other_cycles']:,} | {' / '.join(f'{c:,}' for c in r['core_cycles'])} | "
+                     f"{' / '.join(f'{c:,}' for c in r['arbitration_cycles'])} | {r['energy_uj']:.1f} | "
+                     f"{r['arbiter_energy_uj']:.3f} | {r['dram_bytes']:,} | {'yes' if r['verified'] else 'NO'} | "
+                     f"{'yes' if r['bit_exact_with_one_core'] else 'NO'} | {'yes' if r['cycles_equal_model'] else 'NO'} | "
+                     f"{r['seconds']} s |")
+    lines += ["", "Energy per core (array layers, uJ): " + "; ".join(
+        f"{r['engine']} N={r['cores']}: {' / '.join(f'{e:.1f}' for e in r['core_array_energy_uj'])}" for r in rows), "",
+        "![speed-up and per-core cycles](cores.png)", ""]
+    (out / "cores.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
