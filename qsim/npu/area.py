@@ -262,16 +262,22 @@ def synthesize(geom: Geometry, cores: int = 1) -> Synthesis:
     from .export import _lean_rtlil        # deferred: imports amaranth's back end
     rtlil = merge_identical_modules(_lean_rtlil(NPU(geom), TOP))
     memories = memories_of(rtlil)
-    with tempfile.TemporaryDirectory(prefix="qsim-area-") as tmp:
-        work = Path(tmp)
-        (work / "npu.il").write_text(rtlil, encoding="utf-8")
-        start, cpu_start = time.perf_counter(), _children_cpu()
-        run_yosys(SYNTH_SCRIPT.format(rtlil="npu.il", stat="stat.json"), work)
-        seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu_start
-        stat = json.loads((work / "stat.json").read_text(encoding="utf-8"))
+    stat, seconds, cpu = yosys_stat(rtlil, SYNTH_SCRIPT)
     cells, bits = count_cells(stat, memories)
     flat = {f"{module}.{mem}": shape for module, mems in memories.items() for mem, shape in mems.items()}
     return Synthesis(cells=cells, sram_bits=bits, memories=flat, seconds=seconds, cpu_seconds=cpu)
+
+
+def yosys_stat(rtlil: str, script: str) -> tuple[dict, float, float]:
+    """`stat -json` of `rtlil` after `script` (with {rtlil} and {stat} file names), and the
+    Yosys run's wall and CPU seconds."""
+    with tempfile.TemporaryDirectory(prefix="qsim-area-") as tmp:
+        work = Path(tmp)
+        (work / "design.il").write_text(rtlil, encoding="utf-8")
+        start, cpu_start = time.perf_counter(), _children_cpu()
+        run_yosys(script.format(rtlil="design.il", stat="stat.json"), work)
+        seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu_start
+        return json.loads((work / "stat.json").read_text(encoding="utf-8")), seconds, cpu
 
 
 def _children_cpu() -> float:

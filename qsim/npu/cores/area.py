@@ -3,14 +3,10 @@ arbiter and the port multiplexer, hw/cores.py SharedPort) synthesized by the sam
 as the unit `arbiter`. The cores are identical, so one synthesis of the core serves all N."""
 from __future__ import annotations
 
-import json
-import tempfile
-import time
 from dataclasses import replace
-from pathlib import Path
 
 from ...hw.params import Geometry
-from ..area import TOP, Synthesis, _children_cpu, run_yosys
+from ..area import TOP, Synthesis, yosys_stat
 
 # qsim/npu/area.py's flow without the parameter buffer's memory_map (the port has no memory)
 PORT_SCRIPT = f"""read_rtlil {{rtlil}}
@@ -28,14 +24,7 @@ def port_cells(geom: Geometry, cores: int) -> tuple[dict[str, int], float, float
     """Generic-gate counts of the shared port of `cores` cores, and the Yosys wall and CPU seconds."""
     from ...hw.cores import SharedPort          # deferred: the HDL needs amaranth
     from ..export import _lean_rtlil            # deferred: amaranth's back end
-    rtlil = _lean_rtlil(SharedPort(geom, cores), TOP)
-    with tempfile.TemporaryDirectory(prefix="qsim-area-port-") as tmp:
-        work = Path(tmp)
-        (work / "port.il").write_text(rtlil, encoding="utf-8")
-        start, cpu = time.perf_counter(), _children_cpu()
-        run_yosys(PORT_SCRIPT.format(rtlil="port.il", stat="stat.json"), work)
-        seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu
-        stat = json.loads((work / "stat.json").read_text(encoding="utf-8"))
+    stat, seconds, cpu = yosys_stat(_lean_rtlil(SharedPort(geom, cores), TOP), PORT_SCRIPT)
     cells: dict[str, int] = {}
     for body in stat["modules"].values():       # flattened by synth: sub-modules are cells of the top
         for cell, n in body["num_cells_by_type"].items():
