@@ -7,6 +7,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from qsim.errors import DataError, UsageError
 from qsim.hw.isa import Opcode
@@ -322,3 +324,21 @@ def test_shared_port_synthesizes_with_a_round_robin_state_of_log2_n_flops(cores)
     # the multiplexer: at least one gate per bit of every core's port signals
     port_bits = 2 * 32 + 2 + 8 * PRESETS["8x8"].geometry.dram_port_bytes + 16
     assert sum(cells.values()) >= (cores - 1) * port_bits
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.integers(-(1 << 70), 1 << 70), st.floats(allow_nan=True), st.booleans(),
+                 st.text(max_size=5)))
+def test_any_cores_value_parses_to_its_integer_or_a_data_error(value):
+    from qsim.npu.config import toml_string
+    text = toml_string(value) if isinstance(value, str) else ("true" if value is True else "false"
+                                                              if value is False else repr(value))
+    if isinstance(value, float) and not np.isfinite(value):
+        text = {True: "inf", False: "-inf"}[value > 0] if not np.isnan(value) else "nan"
+    try:
+        config = parse_config(BASE + f"cores = {text}\n")
+    except DataError as err:
+        assert "cores" in str(err)
+        assert not (type(value) is int and 1 <= value <= 16)
+    else:
+        assert type(value) is int and 1 <= value <= 16 and config.cores == value
