@@ -342,3 +342,13 @@ def test_any_cores_value_parses_to_its_integer_or_a_data_error(value):
         assert not (type(value) is int and 1 <= value <= 16)
     else:
         assert type(value) is int and 1 <= value <= 16 and config.cores == value
+
+
+def test_cores_is_a_dimension_of_the_explore_space(tmp_path):
+    from qsim.explore.space import load_space
+    space_file = tmp_path / "space.toml"
+    space_file.write_text('[space]\ncores = [1, 2, 4]\nsize = [8]\n')
+    for space in (load_space(None, ["cores=1,2,4", "size=8"], PRESETS["8x8"]),
+                  load_space(str(space_file), None, PRESETS["8x8"])):
+        assert [c.cores for c in space.configs] == [1, 2, 4]
+        assert len({c.geometry for c in space.configs}) == 1     # one core's hardware, N times
