@@ -352,3 +352,13 @@ def test_cores_is_a_dimension_of_the_explore_space(tmp_path):
                   load_space(str(space_file), None, PRESETS["8x8"])):
         assert [c.cores for c in space.configs] == [1, 2, 4]
         assert len({c.geometry for c in space.configs}) == 1     # one core's hardware, N times
+
+
+def test_export_rtl_writes_the_multi_core_top(tmp_path):
+    from qsim.npu.export import export_rtl
+    text = BASE.replace("rows = 8", "rows = 2").replace("cols = 8", "cols = 2") + "cores = 2\n"
+    config = parse_config(text.replace("dram_bytes_per_cycle = 8", "dram_bytes_per_cycle = 4"))
+    out = export_rtl(config, tmp_path / "rtl")
+    verilog = (out / "qsim_cores.v").read_text()
+    assert "module qsim_cores" in verilog and "instr1__valid" in verilog and "base1" in verilog
+    assert "qsim_cores" in (out / "README.md").read_text() and "cores = 2" in (out / "npu.toml").read_text()
