@@ -61,32 +61,38 @@ def measure(graph, feeds, expected, config, engine: str, table) -> dict:
 
 
 def plot(rows: list[dict], path: Path, config_name: str) -> None:
+    """Left: speed-up over one core per DRAM bandwidth (model engine); right: each core's
+    array-layer cycles with its waits for the port on top, at each bandwidth and N."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     model = [r for r in rows if r["engine"] == "model"]
-    n = [r["cores"] for r in model]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    base = model[0]["total_cycles"]
-    left.plot(n, [base / r["total_cycles"] for r in model], "o-", label="whole network")
-    left.plot(n, [model[0]["array_cycles"] / r["array_cycles"] for r in model], "s--", label="array layers")
-    left.plot(n, n, ":", color="grey", label="ideal (N)")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    groups = sorted({r["bandwidth"] for r in model})
+    for bandwidth in groups:
+        series = [r for r in model if r["bandwidth"] == bandwidth]
+        n = [r["cores"] for r in series]
+        left.plot(n, [series[0]["total_cycles"] / r["total_cycles"] for r in series], "o-",
+                  label=f"whole network, {bandwidth} B/cycle")
+        left.plot(n, [series[0]["array_cycles"] / r["array_cycles"] for r in series], "s--",
+                  label=f"array layers, {bandwidth} B/cycle")
+    left.plot(CORES, CORES, ":", color="grey", label="ideal (N)")
     left.set_xlabel("cores N")
-    left.set_ylabel("speed-up over one core")
-    left.set_xticks(n)
+    left.set_ylabel("speed-up over one core (same bandwidth)")
+    left.set_xticks(CORES)
     left.set_title(f"ResNet-18, {config_name} cores sharing one DRAM port")
-    left.legend()
-    width = 0.8 / max(n)
+    left.legend(fontsize=8)
+    width, labels = 0.8 / max(CORES), []
     for i, r in enumerate(model):
+        labels.append(f"{r['bandwidth']} B\nN={r['cores']}")
         for k, cycles in enumerate(r["core_cycles"]):
-            busy = cycles - r["arbitration_cycles"][k]
-            right.bar(i + (k - (r["cores"] - 1) / 2) * width, busy / 1e6, width * 0.9, color="tab:blue",
-                      label="running" if i == 0 and k == 0 else None)
-            right.bar(i + (k - (r["cores"] - 1) / 2) * width, r["arbitration_cycles"][k] / 1e6, width * 0.9,
-                      bottom=busy / 1e6, color="tab:red", label="waiting for the DRAM port" if (i, k) == (1, 0) else None)
+            x, busy = i + (k - (r["cores"] - 1) / 2) * width, cycles - r["arbitration_cycles"][k]
+            right.bar(x, busy / 1e6, width * 0.9, color="tab:blue", label="running" if (i, k) == (0, 0) else None)
+            right.bar(x, r["arbitration_cycles"][k] / 1e6, width * 0.9, bottom=busy / 1e6, color="tab:red",
+                      label="waiting for the DRAM port" if (i, k) == (1, 0) else None)
         right.hlines(r["array_cycles"] / 1e6, i - 0.45, i + 0.45, color="black",
-                     label="array layers' cycles (slowest core per round)" if i == 0 else None)
-    right.set_xticks(range(len(model)), [f"N = {r['cores']}" for r in model])
+                     label="array layers (slowest core per round)" if i == 0 else None)
+    right.set_xticks(range(len(model)), labels, fontsize=8)
     right.set_ylabel("array-layer cycles per core (millions)")
     right.set_title("each core's cycles, arbitration waits on top")
     right.legend(fontsize=8)
@@ -95,15 +101,16 @@ def plot(rows: list[dict], path: Path, config_name: str) -> None:
 
 
 def _merge_earlier(path: Path, config: str, rows: list[dict]) -> list[dict]:
-    """The rows of an earlier run of this script (same configuration) for the engines not run
-    now, then these, model first: an engine can be measured in a run of its own."""
-    engines = {r["engine"] for r in rows}
+    """The rows of an earlier run of this script (same configuration) for the engines and
+    bandwidths not run now, then these, model first: each can be measured in a run of its own."""
+    runs = {(r["engine"], r["bandwidth"]) for r in rows}
     earlier = []
     if path.exists():
         doc = json.loads(path.read_text())
         if doc.get("config") == config:
-            earlier = [r for r in doc["rows"] if r["engine"] not in engines]
-    return sorted(earlier + rows, key=lambda r: (r["engine"] != "model", r["engine"], r["cores"]))
+            earlier = [dict(r, bandwidth=r.get("bandwidth", 16)) for r in doc["rows"]]
+            earlier = [r for r in earlier if (r["engine"], r["bandwidth"]) not in runs]
+    return sorted(earlier + rows, key=lambda r: (r["engine"] != "model", r["engine"], r["bandwidth"], r["cores"]))
 
 
 def main() -> None:
@@ -111,6 +118,8 @@ def main() -> None:
     parser.add_argument("--config", default="16x16")
     parser.add_argument("--engines", default="model,verilator")
     parser.add_argument("--out", default="reports")
+    parser.add_argument("--bandwidths", default="",
+                        help="dram_bytes_per_cycle values to run (default: the configuration's)")
     args = parser.parse_args()
     from npu_e2e import resnet18_quantized
     qmodel, image = resnet18_quantized()
@@ -120,24 +129,29 @@ def main() -> None:
     expected = execute(graph, feeds, backend="kernels")
     base, table = load_config(args.config), load_tech("45nm")
     rows = []
+    bandwidths = [int(b) for b in args.bandwidths.split(",") if b] or [base.dram_bytes_per_cycle]
     for engine in args.engines.split(","):
-        for n in CORES:
-            row = measure(graph, feeds, expected, dataclasses.replace(base, cores=n), engine, table)
-            rows.append(row)
-            print(f"{engine} cores={n}: {row['total_cycles']:,} cycles, verified {row['verified']}, "
-                  f"{row['seconds']} s", flush=True)
-    single = {r["engine"]: r for r in rows if r["cores"] == 1}
+        for bandwidth in bandwidths:
+            for n in CORES:
+                config = dataclasses.replace(base, cores=n, dram_bytes_per_cycle=bandwidth)
+                row = measure(graph, feeds, expected, config, engine, table)
+                row["bandwidth"] = bandwidth
+                rows.append(row)
+                print(f"{engine} B={bandwidth} cores={n}: {row['total_cycles']:,} cycles, verified "
+                      f"{row['verified']}, {row['seconds']} s", flush=True)
+    single = {(r["engine"], r["bandwidth"]): r for r in rows if r["cores"] == 1}
     for r in rows:      # bit-exact with the single-core run of the same engine
-        r["bit_exact_with_one_core"] = all(np.array_equal(v, single[r["engine"]]["outputs"][k])
+        r["bit_exact_with_one_core"] = all(np.array_equal(v, single[r["engine"], r["bandwidth"]]["outputs"][k])
                                            for k, v in r["outputs"].items())
         del r["outputs"]
     out = Path(args.out)
     rows = _merge_earlier(out / "cores.json", base.name, rows)
     for r in rows:      # the RTL's cycles the model's, stage by stage and core by core
-        model = next((m for m in rows if m["engine"] == "model" and m["cores"] == r["cores"]), None)
+        model = next((m for m in rows if m["engine"] == "model" and m["cores"] == r["cores"]
+                      and m["bandwidth"] == r["bandwidth"]), None)
         r["cycles_equal_model"] = model is not None and (r["stage_cycles"], r["core_cycles"]) == \
             (model["stage_cycles"], model["core_cycles"])
-    single = {r["engine"]: r for r in rows if r["cores"] == 1}
+    single = {(r["engine"], r["bandwidth"]): r for r in rows if r["cores"] == 1}
     plot(rows, out / "cores.png", base.name)
     (out / "cores.json").write_text(json.dumps({"config": base.name, "rows": rows}, indent=1) + "\n")
     lines = [f"# Several cores on ResNet-18 ({base.name} cores, one shared DRAM port)", "",
@@ -147,21 +161,21 @@ def main() -> None:
              "calibration images), one random image. Every stage is checked bit-exact against the kernels "
              "(`verified`), every layer's output against the one-core run, and every RTL stage's and core's "
              "cycles against the cycle model. DRAM: the ideal memory at "
-             f"{base.dram_bytes_per_cycle} B/cycle, shared: one DMA instruction owns the port at a time "
+             "B bytes/cycle (the table's second column), shared: one DMA instruction owns the port at a time "
              "(round-robin arbiter, docs/npu.md, Several cores).", "",
-             "| engine | N | total cycles | speed-up | array-layer cycles | other stages | cycles per core (array layers) "
+             "| engine | B/cycle | N | total cycles | speed-up | array-layer cycles | other stages | cycles per core (array layers) "
              "| waits for the port per core | energy (uJ) | of it arbiter (uJ) | DRAM bytes | verified | = one core | cycles = model | run time |",
-             "|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---|---|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---|---|---:|"]
     for r in rows:
-        s = single[r["engine"]]
-        lines.append(f"| {r['engine']} | {r['cores']} | {r['total_cycles']:,} | {s['total_cycles'] / r['total_cycles']:.2f}x | "
+        s = single[r["engine"], r["bandwidth"]]
+        lines.append(f"| {r['engine']} | {r['bandwidth']} | {r['cores']} | {r['total_cycles']:,} | {s['total_cycles'] / r['total_cycles']:.2f}x | "
                      f"{r['array_cycles']:,} | {r['other_cycles']:,} | {' / '.join(f'{c:,}' for c in r['core_cycles'])} | "
                      f"{' / '.join(f'{c:,}' for c in r['arbitration_cycles'])} | {r['energy_uj']:.1f} | "
                      f"{r['arbiter_energy_uj']:.3f} | {r['dram_bytes']:,} | {'yes' if r['verified'] else 'NO'} | "
                      f"{'yes' if r['bit_exact_with_one_core'] else 'NO'} | {'yes' if r['cycles_equal_model'] else 'NO'} | "
                      f"{r['seconds']} s |")
     lines += ["", "Energy per core (array layers, uJ): " + "; ".join(
-        f"{r['engine']} N={r['cores']}: {' / '.join(f'{e:.1f}' for e in r['core_array_energy_uj'])}" for r in rows), "",
+        f"{r['engine']} B={r['bandwidth']} N={r['cores']}: {' / '.join(f'{e:.1f}' for e in r['core_array_energy_uj'])}" for r in rows), "",
         "![speed-up and per-core cycles](cores.png)", ""]
     (out / "cores.md").write_text("\n".join(lines))
     print("\n".join(lines))
