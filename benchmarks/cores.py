@@ -60,7 +60,7 @@ def measure(graph, feeds, expected, config, engine: str, table) -> dict:
             "outputs": {s.stage.name: s.output for s in run.stages}}
 
 
-def plot(rows: list[dict], path: Path, config_name: str) -> None:
+def plot(rows: list[dict], path: Path) -> None:
     """Left: speed-up over one core per DRAM bandwidth (model engine); right: each core's
     array-layer cycles with its waits for the port on top, at each bandwidth and N."""
     import matplotlib
@@ -68,23 +68,23 @@ def plot(rows: list[dict], path: Path, config_name: str) -> None:
     import matplotlib.pyplot as plt
     model = [r for r in rows if r["engine"] == "model"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
-    groups = sorted({r["bandwidth"] for r in model})
-    for bandwidth in groups:
-        series = [r for r in model if r["bandwidth"] == bandwidth]
+    groups = sorted({(r["config"], r["bandwidth"]) for r in model})
+    for config, bandwidth in groups:
+        series = [r for r in model if (r["config"], r["bandwidth"]) == (config, bandwidth)]
         n = [r["cores"] for r in series]
         left.plot(n, [series[0]["total_cycles"] / r["total_cycles"] for r in series], "o-",
-                  label=f"whole network, {bandwidth} B/cycle")
+                  label=f"{config}, {bandwidth} B/cycle: network")
         left.plot(n, [series[0]["array_cycles"] / r["array_cycles"] for r in series], "s--",
-                  label=f"array layers, {bandwidth} B/cycle")
+                  label=f"{config}, {bandwidth} B/cycle: array layers")
     left.plot(CORES, CORES, ":", color="grey", label="ideal (N)")
     left.set_xlabel("cores N")
     left.set_ylabel("speed-up over one core (same bandwidth)")
     left.set_xticks(CORES)
-    left.set_title(f"ResNet-18, {config_name} cores sharing one DRAM port")
+    left.set_title("ResNet-18, N cores sharing one DRAM port")
     left.legend(fontsize=8)
     width, labels = 0.8 / max(CORES), []
     for i, r in enumerate(model):
-        labels.append(f"{r['bandwidth']} B\nN={r['cores']}")
+        labels.append(f"{r['config']}\n{r['bandwidth']} B\nN={r['cores']}")
         for k, cycles in enumerate(r["core_cycles"]):
             x, busy = i + (k - (r["cores"] - 1) / 2) * width, cycles - r["arbitration_cycles"][k]
             right.bar(x, busy / 1e6, width * 0.9, color="tab:blue", label="running" if (i, k) == (0, 0) else None)
@@ -100,17 +100,18 @@ def plot(rows: list[dict], path: Path, config_name: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-def _merge_earlier(path: Path, config: str, rows: list[dict]) -> list[dict]:
-    """The rows of an earlier run of this script (same configuration) for the engines and
-    bandwidths not run now, then these, model first: each can be measured in a run of its own."""
-    runs = {(r["engine"], r["bandwidth"]) for r in rows}
+def _merge_earlier(path: Path, rows: list[dict]) -> list[dict]:
+    """The rows of earlier runs of this script for the configurations, engines and bandwidths
+    not run now, then these, model first: each can be measured in a run of its own."""
+    runs = {(r["config"], r["engine"], r["bandwidth"]) for r in rows}
     earlier = []
     if path.exists():
         doc = json.loads(path.read_text())
-        if doc.get("config") == config:
-            earlier = [dict(r, bandwidth=r.get("bandwidth", 16)) for r in doc["rows"]]
-            earlier = [r for r in earlier if (r["engine"], r["bandwidth"]) not in runs]
-    return sorted(earlier + rows, key=lambda r: (r["engine"] != "model", r["engine"], r["bandwidth"], r["cores"]))
+        earlier = [dict(r, bandwidth=r.get("bandwidth", 16), config=r.get("config", doc.get("config")))
+                   for r in doc["rows"]]
+        earlier = [r for r in earlier if (r["config"], r["engine"], r["bandwidth"]) not in runs]
+    return sorted(earlier + rows, key=lambda r: (r["engine"] != "model", r["engine"], r["config"],
+                                                 r["bandwidth"], r["cores"]))
 
 
 def main() -> None:
@@ -135,7 +136,7 @@ def main() -> None:
             for n in CORES:
                 config = dataclasses.replace(base, cores=n, dram_bytes_per_cycle=bandwidth)
                 row = measure(graph, feeds, expected, config, engine, table)
-                row["bandwidth"] = bandwidth
+                row["bandwidth"], row["config"] = bandwidth, base.name
                 rows.append(row)
                 print(f"{engine} B={bandwidth} cores={n}: {row['total_cycles']:,} cycles, verified "
                       f"{row['verified']}, {row['seconds']} s", flush=True)
@@ -143,19 +144,21 @@ def main() -> None:
     for r in rows:      # bit-exact with the single-core run of the same engine
         r["bit_exact_with_one_core"] = all(np.array_equal(v, single[r["engine"], r["bandwidth"]]["outputs"][k])
                                            for k, v in r["outputs"].items())
+    for r in rows:
         del r["outputs"]
     out = Path(args.out)
-    rows = _merge_earlier(out / "cores.json", base.name, rows)
+    rows = _merge_earlier(out / "cores.json", rows)
     for r in rows:      # the RTL's cycles the model's, stage by stage and core by core
         model = next((m for m in rows if m["engine"] == "model" and m["cores"] == r["cores"]
-                      and m["bandwidth"] == r["bandwidth"]), None)
+                      and m["bandwidth"] == r["bandwidth"] and m["config"] == r["config"]), None)
         r["cycles_equal_model"] = model is not None and (r["stage_cycles"], r["core_cycles"]) == \
             (model["stage_cycles"], model["core_cycles"])
-    single = {(r["engine"], r["bandwidth"]): r for r in rows if r["cores"] == 1}
-    plot(rows, out / "cores.png", base.name)
-    (out / "cores.json").write_text(json.dumps({"config": base.name, "rows": rows}, indent=1) + "\n")
-    lines = [f"# Several cores on ResNet-18 ({base.name} cores, one shared DRAM port)", "",
-             f"Written by `PYTHONPATH=. python benchmarks/cores.py --config {args.config}` on {platform.processor() or platform.machine()} "
+    single = {(r["config"], r["engine"], r["bandwidth"]): r for r in rows if r["cores"] == 1}
+    plot(rows, out / "cores.png")
+    (out / "cores.json").write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    lines = ["# Several cores on ResNet-18 (one shared DRAM port)", "",
+             "Written by `PYTHONPATH=. python benchmarks/cores.py --config CFG [--engines ...] [--bandwidths ...]` "
+             f"(one run per configuration, engine and bandwidth set, merged) on {platform.processor() or platform.machine()} "
              "(2 CPU cores shared with other jobs; the times are wall clock under that load). ResNet-18 at "
              "224x224 (benchmarks/_resnet18_onnx.py, seeded random weights, quantized with 4 random "
              "calibration images), one random image. Every stage is checked bit-exact against the kernels "
@@ -163,19 +166,19 @@ def main() -> None:
              "cycles against the cycle model. DRAM: the ideal memory at "
              "B bytes/cycle (the table's second column), shared: one DMA instruction owns the port at a time "
              "(round-robin arbiter, docs/npu.md, Several cores).", "",
-             "| engine | B/cycle | N | total cycles | speed-up | array-layer cycles | other stages | cycles per core (array layers) "
+             "| engine | cores of | B/cycle | N | total cycles | speed-up | array-layer cycles | other stages | cycles per core (array layers) "
              "| waits for the port per core | energy (uJ) | of it arbiter (uJ) | DRAM bytes | verified | = one core | cycles = model | run time |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---|---|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---|---|---:|"]
     for r in rows:
-        s = single[r["engine"], r["bandwidth"]]
-        lines.append(f"| {r['engine']} | {r['bandwidth']} | {r['cores']} | {r['total_cycles']:,} | {s['total_cycles'] / r['total_cycles']:.2f}x | "
+        s = single[r["config"], r["engine"], r["bandwidth"]]
+        lines.append(f"| {r['engine']} | {r['config']} | {r['bandwidth']} | {r['cores']} | {r['total_cycles']:,} | {s['total_cycles'] / r['total_cycles']:.2f}x | "
                      f"{r['array_cycles']:,} | {r['other_cycles']:,} | {' / '.join(f'{c:,}' for c in r['core_cycles'])} | "
                      f"{' / '.join(f'{c:,}' for c in r['arbitration_cycles'])} | {r['energy_uj']:.1f} | "
                      f"{r['arbiter_energy_uj']:.3f} | {r['dram_bytes']:,} | {'yes' if r['verified'] else 'NO'} | "
                      f"{'yes' if r['bit_exact_with_one_core'] else 'NO'} | {'yes' if r['cycles_equal_model'] else 'NO'} | "
                      f"{r['seconds']} s |")
     lines += ["", "Energy per core (array layers, uJ): " + "; ".join(
-        f"{r['engine']} B={r['bandwidth']} N={r['cores']}: {' / '.join(f'{e:.1f}' for e in r['core_array_energy_uj'])}" for r in rows), "",
+        f"{r['engine']} {r['config']} B={r['bandwidth']} N={r['cores']}: {' / '.join(f'{e:.1f}' for e in r['core_array_energy_uj'])}" for r in rows), "",
         "![speed-up and per-core cycles](cores.png)", ""]
     (out / "cores.md").write_text("\n".join(lines))
     print("\n".join(lines))
