@@ -28,6 +28,11 @@ program needing only one of them (the verilator engine: Verilator evaluates ever
 cycle, and the idle vector unit halved the array's simulation speed). A program that uses
 only the units present behaves identically, cycle for cycle, on the whole NPU: an absent
 unit's busy is 0 and its DRAM port drives nothing, exactly as an idle one does.
+
+Shared DRAM (`NPU(geom, units, arbitrated=True)`, one core of hw/cores.py): a LOAD, STORE, LOADW
+or VRUN also needs `dram_grant` to dispatch. `dram_req` is high when the held instruction is
+one of them and would dispatch now if granted; `dram_busy` when a DRAM unit of this core is
+busy. Without arbitration the ports do not exist and the NPU is exactly the one above.
 """
 from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, unsigned
 from amaranth.lib import memory, stream, wiring
@@ -44,11 +49,13 @@ from .window_isa import WINDOW_BITS, window_base, window_words
 
 
 class NPU(wiring.Component):
-    def __init__(self, geom: Geometry, units: Units = Units.ALL):
+    def __init__(self, geom: Geometry, units: Units = Units.ALL, arbitrated: bool = False):
         self.geom = geom
         self.units = units
+        self.arbitrated = arbitrated
         P = geom.dram_port_bytes
-        super().__init__({
+        shared = {"dram_req": Out(1), "dram_grant": In(1), "dram_busy": Out(1)} if arbitrated else {}
+        super().__init__({**shared,
             "instr": In(stream.Signature(unsigned(INSTR_BITS))),
             "idle": Out(1),
             "dram_addr": Out(32), "dram_re": Out(1), "dram_we": Out(1),
@@ -106,9 +113,14 @@ class NPU(wiring.Component):
                   | (opcode == Opcode.LOADW))
         to_compute = opcode == Opcode.COMPUTE
         dram_busy = dma.busy | vd_busy | wd_busy
-        fire = Signal()
-        m.d.comb += fire.eq(cur_valid & ~(to_dma & dram_busy) & ~(to_compute & cu_busy)
-                            & ~(wait_dma & dram_busy) & ~(wait_compute & cu_busy))
+        fire, can_fire = Signal(), Signal()
+        m.d.comb += can_fire.eq(cur_valid & ~(to_dma & dram_busy) & ~(to_compute & cu_busy)
+                             & ~(wait_dma & dram_busy) & ~(wait_compute & cu_busy))
+        if self.arbitrated:     # the grant depends on dram_req, never the other way round
+            m.d.comb += [self.dram_req.eq(can_fire & to_dma), self.dram_busy.eq(dram_busy),
+                         fire.eq(can_fire & (~to_dma | self.dram_grant))]
+        else:
+            m.d.comb += fire.eq(can_fire)
         m.d.comb += [self.instr.ready.eq(~cur_valid | fire), dma.instr.eq(cur),
                      dma.start.eq(fire & ((opcode == Opcode.LOAD) | (opcode == Opcode.STORE))),
                      self.idle.eq(~cur_valid & ~dram_busy & ~cu_busy)]

@@ -404,7 +404,8 @@ TOML_VALUES = ("0", "1", "-1", "4", "16", "256", "4096", "65536", "1e400", "nan"
                '"ddr4-3200"', '"LPDDR4-4266"', '"off"')
 TOML_KEYS = ("name", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "bogus",
-             "dram", "dram_trcd", "dram_trp", "dram_tcl", "dram_banks", "dram_row_bytes", "dram_burst_bytes")
+             "dram", "dram_trcd", "dram_trp", "dram_tcl", "dram_banks", "dram_row_bytes", "dram_burst_bytes",
+             "cores")
 
 
 def random_toml(rng: random.Random) -> bytes:
@@ -421,6 +422,8 @@ def random_toml(rng: random.Random) -> bytes:
             del base[key]
     if rng.random() < 0.05:
         base["bogus"] = "1"
+    if rng.random() < 0.1:      # several cores (1..16; not with the dram keys)
+        base["cores"] = rng.choice(TOML_VALUES + ("2", "16", "17"))
     lines += [f"{k} = {v}" for k, v in base.items()]
     if rng.random() < 0.05:
         lines.append("[other]\nx = 1")

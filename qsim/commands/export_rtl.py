@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         if len(set(names)) < len(names):
             raise UsageError(f"--tech tables share a name ({', '.join(names)}): area.json keys them by name",
                              hint="give each table its own [tech] name, or name each once")
-        report = area_report(synthesize(config.geometry), tables, config.name)
+        report = area_report(synthesize(config.geometry, config.cores), tables, config.name)
         extra["area.json"] = json.dumps(report, indent=1) + "\n"
         table = format_area(report)
     out = export_rtl(config, args.out, extra)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..atomic import atomic_directory, atomic_write_text
 from ..errors import UsageError
-from ..npu.config import load_config
+from ..npu.config import load_config, with_cores
 from ..cluster.distributed import FollowUp, Task, open_pool, scheduler_address
 from ..npu.energy import load_tech
 from ..npu.engines import Engine
@@ -55,7 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
                    help="run the product of these configuration values in parallel, e.g. "
                         "size=8,16,32 dataflow=ws,os (keys: size, rows, cols, dataflow, "
-                        "*_buffer_bytes, dram_bytes_per_cycle, clock_mhz, dram)")
+                        "*_buffer_bytes, dram_bytes_per_cycle, clock_mhz, dram, cores)")
+    p.add_argument("--cores", type=int, metavar="N",
+                   help="N identical NPU cores sharing the DRAM port, each layer's output channels split "
+                        "across them (default: the configuration's `cores`, 1)")
     p.add_argument("--vcd", metavar="FILE.vcd",
                    help="on a mismatch, write the waveform around the first wrong DRAM write")
     p.add_argument("--tech", metavar="NAME|FILE",
@@ -81,13 +84,16 @@ def default_out(model_name: str, sweep: bool) -> Path:
 def simulate_command(model: str | None, config_spec: str, engine: Engine, input_path: str | list[str] | None,
                      out: str | None, sweep: list[str] | None = None, vcd: str | None = None,
                      show_progress: bool = True, tech: str | None = None, workers: int | None = 1,
-                     scheduler: str | None = None) -> SimulateResult:
+                     scheduler: str | None = None, cores: int | None = None) -> SimulateResult:
     """The whole `qsim simulate` job; the output folder appears complete or not at all.
     The array layers (of every sweep point) run as tasks on `workers` local processes or
     the Dask cluster at `scheduler` (qsim.cluster.distributed.open_pool)."""
-    base = load_config(config_spec)
+    base = with_cores(load_config(config_spec), cores)
     table = load_tech(tech)
     configs = parse_sweep(sweep, base) if sweep else [base]
+    if vcd and any(c.cores > 1 for c in configs):
+        raise UsageError("--vcd needs one core: several cores keep no per-program records to re-run",
+                         hint="reproduce the mismatch with --cores 1 and --vcd")
     if vcd and sweep:
         raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
     if vcd is not None and not vcd.lower().endswith(".vcd"):
@@ -195,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
     scheduler = pool_scheduler(args)
     result = simulate_command(args.model, args.config, engine, args.input, args.out,
                               sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
-                              tech=args.tech, workers=args.workers, scheduler=scheduler)
+                              tech=args.tech, workers=args.workers, scheduler=scheduler, cores=args.cores)
     for report in result.reports:
         print("\n".join(summary_lines(report)))
     for point in result.sweep:

@@ -1,7 +1,8 @@
 """The design space of `qsim explore`: `KEY=V1,V2` terms (the command line) or a TOML [space]
 table of lists, split into the precisions and the NPU configurations. The configuration keys
 are those of `qsim simulate --sweep` and go through its parser (qsim.npu.simulate.parse_sweep),
-so both commands sweep configurations the same way."""
+so both commands sweep configurations the same way; `cores` among them (several cores sharing
+DRAM, qsim/npu/cores/: a point's cycles, energy and area are those of all its cores)."""
 from __future__ import annotations
 
 import itertools

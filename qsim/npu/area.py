@@ -252,22 +252,32 @@ def count_cells(stat: dict, memories: dict[str, dict[str, tuple[int, int]]]) -> 
     return cells, bits
 
 
-def synthesize(geom: Geometry) -> Synthesis:
-    """The NPU of `geom` through Yosys (module docstring); minutes for 8x8 and up."""
+def synthesize(geom: Geometry, cores: int = 1) -> Synthesis:
+    """The NPU of `geom` through Yosys (module docstring); minutes for 8x8 and up. Several
+    cores: N times one core plus their shared port, the unit `arbiter` (qsim/npu/cores/area.py)."""
+    if cores > 1:
+        from .cores.area import port_cells, scale_to_cores    # deferred: imports this module
+        return scale_to_cores(synthesize(geom), cores, *port_cells(geom, cores))
     from ..hw.top import NPU               # deferred: the HDL needs amaranth (~0.3 s to import)
     from .export import _lean_rtlil        # deferred: imports amaranth's back end
     rtlil = merge_identical_modules(_lean_rtlil(NPU(geom), TOP))
     memories = memories_of(rtlil)
-    with tempfile.TemporaryDirectory(prefix="qsim-area-") as tmp:
-        work = Path(tmp)
-        (work / "npu.il").write_text(rtlil, encoding="utf-8")
-        start, cpu_start = time.perf_counter(), _children_cpu()
-        run_yosys(SYNTH_SCRIPT.format(rtlil="npu.il", stat="stat.json"), work)
-        seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu_start
-        stat = json.loads((work / "stat.json").read_text(encoding="utf-8"))
+    stat, seconds, cpu = yosys_stat(rtlil, SYNTH_SCRIPT)
     cells, bits = count_cells(stat, memories)
     flat = {f"{module}.{mem}": shape for module, mems in memories.items() for mem, shape in mems.items()}
     return Synthesis(cells=cells, sram_bits=bits, memories=flat, seconds=seconds, cpu_seconds=cpu)
+
+
+def yosys_stat(rtlil: str, script: str) -> tuple[dict, float, float]:
+    """`stat -json` of `rtlil` after `script` (with {rtlil} and {stat} file names), and the
+    Yosys run's wall and CPU seconds."""
+    with tempfile.TemporaryDirectory(prefix="qsim-area-") as tmp:
+        work = Path(tmp)
+        (work / "design.il").write_text(rtlil, encoding="utf-8")
+        start, cpu_start = time.perf_counter(), _children_cpu()
+        run_yosys(script.format(rtlil="design.il", stat="stat.json"), work)
+        seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu_start
+        return json.loads((work / "stat.json").read_text(encoding="utf-8")), seconds, cpu
 
 
 def _children_cpu() -> float:
@@ -293,14 +303,14 @@ def logic_um2(cells: dict[str, int], table: AreaTable) -> float:
 def area_report(synth: Synthesis, tables: list[AreaTable], config_name: str = "") -> dict:
     """area.json: per unit its cells, SRAM bits and, per technology, logic/SRAM/total mm^2."""
     units = {}
-    for unit in UNITS:
+    for unit in (*UNITS, *(u for u in synth.cells if u not in UNITS)):    # several cores: + arbiter
         entry = {"cells": sum(synth.cells[unit].values()), "cells_by_type": dict(sorted(synth.cells[unit].items())),
                  "sram_bits": synth.sram_bits[unit], "mm2": {}}
         for table in tables:
             logic, sram = logic_um2(synth.cells[unit], table) / 1e6, table.sram_um2(synth.sram_bits[unit]) / 1e6
             entry["mm2"][table.name] = {"logic": logic, "sram": sram, "total": logic + sram}
         units[unit] = entry
-    totals = {table.name: sum(units[u]["mm2"][table.name]["total"] for u in UNITS) for table in tables}
+    totals = {table.name: sum(entry["mm2"][table.name]["total"] for entry in units.values()) for table in tables}
     return {"config": config_name, "units": units, "total_cells": sum(u["cells"] for u in units.values()),
             "total_sram_bits": sum(u["sram_bits"] for u in units.values()), "total_mm2": totals,
             "synthesis_seconds": synth.seconds, "synthesis_cpu_seconds": synth.cpu_seconds,

@@ -14,6 +14,8 @@ Keys (all required except name and clock_mhz):
                                 cycles at clock_mhz; or all six of dram_trcd, dram_trp, dram_tcl
                                 (cycles, >= 0), dram_banks, dram_row_bytes, dram_burst_bytes
                                 (>= 1). Absent: the ideal memory (qsim/npu/dram/timing.py), as before.
+  cores                         optional, 1..16 (default 1): NPU cores of this geometry sharing the
+                                DRAM port through an arbiter (qsim/npu/cores/); not with `dram`
 Each buffer holds 2..65536 words (16-bit addresses), and at least 2*rows
 (weights, WS), 2*rows (accumulators) words so that both halves of a double
 buffer hold a full tile.
@@ -33,6 +35,7 @@ from ..textfile import decode_utf8
 
 MAX_DIM = 64
 MAX_DEPTH_WORDS = 1 << 16
+MAX_CORES = 16
 
 _DATAFLOW_NAMES = {"ws": Dataflow.WEIGHT_STATIONARY, "weight_stationary": Dataflow.WEIGHT_STATIONARY,
                    "os": Dataflow.OUTPUT_STATIONARY, "output_stationary": Dataflow.OUTPUT_STATIONARY}
@@ -44,6 +47,7 @@ class NpuConfig(Geometry):
     array, buffer and bandwidth parameters) plus what only the reports need."""
     name: str = ""
     clock_mhz: float = 1000.0
+    cores: int = 1      # identical cores sharing DRAM (qsim/npu/cores/); `geometry` is one core's
 
     @property
     def geometry(self) -> Geometry:
@@ -58,7 +62,8 @@ class NpuConfig(Geometry):
                 f"weight_buffer_bytes = {self.weight_buffer_bytes}\n"
                 f"accumulator_buffer_bytes = {self.accumulator_buffer_bytes}\n"
                 f"dram_bytes_per_cycle = {self.dram_bytes_per_cycle}\n"
-                f"clock_mhz = {self.clock_mhz}\n" + dram_toml(self.dram))
+                f"clock_mhz = {self.clock_mhz}\n" + (f"cores = {self.cores}\n" if self.cores != 1 else "")
+                + dram_toml(self.dram))
 
 
 def dram_toml(timing: DramTiming | None) -> str:
@@ -120,7 +125,7 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
     table = dict(doc["npu"])
     required = ("rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
                 "accumulator_buffer_bytes", "dram_bytes_per_cycle")
-    check_keys(table, required, ("name", "clock_mhz", "dram") + DRAM_KEYS, "npu", fail)
+    check_keys(table, required, ("name", "clock_mhz", "dram", "cores") + DRAM_KEYS, "npu", fail)
 
     def integer(key, low, high):
         value = table[key]
@@ -156,8 +161,13 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
                       f"{rows}x{cols} array", hint="double buffering needs two full tiles")
         return value
 
+    cores = integer("cores", 1, MAX_CORES) if "cores" in table else 1
+    dram = _dram(table, float(clock), fail)
+    if cores > 1 and dram is not None:
+        fail("cores", f"key 'cores' = {cores} with DRAM timing: several cores are modelled with the "
+                      "ideal memory only", hint="remove the dram keys, or use cores = 1")
     return NpuConfig(
-        dram=_dram(table, float(clock), fail), name=name, rows=rows, cols=cols, dataflow=dataflow,
+        cores=cores, dram=dram, name=name, rows=rows, cols=cols, dataflow=dataflow,
         input_buffer_bytes=buffer("input_buffer_bytes", rows, 2),
         weight_buffer_bytes=buffer("weight_buffer_bytes", cols, 2 * rows),
         accumulator_buffer_bytes=buffer("accumulator_buffer_bytes", 4 * cols, 2 * rows),
@@ -206,6 +216,18 @@ def check_keys(table: dict, required, optional, header: str, fail) -> None:
     for key in required:
         if key not in table:
             fail(None, f"missing key '{key}' in [{header}]", hint=f"add '{key} = ...' under [{header}]")
+
+
+def with_cores(config: NpuConfig, cores: int | None) -> NpuConfig:
+    """`config` with `cores` cores (None: as it is); `qsim simulate --cores N`."""
+    if cores is None:
+        return config
+    if not 1 <= cores <= MAX_CORES:
+        raise UsageError(f"--cores {cores} is out of range: allowed [1, {MAX_CORES}]")
+    if cores > 1 and config.dram is not None:
+        raise UsageError(f"--cores {cores} with DRAM timing: several cores are modelled with the ideal memory only",
+                         hint="drop the DRAM profile from --config, or use --cores 1")
+    return NpuConfig(**{**config.__dict__, "cores": cores})
 
 
 def load_config(spec: str | Path) -> NpuConfig:

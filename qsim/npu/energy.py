@@ -26,7 +26,7 @@ part of the element operation), and their DRAM bytes; host stages count nothing 
 NPU work).
 
 Energy tables (qsim/npu/tech/<name>.toml or a user file of the same form, docs/npu.md):
-[energy_pj] mac, vector_op, register_byte, dram_byte (optional: vector_mul, vector_div, default 0);
+[energy_pj] mac, vector_op, register_byte, dram_byte (optional: vector_mul, vector_div, mux_byte, default 0);
 [sram_pj_per_64bit] size_bytes = pJ
 for a 64-bit access. A buffer of S bytes costs, per byte, the log-log interpolation of the
 SRAM points at S (clamped to the end points) divided by 8; writes cost as much as reads.
@@ -50,13 +50,13 @@ DEFAULT_TECH = "45nm"
 ENERGY_KEYS = ("mac", "vector_op", "register_byte", "dram_byte")
 # Optional entries (absent: 0, so a table written before they existed costs what it did):
 # the extra energy of a vector lane that multiplies (MUL, DOT) or divides (INTDIV).
-OPTIONAL_ENERGY_KEYS = ("vector_mul", "vector_div")
+OPTIONAL_ENERGY_KEYS = ("vector_mul", "vector_div", "mux_byte")
 # The area tables of the same file, read by qsim.npu.area (an energy table may leave them out).
 AREA_TABLES = ("area_um2", "sram_area")
 BUFFERS = ("input", "weight", "param", "accumulator", "output")
 # Components of the per-layer breakdown, in plot order.
 COMPONENTS = ("mac", "input_buffer", "weight_buffer", "param_buffer", "accumulator_buffer",
-              "output_buffer", "dram", "vector")
+              "output_buffer", "dram", "vector", "arbiter")
 _BUFFER_OF_LOAD = {LoadBuffer.INPUT: "input", LoadBuffer.WEIGHT: "weight", LoadBuffer.PARAM: "param"}
 _BUFFER_OF_STORE = {StoreBuffer.OUTPUT: "output", StoreBuffer.ACCUMULATOR: "accumulator"}
 
@@ -80,6 +80,8 @@ class EventCounts:
     vector_ops: int = 0
     vector_mul_ops: int = 0          # lanes of beats through MUL or DOT: a 32 x 32-bit multiply each
     vector_div_ops: int = 0          # lanes of beats through INTDIV: a 32-bit division each
+    arbiter_grants: int = 0          # several cores: DRAM instructions granted the shared port
+    arbiter_mux_bytes: int = 0       # several cores: DRAM bytes x the port multiplexer's levels
 
     def __add__(self, other: "EventCounts") -> "EventCounts":
         return EventCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name)
@@ -284,4 +286,7 @@ def energy_by_component(events: EventCounts, table: EnergyTable, geom: Geometry)
     out["dram"] = (events.dram_read_bytes + events.dram_write_bytes) * pj["dram_byte"]
     out["vector"] = (events.vector_ops * pj["vector_op"] + events.vector_mul_ops * pj.get("vector_mul", 0.0)
                      + events.vector_div_ops * pj.get("vector_div", 0.0))
+    # several cores (qsim/npu/cores/layer.py): a grant updates the arbiter's state (a register
+    # byte); every byte through the shared port passes ceil(log2 N) 2:1 multiplexer levels
+    out["arbiter"] = events.arbiter_grants * pj["register_byte"] + events.arbiter_mux_bytes * pj.get("mux_byte", 0.0)
     return {key: out[key] for key in COMPONENTS}

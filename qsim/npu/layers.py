@@ -59,6 +59,11 @@ class LayerResult:
     mac_slots: int = 0              # rows * cols * streaming cycles: PE slots offered while computing
     runs: list = field(default_factory=list)          # ProgramRecord per program, in run order
     events: EventCounts = field(default_factory=EventCounts)   # energy events of all programs
+    # several cores (qsim/npu/cores/layer.py), per core: its cycles (summed over the rounds), the
+    # cycles its DRAM instructions waited for the arbiter, its energy events; empty on one core
+    core_cycles: list = field(default_factory=list)
+    arbitration_cycles: list = field(default_factory=list)
+    core_events: list = field(default_factory=list)
 
     def locate(self, index: tuple) -> tuple["ProgramRecord", int, int]:
         """The program that wrote output element `index` and its (row, column) in that GEMM."""
@@ -209,6 +214,26 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry, out_bits: int
                            hint=f"the array runs {', '.join('tosa.' + o for o in LAYER_OPS)}")
 
 
+def place_output(out: np.ndarray, op: str, where, value: np.ndarray) -> None:
+    """Puts one GEMM's output (`value`, [M, N]) where `_gemms` says it belongs in the layer output."""
+    if op == "MATMUL":
+        out[where[0], :, where[1]] = value
+    elif isinstance(where, Phase):
+        where.place(out, value)
+    else:
+        out.reshape(-1, out.shape[-1])[:, where] = value
+
+
+def add_host_bias(out: np.ndarray, fused: bool, attrs: dict) -> list[str]:
+    """Without a fused RESCALE the int32 sums leave the NPU without bias: added here (wrapping
+    like the accumulators); returns the host step for the report."""
+    if fused or attrs.get("bias") is None:
+        return []
+    bias = np.asarray(attrs["bias"], np.int64)
+    out[...] = (out.astype(np.int64) + bias).astype(np.uint32).astype(np.int32)
+    return ["bias add (no fused RESCALE)"]
+
+
 def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None = None,
               clamp: dict | None = None, engine="model", name: str = "layer", out_bits: int = 8) -> LayerResult:
     """Compiles and runs one layer; the output is int8 (int16 with out_bits 16) with a fused
@@ -218,7 +243,6 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
     gemms, out_shape, macs = _gemms(op, inputs, attrs, rescale, clamp, geom, out_bits)
     fused = rescale is not None
     out = np.zeros(out_shape, {8: np.int8, 16: np.int16}[out_bits] if fused else np.int32)
-    flat = out.reshape(-1, out_shape[-1])
     total = CycleStats()
     dram = {"input": 0, "weight": 0, "output": 0}
     host = []
@@ -228,22 +252,14 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
         program = compile_gemm(geom, gemm)
         runs.append(ProgramRecord(where, program, total.total_cycles))
         run = run_program(geom, program, engine, what=f"{name} (tosa.{op})")
-        if op == "MATMUL":
-            out[where[0], :, where[1]] = run.output
-        elif isinstance(where, Phase):
-            where.place(out, run.output)
-        else:
-            flat[:, where] = run.output
+        place_output(out, op, where, run.output)
         for key in ("total_cycles", "compute_cycles", "fill_drain_cycles", "stall_cycles", "pe_mac_slots"):
             setattr(total, key, getattr(total, key) + getattr(run.stats, key))
         dram["input"] += program.dram_input_bytes
         dram["weight"] += program.dram_weight_bytes
         dram["output"] += program.dram_output_bytes
         events = events + program_events(geom, program.instrs, program.dram_input_bytes)
-    if not fused and attrs.get("bias") is not None:
-        bias = np.asarray(attrs["bias"], np.int64)
-        out[...] = (out.astype(np.int64) + bias).astype(np.uint32).astype(np.int32)
-        host.append("bias add (no fused RESCALE)")
+    host += add_host_bias(out, fused, attrs)
     cycles = total.total_cycles
     return LayerResult(op=op, output=out, macs=int(macs), cycles=cycles,
                        compute_cycles=total.compute_cycles, fill_drain_cycles=total.fill_drain_cycles,

@@ -39,6 +39,7 @@ from .array.compile import Program
 from .cycle_model import vector_write_cycle
 from .engines import Engine, ProgramRun, run_program
 from .layers import LAYER_OPS, LayerResult, run_layer
+from .cores.layer import run_layer_cores
 from .vector.ops import (HOST_OPS, compile_vector_chain, compile_vector_op, fusable_input_rescale,
     vector_support)
 from .grouping import group_ops, reader_counts
@@ -282,7 +283,7 @@ def _first_mismatch(result: StageResult, expected: np.ndarray, geom) -> Mismatch
     diff = np.argwhere(actual != expected)
     index = tuple(int(i) for i in diff[0])
     cycle = program = program_cycle = None
-    if result.layer is not None:
+    if result.layer is not None and result.layer.runs:     # (several cores keep no program records)
         record, row, col = result.layer.locate(index)
         program = result.layer.runs.index(record)
         program_cycle = record.write_cycle(geom, row, col)
@@ -300,7 +301,7 @@ def _first_mismatch(result: StageResult, expected: np.ndarray, geom) -> Mismatch
                     size=int(actual.size), cycle=cycle, program=program, program_cycle=program_cycle)
 
 
-def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want) -> LayerResult:
+def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want, cores: int = 1) -> LayerResult:
     """One array stage on `inputs` (its golden inputs): a task that runs on any worker.
     The per-program records (each with its DRAM image) are kept only when the output differs
     from `want`, where fault location and waveforms need them; a verified layer travels back
@@ -312,8 +313,10 @@ def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want) -> L
             rescale = dict(op.attrs)
         else:
             clamp = dict(op.attrs)
-    layer = run_layer(geom, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp,
-                      engine=engine, name=stage.name, out_bits=stage.out_bits)
+    args = (head.kind.short_name, inputs, dict(head.attrs), rescale, clamp)
+    layer = (run_layer(geom, *args, engine=engine, name=stage.name, out_bits=stage.out_bits) if cores == 1
+             else run_layer_cores(geom, cores, *args, engine=engine, name=stage.name,    # qsim/npu/cores/
+                                  out_bits=stage.out_bits))
     if want is not None and layer.output.dtype == want.dtype and np.array_equal(layer.output, want):
         layer.runs = []
     return layer
@@ -417,7 +420,7 @@ def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator"
         want = expected.get(stage.output)
         if stage.unit is Unit.ARRAY:
             inputs = [values[n] for n in stage.ops[0].inputs if n]
-            task = Task(run_array_stage, (geom, engine, stage, inputs, want), f"{config.name}-{stage.name}",
+            task = Task(run_array_stage, (geom, engine, stage, inputs, want, config.cores), f"{config.name}-{stage.name}",
                         cost=_array_cost(stage, inputs, want), shared=(2, 3, 4))
             _check_shape(stage, None, graph.tensor(stage.output).shape, want)
             if want is None:        # nothing to continue with but this layer's own output: run it now

@@ -31,7 +31,7 @@ from .program import GraphRun, PreparedRun, Unit, finish_run, plan, prepare_run
 
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
-              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "dram")
+              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "dram", "cores")
 
 
 def resolve_engine(name: str, vcd: str | None) -> Engine:
@@ -68,7 +68,8 @@ def parse_sweep(specs: list[str], base: NpuConfig, flag: str = "--sweep") -> lis
                   "input_buffer_bytes": base.input_buffer_bytes,
                   "weight_buffer_bytes": base.weight_buffer_bytes,
                   "accumulator_buffer_bytes": base.accumulator_buffer_bytes,
-                  "dram_bytes_per_cycle": base.dram_bytes_per_cycle, "clock_mhz": base.clock_mhz}
+                  "dram_bytes_per_cycle": base.dram_bytes_per_cycle, "clock_mhz": base.clock_mhz,
+                  "cores": base.cores}
         for (key, _), value in zip(axes, combo):
             targets = ("rows", "cols") if key == "size" else (key,)
             for target in targets:
@@ -108,6 +109,9 @@ def prepare_engine(config: NpuConfig, engine: Engine, stream=None, prepared: Pre
     for units in SPLIT:
         if used is None or side[units] in used:
             build(config.geometry, units=units)
+    if config.cores > 1 and (used is None or Unit.ARRAY in used):
+        from .cores.verilator import build_cores    # deferred: as above
+        build_cores(config.geometry, config.cores)
     took = time.perf_counter() - start
     if took > 1.0:
         print(f"verilator: built the {config.name} NPU model in {took:.1f} s (cached for next time)",

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..atomic import atomic_file
 from ..npu.energy import EnergyTable, energy_by_component, load_tech
+from ..npu.cores.summary import CORE_NOTE_PREFIX, core_note
 from ..npu.program import GraphRun
 from .forked import render_all
 from .html import Page
@@ -71,7 +72,7 @@ class ThroughputReport:
 
     @property
     def pes(self) -> int:
-        return int(self.config["rows"]) * int(self.config["cols"])
+        return int(self.config["rows"]) * int(self.config["cols"]) * int(self.config.get("cores", 1))
 
     @property
     def total_cycles(self) -> int:
@@ -189,7 +190,9 @@ def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None =
            "weight_buffer_bytes": config.weight_buffer_bytes,
            "accumulator_buffer_bytes": config.accumulator_buffer_bytes,
            "dram_bytes_per_cycle": config.dram_bytes_per_cycle, "clock_mhz": config.clock_mhz,
-           "dram": dram_label(config.dram)}
+           "dram": dram_label(config.dram), "cores": config.cores}
+    if core_note(run):
+        notes.append(core_note(run))
     notes.append(energy_sentence(layers, tech.name, tech.source))
     return ThroughputReport(model=model_name, engine=run.engine.value, config=cfg,
                             layers=tuple(layers), notes=tuple(notes), tech=tech.to_json())
@@ -209,6 +212,7 @@ def summary_lines(report: ThroughputReport) -> list[str]:
                      f"{layer.dram_bytes:>8} {layer.energy_pj / 1e3:>8.2f}  {verified}")
     lines.append("-" * len(head))
     lines.append(report.total_line())
+    lines += [note for note in report.notes if note.startswith(CORE_NOTE_PREFIX)]    # several cores
     parts = ", ".join(f"{name} {pj / 1e3:.1f}" for name, pj in report.energy_by_component_pj.items() if pj)
     lines.append(f"energy ({report.tech.get('name', '?')}): {report.total_energy_pj / 1e3:.2f} nJ per "
                  f"inference ({parts} nJ)")

@@ -206,7 +206,7 @@ def test_every_unit_has_cells_and_area_grows_with_the_array(synthesized):
 @pytest.mark.slow
 def test_cli_writes_area_json_and_prints_the_table(synthesized, tmp_path, capsys, monkeypatch):
     import qsim.commands.export_rtl as command
-    monkeypatch.setattr(command, "synthesize", lambda geom: synthesized[2])   # the fixture's 2x2 run
+    monkeypatch.setattr(command, "synthesize", lambda geom, cores=1: synthesized[2])   # the fixture's 2x2 run
     config = tmp_path / "c.toml"
     config.write_text(small(2).to_toml())
     assert main(["export-rtl", "--config", str(config), "--out", str(tmp_path / "rtl"), "--area",

@@ -97,11 +97,16 @@ def test_energy_is_sum_of_count_times_entry():
     events = EventCounts(macs=96, input_read_bytes=24, input_write_bytes=24, weight_read_bytes=32,
                          weight_write_bytes=32, param_read_bytes=36, param_write_bytes=36,
                          accumulator_read_bytes=48, accumulator_write_bytes=96, output_read_bytes=12,
-                         output_write_bytes=12, dram_read_bytes=92, dram_write_bytes=12, vector_ops=7)
+                         output_write_bytes=12, dram_read_bytes=92, dram_write_bytes=12, vector_ops=7,
+                         arbiter_grants=4, arbiter_mux_bytes=100)
     got = energy_by_component(events, table, GEOM_WS)
     assert list(got) == list(COMPONENTS)
+    # the arbiter: 4 grants x register_byte; the table has no mux_byte (an optional key): 0 per byte
     assert got == {"mac": 96.0, "input_buffer": 48.0, "weight_buffer": 64.0, "param_buffer": 216.0,
-                   "accumulator_buffer": 144.0, "output_buffer": 24.0, "dram": 520.0, "vector": 14.0}
+                   "accumulator_buffer": 144.0, "output_buffer": 24.0, "dram": 520.0, "vector": 14.0,
+                   "arbiter": 12.0}
+    with_mux = parse_tech(UNIT_TABLE.replace("dram_byte = 5.0", "dram_byte = 5.0\nmux_byte = 0.5"))
+    assert energy_by_component(events, with_mux, GEOM_WS)["arbiter"] == 12.0 + 50.0
 
 
 def test_sram_energy_interpolates_log_log_and_clamps():
@@ -118,7 +123,8 @@ def test_packaged_tables_hold_the_documented_figures():
     assert t45.name == "45nm" and t7.name == "7nm"
     # Horowitz ISSCC 2014: 8-bit mult 0.2 + 32-bit add 0.1; DRAM 1.3 nJ / 64 bits
     assert t45.energy_pj == {"mac": 0.3, "vector_op": 0.1, "register_byte": 0.15, "dram_byte": 162.5,
-                             "vector_mul": 3.1, "vector_div": 3.2}
+                             "vector_mul": 3.1, "vector_div": 3.2, "mux_byte": 0.03}
+    assert t7.energy_pj["mux_byte"] == 0.007        # Jouppi et al. ISCA 2021: 8-bit add at 7 nm
     assert t45.sram_pj_per_64bit == ((8192, 10.0), (32768, 20.0), (1 << 20, 100.0))
     assert t7.sram_pj_per_64bit == tuple((s, 0.75 * e) for s, e in t45.sram_pj_per_64bit)
     assert t7.energy_pj["mac"] == pytest.approx(0.07 + 0.03) and t7.energy_pj["dram_byte"] == 162.5
