@@ -2,12 +2,13 @@
  * plane on NCHW data (any channel multiplier and stride), on a flat index over a phase-split
  * padded copy of the plane, so that narrow images and strides vectorize too.
  *
- * Bits: every output element is summed exactly like the reference loop
- * (qsim.skriptnd.fastops_nn._depthwise): acc = +0.0f, then for each tap in row-major kernel
- * order acc = acc + w * x, one float32 multiply and one float32 add (padding reads +0.0f and
- * is added too), then + bias when there is one (one float32 add, as numpy's out + bias). The
- * vector copies (isa_paths.h) only run 16, 8 or 4 outputs of that sequence side by side; the
- * build uses -ffp-contract=off, so no fused multiply-add changes a rounding.
+ * Bits: every output element is the float conv's one definition (the conv GEMM's too,
+ * float_gemm.h; reference qsim/runtime/float_ops/fma.py): acc = fma(w0, x0, +0.0f), then
+ * acc = fma(wk, xk, acc) for each further tap in row-major kernel order, each rounded once
+ * (padding reads +0.0f and takes its fma too), then + bias when there is one (one float32 add,
+ * as numpy's out + bias). The vector copies (isa_paths.h) only run 16, 8 or 4 outputs of that
+ * sequence side by side; the fmas are explicit (qsim_v16_fma) and the build uses
+ * -ffp-contract=off, so the compiler fuses nothing else.
  *
  * Output planes are independent: callers split them over threads.
  */
@@ -52,23 +53,35 @@ static inline int64_t qsim_dw_scratch_floats(int64_t OH, int64_t OW, int64_t KH,
     return sy * sx * PHp * PWp + 2 * qsim_dw_acc_floats(OH, PWp);
 }
 
-/* taps of one flat block of QSIM_DWF_CB outputs: acc = +0.0, then acc = acc + w*x per tap in
- * row-major order, on GCC vector types (4 x 16 floats: zmm, ymm or xmm pairs, whatever the
+/* taps of one flat block of QSIM_DWF_CB outputs: acc = +0.0, then acc = fma(w, x, acc) per tap
+ * in row-major order, on GCC vector types (4 x 16 floats: zmm, ymm or xmm pairs, whatever the
  * path's target is) so the accumulators stay in registers; a plane's last block runs whole
  * too (its extra outputs read the scratch slack and are dropped). */
 typedef float qsim_v16f __attribute__((vector_size(64)));
 typedef float qsim_v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
 
+/* acc = w * x + acc rounded once, lane by lane (C's fmaf): each path's copy turns the loop into
+ * its fused multiply-add (vfmadd on zmm, two on ymm for AVX2); the portable copy calls the C
+ * library's fmaf, which rounds once too, so every path gives the same bits. Pointers, not
+ * vector values, cross the call (no vector-ABI question for the SSE2 copy). */
+QSIM_INLINE void qsim_v16_fma(qsim_v16f *acc, const qsim_v16f *w, const float *x) {
+    const qsim_v16f xv = *(const qsim_v16f_u *)x;
+    qsim_v16f r;      /* a fresh vector, unrolled: GCC's AVX-512 copy kept the lanes scalar otherwise */
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) r[i] = __builtin_fmaf((*w)[i], xv[i], (*acc)[i]);
+    *acc = r;
+}
+
 QSIM_INLINE void qsim_dw_flat_block(const float *restrict base, const int64_t *restrict off,
                                     const float *restrict wp, int64_t taps, float *restrict acc_out) {
     qsim_v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};     /* +0.0f in every lane */
     for (int64_t t = 0; t < taps; t++) {
-        const float wv = wp[t];
         const float *src = base + off[t];
-        a0 = a0 + wv * *(const qsim_v16f_u *)(src);
-        a1 = a1 + wv * *(const qsim_v16f_u *)(src + 16);
-        a2 = a2 + wv * *(const qsim_v16f_u *)(src + 32);
-        a3 = a3 + wv * *(const qsim_v16f_u *)(src + 48);
+        qsim_v16f wv;                               /* the tap's weight in every lane */
+        for (int i = 0; i < 16; i++) wv[i] = wp[t];
+        qsim_v16_fma(&a0, &wv, src);
+        qsim_v16_fma(&a1, &wv, src + 16);
+        qsim_v16_fma(&a2, &wv, src + 32);
+        qsim_v16_fma(&a3, &wv, src + 48);
     }
     *(qsim_v16f_u *)(acc_out) = a0;
     *(qsim_v16f_u *)(acc_out + 16) = a1;
@@ -214,10 +227,10 @@ static void qsim_depthwise_nchw_f32(int isa, const float *x, int64_t C, int64_t 
  * flat blocks above waste most of their lanes on the dropped columns and pay a plane's setup
  * for a few hundred outputs. Here a block of 16 channels of one sample is copied into a
  * zero-padded [PH][PW][16] scratch (channel innermost), the 16 channels' taps into [taps][16],
- * and each output pixel is one vector of 16 channels: acc = +0.0, then acc = acc + w*x per tap
- * in row-major kernel order (padding read as +0.0 and added too), then + bias, then the
+ * and each output pixel is one vector of 16 channels: acc = +0.0, then acc = fma(w, x, acc) per
+ * tap in row-major kernel order (padding read as +0.0 and added too), then + bias, then the
  * relu/clamp: per element exactly the operations of the plane kernel, so the same bits. Eight
- * output pixels of a row are summed side by side (eight independent add chains; a row's last
+ * output pixels of a row are summed side by side (eight independent fma chains; a row's last
  * block too, its pixels past the row dropped). The results
  * go to a [OH*OW][16] scratch and are copied back plane by plane (out, and y when given).
  * Work unit q = b * ceil(C / 16) + channel block; callers split [q0, q1) over threads.
@@ -324,8 +337,9 @@ QSIM_INLINE void qsim_dwc_f32_body(const float *restrict x, int64_t C, int64_t H
                     for (int64_t kx = 0; kx < KW; kx++) {
                         const qsim_v16f wv = *(const qsim_v16f_u *)(wt + (ky * KW + kx) * QSIM_DWC);
                         const float *src = row + kx * dx * QSIM_DWC;
-                        for (int r = 0; r < QSIM_DWC_PIX; r++)
-                            a[r] = a[r] + wv * *(const qsim_v16f_u *)(src + r * sx * QSIM_DWC);
+                        /* unrolled: the eight accumulators stay in registers */
+                        _Pragma("GCC unroll 8") for (int r = 0; r < QSIM_DWC_PIX; r++)
+                            qsim_v16_fma(&a[r], &wv, src + r * sx * QSIM_DWC);
                     }
                 }
                 /* all eight stored, a row's last block too (a fixed-size store; the variable

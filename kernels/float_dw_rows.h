@@ -2,8 +2,8 @@
  * chooses it): strides 1 and 2, kernels up to QSIM_DWR_MAX_KW wide, any multiplier and dilation.
  *
  * Bits: the same operations per output element as the plane loop and the reference: acc = +0.0,
- * then acc = acc + w * x for each tap in row-major kernel order, one float32 multiply and one
- * float32 add (a tap in the padding multiplies +0.0, as the reference's padded copy does), then
+ * then acc = fma(w, x, acc) for each tap in row-major kernel order, one vfmadd rounded once (a
+ * tap in the padding takes fma(w, +0.0, acc), as the reference's padded copy does), then
  * + bias when there is one, then numpy's maximum/minimum for the relu/clamp after it. Only where
  * the numbers come from differs: instead of a zero-padded, phase-split copy of each plane and an
  * accumulator plane written and read again, the taps are loaded straight from the input row with
@@ -13,7 +13,7 @@
  *
  * Work: output plane p (sample p / OC, channel p % OC, input channel (p % OC) / m), in strips of
  * 64 output columns (four vectors of 16) one row at a time, or for narrow images 32 columns of
- * two rows or 16 of four: four independent add chains either way. The strip's load masks are
+ * two rows or 16 of four: four independent fma chains either way. The strip's load masks are
  * worked out once per strip and reused for every row. Stride 2 takes the even elements of 32
  * consecutive ones (two masked loads and one two-source permute).
  */
@@ -54,7 +54,7 @@ QSIM_INLINE QSIM_TARGET_AVX512 void qsim_dw_rows_body(const float *x, int64_t C,
                                                       int64_t pl, float *out, int64_t OH, int64_t OW, float *y,
                                                       float lo, float hi, int has_hi, int bound_only, int64_t p0,
                                                       int64_t p1, const int NV) {
-    const int R = 4 / NV;                  /* rows side by side: R * NV = 4 add chains */
+    const int R = 4 / NV;                  /* rows side by side: R * NV = 4 fma chains */
     const int64_t OC = C * m;
     const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     /* per strip: for tap column kx and vector v, the masks of the (one or two) loads and where
@@ -102,7 +102,7 @@ QSIM_INLINE QSIM_TARGET_AVX512 void qsim_dw_rows_body(const float *x, int64_t C,
                                     t = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(mlo[kx][v], src), evens,
                                                                _mm512_maskz_loadu_ps(mhi[kx][v], src + 16));
                                 }
-                                acc[r * NV + v] = _mm512_add_ps(acc[r * NV + v], _mm512_mul_ps(wv, t));
+                                acc[r * NV + v] = _mm512_fmadd_ps(wv, t, acc[r * NV + v]);
                             }
                     }
                 }

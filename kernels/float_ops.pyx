@@ -3,10 +3,10 @@
 
 - depthwise_nchw_f32: the depthwise convolution (kernels/float_conv.h), plane by plane on
   NCHW data, any channel multiplier and stride, or (multiplier 1, narrow images) 16 channels
-  side by side. Each output element is summed tap by tap in
-  row-major kernel order, starting from +0.0, one float32 multiply and one float32 add per
-  tap (padding reads 0.0 and is added too), then + bias (one float32 add): exactly the
-  operations of float_ops.nn._depthwise's numpy loop and numpy's out + bias, so the same bits.
+  side by side. Each output element is the conv GEMM's fma chain over the taps in row-major
+  kernel order, acc = fma(w0, x0, +0.0), acc = fma(wk, xk, acc), each rounded once (padding
+  reads +0.0 and takes its fma too), then + bias (one float32 add): the bits of the numpy
+  emulation qsim/runtime/float_ops/fma.py that float_ops.nn._depthwise's loop runs.
 - conv_gemm_f32, gemm_pack_a_f32: the convolution's GEMM (kernels/float_gemm.h), its im2col
   packed straight from the input, every output one fma chain in k order, then + bias and a
   following relu/clamp in the same pass (qsim/runtime/float_ops/conv_gemm.py).
@@ -19,7 +19,7 @@
 Plane, row or element ranges are independent: each entry point runs its range on `threads`
 threads of qsim's compiled pool (kernels/task_pool.h) without the GIL, cut into up to 4 parts a
 thread that the threads claim one by one; the same bits for any `threads`. Built with
--ffp-contract=off: no fused multiply-add may change a rounding.
+-ffp-contract=off: the only fused multiply-adds are the convs' explicit ones.
 """
 cimport cython
 from libc.stdint cimport int32_t, int64_t

@@ -1,8 +1,9 @@
 """The float executor's depthwise convolution on compiled loops (kernels/float_conv.h).
 
-The depthwise loop gives the bits of the numpy reference (qsim.runtime.float_ops.nn._depthwise:
-per output element, +0.0 then one float32 multiply and one add per tap in row-major kernel
-order, padding included as +0.0), then + bias as numpy's out + bias. It runs plane by plane
+The depthwise loop gives the bits of the float conv's definition (the conv GEMM's too; numpy
+reference qsim.runtime.float_ops.fma): per output element acc = fma(w0, x0, +0.0), then
+acc = fma(wk, xk, acc) per tap in row-major kernel order, each rounded once, padding included
+as +0.0, then + bias as numpy's out + bias. It runs plane by plane
 on the NCHW data for any channel multiplier and stride: each plane's padded copy is split
 into stride phases, so every tap is one contiguous run on a flat output index and even 7-pixel
 rows and stride 2 fill the vector registers (no NHWC copies); on AVX-512, strides 1 and 2 take

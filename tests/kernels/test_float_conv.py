@@ -1,30 +1,35 @@
 """The float executor's compiled depthwise convolution (qsim/kernels/float_conv.py) gives the
-bits of the plain float32 loop: +0.0, then out = out + w * x per tap in row-major order, then
-+ bias as numpy adds it."""
+bits of the definition written out: per output one fused multiply-add chain over the taps in
+row-major order, acc = fma(w0, x0, +0.0), acc = fma(wk, xk, acc) (each rounded once; the exact
+numpy emulation qsim.runtime.float_ops.fma, itself checked against C's fmaf), then + bias as
+numpy adds it."""
 import numpy as np
 import pytest
 
 from qsim.kernels import float_conv
 from qsim.kernels.cpu_features import forced_isa, supported_isas
 from qsim.runtime.float_ops.conv_gemm import conv_im2col_gemm
+from qsim.runtime.float_ops.fma import fma_f32
 
 
-def loop_depthwise(x, w, m, stride, dilation, before, out_size):
-    """The definition, written out: padded input, one float32 multiply and add per tap."""
+def loop_depthwise(x, w, m, stride, dilation, before, out_size, exact=False):
+    """The definition, written out: padded input, one fused multiply-add (one rounding) per tap;
+    with exact, float64 inputs summed in float64 (the oracle of the error bounds)."""
     B, C, H, W = x.shape
     KH, KW = w.shape[2:]
     (sy, sx), (dy, dx), (OH, OW) = stride, dilation, out_size
     pad = 16                            # more than any case reads outside the input
-    xp = np.zeros((B, C, H + 2 * pad, W + 2 * pad), dtype=np.float32)
+    dtype = np.float64 if exact else np.float32
+    xp = np.zeros((B, C, H + 2 * pad, W + 2 * pad), dtype=dtype)
     xp[:, :, pad:pad + H, pad:pad + W] = x
     xr = np.repeat(xp, m, axis=1)       # output channel c*m + i reads input channel c
-    out = np.zeros((B, C * m, OH, OW), dtype=np.float32)
+    out = np.zeros((B, C * m, OH, OW), dtype=dtype)
     for ky in range(KH):
         for kx in range(KW):
             ys, xs = pad - before[0] + ky * dy, pad - before[1] + kx * dx
             win = xr[:, :, ys:ys + sy * (OH - 1) + 1:sy, xs:xs + sx * (OW - 1) + 1:sx]
-            with np.errstate(invalid="ignore"):
-                out = out + w[None, :, 0, ky, kx, None, None] * win
+            wk = w[None, :, 0, ky, kx, None, None]
+            out = out + wk * win if exact else fma_f32(wk, win, out)    # out starts at +0.0
     return out
 
 
@@ -93,6 +98,34 @@ def test_depthwise_gives_the_loops_bits_on_every_path(rng, monkeypatch, threads,
                                               err_msg=isa.value)
 
 
+@pytest.mark.parametrize("shape,m,k,stride,dilation,before,out_size", CASES[::3])
+def test_the_gemm_and_the_depthwise_loops_give_one_definition(rng, shape, m, k, stride, dilation, before,
+                                                             out_size):
+    """A depthwise conv run through the conv GEMM (groups of one input channel) takes the same
+    fma chain over the same taps in the same order: bit for bit the depthwise loops' result, on
+    every path; and both within the fma chain's bound of the exact sum, gamma(K + 1) * sum |w x|
+    (+ |bias|): K roundings of the chain and one of the bias add, u = 2**-24 each."""
+    B, C, H, W = shape
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((C * m, 1) + k).astype(np.float32)
+    bias = rng.standard_normal(C * m).astype(np.float32)
+    K = k[0] * k[1]
+    w3 = w.reshape(C, m, K)
+    xd, wd = x.astype(np.float64), w.astype(np.float64)
+    exact = loop_depthwise(xd, wd, m, stride, dilation, before, out_size, exact=True) + bias.reshape(-1, 1, 1)
+    mag = loop_depthwise(np.abs(xd), np.abs(wd), m, stride, dilation, before, out_size, exact=True) + \
+        np.abs(bias.astype(np.float64)).reshape(-1, 1, 1)
+    u = 2.0 ** -24
+    gamma = (K + 1) * u / (1 - (K + 1) * u)
+    for isa in supported_isas():
+        with forced_isa(isa):
+            loops = float_conv.depthwise2d(x, w, m, stride, dilation, before, out_size, bias)
+            gemm, _ = conv_im2col_gemm(x, w3, k, stride, dilation, before, out_size, bias)
+        np.testing.assert_array_equal(gemm.reshape(loops.shape).view(np.uint32), loops.view(np.uint32),
+                                      err_msg=isa.value)
+        assert np.all(np.abs(loops - exact) <= gamma * mag), isa.value
+
+
 def test_non_finite_values_propagate_like_the_loop(rng):
     x = rng.standard_normal((1, 20, 5, 5)).astype(np.float32)
     x[0, 3, 2, 2], x[0, 4, 1, 1], x[0, 5, 0, 0] = np.nan, np.inf, -np.inf
@@ -100,8 +133,10 @@ def test_non_finite_values_propagate_like_the_loop(rng):
     w[7] = 0.0
     x[0, 7, 2, 2] = np.inf              # 0 * inf = NaN
     want = loop_depthwise(x, w, 1, (1, 1), (1, 1), (1, 1), (5, 5))
-    got = float_conv.depthwise2d(x, w, 1, (1, 1), (1, 1), (1, 1), (5, 5))
-    np.testing.assert_array_equal(got, want)
+    for isa in supported_isas():
+        with forced_isa(isa):
+            got = float_conv.depthwise2d(x, w, 1, (1, 1), (1, 1), (1, 1), (5, 5))
+        np.testing.assert_array_equal(got, want, err_msg=isa.value)
     assert np.isnan(got[0, 3]).sum() > 0 and np.isnan(got[0, 7]).sum() > 0
 
 

@@ -19,6 +19,7 @@ from ...kernels.cache import PerAttrs   # an op's attrs mapping is never changed
 from ...threads import apply_blas_threads, thread_count, use_one_blas_thread
 from .bounds import BOUND_ONLY, THEN_BOUND, bounded
 from .conv_gemm import PackedFor, conv_gemm, conv_im2col_gemm, gemm_layer
+from .fma import fma_f32
 
 _float_ops = extension("_float_ops")   # raises KernelsUnavailableError when missing or broken
 
@@ -352,7 +353,8 @@ def _conv_outputs(out, y, bound, fmt, d, only=False, shape=None):
 def _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound=None, only=False):
     """One input channel per group (depthwise): a multiply-add per kernel offset over strided
     window views, out[b, c*m + i] = sum_k w[c*m + i, 0, k] * window_k[b, c] (k in row-major
-    order), then + bias. A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed.
+    order), then + bias; in float32 each step is one fused multiply-add rounded once (the
+    compiled loops' and the conv GEMM's definition: acc = fma(w0, x0, +0.0), acc = fma(wk, xk, acc)). A batched GEMM would be g products of 1 x K by K x X, far from BLAS speed.
     Returns (out, y): y is the bounded result when the compiled loop made it (bound given), else None;
     with `only` the compiled loop makes just y (out None)."""
     b, ic = x.shape[:2]
@@ -373,8 +375,13 @@ def _depthwise(x, w, bias, m, fx, stride, dilation, before, ox, bound=None, only
         term = np.empty_like(out)
         wk = w.reshape(ic, m, -1).astype(dtype, copy=False)            # [c, i, K]
         spatial = (1,) * len(ox)
+        fused = dtype == np.float32       # float32: the compiled loops' fma chain (fma.py), same bits
         for k, win in enumerate(padded_windows(x, range(2, x.ndim), fx, stride, dilation, before, ox, 0)):
-            np.multiply(wk[None, :, :, k].reshape((1, ic, m) + spatial), win[:, :, None], out=term)
+            wtap = wk[None, :, :, k].reshape((1, ic, m) + spatial)
+            if fused:
+                out = fma_f32(wtap, win[:, :, None], out)
+                continue
+            np.multiply(wtap, win[:, :, None], out=term)
             out += term
         out = out.reshape((b, ic * m) + tuple(ox))
     return (out if bias is None else out + bias.reshape((ic * m,) + (1,) * len(ox))), None
