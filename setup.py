@@ -33,7 +33,8 @@ def kernel_extensions():
             # the C headers hold most kernel code: rebuild when one (or a shared .pxi) changes
             depends=sorted(glob.glob(os.path.join("kernels", "*.h")) + glob.glob(os.path.join("kernels", "*.pxi"))),
             include_dirs=[numpy.get_include(), os.path.join(HERE, "kernels")],
-            # quant_ops and float_ops do float arithmetic that must round like numpy's: no fused multiply-add
+            # quant_ops and float_ops do float arithmetic whose rounding is defined: no contraction by
+            # the compiler; the float convs' fused multiply-adds are explicit (docs/kernels.md, Bits)
             extra_compile_args=extra_compile + (["-ffp-contract=off"] if stem in ("quant_ops", "float_ops") else []),
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         ))
