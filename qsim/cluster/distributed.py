@@ -211,7 +211,7 @@ class DaskPool:
         """Runs `fn` (module-level, no arguments: e.g. importing a library the tasks will need)
         once on every worker now, ahead of any task, without waiting for it: the workers do it
         while this process still prepares the tasks."""
-        for address in self.client.scheduler_info().get("workers", {}):
+        for address in self.client.nthreads():
             self.warming.append(self.client.submit(fn, key=f"warm-up-{uuid.uuid4().hex}", pure=False,
                                                    workers=[address], allow_other_workers=False))
 
@@ -368,7 +368,7 @@ class _WorkerWatch:
         since = None
         while not self._stopped.wait(poll):
             try:
-                workers = self.client.scheduler_info().get("workers")
+                workers = worker_count(self.client)
             except Exception:           # a lost scheduler: the run loop reports that itself
                 return
             if workers:
@@ -391,6 +391,14 @@ class _WorkerWatch:
         # not longer: a query to a lost scheduler can take the connect timeout, and the thread
         # (a daemon) ends by itself after it
         self._thread.join(timeout=2.0)
+
+
+def worker_count(client) -> int:
+    """The workers the scheduler has now. Not len(scheduler_info()["workers"]): the client's
+    periodic refresh stores an identity without the per-worker entries, which a query from
+    another thread can read (a run of ResNet-18 was told "no worker left" while both worked)."""
+    info = client.scheduler_info()
+    return int(info.get("n_workers", len(info.get("workers") or ())))
 
 
 def scheduler_address(scheduler: str | None) -> str | None:
@@ -527,7 +535,7 @@ def check_cluster(client, address: str) -> None:
     except Exception as error:          # whatever the probe raised there, re-raised here by Dask
         theirs = error
     _check_answer(f"the Dask scheduler at {address}", theirs, ours)
-    if not client.scheduler_info().get("workers"):
+    if not worker_count(client):
         print(f"qsim: no worker in the Dask cluster at {address} yet: waiting up to "
               f"{WORKER_WAIT_S:g} s for one", file=sys.stderr, flush=True)
         try:

@@ -19,6 +19,7 @@ from ..atomic import atomic_directory
 from ..errors import UsageError
 from ..explore.driver import Exploration, Variant, explore
 from ..explore.space import load_space, plan_target_db
+from ..explore.variant_cache import cached_variant, variant_key
 from ..npu.config import load_config
 from ..cluster.distributed import open_pool
 from ..npu.energy import load_tech
@@ -74,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _data(model: str | None, calib: str | None, evaluation: str | None, eval_limit: int | None):
-    """(float graph, name, calibration samples, evaluation samples): those of `qsim quantize`
+    """(float graph, its path, calibration samples, evaluation samples): those of `qsim quantize`
     (the embedded model: its calibration images and its 1000 embedded test images); without
     --eval, the calibration data is scored."""
     path = zoo.default_model().path if model is None else Path(model)
@@ -84,12 +85,21 @@ def _data(model: str | None, calib: str | None, evaluation: str | None, eval_lim
     if eval_samples is not None and eval_limit is not None and eval_limit < len(eval_samples):
         eval_samples = replace(eval_samples, inputs=eval_samples.inputs[:eval_limit],
                                labels=None if eval_samples.labels is None else eval_samples.labels[:eval_limit])
-    return graph, model_name_of(path), calib_samples, eval_samples
+    return graph, path, calib_samples, eval_samples
 
 
-def quantize_variant(graph, name: str, calib: Samples, evaluation: Samples, precision: str,
+def quantize_variant(graph, path: Path, calib: Samples, evaluation: Samples, precision: str,
                      config_spec: str, input_specs: list[str] | None, quiet: bool) -> Variant:
-    """One precision: quantized once, scored on `evaluation` by the integer kernels."""
+    """One precision: quantized once, scored on `evaluation` by the integer kernels; from the
+    cache when the same model (`path`, its file), data, precision and qsim code were quantized
+    before."""
+    key = variant_key(path, calib, evaluation, precision, config_spec, input_specs)
+    return cached_variant(key, lambda: _quantize_variant(graph, model_name_of(path), calib, evaluation, precision,
+                                                         config_spec, input_specs, quiet))
+
+
+def _quantize_variant(graph, name: str, calib: Samples, evaluation: Samples, precision: str,
+                      config_spec: str, input_specs: list[str] | None, quiet: bool) -> Variant:
     options = QuantizeOptions(show_progress=not quiet)
     detail = {}
     db = plan_target_db(precision)
@@ -124,16 +134,17 @@ def explore_command(model: str | None, terms: list[str] | None, space_file: str 
     check = resolve_engine(verify_engine, None) if verify_engine else None
     space = load_space(space_file, terms, load_config(config_spec))
     table = load_tech(tech)
-    graph, name, calib_samples, eval_samples = _data(model, calib, evaluation, eval_limit)
+    graph, path, calib_samples, eval_samples = _data(model, calib, evaluation, eval_limit)
+    name = model_name_of(path)
     target = Path(out) if out is not None else Path("qsim-out") / f"{name}-explore"
     check_output(out if out is not None else target, "-o", [("model", model), ("space", space_file)],
                  replaces=EXPLORE_REPORT, default=out is None)
-    variants = [quantize_variant(graph, name, calib_samples, eval_samples, p, config_spec, input_specs, quiet)
+    variants = [quantize_variant(graph, path, calib_samples, eval_samples, p, config_spec, input_specs, quiet)
                 for p in space.precisions]
     # the int8 lowering costs the 16-bit array layers the array runs on the host (plan_cost)
     reference = next((v for v in variants if v.precision == "int8"), None)
     if reference is None and any(v.precision != "int8" for v in variants):
-        reference = quantize_variant(graph, name, calib_samples, eval_samples, "int8", config_spec,
+        reference = quantize_variant(graph, path, calib_samples, eval_samples, "int8", config_spec,
                                      input_specs, quiet)
     start = time.perf_counter()
     with open_pool(workers, scheduler) as pool:

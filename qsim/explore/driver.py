@@ -58,19 +58,28 @@ class Exploration:
         return all(p["all_verified"] and (p["rtl"] is None or p["rtl"]["agree"]) for p in self.points)
 
 
+def area_tasks(configs: list[NpuConfig], tech: str | None) -> tuple[list, list[Task]]:
+    """(the distinct geometries, one synthesis task each: the costliest tasks, started first)."""
+    geometries = list(dict.fromkeys(c.geometry for c in configs))
+    return geometries, [Task(area_mm2, (g, tech), f"area-{g.rows}x{g.cols}", cost=1e9) for g in geometries]
+
+
 def run_points(name: str, variants: list[Variant], configs: list[NpuConfig], engine: Engine, pool,
-               table, progress: Progress | None = None,
-               reference: Variant | None = None) -> tuple[list[dict], dict]:
+               table, progress: Progress | None = None, reference: Variant | None = None,
+               extra: list[Task] = ()) -> tuple[list[dict], dict, list]:
     """Every variant x configuration as one batch of tasks on `pool`; the points' summaries (the
-    sweep's, plus precision and accuracy) and their runs by (precision, config name).
+    sweep's, plus precision and accuracy), their runs by (precision, config name), and the
+    results of the `extra` tasks run in the same batch (the area syntheses: they overlap the
+    points instead of following them).
     `reference`: the int8 lowering, run at every configuration too when it is not a variant, to
     cost the 16-bit array layers the array cannot run (with_modelled_layers)."""
     batch = variants + ([reference] if reference is not None and all(v is not reference for v in variants) else [])
     prepared = {v.precision: prepare_sweep(v.model, v.feeds, configs, engine, pool) for v in batch}
     tasks = [t for v in batch for p in prepared[v.precision] for t in p.tasks]
     if progress is not None:
-        progress.total = (progress.total or 0) + len(tasks)
-    results = pool.run(tasks, progress.advance if progress is not None else None)
+        progress.total = (progress.total or 0) + len(tasks) + len(extra)
+    results = pool.run(list(extra) + tasks, progress.advance if progress is not None else None)
+    extra_results, results = results[:len(extra)], results[len(extra):]
     runs, start = {}, 0
     for v in batch:
         for config, p, span in zip(configs, prepared[v.precision], point_tasks(prepared[v.precision])):
@@ -88,7 +97,7 @@ def run_points(name: str, variants: list[Variant], configs: list[NpuConfig], eng
             if reference is not None and v is not reference:
                 with_modelled_layers(point, v, run, runs[reference.precision, config.name], config, table)
             points.append(point)
-    return points, runs
+    return points, runs, extra_results
 
 
 def with_modelled_layers(point: dict, v: Variant, run: GraphRun, int8_run: GraphRun, config: NpuConfig,
@@ -107,15 +116,10 @@ def with_modelled_layers(point: dict, v: Variant, run: GraphRun, int8_run: Graph
                  energy_per_inference_pj=cost.energy_pj)
 
 
-def add_area(points: list[dict], configs: list[NpuConfig], tech: str | None, pool,
-             progress: Progress | None = None) -> None:
-    """Each distinct geometry synthesized once (a task each), its mm^2 set on its points."""
-    geometries = list(dict.fromkeys(c.geometry for c in configs))
-    if progress is not None:
-        progress.total = (progress.total or 0) + len(geometries)
-    tasks = [Task(area_mm2, (g, tech), f"area-{g.rows}x{g.cols}", cost=1e9) for g in geometries]
-    found = dict(zip(geometries, pool.run(tasks, progress.advance if progress is not None else None)))
-    by_name = {c.name: found[c.geometry] for c in configs}
+def set_area(points: list[dict], configs: list[NpuConfig], geometries: list, found: list) -> None:
+    """Each point's mm^2 and note from its geometry's synthesis (area_tasks' results)."""
+    by_geometry = dict(zip(geometries, found))
+    by_name = {c.name: by_geometry[c.geometry] for c in configs}
     for p in points:
         p["area_mm2"], p["area_note"] = by_name[p["config"]["name"]]
 
@@ -171,10 +175,11 @@ def run_points_raw(v: Variant, configs: list[NpuConfig], engine: Engine, pool,
 def explore(name: str, variants: list[Variant], configs: list[NpuConfig], engine: Engine,
             verify_engine: Engine | None, pool, table, area: bool, area_tech: str | None,
             progress: Progress | None = None, reference: Variant | None = None) -> Exploration:
-    points, runs = run_points(name, variants, configs, engine, pool, table, progress, reference)
+    geometries, syntheses = area_tasks(configs, area_tech) if area else ([], [])
+    points, runs, found = run_points(name, variants, configs, engine, pool, table, progress, reference, syntheses)
     notes = []
     if area:
-        add_area(points, configs, area_tech, pool, progress)
+        set_area(points, configs, geometries, found)
     objectives = mark_pareto(points)
     if not any(k == "area_mm2" for k, _ in objectives):
         notes.append(f"area not in the Pareto dominance ({points[0]['area_note']})")
