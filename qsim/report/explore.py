@@ -13,13 +13,13 @@ from .explore_plots import PLOTS, energy_unit, plot_png, short_name
 
 CSV_COLUMNS = ("name", "precision", "rows", "cols", "dataflow", "input_buffer_bytes",
                "weight_buffer_bytes", "accumulator_buffer_bytes", "dram_bytes_per_cycle",
-               "clock_mhz", "accuracy", "total_cycles", "latency_ms", "inferences_per_s",
+               "clock_mhz", "dram", "accuracy", "total_cycles", "latency_ms", "inferences_per_s",
                "energy_per_inference_pj", "area_mm2", "pareto", "all_verified", "rtl_engine",
                "rtl_agree", "host_arithmetic")
 OBJECTIVE_NAMES = {"accuracy": "accuracy", "latency_ms": "latency", "energy_per_inference_pj": "energy",
                    "area_mm2": "area"}
 # the configuration keys a space may vary, as the tables head them
-CONFIG_COLUMNS = (("dram_bytes_per_cycle", "DRAM B/cycle"), ("clock_mhz", "clock MHz"),
+CONFIG_COLUMNS = (("dram_bytes_per_cycle", "DRAM B/cycle"), ("dram", "DRAM timing"), ("clock_mhz", "clock MHz"),
                   ("input_buffer_bytes", "input buffer B"), ("weight_buffer_bytes", "weight buffer B"),
                   ("accumulator_buffer_bytes", "accumulator B"))
 
@@ -52,6 +52,8 @@ def report_json(doc: dict) -> str:
 def _num(value, digits: int = 3) -> str:
     if value is None:
         return "n/a"
+    if isinstance(value, str):
+        return value
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value:.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}"

@@ -14,7 +14,7 @@ PLOTS = (("accuracy_vs_latency.png", "accuracy", "accuracy"),
 MARKERS = "os^DvP*X"
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 # config name parts as the plot labels write them
-SHORT = (("-dram_bytes_per_cycle", "-dram"), ("-clock_mhz", "-MHz"), ("_buffer_bytes", "B"))
+SHORT = (("-dram_bytes_per_cycle", "-dramB"), ("-clock_mhz", "-MHz"), ("_buffer_bytes", "B"))
 
 
 def short_name(name: str) -> str:

@@ -24,7 +24,8 @@ def test_pair_front_keeps_what_no_other_point_beats_in_both():
 
 
 def test_short_names():
-    assert short_name("int8/32x32-ws-dram_bytes_per_cycle32-clock_mhz1000") == "int8/32x32-ws-dram32-MHz1000"
+    assert short_name("int8/32x32-ws-dram_bytes_per_cycle32-clock_mhz1000") == "int8/32x32-ws-dramB32-MHz1000"
+    assert short_name("16x8/8x8-os-dramddr4-3200") == "16x8/8x8-os-dramddr4-3200"
 
 
 def _point(name, rows, dataflow, dram, accuracy, cycles, energy_pj, pareto):
@@ -33,7 +34,7 @@ def _point(name, rows, dataflow, dram, accuracy, cycles, energy_pj, pareto):
             "area_mm2": rows * 0.1, "pareto": pareto, "all_verified": True, "host_arithmetic": None,
             "rtl": {"engine": "verilator", "agree": True, "total_cycles": cycles} if pareto else None,
             "config": {"name": name.split("/")[1], "rows": rows, "cols": rows, "dataflow": dataflow,
-                       "dram_bytes_per_cycle": dram, "clock_mhz": 1000.0}}
+                       "dram_bytes_per_cycle": dram, "clock_mhz": 1000.0, "dram": "ideal"}}
 
 
 def test_html_and_plots_of_a_small_space():
@@ -50,6 +51,6 @@ def test_html_and_plots_of_a_small_space():
     html = files["report.html"].decode()
     assert "4,418,375" in html and "energy mJ" in html and "8.98" in html and "8983" not in html
     assert "accuracy ↑, latency ↓, energy ↓, area ↓" in html and "212 s wall" in html
-    assert "logits 30.5 dB" in html and "int8/8x8-ws-dram8 ★" in html and "DRAM B/cycle" in html
+    assert "logits 30.5 dB" in html and "int8/8x8-ws-dramB8 ★" in html and "DRAM B/cycle" in html
     for name in ("accuracy_vs_latency.png", "energy_vs_latency.png", "area_vs_latency.png"):
         assert files[name][:4] == b"\x89PNG"
