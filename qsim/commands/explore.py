@@ -179,7 +179,7 @@ def point_line(p: dict, energy: tuple[str, float]) -> str:
     rtl = p["rtl"]
     check = "" if rtl is None else f"  {rtl['engine']} {'equal' if rtl['agree'] else 'DIFFERENT'}"
     unit, pj = energy
-    return (f"{short_name(p['name']):<28} {'*' if p['pareto'] else ' '} acc {accuracy:>8}  "
+    return (f"{short_name(p['name']):<36} {'*' if p['pareto'] else ' '} acc {accuracy:>8}  "
             f"{p['total_cycles']:>11,} cycles  {latency_text(p['latency_ms']):>10}  "
             f"{p['energy_per_inference_pj'] / pj:>9.4g} {unit}  {area}{check}")
 

@@ -54,8 +54,8 @@ def _num(value, digits: int = 3) -> str:
         return "n/a"
     if isinstance(value, str):
         return value
-    if isinstance(value, int):
-        return f"{value:,}"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"        # a clock of 1000.0 MHz is 1,000, not 1e+03
     return f"{value:.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}"
 
 

@@ -42,6 +42,7 @@ def test_html_and_plots_of_a_small_space():
               _point("int8/16x16-os-dram_bytes_per_cycle32", 16, "os", 32, 0.98, 9_000_000, 9.5e9, False),
               _point("16x8/8x8-ws-dram_bytes_per_cycle8", 8, "ws", 8, 1.0, 44_000_000, 2.0e10, True)]
     assert varied_keys(points) == [("dram_bytes_per_cycle", "DRAM B/cycle")]     # the clock is the same
+    points[1]["config"]["clock_mhz"] = 500.0
     doc = {"model": "resnet18", "engine": "model", "verify_engine": "verilator", "accuracy_kind": "agreement",
            "objectives": [["accuracy", "max"], ["latency_ms", "min"], ["energy_per_inference_pj", "min"],
                           ["area_mm2", "min"]], "notes": [], "pool": "LocalCluster of 2 worker processes",
@@ -51,6 +52,7 @@ def test_html_and_plots_of_a_small_space():
     html = files["report.html"].decode()
     assert "4,418,375" in html and "energy mJ" in html and "8.98" in html and "8983" not in html
     assert "accuracy ↑, latency ↓, energy ↓, area ↓" in html and "212 s wall" in html
+    assert "<td>1,000</td>" in html and "<td>500</td>" in html and "e+03" not in html
     assert "logits 30.5 dB" in html and "int8/8x8-ws-dramB8 ★" in html and "DRAM B/cycle" in html
     for name in ("accuracy_vs_latency.png", "energy_vs_latency.png", "area_vs_latency.png"):
         assert files[name][:4] == b"\x89PNG"
