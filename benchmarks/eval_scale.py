@@ -9,8 +9,11 @@ load from other jobs hits all alike):
 - serial: evaluate in this process (what `--workers 1` runs), with every core's threads (its
   default: the kernels' and BLAS's threads, the statistics on a thread beside the float graph)
   and with one thread (QSIM_THREADS=1: what each Dask worker computes with);
+- the chunks here, 1 thread: the tasks' own work (evaluate_chunk on each chunk that two workers
+  get, one after the other, and the merge) in this process with one thread: what
+  the workers compute, without Dask; the gap to "1 worker (warm)" is what Dask adds;
 - 1 and 2 workers, warm: evaluate_on a LocalCluster started beforehand (the tasks, the shipping
-  of samples and models, and the merge);
+  of samples and of the models, once per evaluation (DaskPool.keep), and the merge);
 - 2 workers, cold: evaluate_distributed(workers=2), the cluster's start and stop included (what
   `qsim quantize --workers 2` adds to a run).
 Every run's report must be the serial one, bit for bit (the run stops otherwise).
@@ -34,8 +37,10 @@ from qsim import zoo  # noqa: E402
 from qsim.cluster.distributed import DaskPool  # noqa: E402
 from qsim.cluster.local_cluster import local_cluster  # noqa: E402
 from qsim.quant.calibration.data import Samples  # noqa: E402
+from qsim.quant.evaluation import distributed  # noqa: E402
 from qsim.quant.evaluation.distributed import evaluate_distributed, evaluate_on  # noqa: E402
-from qsim.quant.evaluation.evaluate import evaluate  # noqa: E402
+from qsim.quant.evaluation.evaluate import accuracy_report, evaluate  # noqa: E402
+from qsim.quant.evaluation.scoring import choose_outputs  # noqa: E402
 from qsim.quant.options import QuantizeOptions  # noqa: E402
 from qsim.quant.pipeline import load_float_model, make_target, quantize_graph  # noqa: E402
 from qsim.quant.target import TargetKind  # noqa: E402
@@ -88,6 +93,17 @@ def one_thread(fn):
         apply_blas_threads()
 
 
+def chunks_here(g, m, s, kw):
+    """The distributed run's tasks and merge, in this process (the caller sets the threads)."""
+    batched, outputs = kw.get("batched"), kw.get("outputs") or choose_outputs(g)
+    size = distributed.chunk_size(batched, len(s), 2)       # the chunks 2 workers get
+    parts = [distributed.evaluate_chunk(g, m, batched, outputs, kw.get("backend", "kernels"), start, chunk)
+             for start, chunk in distributed._chunks(s, size)]
+    stats, scored, n = distributed.merge(parts, m, outputs)
+    return accuracy_report(g, outputs, stats, scored, n, kw.get("name", "model"), kw.get("settings"),
+                           kw.get("notes", ()))
+
+
 def timed(fn):
     t0 = time.perf_counter()
     report = fn()
@@ -103,7 +119,8 @@ def main() -> int:
     seen, source = evaluation_job(args.samples)
     g, m, s, kw = seen["graph"], seen["model"], seen["samples"], seen["kwargs"]
     reference = bits(evaluate(g, m, s, **kw))
-    times: dict[str, list[float]] = {"serial": [], "serial, 1 thread": [], "1 worker (warm)": [], "2 workers (warm)": [],
+    times: dict[str, list[float]] = {"serial": [], "serial, 1 thread": [], "the chunks here, 1 thread": [],
+                                     "1 worker (warm)": [], "2 workers (warm)": [],
                                      "2 workers (cold: cluster start included)": []}
     loads = [load_average()]
     with local_cluster(1) as one, local_cluster(2) as two:
@@ -114,6 +131,7 @@ def main() -> int:
         for _ in range(args.repeat):
             runs = {"serial": lambda: evaluate(g, m, s, **kw),
                     "serial, 1 thread": lambda: one_thread(lambda: evaluate(g, m, s, **kw)),
+                    "the chunks here, 1 thread": lambda: one_thread(lambda: chunks_here(g, m, s, kw)),
                     **{k: (lambda p=p: evaluate_on(p, g, m, s, **kw)) for k, p in pools.items()},
                     "2 workers (cold: cluster start included)":
                         lambda: evaluate_distributed(g, m, s, workers=2, scheduler=None, **kw)}

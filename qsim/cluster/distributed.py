@@ -37,21 +37,19 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
-
-import numpy as np
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import QsimError, UnsupportedError, UsageError
 from ..version import __version__
 from .local_cluster import check_worker_count, default_workers, local_cluster
 from .scheduler_address import check_address, probe_scheduler
+from .shared_arguments import SHARE_MIN_BYTES, Ref, SharedArguments, bundle, map_shared  # noqa: F401 # re-exported: Task.shared is documented with it
 
 SCHEDULER_ENV = "QSIM_SCHEDULER"
 TASK_RETRIES = 2
 IN_FLIGHT_PER_WORKER = 4        # tasks submitted ahead per worker: keeps every worker fed
 CONNECT_TIMEOUT_S = 10.0
 WORKER_WAIT_S = 60.0            # how long a command waits for an existing cluster's first worker
-SHARE_MIN_BYTES = 64 * 1024     # smaller arrays travel inside their task, not worth a reference
 
 
 @dataclass(frozen=True)
@@ -92,17 +90,12 @@ def _call(fn: Callable, args: tuple) -> Any:
 _worker_threads_set_in: int | None = None     # the pid whose compute threads are set to one
 
 
-@dataclass(frozen=True)
-class _Ref:
-    """Stands for the shared value at `index` of the run's bundle in a task's arguments."""
-    index: int
-
-
 def _call_on_worker(fn: Callable, args: tuple, shared: tuple[int, ...] = (), bundle: tuple = (),
-                    code: tuple | None = None) -> Any:
-    """`_call` on a Dask worker, with the `_Ref`s at positions `shared` of `args` replaced by
-    the values of the run's `bundle` (which Dask resolved from its future: a worker fetches it
-    once and keeps it while the run lasts). One compute thread (module docstring), set once per
+                    code: tuple | None = None, kept: tuple = ()) -> Any:
+    """`_call` on a Dask worker, with the `Ref`s at positions `shared` of `args` replaced by
+    the values of the run's `bundle` or of the pool's `kept` bundle (which Dask resolved from
+    their futures: a worker fetches each once and keeps it while the future lives: the run for
+    `bundle`, the whole `keep` block for `kept`). One compute thread (module docstring), set once per
     process (a restarted worker is a new process). `code` is the submitting command's
     code_identity(): a worker that joined an existing cluster after the command checked it
     (check_cluster) and runs other qsim code fails the task with a clear error instead of
@@ -115,24 +108,9 @@ def _call_on_worker(fn: Callable, args: tuple, shared: tuple[int, ...] = (), bun
         set_threads(1)
         _worker_threads_set_in = os.getpid()
     if shared:
-        args = _map_shared(args, shared, lambda v: bundle[v.index] if isinstance(v, _Ref) else v)
+        args = map_shared(args, shared, lambda v: ((kept if v.kept else bundle)[v.index]
+                                                   if isinstance(v, Ref) else v))
     return _call(fn, args)
-
-
-def _map_shared(args: tuple, shared: tuple[int, ...], fn: Callable[[Any], Any]) -> tuple:
-    """`args` with `fn` applied to the values at positions `shared` (to each item of a list or
-    tuple there: Task.shared)."""
-    args = list(args)
-    for i in shared:
-        value = args[i]
-        args[i] = type(value)(map(fn, value)) if isinstance(value, (list, tuple)) else fn(value)
-    return tuple(args)
-
-
-def _bundle(*values: Any) -> tuple:
-    """The task whose result is a run's shared values: the scheduler keeps its input, so a
-    bundle lost with its worker is made again, like any task's result."""
-    return values
 
 
 def _unwrap(value: Any) -> Any:
@@ -167,10 +145,19 @@ class InProcess:
     def warm_up(self, fn: Callable[[], Any]) -> None:
         """Nothing to do: this process does the work itself, when it comes to it."""
 
+    @contextmanager
+    def keep(self, *values: Any) -> Iterator[None]:
+        """Nothing to send: the tasks run here, on the values themselves (DaskPool.keep)."""
+        yield
+
     def run(self, tasks: list[Task], on_done: Callable[[], None] | None = None) -> list:
         return self.run_with_follow_ups(tasks, (), on_done)[0]
 
-    def run_with_follow_ups(self, tasks: list[Task], follow_ups: Sequence[FollowUp] = (),
+    def run_stream(self, tasks: Iterable[Task], on_done: Callable[[], None] | None = None) -> list:
+        """run, taking each task from the iterable when it comes to it (DaskPool.run_stream)."""
+        return self.run_with_follow_ups(tasks, (), on_done)[0]
+
+    def run_with_follow_ups(self, tasks: Iterable[Task], follow_ups: Sequence[FollowUp] = (),
                             on_done: Callable[[], None] | None = None) -> tuple[list, list[list]]:
         """The tasks' results in order, and each follow-up's tasks' results."""
         results = []
@@ -189,48 +176,6 @@ class InProcess:
         return results, later
 
 
-class _SharedArguments:
-    """The shared arguments of a run's tasks (Task.shared): every distinct object (by identity)
-    once in one bundle task, and each task's arguments with `_Ref`s in their place. One task
-    for all of them: each Dask task costs milliseconds of scheduler and client time, and a
-    ResNet sweep shares ~40 values."""
-
-    def __init__(self, client, tasks: list[Task]):
-        self.client = client
-        self.index: dict[int, int] = {}
-        values: list = []
-
-        def collect(item: Any) -> None:
-            if self._shareable(item) and id(item) not in self.index:
-                self.index[id(item)] = len(values)
-                values.append(item)       # kept alive (in the task) for the run: ids stay unique
-        for task in tasks:
-            _map_shared(task.args, task.shared, collect)
-        self.future = None
-        if values:
-            import dask      # deferred: only Dask pools get here
-            # the bundle is large on purpose: it replaces the same data in every task
-            with dask.config.set({"distributed.admin.large-graph-warning-threshold": "4GiB"}):
-                self.future = client.submit(_bundle, *values, key=f"shared-{uuid.uuid4().hex}",
-                                            pure=False, retries=TASK_RETRIES)
-
-    @staticmethod
-    def _shareable(value: Any) -> bool:
-        return value is not None and not (isinstance(value, np.ndarray) and value.nbytes < SHARE_MIN_BYTES)
-
-    def args_of(self, task: Task) -> tuple:
-        """(args with _Refs, shared positions, bundle future) for _call_on_worker."""
-        if not task.shared or self.future is None:
-            return task.args, (), ()
-        args = _map_shared(task.args, task.shared,
-                           lambda v: _Ref(self.index[id(v)]) if self._shareable(v) else v)
-        return args, task.shared, self.future
-
-    def release(self) -> None:
-        if self.future is not None:
-            self.future.release()
-
-
 class DaskPool:
     """Runs tasks on a dask.distributed cluster through `client`."""
 
@@ -242,12 +187,31 @@ class DaskPool:
         # cluster's workers may be anywhere, and build in their own machine's cache
         self.same_machine = same_machine
         self.warming: list = []         # warm-up futures, held so that Dask does not drop them
+        self._kept: SharedArguments | None = None
+
+    @contextmanager
+    def keep(self, *values: Any) -> Iterator[None]:
+        """Within the block, every run's tasks that pass one of `values` (by identity, at a
+        Task.shared position) refer to one copy sent to the cluster when the block starts, not
+        to a copy sent again with each run: a job that runs its tasks in rounds (to bound the
+        data in flight, qsim.quant.evaluation.distributed) ships its model once. A worker
+        fetches the copy on its first such task and holds it until the block ends. Blocks do
+        not nest."""
+        if self._kept is not None:
+            raise RuntimeError("DaskPool.keep blocks do not nest")
+        self._kept = SharedArguments(self.client, [Task(bundle, values, "kept", shared=tuple(range(len(values))))],
+                                     TASK_RETRIES)
+        try:
+            yield
+        finally:
+            self._kept.release()
+            self._kept = None
 
     def warm_up(self, fn: Callable[[], Any]) -> None:
         """Runs `fn` (module-level, no arguments: e.g. importing a library the tasks will need)
         once on every worker now, ahead of any task, without waiting for it: the workers do it
         while this process still prepares the tasks."""
-        for address in self.client.scheduler_info().get("workers", {}):
+        for address in self.client.nthreads():
             self.warming.append(self.client.submit(fn, key=f"warm-up-{uuid.uuid4().hex}", pure=False,
                                                    workers=[address], allow_other_workers=False))
 
@@ -258,7 +222,16 @@ class DaskPool:
     def run(self, tasks: list[Task], on_done: Callable[[], None] | None = None) -> list:
         return self.run_with_follow_ups(tasks, (), on_done)[0]
 
-    def run_with_follow_ups(self, tasks: list[Task], follow_ups: Sequence[FollowUp] = (),
+    def run_stream(self, tasks: Iterable[Task], on_done: Callable[[], None] | None = None) -> list:
+        """The results of `tasks`, an iterable the run takes a task from only when a worker
+        has room for one (IN_FLIGHT_PER_WORKER each): a job too large to hold all at once
+        (an evaluation's samples) streams through in a bounded memory, without the idle tail
+        of a barrier between rounds. In the iterable's order, costs not looked at; the shared
+        values of its tasks are those of the `keep` block around it (others travel with
+        each task)."""
+        return self.run_with_follow_ups(iter(tasks), (), on_done)[0]
+
+    def run_with_follow_ups(self, tasks: Sequence[Task] | Iterator[Task], follow_ups: Sequence[FollowUp] = (),
                             on_done: Callable[[], None] | None = None) -> tuple[list, list[list]]:
         from distributed import CancelledError, KilledWorker, as_completed
         # At most IN_FLIGHT_PER_WORKER tasks per worker are submitted at a time: a large
@@ -271,30 +244,37 @@ class DaskPool:
         # leave the other workers idle while it finishes. Ties keep submission order.
         # Follow-up tasks skip the queue (and run before queued work on their worker): they
         # were made from results, so the work they finish is what the run waits for.
-        results: list = [None] * len(tasks)
+        results: list = [None] * len(tasks) if isinstance(tasks, Sequence) else []
         later: list = [None] * len(follow_ups)
         missing = [set(f.needs) for f in follow_ups]
         waiting_on: dict[int, list[int]] = {}
         for j, follow in enumerate(follow_ups):
             for i in follow.needs:
                 waiting_on.setdefault(i, []).append(j)
-        queue = iter(sorted(range(len(tasks)), key=lambda i: -tasks[i].cost))
+        if isinstance(tasks, Sequence):
+            queue = ((i, tasks[i]) for i in sorted(range(len(tasks)), key=lambda i: -tasks[i].cost))
+        else:       # a stream (run_stream): made as the run takes them, results appended
+            queue = enumerate(tasks)
         running = as_completed(loop=self.client.loop, with_results=False)
-        shared = _SharedArguments(self.client, tasks)
+        shared = SharedArguments(self.client, tasks if isinstance(tasks, Sequence) else [], TASK_RETRIES,
+                                 self._kept)
         code = code_identity()
         place = {}                      # future key -> (index of task, None) or (follow-up, position)
 
         def submit(task: Task, where: tuple, priority: int = 0) -> None:
-            future = self.client.submit(_call_on_worker, task.fn, *shared.args_of(task), code,
+            args, positions, bundle, kept = shared.args_of(task)
+            future = self.client.submit(_call_on_worker, task.fn, args, positions, bundle, code, kept,
                                         key=f"{task.label}-{uuid.uuid4().hex}", retries=TASK_RETRIES,
                                         pure=False, priority=priority)
             place[future.key] = where
             running.add(future)
 
         def submit_next() -> None:
-            i = next(queue, None)
-            if i is not None:
-                submit(tasks[i], (i, None))
+            i, task = next(queue, (None, None))
+            if task is not None:
+                if i == len(results):
+                    results.append(None)
+                submit(task, (i, None))
 
         def make_ready(ready: list[int]) -> None:
             for j in sorted(ready):
@@ -388,7 +368,7 @@ class _WorkerWatch:
         since = None
         while not self._stopped.wait(poll):
             try:
-                workers = self.client.scheduler_info().get("workers")
+                workers = worker_count(self.client)
             except Exception:           # a lost scheduler: the run loop reports that itself
                 return
             if workers:
@@ -411,6 +391,14 @@ class _WorkerWatch:
         # not longer: a query to a lost scheduler can take the connect timeout, and the thread
         # (a daemon) ends by itself after it
         self._thread.join(timeout=2.0)
+
+
+def worker_count(client) -> int:
+    """The workers the scheduler has now. Not len(scheduler_info()["workers"]): the client's
+    periodic refresh stores an identity without the per-worker entries, which a query from
+    another thread can read (a run of ResNet-18 was told "no worker left" while both worked)."""
+    info = client.scheduler_info()
+    return int(info.get("n_workers", len(info.get("workers") or ())))
 
 
 def scheduler_address(scheduler: str | None) -> str | None:
@@ -547,7 +535,7 @@ def check_cluster(client, address: str) -> None:
     except Exception as error:          # whatever the probe raised there, re-raised here by Dask
         theirs = error
     _check_answer(f"the Dask scheduler at {address}", theirs, ours)
-    if not client.scheduler_info().get("workers"):
+    if not worker_count(client):
         print(f"qsim: no worker in the Dask cluster at {address} yet: waiting up to "
               f"{WORKER_WAIT_S:g} s for one", file=sys.stderr, flush=True)
         try:

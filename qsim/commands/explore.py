@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from .. import zoo
 from ..atomic import atomic_directory
 from ..errors import UsageError
 from ..explore.driver import Exploration, Variant, explore
 from ..explore.space import load_space, plan_target_db
+from ..explore.variant_cache import cached_variant, variant_key
 from ..npu.config import load_config
 from ..cluster.distributed import open_pool
 from ..npu.energy import load_tech
@@ -29,9 +33,11 @@ from ..quant.pipeline import load_float_model, make_target, model_name_of, quant
 from ..quant.precision_plan.scoring import AccuracyTarget
 from ..quant.qmodel import integer_inputs
 from ..quant.target import TargetKind
-from ..report.explore import render
+from ..report.explore import latency_text, render
+from ..report.explore_plots import energy_unit, short_name
 from ..report.precision_plan import plan_json
-from .arguments import add_pool_arguments, pool_scheduler, whole_number
+from .arguments import pool_scheduler, whole_number
+from .npu_options import add_npu_arguments
 from .precision_search import PlanRequest, choose_plan
 from .quantize import model_samples
 from .quantized_model import read_inputs
@@ -56,25 +62,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "clock_mhz)")
     p.add_argument("--space-file", metavar="SPACE.toml",
                    help="the space as a TOML [space] table of lists (--space terms override its keys)")
-    p.add_argument("--config", default="16x16", metavar="CFG",
-                   help="base NPU configuration the space varies (TOML file or preset; default 16x16)")
-    p.add_argument("--input", action="append", metavar="[NAME=]X.npy",
-                   help="the input every point simulates (default: the first evaluation sample)")
-    p.add_argument("--engine", default="model", metavar="ENGINE",
-                   help="engine of the search: model (default, numpy cycle model), verilator, amaranth")
+    add_npu_arguments(p, config_role="base NPU configuration the space varies", engine_default="model",
+                      engine_role="engine of the search",
+                      input_default="the first evaluation sample", tasks="the points' layers")
     p.add_argument("--verify-engine", default="verilator", metavar="ENGINE",
                    help="engine every Pareto point is rerun on and compared with (default verilator)")
     p.add_argument("--no-verify-pareto", action="store_true", help="do not rerun the Pareto points")
     p.add_argument("--area", action="store_true",
                    help="synthesize every geometry for its area (qsim.npu.area; minutes per geometry)")
-    p.add_argument("--tech", metavar="NAME|FILE", help="energy and area table: 45nm (default), 7nm, or a TOML file")
-    add_pool_arguments(p, "the points' layers")
     p.add_argument("-o", "--out", metavar="OUT", help="report folder (default qsim-out/<model>-explore/)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
 def _data(model: str | None, calib: str | None, evaluation: str | None, eval_limit: int | None):
-    """(float graph, name, calibration samples, evaluation samples): those of `qsim quantize`
+    """(float graph, its path, calibration samples, evaluation samples): those of `qsim quantize`
     (the embedded model: its calibration images and its 1000 embedded test images); without
     --eval, the calibration data is scored."""
     path = zoo.default_model().path if model is None else Path(model)
@@ -84,12 +85,21 @@ def _data(model: str | None, calib: str | None, evaluation: str | None, eval_lim
     if eval_samples is not None and eval_limit is not None and eval_limit < len(eval_samples):
         eval_samples = replace(eval_samples, inputs=eval_samples.inputs[:eval_limit],
                                labels=None if eval_samples.labels is None else eval_samples.labels[:eval_limit])
-    return graph, model_name_of(path), calib_samples, eval_samples
+    return graph, path, calib_samples, eval_samples
 
 
-def quantize_variant(graph, name: str, calib: Samples, evaluation: Samples, precision: str,
+def quantize_variant(graph, path: Path, calib: Samples, evaluation: Samples, precision: str,
                      config_spec: str, input_specs: list[str] | None, quiet: bool) -> Variant:
-    """One precision: quantized once, scored on `evaluation` by the integer kernels."""
+    """One precision: quantized once, scored on `evaluation` by the integer kernels; from the
+    cache when the same model (`path`, its file), data, precision and qsim code were quantized
+    before."""
+    key = variant_key(path, calib, evaluation, precision, config_spec, input_specs)
+    return cached_variant(key, lambda: _quantize_variant(graph, model_name_of(path), calib, evaluation, precision,
+                                                         config_spec, input_specs, quiet))
+
+
+def _quantize_variant(graph, name: str, calib: Samples, evaluation: Samples, precision: str,
+                      config_spec: str, input_specs: list[str] | None, quiet: bool) -> Variant:
     options = QuantizeOptions(show_progress=not quiet)
     detail = {}
     db = plan_target_db(precision)
@@ -124,12 +134,14 @@ def explore_command(model: str | None, terms: list[str] | None, space_file: str 
     check = resolve_engine(verify_engine, None) if verify_engine else None
     space = load_space(space_file, terms, load_config(config_spec))
     table = load_tech(tech)
-    graph, name, calib_samples, eval_samples = _data(model, calib, evaluation, eval_limit)
+    graph, path, calib_samples, eval_samples = _data(model, calib, evaluation, eval_limit)
+    name = model_name_of(path)
     target = Path(out) if out is not None else Path("qsim-out") / f"{name}-explore"
     check_output(out if out is not None else target, "-o", [("model", model), ("space", space_file)],
                  replaces=EXPLORE_REPORT, default=out is None)
-    variants = [quantize_variant(graph, name, calib_samples, eval_samples, p, config_spec, input_specs, quiet)
+    variants = [quantize_variant(graph, path, calib_samples, eval_samples, p, config_spec, input_specs, quiet)
                 for p in space.precisions]
+    start = time.perf_counter()
     with open_pool(workers, scheduler) as pool:
         bar = Progress(f"explore {len(space.points)} points ({search.value}, {pool.what}) tasks", None,
                        enabled=not quiet)
@@ -137,10 +149,14 @@ def explore_command(model: str | None, terms: list[str] | None, space_file: str 
             result = explore(name, variants, list(space.configs), search, check, pool, table, area, tech, bar)
         finally:
             bar.close()
-    doc = {"model": name, "engine": result.engine, "verify_engine": result.verify_engine,
+    feeds = variants[0].feeds
+    doc = {"model": name, "engine": result.engine, "verify_engine": result.verify_engine, "pool": pool.what,
+           # the points' and checks' run (the quantizations before it are not counted)
+           "wall_s": time.perf_counter() - start,
+           "input": ", ".join(f"{n} {list(np.shape(v))} {np.asarray(v).dtype}" for n, v in feeds.items()),
            "accuracy_kind": variants[0].accuracy_kind, "objectives": [list(o) for o in result.objectives],
-           "notes": result.notes + [f"accuracy per precision, the same on every configuration (the NPU is "
-                                    f"bit-exact with the integer kernels it was scored on)"],
+           "notes": result.notes + ["accuracy per precision, the same on every configuration (the NPU is "
+                                    "bit-exact with the integer kernels it was scored on)"],
            "precisions": {v.precision: dict(v.detail, accuracy=v.accuracy) for v in variants},
            "points": result.points, "tech": table.name}
     with atomic_directory(target, command=EXPLORE_REPORT.command) as tmp:
@@ -149,14 +165,17 @@ def explore_command(model: str | None, terms: list[str] | None, space_file: str 
     return target, result
 
 
-def point_line(p: dict) -> str:
-    """One point of the command's summary; '*' marks the Pareto points."""
+def point_line(p: dict, energy: tuple[str, float]) -> str:
+    """One point of the command's summary; '*' marks the Pareto points. `energy`: (unit, pJ per
+    unit), one for all lines (energy_unit)."""
     accuracy = "n/a" if p["accuracy"] is None else f"{100 * p['accuracy']:.2f} %"
     area = "n/a" if p["area_mm2"] is None else f"{p['area_mm2']:.3f} mm2"
     rtl = p["rtl"]
     check = "" if rtl is None else f"  {rtl['engine']} {'equal' if rtl['agree'] else 'DIFFERENT'}"
-    return (f"{p['name']:<28} {'*' if p['pareto'] else ' '} acc {accuracy:>8}  {p['total_cycles']:>9} cycles  "
-            f"{p['latency_ms']:.4f} ms  {p['energy_per_inference_pj'] / 1e3:>9.2f} nJ  {area}{check}")
+    unit, pj = energy
+    return (f"{short_name(p['name']):<36} {'*' if p['pareto'] else ' '} acc {accuracy:>8}  "
+            f"{p['total_cycles']:>11,} cycles  {latency_text(p['latency_ms']):>10}  "
+            f"{p['energy_per_inference_pj'] / pj:>9.4g} {unit}  {area}{check}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -168,8 +187,9 @@ def run(args: argparse.Namespace) -> int:
         args.model, args.space, args.space_file, args.config, args.calib, args.eval, args.eval_limit,
         args.input, args.engine, None if args.no_verify_pareto else args.verify_engine, args.area,
         args.tech, args.workers, scheduler, args.out, args.quiet)
+    energy = energy_unit(p["energy_per_inference_pj"] for p in result.points)
     for p in result.points:
-        print(point_line(p))
+        print(point_line(p, energy))
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"{len(result.pareto)} Pareto points of {len(result.points)}; wrote {target}/")

@@ -28,7 +28,8 @@ from ..progress import Progress
 from ..report.sweep import sweep_plot_png, sweep_summary
 from ..report.throughput import (PARTS, ThroughputReport, render_part, summary_lines,
                                 throughput_report, write_throughput_report)
-from .arguments import add_pool_arguments, input_files, pool_scheduler
+from .arguments import input_files, pool_scheduler
+from .npu_options import add_npu_arguments
 from .quantized_model import load_npu_model, read_inputs
 
 NAME = "simulate"
@@ -39,17 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser
     p.add_argument("model", nargs="?", metavar="QMODEL",
                    help="quantized model folder from qsim quantize (default: the embedded model)")
-    p.add_argument("--config", default="16x16", metavar="CFG",
-                   help="NPU configuration: a TOML file or a preset (8x8, 16x16, 32x32; append "
-                        ":os for output-stationary and/or :ddr4-3200 / :lpddr4-4266 for DRAM "
-                        "timing, off by default); default 16x16")
-    p.add_argument("--engine", default="verilator", metavar="ENGINE",
-                   help="verilator (default; RTL compiled with Verilator, build cached), amaranth "
-                        "(Amaranth's simulator, small arrays) or model (numpy cycle model)")
-    p.add_argument("--input", action="append", metavar="[NAME=]X.npy",
-                   help="model input: float (quantized with the model's input scale) or int8 "
-                        "(used as is); in graph input order or by name, one per model input "
-                        "(repeatable); default: the first embedded test image")
+    add_npu_arguments(p, config_role="NPU configuration", engine_default="verilator",
+                      engine_role="the engine that runs the NPU",
+                      input_default="the first embedded test image", tasks="the layers (of every sweep point)")
     p.add_argument("-o", "--out", metavar="OUT",
                    help="report folder (default qsim-out/<model>-npu/, -npu-sweep/ for sweeps)")
     p.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
@@ -61,10 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "across them (default: the configuration's `cores`, 1)")
     p.add_argument("--vcd", metavar="FILE.vcd",
                    help="on a mismatch, write the waveform around the first wrong DRAM write")
-    p.add_argument("--tech", metavar="NAME|FILE",
-                   help="per-event energy table: 45nm (default), 7nm, or a TOML file of the same "
-                        "form (docs/npu.md, Energy)")
-    add_pool_arguments(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 

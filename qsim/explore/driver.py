@@ -57,17 +57,29 @@ class Exploration:
         return all(p["all_verified"] and (p["rtl"] is None or p["rtl"]["agree"]) for p in self.points)
 
 
+def area_tasks(configs: list[NpuConfig], tech: str | None) -> tuple[list, list[Task]]:
+    """(the distinct designs (geometry, cores), one area task each: the costliest tasks, started
+    first; one core's synthesis is cached and shared by every core count of its geometry)."""
+    designs = list(dict.fromkeys((c.geometry, c.cores) for c in configs))
+    return designs, [Task(area_mm2, (g, tech, n), f"area-{g.rows}x{g.cols}" + (f"x{n}" if n > 1 else ""), cost=1e9)
+                     for g, n in designs]
+
+
 def run_points(name: str, variants: list[Variant], configs: list[NpuConfig], engine: Engine, pool,
-               table, progress: Progress | None = None) -> tuple[list[dict], dict]:
+               table, progress: Progress | None = None,
+               extra: list[Task] = ()) -> tuple[list[dict], dict, list]:
     """Every variant x configuration as one batch of tasks on `pool`; the points' summaries (the
-    sweep's, plus precision and accuracy) and their runs by (precision, config name). Every
-    point's cycles are its compiled programs' (16x8 layers run on the array too)."""
+    sweep's, plus precision and accuracy), their runs by (precision, config name), and the
+    results of the `extra` tasks run in the same batch (the area syntheses: they overlap the
+    points instead of following them). Every point's cycles are its compiled programs' (16x8
+    layers run on the array too)."""
     batch = variants
     prepared = {v.precision: prepare_sweep(v.model, v.feeds, configs, engine, pool) for v in batch}
     tasks = [t for v in batch for p in prepared[v.precision] for t in p.tasks]
     if progress is not None:
-        progress.total = (progress.total or 0) + len(tasks)
-    results = pool.run(tasks, progress.advance if progress is not None else None)
+        progress.total = (progress.total or 0) + len(tasks) + len(extra)
+    results = pool.run(list(extra) + tasks, progress.advance if progress is not None else None)
+    extra_results, results = results[:len(extra)], results[len(extra):]
     runs, start = {}, 0
     for v in batch:
         for config, p, span in zip(configs, prepared[v.precision], point_tasks(prepared[v.precision])):
@@ -83,18 +95,13 @@ def run_points(name: str, variants: list[Variant], configs: list[NpuConfig], eng
                          accuracy=v.accuracy, accuracy_kind=v.accuracy_kind, run_cycles=run.total_cycles,
                          area_mm2=None, area_note=NOT_ASKED, pareto=False, rtl=None)
             points.append(point)
-    return points, runs
+    return points, runs, extra_results
 
 
-def add_area(points: list[dict], configs: list[NpuConfig], tech: str | None, pool,
-             progress: Progress | None = None) -> None:
-    """Each distinct geometry synthesized once (a task each), its mm^2 set on its points."""
-    geometries = list(dict.fromkeys(c.geometry for c in configs))
-    if progress is not None:
-        progress.total = (progress.total or 0) + len(geometries)
-    tasks = [Task(area_mm2, (g, tech), f"area-{g.rows}x{g.cols}", cost=1e9) for g in geometries]
-    found = dict(zip(geometries, pool.run(tasks, progress.advance if progress is not None else None)))
-    by_name = {c.name: found[c.geometry] for c in configs}
+def set_area(points: list[dict], configs: list[NpuConfig], designs: list, found: list) -> None:
+    """Each point's mm^2 and note from its design's synthesis (area_tasks' results)."""
+    by_design = dict(zip(designs, found))
+    by_name = {c.name: by_design[c.geometry, c.cores] for c in configs}
     for p in points:
         p["area_mm2"], p["area_note"] = by_name[p["config"]["name"]]
 
@@ -150,10 +157,11 @@ def run_points_raw(v: Variant, configs: list[NpuConfig], engine: Engine, pool,
 def explore(name: str, variants: list[Variant], configs: list[NpuConfig], engine: Engine,
             verify_engine: Engine | None, pool, table, area: bool, area_tech: str | None,
             progress: Progress | None = None) -> Exploration:
-    points, runs = run_points(name, variants, configs, engine, pool, table, progress)
+    designs, syntheses = area_tasks(configs, area_tech) if area else ([], [])
+    points, runs, found = run_points(name, variants, configs, engine, pool, table, progress, syntheses)
     notes = []
     if area:
-        add_area(points, configs, area_tech, pool, progress)
+        set_area(points, configs, designs, found)
     objectives = mark_pareto(points)
     if not any(k == "area_mm2" for k, _ in objectives):
         notes.append(f"area not in the Pareto dominance ({points[0]['area_note']})")

@@ -1,6 +1,7 @@
 """The report of `qsim explore`: report.json (every point, the front, the objectives), points.csv
-(one row per point), three plots (accuracy, energy and area against latency; the Pareto points
-ringed and labelled) and report.html with the front's table and every point's."""
+(one row per point), the plots (explore_plots: accuracy, energy and area against latency) and
+report.html: what was explored and where, each precision's accuracy, the front's table and every
+point's, with units chosen so that the numbers stay short (ms or µs, nJ to mJ)."""
 from __future__ import annotations
 
 import csv
@@ -8,15 +9,19 @@ import html
 import io
 import json
 
+from .explore_plots import PLOTS, energy_unit, plot_png, short_name
+
 CSV_COLUMNS = ("name", "precision", "rows", "cols", "dataflow", "input_buffer_bytes",
                "weight_buffer_bytes", "accumulator_buffer_bytes", "dram_bytes_per_cycle",
-               "clock_mhz", "accuracy", "total_cycles", "latency_ms", "inferences_per_s",
+               "clock_mhz", "dram", "accuracy", "total_cycles", "latency_ms", "inferences_per_s",
                "energy_per_inference_pj", "area_mm2", "pareto", "all_verified", "rtl_engine",
                "rtl_agree", "host_arithmetic")
-# (file, y key, y label, y scale): every plot has latency on x
-PLOTS = (("accuracy_vs_latency.png", "accuracy", "accuracy (top-1, %)", 100.0),
-         ("energy_vs_latency.png", "energy_per_inference_pj", "energy per inference (nJ)", 1e-3),
-         ("area_vs_latency.png", "area_mm2", "area (mm²)", 1.0))
+OBJECTIVE_NAMES = {"accuracy": "accuracy", "latency_ms": "latency", "energy_per_inference_pj": "energy",
+                   "area_mm2": "area"}
+# the configuration keys a space may vary, as the tables head them
+CONFIG_COLUMNS = (("dram_bytes_per_cycle", "DRAM B/cycle"), ("dram", "DRAM timing"), ("clock_mhz", "clock MHz"),
+                  ("input_buffer_bytes", "input buffer B"), ("weight_buffer_bytes", "weight buffer B"),
+                  ("accumulator_buffer_bytes", "accumulator B"))
 
 
 def csv_row(p: dict) -> dict:
@@ -44,91 +49,88 @@ def report_json(doc: dict) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def plot_png(points: list[dict], key: str, label: str, scale: float) -> bytes | None:
-    """One y objective against latency; None when no point has a value for it (area not asked)."""
-    shown = [p for p in points if isinstance(p.get(key), (int, float))]
-    if not shown:
-        return None
-    if key == "energy_per_inference_pj":
-        # nJ, uJ or mJ: whichever keeps the largest value under 10,000 (readable tick labels)
-        largest = max(p[key] for p in shown)
-        for unit, pj in (("nJ", 1e3), ("µJ", 1e6), ("mJ", 1e9)):
-            if largest / pj < 1e4 or unit == "mJ":
-                label, scale = f"energy per inference ({unit})", 1.0 / pj
-                break
-    import matplotlib                   # deferred: matplotlib takes ~1 s to import
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt     # deferred: as above
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    precisions = list(dict.fromkeys(p["precision"] for p in shown))
-    markers = "os^DvP*X"
-    for k, precision in enumerate(precisions):
-        mine = [p for p in shown if p["precision"] == precision]
-        ax.scatter([p["latency_ms"] for p in mine], [p[key] * scale for p in mine], s=28, alpha=0.75,
-                   marker=markers[k % len(markers)], label=precision)
-    front = sorted((p for p in shown if p["pareto"]), key=lambda p: p["latency_ms"])
-    ax.scatter([p["latency_ms"] for p in front], [p[key] * scale for p in front], s=150,
-               facecolors="none", edgecolors="#c0392b", linewidths=1.6, label="Pareto (all objectives)")
-    for p in front:
-        ax.annotate(p["name"], (p["latency_ms"], p[key] * scale), textcoords="offset points",
-                    xytext=(5, 4), fontsize=7, color="#c0392b")
-    ax.set_xlabel("latency per inference (ms)")
-    ax.set_ylabel(label)
-    ax.set_title(f"{label} vs latency ({len(shown)} points)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-def _fmt(value, digits: int = 3) -> str:
+def _num(value, digits: int = 3) -> str:
     if value is None:
         return "n/a"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1e5 else f"{value:.4g}"
-    return str(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"        # a clock of 1000.0 MHz is 1,000, not 1e+03
+    return f"{value:.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}"
 
 
-def _table(points: list[dict]) -> str:
-    head = ("point", "accuracy %", "cycles", "latency ms", "inferences/s", "energy nJ", "area mm²",
-            "verified", "RTL check", "note")
+def latency_text(ms: float) -> str:
+    return f"{ms * 1e3:.3g} µs" if ms < 1.0 else f"{ms:.4g} ms"
+
+
+def varied_keys(points: list[dict]) -> list[tuple[str, str]]:
+    """The configuration columns whose value differs between points (the others are the base's)."""
+    return [(k, head) for k, head in CONFIG_COLUMNS if len({p["config"].get(k) for p in points}) > 1]
+
+
+def _table(points: list[dict], all_points: list[dict]) -> str:
+    unit, pj = energy_unit(p["energy_per_inference_pj"] for p in all_points)
+    extra = varied_keys(all_points)
+    head = ("point", "precision", "array", "dataflow", *(h for _, h in extra), "accuracy %", "cycles",
+            "latency", "inferences/s", f"energy {unit}", "area mm²", "layers verified", "RTL check", "note")
     rows = []
     for p in points:
-        rtl = p["rtl"]
-        check = "" if rtl is None else (f"{rtl['engine']}: {'equal' if rtl['agree'] else 'DIFFERENT'} "
-                                        f"({rtl['total_cycles']} cycles)")
-        cells = (p["name"] + (" ★" if p["pareto"] else ""),
-                 _fmt(None if p["accuracy"] is None else 100 * p["accuracy"], 4), p["total_cycles"],
-                 _fmt(p["latency_ms"]), _fmt(p["inferences_per_s"], 4),
-                 _fmt(p["energy_per_inference_pj"] / 1e3, 4), _fmt(p["area_mm2"]),
+        c, rtl = p["config"], p["rtl"]
+        check = "—" if rtl is None else (f"{rtl['engine']}: {'equal' if rtl['agree'] else 'DIFFERENT'} "
+                                         f"({rtl['total_cycles']:,} cycles)")
+        cells = (short_name(p["name"]) + (" ★" if p["pareto"] else ""), p["precision"],
+                 f"{c['rows']}x{c['cols']}", str(c["dataflow"]).lower(), *(_num(c.get(k)) for k, _ in extra),
+                 "n/a" if p["accuracy"] is None else f"{100 * p['accuracy']:.2f}", f"{p['total_cycles']:,}",
+                 latency_text(p["latency_ms"]), _num(p["inferences_per_s"], 4),
+                 _num(p["energy_per_inference_pj"] / pj, 4), _num(p["area_mm2"], 4),
                  "yes" if p["all_verified"] else "NO", check, p.get("host_arithmetic") or "")
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
             + "".join(rows) + "</table>")
 
 
+def _precisions(doc: dict) -> str:
+    rows = []
+    for name, d in doc.get("precisions", {}).items():
+        sqnr = ", ".join(f"{html.escape(o)} {v:.1f} dB" for o, v in (d.get("output_sqnr_db") or {}).items())
+        accuracy = "n/a" if d.get("accuracy") is None else f"{100 * d['accuracy']:.2f} %"
+        rows.append(f"<tr><td>{html.escape(name)}</td><td>{accuracy}</td><td>{sqnr or 'n/a'}</td>"
+                    f"<td>{d.get('eval_samples', 'n/a')}</td></tr>")
+    return ("<table><tr><th>precision</th><th>accuracy</th><th>output SQNR</th><th>samples scored</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _summary(doc: dict, pareto: list[dict]) -> str:
+    objectives = ", ".join(f"{OBJECTIVE_NAMES.get(k, k)} {'↑' if d == 'max' else '↓'}" for k, d in doc["objectives"])
+    n = len(doc["points"])
+    check = (f"each rerun on {html.escape(doc['verify_engine'])} and compared stage by stage (cycles "
+             "and values)" if doc["verify_engine"] else "not rerun on a second engine")
+    where = f" Run on {html.escape(doc['pool'])}" if doc.get("pool") else ""
+    wall = f" in {doc['wall_s']:.0f} s wall" if doc.get("wall_s") is not None else ""
+    inputs = f" Input: {html.escape(doc['input'])}." if doc.get("input") else ""
+    return (f"<p>{n} point{'s' * (n != 1)} on the {html.escape(doc['engine'])} engine, every layer verified "
+            f"against the integer kernels. Pareto front over {html.escape(objectives)}: {len(pareto)} "
+            f"point{'s' * (len(pareto) != 1)} (★), {check}.{where}{wall}{'.' if where or wall else ''}"
+            f"{inputs} Accuracy: {html.escape(doc['accuracy_kind'])}.</p>")
+
+
 def report_html(doc: dict, plots: list[str]) -> str:
-    objectives = ", ".join(f"{k} {'↑' if d == 'max' else '↓'}" for k, d in doc["objectives"])
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in doc["notes"])
     images = "".join(f'<p><img src="{html.escape(f)}" alt="{html.escape(f)}"></p>' for f in plots)
     pareto = [p for p in doc["points"] if p["pareto"]]
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>qsim explore: {html.escape(doc['model'])}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child{{text-align:left}}</style>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin:0.5em 0}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child{{text-align:left}}
+th{{background:#f3f3f3}}</style>
 </head><body>
 <h1>qsim explore: {html.escape(doc['model'])}</h1>
-<p>{len(doc['points'])} points on the {html.escape(doc['engine'])} engine;
-Pareto front over {html.escape(objectives)}: {len(pareto)} points (★), each rerun on
-{html.escape(doc['verify_engine'] or 'no second engine')}.
-Accuracy: {html.escape(doc['accuracy_kind'])}.</p>
+{_summary(doc, pareto)}
 <ul>{notes}</ul>
-<h2>Pareto front</h2>{_table(pareto)}
+<h2>Precisions</h2>{_precisions(doc)}
+<h2>Pareto front</h2>{_table(pareto, doc['points'])}
 {images}
-<h2>All points</h2>{_table(doc['points'])}
+<h2>All points</h2>{_table(doc['points'], doc['points'])}
 </body></html>
 """
 
@@ -137,8 +139,8 @@ def render(doc: dict) -> dict[str, bytes]:
     """Every file of the report folder, by name."""
     files = {"report.json": report_json(doc).encode(), "points.csv": points_csv(doc["points"]).encode()}
     plots = []
-    for name, key, label, scale in PLOTS:
-        png = plot_png(doc["points"], key, label, scale)
+    for name, key, label in PLOTS:
+        png = plot_png(doc["points"], key, label, doc["model"])
         if png is not None:
             files[name] = png
             plots.append(name)

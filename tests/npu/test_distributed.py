@@ -380,6 +380,52 @@ def test_shared_arguments_reach_each_worker_once(pool, tmp_path):
     assert on_workers and len(on_workers) == len(set(on_workers)) <= 2    # once per worker, not per task
 
 
+def _unpickled_on(pool, log: str) -> list[int]:
+    workers = set(pool.client.run(os.getpid).values())
+    return [int(p) for p in Path(log).read_text().split() if int(p) in workers]
+
+
+def test_kept_values_reach_each_worker_once_across_runs(pool, tmp_path):
+    """Three runs (rounds of a job) in one keep block: the model-sized value is unpickled at
+    most once per worker in all; without keep each run sends it again (the test's control)."""
+    logged = _Logged(str(tmp_path / "kept"), np.arange(100_000, dtype=np.int64))
+    unkept = _Logged(str(tmp_path / "unkept"), logged.payload)
+    rounds = [[Task(_payload_sum, (None, [], k), f"t{k}", shared=(0,)) for k in range(r, r + 4)]
+              for r in range(0, 12, 4)]
+    want = [int(logged.payload.sum()) * k for k in range(12)]
+    with pool.keep(logged):
+        assert [x for tasks in rounds for x in pool.run([replace_arg(t, logged) for t in tasks])] == want
+    assert [x for tasks in rounds for x in pool.run([replace_arg(t, unkept) for t in tasks])] == want
+    kept, sent = _unpickled_on(pool, logged.log), _unpickled_on(pool, unkept.log)
+    assert kept and len(kept) == len(set(kept)) <= 2
+    assert len(sent) >= 3            # at least once per run
+    with InProcess().keep(logged):   # nothing to send: the tasks run on the value itself
+        assert InProcess().run([replace_arg(t, logged) for t in rounds[0]]) == want[:4]
+
+
+def test_a_stream_of_tasks_is_taken_as_workers_have_room(pool):
+    """run_stream: results in the stream's order; never more tasks taken than done plus the
+    pool's in-flight bound (the memory bound of an evaluation's samples)."""
+    taken, ahead = [0], []
+    done = [0]
+
+    def stream():
+        for k in range(30):
+            taken[0] += 1
+            yield Task(abs, (-k,), f"s{k}")
+
+    def on_done():
+        done[0] += 1
+        ahead.append(taken[0] - done[0])
+    assert pool.run_stream(stream(), on_done) == list(range(30))
+    assert done[0] == 30 and max(ahead) <= pool.workers * distributed.IN_FLIGHT_PER_WORKER
+    assert InProcess().run_stream(stream()) == list(range(30))
+
+
+def replace_arg(task: Task, value) -> Task:
+    return Task(task.fn, (value, *task.args[1:]), task.label, shared=task.shared)
+
+
 def _record_pid(log):
     with open(log, "a") as f:
         f.write(f"{os.getpid()}\n")

@@ -19,7 +19,7 @@ from qsim.quant.calibration.data import Samples
 from qsim.quant.evaluation import distributed
 from qsim.quant.evaluation.distributed import (ChunkFigures, OutputPart, TensorPart, evaluate_chunk,
                                                merge)
-from qsim.quant.evaluation.evaluate import accuracy_report, evaluate
+from qsim.quant.evaluation.evaluate import Batched, accuracy_report, evaluate
 from qsim.quant.options import QuantizeOptions
 from qsim.quant import pipeline
 from qsim.quant.pipeline import load_float_model, make_target, quantize_graph
@@ -160,11 +160,20 @@ def test_output_figures_merge_as_counts_and_maxima():
     assert (figures.signal, figures.noise) == (2.0, 1.0)
 
 
+def test_chunks_are_whole_batches_within_the_bounds():
+    batches = Batched(100, "x", 0)
+    assert distributed.chunk_size(batches, 10_000, 2) == 700          # 625 per chunk, 16 chunks aimed for
+    assert distributed.chunk_size(batches, 1_000, 2) == 300           # at least CHUNK_SAMPLES (256)
+    assert distributed.chunk_size(batches, 10**6, 2) == 2100          # at most MAX_CHUNK_SAMPLES (2048)
+    assert distributed.chunk_size(None, None, 2) == distributed.CHUNK_SAMPLES
+    assert distributed.chunk_size(None, 10_000, 1) == 1250
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_quantize_with_workers_writes_the_serial_report(tmp_path, workers, monkeypatch):
     # small chunks: several tasks per worker, and more than one window of them
     monkeypatch.setattr(distributed, "CHUNK_SAMPLES", 16)
-    monkeypatch.setattr(distributed, "WINDOW_PER_WORKER", 1)
+    monkeypatch.setattr(distributed, "MAX_CHUNK_SAMPLES", 16)
     monkeypatch.setattr(pipeline, "EVAL_BATCH", BATCH)
     pools = []
     real_open_pool = distributed.open_pool

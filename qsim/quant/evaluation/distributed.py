@@ -13,9 +13,11 @@ so it gives the serial run's sums whatever the order the chunks come back in and
 samples were cut. A chunk is a whole number of evaluation batches (`Batched.size`): the same
 batches, padded the same way, as the serial run.
 
-Not the default: a LocalCluster takes about a second to start and each chunk ships its samples
-and the two graphs to a worker once per run, so the embedded 10k-image job (a few seconds
-serial) gains nothing; the options ask for it explicitly (docs/quantize.md).
+The two graphs go to the cluster once per evaluation (DaskPool.keep) and the chunks are cut
+from the samples as workers take them (DaskPool.run_stream: a bounded number in memory, no
+barrier between rounds). Not the default: a LocalCluster takes about a second to start and each
+chunk ships its samples, so a small job (the embedded 10k images: a few seconds serial) gains
+little or nothing; the options ask for it explicitly (docs/quantize.md, reports/eval_scale.md).
 """
 from __future__ import annotations
 
@@ -33,8 +35,13 @@ from ..lowering.float_side import LoweredModel
 from .evaluate import Batched, _OutputStats, _TensorStats, accuracy_report, evaluate
 from .scoring import ScoredOutput, choose_outputs
 
-CHUNK_SAMPLES = 256         # samples per task, rounded up to whole batches
-WINDOW_PER_WORKER = 4       # chunks read ahead per worker: bounds the samples held in memory
+# Samples per task (chunk_size), rounded up to whole batches. A task costs Dask tens of
+# milliseconds (its samples and figures sent, the scheduler's round trips), a 256-sample chunk
+# of the embedded CNN a quarter of a second on one thread: fewer, larger chunks keep that share
+# small, while enough of them per worker keep the workers' last chunks ending close together.
+CHUNK_SAMPLES = 256         # the fewest
+MAX_CHUNK_SAMPLES = 2048    # the most: a chunk's samples and per-sample figures stay small in memory
+CHUNKS_PER_WORKER = 8       # aimed for, when the sample count is known
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,16 @@ def merge(parts: Iterable[ChunkFigures], model: LoweredModel,
     return stats, scored, expected
 
 
+def chunk_size(batched: Batched | None, total: int | None, workers: int) -> int:
+    """Samples per chunk: the total spread over CHUNKS_PER_WORKER chunks per worker, within
+    [CHUNK_SAMPLES, MAX_CHUNK_SAMPLES] (CHUNK_SAMPLES when the total is unknown), in whole
+    evaluation batches (the serial run's batches: module docstring)."""
+    step = batched.size if batched is not None else 1
+    want = CHUNK_SAMPLES if total is None else -(-total // (max(1, workers) * CHUNKS_PER_WORKER))
+    samples = max(CHUNK_SAMPLES, min(want, MAX_CHUNK_SAMPLES))
+    return -(-samples // step) * step
+
+
 def _chunks(samples: Iterable, size: int) -> Iterator[tuple[int, list]]:
     """(first sample, up to `size` samples) in order."""
     chunk: list = []
@@ -154,20 +171,28 @@ def evaluate_on(pool, float_graph: ir.Graph, model: LoweredModel, samples: Itera
     """evaluate_distributed on an open Dask `pool` (qsim.cluster.distributed.DaskPool)."""
     serial = dict(total=total, backend=backend, name=name, settings=settings, show_progress=show_progress,
                   notes=notes, batched=batched, outputs=outputs)
-    step = batched.size if batched is not None else 1
-    size = -(-CHUNK_SAMPLES // step) * step
-    window = max(1, pool.workers * WINDOW_PER_WORKER)
-    parts: list[ChunkFigures] = []
+    size = chunk_size(batched, total, pool.workers)
+    kept = (float_graph, model, batched, outputs)
+    made, shown = [0], [0]          # samples put in tasks, samples the bar has counted
+
+    def tasks() -> Iterator[Task]:
+        for start, chunk in _chunks(samples, size):
+            made[0] += len(chunk)
+            yield Task(evaluate_chunk, (*kept, backend, start, chunk),
+                       f"evaluate samples {start}-{start + len(chunk) - 1}", shared=(0, 1, 2, 3))
+
+    def advance() -> None:
+        # every chunk but the last made has `size` samples: the bar ends at the sample count
+        step = min(size, made[0] - shown[0])
+        shown[0] += step
+        bar.advance(step)
+
     bar = Progress(f"evaluating ({pool.what})", total, enabled=show_progress)
     try:
-        tasks: list[Task] = []
-        for start, chunk in _chunks(samples, size):
-            tasks.append(Task(evaluate_chunk, (float_graph, model, batched, outputs, backend, start, chunk),
-                              f"evaluate samples {start}-{start + len(chunk) - 1}", shared=(0, 1, 2)))
-            if len(tasks) == window:
-                parts += _run(pool, tasks, bar)
-                tasks = []
-        parts += _run(pool, tasks, bar)
+        # the graphs go to the cluster once and stay there for every chunk; the chunks are cut
+        # from the samples as workers take them (the samples in memory stay bounded)
+        with pool.keep(*kept):
+            parts: list[ChunkFigures] = pool.run_stream(tasks(), on_done=advance)
     finally:
         bar.close()
     if not parts:           # no samples: evaluate's report of none, every tensor listed
@@ -175,11 +200,3 @@ def evaluate_on(pool, float_graph: ir.Graph, model: LoweredModel, samples: Itera
     stats, scored, n_samples = merge(parts, model, outputs)
     return accuracy_report(float_graph, outputs, stats, scored, n_samples, name, settings, notes)
 
-
-def _run(pool, tasks: list[Task], bar: Progress) -> list[ChunkFigures]:
-    """The tasks' figures; the bar advances by each chunk's samples as its task ends (in the
-    order they end: the bar counts samples, whichever they are)."""
-    if not tasks:
-        return []
-    sizes = iter([len(t.args[-1]) for t in tasks])
-    return pool.run(tasks, on_done=lambda: bar.advance(next(sizes)))
