@@ -1,0 +1,167 @@
+"""The one-run comparison of qsim's default (auto observer) with each fixed observer and with
+onnxruntime's quantize_static, every model on the same data (benchmarks/accuracy.py
+--models observers).
+
+One comparison is one set of data files (benchmarks/models.py's inputs at the given counts, in
+--work-models) and one checkout. Its parts can run as separate processes on the shared machine
+(`--parts default`, `--parts observers,ort`, each on a subset of models, into its own --out) and
+are then joined by `--merge-from DIR,...`: each model's row is the union of its parts, each part
+keeping its own commit, load and times, so the table says which process measured what.
+
+Goals per output: auto >= onnxruntime, and auto >= the best fixed observer - 0.3 dB.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from _rows import run_header
+
+PARTS = ("default", "observers", "ort")
+FIXED = ("minmax", "percentile", "mse")
+MARGIN_DB = 0.3
+
+
+def sqnr_db(f: np.ndarray, q: np.ndarray) -> float | None:
+    """10 log10(signal / noise) over the whole array, in dB, to 0.01; None when exact."""
+    noise = float(np.sum((np.asarray(q, np.float64) - f) ** 2))
+    return None if noise == 0 else round(10 * np.log10(float(np.sum(np.asarray(f, np.float64) ** 2)) / noise), 2)
+
+
+def run_model(name: str, parts, files: dict, work: Path, ort_quantized) -> dict:
+    """{part: {commit, load, seconds, outputs: {output: {column: SQNR dB}}}} of one model."""
+    from models import run_ort
+    from qsim.commands.quantize import quantize_to_folder
+    from qsim.errors import QsimError
+    from qsim.quant.calibration.observers import ObserverKind
+    from qsim.quant.options import QuantizeOptions
+
+    row = {}
+    runs = ([("auto", None)] if "default" in parts else []) + (
+        [(o, o) for o in FIXED] if "observers" in parts else [])
+    for column, observer in runs:
+        part = row.setdefault("default" if observer is None else "observers", dict(run_header(), seconds={}, outputs={}))
+        t0 = time.perf_counter()
+        try:
+            options = QuantizeOptions(show_progress=False, **({"observer": ObserverKind(observer)} if observer else {}))
+            result = quantize_to_folder(str(files["model"]), str(files["calib"]), str(work / name / f"int8-{column}"),
+                                        options, evaluation=str(files["eval"]))
+        except QsimError as err:
+            part.setdefault("errors", {})[column] = str(err).splitlines()[0]
+            continue
+        part["seconds"][column] = round(time.perf_counter() - t0, 1)
+        for o in result.report.outputs:
+            part["outputs"].setdefault(o.name, {})[column] = _finite(o.sqnr_db)
+    if "ort" in parts:
+        part = row["ort"] = dict(run_header(), outputs={})
+        t0 = time.perf_counter()
+        try:
+            import onnx   # deferred: benchmark-only dependency
+            feeds = {onnx.load(str(files["model"]), load_external_data=False).graph.input[0].name:
+                     np.load(files["eval"])}
+            qdq = ort_quantized(files["model"], np.load(files["calib"]), work / name / "qdq.onnx")
+            f, q = run_ort(files["model"], feeds), run_ort(qdq, feeds)
+            part["outputs"] = {out: {"onnxruntime": sqnr_db(f[out], q[out])} for out in f}
+        except Exception as err:  # onnxruntime's own failures are the peer's result, recorded
+            part["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        part["seconds"] = {"onnxruntime": round(time.perf_counter() - t0, 1)}
+    return row
+
+
+def _finite(x):
+    return None if x is None or not np.isfinite(x) else round(float(x), 2)
+
+
+def merged(runs: list[dict]) -> dict:
+    """The comparisons of several processes joined: {model: {part: ...}}, a later run's part
+    replacing an earlier one's; the data (calib, eval counts) must agree."""
+    counts = {(r["calib"], r["eval"]) for r in runs}
+    if len(counts) > 1:
+        raise SystemExit(f"the runs to merge used different sample counts: {sorted(counts)}")
+    models: dict = {}
+    for r in runs:
+        for name, parts in r["models"].items():
+            models.setdefault(name, {}).update(parts)
+    first = runs[0]
+    return dict(first, models=models)
+
+
+def read_runs(folders: str) -> list[dict]:
+    out = []
+    for folder in (f for f in folders.split(",") if f):
+        data = json.loads((Path(folder) / "accuracy.json").read_text())
+        if "observers_run" not in data:
+            raise SystemExit(f"{folder}/accuracy.json has no observers comparison")
+        out.append(data["observers_run"])
+    return out
+
+
+def _db(x) -> str:
+    return "exact" if x is None else f"{x:.2f}"
+
+
+def table(run: dict, order) -> list[str]:
+    """Markdown: one row per model output, the columns and both margins."""
+    lines = ["| model | output | auto | " + " | ".join(FIXED) + " | onnxruntime | auto - onnxruntime | "
+             "auto - best fixed | goals met |", "|---" * (len(FIXED) + 7) + "|"]
+    met = total = 0
+    for name in [n for n in order if n in run["models"]]:
+        parts = run["models"][name]
+        outs: dict = {}
+        for part in PARTS:
+            for o, cols in parts.get(part, {}).get("outputs", {}).items():
+                outs.setdefault(o, {}).update(cols)
+        errors = {c: e for p in parts.values() for c, e in p.get("errors", {}).items()}
+        if "error" in parts.get("ort", {}):
+            errors["onnxruntime"] = parts["ort"]["error"]
+        if not outs:
+            lines.append(f"| {name} | | " + " | ".join(["stops"] * (len(FIXED) + 2)) + " | | | "
+                         + "; ".join(f"{c}: {e}" for c, e in errors.items()).replace("|", "/") + " |")
+            continue
+        for o, cols in outs.items():
+            auto, ort = cols.get("auto", "missing"), cols.get("onnxruntime", "missing")
+            fixed = [cols[f] for f in FIXED if f in cols]
+            cells = [_cell(cols, c, errors) for c in ("auto",) + FIXED + ("onnxruntime",)]
+            m_ort = _margin(auto, ort)
+            best = None if any(f is None for f in fixed) else max(fixed, default="missing")
+            m_best = _margin(auto, best)
+            ok = [m is not None and (m == "exact" or m >= t) for m, t in ((m_ort, 0.0), (m_best, -MARGIN_DB))]
+            total += 1
+            met += all(ok)
+            lines.append(f"| {name} | {o} | " + " | ".join(cells) + f" | {_fmt(m_ort)} | {_fmt(m_best)} | "
+                         + ("yes" if all(ok) else "**no**") + " |")
+    return lines + ["", f"Both goals met on {met} of {total} outputs."]
+
+
+def _cell(cols: dict, column: str, errors: dict) -> str:
+    if column in cols:
+        return _db(cols[column])
+    return "stops: " + errors[column].replace("|", "/") if column in errors else "not run"
+
+
+def _margin(a, b):
+    """a - b in dB; 'exact' when a is exact; None when either is missing."""
+    if isinstance(a, str) or isinstance(b, str):
+        return None
+    if a is None:
+        return "exact"
+    if b is None:
+        return None
+    return round(a - b, 2)
+
+
+def _fmt(m) -> str:
+    return "n/a" if m is None else (m if isinstance(m, str) else f"{m:+.2f}")
+
+
+def times(run: dict, order) -> list[str]:
+    """Markdown: per model and part, the commit, the load at its start and the seconds."""
+    lines = ["| model | part | commit, load | seconds |", "|---|---|---|---|"]
+    for name in [n for n in order if n in run["models"]]:
+        for part, p in run["models"][name].items():
+            secs = ", ".join(f"{c} {s}" for c, s in p.get("seconds", {}).items())
+            lines.append(f"| {name} | {part} | {p.get('commit', '?')}, {p.get('load', '?')} | {secs} |")
+    return lines
