@@ -1,7 +1,7 @@
 """The auto observer's choice: which of its candidate ranges (AutoObserver.candidates) each
 tensor keeps, by the error the range causes downstream on calibration samples.
 
-Two measures, two kinds of plan (choose_observers):
+Two measures (choose_observers):
 - per tensor, by its consumers (downstream_errors): a range's error on the tensor itself (what
   the MSE observer minimizes) is not what the network pays: rounding noise is independent from
   value to value and partly averages out in a convolution's sum, while clipping an outlier moves
@@ -10,13 +10,16 @@ Two measures, two kinds of plan (choose_observers):
   inputs float, and the candidate's score is the sum over consumers of noise / signal. A tensor
   no float op reads (a graph output, or read only by control flow) is scored on itself. The
   least-score candidates make the per-tensor plan;
-- at the outputs (plan_error): the per-tensor plan and each candidate applied to every tensor
-  (the uniform plans) are run as a whole, every materialized activation rounded to its grid, and
-  the plan of least output noise / signal over the scored samples is kept.
+- at the outputs (PlanRunner, plan_score): a plan is run as a whole, every materialized
+  activation rounded to its grid, and scored per output against the best candidate plan there.
+  The per-tensor plan and each candidate applied to every tensor (the uniform plans) are
+  scored; the best is refined group by group (refinement_groups), rerunning from each group's
+  first op only.
 
 Only scales and zero points change: the quantized model is lowered and replayed as with any
 fixed observer (bit-exact). Cost: per tensor, one consumer run per distinct candidate on
-LOCAL_SAMPLES samples; per plan, one float run per scored sample (AUTO_SAMPLES at most).
+LOCAL_SAMPLES samples; per plan, one float run per scored sample (AUTO_SAMPLES at most); per
+refinement group, at most one partial run per other candidate.
 """
 from __future__ import annotations
 
