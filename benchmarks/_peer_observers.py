@@ -23,6 +23,24 @@ from _rows import run_header
 PARTS = ("default", "observers", "ort")
 FIXED = ("minmax", "percentile", "mse")
 MARGIN_DB = 0.3
+TEXT = (
+    "qsim's default recipe (int8, `--observer auto`, adaptive weight rounding, bias correction, per-channel "
+    "weights) beside the same recipe with each fixed observer, and onnxruntime's quantize_static (QDQ, "
+    "per-channel int8 weights, int8 activations, MinMax), every model on the same calibration and "
+    "evaluation files. Each model is one process running all its parts (`--parts default,observers,ort`), "
+    "two such loops side by side on the 2 shared cores, then joined:",
+    "",
+    "    for m in MODELS; do nice python benchmarks/accuracy.py --models observers --peer-models $m \\",
+    "        --parts default,observers,ort --peer-calib 16 --peer-eval 16 \\",
+    "        --work-models /tmp/qsim-acc-models --out /tmp/acc-run/one/$m; done",
+    "    python benchmarks/accuracy.py --models observers --merge-from /tmp/acc-run/one/MODEL1,... --out reports",
+    "",
+    "16 calibration / 16 evaluation samples per model (the peer default is 32 / 32): the fixed MSE "
+    "observer and the deep models take minutes per run on the shared machine, and 16 / 16 is the count "
+    "of the earlier per-model runs. Models: benchmarks/_architectures.py (random weights except MTCNN "
+    "and EfficientNet-Lite0) and benchmarks/_torchvision_bn.py (torchvision architectures, random "
+    "weights, batch norms re-estimated on photographs, 112x112; resnet18_bn is torchvision's ResNet-18).",
+)
 
 
 def sqnr_db(f: np.ndarray, q: np.ndarray) -> float | None:
@@ -59,9 +77,7 @@ def run_model(name: str, parts, files: dict, work: Path, ort_quantized) -> dict:
         part = row["ort"] = dict(run_header(), outputs={})
         t0 = time.perf_counter()
         try:
-            import onnx   # deferred: benchmark-only dependency
-            feeds = {onnx.load(str(files["model"]), load_external_data=False).graph.input[0].name:
-                     np.load(files["eval"])}
+            feeds = ort_feeds(files["model"], np.load(files["eval"]))
             qdq = ort_quantized(files["model"], np.load(files["calib"]), work / name / "qdq.onnx")
             f, q = run_ort(files["model"], feeds), run_ort(qdq, feeds)
             part["outputs"] = {out: {"onnxruntime": sqnr_db(f[out], q[out])} for out in f}
@@ -69,6 +85,12 @@ def run_model(name: str, parts, files: dict, work: Path, ort_quantized) -> dict:
             part["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         part["seconds"] = {"onnxruntime": round(time.perf_counter() - t0, 1)}
     return row
+
+
+def ort_feeds(model_path: Path, x: np.ndarray) -> dict[str, np.ndarray]:
+    """onnxruntime's feeds: `x` under the model's (single) input name."""
+    import onnx   # deferred: benchmark-only dependency
+    return {onnx.load(str(model_path), load_external_data=False).graph.input[0].name: x}
 
 
 def _finite(x):

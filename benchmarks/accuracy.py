@@ -63,7 +63,6 @@ import _peer_observers as _po  # noqa: E402
 from _rows import machine, merged_rows, read_previous, run_header, write_report  # noqa: E402
 
 SEED = 20261122
-OBSERVERS_TEXT = ("(filled in below)",)
 PEER_CALIB, PEER_EVAL = 32, 32   # the peer comparison's default sample counts (models.py's)
 CONFIDENT = 0.5
 EMULATED = 20        # crops for the fake-quantization cross-check, per recipe
@@ -309,7 +308,8 @@ def peer(args) -> dict:
         t0 = time.perf_counter()
         try:
             qdq = ort_quantized(files["model"], np.load(files["calib"]), Path(args.work_models) / name / "qdq.onnx")
-            f, q = run_ort(files["model"], x_eval), run_ort(qdq, x_eval)
+            feeds = _po.ort_feeds(files["model"], x_eval)
+            f, q = run_ort(files["model"], feeds), run_ort(qdq, feeds)
             row["ort_seconds"] = round(time.perf_counter() - t0, 1)
             outs = row.setdefault("outputs", {})
             for out in f:
@@ -350,7 +350,7 @@ def observers_run(args) -> dict:
 def observers_markdown(run: dict) -> list[str]:
     from _architectures import ARCHITECTURES
     return ["## The default (auto observer) against each fixed observer and onnxruntime: one comparison", "",
-            *OBSERVERS_TEXT, "",
+            *_po.TEXT, "",
             f"Samples: {run['calib']} calibration / {run['eval']} evaluation per model (benchmarks/models.py's "
             "inputs). SQNR of each output in dB, float vs the quantized model on the evaluation samples "
             "(qsim: its report; onnxruntime: its QDQ model vs its float execution).", "",
