@@ -445,7 +445,7 @@ def markdown(results: dict) -> str:
              "int8 weights). Weights are int8 per output channel in every recipe. qsim quantize's "
              "other defaults (adaptive rounding, bias correction, int8) are in every observer row; its default "
              "observer is now `auto` (per tensor, the range of least downstream error: docs/quantize.md), "
-             "compared with each fixed observer in the peer section's last table.", ""]
+             "compared with each fixed observer and onnxruntime in the one-run comparison below.", ""]
     en = results.get("efficientnet")
     if en is not None and "skipped" not in en:
         lines += ["## EfficientNet-Lite0 on crops of real photographs", "",
