@@ -42,6 +42,37 @@ TEXT = (
     "weights, batch norms re-estimated on photographs, 112x112; resnet18_bn is torchvision's ResNet-18).",
 )
 
+READING = (
+    "Reading (2026-11-28). The default is at or above onnxruntime's quantize_static on every output "
+    "measured. It is not within 0.3 dB of the best fixed observer on every output. Where it is not, "
+    "auto's plan is at least as good as every candidate on the calibration samples it scores, but the "
+    "evaluation samples rank the plans differently, and auto's MSE candidate is not the fixed MSE "
+    "observer's range:",
+    "",
+    "- EfficientNet-B0: on the 16 calibration crops (float weights, every materialized activation on "
+    "its grid: what auto scores) auto's plan reaches 8.66 dB, the fixed observers' plans 8.31 (mse), "
+    "7.03 (minmax) and 4.57 dB (percentile); on the 16 evaluation crops, with int8 weights, it is "
+    "6.63 dB against mse's 7.80. A 7 dB random-weight network ranks plans differently on the next "
+    "16 crops (percentile: 4.57 dB on the calibration crops, 6.63 dB on the others).",
+    "- GoogLeNet and SqueezeNet: auto keeps a uniform plan (the written models are the minmax and the "
+    "percentile ones, file for file); the best on evaluation is the fixed MSE observer, whose range "
+    "search runs on 2048 bins where auto's MSE candidate uses 256 (8x cheaper, docs/quantize.md). "
+    "On EfficientNet-B0 too, auto's MSE-everywhere plan evaluates at 7.08 dB against the fixed "
+    "observer's 7.80.",
+    "- MTCNN ONet landmarks: on the calibration crops the percentile plan ranks 4th of 6 candidate "
+    "plans on that output (37.84 dB against 40.26), on the evaluation crops it is first (46.50); "
+    "the same plan costs the face probability 14 dB there (33.70).",
+    "- MTCNN RNet box: with the refinement's split-half check off, auto reached 27.87 dB (above "
+    "every fixed observer); the check, which kept ONet's face probability from losing 9 dB on the "
+    "evaluation crops, rejects that change.",
+    "",
+    "What did change: the plans are scored per output (the sum of noise / signal before let ONet's "
+    "box decide alone), and the best plan is refined per segment and per output head; on the "
+    "calibration samples the result is never behind the best uniform plan. More calibration samples "
+    "(AUTO_SAMPLES scores 16) or the fixed MSE's finer search as a candidate are the next steps; "
+    "neither fits this session's CPU (the fixed MSE took 5-8x min-max's time here).",
+)
+
 
 def sqnr_db(f: np.ndarray, q: np.ndarray) -> float | None:
     """10 log10(signal / noise) over the whole array, in dB, to 0.01; None when exact."""
