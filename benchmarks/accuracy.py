@@ -25,7 +25,8 @@ onnxruntime's quantize_static (QDQ, int8 activations and weights, per-channel we
 calibration: its defaults with per_channel=True), each evaluated against its own float execution
 on the same evaluation samples: per-output SQNR and, for class-vector outputs, top-1 agreement.
 Rows are per model at 32 calibration / 32 evaluation samples (`--peer-calib`, `--peer-eval`);
-a run with other counts adds rows named with them.
+a run with other counts adds rows named with them. `--models observers`: the default (auto)
+beside each fixed observer and onnxruntime, every model on the same data (_peer_observers.py).
 
 Writes reports/accuracy.md, reports/accuracy.json (the models not run keep their previous
 figures) and one qsim accuracy report per model and
