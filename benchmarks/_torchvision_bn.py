@@ -82,8 +82,12 @@ def build_module(name: str):
                     CNBlockConfig(384, None, 2)]
         return tv.convnext.ConvNeXt(settings, stochastic_depth_prob=0.0)
     if name == "vit_l4_w128":
-        return VisionTransformer(image_size=112, patch_size=16, num_layers=4, num_heads=4, hidden_dim=128,
-                                 mlp_dim=512)
+        vit = VisionTransformer(image_size=112, patch_size=16, num_layers=4, num_heads=4, hidden_dim=128,
+                                mlp_dim=512)
+        # torchvision zero-initializes the classification head (logits 0 for every input, which any
+        # quantizer reproduces exactly): random weights of the head's fan-in scale instead
+        torch.nn.init.normal_(vit.heads.head.weight, std=128 ** -0.5)
+        return vit
     if name == "unet_small":
         return _unet(torch)
     raise KeyError(name)
