@@ -355,7 +355,9 @@ def observers_markdown(run: dict) -> list[str]:
             f"Samples: {run['calib']} calibration / {run['eval']} evaluation per model (benchmarks/models.py's "
             "inputs). SQNR of each output in dB, float vs the quantized model on the evaluation samples "
             "(qsim: its report; onnxruntime: its QDQ model vs its float execution).", "",
-            *_po.table(run, ARCHITECTURES), "", *_po.READING, "", "Who measured what (commit of the checkout, 1-minute load "
+            *_po.table(run, ARCHITECTURES), "",
+            "Not run (did not finish in the session's time): " + (", ".join(
+                n for n in ARCHITECTURES if n not in run["models"]) or "none") + ".", "", *_po.READING, "", "Who measured what (commit of the checkout, 1-minute load "
             "average at the start of the part, seconds per quantization):", "", *_po.times(run, ARCHITECTURES), ""]
 
 
