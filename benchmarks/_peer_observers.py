@@ -35,6 +35,11 @@ TEXT = (
     "        --work-models /tmp/qsim-acc-models --out /tmp/acc-run/one/$m; done",
     "    python benchmarks/accuracy.py --models observers --merge-from /tmp/acc-run/one/MODEL1,... --out reports",
     "",
+    "Exceptions: ConvNeXt ran as two processes (`--parts default` and `--parts observers,ort`, same "
+    "files), joined the same way; the ViT ran again after its classification head got random weights "
+    "(torchvision zero-initializes it: all logits 0). The rows span commits 9779e8f-5006d6e, whose "
+    "qsim/ differs only in choose.py's module docstring (the commit and load of each part are below).",
+    "",
     "16 calibration / 16 evaluation samples per model (the peer default is 32 / 32): the fixed MSE "
     "observer and the deep models take minutes per run on the shared machine, and 16 / 16 is the count "
     "of the earlier per-model runs. Models: benchmarks/_architectures.py (random weights except MTCNN "
