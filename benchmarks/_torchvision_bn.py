@@ -1,5 +1,6 @@
 """Deeper unseen architectures for the peer comparison (benchmarks/accuracy.py --models peer):
-torchvision's GoogLeNet, DenseNet-121, RegNet-X-400MF, EfficientNet-B0, a small-width ConvNeXt
+torchvision's ResNet-18 (named resnet18_bn: _architectures.py's resnet18 is a re-implementation with
+batch-norm statistics drawn at random), GoogLeNet, DenseNet-121, RegNet-X-400MF, EfficientNet-B0, a small-width ConvNeXt
 and a small ViT, plus a small UNet written here; random initialization (torchvision's own,
 seeded), then every batch-norm's running statistics re-estimated on crops of the real
 photographs bundled with scikit-image / scikit-learn (train-mode forward passes, cumulative
@@ -66,6 +67,8 @@ def build_module(name: str):
     from torchvision.models.vision_transformer import VisionTransformer
 
     torch.manual_seed(0)
+    if name == "resnet18_bn":
+        return tv.resnet18(weights=None)
     if name == "googlenet":
         return tv.googlenet(weights=None, aux_logits=False, init_weights=True, transform_input=False)
     if name == "densenet121":
@@ -79,8 +82,12 @@ def build_module(name: str):
                     CNBlockConfig(384, None, 2)]
         return tv.convnext.ConvNeXt(settings, stochastic_depth_prob=0.0)
     if name == "vit_l4_w128":
-        return VisionTransformer(image_size=112, patch_size=16, num_layers=4, num_heads=4, hidden_dim=128,
-                                 mlp_dim=512)
+        vit = VisionTransformer(image_size=112, patch_size=16, num_layers=4, num_heads=4, hidden_dim=128,
+                                mlp_dim=512)
+        # torchvision zero-initializes the classification head (logits 0 for every input, which any
+        # quantizer reproduces exactly): random weights of the head's fan-in scale instead
+        torch.nn.init.normal_(vit.heads.head.weight, std=128 ** -0.5)
+        return vit
     if name == "unet_small":
         return _unet(torch)
     raise KeyError(name)
@@ -113,7 +120,7 @@ def export(name: str):
     return onnx.load_from_string(buf.getvalue())
 
 
-NAMES = ("googlenet", "densenet121", "regnet_x_400mf", "efficientnet_b0", "convnext_small_width",
+NAMES = ("resnet18_bn", "googlenet", "densenet121", "regnet_x_400mf", "efficientnet_b0", "convnext_small_width",
          "vit_l4_w128", "unet_small")
 
 

@@ -25,7 +25,8 @@ onnxruntime's quantize_static (QDQ, int8 activations and weights, per-channel we
 calibration: its defaults with per_channel=True), each evaluated against its own float execution
 on the same evaluation samples: per-output SQNR and, for class-vector outputs, top-1 agreement.
 Rows are per model at 32 calibration / 32 evaluation samples (`--peer-calib`, `--peer-eval`);
-a run with other counts adds rows named with them.
+a run with other counts adds rows named with them. `--models observers`: the default (auto)
+beside each fixed observer and onnxruntime, every model on the same data (_peer_observers.py).
 
 Writes reports/accuracy.md, reports/accuracy.json (the models not run keep their previous
 figures) and one qsim accuracy report per model and
@@ -59,6 +60,7 @@ from qsim.quant.pipeline import load_float_model, quantize_graph  # noqa: E402
 from qsim.report.accuracy import write_accuracy_report  # noqa: E402
 from qsim.runtime.executor import execute  # noqa: E402
 
+import _peer_observers as _po  # noqa: E402
 from _rows import machine, merged_rows, read_previous, run_header, write_report  # noqa: E402
 
 SEED = 20261122
@@ -295,25 +297,20 @@ def peer(args) -> dict:
             # which outputs are class vectors: qsim's rule (docs/quantize.md), for both quantizers
             row["outputs"] = {o.name: {"role": o.role.value}
                               for o in choose_outputs(load_float_model(files["model"]))}
-            for observer in [""] + [o for o in args.peer_observers.split(",") if o]:
-                t0 = time.perf_counter()
-                options = QuantizeOptions(show_progress=False, **({"observer": ObserverKind(observer)} if observer else {}))
-                result = quantize_to_folder(str(files["model"]), str(files["calib"]),
-                                            str(Path(args.work_models) / name / f"int8{observer}"),
-                                            options, evaluation=str(files["eval"]))
-                row[f"qsim{'_' + observer if observer else ''}_seconds"] = round(time.perf_counter() - t0, 1)
-                for o in result.report.outputs:
-                    if observer:      # a fixed observer, beside the default
-                        row["outputs"][o.name].setdefault("observers", {})[observer] = _finite(o.sqnr_db)
-                    else:
-                        row["outputs"][o.name].update(qsim_sqnr_db=_finite(o.sqnr_db),
-                                                      qsim_top1_agreement=o.top1_agreement)
+            t0 = time.perf_counter()
+            result = quantize_to_folder(str(files["model"]), str(files["calib"]),
+                                        str(Path(args.work_models) / name / "int8"),
+                                        QuantizeOptions(show_progress=False), evaluation=str(files["eval"]))
+            row["qsim_seconds"] = round(time.perf_counter() - t0, 1)
+            for o in result.report.outputs:
+                row["outputs"][o.name].update(qsim_sqnr_db=_finite(o.sqnr_db), qsim_top1_agreement=o.top1_agreement)
         except QsimError as err:
             row["qsim_error"] = str(err).splitlines()[0]
         t0 = time.perf_counter()
         try:
             qdq = ort_quantized(files["model"], np.load(files["calib"]), Path(args.work_models) / name / "qdq.onnx")
-            f, q = run_ort(files["model"], x_eval), run_ort(qdq, x_eval)
+            feeds = _po.ort_feeds(files["model"], x_eval)
+            f, q = run_ort(files["model"], feeds), run_ort(qdq, feeds)
             row["ort_seconds"] = round(time.perf_counter() - t0, 1)
             outs = row.setdefault("outputs", {})
             for out in f:
@@ -327,6 +324,41 @@ def peer(args) -> dict:
             row["ort_error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         rows[peer_key(name, args.peer_calib, args.peer_eval)] = row
     return dict(run_header(), models=rows)
+
+
+def observers_run(args) -> dict:
+    """The default against each fixed observer and onnxruntime, every model on the same data
+    (_peer_observers.py); or, with --merge-from, the runs of other processes joined."""
+    from _architectures import ARCHITECTURES
+    from models import prepare
+
+    if args.merge_from:
+        return _po.merged(_po.read_runs(args.merge_from))
+    names = [m for m in (args.peer_models or ",".join(ARCHITECTURES)).split(",") if m]
+    parts = [p for p in args.parts.split(",") if p]
+    bad = [m for m in names if m not in ARCHITECTURES] + [p for p in parts if p not in _po.PARTS]
+    if bad:
+        raise SystemExit(f"unknown models or parts {bad}; models: {', '.join(ARCHITECTURES)}; parts: {_po.PARTS}")
+    work = Path(args.work_models)
+    rows = {}
+    for name in names:
+        print(f"observers: {name} ...", flush=True)
+        files = prepare(name, work, args.peer_calib, args.peer_eval)
+        rows[name] = _po.run_model(name, parts, files, work, ort_quantized)
+    return dict(calib=args.peer_calib, eval=args.peer_eval, work=str(work), models=rows)
+
+
+def observers_markdown(run: dict) -> list[str]:
+    from _architectures import ARCHITECTURES
+    return ["## The default (auto observer) against each fixed observer and onnxruntime: one comparison", "",
+            *_po.TEXT, "",
+            f"Samples: {run['calib']} calibration / {run['eval']} evaluation per model (benchmarks/models.py's "
+            "inputs). SQNR of each output in dB, float vs the quantized model on the evaluation samples "
+            "(qsim: its report; onnxruntime: its QDQ model vs its float execution).", "",
+            *_po.table(run, ARCHITECTURES), "",
+            "Not run (did not finish in the session's time): " + (", ".join(
+                n for n in ARCHITECTURES if n not in run["models"]) or "none") + ".", "", *_po.READING, "", "Who measured what (commit of the checkout, 1-minute load "
+            "average at the start of the part, seconds per quantization):", "", *_po.times(run, ARCHITECTURES), ""]
 
 
 def peer_key(name: str, calib: int, evaluation: int) -> str:
@@ -386,40 +418,7 @@ def peer_markdown(pe: dict) -> list[str]:
         lines += ["", "Rows at other sample counts check that a figure is not decided by a few samples: "
                   "MTCNN's face probability nearly is, its error sits in the logits of a few uncertain crops "
                   "(docs/quantize.md, PReLU and leaky ReLU)."]
-    return lines + [""] + observers_markdown(pe)
-
-
-def observers_markdown(pe: dict) -> list[str]:
-    """The rows run with --peer-observers: the default (auto) beside each fixed observer and
-    onnxruntime; goals: auto >= onnxruntime, and within 0.3 dB of the best fixed observer."""
-    rows = [(k, r) for k, r in pe["models"].items()
-            if any("observers" in o for o in r.get("outputs", {}).values())]
-    if not rows:
-        return []
-    fixed = sorted({obs for _, r in rows for o in r["outputs"].values() for obs in o.get("observers", {})})
-    lines = ["### The default (auto observer) against each fixed observer", "",
-             "Same runs as the rows above with these sample counts: the default recipe with `--observer auto` "
-             "(the default) and with each fixed observer, and onnxruntime's quantize_static. One run per model, "
-             "each `python benchmarks/accuracy.py --models peer --peer-models MODEL --peer-calib 16 --peer-eval 16 "
-             "--peer-observers minmax,percentile,mse` (nice'd, on 2 cores shared with other jobs). GoogLeNet, "
-             "DenseNet-121, RegNet-X-400MF, EfficientNet-B0, the small-width ConvNeXt, the small ViT and the UNet "
-             "are benchmarks/_torchvision_bn.py's (112x112 crops, random weights, batch norms re-estimated on "
-             "photographs); a model missing here did not finish in the session's time.", "",
-             "| model | samples | output | auto | " + " | ".join(fixed) + " | onnxruntime | auto >= onnxruntime | "
-             "auto >= best fixed - 0.3 dB |", "|---" * (len(fixed) + 7) + "|"]
-    for key, r in rows:
-        for out, o in r["outputs"].items():
-            auto, ort, obs = o.get("qsim_sqnr_db"), o.get("ort_sqnr_db"), o.get("observers", {})
-            best = max((v for v in obs.values() if v is not None), default=None)
-            ok_ort = "n/a" if auto is None or ort is None else ("yes" if auto >= ort else "**no**")
-            ok_best = "n/a" if auto is None or best is None else ("yes" if auto >= best - 0.3 else "**no**")
-            lines.append(f"| {r.get('model', key)} | {r.get('calib')} / {r.get('eval')} | {out} | {_db2(auto)} | "
-                         + " | ".join(_db2(obs[f]) if f in obs else "n/a" for f in fixed) + f" | {_db2(ort)} | {ok_ort} | {ok_best} |")
     return lines + [""]
-
-
-def _db2(x) -> str:
-    return "exact" if x is None else f"{x:.2f} dB"
 
 
 def _db(x) -> str:
@@ -449,7 +448,7 @@ def markdown(results: dict) -> str:
              "int8 weights). Weights are int8 per output channel in every recipe. qsim quantize's "
              "other defaults (adaptive rounding, bias correction, int8) are in every observer row; its default "
              "observer is now `auto` (per tensor, the range of least downstream error: docs/quantize.md), "
-             "compared with each fixed observer in the peer section's last table.", ""]
+             "compared with each fixed observer and onnxruntime in the one-run comparison below.", ""]
     en = results.get("efficientnet")
     if en is not None and "skipped" not in en:
         lines += ["## EfficientNet-Lite0 on crops of real photographs", "",
@@ -514,6 +513,8 @@ def markdown(results: dict) -> str:
                        _pct(r["top1_agreement"]), f"{r['min_sqnr_db']} dB ({r['min_sqnr_tensor']})",
                        f"{r['seconds']} s"])
         lines += ["", "Reports: `reports/accuracy_fashion/<recipe>/`.", ""]
+    if results.get("observers_run") is not None:
+        lines += observers_markdown(results["observers_run"])
     if results.get("peer") is not None:
         lines += peer_markdown(results["peer"])
     return "\n".join(lines)
@@ -531,8 +532,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="reports")
     parser.add_argument("--peer-models", default="", help="peer comparison: models of benchmarks/models.py "
                         "(default: all)")
-    parser.add_argument("--peer-observers", default="", help="peer comparison: fixed observers also run "
-                        "beside the default, e.g. minmax,percentile,mse (a column of their SQNRs)")
+    parser.add_argument("--parts", default=",".join(_po.PARTS),
+                        help="observers comparison: which of default,observers,ort this process runs")
+    parser.add_argument("--merge-from", default="", help="observers comparison: join the runs written "
+                        "into these --out folders (comma-separated) instead of running anything")
     parser.add_argument("--peer-calib", type=int, default=PEER_CALIB)
     parser.add_argument("--peer-eval", type=int, default=PEER_EVAL)
     parser.add_argument("--work-models", default="/tmp/qsim-bench-models",
@@ -558,6 +561,8 @@ def main(argv=None) -> int:
             results["efficientnet"] = efficientnet(args, recipes)
     if "fashion" in models:
         results["fashion"] = fashion(args, recipes)
+    if "observers" in models:
+        results["observers_run"] = observers_run(args)
     if "peer" in models:
         ran = peer(args)
         from _architectures import ARCHITECTURES

@@ -8,7 +8,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from qsim.quant.calibration.calibrate import calibrate
-from qsim.quant.calibration.choose import fused_away, plan_error
+from qsim.quant.calibration.choose import (IMPROVES, PlanRunner, better, candidate_params, fused_away, log_errors,
+                                          plan_error, plan_score, reached_outputs, refinement_groups)
 from qsim.quant.calibration.observers import AutoObserver, ObserverKind
 from qsim.quant.options import QuantizeOptions
 from qsim.quant.params import QuantScheme
@@ -142,3 +143,74 @@ def test_auto_works_on_a_single_sample(tmp_path, count):
     choices = {}
     params = calibrate(graph, iter(feeds_of(x)), observer="auto", show_progress=False, choices=choices)
     assert set(choices) == set(params) and all(c in AutoObserver.labels() for c in choices.values())
+
+
+def test_plans_are_scored_per_output_not_by_the_noisiest_one():
+    """Two outputs, one at 20 dB and one at 50 dB: a sum of noise / signal would take plan b
+    (it gains 1 dB on the noisy output and loses 20 dB on the other); per output, b loses 20 dB
+    against the best candidate there and a loses 1 dB, so a wins."""
+    a = log_errors([10 ** -2.0, 10 ** -5.0])
+    b = log_errors([10 ** -2.1, 10 ** -3.0])
+    assert sum(10 ** b) < sum(10 ** a)                 # what the old sum would have kept
+    reference = np.minimum(a, b)
+    assert better(plan_score(a, reference), plan_score(b, reference))
+    assert not better(plan_score(b, reference), plan_score(a, reference))
+    # a non-finite output never wins; a gain below IMPROVES is not a gain
+    assert plan_score(log_errors([np.inf, 1e-3]), reference)[0] == np.inf
+    assert not better((0.0, -3.0 - IMPROVES / 2), (0.0, -3.0))
+
+
+def two_head_model(tmp_path):
+    """x -> Gemm -> relu -> r; r -> Gemm -> y1 and r -> Gemm -> Relu -> y2."""
+    rng = np.random.default_rng(0)
+    w = lambda *s: numpy_helper.from_array((rng.standard_normal(s) / np.sqrt(s[-1])).astype(np.float32))  # noqa: E731
+    inits = [w(32, 64), w(8, 32), w(8, 32)]
+    for t, name in zip(inits, ("w1", "w2", "w3")):
+        t.name = name
+    nodes = [helper.make_node("Gemm", ["x", "w1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2"], ["y1"], transB=1),
+             helper.make_node("Gemm", ["r", "w3"], ["g"], transB=1), helper.make_node("Relu", ["g"], ["y2"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("y1", "y2")],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, tmp_path / "m.onnx")
+    return load_float_model(tmp_path / "m.onnx")
+
+
+def test_refinement_groups_split_by_the_outputs_reached(tmp_path):
+    graph = two_head_model(tmp_path)
+    reach = reached_outputs(graph)
+    assert reach["x"] == reach["r"] == {"y1", "y2"} and reach["y1"] == {"y1"} and reach["y2"] == {"y2"}
+    groups = refinement_groups(graph, ["x", "r", "y1", "y2"])
+    assert sorted(map(sorted, (g for _, g in groups))) == [["r"], ["x"], ["y1"], ["y2"]]
+    at = {n: i for i, op in enumerate(graph.ops) for n in op.outputs}
+    assert all(cut == (0 if g == ["x"] else at[g[0]]) for cut, g in groups)
+
+
+def test_a_rerun_from_a_cut_is_the_full_run(tmp_path):
+    """PlanRunner: a plan run from a cut on another plan's live values there gives exactly the
+    full run's errors, when the two plans agree before the cut."""
+    graph = two_head_model(tmp_path)
+    rng = np.random.default_rng(1)
+    feeds = feeds_of(rng.standard_normal((4, 64)).astype(np.float32))
+    refs = [execute(graph, f, keep=graph.outputs) for f in feeds]
+    scheme = QuantScheme(bits=8, signed=True)
+    observers = {}
+    for name in ("x", "r", "y1", "y2"):
+        observers[name] = AutoObserver(name=name)
+    values = [execute(graph, f) for f in feeds]
+    for name, obs in observers.items():
+        for v in values:
+            obs.update(v[name])
+    cands = {n: candidate_params(o, scheme) for n, o in observers.items()}
+    first = {n: c["minmax"] for n, c in cands.items()}
+    second = dict(first, y2=cands["y2"]["percentile99.9"], r=cands["r"]["percentile99.9"])
+    cut = min(i for i, op in enumerate(graph.ops) if "r" in op.outputs)
+    runner = PlanRunner(graph, feeds, refs, cuts=[cut])
+    _, snaps = runner.run(first)
+    full, _ = runner.run(second)
+    partial, _ = runner.run(second, cut, snaps)
+    assert np.array_equal(full.noise, partial.noise) and np.array_equal(full.signal, partial.signal)
+    assert not np.array_equal(full.noise, runner.run(first)[0].noise)    # the plans do differ there

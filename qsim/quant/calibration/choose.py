@@ -1,7 +1,7 @@
 """The auto observer's choice: which of its candidate ranges (AutoObserver.candidates) each
 tensor keeps, by the error the range causes downstream on calibration samples.
 
-Two measures, two kinds of plan (choose_observers):
+Two measures (choose_observers):
 - per tensor, by its consumers (downstream_errors): a range's error on the tensor itself (what
   the MSE observer minimizes) is not what the network pays: rounding noise is independent from
   value to value and partly averages out in a convolution's sum, while clipping an outlier moves
@@ -10,13 +10,16 @@ Two measures, two kinds of plan (choose_observers):
   inputs float, and the candidate's score is the sum over consumers of noise / signal. A tensor
   no float op reads (a graph output, or read only by control flow) is scored on itself. The
   least-score candidates make the per-tensor plan;
-- at the outputs (plan_error): the per-tensor plan and each candidate applied to every tensor
-  (the uniform plans) are run as a whole, every materialized activation rounded to its grid, and
-  the plan of least output noise / signal over the scored samples is kept.
+- at the outputs (PlanRunner, plan_score): a plan is run as a whole, every materialized
+  activation rounded to its grid, and scored per output against the best candidate plan there.
+  The per-tensor plan and each candidate applied to every tensor (the uniform plans) are
+  scored; the best is refined group by group (refinement_groups), rerunning from each group's
+  first op only.
 
 Only scales and zero points change: the quantized model is lowered and replayed as with any
 fixed observer (bit-exact). Cost: per tensor, one consumer run per distinct candidate on
-LOCAL_SAMPLES samples; per plan, one float run per scored sample (AUTO_SAMPLES at most).
+LOCAL_SAMPLES samples; per plan, one float run per scored sample (AUTO_SAMPLES at most); per
+refinement group, at most one partial run per other candidate.
 """
 from __future__ import annotations
 
@@ -136,40 +139,151 @@ def plan_error(graph: ir.Graph, plan: dict[str, ir.QuantInfo], feeds: list[dict[
     """The graph outputs' summed noise / signal over `feeds` when every tensor of `plan` is
     rounded to its grid as the float graph runs (weights float): what the activation ranges
     of `plan` cost at the network's outputs."""
-    noise = dict.fromkeys(graph.outputs, 0.0)
-    signal = dict.fromkeys(graph.outputs, 0.0)
-    for feed, ref in zip(feeds, references):
-        values = {n: t.data for n, t in graph.tensors.items() if t.is_constant}
-        for name in graph.inputs:
-            values[name] = _rounded_if(np.asarray(feed[name], graph.tensor(name).dtype.numpy), plan.get(name))
-        for op in graph.ops:
-            outs = run_op(graph, op, [values[n] if n else None for n in op.inputs], backend, values)
-            for out, v in zip(op.outputs, outs):
-                values[out] = _rounded_if(v, plan.get(out))
-        for out in graph.outputs:
-            if _float(ref[out]):
-                diff = np.asarray(values[out], np.float64) - ref[out]
-                noise[out] += float(np.sum(diff * diff))
-                signal[out] += float(np.sum(np.square(ref[out], dtype=np.float64)))
-    return sum(noise[o] / signal[o] for o in graph.outputs if signal[o] > 0)
+    return sum(PlanRunner(graph, feeds, references, backend).run(plan)[0].ratios())
+
+
+class PlanRunner:
+    """Runs the float graph on the scored samples with a plan's tensors rounded to their grids
+    (dequantize(quantize(x)), weights float) and returns each output's noise / signal.
+
+    A run may start at a cut (an op index) from the live values of an earlier run at that cut
+    (`snapshots`), which is exact when the two plans agree on every tensor produced before it:
+    the refinement pass changes one segment of the graph at a time and reruns only from there."""
+
+    def __init__(self, graph: ir.Graph, feeds, references, backend: str = "kernels", cuts=(0,)):
+        self.graph, self.feeds, self.references, self.backend = graph, feeds, references, backend
+        self.cuts = sorted(set(cuts) | {0})
+        last_read = {n: i for i, op in enumerate(graph.ops) for n in op.inputs if n}
+        last_read.update(dict.fromkeys(graph.outputs, len(graph.ops)))
+        produced = dict.fromkeys(graph.inputs, -1) | {n: i for i, op in enumerate(graph.ops) for n in op.outputs}
+        # the values a run from `cut` needs: produced before it, read at or after it
+        self.live = {c: [n for n, i in produced.items() if i < c and last_read.get(n, -1) >= c] for c in self.cuts}
+        self.constants = {n: t.data for n, t in graph.tensors.items() if t.is_constant}
+
+    def run(self, plan: dict[str, ir.QuantInfo], start: int = 0, snapshots=None):
+        """(Errors: each output's noise and signal per sample, {cut >= start: [live values per
+        sample]})."""
+        graph, ops = self.graph, self.graph.ops
+        noise = np.zeros((len(self.feeds), len(graph.outputs)))
+        signal = np.zeros_like(noise)
+        kept = {c: [] for c in self.cuts if c >= start}
+        for i, (feed, ref) in enumerate(zip(self.feeds, self.references)):
+            values = dict(self.constants)
+            if start == 0:
+                for name in graph.inputs:
+                    values[name] = _rounded_if(np.asarray(feed[name], graph.tensor(name).dtype.numpy), plan.get(name))
+            else:
+                values.update(snapshots[start][i])
+            for k in range(start, len(ops)):
+                if k in kept:
+                    kept[k].append({n: values[n] for n in self.live[k]})
+                op = ops[k]
+                outs = run_op(graph, op, [values[n] if n else None for n in op.inputs], self.backend, values)
+                for out, v in zip(op.outputs, outs):
+                    values[out] = _rounded_if(v, plan.get(out))
+            for j, out in enumerate(graph.outputs):
+                if _float(ref[out]):
+                    diff = np.asarray(values[out], np.float64) - ref[out]
+                    noise[i, j] = float(np.sum(diff * diff))
+                    signal[i, j] = float(np.sum(np.square(ref[out], dtype=np.float64)))
+        return Errors(noise, signal), kept
+
+
+class Errors:
+    """Each output's noise and signal power per scored sample (arrays [samples, outputs])."""
+
+    def __init__(self, noise: np.ndarray, signal: np.ndarray):
+        self.noise, self.signal = noise, signal
+
+    def ratios(self, samples=slice(None)) -> list[float]:
+        """Each output's noise / signal over `samples` (outputs without signal left out)."""
+        n, s = self.noise[samples].sum(axis=0), self.signal[samples].sum(axis=0)
+        return [float(a / b) for a, b in zip(n, s) if b > 0]
+
+
+# An output whose error is below this relative noise power (120 dB) counts as exact: the plan
+# scores take logarithms, and no plan is better for being nearer to 0 there.
+EXACT = 1e-12
+
+
+def log_errors(errors: list[float]) -> np.ndarray | None:
+    """log10 of each output's noise / signal; None when one is not finite (a rounded plan drove
+    a log or rsqrt to inf/NaN: such a plan never wins)."""
+    if not errors or not all(np.isfinite(errors)):
+        return None
+    return np.log10(np.maximum(errors, EXACT))
+
+
+def plan_score(logs: np.ndarray | None, reference: np.ndarray) -> tuple[float, float]:
+    """A plan's score, less is better: (its worst output's loss against that output's best
+    candidate plan, in log10 units; the mean of its outputs' log errors). Normalized per output,
+    so each output weighs the same whatever its scale: a sum of noise / signal would let the
+    worst output decide alone (MTCNN ONet's box at 26 dB against its face probability at 48 dB:
+    150x the noise) and leave the others' ranges to chance. For one output both terms order
+    plans as its error does."""
+    if logs is None:
+        return (np.inf, np.inf)
+    return (float(np.max(logs - reference)), float(np.mean(logs)))
+
+
+def better(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether score a beats score b by more than IMPROVES (the worst loss first, then the mean)."""
+    return a[0] < b[0] - IMPROVES or (a[0] <= b[0] + IMPROVES and a[1] < b[1] - IMPROVES)
 
 
 def _rounded_if(x, q):
     return x if q is None or not _float(x) else _rounded(x, q)
 
 
+SEGMENTS = 4        # the refinement's segments of the graph (in op order, equal tensor counts)
+MAX_GROUPS = 12     # at most this many (segment, outputs reached) groups, else segments only
+IMPROVES = 0.005    # a change is kept when it lowers the score (plan_score) by more than this (log10
+                    # units: 0.05 dB), on all the samples and on neither half worse (choose_observers)
+
+
+def reached_outputs(graph: ir.Graph) -> dict[str, frozenset]:
+    """{tensor: the graph outputs its value flows to}."""
+    reach: dict[str, frozenset] = {o: frozenset([o]) for o in graph.outputs}
+    for op in reversed(graph.ops):
+        down = frozenset().union(*(reach.get(o, frozenset()) for o in op.outputs))
+        for n in op.inputs:
+            if n:
+                reach[n] = reach.get(n, frozenset()) | down
+    return reach
+
+
+def refinement_groups(graph: ir.Graph, tensors) -> list[tuple[int, list[str]]]:
+    """[(cut, tensors)]: the plan's tensors in SEGMENTS runs of the op order, each split by the
+    set of outputs its tensors reach (a multi-output model's heads get their own ranges); cut is
+    the first op index producing one of them (0 for graph inputs), where a rerun starts."""
+    at = dict.fromkeys(graph.inputs, 0) | {n: i for i, op in enumerate(graph.ops) for n in op.outputs}
+    order = sorted((t for t in tensors if t in at), key=lambda t: (at[t], t))
+    if not order:
+        return []
+    size = -(-len(order) // SEGMENTS)
+    segments = [order[i:i + size] for i in range(0, len(order), size)]
+    reach = reached_outputs(graph)
+    split = [[g for key in dict.fromkeys(reach.get(t, frozenset()) for t in seg)
+              for g in [[t for t in seg if reach.get(t, frozenset()) == key]]] for seg in segments]
+    chosen = split if sum(map(len, split)) <= MAX_GROUPS else [[seg] for seg in segments]
+    return [(min(at[t] for t in g), g) for parts in chosen for g in parts]
+
+
 def choose_observers(graph: ir.Graph, observers: dict[str, AutoObserver], scheme: QuantScheme,
                      feeds: list[dict[str, np.ndarray]], backend: str = "kernels") -> dict[str, str]:
     """Sets each observer's `chosen` label and returns {tensor: label}.
 
-    Per tensor, the label of least consumer error on the first LOCAL_SAMPLES of `feeds`
-    (downstream_errors; the first label on a tie) makes the per-tensor plan; each fixed label
-    applied to every tensor makes a uniform plan. Whichever plan costs the network's outputs the
-    least on all of `feeds` (plan_error) is kept. Why both: a consumer's error is not what the
-    outputs pay once errors compound over many layers, and a clipping that suits most samples
-    can ruin a rare one (one crop in 16 lost 9 dB on GoogLeNet with 99.9th-percentile ranges),
-    which only the outputs over many samples show; so the result is never worse, on the
-    calibration samples, than the best single observer's.
+    Candidate plans: per tensor, the label of least consumer error on the first LOCAL_SAMPLES of
+    `feeds` (downstream_errors; the first label on a tie); and each fixed label applied to every
+    tensor (the uniform plans). Each is run as a whole on all of `feeds` and scored at the outputs
+    (score: each output's noise / signal against its best candidate plan's, the worst output first). The best one is then
+    refined: per group of tensors (refinement_groups: a segment of the graph, split by the
+    outputs its tensors reach), each other label is tried with the rest fixed and kept when the
+    outputs gain. Why: a consumer's error is not what the outputs pay once errors compound over
+    many layers; a clipping that suits most samples can ruin a rare one (one crop in 16 lost 9 dB
+    on GoogLeNet with 99.9th-percentile ranges), which only the outputs over many samples show;
+    and early and late layers, or two heads, may want different ranges. So the result is never
+    worse, on the calibration samples, than the best single observer's (its uniform plan).
     """
     if any(dynattr.has_runtime(v) for op in graph.ops for v in op.attrs.values()):
         # attributes resolved from run-time extents: its ops cannot be rerun one at a time here
@@ -184,17 +298,51 @@ def choose_observers(graph: ir.Graph, observers: dict[str, AutoObserver], scheme
     plans = {"per-tensor": per_tensor} | {label: dict.fromkeys(candidates, label) for label in AutoObserver.labels()}
     references = [execute(graph, feed, backend, keep=graph.outputs) for feed in feeds]
     hidden = fused_away(graph)
+    groups = refinement_groups(graph, [n for n in candidates if n not in hidden])
+    if any(op.kind.name.startswith("control.") for op in graph.ops):
+        groups = [(0, g) for _, g in groups]     # its bodies read values by name: rerun from the start
+    runner = PlanRunner(graph, feeds, references, backend, cuts=[c for c, _ in groups])
+
+    def params(plan):
+        return {n: candidates[n][label] for n, label in plan.items() if n not in hidden}
+
+    # a rounded plan may drive a float op to inf/NaN (an rsqrt of a variance rounded to 0): that
+    # plan scores large or non-finite and loses; numpy's warnings about it would only alarm
+    # the scores on all samples and on each half (even, odd): a refinement step must gain on all
+    # and lose on neither half, so a change that only one or two samples favour is not taken
+    subsets = [slice(None)] + ([slice(0, None, 2), slice(1, None, 2)] if len(feeds) > 1 else [])
     # a rounded plan may drive a float op to inf/NaN (an rsqrt of a variance rounded to 0): that
     # plan scores large or non-finite and loses; numpy's warnings about it would only alarm
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        errors = {key: plan_error(graph, {n: candidates[n][label] for n, label in plan.items() if n not in hidden},
-                                  feeds, references, backend)
-                  for key, plan in plans.items()}
-    finite = {k: e for k, e in errors.items() if np.isfinite(e)}   # a log or sqrt of a rounded 0
-    if not finite:
-        return _keep(observers, {}, FALLBACK)
-    best = min(finite, key=lambda k: (finite[k], list(plans).index(k)))
-    return _keep(observers, plans[best], ObserverKind.MINMAX.value)
+        logs = {}
+        best_key, snaps = None, None
+        for key, plan in plans.items():          # only the best plan's live values are kept
+            errors, kept = runner.run(params(plan))
+            logs[key] = [log_errors(errors.ratios(s)) for s in subsets]
+            if logs[key][0] is not None and (best_key is None or logs[key][0].mean() < logs[best_key][0].mean()):
+                best_key, snaps = key, kept
+        finite = [v for v in logs.values() if v[0] is not None and all(x is not None for x in v)]
+        if not finite:
+            return _keep(observers, {}, FALLBACK)
+        # each output's best candidate plan, on each subset
+        references = [np.min([v[i] for v in finite], axis=0) for i in range(len(subsets))]
+        best = None                              # the first of equal scores wins: labels() order
+        for key in plans:
+            got = [plan_score(x, r) for x, r in zip(logs[key], references)]
+            if best is None or better(got[0], best[0]):
+                best, plan = got, dict(plans[key])
+        if plan != plans[best_key]:              # rerun to keep the chosen plan's live values
+            snaps = runner.run(params(plan))[1]
+        for cut, group in groups:
+            for label in AutoObserver.labels():
+                if all(plan[t] == label for t in group):
+                    continue
+                trial = plan | dict.fromkeys(group, label)
+                errors, kept = runner.run(params(trial), cut, snaps)
+                got = [plan_score(log_errors(errors.ratios(s)), r) for s, r in zip(subsets, references)]
+                if better(got[0], best[0]) and not any(better(b, g) for b, g in zip(best[1:], got[1:])):
+                    best, plan, snaps = got, trial, {**snaps, **kept}
+    return _keep(observers, plan, ObserverKind.MINMAX.value)
 
 
 def _keep(observers: dict[str, AutoObserver], plan: dict[str, str], default: str) -> dict[str, str]:
