@@ -193,8 +193,9 @@ def test_model_and_input_errors(tmp_path, capsys):
     with pytest.raises(UsageError, match="not a quantized model folder"):
         load_npu_model(str(tmp_path / "plain"))
     model = embedded_quantized_model()
-    np.save(tmp_path / "bad.npy", np.zeros((1, 28, 28), np.float32))
-    with pytest.raises(DataError, match=r"shape \[1, 28, 28\]"):
+    # [1, 28, 28] is one sample without its batch axis (accepted); [1, 27, 28] fits neither form
+    np.save(tmp_path / "bad.npy", np.zeros((1, 27, 28), np.float32))
+    with pytest.raises(DataError, match=r"shape \[1, 27, 28\]"):
         read_inputs(model, [str(tmp_path / "bad.npy")])
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
     with pytest.raises(DataError, match="junk.npy: not a .npy array"):
