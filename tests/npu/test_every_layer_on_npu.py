@@ -62,8 +62,10 @@ def test_unet_with_conv_transpose_runs_every_layer_on_the_npu(quantized, capsys)
     # 8x8 -> 16x16 (k4 s2 pad 1: 2x2 taps per output phase) 12 -> 6 channels
     assert [layer["macs"] for layer in ups] == [8 * 8 * 18 * 12, 16 * 16 * 4 * 12 * 6]
     assert all(layer["energy_pj"] > 0 and layer["events"]["macs"] >= layer["macs"] for layer in ups)
-    # the figures docs/npu.md quotes (16x16 preset; cycles do not depend on the values)
-    assert [layer["cycles"] for layer in ups] == [956, 2932] and doc["total_cycles"] == 17872
+    # the figures docs/npu.md quotes (16x16 preset; a layer's cycles do not depend on the values;
+    # the total does on the calibration's choices: a concat input already on the concat's grid
+    # needs no RESCALE stage)
+    assert [layer["cycles"] for layer in ups] == [956, 2932] and doc["total_cycles"] == 17586
 
 
 def test_embedding_gather_of_token_ids_runs_on_the_vector_unit(quantized, capsys):
