@@ -11,16 +11,16 @@ int8 tensor or an [M, K] matrix; qsim/npu/array/window.py), W, the parameter wor
 expanded: every A word is assembled by LOADW (im2col in hardware) from the tensor, with
 the padding taps and the lanes beyond K filled with in_zp (they contribute 0).
 - Weight-stationary: K is cut into folds of R lanes; W is stored as [nN, nF, R, C] (rows
-  beyond K hold w_zp). M is cut into chunks of Mc rows that fit half the accumulator
-  buffer; a group is one (chunk, column tile) and its steps are the folds, accumulated in
-  place. LOADW word m of fold f = output pixel m0 + m, lanes k in [fR, fR + R).
-- Output-stationary: a group is one tile of R rows x C columns; W is stored as [nN, K, C];
-  the steps are chunks of K that fit half the input and weight buffers. LOADW word j =
-  K index k0 + j, lane r = output pixel m0 + r.
-Double buffering: steps alternate between the halves of the input and weight
-buffers and groups between the halves of the accumulator/output buffers and the
-two parameter words; see _emit for why the in-order dispatcher keeps every
-reader ahead of the next writer of the same half.
+  beyond K hold w_zp). A COMPUTE streams the rows of a row tile through one fold of one
+  column tile; LOADW word m of fold f = output pixel m0 + m, lanes k in [fR, fR + R).
+- Output-stationary: an output tile is R rows x C columns; W is stored as [nN, K, C]; a
+  COMPUTE runs a chunk of K. LOADW word j = K index k0 + j, lane r = output pixel m0 + r.
+The loop order over the tiles and the tile sizes are the mapping's (qsim/npu/mapping/:
+space.py says what each order keeps in the buffers, schedule.py writes the stream and why
+the in-order dispatcher keeps every reader of a buffer half ahead of its next writer).
+Without a mapping the compiler uses the fixed rule (mapping FIXED): row tiles of as many
+rows as half the accumulator buffer holds (ws) or R (os), then column tiles, then K in
+place, A kept in the input buffer across the column tiles when it fits.
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ from ...hw import isa
 from ...hw.isa import LoadBuffer, StoreBuffer
 from ...hw.params import PARAM_LANE_BYTES, Dataflow, Geometry
 from ...hw.window_isa import window_base
+from ..mapping.schedule import Operands, emit
+from ..mapping.space import FIXED, Mapping, Shape
 from .window import Window, descriptor_bytes, descriptor_words, window_timing
 
 ALIGN = 64
@@ -124,7 +126,8 @@ def _check(gemm: Gemm) -> None:
                                    f"{req.clamp_hi}] must lie in int8")
 
 
-def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
+def compile_gemm(geom: Geometry, gemm: Gemm, mapping: Mapping | None = None) -> Program:
+    """`mapping` (qsim/npu/mapping/space.py): the loop order and tile; None: the fixed rule below."""
     _check(gemm)
     M, K, N = gemm.shape
     R, C = geom.rows, geom.cols
@@ -143,7 +146,6 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
         w_pad[:K, :N] = gemm.w
         w_img = w_pad.reshape(nF, R, nN, C).transpose(2, 0, 1, 3).copy()   # [nN, nF, R, C]
     else:
-        nM = _ceil(M, R)
         w_pad = np.full((K, nN * C), w_zp_fill, np.int8)
         w_pad[:, :N] = gemm.w
         w_img = w_pad.reshape(K, nN, C).transpose(1, 0, 2).copy()        # [nN, K, C]
@@ -160,22 +162,6 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
     d_words = descriptor_words(P)
     descriptors: dict[tuple, int] = {}          # (pixel, k, os) -> index in the descriptor region
 
-    in_half, w_half, acc_half = (geom.input_depth_words // 2, geom.weight_depth_words // 2,
-                                 geom.acc_depth_words // 2)
-    if ws:
-        rows_per_group = min(M, acc_half)
-        resident = (in_half // nF) >= rows_per_group
-        if not resident:
-            rows_per_group = min(rows_per_group, in_half)
-        groups = [(m0, min(rows_per_group, M - m0), j)
-                  for m0 in range(0, M, rows_per_group) for j in range(nN)]
-        steps = [(f * R, R) for f in range(nF)]            # (k0, k rows) per fold
-    else:
-        k_chunk = min(K, in_half, w_half)
-        resident = k_chunk == K
-        groups = [(i * R, min(R, M - i * R), j) for i in range(nM) for j in range(nN)]
-        steps = [(k0, min(k_chunk, K - k0)) for k0 in range(0, K, k_chunk)]
-
     def a_load(m0, rows, k0, klen, buf_addr):
         """The window descriptor for rows m0.. from K index k0 (ws: one fold of `rows` words;
         os: `klen` words of row tile m0) into the register file, then LOADW."""
@@ -185,14 +171,14 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
                 isa.loadw(buf_addr, rows if ws else klen)]
 
     def w_load(j, k0, klen, buf_addr):
-        if ws:
+        if ws:     # klen: R (one fold) or a multiple of R (resident folds, qsim/npu/mapping/schedule.py)
             addr = w_base + ((j * nF + k0 // R) * R) * C
-            return isa.load(LoadBuffer.WEIGHT, buf_addr, R, addr, C, C)
+            return isa.load(LoadBuffer.WEIGHT, buf_addr, _ceil(klen, R) * R, addr, C, C)
         addr = w_base + (j * K + k0) * C
         return isa.load(LoadBuffer.WEIGHT, buf_addr, klen, addr, C, C)
 
-    instrs = _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load,
-                   p_base, params.shape[1], o_base, N, eb, in_half, w_half, acc_half)
+    instrs = emit(Shape(M, K, N, geom), FIXED if mapping is None else mapping,
+                  _operands(geom, gemm, a_load, w_load, p_base, params.shape[1], o_base, N, eb))
     blobs = [b""] * len(descriptors)
     for (m0, k0, os), index in descriptors.items():
         blobs[index] = descriptor_bytes(window.descriptor(a_base, m0, k0, os, gemm.in_zp), P)
@@ -215,58 +201,23 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
                    dram_output_bytes=M * N * eb)
 
 
-def _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load, p_base, p_bytes, o_base, N, eb,
-          in_half, w_half, acc_half):
-    """The instruction stream. In-order dispatch makes the halves safe to reuse:
-    a LOAD into a half is emitted after the COMPUTE that follows the half's last
-    reader, and a COMPUTE dispatches only once the previous COMPUTE is done; every
-    COMPUTE waits for the DMA unit (its own loads, and the STORE of the group that
-    last used its accumulator/output half); STORE(g-1) is emitted after the first
-    COMPUTE of group g, whose dispatch implies group g-1 is finished."""
-    R, C = geom.rows, geom.cols
-    req = gemm.requant
-    instrs: list = []
-    step_index = 0
-    chunk_index = -1
-    last_a_key = None
-    pending_store = None
-    for g, (m0, rows, j) in enumerate(groups):
-        acc_base = (g % 2) * acc_half
-        a_key = m0
-        if resident and a_key != last_a_key:
-            chunk_index += 1
-            last_a_key = a_key
-            a_half = (chunk_index % 2) * in_half
-            for s, (k0, klen) in enumerate(steps):
-                instrs.extend(a_load(m0, rows, k0, klen, a_half + (s * rows if ws else 0)))
-        instrs.append(isa.load(LoadBuffer.PARAM, g % 2, 1, p_base + j * p_bytes, 0, p_bytes))
-        for s, (k0, klen) in enumerate(steps):
-            half = step_index % 2
-            if resident:
-                a_addr = (chunk_index % 2) * in_half + (s * rows if ws else 0)
-            else:
-                a_addr = half * in_half
-                instrs.extend(a_load(m0, rows, k0, klen, a_addr))
-            w_addr = half * w_half
-            instrs.append(w_load(j, k0, klen, w_addr))
-            last = s == len(steps) - 1
-            instrs.append(isa.compute(
-                a_addr=a_addr, w_addr=w_addr, acc_addr=acc_base, out_addr=acc_base,
-                param_addr=g % 2, count=rows if ws else klen, accumulate=int(s > 0),
-                requant=int(last and req is not None),
-                double_round=int(bool(req.double_round)) if req is not None else 0,
-                in_zp=gemm.in_zp, w_zp=gemm.w_zp,
-                out_zp=req.out_zp if req is not None else 0,
-                clamp_lo=req.clamp_lo if req is not None else -128,
-                clamp_hi=req.clamp_hi if req is not None else 127, wait_dma=True))
-            step_index += 1
-            if s == 0 and pending_store is not None:
-                instrs.append(pending_store)
-                pending_store = None
-        cols = min(C, N - j * C)
-        pending_store = isa.store(
-            StoreBuffer.OUTPUT if req is not None else StoreBuffer.ACCUMULATOR, acc_base, rows,
-            o_base + (m0 * N + j * C) * eb, N * eb, cols * eb)
-    if pending_store is not None:
-        instrs.append(isa.Instr(pending_store.opcode, wait_compute=True, fields=pending_store.fields))
-    return instrs
+def _operands(geom, gemm, a_load, w_load, p_base, p_bytes, o_base, N, eb) -> Operands:
+    """The instruction makers a mapped schedule (qsim/npu/mapping/schedule.py) assembles."""
+    req, C = gemm.requant, geom.cols
+
+    def compute(a_addr, w_addr, acc_addr, param_word, count, accumulate, requant):
+        return isa.compute(
+            a_addr=a_addr, w_addr=w_addr, acc_addr=acc_addr, out_addr=acc_addr, param_addr=param_word,
+            count=count, accumulate=int(accumulate), requant=int(requant and req is not None),
+            double_round=int(bool(req.double_round)) if req is not None else 0,
+            in_zp=gemm.in_zp, w_zp=gemm.w_zp, out_zp=req.out_zp if req is not None else 0,
+            clamp_lo=req.clamp_lo if req is not None else -128,
+            clamp_hi=req.clamp_hi if req is not None else 127, wait_dma=True)
+
+    def store(acc_addr, rows, m0, j):
+        return isa.store(StoreBuffer.OUTPUT if req is not None else StoreBuffer.ACCUMULATOR, acc_addr, rows,
+                         o_base + (m0 * N + j * C) * eb, N * eb, min(C, N - j * C) * eb)
+
+    return Operands(a_load=a_load, w_load=w_load,
+                    param_load=lambda j, word: isa.load(LoadBuffer.PARAM, word, 1, p_base + j * p_bytes, 0, p_bytes),
+                    compute=compute, store=store)

@@ -1,0 +1,141 @@
+"""Mapping search: per GEMM, the candidate mapping (space.py) that minimizes the objective, as
+the cycle model and the energy events measure the very program it would run.
+
+A candidate is compiled (qsim/npu/array/compile.py), timed by the cycle model (plus the DRAM
+timing waits when the configuration has a DRAM profile: the cycles every engine reports) and
+costed by its energy events (qsim/npu/energy.py) with the energy table of the policy; the
+objective is cycles, energy (pJ) or their product (energy-delay). Ties go to the earlier
+candidate, so the fixed rule (always first) is kept unless another mapping is strictly better:
+the search never makes a layer worse than the fixed rule on its objective.
+
+Cycles and energy depend on the GEMM's shape, its window (padding decides which bytes LOADW
+moves), whether it requantizes, and the geometry, never on the values: the choice is
+memoized on those, so the repeated layers of a network are searched once.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+from dataclasses import dataclass
+
+from ...errors import UsageError
+from ...hw.params import Geometry
+from ..array.compile import Gemm, Program, compile_gemm
+from ..cycle_model import cycle_stats
+from ..dram.trace import program_dram_stalls
+from ..energy import energy_by_component, load_tech, program_events
+from .space import FIXED, Mapping, Shape, candidates
+
+
+class MappingMode(enum.Enum):
+    FIXED = "fixed"
+    SEARCH = "search"
+
+
+class Objective(enum.Enum):
+    CYCLES = "cycles"
+    ENERGY = "energy"
+    EDP = "edp"             # energy-delay product: cycles x pJ
+
+
+@dataclass(frozen=True)
+class MappingPolicy:
+    """How the compiler maps each GEMM: the fixed rule, or the search with its objective
+    (`tech`: the energy table the energy objectives read; None: the default, 45nm)."""
+    mode: MappingMode = MappingMode.FIXED
+    objective: Objective = Objective.EDP
+    tech: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.mode.value if self.mode is MappingMode.FIXED else f"search:{self.objective.value}"
+
+    @staticmethod
+    def parse(text: str) -> "MappingPolicy":
+        """`fixed`, `search` (energy-delay) or `search:cycles|energy|edp`."""
+        mode, _, objective = str(text).lower().partition(":")
+        try:
+            policy = MappingPolicy(MappingMode(mode), Objective(objective or Objective.EDP.value))
+        except ValueError:
+            raise UsageError(f"unknown mapping '{text}'",
+                             hint="use fixed, search, search:cycles, search:energy or search:edp") from None
+        if policy.mode is MappingMode.FIXED and objective:
+            raise UsageError(f"mapping '{text}': the fixed rule has no objective",
+                             hint="use fixed, or search:OBJECTIVE")
+        return policy
+
+
+FIXED_POLICY = MappingPolicy()
+
+
+@dataclass(frozen=True)
+class Cost:
+    cycles: int
+    energy_pj: float
+
+    def value(self, objective: Objective) -> float:
+        if objective is Objective.CYCLES:
+            return float(self.cycles)
+        if objective is Objective.ENERGY:
+            return self.energy_pj
+        return self.cycles * self.energy_pj
+
+
+def program_cost(geom: Geometry, program: Program, tech: str | None = None) -> Cost:
+    """Cycles (the engines' count, DRAM waits included) and energy of one compiled program."""
+    stats = cycle_stats(geom, program.instrs, program.dram)
+    cycles = stats.total_cycles + program_dram_stalls(geom, program.instrs, program.dram, geom.dram)
+    events = program_events(geom, program.instrs, program.dram_input_bytes)
+    return Cost(cycles, sum(energy_by_component(events, _table(tech), geom).values()))
+
+
+@dataclass(frozen=True)
+class Choice:
+    mapping: Mapping
+    cost: Cost
+    fixed: Cost                 # the fixed rule's, for the report's gain
+    candidates: int
+
+
+@functools.lru_cache(maxsize=8)
+def _table(tech: str | None):
+    return load_tech(tech)
+
+
+def _key(geom: Geometry, gemm: Gemm) -> tuple:
+    return (geom, geom.dram, gemm.reading, gemm.a.shape, gemm.w.shape, gemm.requant is not None)
+
+
+_CHOICES: dict = {}             # (_key, policy) -> Choice
+_CHOICES_MAX = 4096
+
+
+def _search(geom: Geometry, gemm: Gemm, policy: MappingPolicy) -> Choice:
+    M, K, N = gemm.shape
+    best = fixed = None
+    options = candidates(Shape(M, K, N, geom))
+    for mapping in options:
+        cost = program_cost(geom, compile_gemm(geom, gemm, mapping), policy.tech)
+        if mapping == FIXED:
+            fixed = cost
+        if best is None or cost.value(policy.objective) < best[1].value(policy.objective):
+            best = (mapping, cost)
+    return Choice(best[0], best[1], fixed, len(options))
+
+
+def choose(geom: Geometry, gemm: Gemm, policy: MappingPolicy) -> Choice:
+    """The mapping `policy` runs `gemm` with (the fixed rule without a search)."""
+    if policy.mode is MappingMode.FIXED:
+        return Choice(FIXED, None, None, 1)
+    key = (_key(geom, gemm), policy)
+    if key not in _CHOICES:
+        if len(_CHOICES) >= _CHOICES_MAX:
+            _CHOICES.clear()
+        _CHOICES[key] = _search(geom, gemm, policy)
+    return _CHOICES[key]
+
+
+def compile_mapped(geom: Geometry, gemm: Gemm, policy: MappingPolicy) -> tuple[Program, Choice]:
+    """The program of `gemm` under `policy`, and the choice that made it."""
+    choice = choose(geom, gemm, policy)
+    return compile_gemm(geom, gemm, choice.mapping), choice
