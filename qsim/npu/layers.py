@@ -27,7 +27,9 @@ import numpy as np
 from ..errors import InvalidGraphError, UnsupportedError
 from ..hw.params import Geometry
 from ..hw.isa import Opcode
-from .array.compile import Gemm, Program, Requant, compile_gemm
+from .array.compile import Gemm, Program, Requant
+from .mapping.policy import FIXED_POLICY, MappingPolicy
+from .mapping.search import compile_mapped
 from .energy import EventCounts, program_events
 from .engines import Engine, run_program
 from .cycle_model import CycleStats, schedule
@@ -54,6 +56,7 @@ class LayerResult:
     mac_slots: int = 0              # rows * cols * streaming cycles: PE slots offered while computing
     runs: list = field(default_factory=list)          # ProgramRecord per program, in run order
     events: EventCounts = field(default_factory=EventCounts)   # energy events of all programs
+    mappings: list = field(default_factory=list)      # per program: its mapping's label (qsim/npu/mapping)
 
     def locate(self, index: tuple) -> tuple["ProgramRecord", int, int]:
         """The program that wrote output element `index` and its (row, column) in that GEMM."""
@@ -191,8 +194,10 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
 
 
 def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None = None,
-              clamp: dict | None = None, engine="model", name: str = "layer") -> LayerResult:
-    """Compiles and runs one layer; the output is int8 with a fused RESCALE, else int32."""
+              clamp: dict | None = None, engine="model", name: str = "layer",
+              mapping: MappingPolicy | None = None) -> LayerResult:
+    """Compiles and runs one layer; the output is int8 with a fused RESCALE, else int32.
+    `mapping`: how each GEMM is mapped (qsim/npu/mapping/policy.py; default the fixed rule)."""
     engine = Engine.parse(engine)
     gemms, out_shape, macs = _gemms(op, inputs, attrs, rescale, clamp, geom)
     fused = rescale is not None
@@ -203,8 +208,10 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
     host = []
     runs = []
     events = EventCounts()
+    labels = []
     for gemm, where in gemms:
-        program = compile_gemm(geom, gemm)
+        program, choice = compile_mapped(geom, gemm, mapping or FIXED_POLICY)
+        labels.append(choice.mapping.label)
         runs.append(ProgramRecord(where, program, total.total_cycles))
         run = run_program(geom, program, engine, what=f"{name} (tosa.{op})")
         if op == "MATMUL":
@@ -229,4 +236,4 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
                        stall_cycles=total.stall_cycles,
                        utilization=macs / (cycles * geom.rows * geom.cols) if cycles else 0.0,
                        dram_bytes=dram, programs=len(gemms), engine=engine.value, host_steps=host,
-                       mac_slots=total.pe_mac_slots, runs=runs, events=events)
+                       mac_slots=total.pe_mac_slots, runs=runs, events=events, mappings=labels)

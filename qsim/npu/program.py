@@ -284,8 +284,9 @@ def _first_mismatch(result: StageResult, expected: np.ndarray, geom) -> Mismatch
                     size=int(actual.size), cycle=cycle, program=program, program_cycle=program_cycle)
 
 
-def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want) -> LayerResult:
-    """One array stage on `inputs` (its golden inputs): a task that runs on any worker.
+def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want, mapping=None) -> LayerResult:
+    """One array stage on `inputs` (its golden inputs): a task that runs on any worker;
+    `mapping` the configuration's mapping policy (qsim/npu/mapping/policy.py).
     The per-program records (each with its DRAM image) are kept only when the output differs
     from `want`, where fault location and waveforms need them; a verified layer travels back
     without them."""
@@ -297,7 +298,7 @@ def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want) -> L
         else:
             clamp = dict(op.attrs)
     layer = run_layer(geom, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp,
-                      engine=engine, name=stage.name)
+                      engine=engine, name=stage.name, mapping=mapping)
     if want is not None and layer.output.dtype == want.dtype and np.array_equal(layer.output, want):
         layer.runs = []
     return layer
@@ -401,7 +402,7 @@ def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator"
         want = expected.get(stage.output)
         if stage.unit is Unit.ARRAY:
             inputs = [values[n] for n in stage.ops[0].inputs if n]
-            task = Task(run_array_stage, (geom, engine, stage, inputs, want), f"{config.name}-{stage.name}",
+            task = Task(run_array_stage, (geom, engine, stage, inputs, want, config.mapping), f"{config.name}-{stage.name}",
                         cost=_array_cost(stage, inputs, want), shared=(2, 3, 4))
             _check_shape(stage, None, graph.tensor(stage.output).shape, want)
             if want is None:        # nothing to continue with but this layer's own output: run it now
