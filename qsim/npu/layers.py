@@ -193,6 +193,12 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
                            hint=f"the array runs {', '.join('tosa.' + o for o in LAYER_OPS)}")
 
 
+def layer_gemms(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None = None,
+                clamp: dict | None = None) -> list[Gemm]:
+    """The GEMMs run_layer compiles for one layer (one per program), e.g. for a mapping search."""
+    return [gemm for gemm, _ in _gemms(op, inputs, attrs, rescale, clamp, geom)[0]]
+
+
 def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None = None,
               clamp: dict | None = None, engine="model", name: str = "layer",
               mapping: MappingPolicy | None = None) -> LayerResult:

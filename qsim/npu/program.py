@@ -291,17 +291,23 @@ def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want, mapp
     from `want`, where fault location and waveforms need them; a verified layer travels back
     without them."""
     head = stage.ops[0]
+    rescale, clamp = fused_attrs(stage)
+    layer = run_layer(geom, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp,
+                      engine=engine, name=stage.name, mapping=mapping)
+    if want is not None and layer.output.dtype == want.dtype and np.array_equal(layer.output, want):
+        layer.runs = []
+    return layer
+
+
+def fused_attrs(stage: Stage) -> tuple[dict | None, dict | None]:
+    """The attributes of an array stage's fused RESCALE and CLAMP (None when absent)."""
     rescale = clamp = None
     for op in stage.ops[1:]:
         if op.kind.short_name == "RESCALE":
             rescale = dict(op.attrs)
         else:
             clamp = dict(op.attrs)
-    layer = run_layer(geom, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp,
-                      engine=engine, name=stage.name, mapping=mapping)
-    if want is not None and layer.output.dtype == want.dtype and np.array_equal(layer.output, want):
-        layer.runs = []
-    return layer
+    return rescale, clamp
 
 
 @dataclass

@@ -53,6 +53,11 @@ class Choice:
     cost: Cost
     fixed: Cost                 # the fixed rule's, for the report's gain
     candidates: int
+    costs: tuple = ()           # (Mapping, Cost) of every candidate, in search order
+
+    def best(self, objective: Objective) -> tuple[Mapping, Cost]:
+        """The candidate `objective` would choose (the first of equals)."""
+        return min(self.costs, key=lambda mc: mc[1].value(objective))
 
 
 @functools.lru_cache(maxsize=8)
@@ -70,15 +75,16 @@ _CHOICES_MAX = 4096
 
 def _search(geom: Geometry, gemm: Gemm, policy: MappingPolicy) -> Choice:
     M, K, N = gemm.shape
-    best = fixed = None
-    options = candidates(Shape(M, K, N, geom))
-    for mapping in options:
-        cost = program_cost(geom, compile_gemm(geom, gemm, mapping), policy.tech)
-        if mapping == FIXED:
-            fixed = cost
-        if best is None or cost.value(policy.objective) < best[1].value(policy.objective):
-            best = (mapping, cost)
-    return Choice(best[0], best[1], fixed, len(options))
+    costs = tuple((mapping, program_cost(geom, compile_gemm(geom, gemm, mapping), policy.tech))
+                  for mapping in candidates(Shape(M, K, N, geom)))
+    choice = Choice(FIXED, None, costs[0][1], len(costs), costs)
+    mapping, cost = choice.best(policy.objective)
+    return Choice(mapping, cost, costs[0][1], len(costs), costs)
+
+
+def forget_choices() -> None:
+    """Empties the memo (a benchmark timing a cold search)."""
+    _CHOICES.clear()
 
 
 def choose(geom: Geometry, gemm: Gemm, policy: MappingPolicy) -> Choice:
