@@ -124,6 +124,7 @@ def markdown(results: list[dict], command: str) -> str:
         for r in verified:
             v = r["verified_search_run"]
             lines.append(f"| {r['network']} | {r['dataflow']} | {v['verified']} | {v['total_cycles']:,} | {v['seconds']} |")
+    lines += _dual_mode(results)
     for r in results:
         lines += ["", f"## {r['network']}, {r['dataflow']}: per layer (objective edp)", "",
                   "| layer | op | GEMM M x K x N (first) | programs | mapping | fixed cycles | cycles | cycle gain "
@@ -136,6 +137,36 @@ def markdown(results: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _dual_mode(results: list[dict]) -> list[str]:
+    """Per network: per layer the better (by energy-delay) of the ws and os designs' searched
+    mappings, what an array switching dataflow per layer would reach (not built: docs/npu.md)."""
+    by_net = {}
+    for r in results:
+        by_net.setdefault(r["network"], {})[r["dataflow"]] = r
+    lines = ["", "## What a per-layer dataflow would add (a dual-mode array, not built)", "",
+             "Per layer the better by energy-delay of the two designs' searched (edp) mappings, against",
+             "each design's fixed rule and search:", "",
+             "| network | ws fixed cycles / uJ | ws search | os search | per-layer best of ws, os | layers on os |",
+             "|---|---|---|---|---|---|"]
+    for name, flows in by_net.items():
+        if set(flows) != {"ws", "os"}:
+            continue
+        ws, os_ = flows["ws"]["layers"], flows["os"]["layers"]
+        if [l["layer"] for l in ws] != [l["layer"] for l in os_]:
+            continue
+        best = [min((a, b), key=lambda l: l["cycles"] * l["energy_pj"]) for a, b in zip(ws, os_)]
+        on_os = sum(b is not a for a, b in zip(ws, best))
+
+        def cell(cycles, pj):
+            return f"{cycles:,} / {pj / 1e6:.2f}"
+        f, sw, so = flows["ws"]["fixed"], flows["ws"]["search"]["edp"], flows["os"]["search"]["edp"]
+        lines.append(f"| {name} | {cell(f['cycles'], f['energy_pj'])} | {cell(sw['cycles'], sw['energy_pj'])} | "
+                     f"{cell(so['cycles'], so['energy_pj'])} | "
+                     f"{cell(sum(l['cycles'] for l in best), sum(l['energy_pj'] for l in best))} | "
+                     f"{on_os} of {len(best)} |")
+    return lines
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nets", default=",".join(NETS))
@@ -143,8 +174,16 @@ def main(argv=None) -> int:
     parser.add_argument("--work", default="/tmp/qsim-mapping")
     parser.add_argument("--verify", action="store_true")
     parser.add_argument("--out", default=str(HERE.parent / "reports"))
+    parser.add_argument("--render", action="store_true", help="rewrite mapping.md from --out's mapping.json")
     args = parser.parse_args(argv)
+    if args.render:
+        out = Path(args.out)
+        data = json.loads((out / "mapping.json").read_text())
+        atomic_write_text(out / "mapping.md", markdown(data["results"], data["command"]))
+        return 0
     results = []
+    command = "PYTHONPATH=. python benchmarks/mapping.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    out = Path(args.out)
     for name in args.nets.split(","):
         graph, feeds = quantized(name, Path(args.work))
         expected = execute(graph, feeds, backend="kernels")
@@ -155,10 +194,10 @@ def main(argv=None) -> int:
             s = r["search"]["edp"]
             print(f"{name} {flow}: fixed {r['fixed']['cycles']:,} -> {s['cycles']:,} cycles, "
                   f"search {r['search_seconds']} s", flush=True)
-    command = "PYTHONPATH=. python benchmarks/mapping.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    out = Path(args.out)
-    atomic_write_text(out / "mapping.md", markdown(results, command.strip()))
-    atomic_write_text(out / "mapping.json", json.dumps(results, indent=1) + "\n")
+        # written after every network, so that a long run leaves what it has measured
+        atomic_write_text(out / "mapping.md", markdown(results, command.strip()))
+        atomic_write_text(out / "mapping.json", json.dumps({"command": command.strip(), "results": results},
+                                                           indent=1) + "\n")
     print(f"wrote {out / 'mapping.md'}")
     return 0
 

@@ -14,12 +14,16 @@ memoized on those, so the repeated layers of a network are searched once.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
 from ...hw.params import Geometry
 from ..array.compile import Gemm, Program, compile_gemm
-from ..cycle_model import cycle_stats
+from ...hw.isa import LoadBuffer, Opcode
+from ...hw.window_isa import window_base, window_words
+from ..array.window import window_timing
+from ..cycle_model import compute_duration, cycle_stats, dma_duration
 from ..dram.trace import program_dram_stalls
 from ..energy import energy_by_component, load_tech, program_events
 from .policy import FIXED_POLICY, MappingMode, MappingPolicy, Objective
@@ -39,10 +43,43 @@ class Cost:
         return self.cycles * self.energy_pj
 
 
+def gemm_cycles(geom: Geometry, program: Program) -> int:
+    """The cycle model's total (cycle_model.schedule) of a program compile_gemm wrote, computed
+    from the instruction fields in one pass: a search times 10k-100k instructions per candidate,
+    and the general schedule's register-file replay costs most of that. A GEMM program loads
+    one whole window descriptor (VCONFIG at the descriptor's base) before each LOADW, so that
+    descriptor is the LOADW's; anything else takes the general path. Tests hold the two equal."""
+    P, B = geom.dram_port_bytes, geom.dram_bytes_per_cycle
+    base, words = window_base(geom.cols, P), window_words(P)
+    free = {"dma": 0, "compute": 0}
+    prev, blob = 0, None
+    for instr in program.instrs:
+        f, op = instr.fields, instr.opcode
+        if op is Opcode.COMPUTE:
+            unit, busy = "compute", compute_duration(geom, f["count"], bool(f.get("requant")))
+        elif op is Opcode.LOADW:
+            unit, busy = "dma", window_timing(blob, f["count"], geom.rows, B).duration
+        elif op in (Opcode.LOAD, Opcode.STORE):
+            unit, busy = "dma", dma_duration(f["count"], f["word_bytes"], B)
+            if op is Opcode.LOAD and f["buf"] == LoadBuffer.VCONFIG:
+                if f["buf_addr"] != base or f["count"] != words or f["word_bytes"] != P:
+                    return cycle_stats(geom, program.instrs, program.dram).total_cycles
+                blob = program.dram[f["dram_addr"]:f["dram_addr"] + words * P].tobytes()
+        else:
+            return cycle_stats(geom, program.instrs, program.dram).total_cycles
+        t = max(prev + 1, free[unit])
+        if instr.wait_dma:
+            t = max(t, free["dma"])
+        if instr.wait_compute:
+            t = max(t, free["compute"])
+        free[unit] = t + busy + 1
+        prev = t
+    return max(prev + 1, free["dma"], free["compute"])
+
+
 def program_cost(geom: Geometry, program: Program, tech: str | None = None) -> Cost:
     """Cycles (the engines' count, DRAM waits included) and energy of one compiled program."""
-    stats = cycle_stats(geom, program.instrs, program.dram)
-    cycles = stats.total_cycles + program_dram_stalls(geom, program.instrs, program.dram, geom.dram)
+    cycles = gemm_cycles(geom, program) + program_dram_stalls(geom, program.instrs, program.dram, geom.dram)
     events = program_events(geom, program.instrs, program.dram_input_bytes)
     return Cost(cycles, sum(energy_by_component(events, _table(tech), geom).values()))
 
@@ -66,7 +103,11 @@ def _table(tech: str | None):
 
 
 def _key(geom: Geometry, gemm: Gemm) -> tuple:
-    return (geom, geom.dram, gemm.reading, gemm.a.shape, gemm.w.shape, gemm.requant is not None)
+    """What a GEMM's costs depend on. The window's first channel (c0, a depthwise GEMM's
+    channel group) only moves LOADW's addresses, never which bytes it reads or when, so the
+    groups of a depthwise layer share one search."""
+    return (geom, geom.dram, dataclasses.replace(gemm.reading, c0=0), gemm.a.shape, gemm.w.shape,
+            gemm.requant is not None)
 
 
 _CHOICES: dict = {}             # (_key, policy) -> Choice

@@ -137,6 +137,23 @@ class Shape:
         return None
 
 
+def array_cycles(shape: Shape, mapping: Mapping) -> int:
+    """The compute unit's busy cycles under `mapping` (requantization tails left out): COMPUTEs
+    run one after another, so this bounds the program's cycles from below."""
+    g, tile = shape.geom, shape.tile(mapping)
+    R, C = g.rows, g.cols
+    if shape.ws:       # per row tile and column tile, one COMPUTE per fold of 2R + C + rows
+        tiles = _ceil(shape.M, tile)
+        return shape.col_tiles * shape.folds * (tiles * (2 * R + C) + shape.M)
+    steps = _ceil(shape.K, tile)        # per R x C output tile, one COMPUTE per K chunk
+    return _ceil(shape.M, R) * shape.col_tiles * (steps * (2 * R + C - 1) + shape.K)
+
+
+# A candidate whose array time alone exceeds the least one's by this factor is not compiled:
+# tiny tiles (thousands of COMPUTEs paying the fill each) never win, and cost the most to time.
+PRUNE_FACTOR = 3
+
+
 def fixed_rows(shape: Shape) -> int:
     """The fixed rule's weight-stationary row tile: as many rows as half the accumulators
     hold, cut to half the input buffer when A cannot stay resident."""
@@ -153,16 +170,17 @@ def _balanced(total: int, top: int) -> int:
 
 
 def candidates(shape: Shape) -> list[Mapping]:
-    """The mappings the search compares, the fixed rule first: per legal order the largest
-    tile, the same number of tiles balanced, and for MNK the largest tile that keeps A
-    resident (weight-stationary) or the whole K in one step (output-stationary, when legal)."""
+    """The mappings the search compares, the fixed rule first: per legal order as few tiles as
+    the largest legal tile gives, of equal size (the largest itself differs from it only in its
+    last tile), and for weight-stationary MNK the largest tile that keeps A resident; without
+    those whose array time is PRUNE_FACTOR x the least."""
     out = [FIXED]
     for order in LoopOrder:
         top = shape.max_tile(order)
         if top <= 0:
             continue
         total = shape.M if shape.ws else shape.K
-        tiles = {top, _balanced(total, top)}
+        tiles = {_balanced(total, top)}     # as few tiles as the largest, of equal size
         if order is LoopOrder.MNK and shape.ws:
             tiles.add(min(top, shape.halves[0] // shape.folds))
         out.extend(Mapping(order, tile) for tile in sorted(t for t in tiles if t >= 1))
@@ -172,4 +190,5 @@ def candidates(shape: Shape) -> list[Mapping]:
         if key not in seen and shape.legal(m) is None:
             seen.add(key)
             unique.append(m)
-    return unique
+    least = min(array_cycles(shape, m) for m in unique)
+    return [m for m in unique if m == FIXED or array_cycles(shape, m) <= PRUNE_FACTOR * least]
