@@ -169,17 +169,18 @@ def _dual_mode(results: list[dict]) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nets", default=",".join(NETS))
-    parser.add_argument("--config", default="16x16")
-    parser.add_argument("--work", default="/tmp/qsim-mapping")
-    parser.add_argument("--verify", action="store_true")
-    parser.add_argument("--out", default=str(HERE.parent / "reports"))
+    parser.add_argument("--nets", default=",".join(NETS), help="networks of benchmarks/_architectures.py")
+    parser.add_argument("--config", default="16x16", help="preset; measured as :ws and :os")
+    parser.add_argument("--work", default="/tmp/qsim-mapping", help="exports and quantized folders (cache)")
+    parser.add_argument("--verify", action="store_true", help="also run each network searched, bit-exact check")
+    parser.add_argument("--out", default=str(HERE.parent / "reports"), help="folder of mapping.md/.json")
     parser.add_argument("--render", action="store_true", help="rewrite mapping.md from --out's mapping.json")
     args = parser.parse_args(argv)
     if args.render:
         out = Path(args.out)
         data = json.loads((out / "mapping.json").read_text())
         atomic_write_text(out / "mapping.md", markdown(data["results"], data["command"]))
+        print(f"wrote {out / 'mapping.md'}")
         return 0
     results = []
     command = "PYTHONPATH=. python benchmarks/mapping.py " + " ".join(argv if argv is not None else sys.argv[1:])
