@@ -7,8 +7,8 @@ preset weight-stationary and output-stationary.
         [--config 16x16] [--work /tmp/qsim-mapping] [--verify] [--out reports]
 
 Per network and dataflow: every array layer's GEMMs searched once (qsim/npu/mapping/network.py;
-the time of that cold search is reported), and from the costs of every candidate the totals
-under each objective (cycles, energy, edp) against the fixed rule. Cycles and energy are the
+the CPU time of that cold search is reported: on the shared machine wall time is mostly
+waiting), and from the costs of every candidate the totals under each objective (cycles, energy, edp) against the fixed rule. Cycles and energy are the
 cycle model's and the energy events' (45nm table) of the very programs that run; the tests
 (tests/npu/test_mapping_rtl.py) hold the model's cycles equal to the RTL's. --verify also runs
 the whole network on the model engine with mapping = search (edp) and checks every stage is
@@ -104,7 +104,7 @@ def markdown(results: list[dict], command: str) -> str:
              "Verilator's for every loop order on both dataflows). Vector and host stages are",
              "not mapped and not counted here. Gain = fixed / search (> 1 is better).", "",
              "## Per network", "",
-             "| network | dataflow | array layers (GEMMs) | candidates | search time (s) | objective "
+             "| network | dataflow | array layers (GEMMs) | candidates | search CPU time (s) | objective "
              "| fixed cycles | search cycles | cycle gain | fixed energy (uJ) | search energy (uJ) "
              "| energy gain | EDP gain |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

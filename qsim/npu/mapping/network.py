@@ -35,7 +35,8 @@ class LayerChoices:
 def network_choices(graph, feeds: dict, config: NpuConfig, policy: MappingPolicy,
                     expected: dict | None = None) -> tuple[list[LayerChoices], float]:
     """Every array layer of `graph` on `config` searched under `policy` (a search policy), and
-    the seconds the search took (a cold search: memoized choices are forgotten first)."""
+    the CPU seconds of this process the search took (a cold search: memoized choices are
+    forgotten first; CPU time, because a shared machine's load inflates wall time)."""
     prepared = prepare_run(graph, feeds, config, engine="model", expected=expected)
     geom = config.geometry
     forget_choices()
@@ -47,8 +48,8 @@ def network_choices(graph, feeds: dict, config: NpuConfig, policy: MappingPolicy
         rescale, clamp = fused_attrs(stage)
         head = stage.ops[0]
         gemms = layer_gemms(geom, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp)
-        start = time.perf_counter()
+        start = time.process_time()
         choices = tuple(choose(geom, gemm, policy) for gemm in gemms)
-        seconds += time.perf_counter() - start
+        seconds += time.process_time() - start
         layers.append(LayerChoices(stage.name, head.kind.short_name, tuple(g.shape for g in gemms), choices))
     return layers, seconds
