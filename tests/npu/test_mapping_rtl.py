@@ -66,3 +66,23 @@ def test_mapping_runs_on_rtl_with_model_cycles(engine, dataflow, mapping):
     # the choice is really a different schedule from the fixed rule (except the fixed case)
     fixed = compile_gemm(geom, gemm)
     assert (mapping == FIXED) == ([i.encode() for i in program.instrs] == [i.encode() for i in fixed.instrs])
+
+
+def test_embedded_model_searched_on_verilator(embedded):
+    """A whole network with mapping = search on the RTL: every stage bit-exact with the kernels,
+    the same cycles as the model engine, and layers really mapped otherwise than by the fixed
+    rule (16x16, cycles: conv2-4 and the classifier take MKN)."""
+    import dataclasses
+
+    from qsim.npu.config import load_config
+    from qsim.npu.mapping.policy import MappingPolicy
+    from qsim.npu.program import Unit, run_graph_on_npu
+    graph, feeds, expected = embedded
+    config = dataclasses.replace(load_config("16x16"), mapping=MappingPolicy.parse("search:cycles"))
+    rtl = run_graph_on_npu(graph, feeds, config, engine="verilator", expected=expected)
+    model = run_graph_on_npu(graph, feeds, config, engine="model", expected=expected)
+    fixed = run_graph_on_npu(graph, feeds, load_config("16x16"), engine="model", expected=expected)
+    assert rtl.verified and rtl.total_cycles == model.total_cycles < fixed.total_cycles
+    mapped = [m for s in rtl.stages if s.stage.unit is Unit.ARRAY for m in s.layer.mappings]
+    assert sum(m.startswith("mkn") for m in mapped) >= 3
+    assert all(s.rtl for s in rtl.stages if s.stage.unit is Unit.ARRAY)
