@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from qsim.errors import DataError, UsageError
 from qsim.hw.isa import LoadBuffer, Opcode, StoreBuffer
@@ -190,3 +191,31 @@ def test_simulate_mapping_option(tmp_path, capsys):
     assert "bit-exact" in capsys.readouterr().out
     assert main(["simulate", "--engine", "model", "--mapping", "quick", "-o", str(tmp_path / "q"), "-q"]) == 2
     assert "unknown mapping 'quick'" in capsys.readouterr().err
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=24))
+def test_policy_parser_takes_any_text(text):
+    """Any --mapping text is a policy that prints back to itself, or a UsageError naming it."""
+    try:
+        policy = MappingPolicy.parse(text)
+    except UsageError as err:
+        assert "mapping" in str(err)
+        return
+    assert MappingPolicy.parse(policy.text) == policy
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.sampled_from(["fixed", "search", "Search", "", "best"]), st.integers(), st.booleans()),
+       st.one_of(st.none(), st.sampled_from(["edp", "cycles", "energy", "EDP", "speed"]), st.integers()))
+def test_config_mapping_keys_any_values(mode, objective):
+    """The two keys take any TOML values: a configuration, or a DataError naming the key's line."""
+    def literal(v):
+        return f'"{v}"' if isinstance(v, str) else str(v).lower()
+    text = BASE + f"mapping = {literal(mode)}\n" + ("" if objective is None else f"mapping_objective = {literal(objective)}\n")
+    try:
+        config = parse_config(text)
+    except DataError as err:
+        assert "mapping" in str(err) and "<config>:" in str(err)
+        return
+    assert str(mode).lower() in ("fixed", "search") and config.mapping.mode.value == str(mode).lower()
