@@ -102,7 +102,9 @@ def markdown(results: list[dict], command: str) -> str:
              "the array layers, from the cycle model and energy events of the programs that run",
              "(tests/npu/test_mapping_rtl.py holds the model's cycles equal to Amaranth's and",
              "Verilator's for every loop order on both dataflows). Vector and host stages are",
-             "not mapped and not counted here. Gain = fixed / search (> 1 is better).", "",
+             "not mapped and not counted here. Gain = fixed / search (> 1 is better). Search CPU time:",
+             "CPU seconds of this process for a cold search of every array layer (Intel Xeon with AMX,",
+             "2 cores shared by other jobs: wall time was ~8x longer at load average ~20).", "",
              "## Per network", "",
              "| network | dataflow | array layers (GEMMs) | candidates | search CPU time (s) | objective "
              "| fixed cycles | search cycles | cycle gain | fixed energy (uJ) | search energy (uJ) "
