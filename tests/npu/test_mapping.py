@@ -2,6 +2,7 @@
 against the dispatch timing, values of every candidate, the search's choice, the policy in the
 configuration, the sweep and the command line."""
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -189,6 +190,11 @@ def test_simulate_mapping_option(tmp_path, capsys):
     from qsim.cli import main
     assert main(["simulate", "--engine", "model", "--mapping", "search:cycles", "-o", str(tmp_path / "s"), "-q"]) == 0
     assert "bit-exact" in capsys.readouterr().out
+    report = json.loads((tmp_path / "s" / "report.json").read_text())
+    assert report["config"]["mapping"] == "search:cycles"
+    mapped = [layer["mapping"] for layer in report["layers"] if layer["unit"] == "array"]
+    assert len(mapped) == 5 and any(m.startswith("mkn") for m in mapped)
+    assert all(layer["mapping"] == "" for layer in report["layers"] if layer["unit"] != "array")
     assert main(["simulate", "--engine", "model", "--mapping", "quick", "-o", str(tmp_path / "q"), "-q"]) == 2
     assert "unknown mapping 'quick'" in capsys.readouterr().err
 
