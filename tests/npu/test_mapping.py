@@ -225,3 +225,21 @@ def test_config_mapping_keys_any_values(mode, objective):
         assert "mapping" in str(err) and "<config>:" in str(err)
         return
     assert str(mode).lower() in ("fixed", "search") and config.mapping.mode.value == str(mode).lower()
+
+
+def test_search_with_dram_timing_counts_the_waits_the_engines_count():
+    """With a DRAM profile the search's cycles are the engines' (row-buffer waits included), and
+    the memo keeps choices apart per timing (geometries with and without are equal otherwise)."""
+    from qsim.npu.dram import DramTiming
+    from qsim.npu.engines import run_program
+    timing = DramTiming(trcd=3, trp=2, tcl=4, banks=2, row_bytes=16, burst_bytes=8)
+    ideal = Geometry(4, 4, OS, 4 * 64, 4 * 64, 16 * 64, 4)
+    slow = dataclasses.replace(ideal, dram=timing)
+    rng = np.random.default_rng(5)
+    gemm = Gemm(rng.integers(-128, 128, (40, 70)).astype(np.int8), rng.integers(-128, 128, (70, 9)).astype(np.int8))
+    policy = MappingPolicy.parse("search:cycles")
+    fast, waited = choose(ideal, gemm, policy), choose(slow, gemm, policy)
+    for geom, choice in ((ideal, fast), (slow, waited)):
+        for mapping, cost in choice.costs:
+            assert run_program(geom, compile_gemm(geom, gemm, mapping), "model").stats.total_cycles == cost.cycles
+    assert waited.fixed.cycles > fast.fixed.cycles
