@@ -13,7 +13,7 @@ from qsim.hw.isa import LoadBuffer, Opcode, StoreBuffer
 from qsim.hw.params import Dataflow, Geometry
 from qsim.npu.array.compile import Gemm, compile_gemm
 from qsim.npu.config import load_config, parse_config
-from qsim.npu.cycle_model import cycle_stats, instr_duration, run_model, schedule, vrun_configs
+from qsim.npu.cycle_model import instr_duration, run_model, schedule, vrun_configs
 from qsim.npu.mapping.policy import MappingMode, MappingPolicy, Objective
 from qsim.npu.mapping.search import choose, gemm_cycles, program_cost
 from qsim.npu.mapping.space import FIXED, LoopOrder, Mapping, Shape, candidates

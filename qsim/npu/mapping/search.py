@@ -18,15 +18,15 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
-from ...hw.params import Geometry
-from ..array.compile import Gemm, Program, compile_gemm
 from ...hw.isa import LoadBuffer, Opcode
+from ...hw.params import Geometry
 from ...hw.window_isa import window_base, window_words
+from ..array.compile import Gemm, Program, compile_gemm
 from ..array.window import window_timing
 from ..cycle_model import compute_duration, cycle_stats, dma_duration
 from ..dram.trace import program_dram_stalls
 from ..energy import energy_by_component, load_tech, program_events
-from .policy import FIXED_POLICY, MappingMode, MappingPolicy, Objective
+from .policy import MappingMode, MappingPolicy, Objective
 from .space import FIXED, Mapping, Shape, candidates
 
 
