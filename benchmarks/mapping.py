@@ -4,15 +4,17 @@ qsim (4 calibration samples: the mapping depends on shapes, not on accuracy), on
 preset weight-stationary and output-stationary.
 
     PYTHONPATH=. python benchmarks/mapping.py [--nets resnet18,mobilenet_v2,transformer_encoder]
-        [--config 16x16] [--work /tmp/qsim-mapping] [--verify] [--out reports]
+        [--config 16x16] [--work /tmp/qsim-mapping] [--verify [--verify-engine verilator]] [--out reports]
+    PYTHONPATH=. python benchmarks/mapping.py --render      (mapping.md again from mapping.json)
 
 Per network and dataflow: every array layer's GEMMs searched once (qsim/npu/mapping/network.py;
 the CPU time of that cold search is reported: on the shared machine wall time is mostly
 waiting), and from the costs of every candidate the totals under each objective (cycles, energy, edp) against the fixed rule. Cycles and energy are the
 cycle model's and the energy events' (45nm table) of the very programs that run; the tests
 (tests/npu/test_mapping_rtl.py) hold the model's cycles equal to the RTL's. --verify also runs
-the whole network on the model engine with mapping = search (edp) and checks every stage is
-bit-exact with the kernels. Writes reports/mapping.md and reports/mapping.json.
+the whole network with mapping = search (edp) on --verify-engine (model, or verilator: each
+program's cycles then checked equal to the model's) and checks every stage is bit-exact with
+the kernels. Writes reports/mapping.md and reports/mapping.json.
 Needs torch and onnx (benchmark-only) to export the networks (cached in --work).
 """
 from __future__ import annotations
