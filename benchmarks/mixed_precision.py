@@ -118,9 +118,8 @@ def markdown(rows: dict, args) -> str:
              f"{args.fraction} x (all-16x8's - all-int8's), rounded up to 0.1 dB. SQNR: the lowest over "
              "the model's outputs, float vs dequantized integer, on the evaluation inputs (the pipeline's "
              "report of the written model). Cost: NPU "
-             f"{args.cost} on {args.config} from the cycle model; the 16x8 array layers, which qsim's NPU "
-             "runs on its host path, are costed as 2 int8 passes (4 for 16x16 MATMUL), "
-             "qsim/npu/plan_cost.py. Simulate: `qsim simulate --engine model` of the written plan, every "
+             f"{args.cost} on {args.config} from the cycle model, 16x8 array layers included (byte-plane "
+             "passes on the array, qsim/npu/plan_cost.py). Simulate: `qsim simulate --engine model` of the written plan, every "
              "stage compared with the kernels.", "",
              "| model | SQNR int8 / 16x8 (dB) | target (dB) | plan SQNR (dB) | 16x8 layers | cost vs all-int8 | "
              "cost vs all-16x8 | simulate | times (s) | commit, load |",

@@ -37,7 +37,7 @@ class DMA(wiring.Component):
             "wr_input": Out(1), "wr_weight": Out(1), "wr_param": Out(1), "wr_vconfig": Out(1),
             # buffer read side (STORE)
             "rd_addr": Out(16), "rd_en": Out(1),
-            "rd_output": In(8 * geom.output_word_bytes), "rd_acc": In(8 * geom.acc_word_bytes),
+            "rd_output": In(8 * geom.output_buffer_word_bytes), "rd_acc": In(8 * geom.acc_word_bytes),
         })
 
     def elaborate(self, platform):

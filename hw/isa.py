@@ -32,6 +32,15 @@ class Opcode(enum.IntEnum):
                   # as the window descriptor in the register file says (hw/window_isa.py)
 
 
+class Plane(enum.IntEnum):
+    """What the lanes of an array operand hold (COMPUTE a_plane / w_plane, LOADW's descriptor
+    `plane`): an int16 value x is hi * 256 + lo with hi = x >> 8 (int8) and lo = x & 255
+    (uint8), so sum x * w = 256 * sum hi * w + sum lo * w, each sum an int8 pass of the array."""
+    INT8 = 0      # int8 values (signed lanes)
+    LO = 1        # low bytes of int16 values: unsigned lanes
+    HI = 2        # high bytes of int16 values: signed lanes, weighted 256 in the accumulator
+
+
 class LoadBuffer(enum.IntEnum):
     INPUT = 0
     WEIGHT = 1
@@ -59,7 +68,10 @@ FIELDS = {
                      ("out_addr", 16, False), ("param_addr", 4, False), ("count", 16, False),
                      ("accumulate", 1, False), ("requant", 1, False), ("double_round", 1, False),
                      ("in_zp", 8, True), ("w_zp", 8, True), ("out_zp", 8, True),
-                     ("clamp_lo", 8, True), ("clamp_hi", 8, True)),
+                     ("clamp_lo", 8, True), ("clamp_hi", 8, True),
+                     # int16 operands as byte planes (Plane) and the int48 / int16 requantization
+                     ("a_plane", 2, False), ("w_plane", 2, False), ("acc48", 1, False),
+                     ("out16", 1, False), ("clamp_lo_msb", 8, True), ("clamp_hi_msb", 8, True)),
 }
 FIELDS[Opcode.STORE] = FIELDS[Opcode.LOAD]
 

@@ -13,6 +13,13 @@ from dataclasses import dataclass, field
 PARAM_LANE_BYTES = 9        # bias (4) + multiplier (4) + shift (1), little-endian
 PARAM_DEPTH_WORDS = 4       # two banks of two words: one word per output-column tile
 REQUANT_LATENCY_CYCLES = 3  # bias add | multiply + round | shift, zero point, clamp
+# Accumulator lanes hold int48 sums (TOSA 16x8 / 16x16 accumulators); int8 layers use their low
+# 32 bits. The buffer's depth is still counted in int32 words (acc_word_bytes): the lanes'
+# upper 16 bits are extra storage, which the area (synthesized from this RTL) includes.
+ACC_LANE_BITS = 48
+# Output buffer words hold C lanes of 16 bits (int16 results, COMPUTE out16); int8 results
+# are packed into the word's low C bytes, so a STORE of int8 lanes reads bytes 0..C-1.
+OUTPUT_LANE_BITS = 16
 
 
 class Units(enum.Flag):
@@ -51,6 +58,11 @@ class Geometry:
     @property
     def output_word_bytes(self) -> int:
         return self.cols
+
+    @property
+    def output_buffer_word_bytes(self) -> int:
+        """Physical output buffer word: C lanes of OUTPUT_LANE_BITS."""
+        return OUTPUT_LANE_BITS // 8 * self.cols
 
     @property
     def acc_word_bytes(self) -> int:

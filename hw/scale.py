@@ -19,6 +19,13 @@ wherever the reference has no REQUIRE failure):
 - signed(32) multiplier (MUL): value * multiplier in [-(2^62 - 2^31), 2^62], round <= 2^62:
   signed 65 bits (only (-2^31)^2 with shift 63 needs the 65th bit).
 
+- wide (the requantization unit, ApplyScale(wide=True)): value is signed(48) and, with
+  `scale16` high, apply_scale_16 of the 48-bit value with the multiplier's low 15 bits
+  (TOSA 0.30 RESCALE of int48 requires scale32 = false, so no double rounding):
+  |value * multiplier| < 2^47 * 2^15 = 2^62, round <= 2^61: the same signed 64-bit sum.
+  With `scale16` low only the value's low 32 bits are used (apply_scale_32), so each
+  product stays within 64 bits.
+
 One register stage: value, multiplier, shift and double_round are sampled when
 `en` is high; `result` is combinational from the registered sum and shift.
 """
@@ -30,12 +37,15 @@ SHIFT = unsigned(6)
 
 
 class ApplyScale(wiring.Component):
-    def __init__(self, multiplier_shape=unsigned(31)):
+    def __init__(self, multiplier_shape=unsigned(31), wide: bool = False):
         self.multiplier_shape = Shape.cast(multiplier_shape)
         self.sum_bits = 65 if self.multiplier_shape.signed else 64
+        self.wide = wide
+        extra = {"scale16": In(1)} if wide else {}
         super().__init__({
+            **extra,
             "en": In(1),
-            "value": In(signed(32)),
+            "value": In(signed(48 if wide else 32)),
             "multiplier": In(self.multiplier_shape),
             "shift": In(SHIFT),
             "double_round": In(1),
@@ -55,7 +65,12 @@ class ApplyScale(wiring.Component):
         total = Signal(signed(self.sum_bits))
         shift_r = Signal(SHIFT)
         with m.If(self.en):
-            m.d.sync += [total.eq(self.value * self.multiplier + round_), shift_r.eq(self.shift)]
+            if self.wide:
+                product = Mux(self.scale16, self.value * self.multiplier[:15],
+                              self.value[:32].as_signed() * self.multiplier)
+            else:
+                product = self.value * self.multiplier
+            m.d.sync += [total.eq(product + round_), shift_r.eq(self.shift)]
         m.d.comb += self.result.eq((total >> shift_r)[:32])
         return m
 

@@ -36,7 +36,7 @@ from amaranth.lib.wiring import In, Out
 from .compute import ComputeUnit
 from .dma import DMA, field
 from .isa import INSTR_BITS, Opcode
-from .params import PARAM_DEPTH_WORDS, Geometry, Units
+from .params import ACC_LANE_BITS, PARAM_DEPTH_WORDS, Geometry, Units
 from .vdma import VectorDMA
 from .vector_isa import config_bits
 from .wdma import WindowDMA
@@ -133,9 +133,9 @@ class NPU(wiring.Component):
         m.submodules.param_buf = param_buf = memory.Memory(
             shape=unsigned(8 * g.param_word_bytes), depth=PARAM_DEPTH_WORDS, init=[])
         m.submodules.acc_buf = acc_buf = memory.Memory(
-            shape=unsigned(8 * g.acc_word_bytes), depth=g.acc_depth_words, init=[])
+            shape=unsigned(ACC_LANE_BITS * g.cols), depth=g.acc_depth_words, init=[])
         m.submodules.output_buf = output_buf = memory.Memory(
-            shape=unsigned(8 * g.output_word_bytes), depth=g.acc_depth_words, init=[])
+            shape=unsigned(8 * g.output_buffer_word_bytes), depth=g.acc_depth_words, init=[])
 
         wp = input_buf.write_port()     # LOAD or LOADW (never both: one DRAM mover at a time)
         m.d.comb += [wp.addr.eq(Mux(wd.wr_en, wd.wr_addr, dma.wr_addr)),
@@ -156,5 +156,8 @@ class NPU(wiring.Component):
             m.d.comb += [wp.addr.eq(addr), wp.data.eq(data), wp.en.eq(en)]
         for mem, data in ((acc_buf, dma.rd_acc), (output_buf, dma.rd_output)):
             rp = mem.read_port()
-            m.d.comb += [rp.addr.eq(dma.rd_addr), data.eq(rp.data)]
+            word = rp.data
+            if mem is acc_buf:      # STORE of accumulators writes their int32 low halves
+                word = Cat(*(rp.data[ACC_LANE_BITS * c:ACC_LANE_BITS * c + 32] for c in range(g.cols)))
+            m.d.comb += [rp.addr.eq(dma.rd_addr), data.eq(word)]
 

@@ -10,6 +10,9 @@ byte credit (B per busy cycle, shared by nothing else while LOADW runs) paces th
 transaction j issues at s_j = max(s_{j-1} + 1, ceil(cum_j / B) - 1). Read data returns
 one cycle later, is shifted to its lanes and merged; a word's last transaction writes the
 word to the input buffer in that cycle (s + 1). Busy for s_last + 2 cycles, like LOAD.
+Descriptor `plane` 1/2 (hw/isa.py Plane): the tensor is int16 and the walkers count elements;
+a piece of n elements reads the 2n - 1 bytes from byte 2e + (plane == 2) and keeps every
+other one, so each lane gets its element's low (1) or high (2) byte.
 The walkers only add and compare (the compiler precomputes every product); the address
 arithmetic wraps at 32 bits. qsim/npu/array/window.py is the numpy model of the same sequence.
 """
@@ -52,7 +55,6 @@ class WindowDMA(wiring.Component):
         m = Module()
         g = self.geom
         R = g.rows
-        lane_bits = max(1, (R - 1).bit_length())
 
         def d(name):
             return _desc(self.desc, name)
@@ -100,12 +102,20 @@ class WindowDMA(wiring.Component):
         m.d.comb += [lo.eq(Mux(q > qlo, q, qlo)),
                      hi.eq(Mux(q + length < qhi, q + length, qhi)),
                      nbytes.eq(Mux(ok & (hi > lo), hi - lo, 0))]
+        # int16 planes: the element address doubles (plus 1 for the high byte) and a piece of
+        # n elements costs the 2n - 1 bytes from its first plane byte to its last.
+        plane = d("plane")
+        elem16 = plane != 0
+        cost = Signal(18)
+        m.d.comb += cost.eq(Mux(elem16 & (nbytes != 0), (nbytes << 1) - 1, nbytes))
+        element = Signal(32)
+        m.d.comb += element.eq(paddr + uoff + lo)
         granted_now = Signal(CREDIT_BITS)
         go = Signal()
         m.d.comb += [granted_now.eq(granted + g.dram_bytes_per_cycle),
-                     go.eq(active & (granted_now >= consumed + nbytes)),
+                     go.eq(active & (granted_now >= consumed + cost)),
                      self.re.eq(go & (nbytes != 0)),
-                     self.raddr.eq(paddr + uoff + lo)]
+                     self.raddr.eq(Mux(elem16, Cat(plane == 2, element[:31]), element))]
         with m.If(active):
             m.d.sync += granted.eq(granted_now)
         word_end = Signal()
@@ -135,7 +145,7 @@ class WindowDMA(wiring.Component):
                 m.d.sync += q.eq(q + step)
 
         with m.If(go):
-            m.d.sync += consumed.eq(consumed + nbytes)
+            m.d.sync += consumed.eq(consumed + cost)
             with m.If(word_end):
                 m.d.sync += [lane.eq(0), widx.eq(widx + 1)]
                 with m.If(final):
@@ -153,15 +163,27 @@ class WindowDMA(wiring.Component):
                 with m.Else():
                     k_advance(length)
 
-        # Capture: the read's bytes land in lanes [dst, dst + nbytes) of the word.
-        d_valid, d_last, d_final = Signal(), Signal(), Signal()
-        d_dst, d_n, d_widx = Signal(lane_bits + 1), Signal(17), Signal(16)
         dst = Signal(17)
         m.d.comb += dst.eq(lane + lo - q)
+        self._capture(m, go, word_end, final, dst, nbytes, widx, word, zp_word, elem16, buf_addr)
+        return m
+
+    def _capture(self, m, go, word_end, final, dst, nbytes, widx, word, zp_word, elem16, buf_addr):
+        """The read's bytes land in lanes [dst, dst + nbytes) of the word, one cycle after `go`."""
+        g = self.geom
+        R = g.rows
+        lane_bits = max(1, (R - 1).bit_length())
+        d_valid, d_last, d_final = Signal(), Signal(), Signal()
+        d_dst, d_n, d_widx = Signal(lane_bits + 1), Signal(17), Signal(16)
         m.d.sync += [d_valid.eq(go), d_last.eq(go & word_end), d_final.eq(go & final),
                      d_dst.eq(dst[:lane_bits + 1]), d_n.eq(nbytes), d_widx.eq(widx)]
+        # A plane read returns its lanes' bytes at even offsets (2R - 1 <= P: the compiler's check).
+        packed = Signal(8 * R)
+        P = g.dram_port_bytes
+        planar = Cat(*(self.rdata[16 * i:16 * i + 8] for i in range(R) if 2 * i < P))
+        m.d.comb += packed.eq(Mux(elem16, planar, self.rdata[:8 * R]))
         shifted = Signal(8 * R)
-        m.d.comb += shifted.eq(self.rdata[:8 * R] << (d_dst[:lane_bits] * 8))
+        m.d.comb += shifted.eq(packed << (d_dst[:lane_bits] * 8))
         merged = Signal(8 * R)
         for ln in range(R):
             inside = (Const(ln) >= d_dst) & (Const(ln) < d_dst + d_n)
@@ -172,4 +194,3 @@ class WindowDMA(wiring.Component):
             m.d.sync += word.eq(Mux(d_last, zp_word, merged))
         with m.If(d_final & ~self.start):
             m.d.sync += self.busy.eq(0)
-        return m

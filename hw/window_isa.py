@@ -18,6 +18,8 @@ dilation across is 1 and the taps carry all channels of a pixel. Two walkers:
 `os` = 0 (weight-stationary): word w is output pixel start+w, lanes the K run from the
 descriptor's K state (R lanes); `os` = 1 (output-stationary): word w is K index start+w,
 lane r is output pixel start+r. One read transaction per unit piece (WS) or per lane (OS);
+`plane` 1 or 2 reads one byte plane of an int16 tensor (a piece of n elements is the 2n - 1
+bytes from its first element's plane byte: every other byte lands in a lane);
 see qsim/npu/array/window.py for the exact sequence and timing, which the RTL (hw/wdma.py)
 follows.
 """
@@ -50,6 +52,9 @@ WINDOW_FIELDS = (
     # start state of the K walker
     ("ky_d", 16, False), ("u", 16, False), ("ux_b", 32, True), ("uoff", 32, True),
     ("q", 16, False), ("k", 24, False),
+    # int16 tensors (hw/isa.py Plane): every address above counts elements; element e is at
+    # bytes 2e (low byte) and 2e + 1 (high byte), and lanes take the byte of `plane`
+    ("plane", 2, False),
 )
 WINDOW_BITS = sum(w for _, w, _ in WINDOW_FIELDS)
 

@@ -130,17 +130,11 @@ def explore_command(model: str | None, terms: list[str] | None, space_file: str 
                  replaces=EXPLORE_REPORT, default=out is None)
     variants = [quantize_variant(graph, name, calib_samples, eval_samples, p, config_spec, input_specs, quiet)
                 for p in space.precisions]
-    # the int8 lowering costs the 16-bit array layers the array runs on the host (plan_cost)
-    reference = next((v for v in variants if v.precision == "int8"), None)
-    if reference is None and any(v.precision != "int8" for v in variants):
-        reference = quantize_variant(graph, name, calib_samples, eval_samples, "int8", config_spec,
-                                     input_specs, quiet)
     with open_pool(workers, scheduler) as pool:
         bar = Progress(f"explore {len(space.points)} points ({search.value}, {pool.what}) tasks", None,
                        enabled=not quiet)
         try:
-            result = explore(name, variants, list(space.configs), search, check, pool, table, area, tech, bar,
-                             reference)
+            result = explore(name, variants, list(space.configs), search, check, pool, table, area, tech, bar)
         finally:
             bar.close()
     doc = {"model": name, "engine": result.engine, "verify_engine": result.verify_engine,

@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..npu.config import load_config
 from ..npu.energy import load_tech
 from ..npu.engines import Engine
-from ..npu.plan_cost import PlanCost, StageCost, array_layer_costs, plan_cost
+from ..npu.plan_cost import PlanCost, StageCost, plan_cost
 from ..npu.simulate import simulate_one
 from ..quant.calibration.data import Samples
 from ..quant.evaluation.evaluate import quantize_feed
@@ -91,14 +91,12 @@ def choose_plan(graph: ir.Graph, calib: Samples | None, evaluation: Samples | No
                     f"16x8 layers: {describe(acc)}")
         return acc
 
-    def cost(model: LoweredModel, int8_layers=None) -> tuple[PlanCost, dict]:
+    def cost(model: LoweredModel) -> PlanCost:
         run = simulate_one(model, quantize_feed(model, feeds[0]), npu_config, Engine.MODEL, show_progress=False)
-        base = int8_layers if int8_layers is not None else array_layer_costs(run, tech)
-        dtypes = {n: t.dtype for n, t in model.graph.tensors.items()}
-        return plan_cost(run, dtypes, tech, base), base
+        return plan_cost(run, tech)
 
-    c8, int8_layers = cost(lower(PrecisionPlan(default=Precision.INT8)))
-    c16, _ = cost(lower(PrecisionPlan(default=Precision.INT16X8)), int8_layers)
+    c8 = cost(lower(PrecisionPlan(default=Precision.INT8)))
+    c16 = cost(lower(PrecisionPlan(default=Precision.INT16X8)))
     labels = _labels(graph)
     zero = StageCost(0, 0.0)
     extra = {layer: _value(c16.by_layer.get(labels[layer], zero), request.cost)
@@ -110,7 +108,7 @@ def choose_plan(graph: ir.Graph, calib: Samples | None, evaluation: Samples | No
             f"most accurate plan, reaches {describe(result.wide)} (all-int8: {describe(result.int8)}) "
             f"on {len(feeds)} evaluation samples",
             hint="relax the target, or improve the float-side recipe (--observer, more calibration data)")
-    cp, _ = cost(lower(result.plan), int8_layers)
+    cp = cost(lower(result.plan))
     choice = PlanChoice(model_name, request.target, result, {"plan": cp, "int8": c8, "16x8": c16},
                         request.cost, npu_config.name, tech.name, len(feeds), labels)
     return dataclasses.replace(options, plan=result.plan), PlanSection(choice)

@@ -17,7 +17,6 @@ import numpy as np
 from ..npu.config import NpuConfig
 from ..cluster.distributed import Task
 from ..npu.engines import Engine
-from ..npu.plan_cost import array_layer_costs, plan_cost
 from ..npu.program import GraphRun, finish_run
 from ..npu.simulate import point_tasks, prepare_sweep, start_builds
 from ..progress import Progress
@@ -59,13 +58,11 @@ class Exploration:
 
 
 def run_points(name: str, variants: list[Variant], configs: list[NpuConfig], engine: Engine, pool,
-               table, progress: Progress | None = None,
-               reference: Variant | None = None) -> tuple[list[dict], dict]:
+               table, progress: Progress | None = None) -> tuple[list[dict], dict]:
     """Every variant x configuration as one batch of tasks on `pool`; the points' summaries (the
-    sweep's, plus precision and accuracy) and their runs by (precision, config name).
-    `reference`: the int8 lowering, run at every configuration too when it is not a variant, to
-    cost the 16-bit array layers the array cannot run (with_modelled_layers)."""
-    batch = variants + ([reference] if reference is not None and all(v is not reference for v in variants) else [])
+    sweep's, plus precision and accuracy) and their runs by (precision, config name). Every
+    point's cycles are its compiled programs' (16x8 layers run on the array too)."""
+    batch = variants
     prepared = {v.precision: prepare_sweep(v.model, v.feeds, configs, engine, pool) for v in batch}
     tasks = [t for v in batch for p in prepared[v.precision] for t in p.tasks]
     if progress is not None:
@@ -84,27 +81,9 @@ def run_points(name: str, variants: list[Variant], configs: list[NpuConfig], eng
             summary.pop("report")
             point = dict(summary, name=f"{v.precision}/{config.name}", precision=v.precision,
                          accuracy=v.accuracy, accuracy_kind=v.accuracy_kind, run_cycles=run.total_cycles,
-                         modelled_cycles=0, area_mm2=None, area_note=NOT_ASKED, pareto=False, rtl=None)
-            if reference is not None and v is not reference:
-                with_modelled_layers(point, v, run, runs[reference.precision, config.name], config, table)
+                         area_mm2=None, area_note=NOT_ASKED, pareto=False, rtl=None)
             points.append(point)
     return points, runs
-
-
-def with_modelled_layers(point: dict, v: Variant, run: GraphRun, int8_run: GraphRun, config: NpuConfig,
-                         table) -> None:
-    """A point whose 16-bit array layers ran on the host: its cycles and energy as the precision
-    plan search costs them (qsim.npu.plan_cost: each such layer as its int8 twin once per byte
-    plane), so that a layer the array cannot run is not free; the run's own cycles stay in
-    run_cycles, the modelled part in modelled_cycles."""
-    dtypes = {n: t.dtype for n, t in v.model.graph.tensors.items()}
-    cost = plan_cost(run, dtypes, table, array_layer_costs(int8_run, table))
-    if not cost.host_layers:
-        return
-    latency_s = cost.cycles / (config.clock_mhz * 1e6)
-    point.update(total_cycles=cost.cycles, modelled_cycles=cost.modelled_cycles,
-                 latency_ms=latency_s * 1e3, inferences_per_s=1.0 / latency_s,
-                 energy_per_inference_pj=cost.energy_pj)
 
 
 def add_area(points: list[dict], configs: list[NpuConfig], tech: str | None, pool,
@@ -170,8 +149,8 @@ def run_points_raw(v: Variant, configs: list[NpuConfig], engine: Engine, pool,
 
 def explore(name: str, variants: list[Variant], configs: list[NpuConfig], engine: Engine,
             verify_engine: Engine | None, pool, table, area: bool, area_tech: str | None,
-            progress: Progress | None = None, reference: Variant | None = None) -> Exploration:
-    points, runs = run_points(name, variants, configs, engine, pool, table, progress, reference)
+            progress: Progress | None = None) -> Exploration:
+    points, runs = run_points(name, variants, configs, engine, pool, table, progress)
     notes = []
     if area:
         add_area(points, configs, area_tech, pool, progress)

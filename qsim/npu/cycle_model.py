@@ -28,8 +28,9 @@ from ..errors import UsageError
 from ..hw.isa import Instr, LoadBuffer, Opcode, StoreBuffer
 from ..hw.vector_isa import VectorOp, config_words, decode_config
 from ..hw.window_isa import window_base, window_words
+from ..hw.isa import Plane
 from ..hw.params import PARAM_DEPTH_WORDS, PARAM_LANE_BYTES, REQUANT_LATENCY_CYCLES, Dataflow, Geometry
-from ..tosa.arith import apply_scale_32
+from ..tosa.arith import apply_scale_16, apply_scale_32
 from .vector.model import VectorUnitModel, vrun_execute, vrun_timing, vrun_write_cycles
 from .array.window import window_timing, window_words_values
 
@@ -167,8 +168,8 @@ class NpuState:
         self.input = np.zeros((g.input_depth_words, g.input_word_bytes), np.uint8)
         self.weight = np.zeros((g.weight_depth_words, g.weight_word_bytes), np.uint8)
         self.param = np.zeros((PARAM_DEPTH_WORDS, g.param_word_bytes), np.uint8)
-        self.acc = np.zeros((g.acc_depth_words, g.cols), np.int32)
-        self.output = np.zeros((g.acc_depth_words, g.output_word_bytes), np.uint8)
+        self.acc = np.zeros((g.acc_depth_words, g.cols), np.int64)     # int48 lanes (hw/compute.py)
+        self.output = np.zeros((g.acc_depth_words, g.output_buffer_word_bytes), np.uint8)
         self.vconfig = np.zeros((register_words(g), g.dram_port_bytes), np.uint8)
         self.vector = VectorUnitModel(g.cols)
 
@@ -204,7 +205,7 @@ class NpuState:
         n, wb = instr.get("count"), instr.get("word_bytes")
         if StoreBuffer(instr.get("buf")) is StoreBuffer.ACCUMULATOR:
             src = self.acc[self._rows(self.acc, instr.get("buf_addr"), n, "STORE")]
-            src = src.astype("<i4").view(np.uint8).reshape(n, -1)
+            src = _wrap(src, 32).astype("<i4").view(np.uint8).reshape(n, -1)
         else:
             src = self.output[self._rows(self.output, instr.get("buf_addr"), n, "STORE")]
         index = instr.get("dram_addr") + instr.get("dram_stride") * np.arange(n)[:, None] + np.arange(wb)
@@ -217,32 +218,58 @@ class NpuState:
         R, C = g.rows, g.cols
         count = instr.get("count")
         in_zp, w_zp = instr.get("in_zp"), instr.get("w_zp")
-        if g.dataflow is Dataflow.WEIGHT_STATIONARY:
-            a = self.input[self._rows(self.input, instr.get("a_addr"), count, "COMPUTE input")]
-            w = self.weight[self._rows(self.weight, instr.get("w_addr"), R, "COMPUTE weight")]
-            product = (a.view(np.int8).astype(np.int64) - in_zp) @ (w.view(np.int8).astype(np.int64) - w_zp)
-            n_rows = count
-        else:
-            a = self.input[self._rows(self.input, instr.get("a_addr"), count, "COMPUTE input")]
-            w = self.weight[self._rows(self.weight, instr.get("w_addr"), count, "COMPUTE weight")]
-            product = (a.view(np.int8).astype(np.int64) - in_zp).T @ (w.view(np.int8).astype(np.int64) - w_zp)
-            n_rows = R
+        ws = g.dataflow is Dataflow.WEIGHT_STATIONARY
+        a = self.input[self._rows(self.input, instr.get("a_addr"), count, "COMPUTE input")]
+        w = self.weight[self._rows(self.weight, instr.get("w_addr"), R if ws else count, "COMPUTE weight")]
+        a_op = _operand(a, instr.get("a_plane")) - in_zp
+        w_op = _operand(w, instr.get("w_plane")) - w_zp
+        product = a_op @ w_op if ws else a_op.T @ w_op
+        n_rows = count if ws else R
+        # The PEs' 32-bit sums (one fold / one K chunk) never wrap on a plane pass (bounds:
+        # qsim/npu/array/wide.py); an int8 pass wraps like TOSA's int32 accumulator, which the
+        # low 32 bits of the 48-bit lanes reproduce.
+        high_bytes = (instr.get("a_plane") == Plane.HI) + (instr.get("w_plane") == Plane.HI)
+        product = _wrap(product, 32) << (8 * high_bytes)
         rows = self._rows(self.acc, instr.get("acc_addr"), n_rows, "COMPUTE accumulator")
-        old = self.acc[rows].astype(np.int64) if instr.get("accumulate") else 0
-        total = (old + product).astype(np.uint32).astype(np.int32)  # wraps at 32 bits like the PEs
+        old = self.acc[rows] if instr.get("accumulate") else 0
+        total = _wrap(old + product, 48)
         self.acc[rows] = total
         if instr.get("requant"):
             p = self.param[instr.get("param_addr")].reshape(C, PARAM_LANE_BYTES)
             bias = p[:, 0:4].copy().view("<i4")[:, 0].astype(np.int64)
-            mult = p[:, 4:8].copy().view("<i4")[:, 0].astype(np.int64)
             shift = (p[:, 8] & 0x3F).astype(np.int64)
-            value = (total.astype(np.int64) + bias).astype(np.uint32).astype(np.int32)
-            scaled = apply_scale_32(value, mult, shift, bool(instr.get("double_round")),
-                                    context="NPU requantization unit")
-            out = np.clip(scaled.astype(np.int64) + instr.get("out_zp"),
-                          instr.get("clamp_lo"), instr.get("clamp_hi"))
+            if instr.get("acc48"):       # 48-bit bias: bits 47:32 in the multiplier's high half
+                bias = (p[:, 0:4].copy().view("<u4")[:, 0].astype(np.int64)
+                        + (p[:, 6:8].copy().view("<i2")[:, 0].astype(np.int64) << 32))
+                mult = p[:, 4:6].copy().view("<u2")[:, 0].astype(np.int64) & 0x7FFF
+                scaled = apply_scale_16(_wrap(total + bias, 48), mult, shift, context="NPU requantization unit")
+            else:
+                mult = p[:, 4:8].copy().view("<i4")[:, 0].astype(np.int64)
+                value = _wrap(_wrap(total, 32) + bias, 32)
+                scaled = apply_scale_32(value, mult, shift, bool(instr.get("double_round")),
+                                        context="NPU requantization unit")
+            lo, hi = instr.get("clamp_lo"), instr.get("clamp_hi")
+            if instr.get("out16"):
+                lo = (instr.get("clamp_lo_msb") << 8) | (lo & 0xFF)
+                hi = (instr.get("clamp_hi_msb") << 8) | (hi & 0xFF)
+            out = np.clip(scaled.astype(np.int64) + instr.get("out_zp"), lo, hi)
             orows = self._rows(self.output, instr.get("out_addr"), n_rows, "COMPUTE output")
-            self.output[orows] = out.astype(np.int8).view(np.uint8)
+            if instr.get("out16"):
+                self.output[orows] = out.astype("<i2").view(np.uint8)
+            else:
+                self.output[orows] = 0
+                self.output[orows, :C] = out.astype(np.int8).view(np.uint8)
+
+
+def _wrap(value, bits: int):
+    """Two's-complement wrap of int64 values to `bits` bits."""
+    shift = 64 - bits
+    return (np.asarray(value, np.int64) << shift) >> shift
+
+
+def _operand(words: np.ndarray, plane: int) -> np.ndarray:
+    """Buffer bytes as the array's edge reads them: unsigned for a low-byte plane, else signed."""
+    return words.astype(np.int64) if plane == Plane.LO else words.view(np.int8).astype(np.int64)
 
 
 def cycle_stats(geom: Geometry, instrs, dram=None) -> CycleStats:

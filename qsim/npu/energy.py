@@ -13,6 +13,10 @@ and the RTL both execute), one instruction at a time, following hw/compute.py an
                                   accumulators written R words (read R when accumulating);
                                   with requant: parameter word read, output buffer written R
 
+Words are the int8 / int32 words of hw/README.md: an int16 result (COMPUTE out16, its STORE)
+moves two output words per row; the accumulators' 48-bit lanes (hw/compute.py) are counted
+as their int32 words, so the int48 layers' extra accumulator bits cost no energy here.
+
 MACs are PE slots: every PE fires every streaming cycle, padded lanes (holding the zero
 point) included, so the MAC events of a layer are >= its useful MACs. Vector-unit stages
 count one `vector_op` per lane of every beat through the vector unit (cycle_model.py), plus one
@@ -120,6 +124,8 @@ def program_events(geom: Geometry, instrs, window_read_bytes: int = 0) -> EventC
         elif instr.opcode is Opcode.STORE:
             n["dram_write_bytes"] += instr.get("count") * instr.get("word_bytes")
             words(_BUFFER_OF_STORE[StoreBuffer(instr.get("buf"))], "read", instr.get("count"))
+            if instr.get("buf") == StoreBuffer.OUTPUT and instr.get("word_bytes") > geom.output_word_bytes:
+                words("output", "read", instr.get("count"))         # int16 lanes: words twice as wide
         elif instr.opcode is Opcode.COMPUTE:
             count = instr.get("count")
             n["macs"] += R * C * count
@@ -131,7 +137,7 @@ def program_events(geom: Geometry, instrs, window_read_bytes: int = 0) -> EventC
                 words("accumulator", "read", results)
             if instr.get("requant"):
                 words("param", "read", 1)
-                words("output", "write", results)
+                words("output", "write", results * (2 if instr.get("out16") else 1))
     n["dram_read_bytes"] += window_read_bytes
     return EventCounts(**n)
 

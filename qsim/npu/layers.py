@@ -17,6 +17,11 @@ contributing 0). TRANSPOSE_CONV2D (weight [OC,KH,KW,IC], out_pad, stride, out_sh
 stride_y x stride_x stride-1 convolutions, one per output phase (qsim/npu/array/subpixel.py),
 whose outputs interleave. Without a fused RESCALE the int32 accumulators are stored and the
 bias is added on the host.
+
+16x8 (int16 activations, int8 weights) and 16x16 MATMUL: the same GEMMs over the operands'
+byte planes into int48 accumulators (qsim/npu/array/wide.py), the fused RESCALE of int48
+(scale32 false, 48-bit bias) writing int16 or int8; int48 sums are never stored, so these
+layers need their RESCALE fused.
 """
 from __future__ import annotations
 
@@ -104,34 +109,48 @@ class ProgramRecord:
         raise IndexError(f"no STORE writes GEMM output ({row}, {col})")
 
 
-def _requant(rescale: dict | None, clamp: dict | None, channels: int, bias) -> Requant | None:
+def _layer_requant(rescale: dict | None, clamp: dict | None, channels: int, bias, acc48: bool = False,
+             out_bits: int = 8) -> Requant | None:
+    """The fused RESCALE (+ CLAMP) of a layer; `acc48`: its accumulator is int48 (an int16
+    operand), so TOSA requires scale32 = false (16-bit multipliers, apply_scale_16)."""
     if rescale is None:
         if clamp is not None:
             raise UnsupportedError("CLAMP fuses only after a RESCALE", hint="run CLAMP on the host")
         return None
+    acc = "int48" if acc48 else "int32"
     if rescale.get("input_zp", 0) != 0:
-        raise InvalidGraphError(f"RESCALE of an int32 accumulator needs input_zp = 0, got "
+        raise InvalidGraphError(f"RESCALE of an {acc} accumulator needs input_zp = 0, got "
                                 f"{rescale['input_zp']} (TOSA 0.30 2.13 ERROR_IF)")
-    if not rescale.get("scale32", True):
-        raise UnsupportedError("RESCALE with scale32 = false (16-bit multipliers) is not mapped "
+    if acc48 and rescale.get("scale32", True):
+        raise InvalidGraphError("RESCALE of an int48 accumulator with scale32 = true "
+                                "(TOSA 0.30 2.13 ERROR_IF: a 48-bit value takes 16-bit multipliers)")
+    if not acc48 and not rescale.get("scale32", True):
+        raise UnsupportedError("RESCALE of int32 with scale32 = false (16-bit multipliers) is not mapped "
                                "onto the NPU", hint="quantize with scale32 = true")
+    if out_bits == 16 and rescale.get("output_zp", 0) != 0:
+        raise InvalidGraphError(f"RESCALE to int16 with output_zp {rescale['output_zp']}: TOSA 0.30 "
+                                "requires 0 for non-int8 types (2.13 ERROR_IF)")
     mult = np.broadcast_to(np.asarray(rescale["multiplier"], np.int64), (channels,))
     shift = np.broadcast_to(np.asarray(rescale["shift"], np.int64), (channels,))
-    lo, hi = -128, 127
+    lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
     if clamp is not None:
         lo, hi = max(lo, int(clamp["min_val"])), min(hi, int(clamp["max_val"]))
     if lo > hi:
         raise InvalidGraphError(f"CLAMP min_val {clamp['min_val']} > max_val {clamp['max_val']} "
-                                "(after intersecting with the int8 range)")
-    b = np.zeros(channels, np.int32) if bias is None else np.asarray(bias, np.int32)
-    return Requant(bias=b, multiplier=mult.astype(np.int32), shift=shift.astype(np.int64),
-                   out_zp=int(rescale.get("output_zp", 0)), clamp_lo=lo, clamp_hi=hi,
-                   double_round=bool(rescale.get("double_round", False)))
+                                f"(after intersecting with the int{out_bits} range)")
+    b = np.zeros(channels, np.int64) if bias is None else np.asarray(bias, np.int64)
+    return Requant(bias=b if acc48 else b.astype(np.int32), multiplier=mult.astype(np.int32),
+                   shift=shift.astype(np.int64), out_zp=int(rescale.get("output_zp", 0)), clamp_lo=lo,
+                   clamp_hi=hi, double_round=bool(rescale.get("double_round", False)), out_bits=out_bits)
 
 
-def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
+def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry, out_bits: int = 8):
     """[(Gemm, output slice assembler info)] plus the output shape and real MAC count."""
     x = np.asarray(inputs[0])
+    wide = x.dtype == np.int16 or (op == "MATMUL" and np.asarray(inputs[1]).dtype == np.int16)
+
+    def requant_of(channels: int, bias):
+        return _layer_requant(rescale, clamp, channels, bias, wide, out_bits)
     if op in ("CONV2D", "DEPTHWISE_CONV2D"):
         w = np.asarray(attrs["weight"])
         geometry = dict(pad=tuple(attrs.get("pad", (0, 0, 0, 0))), stride=tuple(attrs.get("stride", (1, 1))),
@@ -141,13 +160,13 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
         oc, kh, kw, ic = w.shape
         window = Window(x.shape, (kh, kw), **geometry)
         (oh, ow), (M, K) = window.out_hw, window.gemm_shape
-        req = _requant(rescale, clamp, oc, attrs.get("bias"))
+        req = requant_of(oc, attrs.get("bias"))
         gemm = Gemm(x, np.ascontiguousarray(w.reshape(oc, -1).T), in_zp, w_zp, req, window)
         return [(gemm, slice(0, oc))], (x.shape[0], oh, ow, oc), M * K * oc
     if op == "DEPTHWISE_CONV2D":
         kh, kw, c, mult = w.shape
         taps = kh * kw
-        req_all = _requant(rescale, clamp, c * mult, attrs.get("bias"))
+        req_all = requant_of(c * mult, attrs.get("bias"))
         group = max(1, geom.cols // mult)
         out = []
         for c0 in range(0, c, group):
@@ -160,14 +179,14 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
             cols = slice(c0 * mult, (c0 + g) * mult)
             req = None if req_all is None else Requant(
                 req_all.bias[cols], req_all.multiplier[cols], req_all.shift[cols], req_all.out_zp,
-                req_all.clamp_lo, req_all.clamp_hi, req_all.double_round)
+                req_all.clamp_lo, req_all.clamp_hi, req_all.double_round, req_all.out_bits)
             out.append((Gemm(x, wg.reshape(taps * g, g * mult), in_zp, w_zp, req, window), cols))
         (oh, ow), M = window.out_hw, window.gemm_shape[0]
         return out, (x.shape[0], oh, ow, c * mult), M * taps * c * mult
     if op == "TRANSPOSE_CONV2D":
         w = np.asarray(attrs["weight"])
         oc, ic = w.shape[0], w.shape[3]
-        req = _requant(rescale, clamp, oc, attrs.get("bias"))
+        req = requant_of(oc, attrs.get("bias"))
         in_zp, w_zp = attrs.get("input_zp", 0), attrs.get("weight_zp", 0)
         out = [(Gemm(x, np.ascontiguousarray(ph.weight.reshape(oc, -1).T), in_zp, w_zp, req, ph.window), ph)
                for ph in phases(x.shape, w, attrs)]
@@ -175,7 +194,7 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
         return out, tuple(int(v) for v in attrs["out_shape"]), macs
     if op == "FULLY_CONNECTED":
         w = np.asarray(attrs["weight"])
-        req = _requant(rescale, clamp, w.shape[0], attrs.get("bias"))
+        req = requant_of(w.shape[0], attrs.get("bias"))
         gemm = Gemm(np.ascontiguousarray(x), np.ascontiguousarray(w.T), attrs.get("input_zp", 0),
                     attrs.get("weight_zp", 0), req)
         return [(gemm, slice(0, w.shape[0]))], (x.shape[0], w.shape[0]), x.shape[0] * x.shape[1] * w.shape[0]
@@ -185,7 +204,7 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
         width = b.shape[2]
         out = []
         for i in range(nb):
-            req = _requant(rescale, clamp, width, None)
+            req = requant_of(width, None)
             out.append((Gemm(np.ascontiguousarray(x[i]), np.ascontiguousarray(b[i]), attrs.get("A_zp", 0),
                              attrs.get("B_zp", 0), req), (i, slice(0, width))))
         return out, (nb, h, width), nb * h * c * width
@@ -194,20 +213,22 @@ def _gemms(op: str, inputs, attrs, rescale, clamp, geom: Geometry):
 
 
 def layer_gemms(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None = None,
-                clamp: dict | None = None) -> list[Gemm]:
+                clamp: dict | None = None, out_bits: int = 8) -> list[Gemm]:
     """The GEMMs run_layer compiles for one layer (one per program), e.g. for a mapping search."""
-    return [gemm for gemm, _ in _gemms(op, inputs, attrs, rescale, clamp, geom)[0]]
+    return [gemm for gemm, _ in _gemms(op, inputs, attrs, rescale, clamp, geom, out_bits)[0]]
 
 
 def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None = None,
-              clamp: dict | None = None, engine="model", name: str = "layer",
+              clamp: dict | None = None, engine="model", name: str = "layer", out_bits: int = 8,
               mapping: MappingPolicy | None = None) -> LayerResult:
-    """Compiles and runs one layer; the output is int8 with a fused RESCALE, else int32.
+    """Compiles and runs one layer; the output is int8 (int16 with out_bits 16) with a fused
+    RESCALE, else int32. int16 activations (16x8) and int16 MATMUL operands (16x16) run as
+    byte-plane passes into int48 accumulators (qsim/npu/array/wide.py).
     `mapping`: how each GEMM is mapped (qsim/npu/mapping/policy.py; default the fixed rule)."""
     engine = Engine.parse(engine)
-    gemms, out_shape, macs = _gemms(op, inputs, attrs, rescale, clamp, geom)
+    gemms, out_shape, macs = _gemms(op, inputs, attrs, rescale, clamp, geom, out_bits)
     fused = rescale is not None
-    out = np.zeros(out_shape, np.int8 if fused else np.int32)
+    out = np.zeros(out_shape, {8: np.int8, 16: np.int16}[out_bits] if fused else np.int32)
     flat = out.reshape(-1, out_shape[-1])
     total = CycleStats()
     dram = {"input": 0, "weight": 0, "output": 0}

@@ -3,14 +3,16 @@
 Plan: the graph's operators are grouped as the NPU fuses them (qsim.npu.grouping.group_ops:
 a CONV2D / DEPTHWISE_CONV2D / FULLY_CONNECTED / MATMUL absorbs the RESCALE that alone
 reads its result, and that RESCALE the CLAMP that alone reads its result). A group runs
-on the array when its layer operator has int8 operands and its RESCALE fits the
-requantization unit (input_zp 0, 32-bit multipliers, int8 output); an unfusable
-RESCALE/CLAMP becomes its own vector-unit stage after an array stage that stores int32
-sums. Every other operator runs on the vector unit (a VCONFIG + VRUN program compiled by
+on the array when its layer operator has int8 or int16 operands (int16: byte-plane passes
+into int48 accumulators, qsim/npu/array/wide.py) and its RESCALE fits the requantization
+unit (input_zp 0; 32-bit multipliers for int32 sums, 16-bit ones for int48; int8 or int16
+output); an unfusable RESCALE/CLAMP becomes its own vector-unit stage after an array stage
+that stores int32 sums (int48 sums are never stored: such a layer runs on the host).
+Every other operator runs on the vector unit (a VCONFIG + VRUN program compiled by
 qsim/npu/vector/ops.py, on the same engine as the array layers) or, for pure reshapes,
-on the host at no cost; operators neither unit can take (array operators with int16
-operands, operators without a vector mapping, unsigned or int48 tensors, ...) run on
-the host too, uncounted, and the stage's note says why.
+on the host at no cost; operators neither unit can take (operators without a vector
+mapping, unsigned or int48 tensors, ...) run on the host too, uncounted, and the stage's
+note says why.
 
 Run and verify: every stage runs on its golden inputs (the kernels' tensors), and its
 output is compared, element for element, with the kernels' tensor of the same name; a
@@ -54,6 +56,7 @@ class Stage:
     ops: tuple[Op, ...]
     unit: Unit
     note: str = ""
+    out_bits: int = 8           # array stages: width of the fused RESCALE's output (8 or 16)
 
     @property
     def name(self) -> str:
@@ -71,22 +74,25 @@ class Stage:
 def _fusable_rescale(graph: Graph, op: Op) -> str | None:
     """Why RESCALE `op` cannot run in the requantization unit, or None if it can."""
     a = op.attrs
-    if graph.tensor(op.outputs[0]).dtype is not DType.I8:
-        return f"RESCALE output is {graph.tensor(op.outputs[0]).dtype}, the unit writes int8"
-    if a.get("input_zp", 0) != 0:
-        return "RESCALE input_zp != 0"
-    if not a.get("scale32", True):
-        return "RESCALE with 16-bit multipliers (scale32 = false)"
+    if graph.tensor(op.outputs[0]).dtype not in (DType.I8, DType.I16):
+        return f"RESCALE output is {graph.tensor(op.outputs[0]).dtype}, the unit writes int8 or int16"
+    if a.get("input_zp", 0) != 0 or (graph.tensor(op.outputs[0]).dtype is DType.I16 and a.get("output_zp", 0)):
+        return "RESCALE input_zp != 0 (or output_zp != 0 for int16)"
+    acc48 = graph.tensor(op.inputs[0]).dtype is DType.I48
+    if a.get("scale32", True) == acc48:      # int48 takes 16-bit multipliers, int32 the 32-bit ones
+        return f"RESCALE of {graph.tensor(op.inputs[0]).dtype} with scale32 = {a.get('scale32', True)}"
     shift = np.asarray(a.get("shift", 2))
-    if np.any(np.asarray(a.get("multiplier", 0)) < 0) or np.any((shift < 2) | (shift > 62)):
+    mult = np.asarray(a.get("multiplier", 0))
+    if np.any(mult < 0) or np.any((shift < 2) | (shift > 62)) or (acc48 and np.any(mult >= 1 << 15)):
         return "RESCALE multiplier/shift outside the unit's range"
     return None
 
 
 def _array_operands_ok(graph: Graph, op: Op) -> str | None:
     for name in op.inputs:
-        if name and graph.tensor(name).dtype is not DType.I8:
-            return f"{op.kind.short_name} operand {name!r} is {graph.tensor(name).dtype}; the array multiplies int8"
+        if name and graph.tensor(name).dtype not in (DType.I8, DType.I16):
+            return (f"{op.kind.short_name} operand {name!r} is {graph.tensor(name).dtype}; the array "
+                    "multiplies int8 and int16 (byte planes)")
     return None
 
 
@@ -110,12 +116,22 @@ def plan(graph: Graph) -> list[Stage]:
             stages.extend(_vector_stage(graph, op) for op in group[1:])
             continue
         fused = [head]
+        why = "no RESCALE reads the sums alone"
         if len(group) > 1:
-            why = _fusable_rescale(graph, group[1])
-            if why is None:
+            reason = _fusable_rescale(graph, group[1])
+            if reason is None:
                 fused = list(group)
+            else:
+                why = reason
+        if len(fused) == 1 and graph.tensor(head.outputs[0]).dtype is DType.I48:
+            # int48 sums never leave the array (qsim/npu/array/wide.py): without a fused RESCALE
+            # the layer runs on the host.
+            stages.append(Stage((head,), Unit.HOST, note=f"not on the array: int48 sums need a fused RESCALE ({why})"))
+            stages.extend(_vector_stage(graph, op) for op in group[1:])
+            continue
         note = "" if len(fused) == len(group) else f"int32 sums stored: {why}"
-        stages.append(Stage(tuple(fused), Unit.ARRAY, note=note))
+        bits = 16 if graph.tensor(fused[-1].outputs[0]).dtype is DType.I16 and len(fused) > 1 else 8
+        stages.append(Stage(tuple(fused), Unit.ARRAY, note=note, out_bits=bits))
         stages.extend(_vector_stage(graph, op) for op in group[len(fused):])
     return fuse_vector_chains(graph, stages)
 
@@ -293,7 +309,7 @@ def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want, mapp
     head = stage.ops[0]
     rescale, clamp = fused_attrs(stage)
     layer = run_layer(geom, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp,
-                      engine=engine, name=stage.name, mapping=mapping)
+                      engine=engine, name=stage.name, out_bits=stage.out_bits, mapping=mapping)
     if want is not None and layer.output.dtype == want.dtype and np.array_equal(layer.output, want):
         layer.runs = []
     return layer

@@ -111,9 +111,9 @@ def plan_section(choice: PlanChoice, page: Page, out_dir: Path) -> None:
                  f"{100 * choice.costs[key].value(choice.measure) / wide:.1f} %" if wide else "n/a"]
                 for name, key, a in (("chosen", "plan", s.accuracy), ("all-int8", "int8", s.int8),
                                      ("all-16x8", "16x8", s.wide))])
-    page.paragraph("16x8 layers run on the NPU's host path (the array multiplies int8); their cost "
-                   "is modelled as the layer's int8 array cost once per 8-bit plane of the 16-bit "
-                   "operand (qsim/npu/plan_cost.py). Every other stage is the cycle model's.", css="note")
+    page.paragraph("Cycles and energy are the compiled NPU programs' (cycle model): 16x8 layers run "
+                   "on the array as two byte-plane passes into int48 accumulators (docs/npu.md).",
+                   css="note")
     if s.sensitivities:
         sensitivity_plot(choice, out_dir / SENSITIVITY_PLOT)
         page.image(SENSITIVITY_PLOT, "layer sensitivity")

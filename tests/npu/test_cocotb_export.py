@@ -74,7 +74,14 @@ def test_programs_reproduce_the_golden_vectors(bench):
     """Each exported program, run on qsim's cycle model from its exported DRAM image, writes
     exactly the golden tensor's elements it is responsible for, in the exported cycle count."""
     path, _, _ = bench
-    geom = load_config("8x8").geometry
+    assert replay_golden_layers(path, load_config("8x8").geometry)
+
+
+def replay_golden_layers(path, geom) -> list:
+    """Every exported layer with programs, replayed on the cycle model from its decoded
+    instruction words and DRAM image: asserts the exported cycle counts and the golden
+    tensors; returns the layers checked."""
+    checked = []
     for layer in golden_check.load_layers(path):
         if not layer.programs:
             continue
@@ -88,6 +95,8 @@ def test_programs_reproduce_the_golden_vectors(bench):
             results.append(program.result(dram))
         actual = golden_check.assemble(layer, expected.shape, expected.dtype, results)
         assert np.array_equal(actual, expected), layer.name
+        checked.append((layer, expected))
+    return checked
 
 
 def _decode(blob: bytes) -> list:

@@ -17,6 +17,9 @@ contiguous bytes, at most one per cycle; transaction j issues at busy cycle
 s_j = max(s_{j-1} + 1, ceil(cum_j / B) - 1) (cum_j: bytes of transactions 0..j), the
 word is written to the input buffer at s_last(word) + 1, and LOADW is busy for
 s_last + 2 cycles: LOAD's timing, with the bytes the hardware actually moves.
+An int16 tensor is read one byte plane at a time (descriptor `plane`, hw/isa.py Plane): its
+addresses count elements, and a piece of n lanes moves the 2n - 1 bytes from its first
+lane's byte (2e, or 2e + 1 for the high plane) to its last.
 """
 from __future__ import annotations
 
@@ -177,8 +180,14 @@ class Transactions:
     lane: np.ndarray            # first lane of the piece
     length: np.ndarray          # lanes of the piece
     dst: np.ndarray             # first lane filled from DRAM
-    nbytes: np.ndarray          # bytes read (0: padding only)
+    nbytes: np.ndarray          # lanes filled from DRAM (0: padding only); int8: the bytes read
     addr: np.ndarray            # DRAM address of the first byte read
+    step: int = 1               # bytes between consecutive lanes' bytes (2: an int16 plane)
+
+    @property
+    def read_bytes(self) -> np.ndarray:
+        """Bytes each transaction moves: a plane read of n lanes spans 2n - 1 bytes."""
+        return np.where(self.nbytes > 0, self.step * self.nbytes - (self.step - 1), 0)
 
 
 def transactions(d: dict, count: int, lanes: int) -> Transactions:
@@ -204,8 +213,10 @@ def transactions(d: dict, count: int, lanes: int) -> Transactions:
     nbytes = np.where(ok & (hi > lo), hi - lo, 0)
     dst = lane + lo - kst["q"]
     addr = (pix["paddr"] + kst["uoff"] + lo) & MASK32
+    step = 2 if d.get("plane", 0) else 1     # int16 planes: element e's bytes are 2e, 2e + 1
+    addr = (step * addr + int(d.get("plane", 0) == 2)) & MASK32
     flat = lambda v: np.broadcast_to(v, shape).reshape(-1)   # noqa: E731
-    return Transactions(flat(word), flat(lane), flat(length), flat(dst), flat(nbytes), flat(addr))
+    return Transactions(flat(word), flat(lane), flat(length), flat(dst), flat(nbytes), flat(addr), step)
 
 
 @dataclass(frozen=True)
@@ -218,7 +229,7 @@ class WindowTiming:
 @functools.lru_cache(maxsize=4096)
 def _timing(blob: bytes, count: int, lanes: int, bytes_per_cycle: int) -> WindowTiming:
     tr = transactions(unpack_window(blob), count, lanes)
-    cum = np.cumsum(tr.nbytes)
+    cum = np.cumsum(tr.read_bytes)
     j = np.arange(len(cum), dtype=np.int64)
     need = -(-cum // bytes_per_cycle) - 1 - j
     s_last = int(j[-1] + max(0, int(np.max(need))))
@@ -242,7 +253,7 @@ def _sources(blob: bytes, count: int, lanes: int) -> tuple[np.ndarray, int]:
         starts = np.cumsum(n) - n
         rep = np.repeat(np.arange(n.size), n)
         off = np.arange(int(n.sum())) - starts[rep]
-        src[tr.word[take][rep], tr.dst[take][rep] + off] = tr.addr[take][rep] + off
+        src[tr.word[take][rep], tr.dst[take][rep] + off] = tr.addr[take][rep] + tr.step * off
     src.flags.writeable = False
     return src, d["zp"]
 

@@ -47,7 +47,8 @@ def network_choices(graph, feeds: dict, config: NpuConfig, policy: MappingPolicy
         stage, inputs = task.args[2], task.args[3]
         rescale, clamp = fused_attrs(stage)
         head = stage.ops[0]
-        gemms = layer_gemms(geom, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp)
+        gemms = layer_gemms(geom, head.kind.short_name, inputs, dict(head.attrs), rescale, clamp,
+                            stage.out_bits)
         start = time.process_time()
         choices = tuple(choose(geom, gemm, policy) for gemm in gemms)
         seconds += time.process_time() - start

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from ...hw.isa import LoadBuffer, Opcode
 from ...hw.params import Geometry
 from ...hw.window_isa import window_base, window_words
-from ..array.compile import Gemm, Program, compile_gemm
+from ..array.compile import Gemm, Program, compile_gemm, gemm_shape
 from ..array.window import window_timing
 from ..cycle_model import compute_duration, cycle_stats, dma_duration
 from ..dram.trace import program_dram_stalls
 from ..energy import energy_by_component, load_tech, program_events
 from .policy import MappingMode, MappingPolicy, Objective
-from .space import FIXED, Mapping, Shape, candidates
+from .space import FIXED, Mapping, candidates
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,10 @@ def _table(tech: str | None):
 def _key(geom: Geometry, gemm: Gemm) -> tuple:
     """What a GEMM's costs depend on. The window's first channel (c0, a depthwise GEMM's
     channel group) only moves LOADW's addresses, never which bytes it reads or when, so the
-    groups of a depthwise layer share one search."""
+    groups of a depthwise layer share one search. The operand types decide the byte-plane
+    passes, the output width the STOREs."""
     return (geom, geom.dram, dataclasses.replace(gemm.reading, c0=0), gemm.a.shape, gemm.w.shape,
-            gemm.requant is not None)
+            gemm.a.dtype, gemm.w.dtype, None if gemm.requant is None else gemm.requant.out_bits)
 
 
 _CHOICES: dict = {}             # (_key, policy) -> Choice
@@ -115,9 +116,8 @@ _CHOICES_MAX = 4096
 
 
 def _search(geom: Geometry, gemm: Gemm, policy: MappingPolicy) -> Choice:
-    M, K, N = gemm.shape
     costs = tuple((mapping, program_cost(geom, compile_gemm(geom, gemm, mapping), policy.tech))
-                  for mapping in candidates(Shape(M, K, N, geom)))
+                  for mapping in candidates(gemm_shape(geom, gemm)))
     choice = Choice(FIXED, None, costs[0][1], len(costs), costs)
     mapping, cost = choice.best(policy.objective)
     return Choice(mapping, cost, costs[0][1], len(costs), costs)
