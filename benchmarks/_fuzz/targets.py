@@ -415,6 +415,10 @@ def random_toml(rng: random.Random) -> bytes:
     base["rows"] = base["cols"] = str(n)
     base["input_buffer_bytes"] = base["weight_buffer_bytes"] = str(n * 2 * n * rng.choice((1, 2)))
     base["accumulator_buffer_bytes"] = str(4 * n * 2 * n)
+    if rng.random() < 0.2:      # the mapping search's keys (qsim/npu/mapping/policy.py)
+        base["mapping"] = rng.choice(('"search"', '"fixed"', '"SEARCH"', '"best"', "1", '""'))
+        if rng.random() < 0.7:
+            base["mapping_objective"] = rng.choice(('"edp"', '"cycles"', '"energy"', '"speed"', "2"))
     for key in list(base):
         if rng.random() < 0.15:
             base[key] = rng.choice(TOML_VALUES)

@@ -8,6 +8,7 @@ workers; a point's renderings start as soon as its layers are done."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ from ..errors import UsageError
 from ..npu.config import load_config, with_cores
 from ..cluster.distributed import FollowUp, Task, open_pool, scheduler_address
 from ..npu.energy import load_tech
+from ..npu.mapping.policy import MappingPolicy
 from ..npu.engines import Engine
 from ..npu.program import finish_run
 from ..npu.simulate import (dump_vcd, parse_sweep, point_tasks, prepare_sweep, resolve_engine,
@@ -54,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "across them (default: the configuration's `cores`, 1)")
     p.add_argument("--vcd", metavar="FILE.vcd",
                    help="on a mismatch, write the waveform around the first wrong DRAM write")
+    p.add_argument("--mapping", metavar="fixed|search[:OBJ]",
+                   help="how the compiler maps each layer: fixed (the one rule) or search (per layer "
+                        "the loop order and tile sizes that minimize OBJ: cycles, energy or edp, the "
+                        "energy-delay product, the default); default: the configuration's (fixed)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -73,16 +79,22 @@ def default_out(model_name: str, sweep: bool) -> Path:
 def simulate_command(model: str | None, config_spec: str, engine: Engine, input_path: str | list[str] | None,
                      out: str | None, sweep: list[str] | None = None, vcd: str | None = None,
                      show_progress: bool = True, tech: str | None = None, workers: int | None = 1,
-                     scheduler: str | None = None, cores: int | None = None) -> SimulateResult:
+                     scheduler: str | None = None, cores: int | None = None,
+                     mapping: str | None = None) -> SimulateResult:
     """The whole `qsim simulate` job; the output folder appears complete or not at all.
     The array layers (of every sweep point) run as tasks on `workers` local processes or
     the Dask cluster at `scheduler` (qsim.cluster.distributed.open_pool)."""
     base = with_cores(load_config(config_spec), cores)
     table = load_tech(tech)
+    if mapping is not None:
+        base = dataclasses.replace(base, mapping=MappingPolicy.parse(mapping))
     configs = parse_sweep(sweep, base) if sweep else [base]
     if vcd and any(c.cores > 1 for c in configs):
         raise UsageError("--vcd needs one core: several cores keep no per-program records to re-run",
                          hint="reproduce the mismatch with --cores 1 and --vcd")
+    # the search's energy objectives read the energy table the report uses
+    configs = [dataclasses.replace(c, mapping=dataclasses.replace(c.mapping, tech=tech)) for c in configs]
+    base = configs[0] if not sweep else base
     if vcd and sweep:
         raise UsageError("--vcd and --sweep do not combine", hint="dump a waveform for one configuration")
     if vcd is not None and not vcd.lower().endswith(".vcd"):
@@ -190,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
     scheduler = pool_scheduler(args)
     result = simulate_command(args.model, args.config, engine, args.input, args.out,
                               sweep=args.sweep, vcd=args.vcd, show_progress=not args.quiet,
-                              tech=args.tech, workers=args.workers, scheduler=scheduler, cores=args.cores)
+                              tech=args.tech, workers=args.workers, scheduler=scheduler, cores=args.cores,
+                              mapping=args.mapping)
     for report in result.reports:
         print("\n".join(summary_lines(report)))
     for point in result.sweep:

@@ -61,7 +61,7 @@ def layer_programs(graph, values: dict, layers: list[LayerVectors], config: NpuC
         if stage.unit is Unit.ARRAY:
             index = head_of[id(stage.ops[0])]
             inputs = [values[n] for n in stage.ops[0].inputs if n]
-            result = run_array_stage(geom, Engine.MODEL, stage, inputs, want=None)
+            result = run_array_stage(geom, Engine.MODEL, stage, inputs, want=None, mapping=config.mapping)
             role = checked_role(layers[index], len(stage.ops) == len(groups[index]))
             runs.setdefault(index, []).append({"check": role, "unit": "array", "records": [
                 (record.where, record.program) for record in result.runs]})

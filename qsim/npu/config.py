@@ -16,6 +16,11 @@ Keys (all required except name and clock_mhz):
                                 (>= 1). Absent: the ideal memory (qsim/npu/dram/timing.py), as before.
   cores                         optional, 1..16 (default 1): NPU cores of this geometry sharing the
                                 DRAM port through an arbiter (qsim/npu/cores/); not with `dram`
+  mapping                       optional: "fixed" (default: the compiler's one rule) or "search"
+                                (per GEMM the loop order and tile sizes that minimize the objective;
+                                qsim/npu/mapping/)
+  mapping_objective             with mapping = "search": "cycles", "energy" or "edp" (default:
+                                energy-delay product)
 Each buffer holds 2..65536 words (16-bit addresses), and at least 2*rows
 (weights, WS), 2*rows (accumulators) words so that both halves of a double
 buffer hold a full tile.
@@ -31,6 +36,7 @@ from ..errors import DataError, Location, UsageError
 from ..userdata import check_nesting
 from ..hw.params import Dataflow, Geometry
 from .dram import SHAPE_KEYS, TIMING_KEYS, DramTiming, profile_timing, profiles
+from .mapping.policy import FIXED_POLICY, MappingMode, MappingPolicy
 from ..textfile import decode_utf8
 
 MAX_DIM = 64
@@ -48,6 +54,7 @@ class NpuConfig(Geometry):
     name: str = ""
     clock_mhz: float = 1000.0
     cores: int = 1      # identical cores sharing DRAM (qsim/npu/cores/); `geometry` is one core's
+    mapping: MappingPolicy = FIXED_POLICY       # how the compiler maps each GEMM (not hardware)
 
     @property
     def geometry(self) -> Geometry:
@@ -63,7 +70,14 @@ class NpuConfig(Geometry):
                 f"accumulator_buffer_bytes = {self.accumulator_buffer_bytes}\n"
                 f"dram_bytes_per_cycle = {self.dram_bytes_per_cycle}\n"
                 f"clock_mhz = {self.clock_mhz}\n" + (f"cores = {self.cores}\n" if self.cores != 1 else "")
-                + dram_toml(self.dram))
+                + dram_toml(self.dram) + mapping_toml(self.mapping))
+
+
+def mapping_toml(policy: MappingPolicy) -> str:
+    """The [npu] lines that give `policy` back (none for the fixed rule, the default)."""
+    if policy.mode is MappingMode.FIXED:
+        return ""
+    return f'mapping = "search"\nmapping_objective = "{policy.objective.value}"\n'
 
 
 def dram_toml(timing: DramTiming | None) -> str:
@@ -125,7 +139,8 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
     table = dict(doc["npu"])
     required = ("rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
                 "accumulator_buffer_bytes", "dram_bytes_per_cycle")
-    check_keys(table, required, ("name", "clock_mhz", "dram", "cores") + DRAM_KEYS, "npu", fail)
+    check_keys(table, required, ("name", "clock_mhz", "dram", "cores", "mapping", "mapping_objective") + DRAM_KEYS,
+               "npu", fail)
 
     def integer(key, low, high):
         value = table[key]
@@ -171,7 +186,22 @@ def parse_config(text: str, file: str = "<config>") -> NpuConfig:
         input_buffer_bytes=buffer("input_buffer_bytes", rows, 2),
         weight_buffer_bytes=buffer("weight_buffer_bytes", cols, 2 * rows),
         accumulator_buffer_bytes=buffer("accumulator_buffer_bytes", 4 * cols, 2 * rows),
-        dram_bytes_per_cycle=bandwidth, clock_mhz=float(clock))
+        dram_bytes_per_cycle=bandwidth, clock_mhz=float(clock), mapping=_mapping(table, fail))
+
+
+def _mapping(table: dict, fail) -> MappingPolicy:
+    """The `mapping` and `mapping_objective` keys (qsim/npu/mapping/policy.py)."""
+    mode, objective = table.get("mapping", "fixed"), table.get("mapping_objective")
+    if not isinstance(mode, str) or mode.lower() not in ("fixed", "search"):
+        fail("mapping", f"key 'mapping' = {mode!r} is not a mapping: allowed 'fixed', 'search'")
+    if objective is not None and mode.lower() != "search":
+        fail("mapping_objective", "key 'mapping_objective' needs mapping = \"search\"",
+             hint="add mapping = \"search\", or remove mapping_objective")
+    if objective is not None and (not isinstance(objective, str)
+                                  or objective.lower() not in ("cycles", "energy", "edp")):
+        fail("mapping_objective", f"key 'mapping_objective' = {objective!r} is not an objective: "
+                                  "allowed 'cycles', 'energy', 'edp'")
+    return MappingPolicy.parse(mode if objective is None else f"{mode}:{objective}")
 
 
 DRAM_KEYS = tuple(f"dram_{k}" for k in TIMING_KEYS + SHAPE_KEYS)

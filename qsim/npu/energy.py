@@ -111,9 +111,10 @@ def program_events(geom: Geometry, instrs, window_read_bytes: int = 0) -> EventC
     R, C = geom.rows, geom.cols
     ws = geom.dataflow is Dataflow.WEIGHT_STATIONARY
     n = {f.name: 0 for f in fields(EventCounts)}
-
+    word_bytes = {buffer: _word_bytes(geom, buffer) for buffer in BUFFERS}   # once: a mapping search
+                                                                              # counts 100k+ instructions
     def words(buffer: str, kind: str, count: int) -> None:
-        n[f"{buffer}_{kind}_bytes"] += count * _word_bytes(geom, buffer)
+        n[f"{buffer}_{kind}_bytes"] += count * word_bytes[buffer]
 
     for instr in instrs:
         if instr.opcode is Opcode.LOAD:

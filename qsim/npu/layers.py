@@ -32,7 +32,9 @@ import numpy as np
 from ..errors import InvalidGraphError, UnsupportedError
 from ..hw.params import Geometry
 from ..hw.isa import Opcode
-from .array.compile import Gemm, Program, Requant, compile_gemm
+from .array.compile import Gemm, Program, Requant
+from .mapping.policy import FIXED_POLICY, MappingPolicy
+from .mapping.search import compile_mapped
 from .energy import EventCounts, program_events
 from .engines import Engine, run_program
 from .cycle_model import CycleStats, schedule
@@ -64,6 +66,7 @@ class LayerResult:
     core_cycles: list = field(default_factory=list)
     arbitration_cycles: list = field(default_factory=list)
     core_events: list = field(default_factory=list)
+    mappings: list = field(default_factory=list)      # per program: its mapping's label (qsim/npu/mapping)
 
     def locate(self, index: tuple) -> tuple["ProgramRecord", int, int]:
         """The program that wrote output element `index` and its (row, column) in that GEMM."""
@@ -234,11 +237,19 @@ def add_host_bias(out: np.ndarray, fused: bool, attrs: dict) -> list[str]:
     return ["bias add (no fused RESCALE)"]
 
 
+def layer_gemms(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None = None,
+                clamp: dict | None = None, out_bits: int = 8) -> list[Gemm]:
+    """The GEMMs run_layer compiles for one layer (one per program), e.g. for a mapping search."""
+    return [gemm for gemm, _ in _gemms(op, inputs, attrs, rescale, clamp, geom, out_bits)[0]]
+
+
 def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None = None,
-              clamp: dict | None = None, engine="model", name: str = "layer", out_bits: int = 8) -> LayerResult:
+              clamp: dict | None = None, engine="model", name: str = "layer", out_bits: int = 8,
+              mapping: MappingPolicy | None = None) -> LayerResult:
     """Compiles and runs one layer; the output is int8 (int16 with out_bits 16) with a fused
     RESCALE, else int32. int16 activations (16x8) and int16 MATMUL operands (16x16) run as
-    byte-plane passes into int48 accumulators (qsim/npu/array/wide.py)."""
+    byte-plane passes into int48 accumulators (qsim/npu/array/wide.py).
+    `mapping`: how each GEMM is mapped (qsim/npu/mapping/policy.py; default the fixed rule)."""
     engine = Engine.parse(engine)
     gemms, out_shape, macs = _gemms(op, inputs, attrs, rescale, clamp, geom, out_bits)
     fused = rescale is not None
@@ -248,8 +259,10 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
     host = []
     runs = []
     events = EventCounts()
+    labels = []
     for gemm, where in gemms:
-        program = compile_gemm(geom, gemm)
+        program, choice = compile_mapped(geom, gemm, mapping or FIXED_POLICY)
+        labels.append(choice.mapping.label)
         runs.append(ProgramRecord(where, program, total.total_cycles))
         run = run_program(geom, program, engine, what=f"{name} (tosa.{op})")
         place_output(out, op, where, run.output)
@@ -266,4 +279,4 @@ def run_layer(geom: Geometry, op: str, inputs, attrs: dict, rescale: dict | None
                        stall_cycles=total.stall_cycles,
                        utilization=macs / (cycles * geom.rows * geom.cols) if cycles else 0.0,
                        dram_bytes=dram, programs=len(gemms), engine=engine.value, host_steps=host,
-                       mac_slots=total.pe_mac_slots, runs=runs, events=events)
+                       mac_slots=total.pe_mac_slots, runs=runs, events=events, mappings=labels)

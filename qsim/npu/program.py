@@ -301,25 +301,34 @@ def _first_mismatch(result: StageResult, expected: np.ndarray, geom) -> Mismatch
                     size=int(actual.size), cycle=cycle, program=program, program_cycle=program_cycle)
 
 
-def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want, cores: int = 1) -> LayerResult:
-    """One array stage on `inputs` (its golden inputs): a task that runs on any worker.
+def run_array_stage(geom, engine: Engine, stage: Stage, inputs: list, want, cores: int = 1,
+                    mapping=None) -> LayerResult:
+    """One array stage on `inputs` (its golden inputs): a task that runs on any worker, on
+    `cores` cores (qsim/npu/cores/); `mapping` the configuration's mapping policy
+    (qsim/npu/mapping/policy.py).
     The per-program records (each with its DRAM image) are kept only when the output differs
     from `want`, where fault location and waveforms need them; a verified layer travels back
     without them."""
     head = stage.ops[0]
+    args = (head.kind.short_name, inputs, dict(head.attrs), *fused_attrs(stage))
+    layer = (run_layer(geom, *args, engine=engine, name=stage.name, out_bits=stage.out_bits, mapping=mapping)
+             if cores == 1 else
+             run_layer_cores(geom, cores, *args, engine=engine, name=stage.name,    # qsim/npu/cores/
+                             out_bits=stage.out_bits, mapping=mapping))
+    if want is not None and layer.output.dtype == want.dtype and np.array_equal(layer.output, want):
+        layer.runs = []
+    return layer
+
+
+def fused_attrs(stage: Stage) -> tuple[dict | None, dict | None]:
+    """The attributes of an array stage's fused RESCALE and CLAMP (None when absent)."""
     rescale = clamp = None
     for op in stage.ops[1:]:
         if op.kind.short_name == "RESCALE":
             rescale = dict(op.attrs)
         else:
             clamp = dict(op.attrs)
-    args = (head.kind.short_name, inputs, dict(head.attrs), rescale, clamp)
-    layer = (run_layer(geom, *args, engine=engine, name=stage.name, out_bits=stage.out_bits) if cores == 1
-             else run_layer_cores(geom, cores, *args, engine=engine, name=stage.name,    # qsim/npu/cores/
-                                  out_bits=stage.out_bits))
-    if want is not None and layer.output.dtype == want.dtype and np.array_equal(layer.output, want):
-        layer.runs = []
-    return layer
+    return rescale, clamp
 
 
 @dataclass
@@ -420,7 +429,8 @@ def prepare_run(graph: Graph, feeds: dict, config: NpuConfig, engine="verilator"
         want = expected.get(stage.output)
         if stage.unit is Unit.ARRAY:
             inputs = [values[n] for n in stage.ops[0].inputs if n]
-            task = Task(run_array_stage, (geom, engine, stage, inputs, want, config.cores), f"{config.name}-{stage.name}",
+            task = Task(run_array_stage, (geom, engine, stage, inputs, want, config.cores, config.mapping),
+                        f"{config.name}-{stage.name}",
                         cost=_array_cost(stage, inputs, want), shared=(2, 3, 4))
             _check_shape(stage, None, graph.tensor(stage.output).shape, want)
             if want is None:        # nothing to continue with but this layer's own output: run it now

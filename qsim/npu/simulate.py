@@ -24,14 +24,16 @@ from ..progress import Progress
 from ..quant.lowering.float_side import LoweredModel
 from ..runtime.executor import execute
 from ..hw.params import Units
-from .config import NpuConfig, dram_toml, parse_config
+from .config import NpuConfig, dram_toml, mapping_toml, parse_config
+from .mapping.policy import MappingPolicy
 from ..cluster.distributed import InProcess
 from .engines import Engine
 from .program import GraphRun, PreparedRun, Unit, finish_run, plan, prepare_run
 
 VCD_BEFORE, VCD_AFTER = 256, 64
 SWEEP_KEYS = ("size", "rows", "cols", "dataflow", "input_buffer_bytes", "weight_buffer_bytes",
-              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "dram", "cores")
+              "accumulator_buffer_bytes", "dram_bytes_per_cycle", "clock_mhz", "dram", "cores",
+              "mapping")
 
 
 def resolve_engine(name: str, vcd: str | None) -> Engine:
@@ -70,16 +72,22 @@ def parse_sweep(specs: list[str], base: NpuConfig, flag: str = "--sweep") -> lis
                   "accumulator_buffer_bytes": base.accumulator_buffer_bytes,
                   "dram_bytes_per_cycle": base.dram_bytes_per_cycle, "clock_mhz": base.clock_mhz,
                   "cores": base.cores}
+        mapping = base.mapping
         for (key, _), value in zip(axes, combo):
+            if key == "mapping":        # fixed | search[:OBJECTIVE] (qsim/npu/mapping/policy.py)
+                mapping = MappingPolicy.parse(value)
+                continue
             targets = ("rows", "cols") if key == "size" else (key,)
             for target in targets:
                 fields[target] = value if target in ("dataflow", "dram") else _number(key, value, flag)
         name = f"{fields['rows']}x{fields['cols']}-{str(fields['dataflow']).lower()}" + "".join(
-            f"-{k}{v}" for (k, _), v in zip(axes, combo) if k not in ("size", "rows", "cols", "dataflow"))
+            f"-{k}{v.replace(':', '-') if k == 'mapping' else v}" for (k, _), v in zip(axes, combo)
+            if k not in ("size", "rows", "cols", "dataflow"))
         text = "[npu]\n" + f'name = "{name}"\n' + "".join(
             f'{k} = "{v}"\n' if k in ("dataflow", "dram") else f"{k} = {v}\n" for k, v in fields.items())
         if "dram" not in fields:        # the base's DRAM timing, unless swept
             text += dram_toml(base.dram)
+        text += mapping_toml(mapping)
         configs.append(parse_config(text, file=f"{flag} {' '.join(specs)} ({name})"))
     if len({c.name for c in configs}) != len(configs):
         raise UsageError(f"{flag} produces the same configuration twice", hint="remove repeated values")

@@ -47,6 +47,7 @@ class LayerThroughput:
     rtl: bool = False                  # values and cycles came from an RTL engine
     energy_by_component_pj: dict[str, float] = field(default_factory=dict)   # qsim.npu.energy
     events: dict[str, int] = field(default_factory=dict)                     # counts behind it
+    mapping: str = ""                  # array layers: the loop order/tile of each GEMM (qsim/npu/mapping)
 
     @property
     def cycles(self) -> int:
@@ -181,7 +182,8 @@ def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None =
             dram_input_bytes=s.dram_input_bytes, dram_weight_bytes=s.dram_weight_bytes,
             dram_output_bytes=s.dram_output_bytes, verified=s.verified, rtl=s.rtl,
             energy_by_component_pj=energy_by_component(s.events, tech, config.geometry),
-            events=s.events.to_json()))
+            events=s.events.to_json(),
+            mapping=", ".join(sorted(set(s.layer.mappings))) if s.layer is not None else ""))
     notes = [f"{s.stage.name}: {s.stage.note}" for s in run.stages if s.stage.note]
     notes += engine_sentences(layers, run.engine.value)
     notes += [s.mismatch for s in run.stages if s.mismatch]
@@ -190,7 +192,7 @@ def throughput_report(model_name: str, run: GraphRun, tech: EnergyTable | None =
            "weight_buffer_bytes": config.weight_buffer_bytes,
            "accumulator_buffer_bytes": config.accumulator_buffer_bytes,
            "dram_bytes_per_cycle": config.dram_bytes_per_cycle, "clock_mhz": config.clock_mhz,
-           "dram": dram_label(config.dram), "cores": config.cores}
+           "dram": dram_label(config.dram), "cores": config.cores, "mapping": config.mapping.text}
     if core_note(run):
         notes.append(core_note(run))
     notes.append(energy_sentence(layers, tech.name, tech.source))

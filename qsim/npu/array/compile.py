@@ -2,25 +2,29 @@
 
     out[M, N] = requant( sum_k (A[m, k] - in_zp) * (W[k, n] - w_zp) )      (int32 sums)
 
+(int16 operands: the same sums over the operands' byte planes into int48 accumulators,
+qsim/npu/array/wide.py; every plane pass is one more reduction step of the mapping)
+
 with requant = bias add, apply_scale_32, output zero point and clamp (hw/requant.py);
 without requant the raw int32 sums are stored (the caller adds any bias on the host).
 
 DRAM image, each region 64-byte aligned: the A operand as the layer holds it (an NHWC
-int8 tensor or an [M, K] matrix; qsim/npu/array/window.py), W, the parameter words, the output
-(M x N, row-major, int8 or int32 LE), then the LOADW window descriptors. A never exists
-expanded: every A word is assembled by LOADW (im2col in hardware) from the tensor, with
-the padding taps and the lanes beyond K filled with in_zp (they contribute 0).
+int8 / int16 tensor or an [M, K] matrix; qsim/npu/array/window.py), W (one image per byte
+plane), the parameter words, the output (M x N, row-major, int8, int16 or int32 LE), then
+the LOADW window descriptors. A never exists expanded: every A word is assembled by LOADW
+(im2col in hardware) from the tensor, with the padding taps and the lanes beyond K filled
+with in_zp (they contribute 0).
 - Weight-stationary: K is cut into folds of R lanes; W is stored as [nN, nF, R, C] (rows
-  beyond K hold w_zp). M is cut into chunks of Mc rows that fit half the accumulator
-  buffer; a group is one (chunk, column tile) and its steps are the folds, accumulated in
-  place. LOADW word m of fold f = output pixel m0 + m, lanes k in [fR, fR + R).
-- Output-stationary: a group is one tile of R rows x C columns; W is stored as [nN, K, C];
-  the steps are chunks of K that fit half the input and weight buffers. LOADW word j =
-  K index k0 + j, lane r = output pixel m0 + r.
-Double buffering: steps alternate between the halves of the input and weight
-buffers and groups between the halves of the accumulator/output buffers and the
-two parameter words; see _emit for why the in-order dispatcher keeps every
-reader ahead of the next writer of the same half.
+  beyond K hold w_zp). A COMPUTE streams the rows of a row tile through one fold of one
+  column tile; LOADW word m of fold f = output pixel m0 + m, lanes k in [fR, fR + R).
+- Output-stationary: an output tile is R rows x C columns; W is stored as [nN, K, C]; a
+  COMPUTE runs a chunk of K. LOADW word j = K index k0 + j, lane r = output pixel m0 + r.
+The loop order over the tiles and the tile sizes are the mapping's (qsim/npu/mapping/:
+space.py says what each order keeps in the buffers, schedule.py writes the stream and why
+the in-order dispatcher keeps every reader of a buffer half ahead of its next writer).
+Without a mapping the compiler uses the fixed rule (mapping FIXED): row tiles of as many
+rows as half the accumulator buffer holds (ws) or R (os), then column tiles, then K in
+place, A kept in the input buffer across the column tiles when it fits.
 """
 from __future__ import annotations
 
@@ -30,11 +34,12 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from ...hw import isa
-from ...hw.isa import LoadBuffer, StoreBuffer
+from ...hw.isa import LoadBuffer, Plane, StoreBuffer
 from ...hw.params import PARAM_LANE_BYTES, Dataflow, Geometry
 from ...hw.window_isa import window_base
+from ..mapping.schedule import Operands, Step, emit
+from ..mapping.space import FIXED, Mapping, Shape
 from . import wide
-from ...hw.isa import Plane
 from .window import Window, descriptor_bytes, descriptor_words, window_timing
 
 ALIGN = 64
@@ -145,19 +150,6 @@ def _check(gemm: Gemm, geom: Geometry) -> None:
                                    f"{req.clamp_hi}] must lie in int{req.out_bits}")
 
 
-@dataclass(frozen=True)
-class _Step:
-    """One COMPUTE of a group: K rows [k0, k0 + klen) of one pass (operand planes pa, pw).
-    `slot` numbers the distinct A blocks of a group (a pass's fold / K chunk), `wi` the
-    weight plane image."""
-    k0: int
-    klen: int
-    pa: Plane
-    pw: Plane
-    slot: int
-    wi: int
-
-
 def _weight_image(w: np.ndarray, K: int, N: int, R: int, C: int, ws: bool, fill) -> np.ndarray:
     """W in the order the array consumes it: [nN, nF, R, C] (ws; rows beyond K hold `fill`)
     or [nN, K, C] (os)."""
@@ -170,7 +162,14 @@ def _weight_image(w: np.ndarray, K: int, N: int, R: int, C: int, ws: bool, fill)
     return w_pad.reshape(K, nN, C).transpose(1, 0, 2).copy()
 
 
-def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
+def gemm_shape(geom: Geometry, gemm: Gemm) -> Shape:
+    """The GEMM as the mapping space (qsim/npu/mapping/space.py) sees it: sizes and byte planes."""
+    M, K, N = gemm.shape
+    return Shape(M, K, N, geom, wide.planes(gemm.a.dtype), wide.planes(gemm.w.dtype))
+
+
+def compile_gemm(geom: Geometry, gemm: Gemm, mapping: Mapping | None = None) -> Program:
+    """`mapping` (qsim/npu/mapping/space.py): the loop order and tile; None: the fixed rule below."""
     _check(gemm, geom)
     M, K, N = gemm.shape
     R, C = geom.rows, geom.cols
@@ -180,11 +179,11 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
     window = gemm.reading
     if x.size != int(np.prod(window.shape)):
         raise ValueError(f"A operand of {x.shape} does not match its window {window.shape}")
-    a_planes, w_planes = wide.planes(gemm.a.dtype), wide.planes(gemm.w.dtype)
+    shape = gemm_shape(geom, gemm)
 
     # W in the order the array consumes it, one image per weight plane; A stays as the layer holds it.
     w_img = np.stack([_weight_image(gemm.w if p is Plane.INT8 else wide.plane_bytes(gemm.w, p), K, N, R, C,
-                                    ws, np.int8(gemm.w_zp)) for p in w_planes])
+                                    ws, np.int8(gemm.w_zp)) for p in shape.w_planes])
     plane_stride = w_img[0].nbytes
     nF = _ceil(K, R)
     params = _param_words(gemm.requant, N, C, gemm.wide)
@@ -201,28 +200,6 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
     d_words = descriptor_words(P)
     descriptors: dict[tuple, int] = {}          # (pixel, k, os, plane) -> index in the descriptor region
 
-    in_half, w_half, acc_half = (geom.input_depth_words // 2, geom.weight_depth_words // 2,
-                                 geom.acc_depth_words // 2)
-    if ws:
-        rows_per_group = min(M, acc_half)
-        resident = (in_half // (nF * len(a_planes))) >= rows_per_group
-        if not resident:
-            rows_per_group = min(rows_per_group, in_half)
-        groups = [(m0, min(rows_per_group, M - m0), j)
-                  for m0 in range(0, M, rows_per_group) for j in range(nN)]
-        chunks = [(f * R, R) for f in range(nF)]            # (k0, k rows) per fold
-    else:
-        nM = _ceil(M, R)
-        k_chunk = min(K, in_half // len(a_planes), w_half)
-        if gemm.wide:       # one COMPUTE's PE sums stay within 32 bits (wide.py)
-            k_chunk = min(k_chunk, wide.MAX_TERMS_PER_COMPUTE)
-        resident = k_chunk == K
-        groups = [(i * R, min(R, M - i * R), j) for i in range(nM) for j in range(nN)]
-        chunks = [(k0, min(k_chunk, K - k0)) for k0 in range(0, K, k_chunk)]
-    steps = [_Step(k0, klen, pa, pw, ia * len(chunks) + ci, iw)
-             for ia, pa in enumerate(a_planes) for iw, pw in enumerate(w_planes)
-             for ci, (k0, klen) in enumerate(chunks)]
-
     def a_load(m0, rows, step, buf_addr):
         """The window descriptor for rows m0.. from K index step.k0 (ws: one fold of `rows`
         words; os: `klen` words of row tile m0) of plane step.pa into the register file, then LOADW."""
@@ -231,16 +208,18 @@ def compile_gemm(geom: Geometry, gemm: Gemm) -> Program:
         return [isa.load(LoadBuffer.VCONFIG, window_base(C, P), d_words, d_base + index * d_words * P, P, P),
                 isa.loadw(buf_addr, rows if ws else step.klen)]
 
-    def w_load(j, step, buf_addr):
-        base = w_base + step.wi * plane_stride
+    def w_load(j, k0, klen, wi, buf_addr):
+        """klen K rows of weight plane image wi from k0 (ws: one fold, or a multiple of R for a
+        resident column tile, qsim/npu/mapping/schedule.py)."""
+        base = w_base + wi * plane_stride
         if ws:
-            addr = base + ((j * nF + step.k0 // R) * R) * C
-            return isa.load(LoadBuffer.WEIGHT, buf_addr, R, addr, C, C)
-        addr = base + (j * K + step.k0) * C
-        return isa.load(LoadBuffer.WEIGHT, buf_addr, step.klen, addr, C, C)
+            addr = base + ((j * nF + k0 // R) * R) * C
+            return isa.load(LoadBuffer.WEIGHT, buf_addr, _ceil(klen, R) * R, addr, C, C)
+        addr = base + (j * K + k0) * C
+        return isa.load(LoadBuffer.WEIGHT, buf_addr, klen, addr, C, C)
 
-    instrs = _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load,
-                   p_base, params.shape[1], o_base, N, eb, in_half, w_half, acc_half)
+    instrs = emit(shape, FIXED if mapping is None else mapping,
+                  _operands(geom, gemm, a_load, w_load, p_base, params.shape[1], o_base, N, eb))
     blobs = [b""] * len(descriptors)
     for (m0, k0, os, plane), index in descriptors.items():
         blobs[index] = descriptor_bytes(dict(window.descriptor(a_base, m0, k0, os, gemm.in_zp), plane=plane), P)
@@ -275,60 +254,22 @@ def _requant_fields(gemm: Gemm) -> dict:
                 clamp_lo_msb=req.clamp_lo >> 8 if out16 else 0, clamp_hi_msb=req.clamp_hi >> 8 if out16 else 0)
 
 
-def _emit(geom, gemm, groups, steps, resident, ws, a_load, w_load, p_base, p_bytes, o_base, N, eb,
-          in_half, w_half, acc_half):
-    """The instruction stream. In-order dispatch makes the halves safe to reuse:
-    a LOAD into a half is emitted after the COMPUTE that follows the half's last
-    reader, and a COMPUTE dispatches only once the previous COMPUTE is done; every
-    COMPUTE waits for the DMA unit (its own loads, and the STORE of the group that
-    last used its accumulator/output half); STORE(g-1) is emitted after the first
-    COMPUTE of group g, whose dispatch implies group g-1 is finished."""
-    R, C = geom.rows, geom.cols
-    req = gemm.requant
+def _operands(geom, gemm, a_load, w_load, p_base, p_bytes, o_base, N, eb) -> Operands:
+    """The instruction makers a mapped schedule (qsim/npu/mapping/schedule.py) assembles."""
+    req, C = gemm.requant, geom.cols
     fields = _requant_fields(gemm)
-    instrs: list = []
-    step_index = 0
-    chunk_index = -1
-    last_a_key = None
-    pending_store = None
-    for g, (m0, rows, j) in enumerate(groups):
-        acc_base = (g % 2) * acc_half
-        block = rows if ws else steps[0].klen       # words of one A slot (resident: all of K)
-        a_key = m0
-        if resident and a_key != last_a_key:
-            chunk_index += 1
-            last_a_key = a_key
-            a_half = (chunk_index % 2) * in_half
-            loaded = set()
-            for step in steps:
-                if step.slot not in loaded:
-                    loaded.add(step.slot)
-                    instrs.extend(a_load(m0, rows, step, a_half + step.slot * block))
-        instrs.append(isa.load(LoadBuffer.PARAM, g % 2, 1, p_base + j * p_bytes, 0, p_bytes))
-        for s, step in enumerate(steps):
-            half = step_index % 2
-            if resident:
-                a_addr = (chunk_index % 2) * in_half + step.slot * block
-            else:
-                a_addr = half * in_half
-                instrs.extend(a_load(m0, rows, step, a_addr))
-            w_addr = half * w_half
-            instrs.append(w_load(j, step, w_addr))
-            last = s == len(steps) - 1
-            planes = dict(a_plane=int(step.pa), w_plane=int(step.pw)) if gemm.wide else {}
-            instrs.append(isa.compute(
-                a_addr=a_addr, w_addr=w_addr, acc_addr=acc_base, out_addr=acc_base,
-                param_addr=g % 2, count=rows if ws else step.klen, accumulate=int(s > 0),
-                requant=int(last and req is not None), in_zp=gemm.in_zp, w_zp=gemm.w_zp,
-                **fields, **planes, wait_dma=True))
-            step_index += 1
-            if s == 0 and pending_store is not None:
-                instrs.append(pending_store)
-                pending_store = None
-        cols = min(C, N - j * C)
-        pending_store = isa.store(
-            StoreBuffer.OUTPUT if req is not None else StoreBuffer.ACCUMULATOR, acc_base, rows,
-            o_base + (m0 * N + j * C) * eb, N * eb, cols * eb)
-    if pending_store is not None:
-        instrs.append(isa.Instr(pending_store.opcode, wait_compute=True, fields=pending_store.fields))
-    return instrs
+
+    def compute(a_addr, w_addr, acc_addr, param_word, count, accumulate, requant, step: Step):
+        planes = dict(a_plane=int(step.pa), w_plane=int(step.pw)) if gemm.wide else {}
+        return isa.compute(
+            a_addr=a_addr, w_addr=w_addr, acc_addr=acc_addr, out_addr=acc_addr, param_addr=param_word,
+            count=count, accumulate=int(accumulate), requant=int(requant and req is not None),
+            in_zp=gemm.in_zp, w_zp=gemm.w_zp, **fields, **planes, wait_dma=True)
+
+    def store(acc_addr, rows, m0, j):
+        return isa.store(StoreBuffer.OUTPUT if req is not None else StoreBuffer.ACCUMULATOR, acc_addr, rows,
+                         o_base + (m0 * N + j * C) * eb, N * eb, min(C, N - j * C) * eb)
+
+    return Operands(a_load=a_load, w_load=w_load,
+                    param_load=lambda j, word: isa.load(LoadBuffer.PARAM, word, 1, p_base + j * p_bytes, 0, p_bytes),
+                    compute=compute, store=store)

@@ -15,10 +15,11 @@ import math
 import numpy as np
 
 from ...hw.params import Geometry
-from ..array.compile import compile_gemm
 from ..energy import EventCounts, program_events
 from ..engines import Engine
 from ..layers import LayerResult, _gemms, add_host_bias, place_output
+from ..mapping.policy import FIXED_POLICY, MappingPolicy
+from ..mapping.search import compile_mapped
 from .run import run_round
 from .split import split_rounds
 
@@ -32,8 +33,9 @@ def arbiter_events(cores: int, grants: int, dram_bytes: int) -> EventCounts:
 
 def run_layer_cores(geom: Geometry, cores: int, op: str, inputs, attrs: dict, rescale: dict | None = None,
                     clamp: dict | None = None, engine="model", name: str = "layer",
-                    out_bits: int = 8) -> LayerResult:
-    """qsim.npu.layers.run_layer on `cores` cores; the same output, bit for bit."""
+                    out_bits: int = 8, mapping: MappingPolicy | None = None) -> LayerResult:
+    """qsim.npu.layers.run_layer on `cores` cores; the same output, bit for bit. `mapping`: each
+    core's part of a GEMM is mapped as one GEMM alone would be (qsim/npu/mapping/)."""
     engine = Engine.parse(engine)
     gemms, out_shape, macs = _gemms(op, inputs, attrs, rescale, clamp, geom, out_bits)
     fused = rescale is not None
@@ -44,7 +46,7 @@ def run_layer_cores(geom: Geometry, cores: int, op: str, inputs, attrs: dict, re
     core_events = [EventCounts() for _ in range(cores)]
     dram = {"input": 0, "weight": 0, "output": 0}
     for number, parts in enumerate(split_rounds([g for g, _ in gemms], cores, geom.cols)):
-        programs = [compile_gemm(geom, part.gemm) for part in parts]
+        programs = [compile_mapped(geom, part.gemm, mapping or FIXED_POLICY)[0] for part in parts]
         runs = run_round(geom, programs, engine, what=f"{name} (tosa.{op}) round {number}")
         for k, (part, program, run) in enumerate(zip(parts, programs, runs)):
             if results[part.gemm_index] is None:

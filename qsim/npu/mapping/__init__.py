@@ -1,0 +1,1 @@
+"""Mapping search: which loop order and tile sizes the compiler gives each GEMM (space.py, schedule.py, search.py)."""
