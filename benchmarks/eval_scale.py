@@ -163,9 +163,10 @@ every tensor's statistics) on {r['samples']} test images ({r['source']}), evalua
 {r['batch']}; medians of {r['repeat']} rounds, the settings alternated in each round. Every run's
 report was the serial run's, bit for bit.
 
-CPU: {r['cpu']} (lscpu). **The machine was heavily loaded by other engineers' jobs during these
-runs** (load averages 1/5/15 min, before and after each round: {'; '.join(r['load_averages'])}), so
-the figures are this day's, not the machine's best; the ratios are what the alternation protects.
+CPU: {r['cpu']} (lscpu). Load averages 1/5/15 min, before and after each round:
+{'; '.join(r['load_averages'])} (a 1-minute figure near or above the core count means other jobs
+shared the cores: the figures are then this day's, not the machine's best; the ratios are what the
+alternation protects).
 
 A Dask worker computes on one thread (qsim.cluster.distributed), the serial run on every core
 ({r['threads']} here): "vs serial" compares with the serial run on all of them.
