@@ -214,3 +214,12 @@ def test_a_rerun_from_a_cut_is_the_full_run(tmp_path):
     partial, _ = runner.run(second, cut, snaps)
     assert np.array_equal(full.noise, partial.noise) and np.array_equal(full.signal, partial.signal)
     assert not np.array_equal(full.noise, runner.run(first)[0].noise)    # the plans do differ there
+
+
+def test_equal_infinities_are_no_error_and_a_finite_miss_is_infinite():
+    # an attention mask's -inf scores stay -inf under every candidate: no error, not NaN
+    from qsim.quant.calibration.choose import _squared_error
+    want = np.array([-np.inf, 1.0, 2.0], np.float32)
+    assert _squared_error(np.array([-np.inf, 1.5, 2.0]), want) == 0.25
+    assert _squared_error(np.array([0.0, 1.0, 2.0]), want) == np.inf
+    assert _squared_error(np.array([np.nan, 1.0, 2.0]), np.array([np.nan, 1.0, 2.0])) == 0.0

@@ -104,13 +104,23 @@ def downstream_errors(graph: ir.Graph, candidates: dict[str, dict[str, ir.QuantI
                                   backend, values)
                     for o, got in zip(op.outputs, outs):
                         if _float(values.get(o)):
-                            diff = np.asarray(got, np.float64) - values[o]
-                            sums[o] = sums.get(o, 0.0) + float(np.sum(diff * diff))
+                            sums[o] = sums.get(o, 0.0) + _squared_error(got, values[o])
     scores = {t: {label: sum(e / signal[t][o] if signal[t][o] > 0 and np.isfinite(e) else
                              (0.0 if e == 0 else np.inf) for o, e in per_out.items())
                   for label, per_out in noise[t].items()}
               for t in measured}
     return {t: {label: score[same[t][label]] for label in candidates[t]} for t, score in scores.items()}
+
+
+def _squared_error(got, want) -> float:
+    """sum((got - want)^2), where equal values (the same infinity: an attention mask's -inf
+    scores, or both NaN) are no error; inf - inf would make the sum NaN, and a NaN score would
+    make every candidate of the tensor look equally bad."""
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = np.where((got == want) | (np.isnan(got) & np.isnan(want)), 0.0, got - want)
+    return float(np.sum(diff * diff))
 
 
 # A layer's output read only by a relu/clamp or batch norm is never materialized: the lowering
